@@ -1,0 +1,107 @@
+//! Per-container state: SDK clients built once at cold start, the platform secret loaded on
+//! first use and cached for the container's life, and the in-memory parts of the limiter.
+
+use crate::auth::JwtVerifier;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::metrics::DynamoCallCounter;
+use crate::ratelimit::RateLimiter;
+use base64::Engine;
+use tokio::sync::OnceCell;
+
+pub struct App {
+    pub cfg: Config,
+    pub ddb: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub secrets: aws_sdk_secretsmanager::Client,
+    pub limiter: RateLimiter,
+    pub jwt: Option<JwtVerifier>,
+    platform: OnceCell<PlatformSecret>,
+}
+
+/// Key material shared by every function, stored as JSON in Secrets Manager:
+/// `{"cursor_key": "<base64>", "encryption_key": "<base64>"}`.
+#[derive(Clone)]
+pub struct PlatformSecret {
+    pub cursor_key: Vec<u8>,
+    pub encryption_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for PlatformSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PlatformSecret(..)")
+    }
+}
+
+impl PlatformSecret {
+    pub fn parse(json: &str) -> Result<Self, String> {
+        let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("platform secret is not JSON: {e}"))?;
+        let key = |name: &str| -> Result<Vec<u8>, String> {
+            let s = v[name].as_str().ok_or(format!("platform secret lacks {name}"))?;
+            let k = base64::engine::general_purpose::STANDARD.decode(s).map_err(|_| format!("{name} is not base64"))?;
+            if k.len() < 32 {
+                return Err(format!("{name} must be at least 32 bytes"));
+            }
+            Ok(k)
+        };
+        Ok(Self { cursor_key: key("cursor_key")?, encryption_key: key("encryption_key")? })
+    }
+
+    /// A fresh secret value for bootstrap.
+    pub fn generate_json() -> String {
+        let b64 = |k: [u8; 32]| base64::engine::general_purpose::STANDARD.encode(k);
+        serde_json::json!({"cursor_key": b64(rand::random()), "encryption_key": b64(rand::random())}).to_string()
+    }
+}
+
+impl App {
+    pub fn new(cfg: Config, sdk: &aws_config::SdkConfig) -> Result<Self, String> {
+        let ddb_conf = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(DynamoCallCounter).build();
+        let jwt = cfg.oauth.as_ref().map(JwtVerifier::new).transpose()?;
+        Ok(Self {
+            ddb: aws_sdk_dynamodb::Client::from_conf(ddb_conf),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            secrets: aws_sdk_secretsmanager::Client::new(sdk),
+            limiter: RateLimiter::new(cfg.limits.clone()),
+            jwt,
+            platform: OnceCell::new(),
+            cfg,
+        })
+    }
+
+    /// Build from the Lambda environment; the SDK honours AWS_ENDPOINT_URL(_DYNAMODB) itself.
+    pub async fn from_env() -> Result<Self, String> {
+        let cfg = Config::from_env()?;
+        let sdk = aws_config::load_from_env().await;
+        Self::new(cfg, &sdk)
+    }
+
+    pub async fn platform_secret(&self) -> Result<&PlatformSecret, ApiError> {
+        self.platform
+            .get_or_try_init(|| async {
+                let out = self
+                    .secrets
+                    .get_secret_value()
+                    .secret_id(&self.cfg.platform_secret_id)
+                    .send()
+                    .await
+                    .map_err(|e| ApiError::unavailable(format!("secrets manager: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e))))?;
+                let s = out.secret_string().ok_or_else(|| ApiError::internal("platform secret has no string value"))?;
+                PlatformSecret::parse(s).map_err(ApiError::internal)
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_secret_parses_and_debug_hides_it() {
+        let s = PlatformSecret::parse(&PlatformSecret::generate_json()).unwrap();
+        assert_eq!(s.cursor_key.len(), 32);
+        assert_eq!(format!("{s:?}"), "PlatformSecret(..)");
+        assert!(PlatformSecret::parse(r#"{"cursor_key":"c2hvcnQ=","encryption_key":"c2hvcnQ="}"#).is_err());
+    }
+}

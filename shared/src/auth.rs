@@ -1,0 +1,299 @@
+//! Authentication: who is calling, for which workspace, with which scopes.
+//!
+//! - API keys: `wsp_` + 43 base62 characters (256 bits). Only the SHA-256 hash is stored, in a
+//!   look-up item keyed by the hash (`pk = APIKEY#<hash>`), so authentication is one
+//!   consistent GetItem and revocation takes effect at once.
+//! - OAuth access tokens: RS256/ES256 JWTs verified against the configured JWKS (issuer,
+//!   audience, expiry); `x-workspace-id` names the workspace and the subject must be a member.
+//!
+//! Handlers only ever see the resulting `Principal`.
+
+use crate::app::App;
+use crate::config::OAuthConfig;
+use crate::error::{ApiError, ErrorCode, ErrorDetail};
+use crate::store::{self, get_str};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use rand::RngExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub const API_KEY_PREFIX: &str = "wsp_";
+const API_KEY_RANDOM_LEN: usize = 43;
+const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    Read,
+    Write,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    ApiKey { key_id: String },
+    OAuth,
+}
+
+#[derive(Clone, Debug)]
+pub struct Principal {
+    /// None only for OAuth calls to routes that need no workspace (GET /workspaces).
+    pub workspace_id: Option<String>,
+    /// `key:<key id>` or the token's `sub`.
+    pub subject: String,
+    pub scopes: Vec<Scope>,
+    pub credential: Credential,
+}
+
+impl Principal {
+    /// The rate-limit bucket scope: the workspace, or the subject when there is none.
+    pub fn bucket_scope(&self) -> String {
+        match &self.workspace_id {
+            Some(ws) => ws.clone(),
+            None => format!("SUB#{}", self.subject),
+        }
+    }
+}
+
+pub fn generate_api_key() -> String {
+    let mut rng = rand::rng();
+    let tail: String = (0..API_KEY_RANDOM_LEN).map(|_| BASE62[rng.random_range(0..BASE62.len())] as char).collect();
+    format!("{API_KEY_PREFIX}{tail}")
+}
+
+pub fn hash_api_key(key: &str) -> String {
+    hex(&Sha256::digest(key.as_bytes()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn looks_like_api_key(token: &str) -> bool {
+    token.strip_prefix(API_KEY_PREFIX).is_some_and(|t| t.len() >= 40 && t.len() <= 128 && t.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+pub fn api_key_lookup_pk(hash: &str) -> String {
+    format!("APIKEY#{hash}")
+}
+pub const API_KEY_LOOKUP_SK: &str = "APIKEY";
+
+pub fn member_sk(subject: &str) -> String {
+    format!("MEMBER#{subject}")
+}
+
+/// Roles grant scopes; a token's scopes are intersected with its subject's role.
+pub fn role_scopes(role: &str) -> &'static [Scope] {
+    match role {
+        "owner" | "admin" | "member" => &[Scope::Read, Scope::Write],
+        "viewer" => &[Scope::Read],
+        _ => &[],
+    }
+}
+
+pub const ROLES: [&str; 4] = ["owner", "admin", "member", "viewer"];
+
+fn invalid(why: &str) -> ApiError {
+    ApiError::unauthorized(format!("Authorization header is invalid: {why}"))
+}
+
+/// Resolve the caller. `needs_workspace` is false only for routes that list the caller's workspaces.
+pub async fn authenticate(app: &App, headers: &http::HeaderMap, needs_workspace: bool) -> Result<Principal, ApiError> {
+    let raw = headers.get(http::header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthorized("Authorization header is missing; send Authorization: Bearer <API key or access token>")
+    })?;
+    let raw = raw.to_str().map_err(|_| invalid("not valid text"))?;
+    let (scheme, token) = raw.trim().split_once(' ').ok_or_else(|| invalid("expected \"Bearer <credential>\""))?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(invalid("expected the Bearer scheme"));
+    }
+    let token = token.trim();
+    if token.starts_with(API_KEY_PREFIX) {
+        authenticate_key(app, token).await
+    } else if token.split('.').count() == 3 {
+        authenticate_token(app, headers, token, needs_workspace).await
+    } else {
+        Err(invalid("the credential is neither an API key nor an access token"))
+    }
+}
+
+async fn authenticate_key(app: &App, key: &str) -> Result<Principal, ApiError> {
+    if !looks_like_api_key(key) {
+        return Err(invalid("malformed API key"));
+    }
+    let item = store::get(app, &api_key_lookup_pk(&hash_api_key(key)), API_KEY_LOOKUP_SK)
+        .await?
+        .ok_or_else(|| invalid("unknown API key"))?;
+    if item.get("revoked").and_then(|v| v.as_bool().ok()).copied().unwrap_or(false) {
+        return Err(ApiError::forbidden("this API key has been revoked"));
+    }
+    let (Some(ws), Some(key_id)) = (get_str(&item, "workspace_id"), get_str(&item, "key_id")) else {
+        return Err(ApiError::internal("API key look-up item lacks workspace_id or key_id"));
+    };
+    let scopes: Vec<Scope> = item
+        .get("scopes")
+        .and_then(|v| serde_dynamo::from_attribute_value(v.clone()).ok())
+        .unwrap_or_else(|| vec![Scope::Read, Scope::Write]);
+    Ok(Principal {
+        workspace_id: Some(ws.to_string()),
+        subject: format!("key:{key_id}"),
+        scopes,
+        credential: Credential::ApiKey { key_id: key_id.to_string() },
+    })
+}
+
+async fn authenticate_token(
+    app: &App,
+    headers: &http::HeaderMap,
+    token: &str,
+    needs_workspace: bool,
+) -> Result<Principal, ApiError> {
+    let verifier = app.jwt.as_ref().ok_or_else(|| invalid("access tokens are not accepted by this deployment"))?;
+    let claims = verifier.verify(token).map_err(|why| invalid(&format!("access token rejected ({why})")))?;
+    let token_scopes: Vec<Scope> = match &claims.scope {
+        Some(s) => s
+            .split_whitespace()
+            .filter_map(|s| match s {
+                "read" => Some(Scope::Read),
+                "write" => Some(Scope::Write),
+                _ => None,
+            })
+            .collect(),
+        None => vec![Scope::Read, Scope::Write],
+    };
+    let ws = headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
+    let Some(ws) = ws else {
+        if needs_workspace {
+            return Err(ApiError::new(ErrorCode::ValidationError, "x-workspace-id header is required with an OAuth access token")
+                .with_details(vec![ErrorDetail::field("x-workspace-id", "required with OAuth access tokens")]));
+        }
+        return Ok(Principal { workspace_id: None, subject: claims.sub, scopes: token_scopes, credential: Credential::OAuth });
+    };
+    let not_member = || ApiError::forbidden("the token's subject is not a member of this workspace");
+    if !crate::ids::is_valid("ws", ws) {
+        return Err(not_member());
+    }
+    let member = store::get(app, &store::ws_pk(ws), &member_sk(&claims.sub)).await?.ok_or_else(not_member)?;
+    let allowed = role_scopes(get_str(&member, "role").unwrap_or(""));
+    let scopes = token_scopes.into_iter().filter(|s| allowed.contains(s)).collect();
+    Ok(Principal { workspace_id: Some(ws.to_string()), subject: claims.sub, scopes, credential: Credential::OAuth })
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Claims {
+    pub sub: String,
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+pub struct JwtVerifier {
+    keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
+    issuer: String,
+    audience: String,
+}
+
+impl JwtVerifier {
+    pub fn new(cfg: &OAuthConfig) -> Result<Self, String> {
+        let set: JwkSet = serde_json::from_str(&cfg.jwks).map_err(|e| format!("OAuth JWKS is not a JWK set: {e}"))?;
+        let mut keys = Vec::new();
+        for jwk in &set.keys {
+            let alg = match &jwk.algorithm {
+                AlgorithmParameters::RSA(_) => Algorithm::RS256,
+                AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => Algorithm::ES256,
+                // Only RS256 and ES256 are accepted; other keys in the set are ignored.
+                _ => continue,
+            };
+            let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("bad JWK: {e}"))?;
+            keys.push((jwk.common.key_id.clone(), alg, key));
+        }
+        if keys.is_empty() {
+            return Err("OAuth JWKS has no RS256 or ES256 key".into());
+        }
+        Ok(Self { keys, issuer: cfg.issuer.clone(), audience: cfg.audience.clone() })
+    }
+
+    pub fn verify(&self, token: &str) -> Result<Claims, String> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| "malformed token".to_string())?;
+        if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
+            return Err("algorithm not allowed".into());
+        }
+        let (_, alg, key) = self
+            .keys
+            .iter()
+            .find(|(kid, alg, _)| *alg == header.alg && (header.kid.is_none() || *kid == header.kid))
+            .ok_or("no matching key")?;
+        let mut v = Validation::new(*alg);
+        v.set_issuer(&[&self.issuer]);
+        v.set_audience(&[&self.audience]);
+        v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        v.leeway = 30;
+        jsonwebtoken::decode::<Claims>(token, key, &v).map(|d| d.claims).map_err(|e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::ExpiredSignature => "expired".to_string(),
+            jsonwebtoken::errors::ErrorKind::InvalidIssuer => "wrong issuer".to_string(),
+            jsonwebtoken::errors::ErrorKind::InvalidAudience => "wrong audience".to_string(),
+            jsonwebtoken::errors::ErrorKind::InvalidSignature => "bad signature".to_string(),
+            _ => "invalid token".to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_long_random_base62_and_hash_stably() {
+        let a = generate_api_key();
+        let b = generate_api_key();
+        assert_ne!(a, b);
+        assert!(looks_like_api_key(&a), "{a}");
+        assert_eq!(a.len(), 4 + 43);
+        assert_eq!(hash_api_key(&a), hash_api_key(&a));
+        assert_eq!(hash_api_key(&a).len(), 64);
+        assert!(!looks_like_api_key("wsp_short"));
+        assert!(!looks_like_api_key("wsp_!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"));
+    }
+
+    #[test]
+    fn roles_grant_scopes() {
+        assert_eq!(role_scopes("viewer"), &[Scope::Read]);
+        assert!(role_scopes("owner").contains(&Scope::Write));
+        assert!(role_scopes("stranger").is_empty());
+    }
+}
+
+/// `last_used_at` of API keys, tracked lazily: at most one conditional write per key per hour
+/// per container, run concurrently with the rate-limit call so it adds no latency.
+pub async fn touch_last_used(app: &App, principal: &Principal) {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static TOUCHED: OnceLock<Mutex<HashMap<String, i64>>> = OnceLock::new();
+    const HOUR_MS: i64 = 3_600_000;
+    let (Credential::ApiKey { key_id }, Some(ws)) = (&principal.credential, &principal.workspace_id) else { return };
+    let now = crate::ids::now_ms();
+    {
+        let mut t = TOUCHED.get_or_init(Default::default).lock().unwrap();
+        if t.get(key_id).is_some_and(|last| now - last < HOUR_MS) {
+            return;
+        }
+        t.insert(key_id.clone(), now);
+    }
+    let res = app
+        .ddb
+        .update_item()
+        .table_name(&app.cfg.table)
+        .key("pk", store::s(store::ws_pk(ws)))
+        .key("sk", store::s(format!("APIKEY#{key_id}")))
+        .update_expression("SET last_used_at = :at, last_used_ms = :now")
+        .condition_expression("attribute_exists(pk) AND (attribute_not_exists(last_used_ms) OR last_used_ms < :hour_ago)")
+        .expression_attribute_values(":at", store::s(crate::ids::now_rfc3339()))
+        .expression_attribute_values(":now", store::n(now))
+        .expression_attribute_values(":hour_ago", store::n(now - HOUR_MS))
+        .send()
+        .await;
+    if let Err(e) = res
+        && !e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
+    {
+        tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not record last_used_at");
+    }
+}

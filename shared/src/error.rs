@@ -1,0 +1,237 @@
+//! The error envelope of api.md: every failure, however it arises, leaves as
+//! `{"error": {"code", "message", "details", "request_id"}}` with the documented status.
+
+use http::StatusCode;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Every error code of the contract. The status is a function of the code, so the two can never disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    ValidationError,
+    InvalidCursor,
+    Conflict,
+    IdempotencyKeyReused,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    ConfirmationRequired,
+    RateLimited,
+    Internal,
+    Unavailable,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 14] = [
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::NotFound,
+        Self::MethodNotAllowed,
+        Self::ValidationError,
+        Self::InvalidCursor,
+        Self::Conflict,
+        Self::IdempotencyKeyReused,
+        Self::PayloadTooLarge,
+        Self::UnsupportedMediaType,
+        Self::ConfirmationRequired,
+        Self::RateLimited,
+        Self::Internal,
+        Self::Unavailable,
+    ];
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::ValidationError | Self::InvalidCursor => StatusCode::BAD_REQUEST,
+            Self::Conflict => StatusCode::CONFLICT,
+            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::ConfirmationRequired => StatusCode::PRECONDITION_REQUIRED,
+            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unauthorized => "UNAUTHORIZED",
+            Self::Forbidden => "FORBIDDEN",
+            Self::NotFound => "NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::ValidationError => "VALIDATION_ERROR",
+            Self::InvalidCursor => "INVALID_CURSOR",
+            Self::Conflict => "CONFLICT",
+            Self::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            Self::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            Self::ConfirmationRequired => "CONFIRMATION_REQUIRED",
+            Self::RateLimited => "RATE_LIMITED",
+            Self::Internal => "INTERNAL",
+            Self::Unavailable => "UNAVAILABLE",
+        }
+    }
+}
+
+/// One entry of `details`: which field, what is wrong with it (or other structured context).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    pub message: String,
+    /// Extra machine-readable context, e.g. the id of the object a conflict is with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<serde_json::Value>,
+}
+
+impl ErrorDetail {
+    pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { field: Some(field.into()), message: message.into(), meta: None }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: Vec<ErrorDetail>,
+    /// Extra headers (Allow, Retry-After).
+    pub headers: Vec<(&'static str, String)>,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), details: Vec::new(), headers: Vec::new() }
+    }
+    pub fn with_details(mut self, details: Vec<ErrorDetail>) -> Self {
+        self.details = details;
+        self
+    }
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unauthorized, message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+    pub fn not_found(what: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("no such {what} in this workspace"))
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+    pub fn validation(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::new(ErrorCode::ValidationError, format!("{field}: {message}"))
+            .with_details(vec![ErrorDetail::field(field, message)])
+    }
+    pub fn invalid_cursor() -> Self {
+        Self::new(ErrorCode::InvalidCursor, "the cursor is malformed, was tampered with, or belongs to another list")
+    }
+    /// A bug or an unexpected dependency answer: log the cause, never return it.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(ErrorCode::Internal, "an internal error occurred; the request id identifies it in our logs")
+    }
+    pub fn unavailable(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "dependency unavailable");
+        Self::new(ErrorCode::Unavailable, "a dependency is temporarily unavailable; retry shortly")
+            .with_header("retry-after", "1")
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    pub fn body(&self, request_id: &str) -> serde_json::Value {
+        serde_json::json!({
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "details": self.details,
+                "request_id": request_id,
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+/// The envelope as documented in OpenAPI.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorEnvelope {
+    pub error: ErrorBody,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: Vec<ErrorDetail>,
+    pub request_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_its_documented_status_and_name() {
+        let table = [
+            ("UNAUTHORIZED", 401),
+            ("FORBIDDEN", 403),
+            ("NOT_FOUND", 404),
+            ("METHOD_NOT_ALLOWED", 405),
+            ("VALIDATION_ERROR", 400),
+            ("INVALID_CURSOR", 400),
+            ("CONFLICT", 409),
+            ("IDEMPOTENCY_KEY_REUSED", 422),
+            ("PAYLOAD_TOO_LARGE", 413),
+            ("UNSUPPORTED_MEDIA_TYPE", 415),
+            ("CONFIRMATION_REQUIRED", 428),
+            ("RATE_LIMITED", 429),
+            ("INTERNAL", 500),
+            ("UNAVAILABLE", 503),
+        ];
+        for (code, (name, status)) in ErrorCode::ALL.iter().zip(table) {
+            assert_eq!(code.as_str(), name);
+            assert_eq!(code.status().as_u16(), status, "{name}");
+            assert_eq!(serde_json::to_value(code).unwrap(), name);
+        }
+    }
+
+    #[test]
+    fn body_has_the_envelope_shape() {
+        let e = ApiError::validation("name", "must not be empty");
+        let b = e.body("req_1");
+        assert_eq!(b["error"]["code"], "VALIDATION_ERROR");
+        assert_eq!(b["error"]["request_id"], "req_1");
+        assert_eq!(b["error"]["details"][0]["field"], "name");
+        assert!(b["error"]["details"][0].get("meta").is_none());
+    }
+
+    #[test]
+    fn internal_never_leaks_the_cause() {
+        let e = ApiError::internal("dynamodb: secret table name xyz");
+        assert!(!e.message.contains("xyz"));
+        assert_eq!(e.status(), 500);
+    }
+}

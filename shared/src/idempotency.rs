@@ -1,0 +1,146 @@
+//! `Idempotency-Key` for writes. One item per workspace + key (`sk = IDEM#<sha256(key)>`),
+//! reserved with a conditional PutItem before the handler runs and filled with the response
+//! after it. A refused reservation returns the old item (ALL_OLD), which decides in the same
+//! round trip: same request and done -> replay; in flight -> 409; different request -> 422.
+//! An in-flight reservation carries a short lease so a crashed container cannot block the key.
+
+use crate::app::App;
+use crate::error::{ApiError, ErrorCode, ErrorDetail};
+use crate::store::{self, Item, get_i64, get_str, n, s};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use sha2::{Digest, Sha256};
+
+const RETENTION_SECS: i64 = 24 * 3600;
+const LEASE_MS: i64 = 30_000;
+
+pub struct Reservation {
+    pk: String,
+    sk: String,
+    fingerprint: String,
+}
+
+pub struct StoredResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+pub enum Begin {
+    Proceed(Reservation),
+    Replay(StoredResponse),
+}
+
+pub fn validate_key(key: &str) -> Result<(), ApiError> {
+    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Err(ApiError::new(ErrorCode::ValidationError, "Idempotency-Key must be 1 to 255 printable ASCII characters")
+            .with_details(vec![ErrorDetail::field("Idempotency-Key", "must be 1 to 255 printable ASCII characters")]));
+    }
+    Ok(())
+}
+
+/// Identifies "the same request": method, route-relative path with query, and body bytes.
+pub fn fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(method.as_bytes());
+    h.update(b"\n");
+    h.update(path_and_query.as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    crate::auth::hex(&h.finalize())
+}
+
+pub async fn begin(app: &App, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
+    let pk = store::ws_pk(ws);
+    let sk = format!("IDEM#{}", crate::auth::hex(&Sha256::digest(key.as_bytes())));
+    let now_ms = crate::ids::now_ms();
+    let res = app
+        .ddb
+        .put_item()
+        .table_name(&app.cfg.table)
+        .item("pk", s(&pk))
+        .item("sk", s(&sk))
+        .item("state", s("in_flight"))
+        .item("fingerprint", s(&fingerprint))
+        .item("lease_until", n(now_ms + LEASE_MS))
+        .item("expires_at", n(now_ms / 1000 + RETENTION_SECS))
+        .condition_expression(
+            "attribute_not_exists(pk) OR expires_at < :now_s OR (#state = :in_flight AND lease_until < :now_ms AND fingerprint = :fp)",
+        )
+        .expression_attribute_names("#state", "state")
+        .expression_attribute_values(":now_s", n(now_ms / 1000))
+        .expression_attribute_values(":now_ms", n(now_ms))
+        .expression_attribute_values(":in_flight", s("in_flight"))
+        .expression_attribute_values(":fp", s(&fingerprint))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
+    match res {
+        Ok(_) => Ok(Begin::Proceed(Reservation { pk, sk, fingerprint })),
+        Err(e) => {
+            let old: Item = match e.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(c)) => c.item().cloned().unwrap_or_default(),
+                _ => return Err(store::ddb_error(e)),
+            };
+            if get_str(&old, "fingerprint") != Some(fingerprint.as_str()) {
+                return Err(ApiError::new(
+                    ErrorCode::IdempotencyKeyReused,
+                    "this Idempotency-Key was already used for a different request (method, path or body)",
+                ));
+            }
+            if get_str(&old, "state") == Some("done") {
+                let body = old.get("body").and_then(|b| b.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
+                let status = get_i64(&old, "status").unwrap_or(200) as u16;
+                return Ok(Begin::Replay(StoredResponse { status, body }));
+            }
+            Err(ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later"))
+        }
+    }
+}
+
+/// Store the completed response for replay.
+pub async fn complete(app: &App, r: &Reservation, status: u16, body: &[u8]) -> Result<(), ApiError> {
+    app.ddb
+        .put_item()
+        .table_name(&app.cfg.table)
+        .item("pk", s(&r.pk))
+        .item("sk", s(&r.sk))
+        .item("state", s("done"))
+        .item("fingerprint", s(&r.fingerprint))
+        .item("status", n(status as i64))
+        .item("body", AttributeValue::B(body.to_vec().into()))
+        .item("expires_at", n(chrono::Utc::now().timestamp() + RETENTION_SECS))
+        .send()
+        .await
+        .map_err(store::ddb_error)?;
+    Ok(())
+}
+
+/// Forget the reservation (the request failed with a 5xx and may be retried with the same key).
+pub async fn release(app: &App, r: &Reservation) {
+    let res = app.ddb.delete_item().table_name(&app.cfg.table).key("pk", s(&r.pk)).key("sk", s(&r.sk)).send().await;
+    if let Err(e) = res {
+        tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not release idempotency key; its lease will expire");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_validated() {
+        assert!(validate_key("abc-123").is_ok());
+        assert!(validate_key("").is_err());
+        assert!(validate_key(&"x".repeat(256)).is_err());
+        assert!(validate_key("tab\there").is_err());
+    }
+
+    #[test]
+    fn fingerprint_separates_method_path_and_body() {
+        let a = fingerprint("POST", "/posts", b"{}");
+        assert_eq!(a, fingerprint("POST", "/posts", b"{}"));
+        assert_ne!(a, fingerprint("PATCH", "/posts", b"{}"));
+        assert_ne!(a, fingerprint("POST", "/posts?x=1", b"{}"));
+        assert_ne!(a, fingerprint("POST", "/posts", b"{ }"));
+    }
+}

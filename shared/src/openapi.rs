@@ -1,0 +1,102 @@
+//! Pieces of the OpenAPI document every area shares: the envelopes, the error responses and
+//! the bearer security scheme. `tools/src/bin/openapi.rs` merges them with each area's paths.
+
+use crate::error::{ErrorBody, ErrorCode, ErrorDetail, ErrorEnvelope};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, ToSchema};
+
+/// `{"data": T}`
+#[derive(ToSchema)]
+pub struct Data<T: ToSchema> {
+    pub data: T,
+}
+
+/// `{"data": [T], "has_more": bool, "next_cursor": string|null}`
+#[derive(ToSchema)]
+pub struct ListOf<T: ToSchema> {
+    pub data: Vec<T>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+
+/// `{"data": {"id", "object", "deleted": true}}`
+#[derive(ToSchema)]
+pub struct Deleted {
+    pub id: String,
+    pub object: String,
+    pub deleted: bool,
+}
+
+/// Errors any authenticated route can answer.
+#[derive(utoipa::IntoResponses)]
+pub enum CommonErrors {
+    /// Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR)
+    #[response(status = 400)]
+    BadRequest(ErrorEnvelope),
+    /// Authorization header missing or invalid
+    #[response(status = 401)]
+    Unauthorized(ErrorEnvelope),
+    /// Valid credentials without access (no membership, missing scope, revoked key)
+    #[response(status = 403)]
+    Forbidden(ErrorEnvelope),
+    /// No such route or object in this workspace
+    #[response(status = 404)]
+    NotFound(ErrorEnvelope),
+    /// Rate limit exceeded; see Retry-After
+    #[response(status = 429)]
+    RateLimited(ErrorEnvelope),
+    /// Internal error
+    #[response(status = 500)]
+    Internal(ErrorEnvelope),
+    /// A dependency is unavailable
+    #[response(status = 503)]
+    Unavailable(ErrorEnvelope),
+}
+
+/// Further errors of write routes.
+#[derive(utoipa::IntoResponses)]
+pub enum WriteErrors {
+    /// Uniqueness or state conflict, stale version, idempotent request in flight
+    #[response(status = 409)]
+    Conflict(ErrorEnvelope),
+    /// Body above 1 MiB
+    #[response(status = 413)]
+    PayloadTooLarge(ErrorEnvelope),
+    /// Body that is not JSON
+    #[response(status = 415)]
+    UnsupportedMediaType(ErrorEnvelope),
+    /// Idempotency-Key reused with a different request
+    #[response(status = 422)]
+    IdempotencyKeyReused(ErrorEnvelope),
+}
+
+pub struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("An API key (wsp_...) or an OAuth access token with x-workspace-id"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Workspace Platform API",
+        version = "1.0.0",
+        description = "Multi-tenant workspace platform. JSON in, JSON out; errors use one envelope; lists are cursor-paginated; writes accept Idempotency-Key."
+    ),
+    servers((url = "/api/v1")),
+    components(schemas(ErrorEnvelope, ErrorBody, ErrorCode, ErrorDetail, Deleted)),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+pub struct BaseDoc;

@@ -1,0 +1,372 @@
+//! DynamoDB helpers for the single, workspace-partitioned table.
+//!
+//! Key schema (see docs/data-model.md):
+//! - `pk = WS#<workspace_id>`, `sk = <KIND>#<id>`: every object of a workspace; no read by id
+//!   ever happens without the caller's workspace in the key.
+//! - `gsi1pk/gsi1sk`: alternative access paths (list filters, look-ups by unique value).
+//! - `version`: optimistic concurrency; every update is conditional on the version it read.
+//! - `expires_at`: TTL (epoch seconds). Emulators and AWS expire lazily, so readers check it.
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::events::Event;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+
+pub type Item = HashMap<String, AttributeValue>;
+
+pub const GSI1: &str = "gsi1";
+pub const GSI2: &str = "gsi2";
+
+pub fn ws_pk(workspace_id: &str) -> String {
+    format!("WS#{workspace_id}")
+}
+
+pub fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+pub fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// Map an SDK failure to the envelope: throttling and network trouble are 503, the rest 500.
+pub fn ddb_error<E, R>(e: SdkError<E, R>) -> ApiError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let throttled = e.code().is_some_and(|c| {
+        matches!(c, "ProvisionedThroughputExceededException" | "ThrottlingException" | "RequestLimitExceeded" | "InternalServerError")
+    });
+    let network = matches!(e, SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) | SdkError::ResponseError(_));
+    let text = aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string();
+    if throttled || network { ApiError::unavailable(text) } else { ApiError::internal(text) }
+}
+
+pub fn to_item<T: Serialize>(v: &T) -> Result<Item, ApiError> {
+    serde_dynamo::to_item(v).map_err(ApiError::internal)
+}
+
+pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, ApiError> {
+    serde_dynamo::from_item(item).map_err(ApiError::internal)
+}
+
+pub fn get_i64(item: &Item, name: &str) -> Option<i64> {
+    item.get(name)?.as_n().ok()?.parse().ok()
+}
+pub fn get_str<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name)?.as_s().ok().map(String::as_str)
+}
+
+/// An object as stored: its serialized fields plus keys and version.
+pub struct Record {
+    pub item: Item,
+}
+
+impl Record {
+    pub fn new<T: Serialize>(pk: String, sk: String, object: &T) -> Result<Self, ApiError> {
+        let mut item = to_item(object)?;
+        item.insert("pk".into(), s(pk));
+        item.insert("sk".into(), s(sk));
+        Ok(Self { item })
+    }
+    pub fn attr(mut self, name: &str, v: AttributeValue) -> Self {
+        self.item.insert(name.into(), v);
+        self
+    }
+    pub fn gsi1(self, pk: String, sk: String) -> Self {
+        self.attr("gsi1pk", s(pk)).attr("gsi1sk", s(sk))
+    }
+    pub fn version(self, v: i64) -> Self {
+        self.attr("version", n(v))
+    }
+}
+
+/// Consistent read of one item by its full key; an expired item counts as absent.
+pub async fn get(app: &App, pk: &str, sk: &str) -> Result<Option<Item>, ApiError> {
+    let out = app
+        .ddb
+        .get_item()
+        .table_name(&app.cfg.table)
+        .key("pk", s(pk))
+        .key("sk", s(sk))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(ddb_error)?;
+    Ok(out.item.filter(|i| !is_expired(i)))
+}
+
+pub fn is_expired(item: &Item) -> bool {
+    get_i64(item, "expires_at").is_some_and(|t| t <= chrono::Utc::now().timestamp())
+}
+
+/// Read an object of a workspace, with its version.
+pub async fn get_object<T: DeserializeOwned>(app: &App, ws: &str, sk: &str) -> Result<Option<(T, i64)>, ApiError> {
+    match get(app, &ws_pk(ws), sk).await? {
+        None => Ok(None),
+        Some(item) => {
+            let v = get_i64(&item, "version").unwrap_or(0);
+            Ok(Some((from_item(item)?, v)))
+        }
+    }
+}
+
+/// Several writes and their events, committed atomically (TransactWriteItems), then the
+/// events are sent to the queue. The outbox items keep the events safe if that send fails.
+#[derive(Default)]
+pub struct Tx {
+    items: Vec<TransactWriteItem>,
+    events: Vec<Event>,
+}
+
+/// Which write of the transaction had its condition fail (by the order they were added).
+#[derive(Debug)]
+pub enum TxError {
+    Condition(usize),
+    Api(ApiError),
+}
+
+impl From<ApiError> for TxError {
+    fn from(e: ApiError) -> Self {
+        TxError::Api(e)
+    }
+}
+
+impl Tx {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push_put(&mut self, table: &str, item: Item, cond: Option<(&str, Vec<(&str, AttributeValue)>)>) {
+        let mut p = Put::builder().table_name(table).set_item(Some(item));
+        if let Some((expr, vals)) = cond {
+            p = p.condition_expression(expr);
+            for (k, v) in vals {
+                p = p.expression_attribute_values(k, v);
+            }
+        }
+        self.items.push(TransactWriteItem::builder().put(p.build().expect("table and item are set")).build());
+    }
+
+    /// Create: fails the condition if the key exists.
+    pub fn create(mut self, app: &App, rec: Record) -> Self {
+        self.push_put(&app.cfg.table, rec.item, Some(("attribute_not_exists(pk)", vec![])));
+        self
+    }
+
+    /// Replace an object read at `version`; the stored version becomes `version + 1`.
+    pub fn replace(mut self, app: &App, rec: Record, version: i64) -> Self {
+        let item = rec.version(version + 1).item;
+        self.push_put(&app.cfg.table, item, Some(("version = :expected_version", vec![(":expected_version", n(version))])));
+        self
+    }
+
+    pub fn put_if(mut self, app: &App, item: Item, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
+        self.push_put(&app.cfg.table, item, Some((cond, vals)));
+        self
+    }
+
+    /// Delete an object read at `version`.
+    pub fn delete_versioned(self, app: &App, pk: String, sk: String, version: i64) -> Self {
+        self.delete_if(app, pk, sk, "version = :expected_version", vec![(":expected_version", n(version))])
+    }
+
+    pub fn delete_if(mut self, app: &App, pk: String, sk: String, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
+        let mut d = Delete::builder().table_name(&app.cfg.table).key("pk", s(pk)).key("sk", s(sk));
+        if !cond.is_empty() {
+            d = d.condition_expression(cond);
+        }
+        for (k, v) in vals {
+            d = d.expression_attribute_values(k, v);
+        }
+        self.items.push(TransactWriteItem::builder().delete(d.build().expect("key is set")).build());
+        self
+    }
+
+    pub fn update(mut self, u: Update) -> Self {
+        self.items.push(TransactWriteItem::builder().update(u).build());
+        self
+    }
+
+    pub fn event(mut self, app: &App, ev: Event) -> Self {
+        self.push_put(&app.cfg.table, ev.outbox_item(), None);
+        self.events.push(ev);
+        self
+    }
+
+    pub async fn commit(self, app: &App) -> Result<(), TxError> {
+        let res = app.ddb.transact_write_items().set_transact_items(Some(self.items)).send().await;
+        if let Err(e) = res {
+            use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
+            if let Some(E::TransactionCanceledException(c)) = e.as_service_error()
+                && let Some(i) = c.cancellation_reasons().iter().position(|r| r.code() == Some("ConditionalCheckFailed"))
+            {
+                return Err(TxError::Condition(i));
+            }
+            // A concurrent transaction on the same items: the caller's read is stale.
+            if let Some(E::TransactionCanceledException(c)) = e.as_service_error()
+                && c.cancellation_reasons().iter().any(|r| r.code() == Some("TransactionConflict"))
+            {
+                return Err(TxError::Api(ApiError::conflict("the object was changed concurrently; retry")));
+            }
+            return Err(TxError::Api(ddb_error(e)));
+        }
+        crate::events::publish(app, &self.events).await;
+        Ok(())
+    }
+}
+
+/// One page of a Query on `pk_attr = pk`, sort keys starting with `prefix`, strictly after `after`.
+pub struct QuerySpec<'a> {
+    pub index: Option<&'static str>,
+    pub pk_attr: &'static str,
+    pub pk: String,
+    pub sk_attr: &'static str,
+    pub prefix: String,
+    pub after: Option<String>,
+    pub limit: usize,
+    /// Extra filter (expression, values) applied after the key condition.
+    pub filter: Option<(&'a str, Vec<(&'a str, AttributeValue)>)>,
+    /// With a filter, how many items one page may evaluate before it returns what it has.
+    pub scan_budget: usize,
+}
+
+pub struct PageOut {
+    pub items: Vec<Item>,
+    /// Sort key to continue after, when there is more.
+    pub next_after: Option<String>,
+}
+
+impl<'a> QuerySpec<'a> {
+    pub fn new(pk: String, prefix: impl Into<String>, after: Option<String>, limit: usize) -> Self {
+        Self { index: None, pk_attr: "pk", pk, sk_attr: "sk", prefix: prefix.into(), after, limit, filter: None, scan_budget: 1000 }
+    }
+    pub fn on_gsi1(mut self) -> Self {
+        self.index = Some(GSI1);
+        self.pk_attr = "gsi1pk";
+        self.sk_attr = "gsi1sk";
+        self
+    }
+    pub fn filter(mut self, expr: &'a str, vals: Vec<(&'a str, AttributeValue)>) -> Self {
+        self.filter = Some((expr, vals));
+        self
+    }
+}
+
+/// Reads O(limit) items (plus at most `scan_budget` filtered-out ones): the cost of a page
+/// never grows with the size of the collection.
+pub async fn query_page(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiError> {
+    let mut items: Vec<Item> = Vec::with_capacity(spec.limit + 1);
+    let mut after = spec.after.clone();
+    let mut evaluated = 0usize;
+    loop {
+        let mut q = app
+            .ddb
+            .query()
+            .table_name(&app.cfg.table)
+            .set_index_name(spec.index.map(String::from))
+            .expression_attribute_names("#pk", spec.pk_attr)
+            .expression_attribute_names("#sk", spec.sk_attr)
+            .expression_attribute_values(":pk", s(&spec.pk))
+            .limit((spec.limit + 1 - items.len()).max(if spec.filter.is_some() { 100 } else { 1 }) as i32)
+            .consistent_read(spec.index.is_none());
+        q = match &after {
+            // `sk > after` may run past the prefix; those items are cut below, and since keys are
+            // sorted the first one outside the prefix ends the list.
+            Some(a) => q.key_condition_expression("#pk = :pk AND #sk > :after").expression_attribute_values(":after", s(a)),
+            None => q
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_values(":prefix", s(&spec.prefix)),
+        };
+        if let Some((expr, vals)) = &spec.filter {
+            q = q.filter_expression(*expr);
+            for (k, v) in vals {
+                q = q.expression_attribute_values(*k, v.clone());
+            }
+        }
+        let out = q.send().await.map_err(ddb_error)?;
+        evaluated += out.scanned_count() as usize;
+        let last_evaluated = out.last_evaluated_key().and_then(|k| k.get(spec.sk_attr)).and_then(|v| v.as_s().ok()).cloned();
+        let mut ended = last_evaluated.is_none();
+        for item in out.items.unwrap_or_default() {
+            let sk = get_str(&item, spec.sk_attr).unwrap_or_default();
+            if !sk.starts_with(&spec.prefix) {
+                ended = true;
+                break;
+            }
+            if is_expired(&item) {
+                continue;
+            }
+            items.push(item);
+            if items.len() > spec.limit {
+                break;
+            }
+        }
+        if items.len() > spec.limit {
+            items.truncate(spec.limit);
+            let next = items.last().and_then(|i| get_str(i, spec.sk_attr)).map(String::from);
+            return Ok(PageOut { items, next_after: next });
+        }
+        if ended {
+            return Ok(PageOut { items, next_after: None });
+        }
+        if let Some(le) = last_evaluated.as_ref().filter(|le| le.starts_with(&spec.prefix))
+            && evaluated >= spec.scan_budget
+        {
+            // Sparse filter: return a short page and a cursor instead of scanning on.
+            return Ok(PageOut { items, next_after: Some(le.clone()) });
+        }
+        after = last_evaluated;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Thing {
+        id: String,
+        n: i64,
+        tags: Vec<String>,
+        note: Option<String>,
+    }
+
+    #[test]
+    fn records_round_trip_and_carry_keys() {
+        let t = Thing { id: "x_1".into(), n: 3, tags: vec![], note: None };
+        let rec = Record::new(ws_pk("ws_a"), "THING#x_1".into(), &t).unwrap().version(1).gsi1("G".into(), "g".into());
+        assert_eq!(get_str(&rec.item, "pk"), Some("WS#ws_a"));
+        assert_eq!(get_i64(&rec.item, "version"), Some(1));
+        let back: Thing = from_item(rec.item).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn expiry_is_checked_on_read() {
+        let mut i = Item::new();
+        assert!(!is_expired(&i));
+        i.insert("expires_at".into(), n(1));
+        assert!(is_expired(&i));
+        i.insert("expires_at".into(), n(chrono::Utc::now().timestamp() + 60));
+        assert!(!is_expired(&i));
+    }
+}
+
+impl TxError {
+    /// Map a failed condition to the error the caller means by it.
+    pub fn on_condition(self, f: impl FnOnce(usize) -> ApiError) -> ApiError {
+        match self {
+            TxError::Condition(i) => f(i),
+            TxError::Api(e) => e,
+        }
+    }
+    /// The usual meaning of a failed condition on a versioned write.
+    pub fn stale(self) -> ApiError {
+        self.on_condition(|_| ApiError::conflict("the object was changed concurrently; read it again and retry"))
+    }
+}

@@ -1,0 +1,231 @@
+//! Request body parsing and field validation that collects every problem, so a client fixes
+//! all fields in one round instead of one per request.
+
+use crate::error::{ApiError, ErrorCode, ErrorDetail};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+
+/// Parse a JSON body into `T`. Malformed JSON and type errors become VALIDATION_ERROR naming the field.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::new(ErrorCode::ValidationError, "the request body must be a JSON object")
+            .with_details(vec![ErrorDetail::field("body", "required")]));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::new(ErrorCode::ValidationError, format!("malformed JSON: {inner}"))
+                .with_details(vec![ErrorDetail::field("body", "malformed JSON")])
+        } else {
+            let field = if path == "." { "body".to_string() } else { path };
+            // serde's message carries "at line X column Y", which means nothing to API clients.
+            let msg = inner.to_string();
+            let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+            ApiError::new(ErrorCode::ValidationError, format!("{field}: {msg}"))
+                .with_details(vec![ErrorDetail::field(field, msg)])
+        }
+    })
+}
+
+/// A PATCH field: absent (leave alone), `null` (clear) or a value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Patch<T> {
+    #[default]
+    Absent,
+    Null,
+    Value(T),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Option::<T>::deserialize(d)? {
+            None => Patch::Null,
+            Some(v) => Patch::Value(v),
+        })
+    }
+}
+
+impl<T> Patch<T> {
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Patch::Absent)
+    }
+    /// Apply to a nullable stored field.
+    pub fn apply_to(self, target: &mut Option<T>) {
+        match self {
+            Patch::Absent => {}
+            Patch::Null => *target = None,
+            Patch::Value(v) => *target = Some(v),
+        }
+    }
+}
+
+/// Collects field errors; `finish` turns them into one VALIDATION_ERROR.
+#[derive(Default, Debug)]
+pub struct Errors(Vec<ErrorDetail>);
+
+impl Errors {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(ErrorDetail::field(field, message));
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn finish(self) -> Result<(), ApiError> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let summary = self
+            .0
+            .iter()
+            .map(|d| format!("{}: {}", d.field.as_deref().unwrap_or("body"), d.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(ApiError::new(ErrorCode::ValidationError, summary).with_details(self.0))
+    }
+
+    /// A required or optional text field: trimmed length within bounds, no control characters.
+    pub fn text(&mut self, field: &str, value: &str, min: usize, max: usize) {
+        let n = value.chars().count();
+        if n < min {
+            self.add(field, if min == 1 { "must not be empty".into() } else { format!("must be at least {min} characters") });
+        } else if n > max {
+            self.add(field, format!("must be at most {max} characters"));
+        } else if value.chars().any(|c| c.is_control() && c != '\n' && c != '\r' && c != '\t') {
+            self.add(field, "must not contain control characters");
+        }
+    }
+
+    /// `metadata`: string to string, at most 50 keys, keys up to 40 chars, values up to 500.
+    pub fn metadata(&mut self, field: &str, m: &BTreeMap<String, String>) {
+        if m.len() > 50 {
+            self.add(field, "must have at most 50 keys");
+        }
+        for (k, v) in m {
+            if k.is_empty() || k.chars().count() > 40 {
+                self.add(format!("{field}.{k}"), "keys must be 1 to 40 characters");
+            }
+            if v.chars().count() > 500 {
+                self.add(format!("{field}.{k}"), "values must be at most 500 characters");
+            }
+        }
+    }
+
+    /// An absolute https URL without credentials.
+    pub fn https_url(&mut self, field: &str, value: &str) {
+        match url::Url::parse(value) {
+            Ok(u) if u.scheme() == "https" && u.host_str().is_some() && u.username().is_empty() && u.password().is_none() => {
+                if value.len() > 2048 {
+                    self.add(field, "must be at most 2048 characters");
+                }
+            }
+            Ok(_) => self.add(field, "must be an https URL with a host and no credentials"),
+            Err(_) => self.add(field, "must be an absolute https URL"),
+        }
+    }
+
+    /// An RFC 3339 timestamp; returns it normalised to UTC.
+    pub fn timestamp(&mut self, field: &str, value: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+        match chrono::DateTime::parse_from_rfc3339(value) {
+            Ok(t) => Some(t.with_timezone(&chrono::Utc)),
+            Err(_) => {
+                self.add(field, "must be an RFC 3339 timestamp such as 2026-03-15T10:00:00Z");
+                None
+            }
+        }
+    }
+}
+
+/// ISO 4217 active currency codes.
+pub const CURRENCIES: &[&str] = &[
+    "AED", "AFN", "ALL", "AMD", "ANG", "AOA", "ARS", "AUD", "AWG", "AZN", "BAM", "BBD", "BDT", "BGN", "BHD", "BIF", "BMD",
+    "BND", "BOB", "BRL", "BSD", "BTN", "BWP", "BYN", "BZD", "CAD", "CDF", "CHF", "CLP", "CNY", "COP", "CRC", "CUP", "CVE",
+    "CZK", "DJF", "DKK", "DOP", "DZD", "EGP", "ERN", "ETB", "EUR", "FJD", "FKP", "GBP", "GEL", "GHS", "GIP", "GMD", "GNF",
+    "GTQ", "GYD", "HKD", "HNL", "HTG", "HUF", "IDR", "ILS", "INR", "IQD", "IRR", "ISK", "JMD", "JOD", "JPY", "KES", "KGS",
+    "KHR", "KMF", "KPW", "KRW", "KWD", "KYD", "KZT", "LAK", "LBP", "LKR", "LRD", "LSL", "LYD", "MAD", "MDL", "MGA", "MKD",
+    "MMK", "MNT", "MOP", "MRU", "MUR", "MVR", "MWK", "MXN", "MYR", "MZN", "NAD", "NGN", "NIO", "NOK", "NPR", "NZD", "OMR",
+    "PAB", "PEN", "PGK", "PHP", "PKR", "PLN", "PYG", "QAR", "RON", "RSD", "RUB", "RWF", "SAR", "SBD", "SCR", "SDG", "SEK",
+    "SGD", "SHP", "SLE", "SOS", "SRD", "SSP", "STN", "SVC", "SYP", "SZL", "THB", "TJS", "TMT", "TND", "TOP", "TRY", "TTD",
+    "TWD", "TZS", "UAH", "UGX", "USD", "UYU", "UZS", "VES", "VND", "VUV", "WST", "XAF", "XCD", "XCG", "XOF", "XPF", "YER",
+    "ZAR", "ZMW", "ZWG",
+];
+
+pub fn is_currency(code: &str) -> bool {
+    CURRENCIES.binary_search(&code).is_ok()
+}
+
+pub fn is_timezone(tz: &str) -> bool {
+    tz.parse::<chrono_tz::Tz>().is_ok()
+}
+
+/// A BCP 47 language tag of the common shape: `en`, `de-AT`, `zh-Hant-TW`.
+pub fn is_locale(tag: &str) -> bool {
+    let mut parts = tag.split('-');
+    let lang = parts.next().unwrap_or("");
+    if !(2..=3).contains(&lang.len()) || !lang.bytes().all(|b| b.is_ascii_lowercase()) {
+        return false;
+    }
+    parts.all(|p| {
+        (p.len() == 2 && p.bytes().all(|b| b.is_ascii_uppercase()))
+            || (p.len() == 3 && p.bytes().all(|b| b.is_ascii_digit()))
+            || (p.len() == 4 && p.as_bytes()[0].is_ascii_uppercase() && p[1..].bytes().all(|b| b.is_ascii_lowercase()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    struct In {
+        #[allow(dead_code)]
+        name: String,
+        #[serde(default)]
+        note: Patch<String>,
+    }
+
+    #[test]
+    fn parse_errors_name_the_field() {
+        let e = parse_json::<In>(br#"{"name": 5}"#).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ValidationError);
+        assert_eq!(e.details[0].field.as_deref(), Some("name"));
+        let e = parse_json::<In>(br#"{"name": "a", "bogus": 1}"#).unwrap_err();
+        assert!(e.message.contains("bogus"), "{}", e.message);
+        let e = parse_json::<In>(b"{not json").unwrap_err();
+        assert!(e.message.starts_with("malformed JSON"));
+        let e = parse_json::<In>(b"").unwrap_err();
+        assert_eq!(e.details[0].field.as_deref(), Some("body"));
+    }
+
+    #[test]
+    fn patch_distinguishes_absent_null_and_value() {
+        assert_eq!(parse_json::<In>(br#"{"name":"a"}"#).unwrap().note, Patch::Absent);
+        assert_eq!(parse_json::<In>(br#"{"name":"a","note":null}"#).unwrap().note, Patch::Null);
+        assert_eq!(parse_json::<In>(br#"{"name":"a","note":"x"}"#).unwrap().note, Patch::Value("x".into()));
+    }
+
+    #[test]
+    fn errors_collect_and_summarise() {
+        let mut e = Errors::new();
+        e.text("name", "", 1, 10);
+        e.https_url("url", "http://x.test");
+        e.https_url("ok", "https://example.com/a.png");
+        let err = e.finish().unwrap_err();
+        assert_eq!(err.details.len(), 2);
+        assert!(err.message.contains("name: must not be empty"));
+    }
+
+    #[test]
+    fn reference_lists() {
+        assert!(CURRENCIES.windows(2).all(|w| w[0] < w[1]), "sorted for binary search");
+        assert!(is_currency("EUR") && !is_currency("EURO") && !is_currency("eur"));
+        assert!(is_timezone("Europe/Berlin") && is_timezone("UTC") && !is_timezone("Mars/Base"));
+        assert!(is_locale("en") && is_locale("de-AT") && is_locale("zh-Hant-TW") && !is_locale("english") && !is_locale("EN"));
+    }
+}
