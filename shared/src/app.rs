@@ -56,7 +56,16 @@ impl PlatformSecret {
 
 impl App {
     pub fn new(cfg: Config, sdk: &aws_config::SdkConfig) -> Result<Self, String> {
-        let ddb_conf = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(DynamoCallCounter).build();
+        Self::with_dynamodb_endpoint(cfg, sdk, None)
+    }
+
+    /// Locally DynamoDB (DynamoDB Local) and the other services (moto) live at different endpoints.
+    pub fn with_dynamodb_endpoint(cfg: Config, sdk: &aws_config::SdkConfig, ddb_endpoint: Option<&str>) -> Result<Self, String> {
+        let mut ddb_conf = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(DynamoCallCounter);
+        if let Some(ep) = ddb_endpoint {
+            ddb_conf = ddb_conf.endpoint_url(ep);
+        }
+        let ddb_conf = ddb_conf.build();
         let jwt = cfg.oauth.as_ref().map(JwtVerifier::new).transpose()?;
         Ok(Self {
             ddb: aws_sdk_dynamodb::Client::from_conf(ddb_conf),

@@ -198,9 +198,8 @@ impl RateLimiter {
                     .condition_expression("tat BETWEEN :now AND :max")
                     .expression_attribute_values(":max", num(max_tat)),
                 Branch::Idle => req
-                    .update_expression("SET tat = :new, expires_at = :ttl")
-                    .condition_expression("attribute_not_exists(tat) OR tat < :now")
-                    .expression_attribute_values(":new", num(now + t)),
+                    .update_expression("SET tat = :now + :t, expires_at = :ttl")
+                    .condition_expression("attribute_not_exists(tat) OR tat < :now"),
             };
             match req.send().await {
                 Ok(out) => {

@@ -165,6 +165,12 @@ impl Tx {
         self
     }
 
+    /// Unconditional put (upsert).
+    pub fn put(mut self, app: &App, item: Item) -> Self {
+        self.push_put(&app.cfg.table, item, None);
+        self
+    }
+
     pub fn put_if(mut self, app: &App, item: Item, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
         self.push_put(&app.cfg.table, item, Some((cond, vals)));
         self

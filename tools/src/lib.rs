@@ -1,1 +1,104 @@
+//! Local-only tooling: the emulators, the admin operations, the dev gateway, and `DevStack`,
+//! which puts them together for `make dev` and for the end-to-end tests.
 
+pub mod admin;
+pub mod gateway;
+pub mod localstack;
+
+use admin::{Names, Resources};
+use localstack::LocalStack;
+use shared::App;
+use shared::config::Config;
+use std::path::Path;
+use std::sync::Arc;
+
+pub struct DevStack {
+    pub emulators: LocalStack,
+    pub resources: Resources,
+    pub sdk: aws_config::SdkConfig,
+    pub ddb: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    /// The gateway's App, for operations with no HTTP route (create workspace, add member).
+    pub app: Arc<App>,
+    /// `http://127.0.0.1:<port>/api/v1`
+    pub base_url: String,
+    gateways: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl DevStack {
+    /// Start the emulators, bootstrap, and serve the API on `port` (0 = any free port).
+    pub async fn start(log_dir: &Path, port: u16) -> Result<Self, String> {
+        let emulators = LocalStack::start(log_dir).await?;
+        let sdk = admin::local_sdk_config(&emulators.moto_endpoint).await;
+        let ddb = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(&sdk).endpoint_url(&emulators.dynamodb_endpoint).build(),
+        );
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let sm = aws_sdk_secretsmanager::Client::new(&sdk);
+        let resources = admin::bootstrap(&ddb, &sqs, &sm, &Names::default()).await?;
+        let app = Arc::new(App::with_dynamodb_endpoint(admin::local_config(&resources), &sdk, Some(&emulators.dynamodb_endpoint))?);
+        let mut stack = Self { emulators, resources, sdk, ddb, sqs, app: app.clone(), base_url: String::new(), gateways: vec![] };
+        let (addr, task) = gateway::start(app, port).await?;
+        stack.gateways.push(task);
+        stack.base_url = format!("http://{addr}{}", gateway::BASE_PATH);
+        Ok(stack)
+    }
+
+    /// The configuration the functions run with here.
+    pub fn config(&self) -> Config {
+        admin::local_config(&self.resources)
+    }
+
+    /// Another gateway with its own App: a second "container" with its own caches, sharing the
+    /// same table and queues. Returns its base URL.
+    pub async fn extra_gateway(&mut self, cfg: Config) -> Result<String, String> {
+        let app = Arc::new(App::with_dynamodb_endpoint(cfg, &self.sdk, Some(&self.emulators.dynamodb_endpoint))?);
+        let (addr, task) = gateway::start(app, 0).await?;
+        self.gateways.push(task);
+        Ok(format!("http://{addr}{}", gateway::BASE_PATH))
+    }
+
+    /// The environment the Lambda binaries and the admin CLI need to reach this stack.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("API_BASE_URL", self.base_url.clone()),
+            ("AWS_ENDPOINT_URL", self.emulators.moto_endpoint.clone()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", self.emulators.dynamodb_endpoint.clone()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("TABLE_NAME", self.resources.table.clone()),
+            ("EVENTS_QUEUE_URL", self.resources.events_queue_url.clone()),
+            ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
+            ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),
+            ("OAUTH_AUDIENCE", admin::DEV_AUDIENCE.into()),
+            ("OAUTH_JWKS_FILE", localstack::repo_root().join("tools/dev-keys/oauth-dev-jwks.json").display().to_string()),
+        ]
+    }
+
+    pub async fn stop(self) {
+        for g in &self.gateways {
+            g.abort();
+        }
+        self.emulators.stop().await;
+    }
+}
+
+/// The whole contract: shared pieces plus every area's paths, as generated from the code.
+pub fn openapi_doc() -> utoipa::openapi::OpenApi {
+    use utoipa::OpenApi;
+    let mut doc = shared::openapi::BaseDoc::openapi();
+    doc.merge(workspaces::ApiDoc::openapi());
+    doc.merge(posts::ApiDoc::openapi());
+    doc
+}
+
+pub fn openapi_json() -> String {
+    let mut s = openapi_doc().to_pretty_json().expect("the document serializes");
+    s.push('\n');
+    s
+}
+
+pub fn openapi_yaml() -> String {
+    openapi_doc().to_yaml().expect("the document serializes")
+}

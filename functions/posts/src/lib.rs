@@ -1,1 +1,458 @@
-pub fn x(){}
+//! Posts: content for one or more channels, drafted, then scheduled (and, with the channels
+//! area, published per channel).
+//!
+//! Items (pk = WS#<workspace>, sk = POST#<id>):
+//! - GSI1 `WS#<ws>#POST#<status>` / `POST#<id>` serves the `status` filter in O(page);
+//! - GSI2 `DUE#POST` / `<scheduled_at>#<ws>#<id>` (only while scheduled) is what the
+//!   publisher's schedule tick will query for due posts.
+
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::store::{self, Record, Tx, s, ws_pk};
+use shared::validate::{Errors, Patch};
+use shared::{ApiError, ApiResult, App, Reply, Req, route};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+pub static ROUTES: &[shared::routing::Route] = &[
+    route!(GET "/posts", Read, list_posts),
+    route!(POST "/posts", Write, create_post),
+    route!(GET "/posts/{id}", Read, get_post),
+    route!(PATCH "/posts/{id}", Write, update_post),
+    route!(DELETE "/posts/{id}", Write, delete_post),
+    route!(POST "/posts/{id}/schedule", Write, schedule_post),
+    route!(POST "/posts/{id}/cancel", Write, cancel_post),
+];
+
+pub const MAX_CONTENT_CHARS: usize = 10_000;
+pub const MAX_CHANNELS: usize = 20;
+pub const MAX_MEDIA: usize = 10;
+/// How far ahead a post may be scheduled.
+pub const MAX_SCHEDULE_DAYS: i64 = 365;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PostStatus {
+    Draft,
+    Scheduled,
+    Publishing,
+    Published,
+    PartiallyFailed,
+    Failed,
+}
+
+impl PostStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Draft => "draft",
+            Self::Scheduled => "scheduled",
+            Self::Publishing => "publishing",
+            Self::Published => "published",
+            Self::PartiallyFailed => "partially_failed",
+            Self::Failed => "failed",
+        }
+    }
+    fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.into())).ok()
+    }
+    fn editable(self) -> bool {
+        matches!(self, Self::Draft | Self::Scheduled)
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Variant {
+    pub channel_id: String,
+    /// pending, published or failed.
+    pub status: String,
+    pub remote_id: Option<String>,
+    pub permalink: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Post {
+    /// `post_...`
+    pub id: String,
+    /// Always `post`.
+    pub object: String,
+    pub status: PostStatus,
+    pub content: String,
+    /// `ch_...` ids of the channels to publish to.
+    pub channel_ids: Vec<String>,
+    /// https URLs of images or videos.
+    pub media_urls: Vec<String>,
+    /// When the post is (to be) published, RFC 3339 UTC.
+    pub scheduled_at: Option<String>,
+    /// One per channel, with that channel's publishing state.
+    pub variants: Vec<Variant>,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub published_at: Option<String>,
+}
+
+fn sk(id: &str) -> String {
+    format!("POST#{id}")
+}
+
+fn record(ws: &str, post: &Post) -> ApiResult<Record> {
+    let mut rec = Record::new(ws_pk(ws), sk(&post.id), post)?.gsi1(format!("{}#POST#{}", ws_pk(ws), post.status.as_str()), sk(&post.id));
+    if post.status == PostStatus::Scheduled
+        && let Some(at) = &post.scheduled_at
+    {
+        rec = rec.attr("gsi2pk", s("DUE#POST")).attr("gsi2sk", s(format!("{at}#{ws}#{}", post.id)));
+    }
+    Ok(rec)
+}
+
+fn variants_for(channel_ids: &[String], old: &[Variant]) -> Vec<Variant> {
+    channel_ids
+        .iter()
+        .map(|c| {
+            old.iter().find(|v| &v.channel_id == c).cloned().unwrap_or(Variant {
+                channel_id: c.clone(),
+                status: "pending".into(),
+                remote_id: None,
+                permalink: None,
+                error: None,
+            })
+        })
+        .collect()
+}
+
+async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
+    let id = req.param("id");
+    if !shared::ids::is_valid("post", id) {
+        return Err(ApiError::not_found("post"));
+    }
+    store::get_object(app, req.ws(), &sk(id)).await?.ok_or_else(|| ApiError::not_found("post"))
+}
+
+fn check_channels(errs: &mut Errors, ids: &[String]) {
+    if ids.len() > MAX_CHANNELS {
+        errs.add("channel_ids", format!("at most {MAX_CHANNELS} channels"));
+    }
+    for (i, id) in ids.iter().enumerate() {
+        if !shared::ids::is_valid("ch", id) {
+            errs.add(format!("channel_ids[{i}]"), "must be a channel id (ch_...)");
+        } else if ids[..i].contains(id) {
+            errs.add(format!("channel_ids[{i}]"), "is listed twice");
+        }
+    }
+}
+
+fn check_media(errs: &mut Errors, urls: &[String]) {
+    if urls.len() > MAX_MEDIA {
+        errs.add("media_urls", format!("at most {MAX_MEDIA} media URLs"));
+    }
+    for (i, u) in urls.iter().enumerate() {
+        errs.https_url(&format!("media_urls[{i}]"), u);
+    }
+}
+
+/// A schedule time: valid, in the future, within the horizon. Returns it normalised.
+fn check_schedule(errs: &mut Errors, value: &str) -> Option<String> {
+    let t = errs.timestamp("scheduled_at", value)?;
+    let now = chrono::Utc::now();
+    if t <= now {
+        errs.add("scheduled_at", "must be in the future");
+        None
+    } else if t > now + chrono::Duration::days(MAX_SCHEDULE_DAYS) {
+        errs.add("scheduled_at", format!("must be within {MAX_SCHEDULE_DAYS} days"));
+        None
+    } else {
+        Some(shared::ids::format_time(t))
+    }
+}
+
+async fn save(app: &App, ws: &str, post: &Post, version: i64, event: &str) -> ApiResult<()> {
+    Tx::new()
+        .replace(app, record(ws, post)?, version)
+        .event(app, Event::new(ws, event, post))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)
+}
+
+fn not_editable(post: &Post) -> ApiError {
+    ApiError::conflict(format!("a {} post cannot be changed", post.status.as_str()))
+}
+
+// ---------- routes ----------
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePost {
+    /// 1 to 10,000 characters.
+    pub content: String,
+    #[serde(default)]
+    pub channel_ids: Vec<String>,
+    #[serde(default)]
+    pub media_urls: Vec<String>,
+    /// Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`.
+    #[serde(default)]
+    pub scheduled_at: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Create a draft post.
+#[utoipa::path(post, path = "/posts", tag = "posts", request_body = CreatePost,
+    responses((status = 201, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_post(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CreatePost = req.json()?;
+    let mut errs = Errors::new();
+    errs.text("content", &input.content, 1, MAX_CONTENT_CHARS);
+    if input.content.trim().is_empty() && !input.content.is_empty() {
+        errs.add("content", "must not be blank");
+    }
+    check_channels(&mut errs, &input.channel_ids);
+    check_media(&mut errs, &input.media_urls);
+    errs.metadata("metadata", &input.metadata);
+    let scheduled_at = input.scheduled_at.as_deref().and_then(|v| check_schedule(&mut errs, v));
+    errs.finish()?;
+    let now = shared::ids::now_rfc3339();
+    let post = Post {
+        id: shared::ids::new_id("post"),
+        object: "post".into(),
+        status: PostStatus::Draft,
+        variants: variants_for(&input.channel_ids, &[]),
+        content: input.content,
+        channel_ids: input.channel_ids,
+        media_urls: input.media_urls,
+        scheduled_at,
+        metadata: input.metadata,
+        created_at: now.clone(),
+        updated_at: now,
+        published_at: None,
+    };
+    Tx::new()
+        .create(app, record(req.ws(), &post)?.version(1))
+        .event(app, Event::new(req.ws(), "post.created", &post))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
+    Ok(Reply::created(&post))
+}
+
+#[utoipa::path(get, path = "/posts/{id}", tag = "posts", params(("id" = String, Path, description = "post_...")),
+    responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors))]
+pub async fn get_post(app: &App, req: Req) -> ApiResult<Reply> {
+    Ok(Reply::ok(&load(app, &req).await?.0))
+}
+
+/// Posts in creation order, optionally filtered by status and/or channel.
+#[utoipa::path(get, path = "/posts", tag = "posts",
+    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query),
+        ("status" = Option<PostStatus>, Query), ("channel_id" = Option<String>, Query)),
+    responses((status = 200, body = shared::openapi::ListOf<Post>), shared::openapi::CommonErrors))]
+pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
+    let status = req.query("status");
+    let channel = req.query("channel_id");
+    let mut errs = Errors::new();
+    if status.is_some_and(|s| PostStatus::parse(s).is_none()) {
+        errs.add("status", "must be one of draft, scheduled, publishing, published, partially_failed, failed");
+    }
+    if channel.is_some_and(|c| !shared::ids::is_valid("ch", c)) {
+        errs.add("channel_id", "must be a channel id (ch_...)");
+    }
+    errs.finish()?;
+    let page = req.page(app, "posts", &[("status", status), ("channel_id", channel)]).await?;
+    let mut spec = match status {
+        Some(st) => store::QuerySpec::new(format!("{}#POST#{st}", ws_pk(req.ws())), "POST#", page.after.clone(), page.limit).on_gsi1(),
+        None => store::QuerySpec::new(ws_pk(req.ws()), "POST#", page.after.clone(), page.limit),
+    };
+    if let Some(c) = channel {
+        spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", s(c))]);
+    }
+    let out = store::query_page(app, spec).await?;
+    let posts = out.items.into_iter().map(store::from_item::<Post>).collect::<ApiResult<Vec<_>>>()?;
+    Ok(Reply::list(&posts, out.next_after.map(|a| page.cursor_for(&a))))
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdatePost {
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub content: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub channel_ids: Patch<Vec<String>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub media_urls: Patch<Vec<String>>,
+    /// `null` clears it (not allowed while scheduled).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub scheduled_at: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub metadata: Patch<BTreeMap<String, String>>,
+}
+
+/// Change a draft or scheduled post.
+#[utoipa::path(patch, path = "/posts/{id}", tag = "posts", request_body = UpdatePost, params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: UpdatePost = req.json()?;
+    let (mut post, version) = load(app, &req).await?;
+    if !post.status.editable() {
+        return Err(not_editable(&post));
+    }
+    let mut errs = Errors::new();
+    match input.content {
+        Patch::Absent => {}
+        Patch::Null => errs.add("content", "cannot be null"),
+        Patch::Value(c) => {
+            errs.text("content", &c, 1, MAX_CONTENT_CHARS);
+            if c.trim().is_empty() && !c.is_empty() {
+                errs.add("content", "must not be blank");
+            }
+            post.content = c;
+        }
+    }
+    match input.channel_ids {
+        Patch::Absent => {}
+        Patch::Null => post.channel_ids.clear(),
+        Patch::Value(ids) => {
+            check_channels(&mut errs, &ids);
+            post.channel_ids = ids;
+        }
+    }
+    post.variants = variants_for(&post.channel_ids, &post.variants);
+    match input.media_urls {
+        Patch::Absent => {}
+        Patch::Null => post.media_urls.clear(),
+        Patch::Value(urls) => {
+            check_media(&mut errs, &urls);
+            post.media_urls = urls;
+        }
+    }
+    match input.scheduled_at {
+        Patch::Absent => {}
+        Patch::Null => post.scheduled_at = None,
+        Patch::Value(v) => post.scheduled_at = check_schedule(&mut errs, &v),
+    }
+    match input.metadata {
+        Patch::Absent => {}
+        Patch::Null => post.metadata.clear(),
+        Patch::Value(m) => {
+            errs.metadata("metadata", &m);
+            post.metadata = m;
+        }
+    }
+    if post.status == PostStatus::Scheduled {
+        if post.scheduled_at.is_none() {
+            errs.add("scheduled_at", "a scheduled post needs a time; cancel the schedule first");
+        }
+        if post.channel_ids.is_empty() {
+            errs.add("channel_ids", "a scheduled post needs at least one channel");
+        }
+    }
+    errs.finish()?;
+    post.updated_at = shared::ids::now_rfc3339();
+    save(app, req.ws(), &post, version, "post.updated").await?;
+    Ok(Reply::ok(&post))
+}
+
+#[utoipa::path(delete, path = "/posts/{id}", tag = "posts", params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn delete_post(app: &App, req: Req) -> ApiResult<Reply> {
+    let (post, version) = load(app, &req).await?;
+    if post.status == PostStatus::Publishing {
+        return Err(ApiError::conflict("a post cannot be deleted while it is publishing"));
+    }
+    Tx::new()
+        .delete_versioned(app, ws_pk(req.ws()), sk(&post.id), version)
+        .event(app, Event::new(req.ws(), "post.deleted", &post))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
+    Ok(Reply::deleted(&post.id, "post"))
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulePost {
+    /// Overrides the post's `scheduled_at`; one of the two must be set and in the future.
+    #[serde(default)]
+    pub scheduled_at: Option<String>,
+}
+
+/// Move a draft to `scheduled`. Needs a future `scheduled_at` and at least one channel.
+#[utoipa::path(post, path = "/posts/{id}/schedule", tag = "posts", request_body(content = SchedulePost, description = "optional"),
+    params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn schedule_post(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: SchedulePost = if req.body.is_empty() { SchedulePost::default() } else { req.json()? };
+    let (mut post, version) = load(app, &req).await?;
+    if post.status != PostStatus::Draft {
+        return Err(ApiError::conflict(format!("only a draft can be scheduled; this post is {}", post.status.as_str())));
+    }
+    let mut errs = Errors::new();
+    match input.scheduled_at.or(post.scheduled_at.clone()) {
+        Some(at) => post.scheduled_at = check_schedule(&mut errs, &at),
+        None => errs.add("scheduled_at", "is required to schedule a post"),
+    }
+    if post.channel_ids.is_empty() {
+        errs.add("channel_ids", "a post needs at least one channel to be scheduled");
+    }
+    errs.finish()?;
+    post.status = PostStatus::Scheduled;
+    post.updated_at = shared::ids::now_rfc3339();
+    save(app, req.ws(), &post, version, "post.scheduled").await?;
+    Ok(Reply::ok(&post))
+}
+
+/// Take a scheduled post back to `draft` (its `scheduled_at` is kept).
+#[utoipa::path(post, path = "/posts/{id}/cancel", tag = "posts", params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn cancel_post(app: &App, req: Req) -> ApiResult<Reply> {
+    let (mut post, version) = load(app, &req).await?;
+    if post.status != PostStatus::Scheduled {
+        return Err(ApiError::conflict(format!("only a scheduled post can be cancelled; this post is {}", post.status.as_str())));
+    }
+    post.status = PostStatus::Draft;
+    post.updated_at = shared::ids::now_rfc3339();
+    save(app, req.ws(), &post, version, "post.unscheduled").await?;
+    Ok(Reply::ok(&post))
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post),
+    components(schemas(Post, PostStatus, Variant, CreatePost, UpdatePost, SchedulePost)),
+    tags((name = "posts", description = "Posts for channels: drafts and schedules"))
+)]
+pub struct ApiDoc;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_rules() {
+        let mut e = Errors::new();
+        assert!(check_schedule(&mut e, "2020-01-01T00:00:00Z").is_none());
+        assert!(check_schedule(&mut e, "tomorrow").is_none());
+        let soon = shared::ids::format_time(chrono::Utc::now() + chrono::Duration::hours(1));
+        assert_eq!(check_schedule(&mut e, &soon), Some(soon.clone()));
+        let offset = (chrono::Utc::now() + chrono::Duration::hours(2)).with_timezone(&chrono::FixedOffset::east_opt(3600).unwrap());
+        assert!(check_schedule(&mut e, &offset.to_rfc3339()).unwrap().ends_with('Z'));
+        assert_eq!(e.finish().unwrap_err().details.len(), 2);
+    }
+
+    #[test]
+    fn variants_follow_channels_and_keep_state() {
+        let a = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D".to_string();
+        let b = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E".to_string();
+        let mut v = variants_for(std::slice::from_ref(&a), &[]);
+        v[0].status = "published".into();
+        let v2 = variants_for(&[a, b], &v);
+        assert_eq!(v2[0].status, "published");
+        assert_eq!(v2[1].status, "pending");
+        assert!(PostStatus::parse("partially_failed").is_some() && PostStatus::parse("nope").is_none());
+    }
+}

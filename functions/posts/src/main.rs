@@ -1,1 +1,4 @@
-fn main(){}
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::lambda::run_area(posts::ROUTES).await
+}

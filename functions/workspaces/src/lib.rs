@@ -1,1 +1,439 @@
-pub fn x(){}
+//! Workspaces: the tenant itself, its API keys and its members.
+//!
+//! Items (pk = WS#<workspace>):
+//! - `WORKSPACE`: the workspace; `SLUG#<slug>` (own partition) keeps slugs unique platform-wide.
+//! - `APIKEY#<key id>`: the key as listed; its secret is only in the look-up item
+//!   `APIKEY#<sha256>` (own partition), which authentication reads.
+//! - `MEMBER#<subject>`: an OAuth subject's role; GSI1 `MEMBERSHIP#<subject>` lists a subject's workspaces.
+
+use serde::{Deserialize, Serialize};
+use shared::auth::{self, Credential, Scope};
+use shared::events::Event;
+use shared::store::{self, Record, Tx, s, ws_pk};
+use shared::validate::{self, Errors, Patch};
+use shared::{ApiError, ApiResult, App, Reply, Req, route};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+pub static ROUTES: &[shared::routing::Route] = &[
+    route!(GET "/workspaces", Read, list_workspaces, no_workspace),
+    route!(GET "/workspaces/current", Read, get_current),
+    route!(PATCH "/workspaces/current", Write, update_current),
+    route!(GET "/workspaces/current/api-keys", Read, list_api_keys),
+    route!(POST "/workspaces/current/api-keys", Write, create_api_key),
+    route!(DELETE "/workspaces/current/api-keys/{id}", Write, revoke_api_key),
+    route!(GET "/workspaces/current/members", Read, list_members),
+];
+
+const WORKSPACE_SK: &str = "WORKSPACE";
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Workspace {
+    /// `ws_...`
+    pub id: String,
+    /// Always `workspace`.
+    pub object: String,
+    pub name: String,
+    /// Unique across the platform: lowercase letters, digits and hyphens.
+    pub slug: String,
+    /// IANA time zone, e.g. `Europe/Berlin`.
+    pub timezone: String,
+    /// BCP 47 tag, e.g. `en` or `de-AT`.
+    pub locale: String,
+    /// ISO 4217 code.
+    pub default_currency: String,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct ApiKey {
+    /// `key_...`
+    pub id: String,
+    /// Always `api_key`.
+    pub object: String,
+    pub name: String,
+    /// The first characters of the key, to recognise it.
+    pub prefix: String,
+    pub scopes: Vec<Scope>,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+    /// The full key: present only in the response that created it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub secret: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Member {
+    /// Always `member`.
+    pub object: String,
+    /// The identity provider's subject (`sub` claim).
+    pub subject: String,
+    /// owner, admin, member or viewer.
+    pub role: String,
+    pub workspace_id: String,
+    pub created_at: String,
+}
+
+fn slug_pk(slug: &str) -> String {
+    format!("SLUG#{slug}")
+}
+
+fn slug_item(slug: &str, ws: &str) -> store::Item {
+    store::Item::from([("pk".into(), s(slug_pk(slug))), ("sk".into(), s("SLUG")), ("workspace_id".into(), s(ws))])
+}
+
+fn valid_slug(slug: &str) -> bool {
+    (3..=48).contains(&slug.len())
+        && slug.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !slug.starts_with('-')
+        && !slug.ends_with('-')
+        && !slug.contains("--")
+}
+
+/// A slug from a name: `Acme GmbH & Co` -> `acme-gmbh-co`.
+pub fn slugify(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.to_lowercase().chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-').chars().take(40).collect::<String>();
+    if out.len() < 3 { format!("ws-{out}").trim_end_matches('-').to_string() } else { out }
+}
+
+// ---------- operations used by the admin CLI (no HTTP route creates workspaces) ----------
+
+/// Create a workspace with a first API key. Returns the workspace and the key's secret.
+pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, String)> {
+    let mut errs = Errors::new();
+    errs.text("name", name, 1, 100);
+    errs.finish()?;
+    let base = slugify(name);
+    for attempt in 0..5 {
+        let slug = if attempt == 0 { base.clone() } else { format!("{base}-{}", &shared::ids::new_id("x")[24..30].to_lowercase()) };
+        let now = shared::ids::now_rfc3339();
+        let ws = Workspace {
+            id: shared::ids::new_id("ws"),
+            object: "workspace".into(),
+            name: name.into(),
+            slug: slug.clone(),
+            timezone: "UTC".into(),
+            locale: "en".into(),
+            default_currency: "EUR".into(),
+            metadata: BTreeMap::new(),
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        let (key, secret, key_items) = new_api_key(&ws.id, "default", vec![Scope::Read, Scope::Write])?;
+        let mut tx = Tx::new()
+            .put_if(app, slug_item(&slug, &ws.id), "attribute_not_exists(pk)", vec![])
+            .create(app, Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?.version(1))
+            .event(app, Event::new(&ws.id, "workspace.created", &ws))
+            .event(app, Event::new(&ws.id, "api_key.created", &key));
+        for item in key_items {
+            tx = tx.put_if(app, item, "attribute_not_exists(pk)", vec![]);
+        }
+        match tx.commit(app).await {
+            Ok(()) => return Ok((ws, secret)),
+            Err(store::TxError::Condition(0)) => continue,
+            Err(e) => return Err(e.stale()),
+        }
+    }
+    Err(ApiError::conflict("could not find a free slug for this name"))
+}
+
+/// Add (or change the role of) an OAuth subject in a workspace.
+pub async fn add_member(app: &App, ws: &str, subject: &str, role: &str) -> ApiResult<Member> {
+    let mut errs = Errors::new();
+    errs.text("subject", subject, 1, 255);
+    if !auth::ROLES.contains(&role) {
+        errs.add("role", format!("must be one of {}", auth::ROLES.join(", ")));
+    }
+    errs.finish()?;
+    if store::get(app, &ws_pk(ws), WORKSPACE_SK).await?.is_none() {
+        return Err(ApiError::not_found("workspace"));
+    }
+    let member = Member {
+        object: "member".into(),
+        subject: subject.into(),
+        role: role.into(),
+        workspace_id: ws.into(),
+        created_at: shared::ids::now_rfc3339(),
+    };
+    let rec = Record::new(ws_pk(ws), auth::member_sk(subject), &member)?.gsi1(format!("MEMBERSHIP#{subject}"), ws.into());
+    Tx::new()
+        .put(app, rec.item)
+        .event(app, Event::new(ws, "workspace.member.added", &member))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
+    Ok(member)
+}
+
+/// A new key: the object, its secret, and the two items (listing + look-up by hash) to write.
+fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>) -> ApiResult<(ApiKey, String, Vec<store::Item>)> {
+    let secret = auth::generate_api_key();
+    let hash = auth::hash_api_key(&secret);
+    let key = ApiKey {
+        id: shared::ids::new_id("key"),
+        object: "api_key".into(),
+        name: name.into(),
+        prefix: secret[..12].to_string(),
+        scopes: scopes.clone(),
+        created_at: shared::ids::now_rfc3339(),
+        last_used_at: None,
+        revoked_at: None,
+        secret: None,
+    };
+    let listing = Record::new(ws_pk(ws), format!("APIKEY#{}", key.id), &key)?.attr("hash", s(&hash)).version(1).item;
+    let lookup = store::Item::from([
+        ("pk".into(), s(auth::api_key_lookup_pk(&hash))),
+        ("sk".into(), s(auth::API_KEY_LOOKUP_SK)),
+        ("workspace_id".into(), s(ws)),
+        ("key_id".into(), s(&key.id)),
+        ("scopes".into(), serde_dynamo::to_attribute_value(&scopes).map_err(ApiError::internal)?),
+        ("revoked".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(false)),
+    ]);
+    Ok((key, secret, vec![listing, lookup]))
+}
+
+// ---------- routes ----------
+
+async fn load_current(app: &App, ws: &str) -> ApiResult<(Workspace, i64)> {
+    store::get_object(app, ws, WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))
+}
+
+/// The workspace of the calling credential.
+#[utoipa::path(get, path = "/workspaces/current", tag = "workspaces",
+    responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors))]
+pub async fn get_current(app: &App, req: Req) -> ApiResult<Reply> {
+    Ok(Reply::ok(&load_current(app, req.ws()).await?.0))
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateWorkspace {
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub name: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub slug: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub timezone: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub locale: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub default_currency: Patch<String>,
+    /// Replaces the whole map.
+    #[serde(default)]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub metadata: Patch<BTreeMap<String, String>>,
+}
+
+/// Change name, slug, time zone, locale, default currency or metadata.
+#[utoipa::path(patch, path = "/workspaces/current", tag = "workspaces", request_body = UpdateWorkspace,
+    responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: UpdateWorkspace = req.json()?;
+    let (mut ws, version) = load_current(app, req.ws()).await?;
+    let old_slug = ws.slug.clone();
+    let mut errs = Errors::new();
+    let mut required = |field: &str, p: Patch<String>, target: &mut String, ok: &dyn Fn(&str) -> bool, msg: &str| match p {
+        Patch::Absent => {}
+        Patch::Null => errs.add(field, "cannot be null"),
+        Patch::Value(v) if ok(&v) => *target = v,
+        Patch::Value(_) => errs.add(field, msg),
+    };
+    required("name", input.name, &mut ws.name, &|v| !v.trim().is_empty() && v.chars().count() <= 100, "must be 1 to 100 characters");
+    required("slug", input.slug, &mut ws.slug, &valid_slug, "must be 3 to 48 lowercase letters, digits and single hyphens");
+    required("timezone", input.timezone, &mut ws.timezone, &validate::is_timezone, "must be an IANA time zone such as Europe/Berlin");
+    required("locale", input.locale, &mut ws.locale, &validate::is_locale, "must be a BCP 47 language tag such as en or de-AT");
+    required("default_currency", input.default_currency, &mut ws.default_currency, &validate::is_currency, "must be an ISO 4217 code such as EUR");
+    match input.metadata {
+        Patch::Absent => {}
+        Patch::Null => ws.metadata.clear(),
+        Patch::Value(m) => {
+            errs.metadata("metadata", &m);
+            ws.metadata = m;
+        }
+    }
+    errs.finish()?;
+    ws.updated_at = shared::ids::now_rfc3339();
+    let mut tx = Tx::new().replace(app, Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?, version);
+    if ws.slug != old_slug {
+        tx = tx
+            .put_if(app, slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![])
+            .delete_if(app, slug_pk(&old_slug), "SLUG".into(), "workspace_id = :ws", vec![(":ws", s(&ws.id))]);
+    }
+    tx.event(app, Event::new(&ws.id, "workspace.updated", &ws)).commit(app).await.map_err(|e| {
+        e.on_condition(|i| match i {
+            1 => ApiError::conflict("this slug is taken").with_details(vec![shared::error::ErrorDetail::field("slug", "is taken")]),
+            _ => ApiError::conflict("the workspace was changed concurrently; read it again and retry"),
+        })
+    })?;
+    Ok(Reply::ok(&ws))
+}
+
+/// The workspaces the caller can use: with an OAuth token, every workspace its subject is a
+/// member of; with an API key, the key's workspace.
+#[utoipa::path(get, path = "/workspaces", tag = "workspaces",
+    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = shared::openapi::ListOf<Workspace>), shared::openapi::CommonErrors))]
+pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
+    let page = req.page(app, "workspaces", &[]).await?;
+    if req.principal.credential != Credential::OAuth {
+        // Cursors are honoured (and validated) even though a key has exactly one workspace.
+        let items = if page.after.is_some() { vec![] } else { vec![load_current(app, req.ws()).await?.0] };
+        return Ok(Reply::list(&items, None));
+    }
+    let spec = store::QuerySpec::new(format!("MEMBERSHIP#{}", req.principal.subject), "ws_", page.after.clone(), page.limit).on_gsi1();
+    let out = store::query_page(app, spec).await?;
+    let ids: Vec<String> = out.items.iter().filter_map(|i| store::get_str(i, "workspace_id").map(String::from)).collect();
+    let mut workspaces = Vec::with_capacity(ids.len());
+    if !ids.is_empty() {
+        let keys = ids
+            .iter()
+            .map(|id| store::Item::from([("pk".into(), s(ws_pk(id))), ("sk".into(), s(WORKSPACE_SK))]))
+            .collect::<Vec<_>>();
+        let ka = aws_sdk_dynamodb::types::KeysAndAttributes::builder().set_keys(Some(keys)).build().map_err(ApiError::internal)?;
+        let got = app.ddb.batch_get_item().request_items(&app.cfg.table, ka).send().await.map_err(store::ddb_error)?;
+        let mut by_id: BTreeMap<String, Workspace> = BTreeMap::new();
+        for item in got.responses.and_then(|mut r| r.remove(&app.cfg.table)).unwrap_or_default() {
+            let w: Workspace = store::from_item(item)?;
+            by_id.insert(w.id.clone(), w);
+        }
+        workspaces = ids.iter().filter_map(|id| by_id.remove(id)).collect();
+    }
+    Ok(Reply::list(&workspaces, out.next_after.map(|a| page.cursor_for(&a))))
+}
+
+/// API keys of this workspace (secrets are never listed).
+#[utoipa::path(get, path = "/workspaces/current/api-keys", tag = "workspaces",
+    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = shared::openapi::ListOf<ApiKey>), shared::openapi::CommonErrors))]
+pub async fn list_api_keys(app: &App, req: Req) -> ApiResult<Reply> {
+    list_simple::<ApiKey>(app, &req, "api_keys", "APIKEY#").await
+}
+
+/// Members (OAuth subjects) of this workspace.
+#[utoipa::path(get, path = "/workspaces/current/members", tag = "workspaces",
+    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = shared::openapi::ListOf<Member>), shared::openapi::CommonErrors))]
+pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
+    list_simple::<Member>(app, &req, "members", "MEMBER#").await
+}
+
+async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req: &Req, list: &str, prefix: &str) -> ApiResult<Reply> {
+    let page = req.page(app, list, &[]).await?;
+    let out = store::query_page(app, store::QuerySpec::new(ws_pk(req.ws()), prefix, page.after.clone(), page.limit)).await?;
+    let items = out.items.into_iter().map(store::from_item::<T>).collect::<ApiResult<Vec<_>>>()?;
+    Ok(Reply::list(&items, out.next_after.map(|a| page.cursor_for(&a))))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApiKey {
+    /// 1 to 100 characters.
+    pub name: String,
+    /// Defaults to `["read", "write"]`.
+    #[serde(default)]
+    pub scopes: Option<Vec<Scope>>,
+}
+
+/// Create an API key. The response's `secret` is the only time the key is shown.
+#[utoipa::path(post, path = "/workspaces/current/api-keys", tag = "workspaces", request_body = CreateApiKey,
+    responses((status = 201, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CreateApiKey = req.json()?;
+    let mut errs = Errors::new();
+    errs.text("name", &input.name, 1, 100);
+    let mut scopes = input.scopes.unwrap_or_else(|| vec![Scope::Read, Scope::Write]);
+    scopes.sort_by_key(|s| *s as u8);
+    scopes.dedup();
+    if scopes.is_empty() {
+        errs.add("scopes", "must not be empty");
+    }
+    // A credential cannot mint a key more powerful than itself.
+    if scopes.iter().any(|s| !req.principal.scopes.contains(s)) {
+        errs.add("scopes", "cannot exceed the scopes of the calling credential");
+    }
+    errs.finish()?;
+    let (key, secret, items) = new_api_key(req.ws(), &input.name, scopes)?;
+    let mut tx = Tx::new();
+    for item in items {
+        tx = tx.put_if(app, item, "attribute_not_exists(pk)", vec![]);
+    }
+    tx.event(app, Event::new(req.ws(), "api_key.created", &key)).commit(app).await.map_err(store::TxError::stale)?;
+    let shown = ApiKey { secret: Some(secret), ..key.clone() };
+    Ok(Reply::with_status(http::StatusCode::CREATED, &shown).replay_as(&key))
+}
+
+/// Revoke an API key; requests with it get 403 from then on.
+#[utoipa::path(delete, path = "/workspaces/current/api-keys/{id}", tag = "workspaces",
+    params(("id" = String, Path, description = "key_...")),
+    responses((status = 200, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
+    let id = req.param("id");
+    if !shared::ids::is_valid("key", id) {
+        return Err(ApiError::not_found("api key"));
+    }
+    let sk = format!("APIKEY#{id}");
+    let item = store::get(app, &ws_pk(req.ws()), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
+    let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
+    let version = store::get_i64(&item, "version").unwrap_or(0);
+    let mut key: ApiKey = store::from_item(item)?;
+    if key.revoked_at.is_some() {
+        return Ok(Reply::ok(&key));
+    }
+    key.revoked_at = Some(shared::ids::now_rfc3339());
+    let revoke_lookup = aws_sdk_dynamodb::types::Update::builder()
+        .table_name(&app.cfg.table)
+        .key("pk", s(auth::api_key_lookup_pk(&hash)))
+        .key("sk", s(auth::API_KEY_LOOKUP_SK))
+        .update_expression("SET revoked = :t")
+        .condition_expression("attribute_exists(pk)")
+        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+        .build()
+        .map_err(ApiError::internal)?;
+    let listing = Record::new(ws_pk(req.ws()), sk, &key)?.attr("hash", s(&hash));
+    Tx::new()
+        .replace(app, listing, version)
+        .update(revoke_lookup)
+        .event(app, Event::new(req.ws(), "api_key.revoked", &key))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
+    Ok(Reply::ok(&key))
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(list_workspaces, get_current, update_current, list_api_keys, create_api_key, revoke_api_key, list_members),
+    components(schemas(Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope)),
+    tags((name = "workspaces", description = "The workspace, its API keys and members"))
+)]
+pub struct ApiDoc;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs() {
+        assert_eq!(slugify("Acme GmbH & Co"), "acme-gmbh-co");
+        assert_eq!(slugify("A"), "ws-a");
+        assert!(valid_slug(&slugify("Zoë's Café!!")), "{}", slugify("Zoë's Café!!"));
+        assert!(valid_slug("acme-2"));
+        assert!(!valid_slug("-acme") && !valid_slug("ac") && !valid_slug("Acme") && !valid_slug("a--b"));
+    }
+}

@@ -1,0 +1,220 @@
+//! Operator tasks: create the AWS resources locally (bootstrap), onboard workspaces and
+//! members, and mint development access tokens.
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType, TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde::Serialize;
+use shared::config::{Config, OAuthConfig};
+
+/// Resource names of one local deployment.
+#[derive(Clone, Debug, Serialize)]
+pub struct Names {
+    pub table: String,
+    pub events_queue: String,
+    pub secret_id: String,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Self { table: "platform".into(), events_queue: "platform-events".into(), secret_id: "platform/secret".into() }
+    }
+}
+
+impl Names {
+    pub fn from_env() -> Self {
+        let d = Self::default();
+        let get = |k: &str, d: String| std::env::var(k).ok().filter(|v| !v.is_empty()).unwrap_or(d);
+        Self { table: get("TABLE_NAME", d.table), events_queue: get("EVENTS_QUEUE_NAME", d.events_queue), secret_id: get("PLATFORM_SECRET_ID", d.secret_id) }
+    }
+}
+
+/// What bootstrap created (or found).
+#[derive(Clone, Debug, Serialize)]
+pub struct Resources {
+    pub table: String,
+    pub events_queue_url: String,
+    pub events_dlq_url: String,
+    pub secret_id: String,
+}
+
+pub const DEV_ISSUER: &str = "https://dev-issuer.local/";
+pub const DEV_AUDIENCE: &str = "workspace-platform-local";
+pub const DEV_JWKS: &str = include_str!("../dev-keys/oauth-dev-jwks.json");
+const DEV_PRIVATE_KEY: &str = include_str!("../dev-keys/oauth-dev-private.pem");
+
+pub fn dev_oauth() -> OAuthConfig {
+    OAuthConfig { issuer: DEV_ISSUER.into(), audience: DEV_AUDIENCE.into(), jwks: DEV_JWKS.into() }
+}
+
+/// The configuration the functions get locally.
+pub fn local_config(res: &Resources) -> Config {
+    Config {
+        table: res.table.clone(),
+        events_queue_url: res.events_queue_url.clone(),
+        platform_secret_id: res.secret_id.clone(),
+        oauth: Some(dev_oauth()),
+        limits: shared::ratelimit::Class::defaults(),
+    }
+}
+
+/// SDK configuration for the local emulators: dummy credentials, moto as the default endpoint.
+pub async fn local_sdk_config(moto_endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "local"))
+        .endpoint_url(moto_endpoint)
+        .load()
+        .await
+}
+
+fn key(name: &str, t: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder().attribute_name(name).key_type(t).build().expect("name and type set")
+}
+fn attr(name: &str) -> AttributeDefinition {
+    AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().expect("name and type set")
+}
+fn gsi(name: &str, projection: ProjectionType) -> GlobalSecondaryIndex {
+    GlobalSecondaryIndex::builder()
+        .index_name(name)
+        .key_schema(key(&format!("{name}pk"), KeyType::Hash))
+        .key_schema(key(&format!("{name}sk"), KeyType::Range))
+        .projection(Projection::builder().projection_type(projection).build())
+        .build()
+        .expect("index fields set")
+}
+
+/// Create the table (with GSIs and TTL), the events queue with its dead-letter queue, and the
+/// platform secret. Safe to run again: existing resources are kept.
+pub async fn bootstrap(ddb: &aws_sdk_dynamodb::Client, sqs: &aws_sdk_sqs::Client, sm: &aws_sdk_secretsmanager::Client, names: &Names) -> Result<Resources, String> {
+    let created = ddb
+        .create_table()
+        .table_name(&names.table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
+        .attribute_definitions(attr("pk"))
+        .attribute_definitions(attr("sk"))
+        .attribute_definitions(attr("gsi1pk"))
+        .attribute_definitions(attr("gsi1sk"))
+        .attribute_definitions(attr("gsi2pk"))
+        .attribute_definitions(attr("gsi2sk"))
+        .global_secondary_indexes(gsi("gsi1", ProjectionType::All))
+        .global_secondary_indexes(gsi("gsi2", ProjectionType::KeysOnly))
+        .send()
+        .await;
+    match created {
+        Ok(_) => {
+            ddb.update_time_to_live()
+                .table_name(&names.table)
+                .time_to_live_specification(TimeToLiveSpecification::builder().enabled(true).attribute_name("expires_at").build().expect("set"))
+                .send()
+                .await
+                .map_err(|e| format!("enable TTL: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e)))?;
+        }
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {}
+        Err(e) => return Err(format!("create table: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e))),
+    }
+
+    let dlq_url = create_queue(sqs, &format!("{}-dlq", names.events_queue), &[(QueueAttributeName::MessageRetentionPeriod, "1209600")]).await?;
+    let dlq_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| format!("dlq arn: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .ok_or("dlq has no ARN")?;
+    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 10}).to_string();
+    let queue_url =
+        create_queue(sqs, &names.events_queue, &[(QueueAttributeName::VisibilityTimeout, "60"), (QueueAttributeName::RedrivePolicy, &redrive)]).await?;
+
+    let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
+    match secret {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_exists_exception()) => {}
+        Err(e) => return Err(format!("create secret: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e))),
+    }
+    Ok(Resources { table: names.table.clone(), events_queue_url: queue_url, events_dlq_url: dlq_url, secret_id: names.secret_id.clone() })
+}
+
+async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str, attrs: &[(QueueAttributeName, &str)]) -> Result<String, String> {
+    let mut req = sqs.create_queue().queue_name(name);
+    for (k, v) in attrs {
+        req = req.attributes(k.clone(), *v);
+    }
+    match req.send().await {
+        Ok(out) => out.queue_url.ok_or_else(|| format!("queue {name} has no URL")),
+        // Same name with other attributes: keep the existing queue.
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_queue_name_exists()) => sqs
+            .get_queue_url()
+            .queue_name(name)
+            .send()
+            .await
+            .map_err(|e| format!("queue {name}: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?
+            .queue_url
+            .ok_or_else(|| format!("queue {name} has no URL")),
+        Err(e) => Err(format!("create queue {name}: {}", aws_sdk_sqs::error::DisplayErrorContext(e))),
+    }
+}
+
+/// True for endpoints on this machine; development-only commands refuse anything else.
+pub fn is_loopback_endpoint(endpoint: &str) -> bool {
+    url::Url::parse(endpoint).ok().and_then(|u| u.host_str().map(String::from)).is_some_and(|h| {
+        h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || h == "[::1]"
+    })
+}
+
+#[derive(Serialize)]
+struct DevClaims<'a> {
+    iss: &'a str,
+    aud: &'a str,
+    sub: &'a str,
+    exp: i64,
+    iat: i64,
+    scope: &'a str,
+}
+
+/// An ES256 access token signed by the local development key.
+pub fn mint_token(subject: &str, scope: &str, ttl_secs: i64) -> Result<String, String> {
+    let now = chrono::Utc::now().timestamp();
+    let claims = DevClaims { iss: DEV_ISSUER, aud: DEV_AUDIENCE, sub: subject, exp: now + ttl_secs, iat: now, scope };
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some("local-dev-1".into());
+    let key = jsonwebtoken::EncodingKey::from_ec_pem(DEV_PRIVATE_KEY.as_bytes()).map_err(|e| e.to_string())?;
+    jsonwebtoken::encode(&header, &claims, &key).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_detection() {
+        assert!(is_loopback_endpoint("http://127.0.0.1:4566"));
+        assert!(is_loopback_endpoint("http://localhost:8000"));
+        assert!(!is_loopback_endpoint("https://dynamodb.eu-west-1.amazonaws.com"));
+        assert!(!is_loopback_endpoint("garbage"));
+    }
+
+    #[test]
+    fn minted_tokens_verify_against_the_dev_jwks_and_nothing_else() {
+        let v = shared::auth::JwtVerifier::new(&dev_oauth()).unwrap();
+        let t = mint_token("user_1", "read write", 60).unwrap();
+        assert_eq!(v.verify(&t).unwrap().sub, "user_1");
+        let expired = mint_token("user_1", "read", -120).unwrap();
+        assert_eq!(v.verify(&expired).err().as_deref(), Some("expired"));
+        let wrong_aud = shared::auth::JwtVerifier::new(&OAuthConfig { audience: "other".into(), ..dev_oauth() }).unwrap();
+        assert_eq!(wrong_aud.verify(&t).err().as_deref(), Some("wrong audience"));
+        let mut tampered = t.clone();
+        tampered.insert(t.rfind('.').unwrap() - 2, 'x');
+        assert!(v.verify(&tampered).is_err());
+        // alg=none and HS256 tokens are refused before any key is tried.
+        let none = format!("{}.{}.", "eyJhbGciOiJub25lIn0", t.split('.').nth(1).unwrap());
+        assert!(v.verify(&none).is_err());
+    }
+}

@@ -1,0 +1,69 @@
+//! Admin CLI. Reads the same environment as the functions (TABLE_NAME, EVENTS_QUEUE_URL,
+//! PLATFORM_SECRET_ID, AWS_ENDPOINT_URL[_DYNAMODB], ...; `make dev` writes them to .local/dev.env).
+//!
+//!   admin bootstrap
+//!   admin create-workspace --name NAME        -> {"workspace_id": ..., "api_key": ...}
+//!   admin add-member --workspace W --subject S --role owner|admin|member|viewer
+//!   admin mint-token --subject S [--scope "read write"] [--ttl SECONDS]   (local endpoints only)
+
+use shared::App;
+use tools::admin;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
+}
+
+fn need(args: &[String], name: &str) -> Result<String, String> {
+    arg(args, name).ok_or_else(|| format!("missing {name}"))
+}
+
+async fn app() -> Result<App, String> {
+    App::from_env().await
+}
+
+async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
+    let cmd = args.first().map(String::as_str).unwrap_or("");
+    match cmd {
+        "bootstrap" => {
+            let sdk = aws_config::load_from_env().await;
+            let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+            let res = admin::bootstrap(&ddb, &aws_sdk_sqs::Client::new(&sdk), &aws_sdk_secretsmanager::Client::new(&sdk), &admin::Names::from_env()).await?;
+            Ok(serde_json::to_value(res).expect("serializes"))
+        }
+        "create-workspace" => {
+            let name = need(&args, "--name")?;
+            let (ws, key) = workspaces::create_workspace(&app().await?, &name).await.map_err(|e| e.to_string())?;
+            Ok(serde_json::json!({"workspace_id": ws.id, "api_key": key}))
+        }
+        "add-member" => {
+            let (ws, sub, role) = (need(&args, "--workspace")?, need(&args, "--subject")?, need(&args, "--role")?);
+            let m = workspaces::add_member(&app().await?, &ws, &sub, &role).await.map_err(|e| e.to_string())?;
+            Ok(serde_json::to_value(m).expect("serializes"))
+        }
+        "mint-token" => {
+            let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+            if !admin::is_loopback_endpoint(&endpoint) {
+                return Err("mint-token only runs against a local stack (AWS_ENDPOINT_URL must be a loopback URL)".into());
+            }
+            let sub = need(&args, "--subject")?;
+            let scope = arg(&args, "--scope").unwrap_or_else(|| "read write".into());
+            let ttl = arg(&args, "--ttl").map(|t| t.parse::<i64>().map_err(|_| "--ttl must be seconds")).transpose()?.unwrap_or(3600);
+            Ok(serde_json::Value::String(admin::mint_token(&sub, &scope, ttl)?))
+        }
+        _ => Err("usage: admin bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S".into()),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(args).await {
+        // A token prints bare so it pastes into a header; everything else is one JSON object.
+        Ok(serde_json::Value::String(s)) => println!("{s}"),
+        Ok(v) => println!("{v}"),
+        Err(e) => {
+            eprintln!("admin: {e}");
+            std::process::exit(1);
+        }
+    }
+}

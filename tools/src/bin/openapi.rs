@@ -1,0 +1,23 @@
+//! Writes openapi/openapi.{json,yaml} from the code; `--check` fails when the committed files differ.
+
+fn main() {
+    let root = tools::localstack::repo_root();
+    let files = [(root.join("openapi/openapi.json"), tools::openapi_json()), (root.join("openapi/openapi.yaml"), tools::openapi_yaml())];
+    let check = std::env::args().any(|a| a == "--check");
+    let mut drift = false;
+    for (path, content) in files {
+        if check {
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(content.as_str()) {
+                eprintln!("{} is out of date: run `make openapi`", path.display());
+                drift = true;
+            }
+        } else {
+            std::fs::create_dir_all(path.parent().expect("has parent")).expect("create openapi/");
+            std::fs::write(&path, content).expect("write openapi file");
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    if drift {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,87 @@
+//! The dev gateway: plays API Gateway locally. It serves every area under
+//! `http://127.0.0.1:<port>/api/v1/...` by calling the same `shared::http::serve` with the same
+//! route tables the Lambda binaries run, and adds `x-dev-ddb-calls` (DynamoDB round trips the
+//! request made) so tests and benchmarks can measure them.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use shared::App;
+use shared::routing::Route;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use tokio::net::TcpListener;
+
+pub const BASE_PATH: &str = "/api/v1";
+/// API Gateway's own payload limit; the functions enforce the contract's 1 MiB themselves.
+const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
+
+/// Every area's routes, in one table (each area's function only sees its own in AWS).
+pub fn all_routes() -> &'static [Route] {
+    static ALL: OnceLock<&'static [Route]> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let v: Vec<&'static [Route]> = vec![workspaces::ROUTES, posts::ROUTES];
+        let all: Vec<Route> = v
+            .into_iter()
+            .flat_map(|r| r.iter().map(|r| Route { method: r.method.clone(), path: r.path, class: r.class, needs_workspace: r.needs_workspace, handler: r.handler }))
+            .collect();
+        Box::leak(all.into_boxed_slice())
+    })
+}
+
+fn envelope_404(path: &str) -> http::Response<Full<Bytes>> {
+    let e = shared::ApiError::new(shared::error::ErrorCode::NotFound, format!("no route for {path}"));
+    let body = serde_json::to_vec(&e.body(&shared::ids::new_id("req"))).unwrap_or_default();
+    http::Response::builder().status(404).header("content-type", "application/json; charset=utf-8").body(Full::new(Bytes::from(body))).expect("valid")
+}
+
+async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::Response<Full<Bytes>> {
+    if !req.uri().path().starts_with(&format!("{BASE_PATH}/")) {
+        return envelope_404(req.uri().path());
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match Limited::new(body, GATEWAY_MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return http::Response::builder()
+                .status(413)
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from_static(br#"{"message":"Request Entity Too Large"}"#)))
+                .expect("valid");
+        }
+    };
+    let body = if bytes.is_empty() { lambda_http::Body::Empty } else { lambda_http::Body::Binary(bytes.to_vec()) };
+    let (resp, stats) = shared::http::serve_with_stats(app, all_routes(), http::Request::from_parts(parts, body)).await;
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.insert("x-dev-ddb-calls", stats.ddb_calls.into());
+    let bytes = match body {
+        lambda_http::Body::Empty => Bytes::new(),
+        lambda_http::Body::Text(t) => Bytes::from(t),
+        lambda_http::Body::Binary(b) => Bytes::from(b),
+        _ => Bytes::new(),
+    };
+    http::Response::from_parts(parts, Full::new(bytes))
+}
+
+/// Serve on 127.0.0.1:`port` (0 = any free port) until the task is dropped or aborted.
+pub async fn start(app: Arc<App>, port: u16) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| format!("bind 127.0.0.1:{port}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let app = app.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| {
+                    let app = app.clone();
+                    async move { Ok::<_, Infallible>(handle(&app, req).await) }
+                });
+                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+            });
+        }
+    });
+    Ok((addr, task))
+}
