@@ -1,1 +1,166 @@
+//! End-to-end harness: one local stack per test binary (DynamoDB Local + moto + dev gateways on
+//! free 127.0.0.1 ports), started on first use in its own thread and runtime. The emulators
+//! die with the test process (see tools::localstack). Tests isolate themselves by creating
+//! fresh workspaces, so they never depend on each other or on order.
 
+use serde_json::Value;
+use shared::App;
+use shared::config::Config;
+use std::sync::OnceLock;
+use tools::admin::Resources;
+
+pub struct Harness {
+    /// Gateway "container" 1 and 2: same stack, separate in-memory caches.
+    pub base: String,
+    pub base2: String,
+    /// A gateway whose write limit is high, for seeding data quickly.
+    pub base_bulk: String,
+    pub moto_endpoint: String,
+    pub dynamodb_endpoint: String,
+    pub resources: Resources,
+    pub config: Config,
+}
+
+static HARNESS: OnceLock<Harness> = OnceLock::new();
+
+pub fn harness() -> &'static Harness {
+    HARNESS.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            rt.block_on(async move {
+                let logs = tools::localstack::repo_root().join("target/e2e-logs");
+                let mut stack = match tools::DevStack::start(&logs, 0).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tx.send(Err(e)).ok();
+                        return;
+                    }
+                };
+                let base2 = stack.extra_gateway(stack.config()).await.expect("second gateway");
+                let mut bulk = stack.config();
+                bulk.limits.insert(shared::ratelimit::Class::Write, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
+                bulk.limits.insert(shared::ratelimit::Class::Read, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
+                let base_bulk = stack.extra_gateway(bulk).await.expect("bulk gateway");
+                tx.send(Ok(Harness {
+                    base: stack.base_url.clone(),
+                    base2,
+                    base_bulk,
+                    moto_endpoint: stack.emulators.moto_endpoint.clone(),
+                    dynamodb_endpoint: stack.emulators.dynamodb_endpoint.clone(),
+                    resources: stack.resources.clone(),
+                    config: stack.config(),
+                }))
+                .ok();
+                // Serve until the test process exits.
+                std::future::pending::<()>().await;
+            });
+        });
+        rx.recv().expect("harness thread").unwrap_or_else(|e| panic!("local stack failed to start: {e}"))
+    })
+}
+
+impl Harness {
+    /// An App for this test's runtime (SDK clients must live in the runtime that uses them).
+    pub async fn app(&self) -> App {
+        let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
+        App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app")
+    }
+
+    pub async fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::new(&tools::admin::local_sdk_config(&self.moto_endpoint).await)
+    }
+
+    /// A fresh workspace and its API key.
+    pub async fn workspace(&self, name: &str) -> (String, String) {
+        let (ws, key) = workspaces::create_workspace(&self.app().await, name).await.expect("create workspace");
+        (ws.id, key)
+    }
+}
+
+/// A response, with the checks every response must pass already done.
+pub struct Resp {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub bytes: Vec<u8>,
+    pub json: Value,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or("")
+    }
+    pub fn ddb_calls(&self) -> u32 {
+        self.header("x-dev-ddb-calls").and_then(|v| v.parse().ok()).unwrap_or(u32::MAX)
+    }
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    pub base: String,
+    pub auth: Option<String>,
+    pub workspace: Option<String>,
+}
+
+impl Client {
+    pub fn new(base: &str, key: &str) -> Self {
+        Self { http: reqwest::Client::new(), base: base.into(), auth: Some(key.into()), workspace: None }
+    }
+    pub fn anonymous(base: &str) -> Self {
+        Self { http: reqwest::Client::new(), base: base.into(), auth: None, workspace: None }
+    }
+
+    pub fn request(&self, method: &str, path: &str) -> reqwest::RequestBuilder {
+        let url = format!("{}{path}", self.base);
+        let mut r = self.http.request(method.parse().expect("method"), url);
+        if let Some(a) = &self.auth {
+            r = r.header("authorization", format!("Bearer {a}"));
+        }
+        if let Some(w) = &self.workspace {
+            r = r.header("x-workspace-id", w);
+        }
+        r
+    }
+
+    /// Send and apply the invariants of every response: a Request-Id header, and for errors
+    /// the envelope with the same request id and a 4xx (never a 5xx).
+    pub async fn send(&self, r: reqwest::RequestBuilder) -> Resp {
+        let resp = r.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.expect("body").to_vec();
+        let json: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+        let rid = headers.get("request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+        assert!(!rid.is_empty(), "every response carries Request-Id (status {status})");
+        assert!(status < 500, "no 5xx: {status} {json}");
+        if status >= 400 {
+            assert!(json["error"]["code"].is_string() && json["error"]["message"].is_string(), "error envelope: {json}");
+            assert_eq!(json["error"]["request_id"], rid, "request id in the body matches the header");
+            assert!(json["error"]["details"].is_array());
+        }
+        Resp { status, headers, bytes, json }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.send(self.request("GET", path)).await
+    }
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.send(self.request("DELETE", path)).await
+    }
+    pub async fn post(&self, path: &str, body: &Value) -> Resp {
+        self.send(self.request("POST", path).json(body)).await
+    }
+    pub async fn patch(&self, path: &str, body: &Value) -> Resp {
+        self.send(self.request("PATCH", path).json(body)).await
+    }
+}
+
+pub const CHANNEL_A: &str = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D";
+pub const CHANNEL_B: &str = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E";
+
+pub fn in_hours(h: i64) -> String {
+    shared::ids::format_time(chrono::Utc::now() + chrono::Duration::hours(h))
+}

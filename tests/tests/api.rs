@@ -1,0 +1,421 @@
+//! End-to-end tests over real HTTP against DynamoDB Local + moto. One binary, one stack.
+
+use e2e::{CHANNEL_A, CHANNEL_B, Client, harness, in_hours};
+use futures_util::future::join_all;
+use serde_json::json;
+use std::collections::HashSet;
+
+async fn new_client(name: &str) -> (Client, String) {
+    let h = harness();
+    let (ws, key) = h.workspace(name).await;
+    (Client::new(&h.base, &key), ws)
+}
+
+async fn create_post(c: &Client, content: &str) -> String {
+    let r = c.post("/posts", &json!({"content": content, "channel_ids": [CHANNEL_A]})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    r.json["data"]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn missing_invalid_and_revoked_keys() {
+    let h = harness();
+    let anon = Client::anonymous(&h.base);
+    let r = anon.get("/posts").await;
+    assert_eq!((r.status, r.code()), (401, "UNAUTHORIZED"));
+    assert!(r.json["error"]["message"].as_str().unwrap().contains("missing"));
+
+    for bad in ["wsp_0000000000000000000000000000000000000000000", "garbage", "wsp_short", "a.b.c"] {
+        let r = Client::new(&h.base, bad).get("/posts").await;
+        assert_eq!((r.status, r.code()), (401, "UNAUTHORIZED"), "{bad}");
+        assert!(r.json["error"]["message"].as_str().unwrap().contains("invalid"), "{}", r.json);
+    }
+    let r = anon.send(anon.request("GET", "/posts").header("authorization", "Basic dXNlcjpwYXNz")).await;
+    assert_eq!(r.status, 401);
+
+    // A second key, revoked with the first: 403 from then on, and the secret is shown only once.
+    let (c, _) = new_client("revocation").await;
+    let r = c.post("/workspaces/current/api-keys", &json!({"name": "ci"})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let secret = r.json["data"]["secret"].as_str().unwrap().to_string();
+    let key_id = r.json["data"]["id"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("wsp_") && secret.len() >= 44);
+    let second = Client::new(&h.base, &secret);
+    assert_eq!(second.get("/posts").await.status, 200);
+    let list = c.get("/workspaces/current/api-keys").await;
+    assert_eq!(list.status, 200);
+    assert!(!String::from_utf8_lossy(&list.bytes).contains(&secret), "listing never shows a secret");
+    assert_eq!(list.json["data"].as_array().unwrap().len(), 2);
+    let r = c.delete(&format!("/workspaces/current/api-keys/{key_id}")).await;
+    assert_eq!(r.status, 200);
+    assert!(r.json["data"]["revoked_at"].is_string());
+    let r = second.get("/posts").await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"));
+    assert_eq!(c.get("/posts").await.status, 200, "the other key still works");
+}
+
+#[tokio::test]
+async fn workspaces_are_isolated() {
+    let (a, _) = new_client("tenant a").await;
+    let (b, _) = new_client("tenant b").await;
+    let post_b = create_post(&b, "b's secret plan").await;
+    for r in [
+        a.get(&format!("/posts/{post_b}")).await,
+        a.patch(&format!("/posts/{post_b}"), &json!({"content": "hijacked"})).await,
+        a.delete(&format!("/posts/{post_b}")).await,
+        a.post(&format!("/posts/{post_b}/schedule"), &json!({"scheduled_at": in_hours(1)})).await,
+    ] {
+        assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.json);
+    }
+    let list = a.get("/posts").await;
+    assert_eq!(list.json["data"].as_array().unwrap().len(), 0);
+    // B's object is untouched.
+    let r = b.get(&format!("/posts/{post_b}")).await;
+    assert_eq!(r.json["data"]["content"], "b's secret plan");
+    // A's key cannot revoke B's keys either.
+    let keys_b = b.get("/workspaces/current/api-keys").await;
+    let key_b = keys_b.json["data"][0]["id"].as_str().unwrap();
+    assert_eq!(a.delete(&format!("/workspaces/current/api-keys/{key_b}")).await.status, 404);
+    // A cursor minted for A is refused for B.
+    for i in 0..3 {
+        create_post(&a, &format!("a{i}")).await;
+    }
+    let page = a.get("/posts?limit=1").await;
+    let cursor = page.json["next_cursor"].as_str().unwrap();
+    let r = b.get(&format!("/posts?limit=1&cursor={cursor}")).await;
+    assert_eq!((r.status, r.code()), (400, "INVALID_CURSOR"));
+}
+
+#[tokio::test]
+async fn oauth_tokens_need_membership_and_a_workspace_header() {
+    let h = harness();
+    let (ws, key) = h.workspace("oauth").await;
+    let (other_ws, _) = h.workspace("oauth other").await;
+    let app = h.app().await;
+    let subject = format!("user-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&app, &ws, &subject, "member").await.unwrap();
+    let token = tools::admin::mint_token(&subject, "read write", 600).unwrap();
+
+    let mut c = Client::new(&h.base, &token);
+    let r = c.get("/posts").await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "no x-workspace-id");
+    assert_eq!(r.json["error"]["details"][0]["field"], "x-workspace-id");
+    // The subject's workspaces need no header.
+    let r = c.get("/workspaces").await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let ids: Vec<&str> = r.json["data"].as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![ws.as_str()]);
+
+    c.workspace = Some(ws.clone());
+    assert_eq!(c.get("/workspaces/current").await.json["data"]["id"], ws.as_str());
+    let p = c.post("/posts", &json!({"content": "from oauth"})).await;
+    assert_eq!(p.status, 201);
+    // Visible to the workspace's API key: same workspace.
+    let by_key = Client::new(&h.base, &key).get(&format!("/posts/{}", p.json["data"]["id"].as_str().unwrap())).await;
+    assert_eq!(by_key.status, 200);
+
+    c.workspace = Some(other_ws);
+    let r = c.get("/posts").await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "not a member");
+    c.workspace = Some("ws_nonsense".into());
+    assert_eq!(c.get("/posts").await.status, 403);
+
+    // A viewer reads but cannot write; a read-only token cannot write either.
+    let viewer = format!("viewer-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&app, &ws, &viewer, "viewer").await.unwrap();
+    let mut v = Client::new(&h.base, &tools::admin::mint_token(&viewer, "read write", 600).unwrap());
+    v.workspace = Some(ws.clone());
+    assert_eq!(v.get("/posts").await.status, 200);
+    assert_eq!(v.post("/posts", &json!({"content": "x"})).await.status, 403);
+    let mut ro = Client::new(&h.base, &tools::admin::mint_token(&subject, "read", 600).unwrap());
+    ro.workspace = Some(ws.clone());
+    assert_eq!(ro.post("/posts", &json!({"content": "x"})).await.status, 403);
+    // Expired tokens are invalid credentials.
+    let mut old = Client::new(&h.base, &tools::admin::mint_token(&subject, "read", -300).unwrap());
+    old.workspace = Some(ws.clone());
+    let r = old.get("/posts").await;
+    assert_eq!(r.status, 401);
+    assert!(r.json["error"]["message"].as_str().unwrap().contains("expired"));
+}
+
+#[tokio::test]
+async fn paging_visits_every_post_exactly_once() {
+    let h = harness();
+    let (ws, key) = h.workspace("paging").await;
+    let _ = ws;
+    let bulk = Client::new(&h.base_bulk, &key);
+    let mut created = HashSet::new();
+    for chunk in 0..25 {
+        let futs = (0..10).map(|i| bulk.send(bulk.request("POST", "/posts").json(&json!({"content": format!("post {chunk}-{i}")}))));
+        for r in join_all(futs).await {
+            assert_eq!(r.status, 201, "{}", r.json);
+            created.insert(r.json["data"]["id"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(created.len(), 250);
+
+    let c = Client::new(&h.base, &key);
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(cur) => format!("/posts?limit=50&cursor={cur}"),
+            None => "/posts?limit=50".to_string(),
+        };
+        let r = c.get(&path).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        pages += 1;
+        let data = r.json["data"].as_array().unwrap();
+        assert!(data.len() <= 50);
+        seen.extend(data.iter().map(|p| p["id"].as_str().unwrap().to_string()));
+        // A page costs the same DynamoDB round trips whatever the collection size.
+        assert!(r.ddb_calls() <= 3, "page made {} DynamoDB calls", r.ddb_calls());
+        match r.json["next_cursor"].as_str() {
+            Some(n) => {
+                assert_eq!(r.json["has_more"], true);
+                cursor = Some(n.to_string());
+            }
+            None => {
+                assert_eq!(r.json["has_more"], false);
+                assert!(r.json["next_cursor"].is_null());
+                break;
+            }
+        }
+    }
+    assert_eq!(pages, 5);
+    assert_eq!(seen.len(), 250, "no duplicates, none missing");
+    assert_eq!(seen.iter().cloned().collect::<HashSet<_>>(), created);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    assert_eq!(seen, sorted, "creation order");
+
+    // Tampering with any byte of a cursor is detected; so is a cursor reused with other filters.
+    let first = c.get("/posts?limit=50").await;
+    let cur = first.json["next_cursor"].as_str().unwrap().to_string();
+    let mut bytes = cur.clone().into_bytes();
+    bytes[5] = if bytes[5] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(bytes).unwrap();
+    for bad in [tampered.as_str(), "not-a-cursor", "e30.AAAA"] {
+        let r = c.get(&format!("/posts?limit=50&cursor={bad}")).await;
+        assert_eq!((r.status, r.code()), (400, "INVALID_CURSOR"), "{bad}");
+    }
+    let r = c.get(&format!("/posts?limit=50&status=draft&cursor={cur}")).await;
+    assert_eq!((r.status, r.code()), (400, "INVALID_CURSOR"));
+    for bad in ["0", "101", "x"] {
+        assert_eq!(c.get(&format!("/posts?limit={bad}")).await.code(), "VALIDATION_ERROR");
+    }
+}
+
+#[tokio::test]
+async fn malformed_requests_get_the_envelope() {
+    let (c, _) = new_client("malformed").await;
+    let r = c.send(c.request("POST", "/posts").header("content-type", "application/json").body("{\"content\": ")).await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"));
+    assert!(r.json["error"]["message"].as_str().unwrap().contains("malformed JSON"));
+    let r = c.send(c.request("POST", "/posts").header("content-type", "text/plain").body("content=hi")).await;
+    assert_eq!((r.status, r.code()), (415, "UNSUPPORTED_MEDIA_TYPE"));
+    let r = c.send(c.request("POST", "/posts").header("content-type", "application/json").body(vec![b' '; 2 * 1024 * 1024])).await;
+    assert_eq!((r.status, r.code()), (413, "PAYLOAD_TOO_LARGE"));
+    let r = c.get("/nothing-here").await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"));
+    let r = c.send(c.request("PUT", "/posts")).await;
+    assert_eq!((r.status, r.code()), (405, "METHOD_NOT_ALLOWED"));
+    assert_eq!(r.header("allow"), Some("GET, POST"));
+    let r = c.get("/posts/not-an-id").await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"));
+    let r = c.post("/posts", &json!({"content": 5})).await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"));
+    assert_eq!(r.json["error"]["details"][0]["field"], "content");
+    let r = c.post("/posts", &json!({"content": "x", "bogus": true})).await;
+    assert_eq!(r.status, 400);
+    assert!(r.json["error"]["message"].as_str().unwrap().contains("unknown field `bogus`"), "{}", r.json);
+    let r = c.post("/posts", &json!({"content": "", "channel_ids": ["nope", CHANNEL_A, CHANNEL_A], "media_urls": ["http://x.test/a.png"]})).await;
+    assert_eq!(r.status, 400);
+    let fields: Vec<&str> = r.json["error"]["details"].as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, vec!["content", "channel_ids[0]", "channel_ids[2]", "media_urls[0]"], "every problem at once");
+    let r = c.send(c.request("POST", "/posts").header("content-type", "application/json").body(vec![0xff, 0xfe, 0x00])).await;
+    assert_eq!(r.status, 400);
+    let r = c.send(c.request("POST", "/posts").header("content-type", "application/json").body("[1,2]")).await;
+    assert_eq!(r.status, 400);
+    let r = c.get("/posts?status=sideways").await;
+    assert_eq!(r.json["error"]["details"][0]["field"], "status");
+}
+
+#[tokio::test]
+async fn racing_writes_never_exceed_the_write_burst() {
+    let h = harness();
+    let (_, key) = h.workspace("burst").await;
+    // Two gateways = two containers with separate caches, racing on one bucket.
+    let c1 = Client::new(&h.base, &key);
+    let c2 = Client::new(&h.base2, &key);
+    let started = std::time::Instant::now();
+    let futs = (0..40).map(|i| {
+        let c = if i % 2 == 0 { &c1 } else { &c2 };
+        c.send(c.request("POST", "/posts").json(&json!({"content": format!("race {i}")})))
+    });
+    let results = join_all(futs).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let admitted = results.iter().filter(|r| r.status == 201).count();
+    let limited: Vec<_> = results.iter().filter(|r| r.status == 429).collect();
+    assert_eq!(admitted + limited.len(), 40, "only 201 or 429");
+    // Burst 30, refill 1 per second while the race ran.
+    let ceiling = 30 + elapsed.ceil() as usize;
+    assert!(admitted <= ceiling, "admitted {admitted} > {ceiling}");
+    assert!(admitted >= 25, "the burst admits (nearly) 30 at once, got {admitted}");
+    for r in &limited {
+        assert_eq!(r.code(), "RATE_LIMITED");
+        let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+        assert!((1..=60).contains(&retry));
+        assert!(r.header("ratelimit").unwrap().starts_with("\"write\";r=0"));
+    }
+    // Reads are a different class and still pass.
+    let r = c1.get("/posts?limit=1").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit-policy"), Some("\"read\";q=100;w=20"));
+    let list = Client::new(&h.base_bulk, &key).get("/posts?limit=100").await;
+    assert_eq!(list.json["data"].as_array().unwrap().len(), admitted, "every 201 was written, no 429 was");
+}
+
+#[tokio::test]
+async fn idempotent_replay_reuse_and_in_flight() {
+    let (c, _) = new_client("idempotency").await;
+    let body = json!({"content": "once"});
+    let send = |key: &str, body: &serde_json::Value| c.send(c.request("POST", "/posts").header("idempotency-key", key).json(body));
+    let first = send("k-1", &body).await;
+    assert_eq!(first.status, 201);
+    assert!(first.header("idempotent-replayed").is_none());
+    let again = send("k-1", &body).await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.bytes, first.bytes, "byte-identical replay");
+    let reused = send("k-1", &json!({"content": "different"})).await;
+    assert_eq!((reused.status, reused.code()), (422, "IDEMPOTENCY_KEY_REUSED"));
+    let other_path = c.send(c.request("PATCH", &format!("/posts/{}", first.json["data"]["id"].as_str().unwrap())).header("idempotency-key", "k-1").json(&body)).await;
+    assert_eq!(other_path.status, 422);
+
+    // Ten identical requests at once: exactly one post is created; the rest replay or see 409.
+    let racing = join_all((0..10).map(|_| send("k-race", &json!({"content": "raced"})))).await;
+    for r in &racing {
+        assert!(r.status == 201 || (r.status == 409 && r.code() == "CONFLICT"), "{} {}", r.status, r.json);
+    }
+    let ids: HashSet<&str> = racing.iter().filter(|r| r.status == 201).map(|r| r.json["data"]["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 1, "one object, however many 201s");
+    let list = c.get("/posts?limit=100").await;
+    let contents: Vec<&str> = list.json["data"].as_array().unwrap().iter().map(|p| p["content"].as_str().unwrap()).collect();
+    assert_eq!(contents.iter().filter(|c| **c == "raced").count(), 1);
+    assert_eq!(contents.iter().filter(|c| **c == "once").count(), 1);
+
+    // A key's secret is not stored for replay.
+    let k1 = c.send(c.request("POST", "/workspaces/current/api-keys").header("idempotency-key", "key-1").json(&json!({"name": "x"}))).await;
+    assert!(k1.json["data"]["secret"].is_string());
+    let k2 = c.send(c.request("POST", "/workspaces/current/api-keys").header("idempotency-key", "key-1").json(&json!({"name": "x"}))).await;
+    assert_eq!(k2.header("idempotent-replayed"), Some("true"));
+    assert_eq!(k2.json["data"]["id"], k1.json["data"]["id"]);
+    assert!(k2.json["data"].get("secret").is_none());
+    let bad = c.send(c.request("POST", "/posts").header("idempotency-key", "").json(&body)).await;
+    assert_eq!(bad.status, 400);
+}
+
+#[tokio::test]
+async fn post_lifecycle_filters_and_events() {
+    let h = harness();
+    let (c, ws) = new_client("lifecycle").await;
+    let id = create_post(&c, "launch day").await;
+    let other = c.post("/posts", &json!({"content": "other channel", "channel_ids": [CHANNEL_B]})).await;
+    let other_id = other.json["data"]["id"].as_str().unwrap().to_string();
+
+    let r = c.post(&format!("/posts/{id}/schedule"), &json!({})).await;
+    assert_eq!(r.json["error"]["details"][0]["field"], "scheduled_at", "needs a time");
+    let r = c.post(&format!("/posts/{id}/schedule"), &json!({"scheduled_at": "2020-01-01T00:00:00Z"})).await;
+    assert_eq!(r.status, 400);
+    let nochan = c.post("/posts", &json!({"content": "nowhere"})).await.json["data"]["id"].as_str().unwrap().to_string();
+    let r = c.post(&format!("/posts/{nochan}/schedule"), &json!({"scheduled_at": in_hours(2)})).await;
+    assert_eq!(r.json["error"]["details"][0]["field"], "channel_ids");
+
+    let at = in_hours(3);
+    let r = c.post(&format!("/posts/{id}/schedule"), &json!({"scheduled_at": at})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["data"]["status"], "scheduled");
+    assert_eq!(r.json["data"]["scheduled_at"], at.as_str());
+    let r = c.post(&format!("/posts/{id}/schedule"), &json!({"scheduled_at": at})).await;
+    assert_eq!((r.status, r.code()), (409, "CONFLICT"), "already scheduled");
+    let r = c.patch(&format!("/posts/{id}"), &json!({"scheduled_at": null})).await;
+    assert_eq!(r.status, 400, "a scheduled post keeps a time");
+
+    let scheduled = c.get("/posts?status=scheduled").await;
+    let ids: Vec<&str> = scheduled.json["data"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![id.as_str()]);
+    let by_channel = c.get(&format!("/posts?channel_id={CHANNEL_B}")).await;
+    let ids: Vec<&str> = by_channel.json["data"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![other_id.as_str()]);
+
+    let r = c.post(&format!("/posts/{id}/cancel"), &json!({})).await;
+    assert_eq!(r.json["data"]["status"], "draft");
+    assert_eq!(c.post(&format!("/posts/{id}/cancel"), &json!({})).await.status, 409);
+    assert_eq!(c.get("/posts?status=scheduled").await.json["data"].as_array().unwrap().len(), 0);
+
+    let r = c.patch(&format!("/posts/{id}"), &json!({"content": "launch day!", "channel_ids": [CHANNEL_A, CHANNEL_B], "metadata": {"campaign": "q4"}})).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json["data"]["variants"].as_array().unwrap().len(), 2);
+    assert_eq!(r.json["data"]["metadata"]["campaign"], "q4");
+    let r = c.delete(&format!("/posts/{id}")).await;
+    assert_eq!(r.json["data"], json!({"id": id, "object": "post", "deleted": true}));
+    assert_eq!(c.get(&format!("/posts/{id}")).await.status, 404);
+
+    // Every state change is on the events queue, in order.
+    let sqs = h.sqs().await;
+    let wanted = ["post.created", "post.scheduled", "post.unscheduled", "post.updated", "post.deleted"];
+    let mut found: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while found.len() < wanted.len() && std::time::Instant::now() < deadline {
+        let out = sqs
+            .receive_message()
+            .queue_url(&h.resources.events_queue_url)
+            .max_number_of_messages(10)
+            // Other tests' events are hidden for a minute so the scan moves past them; this is
+            // the only test that reads the queue.
+            .visibility_timeout(60)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for m in out.messages() {
+            let ev: serde_json::Value = serde_json::from_str(m.body().unwrap()).unwrap();
+            if ev["workspace_id"] == ws.as_str() && ev["data"]["id"] == id.as_str() {
+                found.push(ev["type"].as_str().unwrap().to_string());
+                assert!(ev["id"].as_str().unwrap().starts_with("evt_"));
+                sqs.delete_message().queue_url(&h.resources.events_queue_url).receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+            }
+        }
+    }
+    found.sort_by_key(|t| wanted.iter().position(|w| w == t));
+    assert_eq!(found, wanted);
+}
+
+#[tokio::test]
+async fn workspace_settings_and_round_trips() {
+    let h = harness();
+    let (a, _) = new_client("settings a").await;
+    let (b, _) = new_client("settings b").await;
+    let r = a.patch("/workspaces/current", &json!({"timezone": "Mars/Olympus", "locale": "english", "default_currency": "XXX", "name": ""})).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json["error"]["details"].as_array().unwrap().len(), 4);
+    let slug = format!("acme-{}", &shared::ids::new_id("x")[20..28].to_lowercase());
+    let r = a.patch("/workspaces/current", &json!({"slug": slug, "timezone": "Europe/Berlin", "default_currency": "USD"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["data"]["timezone"], "Europe/Berlin");
+    let r = b.patch("/workspaces/current", &json!({"slug": slug})).await;
+    assert_eq!((r.status, r.code()), (409, "CONFLICT"), "slugs are unique");
+    // A freed slug can be taken.
+    a.patch("/workspaces/current", &json!({"slug": format!("{slug}-new")})).await;
+    assert_eq!(b.patch("/workspaces/current", &json!({"slug": slug})).await.status, 200);
+
+    // Measured DynamoDB round trips (warm container): key look-up + bucket + the work.
+    let id = create_post(&a, "measure").await;
+    let get = a.get(&format!("/posts/{id}")).await;
+    assert_eq!(get.ddb_calls(), 3, "GET: key, bucket, item");
+    let post = a.post("/posts", &json!({"content": "measure 2"})).await;
+    assert_eq!(post.ddb_calls(), 3, "POST: key, bucket, transaction");
+    let _ = h;
+}
