@@ -6,7 +6,6 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::DynamoCallCounter;
 use crate::ratelimit::RateLimiter;
-use base64::Engine;
 use tokio::sync::OnceCell;
 
 pub struct App {
@@ -19,8 +18,9 @@ pub struct App {
     platform: OnceCell<PlatformSecret>,
 }
 
-/// Key material shared by every function, stored as JSON in Secrets Manager:
-/// `{"cursor_key": "<base64>", "encryption_key": "<base64>"}`.
+/// Key material shared by every function, stored in Secrets Manager as
+/// `{"root_key": "<at least 32 random characters>"}` (SAM generates it at deploy time).
+/// Purpose-specific keys are derived from it, so rotating one secret rotates them all.
 #[derive(Clone)]
 pub struct PlatformSecret {
     pub cursor_key: Vec<u8>,
@@ -33,24 +33,27 @@ impl std::fmt::Debug for PlatformSecret {
     }
 }
 
+fn derive(root: &[u8], purpose: &str) -> Vec<u8> {
+    use hmac::{KeyInit, Mac};
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(root).expect("any key length");
+    m.update(purpose.as_bytes());
+    m.finalize().into_bytes().to_vec()
+}
+
 impl PlatformSecret {
     pub fn parse(json: &str) -> Result<Self, String> {
         let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("platform secret is not JSON: {e}"))?;
-        let key = |name: &str| -> Result<Vec<u8>, String> {
-            let s = v[name].as_str().ok_or(format!("platform secret lacks {name}"))?;
-            let k = base64::engine::general_purpose::STANDARD.decode(s).map_err(|_| format!("{name} is not base64"))?;
-            if k.len() < 32 {
-                return Err(format!("{name} must be at least 32 bytes"));
-            }
-            Ok(k)
-        };
-        Ok(Self { cursor_key: key("cursor_key")?, encryption_key: key("encryption_key")? })
+        let root = v["root_key"].as_str().ok_or("platform secret lacks root_key")?;
+        if root.len() < 32 {
+            return Err("root_key must be at least 32 characters".into());
+        }
+        Ok(Self { cursor_key: derive(root.as_bytes(), "cursor/v1"), encryption_key: derive(root.as_bytes(), "encryption/v1") })
     }
 
-    /// A fresh secret value for bootstrap.
+    /// A fresh secret value for bootstrap: 64 random alphanumerics, like SAM's generator.
     pub fn generate_json() -> String {
-        let b64 = |k: [u8; 32]| base64::engine::general_purpose::STANDARD.encode(k);
-        serde_json::json!({"cursor_key": b64(rand::random()), "encryption_key": b64(rand::random())}).to_string()
+        serde_json::json!({"root_key": crate::auth::generate_api_key()[4..].to_string() + &crate::auth::generate_api_key()[4..25]})
+            .to_string()
     }
 }
 
@@ -88,13 +91,9 @@ impl App {
     pub async fn platform_secret(&self) -> Result<&PlatformSecret, ApiError> {
         self.platform
             .get_or_try_init(|| async {
-                let out = self
-                    .secrets
-                    .get_secret_value()
-                    .secret_id(&self.cfg.platform_secret_id)
-                    .send()
-                    .await
-                    .map_err(|e| ApiError::unavailable(format!("secrets manager: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e))))?;
+                let out = self.secrets.get_secret_value().secret_id(&self.cfg.platform_secret_id).send().await.map_err(|e| {
+                    ApiError::unavailable(format!("secrets manager: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e)))
+                })?;
                 let s = out.secret_string().ok_or_else(|| ApiError::internal("platform secret has no string value"))?;
                 PlatformSecret::parse(s).map_err(ApiError::internal)
             })
@@ -111,6 +110,8 @@ mod tests {
         let s = PlatformSecret::parse(&PlatformSecret::generate_json()).unwrap();
         assert_eq!(s.cursor_key.len(), 32);
         assert_eq!(format!("{s:?}"), "PlatformSecret(..)");
-        assert!(PlatformSecret::parse(r#"{"cursor_key":"c2hvcnQ=","encryption_key":"c2hvcnQ="}"#).is_err());
+        assert_ne!(s.cursor_key, s.encryption_key, "one key per purpose");
+        assert!(PlatformSecret::parse(r#"{"root_key":"short"}"#).is_err());
+        assert!(PlatformSecret::parse(r#"{"cursor_key":"x"}"#).is_err());
     }
 }

@@ -99,9 +99,9 @@ fn invalid(why: &str) -> ApiError {
 
 /// Resolve the caller. `needs_workspace` is false only for routes that list the caller's workspaces.
 pub async fn authenticate(app: &App, headers: &http::HeaderMap, needs_workspace: bool) -> Result<Principal, ApiError> {
-    let raw = headers.get(http::header::AUTHORIZATION).ok_or_else(|| {
-        ApiError::unauthorized("Authorization header is missing; send Authorization: Bearer <API key or access token>")
-    })?;
+    let raw = headers
+        .get(http::header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("Authorization header is missing; send Authorization: Bearer <API key or access token>"))?;
     let raw = raw.to_str().map_err(|_| invalid("not valid text"))?;
     let (scheme, token) = raw.trim().split_once(' ').ok_or_else(|| invalid("expected \"Bearer <credential>\""))?;
     if !scheme.eq_ignore_ascii_case("bearer") {
@@ -121,9 +121,8 @@ async fn authenticate_key(app: &App, key: &str) -> Result<Principal, ApiError> {
     if !looks_like_api_key(key) {
         return Err(invalid("malformed API key"));
     }
-    let item = store::get(app, &api_key_lookup_pk(&hash_api_key(key)), API_KEY_LOOKUP_SK)
-        .await?
-        .ok_or_else(|| invalid("unknown API key"))?;
+    let item =
+        store::get(app, &api_key_lookup_pk(&hash_api_key(key)), API_KEY_LOOKUP_SK).await?.ok_or_else(|| invalid("unknown API key"))?;
     if item.get("revoked").and_then(|v| v.as_bool().ok()).copied().unwrap_or(false) {
         return Err(ApiError::forbidden("this API key has been revoked"));
     }
@@ -142,12 +141,7 @@ async fn authenticate_key(app: &App, key: &str) -> Result<Principal, ApiError> {
     })
 }
 
-async fn authenticate_token(
-    app: &App,
-    headers: &http::HeaderMap,
-    token: &str,
-    needs_workspace: bool,
-) -> Result<Principal, ApiError> {
+async fn authenticate_token(app: &App, headers: &http::HeaderMap, token: &str, needs_workspace: bool) -> Result<Principal, ApiError> {
     let verifier = app.jwt.as_ref().ok_or_else(|| invalid("access tokens are not accepted by this deployment"))?;
     let claims = verifier.verify(token).map_err(|why| invalid(&format!("access token rejected ({why})")))?;
     let token_scopes: Vec<Scope> = match &claims.scope {
@@ -237,31 +231,6 @@ impl JwtVerifier {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_long_random_base62_and_hash_stably() {
-        let a = generate_api_key();
-        let b = generate_api_key();
-        assert_ne!(a, b);
-        assert!(looks_like_api_key(&a), "{a}");
-        assert_eq!(a.len(), 4 + 43);
-        assert_eq!(hash_api_key(&a), hash_api_key(&a));
-        assert_eq!(hash_api_key(&a).len(), 64);
-        assert!(!looks_like_api_key("wsp_short"));
-        assert!(!looks_like_api_key("wsp_!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"));
-    }
-
-    #[test]
-    fn roles_grant_scopes() {
-        assert_eq!(role_scopes("viewer"), &[Scope::Read]);
-        assert!(role_scopes("owner").contains(&Scope::Write));
-        assert!(role_scopes("stranger").is_empty());
-    }
-}
-
 /// `last_used_at` of API keys, tracked lazily: at most one conditional write per key per hour
 /// per container, run concurrently with the rate-limit call so it adds no latency.
 pub async fn touch_last_used(app: &App, principal: &Principal) {
@@ -295,5 +264,30 @@ pub async fn touch_last_used(app: &App, principal: &Principal) {
         && !e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
     {
         tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not record last_used_at");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_long_random_base62_and_hash_stably() {
+        let a = generate_api_key();
+        let b = generate_api_key();
+        assert_ne!(a, b);
+        assert!(looks_like_api_key(&a), "{a}");
+        assert_eq!(a.len(), 4 + 43);
+        assert_eq!(hash_api_key(&a), hash_api_key(&a));
+        assert_eq!(hash_api_key(&a).len(), 64);
+        assert!(!looks_like_api_key("wsp_short"));
+        assert!(!looks_like_api_key("wsp_!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"));
+    }
+
+    #[test]
+    fn roles_grant_scopes() {
+        assert_eq!(role_scopes("viewer"), &[Scope::Read]);
+        assert!(role_scopes("owner").contains(&Scope::Write));
+        assert!(role_scopes("stranger").is_empty());
     }
 }

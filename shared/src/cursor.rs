@@ -2,7 +2,7 @@
 //! bound to the workspace, the list and its filters by an HMAC (key from the platform secret),
 //! so a forged, edited or foreign cursor is `400 INVALID_CURSOR` and never reads other data.
 
-use crate::error::{ApiError, ErrorDetail, ErrorCode};
+use crate::error::{ApiError, ErrorCode, ErrorDetail};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{Hmac, KeyInit, Mac};

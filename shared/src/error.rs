@@ -136,8 +136,7 @@ impl ApiError {
     }
     pub fn validation(field: &str, message: impl Into<String>) -> Self {
         let message = message.into();
-        Self::new(ErrorCode::ValidationError, format!("{field}: {message}"))
-            .with_details(vec![ErrorDetail::field(field, message)])
+        Self::new(ErrorCode::ValidationError, format!("{field}: {message}")).with_details(vec![ErrorDetail::field(field, message)])
     }
     pub fn invalid_cursor() -> Self {
         Self::new(ErrorCode::InvalidCursor, "the cursor is malformed, was tampered with, or belongs to another list")
@@ -149,8 +148,7 @@ impl ApiError {
     }
     pub fn unavailable(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "dependency unavailable");
-        Self::new(ErrorCode::Unavailable, "a dependency is temporarily unavailable; retry shortly")
-            .with_header("retry-after", "1")
+        Self::new(ErrorCode::Unavailable, "a dependency is temporarily unavailable; retry shortly").with_header("retry-after", "1")
     }
 
     pub fn status(&self) -> StatusCode {

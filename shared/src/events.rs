@@ -79,7 +79,9 @@ pub async fn publish(app: &App, events: &[Event]) {
             .await;
         match res {
             Ok(_) => tracing::info!(event_id = %ev.id, event_type = %ev.kind, "event queued"),
-            Err(e) => tracing::warn!(event_id = %ev.id, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "event not queued; left in outbox for the sweep"),
+            Err(e) => {
+                tracing::warn!(event_id = %ev.id, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "event not queued; left in outbox for the sweep")
+            }
         }
     }
 }

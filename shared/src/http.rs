@@ -195,10 +195,8 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
     }
 
     let bucket = principal.bucket_scope();
-    let (decision, ()) = tokio::join!(
-        app.limiter.acquire(&app.ddb, &app.cfg.table, &bucket, m.route.class),
-        crate::auth::touch_last_used(app, &principal),
-    );
+    let (decision, ()) =
+        tokio::join!(app.limiter.acquire(&app.ddb, &app.cfg.table, &bucket, m.route.class), crate::auth::touch_last_used(app, &principal),);
     let decision = match decision {
         Ok(d) => d,
         Err(e) => return error_response(&e, request_id, &[]),
@@ -248,15 +246,8 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
         }
     }
 
-    let req = Req {
-        principal,
-        method: parts.method,
-        params: m.params,
-        query,
-        headers: parts.headers,
-        body,
-        request_id: request_id.to_string(),
-    };
+    let req =
+        Req { principal, method: parts.method, params: m.params, query, headers: parts.headers, body, request_id: request_id.to_string() };
     let result = AssertUnwindSafe((m.route.handler)(app, req)).catch_unwind().await;
     let result = result.unwrap_or_else(|_| Err(ApiError::internal("handler panicked")));
     let (status, body, replay) = match result {

@@ -14,9 +14,7 @@ pub fn new_id(prefix: &str) -> String {
 
 /// True when `id` is `<prefix>_<26 Crockford base32 chars>`; used to reject garbage ids before any I/O.
 pub fn is_valid(prefix: &str, id: &str) -> bool {
-    id.strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix('_'))
-        .is_some_and(|u| u.len() == 26 && Ulid::from_string(u).is_ok())
+    id.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('_')).is_some_and(|u| u.len() == 26 && Ulid::from_string(u).is_ok())
 }
 
 /// Current time as RFC 3339 UTC with second precision, the contract's time format.

@@ -25,8 +25,7 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 6] =
-        [Class::Read, Class::Write, Class::EmailSend, Class::EmailBatch, Class::ContactImport, Class::GdprExport];
+    pub const ALL: [Class; 6] = [Class::Read, Class::Write, Class::EmailSend, Class::EmailBatch, Class::ContactImport, Class::GdprExport];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -149,13 +148,7 @@ impl RateLimiter {
     }
 
     /// Take one token from `scope`'s bucket of `class`.
-    pub async fn acquire(
-        &self,
-        ddb: &aws_sdk_dynamodb::Client,
-        table: &str,
-        scope: &str,
-        class: Class,
-    ) -> Result<Decision, ApiError> {
+    pub async fn acquire(&self, ddb: &aws_sdk_dynamodb::Client, table: &str, scope: &str, class: Class) -> Result<Decision, ApiError> {
         self.acquire_at(ddb, table, scope, class, crate::ids::now_ms()).await
     }
 
@@ -172,8 +165,7 @@ impl RateLimiter {
         let max_tat = now + cap - t;
         let pk = format!("RL#{scope}#{}", class.name());
         let refuse = |tat: i64| Decision { class, limit, allowed: false, remaining: 0, wait_ms: tat - max_tat };
-        let admit =
-            |tat: i64| Decision { class, limit, allowed: true, remaining: (now + cap - tat) / t, wait_ms: tat - now };
+        let admit = |tat: i64| Decision { class, limit, allowed: true, remaining: (now + cap - tat) / t, wait_ms: tat - now };
 
         let cached = self.seen.lock().unwrap().get(&pk).copied();
         let mut branch = match cached {

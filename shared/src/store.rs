@@ -330,6 +330,20 @@ pub async fn query_page(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiEr
     }
 }
 
+impl TxError {
+    /// Map a failed condition to the error the caller means by it.
+    pub fn on_condition(self, f: impl FnOnce(usize) -> ApiError) -> ApiError {
+        match self {
+            TxError::Condition(i) => f(i),
+            TxError::Api(e) => e,
+        }
+    }
+    /// The usual meaning of a failed condition on a versioned write.
+    pub fn stale(self) -> ApiError {
+        self.on_condition(|_| ApiError::conflict("the object was changed concurrently; read it again and retry"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,19 +374,5 @@ mod tests {
         assert!(is_expired(&i));
         i.insert("expires_at".into(), n(chrono::Utc::now().timestamp() + 60));
         assert!(!is_expired(&i));
-    }
-}
-
-impl TxError {
-    /// Map a failed condition to the error the caller means by it.
-    pub fn on_condition(self, f: impl FnOnce(usize) -> ApiError) -> ApiError {
-        match self {
-            TxError::Condition(i) => f(i),
-            TxError::Api(e) => e,
-        }
-    }
-    /// The usual meaning of a failed condition on a versioned write.
-    pub fn stale(self) -> ApiError {
-        self.on_condition(|_| ApiError::conflict("the object was changed concurrently; read it again and retry"))
     }
 }

@@ -230,7 +230,9 @@ async fn malformed_requests_get_the_envelope() {
     let r = c.post("/posts", &json!({"content": "x", "bogus": true})).await;
     assert_eq!(r.status, 400);
     assert!(r.json["error"]["message"].as_str().unwrap().contains("unknown field `bogus`"), "{}", r.json);
-    let r = c.post("/posts", &json!({"content": "", "channel_ids": ["nope", CHANNEL_A, CHANNEL_A], "media_urls": ["http://x.test/a.png"]})).await;
+    let r = c
+        .post("/posts", &json!({"content": "", "channel_ids": ["nope", CHANNEL_A, CHANNEL_A], "media_urls": ["http://x.test/a.png"]}))
+        .await;
     assert_eq!(r.status, 400);
     let fields: Vec<&str> = r.json["error"]["details"].as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap()).collect();
     assert_eq!(fields, vec!["content", "channel_ids[0]", "channel_ids[2]", "media_urls[0]"], "every problem at once");
@@ -291,7 +293,13 @@ async fn idempotent_replay_reuse_and_in_flight() {
     assert_eq!(again.bytes, first.bytes, "byte-identical replay");
     let reused = send("k-1", &json!({"content": "different"})).await;
     assert_eq!((reused.status, reused.code()), (422, "IDEMPOTENCY_KEY_REUSED"));
-    let other_path = c.send(c.request("PATCH", &format!("/posts/{}", first.json["data"]["id"].as_str().unwrap())).header("idempotency-key", "k-1").json(&body)).await;
+    let other_path = c
+        .send(
+            c.request("PATCH", &format!("/posts/{}", first.json["data"]["id"].as_str().unwrap()))
+                .header("idempotency-key", "k-1")
+                .json(&body),
+        )
+        .await;
     assert_eq!(other_path.status, 422);
 
     // Ten identical requests at once: exactly one post is created; the rest replay or see 409.
@@ -355,7 +363,12 @@ async fn post_lifecycle_filters_and_events() {
     assert_eq!(c.post(&format!("/posts/{id}/cancel"), &json!({})).await.status, 409);
     assert_eq!(c.get("/posts?status=scheduled").await.json["data"].as_array().unwrap().len(), 0);
 
-    let r = c.patch(&format!("/posts/{id}"), &json!({"content": "launch day!", "channel_ids": [CHANNEL_A, CHANNEL_B], "metadata": {"campaign": "q4"}})).await;
+    let r = c
+        .patch(
+            &format!("/posts/{id}"),
+            &json!({"content": "launch day!", "channel_ids": [CHANNEL_A, CHANNEL_B], "metadata": {"campaign": "q4"}}),
+        )
+        .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json["data"]["variants"].as_array().unwrap().len(), 2);
     assert_eq!(r.json["data"]["metadata"]["campaign"], "q4");
@@ -385,7 +398,12 @@ async fn post_lifecycle_filters_and_events() {
             if ev["workspace_id"] == ws.as_str() && ev["data"]["id"] == id.as_str() {
                 found.push(ev["type"].as_str().unwrap().to_string());
                 assert!(ev["id"].as_str().unwrap().starts_with("evt_"));
-                sqs.delete_message().queue_url(&h.resources.events_queue_url).receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+                sqs.delete_message()
+                    .queue_url(&h.resources.events_queue_url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
             }
         }
     }
@@ -398,7 +416,9 @@ async fn workspace_settings_and_round_trips() {
     let h = harness();
     let (a, _) = new_client("settings a").await;
     let (b, _) = new_client("settings b").await;
-    let r = a.patch("/workspaces/current", &json!({"timezone": "Mars/Olympus", "locale": "english", "default_currency": "XXX", "name": ""})).await;
+    let r = a
+        .patch("/workspaces/current", &json!({"timezone": "Mars/Olympus", "locale": "english", "default_currency": "XXX", "name": ""}))
+        .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json["error"]["details"].as_array().unwrap().len(), 4);
     let slug = format!("acme-{}", &shared::ids::new_id("x")[20..28].to_lowercase());

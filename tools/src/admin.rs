@@ -2,8 +2,8 @@
 //! members, and mint development access tokens.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
-    ScalarAttributeType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType,
+    TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde::Serialize;
@@ -27,7 +27,11 @@ impl Names {
     pub fn from_env() -> Self {
         let d = Self::default();
         let get = |k: &str, d: String| std::env::var(k).ok().filter(|v| !v.is_empty()).unwrap_or(d);
-        Self { table: get("TABLE_NAME", d.table), events_queue: get("EVENTS_QUEUE_NAME", d.events_queue), secret_id: get("PLATFORM_SECRET_ID", d.secret_id) }
+        Self {
+            table: get("TABLE_NAME", d.table),
+            events_queue: get("EVENTS_QUEUE_NAME", d.events_queue),
+            secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
+        }
     }
 }
 
@@ -88,7 +92,12 @@ fn gsi(name: &str, projection: ProjectionType) -> GlobalSecondaryIndex {
 
 /// Create the table (with GSIs and TTL), the events queue with its dead-letter queue, and the
 /// platform secret. Safe to run again: existing resources are kept.
-pub async fn bootstrap(ddb: &aws_sdk_dynamodb::Client, sqs: &aws_sdk_sqs::Client, sm: &aws_sdk_secretsmanager::Client, names: &Names) -> Result<Resources, String> {
+pub async fn bootstrap(
+    ddb: &aws_sdk_dynamodb::Client,
+    sqs: &aws_sdk_sqs::Client,
+    sm: &aws_sdk_secretsmanager::Client,
+    names: &Names,
+) -> Result<Resources, String> {
     let created = ddb
         .create_table()
         .table_name(&names.table)
@@ -109,7 +118,9 @@ pub async fn bootstrap(ddb: &aws_sdk_dynamodb::Client, sqs: &aws_sdk_sqs::Client
         Ok(_) => {
             ddb.update_time_to_live()
                 .table_name(&names.table)
-                .time_to_live_specification(TimeToLiveSpecification::builder().enabled(true).attribute_name("expires_at").build().expect("set"))
+                .time_to_live_specification(
+                    TimeToLiveSpecification::builder().enabled(true).attribute_name("expires_at").build().expect("set"),
+                )
                 .send()
                 .await
                 .map_err(|e| format!("enable TTL: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e)))?;
@@ -118,7 +129,8 @@ pub async fn bootstrap(ddb: &aws_sdk_dynamodb::Client, sqs: &aws_sdk_sqs::Client
         Err(e) => return Err(format!("create table: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e))),
     }
 
-    let dlq_url = create_queue(sqs, &format!("{}-dlq", names.events_queue), &[(QueueAttributeName::MessageRetentionPeriod, "1209600")]).await?;
+    let dlq_url =
+        create_queue(sqs, &format!("{}-dlq", names.events_queue), &[(QueueAttributeName::MessageRetentionPeriod, "1209600")]).await?;
     let dlq_arn = sqs
         .get_queue_attributes()
         .queue_url(&dlq_url)
@@ -130,8 +142,12 @@ pub async fn bootstrap(ddb: &aws_sdk_dynamodb::Client, sqs: &aws_sdk_sqs::Client
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .ok_or("dlq has no ARN")?;
     let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 10}).to_string();
-    let queue_url =
-        create_queue(sqs, &names.events_queue, &[(QueueAttributeName::VisibilityTimeout, "60"), (QueueAttributeName::RedrivePolicy, &redrive)]).await?;
+    let queue_url = create_queue(
+        sqs,
+        &names.events_queue,
+        &[(QueueAttributeName::VisibilityTimeout, "60"), (QueueAttributeName::RedrivePolicy, &redrive)],
+    )
+    .await?;
 
     let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
     match secret {
@@ -164,9 +180,10 @@ async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str, attrs: &[(QueueAttr
 
 /// True for endpoints on this machine; development-only commands refuse anything else.
 pub fn is_loopback_endpoint(endpoint: &str) -> bool {
-    url::Url::parse(endpoint).ok().and_then(|u| u.host_str().map(String::from)).is_some_and(|h| {
-        h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || h == "[::1]"
-    })
+    url::Url::parse(endpoint)
+        .ok()
+        .and_then(|u| u.host_str().map(String::from))
+        .is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || h == "[::1]")
 }
 
 #[derive(Serialize)]

@@ -26,7 +26,15 @@ pub fn all_routes() -> &'static [Route] {
         let v: Vec<&'static [Route]> = vec![workspaces::ROUTES, posts::ROUTES];
         let all: Vec<Route> = v
             .into_iter()
-            .flat_map(|r| r.iter().map(|r| Route { method: r.method.clone(), path: r.path, class: r.class, needs_workspace: r.needs_workspace, handler: r.handler }))
+            .flat_map(|r| {
+                r.iter().map(|r| Route {
+                    method: r.method.clone(),
+                    path: r.path,
+                    class: r.class,
+                    needs_workspace: r.needs_workspace,
+                    handler: r.handler,
+                })
+            })
             .collect();
         Box::leak(all.into_boxed_slice())
     })
@@ -35,7 +43,11 @@ pub fn all_routes() -> &'static [Route] {
 fn envelope_404(path: &str) -> http::Response<Full<Bytes>> {
     let e = shared::ApiError::new(shared::error::ErrorCode::NotFound, format!("no route for {path}"));
     let body = serde_json::to_vec(&e.body(&shared::ids::new_id("req"))).unwrap_or_default();
-    http::Response::builder().status(404).header("content-type", "application/json; charset=utf-8").body(Full::new(Bytes::from(body))).expect("valid")
+    http::Response::builder()
+        .status(404)
+        .header("content-type", "application/json; charset=utf-8")
+        .body(Full::new(Bytes::from(body)))
+        .expect("valid")
 }
 
 async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::Response<Full<Bytes>> {

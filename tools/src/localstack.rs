@@ -90,7 +90,8 @@ impl LocalStack {
             &ddb_dir,
             &log_dir.join("dynamodb-local.log"),
         )?;
-        let moto = guarded(&moto, &["-H".into(), "127.0.0.1".into(), "-p".into(), moto_port.to_string()], &root, &log_dir.join("moto.log"))?;
+        let moto =
+            guarded(&moto, &["-H".into(), "127.0.0.1".into(), "-p".into(), moto_port.to_string()], &root, &log_dir.join("moto.log"))?;
         let stack = Self {
             dynamodb_endpoint: format!("http://127.0.0.1:{ddb_port}"),
             moto_endpoint: format!("http://127.0.0.1:{moto_port}"),

@@ -258,7 +258,13 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
     required("slug", input.slug, &mut ws.slug, &valid_slug, "must be 3 to 48 lowercase letters, digits and single hyphens");
     required("timezone", input.timezone, &mut ws.timezone, &validate::is_timezone, "must be an IANA time zone such as Europe/Berlin");
     required("locale", input.locale, &mut ws.locale, &validate::is_locale, "must be a BCP 47 language tag such as en or de-AT");
-    required("default_currency", input.default_currency, &mut ws.default_currency, &validate::is_currency, "must be an ISO 4217 code such as EUR");
+    required(
+        "default_currency",
+        input.default_currency,
+        &mut ws.default_currency,
+        &validate::is_currency,
+        "must be an ISO 4217 code such as EUR",
+    );
     match input.metadata {
         Patch::Absent => {}
         Patch::Null => ws.metadata.clear(),
@@ -271,9 +277,13 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
     ws.updated_at = shared::ids::now_rfc3339();
     let mut tx = Tx::new().replace(app, Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?, version);
     if ws.slug != old_slug {
-        tx = tx
-            .put_if(app, slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![])
-            .delete_if(app, slug_pk(&old_slug), "SLUG".into(), "workspace_id = :ws", vec![(":ws", s(&ws.id))]);
+        tx = tx.put_if(app, slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
+            app,
+            slug_pk(&old_slug),
+            "SLUG".into(),
+            "workspace_id = :ws",
+            vec![(":ws", s(&ws.id))],
+        );
     }
     tx.event(app, Event::new(&ws.id, "workspace.updated", &ws)).commit(app).await.map_err(|e| {
         e.on_condition(|i| match i {
@@ -301,10 +311,8 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     let ids: Vec<String> = out.items.iter().filter_map(|i| store::get_str(i, "workspace_id").map(String::from)).collect();
     let mut workspaces = Vec::with_capacity(ids.len());
     if !ids.is_empty() {
-        let keys = ids
-            .iter()
-            .map(|id| store::Item::from([("pk".into(), s(ws_pk(id))), ("sk".into(), s(WORKSPACE_SK))]))
-            .collect::<Vec<_>>();
+        let keys =
+            ids.iter().map(|id| store::Item::from([("pk".into(), s(ws_pk(id))), ("sk".into(), s(WORKSPACE_SK))])).collect::<Vec<_>>();
         let ka = aws_sdk_dynamodb::types::KeysAndAttributes::builder().set_keys(Some(keys)).build().map_err(ApiError::internal)?;
         let got = app.ddb.batch_get_item().request_items(&app.cfg.table, ka).send().await.map_err(store::ddb_error)?;
         let mut by_id: BTreeMap<String, Workspace> = BTreeMap::new();

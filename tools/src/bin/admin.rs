@@ -27,7 +27,13 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
         "bootstrap" => {
             let sdk = aws_config::load_from_env().await;
             let ddb = aws_sdk_dynamodb::Client::new(&sdk);
-            let res = admin::bootstrap(&ddb, &aws_sdk_sqs::Client::new(&sdk), &aws_sdk_secretsmanager::Client::new(&sdk), &admin::Names::from_env()).await?;
+            let res = admin::bootstrap(
+                &ddb,
+                &aws_sdk_sqs::Client::new(&sdk),
+                &aws_sdk_secretsmanager::Client::new(&sdk),
+                &admin::Names::from_env(),
+            )
+            .await?;
             Ok(serde_json::to_value(res).expect("serializes"))
         }
         "create-workspace" => {
@@ -50,7 +56,10 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
             let ttl = arg(&args, "--ttl").map(|t| t.parse::<i64>().map_err(|_| "--ttl must be seconds")).transpose()?.unwrap_or(3600);
             Ok(serde_json::Value::String(admin::mint_token(&sub, &scope, ttl)?))
         }
-        _ => Err("usage: admin bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S".into()),
+        _ => Err(
+            "usage: admin bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S"
+                .into(),
+        ),
     }
 }
 

