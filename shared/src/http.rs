@@ -55,6 +55,17 @@ impl Req {
     }
 }
 
+/// One page of a list: run the query, decode the items, mint the next cursor.
+pub async fn list_page<T: DeserializeOwned + Serialize>(
+    app: &App,
+    page: &crate::cursor::PageRequest,
+    spec: crate::store::QuerySpec<'_>,
+) -> ApiResult<Reply> {
+    let out = crate::store::query_page(app, spec).await?;
+    let items = out.items.into_iter().map(crate::store::from_item::<T>).collect::<ApiResult<Vec<_>>>()?;
+    Ok(Reply::list(&items, out.next_after.map(|a| page.cursor_for(&a))))
+}
+
 pub struct Reply {
     pub status: StatusCode,
     pub body: Bytes,

@@ -111,6 +111,18 @@ impl Errors {
         }
     }
 
+    /// Apply a PATCH of a `metadata` map (null clears it), validating the new value.
+    pub fn patch_metadata(&mut self, field: &str, patch: Patch<BTreeMap<String, String>>, target: &mut BTreeMap<String, String>) {
+        match patch {
+            Patch::Absent => {}
+            Patch::Null => target.clear(),
+            Patch::Value(m) => {
+                self.metadata(field, &m);
+                *target = m;
+            }
+        }
+    }
+
     /// An absolute https URL without credentials.
     pub fn https_url(&mut self, field: &str, value: &str) {
         match url::Url::parse(value) {

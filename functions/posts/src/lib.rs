@@ -266,9 +266,7 @@ pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
     if let Some(c) = channel {
         spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", s(c))]);
     }
-    let out = store::query_page(app, spec).await?;
-    let posts = out.items.into_iter().map(store::from_item::<Post>).collect::<ApiResult<Vec<_>>>()?;
-    Ok(Reply::list(&posts, out.next_after.map(|a| page.cursor_for(&a))))
+    shared::http::list_page::<Post>(app, &page, spec).await
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -335,14 +333,7 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
         Patch::Null => post.scheduled_at = None,
         Patch::Value(v) => post.scheduled_at = check_schedule(&mut errs, &v),
     }
-    match input.metadata {
-        Patch::Absent => {}
-        Patch::Null => post.metadata.clear(),
-        Patch::Value(m) => {
-            errs.metadata("metadata", &m);
-            post.metadata = m;
-        }
-    }
+    errs.patch_metadata("metadata", input.metadata, &mut post.metadata);
     if post.status == PostStatus::Scheduled {
         if post.scheduled_at.is_none() {
             errs.add("scheduled_at", "a scheduled post needs a time; cancel the schedule first");

@@ -265,14 +265,7 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
         &validate::is_currency,
         "must be an ISO 4217 code such as EUR",
     );
-    match input.metadata {
-        Patch::Absent => {}
-        Patch::Null => ws.metadata.clear(),
-        Patch::Value(m) => {
-            errs.metadata("metadata", &m);
-            ws.metadata = m;
-        }
-    }
+    errs.patch_metadata("metadata", input.metadata, &mut ws.metadata);
     errs.finish()?;
     ws.updated_at = shared::ids::now_rfc3339();
     let mut tx = Tx::new().replace(app, Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?, version);
@@ -343,9 +336,7 @@ pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
 
 async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req: &Req, list: &str, prefix: &str) -> ApiResult<Reply> {
     let page = req.page(app, list, &[]).await?;
-    let out = store::query_page(app, store::QuerySpec::new(ws_pk(req.ws()), prefix, page.after.clone(), page.limit)).await?;
-    let items = out.items.into_iter().map(store::from_item::<T>).collect::<ApiResult<Vec<_>>>()?;
-    Ok(Reply::list(&items, out.next_after.map(|a| page.cursor_for(&a))))
+    shared::http::list_page::<T>(app, &page, store::QuerySpec::new(ws_pk(req.ws()), prefix, page.after.clone(), page.limit)).await
 }
 
 #[derive(Deserialize, ToSchema)]
