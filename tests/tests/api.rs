@@ -260,6 +260,7 @@ async fn racing_writes_never_exceed_the_write_burst() {
     let elapsed = started.elapsed().as_secs_f64();
     let admitted = results.iter().filter(|r| r.status == 201).count();
     let limited: Vec<_> = results.iter().filter(|r| r.status == 429).collect();
+    eprintln!("burst race: {admitted} of 40 admitted, {} limited, in {elapsed:.2} s", limited.len());
     assert_eq!(admitted + limited.len(), 40, "only 201 or 429");
     // Burst 30, refill 1 per second while the race ran.
     let ceiling = 30 + elapsed.ceil() as usize;
