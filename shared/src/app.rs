@@ -52,8 +52,7 @@ impl PlatformSecret {
 
     /// A fresh secret value for bootstrap: 64 random alphanumerics, like SAM's generator.
     pub fn generate_json() -> String {
-        serde_json::json!({"root_key": crate::auth::generate_api_key()[4..].to_string() + &crate::auth::generate_api_key()[4..25]})
-            .to_string()
+        serde_json::json!({"root_key": crate::auth::random_base62(64)}).to_string()
     }
 }
 

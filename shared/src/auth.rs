@@ -46,8 +46,9 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// The rate-limit bucket scope: the workspace, or the subject when there is none.
-    pub fn bucket_scope(&self) -> String {
+    /// What the caller's rate buckets and list cursors are bound to: the workspace, or the
+    /// subject on routes without one.
+    pub fn tenant_scope(&self) -> String {
         match &self.workspace_id {
             Some(ws) => ws.clone(),
             None => format!("SUB#{}", self.subject),
@@ -55,10 +56,14 @@ impl Principal {
     }
 }
 
-pub fn generate_api_key() -> String {
+/// `len` random characters from [0-9A-Za-z], from the thread-local CSPRNG.
+pub fn random_base62(len: usize) -> String {
     let mut rng = rand::rng();
-    let tail: String = (0..API_KEY_RANDOM_LEN).map(|_| BASE62[rng.random_range(0..BASE62.len())] as char).collect();
-    format!("{API_KEY_PREFIX}{tail}")
+    (0..len).map(|_| BASE62[rng.random_range(0..BASE62.len())] as char).collect()
+}
+
+pub fn generate_api_key() -> String {
+    format!("{API_KEY_PREFIX}{}", random_base62(API_KEY_RANDOM_LEN))
 }
 
 pub fn hash_api_key(key: &str) -> String {

@@ -48,10 +48,12 @@ impl Req {
     pub fn json<T: DeserializeOwned>(&self) -> ApiResult<T> {
         crate::validate::parse_json(&self.body)
     }
-    /// Parse `limit`/`cursor` for a list bound to this workspace and the given filters.
+    /// Parse `limit`/`cursor` for a list bound to the caller's scope (its workspace, or its
+    /// subject on routes without one) and the given filters.
     pub async fn page(&self, app: &App, list: &str, filters: &[(&str, Option<&str>)]) -> ApiResult<crate::cursor::PageRequest> {
         let key = &app.platform_secret().await?.cursor_key;
-        crate::cursor::PageRequest::parse(key, self.ws(), list, self.query("limit"), self.query("cursor"), filters)
+        let scope = self.principal.tenant_scope();
+        crate::cursor::PageRequest::parse(key, &scope, list, self.query("limit"), self.query("cursor"), filters)
     }
 }
 
@@ -205,7 +207,7 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
         return error_response(&e, request_id, &[]);
     }
 
-    let bucket = principal.bucket_scope();
+    let bucket = principal.tenant_scope();
     let (decision, ()) =
         tokio::join!(app.limiter.acquire(&app.ddb, &app.cfg.table, &bucket, m.route.class), crate::auth::touch_last_used(app, &principal),);
     let decision = match decision {

@@ -11,6 +11,7 @@ use http::Method;
 
 pub type Handler = for<'a> fn(&'a App, Req) -> BoxFuture<'a, ApiResult<Reply>>;
 
+#[derive(Clone)]
 pub struct Route {
     pub method: Method,
     /// Pattern relative to the API base, e.g. `/posts/{id}/schedule`.

@@ -106,6 +106,20 @@ async fn oauth_tokens_need_membership_and_a_workspace_header() {
     let ids: Vec<&str> = r.json["data"].as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap()).collect();
     assert_eq!(ids, vec![ws.as_str()]);
 
+    // A subject in two workspaces pages through them; its cursor is bound to it.
+    let both = format!("both-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&app, &ws, &both, "viewer").await.unwrap();
+    workspaces::add_member(&app, &other_ws, &both, "viewer").await.unwrap();
+    let b = Client::new(&h.base, &tools::admin::mint_token(&both, "read", 600).unwrap());
+    let first = b.get("/workspaces?limit=1").await;
+    assert_eq!(first.json["data"].as_array().unwrap().len(), 1);
+    let cursor = first.json["next_cursor"].as_str().expect("a second page").to_string();
+    let second = b.get(&format!("/workspaces?limit=1&cursor={cursor}")).await;
+    assert_eq!(second.status, 200);
+    assert_ne!(second.json["data"][0]["id"], first.json["data"][0]["id"]);
+    let r = c.get(&format!("/workspaces?limit=1&cursor={cursor}")).await;
+    assert_eq!((r.status, r.code()), (400, "INVALID_CURSOR"), "another subject's cursor");
+
     c.workspace = Some(ws.clone());
     assert_eq!(c.get("/workspaces/current").await.json["data"]["id"], ws.as_str());
     let p = c.post("/posts", &json!({"content": "from oauth"})).await;

@@ -24,18 +24,7 @@ pub fn all_routes() -> &'static [Route] {
     static ALL: OnceLock<&'static [Route]> = OnceLock::new();
     ALL.get_or_init(|| {
         let v: Vec<&'static [Route]> = vec![workspaces::ROUTES, posts::ROUTES];
-        let all: Vec<Route> = v
-            .into_iter()
-            .flat_map(|r| {
-                r.iter().map(|r| Route {
-                    method: r.method.clone(),
-                    path: r.path,
-                    class: r.class,
-                    needs_workspace: r.needs_workspace,
-                    handler: r.handler,
-                })
-            })
-            .collect();
+        let all: Vec<Route> = v.into_iter().flat_map(|r| r.iter().cloned()).collect();
         Box::leak(all.into_boxed_slice())
     })
 }
