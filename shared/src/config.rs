@@ -8,10 +8,71 @@ use std::collections::HashMap;
 pub struct Config {
     pub table: String,
     pub events_queue_url: String,
+    /// Webhook delivery attempts waiting for their (re)try.
+    pub deliveries_queue_url: String,
     /// Secrets Manager id of the platform secret (cursor and encryption keys).
     pub platform_secret_id: String,
     pub oauth: Option<OAuthConfig>,
     pub limits: HashMap<Class, Limit>,
+    pub webhooks: WebhookSettings,
+}
+
+#[derive(Clone, Debug)]
+pub struct WebhookSettings {
+    /// Where endpoints may point (`WEBHOOK_ALLOW_LOOPBACK=true`: http and loopback, dev only).
+    pub url_policy: crate::outbound::UrlPolicy,
+    /// Delays before retry 1, 2, ... in seconds (`WEBHOOK_RETRY_SCHEDULE`, comma-separated);
+    /// after the last one the delivery is dead.
+    pub retry_schedule: Vec<u64>,
+    /// An endpoint failing continuously this long is disabled (`WEBHOOK_DISABLE_AFTER_SECS`).
+    pub disable_after_secs: i64,
+    /// Outbox items older than this are re-sent by the sweep (`OUTBOX_SWEEP_AGE_SECS`).
+    pub outbox_sweep_age_secs: i64,
+    pub timeout_secs: u64,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        Self {
+            url_policy: crate::outbound::UrlPolicy::default(),
+            // api.md: about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+            retry_schedule: vec![5, 300, 1_800, 7_200, 18_000, 36_000, 36_000],
+            disable_after_secs: 5 * 86_400,
+            outbox_sweep_age_secs: 60,
+            timeout_secs: 15,
+        }
+    }
+}
+
+impl WebhookSettings {
+    pub fn from_env() -> Result<Self, String> {
+        let mut w = Self::default();
+        if let Ok(v) = std::env::var("WEBHOOK_ALLOW_LOOPBACK") {
+            w.url_policy.allow_loopback = v == "true";
+        }
+        if let Ok(v) = std::env::var("WEBHOOK_RETRY_SCHEDULE") {
+            w.retry_schedule = parse_schedule(&v)?;
+        }
+        let num = |k: &str, d: i64| -> Result<i64, String> {
+            std::env::var(k).map_or(Ok(d), |v| v.parse::<i64>().map_err(|_| format!("{k} must be a whole number of seconds")))
+        };
+        w.disable_after_secs = num("WEBHOOK_DISABLE_AFTER_SECS", w.disable_after_secs)?;
+        w.outbox_sweep_age_secs = num("OUTBOX_SWEEP_AGE_SECS", w.outbox_sweep_age_secs)?;
+        Ok(w)
+    }
+}
+
+/// `5,300,1800`: 1 to 20 delays of 1 s to 12 h (the longest an SQS message can stay hidden).
+pub fn parse_schedule(v: &str) -> Result<Vec<u64>, String> {
+    let s: Vec<u64> = v
+        .split(',')
+        .map(|p| p.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| "WEBHOOK_RETRY_SCHEDULE: seconds, comma-separated")?;
+    if s.is_empty() || s.len() > 20 || s.iter().any(|d| *d == 0 || *d > 43_200) {
+        return Err("WEBHOOK_RETRY_SCHEDULE: 1 to 20 delays, each 1..43200 seconds".into());
+    }
+    Ok(s)
 }
 
 #[derive(Clone, Debug)]
@@ -45,9 +106,11 @@ impl Config {
         Ok(Self {
             table: var("TABLE_NAME")?,
             events_queue_url: var("EVENTS_QUEUE_URL")?,
+            deliveries_queue_url: var("DELIVERIES_QUEUE_URL")?,
             platform_secret_id: var("PLATFORM_SECRET_ID")?,
             oauth,
             limits,
+            webhooks: WebhookSettings::from_env()?,
         })
     }
 }

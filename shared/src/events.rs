@@ -9,13 +9,51 @@
 
 use crate::app::App;
 use crate::store::{Item, n, s};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub const OUTBOX_SHARDS: u32 = 8;
+
+/// Every event type the platform emits. A new area adds its types here; webhook subscriptions
+/// are validated against this list (exact types, or `<noun>.*` wildcards).
+pub const EVENT_TYPES: &[&str] = &[
+    "api_key.created",
+    "api_key.revoked",
+    "post.created",
+    "post.deleted",
+    "post.scheduled",
+    "post.unscheduled",
+    "post.updated",
+    "webhook.endpoint.created",
+    "webhook.endpoint.deleted",
+    "webhook.endpoint.disabled",
+    "webhook.endpoint.secret_rotated",
+    "webhook.endpoint.updated",
+    "webhook.test",
+    "workspace.created",
+    "workspace.member.added",
+    "workspace.updated",
+];
+
+/// A subscription pattern: a known type, or `prefix.*` covering at least one known type.
+pub fn is_known_pattern(p: &str) -> bool {
+    match p.strip_suffix(".*") {
+        Some(prefix) => !prefix.is_empty() && EVENT_TYPES.iter().any(|t| t.starts_with(prefix) && t[prefix.len()..].starts_with('.')),
+        None => EVENT_TYPES.contains(&p),
+    }
+}
+
+/// Does a subscription (empty = every type) cover this event type?
+pub fn subscribed(patterns: &[String], kind: &str) -> bool {
+    patterns.is_empty()
+        || patterns.iter().any(|p| match p.strip_suffix(".*") {
+            Some(prefix) => kind.starts_with(prefix) && kind[prefix.len()..].starts_with('.'),
+            None => p == kind,
+        })
+}
 /// Outbox items expire after 7 days even if never acknowledged (they are also in the DLQ then).
 const OUTBOX_TTL_SECS: i64 = 7 * 86_400;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
     pub id: String,
     #[serde(rename = "type")]
@@ -27,6 +65,7 @@ pub struct Event {
 
 impl Event {
     pub fn new(workspace_id: &str, kind: &str, data: &impl Serialize) -> Self {
+        debug_assert!(EVENT_TYPES.contains(&kind), "event type {kind} is not registered in shared::events::EVENT_TYPES");
         Self {
             id: crate::ids::new_id("evt"),
             kind: kind.into(),
@@ -86,6 +125,52 @@ pub async fn publish(app: &App, events: &[Event]) {
     }
 }
 
+/// Re-send outbox items older than `min_age_secs` (their SendMessage failed, or their consumer
+/// has not acknowledged them yet). Event ids are ULIDs, so "older than" is a key range: each
+/// shard costs one Query of at most `per_shard` items. The consumer dedupes by event id.
+pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, crate::error::ApiError> {
+    let cutoff = (chrono::Utc::now().timestamp_millis() - min_age_secs * 1000).max(0) as u64;
+    let bound = format!("evt_{}", ulid::Ulid::from_parts(cutoff, 0));
+    let queries = (0..OUTBOX_SHARDS).map(|shard| {
+        app.ddb
+            .query()
+            .table_name(&app.cfg.table)
+            .key_condition_expression("pk = :pk AND sk < :bound")
+            .expression_attribute_values(":pk", s(format!("OUTBOX#{shard}")))
+            .expression_attribute_values(":bound", s(&bound))
+            .limit(per_shard)
+            .send()
+    });
+    let mut bodies = vec![];
+    for out in futures_util::future::join_all(queries).await {
+        let out = out.map_err(crate::store::ddb_error)?;
+        bodies.extend(out.items().iter().filter_map(|i| crate::store::get_str(i, "body").map(String::from)));
+    }
+    let mut sent = 0;
+    for chunk in bodies.chunks(10) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(b)
+                    .build()
+                    .expect("id and body set")
+            })
+            .collect();
+        let out =
+            app.sqs.send_message_batch().queue_url(&app.cfg.events_queue_url).set_entries(Some(entries)).send().await.map_err(|e| {
+                crate::error::ApiError::unavailable(format!("events queue: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))
+            })?;
+        sent += out.successful().len();
+    }
+    if sent > 0 {
+        tracing::info!(resent = sent, "outbox sweep re-sent events");
+    }
+    Ok(sent)
+}
+
 /// The consumer's acknowledgement: the event reached the queue and was taken from it.
 pub async fn ack(app: &App, event_id: &str) -> Result<(), crate::error::ApiError> {
     app.ddb
@@ -114,5 +199,18 @@ mod tests {
         let item = ev.outbox_item();
         assert!(crate::store::get_str(&item, "pk").unwrap().starts_with("OUTBOX#"));
         assert_eq!(Event::outbox_pk(&ev.id), Event::outbox_pk(&ev.id));
+    }
+
+    #[test]
+    fn subscription_patterns() {
+        assert!(is_known_pattern("post.created") && is_known_pattern("post.*") && is_known_pattern("webhook.endpoint.*"));
+        assert!(!is_known_pattern("post.exploded") && !is_known_pattern("*") && !is_known_pattern(".*") && !is_known_pattern("pos.*"));
+        assert!(subscribed(&[], "post.created"));
+        let p = vec!["post.*".to_string(), "workspace.updated".to_string()];
+        assert!(subscribed(&p, "post.deleted") && subscribed(&p, "workspace.updated"));
+        assert!(!subscribed(&p, "workspace.created") && !subscribed(&["webhook.*".into()], "webhooks.x"));
+        let mut sorted = EVENT_TYPES.to_vec();
+        sorted.sort();
+        assert_eq!(sorted, EVENT_TYPES, "kept sorted for readers");
     }
 }

@@ -3,6 +3,7 @@
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod crypto;
 pub mod cursor;
 pub mod error;
 pub mod events;
@@ -12,8 +13,10 @@ pub mod ids;
 pub mod lambda;
 pub mod metrics;
 pub mod openapi;
+pub mod outbound;
 pub mod ratelimit;
 pub mod routing;
+pub mod signing;
 pub mod store;
 pub mod telemetry;
 pub mod validate;

@@ -239,6 +239,8 @@ pub struct QuerySpec<'a> {
     pub filter: Option<(&'a str, Vec<(&'a str, AttributeValue)>)>,
     /// With a filter, how many items one page may evaluate before it returns what it has.
     pub scan_budget: usize,
+    /// Newest first (sort keys are time-ordered ids).
+    pub descending: bool,
 }
 
 pub struct PageOut {
@@ -249,7 +251,22 @@ pub struct PageOut {
 
 impl<'a> QuerySpec<'a> {
     pub fn new(pk: String, prefix: impl Into<String>, after: Option<String>, limit: usize) -> Self {
-        Self { index: None, pk_attr: "pk", pk, sk_attr: "sk", prefix: prefix.into(), after, limit, filter: None, scan_budget: 1000 }
+        Self {
+            index: None,
+            pk_attr: "pk",
+            pk,
+            sk_attr: "sk",
+            prefix: prefix.into(),
+            after,
+            limit,
+            filter: None,
+            scan_budget: 1000,
+            descending: false,
+        }
+    }
+    pub fn descending(mut self) -> Self {
+        self.descending = true;
+        self
     }
     pub fn on_gsi1(mut self) -> Self {
         self.index = Some(GSI1);
@@ -279,11 +296,13 @@ pub async fn query_page(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiEr
             .expression_attribute_names("#sk", spec.sk_attr)
             .expression_attribute_values(":pk", s(&spec.pk))
             .limit((spec.limit + 1 - items.len()).max(if spec.filter.is_some() { 100 } else { 1 }) as i32)
-            .consistent_read(spec.index.is_none());
+            .consistent_read(spec.index.is_none())
+            .scan_index_forward(!spec.descending);
+        let after_cond = if spec.descending { "#pk = :pk AND #sk < :after" } else { "#pk = :pk AND #sk > :after" };
         q = match &after {
-            // `sk > after` may run past the prefix; those items are cut below, and since keys are
-            // sorted the first one outside the prefix ends the list.
-            Some(a) => q.key_condition_expression("#pk = :pk AND #sk > :after").expression_attribute_values(":after", s(a)),
+            // `sk > after` (or `<` when descending) may run past the prefix; those items are cut
+            // below, and since keys are sorted the first one outside the prefix ends the list.
+            Some(a) => q.key_condition_expression(after_cond).expression_attribute_values(":after", s(a)),
             None => q
                 .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
                 .expression_attribute_values(":prefix", s(&spec.prefix)),

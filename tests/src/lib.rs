@@ -3,6 +3,8 @@
 //! die with the test process (see tools::localstack). Tests isolate themselves by creating
 //! fresh workspaces, so they never depend on each other or on order.
 
+pub mod receiver;
+
 use serde_json::Value;
 use shared::App;
 use shared::config::Config;
@@ -15,6 +17,10 @@ pub struct Harness {
     pub base2: String,
     /// A gateway whose write limit is high, for seeding data quickly.
     pub base_bulk: String,
+    /// A gateway with production URL rules (https only, no loopback).
+    pub base_strict: String,
+    /// A gateway whose SQS endpoint is unreachable: events stay in the outbox for the sweep.
+    pub base_noqueue: String,
     pub moto_endpoint: String,
     pub dynamodb_endpoint: String,
     pub resources: Resources,
@@ -25,6 +31,10 @@ static HARNESS: OnceLock<Harness> = OnceLock::new();
 
 pub fn harness() -> &'static Harness {
     HARNESS.get_or_init(|| {
+        // E2E_LOG=1 prints the functions' JSON logs (gateways and dispatcher) while tests run.
+        if std::env::var_os("E2E_LOG").is_some() {
+            shared::telemetry::init();
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
@@ -42,14 +52,25 @@ pub fn harness() -> &'static Harness {
                 bulk.limits.insert(shared::ratelimit::Class::Write, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
                 bulk.limits.insert(shared::ratelimit::Class::Read, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
                 let base_bulk = stack.extra_gateway(bulk).await.expect("bulk gateway");
+                let mut strict = stack.config();
+                strict.webhooks.url_policy.allow_loopback = false;
+                let base_strict = stack.extra_gateway(strict).await.expect("strict gateway");
+                let mut noqueue = stack.new_app(stack.config()).expect("app");
+                noqueue.sqs = aws_sdk_sqs::Client::from_conf(
+                    aws_sdk_sqs::config::Builder::from(&stack.sdk).endpoint_url(format!("http://127.0.0.1:{}", closed_port())).build(),
+                );
+                let base_noqueue = stack.gateway_for(noqueue).await.expect("noqueue gateway");
+                stack.start_worker(test_config(stack.config()), std::time::Duration::from_secs(1)).expect("dispatcher worker");
                 tx.send(Ok(Harness {
                     base: stack.base_url.clone(),
                     base2,
                     base_bulk,
+                    base_strict,
+                    base_noqueue,
                     moto_endpoint: stack.emulators.moto_endpoint.clone(),
                     dynamodb_endpoint: stack.emulators.dynamodb_endpoint.clone(),
                     resources: stack.resources.clone(),
-                    config: stack.config(),
+                    config: test_config(stack.config()),
                 }))
                 .ok();
                 // Serve until the test process exits.
@@ -60,7 +81,28 @@ pub fn harness() -> &'static Harness {
     })
 }
 
+/// Retries after 1 s instead of minutes, and a sweep that re-sends after 2 s: the same code
+/// paths as production, on a shorter clock.
+fn test_config(mut cfg: Config) -> Config {
+    cfg.webhooks.retry_schedule = vec![1, 1, 1, 1, 1];
+    cfg.webhooks.outbox_sweep_age_secs = 2;
+    cfg
+}
+
+/// A 127.0.0.1 port with nothing listening.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 impl Harness {
+    /// A dispatcher of this stack with the given configuration, for tests that invoke it
+    /// directly (as Lambda would) rather than through the worker.
+    pub async fn dispatcher(&self, cfg: Config) -> dispatcher::Dispatcher {
+        let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
+        dispatcher::Dispatcher::new(App::with_dynamodb_endpoint(cfg, &sdk, Some(&self.dynamodb_endpoint)).expect("app"))
+            .expect("dispatcher")
+    }
+
     /// An App for this test's runtime (SDK clients must live in the runtime that uses them).
     pub async fn app(&self) -> App {
         let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;

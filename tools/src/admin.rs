@@ -14,12 +14,18 @@ use shared::config::{Config, OAuthConfig};
 pub struct Names {
     pub table: String,
     pub events_queue: String,
+    pub deliveries_queue: String,
     pub secret_id: String,
 }
 
 impl Default for Names {
     fn default() -> Self {
-        Self { table: "platform".into(), events_queue: "platform-events".into(), secret_id: "platform/secret".into() }
+        Self {
+            table: "platform".into(),
+            events_queue: "platform-events".into(),
+            deliveries_queue: "platform-deliveries".into(),
+            secret_id: "platform/secret".into(),
+        }
     }
 }
 
@@ -30,6 +36,7 @@ impl Names {
         Self {
             table: get("TABLE_NAME", d.table),
             events_queue: get("EVENTS_QUEUE_NAME", d.events_queue),
+            deliveries_queue: get("DELIVERIES_QUEUE_NAME", d.deliveries_queue),
             secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
         }
     }
@@ -41,6 +48,8 @@ pub struct Resources {
     pub table: String,
     pub events_queue_url: String,
     pub events_dlq_url: String,
+    pub deliveries_queue_url: String,
+    pub deliveries_dlq_url: String,
     pub secret_id: String,
 }
 
@@ -58,9 +67,15 @@ pub fn local_config(res: &Resources) -> Config {
     Config {
         table: res.table.clone(),
         events_queue_url: res.events_queue_url.clone(),
+        deliveries_queue_url: res.deliveries_queue_url.clone(),
         platform_secret_id: res.secret_id.clone(),
         oauth: Some(dev_oauth()),
         limits: shared::ratelimit::Class::defaults(),
+        // Locally the receivers are on 127.0.0.1 over http.
+        webhooks: shared::config::WebhookSettings {
+            url_policy: shared::outbound::UrlPolicy { allow_loopback: true },
+            ..Default::default()
+        },
     }
 }
 
@@ -129,8 +144,31 @@ pub async fn bootstrap(
         Err(e) => return Err(format!("create table: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e))),
     }
 
-    let dlq_url =
-        create_queue(sqs, &format!("{}-dlq", names.events_queue), &[(QueueAttributeName::MessageRetentionPeriod, "1209600")]).await?;
+    // Visibility 90 s: above the dispatcher's timeout (60 s), so a message is not handed to a
+    // second invocation while the first still works on it.
+    let (events_queue_url, events_dlq_url) = create_queue_with_dlq(sqs, &names.events_queue, 10).await?;
+    // Deliveries are re-received once per retry (and once more per 12 h of waiting), so their
+    // dead-letter threshold is far above the retry schedule's length.
+    let (deliveries_queue_url, deliveries_dlq_url) = create_queue_with_dlq(sqs, &names.deliveries_queue, 50).await?;
+
+    let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
+    match secret {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_exists_exception()) => {}
+        Err(e) => return Err(format!("create secret: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e))),
+    }
+    Ok(Resources {
+        table: names.table.clone(),
+        events_queue_url,
+        events_dlq_url,
+        deliveries_queue_url,
+        deliveries_dlq_url,
+        secret_id: names.secret_id.clone(),
+    })
+}
+
+async fn create_queue_with_dlq(sqs: &aws_sdk_sqs::Client, name: &str, max_receive: u32) -> Result<(String, String), String> {
+    let dlq_url = create_queue(sqs, &format!("{name}-dlq"), &[(QueueAttributeName::MessageRetentionPeriod, "1209600")]).await?;
     let dlq_arn = sqs
         .get_queue_attributes()
         .queue_url(&dlq_url)
@@ -141,21 +179,10 @@ pub async fn bootstrap(
         .attributes
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .ok_or("dlq has no ARN")?;
-    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 10}).to_string();
-    let queue_url = create_queue(
-        sqs,
-        &names.events_queue,
-        &[(QueueAttributeName::VisibilityTimeout, "60"), (QueueAttributeName::RedrivePolicy, &redrive)],
-    )
-    .await?;
-
-    let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
-    match secret {
-        Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_exists_exception()) => {}
-        Err(e) => return Err(format!("create secret: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e))),
-    }
-    Ok(Resources { table: names.table.clone(), events_queue_url: queue_url, events_dlq_url: dlq_url, secret_id: names.secret_id.clone() })
+    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive}).to_string();
+    let url =
+        create_queue(sqs, name, &[(QueueAttributeName::VisibilityTimeout, "90"), (QueueAttributeName::RedrivePolicy, &redrive)]).await?;
+    Ok((url, dlq_url))
 }
 
 async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str, attrs: &[(QueueAttributeName, &str)]) -> Result<String, String> {

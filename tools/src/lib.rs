@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod gateway;
 pub mod localstack;
+pub mod worker;
 
 use admin::{Names, Resources};
 use localstack::LocalStack;
@@ -22,6 +23,7 @@ pub struct DevStack {
     pub app: Arc<App>,
     /// `http://127.0.0.1:<port>/api/v1`
     pub base_url: String,
+    /// Gateways and workers, aborted by `stop`.
     gateways: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -49,13 +51,32 @@ impl DevStack {
         admin::local_config(&self.resources)
     }
 
+    /// An App for this stack with the given configuration (a new "container").
+    pub fn new_app(&self, cfg: Config) -> Result<App, String> {
+        App::with_dynamodb_endpoint(cfg, &self.sdk, Some(&self.emulators.dynamodb_endpoint))
+    }
+
     /// Another gateway with its own App: a second "container" with its own caches, sharing the
     /// same table and queues. Returns its base URL.
     pub async fn extra_gateway(&mut self, cfg: Config) -> Result<String, String> {
-        let app = Arc::new(App::with_dynamodb_endpoint(cfg, &self.sdk, Some(&self.emulators.dynamodb_endpoint))?);
-        let (addr, task) = gateway::start(app, 0).await?;
+        let app = self.new_app(cfg)?;
+        self.gateway_for(app).await
+    }
+
+    pub async fn gateway_for(&mut self, app: App) -> Result<String, String> {
+        let (addr, task) = gateway::start(Arc::new(app), 0).await?;
         self.gateways.push(task);
         Ok(format!("http://{addr}{}", gateway::BASE_PATH))
+    }
+
+    /// The dispatcher's event source mappings and schedule: poll both queues, sweep the outbox
+    /// every `sweep_every`.
+    pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
+        let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg)?)?);
+        self.gateways.push(worker::poll(d.clone(), self.resources.events_queue_url.clone()));
+        self.gateways.push(worker::poll(d.clone(), self.resources.deliveries_queue_url.clone()));
+        self.gateways.push(worker::sweep(d, sweep_every));
+        Ok(())
     }
 
     /// The environment the Lambda binaries and the admin CLI need to reach this stack.
@@ -69,6 +90,8 @@ impl DevStack {
             ("AWS_SECRET_ACCESS_KEY", "local".into()),
             ("TABLE_NAME", self.resources.table.clone()),
             ("EVENTS_QUEUE_URL", self.resources.events_queue_url.clone()),
+            ("DELIVERIES_QUEUE_URL", self.resources.deliveries_queue_url.clone()),
+            ("WEBHOOK_ALLOW_LOOPBACK", "true".into()),
             ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
             ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),
             ("OAUTH_AUDIENCE", admin::DEV_AUDIENCE.into()),
@@ -90,6 +113,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     let mut doc = shared::openapi::BaseDoc::openapi();
     doc.merge(workspaces::ApiDoc::openapi());
     doc.merge(posts::ApiDoc::openapi());
+    doc.merge(webhooks::ApiDoc::openapi());
     doc
 }
 

@@ -9,7 +9,13 @@ async fn main() {
     shared::telemetry::init();
     let port: u16 = std::env::var("PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(3000);
     let local = repo_root().join(".local");
-    let stack = match DevStack::start(&local.join("logs"), port).await {
+    let started = async {
+        let mut s = DevStack::start(&local.join("logs"), port).await?;
+        // The dispatcher runs with the production retry schedule; the sweep ticks every 10 s.
+        s.start_worker(s.config(), std::time::Duration::from_secs(10))?;
+        Ok::<_, String>(s)
+    };
+    let stack = match started.await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("dev: {e}");
@@ -38,7 +44,7 @@ async fn main() {
         eprintln!("dev: cannot write {}: {e}", env_file.display());
     }
     eprintln!(
-        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
+        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  webhook dispatcher polling both queues, outbox sweep every 10 s\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
         base = stack.base_url,
         ddb = stack.emulators.dynamodb_endpoint,
         moto = stack.emulators.moto_endpoint,

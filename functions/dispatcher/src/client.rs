@@ -1,0 +1,129 @@
+//! The HTTP side of a delivery: one client per container, no redirects, a 15 s timeout, and a
+//! resolver that refuses non-public addresses, so what is connected to is what was checked.
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use shared::config::WebhookSettings;
+use shared::outbound::{ResolveError, UrlPolicy};
+use std::time::{Duration, Instant};
+use webhooks::model::Attempt;
+
+pub const USER_AGENT: &str = concat!("WorkspacePlatform-Webhooks/", env!("CARGO_PKG_VERSION"));
+const EXCERPT_BYTES: usize = 2048;
+const EXCERPT_CHARS: usize = 500;
+
+struct GuardedResolver(UrlPolicy);
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let (policy, host) = (self.0, name.as_str().to_string());
+        Box::pin(async move {
+            let addrs = shared::outbound::resolve_checked(&host, 0, policy).await?;
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
+}
+
+pub struct Sender {
+    client: reqwest::Client,
+    policy: UrlPolicy,
+}
+
+/// What one attempt produced.
+pub struct Sent {
+    pub attempt: Attempt,
+    pub success: bool,
+    /// The receiver answered 410 Gone: it wants no more deliveries.
+    pub gone: bool,
+    /// Seconds from a `Retry-After` header.
+    pub retry_after: Option<u64>,
+}
+
+impl Sender {
+    pub fn new(settings: &WebhookSettings) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(settings.timeout_secs))
+            .connect_timeout(Duration::from_secs(settings.timeout_secs.min(5)))
+            .no_proxy()
+            .user_agent(USER_AGENT)
+            .dns_resolver(std::sync::Arc::new(GuardedResolver(settings.url_policy)))
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
+        Ok(Self { client, policy: settings.url_policy })
+    }
+
+    /// POST the body, signed now with every key. Never fails: errors become the attempt's record.
+    pub async fn send(&self, url: &str, keys: &[Vec<u8>], body: &str, headers: &[(&str, &str)], number: u32) -> Sent {
+        let at = shared::ids::now_rfc3339();
+        let started = Instant::now();
+        let sent = |status_code: Option<u16>, error: Option<&str>, excerpt: Option<String>, retry_after: Option<u64>| Sent {
+            attempt: Attempt {
+                number,
+                at: at.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                status_code,
+                error: error.map(String::from),
+                response_excerpt: excerpt,
+            },
+            success: status_code.is_some_and(|c| (200..300).contains(&c)),
+            gone: status_code == Some(410),
+            retry_after,
+        };
+        // IP literals never reach the resolver: check the URL itself first.
+        match shared::outbound::check_url(url, self.policy) {
+            Ok(_) => {}
+            Err(shared::outbound::UrlError::Blocked(_)) => return sent(None, Some("blocked_address"), None, None),
+            Err(shared::outbound::UrlError::Invalid(_)) => return sent(None, Some("invalid_url"), None, None),
+        }
+        // Taken per attempt: a retry is signed afresh with a fresh timestamp.
+        let ts = chrono::Utc::now().timestamp().to_string();
+        let mut req = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header(shared::signing::TIMESTAMP_HEADER, &ts)
+            .header(shared::signing::SIGNATURE_HEADER, shared::signing::signature_header(keys, &ts, body.as_bytes()))
+            .body(body.to_string());
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        match req.send().await {
+            Ok(mut resp) => {
+                let status = resp.status().as_u16();
+                let retry_after =
+                    resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+                let mut buf = Vec::new();
+                while buf.len() < EXCERPT_BYTES {
+                    match resp.chunk().await {
+                        Ok(Some(c)) => buf.extend_from_slice(&c),
+                        _ => break,
+                    }
+                }
+                let excerpt: String = String::from_utf8_lossy(&buf).chars().take(EXCERPT_CHARS).collect();
+                sent(Some(status), None, (!excerpt.is_empty()).then_some(excerpt), retry_after)
+            }
+            Err(e) => sent(None, Some(error_kind(&e)), None, None),
+        }
+    }
+}
+
+fn error_kind(e: &reqwest::Error) -> &'static str {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(r) = s.downcast_ref::<ResolveError>() {
+            return match r {
+                ResolveError::Refused(_) => "blocked_address",
+                ResolveError::NotFound(_) => "dns",
+            };
+        }
+        src = s.source();
+    }
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else {
+        "request"
+    }
+}

@@ -1,0 +1,83 @@
+//! An event from the events queue becomes one delivery per enabled, subscribed endpoint.
+
+use crate::{Dispatcher, Outcome, attempt};
+use shared::ApiResult;
+use shared::events::Event;
+use shared::store::{self, Item, Tx, TxError, n, s, ws_pk};
+use webhooks::model::{self, DeliveryJob, StoredDelivery};
+
+/// Fan-out markers live as long as outbox items can be re-sent.
+const MARKER_TTL_SECS: i64 = 7 * 86_400;
+
+fn marker_sk(event_id: &str) -> String {
+    format!("WHEVENT#{event_id}")
+}
+
+pub async fn fan_out(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
+    let app = &d.app;
+    let ws = ev.workspace_id.as_str();
+    let endpoints = model::workspace_endpoints(app, ws).await?;
+    let targets: Vec<_> =
+        endpoints.into_iter().filter(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)).collect();
+    if targets.is_empty() {
+        ack(d, ev).await;
+        return Ok(Outcome::Done);
+    }
+    let mut deliveries: Vec<StoredDelivery> = targets.iter().map(|t| StoredDelivery::new(&t.endpoint.id, ev)).collect();
+    let keys: Vec<String> = deliveries.iter().map(|x| format!("{}/{}", x.delivery.endpoint_id, x.delivery.id)).collect();
+    let marker = Item::from([
+        ("pk".into(), s(ws_pk(ws))),
+        ("sk".into(), s(marker_sk(&ev.id))),
+        ("deliveries".into(), aws_sdk_dynamodb::types::AttributeValue::Ss(keys)),
+        ("expires_at".into(), n(chrono::Utc::now().timestamp() + MARKER_TTL_SECS)),
+    ]);
+    // The marker and the deliveries commit together: an event received twice (the sweep, or
+    // SQS's at-least-once) creates its deliveries once.
+    let mut tx = Tx::new().put_if(app, marker, "attribute_not_exists(pk)", vec![]);
+    for x in &deliveries {
+        tx = tx.create(app, x.record(ws, 1)?);
+    }
+    match tx.commit(app).await {
+        Ok(()) => {}
+        Err(TxError::Condition(0)) => return resume(d, ev).await,
+        Err(TxError::Condition(_)) => return Ok(Outcome::Done),
+        Err(TxError::Api(e)) => return Err(e),
+    }
+    ack(d, ev).await;
+    let work = deliveries.iter_mut().zip(&targets).map(|(x, ep)| async move {
+        x.version = 1;
+        match attempt::attempt_and_record(d, ws, ep, x).await {
+            Ok(Some(delay)) => attempt::schedule(d, ws, x, delay).await,
+            Ok(None) => {}
+            Err(e) => tracing::error!(delivery_id = %x.delivery.id, error = %e, "attempt not recorded"),
+        }
+    });
+    futures_util::future::join_all(work).await;
+    Ok(Outcome::Done)
+}
+
+/// The event was fanned out before (this is a duplicate): finish any delivery still waiting
+/// for its first attempt, in case the earlier run stopped between commit and attempt.
+async fn resume(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
+    let ws = ev.workspace_id.as_str();
+    let marker = store::get(&d.app, &ws_pk(ws), &marker_sk(&ev.id)).await?;
+    let keys = marker.as_ref().and_then(|m| m.get("deliveries")).and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default();
+    let work = keys.iter().filter_map(|k| k.split_once('/')).map(|(endpoint_id, delivery_id)| async move {
+        let job =
+            DeliveryJob { workspace_id: ws.into(), endpoint_id: endpoint_id.into(), delivery_id: delivery_id.into(), job: String::new() };
+        if let Err(e) = attempt::process(d, &job, attempt::Mode::FirstAttemptOnly).await {
+            tracing::warn!(delivery_id, error = %e, "resumed delivery failed");
+        }
+    });
+    futures_util::future::join_all(work).await;
+    ack(d, ev).await;
+    Ok(Outcome::Done)
+}
+
+/// The outbox item has served its purpose once the deliveries exist.
+async fn ack(d: &Dispatcher, ev: &Event) {
+    if let Err(e) = shared::events::ack(&d.app, &ev.id).await {
+        // Harmless: the sweep re-sends it and the marker dedupes.
+        tracing::warn!(event_id = %ev.id, error = %e, "outbox ack failed");
+    }
+}

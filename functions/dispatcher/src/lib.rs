@@ -1,0 +1,126 @@
+//! The webhook dispatcher. Triggered by
+//! - the events queue: fan an event out to the workspace's enabled, subscribed endpoints (one
+//!   delivery each, created once per event) and make every first attempt concurrently;
+//! - the deliveries queue: make a retry (or a test / manual retry) attempt when it is due;
+//! - a schedule: the outbox sweep, which re-sends events that never reached the queue.
+//!
+//! Retries ride on SQS: a failed attempt hides its message for the next delay (visibility
+//! timeout, at most 12 h) and reports it as a batch item failure; a message that comes back
+//! early is hidden again. After the schedule the delivery is `dead`.
+
+pub mod attempt;
+pub mod client;
+pub mod fanout;
+
+use serde::{Deserialize, Serialize};
+use shared::App;
+use webhooks::model::DeliveryJob;
+
+pub struct Dispatcher {
+    pub app: App,
+    pub http: client::Sender,
+}
+
+/// The subset of Lambda's SQS event the dispatcher reads.
+#[derive(Deserialize, Debug, Clone)]
+pub struct SqsEvent {
+    #[serde(rename = "Records")]
+    pub records: Vec<SqsMessage>,
+}
+
+#[derive(Deserialize, Serialize, Debug, Clone)]
+pub struct SqsMessage {
+    #[serde(rename = "messageId")]
+    pub message_id: String,
+    #[serde(rename = "receiptHandle")]
+    pub receipt_handle: String,
+    pub body: String,
+}
+
+/// `ReportBatchItemFailures`: the messages that stay in the queue.
+#[derive(Serialize, Deserialize, Debug, Default, PartialEq)]
+pub struct BatchResponse {
+    #[serde(rename = "batchItemFailures")]
+    pub batch_item_failures: Vec<ItemFailure>,
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+pub struct ItemFailure {
+    #[serde(rename = "itemIdentifier")]
+    pub item_identifier: String,
+}
+
+/// What became of one message.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// Finished with (delete it).
+    Done,
+    /// Keep it, hidden for this many seconds (a retry, or not due yet).
+    Later(u64),
+}
+
+impl Dispatcher {
+    pub fn new(app: App) -> Result<Self, String> {
+        let http = client::Sender::new(&app.cfg.webhooks)?;
+        Ok(Self { app, http })
+    }
+
+    /// The Lambda entry point: an SQS batch, or a scheduled (EventBridge) event for the sweep.
+    pub async fn handle(&self, payload: serde_json::Value) -> Result<serde_json::Value, String> {
+        if payload.get("Records").is_some() {
+            let ev: SqsEvent = serde_json::from_value(payload).map_err(|e| format!("not an SQS event: {e}"))?;
+            return Ok(serde_json::to_value(self.handle_sqs(ev).await).expect("serializes"));
+        }
+        let swept = shared::events::sweep(&self.app, self.app.cfg.webhooks.outbox_sweep_age_secs, 100).await.map_err(|e| e.to_string())?;
+        Ok(serde_json::json!({ "swept": swept }))
+    }
+
+    /// Every message of the batch concurrently: one slow endpoint costs its own timeout only.
+    pub async fn handle_sqs(&self, ev: SqsEvent) -> BatchResponse {
+        let results = futures_util::future::join_all(ev.records.iter().map(|m| self.handle_message(m))).await;
+        let mut resp = BatchResponse::default();
+        for (m, kept) in ev.records.iter().zip(results) {
+            if kept {
+                resp.batch_item_failures.push(ItemFailure { item_identifier: m.message_id.clone() });
+            }
+        }
+        resp
+    }
+
+    /// True when the message must stay in the queue.
+    async fn handle_message(&self, m: &SqsMessage) -> bool {
+        let outcome = if let Ok(job) = serde_json::from_str::<DeliveryJob>(&m.body) {
+            attempt::process(self, &job, attempt::Mode::Job).await
+        } else if let Ok(event) = serde_json::from_str::<shared::events::Event>(&m.body) {
+            fanout::fan_out(self, &event).await
+        } else {
+            // Neither kind: leave it to the dead-letter queue for a human to look at.
+            tracing::error!(message_id = %m.message_id, "unrecognised message on a dispatcher queue");
+            return true;
+        };
+        match outcome {
+            Ok(Outcome::Done) => false,
+            Ok(Outcome::Later(secs)) => {
+                // Only delivery jobs are kept for later; events are finished or failed.
+                let res = self
+                    .app
+                    .sqs
+                    .change_message_visibility()
+                    .queue_url(&self.app.cfg.deliveries_queue_url)
+                    .receipt_handle(&m.receipt_handle)
+                    .visibility_timeout(secs.clamp(1, 43_200) as i32)
+                    .send()
+                    .await;
+                if let Err(e) = res {
+                    // The message comes back after the queue's default visibility instead.
+                    tracing::warn!(message_id = %m.message_id, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "could not reschedule");
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(message_id = %m.message_id, error = %e, "message failed; it will be received again");
+                true
+            }
+        }
+    }
+}

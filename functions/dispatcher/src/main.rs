@@ -1,0 +1,13 @@
+//! One container: SDK clients and the HTTP client are built once, then the runtime loop.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    shared::telemetry::init();
+    let app = shared::App::from_env().await?;
+    // Leaked on purpose: lives as long as the container, borrowed by every invocation.
+    let d: &'static dispatcher::Dispatcher = Box::leak(Box::new(dispatcher::Dispatcher::new(app)?));
+    lambda_runtime::run(lambda_runtime::service_fn(move |ev: lambda_runtime::LambdaEvent<serde_json::Value>| async move {
+        d.handle(ev.payload).await.map_err(lambda_runtime::Error::from)
+    }))
+    .await
+}

@@ -1,0 +1,317 @@
+//! Endpoints and deliveries as stored, shared by the API handlers and the dispatcher.
+//!
+//! Items (pk = WS#<workspace>):
+//! - `WEBHOOK#<id>`: the endpoint, plus `secrets` (sealed, newest first, with expiry);
+//! - `WEBHOOKCOUNT`: how many endpoints the workspace has (the per-workspace cap);
+//! - `WHD#<endpoint>#<delivery>`: a delivery, plus the event `body` it sends and the `job`
+//!   token of the queue message allowed to work on it; GSI1 `WS#<ws>#WHD#<endpoint>#<status>`
+//!   serves the status filter in O(page);
+//! - `WHEVENT#<event>`: the fan-out marker, so an event delivered twice to the dispatcher
+//!   creates its deliveries once.
+
+use serde::{Deserialize, Serialize};
+use shared::store::{self, Item, Record, n, s, ws_pk};
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+pub const MAX_ENDPOINTS: i64 = 20;
+/// Deliveries (and their bodies) are kept 30 days.
+pub const DELIVERY_TTL_SECS: i64 = 30 * 86_400;
+/// Attempts kept on a delivery (the count keeps going).
+pub const MAX_ATTEMPTS_KEPT: usize = 20;
+pub const MAX_GRACE_SECS: i64 = 7 * 86_400;
+pub const DEFAULT_GRACE_SECS: i64 = 86_400;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Endpoint {
+    /// `wh_...`
+    pub id: String,
+    /// Always `webhook_endpoint`.
+    pub object: String,
+    pub url: String,
+    pub description: Option<String>,
+    /// Subscribed types or `<noun>.*` patterns; empty = every event.
+    pub event_types: Vec<String>,
+    pub enabled: bool,
+    /// Why the platform disabled it (`gone`: the receiver answered 410; `failing`: failed
+    /// continuously for 5 days). Cleared when it is enabled again.
+    pub disabled_reason: Option<String>,
+    /// Start of the current run of failed attempts.
+    pub failing_since: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A secret as stored: sealed with the platform key, bound to its endpoint.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct StoredSecret {
+    pub sealed: String,
+    /// Unix seconds after which it no longer signs (rotated-out secrets).
+    pub expires_at: Option<i64>,
+}
+
+pub struct StoredEndpoint {
+    pub endpoint: Endpoint,
+    pub secrets: Vec<StoredSecret>,
+    pub version: i64,
+}
+
+pub fn endpoint_sk(id: &str) -> String {
+    format!("WEBHOOK#{id}")
+}
+pub const COUNT_SK: &str = "WEBHOOKCOUNT";
+
+fn secret_aad(ws: &str, endpoint_id: &str) -> String {
+    format!("{ws}/{endpoint_id}")
+}
+
+impl StoredEndpoint {
+    pub fn from_item(item: Item) -> ApiResult<Self> {
+        let version = store::get_i64(&item, "version").unwrap_or(0);
+        let secrets = match item.get("secrets") {
+            Some(v) => serde_dynamo::from_attribute_value(v.clone()).map_err(ApiError::internal)?,
+            None => vec![],
+        };
+        Ok(Self { endpoint: store::from_item(item)?, secrets, version })
+    }
+
+    pub fn record(&self, ws: &str) -> ApiResult<Record> {
+        let secrets = serde_dynamo::to_attribute_value(&self.secrets).map_err(ApiError::internal)?;
+        Ok(Record::new(ws_pk(ws), endpoint_sk(&self.endpoint.id), &self.endpoint)?.attr("secrets", secrets))
+    }
+
+    /// The signing keys valid now, newest first.
+    pub async fn signing_keys(&self, app: &App, ws: &str) -> ApiResult<Vec<Vec<u8>>> {
+        let key = &app.platform_secret().await?.encryption_key;
+        let now = chrono::Utc::now().timestamp();
+        let aad = secret_aad(ws, &self.endpoint.id);
+        self.secrets
+            .iter()
+            .filter(|s| s.expires_at.is_none_or(|t| t > now))
+            .map(|s| {
+                let secret = String::from_utf8(shared::crypto::open(key, &aad, &s.sealed)?).map_err(ApiError::internal)?;
+                shared::signing::secret_key(&secret).map_err(ApiError::internal)
+            })
+            .collect()
+    }
+}
+
+/// Seal a new `whsec_` secret for an endpoint; returns (shown-once secret, stored form).
+pub async fn new_secret(app: &App, ws: &str, endpoint_id: &str) -> ApiResult<(String, StoredSecret)> {
+    let key = &app.platform_secret().await?.encryption_key;
+    let secret = shared::signing::generate_secret();
+    let sealed = shared::crypto::seal(key, &secret_aad(ws, endpoint_id), secret.as_bytes());
+    Ok((secret, StoredSecret { sealed, expires_at: None }))
+}
+
+pub async fn load_endpoint(app: &App, ws: &str, id: &str) -> ApiResult<Option<StoredEndpoint>> {
+    match store::get(app, &ws_pk(ws), &endpoint_sk(id)).await? {
+        Some(item) => Ok(Some(StoredEndpoint::from_item(item)?)),
+        None => Ok(None),
+    }
+}
+
+/// Every endpoint of a workspace (at most `MAX_ENDPOINTS`, so one Query page).
+pub async fn workspace_endpoints(app: &App, ws: &str) -> ApiResult<Vec<StoredEndpoint>> {
+    let out = store::query_page(app, store::QuerySpec::new(ws_pk(ws), "WEBHOOK#", None, 100)).await?;
+    out.items.into_iter().map(StoredEndpoint::from_item).collect()
+}
+
+// ---------- deliveries ----------
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    /// Waiting for its first attempt.
+    Pending,
+    /// The last attempt failed; `next_attempt_at` says when the next one is due.
+    Failed,
+    Succeeded,
+    /// Given up: retries exhausted, or the endpoint was disabled or deleted.
+    Dead,
+}
+
+impl DeliveryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Failed => "failed",
+            Self::Succeeded => "succeeded",
+            Self::Dead => "dead",
+        }
+    }
+    pub fn parse(v: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(v.into())).ok()
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Attempt {
+    /// 1 for the first attempt of the delivery.
+    pub number: u32,
+    /// When the request was sent.
+    pub at: String,
+    pub duration_ms: u64,
+    /// The receiver's HTTP status, when it answered.
+    pub status_code: Option<u16>,
+    /// Why there is no usable answer: `timeout`, `connect` (including TLS), `dns`,
+    /// `blocked_address`, `invalid_url`, `request`, `endpoint_disabled`, `endpoint_deleted`.
+    pub error: Option<String>,
+    /// The first 500 characters of the response body.
+    pub response_excerpt: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Delivery {
+    /// `whd_...`
+    pub id: String,
+    /// Always `webhook_delivery`.
+    pub object: String,
+    pub endpoint_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub status: DeliveryStatus,
+    /// Attempts so far (the most recent 20 are listed in `attempts`).
+    pub attempt_count: u32,
+    pub attempts: Vec<Attempt>,
+    pub next_attempt_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A delivery with what only the dispatcher needs.
+pub struct StoredDelivery {
+    pub delivery: Delivery,
+    /// The signed payload, byte for byte.
+    pub body: String,
+    /// Automatic retries since the delivery (or its last manual retry) started.
+    pub retries: u32,
+    /// Only the queue message carrying this token may work on the delivery.
+    pub job: String,
+    pub version: i64,
+}
+
+pub fn delivery_sk(endpoint_id: &str, delivery_id: &str) -> String {
+    format!("WHD#{endpoint_id}#{delivery_id}")
+}
+
+pub fn deliveries_gsi1(ws: &str, endpoint_id: &str, status: DeliveryStatus) -> String {
+    format!("{}#WHD#{endpoint_id}#{}", ws_pk(ws), status.as_str())
+}
+
+impl StoredDelivery {
+    pub fn new(endpoint_id: &str, event: &shared::events::Event) -> Self {
+        let now = shared::ids::now_rfc3339();
+        Self {
+            delivery: Delivery {
+                id: shared::ids::new_id("whd"),
+                object: "webhook_delivery".into(),
+                endpoint_id: endpoint_id.into(),
+                event_id: event.id.clone(),
+                event_type: event.kind.clone(),
+                status: DeliveryStatus::Pending,
+                attempt_count: 0,
+                attempts: vec![],
+                next_attempt_at: Some(now.clone()),
+                created_at: now.clone(),
+                updated_at: now,
+            },
+            body: event.body(),
+            retries: 0,
+            job: new_job(),
+            version: 0,
+        }
+    }
+
+    pub fn from_item(item: Item) -> ApiResult<Self> {
+        let version = store::get_i64(&item, "version").unwrap_or(0);
+        let body = store::get_str(&item, "body").unwrap_or_default().to_string();
+        let job = store::get_str(&item, "job").unwrap_or_default().to_string();
+        let retries = store::get_i64(&item, "retries").unwrap_or(0) as u32;
+        Ok(Self { delivery: store::from_item(item)?, body, retries, job, version })
+    }
+
+    pub fn sk(&self) -> String {
+        delivery_sk(&self.delivery.endpoint_id, &self.delivery.id)
+    }
+
+    /// The item at `version` (the caller's condition decides what it may replace).
+    pub fn record(&self, ws: &str, version: i64) -> ApiResult<Record> {
+        let created = chrono::DateTime::parse_from_rfc3339(&self.delivery.created_at).map(|t| t.timestamp()).unwrap_or(0);
+        Ok(Record::new(ws_pk(ws), self.sk(), &self.delivery)?
+            .gsi1(deliveries_gsi1(ws, &self.delivery.endpoint_id, self.delivery.status), self.sk())
+            .attr("body", s(&self.body))
+            .attr("job", s(&self.job))
+            .attr("retries", n(self.retries as i64))
+            .attr("expires_at", n(created + DELIVERY_TTL_SECS))
+            .version(version))
+    }
+
+    /// Save after an attempt: only if nobody else saved it since it was read.
+    pub async fn save(&mut self, app: &App, ws: &str) -> ApiResult<bool> {
+        let rec = self.record(ws, self.version + 1)?;
+        let res = app
+            .ddb
+            .put_item()
+            .table_name(&app.cfg.table)
+            .set_item(Some(rec.item))
+            .condition_expression("attribute_not_exists(pk) OR version = :v")
+            .expression_attribute_values(":v", n(self.version))
+            .send()
+            .await;
+        match res {
+            Ok(_) => {
+                self.version += 1;
+                Ok(true)
+            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(store::ddb_error(e)),
+        }
+    }
+
+    pub fn push_attempt(&mut self, a: Attempt) {
+        self.delivery.attempt_count = a.number;
+        self.delivery.attempts.push(a);
+        if self.delivery.attempts.len() > MAX_ATTEMPTS_KEPT {
+            self.delivery.attempts.remove(0);
+        }
+        self.delivery.updated_at = shared::ids::now_rfc3339();
+    }
+}
+
+pub async fn load_delivery(app: &App, ws: &str, endpoint_id: &str, delivery_id: &str) -> ApiResult<Option<StoredDelivery>> {
+    match store::get(app, &ws_pk(ws), &delivery_sk(endpoint_id, delivery_id)).await? {
+        Some(item) => Ok(Some(StoredDelivery::from_item(item)?)),
+        None => Ok(None),
+    }
+}
+
+pub fn new_job() -> String {
+    shared::auth::random_base62(16)
+}
+
+/// The deliveries queue's message: "attempt this delivery when it is due".
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryJob {
+    pub workspace_id: String,
+    pub endpoint_id: String,
+    pub delivery_id: String,
+    pub job: String,
+}
+
+/// Queue a delivery attempt after `delay_secs` (SQS allows at most 15 minutes of delay; the
+/// dispatcher hides the message again until the delivery is due).
+pub async fn enqueue(app: &App, job: &DeliveryJob, delay_secs: u64) -> ApiResult<()> {
+    app.sqs
+        .send_message()
+        .queue_url(&app.cfg.deliveries_queue_url)
+        .message_body(serde_json::to_string(job).expect("jobs serialize"))
+        .delay_seconds(delay_secs.min(900) as i32)
+        .send()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("deliveries queue: {}", aws_sdk_sqs::error::DisplayErrorContext(e))))?;
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! Plays the SQS event source mappings and the schedule locally: polls the events and
+//! deliveries queues and hands each batch to the same `Dispatcher::handle_sqs` the Lambda
+//! runs, deletes what it finished (as Lambda does with `ReportBatchItemFailures`), and ticks
+//! the outbox sweep.
+
+use dispatcher::{Dispatcher, SqsEvent, SqsMessage};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Batches handled at once per queue, as Lambda runs several invocations for a busy queue.
+const CONCURRENT_BATCHES: usize = 4;
+
+/// Poll one queue until the task is aborted.
+pub fn poll(d: Arc<Dispatcher>, queue_url: String) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let slots = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_BATCHES));
+        loop {
+            let Ok(slot) = slots.clone().acquire_owned().await else { return };
+            let out = d.app.sqs.receive_message().queue_url(&queue_url).max_number_of_messages(10).wait_time_seconds(1).send().await;
+            let messages = match out {
+                Ok(o) => o.messages.unwrap_or_default(),
+                Err(e) => {
+                    tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e), "receive failed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if messages.is_empty() {
+                continue;
+            }
+            let records: Vec<SqsMessage> = messages
+                .iter()
+                .map(|m| SqsMessage {
+                    message_id: m.message_id().unwrap_or_default().into(),
+                    receipt_handle: m.receipt_handle().unwrap_or_default().into(),
+                    body: m.body().unwrap_or_default().into(),
+                })
+                .collect();
+            let (d, queue_url) = (d.clone(), queue_url.clone());
+            tokio::spawn(async move {
+                let resp = d.handle_sqs(SqsEvent { records: records.clone() }).await;
+                let kept: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+                for r in records.iter().filter(|r| !kept.contains(r.message_id.as_str())) {
+                    let _ = d.app.sqs.delete_message().queue_url(&queue_url).receipt_handle(&r.receipt_handle).send().await;
+                }
+                drop(slot);
+            });
+        }
+    })
+}
+
+/// Run the outbox sweep every `every` until aborted.
+pub fn sweep(d: Arc<Dispatcher>, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            if let Err(e) = d.handle(serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"})).await {
+                tracing::warn!(error = %e, "outbox sweep failed");
+            }
+        }
+    })
+}
