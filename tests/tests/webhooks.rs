@@ -366,6 +366,12 @@ async fn endpoint_crud_and_limits() {
     assert_eq!(c.patch(&format!("/webhooks/{ep}"), &json!({"url": null})).await.status, 400);
     assert_eq!(c.patch(&format!("/webhooks/{ep}"), &json!({"secret": "whsec_x"})).await.status, 400, "unknown fields are refused");
     assert_eq!(c.get("/webhooks/wh_nope").await.status, 404);
+    // Round trips (README, Measured): create = key, bucket, one transaction; history = + endpoint + Query.
+    let r = c.post("/webhooks", &json!({"url": rx.url, "event_types": ["post.deleted"]})).await;
+    assert_eq!((r.status, r.ddb_calls()), (201, 3));
+    let extra = r.json["data"]["id"].as_str().unwrap().to_string();
+    assert_eq!(c.get(&format!("/webhooks/{ep}/deliveries")).await.ddb_calls(), 4);
+    assert_eq!(c.delete(&format!("/webhooks/{extra}")).await.status, 200);
 
     // At most 20 endpoints, even when creates race.
     let bulk = &c;
@@ -395,4 +401,36 @@ async fn endpoint_crud_and_limits() {
     assert_eq!(r.json["data"], json!({"id": ep, "object": "webhook_endpoint", "deleted": true}));
     assert_eq!(c.get(&format!("/webhooks/{ep}")).await.status, 404);
     assert_eq!(bulk.post("/webhooks", &body).await.status, 201, "deleting frees a place");
+}
+
+#[tokio::test]
+async fn an_endpoint_failing_for_the_configured_period_is_disabled() {
+    let h = harness();
+    let (ws, key) = h.workspace("always failing").await;
+    let c = Client::new(&h.base, &key);
+    let rx = Receiver::start().await;
+    rx.set_default(500);
+    let (ep, _) = endpoint(&c, json!({"url": rx.url, "event_types": ["post.deleted"]})).await;
+    // A dispatcher whose "continuously failing" period is 1 s instead of 5 days.
+    let mut cfg = h.config.clone();
+    cfg.webhooks.disable_after_secs = 1;
+    let d = h.dispatcher(cfg).await;
+    let invoke = |n: usize| {
+        let ev = shared::events::Event::new(&ws, "post.deleted", &json!({"id": format!("post_{n}")}));
+        dispatcher::SqsEvent {
+            records: vec![dispatcher::SqsMessage { message_id: format!("m{n}"), receipt_handle: "r".into(), body: ev.body() }],
+        }
+    };
+    assert!(d.handle_sqs(invoke(1)).await.batch_item_failures.is_empty());
+    let e = c.get(&format!("/webhooks/{ep}")).await.json["data"].clone();
+    assert!(e["failing_since"].is_string(), "the failing run starts: {e}");
+    assert_eq!(e["enabled"], true, "one failure is not enough");
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    d.handle_sqs(invoke(2)).await;
+    let e = c.get(&format!("/webhooks/{ep}")).await.json["data"].clone();
+    assert_eq!((e["enabled"].as_bool(), e["disabled_reason"].as_str()), (Some(false), Some("failing")), "{e}");
+    // Deliveries still scheduled for it end as dead rather than being sent.
+    let dead = wait_delivery(&c, &ep, |d| d["status"] == "dead").await;
+    assert_eq!(dead["status"], "dead");
+    assert_eq!(dead["attempts"].as_array().unwrap().last().unwrap()["error"], "endpoint_disabled");
 }

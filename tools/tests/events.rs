@@ -1,4 +1,5 @@
-//! Every sample in events/ is a valid HTTP API v2 event that reaches a real route.
+//! Every sample in events/ is a valid HTTP API v2 event that reaches a real route, or (in
+//! events/dispatcher) an SQS batch or schedule input the dispatcher understands.
 
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 
@@ -6,7 +7,7 @@ use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 fn sample_events_parse_and_route() {
     let dir = tools::localstack::repo_root().join("events");
     let mut n = 0;
-    for area in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| e.path().is_dir()) {
+    for area in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| e.path().is_dir() && e.file_name() != "dispatcher") {
         for f in std::fs::read_dir(area.path()).unwrap().filter_map(Result::ok) {
             let text = std::fs::read_to_string(f.path()).unwrap();
             let ev: ApiGatewayV2httpRequest = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
@@ -19,4 +20,26 @@ fn sample_events_parse_and_route() {
         }
     }
     assert!(n >= 8, "found {n} samples");
+}
+
+#[test]
+fn dispatcher_samples_are_sqs_batches_or_schedule_inputs() {
+    let dir = tools::localstack::repo_root().join("events/dispatcher");
+    let mut kinds = vec![];
+    for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
+        if v.get("Records").is_some() {
+            let ev: dispatcher::SqsEvent = serde_json::from_value(v).unwrap();
+            for m in ev.records {
+                let job = serde_json::from_str::<webhooks::model::DeliveryJob>(&m.body).is_ok();
+                let event = serde_json::from_str::<shared::events::Event>(&m.body).is_ok();
+                assert!(job ^ event, "{}: a delivery job or an event", f.path().display());
+                kinds.push(if job { "job" } else { "event" });
+            }
+        } else {
+            kinds.push("schedule");
+        }
+    }
+    kinds.sort();
+    assert_eq!(kinds, ["event", "job", "schedule"]);
 }

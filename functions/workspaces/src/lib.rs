@@ -116,7 +116,13 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
     errs.finish()?;
     let base = slugify(name);
     for attempt in 0..5 {
-        let slug = if attempt == 0 { base.clone() } else { format!("{base}-{}", &shared::ids::new_id("x")[24..30].to_lowercase()) };
+        // A taken slug gets a suffix from the random end of a fresh id.
+        let slug = if attempt == 0 {
+            base.clone()
+        } else {
+            let id = shared::ids::new_id("x");
+            format!("{base}-{}", id[id.len() - 6..].to_lowercase())
+        };
         let now = shared::ids::now_rfc3339();
         let ws = Workspace {
             id: shared::ids::new_id("ws"),
