@@ -125,10 +125,16 @@ pub async fn publish(app: &App, events: &[Event]) {
     }
 }
 
+/// The sweep re-sends one event at most this often, however long its consumer is down, so an
+/// outage does not pile up copies in the queue.
+const RESEND_EVERY_SECS: i64 = 300;
+
 /// Re-send outbox items older than `min_age_secs` (their SendMessage failed, or their consumer
 /// has not acknowledged them yet). Event ids are ULIDs, so "older than" is a key range: each
-/// shard costs one Query of at most `per_shard` items. The consumer dedupes by event id.
+/// shard costs one Query of at most `per_shard` items, plus one small write per re-sent item
+/// (`resent_at`). The consumer dedupes by event id.
 pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, crate::error::ApiError> {
+    let now = chrono::Utc::now().timestamp();
     let cutoff = (chrono::Utc::now().timestamp_millis() - min_age_secs * 1000).max(0) as u64;
     let bound = format!("evt_{}", ulid::Ulid::from_parts(cutoff, 0));
     let queries = (0..OUTBOX_SHARDS).map(|shard| {
@@ -136,22 +142,28 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
             .query()
             .table_name(&app.cfg.table)
             .key_condition_expression("pk = :pk AND sk < :bound")
+            .filter_expression("attribute_not_exists(resent_at) OR resent_at < :again")
             .expression_attribute_values(":pk", s(format!("OUTBOX#{shard}")))
             .expression_attribute_values(":bound", s(&bound))
+            .expression_attribute_values(":again", n(now - RESEND_EVERY_SECS))
             .limit(per_shard)
             .send()
     });
-    let mut bodies = vec![];
+    let mut due: Vec<(String, String)> = vec![];
     for out in futures_util::future::join_all(queries).await {
         let out = out.map_err(crate::store::ddb_error)?;
-        bodies.extend(out.items().iter().filter_map(|i| crate::store::get_str(i, "body").map(String::from)));
+        due.extend(
+            out.items()
+                .iter()
+                .filter_map(|i| Some((crate::store::get_str(i, "sk")?.to_string(), crate::store::get_str(i, "body")?.to_string()))),
+        );
     }
     let mut sent = 0;
-    for chunk in bodies.chunks(10) {
+    for chunk in due.chunks(10) {
         let entries = chunk
             .iter()
             .enumerate()
-            .map(|(i, b)| {
+            .map(|(i, (_, b))| {
                 aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
                     .id(i.to_string())
                     .message_body(b)
@@ -164,6 +176,19 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
                 crate::error::ApiError::unavailable(format!("events queue: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))
             })?;
         sent += out.successful().len();
+        // Note the re-send; an item the consumer deleted meanwhile stays deleted.
+        let marks = out.successful().iter().filter_map(|ok| chunk.get(ok.id().parse::<usize>().ok()?)).map(|(id, _)| {
+            app.ddb
+                .update_item()
+                .table_name(&app.cfg.table)
+                .key("pk", s(Event::outbox_pk(id)))
+                .key("sk", s(id))
+                .update_expression("SET resent_at = :now")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":now", n(now))
+                .send()
+        });
+        futures_util::future::join_all(marks).await;
     }
     if sent > 0 {
         tracing::info!(resent = sent, "outbox sweep re-sent events");
