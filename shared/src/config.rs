@@ -10,6 +10,8 @@ pub struct Config {
     pub events_queue_url: String,
     /// Webhook delivery attempts waiting for their (re)try.
     pub deliveries_queue_url: String,
+    /// Contact import jobs for the import worker.
+    pub contact_imports_queue_url: String,
     /// Secrets Manager id of the platform secret (cursor and encryption keys).
     pub platform_secret_id: String,
     pub oauth: Option<OAuthConfig>,
@@ -107,6 +109,7 @@ impl Config {
             table: var("TABLE_NAME")?,
             events_queue_url: var("EVENTS_QUEUE_URL")?,
             deliveries_queue_url: var("DELIVERIES_QUEUE_URL")?,
+            contact_imports_queue_url: var("CONTACT_IMPORTS_QUEUE_URL")?,
             platform_secret_id: var("PLATFORM_SECRET_ID")?,
             oauth,
             limits,

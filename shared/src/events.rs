@@ -18,6 +18,17 @@ pub const OUTBOX_SHARDS: u32 = 8;
 pub const EVENT_TYPES: &[&str] = &[
     "api_key.created",
     "api_key.revoked",
+    "contact.created",
+    "contact.deleted",
+    "contact.import.completed",
+    "contact.note.added",
+    "contact.updated",
+    "deal.created",
+    "deal.deleted",
+    "deal.lost",
+    "deal.reopened",
+    "deal.updated",
+    "deal.won",
     "post.created",
     "post.deleted",
     "post.scheduled",
@@ -97,32 +108,57 @@ impl Event {
     }
 }
 
-/// Send committed events to the queue. A failure is logged, not returned: the write has
-/// happened and the outbox sweep will deliver the event later.
+/// Several events in one queue message (bulk writers such as imports): one SQS message per
+/// ~200 KB instead of one per event. The dispatcher fans each one out as if it came alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventBatch {
+    pub events: Vec<Event>,
+}
+
+/// SQS allows 256 KiB per message; leave room for attributes and escaping.
+const BATCH_MESSAGE_BYTES: usize = 200 * 1024;
+
+/// Send committed events to the queue: one message for one event, packed batches for many. A
+/// failure is logged, not returned: the write has happened and the outbox sweep will deliver
+/// the event later.
 pub async fn publish(app: &App, events: &[Event]) {
-    for ev in events {
-        let res = app
-            .sqs
-            .send_message()
-            .queue_url(&app.cfg.events_queue_url)
-            .message_body(ev.body())
-            .message_attributes(
-                "event_type",
-                aws_sdk_sqs::types::MessageAttributeValue::builder()
-                    .data_type("String")
-                    .string_value(&ev.kind)
-                    .build()
-                    .expect("data type is set"),
-            )
-            .send()
-            .await;
-        match res {
-            Ok(_) => tracing::info!(event_id = %ev.id, event_type = %ev.kind, "event queued"),
+    let mut bodies: Vec<(String, usize)> = vec![];
+    if let [ev] = events {
+        bodies.push((ev.body(), 1));
+    } else {
+        let mut current: Vec<&Event> = vec![];
+        let mut size = 0;
+        for ev in events {
+            let len = ev.body().len() + 1;
+            if !current.is_empty() && size + len > BATCH_MESSAGE_BYTES {
+                bodies.push((batch_body(&current), current.len()));
+                current.clear();
+                size = 0;
+            }
+            size += len;
+            current.push(ev);
+        }
+        if !current.is_empty() {
+            bodies.push((batch_body(&current), current.len()));
+        }
+    }
+    for (body, count) in bodies {
+        match app.sqs.send_message().queue_url(&app.cfg.events_queue_url).message_body(body).send().await {
+            Ok(_) => tracing::info!(count, first_event = %events.first().map(|e| e.id.as_str()).unwrap_or_default(), "events queued"),
             Err(e) => {
-                tracing::warn!(event_id = %ev.id, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "event not queued; left in outbox for the sweep")
+                tracing::warn!(count, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "events not queued; left in outbox for the sweep")
             }
         }
     }
+}
+
+fn batch_body(events: &[&Event]) -> String {
+    #[derive(Serialize)]
+    struct Batch<'a> {
+        events: &'a [&'a Event],
+    }
+    serde_json::to_string(&Batch { events }).expect("events serialize")
 }
 
 /// The sweep re-sends one event at most this often, however long its consumer is down, so an
@@ -194,6 +230,26 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
         tracing::info!(resent = sent, "outbox sweep re-sent events");
     }
     Ok(sent)
+}
+
+/// Acknowledge many events at once (BatchWriteItem deletes, 25 per call).
+pub async fn ack_many(app: &App, event_ids: &[&str]) -> Result<(), crate::error::ApiError> {
+    use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
+    for chunk in event_ids.chunks(25) {
+        let reqs: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|id| {
+                let d = DeleteRequest::builder().key("pk", s(Event::outbox_pk(id))).key("sk", s(*id)).build().expect("key set");
+                WriteRequest::builder().delete_request(d).build()
+            })
+            .collect();
+        let out = app.ddb.batch_write_item().request_items(&app.cfg.table, reqs).send().await.map_err(crate::store::ddb_error)?;
+        // Unprocessed deletes are harmless: the sweep re-sends those events and they are acked then.
+        if out.unprocessed_items().is_some_and(|u| !u.is_empty()) {
+            tracing::debug!("some outbox acks were not processed");
+        }
+    }
+    Ok(())
 }
 
 /// The consumer's acknowledgement: the event reached the queue and was taken from it.

@@ -226,8 +226,8 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
         Body::Binary(b) => Bytes::from(b),
         _ => Bytes::new(),
     };
-    if body.len() > MAX_BODY_BYTES {
-        return fail(ApiError::new(ErrorCode::PayloadTooLarge, format!("the body exceeds {MAX_BODY_BYTES} bytes")));
+    if body.len() > m.route.max_body {
+        return fail(ApiError::new(ErrorCode::PayloadTooLarge, format!("the body exceeds {} bytes", m.route.max_body)));
     }
     if !body.is_empty() && !is_json(parts.headers.get(http::header::CONTENT_TYPE)) {
         return fail(ApiError::new(ErrorCode::UnsupportedMediaType, "the body must be JSON sent as Content-Type: application/json"));

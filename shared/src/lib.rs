@@ -17,6 +17,7 @@ pub mod outbound;
 pub mod ratelimit;
 pub mod routing;
 pub mod signing;
+pub mod sqs;
 pub mod store;
 pub mod telemetry;
 pub mod validate;

@@ -19,6 +19,8 @@ pub struct Route {
     pub class: Class,
     /// False only for routes an OAuth caller may use without `x-workspace-id`.
     pub needs_workspace: bool,
+    /// Largest accepted body (1 MiB unless the route says otherwise, e.g. imports).
+    pub max_body: usize,
     pub handler: Handler,
 }
 
@@ -26,17 +28,21 @@ pub struct Route {
 #[macro_export]
 macro_rules! route {
     ($method:ident $path:literal, $class:ident, $handler:path) => {
-        $crate::route!(@build $method $path, $class, $handler, true)
+        $crate::route!(@build $method $path, $class, $handler, true, $crate::http::MAX_BODY_BYTES)
     };
     ($method:ident $path:literal, $class:ident, $handler:path, no_workspace) => {
-        $crate::route!(@build $method $path, $class, $handler, false)
+        $crate::route!(@build $method $path, $class, $handler, false, $crate::http::MAX_BODY_BYTES)
     };
-    (@build $method:ident $path:literal, $class:ident, $handler:path, $ws:expr) => {
+    ($method:ident $path:literal, $class:ident, $handler:path, max_body = $max:expr) => {
+        $crate::route!(@build $method $path, $class, $handler, true, $max)
+    };
+    (@build $method:ident $path:literal, $class:ident, $handler:path, $ws:expr, $max:expr) => {
         $crate::routing::Route {
             method: $crate::reexports::http::Method::$method,
             path: $path,
             class: $crate::ratelimit::Class::$class,
             needs_workspace: $ws,
+            max_body: $max,
             handler: {
                 fn handle<'a>(
                     app: &'a $crate::App,

@@ -83,6 +83,10 @@ impl Record {
     pub fn version(self, v: i64) -> Self {
         self.attr("version", n(v))
     }
+    /// GSI2 projects keys only: a query on it is followed by `batch_get`.
+    pub fn gsi2(self, pk: String, sk: String) -> Self {
+        self.attr("gsi2pk", s(pk)).attr("gsi2sk", s(sk))
+    }
 }
 
 /// Consistent read of one item by its full key; an expired item counts as absent.
@@ -193,6 +197,28 @@ impl Tx {
         self
     }
 
+    /// A condition on an item this transaction does not write (e.g. "the contact exists").
+    pub fn check(mut self, app: &App, pk: String, sk: String, cond: &str) -> Self {
+        let c = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name(&app.cfg.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .condition_expression(cond)
+            .build()
+            .expect("key and condition are set");
+        self.items.push(TransactWriteItem::builder().condition_check(c).build());
+        self
+    }
+
+    /// How many writes so far (a transaction holds at most 100).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
     pub fn update(mut self, u: Update) -> Self {
         self.items.push(TransactWriteItem::builder().update(u).build());
         self
@@ -224,6 +250,68 @@ impl Tx {
         crate::events::publish(app, &self.events).await;
         Ok(())
     }
+}
+
+/// Read items by key, in the order of `keys` (a repeated key repeats the item); missing or
+/// expired ones are left out.
+/// Consistent, and retried for unprocessed keys.
+pub async fn batch_get(app: &App, keys: &[(String, String)]) -> Result<Vec<Item>, ApiError> {
+    use aws_sdk_dynamodb::types::KeysAndAttributes;
+    let mut found: HashMap<(String, String), Item> = HashMap::new();
+    // BatchGetItem refuses a repeated key.
+    let mut unique: Vec<(String, String)> = keys.to_vec();
+    unique.sort();
+    unique.dedup();
+    for chunk in unique.chunks(100) {
+        let mut ka = KeysAndAttributes::builder().consistent_read(true);
+        for (pk, sk) in chunk {
+            ka = ka.keys(HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))]));
+        }
+        let mut request = Some(HashMap::from([(app.cfg.table.clone(), ka.build().expect("keys are set"))]));
+        for attempt in 0..5 {
+            let Some(req) = request.take().filter(|r| !r.is_empty()) else { break };
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
+            }
+            let out = app.ddb.batch_get_item().set_request_items(Some(req)).send().await.map_err(ddb_error)?;
+            for item in out.responses.unwrap_or_default().remove(&app.cfg.table).unwrap_or_default() {
+                let key = (get_str(&item, "pk").unwrap_or_default().to_string(), get_str(&item, "sk").unwrap_or_default().to_string());
+                if !is_expired(&item) {
+                    found.insert(key, item);
+                }
+            }
+            request = out.unprocessed_keys;
+        }
+    }
+    Ok(keys.iter().filter_map(|k| found.get(k).cloned()).collect())
+}
+
+/// Write items unconditionally (BatchWriteItem, 25 per call), retrying unprocessed ones.
+pub async fn batch_put(app: &App, items: Vec<Item>) -> Result<(), ApiError> {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    for chunk in items.chunks(25) {
+        let mut pending: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|i| {
+                WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(i.clone())).build().expect("item set")).build()
+            })
+            .collect();
+        for attempt in 0.. {
+            if pending.is_empty() {
+                break;
+            }
+            if attempt >= 6 {
+                return Err(ApiError::unavailable("DynamoDB kept throttling a batch write"));
+            }
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
+            }
+            let out =
+                app.ddb.batch_write_item().request_items(&app.cfg.table, std::mem::take(&mut pending)).send().await.map_err(ddb_error)?;
+            pending = out.unprocessed_items.and_then(|mut m| m.remove(&app.cfg.table)).unwrap_or_default();
+        }
+    }
+    Ok(())
 }
 
 /// One page of a Query on `pk_attr = pk`, sort keys starting with `prefix`, strictly after `after`.
@@ -266,6 +354,12 @@ impl<'a> QuerySpec<'a> {
     }
     pub fn descending(mut self) -> Self {
         self.descending = true;
+        self
+    }
+    pub fn on_gsi2(mut self) -> Self {
+        self.index = Some(GSI2);
+        self.pk_attr = "gsi2pk";
+        self.sk_attr = "gsi2sk";
         self
     }
     pub fn on_gsi1(mut self) -> Self {

@@ -15,6 +15,7 @@ pub struct Names {
     pub table: String,
     pub events_queue: String,
     pub deliveries_queue: String,
+    pub contact_imports_queue: String,
     pub secret_id: String,
 }
 
@@ -24,6 +25,7 @@ impl Default for Names {
             table: "platform".into(),
             events_queue: "platform-events".into(),
             deliveries_queue: "platform-deliveries".into(),
+            contact_imports_queue: "platform-contact-imports".into(),
             secret_id: "platform/secret".into(),
         }
     }
@@ -37,6 +39,7 @@ impl Names {
             table: get("TABLE_NAME", d.table),
             events_queue: get("EVENTS_QUEUE_NAME", d.events_queue),
             deliveries_queue: get("DELIVERIES_QUEUE_NAME", d.deliveries_queue),
+            contact_imports_queue: get("CONTACT_IMPORTS_QUEUE_NAME", d.contact_imports_queue),
             secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
         }
     }
@@ -50,6 +53,8 @@ pub struct Resources {
     pub events_dlq_url: String,
     pub deliveries_queue_url: String,
     pub deliveries_dlq_url: String,
+    pub contact_imports_queue_url: String,
+    pub contact_imports_dlq_url: String,
     pub secret_id: String,
 }
 
@@ -68,6 +73,7 @@ pub fn local_config(res: &Resources) -> Config {
         table: res.table.clone(),
         events_queue_url: res.events_queue_url.clone(),
         deliveries_queue_url: res.deliveries_queue_url.clone(),
+        contact_imports_queue_url: res.contact_imports_queue_url.clone(),
         platform_secret_id: res.secret_id.clone(),
         oauth: Some(dev_oauth()),
         limits: shared::ratelimit::Class::defaults(),
@@ -146,10 +152,12 @@ pub async fn bootstrap(
 
     // Visibility 90 s: above the dispatcher's timeout (60 s), so a message is not handed to a
     // second invocation while the first still works on it.
-    let (events_queue_url, events_dlq_url) = create_queue_with_dlq(sqs, &names.events_queue, 10).await?;
+    let (events_queue_url, events_dlq_url) = create_queue_with_dlq(sqs, &names.events_queue, 10, 90).await?;
     // Deliveries are re-received once per retry (and once more per 12 h of waiting), so their
     // dead-letter threshold is far above the retry schedule's length.
-    let (deliveries_queue_url, deliveries_dlq_url) = create_queue_with_dlq(sqs, &names.deliveries_queue, 50).await?;
+    let (deliveries_queue_url, deliveries_dlq_url) = create_queue_with_dlq(sqs, &names.deliveries_queue, 50, 90).await?;
+    // An import resumes where it stopped each time its message comes back; five tries.
+    let (contact_imports_queue_url, contact_imports_dlq_url) = create_queue_with_dlq(sqs, &names.contact_imports_queue, 5, 600).await?;
 
     let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
     match secret {
@@ -163,11 +171,18 @@ pub async fn bootstrap(
         events_dlq_url,
         deliveries_queue_url,
         deliveries_dlq_url,
+        contact_imports_queue_url,
+        contact_imports_dlq_url,
         secret_id: names.secret_id.clone(),
     })
 }
 
-async fn create_queue_with_dlq(sqs: &aws_sdk_sqs::Client, name: &str, max_receive: u32) -> Result<(String, String), String> {
+async fn create_queue_with_dlq(
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+    max_receive: u32,
+    visibility: u32,
+) -> Result<(String, String), String> {
     let dlq_url = create_queue(sqs, &format!("{name}-dlq"), &[(QueueAttributeName::MessageRetentionPeriod, "1209600")]).await?;
     let dlq_arn = sqs
         .get_queue_attributes()
@@ -180,8 +195,12 @@ async fn create_queue_with_dlq(sqs: &aws_sdk_sqs::Client, name: &str, max_receiv
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .ok_or("dlq has no ARN")?;
     let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive}).to_string();
-    let url =
-        create_queue(sqs, name, &[(QueueAttributeName::VisibilityTimeout, "90"), (QueueAttributeName::RedrivePolicy, &redrive)]).await?;
+    let url = create_queue(
+        sqs,
+        name,
+        &[(QueueAttributeName::VisibilityTimeout, &visibility.to_string()), (QueueAttributeName::RedrivePolicy, &redrive)],
+    )
+    .await?;
     Ok((url, dlq_url))
 }
 

@@ -69,13 +69,28 @@ impl DevStack {
         Ok(format!("http://{addr}{}", gateway::BASE_PATH))
     }
 
-    /// The dispatcher's event source mappings and schedule: poll both queues, sweep the outbox
-    /// every `sweep_every`.
+    /// The event source mappings and schedule of the queue-driven functions: the dispatcher
+    /// (events and deliveries queues, outbox sweep every `sweep_every`) and the contact import
+    /// worker.
     pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
-        let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg)?)?);
-        self.gateways.push(worker::poll(d.clone(), self.resources.events_queue_url.clone()));
-        self.gateways.push(worker::poll(d.clone(), self.resources.deliveries_queue_url.clone()));
+        let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg.clone())?)?);
+        let sqs = d.app.sqs.clone();
+        let dispatch: worker::Handler = {
+            let d = d.clone();
+            Arc::new(move |ev| {
+                let d = d.clone();
+                Box::pin(async move { d.handle_sqs(ev).await })
+            })
+        };
+        self.gateways.push(worker::poll(sqs.clone(), self.resources.events_queue_url.clone(), dispatch.clone()));
+        self.gateways.push(worker::poll(sqs.clone(), self.resources.deliveries_queue_url.clone(), dispatch));
         self.gateways.push(worker::sweep(d, sweep_every));
+        let importer = Arc::new(self.new_app(cfg)?);
+        let import: worker::Handler = Arc::new(move |ev| {
+            let app = importer.clone();
+            Box::pin(async move { contacts::import::handle_sqs(&app, ev).await })
+        });
+        self.gateways.push(worker::poll(sqs, self.resources.contact_imports_queue_url.clone(), import));
         Ok(())
     }
 
@@ -91,6 +106,7 @@ impl DevStack {
             ("TABLE_NAME", self.resources.table.clone()),
             ("EVENTS_QUEUE_URL", self.resources.events_queue_url.clone()),
             ("DELIVERIES_QUEUE_URL", self.resources.deliveries_queue_url.clone()),
+            ("CONTACT_IMPORTS_QUEUE_URL", self.resources.contact_imports_queue_url.clone()),
             ("WEBHOOK_ALLOW_LOOPBACK", "true".into()),
             ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
             ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),
@@ -114,6 +130,8 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     doc.merge(workspaces::ApiDoc::openapi());
     doc.merge(posts::ApiDoc::openapi());
     doc.merge(webhooks::ApiDoc::openapi());
+    doc.merge(contacts::ApiDoc::openapi());
+    doc.merge(deals::ApiDoc::openapi());
     doc
 }
 

@@ -1,9 +1,10 @@
-//! Plays the SQS event source mappings and the schedule locally: polls the events and
-//! deliveries queues and hands each batch to the same `Dispatcher::handle_sqs` the Lambda
-//! runs, deletes what it finished (as Lambda does with `ReportBatchItemFailures`), and ticks
-//! the outbox sweep.
+//! Plays the SQS event source mappings and the schedule locally: polls a queue and hands each
+//! batch to the same handler the Lambda runs (the dispatcher's, the import worker's), deletes
+//! what it finished (as Lambda does with `ReportBatchItemFailures`), and ticks the outbox sweep.
 
-use dispatcher::{Dispatcher, SqsEvent, SqsMessage};
+use dispatcher::Dispatcher;
+use futures_util::future::BoxFuture;
+use shared::sqs::{BatchResponse, SqsEvent, SqsMessage};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,13 +12,16 @@ use std::time::Duration;
 /// Batches handled at once per queue, as Lambda runs several invocations for a busy queue.
 const CONCURRENT_BATCHES: usize = 4;
 
+/// A function's SQS entry point.
+pub type Handler = Arc<dyn Fn(SqsEvent) -> BoxFuture<'static, BatchResponse> + Send + Sync>;
+
 /// Poll one queue until the task is aborted.
-pub fn poll(d: Arc<Dispatcher>, queue_url: String) -> tokio::task::JoinHandle<()> {
+pub fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let slots = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_BATCHES));
         loop {
             let Ok(slot) = slots.clone().acquire_owned().await else { return };
-            let out = d.app.sqs.receive_message().queue_url(&queue_url).max_number_of_messages(10).wait_time_seconds(1).send().await;
+            let out = sqs.receive_message().queue_url(&queue_url).max_number_of_messages(10).wait_time_seconds(1).send().await;
             let messages = match out {
                 Ok(o) => o.messages.unwrap_or_default(),
                 Err(e) => {
@@ -37,12 +41,23 @@ pub fn poll(d: Arc<Dispatcher>, queue_url: String) -> tokio::task::JoinHandle<()
                     body: m.body().unwrap_or_default().into(),
                 })
                 .collect();
-            let (d, queue_url) = (d.clone(), queue_url.clone());
+            let (sqs, queue_url, handler) = (sqs.clone(), queue_url.clone(), handler.clone());
             tokio::spawn(async move {
-                let resp = d.handle_sqs(SqsEvent { records: records.clone() }).await;
+                let resp = handler(SqsEvent { records: records.clone() }).await;
                 let kept: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
-                for r in records.iter().filter(|r| !kept.contains(r.message_id.as_str())) {
-                    let _ = d.app.sqs.delete_message().queue_url(&queue_url).receipt_handle(&r.receipt_handle).send().await;
+                let done: Vec<_> = records
+                    .iter()
+                    .filter(|r| !kept.contains(r.message_id.as_str()))
+                    .map(|r| {
+                        aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                            .id(r.message_id.clone())
+                            .receipt_handle(&r.receipt_handle)
+                            .build()
+                            .expect("id and handle set")
+                    })
+                    .collect();
+                if !done.is_empty() {
+                    let _ = sqs.delete_message_batch().queue_url(&queue_url).set_entries(Some(done)).send().await;
                 }
                 drop(slot);
             });

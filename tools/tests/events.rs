@@ -7,7 +7,11 @@ use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 fn sample_events_parse_and_route() {
     let dir = tools::localstack::repo_root().join("events");
     let mut n = 0;
-    for area in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| e.path().is_dir() && e.file_name() != "dispatcher") {
+    for area in std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir() && e.file_name() != "dispatcher" && e.file_name() != "contact-import")
+    {
         for f in std::fs::read_dir(area.path()).unwrap().filter_map(Result::ok) {
             let text = std::fs::read_to_string(f.path()).unwrap();
             let ev: ApiGatewayV2httpRequest = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
@@ -42,4 +46,16 @@ fn dispatcher_samples_are_sqs_batches_or_schedule_inputs() {
     }
     kinds.sort();
     assert_eq!(kinds, ["event", "job", "schedule"]);
+}
+
+#[test]
+fn import_worker_samples_are_sqs_batches_of_jobs() {
+    let dir = tools::localstack::repo_root().join("events/contact-import");
+    for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+        let ev: shared::sqs::SqsEvent = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
+        for m in ev.records {
+            let v: serde_json::Value = serde_json::from_str(&m.body).unwrap();
+            assert!(v["workspace_id"].is_string() && v["import_id"].as_str().unwrap().starts_with("imp_"), "{}", f.path().display());
+        }
+    }
 }

@@ -12,7 +12,7 @@ fn every_route_is_in_the_template() {
         assert!(declared.contains(&(r.method.to_string(), r.path.to_string())), "{} {} is not routed in template.yaml", r.method, r.path);
     }
     assert_eq!(declared.len(), tools::gateway::all_routes().len(), "the template routes paths the code does not serve");
-    for bin in ["workspaces", "posts", "webhooks", "dispatcher"] {
+    for bin in ["workspaces", "posts", "webhooks", "dispatcher", "contacts", "contact-import", "deals"] {
         assert!(t.contains(&format!("Binary: {bin}\n")), "no function builds {bin}");
     }
     assert!(t.contains("WEBHOOK_ALLOW_LOOPBACK: \"false\""), "production URL rules");

@@ -4,7 +4,7 @@ use crate::{Dispatcher, Outcome, attempt};
 use shared::ApiResult;
 use shared::events::Event;
 use shared::store::{self, Item, Tx, TxError, n, s, ws_pk};
-use webhooks::model::{self, DeliveryJob, StoredDelivery};
+use webhooks::model::{self, DeliveryJob, StoredDelivery, StoredEndpoint};
 
 /// Fan-out markers live as long as outbox items can be re-sent.
 const MARKER_TTL_SECS: i64 = 7 * 86_400;
@@ -14,11 +14,40 @@ fn marker_sk(event_id: &str) -> String {
 }
 
 pub async fn fan_out(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
+    let endpoints = model::workspace_endpoints(&d.app, &ev.workspace_id).await?;
+    fan_out_to(d, ev, &endpoints).await
+}
+
+/// Many events in one message: the endpoints of each workspace are read once, events nobody
+/// subscribes to are acknowledged together, the rest fan out as single events do.
+pub async fn fan_out_batch(d: &Dispatcher, events: &[Event]) -> ApiResult<Outcome> {
+    let mut by_ws: std::collections::BTreeMap<&str, Vec<&Event>> = Default::default();
+    for ev in events {
+        by_ws.entry(ev.workspace_id.as_str()).or_default().push(ev);
+    }
+    for (ws, evs) in by_ws {
+        let endpoints = model::workspace_endpoints(&d.app, ws).await?;
+        let (quiet, busy): (Vec<&Event>, Vec<&Event>) = evs
+            .into_iter()
+            .partition(|ev| !endpoints.iter().any(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)));
+        let ids: Vec<&str> = quiet.iter().map(|e| e.id.as_str()).collect();
+        if let Err(e) = shared::events::ack_many(&d.app, &ids).await {
+            tracing::warn!(error = %e, "outbox acks failed; the sweep re-sends those events");
+        }
+        for group in busy.chunks(16) {
+            for r in futures_util::future::join_all(group.iter().map(|ev| fan_out_to(d, ev, &endpoints))).await {
+                r?;
+            }
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint]) -> ApiResult<Outcome> {
     let app = &d.app;
     let ws = ev.workspace_id.as_str();
-    let endpoints = model::workspace_endpoints(app, ws).await?;
-    let targets: Vec<_> =
-        endpoints.into_iter().filter(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)).collect();
+    let targets: Vec<&StoredEndpoint> =
+        endpoints.iter().filter(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)).collect();
     if targets.is_empty() {
         ack(d, ev).await;
         return Ok(Outcome::Done);

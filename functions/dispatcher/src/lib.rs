@@ -12,7 +12,6 @@ pub mod attempt;
 pub mod client;
 pub mod fanout;
 
-use serde::{Deserialize, Serialize};
 use shared::App;
 use webhooks::model::DeliveryJob;
 
@@ -21,34 +20,7 @@ pub struct Dispatcher {
     pub http: client::Sender,
 }
 
-/// The subset of Lambda's SQS event the dispatcher reads.
-#[derive(Deserialize, Debug, Clone)]
-pub struct SqsEvent {
-    #[serde(rename = "Records")]
-    pub records: Vec<SqsMessage>,
-}
-
-#[derive(Deserialize, Serialize, Debug, Clone)]
-pub struct SqsMessage {
-    #[serde(rename = "messageId")]
-    pub message_id: String,
-    #[serde(rename = "receiptHandle")]
-    pub receipt_handle: String,
-    pub body: String,
-}
-
-/// `ReportBatchItemFailures`: the messages that stay in the queue.
-#[derive(Serialize, Deserialize, Debug, Default, PartialEq)]
-pub struct BatchResponse {
-    #[serde(rename = "batchItemFailures")]
-    pub batch_item_failures: Vec<ItemFailure>,
-}
-
-#[derive(Serialize, Deserialize, Debug, PartialEq)]
-pub struct ItemFailure {
-    #[serde(rename = "itemIdentifier")]
-    pub item_identifier: String,
-}
+pub use shared::sqs::{BatchResponse, ItemFailure, SqsEvent, SqsMessage};
 
 /// What became of one message.
 #[derive(Debug, PartialEq)]
@@ -93,6 +65,8 @@ impl Dispatcher {
             attempt::process(self, &job, attempt::Mode::Job).await
         } else if let Ok(event) = serde_json::from_str::<shared::events::Event>(&m.body) {
             fanout::fan_out(self, &event).await
+        } else if let Ok(batch) = serde_json::from_str::<shared::events::EventBatch>(&m.body) {
+            fanout::fan_out_batch(self, &batch.events).await
         } else {
             // Neither kind: leave it to the dead-letter queue for a human to look at.
             tracing::error!(message_id = %m.message_id, "unrecognised message on a dispatcher queue");

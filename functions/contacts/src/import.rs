@@ -1,0 +1,581 @@
+//! Contact imports: the API stores the rows in chunks and queues a job; the worker
+//! (`functions/contact-import`) creates the contacts chunk by chunk, recording per-row errors
+//! and progress after each chunk.
+//!
+//! Items (pk = WS#<workspace>): `IMPORT#<id>` (the job, plus `chunks` and `next_chunk`),
+//! `IMPROWS#<id>#<chunk>` (up to 500 rows as JSON, 7-day TTL), `IMPERR#<id>#<row>`.
+//!
+//! Resuming after a crash cannot duplicate contacts: a row's contact id is derived from the
+//! job and row number, and the email claim says who holds an address, so a chunk processed
+//! again finds "its own" contacts, rewrites them (idempotent) and counts them once (progress
+//! is saved only after a chunk). A resumed chunk may emit a contact's `contact.created` twice;
+//! receivers dedupe by contact id as by event id.
+
+use crate::model::{self, Contact};
+use crate::{CreateContact, UpdateContact};
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::sqs::{BatchResponse, SqsEvent};
+use shared::store::{self, Item, Tx, TxError, n, s, ws_pk};
+
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App, Reply, Req};
+use std::collections::HashMap;
+use utoipa::ToSchema;
+
+pub const MAX_ROWS: usize = 10_000;
+pub const MAX_CSV_BYTES: usize = 5 * 1024 * 1024;
+/// The request body: 5 MiB of CSV plus its JSON escaping.
+pub const MAX_IMPORT_BODY: usize = 6 * 1024 * 1024;
+const CHUNK_ROWS: usize = 500;
+const CHUNK_BYTES: usize = 300 * 1024;
+/// Conditional claim writes in flight at once.
+const CLAIMS_IN_FLIGHT: usize = 32;
+const ROWS_TTL_SECS: i64 = 7 * 86_400;
+const COLUMNS: &[&str] = &["email", "first_name", "last_name", "phone", "company", "job_title", "status", "email_status", "labels"];
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OnConflict {
+    /// Leave the existing contact as it is.
+    #[default]
+    Skip,
+    /// Set the row's non-empty fields on the existing contact.
+    Update,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportStatus {
+    Queued,
+    Processing,
+    Completed,
+    Failed,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateImport {
+    /// Contacts as objects with the fields of `POST /contacts`. Either this or `csv`.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub rows: Option<Vec<serde_json::Value>>,
+    /// CSV text with a header row: `email` (required), `first_name`, `last_name`, `phone`,
+    /// `company`, `job_title`, `status`, `email_status`, `labels` (`;`-separated), and
+    /// `custom.<key>` columns for custom fields. RFC 4180 quoting; a UTF-8 BOM is ignored.
+    #[serde(default)]
+    pub csv: Option<String>,
+    #[serde(default)]
+    pub on_conflict: OnConflict,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct ImportJob {
+    /// `imp_...`
+    pub id: String,
+    /// Always `contact_import`.
+    pub object: String,
+    pub status: ImportStatus,
+    pub on_conflict: OnConflict,
+    /// Rows in the import.
+    pub total: u64,
+    pub processed: u64,
+    pub created: u64,
+    pub updated: u64,
+    /// Rows whose email exists (with `on_conflict: skip`), in the workspace or earlier in the import.
+    pub skipped: u64,
+    /// Rows with invalid fields; see `/errors`.
+    pub failed: u64,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub completed_at: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct RowError {
+    /// 1-based row of the import (the CSV header is not a row).
+    pub row: u32,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+fn job_sk(id: &str) -> String {
+    format!("IMPORT#{id}")
+}
+fn rows_sk(id: &str, chunk: usize) -> String {
+    format!("IMPROWS#{id}#{chunk:05}")
+}
+fn err_prefix(id: &str) -> String {
+    format!("IMPERR#{id}#")
+}
+
+/// One row as stored: its number and the object to build a contact from.
+#[derive(Serialize, Deserialize, Debug)]
+struct Row {
+    row: u32,
+    data: serde_json::Value,
+}
+
+/// CSV text to row objects; a structural problem (bad quoting, unknown column) fails the request.
+fn csv_rows(text: &str) -> ApiResult<Vec<Row>> {
+    let records = crate::csv::parse(text).map_err(|e| ApiError::validation("csv", e))?;
+    let Some((header, data)) = records.split_first() else { return Err(ApiError::validation("csv", "needs a header row")) };
+    let cols: Vec<String> = header.fields.iter().map(|h| h.trim().to_lowercase()).collect();
+    if !cols.iter().any(|c| c == "email") {
+        return Err(ApiError::validation("csv", "the header has no email column"));
+    }
+    for c in &cols {
+        if !COLUMNS.contains(&c.as_str()) && c.strip_prefix("custom.").is_none_or(|k| k.is_empty()) {
+            return Err(ApiError::validation("csv", format!("unknown column {c:?}")));
+        }
+    }
+    Ok(data
+        .iter()
+        .enumerate()
+        .map(|(i, rec)| {
+            let mut obj = serde_json::Map::new();
+            let mut custom = serde_json::Map::new();
+            for (col, v) in cols.iter().zip(&rec.fields) {
+                if v.is_empty() {
+                    continue;
+                }
+                if let Some(k) = col.strip_prefix("custom.") {
+                    custom.insert(k.into(), v.clone().into());
+                } else if col == "labels" {
+                    obj.insert(col.clone(), v.split(';').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().into());
+                } else {
+                    obj.insert(col.clone(), v.clone().into());
+                }
+            }
+            if !custom.is_empty() {
+                obj.insert("custom_fields".into(), custom.into());
+            }
+            if rec.fields.len() != cols.len() {
+                // Kept, and reported by the worker as this row's error.
+                obj.insert("__columns".into(), format!("has {} fields, the header {}", rec.fields.len(), cols.len()).into());
+            }
+            Row { row: (i + 1) as u32, data: obj.into() }
+        })
+        .collect())
+}
+
+/// Start an import (class `contact_import`): 202 with the job; follow `GET /contacts/imports/{id}`.
+#[utoipa::path(post, path = "/contacts/imports", tag = "contacts", request_body = CreateImport,
+    responses((status = 202, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_import(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CreateImport = req.json()?;
+    let job = start(app, req.ws(), input).await?;
+    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &job))
+}
+
+/// Validate, store the rows in chunks, create the job and queue it for the worker.
+pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<ImportJob> {
+    let rows = match (input.rows, input.csv) {
+        (Some(rows), None) => rows.into_iter().enumerate().map(|(i, data)| Row { row: (i + 1) as u32, data }).collect(),
+        (None, Some(csv)) if csv.len() > MAX_CSV_BYTES => return Err(ApiError::validation("csv", "at most 5 MiB")),
+        (None, Some(csv)) => csv_rows(&csv)?,
+        _ => return Err(ApiError::validation("rows", "send either rows or csv")),
+    };
+    if rows.is_empty() || rows.len() > MAX_ROWS {
+        return Err(ApiError::validation("rows", format!("1 to {MAX_ROWS} rows")));
+    }
+    let now = shared::ids::now_rfc3339();
+    let job = ImportJob {
+        id: shared::ids::new_id("imp"),
+        object: "contact_import".into(),
+        status: ImportStatus::Queued,
+        on_conflict: input.on_conflict,
+        total: rows.len() as u64,
+        processed: 0,
+        created: 0,
+        updated: 0,
+        skipped: 0,
+        failed: 0,
+        error: None,
+        created_at: now.clone(),
+        updated_at: now,
+        completed_at: None,
+    };
+    // Chunks of at most 500 rows and 300 KiB, far below the 400 KB item limit.
+    let mut chunks: Vec<Vec<Row>> = vec![];
+    let mut size = 0;
+    for r in rows {
+        let len = r.data.to_string().len() + 16;
+        if chunks.last().is_none_or(|c| c.len() >= CHUNK_ROWS || size + len > CHUNK_BYTES) {
+            chunks.push(vec![]);
+            size = 0;
+        }
+        size += len;
+        chunks.last_mut().expect("pushed").push(r);
+    }
+    let expires = chrono::Utc::now().timestamp() + ROWS_TTL_SECS;
+    let items: Vec<Item> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            Item::from([
+                ("pk".into(), s(ws_pk(ws))),
+                ("sk".into(), s(rows_sk(&job.id, i))),
+                ("rows".into(), s(serde_json::to_string(c).expect("rows serialize"))),
+                ("expires_at".into(), n(expires)),
+            ])
+        })
+        .collect();
+    store::batch_put(app, items).await?;
+    let rec =
+        store::Record::new(ws_pk(ws), job_sk(&job.id), &job)?.attr("chunks", n(chunks.len() as i64)).attr("next_chunk", n(0)).version(1);
+    Tx::new().create(app, rec).commit(app).await.map_err(TxError::stale)?;
+    let msg = serde_json::json!({"workspace_id": ws, "import_id": job.id}).to_string();
+    if let Err(e) = app.sqs.send_message().queue_url(&app.cfg.contact_imports_queue_url).message_body(msg).send().await {
+        tracing::error!(import_id = %job.id, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "import not queued");
+        let _ = finish(app, ws, &job.id, ImportStatus::Failed, Some("the import could not be queued; start it again")).await;
+        return Err(ApiError::unavailable("the import queue is unavailable"));
+    }
+    Ok(job)
+}
+
+async fn load_job(app: &App, ws: &str, id: &str) -> ApiResult<Option<(ImportJob, usize, usize)>> {
+    if !shared::ids::is_valid("imp", id) {
+        return Ok(None);
+    }
+    let Some(item) = store::get(app, &ws_pk(ws), &job_sk(id)).await? else { return Ok(None) };
+    let chunks = store::get_i64(&item, "chunks").unwrap_or(0) as usize;
+    let next = store::get_i64(&item, "next_chunk").unwrap_or(0) as usize;
+    Ok(Some((store::from_item(item)?, chunks, next)))
+}
+
+#[utoipa::path(get, path = "/contacts/imports/{id}", tag = "contacts", params(("id" = String, Path, description = "imp_...")),
+    responses((status = 200, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors))]
+pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {
+    let (job, _, _) = load_job(app, req.ws(), req.param("id")).await?.ok_or_else(|| ApiError::not_found("import"))?;
+    Ok(Reply::ok(&job))
+}
+
+/// The rows that failed, in row order.
+#[utoipa::path(get, path = "/contacts/imports/{id}/errors", tag = "contacts",
+    params(("id" = String, Path), ("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = shared::openapi::ListOf<RowError>), shared::openapi::CommonErrors))]
+pub async fn list_import_errors(app: &App, req: Req) -> ApiResult<Reply> {
+    let id = req.param("id");
+    load_job(app, req.ws(), id).await?.ok_or_else(|| ApiError::not_found("import"))?;
+    let page = req.page(app, &format!("contacts/imports/{id}/errors"), &[]).await?;
+    shared::http::list_page::<RowError>(app, &page, store::QuerySpec::new(ws_pk(req.ws()), err_prefix(id), page.after.clone(), page.limit))
+        .await
+}
+
+// ---------- the worker ----------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportMessage {
+    workspace_id: String,
+    import_id: String,
+}
+
+/// The worker's Lambda handler: one import per message; a failed run keeps its message (the
+/// next delivery resumes at the saved chunk).
+pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
+    let mut kept = vec![];
+    for m in &ev.records {
+        let Ok(msg) = serde_json::from_str::<ImportMessage>(&m.body) else {
+            tracing::error!(message_id = %m.message_id, "not an import message");
+            kept.push(m.message_id.as_str());
+            continue;
+        };
+        if let Err(e) = run(app, &msg.workspace_id, &msg.import_id).await {
+            tracing::warn!(import_id = %msg.import_id, error = %e, "import interrupted; it resumes on the next delivery");
+            kept.push(m.message_id.as_str());
+        }
+    }
+    BatchResponse::keep(kept)
+}
+
+#[derive(Default, Debug, Clone, Copy, PartialEq)]
+pub struct Counts {
+    pub created: u64,
+    pub updated: u64,
+    pub skipped: u64,
+    pub failed: u64,
+}
+
+/// Process an import from its saved position to the end.
+pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
+    loop {
+        let Some((job, chunks, next)) = load_job(app, ws, id).await? else { return Ok(()) };
+        if matches!(job.status, ImportStatus::Completed | ImportStatus::Failed) {
+            return Ok(());
+        }
+        if next >= chunks {
+            return finish(app, ws, id, ImportStatus::Completed, None).await;
+        }
+        let Some(item) = store::get(app, &ws_pk(ws), &rows_sk(id, next)).await? else {
+            return finish(app, ws, id, ImportStatus::Failed, Some("the import's rows expired before it ran")).await;
+        };
+        let rows: Vec<Row> = serde_json::from_str(store::get_str(&item, "rows").unwrap_or("[]")).map_err(ApiError::internal)?;
+        let (counts, errors) = process_chunk(app, ws, &job, &rows).await?;
+        let err_items: Vec<Item> = errors
+            .iter()
+            .map(|e| {
+                store::Record::new(ws_pk(ws), format!("{}{:06}#{}", err_prefix(id), e.row, errors_index(&errors, e)), e).map(|r| r.item)
+            })
+            .collect::<ApiResult<_>>()?;
+        store::batch_put(app, err_items).await?;
+        save_progress(app, ws, id, next, rows.len() as u64, counts).await?;
+    }
+}
+
+fn errors_index(all: &[RowError], e: &RowError) -> usize {
+    all.iter().filter(|x| x.row == e.row).position(|x| x == e).unwrap_or(0)
+}
+
+async fn save_progress(app: &App, ws: &str, id: &str, chunk: usize, rows: u64, c: Counts) -> ApiResult<()> {
+    let res = app
+        .ddb
+        .update_item()
+        .table_name(&app.cfg.table)
+        .key("pk", s(ws_pk(ws)))
+        .key("sk", s(job_sk(id)))
+        .update_expression(
+            "SET next_chunk = :next, #status = :processing, updated_at = :now, #p = #p + :rows, #c = #c + :c, \
+             #u = #u + :u, #s = #s + :s, #f = #f + :f",
+        )
+        .condition_expression("next_chunk = :chunk")
+        // Several of these names are DynamoDB reserved words.
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_names("#p", "processed")
+        .expression_attribute_names("#c", "created")
+        .expression_attribute_names("#u", "updated")
+        .expression_attribute_names("#s", "skipped")
+        .expression_attribute_names("#f", "failed")
+        .expression_attribute_values(":next", n(chunk as i64 + 1))
+        .expression_attribute_values(":chunk", n(chunk as i64))
+        .expression_attribute_values(":processing", s("processing"))
+        .expression_attribute_values(":now", s(shared::ids::now_rfc3339()))
+        .expression_attribute_values(":rows", n(rows as i64))
+        .expression_attribute_values(":c", n(c.created as i64))
+        .expression_attribute_values(":u", n(c.updated as i64))
+        .expression_attribute_values(":s", n(c.skipped as i64))
+        .expression_attribute_values(":f", n(c.failed as i64))
+        .send()
+        .await;
+    match res {
+        Ok(_) => Ok(()),
+        // Another run saved this chunk first: its counts stand.
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
+        Err(e) => Err(store::ddb_error(e)),
+    }
+}
+
+async fn finish(app: &App, ws: &str, id: &str, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
+    let now = shared::ids::now_rfc3339();
+    let u = aws_sdk_dynamodb::types::Update::builder()
+        .table_name(&app.cfg.table)
+        .key("pk", s(ws_pk(ws)))
+        .key("sk", s(job_sk(id)))
+        .update_expression("SET #status = :status, updated_at = :now, completed_at = :now, #error = :error")
+        .condition_expression("#status IN (:queued, :processing)")
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_names("#error", "error")
+        .expression_attribute_values(":status", s(if status == ImportStatus::Completed { "completed" } else { "failed" }))
+        .expression_attribute_values(":now", s(&now))
+        .expression_attribute_values(":queued", s("queued"))
+        .expression_attribute_values(":processing", s("processing"))
+        .expression_attribute_values(":error", error.map_or(aws_sdk_dynamodb::types::AttributeValue::Null(true), s));
+    let mut tx = Tx::new().update(u.build().map_err(ApiError::internal)?);
+    if status == ImportStatus::Completed
+        && let Some((mut job, _, _)) = load_job(app, ws, id).await?
+    {
+        job.status = status;
+        job.completed_at = Some(now.clone());
+        job.updated_at = now;
+        tx = tx.event(app, Event::new(ws, "contact.import.completed", &job));
+    }
+    match tx.commit(app).await {
+        Ok(()) | Err(TxError::Condition(_)) => Ok(()),
+        Err(TxError::Api(e)) => Err(e),
+    }
+}
+
+/// The contact id of a row: the same for every run of the job, so a resumed run recognises the
+/// contacts it created before.
+pub fn row_contact_id(job: &ImportJob, row: u32) -> String {
+    use sha2::Digest;
+    let ms = chrono::DateTime::parse_from_rfc3339(&job.created_at).map(|t| t.timestamp_millis()).unwrap_or(0).max(0) as u64;
+    let h = sha2::Sha256::digest(job.id.as_bytes());
+    let tag = u64::from_be_bytes(h[..8].try_into().expect("8 bytes")) & 0xFFFF_FFFF_FFFF;
+    format!("ct_{}", ulid::Ulid::from_parts(ms, ((tag as u128) << 32) | row as u128))
+}
+
+enum Planned {
+    Create(Box<Contact>, serde_json::Value),
+    /// The email exists (in the workspace or earlier in the import).
+    Existing(serde_json::Value, String),
+}
+
+async fn process_chunk(app: &App, ws: &str, job: &ImportJob, rows: &[Row]) -> ApiResult<(Counts, Vec<RowError>)> {
+    let mut counts = Counts::default();
+    let mut errors = vec![];
+    let mut plan = vec![];
+    let mut first_row_of: HashMap<String, u32> = HashMap::new();
+    for r in rows {
+        let data = r.data.clone();
+        if let Some(msg) = data.get("__columns").and_then(|v| v.as_str()) {
+            errors.push(RowError { row: r.row, field: None, message: format!("the row {msg}") });
+            counts.failed += 1;
+            continue;
+        }
+        let input: CreateContact = match serde_json::from_value(data.clone()) {
+            Ok(i) => i,
+            Err(e) => {
+                errors.push(RowError { row: r.row, field: None, message: e.to_string() });
+                counts.failed += 1;
+                continue;
+            }
+        };
+        let mut errs = Errors::new();
+        let mut c = input.build(&mut errs);
+        if let Err(e) = errs.finish() {
+            errors.extend(e.details.into_iter().map(|d| RowError { row: r.row, field: d.field, message: d.message }));
+            counts.failed += 1;
+            continue;
+        }
+        c.id = row_contact_id(job, r.row);
+        if first_row_of.contains_key(&c.email) {
+            plan.push(Planned::Existing(data, c.email));
+        } else {
+            first_row_of.insert(c.email.clone(), r.row);
+            plan.push(Planned::Create(Box::new(c), data));
+        }
+    }
+    let creates: Vec<Contact> =
+        plan.iter().filter_map(|p| if let Planned::Create(c, _) = p { Some((**c).clone()) } else { None }).collect();
+    let mut existing: Vec<(serde_json::Value, String)> = vec![];
+    {
+        let (created, taken) = create_many(app, ws, creates).await?;
+        counts.created += created;
+        for c in taken {
+            let data = plan.iter().find_map(|p| match p {
+                Planned::Create(x, d) if x.id == c.id => Some(d.clone()),
+                _ => None,
+            });
+            existing.push((data.unwrap_or_default(), c.email));
+        }
+    }
+    // Rows whose address is taken: by a contact from before the import, or from this import.
+    for p in &plan {
+        if let Planned::Existing(data, email) = p {
+            existing.push((data.clone(), email.clone()));
+        }
+    }
+    for (data, email) in existing {
+        match job.on_conflict {
+            OnConflict::Skip => counts.skipped += 1,
+            OnConflict::Update => {
+                update_existing(app, ws, &email, data).await?;
+                counts.updated += 1;
+            }
+        }
+    }
+    Ok((counts, errors))
+}
+
+/// Create contacts in bulk: one conditional put per address claim (a few dozen in flight),
+/// then the contacts and their side items with BatchWriteItem, then their events. A contact
+/// whose claim already names it (an earlier, interrupted run) is written again, which repairs
+/// anything that run left half done. Returns how many were created and the ones whose address
+/// belongs to another contact.
+async fn create_many(app: &App, ws: &str, contacts: Vec<Contact>) -> ApiResult<(u64, Vec<Contact>)> {
+    use futures_util::stream::{self, StreamExt, TryStreamExt};
+    let claims: Vec<(Contact, Option<String>)> = stream::iter(contacts)
+        .map(|c| async move { model::claim(app, ws, &c).await.map(|owner| (c, owner)) })
+        .buffered(CLAIMS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    let mut items = vec![];
+    let mut events = vec![];
+    let mut taken = vec![];
+    for (c, owner) in claims {
+        if owner.is_some() {
+            taken.push(c);
+            continue;
+        }
+        let (its, ev) = model::bulk_items(ws, &c)?;
+        items.extend(its);
+        events.push(ev);
+    }
+    store::batch_put(app, items).await?;
+    shared::events::publish(app, &events).await;
+    Ok((events.len() as u64, taken))
+}
+
+/// `on_conflict: update`: set the row's non-empty fields on the contact holding the email.
+async fn update_existing(app: &App, ws: &str, email: &str, mut data: serde_json::Value) -> ApiResult<()> {
+    if let Some(o) = data.as_object_mut() {
+        o.remove("email");
+    }
+    for _ in 0..3 {
+        let Some(id) = model::email_owner(app, ws, email).await? else { return Ok(()) };
+        let (old, version) = model::load(app, ws, &id).await?;
+        let patch: UpdateContact = serde_json::from_value(data.clone()).unwrap_or_default();
+        let mut c = old.clone();
+        let mut errs = Errors::new();
+        patch.apply(&mut c, &mut errs);
+        model::validate(&mut errs, &c);
+        if !errs.is_empty() || model::changed_fields(&old, &c).is_empty() {
+            return Ok(());
+        }
+        c.updated_at = shared::ids::now_rfc3339();
+        match crate::commit_update(app, ws, &old, &c, version).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.code == shared::error::ErrorCode::Conflict => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict("a contact kept changing during the import"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_rows_map_columns() {
+        let rows =
+            csv_rows("Email,First_Name,labels,custom.tier\nada@example.com,Ada,\"vip; beta\",gold\nbob@example.com,,,\nx@y.com,a,b,c,d\n")
+                .unwrap();
+        assert_eq!(
+            rows[0].data,
+            serde_json::json!({"email": "ada@example.com", "first_name": "Ada", "labels": ["vip", "beta"], "custom_fields": {"tier": "gold"}})
+        );
+        assert_eq!(rows[1].data, serde_json::json!({"email": "bob@example.com"}));
+        assert!(rows[2].data.get("__columns").is_some());
+        assert_eq!(rows.iter().map(|r| r.row).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert!(csv_rows("name\nx\n").is_err(), "email column required");
+        assert!(csv_rows("email,shoe_size\nx@y.com,4\n").is_err(), "unknown column");
+    }
+
+    #[test]
+    fn row_ids_are_stable_per_job_and_row() {
+        let job = ImportJob {
+            id: "imp_01HF6Z3Q8M4W2T9K7R5N1B0C6D".into(),
+            object: "contact_import".into(),
+            status: ImportStatus::Queued,
+            on_conflict: OnConflict::Skip,
+            total: 2,
+            processed: 0,
+            created: 0,
+            updated: 0,
+            skipped: 0,
+            failed: 0,
+            error: None,
+            created_at: "2026-11-22T10:00:00Z".into(),
+            updated_at: "2026-11-22T10:00:00Z".into(),
+            completed_at: None,
+        };
+        assert_eq!(row_contact_id(&job, 7), row_contact_id(&job, 7));
+        assert_ne!(row_contact_id(&job, 7), row_contact_id(&job, 8));
+        assert!(shared::ids::is_valid("ct", &row_contact_id(&job, 7)));
+        assert!(row_contact_id(&job, 1) < row_contact_id(&job, 2), "row order is id order");
+    }
+}

@@ -1,0 +1,400 @@
+//! Contacts as stored, and the writes that keep their side items true.
+//!
+//! Items (pk = WS#<workspace>):
+//! - `CONTACT#<id>`: the contact; GSI1 `WS#<ws>#CONTACT#<status>` / `CONTACT#<id>` serves the
+//!   status filter;
+//! - `EMAIL#<normalised email>`: the uniqueness claim (`contact_id`), written in the same
+//!   transaction as the contact with `attribute_not_exists`, so one address is one contact
+//!   however many creates race;
+//! - `CSEARCH#<term>#<id>`: search entries (email, "first last", last name; lower case), so `q`
+//!   is a prefix Query, never a scan;
+//! - `ACT#<contact id>#<activity id>`: the contact's timeline (this area's changes, notes, and
+//!   other areas' changes that reference the contact, via [`activity`]).
+
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::store::{self, Item, Record, Tx, s, ws_pk};
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+pub const MAX_LABELS: usize = 20;
+pub const MAX_LABEL_CHARS: usize = 50;
+pub const MAX_CUSTOM_FIELDS: usize = 50;
+pub const MAX_CUSTOM_FIELDS_BYTES: usize = 8 * 1024;
+const MAX_TERM_CHARS: usize = 100;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ContactStatus {
+    #[default]
+    Lead,
+    Prospect,
+    Customer,
+    Churned,
+    Archived,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EmailStatus {
+    #[default]
+    Subscribed,
+    Unsubscribed,
+    Bounced,
+    Complained,
+}
+
+fn enum_str<T: Serialize>(v: T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+}
+
+pub fn parse_enum<T: serde::de::DeserializeOwned>(v: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(v.into())).ok()
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Contact {
+    /// `ct_...`
+    pub id: String,
+    /// Always `contact`.
+    pub object: String,
+    /// Lower-cased; unique in the workspace.
+    pub email: String,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    /// E.164, e.g. `+4930123456`.
+    pub phone: Option<String>,
+    pub company: Option<String>,
+    pub job_title: Option<String>,
+    pub status: ContactStatus,
+    pub email_status: EmailStatus,
+    pub labels: Vec<String>,
+    /// Up to 50 keys with string, number, boolean or null values; 8 KiB in all.
+    #[schema(value_type = Object)]
+    pub custom_fields: BTreeMap<String, serde_json::Value>,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+pub fn contact_sk(id: &str) -> String {
+    format!("CONTACT#{id}")
+}
+pub fn email_sk(email: &str) -> String {
+    format!("EMAIL#{email}")
+}
+fn search_sk(term: &str, id: &str) -> String {
+    format!("CSEARCH#{term}#{id}")
+}
+
+/// Lower-case, trimmed; `None` unless it looks like a deliverable address.
+pub fn normalise_email(raw: &str) -> Option<String> {
+    let e = raw.trim().to_lowercase();
+    let (local, domain) = e.split_once('@')?;
+    let ok = e.len() <= 254
+        && (1..=64).contains(&local.len())
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !domain.contains("..")
+        && !e.chars().any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | ',' | ';' | '"' | '(' | ')' | '[' | ']'))
+        && !domain.contains('@');
+    ok.then_some(e)
+}
+
+/// E.164: `+`, then 2 to 15 digits, the first not 0.
+pub fn is_e164(p: &str) -> bool {
+    let Some(d) = p.strip_prefix('+') else { return false };
+    (2..=15).contains(&d.len()) && d.chars().all(|c| c.is_ascii_digit()) && !d.starts_with('0')
+}
+
+/// The lower-cased strings `q` prefix-matches: email, full name, last name.
+pub fn search_terms(c: &Contact) -> Vec<String> {
+    let clean = |v: &str| v.trim().to_lowercase().chars().filter(|ch| *ch != '#').take(MAX_TERM_CHARS).collect::<String>();
+    let full = [c.first_name.as_deref(), c.last_name.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut terms = vec![clean(&c.email), clean(&full)];
+    if let Some(l) = &c.last_name {
+        terms.push(clean(l));
+    }
+    terms.retain(|t| !t.is_empty());
+    terms.sort();
+    terms.dedup();
+    terms
+}
+
+/// Does `q` (already lower-cased) prefix-match one of the contact's terms before `term`? Then
+/// the entry for `term` is a repeat of an earlier one in the same result list.
+pub fn matched_earlier(c: &Contact, q: &str, term: &str) -> bool {
+    search_terms(c).iter().any(|t| t.starts_with(q) && t.as_str() < term)
+}
+
+pub fn search_term_of(sk: &str) -> Option<&str> {
+    sk.strip_prefix("CSEARCH#")?.rsplit_once('#').map(|(t, _)| t)
+}
+
+/// Field checks shared by create, update and import (`prefix` names the row in imports).
+pub fn validate(errs: &mut Errors, c: &Contact) {
+    for (field, v) in [("first_name", &c.first_name), ("last_name", &c.last_name), ("company", &c.company), ("job_title", &c.job_title)] {
+        if let Some(v) = v {
+            errs.text(field, v, 1, 200);
+        }
+    }
+    if let Some(p) = &c.phone
+        && !is_e164(p)
+    {
+        errs.add("phone", "must be an E.164 number like +4930123456");
+    }
+    if c.labels.len() > MAX_LABELS {
+        errs.add("labels", format!("at most {MAX_LABELS} labels"));
+    }
+    for (i, l) in c.labels.iter().enumerate() {
+        if l.trim().is_empty() || l.chars().count() > MAX_LABEL_CHARS {
+            errs.add(format!("labels[{i}]"), format!("must be 1 to {MAX_LABEL_CHARS} characters"));
+        } else if c.labels[..i].contains(l) {
+            errs.add(format!("labels[{i}]"), "is listed twice");
+        }
+    }
+    if c.custom_fields.len() > MAX_CUSTOM_FIELDS {
+        errs.add("custom_fields", format!("at most {MAX_CUSTOM_FIELDS} fields"));
+    }
+    for (k, v) in &c.custom_fields {
+        if k.is_empty() || k.len() > 40 {
+            errs.add(format!("custom_fields.{k}"), "keys are 1 to 40 characters");
+        }
+        if v.is_object() || v.is_array() {
+            errs.add(format!("custom_fields.{k}"), "values are strings, numbers, booleans or null");
+        }
+    }
+    if serde_json::to_vec(&c.custom_fields).map_or(0, |v| v.len()) > MAX_CUSTOM_FIELDS_BYTES {
+        errs.add("custom_fields", "at most 8 KiB in all");
+    }
+    errs.metadata("metadata", &c.metadata);
+}
+
+pub fn record(ws: &str, c: &Contact) -> ApiResult<Record> {
+    Ok(Record::new(ws_pk(ws), contact_sk(&c.id), c)?.gsi1(format!("{}#CONTACT#{}", ws_pk(ws), enum_str(c.status)), contact_sk(&c.id)))
+}
+
+fn claim_item(ws: &str, email: &str, id: &str) -> Item {
+    Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(email_sk(email))), ("contact_id".into(), s(id))])
+}
+
+fn search_item(ws: &str, term: &str, id: &str) -> Item {
+    Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(search_sk(term, id))), ("contact_id".into(), s(id))])
+}
+
+// ---------- activities ----------
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Activity {
+    /// `act_...`
+    pub id: String,
+    /// Always `activity`.
+    pub object: String,
+    pub contact_id: String,
+    /// What happened: an event type (`contact.created`, `deal.won`, ...) or `note`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub summary: String,
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+    pub created_at: String,
+}
+
+pub fn activity_prefix(contact_id: &str) -> String {
+    format!("ACT#{contact_id}#")
+}
+
+/// A timeline entry for a contact, to add to the transaction of the change it records. Other
+/// areas (deals, later emails and bookings) call this too.
+pub fn activity(ws: &str, contact_id: &str, kind: &str, summary: impl Into<String>, data: serde_json::Value) -> ApiResult<Item> {
+    let a = Activity {
+        id: shared::ids::new_id("act"),
+        object: "activity".into(),
+        contact_id: contact_id.into(),
+        kind: kind.into(),
+        summary: summary.into(),
+        data,
+        created_at: shared::ids::now_rfc3339(),
+    };
+    let sk = format!("{}{}", activity_prefix(contact_id), a.id);
+    Ok(Record::new(ws_pk(ws), sk, &a)?.item)
+}
+
+fn summary_of(c: &Contact) -> serde_json::Value {
+    serde_json::json!({"email": c.email, "first_name": c.first_name, "last_name": c.last_name})
+}
+
+// ---------- writes ----------
+
+/// What a new contact writes besides its claim and itself: search entries and the first
+/// timeline entry.
+fn side_items(ws: &str, c: &Contact) -> ApiResult<Vec<Item>> {
+    let mut items: Vec<Item> = search_terms(c).iter().map(|t| search_item(ws, t, &c.id)).collect();
+    items.push(activity(ws, &c.id, "contact.created", "Contact created", summary_of(c))?);
+    Ok(items)
+}
+
+/// A create: claim, contact, search entries, timeline entry, event. Condition index 0 is the
+/// email claim.
+pub fn create_tx(app: &App, ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
+    let mut tx = tx.put_if(app, claim_item(ws, &c.email, &c.id), "attribute_not_exists(pk)", vec![]).create(app, record(ws, c)?.version(1));
+    for item in side_items(ws, c)? {
+        tx = tx.put(app, item);
+    }
+    Ok(tx.event(app, Event::new(ws, "contact.created", c)))
+}
+
+/// Bulk create (imports): claim the address with one conditional put; the claim decides who
+/// owns it. Returns the owner when it is another contact.
+pub async fn claim(app: &App, ws: &str, c: &Contact) -> ApiResult<Option<String>> {
+    let res = app
+        .ddb
+        .put_item()
+        .table_name(&app.cfg.table)
+        .set_item(Some(claim_item(ws, &c.email, &c.id)))
+        .condition_expression("attribute_not_exists(pk)")
+        .send()
+        .await;
+    match res {
+        Ok(_) => Ok(None),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
+            Ok(email_owner(app, ws, &c.email).await?.filter(|owner| *owner != c.id))
+        }
+        Err(e) => Err(store::ddb_error(e)),
+    }
+}
+
+/// Bulk create, after the claim: the contact, its side items and its event, as plain puts
+/// (idempotent: the contact's id is fixed, so writing them again repairs a half-done run).
+pub fn bulk_items(ws: &str, c: &Contact) -> ApiResult<(Vec<Item>, Event)> {
+    let ev = Event::new(ws, "contact.created", c);
+    let mut items = vec![record(ws, c)?.version(1).item, ev.outbox_item()];
+    items.extend(side_items(ws, c)?);
+    Ok((items, ev))
+}
+
+/// An update from `old` (read at `version`) to `new`: moves the claim when the email changes
+/// (the new claim's condition is the first write), swaps search entries, records the change.
+pub fn update_tx(app: &App, ws: &str, old: &Contact, new: &Contact, version: i64, tx: Tx) -> ApiResult<Tx> {
+    let mut tx = tx;
+    if old.email != new.email {
+        tx = tx.put_if(app, claim_item(ws, &new.email, &new.id), "attribute_not_exists(pk)", vec![]).delete_if(
+            app,
+            ws_pk(ws),
+            email_sk(&old.email),
+            "contact_id = :me",
+            vec![(":me", s(&old.id))],
+        );
+    }
+    tx = tx.replace(app, record(ws, new)?, version);
+    let (before, after) = (search_terms(old), search_terms(new));
+    for t in before.iter().filter(|t| !after.contains(t)) {
+        tx = tx.delete_if(app, ws_pk(ws), search_sk(t, &old.id), "", vec![]);
+    }
+    for t in after.iter().filter(|t| !before.contains(t)) {
+        tx = tx.put(app, search_item(ws, t, &new.id));
+    }
+    let changed = changed_fields(old, new);
+    let summary = format!("Updated {}", changed.join(", "));
+    Ok(tx
+        .put(app, activity(ws, &new.id, "contact.updated", summary, serde_json::json!({ "changed": changed }))?)
+        .event(app, Event::new(ws, "contact.updated", new)))
+}
+
+pub fn changed_fields(old: &Contact, new: &Contact) -> Vec<String> {
+    let (a, b) = (serde_json::to_value(old).unwrap_or_default(), serde_json::to_value(new).unwrap_or_default());
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return vec![] };
+    a.iter().filter(|(k, v)| *k != "updated_at" && b.get(*k) != Some(v)).map(|(k, _)| k.clone()).collect()
+}
+
+/// A delete: the contact, its claim and search entries (its timeline stays for audits until
+/// an erasure removes it).
+pub fn delete_tx(app: &App, ws: &str, c: &Contact, version: i64) -> Tx {
+    let mut tx = Tx::new().delete_versioned(app, ws_pk(ws), contact_sk(&c.id), version).delete_if(
+        app,
+        ws_pk(ws),
+        email_sk(&c.email),
+        "contact_id = :me",
+        vec![(":me", s(&c.id))],
+    );
+    for t in search_terms(c) {
+        tx = tx.delete_if(app, ws_pk(ws), search_sk(&t, &c.id), "", vec![]);
+    }
+    tx.event(app, Event::new(ws, "contact.deleted", c))
+}
+
+/// Who holds this email now (consistent read of the claim).
+pub async fn email_owner(app: &App, ws: &str, email: &str) -> ApiResult<Option<String>> {
+    Ok(store::get(app, &ws_pk(ws), &email_sk(email)).await?.and_then(|i| store::get_str(&i, "contact_id").map(String::from)))
+}
+
+pub fn duplicate(email: &str, existing: Option<String>) -> ApiError {
+    let mut d = shared::error::ErrorDetail::field("email", format!("{email} belongs to another contact"));
+    d.meta = existing.map(|id| serde_json::json!({ "contact_id": id }));
+    ApiError::conflict("a contact with this email exists").with_details(vec![d])
+}
+
+pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<(Contact, i64)> {
+    if !shared::ids::is_valid("ct", id) {
+        return Err(ApiError::not_found("contact"));
+    }
+    store::get_object(app, ws, &contact_sk(id)).await?.ok_or_else(|| ApiError::not_found("contact"))
+}
+
+pub fn status_str(s: ContactStatus) -> String {
+    enum_str(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(email: &str, first: Option<&str>, last: Option<&str>) -> Contact {
+        Contact {
+            id: "ct_1".into(),
+            object: "contact".into(),
+            email: email.into(),
+            first_name: first.map(String::from),
+            last_name: last.map(String::from),
+            phone: None,
+            company: None,
+            job_title: None,
+            status: ContactStatus::Lead,
+            email_status: EmailStatus::Subscribed,
+            labels: vec![],
+            custom_fields: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn emails_and_phones() {
+        assert_eq!(normalise_email("  Ada.Lovelace@Example.COM "), Some("ada.lovelace@example.com".into()));
+        for bad in ["ada", "ada@", "@x.com", "ada@localhost", "a b@x.com", "ada@x..com", "ada@x.com.", "a@b@c.com", "<a@b.com>"] {
+            assert_eq!(normalise_email(bad), None, "{bad}");
+        }
+        assert!(is_e164("+4930123456") && is_e164("+12"));
+        assert!(!is_e164("030123456") && !is_e164("+0301") && !is_e164("+49 30") && !is_e164(&format!("+{}", "1".repeat(16))));
+    }
+
+    #[test]
+    fn search_terms_and_repeats() {
+        let x = c("ada@example.com", Some("Ada"), Some("Lovelace"));
+        assert_eq!(search_terms(&x), vec!["ada lovelace", "ada@example.com", "lovelace"]);
+        assert!(!matched_earlier(&x, "ada", "ada lovelace"), "first match is reported");
+        assert!(matched_earlier(&x, "ada", "ada@example.com"), "second match is a repeat");
+        assert_eq!(search_term_of("CSEARCH#ada lovelace#ct_1"), Some("ada lovelace"));
+        assert_eq!(search_terms(&c("x#y@example.com", None, None)), vec!["xy@example.com"]);
+    }
+}

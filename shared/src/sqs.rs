@@ -1,0 +1,38 @@
+//! What SQS-triggered functions read and answer: the subset of Lambda's SQS event they need,
+//! and the `ReportBatchItemFailures` response (the messages that stay in the queue).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct SqsEvent {
+    #[serde(rename = "Records")]
+    pub records: Vec<SqsMessage>,
+}
+
+#[derive(Deserialize, Serialize, Debug, Clone)]
+pub struct SqsMessage {
+    #[serde(rename = "messageId")]
+    pub message_id: String,
+    #[serde(rename = "receiptHandle")]
+    pub receipt_handle: String,
+    pub body: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default, PartialEq)]
+pub struct BatchResponse {
+    #[serde(rename = "batchItemFailures")]
+    pub batch_item_failures: Vec<ItemFailure>,
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+pub struct ItemFailure {
+    #[serde(rename = "itemIdentifier")]
+    pub item_identifier: String,
+}
+
+impl BatchResponse {
+    /// Keep these messages (by id) for another delivery.
+    pub fn keep<'a>(ids: impl IntoIterator<Item = &'a str>) -> Self {
+        Self { batch_item_failures: ids.into_iter().map(|id| ItemFailure { item_identifier: id.to_string() }).collect() }
+    }
+}

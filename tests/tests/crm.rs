@@ -1,0 +1,378 @@
+//! Contacts, imports and deals end to end over HTTP (the import worker runs in the local stack).
+
+use e2e::{Client, harness};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+async fn bulk_client(name: &str) -> (Client, String) {
+    let h = harness();
+    let (ws, key) = h.workspace(name).await;
+    (Client::new(&h.base_bulk, &key), ws)
+}
+
+async fn contact(c: &Client, body: Value) -> Value {
+    let r = c.post("/contacts", &body).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    r.json["data"].clone()
+}
+
+async fn wait_import(c: &Client, id: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = c.get(&format!("/contacts/imports/{id}")).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        let st = r.json["data"]["status"].as_str().unwrap().to_string();
+        if st == "completed" || st == "failed" || Instant::now() > deadline {
+            return r.json["data"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Every page of a list, following next_cursor.
+async fn all_pages(c: &Client, path: &str) -> Vec<Value> {
+    let mut out = vec![];
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let mut url = format!("{path}{sep}limit=100");
+    loop {
+        let r = c.get(&url).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        out.extend(r.json["data"].as_array().unwrap().iter().cloned());
+        match r.json["next_cursor"].as_str() {
+            Some(cur) => url = format!("{path}{sep}limit=100&cursor={cur}"),
+            None => return out,
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_email_one_contact_even_when_twenty_creates_race() {
+    let (c, _) = bulk_client("email race").await;
+    let creates = (0..20).map(|i| {
+        let email = if i % 2 == 0 { "Race.Winner@Example.com" } else { " race.winner@example.COM" };
+        let body = json!({"email": email, "first_name": format!("Racer {i}")});
+        let c = &c;
+        async move { c.post("/contacts", &body).await }
+    });
+    let results = futures_util::future::join_all(creates).await;
+    let winners: Vec<&e2e::Resp> = results.iter().filter(|r| r.status == 201).collect();
+    assert_eq!(winners.len(), 1, "{:?}", results.iter().map(|r| (r.status, r.json.to_string())).collect::<Vec<_>>());
+    let id = winners[0].json["data"]["id"].as_str().unwrap();
+    assert_eq!(winners[0].json["data"]["email"], "race.winner@example.com", "normalised");
+    for r in results.iter().filter(|r| r.status != 201) {
+        assert_eq!((r.status, r.code()), (409, "CONFLICT"), "{}", r.json);
+        assert_eq!(r.json["error"]["details"][0]["meta"]["contact_id"], id, "the loser learns the existing id: {}", r.json);
+    }
+    let listed = c.get("/contacts?q=race").await;
+    assert_eq!(listed.json["data"].as_array().unwrap().len(), 1);
+
+    // Changing an email keeps uniqueness too.
+    let other = contact(&c, json!({"email": "other@example.com"})).await;
+    let r = c.patch(&format!("/contacts/{}", other["id"].as_str().unwrap()), &json!({"email": "RACE.WINNER@example.com"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["meta"]["contact_id"].as_str()), (409, Some(id)));
+    let r = c.patch(&format!("/contacts/{}", other["id"].as_str().unwrap()), &json!({"email": "renamed@example.com"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    // The old address is free again, the new one is taken.
+    assert_eq!(c.post("/contacts", &json!({"email": "other@example.com"})).await.status, 201);
+    assert_eq!(c.post("/contacts", &json!({"email": "renamed@example.com"})).await.status, 409);
+}
+
+#[tokio::test]
+async fn contact_fields_filters_search_and_timeline() {
+    let (c, _) = bulk_client("contact fields").await;
+    for (body, field) in [
+        (json!({"email": "not-an-email"}), "email"),
+        (json!({"email": "a@example.com", "phone": "030 1234"}), "phone"),
+        (json!({"email": "a@example.com", "status": "vip"}), "status"),
+        (json!({"email": "a@example.com", "labels": ["x", "x"]}), "labels[1]"),
+        (json!({"email": "a@example.com", "custom_fields": {"nested": {"a": 1}}}), "custom_fields.nested"),
+    ] {
+        let r = c.post("/contacts", &body).await;
+        assert_eq!(r.status, 400, "{body}");
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{}", r.json);
+    }
+    let ada = contact(
+        &c,
+        json!({"email": "ada@example.com", "first_name": "Ada", "last_name": "Lovelace", "phone": "+442071234567",
+               "status": "customer", "labels": ["vip"], "custom_fields": {"tier": "gold", "seats": 5}, "company": "Analytical"}),
+    )
+    .await;
+    // Ids carry milliseconds, the filter takes seconds: wait past the next whole second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let cut = shared::ids::now_rfc3339();
+    let bob = contact(&c, json!({"email": "bob@builder.com", "first_name": "Bob", "email_status": "unsubscribed"})).await;
+    contact(&c, json!({"email": "adalbert@example.com", "first_name": "Adalbert", "last_name": "Stifter"})).await;
+    let ids = |v: Vec<Value>| v.iter().map(|x| x["email"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        ids(all_pages(&c, "/contacts?q=ada").await),
+        vec!["ada@example.com", "adalbert@example.com"],
+        "prefix of names and emails, once each, in term order"
+    );
+    assert_eq!(ids(all_pages(&c, "/contacts?q=LOVE").await), vec!["ada@example.com"], "last name, any case");
+    assert_eq!(ids(all_pages(&c, "/contacts?q=bob%40").await), vec!["bob@builder.com"]);
+    assert_eq!(ids(all_pages(&c, "/contacts?status=customer").await), vec!["ada@example.com"]);
+    assert_eq!(ids(all_pages(&c, "/contacts?email_status=unsubscribed").await), vec!["bob@builder.com"]);
+    assert_eq!(ids(all_pages(&c, "/contacts?label=vip").await), vec!["ada@example.com"]);
+    let after = all_pages(&c, &format!("/contacts?created_after={}", cut.replace('+', "%2B"))).await;
+    assert!(!ids(after.clone()).contains(&"ada@example.com".to_string()) && ids(after).contains(&"bob@builder.com".to_string()));
+    assert_eq!(c.get("/contacts?status=nope").await.status, 400);
+    assert_eq!(c.get("/contacts?created_after=yesterday").await.status, 400);
+
+    let id = ada["id"].as_str().unwrap();
+    let r = c.patch(&format!("/contacts/{id}"), &json!({"job_title": "Countess", "custom_fields": {"seats": null, "region": "EU"}})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["data"]["custom_fields"], json!({"tier": "gold", "region": "EU"}));
+    let r = c.post(&format!("/contacts/{id}/notes"), &json!({"body": "Met at the conference"})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    assert_eq!(
+        c.post(&format!("/contacts/{}/notes", bob["id"].as_str().unwrap().replace('B', "C")), &json!({"body": "x"})).await.status,
+        404
+    );
+    let timeline = all_pages(&c, &format!("/contacts/{id}/activities")).await;
+    let kinds: Vec<&str> = timeline.iter().map(|a| a["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, vec!["note", "contact.updated", "contact.created"], "newest first");
+    assert_eq!(timeline[0]["data"]["body"], "Met at the conference");
+}
+
+fn csv_line(i: usize, email: &str, phone: &str) -> String {
+    format!("{email},First{i},\"Last, {i}\",{phone},\"Company \"\"{i}\"\"\",lead,vip;import\n")
+}
+
+#[tokio::test]
+async fn import_of_ten_thousand_csv_rows_counts_exactly() {
+    let (c, _) = bulk_client("big import").await;
+    let existing = contact(&c, json!({"email": "row5@import.test", "first_name": "Before"})).await;
+    // 10,000 rows: 50 with an invalid email or phone, 100 repeating an earlier address (one of
+    // them the contact that existed before).
+    let mut csv = String::from("email,first_name,last_name,phone,company,status,labels\n");
+    let mut bad_rows = vec![];
+    for i in 1..=10_000usize {
+        let line = if i % 200 == 0 {
+            bad_rows.push(i);
+            if i % 400 == 0 { csv_line(i, &format!("broken-{i}"), "") } else { csv_line(i, &format!("row{i}@import.test"), "12345") }
+        } else if i % 100 == 50 {
+            csv_line(i, &format!("ROW{}@import.test", i - 45), "") // a duplicate of row i-45
+        } else {
+            csv_line(i, &format!("row{i}@import.test"), "+4930123456")
+        };
+        csv.push_str(&line);
+    }
+    assert_eq!(bad_rows.len(), 50);
+    let r = c.post("/contacts/imports", &json!({"csv": csv, "on_conflict": "skip"})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let id = r.json["data"]["id"].as_str().unwrap().to_string();
+    assert_eq!((r.json["data"]["status"].as_str(), r.json["data"]["total"].as_u64()), (Some("queued"), Some(10_000)));
+    let started = Instant::now();
+    let job = wait_import(&c, &id, 600).await;
+    eprintln!("10,000-row import took {:.1} s", started.elapsed().as_secs_f64());
+    let counts = |j: &Value| ["status", "total", "processed", "created", "updated", "skipped", "failed"].map(|k| j[k].to_string());
+    // Row 5's address existed before the import: it is one of the 100 skipped, and row 5 itself is skipped too.
+    assert_eq!(counts(&job), ["\"completed\"", "10000", "10000", "9849", "0", "101", "50"].map(String::from), "{job}");
+    let errors = all_pages(&c, &format!("/contacts/imports/{id}/errors")).await;
+    let rows: Vec<u64> = errors.iter().map(|e| e["row"].as_u64().unwrap()).collect();
+    assert_eq!(rows, bad_rows.iter().map(|r| *r as u64).collect::<Vec<_>>(), "one error per bad row, in row order");
+    assert_eq!(errors[0]["field"], "phone");
+    assert_eq!(errors[1]["field"], "email");
+    let contacts = all_pages(&c, "/contacts").await;
+    assert_eq!(contacts.len(), 9850, "9,849 imported + the one from before");
+    assert_eq!(contacts.iter().map(|x| x["email"].as_str().unwrap()).collect::<HashSet<_>>().len(), 9850, "no duplicates");
+    assert_eq!(
+        c.get(&format!("/contacts/{}", existing["id"].as_str().unwrap())).await.json["data"]["first_name"],
+        "Before",
+        "skip leaves it"
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_import_resumes_without_duplicating_contacts() {
+    let h = harness();
+    let (c, ws) = bulk_client("resumed import").await;
+    // 1,200 rows (3 chunks), 10 of them repeating an earlier address.
+    let mut csv = String::from("email,first_name\n");
+    for i in 1..=1200 {
+        let n = if i % 120 == 0 { i - 7 } else { i };
+        csv.push_str(&format!("resume{n}@import.test,R{i}\n"));
+    }
+    let r = c.post("/contacts/imports", &json!({"csv": csv})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let id = r.json["data"]["id"].as_str().unwrap().to_string();
+    let job = wait_import(&c, &id, 300).await;
+    let counts = |j: &Value| ["status", "total", "processed", "created", "updated", "skipped", "failed"].map(|k| j[k].to_string());
+    assert_eq!(counts(&job), ["\"completed\"", "1200", "1200", "1190", "0", "10", "0"].map(String::from), "{job}");
+    // A crash after the contacts were written but before any progress was saved: the worker
+    // runs the whole job again and finds its own contacts instead of creating new ones.
+    let app = h.app().await;
+    app.ddb
+        .update_item()
+        .table_name(&app.cfg.table)
+        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("WS#{ws}")))
+        .key("sk", aws_sdk_dynamodb::types::AttributeValue::S(format!("IMPORT#{id}")))
+        .update_expression("SET next_chunk = :z, #pr = :z, #cr = :z, #up = :z, #sk = :z, #fa = :z, #s = :p")
+        .expression_attribute_names("#s", "status")
+        .expression_attribute_names("#pr", "processed")
+        .expression_attribute_names("#cr", "created")
+        .expression_attribute_names("#up", "updated")
+        .expression_attribute_names("#sk", "skipped")
+        .expression_attribute_names("#fa", "failed")
+        .expression_attribute_values(":z", aws_sdk_dynamodb::types::AttributeValue::N("0".into()))
+        .expression_attribute_values(":p", aws_sdk_dynamodb::types::AttributeValue::S("processing".into()))
+        .send()
+        .await
+        .unwrap();
+    contacts::import::run(&app, &ws, &id).await.unwrap();
+    let again = wait_import(&c, &id, 60).await;
+    assert_eq!(counts(&again), counts(&job), "same counts after the resumed run");
+    assert_eq!(all_pages(&c, "/contacts").await.len(), 1190, "no contact created twice");
+}
+
+#[tokio::test]
+async fn csv_quoting_and_non_ascii_round_trip_and_update_on_conflict() {
+    let (c, _) = bulk_client("csv round trip").await;
+    let csv = "\u{feff}email,first_name,last_name,company,custom.note\r\n\
+               zoe@example.com,Zoë,\"Ångström, Jr.\",\"Café \"\"Le Bon\"\", Paris\",\"line one\nline two\"\r\n\
+               \"li@example.com\",李,小龙,,\r\n";
+    let r = c.post("/contacts/imports", &json!({"csv": csv})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let job = wait_import(&c, r.json["data"]["id"].as_str().unwrap(), 60).await;
+    assert_eq!((job["created"].as_u64(), job["failed"].as_u64()), (Some(2), Some(0)), "{job}");
+    let zoe = &c.get("/contacts?q=zoe").await.json["data"][0];
+    assert_eq!(zoe["first_name"], "Zoë");
+    assert_eq!(zoe["last_name"], "Ångström, Jr.");
+    assert_eq!(zoe["company"], "Café \"Le Bon\", Paris");
+    assert_eq!(zoe["custom_fields"]["note"], "line one\nline two");
+    assert_eq!(c.get("/contacts?q=%E5%B0%8F").await.json["data"][0]["first_name"], "李", "search by a non-ASCII last name");
+
+    // JSON rows with on_conflict=update change the existing contact.
+    let rows =
+        json!([{"email": "ZOE@example.com", "job_title": "Physicist"}, {"email": "new@example.com"}, {"email": "bad", "first_name": "x"}]);
+    let r = c.post("/contacts/imports", &json!({"rows": rows, "on_conflict": "update"})).await;
+    let job = wait_import(&c, r.json["data"]["id"].as_str().unwrap(), 60).await;
+    assert_eq!(["created", "updated", "skipped", "failed"].map(|k| job[k].as_u64().unwrap()), [1, 1, 0, 1], "{job}");
+    let zoe = &c.get("/contacts?q=zoe").await.json["data"][0];
+    assert_eq!((zoe["job_title"].as_str(), zoe["first_name"].as_str()), (Some("Physicist"), Some("Zoë")));
+
+    // Refused requests still spend the import class's tokens (burst 3): one workspace per case.
+    let h = harness();
+    for (body, field) in [
+        (json!({"csv": "name\nx\n"}), "csv"),
+        (json!({"csv": "email,shoe_size\nx@example.com,4\n"}), "csv"),
+        (json!({"csv": "email\n\"open\n"}), "csv"),
+        (json!({"rows": []}), "rows"),
+        (json!({"rows": [{"email": "a@b.co"}], "csv": "email\na@b.co\n"}), "rows"),
+    ] {
+        let c = Client::new(&h.base, &h.workspace("import validation").await.1);
+        let r = c.post("/contacts/imports", &body).await;
+        assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some(field)), "{body}: {}", r.json);
+    }
+}
+
+#[tokio::test]
+async fn the_import_class_answers_429_on_the_fourth_import_in_a_burst() {
+    let h = harness();
+    let (_, key) = h.workspace("import burst").await;
+    let c = Client::new(&h.base, &key);
+    let mut statuses = vec![];
+    for i in 0..4 {
+        let r = c.post("/contacts/imports", &json!({"rows": [{"email": format!("burst{i}@example.com")}]})).await;
+        statuses.push(r.status);
+        if r.status == 429 {
+            assert!(r.header("retry-after").is_some_and(|v| v.parse::<u64>().unwrap() >= 1));
+            assert!(r.header("ratelimit-policy").unwrap().contains("3"), "{:?}", r.header("ratelimit-policy"));
+        }
+    }
+    assert_eq!(statuses, vec![202, 202, 202, 429]);
+    // Other writes use their own class.
+    assert_eq!(c.post("/contacts", &json!({"email": "still-ok@example.com"})).await.status, 201);
+}
+
+#[tokio::test]
+async fn deals_follow_their_lifecycle_and_survive_their_contact() {
+    let (c, _) = bulk_client("deals").await;
+    let ada = contact(&c, json!({"email": "buyer@example.com", "first_name": "Ada"})).await;
+    let cid = ada["id"].as_str().unwrap();
+    for (body, field) in [
+        (json!({"title": "x", "currency": "EURO"}), "currency"),
+        (json!({"title": "x", "currency": "EUR", "value": -1}), "value"),
+        (json!({"title": "", "currency": "EUR"}), "title"),
+        (json!({"title": "x", "currency": "EUR", "expected_close_date": "soon"}), "expected_close_date"),
+        (json!({"title": "x", "currency": "EUR", "contact_id": "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D"}), "contact_id"),
+    ] {
+        let r = c.post("/deals", &body).await;
+        assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some(field)), "{body}: {}", r.json);
+    }
+    let r =
+        c.post("/deals", &json!({"title": "Big one", "value": 150000, "currency": "eur", "contact_id": cid, "stage": "proposal"})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let d = r.json["data"].clone();
+    let id = d["id"].as_str().unwrap();
+    assert_eq!((d["status"].as_str(), d["currency"].as_str()), (Some("open"), Some("EUR")));
+    let other = c.post("/deals", &json!({"title": "Small", "currency": "USD"})).await.json["data"]["id"].as_str().unwrap().to_string();
+
+    let r = c.patch(&format!("/deals/{id}"), &json!({"status": "lost"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("lost_reason")));
+    let r = c.patch(&format!("/deals/{id}"), &json!({"status": "lost", "lost_reason": "budget"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert!(r.json["data"]["closed_at"].is_string());
+    let r = c.patch(&format!("/deals/{id}"), &json!({"stage": "negotiation"})).await;
+    assert_eq!(r.status, 400, "stage is frozen while closed");
+    let r = c.patch(&format!("/deals/{id}"), &json!({"status": "open"})).await;
+    let reopened = r.json["data"].clone();
+    assert!(reopened["closed_at"].is_null() && reopened["lost_reason"].is_null() && reopened["reopened_at"].is_string(), "{reopened}");
+    let r = c.patch(&format!("/deals/{id}"), &json!({"status": "won", "stage": "signed"})).await;
+    assert_eq!((r.json["data"]["status"].as_str(), r.json["data"]["stage"].as_str()), (Some("won"), Some("signed")), "{}", r.json);
+
+    let ids = |v: Vec<Value>| v.iter().map(|x| x["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(ids(all_pages(&c, "/deals?status=won").await), vec![id.to_string()]);
+    assert_eq!(ids(all_pages(&c, "/deals?status=open").await), vec![other.clone()]);
+    assert_eq!(ids(all_pages(&c, "/deals?stage=signed").await), vec![id.to_string()]);
+    assert_eq!(ids(all_pages(&c, &format!("/deals?contact_id={cid}")).await), vec![id.to_string()]);
+    let kinds: Vec<String> =
+        all_pages(&c, &format!("/contacts/{cid}/activities")).await.iter().map(|a| a["type"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds, vec!["deal.won", "deal.reopened", "deal.lost", "deal.created", "contact.created"]);
+
+    // Deleting the contact unlinks its deals; they stay.
+    assert_eq!(c.delete(&format!("/contacts/{cid}")).await.status, 200);
+    let d = c.get(&format!("/deals/{id}")).await.json["data"].clone();
+    assert!(d["contact_id"].is_null(), "{d}");
+    assert_eq!(all_pages(&c, &format!("/deals?contact_id={cid}")).await.len(), 0);
+    let r = c.patch(&format!("/deals/{other}"), &json!({"contact_id": cid})).await;
+    assert_eq!(
+        (r.status, r.json["error"]["details"][0]["field"].as_str()),
+        (400, Some("contact_id")),
+        "a deleted contact cannot be linked"
+    );
+    assert_eq!(c.delete(&format!("/deals/{id}")).await.status, 200);
+    assert_eq!(c.get(&format!("/deals/{id}")).await.status, 404);
+}
+
+#[tokio::test]
+async fn contacts_deals_and_imports_of_another_workspace_are_404() {
+    let (a, _) = bulk_client("crm A").await;
+    let (b, _) = bulk_client("crm B").await;
+    let ct = contact(&a, json!({"email": "secret@example.com"})).await;
+    let cid = ct["id"].as_str().unwrap();
+    let deal = a.post("/deals", &json!({"title": "A's", "currency": "EUR", "contact_id": cid})).await.json["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let imp =
+        a.post("/contacts/imports", &json!({"rows": [{"email": "x@example.com"}]})).await.json["data"]["id"].as_str().unwrap().to_string();
+    for path in [
+        format!("/contacts/{cid}"),
+        format!("/contacts/{cid}/activities"),
+        format!("/deals/{deal}"),
+        format!("/contacts/imports/{imp}"),
+        format!("/contacts/imports/{imp}/errors"),
+    ] {
+        assert_eq!(b.get(&path).await.status, 404, "{path}");
+    }
+    assert_eq!(b.patch(&format!("/contacts/{cid}"), &json!({"first_name": "x"})).await.status, 404);
+    assert_eq!(b.delete(&format!("/deals/{deal}")).await.status, 404);
+    assert_eq!(b.post(&format!("/contacts/{cid}/notes"), &json!({"body": "x"})).await.status, 404);
+    let r = b.post("/deals", &json!({"title": "steal", "currency": "EUR", "contact_id": cid})).await;
+    assert_eq!(r.status, 400, "A's contact does not exist for B");
+    // B may use the same address: uniqueness is per workspace.
+    assert_eq!(b.post("/contacts", &json!({"email": "secret@example.com"})).await.status, 201);
+    assert!(b.get("/contacts?q=secret").await.json["data"].as_array().unwrap().iter().all(|x| x["id"] != cid));
+}
