@@ -100,6 +100,27 @@ pub struct RowError {
     pub message: String,
 }
 
+impl ImportJob {
+    fn new(id: String, on_conflict: OnConflict, total: u64, now: String) -> Self {
+        Self {
+            id,
+            object: "contact_import".into(),
+            status: ImportStatus::Queued,
+            on_conflict,
+            total,
+            processed: 0,
+            created: 0,
+            updated: 0,
+            skipped: 0,
+            failed: 0,
+            error: None,
+            created_at: now.clone(),
+            updated_at: now,
+            completed_at: None,
+        }
+    }
+}
+
 fn job_sk(id: &str) -> String {
     format!("IMPORT#{id}")
 }
@@ -180,23 +201,7 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
     if rows.is_empty() || rows.len() > MAX_ROWS {
         return Err(ApiError::validation("rows", format!("1 to {MAX_ROWS} rows")));
     }
-    let now = shared::ids::now_rfc3339();
-    let job = ImportJob {
-        id: shared::ids::new_id("imp"),
-        object: "contact_import".into(),
-        status: ImportStatus::Queued,
-        on_conflict: input.on_conflict,
-        total: rows.len() as u64,
-        processed: 0,
-        created: 0,
-        updated: 0,
-        skipped: 0,
-        failed: 0,
-        error: None,
-        created_at: now.clone(),
-        updated_at: now,
-        completed_at: None,
-    };
+    let job = ImportJob::new(shared::ids::new_id("imp"), input.on_conflict, rows.len() as u64, shared::ids::now_rfc3339());
     // Chunks of at most 500 rows and 300 KiB, far below the 400 KB item limit.
     let mut chunks: Vec<Vec<Row>> = vec![];
     let mut size = 0;
@@ -557,22 +562,7 @@ mod tests {
 
     #[test]
     fn row_ids_are_stable_per_job_and_row() {
-        let job = ImportJob {
-            id: "imp_01HF6Z3Q8M4W2T9K7R5N1B0C6D".into(),
-            object: "contact_import".into(),
-            status: ImportStatus::Queued,
-            on_conflict: OnConflict::Skip,
-            total: 2,
-            processed: 0,
-            created: 0,
-            updated: 0,
-            skipped: 0,
-            failed: 0,
-            error: None,
-            created_at: "2026-11-22T10:00:00Z".into(),
-            updated_at: "2026-11-22T10:00:00Z".into(),
-            completed_at: None,
-        };
+        let job = ImportJob::new("imp_01HF6Z3Q8M4W2T9K7R5N1B0C6D".into(), OnConflict::Skip, 2, "2026-11-22T10:00:00Z".into());
         assert_eq!(row_contact_id(&job, 7), row_contact_id(&job, 7));
         assert_ne!(row_contact_id(&job, 7), row_contact_id(&job, 8));
         assert!(shared::ids::is_valid("ct", &row_contact_id(&job, 7)));
