@@ -314,6 +314,14 @@ pub async fn batch_put(app: &App, items: Vec<Item>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// One page of a keys-only index (GSI2) query, then the items themselves (one BatchGetItem).
+pub async fn query_keys_then_get(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiError> {
+    let out = query_page(app, spec).await?;
+    let keys: Vec<(String, String)> =
+        out.items.iter().filter_map(|i| Some((get_str(i, "pk")?.to_string(), get_str(i, "sk")?.to_string()))).collect();
+    Ok(PageOut { items: batch_get(app, &keys).await?, next_after: out.next_after })
+}
+
 /// One page of a Query on `pk_attr = pk`, sort keys starting with `prefix`, strictly after `after`.
 pub struct QuerySpec<'a> {
     pub index: Option<&'static str>,

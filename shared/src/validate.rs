@@ -161,6 +161,11 @@ pub const CURRENCIES: &[&str] = &[
     "YER", "ZAR", "ZMW", "ZWG",
 ];
 
+/// A snake_case enum value from a query parameter or CSV cell (its serde name), if it is one.
+pub fn parse_enum<T: serde::de::DeserializeOwned>(v: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(v.into())).ok()
+}
+
 pub fn is_currency(code: &str) -> bool {
     CURRENCIES.binary_search(&code).is_ok()
 }

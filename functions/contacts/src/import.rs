@@ -234,7 +234,7 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
     let msg = serde_json::json!({"workspace_id": ws, "import_id": job.id}).to_string();
     if let Err(e) = app.sqs.send_message().queue_url(&app.cfg.contact_imports_queue_url).message_body(msg).send().await {
         tracing::error!(import_id = %job.id, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "import not queued");
-        let _ = finish(app, ws, &job.id, ImportStatus::Failed, Some("the import could not be queued; start it again")).await;
+        let _ = finish(app, ws, &job, ImportStatus::Failed, Some("the import could not be queued; start it again")).await;
         return Err(ApiError::unavailable("the import queue is unavailable"));
     }
     Ok(job)
@@ -312,26 +312,23 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
             return Ok(());
         }
         if next >= chunks {
-            return finish(app, ws, id, ImportStatus::Completed, None).await;
+            return finish(app, ws, &job, ImportStatus::Completed, None).await;
         }
         let Some(item) = store::get(app, &ws_pk(ws), &rows_sk(id, next)).await? else {
-            return finish(app, ws, id, ImportStatus::Failed, Some("the import's rows expired before it ran")).await;
+            return finish(app, ws, &job, ImportStatus::Failed, Some("the import's rows expired before it ran")).await;
         };
         let rows: Vec<Row> = serde_json::from_str(store::get_str(&item, "rows").unwrap_or("[]")).map_err(ApiError::internal)?;
         let (counts, errors) = process_chunk(app, ws, &job, &rows).await?;
-        let err_items: Vec<Item> = errors
-            .iter()
-            .map(|e| {
-                store::Record::new(ws_pk(ws), format!("{}{:06}#{}", err_prefix(id), e.row, errors_index(&errors, e)), e).map(|r| r.item)
-            })
-            .collect::<ApiResult<_>>()?;
+        // A row's errors are adjacent; `n` numbers them so each has its own key.
+        let mut n = 0;
+        let mut err_items: Vec<Item> = Vec::with_capacity(errors.len());
+        for (i, e) in errors.iter().enumerate() {
+            n = if i > 0 && errors[i - 1].row == e.row { n + 1 } else { 0 };
+            err_items.push(store::Record::new(ws_pk(ws), format!("{}{:06}#{n}", err_prefix(id), e.row), e)?.item);
+        }
         store::batch_put(app, err_items).await?;
         save_progress(app, ws, id, next, rows.len() as u64, counts).await?;
     }
-}
-
-fn errors_index(all: &[RowError], e: &RowError) -> usize {
-    all.iter().filter(|x| x.row == e.row).position(|x| x == e).unwrap_or(0)
 }
 
 async fn save_progress(app: &App, ws: &str, id: &str, chunk: usize, rows: u64, c: Counts) -> ApiResult<()> {
@@ -372,7 +369,8 @@ async fn save_progress(app: &App, ws: &str, id: &str, chunk: usize, rows: u64, c
     }
 }
 
-async fn finish(app: &App, ws: &str, id: &str, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
+async fn finish(app: &App, ws: &str, job: &ImportJob, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
+    let id = job.id.as_str();
     let now = shared::ids::now_rfc3339();
     let u = aws_sdk_dynamodb::types::Update::builder()
         .table_name(&app.cfg.table)
@@ -388,9 +386,9 @@ async fn finish(app: &App, ws: &str, id: &str, status: ImportStatus, error: Opti
         .expression_attribute_values(":processing", s("processing"))
         .expression_attribute_values(":error", error.map_or(aws_sdk_dynamodb::types::AttributeValue::Null(true), s));
     let mut tx = Tx::new().update(u.build().map_err(ApiError::internal)?);
-    if status == ImportStatus::Completed
-        && let Some((mut job, _, _)) = load_job(app, ws, id).await?
-    {
+    if status == ImportStatus::Completed {
+        // The caller read the job after the last chunk was saved: its counts are final.
+        let mut job = job.clone();
         job.status = status;
         job.completed_at = Some(now.clone());
         job.updated_at = now;

@@ -6,11 +6,11 @@ pub mod csv;
 pub mod import;
 pub mod model;
 
-use model::{Contact, ContactStatus, EmailStatus, contact_sk, parse_enum};
+use model::{Contact, ContactStatus, EmailStatus, contact_sk};
 use serde::Deserialize;
 use shared::events::Event;
 use shared::store::{self, Tx, TxError, n, s, ws_pk};
-use shared::validate::{Errors, Patch};
+use shared::validate::{Errors, Patch, parse_enum};
 use shared::{ApiError, ApiResult, App, Reply, Req, route};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
@@ -100,16 +100,12 @@ pub async fn commit_create(app: &App, ws: &str, c: &Contact) -> ApiResult<()> {
             Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict && attempt < CONFLICT_RETRIES => {
                 // TransactionConflict: another create of the same address is in flight. Once it
                 // commits, the retry sees its claim and answers with its id.
-                tokio::time::sleep(std::time::Duration::from_millis(20 + rand_ms(30 << attempt))).await;
+                tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << attempt))).await;
             }
             Err(TxError::Api(e)) => return Err(e),
         }
     }
     Err(ApiError::conflict("the contact was changed concurrently; retry"))
-}
-
-fn rand_ms(max: u64) -> u64 {
-    (shared::ids::now_ms() as u64).wrapping_mul(6364136223846793005) % max.max(1)
 }
 
 /// Create a contact. The email is unique in the workspace (case-insensitive): a second create
@@ -371,11 +367,8 @@ async fn unlink_deals(app: &App, ws: &str, contact_id: &str) -> ApiResult<()> {
     let mut after = None;
     loop {
         let spec = store::QuerySpec::new(format!("{}#DEALS#{contact_id}", ws_pk(ws)), "DEAL#", after, 100).on_gsi2();
-        let out = store::query_page(app, spec).await?;
-        let keys: Vec<(String, String)> =
-            out.items.iter().filter_map(|i| Some((store::get_str(i, "pk")?.to_string(), store::get_str(i, "sk")?.to_string()))).collect();
-        let deals = store::batch_get(app, &keys).await?;
-        let work = deals.into_iter().map(|item| async move {
+        let out = store::query_keys_then_get(app, spec).await?;
+        let work = out.items.into_iter().map(|item| async move {
             let mut deal: serde_json::Value = serde_dynamo::from_item(item.clone()).map_err(ApiError::internal)?;
             let now = shared::ids::now_rfc3339();
             deal["contact_id"] = serde_json::Value::Null;

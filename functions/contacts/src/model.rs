@@ -50,10 +50,6 @@ fn enum_str<T: Serialize>(v: T) -> String {
     serde_json::to_value(v).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
 }
 
-pub fn parse_enum<T: serde::de::DeserializeOwned>(v: &str) -> Option<T> {
-    serde_json::from_value(serde_json::Value::String(v.into())).ok()
-}
-
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Contact {
     /// `ct_...`

@@ -202,7 +202,7 @@ pub async fn get_deal(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     let (status, stage, contact) = (req.query("status"), req.query("stage"), req.query("contact_id"));
     let mut errs = Errors::new();
-    let parsed: Option<DealStatus> = status.and_then(|v| serde_json::from_value(serde_json::Value::String(v.into())).ok());
+    let parsed: Option<DealStatus> = status.and_then(shared::validate::parse_enum);
     if status.is_some() && parsed.is_none() {
         errs.add("status", "must be one of open, won, lost");
     }
@@ -215,10 +215,8 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     if let Some(c) = contact {
         // The contact's deals by index (keys only), then the deals by key; other filters apply to the page.
         let spec = store::QuerySpec::new(format!("{}#DEALS#{c}", ws_pk(ws)), "DEAL#", page.after.clone(), page.limit).on_gsi2();
-        let out = store::query_page(app, spec).await?;
-        let keys: Vec<(String, String)> =
-            out.items.iter().filter_map(|i| Some((store::get_str(i, "pk")?.to_string(), store::get_str(i, "sk")?.to_string()))).collect();
-        let deals: Vec<Deal> = store::batch_get(app, &keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
+        let out = store::query_keys_then_get(app, spec).await?;
+        let deals: Vec<Deal> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
         let deals: Vec<Deal> =
             deals.into_iter().filter(|d| parsed.is_none_or(|p| d.status == p) && stage.is_none_or(|st| d.stage == st)).collect();
         return Ok(Reply::list(&deals, out.next_after.map(|a| page.cursor_for(&a))));

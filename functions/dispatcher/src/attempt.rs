@@ -59,13 +59,7 @@ pub async fn process(d: &Dispatcher, job: &DeliveryJob, mode: Mode) -> ApiResult
 
 /// Queue the next attempt of a delivery that has no message of its own yet.
 pub async fn schedule(d: &Dispatcher, ws: &str, x: &StoredDelivery, delay: u64) {
-    let job = DeliveryJob {
-        workspace_id: ws.into(),
-        endpoint_id: x.delivery.endpoint_id.clone(),
-        delivery_id: x.delivery.id.clone(),
-        job: x.job.clone(),
-    };
-    if let Err(e) = model::enqueue(&d.app, &job, delay).await {
+    if let Err(e) = model::enqueue(&d.app, &x.job(ws), delay).await {
         tracing::error!(delivery_id = %x.delivery.id, error = %e, "retry not queued");
     }
 }

@@ -53,7 +53,7 @@ impl PostStatus {
         }
     }
     fn parse(s: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(s.into())).ok()
+        shared::validate::parse_enum(s)
     }
     fn editable(self) -> bool {
         matches!(self, Self::Draft | Self::Scheduled)

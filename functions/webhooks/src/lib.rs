@@ -6,8 +6,7 @@ pub mod model;
 
 use aws_sdk_dynamodb::types::Update;
 use model::{
-    COUNT_SK, DEFAULT_GRACE_SECS, Delivery, DeliveryJob, DeliveryStatus, Endpoint, MAX_ENDPOINTS, MAX_GRACE_SECS, StoredDelivery,
-    StoredEndpoint,
+    COUNT_SK, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_ENDPOINTS, MAX_GRACE_SECS, StoredDelivery, StoredEndpoint,
 };
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
@@ -332,13 +331,7 @@ pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     if !d.save(app, ws).await? {
         return Err(ApiError::conflict("the delivery exists already"));
     }
-    let job = DeliveryJob {
-        workspace_id: ws.into(),
-        endpoint_id: rec.endpoint.id.clone(),
-        delivery_id: d.delivery.id.clone(),
-        job: d.job.clone(),
-    };
-    model::enqueue(app, &job, 0).await?;
+    model::enqueue(app, &d.job(ws), 0).await?;
     Ok(Reply::with_status(http::StatusCode::ACCEPTED, &d.delivery))
 }
 
@@ -400,8 +393,7 @@ pub async fn retry_delivery(app: &App, req: Req) -> ApiResult<Reply> {
     if !d.save(app, ws).await? {
         return Err(ApiError::conflict("the delivery was changed concurrently; retry"));
     }
-    let job = DeliveryJob { workspace_id: ws.into(), endpoint_id: id.into(), delivery_id: delivery_id.into(), job: d.job.clone() };
-    model::enqueue(app, &job, 0).await?;
+    model::enqueue(app, &d.job(ws), 0).await?;
     Ok(Reply::with_status(http::StatusCode::ACCEPTED, &d.delivery))
 }
 

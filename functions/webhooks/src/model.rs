@@ -143,7 +143,7 @@ impl DeliveryStatus {
         }
     }
     pub fn parse(v: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(v.into())).ok()
+        shared::validate::parse_enum(v)
     }
 }
 
@@ -268,6 +268,16 @@ impl StoredDelivery {
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
             Err(e) => Err(store::ddb_error(e)),
+        }
+    }
+
+    /// The queue message allowed to work on this delivery (its current token).
+    pub fn job(&self, ws: &str) -> DeliveryJob {
+        DeliveryJob {
+            workspace_id: ws.into(),
+            endpoint_id: self.delivery.endpoint_id.clone(),
+            delivery_id: self.delivery.id.clone(),
+            job: self.job.clone(),
         }
     }
 
