@@ -12,11 +12,54 @@ pub struct Config {
     pub deliveries_queue_url: String,
     /// Contact import jobs for the import worker.
     pub contact_imports_queue_url: String,
+    /// Emails to send now (or at their time) for the email sender.
+    pub emails_queue_url: String,
     /// Secrets Manager id of the platform secret (cursor and encryption keys).
     pub platform_secret_id: String,
     pub oauth: Option<OAuthConfig>,
     pub limits: HashMap<Class, Limit>,
     pub webhooks: WebhookSettings,
+    pub email: EmailSettings,
+}
+
+#[derive(Clone, Debug)]
+pub struct EmailSettings {
+    /// SES identities (domains or addresses) this deployment may send from (`SES_IDENTITIES`,
+    /// comma-separated). A workspace's `email_senders` must fall under one of them.
+    pub identities: Vec<String>,
+    /// The SES configuration set whose event destination feeds delivery, bounce and complaint
+    /// notifications back (`SES_CONFIGURATION_SET`; empty = none).
+    pub configuration_set: Option<String>,
+    /// A queued email not sent this long after its queue message went out is enqueued again by
+    /// the schedule tick (`EMAIL_REQUEUE_AFTER_SECS`).
+    pub requeue_after_secs: i64,
+}
+
+impl Default for EmailSettings {
+    fn default() -> Self {
+        Self { identities: vec![], configuration_set: None, requeue_after_secs: 120 }
+    }
+}
+
+impl EmailSettings {
+    pub fn from_env() -> Self {
+        let identities = std::env::var("SES_IDENTITIES")
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_ascii_lowercase())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let configuration_set = std::env::var("SES_CONFIGURATION_SET").ok().filter(|s| !s.is_empty());
+        let requeue_after_secs = std::env::var("EMAIL_REQUEUE_AFTER_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(120);
+        Self { identities, configuration_set, requeue_after_secs }
+    }
+
+    /// Is `sender` (an address or a domain) covered by one of the identities?
+    pub fn covers(&self, sender: &str) -> bool {
+        let sender = sender.to_ascii_lowercase();
+        let domain = sender.rsplit_once('@').map_or(sender.as_str(), |(_, d)| d);
+        self.identities.iter().any(|id| *id == sender || *id == domain)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -110,10 +153,12 @@ impl Config {
             events_queue_url: var("EVENTS_QUEUE_URL")?,
             deliveries_queue_url: var("DELIVERIES_QUEUE_URL")?,
             contact_imports_queue_url: var("CONTACT_IMPORTS_QUEUE_URL")?,
+            emails_queue_url: var("EMAILS_QUEUE_URL")?,
             platform_secret_id: var("PLATFORM_SECRET_ID")?,
             oauth,
             limits,
             webhooks: WebhookSettings::from_env()?,
+            email: EmailSettings::from_env(),
         })
     }
 }

@@ -82,13 +82,13 @@ impl ErrorCode {
 }
 
 /// One entry of `details`: which field, what is wrong with it (or other structured context).
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, ToSchema)]
 pub struct ErrorDetail {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
     pub message: String,
     /// Extra machine-readable context, e.g. the id of the object a conflict is with.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub meta: Option<serde_json::Value>,
 }

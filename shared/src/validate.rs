@@ -161,6 +161,21 @@ pub const CURRENCIES: &[&str] = &[
     "YER", "ZAR", "ZMW", "ZWG",
 ];
 
+/// An email address, trimmed and lower-cased, if it has the usual shape (`local@domain.tld`).
+pub fn normalise_email(raw: &str) -> Option<String> {
+    let e = raw.trim().to_lowercase();
+    let (local, domain) = e.split_once('@')?;
+    let ok = e.len() <= 254
+        && (1..=64).contains(&local.len())
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !domain.contains("..")
+        && !e.chars().any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | ',' | ';' | '"' | '(' | ')' | '[' | ']'))
+        && !domain.contains('@');
+    ok.then_some(e)
+}
+
 /// A snake_case enum value from a query parameter or CSV cell (its serde name), if it is one.
 pub fn parse_enum<T: serde::de::DeserializeOwned>(v: &str) -> Option<T> {
     serde_json::from_value(serde_json::Value::String(v.into())).ok()

@@ -55,7 +55,7 @@ pub fn harness() -> &'static Harness {
                 let mut strict = stack.config();
                 strict.webhooks.url_policy.allow_loopback = false;
                 let base_strict = stack.extra_gateway(strict).await.expect("strict gateway");
-                let mut noqueue = stack.new_app(stack.config()).expect("app");
+                let mut noqueue = stack.new_app(test_config(stack.config())).expect("app");
                 noqueue.sqs = aws_sdk_sqs::Client::from_conf(
                     aws_sdk_sqs::config::Builder::from(&stack.sdk).endpoint_url(format!("http://127.0.0.1:{}", closed_port())).build(),
                 );
@@ -86,6 +86,7 @@ pub fn harness() -> &'static Harness {
 fn test_config(mut cfg: Config) -> Config {
     cfg.webhooks.retry_schedule = vec![1, 1, 1, 1, 1];
     cfg.webhooks.outbox_sweep_age_secs = 2;
+    cfg.email.requeue_after_secs = 2;
     cfg
 }
 
@@ -107,6 +108,20 @@ impl Harness {
     pub async fn app(&self) -> App {
         let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
         App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app")
+    }
+
+    /// An email sender of this stack, for tests that invoke it directly (as Lambda would).
+    pub async fn sender(&self) -> email_sender::Sender {
+        let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
+        email_sender::Sender::new(App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app"), &sdk)
+    }
+
+    /// Every message moto's SES recorded as sent (`id`, `source`, `subject`, `body`,
+    /// `destinations`), from moto's model inspection endpoint.
+    pub async fn ses_sent(&self) -> Vec<Value> {
+        let url = format!("{}/moto-api/data.json", self.moto_endpoint);
+        let v: Value = reqwest::get(url).await.expect("moto data").json().await.expect("moto json");
+        v["ses"]["Message"].as_array().cloned().unwrap_or_default()
     }
 
     pub async fn sqs(&self) -> aws_sdk_sqs::Client {

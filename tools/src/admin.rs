@@ -16,6 +16,10 @@ pub struct Names {
     pub events_queue: String,
     pub deliveries_queue: String,
     pub contact_imports_queue: String,
+    pub emails_queue: String,
+    pub email_feedback_queue: String,
+    /// SES identities to verify (in moto) and allow (`SES_IDENTITIES`).
+    pub ses_identities: Vec<String>,
     pub secret_id: String,
 }
 
@@ -26,6 +30,9 @@ impl Default for Names {
             events_queue: "platform-events".into(),
             deliveries_queue: "platform-deliveries".into(),
             contact_imports_queue: "platform-contact-imports".into(),
+            emails_queue: "platform-emails".into(),
+            email_feedback_queue: "platform-email-feedback".into(),
+            ses_identities: vec!["example.com".into()],
             secret_id: "platform/secret".into(),
         }
     }
@@ -40,6 +47,9 @@ impl Names {
             events_queue: get("EVENTS_QUEUE_NAME", d.events_queue),
             deliveries_queue: get("DELIVERIES_QUEUE_NAME", d.deliveries_queue),
             contact_imports_queue: get("CONTACT_IMPORTS_QUEUE_NAME", d.contact_imports_queue),
+            emails_queue: get("EMAILS_QUEUE_NAME", d.emails_queue),
+            email_feedback_queue: get("EMAIL_FEEDBACK_QUEUE_NAME", d.email_feedback_queue),
+            ses_identities: get("SES_IDENTITIES", d.ses_identities.join(",")).split(',').map(|s| s.trim().to_string()).collect(),
             secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
         }
     }
@@ -55,6 +65,12 @@ pub struct Resources {
     pub deliveries_dlq_url: String,
     pub contact_imports_queue_url: String,
     pub contact_imports_dlq_url: String,
+    pub emails_queue_url: String,
+    pub emails_dlq_url: String,
+    /// Where SES notifications arrive (on AWS through SNS).
+    pub email_feedback_queue_url: String,
+    pub email_feedback_dlq_url: String,
+    pub ses_identities: Vec<String>,
     pub secret_id: String,
 }
 
@@ -74,6 +90,7 @@ pub fn local_config(res: &Resources) -> Config {
         events_queue_url: res.events_queue_url.clone(),
         deliveries_queue_url: res.deliveries_queue_url.clone(),
         contact_imports_queue_url: res.contact_imports_queue_url.clone(),
+        emails_queue_url: res.emails_queue_url.clone(),
         platform_secret_id: res.secret_id.clone(),
         oauth: Some(dev_oauth()),
         limits: shared::ratelimit::Class::defaults(),
@@ -82,6 +99,7 @@ pub fn local_config(res: &Resources) -> Config {
             url_policy: shared::outbound::UrlPolicy { allow_loopback: true },
             ..Default::default()
         },
+        email: shared::config::EmailSettings { identities: res.ses_identities.clone(), ..Default::default() },
     }
 }
 
@@ -117,6 +135,7 @@ pub async fn bootstrap(
     ddb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
     sm: &aws_sdk_secretsmanager::Client,
+    ses: &aws_sdk_sesv2::Client,
     names: &Names,
 ) -> Result<Resources, String> {
     let created = ddb
@@ -158,6 +177,18 @@ pub async fn bootstrap(
     let (deliveries_queue_url, deliveries_dlq_url) = create_queue_with_dlq(sqs, &names.deliveries_queue, 50, 90).await?;
     // An import resumes where it stopped each time its message comes back; five tries.
     let (contact_imports_queue_url, contact_imports_dlq_url) = create_queue_with_dlq(sqs, &names.contact_imports_queue, 5, 600).await?;
+    // Visibility above the sender's timeout; a job's emails are re-enqueued on their own, so
+    // a message that keeps failing is broken.
+    let (emails_queue_url, emails_dlq_url) = create_queue_with_dlq(sqs, &names.emails_queue, 10, 90).await?;
+    let (email_feedback_queue_url, email_feedback_dlq_url) = create_queue_with_dlq(sqs, &names.email_feedback_queue, 5, 30).await?;
+    for identity in &names.ses_identities {
+        let created = ses.create_email_identity().email_identity(identity).send().await;
+        if let Err(e) = created
+            && !e.as_service_error().is_some_and(|s| s.is_already_exists_exception())
+        {
+            return Err(format!("SES identity {identity}: {}", aws_sdk_sesv2::error::DisplayErrorContext(e)));
+        }
+    }
 
     let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
     match secret {
@@ -173,6 +204,11 @@ pub async fn bootstrap(
         deliveries_dlq_url,
         contact_imports_queue_url,
         contact_imports_dlq_url,
+        emails_queue_url,
+        emails_dlq_url,
+        email_feedback_queue_url,
+        email_feedback_dlq_url,
+        ses_identities: names.ses_identities.clone(),
         secret_id: names.secret_id.clone(),
     })
 }

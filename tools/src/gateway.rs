@@ -23,7 +23,8 @@ const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
 pub fn all_routes() -> &'static [Route] {
     static ALL: OnceLock<&'static [Route]> = OnceLock::new();
     ALL.get_or_init(|| {
-        let v: Vec<&'static [Route]> = vec![workspaces::ROUTES, posts::ROUTES, webhooks::ROUTES, contacts::ROUTES, deals::ROUTES];
+        let v: Vec<&'static [Route]> =
+            vec![workspaces::ROUTES, posts::ROUTES, webhooks::ROUTES, contacts::ROUTES, deals::ROUTES, emails::ROUTES];
         let all: Vec<Route> = v.into_iter().flat_map(|r| r.iter().cloned()).collect();
         Box::leak(all.into_boxed_slice())
     })

@@ -37,7 +37,8 @@ impl DevStack {
         );
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let sm = aws_sdk_secretsmanager::Client::new(&sdk);
-        let resources = admin::bootstrap(&ddb, &sqs, &sm, &Names::default()).await?;
+        let ses = aws_sdk_sesv2::Client::new(&sdk);
+        let resources = admin::bootstrap(&ddb, &sqs, &sm, &ses, &Names::default()).await?;
         let app = Arc::new(App::with_dynamodb_endpoint(admin::local_config(&resources), &sdk, Some(&emulators.dynamodb_endpoint))?);
         let mut stack = Self { emulators, resources, sdk, ddb, sqs, app: app.clone(), base_url: String::new(), gateways: vec![] };
         let (addr, task) = gateway::start(app, port).await?;
@@ -69,9 +70,9 @@ impl DevStack {
         Ok(format!("http://{addr}{}", gateway::BASE_PATH))
     }
 
-    /// The event source mappings and schedule of the queue-driven functions: the dispatcher
-    /// (events and deliveries queues, outbox sweep every `sweep_every`) and the contact import
-    /// worker.
+    /// The event source mappings and schedules of the queue-driven functions: the dispatcher
+    /// (events and deliveries queues, outbox sweep every `sweep_every`), the contact import
+    /// worker, and the email sender (emails and feedback queues, tick every `sweep_every`).
     pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
         let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg.clone())?)?);
         let sqs = d.app.sqs.clone();
@@ -85,12 +86,26 @@ impl DevStack {
         self.gateways.push(worker::poll(sqs.clone(), self.resources.events_queue_url.clone(), dispatch.clone()));
         self.gateways.push(worker::poll(sqs.clone(), self.resources.deliveries_queue_url.clone(), dispatch));
         self.gateways.push(worker::sweep(d, sweep_every));
-        let importer = Arc::new(self.new_app(cfg)?);
+        let importer = Arc::new(self.new_app(cfg.clone())?);
         let import: worker::Handler = Arc::new(move |ev| {
             let app = importer.clone();
             Box::pin(async move { contacts::import::handle_sqs(&app, ev).await })
         });
-        self.gateways.push(worker::poll(sqs, self.resources.contact_imports_queue_url.clone(), import));
+        self.gateways.push(worker::poll(sqs.clone(), self.resources.contact_imports_queue_url.clone(), import));
+        let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg)?, &self.sdk));
+        let send: worker::Handler = {
+            let sender = sender.clone();
+            Arc::new(move |ev| {
+                let sender = sender.clone();
+                Box::pin(async move { sender.handle_sqs(ev).await })
+            })
+        };
+        self.gateways.push(worker::poll(sqs.clone(), self.resources.emails_queue_url.clone(), send.clone()));
+        self.gateways.push(worker::poll(sqs, self.resources.email_feedback_queue_url.clone(), send));
+        self.gateways.push(worker::tick("email tick", sweep_every, move || {
+            let sender = sender.clone();
+            Box::pin(async move { email_sender::tick::tick(&sender).await.map(|_| ()).map_err(|e| e.to_string()) })
+        }));
         Ok(())
     }
 
@@ -107,6 +122,8 @@ impl DevStack {
             ("EVENTS_QUEUE_URL", self.resources.events_queue_url.clone()),
             ("DELIVERIES_QUEUE_URL", self.resources.deliveries_queue_url.clone()),
             ("CONTACT_IMPORTS_QUEUE_URL", self.resources.contact_imports_queue_url.clone()),
+            ("EMAILS_QUEUE_URL", self.resources.emails_queue_url.clone()),
+            ("SES_IDENTITIES", self.resources.ses_identities.join(",")),
             ("WEBHOOK_ALLOW_LOOPBACK", "true".into()),
             ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
             ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),
@@ -132,6 +149,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     doc.merge(webhooks::ApiDoc::openapi());
     doc.merge(contacts::ApiDoc::openapi());
     doc.merge(deals::ApiDoc::openapi());
+    doc.merge(emails::ApiDoc::openapi());
     doc
 }
 

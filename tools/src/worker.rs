@@ -67,11 +67,22 @@ pub fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) -> to
 
 /// Run the outbox sweep every `every` until aborted.
 pub fn sweep(d: Arc<Dispatcher>, every: Duration) -> tokio::task::JoinHandle<()> {
+    tick("outbox sweep", every, move || {
+        let d = d.clone();
+        Box::pin(async move { d.handle(serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"})).await.map(|_| ()) })
+    })
+}
+
+/// Run a scheduled job every `every` until aborted (EventBridge Scheduler on AWS).
+pub fn tick<F>(name: &'static str, every: Duration, job: F) -> tokio::task::JoinHandle<()>
+where
+    F: Fn() -> BoxFuture<'static, Result<(), String>> + Send + 'static,
+{
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(every).await;
-            if let Err(e) = d.handle(serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"})).await {
-                tracing::warn!(error = %e, "outbox sweep failed");
+            if let Err(e) = job().await {
+                tracing::warn!(error = %e, job = name, "scheduled job failed");
             }
         }
     })

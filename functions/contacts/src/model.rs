@@ -85,20 +85,7 @@ fn search_sk(term: &str, id: &str) -> String {
     format!("CSEARCH#{term}#{id}")
 }
 
-/// Lower-case, trimmed; `None` unless it looks like a deliverable address.
-pub fn normalise_email(raw: &str) -> Option<String> {
-    let e = raw.trim().to_lowercase();
-    let (local, domain) = e.split_once('@')?;
-    let ok = e.len() <= 254
-        && (1..=64).contains(&local.len())
-        && domain.contains('.')
-        && !domain.starts_with('.')
-        && !domain.ends_with('.')
-        && !domain.contains("..")
-        && !e.chars().any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | ',' | ';' | '"' | '(' | ')' | '[' | ']'))
-        && !domain.contains('@');
-    ok.then_some(e)
-}
+pub use shared::validate::normalise_email;
 
 /// E.164: `+`, then 2 to 15 digits, the first not 0.
 pub fn is_e164(p: &str) -> bool {

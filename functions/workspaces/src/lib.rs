@@ -25,7 +25,7 @@ pub static ROUTES: &[shared::routing::Route] = &[
     route!(GET "/workspaces/current/members", Read, list_members),
 ];
 
-const WORKSPACE_SK: &str = "WORKSPACE";
+pub const WORKSPACE_SK: &str = "WORKSPACE";
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Workspace {
@@ -42,6 +42,10 @@ pub struct Workspace {
     pub locale: String,
     /// ISO 4217 code.
     pub default_currency: String,
+    /// Addresses or domains this workspace sends email from (`from` of `POST /emails`); each
+    /// must be an SES identity of the deployment (`SES_IDENTITIES`).
+    #[serde(default)]
+    pub email_senders: Vec<String>,
     pub metadata: BTreeMap<String, String>,
     pub created_at: String,
     pub updated_at: String,
@@ -132,6 +136,7 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
             timezone: "UTC".into(),
             locale: "en".into(),
             default_currency: "EUR".into(),
+            email_senders: vec![],
             metadata: BTreeMap::new(),
             created_at: now.clone(),
             updated_at: now,
@@ -240,13 +245,40 @@ pub struct UpdateWorkspace {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub default_currency: Patch<String>,
+    /// Replaces the list; null clears it.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub email_senders: Patch<Vec<String>>,
     /// Replaces the whole map.
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
     pub metadata: Patch<BTreeMap<String, String>>,
 }
 
-/// Change name, slug, time zone, locale, default currency or metadata.
+pub const MAX_EMAIL_SENDERS: usize = 20;
+
+/// A sender entry: an address or a domain, lower-cased, covered by the deployment's SES identities.
+fn check_senders(app: &App, errs: &mut Errors, senders: &mut [String]) {
+    if senders.len() > MAX_EMAIL_SENDERS {
+        errs.add("email_senders", format!("at most {MAX_EMAIL_SENDERS}"));
+    }
+    for (i, raw) in senders.iter_mut().enumerate() {
+        let lower = raw.trim().to_ascii_lowercase();
+        let valid = if lower.contains('@') {
+            validate::normalise_email(&lower).is_some()
+        } else {
+            validate::normalise_email(&format!("x@{lower}")).is_some()
+        };
+        if !valid {
+            errs.add(format!("email_senders[{i}]"), "must be an email address or a domain");
+        } else if !app.cfg.email.covers(&lower) {
+            errs.add(format!("email_senders[{i}]"), "is not an SES identity of this deployment (SES_IDENTITIES)");
+        }
+        *raw = lower;
+    }
+}
+
+/// Change name, slug, time zone, locale, default currency, email senders or metadata.
 #[utoipa::path(patch, path = "/workspaces/current", tag = "workspaces", request_body = UpdateWorkspace,
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
@@ -271,6 +303,16 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
         &validate::is_currency,
         "must be an ISO 4217 code such as EUR",
     );
+    match input.email_senders {
+        Patch::Absent => {}
+        Patch::Null => ws.email_senders.clear(),
+        Patch::Value(mut v) => {
+            check_senders(app, &mut errs, &mut v);
+            v.sort();
+            v.dedup();
+            ws.email_senders = v;
+        }
+    }
     errs.patch_metadata("metadata", input.metadata, &mut ws.metadata);
     errs.finish()?;
     ws.updated_at = shared::ids::now_rfc3339();

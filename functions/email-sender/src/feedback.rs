@@ -1,0 +1,163 @@
+//! SES notifications: delivery, bounce and complaint, as SES publishes them to SNS and SNS
+//! delivers them to SQS (an SNS envelope whose `Message` is the SES JSON; raw delivery without
+//! the envelope is accepted too). Both shapes SES uses are read: identity notifications
+//! (`notificationType`) and configuration-set event publishing (`eventType`).
+//!
+//! The email moves forward only (sent < delivered < bounced < complained), so late or repeated
+//! notifications change nothing. A permanent bounce marks the recipient's contact `bounced`, a
+//! complaint `complained`; later sends to them are suppressed.
+
+use crate::Sender;
+use contacts::model::{Contact, EmailStatus as ContactEmailStatus};
+use emails::compose;
+use emails::model::{self, EmailStatus, Feedback};
+use serde_json::Value;
+use shared::events::Event;
+use shared::store::{self, Tx, TxError};
+
+pub struct Notification {
+    /// `Delivery`, `Bounce`, `Complaint` (others are ignored).
+    pub kind: String,
+    pub message_id: String,
+    /// Ours when SES echoes the `email_id` tag we send with (event publishing only).
+    pub tagged_email_id: Option<String>,
+    pub body: Value,
+}
+
+/// The SES notification in an SQS message body, if it is one.
+pub fn parse(raw: &str) -> Option<Notification> {
+    let mut v: Value = serde_json::from_str(raw).ok()?;
+    if v.get("Type").and_then(Value::as_str) == Some("Notification") {
+        v = serde_json::from_str(v.get("Message")?.as_str()?).ok()?;
+    }
+    let kind = v.get("notificationType").or_else(|| v.get("eventType"))?.as_str()?.to_string();
+    let message_id = v.pointer("/mail/messageId")?.as_str()?.to_string();
+    let tagged_email_id = v.pointer("/mail/tags/email_id/0").and_then(Value::as_str).map(String::from);
+    Some(Notification { kind, message_id, tagged_email_id, body: v })
+}
+
+fn strings(v: Option<&Value>, field: &str) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|r| r.get(field).and_then(Value::as_str)).filter_map(shared::validate::normalise_email).collect())
+        .unwrap_or_default()
+}
+
+fn text(v: &Value, pointer: &str) -> Option<String> {
+    v.pointer(pointer).and_then(Value::as_str).map(String::from)
+}
+
+fn rank(s: EmailStatus) -> u8 {
+    match s {
+        EmailStatus::Sent => 1,
+        EmailStatus::Delivered => 2,
+        EmailStatus::Bounced => 3,
+        EmailStatus::Complained => 4,
+        _ => 0,
+    }
+}
+
+fn contact_rank(s: ContactEmailStatus) -> u8 {
+    match s {
+        ContactEmailStatus::Subscribed => 0,
+        ContactEmailStatus::Unsubscribed => 1,
+        ContactEmailStatus::Bounced => 2,
+        ContactEmailStatus::Complained => 3,
+    }
+}
+
+/// Apply one notification. `Err` keeps the message for another try.
+pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
+    let app = &sd.app;
+    let b = &n.body;
+    let now = shared::ids::now_rfc3339();
+    let (target, feedback, contact_status) = match n.kind.as_str() {
+        "Delivery" => (Some(EmailStatus::Delivered), None, None),
+        "Bounce" => {
+            let kind = text(b, "/bounce/bounceType");
+            let permanent = kind.as_deref() == Some("Permanent");
+            let fb = Feedback {
+                kind: "bounce".into(),
+                r#type: kind,
+                sub_type: text(b, "/bounce/bounceSubType"),
+                recipients: strings(b.pointer("/bounce/bouncedRecipients"), "emailAddress"),
+                diagnostic: text(b, "/bounce/bouncedRecipients/0/diagnosticCode"),
+                at: text(b, "/bounce/timestamp").unwrap_or_else(|| now.clone()),
+            };
+            // Transient bounces are recorded; SES keeps trying those itself.
+            (permanent.then_some(EmailStatus::Bounced), Some(fb), permanent.then_some(ContactEmailStatus::Bounced))
+        }
+        "Complaint" => {
+            let fb = Feedback {
+                kind: "complaint".into(),
+                r#type: text(b, "/complaint/complaintFeedbackType"),
+                sub_type: text(b, "/complaint/complaintSubType"),
+                recipients: strings(b.pointer("/complaint/complainedRecipients"), "emailAddress"),
+                diagnostic: None,
+                at: text(b, "/complaint/timestamp").unwrap_or_else(|| now.clone()),
+            };
+            (Some(EmailStatus::Complained), Some(fb), Some(ContactEmailStatus::Complained))
+        }
+        _ => return Ok(()),
+    };
+    let lookup = store::get(app, &model::provider_pk(&n.message_id), "SESMSG").await.map_err(|e| e.to_string())?;
+    let Some(lookup) = lookup else {
+        // Not (yet) known: ours if tagged, then the send is still being recorded; try again.
+        return match &n.tagged_email_id {
+            Some(id) => Err(format!("email {id} has no recorded send yet")),
+            None => Ok(()),
+        };
+    };
+    let ws = store::get_str(&lookup, "workspace_id").unwrap_or_default().to_string();
+    let id = store::get_str(&lookup, "email_id").unwrap_or_default().to_string();
+    let stored = model::load(app, &ws, &id).await.map_err(|e| e.to_string())?.ok_or("the email of a notification is gone")?;
+    let mut e = stored.email.clone();
+    let at = feedback.as_ref().map(|f| f.at.clone()).or_else(|| text(b, "/delivery/timestamp")).unwrap_or_else(|| now.clone());
+    let moves = target.is_some_and(|t| rank(t) > rank(e.status) && rank(e.status) > 0);
+    if moves {
+        let t = target.expect("checked");
+        e.set_status(t, &shared::ids::format_time(parse_time(&at)));
+        e.updated_at = now.clone();
+    }
+    let new_feedback = feedback.is_some() && (moves || e.feedback.is_none());
+    if new_feedback {
+        e.feedback = feedback.clone();
+        e.updated_at = now.clone();
+    }
+    if e != stored.email {
+        let mut tx = Tx::new().replace(app, model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
+        if moves {
+            tx = tx.event(app, Event::new(&ws, &e.status.event(), &e));
+            if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
+                tx = tx.put(app, a);
+            }
+        }
+        tx.commit(app).await.map_err(|e| TxError::stale(e).to_string())?;
+    }
+    if let (Some(cs), Some(fb)) = (contact_status, &feedback) {
+        mark_contacts(sd, &ws, &fb.recipients, cs).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn parse_time(t: &str) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(t).map(|t| t.with_timezone(&chrono::Utc)).unwrap_or_else(|_| chrono::Utc::now())
+}
+
+/// Raise the contacts of these addresses to `status` (never lowering: a complaint stays).
+async fn mark_contacts(sd: &Sender, ws: &str, addrs: &[String], status: ContactEmailStatus) -> shared::ApiResult<()> {
+    let app = &sd.app;
+    let (contacts, owners) = compose::contacts_of(app, ws, vec![], addrs.to_vec()).await?;
+    for addr in addrs {
+        let Some(c) = owners.get(addr).and_then(|id| contacts.get(id)) else { continue };
+        if contact_rank(c.email_status) >= contact_rank(status) {
+            continue;
+        }
+        // Read with its version, so a concurrent edit is not overwritten.
+        let (old, version): (Contact, i64) = contacts::model::load(app, ws, &c.id).await?;
+        let mut new = old.clone();
+        new.email_status = status;
+        new.updated_at = shared::ids::now_rfc3339();
+        contacts::model::update_tx(app, ws, &old, &new, version, Tx::new())?.commit(app).await.map_err(TxError::stale)?;
+    }
+    Ok(())
+}

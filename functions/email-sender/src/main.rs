@@ -1,0 +1,14 @@
+//! One container: SDK clients (DynamoDB, SQS, SES) built once, then the runtime loop.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    shared::telemetry::init();
+    let sdk = aws_config::load_from_env().await;
+    let app = shared::App::new(shared::config::Config::from_env()?, &sdk)?;
+    // Leaked on purpose: lives as long as the container, borrowed by every invocation.
+    let sender: &'static email_sender::Sender = Box::leak(Box::new(email_sender::Sender::new(app, &sdk)));
+    lambda_runtime::run(lambda_runtime::service_fn(move |ev: lambda_runtime::LambdaEvent<serde_json::Value>| async move {
+        sender.handle(ev.payload).await.map_err(lambda_runtime::Error::from)
+    }))
+    .await
+}

@@ -1,0 +1,267 @@
+//! Sending one email exactly once per claim.
+//!
+//! A queue message can arrive twice, and two invocations can hold copies at the same moment.
+//! Before calling SES an invocation claims the email: a versioned write that stamps a claim
+//! token and an expiry longer than the function's timeout. Only one claim can win; a copy that
+//! finds the email claimed waits for the claim to end, and one that finds it sent (or
+//! cancelled, failed, ...) drops. The one window left is a crash between SES accepting the
+//! message and the write that records it; then the claim expires and the email is sent again
+//! (at-least-once rather than lost).
+
+use crate::Sender;
+use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
+use emails::compose;
+use emails::model::{self, Email, EmailStatus, SendError, SendJob, Stored};
+use shared::events::Event;
+use shared::store::{self, Tx, TxError, n, s, ws_pk};
+use shared::{ApiError, ApiResult};
+
+/// Longer than the sender's Lambda timeout (60 s): a live invocation never loses its claim.
+pub const CLAIM_SECS: i64 = 90;
+/// Emails of one job sent at once.
+const CONCURRENCY: usize = 10;
+
+pub enum Outcome {
+    Done,
+    /// Look again in this many seconds (not due yet, claimed elsewhere, or a transient failure).
+    Later(i64),
+}
+
+/// Every email of the job; the ones to look at again go back to the queue as a new job with
+/// their delay, so the finished ones are not processed twice.
+pub async fn run_job(sd: &Sender, job: &SendJob) -> ApiResult<()> {
+    let ws = job.workspace_id.as_str();
+    let mut later: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    let mut failed = None;
+    for chunk in job.email_ids.chunks(CONCURRENCY) {
+        let results = futures_util::future::join_all(chunk.iter().map(|id| send_one(sd, ws, id))).await;
+        for (id, r) in chunk.iter().zip(results) {
+            match r {
+                Ok(Outcome::Done) => {}
+                Ok(Outcome::Later(secs)) => later.entry(secs.clamp(1, 900)).or_default().push(id.clone()),
+                Err(e) => {
+                    tracing::warn!(email_id = %id, error = %e, "send failed; retrying later");
+                    later.entry(30).or_default().push(id.clone());
+                    failed = Some(e);
+                }
+            }
+        }
+    }
+    for (delay, ids) in later {
+        if !model::enqueue(&sd.app, ws, &ids, delay).await {
+            // Keep the original message: it comes back whole and finished emails drop quickly.
+            return Err(failed.unwrap_or_else(|| ApiError::unavailable("emails queue")));
+        }
+    }
+    Ok(())
+}
+
+fn now() -> (String, i64) {
+    let t = chrono::Utc::now();
+    (shared::ids::format_time(t), t.timestamp())
+}
+
+/// Why SES refused, and whether another try can help.
+enum SesFailure {
+    Permanent(SendError),
+    Transient(String),
+}
+
+pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> ApiResult<Outcome> {
+    let app = &sd.app;
+    let Some(stored) = model::load(app, ws, id).await? else { return Ok(Outcome::Done) };
+    let (now_s, now_secs) = now();
+    let e = &stored.email;
+    if !e.status.pending() {
+        return Ok(Outcome::Done);
+    }
+    if e.status == EmailStatus::Scheduled && e.due_ms() > chrono::Utc::now().timestamp_millis() + 500 {
+        return Ok(Outcome::Later((e.due_ms() / 1000 - now_secs).max(1)));
+    }
+    if stored.claimed(now_secs) {
+        return Ok(Outcome::Later(stored.claim_until - now_secs + 1));
+    }
+
+    // Claim.
+    let token = shared::ids::new_id("claim");
+    let mut claimed = e.clone();
+    claimed.attempts += 1;
+    claimed.updated_at = now_s.clone();
+    let was_scheduled = e.status == EmailStatus::Scheduled;
+    if was_scheduled {
+        claimed.set_status(EmailStatus::Queued, &now_s);
+    }
+    let rec = model::record(ws, &claimed)?.attr("claim_token", s(&token)).attr("claim_until", n(now_secs + CLAIM_SECS));
+    let mut tx = Tx::new().replace(app, rec, stored.version);
+    if was_scheduled {
+        tx = with_activity(app, ws, &claimed, tx.event(app, Event::new(ws, "email.queued", &claimed)))?;
+    }
+    match tx.commit(app).await {
+        Ok(()) => {}
+        // Changed meanwhile (claimed by another copy, or cancelled): look again shortly.
+        Err(TxError::Condition(_)) => return Ok(Outcome::Later(2)),
+        Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict => return Ok(Outcome::Later(2)),
+        Err(TxError::Api(e)) => return Err(e),
+    }
+    let held = Stored { email: claimed, version: stored.version + 1, claim_token: Some(token), claim_until: now_secs + CLAIM_SECS };
+
+    // Contacts may have unsubscribed, bounced or complained since the email was accepted.
+    let all: Vec<String> = held.email.to.iter().chain(&held.email.cc).chain(&held.email.bcc).cloned().collect();
+    let (body, (contacts, owners)) = futures_util::future::try_join(
+        store::get(app, &ws_pk(ws), &model::body_sk(id)),
+        compose::contacts_of(app, ws, vec![], all.clone()),
+    )
+    .await?;
+    let mut email = held.email.clone();
+    for sr in compose::suppressed(all, email.transactional, &contacts, &owners) {
+        if !email.suppressed_recipients.iter().any(|x| x.email == sr.email) {
+            email.suppressed_recipients.push(sr);
+        }
+    }
+    let (to, cc, bcc) = email.deliverable();
+    if to.is_empty() {
+        email.set_status(EmailStatus::Suppressed, &now_s);
+        finish(sd, ws, &held, email, None).await?;
+        return Ok(Outcome::Done);
+    }
+    if let Some(b) = &body {
+        model::attach_body(&mut email, b);
+    }
+
+    match ses_send(sd, ws, &email, to, cc, bcc).await {
+        Ok(message_id) => {
+            email.html = None;
+            email.text = None;
+            email.provider_message_id = Some(message_id.clone());
+            email.error = None;
+            email.set_status(EmailStatus::Sent, &now_s);
+            finish(sd, ws, &held, email, Some(message_id)).await?;
+            Ok(Outcome::Done)
+        }
+        Err(SesFailure::Permanent(err)) => {
+            tracing::warn!(email_id = %id, code = %err.code, "SES refused the email");
+            email.html = None;
+            email.text = None;
+            email.error = Some(err);
+            email.set_status(EmailStatus::Failed, &now_s);
+            finish(sd, ws, &held, email, None).await?;
+            Ok(Outcome::Done)
+        }
+        Err(SesFailure::Transient(msg)) => {
+            email.html = None;
+            email.text = None;
+            if email.attempts >= model::MAX_ATTEMPTS {
+                email.error = Some(SendError { code: "attempts_exhausted".into(), message: msg });
+                email.set_status(EmailStatus::Failed, &now_s);
+                finish(sd, ws, &held, email, None).await?;
+                return Ok(Outcome::Done);
+            }
+            // Give the claim back so the next try can take it.
+            email.error = Some(SendError { code: "retrying".into(), message: msg });
+            Tx::new().replace(app, model::record(ws, &email)?, held.version).commit(app).await.map_err(TxError::stale)?;
+            Ok(Outcome::Later(30 * i64::from(email.attempts)))
+        }
+    }
+}
+
+fn with_activity(app: &shared::App, ws: &str, e: &Email, tx: Tx) -> ApiResult<Tx> {
+    Ok(match compose::activity(ws, e)? {
+        Some(a) => tx.put(app, a),
+        None => tx,
+    })
+}
+
+/// Record a final state reached under our claim: the email, its due entry gone, the provider
+/// id look-up (when sent), the event and the contact's timeline.
+async fn finish(sd: &Sender, ws: &str, held: &Stored, email: Email, message_id: Option<String>) -> ApiResult<()> {
+    let app = &sd.app;
+    let (due_pk, due_sk) = model::due_key(ws, &held.email);
+    let mut tx = Tx::new()
+        .put_if(
+            app,
+            model::record(ws, &email)?.version(held.version + 1).item,
+            "version = :v AND claim_token = :t",
+            vec![(":v", n(held.version)), (":t", s(held.claim_token.clone().unwrap_or_default()))],
+        )
+        .delete_if(app, due_pk, due_sk, "", vec![]);
+    if let Some(mid) = message_id {
+        let lookup = store::Item::from([
+            ("pk".into(), s(model::provider_pk(&mid))),
+            ("sk".into(), s("SESMSG")),
+            ("workspace_id".into(), s(ws)),
+            ("email_id".into(), s(&email.id)),
+        ]);
+        tx = tx.put(app, lookup);
+    }
+    tx = with_activity(app, ws, &email, tx.event(app, Event::new(ws, &email.status.event(), &email)))?;
+    tx.commit(app).await.map_err(|e| {
+        // Our claim was taken over (it expired while we worked): the email may go out twice.
+        tracing::error!(email_id = %email.id, "could not record the send result under the claim");
+        TxError::stale(e)
+    })
+}
+
+/// `Name <addr>` with the name quoted, or MIME-encoded when it is not plain ASCII.
+pub fn format_from(raw: &str) -> String {
+    use base64::Engine;
+    match compose::parse_mailbox(raw) {
+        Some((Some(name), addr)) if name.chars().all(|c| c.is_ascii() && !c.is_ascii_control()) => {
+            format!("\"{}\" <{addr}>", name.replace('\\', "\\\\").replace('"', "\\\""))
+        }
+        Some((Some(name), addr)) => {
+            format!("=?UTF-8?B?{}?= <{addr}>", base64::engine::general_purpose::STANDARD.encode(name.as_bytes()))
+        }
+        Some((None, addr)) => addr,
+        None => raw.to_string(),
+    }
+}
+
+async fn ses_send(sd: &Sender, ws: &str, e: &Email, to: Vec<String>, cc: Vec<String>, bcc: Vec<String>) -> Result<String, SesFailure> {
+    let build_err =
+        |e: aws_sdk_sesv2::error::BuildError| SesFailure::Permanent(SendError { code: "invalid_message".into(), message: e.to_string() });
+    let text = |d: &str| Content::builder().data(d).charset("UTF-8").build();
+    let mut body = Body::builder();
+    if let Some(h) = &e.html {
+        body = body.html(text(h).map_err(build_err)?);
+    }
+    if let Some(t) = &e.text {
+        body = body.text(text(t).map_err(build_err)?);
+    }
+    let mut message = Message::builder().subject(text(&e.subject).map_err(build_err)?).body(body.build());
+    for (k, v) in &e.headers {
+        message = message.headers(MessageHeader::builder().name(k).value(v).build().map_err(build_err)?);
+    }
+    let mut req = sd
+        .ses
+        .send_email()
+        .from_email_address(format_from(&e.from))
+        .destination(Destination::builder().set_to_addresses(Some(to)).set_cc_addresses(Some(cc)).set_bcc_addresses(Some(bcc)).build())
+        .set_reply_to_addresses((!e.reply_to.is_empty()).then(|| e.reply_to.clone()))
+        .content(EmailContent::builder().simple(message.build()).build())
+        // Event publishing carries these tags back with each notification.
+        .email_tags(MessageTag::builder().name("email_id").value(&e.id).build().map_err(build_err)?)
+        .email_tags(MessageTag::builder().name("workspace_id").value(ws).build().map_err(build_err)?);
+    if let Some(cs) = &sd.app.cfg.email.configuration_set {
+        req = req.configuration_set_name(cs);
+    }
+    match req.send().await {
+        Ok(out) => out.message_id().map(String::from).ok_or_else(|| SesFailure::Transient("SES answered without a message id".into())),
+        Err(err) => {
+            use aws_sdk_sesv2::error::ProvideErrorMetadata;
+            let code = err.code().unwrap_or_default().to_string();
+            let message = err.message().map(String::from).unwrap_or_else(|| aws_sdk_sesv2::error::DisplayErrorContext(&err).to_string());
+            const PERMANENT: &[&str] = &[
+                "MessageRejected",
+                "MailFromDomainNotVerifiedException",
+                "BadRequestException",
+                "NotFoundException",
+                "AccountSuspendedException",
+            ];
+            if PERMANENT.contains(&code.as_str()) {
+                Err(SesFailure::Permanent(SendError { code, message }))
+            } else {
+                Err(SesFailure::Transient(if code.is_empty() { message } else { format!("{code}: {message}") }))
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The schedule tick (every minute on AWS): reads the due entries of every shard whose time is
+//! within SQS's 15-minute delay and whose `next_check` has passed, enqueues those emails (with
+//! a delay until their time), and pushes `next_check` past the time they should have left. An
+//! email whose message was lost, or whose sender died, is thereby enqueued again; the sender
+//! drops copies of emails that already left.
+
+use crate::Sender;
+use emails::model::{self, DUE_SHARDS, ENQUEUE_AHEAD_SECS};
+use shared::store::{self, n, s};
+use shared::{ApiError, ApiResult};
+use std::collections::BTreeMap;
+
+/// Due entries read per shard and tick; the rest wait for the next tick.
+const PER_SHARD: i32 = 500;
+
+struct Due {
+    pk: String,
+    sk: String,
+    ws: String,
+    email_id: String,
+    due_secs: i64,
+}
+
+pub async fn tick(sd: &Sender) -> ApiResult<usize> {
+    let app = &sd.app;
+    let now = chrono::Utc::now().timestamp();
+    let horizon = format!("{:013}#~", (now + ENQUEUE_AHEAD_SECS) * 1000);
+    let queries = (0..DUE_SHARDS).map(|shard| {
+        app.ddb
+            .query()
+            .table_name(&app.cfg.table)
+            .key_condition_expression("pk = :pk AND sk <= :horizon")
+            .filter_expression("next_check <= :now")
+            .expression_attribute_values(":pk", s(model::due_shard_pk(shard)))
+            .expression_attribute_values(":horizon", s(&horizon))
+            .expression_attribute_values(":now", n(now))
+            .limit(PER_SHARD)
+            .send()
+    });
+    let mut due = vec![];
+    for out in futures_util::future::join_all(queries).await {
+        let out = out.map_err(store::ddb_error)?;
+        for item in out.items() {
+            let (Some(pk), Some(sk), Some(ws), Some(id)) = (
+                store::get_str(item, "pk"),
+                store::get_str(item, "sk"),
+                store::get_str(item, "workspace_id"),
+                store::get_str(item, "email_id"),
+            ) else {
+                continue;
+            };
+            let due_ms: i64 = sk.split('#').next().and_then(|d| d.parse().ok()).unwrap_or(0);
+            due.push(Due { pk: pk.into(), sk: sk.into(), ws: ws.into(), email_id: id.into(), due_secs: due_ms / 1000 });
+        }
+    }
+    // One message per workspace and delay.
+    let mut jobs: BTreeMap<(String, i64), Vec<String>> = BTreeMap::new();
+    for d in &due {
+        jobs.entry((d.ws.clone(), (d.due_secs - now).max(0))).or_default().push(d.email_id.clone());
+    }
+    for ((ws, delay), ids) in &jobs {
+        if !model::enqueue(app, ws, ids, *delay).await {
+            return Err(ApiError::unavailable("emails queue"));
+        }
+    }
+    for chunk in due.chunks(25) {
+        let marks = chunk.iter().map(|d| {
+            app.ddb
+                .update_item()
+                .table_name(&app.cfg.table)
+                .key("pk", s(&d.pk))
+                .key("sk", s(&d.sk))
+                .update_expression("SET next_check = :next")
+                // An entry deleted meanwhile (the email left) stays deleted.
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":next", n(d.due_secs.max(now) + app.cfg.email.requeue_after_secs))
+                .send()
+        });
+        futures_util::future::join_all(marks).await;
+    }
+    if !due.is_empty() {
+        tracing::info!(enqueued = due.len(), "email tick enqueued due emails");
+    }
+    Ok(due.len())
+}

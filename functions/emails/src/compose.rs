@@ -1,0 +1,447 @@
+//! From a send request to an accepted email: field checks without I/O, then one round of reads
+//! shared by every email of a request (the workspace's senders, templates, contacts and the
+//! contacts behind each recipient), rendering, suppression, and the writes.
+
+use crate::model::{self, Email, EmailStatus, SuppressedRecipient};
+use crate::templates::{self, Template};
+use contacts::model::{Contact, EmailStatus as ContactEmailStatus, contact_sk, email_sk};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use shared::error::ErrorDetail;
+use shared::events::Event;
+use shared::store::{self, Item, Tx, ws_pk};
+use shared::validate::{Errors, normalise_email};
+use shared::{ApiError, ApiResult, App};
+use std::collections::{BTreeMap, HashMap};
+use utoipa::ToSchema;
+
+pub const MAX_RECIPIENTS: usize = 50;
+pub const MAX_REPLY_TO: usize = 5;
+pub const MAX_HEADERS: usize = 20;
+pub const MAX_TAGS: usize = 10;
+pub const MAX_SCHEDULE_DAYS: i64 = 30;
+const MAX_VARIABLES_BYTES: usize = 64 * 1024;
+/// Headers a caller may set besides `X-...` ones; everything else is built by us or SES.
+const ALLOWED_HEADERS: &[&str] = &["list-unsubscribe", "list-unsubscribe-post", "in-reply-to", "references"];
+
+#[derive(Deserialize, ToSchema, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct SendEmail {
+    /// `addr@domain` or `Name <addr@domain>`; the address or its domain must be one of the
+    /// workspace's `email_senders`.
+    pub from: String,
+    /// 1 or more addresses; to + cc + bcc at most 50.
+    pub to: Vec<String>,
+    #[serde(default)]
+    pub cc: Vec<String>,
+    #[serde(default)]
+    pub bcc: Vec<String>,
+    /// At most 5.
+    #[serde(default)]
+    pub reply_to: Vec<String>,
+    /// Raw content: `subject` and `html` and/or `text` (not with `template_slug`).
+    #[serde(default)]
+    pub subject: Option<String>,
+    #[serde(default)]
+    pub html: Option<String>,
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Templated content instead of raw: rendered on accept with `variables` and `locale`.
+    #[serde(default)]
+    pub template_slug: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub variables: Map<String, Value>,
+    #[serde(default)]
+    pub locale: Option<String>,
+    /// `X-...` headers plus List-Unsubscribe, List-Unsubscribe-Post, In-Reply-To, References.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Up to 10 labels for filtering (`GET /emails?tag=`).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Send later: in the future, at most 30 days ahead.
+    #[serde(default)]
+    pub scheduled_at: Option<String>,
+    /// Links the email to a contact's timeline (the contact must exist).
+    #[serde(default)]
+    pub contact_id: Option<String>,
+    /// Also send to unsubscribed contacts (receipts, password resets). Bounced and complained
+    /// addresses are suppressed regardless.
+    #[serde(default)]
+    pub transactional: bool,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A request that passed the checks that need no reads.
+pub struct Draft {
+    input: SendEmail,
+    from_addr: String,
+    to: Vec<String>,
+    cc: Vec<String>,
+    bcc: Vec<String>,
+    reply_to: Vec<String>,
+    scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Draft {
+    fn recipients(&self) -> impl Iterator<Item = &String> {
+        self.to.iter().chain(&self.cc).chain(&self.bcc)
+    }
+}
+
+/// `Name <addr>` or `addr` -> (name, lower-cased address).
+pub fn parse_mailbox(raw: &str) -> Option<(Option<String>, String)> {
+    let raw = raw.trim();
+    match raw.rfind('<') {
+        Some(i) if raw.ends_with('>') => {
+            let addr = normalise_email(&raw[i + 1..raw.len() - 1])?;
+            let name = raw[..i].trim().trim_matches('"').trim();
+            if name.chars().any(char::is_control) || name.contains('"') || name.chars().count() > 100 {
+                return None;
+            }
+            Some(((!name.is_empty()).then(|| name.to_string()), addr))
+        }
+        Some(_) => None,
+        None => Some((None, normalise_email(raw)?)),
+    }
+}
+
+fn addresses(errs: &mut Errors, field: &str, list: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for (i, a) in list.iter().enumerate() {
+        match normalise_email(a) {
+            Some(a) if !out.contains(&a) => out.push(a),
+            Some(_) => {}
+            None => errs.add(format!("{field}[{i}]"), "must be an email address"),
+        }
+    }
+    out
+}
+
+fn header_allowed(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    if ALLOWED_HEADERS.contains(&lower.as_str()) {
+        return true;
+    }
+    lower.starts_with("x-")
+        && !lower.starts_with("x-ses-")
+        && !lower.starts_with("x-amz")
+        && (3..=76).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+fn valid_tag(t: &str) -> bool {
+    (1..=64).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+/// Checks that need no reads.
+pub fn check(input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> Result<Draft, Vec<ErrorDetail>> {
+    let mut errs = Errors::new();
+    let from_addr = match parse_mailbox(&input.from) {
+        Some((_, a)) => a,
+        None => {
+            errs.add("from", "must be `addr@domain` or `Name <addr@domain>`");
+            String::new()
+        }
+    };
+    if input.to.is_empty() {
+        errs.add("to", "at least one recipient is required");
+    }
+    let to = addresses(&mut errs, "to", &input.to);
+    let cc = addresses(&mut errs, "cc", &input.cc);
+    let bcc = addresses(&mut errs, "bcc", &input.bcc);
+    if to.len() + cc.len() + bcc.len() > MAX_RECIPIENTS {
+        errs.add("to", format!("to, cc and bcc have at most {MAX_RECIPIENTS} recipients together"));
+    }
+    let reply_to = addresses(&mut errs, "reply_to", &input.reply_to);
+    if reply_to.len() > MAX_REPLY_TO {
+        errs.add("reply_to", format!("at most {MAX_REPLY_TO} addresses"));
+    }
+    match &input.template_slug {
+        Some(slug) => {
+            if !templates::valid_slug(slug) {
+                errs.add("template_slug", "must be a template slug");
+            }
+            for (field, set) in [("subject", input.subject.is_some()), ("html", input.html.is_some()), ("text", input.text.is_some())] {
+                if set {
+                    errs.add(field, "comes from the template; leave it out when template_slug is set");
+                }
+            }
+            if let Some(l) = &input.locale
+                && !shared::validate::is_locale(l)
+            {
+                errs.add("locale", "must be a language tag such as en or de-AT");
+            }
+            if serde_json::to_vec(&input.variables).map(|b| b.len()).unwrap_or(0) > MAX_VARIABLES_BYTES {
+                errs.add("variables", format!("must be at most {MAX_VARIABLES_BYTES} bytes of JSON"));
+            }
+        }
+        None => {
+            match &input.subject {
+                None => errs.add("subject", "is required (or use template_slug)"),
+                Some(s) => templates::check_rendered(&mut errs, "subject", s, None, None),
+            }
+            if input.html.is_none() && input.text.is_none() {
+                errs.add("html", "html or text (or both) is required (or use template_slug)");
+            }
+            templates::check_rendered(&mut errs, "body", "-", input.html.as_deref(), input.text.as_deref());
+            if !input.variables.is_empty() {
+                errs.add("variables", "apply to templates only");
+            }
+            if input.locale.is_some() {
+                errs.add("locale", "applies to templates only");
+            }
+        }
+    }
+    if input.headers.len() > MAX_HEADERS {
+        errs.add("headers", format!("at most {MAX_HEADERS}"));
+    }
+    for (k, v) in &input.headers {
+        if !header_allowed(k) {
+            errs.add(
+                format!("headers.{k}"),
+                "only X-... headers, List-Unsubscribe, List-Unsubscribe-Post, In-Reply-To and References may be set",
+            );
+        } else if v.is_empty() || v.chars().count() > 998 || v.chars().any(char::is_control) {
+            errs.add(format!("headers.{k}"), "the value must be 1 to 998 characters on one line");
+        }
+    }
+    if input.tags.len() > MAX_TAGS {
+        errs.add("tags", format!("at most {MAX_TAGS}"));
+    }
+    for (i, t) in input.tags.iter().enumerate() {
+        if !valid_tag(t) {
+            errs.add(format!("tags[{i}]"), "1 to 64 letters, digits, `_ - . :`");
+        }
+    }
+    let scheduled_at = input.scheduled_at.as_deref().and_then(|raw| {
+        let t = errs.timestamp("scheduled_at", raw)?;
+        if t <= now {
+            errs.add("scheduled_at", "must be in the future");
+        } else if t > now + chrono::Duration::days(MAX_SCHEDULE_DAYS) {
+            errs.add("scheduled_at", format!("must be at most {MAX_SCHEDULE_DAYS} days ahead"));
+        }
+        Some(t)
+    });
+    if let Some(c) = &input.contact_id
+        && !shared::ids::is_valid("ct", c)
+    {
+        errs.add("contact_id", "must be a contact id (ct_...)");
+    }
+    errs.metadata("metadata", &input.metadata);
+    match errs.finish() {
+        Ok(()) => Ok(Draft { input, from_addr, to, cc, bcc, reply_to, scheduled_at }),
+        Err(e) => Err(e.details),
+    }
+}
+
+/// What the drafts of one request need to know, read once.
+pub struct Context {
+    senders: Vec<String>,
+    templates: BTreeMap<String, Template>,
+    contacts: HashMap<String, Contact>,
+    /// Lower-cased address -> contact id (the contacts area's email claims).
+    owners: HashMap<String, String>,
+}
+
+/// The workspace's configured senders (lower-cased addresses or domains).
+async fn senders(app: &App, ws: &str) -> ApiResult<Vec<String>> {
+    let item = store::get(app, &ws_pk(ws), workspaces::WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))?;
+    Ok(store::from_item::<workspaces::Workspace>(item)?.email_senders)
+}
+
+/// Contacts by id, plus the contacts owning these addresses (two reads whatever the count).
+pub async fn contacts_of(
+    app: &App,
+    ws: &str,
+    ids: Vec<String>,
+    addrs: Vec<String>,
+) -> ApiResult<(HashMap<String, Contact>, HashMap<String, String>)> {
+    let claim_keys: Vec<(String, String)> = addrs.iter().map(|a| (ws_pk(ws), email_sk(a))).collect();
+    let claims = store::batch_get(app, &claim_keys).await?;
+    let mut owners = HashMap::new();
+    for c in &claims {
+        if let (Some(sk), Some(id)) = (store::get_str(c, "sk"), store::get_str(c, "contact_id")) {
+            owners.insert(sk.trim_start_matches("EMAIL#").to_string(), id.to_string());
+        }
+    }
+    let mut keys: Vec<(String, String)> = ids.iter().chain(owners.values()).map(|id| (ws_pk(ws), contact_sk(id))).collect();
+    keys.sort();
+    keys.dedup();
+    let contacts = store::batch_get(app, &keys)
+        .await?
+        .into_iter()
+        .map(|i| store::from_item::<Contact>(i).map(|c| (c.id.clone(), c)))
+        .collect::<ApiResult<HashMap<_, _>>>()?;
+    Ok((contacts, owners))
+}
+
+pub async fn load_context(app: &App, ws: &str, drafts: &[&Draft]) -> ApiResult<Context> {
+    let slugs: Vec<&str> = drafts.iter().filter_map(|d| d.input.template_slug.as_deref()).collect();
+    let ids: Vec<String> = drafts.iter().filter_map(|d| d.input.contact_id.clone()).collect();
+    let mut addrs: Vec<String> = drafts.iter().flat_map(|d| d.recipients().cloned()).collect();
+    addrs.sort();
+    addrs.dedup();
+    let (senders, templates, (contacts, owners)) = futures_util::future::try_join3(
+        senders(app, ws),
+        async { if slugs.is_empty() { Ok(BTreeMap::new()) } else { templates::load_many(app, ws, &slugs).await } },
+        contacts_of(app, ws, ids, addrs),
+    )
+    .await?;
+    Ok(Context { senders, templates, contacts, owners })
+}
+
+/// Which recipients must not get this email, by their contact's `email_status`.
+pub fn suppressed(
+    recipients: impl IntoIterator<Item = String>,
+    transactional: bool,
+    contacts: &HashMap<String, Contact>,
+    owners: &HashMap<String, String>,
+) -> Vec<SuppressedRecipient> {
+    recipients
+        .into_iter()
+        .filter_map(|addr| {
+            let c = contacts.get(owners.get(&addr)?)?;
+            let reason = match c.email_status {
+                ContactEmailStatus::Bounced => "bounced",
+                ContactEmailStatus::Complained => "complained",
+                ContactEmailStatus::Unsubscribed if !transactional => "unsubscribed",
+                _ => return None,
+            };
+            Some(SuppressedRecipient { email: addr, reason: reason.into(), contact_id: c.id.clone() })
+        })
+        .collect()
+}
+
+/// The accepted email, or what is wrong with it.
+pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Result<Email, Vec<ErrorDetail>> {
+    let mut errs = Errors::new();
+    let domain = d.from_addr.rsplit_once('@').map(|(_, dom)| dom.to_string()).unwrap_or_default();
+    if !ctx.senders.iter().any(|s| *s == d.from_addr || *s == domain) {
+        errs.add(
+            "from",
+            format!("{} is not an email sender of this workspace; add it or its domain to the workspace's email_senders", d.from_addr),
+        );
+    }
+    if let Some(c) = &d.input.contact_id
+        && !ctx.contacts.contains_key(c)
+    {
+        errs.add("contact_id", "no such contact in this workspace");
+    }
+    let input = d.input;
+    let (subject, html, text, locale) = match &input.template_slug {
+        Some(slug) => match ctx.templates.get(slug) {
+            None => {
+                errs.add("template_slug", format!("no template `{slug}` in this workspace"));
+                (String::new(), None, None, None)
+            }
+            Some(t) => match templates::render_template(t, &input.variables, input.locale.as_deref(), &mut errs) {
+                Some(r) => (r.subject, r.html, r.text, Some(r.locale)),
+                None => (String::new(), None, None, None),
+            },
+        },
+        None => (input.subject.clone().unwrap_or_default(), input.html.clone(), input.text.clone(), None),
+    };
+    if let Err(e) = errs.finish() {
+        return Err(e.details);
+    }
+    let all: Vec<String> = d.to.iter().chain(&d.cc).chain(&d.bcc).cloned().collect();
+    let suppressed_recipients = suppressed(all, input.transactional, &ctx.contacts, &ctx.owners);
+    let now_s = shared::ids::format_time(now);
+    let status = if d.to.iter().all(|a| suppressed_recipients.iter().any(|s| s.email == *a)) {
+        EmailStatus::Suppressed
+    } else if d.scheduled_at.is_some() {
+        EmailStatus::Scheduled
+    } else {
+        EmailStatus::Queued
+    };
+    let mut tags = input.tags.clone();
+    tags.dedup();
+    Ok(Email {
+        id: shared::ids::new_id("em"),
+        object: "email".into(),
+        status,
+        from: input.from.trim().to_string(),
+        to: d.to,
+        cc: d.cc,
+        bcc: d.bcc,
+        reply_to: d.reply_to,
+        subject,
+        html,
+        text,
+        template_slug: input.template_slug,
+        locale,
+        headers: input.headers,
+        tags,
+        contact_id: input.contact_id,
+        batch_id: batch_id.map(String::from),
+        scheduled_at: d.scheduled_at.map(shared::ids::format_time),
+        transactional: input.transactional,
+        provider_message_id: None,
+        suppressed_recipients,
+        feedback: None,
+        error: None,
+        attempts: 0,
+        timestamps: BTreeMap::from([(status.as_str().to_string(), now_s.clone())]),
+        metadata: input.metadata,
+        created_at: now_s.clone(),
+        updated_at: now_s,
+    })
+}
+
+/// When the queue message goes out and when the tick should next look (epoch s), or `None`
+/// when the email needs no message now (scheduled further ahead than SQS can delay).
+pub fn plan(app: &App, e: &Email, now_secs: i64) -> (Option<i64>, i64) {
+    let requeue = app.cfg.email.requeue_after_secs;
+    match e.status {
+        EmailStatus::Queued => (Some(0), now_secs + requeue),
+        EmailStatus::Scheduled => {
+            let due = e.due_ms() / 1000;
+            if due - now_secs <= model::ENQUEUE_AHEAD_SECS { (Some((due - now_secs).max(0)), due + requeue) } else { (None, 0) }
+        }
+        _ => (None, 0),
+    }
+}
+
+/// The timeline entry on the linked contact for a status change.
+pub fn activity(ws: &str, e: &Email) -> ApiResult<Option<Item>> {
+    let Some(c) = &e.contact_id else { return Ok(None) };
+    let summary = format!("Email {}: {}", e.status.as_str(), e.subject);
+    contacts::model::activity(ws, c, &e.status.event(), summary, e.summary()).map(Some)
+}
+
+/// Everything an accepted email writes besides its event: the email (first), its bodies, its
+/// due entry and the timeline entry.
+pub fn items(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<(Vec<Item>, Event)> {
+    let ev = Event::new(ws, &e.status.event(), &rec_view(e));
+    let mut items = vec![model::record(ws, e)?.version(1).item, model::body_item(ws, e)];
+    if e.status.pending() {
+        items.push(model::due_item(ws, e, plan(app, e, now_secs).1));
+    }
+    items.extend(activity(ws, e)?);
+    Ok((items, ev))
+}
+
+/// The email as events carry it: without bodies.
+pub fn rec_view(e: &Email) -> Email {
+    let mut v = e.clone();
+    v.html = None;
+    v.text = None;
+    v
+}
+
+/// One email: all writes in one transaction, then its queue message.
+pub async fn write_one(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<()> {
+    let (items, ev) = items(app, ws, e, now_secs)?;
+    let mut tx = Tx::new();
+    for (i, item) in items.into_iter().enumerate() {
+        tx = if i == 0 { tx.put_if(app, item, "attribute_not_exists(pk)", vec![]) } else { tx.put(app, item) };
+    }
+    tx.event(app, ev).commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
+    if let (Some(delay), _) = plan(app, e, now_secs) {
+        model::enqueue(app, ws, std::slice::from_ref(&e.id), delay).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,319 @@
+//! Emails: templates, single and batch sends (rendered and checked on accept), scheduling,
+//! cancelling, suppression of unsubscribed/bounced/complained contacts, and the status history
+//! the sender (`functions/email-sender`) and SES notifications fill in.
+//!
+//! Status: scheduled -> queued -> sent -> delivered | bounced | complained, or failed;
+//! cancelled (while scheduled or queued) and suppressed (no deliverable `to` recipient).
+
+pub mod compose;
+pub mod model;
+pub mod templates;
+
+use compose::SendEmail;
+use model::{Email, EmailStatus};
+use serde::{Deserialize, Serialize};
+use shared::error::ErrorDetail;
+use shared::events::Event;
+use shared::store::{self, Tx, TxError, s, ws_pk};
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App, Reply, Req, route};
+use utoipa::ToSchema;
+
+pub static ROUTES: &[shared::routing::Route] = &[
+    route!(GET "/emails", Read, list_emails),
+    route!(POST "/emails", EmailSend, send_email),
+    route!(POST "/emails/batch", EmailBatch, send_batch, max_body = MAX_BATCH_BODY),
+    route!(GET "/emails/templates", Read, templates::list_templates),
+    route!(POST "/emails/templates", Write, templates::create_template),
+    route!(GET "/emails/templates/{slug}", Read, templates::get_template),
+    route!(PATCH "/emails/templates/{slug}", Write, templates::update_template),
+    route!(DELETE "/emails/templates/{slug}", Write, templates::delete_template),
+    route!(GET "/emails/{id}", Read, get_email),
+    route!(POST "/emails/{id}/cancel", Write, cancel_email),
+];
+
+pub const MAX_BATCH: usize = 100;
+/// A batch of 100 emails with large bodies; Lambda's own payload limit is 6 MB.
+pub const MAX_BATCH_BODY: usize = 5 * 1024 * 1024 + 512 * 1024;
+
+fn now() -> (chrono::DateTime<chrono::Utc>, i64) {
+    let t = chrono::Utc::now();
+    (t, t.timestamp())
+}
+
+/// Send one email (raw or from a template), now or at `scheduled_at`. Answers 202 with the
+/// email: `queued`, `scheduled`, or `suppressed` when every `to` recipient is a contact who
+/// unsubscribed (unless `transactional`), bounced or complained.
+#[utoipa::path(post, path = "/emails", tag = "emails", request_body = SendEmail,
+    responses((status = 202, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: SendEmail = req.json()?;
+    let (now, now_secs) = now();
+    let draft = compose::check(input, now).map_err(validation)?;
+    let ws = req.ws();
+    let ctx = compose::load_context(app, ws, &[&draft]).await?;
+    let email = compose::finish(draft, &ctx, None, now).map_err(validation)?;
+    compose::write_one(app, ws, &email, now_secs).await?;
+    Ok(Reply::with_status(http_status(202), &email))
+}
+
+fn http_status(code: u16) -> shared::reexports::http::StatusCode {
+    shared::reexports::http::StatusCode::from_u16(code).expect("valid status")
+}
+
+fn validation(details: Vec<ErrorDetail>) -> ApiError {
+    let summary = details.iter().map(|d| format!("{}: {}", d.field.as_deref().unwrap_or("body"), d.message)).collect::<Vec<_>>().join("; ");
+    ApiError::new(shared::error::ErrorCode::ValidationError, summary).with_details(details)
+}
+
+#[derive(Deserialize, Serialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Validation {
+    /// One invalid email rejects the whole batch (400 with `emails[i].field` details).
+    #[default]
+    Strict,
+    /// Valid emails are accepted; invalid ones come back in `errors` with their index.
+    Permissive,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendBatch {
+    /// 1 to 100 emails, each like `POST /emails`.
+    #[schema(value_type = Vec<SendEmail>)]
+    pub emails: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub validation: Validation,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct BatchEntry {
+    pub index: usize,
+    pub id: String,
+    pub status: EmailStatus,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct BatchError {
+    pub index: usize,
+    pub errors: Vec<ErrorDetail>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct EmailBatch {
+    /// `eb_...`
+    pub id: String,
+    /// Always `email_batch`.
+    pub object: String,
+    pub validation: Validation,
+    /// The accepted emails, in request order.
+    pub emails: Vec<BatchEntry>,
+    /// The rejected ones (permissive only).
+    pub errors: Vec<BatchError>,
+    pub created_at: String,
+}
+
+/// Send up to 100 emails in one request (rate class email_batch). Strict validation (the
+/// default) accepts all or none; permissive accepts the valid ones and lists the others.
+#[utoipa::path(post, path = "/emails/batch", tag = "emails", request_body = SendBatch,
+    responses((status = 202, body = shared::openapi::Data<EmailBatch>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: SendBatch = req.json()?;
+    if input.emails.is_empty() || input.emails.len() > MAX_BATCH {
+        return Err(ApiError::validation("emails", format!("must hold 1 to {MAX_BATCH} emails")));
+    }
+    let (now, now_secs) = now();
+    let ws = req.ws();
+    let batch_id = shared::ids::new_id("eb");
+    let mut errors: Vec<BatchError> = vec![];
+    let mut drafts = vec![];
+    for (index, raw) in input.emails.into_iter().enumerate() {
+        let parsed = serde_json::from_value::<SendEmail>(raw).map_err(|e| vec![ErrorDetail::field("body", e.to_string())]);
+        match parsed.and_then(|i| compose::check(i, now)) {
+            Ok(d) => drafts.push((index, d)),
+            Err(errs) => errors.push(BatchError { index, errors: errs }),
+        }
+    }
+    // Strict: report every field problem found without reads before doing any.
+    if input.validation == Validation::Strict && !errors.is_empty() {
+        return Err(batch_validation(errors));
+    }
+    let refs: Vec<&compose::Draft> = drafts.iter().map(|(_, d)| d).collect();
+    let ctx = compose::load_context(app, ws, &refs).await?;
+    let mut accepted: Vec<(usize, Email)> = vec![];
+    for (index, d) in drafts {
+        match compose::finish(d, &ctx, Some(&batch_id), now) {
+            Ok(e) => accepted.push((index, e)),
+            Err(errs) => errors.push(BatchError { index, errors: errs }),
+        }
+    }
+    errors.sort_by_key(|e| e.index);
+    if input.validation == Validation::Strict && !errors.is_empty() {
+        return Err(batch_validation(errors));
+    }
+    let batch = EmailBatch {
+        id: batch_id,
+        object: "email_batch".into(),
+        validation: input.validation,
+        emails: accepted.iter().map(|(index, e)| BatchEntry { index: *index, id: e.id.clone(), status: e.status }).collect(),
+        errors,
+        created_at: shared::ids::format_time(now),
+    };
+    let mut items = vec![];
+    let mut events = vec![];
+    for (_, e) in &accepted {
+        let (its, ev) = compose::items(app, ws, e, now_secs)?;
+        items.extend(its);
+        items.push(ev.outbox_item());
+        events.push(ev);
+    }
+    items.push(store::Record::new(ws_pk(ws), model::batch_sk(&batch.id), &batch)?.item);
+    store::batch_put(app, items).await?;
+    shared::events::publish(app, &events).await;
+    // One queue message per delay: most batches are one message.
+    let mut by_delay: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for (_, e) in &accepted {
+        if let (Some(delay), _) = compose::plan(app, e, now_secs) {
+            by_delay.entry(delay).or_default().push(e.id.clone());
+        }
+    }
+    for (delay, ids) in by_delay {
+        model::enqueue(app, ws, &ids, delay).await;
+    }
+    Ok(Reply::with_status(http_status(202), &batch))
+}
+
+fn batch_validation(errors: Vec<BatchError>) -> ApiError {
+    let details: Vec<ErrorDetail> = errors
+        .into_iter()
+        .flat_map(|b| {
+            b.errors.into_iter().map(move |mut d| {
+                d.field = Some(format!("emails[{}].{}", b.index, d.field.as_deref().unwrap_or("body")));
+                d
+            })
+        })
+        .collect();
+    let mut e = validation(details);
+    e.message = format!("the batch was rejected (strict validation): {}", e.message);
+    e
+}
+
+/// One email with its bodies (one BatchGetItem).
+#[utoipa::path(get, path = "/emails/{id}", tag = "emails", params(("id" = String, Path, description = "em_...")),
+    responses((status = 200, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors))]
+pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
+    let id = req.param("id");
+    if !shared::ids::is_valid("em", id) {
+        return Err(model::not_found());
+    }
+    let ws = req.ws();
+    let items = store::batch_get(app, &[(ws_pk(ws), model::sk(id)), (ws_pk(ws), model::body_sk(id))]).await?;
+    let mut email: Option<Email> = None;
+    let mut body = None;
+    for item in items {
+        if store::get_str(&item, "sk").is_some_and(|sk| sk.starts_with("EMAILBODY#")) {
+            body = Some(item);
+        } else {
+            email = Some(store::from_item(item)?);
+        }
+    }
+    let mut email = email.ok_or_else(model::not_found)?;
+    if let Some(b) = body {
+        model::attach_body(&mut email, &b);
+    }
+    Ok(Reply::ok(&email))
+}
+
+/// Emails, newest first; filters combine. Bodies are left out (see `GET /emails/{id}`).
+#[utoipa::path(get, path = "/emails", tag = "emails",
+    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query),
+        ("status" = Option<EmailStatus>, Query), ("contact_id" = Option<String>, Query), ("tag" = Option<String>, Query),
+        ("batch_id" = Option<String>, Query, description = "eb_...: the batch's emails in request order")),
+    responses((status = 200, body = shared::openapi::ListOf<Email>), shared::openapi::CommonErrors))]
+pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
+    let (status, contact, tag, batch) = (req.query("status"), req.query("contact_id"), req.query("tag"), req.query("batch_id"));
+    let mut errs = Errors::new();
+    let parsed: Option<EmailStatus> = status.and_then(shared::validate::parse_enum);
+    if status.is_some() && parsed.is_none() {
+        errs.add("status", "must be one of scheduled, queued, sent, delivered, bounced, complained, failed, cancelled, suppressed");
+    }
+    if contact.is_some_and(|c| !shared::ids::is_valid("ct", c)) {
+        errs.add("contact_id", "must be a contact id (ct_...)");
+    }
+    if batch.is_some_and(|b| !shared::ids::is_valid("eb", b)) {
+        errs.add("batch_id", "must be a batch id (eb_...)");
+    }
+    errs.finish()?;
+    let page = req.page(app, "emails", &[("status", status), ("contact_id", contact), ("tag", tag), ("batch_id", batch)]).await?;
+    let ws = req.ws();
+    let keep = |e: &Email| {
+        parsed.is_none_or(|p| e.status == p)
+            && contact.is_none_or(|c| e.contact_id.as_deref() == Some(c))
+            && tag.is_none_or(|t| e.tags.iter().any(|x| x == t))
+    };
+    if let Some(b) = batch {
+        // The batch item lists its emails in order; a page is a slice of it.
+        let item = store::get(app, &ws_pk(ws), &model::batch_sk(b)).await?.ok_or_else(|| ApiError::not_found("email batch"))?;
+        let batch: EmailBatch = store::from_item(item)?;
+        let ids: Vec<&String> = batch.emails.iter().map(|e| &e.id).collect();
+        let start = page.after.as_ref().and_then(|a| ids.iter().position(|id| *id == a).map(|p| p + 1)).unwrap_or(0);
+        let slice: Vec<&String> = ids.iter().skip(start).take(page.limit).copied().collect();
+        let keys: Vec<(String, String)> = slice.iter().map(|id| (ws_pk(ws), model::sk(id))).collect();
+        let emails: Vec<Email> = store::batch_get(app, &keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
+        let next = (start + slice.len() < ids.len()).then(|| page.cursor_for(slice.last().expect("a full page")));
+        return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), next));
+    }
+    if let Some(c) = contact {
+        let spec = store::QuerySpec::new(model::contact_pk(ws, c), "EMAIL#", page.after.clone(), page.limit).on_gsi2().descending();
+        let out = store::query_keys_then_get(app, spec).await?;
+        let emails: Vec<Email> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
+        return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), out.next_after.map(|a| page.cursor_for(&a))));
+    }
+    let mut spec = match parsed {
+        Some(st) => store::QuerySpec::new(model::status_pk(ws, st), "EMAIL#", page.after.clone(), page.limit).on_gsi1(),
+        None => store::QuerySpec::new(ws_pk(ws), "EMAIL#", page.after.clone(), page.limit),
+    }
+    .descending();
+    if let Some(t) = tag {
+        spec = spec.filter("contains(tags, :tag)", vec![(":tag", s(t))]);
+    }
+    shared::http::list_page::<Email>(app, &page, spec).await
+}
+
+/// Cancel an email that has not left: scheduled, or queued and not being sent this moment.
+#[utoipa::path(post, path = "/emails/{id}/cancel", tag = "emails", params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn cancel_email(app: &App, req: Req) -> ApiResult<Reply> {
+    let ws = req.ws();
+    let stored = model::load(app, ws, req.param("id")).await?.ok_or_else(model::not_found)?;
+    let (now, now_secs) = now();
+    let mut e = stored.email.clone();
+    if !e.status.pending() {
+        return Err(ApiError::conflict(format!("only scheduled or queued emails can be cancelled; this one is {}", e.status.as_str())));
+    }
+    if stored.claimed(now_secs) {
+        return Err(ApiError::conflict("the email is being sent right now"));
+    }
+    e.set_status(EmailStatus::Cancelled, &shared::ids::format_time(now));
+    let (due_pk, due_sk) = model::due_key(ws, &stored.email);
+    let mut tx = Tx::new()
+        .replace(app, model::record(ws, &e)?, stored.version)
+        .delete_if(app, due_pk, due_sk, "", vec![])
+        .event(app, Event::new(ws, "email.cancelled", &e));
+    if let Some(a) = compose::activity(ws, &e)? {
+        tx = tx.put(app, a);
+    }
+    tx.commit(app).await.map_err(TxError::stale)?;
+    Ok(Reply::ok(&e))
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(send_email, send_batch, list_emails, get_email, cancel_email, templates::list_templates, templates::create_template,
+        templates::get_template, templates::update_template, templates::delete_template),
+    components(schemas(Email, EmailStatus, SendEmail, SendBatch, EmailBatch, BatchEntry, BatchError, Validation,
+        model::SuppressedRecipient, model::Feedback, model::SendError,
+        templates::Template, templates::Content, templates::CreateTemplate, templates::UpdateTemplate)),
+    tags((name = "emails", description = "Templates, sends and batches through Amazon SES, with delivery status"))
+)]
+pub struct ApiDoc;

@@ -1,0 +1,302 @@
+//! The email object, its items and the messages that drive sending.
+//!
+//! Items (pk = WS#<ws> unless noted):
+//! - `EMAIL#<id>`: the email without its bodies (lists stay small). GSI1
+//!   `WS#<ws>#EMAIL#<status>` serves the status filter; GSI2 `WS#<ws>#EMAILS#<contact>` (keys
+//!   only) serves `contact_id`. While the sender works on it, `claim_token`/`claim_until` say who.
+//! - `EMAILBODY#<id>`: subject-independent content (html, text), read by GET and the sender.
+//! - `EMAILBATCH#<id>`: a batch and its email ids in order (the `batch_id` filter).
+//! - `DUE#EMAIL#<shard>` / `<due ms>#<ws>#<id>` (own partitions): every email that still has
+//!   to leave (scheduled or queued). The schedule tick reads these to enqueue emails whose time
+//!   is near and to re-enqueue ones whose queue message was lost; they go when the email
+//!   reaches a final state.
+//! - `SESMSG#<provider message id>` (own partition): maps SES notifications back to the email.
+
+use serde::{Deserialize, Serialize};
+use shared::store::{self, Item, Record, n, s, ws_pk};
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+pub const DUE_SHARDS: u32 = 8;
+/// Scheduled emails this close to their time get a delayed queue message (SQS delays up to 15 min).
+pub const ENQUEUE_AHEAD_SECS: i64 = 900;
+/// Send attempts (throttling, SES unavailable) before an email is failed.
+pub const MAX_ATTEMPTS: u32 = 5;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum EmailStatus {
+    Scheduled,
+    Queued,
+    Sent,
+    Delivered,
+    Bounced,
+    Complained,
+    Failed,
+    Cancelled,
+    Suppressed,
+}
+
+impl EmailStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Queued => "queued",
+            Self::Sent => "sent",
+            Self::Delivered => "delivered",
+            Self::Bounced => "bounced",
+            Self::Complained => "complained",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Suppressed => "suppressed",
+        }
+    }
+    /// Still waiting to leave (the only states a send or a cancel acts on).
+    pub fn pending(self) -> bool {
+        matches!(self, Self::Scheduled | Self::Queued)
+    }
+    pub fn event(self) -> String {
+        format!("email.{}", self.as_str())
+    }
+}
+
+/// Why a recipient was left out.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct SuppressedRecipient {
+    pub email: String,
+    /// The contact's `email_status`: unsubscribed, bounced or complained.
+    pub reason: String,
+    pub contact_id: String,
+}
+
+/// What SES reported after sending (bounce or complaint details).
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Feedback {
+    /// `bounce` or `complaint`.
+    pub kind: String,
+    /// SES's type, e.g. `Permanent`, `Transient`, `abuse`.
+    pub r#type: Option<String>,
+    pub sub_type: Option<String>,
+    pub recipients: Vec<String>,
+    /// The receiving server's diagnostic, when SES passes it on.
+    pub diagnostic: Option<String>,
+    pub at: String,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct SendError {
+    /// e.g. `MessageRejected`, `attempts_exhausted`, `all_recipients_suppressed`.
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Email {
+    /// `em_...`
+    pub id: String,
+    /// Always `email`.
+    pub object: String,
+    pub status: EmailStatus,
+    /// `addr@domain` or `Name <addr@domain>`; a sender configured for the workspace.
+    pub from: String,
+    pub to: Vec<String>,
+    pub cc: Vec<String>,
+    pub bcc: Vec<String>,
+    pub reply_to: Vec<String>,
+    pub subject: String,
+    /// Present on `GET /emails/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
+    /// Present on `GET /emails/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The template it was rendered from, if any, and the locale used.
+    pub template_slug: Option<String>,
+    pub locale: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub tags: Vec<String>,
+    pub contact_id: Option<String>,
+    pub batch_id: Option<String>,
+    pub scheduled_at: Option<String>,
+    /// Transactional emails still go to unsubscribed contacts (never to bounced or complained).
+    pub transactional: bool,
+    /// SES's message id once sent.
+    pub provider_message_id: Option<String>,
+    pub suppressed_recipients: Vec<SuppressedRecipient>,
+    pub feedback: Option<Feedback>,
+    pub error: Option<SendError>,
+    /// Send attempts so far.
+    pub attempts: u32,
+    /// When each status was reached, by status name.
+    pub timestamps: BTreeMap<String, String>,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Email {
+    /// Move to `status`, stamping the time it was reached.
+    pub fn set_status(&mut self, status: EmailStatus, now: &str) {
+        self.status = status;
+        self.timestamps.insert(status.as_str().into(), now.into());
+        self.updated_at = now.into();
+    }
+
+    /// Recipients still to send to (to, cc, bcc without the suppressed ones).
+    pub fn deliverable(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let keep = |l: &Vec<String>| -> Vec<String> {
+            l.iter().filter(|a| !self.suppressed_recipients.iter().any(|s| s.email == **a)).cloned().collect()
+        };
+        (keep(&self.to), keep(&self.cc), keep(&self.bcc))
+    }
+
+    /// The time (epoch ms) this email is due to leave.
+    pub fn due_ms(&self) -> i64 {
+        let at = self.scheduled_at.as_deref().unwrap_or(&self.created_at);
+        chrono::DateTime::parse_from_rfc3339(at).map(|t| t.timestamp_millis()).unwrap_or(0)
+    }
+
+    /// For events and timelines: the email without bodies.
+    pub fn summary(&self) -> serde_json::Value {
+        serde_json::json!({"email_id": self.id, "subject": self.subject, "status": self.status, "to": self.to})
+    }
+}
+
+pub fn sk(id: &str) -> String {
+    format!("EMAIL#{id}")
+}
+pub fn body_sk(id: &str) -> String {
+    format!("EMAILBODY#{id}")
+}
+pub fn batch_sk(id: &str) -> String {
+    format!("EMAILBATCH#{id}")
+}
+pub fn provider_pk(message_id: &str) -> String {
+    format!("SESMSG#{message_id}")
+}
+pub fn status_pk(ws: &str, status: EmailStatus) -> String {
+    format!("{}#EMAIL#{}", ws_pk(ws), status.as_str())
+}
+pub fn contact_pk(ws: &str, contact_id: &str) -> String {
+    format!("{}#EMAILS#{contact_id}", ws_pk(ws))
+}
+
+/// The email item (without bodies) and its index keys.
+pub fn record(ws: &str, e: &Email) -> ApiResult<Record> {
+    let mut lean = e.clone();
+    lean.html = None;
+    lean.text = None;
+    let mut rec = Record::new(ws_pk(ws), sk(&e.id), &lean)?.gsi1(status_pk(ws, e.status), sk(&e.id));
+    if let Some(c) = &e.contact_id {
+        rec = rec.gsi2(contact_pk(ws, c), sk(&e.id));
+    }
+    Ok(rec)
+}
+
+pub fn body_item(ws: &str, e: &Email) -> Item {
+    let mut item = Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(body_sk(&e.id)))]);
+    if let Some(h) = &e.html {
+        item.insert("html".into(), s(h));
+    }
+    if let Some(t) = &e.text {
+        item.insert("text".into(), s(t));
+    }
+    item
+}
+
+/// Put the bodies of a body item back on the email.
+pub fn attach_body(e: &mut Email, body: &Item) {
+    e.html = store::get_str(body, "html").map(String::from);
+    e.text = store::get_str(body, "text").map(String::from);
+}
+
+fn shard(id: &str) -> u32 {
+    id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % DUE_SHARDS
+}
+
+pub fn due_shard_pk(shard: u32) -> String {
+    format!("DUE#EMAIL#{shard}")
+}
+
+/// The due entry's key: derived from the email alone, so any writer can delete it.
+pub fn due_key(ws: &str, e: &Email) -> (String, String) {
+    (due_shard_pk(shard(&e.id)), format!("{:013}#{ws}#{}", e.due_ms().max(0), e.id))
+}
+
+/// `next_check` (epoch s): when the tick should look at this email again.
+pub fn due_item(ws: &str, e: &Email, next_check: i64) -> Item {
+    let (pk, sk) = due_key(ws, e);
+    Item::from([
+        ("pk".into(), s(pk)),
+        ("sk".into(), s(sk)),
+        ("workspace_id".into(), s(ws)),
+        ("email_id".into(), s(&e.id)),
+        ("next_check".into(), n(next_check)),
+    ])
+}
+
+/// The sender's queue message: emails of one workspace to send (at most 100).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SendJob {
+    pub workspace_id: String,
+    pub email_ids: Vec<String>,
+}
+
+/// Enqueue send jobs, `delay` seconds from now (0..=900). Errors are logged, not returned: the
+/// due entries make the schedule tick enqueue them again.
+pub async fn enqueue(app: &App, ws: &str, ids: &[String], delay: i64) -> bool {
+    let mut ok = true;
+    for chunk in ids.chunks(100) {
+        let job = SendJob { workspace_id: ws.into(), email_ids: chunk.to_vec() };
+        let body = serde_json::to_string(&job).expect("job serializes");
+        let res = app
+            .sqs
+            .send_message()
+            .queue_url(&app.cfg.emails_queue_url)
+            .message_body(body)
+            .delay_seconds(delay.clamp(0, 900) as i32)
+            .send()
+            .await;
+        if let Err(e) = res {
+            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e), "email job not enqueued; the schedule tick will retry");
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// An email as stored, with the sender's claim and the item version.
+pub struct Stored {
+    pub email: Email,
+    pub version: i64,
+    pub claim_token: Option<String>,
+    pub claim_until: i64,
+}
+
+impl Stored {
+    pub fn from_item(item: Item) -> ApiResult<Self> {
+        Ok(Self {
+            version: store::get_i64(&item, "version").unwrap_or(0),
+            claim_token: store::get_str(&item, "claim_token").map(String::from),
+            claim_until: store::get_i64(&item, "claim_until").unwrap_or(0),
+            email: store::from_item(item)?,
+        })
+    }
+
+    /// Someone is sending it right now.
+    pub fn claimed(&self, now_secs: i64) -> bool {
+        self.claim_token.is_some() && self.claim_until > now_secs
+    }
+}
+
+pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Stored>> {
+    if !shared::ids::is_valid("em", id) {
+        return Ok(None);
+    }
+    store::get(app, &ws_pk(ws), &sk(id)).await?.map(Stored::from_item).transpose()
+}
+
+pub fn not_found() -> ApiError {
+    ApiError::not_found("email")
+}

@@ -1,0 +1,426 @@
+//! Emails end to end over HTTP: the sender and the tick run in the local stack and send through
+//! moto's SES; what left is read back from moto's record of sent messages.
+
+use e2e::{Client, harness};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const FROM: &str = "Acme Support <support@example.com>";
+
+/// A fresh workspace allowed to send from example.com (an SES identity of the local stack).
+async fn sender_workspace(name: &str) -> (Client, String) {
+    let h = harness();
+    let (ws, key) = h.workspace(name).await;
+    let c = Client::new(&h.base, &key);
+    let r = c.patch("/workspaces/current", &json!({"email_senders": ["Example.com"]})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["data"]["email_senders"], json!(["example.com"]));
+    (c, ws)
+}
+
+async fn send(c: &Client, body: Value) -> Value {
+    let r = c.post("/emails", &body).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    r.json["data"].clone()
+}
+
+/// Poll an email until its status is one of `want`.
+async fn wait_status(c: &Client, id: &str, want: &[&str], secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = c.get(&format!("/emails/{id}")).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        let st = r.json["data"]["status"].as_str().unwrap().to_string();
+        if want.contains(&st.as_str()) {
+            return r.json["data"].clone();
+        }
+        assert!(Instant::now() < deadline, "email {id} still {st}, wanted {want:?}: {}", r.json);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The messages moto's SES recorded with this subject.
+async fn ses_with_subject(subject: &str) -> Vec<Value> {
+    harness().ses_sent().await.into_iter().filter(|m| m["subject"] == subject).collect()
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix} {}", shared::ids::new_id("t"))
+}
+
+#[tokio::test]
+async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
+    let (c, _) = sender_workspace("templated email").await;
+    let tag = unique("Welcome");
+    let r = c
+        .post(
+            "/emails/templates",
+            &json!({
+                "slug": "welcome",
+                "subject": format!("{tag} {{{{ name }}}}"),
+                "html": "<h1>Hello {{name}}</h1><p>Plan: {{account.plan}}</p>",
+                "text": "Hello {{name}}",
+                "required_variables": ["name"],
+                "variants": {"de": {"subject": format!("{tag} Hallo {{{{name}}}}"), "html": "<h1>Hallo {{name}}</h1>"}}
+            }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    assert_eq!(c.post("/emails/templates", &json!({"slug": "welcome", "subject": "x", "text": "y"})).await.status, 409);
+    let bad = c.post("/emails/templates", &json!({"slug": "broken", "subject": "Hi {{ name", "text": "y"})).await;
+    assert_eq!((bad.status, bad.json["error"]["details"][0]["field"].as_str()), (400, Some("subject")), "{}", bad.json);
+
+    // A missing required variable is a validation error naming it.
+    let r = c.post("/emails", &json!({"from": FROM, "to": ["ann@example.org"], "template_slug": "welcome", "variables": {}})).await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"));
+    assert_eq!(r.json["error"]["details"][0]["field"], "variables.name", "{}", r.json);
+
+    let email = send(
+        &c,
+        json!({"from": FROM, "to": ["Ann@Example.org"], "cc": ["cc@example.org"], "template_slug": "welcome",
+            "variables": {"name": "<b>Ann & \"Co\"</b>", "account": {"plan": "pro"}}, "tags": ["onboarding"],
+            "headers": {"X-Campaign": "spring", "List-Unsubscribe": "<mailto:unsubscribe@example.com>"}}),
+    )
+    .await;
+    assert_eq!(email["status"], "queued");
+    assert_eq!(email["to"], json!(["ann@example.org"]));
+    let id = email["id"].as_str().unwrap();
+    let sent = wait_status(&c, id, &["sent"], 30).await;
+    assert!(sent["timestamps"]["queued"].is_string() && sent["timestamps"]["sent"].is_string(), "{sent}");
+    assert_eq!(sent["attempts"], 1);
+    let subject = format!("{tag} <b>Ann & \"Co\"</b>");
+    assert_eq!(sent["subject"], subject.as_str());
+    assert_eq!(sent["html"], "<h1>Hello &lt;b&gt;Ann &amp; &quot;Co&quot;&lt;/b&gt;</h1><p>Plan: pro</p>");
+    assert_eq!(sent["text"], "Hello <b>Ann & \"Co\"</b>");
+
+    // What SES recorded is exactly that, once, from the sender, to the recipients.
+    let msgs = ses_with_subject(&subject).await;
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    let m = &msgs[0];
+    assert_eq!(m["id"], sent["provider_message_id"]);
+    assert_eq!(m["source"], "\"Acme Support\" <support@example.com>");
+    assert_eq!(m["body"], "<h1>Hello &lt;b&gt;Ann &amp; &quot;Co&quot;&lt;/b&gt;</h1><p>Plan: pro</p>");
+    assert_eq!(m["destinations"]["ToAddresses"], json!(["ann@example.org"]));
+    assert_eq!(m["destinations"]["CcAddresses"], json!(["cc@example.org"]));
+
+    // A locale variant (de-AT falls back to de).
+    let de = send(
+        &c,
+        json!({"from": FROM, "to": ["ben@example.org"], "template_slug": "welcome", "locale": "de-AT", "variables": {"name": "Ben"}}),
+    )
+    .await;
+    assert_eq!((de["locale"].as_str(), de["subject"].as_str()), (Some("de"), Some(format!("{tag} Hallo Ben").as_str())));
+    let de = wait_status(&c, de["id"].as_str().unwrap(), &["sent"], 30).await;
+    assert_eq!(ses_with_subject(de["subject"].as_str().unwrap()).await[0]["body"], "<h1>Hallo Ben</h1>");
+
+    // Filters: by tag, by status; bodies are left out of lists.
+    let listed = c.get("/emails?tag=onboarding").await;
+    assert_eq!(listed.json["data"].as_array().unwrap().len(), 1, "{}", listed.json);
+    assert!(listed.json["data"][0].get("html").is_none());
+    let listed = c.get("/emails?status=sent").await;
+    assert_eq!(listed.json["data"].as_array().unwrap().len(), 2);
+    assert_eq!(listed.json["data"][0]["id"], de["id"], "newest first");
+
+    // Templates can change without touching what was accepted.
+    let r = c.patch("/emails/templates/welcome", &json!({"text": null, "required_variables": null})).await;
+    assert_eq!((r.status, r.json["data"]["text"].clone()), (200, Value::Null), "{}", r.json);
+    assert_eq!(c.get("/emails/templates").await.json["data"].as_array().unwrap().len(), 1);
+    assert_eq!(c.delete("/emails/templates/welcome").await.status, 200);
+    assert_eq!(c.get("/emails/templates/welcome").await.status, 404);
+    assert_eq!(c.get(&format!("/emails/{id}")).await.json["data"]["subject"], subject.as_str());
+}
+
+#[tokio::test]
+async fn sends_are_validated_field_by_field() {
+    let (c, _) = sender_workspace("email validation").await;
+    let soon = shared::ids::format_time(chrono::Utc::now() - chrono::Duration::minutes(1));
+    let far = shared::ids::format_time(chrono::Utc::now() + chrono::Duration::days(31));
+    let too_many: Vec<String> = (0..51).map(|i| format!("r{i}@example.org")).collect();
+    let cases = [
+        (json!({"from": "not an address", "to": ["a@example.org"], "subject": "s", "text": "t"}), "from"),
+        (json!({"from": "x@not-ours.org", "to": ["a@example.org"], "subject": "s", "text": "t"}), "from"),
+        (json!({"from": FROM, "to": [], "subject": "s", "text": "t"}), "to"),
+        (json!({"from": FROM, "to": ["nope"], "subject": "s", "text": "t"}), "to[0]"),
+        (json!({"from": FROM, "to": too_many, "subject": "s", "text": "t"}), "to"),
+        (json!({"from": FROM, "to": ["a@example.org"], "text": "t"}), "subject"),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s"}), "html"),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "line\r\nBcc: x@evil.org", "text": "t"}), "subject"),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "headers": {"Bcc": "x@evil.org"}}), "headers.Bcc"),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "headers": {"X-Ok": "a\r\nb"}}), "headers.X-Ok"),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "scheduled_at": soon}), "scheduled_at"),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "scheduled_at": far}), "scheduled_at"),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "template_slug": "x"}), "subject"),
+        (json!({"from": FROM, "to": ["a@example.org"], "template_slug": "missing"}), "template_slug"),
+        (
+            json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "contact_id": "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D"}),
+            "contact_id",
+        ),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "tags": ["no spaces"]}), "tags[0]"),
+        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "surprise": 1}), "surprise"),
+    ];
+    for (body, field) in cases {
+        let r = c.post("/emails", &body).await;
+        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{body}: {}", r.json);
+        let fields: Vec<&str> = r.json["error"]["details"].as_array().unwrap().iter().filter_map(|d| d["field"].as_str()).collect();
+        assert!(fields.iter().any(|f| f.contains(field)), "{body}: expected {field} in {fields:?}");
+    }
+    // Nothing was accepted.
+    assert_eq!(c.get("/emails").await.json["data"], json!([]));
+    // Senders outside the deployment's SES identities cannot be configured.
+    let r = c.patch("/workspaces/current", &json!({"email_senders": ["other.org"]})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("email_senders[0]")), "{}", r.json);
+}
+
+#[tokio::test]
+async fn batches_are_strict_by_default_and_permissive_on_request() {
+    let (c, _) = sender_workspace("email batches").await;
+    let subject = unique("Batch");
+    let good = |i: usize| json!({"from": FROM, "to": [format!("b{i}@example.org")], "subject": subject, "text": format!("n{i}")});
+    let emails = json!([good(0), {"from": FROM, "to": ["broken"], "subject": "s", "text": "t"}, good(2), {"to": 5}]);
+
+    let r = c.post("/emails/batch", &json!({"emails": emails})).await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.json);
+    let fields: Vec<&str> = r.json["error"]["details"].as_array().unwrap().iter().filter_map(|d| d["field"].as_str()).collect();
+    assert!(fields.contains(&"emails[1].to[0]") && fields.iter().any(|f| f.starts_with("emails[3].")), "{fields:?}");
+    assert_eq!(c.get("/emails").await.json["data"], json!([]), "strict: nothing accepted");
+
+    let r = c.post("/emails/batch", &json!({"emails": emails, "validation": "permissive"})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let b = &r.json["data"];
+    assert!(b["id"].as_str().unwrap().starts_with("eb_"));
+    let accepted: Vec<u64> = b["emails"].as_array().unwrap().iter().map(|e| e["index"].as_u64().unwrap()).collect();
+    let rejected: Vec<u64> = b["errors"].as_array().unwrap().iter().map(|e| e["index"].as_u64().unwrap()).collect();
+    assert_eq!((accepted, rejected), (vec![0, 2], vec![1, 3]));
+    assert_eq!(b["errors"][0]["errors"][0]["field"], "to[0]");
+
+    let listed = c.get(&format!("/emails?batch_id={}", b["id"].as_str().unwrap())).await;
+    let ids: Vec<&str> = listed.json["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![b["emails"][0]["id"].as_str().unwrap(), b["emails"][1]["id"].as_str().unwrap()]);
+    for e in &ids {
+        wait_status(&c, e, &["sent"], 30).await;
+    }
+    assert_eq!(ses_with_subject(&subject).await.len(), 2);
+    let r = c.post("/emails/batch", &json!({"emails": (0..101).map(good).collect::<Vec<_>>()})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("emails")));
+}
+
+#[tokio::test]
+async fn send_and_batch_limits_are_independent_of_each_other_and_of_writes() {
+    let (c, _) = sender_workspace("email limits").await;
+    let subject = unique("Burst");
+    let body = json!({"from": FROM, "to": ["burst@example.org"], "subject": subject, "text": "t"});
+    // One burst of 60: the bucket holds 50 and refills 100/min while the burst runs.
+    let started = Instant::now();
+    let rs = futures_util::future::join_all((0..60).map(|_| c.post("/emails", &body))).await;
+    let refill = (started.elapsed().as_secs_f64() * 100.0 / 60.0).ceil() as usize;
+    let accepted = rs.iter().filter(|r| r.status == 202).count();
+    let limited: Vec<&e2e::Resp> = rs.iter().filter(|r| r.status == 429).collect();
+    assert_eq!(accepted + limited.len(), 60, "only 202 or 429");
+    assert!((50..=50 + refill).contains(&accepted), "{accepted} accepted, refill {refill}");
+    for r in &limited {
+        assert_eq!(r.code(), "RATE_LIMITED");
+        assert!(r.header("retry-after").is_some_and(|v| v.parse::<u64>().unwrap() >= 1));
+    }
+    // Other classes still have their own tokens.
+    assert_eq!(c.post("/contacts", &json!({"email": "limits@example.org"})).await.status, 201);
+    assert_eq!(c.post("/emails/batch", &json!({"emails": [body]})).await.status, 202);
+}
+
+#[tokio::test]
+async fn a_scheduled_email_waits_for_its_time_and_can_be_cancelled() {
+    let (c, _) = sender_workspace("scheduled email").await;
+    let subject = unique("Later");
+    let at = chrono::Utc::now() + chrono::Duration::seconds(5);
+    let e = send(
+        &c,
+        json!({"from": FROM, "to": ["later@example.org"], "subject": subject, "text": "t",
+        "scheduled_at": shared::ids::format_time(at)}),
+    )
+    .await;
+    assert_eq!(e["status"], "scheduled");
+    let id = e["id"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(c.get(&format!("/emails/{id}")).await.json["data"]["status"], "scheduled");
+    assert!(ses_with_subject(&subject).await.is_empty(), "not before its time");
+    let sent = wait_status(&c, id, &["sent"], 30).await;
+    let sent_at = chrono::DateTime::parse_from_rfc3339(sent["timestamps"]["sent"].as_str().unwrap()).unwrap();
+    assert!(sent_at >= at - chrono::Duration::seconds(1), "sent at {sent_at}, due {at}");
+    assert_eq!(ses_with_subject(&subject).await.len(), 1);
+    assert_eq!(c.post(&format!("/emails/{id}/cancel"), &json!({})).await.status, 409, "sent emails cannot be cancelled");
+
+    // Cancel one scheduled days ahead: it never leaves, and cancelling again is a conflict.
+    let later = send(
+        &c,
+        json!({"from": FROM, "to": ["later@example.org"], "subject": format!("{subject} 2"), "text": "t",
+        "scheduled_at": e2e::in_hours(48)}),
+    )
+    .await;
+    let r = c.post(&format!("/emails/{}/cancel", later["id"].as_str().unwrap()), &json!({})).await;
+    assert_eq!((r.status, r.json["data"]["status"].as_str()), (200, Some("cancelled")), "{}", r.json);
+    assert!(r.json["data"]["timestamps"]["cancelled"].is_string());
+    assert_eq!(c.post(&format!("/emails/{}/cancel", later["id"].as_str().unwrap()), &json!({})).await.status, 409);
+    assert_eq!(c.get("/emails?status=cancelled").await.json["data"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_email_whose_queue_message_was_lost_is_sent_by_the_tick() {
+    let h = harness();
+    let (c, _) = sender_workspace("lost message").await;
+    // Same workspace through the gateway whose SQS endpoint is unreachable.
+    let noqueue = Client::new(&h.base_noqueue, c.auth.as_deref().unwrap());
+    let subject = unique("Lost");
+    let e = send(&noqueue, json!({"from": FROM, "to": ["lost@example.org"], "subject": subject, "text": "t"})).await;
+    assert_eq!(e["status"], "queued");
+    wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
+    assert_eq!(ses_with_subject(&subject).await.len(), 1);
+}
+
+#[tokio::test]
+async fn duplicate_queue_messages_send_an_email_once() {
+    let h = harness();
+    let (c, ws) = sender_workspace("duplicate messages").await;
+    let subject = unique("Once");
+    let e = send(&c, json!({"from": FROM, "to": ["once@example.org"], "subject": subject, "text": "t"})).await;
+    let id = e["id"].as_str().unwrap().to_string();
+    // Three more copies of the job race the one the worker received, as SQS may deliver them.
+    let sender = h.sender().await;
+    let job = serde_json::to_string(&emails::model::SendJob { workspace_id: ws.clone(), email_ids: vec![id.clone()] }).unwrap();
+    let records: Vec<shared::sqs::SqsMessage> = (0..3)
+        .map(|i| shared::sqs::SqsMessage { message_id: format!("dup-{i}"), receipt_handle: format!("r{i}"), body: job.clone() })
+        .collect();
+    let copies = (0..3).map(|i| sender.handle_sqs(shared::sqs::SqsEvent { records: vec![records[i].clone()] }));
+    for resp in futures_util::future::join_all(copies).await {
+        assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+    }
+    let sent = wait_status(&c, &id, &["sent"], 30).await;
+    // And one more after it was sent.
+    sender.handle_sqs(shared::sqs::SqsEvent { records: vec![records[0].clone()] }).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let msgs = ses_with_subject(&subject).await;
+    assert_eq!(msgs.len(), 1, "sent exactly once: {msgs:?}");
+    assert_eq!(msgs[0]["id"], sent["provider_message_id"]);
+    assert_eq!(c.get(&format!("/emails/{id}")).await.json["data"]["attempts"], 1);
+}
+
+#[tokio::test]
+async fn unsubscribed_bounced_and_complained_contacts_are_suppressed() {
+    let (c, _) = sender_workspace("suppression").await;
+    let unsub = c.post("/contacts", &json!({"email": "unsub@example.org", "email_status": "unsubscribed"})).await;
+    assert_eq!(unsub.status, 201, "{}", unsub.json);
+    let contact_id = unsub.json["data"]["id"].as_str().unwrap();
+    let subject = unique("Newsletter");
+    let e = send(&c, json!({"from": FROM, "to": ["unsub@example.org"], "subject": subject, "text": "t", "contact_id": contact_id})).await;
+    assert_eq!(e["status"], "suppressed", "{e}");
+    assert_eq!(e["suppressed_recipients"][0]["reason"], "unsubscribed");
+    // With another, reachable recipient only the unsubscribed one is left out.
+    let both =
+        send(&c, json!({"from": FROM, "to": ["unsub@example.org", "ok@example.org"], "subject": format!("{subject} both"), "text": "t"}))
+            .await;
+    assert_eq!(both["status"], "queued");
+    let both = wait_status(&c, both["id"].as_str().unwrap(), &["sent"], 30).await;
+    assert_eq!(ses_with_subject(both["subject"].as_str().unwrap()).await[0]["destinations"]["ToAddresses"], json!(["ok@example.org"]));
+    // Transactional mail still reaches unsubscribed contacts.
+    let receipt = send(
+        &c,
+        json!({"from": FROM, "to": ["unsub@example.org"], "subject": format!("{subject} receipt"), "text": "t",
+        "transactional": true, "contact_id": contact_id}),
+    )
+    .await;
+    assert_eq!(receipt["status"], "queued");
+    wait_status(&c, receipt["id"].as_str().unwrap(), &["sent"], 30).await;
+    assert!(ses_with_subject(&subject).await.is_empty(), "the suppressed email never left");
+
+    // The contact's timeline and the contact filter show both.
+    let acts = c.get(&format!("/contacts/{contact_id}/activities")).await;
+    let kinds: Vec<&str> = acts.json["data"].as_array().unwrap().iter().filter_map(|a| a["type"].as_str()).collect();
+    assert!(kinds.contains(&"email.suppressed") && kinds.contains(&"email.sent"), "{kinds:?}");
+    let mine = c.get(&format!("/emails?contact_id={contact_id}")).await;
+    assert_eq!(mine.json["data"].as_array().unwrap().len(), 2, "{}", mine.json);
+
+    // Bounced addresses are suppressed even for transactional mail.
+    c.post("/contacts", &json!({"email": "gone@example.org", "email_status": "bounced"})).await;
+    let e = send(&c, json!({"from": FROM, "to": ["gone@example.org"], "subject": "s", "text": "t", "transactional": true})).await;
+    assert_eq!((e["status"].as_str(), e["suppressed_recipients"][0]["reason"].as_str()), (Some("suppressed"), Some("bounced")));
+}
+
+/// SES's notification as SNS delivers it to SQS.
+fn sns_envelope(notification: Value) -> String {
+    json!({"Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:aws:sns:us-east-1:123456789012:ses-feedback",
+        "Message": notification.to_string(), "Timestamp": "2026-11-22T10:00:00.000Z"})
+    .to_string()
+}
+
+#[tokio::test]
+async fn delivery_bounce_and_complaint_notifications_move_emails_and_contacts() {
+    let h = harness();
+    let (c, _) = sender_workspace("feedback").await;
+    let sqs = h.sqs().await;
+    let notify = |body: String| {
+        let sqs = sqs.clone();
+        async move { sqs.send_message().queue_url(&h.resources.email_feedback_queue_url).message_body(body).send().await.unwrap() }
+    };
+    let bouncer = c.post("/contacts", &json!({"email": "bouncer@example.org"})).await.json["data"].clone();
+    let complainer = c.post("/contacts", &json!({"email": "complainer@example.org"})).await.json["data"].clone();
+
+    let e = send(&c, json!({"from": FROM, "to": ["bouncer@example.org"], "subject": unique("Bounce"), "text": "t"})).await;
+    let e = wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
+    let mid = e["provider_message_id"].as_str().unwrap();
+    notify(sns_envelope(
+        json!({"notificationType": "Delivery", "mail": {"messageId": mid}, "delivery": {"timestamp": "2026-11-22T10:00:01.000Z"}}),
+    ))
+    .await;
+    let e = wait_status(&c, e["id"].as_str().unwrap(), &["delivered"], 30).await;
+    assert_eq!(e["timestamps"]["delivered"], "2026-11-22T10:00:01Z");
+    notify(sns_envelope(json!({"notificationType": "Bounce", "mail": {"messageId": mid},
+        "bounce": {"bounceType": "Permanent", "bounceSubType": "General", "timestamp": "2026-11-22T10:00:02.000Z",
+            "bouncedRecipients": [{"emailAddress": "Bouncer@example.org", "diagnosticCode": "smtp; 550 5.1.1 user unknown"}]}})))
+    .await;
+    let e = wait_status(&c, e["id"].as_str().unwrap(), &["bounced"], 30).await;
+    assert_eq!(e["feedback"]["diagnostic"], "smtp; 550 5.1.1 user unknown");
+    assert_eq!(e["feedback"]["type"], "Permanent");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while c.get(&format!("/contacts/{}", bouncer["id"].as_str().unwrap())).await.json["data"]["email_status"] != "bounced" {
+        assert!(Instant::now() < deadline, "the contact was not marked bounced");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A late delivery notification does not move it back.
+    notify(sns_envelope(json!({"notificationType": "Delivery", "mail": {"messageId": mid}}))).await;
+    // And the next email to that address is suppressed.
+    let next = send(&c, json!({"from": FROM, "to": ["bouncer@example.org"], "subject": "again", "text": "t"})).await;
+    assert_eq!(next["status"], "suppressed");
+
+    // Complaints arrive the same way (configuration-set event publishing, raw delivery shape).
+    let e2 = send(&c, json!({"from": FROM, "to": ["complainer@example.org"], "subject": unique("Complaint"), "text": "t"})).await;
+    let e2 = wait_status(&c, e2["id"].as_str().unwrap(), &["sent"], 30).await;
+    notify(
+        json!({"eventType": "Complaint", "mail": {"messageId": e2["provider_message_id"], "tags": {"email_id": [e2["id"]]}},
+        "complaint": {"complaintFeedbackType": "abuse", "complainedRecipients": [{"emailAddress": "complainer@example.org"}]}})
+        .to_string(),
+    )
+    .await;
+    wait_status(&c, e2["id"].as_str().unwrap(), &["complained"], 30).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while c.get(&format!("/contacts/{}", complainer["id"].as_str().unwrap())).await.json["data"]["email_status"] != "complained" {
+        assert!(Instant::now() < deadline, "the contact was not marked complained");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(c.get(&format!("/emails/{}", e["id"].as_str().unwrap())).await.json["data"]["status"], "bounced", "still bounced");
+}
+
+#[tokio::test]
+async fn emails_and_templates_of_another_workspace_are_404() {
+    let (a, _) = sender_workspace("email owner").await;
+    let (b, _) = sender_workspace("email intruder").await;
+    assert_eq!(a.post("/emails/templates", &json!({"slug": "private", "subject": "s", "text": "t"})).await.status, 201);
+    let e = send(&a, json!({"from": FROM, "to": ["x@example.org"], "subject": "s", "text": "t", "scheduled_at": e2e::in_hours(24)})).await;
+    let id = e["id"].as_str().unwrap();
+    assert_eq!(b.get(&format!("/emails/{id}")).await.status, 404);
+    assert_eq!(b.post(&format!("/emails/{id}/cancel"), &json!({})).await.status, 404);
+    assert_eq!(b.get("/emails/templates/private").await.status, 404);
+    assert_eq!(b.get("/emails").await.json["data"], json!([]));
+    let r = b.post("/emails", &json!({"from": FROM, "to": ["x@example.org"], "template_slug": "private"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("template_slug")));
+    assert_eq!(b.get("/emails/em_garbage").await.status, 404);
+    assert_eq!(a.get(&format!("/emails/{id}")).await.json["data"]["status"], "scheduled");
+}
