@@ -1,5 +1,6 @@
 //! Every sample in events/ is a valid HTTP API v2 event that reaches a real route, or (in
-//! events/dispatcher) an SQS batch or schedule input the dispatcher understands.
+//! events/dispatcher, events/contact-import, events/email-sender) an SQS batch or schedule input
+//! the queue-driven function understands.
 
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 
@@ -10,7 +11,7 @@ fn sample_events_parse_and_route() {
     for area in std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir() && e.file_name() != "dispatcher" && e.file_name() != "contact-import")
+        .filter(|e| e.path().is_dir() && !["dispatcher", "contact-import", "email-sender"].iter().any(|n| e.file_name() == *n))
     {
         for f in std::fs::read_dir(area.path()).unwrap().filter_map(Result::ok) {
             let text = std::fs::read_to_string(f.path()).unwrap();
@@ -58,4 +59,29 @@ fn import_worker_samples_are_sqs_batches_of_jobs() {
             assert!(v["workspace_id"].is_string() && v["import_id"].as_str().unwrap().starts_with("imp_"), "{}", f.path().display());
         }
     }
+}
+
+#[test]
+fn email_sender_samples_are_send_jobs_ses_notifications_or_the_tick() {
+    let dir = tools::localstack::repo_root().join("events/email-sender");
+    let mut kinds = vec![];
+    for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
+        if v.get("Records").is_none() {
+            kinds.push("schedule");
+            continue;
+        }
+        let ev: shared::sqs::SqsEvent = serde_json::from_value(v).unwrap();
+        for m in ev.records {
+            if serde_json::from_str::<emails::model::SendJob>(&m.body).is_ok() {
+                kinds.push("job");
+            } else {
+                let n = email_sender::feedback::parse(&m.body).unwrap_or_else(|| panic!("{}: not a notification", f.path().display()));
+                assert_eq!(n.kind, "Bounce");
+                kinds.push("notification");
+            }
+        }
+    }
+    kinds.sort();
+    assert_eq!(kinds, ["job", "notification", "schedule"]);
 }
