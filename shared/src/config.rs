@@ -162,3 +162,16 @@ impl Config {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ses_identities_cover_their_addresses_and_domains_only() {
+        let s = EmailSettings { identities: vec!["example.com".into(), "ops@example.org".into()], ..Default::default() };
+        assert!(s.covers("example.com") && s.covers("Hello@Example.com") && s.covers("ops@example.org"));
+        assert!(!s.covers("other@example.org") && !s.covers("example.org") && !s.covers("x@sub.example.com"));
+        assert!(!EmailSettings::default().covers("example.com"));
+    }
+}

@@ -113,13 +113,30 @@ async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
     let de = wait_status(&c, de["id"].as_str().unwrap(), &["sent"], 30).await;
     assert_eq!(ses_with_subject(de["subject"].as_str().unwrap()).await[0]["body"], "<h1>Hallo Ben</h1>");
 
+    // Round trips of an accept: key, bucket, then workspace senders | template | recipients'
+    // contact claims concurrently, then one transaction (the queue message is SQS).
+    let r = c
+        .post("/emails", &json!({"from": FROM, "to": ["cal@example.org"], "template_slug": "welcome", "variables": {"name": "Cal"}}))
+        .await;
+    assert_eq!((r.status, r.ddb_calls()), (202, 6), "{}", r.json);
+    let r = c.post("/emails", &json!({"from": FROM, "to": ["dan@example.org"], "subject": "raw", "text": "t"})).await;
+    assert_eq!((r.status, r.ddb_calls()), (202, 5), "{}", r.json);
+    let r = c.get(&format!("/emails/{id}")).await;
+    assert_eq!(r.ddb_calls(), 3, "key, bucket, one BatchGetItem for the email and its bodies");
+
     // Filters: by tag, by status; bodies are left out of lists.
     let listed = c.get("/emails?tag=onboarding").await;
     assert_eq!(listed.json["data"].as_array().unwrap().len(), 1, "{}", listed.json);
     assert!(listed.json["data"][0].get("html").is_none());
-    let listed = c.get("/emails?status=sent").await;
+    let listed = c.get("/emails?limit=2").await;
     assert_eq!(listed.json["data"].as_array().unwrap().len(), 2);
-    assert_eq!(listed.json["data"][0]["id"], de["id"], "newest first");
+    let ids: Vec<&str> = listed.json["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert!(ids[0] > ids[1], "newest first: {ids:?}");
+    let rest = c.get(&format!("/emails?limit=2&cursor={}", listed.json["next_cursor"].as_str().unwrap())).await;
+    assert_eq!(rest.json["data"].as_array().unwrap().len(), 2, "4 emails in all: {}", rest.json);
+    assert_eq!(rest.json["has_more"], false);
+    let listed = c.get("/emails?status=sent").await;
+    assert!(listed.json["data"].as_array().unwrap().iter().any(|e| e["id"] == de["id"]));
 
     // Templates can change without touching what was accepted.
     let r = c.patch("/emails/templates/welcome", &json!({"text": null, "required_variables": null})).await;

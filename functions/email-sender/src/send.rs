@@ -265,3 +265,16 @@ async fn ses_send(sd: &Sender, ws: &str, e: &Email, to: Vec<String>, cc: Vec<Str
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::format_from;
+
+    #[test]
+    fn display_names_are_quoted_or_encoded() {
+        assert_eq!(format_from("Hello@Example.com"), "hello@example.com");
+        assert_eq!(format_from("Acme, Inc <a@example.com>"), "\"Acme, Inc\" <a@example.com>");
+        assert_eq!(format_from("\"Acme\" <a@example.com>"), "\"Acme\" <a@example.com>");
+        assert_eq!(format_from("Jürgen <j@example.com>"), "=?UTF-8?B?SsO8cmdlbg==?= <j@example.com>");
+    }
+}

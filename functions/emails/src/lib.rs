@@ -119,11 +119,16 @@ pub struct EmailBatch {
     responses((status = 202, body = shared::openapi::Data<EmailBatch>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
     let input: SendBatch = req.json()?;
+    let batch = accept_batch(app, req.ws(), input).await?;
+    Ok(Reply::with_status(http_status(202), &batch))
+}
+
+/// Check, render and store a batch, then enqueue it (also used by `make bench`).
+pub async fn accept_batch(app: &App, ws: &str, input: SendBatch) -> ApiResult<EmailBatch> {
     if input.emails.is_empty() || input.emails.len() > MAX_BATCH {
         return Err(ApiError::validation("emails", format!("must hold 1 to {MAX_BATCH} emails")));
     }
     let (now, now_secs) = now();
-    let ws = req.ws();
     let batch_id = shared::ids::new_id("eb");
     let mut errors: Vec<BatchError> = vec![];
     let mut drafts = vec![];
@@ -180,7 +185,7 @@ pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
     for (delay, ids) in by_delay {
         model::enqueue(app, ws, &ids, delay).await;
     }
-    Ok(Reply::with_status(http_status(202), &batch))
+    Ok(batch)
 }
 
 fn batch_validation(errors: Vec<BatchError>) -> ApiError {

@@ -219,6 +219,50 @@ async fn main() {
         .unwrap();
     writeln!(out, "\nThe worker holds one chunk (at most 500 rows / 300 KiB) at a time; the process also holds the local stack's clients and the benchmark's own data.").unwrap();
 
+    // Emails: accept a batch of 100, then one sender invocation sends them through moto's SES.
+    let (ws, _) = workspaces::create_workspace(&stack.app, "bench emails").await.unwrap();
+    let (mut w, version): (workspaces::Workspace, i64) =
+        shared::store::get_object(&stack.app, &ws.id, workspaces::WORKSPACE_SK).await.unwrap().unwrap();
+    w.email_senders = vec!["example.com".into()];
+    let rec = shared::store::Record::new(shared::store::ws_pk(&ws.id), workspaces::WORKSPACE_SK.into(), &w).unwrap();
+    shared::store::Tx::new().replace(&stack.app, rec, version).commit(&stack.app).await.map_err(|_| "senders").unwrap();
+    let list: Vec<serde_json::Value> = (0..100)
+        .map(|i| {
+            serde_json::json!({"from": "Bench <bench@example.com>", "to": [format!("r{i}@bench.test")], "subject": format!("Bench {i}"),
+                "html": "<p>Hello</p>", "text": "Hello"})
+        })
+        .collect();
+    let input: emails::SendBatch = serde_json::from_value(serde_json::json!({ "emails": list })).unwrap();
+    let t = Instant::now();
+    let (batch, accept_calls) = shared::metrics::count_ddb_calls(emails::accept_batch(&stack.app, &ws.id, input)).await;
+    let batch = batch.unwrap();
+    let accept_secs = t.elapsed().as_secs_f64();
+    let sender = email_sender::Sender::new(stack.new_app(stack.config()).unwrap(), &stack.sdk);
+    let job = emails::model::SendJob { workspace_id: ws.id.clone(), email_ids: batch.emails.iter().map(|e| e.id.clone()).collect() };
+    let ev = SqsEvent {
+        records: vec![shared::sqs::SqsMessage {
+            message_id: "bench".into(),
+            receipt_handle: "bench".into(),
+            body: serde_json::to_string(&job).unwrap(),
+        }],
+    };
+    let t = Instant::now();
+    let (resp, send_calls) = shared::metrics::count_ddb_calls(sender.handle_sqs(ev)).await;
+    assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+    let send_secs = t.elapsed().as_secs_f64();
+    eprintln!("emails: accepted 100 in {accept_secs:.2} s, sent in {send_secs:.2} s");
+    writeln!(out, "\n## Emails: a batch of 100, accepted and sent\n").unwrap();
+    writeln!(out, "| step | time | emails/s | DynamoDB calls |\n|---|---|---|---|").unwrap();
+    writeln!(
+        out,
+        "| accept (`emails::accept_batch`: checks, reads, BatchWriteItem, one queue message) | {:.0} ms | {:.0} | {accept_calls} |",
+        accept_secs * 1e3,
+        100.0 / accept_secs
+    )
+    .unwrap();
+    writeln!(out, "| send (one sender invocation, 10 at a time: load, claim, suppression check, body, SES, record) | {:.0} ms | {:.0} | {send_calls} |", send_secs * 1e3, 100.0 / send_secs).unwrap();
+    writeln!(out, "\nPer email the sender makes {:.0} DynamoDB calls (load, claim transaction, recipient claims, body, result transaction) and one SES call (moto here).", send_calls as f64 / 100.0).unwrap();
+
     stack.stop().await;
     let path = repo_root().join("docs/benchmarks.md");
     std::fs::write(&path, out).unwrap();
