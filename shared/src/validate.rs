@@ -61,6 +61,12 @@ impl<T> Patch<T> {
     }
 }
 
+/// One VALIDATION_ERROR carrying every detail, its message summing them up.
+pub fn validation_error(details: Vec<ErrorDetail>) -> ApiError {
+    let summary = details.iter().map(|d| format!("{}: {}", d.field.as_deref().unwrap_or("body"), d.message)).collect::<Vec<_>>().join("; ");
+    ApiError::new(ErrorCode::ValidationError, summary).with_details(details)
+}
+
 /// Collects field errors; `finish` turns them into one VALIDATION_ERROR.
 #[derive(Default, Debug)]
 pub struct Errors(Vec<ErrorDetail>);
@@ -79,9 +85,7 @@ impl Errors {
         if self.0.is_empty() {
             return Ok(());
         }
-        let summary =
-            self.0.iter().map(|d| format!("{}: {}", d.field.as_deref().unwrap_or("body"), d.message)).collect::<Vec<_>>().join("; ");
-        Err(ApiError::new(ErrorCode::ValidationError, summary).with_details(self.0))
+        Err(validation_error(self.0))
     }
 
     /// A required or optional text field: trimmed length within bounds, no control characters.

@@ -10,8 +10,9 @@ use shared::store::{self, n, s};
 use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
 
-/// Due entries read per shard and tick; the rest wait for the next tick.
-const PER_SHARD: i32 = 500;
+/// Due entries evaluated per page, and pages per shard and tick; the rest wait for the next tick.
+const PAGE: i32 = 500;
+const PAGES: usize = 10;
 
 struct Due {
     pk: String,
@@ -25,33 +26,10 @@ pub async fn tick(sd: &Sender) -> ApiResult<usize> {
     let app = &sd.app;
     let now = chrono::Utc::now().timestamp();
     let horizon = format!("{:013}#~", (now + ENQUEUE_AHEAD_SECS) * 1000);
-    let queries = (0..DUE_SHARDS).map(|shard| {
-        app.ddb
-            .query()
-            .table_name(&app.cfg.table)
-            .key_condition_expression("pk = :pk AND sk <= :horizon")
-            .filter_expression("next_check <= :now")
-            .expression_attribute_values(":pk", s(model::due_shard_pk(shard)))
-            .expression_attribute_values(":horizon", s(&horizon))
-            .expression_attribute_values(":now", n(now))
-            .limit(PER_SHARD)
-            .send()
-    });
+    let scans = (0..DUE_SHARDS).map(|shard| scan_shard(sd, shard, &horizon, now));
     let mut due = vec![];
-    for out in futures_util::future::join_all(queries).await {
-        let out = out.map_err(store::ddb_error)?;
-        for item in out.items() {
-            let (Some(pk), Some(sk), Some(ws), Some(id)) = (
-                store::get_str(item, "pk"),
-                store::get_str(item, "sk"),
-                store::get_str(item, "workspace_id"),
-                store::get_str(item, "email_id"),
-            ) else {
-                continue;
-            };
-            let due_ms: i64 = sk.split('#').next().and_then(|d| d.parse().ok()).unwrap_or(0);
-            due.push(Due { pk: pk.into(), sk: sk.into(), ws: ws.into(), email_id: id.into(), due_secs: due_ms / 1000 });
-        }
+    for found in futures_util::future::join_all(scans).await {
+        due.extend(found?);
     }
     // One message per workspace and delay.
     let mut jobs: BTreeMap<(String, i64), Vec<String>> = BTreeMap::new();
@@ -82,4 +60,45 @@ pub async fn tick(sd: &Sender) -> ApiResult<usize> {
         tracing::info!(enqueued = due.len(), "email tick enqueued due emails");
     }
     Ok(due.len())
+}
+
+/// The entries of one shard that are near their time and unchecked for a while. Entries still
+/// in flight are skipped by the filter; paging goes on past them, within a budget.
+async fn scan_shard(sd: &Sender, shard: u32, horizon: &str, now: i64) -> ApiResult<Vec<Due>> {
+    let app = &sd.app;
+    let mut out = vec![];
+    let mut start = None;
+    for _ in 0..PAGES {
+        let page = app
+            .ddb
+            .query()
+            .table_name(&app.cfg.table)
+            .key_condition_expression("pk = :pk AND sk <= :horizon")
+            .filter_expression("next_check <= :now")
+            .expression_attribute_values(":pk", s(model::due_shard_pk(shard)))
+            .expression_attribute_values(":horizon", s(horizon))
+            .expression_attribute_values(":now", n(now))
+            .set_exclusive_start_key(start.take())
+            .limit(PAGE)
+            .send()
+            .await
+            .map_err(store::ddb_error)?;
+        for item in page.items() {
+            let (Some(pk), Some(sk), Some(ws), Some(id)) = (
+                store::get_str(item, "pk"),
+                store::get_str(item, "sk"),
+                store::get_str(item, "workspace_id"),
+                store::get_str(item, "email_id"),
+            ) else {
+                continue;
+            };
+            let due_ms: i64 = sk.split('#').next().and_then(|d| d.parse().ok()).unwrap_or(0);
+            out.push(Due { pk: pk.into(), sk: sk.into(), ws: ws.into(), email_id: id.into(), due_secs: due_ms / 1000 });
+        }
+        match page.last_evaluated_key {
+            Some(k) => start = Some(k),
+            None => break,
+        }
+    }
+    Ok(out)
 }

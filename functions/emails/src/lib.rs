@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use shared::error::ErrorDetail;
 use shared::events::Event;
 use shared::store::{self, Tx, TxError, s, ws_pk};
-use shared::validate::Errors;
+use shared::validate::{Errors, validation_error as validation};
 use shared::{ApiError, ApiResult, App, Reply, Req, route};
 use utoipa::ToSchema;
 
@@ -59,11 +59,6 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
 
 fn http_status(code: u16) -> shared::reexports::http::StatusCode {
     shared::reexports::http::StatusCode::from_u16(code).expect("valid status")
-}
-
-fn validation(details: Vec<ErrorDetail>) -> ApiError {
-    let summary = details.iter().map(|d| format!("{}: {}", d.field.as_deref().unwrap_or("body"), d.message)).collect::<Vec<_>>().join("; ");
-    ApiError::new(shared::error::ErrorCode::ValidationError, summary).with_details(details)
 }
 
 #[derive(Deserialize, Serialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
