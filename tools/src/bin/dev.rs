@@ -44,7 +44,7 @@ async fn main() {
         eprintln!("dev: cannot write {}: {e}", env_file.display());
     }
     eprintln!(
-        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  webhook dispatcher polling both queues, outbox sweep every 10 s\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
+        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com); outbox sweep and email tick every 10 s\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
         base = stack.base_url,
         ddb = stack.emulators.dynamodb_endpoint,
         moto = stack.emulators.moto_endpoint,
