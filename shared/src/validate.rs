@@ -51,6 +51,29 @@ impl<T> Patch<T> {
     pub fn is_absent(&self) -> bool {
         matches!(self, Patch::Absent)
     }
+    /// For a field that cannot be cleared: the new value, `None` when absent; `null` is
+    /// recorded as "cannot be null".
+    pub fn required(self, errs: &mut Errors, field: &str) -> Option<T> {
+        match self {
+            Patch::Absent => None,
+            Patch::Null => {
+                errs.add(field, "cannot be null");
+                None
+            }
+            Patch::Value(v) => Some(v),
+        }
+    }
+    /// For a collection: the new value, the empty one for `null`, `None` when absent.
+    pub fn or_empty(self) -> Option<T>
+    where
+        T: Default,
+    {
+        match self {
+            Patch::Absent => None,
+            Patch::Null => Some(T::default()),
+            Patch::Value(v) => Some(v),
+        }
+    }
     /// Apply to a nullable stored field.
     pub fn apply_to(self, target: &mut Option<T>) {
         match self {

@@ -267,13 +267,11 @@ pub struct UpdateContact {
 impl UpdateContact {
     /// Apply to `c`; errors for fields that cannot be null.
     pub fn apply(self, c: &mut Contact, errs: &mut Errors) {
-        match self.email {
-            Patch::Absent => {}
-            Patch::Null => errs.add("email", "cannot be null"),
-            Patch::Value(e) => match model::normalise_email(&e) {
+        if let Some(e) = self.email.required(errs, "email") {
+            match model::normalise_email(&e) {
                 Some(e) => c.email = e,
                 None => errs.add("email", "must be a valid email address"),
-            },
+            }
         }
         let text = |p: Patch<String>, target: &mut Option<String>| match p {
             Patch::Absent => {}
@@ -285,20 +283,14 @@ impl UpdateContact {
         text(self.phone, &mut c.phone);
         text(self.company, &mut c.company);
         text(self.job_title, &mut c.job_title);
-        match self.status {
-            Patch::Absent => {}
-            Patch::Null => errs.add("status", "cannot be null"),
-            Patch::Value(v) => c.status = v,
+        if let Some(v) = self.status.required(errs, "status") {
+            c.status = v;
         }
-        match self.email_status {
-            Patch::Absent => {}
-            Patch::Null => errs.add("email_status", "cannot be null"),
-            Patch::Value(v) => c.email_status = v,
+        if let Some(v) = self.email_status.required(errs, "email_status") {
+            c.email_status = v;
         }
-        match self.labels {
-            Patch::Absent => {}
-            Patch::Null => c.labels.clear(),
-            Patch::Value(l) => c.labels = l.into_iter().map(|l| l.trim().to_string()).collect(),
+        if let Some(l) = self.labels.or_empty() {
+            c.labels = l.into_iter().map(|l| l.trim().to_string()).collect();
         }
         match self.custom_fields {
             Patch::Absent => {}

@@ -275,35 +275,25 @@ pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let (old, version) = load(app, &req).await?;
     let mut d = old.clone();
     let mut errs = Errors::new();
-    let required = |errs: &mut Errors, field: &str| errs.add(field, "cannot be null");
-    match input.title {
-        Patch::Absent => {}
-        Patch::Null => required(&mut errs, "title"),
-        Patch::Value(t) => d.title = t.trim().to_string(),
+    if let Some(t) = input.title.required(&mut errs, "title") {
+        d.title = t.trim().to_string();
     }
-    match input.value {
-        Patch::Absent => {}
-        Patch::Null => required(&mut errs, "value"),
-        Patch::Value(v) => d.value = v,
+    if let Some(v) = input.value.required(&mut errs, "value") {
+        d.value = v;
     }
-    match input.currency {
-        Patch::Absent => {}
-        Patch::Null => required(&mut errs, "currency"),
-        Patch::Value(c) => d.currency = c.trim().to_ascii_uppercase(),
+    if let Some(c) = input.currency.required(&mut errs, "currency") {
+        d.currency = c.trim().to_ascii_uppercase();
     }
-    match input.status {
-        Patch::Absent => {}
-        Patch::Null => required(&mut errs, "status"),
-        Patch::Value(s) => d.status = s,
+    if let Some(s) = input.status.required(&mut errs, "status") {
+        d.status = s;
     }
-    match input.stage {
-        Patch::Absent => {}
-        Patch::Null => required(&mut errs, "stage"),
+    match input.stage.required(&mut errs, "stage") {
+        None => {}
         // Frozen only while the deal stays closed: closing or reopening may set it.
-        Patch::Value(st) if st.trim() != d.stage && d.status != DealStatus::Open && old.status != DealStatus::Open => {
+        Some(st) if st.trim() != d.stage && d.status != DealStatus::Open && old.status != DealStatus::Open => {
             errs.add("stage", "can change only while the deal is open; reopen it first")
         }
-        Patch::Value(st) => d.stage = st.trim().to_string(),
+        Some(st) => d.stage = st.trim().to_string(),
     }
     input.contact_id.apply_to(&mut d.contact_id);
     input.expected_close_date.apply_to(&mut d.expected_close_date);

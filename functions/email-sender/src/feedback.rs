@@ -146,14 +146,13 @@ fn parse_time(t: &str) -> chrono::DateTime<chrono::Utc> {
 /// Raise the contacts of these addresses to `status` (never lowering: a complaint stays).
 async fn mark_contacts(sd: &Sender, ws: &str, addrs: &[String], status: ContactEmailStatus) -> shared::ApiResult<()> {
     let app = &sd.app;
-    let (contacts, owners) = compose::contacts_of(app, ws, vec![], addrs.to_vec()).await?;
     for addr in addrs {
-        let Some(c) = owners.get(addr).and_then(|id| contacts.get(id)) else { continue };
-        if contact_rank(c.email_status) >= contact_rank(status) {
+        let Some(id) = contacts::model::email_owner(app, ws, addr).await? else { continue };
+        // Read with its version, so a concurrent edit is not overwritten.
+        let (old, version): (Contact, i64) = contacts::model::load(app, ws, &id).await?;
+        if contact_rank(old.email_status) >= contact_rank(status) {
             continue;
         }
-        // Read with its version, so a concurrent edit is not overwritten.
-        let (old, version): (Contact, i64) = contacts::model::load(app, ws, &c.id).await?;
         let mut new = old.clone();
         new.email_status = status;
         new.updated_at = shared::ids::now_rfc3339();

@@ -124,14 +124,14 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> ApiResult<Outcome> {
         finish(sd, ws, &held, email, None).await?;
         return Ok(Outcome::Done);
     }
+    // The bodies go to SES only; the email item is stored without them.
+    let mut outgoing = email.clone();
     if let Some(b) = &body {
-        model::attach_body(&mut email, b);
+        model::attach_body(&mut outgoing, b);
     }
 
-    match ses_send(sd, ws, &email, to, cc, bcc).await {
+    match ses_send(sd, ws, &outgoing, to, cc, bcc).await {
         Ok(message_id) => {
-            email.html = None;
-            email.text = None;
             email.provider_message_id = Some(message_id.clone());
             email.error = None;
             email.set_status(EmailStatus::Sent, &now_s);
@@ -140,16 +140,12 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> ApiResult<Outcome> {
         }
         Err(SesFailure::Permanent(err)) => {
             tracing::warn!(email_id = %id, code = %err.code, "SES refused the email");
-            email.html = None;
-            email.text = None;
             email.error = Some(err);
             email.set_status(EmailStatus::Failed, &now_s);
             finish(sd, ws, &held, email, None).await?;
             Ok(Outcome::Done)
         }
         Err(SesFailure::Transient(msg)) => {
-            email.html = None;
-            email.text = None;
             if email.attempts >= model::MAX_ATTEMPTS {
                 email.error = Some(SendError { code: "attempts_exhausted".into(), message: msg });
                 email.set_status(EmailStatus::Failed, &now_s);

@@ -181,12 +181,12 @@ pub fn check(input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> Result<Dra
         None => {
             match &input.subject {
                 None => errs.add("subject", "is required (or use template_slug)"),
-                Some(s) => templates::check_rendered(&mut errs, "subject", s, None, None),
+                Some(s) => templates::check_subject(&mut errs, "subject", s),
             }
             if input.html.is_none() && input.text.is_none() {
                 errs.add("html", "html or text (or both) is required (or use template_slug)");
             }
-            templates::check_rendered(&mut errs, "body", "-", input.html.as_deref(), input.text.as_deref());
+            templates::check_bodies(&mut errs, "body", input.html.as_deref(), input.text.as_deref());
             if !input.variables.is_empty() {
                 errs.add("variables", "apply to templates only");
             }
@@ -415,21 +415,13 @@ pub fn activity(ws: &str, e: &Email) -> ApiResult<Option<Item>> {
 /// Everything an accepted email writes besides its event: the email (first), its bodies, its
 /// due entry and the timeline entry.
 pub fn items(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<(Vec<Item>, Event)> {
-    let ev = Event::new(ws, &e.status.event(), &rec_view(e));
+    let ev = Event::new(ws, &e.status.event(), &e.without_bodies());
     let mut items = vec![model::record(ws, e)?.version(1).item, model::body_item(ws, e)];
     if e.status.pending() {
         items.push(model::due_item(ws, e, plan(app, e, now_secs).1));
     }
     items.extend(activity(ws, e)?);
     Ok((items, ev))
-}
-
-/// The email as events carry it: without bodies.
-pub fn rec_view(e: &Email) -> Email {
-    let mut v = e.clone();
-    v.html = None;
-    v.text = None;
-    v
 }
 
 /// One email: all writes in one transaction, then its queue message.

@@ -157,7 +157,12 @@ impl Email {
         chrono::DateTime::parse_from_rfc3339(at).map(|t| t.timestamp_millis()).unwrap_or(0)
     }
 
-    /// For events and timelines: the email without bodies.
+    /// As stored and as events carry it: without bodies.
+    pub fn without_bodies(&self) -> Email {
+        Email { html: None, text: None, ..self.clone() }
+    }
+
+    /// For the contact's timeline: which email, and where it stands.
     pub fn summary(&self) -> serde_json::Value {
         serde_json::json!({"email_id": self.id, "subject": self.subject, "status": self.status, "to": self.to})
     }
@@ -184,10 +189,7 @@ pub fn contact_pk(ws: &str, contact_id: &str) -> String {
 
 /// The email item (without bodies) and its index keys.
 pub fn record(ws: &str, e: &Email) -> ApiResult<Record> {
-    let mut lean = e.clone();
-    lean.html = None;
-    lean.text = None;
-    let mut rec = Record::new(ws_pk(ws), sk(&e.id), &lean)?.gsi1(status_pk(ws, e.status), sk(&e.id));
+    let mut rec = Record::new(ws_pk(ws), sk(&e.id), &e.without_bodies())?.gsi1(status_pk(ws, e.status), sk(&e.id));
     if let Some(c) = &e.contact_id {
         rec = rec.gsi2(contact_pk(ws, c), sk(&e.id));
     }

@@ -192,6 +192,11 @@ pub fn render_template(t: &Template, vars: &Map<String, Value>, locale: Option<&
 
 /// Limits that apply to what is sent, whether written by the caller or rendered.
 pub fn check_rendered(errs: &mut Errors, field: &str, subject: &str, html: Option<&str>, text: Option<&str>) {
+    check_subject(errs, field, subject);
+    check_bodies(errs, field, html, text);
+}
+
+pub fn check_subject(errs: &mut Errors, field: &str, subject: &str) {
     if subject.trim().is_empty() {
         errs.add(field, "the subject is empty");
     } else if subject.chars().count() > MAX_SUBJECT_CHARS {
@@ -200,6 +205,9 @@ pub fn check_rendered(errs: &mut Errors, field: &str, subject: &str, html: Optio
         // A line break in a header is header injection.
         errs.add(field, "the subject must not contain line breaks or control characters");
     }
+}
+
+pub fn check_bodies(errs: &mut Errors, field: &str, html: Option<&str>, text: Option<&str>) {
     if html.is_some_and(|h| h.len() > MAX_HTML_BYTES) {
         errs.add(field, format!("the html body is larger than {MAX_HTML_BYTES} bytes"));
     }
@@ -400,23 +408,17 @@ pub async fn update_template(app: &App, req: Req) -> ApiResult<Reply> {
     for (field, patch, target) in
         [("name", input.name, &mut t.name), ("locale", input.locale, &mut t.locale), ("subject", input.subject, &mut t.base.subject)]
     {
-        match patch {
-            Patch::Absent => {}
-            Patch::Null => errs.add(field, "cannot be null"),
-            Patch::Value(v) => *target = v,
+        if let Some(v) = patch.required(&mut errs, field) {
+            *target = v;
         }
     }
     input.html.apply_to(&mut t.base.html);
     input.text.apply_to(&mut t.base.text);
-    match input.variants {
-        Patch::Absent => {}
-        Patch::Null => t.variants.clear(),
-        Patch::Value(v) => t.variants = v,
+    if let Some(v) = input.variants.or_empty() {
+        t.variants = v;
     }
-    match input.required_variables {
-        Patch::Absent => {}
-        Patch::Null => t.required_variables.clear(),
-        Patch::Value(v) => t.required_variables = v,
+    if let Some(v) = input.required_variables.or_empty() {
+        t.required_variables = v;
     }
     errs.patch_metadata("metadata", input.metadata, &mut t.metadata);
     check(&mut errs, &t);

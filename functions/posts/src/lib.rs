@@ -300,33 +300,21 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(not_editable(&post));
     }
     let mut errs = Errors::new();
-    match input.content {
-        Patch::Absent => {}
-        Patch::Null => errs.add("content", "cannot be null"),
-        Patch::Value(c) => {
-            errs.text("content", &c, 1, MAX_CONTENT_CHARS);
-            if c.trim().is_empty() && !c.is_empty() {
-                errs.add("content", "must not be blank");
-            }
-            post.content = c;
+    if let Some(c) = input.content.required(&mut errs, "content") {
+        errs.text("content", &c, 1, MAX_CONTENT_CHARS);
+        if c.trim().is_empty() && !c.is_empty() {
+            errs.add("content", "must not be blank");
         }
+        post.content = c;
     }
-    match input.channel_ids {
-        Patch::Absent => {}
-        Patch::Null => post.channel_ids.clear(),
-        Patch::Value(ids) => {
-            check_channels(&mut errs, &ids);
-            post.channel_ids = ids;
-        }
+    if let Some(ids) = input.channel_ids.or_empty() {
+        check_channels(&mut errs, &ids);
+        post.channel_ids = ids;
     }
     post.variants = variants_for(&post.channel_ids, &post.variants);
-    match input.media_urls {
-        Patch::Absent => {}
-        Patch::Null => post.media_urls.clear(),
-        Patch::Value(urls) => {
-            check_media(&mut errs, &urls);
-            post.media_urls = urls;
-        }
+    if let Some(urls) = input.media_urls.or_empty() {
+        check_media(&mut errs, &urls);
+        post.media_urls = urls;
     }
     match input.scheduled_at {
         Patch::Absent => {}

@@ -203,13 +203,9 @@ pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     let mut rec = load(app, &req).await?;
     let ep = &mut rec.endpoint;
     let mut errs = Errors::new();
-    match input.url {
-        Patch::Absent => {}
-        Patch::Null => errs.add("url", "cannot be null"),
-        Patch::Value(u) => {
-            check_url(&mut errs, app, &u).await;
-            ep.url = u;
-        }
+    if let Some(u) = input.url.required(&mut errs, "url") {
+        check_url(&mut errs, app, &u).await;
+        ep.url = u;
     }
     match input.description {
         Patch::Absent => {}
@@ -219,23 +215,18 @@ pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
             ep.description = Some(d);
         }
     }
-    match input.event_types {
-        Patch::Absent => {}
-        Patch::Null => ep.event_types.clear(),
-        Patch::Value(t) => {
-            check_event_types(&mut errs, &t);
-            ep.event_types = t;
-        }
+    if let Some(t) = input.event_types.or_empty() {
+        check_event_types(&mut errs, &t);
+        ep.event_types = t;
     }
-    match input.enabled {
-        Patch::Absent => {}
-        Patch::Null => errs.add("enabled", "cannot be null"),
-        Patch::Value(true) => {
+    match input.enabled.required(&mut errs, "enabled") {
+        None => {}
+        Some(true) => {
             ep.enabled = true;
             ep.disabled_reason = None;
             ep.failing_since = None;
         }
-        Patch::Value(false) => ep.enabled = false,
+        Some(false) => ep.enabled = false,
     }
     errs.patch_metadata("metadata", input.metadata, &mut ep.metadata);
     errs.finish()?;

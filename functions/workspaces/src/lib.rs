@@ -286,12 +286,12 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
     let (mut ws, version) = load_current(app, req.ws()).await?;
     let old_slug = ws.slug.clone();
     let mut errs = Errors::new();
-    let mut required = |field: &str, p: Patch<String>, target: &mut String, ok: &dyn Fn(&str) -> bool, msg: &str| match p {
-        Patch::Absent => {}
-        Patch::Null => errs.add(field, "cannot be null"),
-        Patch::Value(v) if ok(&v) => *target = v,
-        Patch::Value(_) => errs.add(field, msg),
-    };
+    let mut required =
+        |field: &str, p: Patch<String>, target: &mut String, ok: &dyn Fn(&str) -> bool, msg: &str| match p.required(&mut errs, field) {
+            None => {}
+            Some(v) if ok(&v) => *target = v,
+            Some(_) => errs.add(field, msg),
+        };
     required("name", input.name, &mut ws.name, &|v| !v.trim().is_empty() && v.chars().count() <= 100, "must be 1 to 100 characters");
     required("slug", input.slug, &mut ws.slug, &valid_slug, "must be 3 to 48 lowercase letters, digits and single hyphens");
     required("timezone", input.timezone, &mut ws.timezone, &validate::is_timezone, "must be an IANA time zone such as Europe/Berlin");
@@ -303,15 +303,11 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
         &validate::is_currency,
         "must be an ISO 4217 code such as EUR",
     );
-    match input.email_senders {
-        Patch::Absent => {}
-        Patch::Null => ws.email_senders.clear(),
-        Patch::Value(mut v) => {
-            check_senders(app, &mut errs, &mut v);
-            v.sort();
-            v.dedup();
-            ws.email_senders = v;
-        }
+    if let Some(mut v) = input.email_senders.or_empty() {
+        check_senders(app, &mut errs, &mut v);
+        v.sort();
+        v.dedup();
+        ws.email_senders = v;
     }
     errs.patch_metadata("metadata", input.metadata, &mut ws.metadata);
     errs.finish()?;
