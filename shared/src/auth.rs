@@ -11,6 +11,7 @@
 use crate::app::App;
 use crate::config::OAuthConfig;
 use crate::error::{ApiError, ErrorCode, ErrorDetail};
+use crate::keys;
 use crate::store::{self, get_str};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -79,12 +80,12 @@ fn looks_like_api_key(token: &str) -> bool {
 }
 
 pub fn api_key_lookup_pk(hash: &str) -> String {
-    format!("APIKEY#{hash}")
+    keys::API_KEY_LOOKUP.pk(&[hash])
 }
-pub const API_KEY_LOOKUP_SK: &str = "APIKEY";
+pub const API_KEY_LOOKUP_SK: &str = keys::API_KEY_LOOKUP.table.sk;
 
 pub fn member_sk(subject: &str) -> String {
-    format!("MEMBER#{subject}")
+    keys::MEMBER.sk(&[subject])
 }
 
 /// Roles grant scopes; a token's scopes are intersected with its subject's role.
@@ -257,7 +258,7 @@ pub async fn touch_last_used(app: &App, principal: &Principal) {
         .update_item()
         .table_name(&app.cfg.table)
         .key("pk", store::s(store::ws_pk(ws)))
-        .key("sk", store::s(format!("APIKEY#{key_id}")))
+        .key("sk", store::s(keys::API_KEY.sk(&[key_id])))
         .update_expression("SET last_used_at = :at, last_used_ms = :now")
         .condition_expression("attribute_exists(pk) AND (attribute_not_exists(last_used_ms) OR last_used_ms < :hour_ago)")
         .expression_attribute_values(":at", store::s(crate::ids::now_rfc3339()))

@@ -102,7 +102,7 @@ impl Event {
 
     pub fn outbox_pk(event_id: &str) -> String {
         let shard = event_id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % OUTBOX_SHARDS;
-        format!("OUTBOX#{shard}")
+        crate::keys::OUTBOX_EVENT.pk(&[&shard.to_string()])
     }
 
     pub fn outbox_item(&self) -> Item {
@@ -188,7 +188,7 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
             .table_name(&app.cfg.table)
             .key_condition_expression("pk = :pk AND sk < :bound")
             .filter_expression("attribute_not_exists(resent_at) OR resent_at < :again")
-            .expression_attribute_values(":pk", s(format!("OUTBOX#{shard}")))
+            .expression_attribute_values(":pk", s(crate::keys::OUTBOX_EVENT.pk(&[&shard.to_string()])))
             .expression_attribute_values(":bound", s(&bound))
             .expression_attribute_values(":again", n(now - RESEND_EVERY_SECS))
             .limit(per_shard)

@@ -51,7 +51,7 @@ pub fn fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> String {
 
 pub async fn begin(app: &App, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
     let pk = store::ws_pk(ws);
-    let sk = format!("IDEM#{}", crate::auth::hex(&Sha256::digest(key.as_bytes())));
+    let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::auth::hex(&Sha256::digest(key.as_bytes()))]);
     let now_ms = crate::ids::now_ms();
     let res = app
         .ddb

@@ -10,6 +10,7 @@ pub mod events;
 pub mod http;
 pub mod idempotency;
 pub mod ids;
+pub mod keys;
 pub mod lambda;
 pub mod metrics;
 pub mod openapi;
@@ -26,8 +27,9 @@ pub use app::App;
 pub use error::{ApiError, ApiResult};
 pub use http::{Reply, Req};
 
-/// Used by the `route!` macro so area crates need no extra dependencies.
+/// Used by the `area!` macro so area crates need no extra dependencies.
 pub mod reexports {
     pub use futures_util::future::BoxFuture;
     pub use http;
+    pub use paste;
 }

@@ -163,7 +163,7 @@ impl RateLimiter {
         let limit = self.limit(class);
         let (t, cap) = (limit.interval_ms(), limit.capacity_ms());
         let max_tat = now + cap - t;
-        let pk = format!("RL#{scope}#{}", class.name());
+        let pk = crate::keys::RATE_BUCKET.pk(&[scope, class.name()]);
         let refuse = |tat: i64| Decision { class, limit, allowed: false, remaining: 0, wait_ms: tat - max_tat };
         let admit = |tat: i64| Decision { class, limit, allowed: true, remaining: (now + cap - tat) / t, wait_ms: tat - now };
 
@@ -178,7 +178,7 @@ impl RateLimiter {
                 .update_item()
                 .table_name(table)
                 .key("pk", AttributeValue::S(pk.clone()))
-                .key("sk", AttributeValue::S("RL".into()))
+                .key("sk", AttributeValue::S(crate::keys::RATE_BUCKET.table.sk.into()))
                 .expression_attribute_values(":now", num(now))
                 .expression_attribute_values(":t", num(t))
                 .expression_attribute_values(":ttl", num(now / 1000 + 86_400 + cap / 1000))

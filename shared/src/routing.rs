@@ -24,35 +24,84 @@ pub struct Route {
     pub handler: Handler,
 }
 
-/// `route!(GET "/posts/{id}", Read, get_post)`: a route whose handler is `async fn(&App, Req)`.
-#[macro_export]
-macro_rules! route {
-    ($method:ident $path:literal, $class:ident, $handler:path) => {
-        $crate::route!(@build $method $path, $class, $handler, true, $crate::http::MAX_BODY_BYTES)
-    };
-    ($method:ident $path:literal, $class:ident, $handler:path, no_workspace) => {
-        $crate::route!(@build $method $path, $class, $handler, false, $crate::http::MAX_BODY_BYTES)
-    };
-    ($method:ident $path:literal, $class:ident, $handler:path, max_body = $max:expr) => {
-        $crate::route!(@build $method $path, $class, $handler, true, $max)
-    };
-    (@build $method:ident $path:literal, $class:ident, $handler:path, $ws:expr, $max:expr) => {
-        $crate::routing::Route {
-            method: $crate::reexports::http::Method::$method,
-            path: $path,
-            class: $crate::ratelimit::Class::$class,
-            needs_workspace: $ws,
-            max_body: $max,
-            handler: {
-                fn handle<'a>(
-                    app: &'a $crate::App,
-                    req: $crate::http::Req,
-                ) -> $crate::reexports::BoxFuture<'a, $crate::error::ApiResult<$crate::http::Reply>> {
-                    Box::pin($handler(app, req))
-                }
-                handle
-            },
+impl Route {
+    /// The route of a handler annotated with `#[utoipa::path]`: method and path come from the
+    /// annotation, the class from the method (GET is `read`, the rest `write`) unless the
+    /// area says otherwise. The path is leaked once per route at cold start so matching
+    /// borrows nothing.
+    pub fn of<P: utoipa::Path>(handler: Handler) -> Self {
+        use utoipa::openapi::path::HttpMethod as M;
+        let method = match P::methods().first() {
+            Some(M::Get) => Method::GET,
+            Some(M::Post) => Method::POST,
+            Some(M::Put) => Method::PUT,
+            Some(M::Patch) => Method::PATCH,
+            Some(M::Delete) => Method::DELETE,
+            Some(M::Head) => Method::HEAD,
+            Some(M::Options) => Method::OPTIONS,
+            Some(M::Trace) => Method::TRACE,
+            None => panic!("#[utoipa::path] of {} names no method", P::path()),
+        };
+        let class = if method == Method::GET { Class::Read } else { Class::Write };
+        Self {
+            method,
+            path: Box::leak(P::path().into_boxed_str()),
+            class,
+            needs_workspace: true,
+            max_body: crate::http::MAX_BODY_BYTES,
+            handler,
         }
+    }
+}
+
+/// An area's operations, declared once: each handler (an `async fn(&App, Req)` with its
+/// `#[utoipa::path]` annotation) becomes a route of `routes()` and a path of `ApiDoc`.
+/// Options after a handler change its route: `[class = Class::EmailSend]`,
+/// `[max_body = N]`, `[needs_workspace = false]`.
+///
+/// ```ignore
+/// shared::area! {
+///     tag = "posts", description = "Posts for channels",
+///     operations = [list_posts, create_post, send_email [class = Class::EmailSend]],
+/// }
+/// ```
+#[macro_export]
+macro_rules! area {
+    (
+        tag = $tag:literal, description = $desc:literal,
+        operations = [ $( $handler:ident $( [ $($opt:ident = $val:expr),* $(,)? ] )? ),* $(,)? ]
+        $(, schemas = [ $($schema:path),* $(,)? ] )? $(,)?
+    ) => {
+        /// Every route of this area, built from the operations' annotations on first use.
+        pub fn routes() -> &'static [$crate::routing::Route] {
+            static ROUTES: ::std::sync::OnceLock<Vec<$crate::routing::Route>> = ::std::sync::OnceLock::new();
+            ROUTES.get_or_init(|| {
+                #[allow(unused_imports)]
+                use $crate::ratelimit::Class;
+                vec![$(
+                    $crate::reexports::paste::paste! {{
+                        fn handle<'a>(
+                            app: &'a $crate::App,
+                            req: $crate::http::Req,
+                        ) -> $crate::reexports::BoxFuture<'a, $crate::error::ApiResult<$crate::http::Reply>> {
+                            Box::pin($handler(app, req))
+                        }
+                        #[allow(unused_mut)]
+                        let mut route = $crate::routing::Route::of::<[<__path_ $handler>]>(handle);
+                        $( $( route.$opt = $val; )* )?
+                        route
+                    }}
+                ),*]
+            })
+        }
+
+        #[derive(utoipa::OpenApi)]
+        #[openapi(
+            paths($($handler),*),
+            $( components(schemas($($schema),*)), )?
+            tags((name = $tag, description = $desc))
+        )]
+        pub struct ApiDoc;
     };
 }
 
@@ -119,20 +168,31 @@ mod tests {
         Ok(Reply::no_content())
     }
 
-    static ROUTES: &[Route] = &[
-        crate::route!(GET "/posts", Read, nothing),
-        crate::route!(POST "/posts", Write, nothing),
-        crate::route!(GET "/posts/{id}", Read, nothing),
-        crate::route!(DELETE "/posts/{id}", Write, nothing),
-        crate::route!(POST "/posts/{id}/schedule", Write, nothing),
-        crate::route!(GET "/workspaces/current", Read, nothing),
-        crate::route!(GET "/workspaces/{id}", Read, nothing),
-    ];
+    fn handle<'a>(app: &'a App, req: Req) -> BoxFuture<'a, ApiResult<Reply>> {
+        Box::pin(nothing(app, req))
+    }
+
+    fn r(method: Method, path: &'static str) -> Route {
+        let class = if method == Method::GET { Class::Read } else { Class::Write };
+        Route { method, path, class, needs_workspace: true, max_body: crate::http::MAX_BODY_BYTES, handler: handle }
+    }
+
+    static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
+        vec![
+            r(Method::GET, "/posts"),
+            r(Method::POST, "/posts"),
+            r(Method::GET, "/posts/{id}"),
+            r(Method::DELETE, "/posts/{id}"),
+            r(Method::POST, "/posts/{id}/schedule"),
+            r(Method::GET, "/workspaces/current"),
+            r(Method::GET, "/workspaces/{id}"),
+        ]
+    });
 
     #[test]
     fn any_prefix_reaches_the_same_route() {
         for p in ["/api/v1/posts/post_1", "/lambda-url/posts/post_1", "/posts/post_1", "/posts/post_1/"] {
-            let m = match_route(ROUTES, &Method::GET, p).unwrap();
+            let m = match_route(&ROUTES, &Method::GET, p).unwrap();
             assert_eq!(m.route.path, "/posts/{id}");
             assert_eq!(m.params, vec![("id", "post_1".to_string())]);
             assert_eq!(m.relative_path, "/posts/post_1");
@@ -141,12 +201,12 @@ mod tests {
 
     #[test]
     fn literals_win_and_errors_are_404_or_405() {
-        assert_eq!(match_route(ROUTES, &Method::GET, "/api/v1/workspaces/current").unwrap().route.path, "/workspaces/current");
-        let e = match_route(ROUTES, &Method::GET, "/api/v1/nothing").err().unwrap();
+        assert_eq!(match_route(&ROUTES, &Method::GET, "/api/v1/workspaces/current").unwrap().route.path, "/workspaces/current");
+        let e = match_route(&ROUTES, &Method::GET, "/api/v1/nothing").err().unwrap();
         assert_eq!(e.code, ErrorCode::NotFound);
-        let e = match_route(ROUTES, &Method::GET, "/api/v1/posts/a/b/c").err().unwrap();
+        let e = match_route(&ROUTES, &Method::GET, "/api/v1/posts/a/b/c").err().unwrap();
         assert_eq!(e.code, ErrorCode::NotFound);
-        let e = match_route(ROUTES, &Method::PUT, "/api/v1/posts/post_1").err().unwrap();
+        let e = match_route(&ROUTES, &Method::PUT, "/api/v1/posts/post_1").err().unwrap();
         assert_eq!(e.code, ErrorCode::MethodNotAllowed);
         assert_eq!(e.headers, vec![("allow", "DELETE, GET".to_string())]);
     }

@@ -21,9 +21,7 @@ pub type Item = HashMap<String, AttributeValue>;
 pub const GSI1: &str = "gsi1";
 pub const GSI2: &str = "gsi2";
 
-pub fn ws_pk(workspace_id: &str) -> String {
-    format!("WS#{workspace_id}")
-}
+pub use crate::keys::ws_pk;
 
 pub fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
@@ -405,6 +403,8 @@ pub async fn query_page(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiEr
             // `sk > after` (or `<` when descending) may run past the prefix; those items are cut
             // below, and since keys are sorted the first one outside the prefix ends the list.
             Some(a) => q.key_condition_expression(after_cond).expression_attribute_values(":after", s(a)),
+            // An empty prefix is the whole partition (DynamoDB refuses an empty key value).
+            None if spec.prefix.is_empty() => q.key_condition_expression("#pk = :pk"),
             None => q
                 .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
                 .expression_attribute_values(":prefix", s(&spec.prefix)),

@@ -301,7 +301,7 @@ async fn duplicate_queue_messages_send_an_email_once() {
     let id = e["id"].as_str().unwrap().to_string();
     // Three more copies of the job race the one the worker received, as SQS may deliver them.
     let sender = h.sender().await;
-    let job = serde_json::to_string(&emails::model::SendJob { workspace_id: ws.clone(), email_ids: vec![id.clone()] }).unwrap();
+    let job = serde_json::to_string(&domain::emails::SendJob { workspace_id: ws.clone(), email_ids: vec![id.clone()] }).unwrap();
     let records: Vec<shared::sqs::SqsMessage> = (0..3)
         .map(|i| shared::sqs::SqsMessage { message_id: format!("dup-{i}"), receipt_handle: format!("r{i}"), body: job.clone() })
         .collect();

@@ -89,7 +89,7 @@ impl DevStack {
         let importer = Arc::new(self.new_app(cfg.clone())?);
         let import: worker::Handler = Arc::new(move |ev| {
             let app = importer.clone();
-            Box::pin(async move { contacts::import::handle_sqs(&app, ev).await })
+            Box::pin(async move { domain::contacts::import::handle_sqs(&app, ev).await })
         });
         self.gateways.push(worker::poll(sqs.clone(), self.resources.contact_imports_queue_url.clone(), import));
         let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg)?, &self.sdk));
@@ -157,6 +157,19 @@ pub fn openapi_json() -> String {
     let mut s = openapi_doc().to_pretty_json().expect("the document serializes");
     s.push('\n');
     s
+}
+
+/// docs/data-model.md with its key table replaced by the one `domain::keys` generates.
+pub fn data_model_doc(current: &str) -> String {
+    let lines: Vec<&str> = current.lines().collect();
+    let start = lines.iter().position(|l| l.starts_with("| item | pk |")).expect("data-model.md has the key table");
+    let end = lines[start..].iter().position(|l| !l.starts_with('|')).map_or(lines.len(), |n| start + n);
+    let mut out = lines[..start].join("\n");
+    out.push('\n');
+    out.push_str(&domain::keys::markdown_table());
+    out.push_str(&lines[end..].join("\n"));
+    out.push('\n');
+    out
 }
 
 pub fn openapi_yaml() -> String {

@@ -36,7 +36,7 @@ fn dispatcher_samples_are_sqs_batches_or_schedule_inputs() {
         if v.get("Records").is_some() {
             let ev: dispatcher::SqsEvent = serde_json::from_value(v).unwrap();
             for m in ev.records {
-                let job = serde_json::from_str::<webhooks::model::DeliveryJob>(&m.body).is_ok();
+                let job = serde_json::from_str::<domain::webhooks::DeliveryJob>(&m.body).is_ok();
                 let event = serde_json::from_str::<shared::events::Event>(&m.body).is_ok();
                 assert!(job ^ event, "{}: a delivery job or an event", f.path().display());
                 kinds.push(if job { "job" } else { "event" });
@@ -73,7 +73,7 @@ fn email_sender_samples_are_send_jobs_ses_notifications_or_the_tick() {
         }
         let ev: shared::sqs::SqsEvent = serde_json::from_value(v).unwrap();
         for m in ev.records {
-            if serde_json::from_str::<emails::model::SendJob>(&m.body).is_ok() {
+            if serde_json::from_str::<domain::emails::SendJob>(&m.body).is_ok() {
                 kinds.push("job");
             } else {
                 let n = email_sender::feedback::parse(&m.body).unwrap_or_else(|| panic!("{}: not a notification", f.path().display()));

@@ -1,5 +1,5 @@
 //! The contact import worker: SDK clients built once per container; each SQS message is one
-//! import job, run from its saved position (`contacts::import::run`).
+//! import job, run from its saved position (`domain::contacts::import::run`).
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
@@ -7,7 +7,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // Leaked on purpose: lives as long as the container, borrowed by every invocation.
     let app: &'static shared::App = Box::leak(Box::new(shared::App::from_env().await?));
     lambda_runtime::run(lambda_runtime::service_fn(move |ev: lambda_runtime::LambdaEvent<shared::sqs::SqsEvent>| async move {
-        Ok::<_, lambda_runtime::Error>(contacts::import::handle_sqs(app, ev.payload).await)
+        Ok::<_, lambda_runtime::Error>(domain::contacts::import::handle_sqs(app, ev.payload).await)
     }))
     .await
 }

@@ -2,110 +2,31 @@
 //! under races), filters and prefix search without scans, notes and an activity timeline, and
 //! asynchronous imports (see [`import`]; the worker is `functions/contact-import`).
 
-pub mod csv;
-pub mod import;
-pub mod model;
+mod imports;
 
-use model::{Contact, ContactStatus, EmailStatus, contact_sk};
+use imports::*;
+
+use domain::contacts::import;
+use domain::contacts::{
+    self as model, Contact, ContactStatus, CreateContact, EmailStatus, UpdateContact, commit_create, commit_update, contact_sk,
+};
+use domain::keys;
 use serde::Deserialize;
 use shared::events::Event;
-use shared::store::{self, Tx, TxError, n, s, ws_pk};
-use shared::validate::{Errors, Patch, parse_enum};
-use shared::{ApiError, ApiResult, App, Reply, Req, route};
-use std::collections::BTreeMap;
+use shared::store::{self, Tx, TxError, s, ws_pk};
+use shared::validate::{Errors, parse_enum};
+use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
 
-pub static ROUTES: &[shared::routing::Route] = &[
-    route!(GET "/contacts", Read, list_contacts),
-    route!(POST "/contacts", Write, create_contact),
-    route!(POST "/contacts/imports", ContactImport, import::create_import, max_body = import::MAX_IMPORT_BODY),
-    route!(GET "/contacts/imports/{id}", Read, import::get_import),
-    route!(GET "/contacts/imports/{id}/errors", Read, import::list_import_errors),
-    route!(GET "/contacts/{id}", Read, get_contact),
-    route!(PATCH "/contacts/{id}", Write, update_contact),
-    route!(DELETE "/contacts/{id}", Write, delete_contact),
-    route!(POST "/contacts/{id}/notes", Write, add_note),
-    route!(GET "/contacts/{id}/activities", Read, list_activities),
-];
-
-/// How often a create retries a transaction that collided with a concurrent one.
-const CONFLICT_RETRIES: u32 = 5;
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateContact {
-    pub email: String,
-    #[serde(default)]
-    pub first_name: Option<String>,
-    #[serde(default)]
-    pub last_name: Option<String>,
-    #[serde(default)]
-    pub phone: Option<String>,
-    #[serde(default)]
-    pub company: Option<String>,
-    #[serde(default)]
-    pub job_title: Option<String>,
-    #[serde(default)]
-    pub status: Option<ContactStatus>,
-    #[serde(default)]
-    pub email_status: Option<EmailStatus>,
-    #[serde(default)]
-    pub labels: Vec<String>,
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub custom_fields: BTreeMap<String, serde_json::Value>,
-    #[serde(default)]
-    pub metadata: BTreeMap<String, String>,
-}
-
-impl CreateContact {
-    /// The contact this input describes, with field errors added to `errs`.
-    pub fn build(self, errs: &mut Errors) -> Contact {
-        let email = model::normalise_email(&self.email).unwrap_or_else(|| {
-            errs.add("email", "must be a valid email address");
-            self.email.clone()
-        });
-        let now = shared::ids::now_rfc3339();
-        let trim = |v: Option<String>| v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let c = Contact {
-            id: shared::ids::new_id("ct"),
-            object: "contact".into(),
-            email,
-            first_name: trim(self.first_name),
-            last_name: trim(self.last_name),
-            phone: trim(self.phone),
-            company: trim(self.company),
-            job_title: trim(self.job_title),
-            status: self.status.unwrap_or_default(),
-            email_status: self.email_status.unwrap_or_default(),
-            labels: self.labels.into_iter().map(|l| l.trim().to_string()).collect(),
-            custom_fields: self.custom_fields,
-            metadata: self.metadata,
-            created_at: now.clone(),
-            updated_at: now,
-        };
-        model::validate(errs, &c);
-        c
-    }
-}
-
-/// Commit a create, retrying transactions that collided with a concurrent one; a taken email
-/// is 409 with the holder's id.
-pub async fn commit_create(app: &App, ws: &str, c: &Contact) -> ApiResult<()> {
-    for attempt in 0..=CONFLICT_RETRIES {
-        match model::create_tx(app, ws, c, Tx::new())?.commit(app).await {
-            Ok(()) => return Ok(()),
-            Err(TxError::Condition(0)) => return Err(model::duplicate(&c.email, model::email_owner(app, ws, &c.email).await?)),
-            Err(TxError::Condition(_)) => return Err(ApiError::conflict("the contact was created concurrently")),
-            Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict && attempt < CONFLICT_RETRIES => {
-                // TransactionConflict: another create of the same address is in flight. Once it
-                // commits, the retry sees its claim and answers with its id.
-                tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << attempt))).await;
-            }
-            Err(TxError::Api(e)) => return Err(e),
-        }
-    }
-    Err(ApiError::conflict("the contact was changed concurrently; retry"))
+shared::area! {
+    tag = "contacts", description = "Contacts, their timeline, and bulk imports",
+    operations = [
+        list_contacts, create_contact, get_contact, update_contact, delete_contact, add_note, list_activities,
+        create_import [class = Class::ContactImport, max_body = import::MAX_IMPORT_BODY],
+        get_import, list_import_errors,
+    ],
+    schemas = [Contact, ContactStatus, EmailStatus, CreateContact, UpdateContact, CreateNote, model::Activity,
+        import::CreateImport, import::ImportJob, import::ImportStatus, import::OnConflict, import::RowError],
 }
 
 /// Create a contact. The email is unique in the workspace (case-insensitive): a second create
@@ -165,8 +86,8 @@ pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
         }
     }
     let mut spec = match status {
-        Some(st) => store::QuerySpec::new(format!("{}#CONTACT#{st}", ws_pk(ws)), "CONTACT#", after, page.limit).on_gsi1(),
-        None => store::QuerySpec::new(ws_pk(ws), "CONTACT#", after, page.limit),
+        Some(st) => keys::CONTACTS_BY_STATUS.query(&[ws, st], &[], after, page.limit),
+        None => keys::CONTACTS.query(&[ws], &[], after, page.limit),
     };
     let mut vals = vec![];
     let mut conds = vec![];
@@ -198,8 +119,8 @@ async fn search(
     label: Option<&str>,
     created_after: Option<chrono::DateTime<chrono::Utc>>,
 ) -> ApiResult<Reply> {
-    let prefix = format!("CSEARCH#{}", q.replace('#', ""));
-    let out = store::query_page(app, store::QuerySpec::new(ws_pk(ws), prefix, page.after.clone(), page.limit)).await?;
+    let term = q.replace('#', "");
+    let out = store::query_page(app, keys::CONTACT_SEARCHES.query(&[ws], &[&term], page.after.clone(), page.limit)).await?;
     let entries: Vec<(String, String)> = out
         .items
         .iter()
@@ -223,102 +144,6 @@ async fn search(
         contacts.push(c.clone());
     }
     Ok(Reply::list(&contacts, out.next_after.map(|a| page.cursor_for(&a))))
-}
-
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateContact {
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub email: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub first_name: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub last_name: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub phone: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub company: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub job_title: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<ContactStatus>)]
-    pub status: Patch<ContactStatus>,
-    #[serde(default)]
-    #[schema(value_type = Option<EmailStatus>)]
-    pub email_status: Patch<EmailStatus>,
-    #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
-    pub labels: Patch<Vec<String>>,
-    /// Merged: a key set to `null` is removed.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub custom_fields: Patch<BTreeMap<String, serde_json::Value>>,
-    #[serde(default)]
-    #[schema(value_type = Option<BTreeMap<String, String>>)]
-    pub metadata: Patch<BTreeMap<String, String>>,
-}
-
-impl UpdateContact {
-    /// Apply to `c`; errors for fields that cannot be null.
-    pub fn apply(self, c: &mut Contact, errs: &mut Errors) {
-        if let Some(e) = self.email.required(errs, "email") {
-            match model::normalise_email(&e) {
-                Some(e) => c.email = e,
-                None => errs.add("email", "must be a valid email address"),
-            }
-        }
-        let text = |p: Patch<String>, target: &mut Option<String>| match p {
-            Patch::Absent => {}
-            Patch::Null => *target = None,
-            Patch::Value(v) => *target = Some(v.trim().to_string()).filter(|v| !v.is_empty()),
-        };
-        text(self.first_name, &mut c.first_name);
-        text(self.last_name, &mut c.last_name);
-        text(self.phone, &mut c.phone);
-        text(self.company, &mut c.company);
-        text(self.job_title, &mut c.job_title);
-        if let Some(v) = self.status.required(errs, "status") {
-            c.status = v;
-        }
-        if let Some(v) = self.email_status.required(errs, "email_status") {
-            c.email_status = v;
-        }
-        if let Some(l) = self.labels.or_empty() {
-            c.labels = l.into_iter().map(|l| l.trim().to_string()).collect();
-        }
-        match self.custom_fields {
-            Patch::Absent => {}
-            Patch::Null => c.custom_fields.clear(),
-            Patch::Value(m) => {
-                for (k, v) in m {
-                    if v.is_null() {
-                        c.custom_fields.remove(&k);
-                    } else {
-                        c.custom_fields.insert(k, v);
-                    }
-                }
-            }
-        }
-        errs.patch_metadata("metadata", self.metadata, &mut c.metadata);
-    }
-}
-
-/// Commit an update; a taken new email is 409 with the holder's id.
-pub async fn commit_update(app: &App, ws: &str, old: &Contact, new: &Contact, version: i64) -> ApiResult<()> {
-    match model::update_tx(app, ws, old, new, version, Tx::new())?.commit(app).await {
-        Ok(()) => Ok(()),
-        // With a new email, write 0 is its claim.
-        Err(TxError::Condition(0)) if old.email != new.email => {
-            Err(model::duplicate(&new.email, model::email_owner(app, ws, &new.email).await?))
-        }
-        Err(e) => Err(e.stale()),
-    }
 }
 
 #[utoipa::path(patch, path = "/contacts/{id}", tag = "contacts", request_body = UpdateContact, params(("id" = String, Path)),
@@ -348,50 +173,8 @@ pub async fn delete_contact(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     let (c, version) = model::load(app, ws, req.param("id")).await?;
     model::delete_tx(app, ws, &c, version).commit(app).await.map_err(TxError::stale)?;
-    unlink_deals(app, ws, &c.id).await?;
+    domain::deals::unlink_contact(app, ws, &c.id).await?;
     Ok(Reply::deleted(&c.id, "contact"))
-}
-
-/// Deals reference contacts through GSI2 (`WS#<ws>#DEALS#<contact>`). This area knows only
-/// the deal fields it changes (`contact_id`, `updated_at`, `version`, the index keys); each
-/// deal is unlinked in its own transaction with its event.
-async fn unlink_deals(app: &App, ws: &str, contact_id: &str) -> ApiResult<()> {
-    let mut after = None;
-    loop {
-        let spec = store::QuerySpec::new(format!("{}#DEALS#{contact_id}", ws_pk(ws)), "DEAL#", after, 100).on_gsi2();
-        let out = store::query_keys_then_get(app, spec).await?;
-        let work = out.items.into_iter().map(|item| async move {
-            let mut deal: serde_json::Value = serde_dynamo::from_item(item.clone()).map_err(ApiError::internal)?;
-            let now = shared::ids::now_rfc3339();
-            deal["contact_id"] = serde_json::Value::Null;
-            deal["updated_at"] = serde_json::Value::String(now.clone());
-            let sk = store::get_str(&item, "sk").unwrap_or_default().to_string();
-            let u = aws_sdk_dynamodb::types::Update::builder()
-                .table_name(&app.cfg.table)
-                .key("pk", s(ws_pk(ws)))
-                .key("sk", s(&sk))
-                .update_expression("SET contact_id = :null, updated_at = :now, version = version + :one REMOVE gsi2pk, gsi2sk")
-                .condition_expression("contact_id = :cid")
-                .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
-                .expression_attribute_values(":now", s(&now))
-                .expression_attribute_values(":one", n(1))
-                .expression_attribute_values(":cid", s(contact_id))
-                .build()
-                .map_err(ApiError::internal)?;
-            if let Some(o) = deal.as_object_mut() {
-                o.retain(|k, _| !matches!(k.as_str(), "pk" | "sk" | "version" | "gsi1pk" | "gsi1sk" | "gsi2pk" | "gsi2sk"));
-            }
-            match Tx::new().update(u).event(app, Event::new(ws, "deal.updated", &deal)).commit(app).await {
-                Ok(()) | Err(TxError::Condition(_)) => Ok(()),
-                Err(TxError::Api(e)) => Err(e),
-            }
-        });
-        futures_util::future::try_join_all(work).await?;
-        match out.next_after {
-            Some(a) => after = Some(a),
-            None => return Ok(()),
-        }
-    }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -439,16 +222,6 @@ pub async fn list_activities(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     let (c, _) = model::load(app, ws, req.param("id")).await?;
     let page = req.page(app, &format!("contacts/{}/activities", c.id), &[]).await?;
-    let spec = store::QuerySpec::new(ws_pk(ws), model::activity_prefix(&c.id), page.after.clone(), page.limit).descending();
+    let spec = keys::ACTIVITIES.query(&[ws], &[&c.id], page.after.clone(), page.limit).descending();
     shared::http::list_page::<model::Activity>(app, &page, spec).await
 }
-
-#[derive(utoipa::OpenApi)]
-#[openapi(
-    paths(list_contacts, create_contact, get_contact, update_contact, delete_contact, add_note, list_activities,
-        import::create_import, import::get_import, import::list_import_errors),
-    components(schemas(Contact, ContactStatus, EmailStatus, CreateContact, UpdateContact, CreateNote, model::Activity,
-        import::CreateImport, import::ImportJob, import::ImportStatus, import::OnConflict, import::RowError)),
-    tags((name = "contacts", description = "Contacts, their timeline, and bulk imports"))
-)]
-pub struct ApiDoc;

@@ -6,109 +6,21 @@
 //! filter; GSI2 `WS#<ws>#DEALS#<contact>` (only while linked) serves `contact_id` and lets the
 //! contacts area unlink a deleted contact's deals.
 
-use contacts::model::{activity, contact_sk};
-use serde::{Deserialize, Serialize};
+use domain::contacts::{activity, contact_sk};
+use domain::deals::*;
+use domain::keys;
+use serde::Deserialize;
 use shared::events::Event;
-use shared::store::{self, Record, Tx, TxError, s, ws_pk};
-use shared::validate::{Errors, Patch};
-use shared::{ApiError, ApiResult, App, Reply, Req, route};
+use shared::store::{self, Tx, TxError, s, ws_pk};
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-pub static ROUTES: &[shared::routing::Route] = &[
-    route!(GET "/deals", Read, list_deals),
-    route!(POST "/deals", Write, create_deal),
-    route!(GET "/deals/{id}", Read, get_deal),
-    route!(PATCH "/deals/{id}", Write, update_deal),
-    route!(DELETE "/deals/{id}", Write, delete_deal),
-];
-
-pub const MAX_VALUE: i64 = 1_000_000_000_000_000;
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum DealStatus {
-    Open,
-    Won,
-    Lost,
-}
-
-impl DealStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Open => "open",
-            Self::Won => "won",
-            Self::Lost => "lost",
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
-pub struct Deal {
-    /// `deal_...`
-    pub id: String,
-    /// Always `deal`.
-    pub object: String,
-    pub title: String,
-    /// In minor units of `currency` (cents for EUR), 0 or more.
-    pub value: i64,
-    /// ISO 4217, e.g. `EUR`.
-    pub currency: String,
-    pub stage: String,
-    pub status: DealStatus,
-    /// `ct_...`; null when unlinked (also when the contact was deleted).
-    pub contact_id: Option<String>,
-    /// `YYYY-MM-DD`.
-    pub expected_close_date: Option<String>,
-    /// Required when lost.
-    pub lost_reason: Option<String>,
-    /// Set when the deal is won or lost, cleared when reopened.
-    pub closed_at: Option<String>,
-    /// The last time a closed deal was reopened.
-    pub reopened_at: Option<String>,
-    pub metadata: BTreeMap<String, String>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-fn sk(id: &str) -> String {
-    format!("DEAL#{id}")
-}
-
-fn record(ws: &str, d: &Deal) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), sk(&d.id), d)?.gsi1(format!("{}#DEAL#{}", ws_pk(ws), d.status.as_str()), sk(&d.id));
-    if let Some(c) = &d.contact_id {
-        rec = rec.gsi2(format!("{}#DEALS#{c}", ws_pk(ws)), sk(&d.id));
-    }
-    Ok(rec)
-}
-
-fn check_common(errs: &mut Errors, d: &Deal) {
-    errs.text("title", &d.title, 1, 200);
-    errs.text("stage", &d.stage, 1, 100);
-    if !(0..=MAX_VALUE).contains(&d.value) {
-        errs.add("value", "must be 0 or more (minor units), at most 10^15");
-    }
-    if !shared::validate::is_currency(&d.currency) {
-        errs.add("currency", "must be an ISO 4217 code like EUR");
-    }
-    if let Some(c) = &d.contact_id
-        && !shared::ids::is_valid("ct", c)
-    {
-        errs.add("contact_id", "must be a contact id (ct_...)");
-    }
-    if let Some(date) = &d.expected_close_date
-        && chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_err()
-    {
-        errs.add("expected_close_date", "must be a date like 2026-12-31");
-    }
-    if let Some(r) = &d.lost_reason {
-        errs.text("lost_reason", r, 1, 500);
-    }
-    if d.status == DealStatus::Lost && d.lost_reason.is_none() {
-        errs.add("lost_reason", "is required when a deal is lost");
-    }
-    errs.metadata("metadata", &d.metadata);
+shared::area! {
+    tag = "deals", description = "Deals and their open -> won | lost lifecycle",
+    operations = [list_deals, create_deal, get_deal, update_deal, delete_deal],
+    schemas = [Deal, DealStatus, CreateDeal, UpdateDeal],
 }
 
 /// The contact must exist when the deal is written, and its timeline records the change.
@@ -214,7 +126,7 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     if let Some(c) = contact {
         // The contact's deals by index (keys only), then the deals by key; other filters apply to the page.
-        let spec = store::QuerySpec::new(format!("{}#DEALS#{c}", ws_pk(ws)), "DEAL#", page.after.clone(), page.limit).on_gsi2();
+        let spec = keys::DEALS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit);
         let out = store::query_keys_then_get(app, spec).await?;
         let deals: Vec<Deal> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
         let deals: Vec<Deal> =
@@ -222,48 +134,13 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
         return Ok(Reply::list(&deals, out.next_after.map(|a| page.cursor_for(&a))));
     }
     let mut spec = match status {
-        Some(st) => store::QuerySpec::new(format!("{}#DEAL#{st}", ws_pk(ws)), "DEAL#", page.after.clone(), page.limit).on_gsi1(),
-        None => store::QuerySpec::new(ws_pk(ws), "DEAL#", page.after.clone(), page.limit),
+        Some(st) => keys::DEALS_BY_STATUS.query(&[ws, st], &[], page.after.clone(), page.limit),
+        None => keys::DEALS.query(&[ws], &[], page.after.clone(), page.limit),
     };
     if let Some(st) = stage {
         spec = spec.filter("stage = :stage", vec![(":stage", s(st))]);
     }
     shared::http::list_page::<Deal>(app, &page, spec).await
-}
-
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateDeal {
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub title: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<i64>)]
-    pub value: Patch<i64>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub currency: Patch<String>,
-    /// Only while open.
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub stage: Patch<String>,
-    /// `won`, `lost` (needs `lost_reason`) or `open` (reopen).
-    #[serde(default)]
-    #[schema(value_type = Option<DealStatus>)]
-    pub status: Patch<DealStatus>,
-    /// `null` unlinks.
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub contact_id: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub expected_close_date: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub lost_reason: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<BTreeMap<String, String>>)]
-    pub metadata: Patch<BTreeMap<String, String>>,
 }
 
 /// Change a deal; moving `status` wins, loses or reopens it (events `deal.won`, `deal.lost`,
@@ -273,75 +150,16 @@ pub struct UpdateDeal {
 pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateDeal = req.json()?;
     let (old, version) = load(app, &req).await?;
-    let mut d = old.clone();
-    let mut errs = Errors::new();
-    if let Some(t) = input.title.required(&mut errs, "title") {
-        d.title = t.trim().to_string();
-    }
-    if let Some(v) = input.value.required(&mut errs, "value") {
-        d.value = v;
-    }
-    if let Some(c) = input.currency.required(&mut errs, "currency") {
-        d.currency = c.trim().to_ascii_uppercase();
-    }
-    if let Some(s) = input.status.required(&mut errs, "status") {
-        d.status = s;
-    }
-    match input.stage.required(&mut errs, "stage") {
-        None => {}
-        // Frozen only while the deal stays closed: closing or reopening may set it.
-        Some(st) if st.trim() != d.stage && d.status != DealStatus::Open && old.status != DealStatus::Open => {
-            errs.add("stage", "can change only while the deal is open; reopen it first")
-        }
-        Some(st) => d.stage = st.trim().to_string(),
-    }
-    input.contact_id.apply_to(&mut d.contact_id);
-    input.expected_close_date.apply_to(&mut d.expected_close_date);
-    input.lost_reason.apply_to(&mut d.lost_reason);
-    errs.patch_metadata("metadata", input.metadata, &mut d.metadata);
-    let now = shared::ids::now_rfc3339();
-    let event = match (old.status, d.status) {
-        (DealStatus::Open, DealStatus::Won) | (DealStatus::Lost, DealStatus::Won) => "deal.won",
-        (DealStatus::Open, DealStatus::Lost) | (DealStatus::Won, DealStatus::Lost) => "deal.lost",
-        (DealStatus::Won | DealStatus::Lost, DealStatus::Open) => "deal.reopened",
-        _ => "deal.updated",
-    };
-    match d.status {
-        DealStatus::Open => {
-            d.closed_at = None;
-            d.lost_reason = None;
-            if event == "deal.reopened" {
-                d.reopened_at = Some(now.clone());
-            }
-        }
-        DealStatus::Won => {
-            d.lost_reason = None;
-            if old.status != DealStatus::Won {
-                d.closed_at = Some(now.clone());
-            }
-        }
-        DealStatus::Lost if old.status != DealStatus::Lost => d.closed_at = Some(now.clone()),
-        DealStatus::Lost => {}
-    }
-    check_common(&mut errs, &d);
-    errs.finish()?;
-    if d == old {
-        return Ok(Reply::ok(&d));
-    }
-    d.updated_at = now;
+    let Some(Change { deal: d, transition }) = old.apply(input, &shared::ids::now_rfc3339())? else { return Ok(Reply::ok(&old)) };
     let ws = req.ws();
-    let summary = match event {
-        "deal.won" => format!("Deal won: {}", d.title),
-        "deal.lost" => format!("Deal lost: {} ({})", d.title, d.lost_reason.as_deref().unwrap_or_default()),
-        "deal.reopened" => format!("Deal reopened: {}", d.title),
-        _ => format!("Deal updated: {}", d.title),
-    };
     let has_contact = d.contact_id.is_some();
-    let tx = with_contact(app, ws, &d, event, summary, Tx::new())?;
-    tx.replace(app, record(ws, &d)?, version).event(app, Event::new(ws, event, &d)).commit(app).await.map_err(|e| match e {
-        TxError::Condition(0) if has_contact => no_contact(),
-        other => other.stale(),
-    })?;
+    let tx = with_contact(app, ws, &d, transition.event_type(), transition.summary(&d), Tx::new())?;
+    tx.replace(app, record(ws, &d)?, version).event(app, Event::new(ws, transition.event_type(), &d)).commit(app).await.map_err(
+        |e| match e {
+            TxError::Condition(0) if has_contact => no_contact(),
+            other => other.stale(),
+        },
+    )?;
     Ok(Reply::ok(&d))
 }
 
@@ -358,11 +176,3 @@ pub async fn delete_deal(app: &App, req: Req) -> ApiResult<Reply> {
         .map_err(TxError::stale)?;
     Ok(Reply::deleted(&d.id, "deal"))
 }
-
-#[derive(utoipa::OpenApi)]
-#[openapi(
-    paths(list_deals, create_deal, get_deal, update_deal, delete_deal),
-    components(schemas(Deal, DealStatus, CreateDeal, UpdateDeal)),
-    tags((name = "deals", description = "Deals and their open -> won | lost lifecycle"))
-)]
-pub struct ApiDoc;

@@ -3,10 +3,10 @@
 
 use crate::{Dispatcher, Outcome};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
 use shared::events::Event;
 use shared::store::{self, Tx, n, s, ws_pk};
 use shared::{ApiError, ApiResult};
-use webhooks::model::{self, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
 
 /// Early arrivals within this many seconds of the due time are attempted at once.
 const DUE_SLACK_SECS: i64 = 2;

@@ -1,11 +1,11 @@
 //! The HTTP side of a delivery: one client per container, no redirects, a 15 s timeout, and a
 //! resolver that refuses non-public addresses, so what is connected to is what was checked.
 
+use domain::webhooks::Attempt;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use shared::config::WebhookSettings;
 use shared::outbound::{ResolveError, UrlPolicy};
 use std::time::{Duration, Instant};
-use webhooks::model::Attempt;
 
 pub const USER_AGENT: &str = concat!("WorkspacePlatform-Webhooks/", env!("CARGO_PKG_VERSION"));
 const EXCERPT_BYTES: usize = 2048;

@@ -1,16 +1,16 @@
 //! An event from the events queue becomes one delivery per enabled, subscribed endpoint.
 
 use crate::{Dispatcher, Outcome, attempt};
+use domain::webhooks::{self as model, DeliveryJob, StoredDelivery, StoredEndpoint};
 use shared::ApiResult;
 use shared::events::Event;
 use shared::store::{self, Item, Tx, TxError, n, s, ws_pk};
-use webhooks::model::{self, DeliveryJob, StoredDelivery, StoredEndpoint};
 
 /// Fan-out markers live as long as outbox items can be re-sent.
 const MARKER_TTL_SECS: i64 = 7 * 86_400;
 
 fn marker_sk(event_id: &str) -> String {
-    format!("WHEVENT#{event_id}")
+    domain::keys::FANOUT_MARKER.sk(&[event_id])
 }
 
 pub async fn fan_out(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {

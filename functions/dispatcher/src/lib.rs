@@ -12,8 +12,8 @@ pub mod attempt;
 pub mod client;
 pub mod fanout;
 
+use domain::webhooks::DeliveryJob;
 use shared::App;
-use webhooks::model::DeliveryJob;
 
 pub struct Dispatcher {
     pub app: App,

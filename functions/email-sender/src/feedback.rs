@@ -8,9 +8,9 @@
 //! complaint `complained`; later sends to them are suppressed.
 
 use crate::Sender;
-use contacts::model::{Contact, EmailStatus as ContactEmailStatus};
-use emails::compose;
-use emails::model::{self, EmailStatus, Feedback};
+use domain::contacts::{Contact, EmailStatus as ContactEmailStatus};
+use domain::emails::compose;
+use domain::emails::{self as model, EmailStatus, Feedback};
 use serde_json::Value;
 use shared::events::Event;
 use shared::store::{self, Tx, TxError};
@@ -99,7 +99,7 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
         }
         _ => return Ok(()),
     };
-    let lookup = store::get(app, &model::provider_pk(&n.message_id), "SESMSG").await.map_err(|e| e.to_string())?;
+    let lookup = store::get(app, &model::provider_pk(&n.message_id), model::PROVIDER_SK).await.map_err(|e| e.to_string())?;
     let Some(lookup) = lookup else {
         // Not (yet) known: ours if tagged, then the send is still being recorded; try again.
         return match &n.tagged_email_id {
@@ -147,16 +147,16 @@ fn parse_time(t: &str) -> chrono::DateTime<chrono::Utc> {
 async fn mark_contacts(sd: &Sender, ws: &str, addrs: &[String], status: ContactEmailStatus) -> shared::ApiResult<()> {
     let app = &sd.app;
     for addr in addrs {
-        let Some(id) = contacts::model::email_owner(app, ws, addr).await? else { continue };
+        let Some(id) = domain::contacts::email_owner(app, ws, addr).await? else { continue };
         // Read with its version, so a concurrent edit is not overwritten.
-        let (old, version): (Contact, i64) = contacts::model::load(app, ws, &id).await?;
+        let (old, version): (Contact, i64) = domain::contacts::load(app, ws, &id).await?;
         if contact_rank(old.email_status) >= contact_rank(status) {
             continue;
         }
         let mut new = old.clone();
         new.email_status = status;
         new.updated_at = shared::ids::now_rfc3339();
-        contacts::model::update_tx(app, ws, &old, &new, version, Tx::new())?.commit(app).await.map_err(TxError::stale)?;
+        domain::contacts::update_tx(app, ws, &old, &new, version, Tx::new())?.commit(app).await.map_err(TxError::stale)?;
     }
     Ok(())
 }

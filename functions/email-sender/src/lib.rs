@@ -56,7 +56,7 @@ impl Sender {
     }
 
     async fn handle_message(&self, m: &SqsMessage) -> Result<(), String> {
-        if let Ok(job) = serde_json::from_str::<emails::model::SendJob>(&m.body) {
+        if let Ok(job) = serde_json::from_str::<domain::emails::SendJob>(&m.body) {
             return send::run_job(self, &job).await.map_err(|e| e.to_string());
         }
         if let Some(n) = feedback::parse(&m.body) {

@@ -10,8 +10,8 @@
 
 use crate::Sender;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
-use emails::compose;
-use emails::model::{self, Email, EmailStatus, SendError, SendJob, Stored};
+use domain::emails::compose;
+use domain::emails::{self as model, Email, EmailStatus, SendError, SendJob, Stored};
 use shared::events::Event;
 use shared::store::{self, Tx, TxError, n, s, ws_pk};
 use shared::{ApiError, ApiResult};
@@ -183,7 +183,7 @@ async fn finish(sd: &Sender, ws: &str, held: &Stored, email: Email, message_id: 
     if let Some(mid) = message_id {
         let lookup = store::Item::from([
             ("pk".into(), s(model::provider_pk(&mid))),
-            ("sk".into(), s("SESMSG")),
+            ("sk".into(), s(model::PROVIDER_SK)),
             ("workspace_id".into(), s(ws)),
             ("email_id".into(), s(&email.id)),
         ]);

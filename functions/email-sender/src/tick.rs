@@ -5,7 +5,7 @@
 //! drops copies of emails that already left.
 
 use crate::Sender;
-use emails::model::{self, DUE_SHARDS, ENQUEUE_AHEAD_SECS};
+use domain::emails::{self as model, DUE_SHARDS, ENQUEUE_AHEAD_SECS};
 use shared::store::{self, n, s};
 use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;

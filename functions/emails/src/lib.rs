@@ -5,9 +5,13 @@
 //! Status: scheduled -> queued -> sent -> delivered | bounced | complained, or failed;
 //! cancelled (while scheduled or queued) and suppressed (no deliverable `to` recipient).
 
-pub mod compose;
-pub mod model;
-pub mod templates;
+mod templates;
+
+use domain::emails::templates::{Content, Template};
+use templates::*;
+
+use domain::emails::{self as model, compose};
+use domain::keys;
 
 use compose::SendEmail;
 use model::{Email, EmailStatus};
@@ -16,21 +20,21 @@ use shared::error::ErrorDetail;
 use shared::events::Event;
 use shared::store::{self, Tx, TxError, s, ws_pk};
 use shared::validate::{Errors, validation_error as validation};
-use shared::{ApiError, ApiResult, App, Reply, Req, route};
+use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
 
-pub static ROUTES: &[shared::routing::Route] = &[
-    route!(GET "/emails", Read, list_emails),
-    route!(POST "/emails", EmailSend, send_email),
-    route!(POST "/emails/batch", EmailBatch, send_batch, max_body = MAX_BATCH_BODY),
-    route!(GET "/emails/templates", Read, templates::list_templates),
-    route!(POST "/emails/templates", Write, templates::create_template),
-    route!(GET "/emails/templates/{slug}", Read, templates::get_template),
-    route!(PATCH "/emails/templates/{slug}", Write, templates::update_template),
-    route!(DELETE "/emails/templates/{slug}", Write, templates::delete_template),
-    route!(GET "/emails/{id}", Read, get_email),
-    route!(POST "/emails/{id}/cancel", Write, cancel_email),
-];
+shared::area! {
+    tag = "emails", description = "Templates, sends and batches through Amazon SES, with delivery status",
+    operations = [
+        send_email [class = Class::EmailSend],
+        send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY],
+        list_emails, get_email, cancel_email,
+        list_templates, create_template, get_template, update_template, delete_template,
+    ],
+    schemas = [Email, EmailStatus, SendEmail, SendBatch, EmailBatch, BatchEntry, BatchError, Validation,
+        model::SuppressedRecipient, model::Feedback, model::SendError,
+        Template, Content, templates::CreateTemplate, templates::UpdateTemplate],
+}
 
 pub const MAX_BATCH: usize = 100;
 /// A batch of 100 emails with large bodies; Lambda's own payload limit is 6 MB.
@@ -211,7 +215,7 @@ pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
     let mut email: Option<Email> = None;
     let mut body = None;
     for item in items {
-        if store::get_str(&item, "sk").is_some_and(|sk| sk.starts_with("EMAILBODY#")) {
+        if store::get_str(&item, "sk").is_some_and(|sk| sk == model::body_sk(id)) {
             body = Some(item);
         } else {
             email = Some(store::from_item(item)?);
@@ -264,14 +268,14 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
         return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), next));
     }
     if let Some(c) = contact {
-        let spec = store::QuerySpec::new(model::contact_pk(ws, c), "EMAIL#", page.after.clone(), page.limit).on_gsi2().descending();
+        let spec = keys::EMAILS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit).descending();
         let out = store::query_keys_then_get(app, spec).await?;
         let emails: Vec<Email> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
         return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), out.next_after.map(|a| page.cursor_for(&a))));
     }
     let mut spec = match parsed {
-        Some(st) => store::QuerySpec::new(model::status_pk(ws, st), "EMAIL#", page.after.clone(), page.limit).on_gsi1(),
-        None => store::QuerySpec::new(ws_pk(ws), "EMAIL#", page.after.clone(), page.limit),
+        Some(st) => keys::EMAILS_BY_STATUS.query(&[ws, st.as_str()], &[], page.after.clone(), page.limit),
+        None => keys::EMAILS.query(&[ws], &[], page.after.clone(), page.limit),
     }
     .descending();
     if let Some(t) = tag {
@@ -306,14 +310,3 @@ pub async fn cancel_email(app: &App, req: Req) -> ApiResult<Reply> {
     tx.commit(app).await.map_err(TxError::stale)?;
     Ok(Reply::ok(&e))
 }
-
-#[derive(utoipa::OpenApi)]
-#[openapi(
-    paths(send_email, send_batch, list_emails, get_email, cancel_email, templates::list_templates, templates::create_template,
-        templates::get_template, templates::update_template, templates::delete_template),
-    components(schemas(Email, EmailStatus, SendEmail, SendBatch, EmailBatch, BatchEntry, BatchError, Validation,
-        model::SuppressedRecipient, model::Feedback, model::SendError,
-        templates::Template, templates::Content, templates::CreateTemplate, templates::UpdateTemplate)),
-    tags((name = "emails", description = "Templates, sends and batches through Amazon SES, with delivery status"))
-)]
-pub struct ApiDoc;

@@ -6,119 +6,20 @@
 //! - GSI2 `DUE#POST` / `<scheduled_at>#<ws>#<id>` (only while scheduled) is what the
 //!   publisher's schedule tick will query for due posts.
 
-use serde::{Deserialize, Serialize};
+use domain::keys;
+use domain::posts::*;
+use serde::Deserialize;
 use shared::events::Event;
-use shared::store::{self, Record, Tx, s, ws_pk};
+use shared::store::{self, Tx, s, ws_pk};
 use shared::validate::{Errors, Patch};
-use shared::{ApiError, ApiResult, App, Reply, Req, route};
+use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-pub static ROUTES: &[shared::routing::Route] = &[
-    route!(GET "/posts", Read, list_posts),
-    route!(POST "/posts", Write, create_post),
-    route!(GET "/posts/{id}", Read, get_post),
-    route!(PATCH "/posts/{id}", Write, update_post),
-    route!(DELETE "/posts/{id}", Write, delete_post),
-    route!(POST "/posts/{id}/schedule", Write, schedule_post),
-    route!(POST "/posts/{id}/cancel", Write, cancel_post),
-];
-
-pub const MAX_CONTENT_CHARS: usize = 10_000;
-pub const MAX_CHANNELS: usize = 20;
-pub const MAX_MEDIA: usize = 10;
-/// How far ahead a post may be scheduled.
-pub const MAX_SCHEDULE_DAYS: i64 = 365;
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum PostStatus {
-    Draft,
-    Scheduled,
-    Publishing,
-    Published,
-    PartiallyFailed,
-    Failed,
-}
-
-impl PostStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Draft => "draft",
-            Self::Scheduled => "scheduled",
-            Self::Publishing => "publishing",
-            Self::Published => "published",
-            Self::PartiallyFailed => "partially_failed",
-            Self::Failed => "failed",
-        }
-    }
-    fn parse(s: &str) -> Option<Self> {
-        shared::validate::parse_enum(s)
-    }
-    fn editable(self) -> bool {
-        matches!(self, Self::Draft | Self::Scheduled)
-    }
-}
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
-pub struct Variant {
-    pub channel_id: String,
-    /// pending, published or failed.
-    pub status: String,
-    pub remote_id: Option<String>,
-    pub permalink: Option<String>,
-    pub error: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
-pub struct Post {
-    /// `post_...`
-    pub id: String,
-    /// Always `post`.
-    pub object: String,
-    pub status: PostStatus,
-    pub content: String,
-    /// `ch_...` ids of the channels to publish to.
-    pub channel_ids: Vec<String>,
-    /// https URLs of images or videos.
-    pub media_urls: Vec<String>,
-    /// When the post is (to be) published, RFC 3339 UTC.
-    pub scheduled_at: Option<String>,
-    /// One per channel, with that channel's publishing state.
-    pub variants: Vec<Variant>,
-    pub metadata: BTreeMap<String, String>,
-    pub created_at: String,
-    pub updated_at: String,
-    pub published_at: Option<String>,
-}
-
-fn sk(id: &str) -> String {
-    format!("POST#{id}")
-}
-
-fn record(ws: &str, post: &Post) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), sk(&post.id), post)?.gsi1(format!("{}#POST#{}", ws_pk(ws), post.status.as_str()), sk(&post.id));
-    if post.status == PostStatus::Scheduled
-        && let Some(at) = &post.scheduled_at
-    {
-        rec = rec.attr("gsi2pk", s("DUE#POST")).attr("gsi2sk", s(format!("{at}#{ws}#{}", post.id)));
-    }
-    Ok(rec)
-}
-
-fn variants_for(channel_ids: &[String], old: &[Variant]) -> Vec<Variant> {
-    channel_ids
-        .iter()
-        .map(|c| {
-            old.iter().find(|v| &v.channel_id == c).cloned().unwrap_or(Variant {
-                channel_id: c.clone(),
-                status: "pending".into(),
-                remote_id: None,
-                permalink: None,
-                error: None,
-            })
-        })
-        .collect()
+shared::area! {
+    tag = "posts", description = "Posts for channels: drafts and schedules",
+    operations = [list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post],
+    schemas = [Post, PostStatus, Variant, CreatePost, UpdatePost, SchedulePost],
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
@@ -129,43 +30,6 @@ async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
     store::get_object(app, req.ws(), &sk(id)).await?.ok_or_else(|| ApiError::not_found("post"))
 }
 
-fn check_channels(errs: &mut Errors, ids: &[String]) {
-    if ids.len() > MAX_CHANNELS {
-        errs.add("channel_ids", format!("at most {MAX_CHANNELS} channels"));
-    }
-    for (i, id) in ids.iter().enumerate() {
-        if !shared::ids::is_valid("ch", id) {
-            errs.add(format!("channel_ids[{i}]"), "must be a channel id (ch_...)");
-        } else if ids[..i].contains(id) {
-            errs.add(format!("channel_ids[{i}]"), "is listed twice");
-        }
-    }
-}
-
-fn check_media(errs: &mut Errors, urls: &[String]) {
-    if urls.len() > MAX_MEDIA {
-        errs.add("media_urls", format!("at most {MAX_MEDIA} media URLs"));
-    }
-    for (i, u) in urls.iter().enumerate() {
-        errs.https_url(&format!("media_urls[{i}]"), u);
-    }
-}
-
-/// A schedule time: valid, in the future, within the horizon. Returns it normalised.
-fn check_schedule(errs: &mut Errors, value: &str) -> Option<String> {
-    let t = errs.timestamp("scheduled_at", value)?;
-    let now = chrono::Utc::now();
-    if t <= now {
-        errs.add("scheduled_at", "must be in the future");
-        None
-    } else if t > now + chrono::Duration::days(MAX_SCHEDULE_DAYS) {
-        errs.add("scheduled_at", format!("must be within {MAX_SCHEDULE_DAYS} days"));
-        None
-    } else {
-        Some(shared::ids::format_time(t))
-    }
-}
-
 async fn save(app: &App, ws: &str, post: &Post, version: i64, event: &str) -> ApiResult<()> {
     Tx::new()
         .replace(app, record(ws, post)?, version)
@@ -173,10 +37,6 @@ async fn save(app: &App, ws: &str, post: &Post, version: i64, event: &str) -> Ap
         .commit(app)
         .await
         .map_err(store::TxError::stale)
-}
-
-fn not_editable(post: &Post) -> ApiError {
-    ApiError::conflict(format!("a {} post cannot be changed", post.status.as_str()))
 }
 
 // ---------- routes ----------
@@ -260,8 +120,8 @@ pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
     errs.finish()?;
     let page = req.page(app, "posts", &[("status", status), ("channel_id", channel)]).await?;
     let mut spec = match status {
-        Some(st) => store::QuerySpec::new(format!("{}#POST#{st}", ws_pk(req.ws())), "POST#", page.after.clone(), page.limit).on_gsi1(),
-        None => store::QuerySpec::new(ws_pk(req.ws()), "POST#", page.after.clone(), page.limit),
+        Some(st) => keys::POSTS_BY_STATUS.query(&[req.ws(), st], &[], page.after.clone(), page.limit),
+        None => keys::POSTS.query(&[req.ws()], &[], page.after.clone(), page.limit),
     };
     if let Some(c) = channel {
         spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", s(c))]);
@@ -397,41 +257,4 @@ pub async fn cancel_post(app: &App, req: Req) -> ApiResult<Reply> {
     post.updated_at = shared::ids::now_rfc3339();
     save(app, req.ws(), &post, version, "post.unscheduled").await?;
     Ok(Reply::ok(&post))
-}
-
-#[derive(utoipa::OpenApi)]
-#[openapi(
-    paths(list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post),
-    components(schemas(Post, PostStatus, Variant, CreatePost, UpdatePost, SchedulePost)),
-    tags((name = "posts", description = "Posts for channels: drafts and schedules"))
-)]
-pub struct ApiDoc;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schedule_rules() {
-        let mut e = Errors::new();
-        assert!(check_schedule(&mut e, "2020-01-01T00:00:00Z").is_none());
-        assert!(check_schedule(&mut e, "tomorrow").is_none());
-        let soon = shared::ids::format_time(chrono::Utc::now() + chrono::Duration::hours(1));
-        assert_eq!(check_schedule(&mut e, &soon), Some(soon.clone()));
-        let offset = (chrono::Utc::now() + chrono::Duration::hours(2)).with_timezone(&chrono::FixedOffset::east_opt(3600).unwrap());
-        assert!(check_schedule(&mut e, &offset.to_rfc3339()).unwrap().ends_with('Z'));
-        assert_eq!(e.finish().unwrap_err().details.len(), 2);
-    }
-
-    #[test]
-    fn variants_follow_channels_and_keep_state() {
-        let a = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D".to_string();
-        let b = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E".to_string();
-        let mut v = variants_for(std::slice::from_ref(&a), &[]);
-        v[0].status = "published".into();
-        let v2 = variants_for(&[a, b], &v);
-        assert_eq!(v2[0].status, "published");
-        assert_eq!(v2[1].status, "pending");
-        assert!(PostStatus::parse("partially_failed").is_some() && PostStatus::parse("nope").is_none());
-    }
 }

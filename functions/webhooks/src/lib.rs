@@ -2,31 +2,28 @@
 //! sealed at rest, rotated with a grace period), and the delivery history with manual retry.
 //! The delivering itself is `functions/dispatcher`; the stored model is in [`model`].
 
-pub mod model;
-
 use aws_sdk_dynamodb::types::Update;
-use model::{
-    COUNT_SK, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_ENDPOINTS, MAX_GRACE_SECS, StoredDelivery, StoredEndpoint,
+use domain::keys;
+use domain::webhooks::{
+    self as model, COUNT_SK, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_ENDPOINTS, MAX_GRACE_SECS, StoredDelivery,
+    StoredEndpoint,
 };
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::store::{self, Tx, n, s, ws_pk};
 use shared::validate::{Errors, Patch};
-use shared::{ApiError, ApiResult, App, Reply, Req, route};
+use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-pub static ROUTES: &[shared::routing::Route] = &[
-    route!(GET "/webhooks", Read, list_endpoints),
-    route!(POST "/webhooks", Write, create_endpoint),
-    route!(GET "/webhooks/{id}", Read, get_endpoint),
-    route!(PATCH "/webhooks/{id}", Write, update_endpoint),
-    route!(DELETE "/webhooks/{id}", Write, delete_endpoint),
-    route!(POST "/webhooks/{id}/rotate-secret", Write, rotate_secret),
-    route!(POST "/webhooks/{id}/test", Write, test_endpoint),
-    route!(GET "/webhooks/{id}/deliveries", Read, list_deliveries),
-    route!(POST "/webhooks/{id}/deliveries/{delivery_id}/retry", Write, retry_delivery),
-];
+shared::area! {
+    tag = "webhooks", description = "Endpoints that receive signed events, and their delivery history",
+    operations = [
+        list_endpoints, create_endpoint, get_endpoint, update_endpoint, delete_endpoint, rotate_secret, test_endpoint,
+        list_deliveries, retry_delivery,
+    ],
+    schemas = [Endpoint, EndpointWithSecret, CreateEndpoint, UpdateEndpoint, RotateSecret, Delivery, DeliveryStatus, model::Attempt],
+}
 
 pub const MAX_DESCRIPTION_CHARS: usize = 500;
 pub const MAX_EVENT_TYPES: usize = 50;
@@ -164,8 +161,7 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Endpoint>), shared::openapi::CommonErrors))]
 pub async fn list_endpoints(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "webhooks", &[]).await?;
-    shared::http::list_page::<Endpoint>(app, &page, store::QuerySpec::new(ws_pk(req.ws()), "WEBHOOK#", page.after.clone(), page.limit))
-        .await
+    shared::http::list_page::<Endpoint>(app, &page, keys::WEBHOOK_ENDPOINTS.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
 }
 
 #[utoipa::path(get, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "wh_...")),
@@ -347,10 +343,9 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
     }
     let list = format!("webhooks/{id}/deliveries");
     let page = req.page(app, &list, &[("status", status)]).await?;
-    let prefix = format!("WHD#{id}#");
     let spec = match parsed.flatten() {
-        Some(st) => store::QuerySpec::new(model::deliveries_gsi1(req.ws(), id, st), prefix, page.after.clone(), page.limit).on_gsi1(),
-        None => store::QuerySpec::new(ws_pk(req.ws()), prefix, page.after.clone(), page.limit),
+        Some(st) => keys::WEBHOOK_DELIVERIES_BY_STATUS.query(&[req.ws(), id, st.as_str()], &[id], page.after.clone(), page.limit),
+        None => keys::WEBHOOK_DELIVERIES.query(&[req.ws()], &[id], page.after.clone(), page.limit),
     };
     shared::http::list_page::<Delivery>(app, &page, spec.descending()).await
 }
@@ -387,11 +382,3 @@ pub async fn retry_delivery(app: &App, req: Req) -> ApiResult<Reply> {
     model::enqueue(app, &d.job(ws), 0).await?;
     Ok(Reply::with_status(http::StatusCode::ACCEPTED, &d.delivery))
 }
-
-#[derive(utoipa::OpenApi)]
-#[openapi(
-    paths(list_endpoints, create_endpoint, get_endpoint, update_endpoint, delete_endpoint, rotate_secret, test_endpoint, list_deliveries, retry_delivery),
-    components(schemas(Endpoint, EndpointWithSecret, CreateEndpoint, UpdateEndpoint, RotateSecret, Delivery, DeliveryStatus, model::Attempt)),
-    tags((name = "webhooks", description = "Endpoints that receive signed events, and their delivery history"))
-)]
-pub struct ApiDoc;

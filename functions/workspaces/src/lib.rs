@@ -6,87 +6,32 @@
 //!   `APIKEY#<sha256>` (own partition), which authentication reads.
 //! - `MEMBER#<subject>`: an OAuth subject's role; GSI1 `MEMBERSHIP#<subject>` lists a subject's workspaces.
 
+use domain::keys;
+pub use domain::workspaces::{ApiKey, Member, WORKSPACE_SK, Workspace};
 use serde::{Deserialize, Serialize};
 use shared::auth::{self, Credential, Scope};
 use shared::events::Event;
 use shared::store::{self, Record, Tx, s, ws_pk};
 use shared::validate::{self, Errors, Patch};
-use shared::{ApiError, ApiResult, App, Reply, Req, route};
+use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-pub static ROUTES: &[shared::routing::Route] = &[
-    route!(GET "/workspaces", Read, list_workspaces, no_workspace),
-    route!(GET "/workspaces/current", Read, get_current),
-    route!(PATCH "/workspaces/current", Write, update_current),
-    route!(GET "/workspaces/current/api-keys", Read, list_api_keys),
-    route!(POST "/workspaces/current/api-keys", Write, create_api_key),
-    route!(DELETE "/workspaces/current/api-keys/{id}", Write, revoke_api_key),
-    route!(GET "/workspaces/current/members", Read, list_members),
-];
-
-pub const WORKSPACE_SK: &str = "WORKSPACE";
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
-pub struct Workspace {
-    /// `ws_...`
-    pub id: String,
-    /// Always `workspace`.
-    pub object: String,
-    pub name: String,
-    /// Unique across the platform: lowercase letters, digits and hyphens.
-    pub slug: String,
-    /// IANA time zone, e.g. `Europe/Berlin`.
-    pub timezone: String,
-    /// BCP 47 tag, e.g. `en` or `de-AT`.
-    pub locale: String,
-    /// ISO 4217 code.
-    pub default_currency: String,
-    /// Addresses or domains this workspace sends email from (`from` of `POST /emails`); each
-    /// must be an SES identity of the deployment (`SES_IDENTITIES`).
-    #[serde(default)]
-    pub email_senders: Vec<String>,
-    pub metadata: BTreeMap<String, String>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
-pub struct ApiKey {
-    /// `key_...`
-    pub id: String,
-    /// Always `api_key`.
-    pub object: String,
-    pub name: String,
-    /// The first characters of the key, to recognise it.
-    pub prefix: String,
-    pub scopes: Vec<Scope>,
-    pub created_at: String,
-    pub last_used_at: Option<String>,
-    pub revoked_at: Option<String>,
-    /// The full key: present only in the response that created it.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub secret: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
-pub struct Member {
-    /// Always `member`.
-    pub object: String,
-    /// The identity provider's subject (`sub` claim).
-    pub subject: String,
-    /// owner, admin, member or viewer.
-    pub role: String,
-    pub workspace_id: String,
-    pub created_at: String,
+shared::area! {
+    tag = "workspaces", description = "The workspace, its API keys and members",
+    operations = [
+        list_workspaces [needs_workspace = false],
+        get_current, update_current, list_api_keys, create_api_key, revoke_api_key, list_members,
+    ],
+    schemas = [Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope],
 }
 
 fn slug_pk(slug: &str) -> String {
-    format!("SLUG#{slug}")
+    keys::SLUG_CLAIM.pk(&[slug])
 }
 
 fn slug_item(slug: &str, ws: &str) -> store::Item {
-    store::Item::from([("pk".into(), s(slug_pk(slug))), ("sk".into(), s("SLUG")), ("workspace_id".into(), s(ws))])
+    store::Item::from([("pk".into(), s(slug_pk(slug))), ("sk".into(), s(keys::SLUG_CLAIM.sk(&[]))), ("workspace_id".into(), s(ws))])
 }
 
 fn valid_slug(slug: &str) -> bool {
@@ -177,7 +122,8 @@ pub async fn add_member(app: &App, ws: &str, subject: &str, role: &str) -> ApiRe
         workspace_id: ws.into(),
         created_at: shared::ids::now_rfc3339(),
     };
-    let rec = Record::new(ws_pk(ws), auth::member_sk(subject), &member)?.gsi1(format!("MEMBERSHIP#{subject}"), ws.into());
+    let rec =
+        Record::new(ws_pk(ws), auth::member_sk(subject), &member)?.gsi1(keys::MEMBER.gsi1_pk(&[subject]), keys::MEMBER.gsi1_sk(&[ws]));
     Tx::new()
         .put(app, rec.item)
         .event(app, Event::new(ws, "workspace.member.added", &member))
@@ -202,7 +148,7 @@ fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>) -> ApiResult<(ApiKey, S
         revoked_at: None,
         secret: None,
     };
-    let listing = Record::new(ws_pk(ws), format!("APIKEY#{}", key.id), &key)?.attr("hash", s(&hash)).version(1).item;
+    let listing = Record::new(ws_pk(ws), keys::API_KEY.sk(&[&key.id]), &key)?.attr("hash", s(&hash)).version(1).item;
     let lookup = store::Item::from([
         ("pk".into(), s(auth::api_key_lookup_pk(&hash))),
         ("sk".into(), s(auth::API_KEY_LOOKUP_SK)),
@@ -317,7 +263,7 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
         tx = tx.put_if(app, slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
             app,
             slug_pk(&old_slug),
-            "SLUG".into(),
+            keys::SLUG_CLAIM.sk(&[]),
             "workspace_id = :ws",
             vec![(":ws", s(&ws.id))],
         );
@@ -343,7 +289,7 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
         let items = if page.after.is_some() { vec![] } else { vec![load_current(app, req.ws()).await?.0] };
         return Ok(Reply::list(&items, None));
     }
-    let spec = store::QuerySpec::new(format!("MEMBERSHIP#{}", req.principal.subject), "ws_", page.after.clone(), page.limit).on_gsi1();
+    let spec = keys::MEMBERSHIPS.query(&[&req.principal.subject], &[], page.after.clone(), page.limit);
     let out = store::query_page(app, spec).await?;
     let ids: Vec<String> = out.items.iter().filter_map(|i| store::get_str(i, "workspace_id").map(String::from)).collect();
     let mut workspaces = Vec::with_capacity(ids.len());
@@ -367,7 +313,7 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<ApiKey>), shared::openapi::CommonErrors))]
 pub async fn list_api_keys(app: &App, req: Req) -> ApiResult<Reply> {
-    list_simple::<ApiKey>(app, &req, "api_keys", "APIKEY#").await
+    list_simple::<ApiKey>(app, &req, "api_keys", keys::API_KEYS).await
 }
 
 /// Members (OAuth subjects) of this workspace.
@@ -375,12 +321,12 @@ pub async fn list_api_keys(app: &App, req: Req) -> ApiResult<Reply> {
     params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Member>), shared::openapi::CommonErrors))]
 pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
-    list_simple::<Member>(app, &req, "members", "MEMBER#").await
+    list_simple::<Member>(app, &req, "members", keys::MEMBERS).await
 }
 
-async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req: &Req, list: &str, prefix: &str) -> ApiResult<Reply> {
-    let page = req.page(app, list, &[]).await?;
-    shared::http::list_page::<T>(app, &page, store::QuerySpec::new(ws_pk(req.ws()), prefix, page.after.clone(), page.limit)).await
+async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req: &Req, name: &str, list: keys::List) -> ApiResult<Reply> {
+    let page = req.page(app, name, &[]).await?;
+    shared::http::list_page::<T>(app, &page, list.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -430,7 +376,7 @@ pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     if !shared::ids::is_valid("key", id) {
         return Err(ApiError::not_found("api key"));
     }
-    let sk = format!("APIKEY#{id}");
+    let sk = keys::API_KEY.sk(&[id]);
     let item = store::get(app, &ws_pk(req.ws()), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
     let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
     let version = store::get_i64(&item, "version").unwrap_or(0);
@@ -458,14 +404,6 @@ pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
         .map_err(store::TxError::stale)?;
     Ok(Reply::ok(&key))
 }
-
-#[derive(utoipa::OpenApi)]
-#[openapi(
-    paths(list_workspaces, get_current, update_current, list_api_keys, create_api_key, revoke_api_key, list_members),
-    components(schemas(Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope)),
-    tags((name = "workspaces", description = "The workspace, its API keys and members"))
-)]
-pub struct ApiDoc;
 
 #[cfg(test)]
 mod tests {

@@ -79,7 +79,7 @@ async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
     let (ws, _) = workspaces::create_workspace(&stack.app, "bench").await.unwrap();
     for _ in 0..endpoints {
         let now = shared::ids::now_rfc3339();
-        let ep = webhooks::model::Endpoint {
+        let ep = domain::webhooks::Endpoint {
             id: shared::ids::new_id("wh"),
             object: "webhook_endpoint".into(),
             url: url.into(),
@@ -92,8 +92,8 @@ async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
             created_at: now.clone(),
             updated_at: now,
         };
-        let (_, stored) = webhooks::model::new_secret(&stack.app, &ws.id, &ep.id).await.unwrap();
-        let rec = webhooks::model::StoredEndpoint { endpoint: ep, secrets: vec![stored], version: 1 };
+        let (_, stored) = domain::webhooks::new_secret(&stack.app, &ws.id, &ep.id).await.unwrap();
+        let rec = domain::webhooks::StoredEndpoint { endpoint: ep, secrets: vec![stored], version: 1 };
         shared::store::Tx::new()
             .create(&stack.app, rec.record(&ws.id).unwrap().version(1))
             .commit(&stack.app)
@@ -202,12 +202,12 @@ async fn main() {
     for i in 0..10_000 {
         csv.push_str(&format!("person{i}@bench.test,First{i},\"Last, {i}\",Company {i},lead;bench\n"));
     }
-    let input: contacts::import::CreateImport = serde_json::from_value(serde_json::json!({"csv": csv})).unwrap();
+    let input: domain::contacts::import::CreateImport = serde_json::from_value(serde_json::json!({"csv": csv})).unwrap();
     drop(csv);
-    let job = contacts::import::start(&stack.app, &ws.id, input).await.unwrap();
+    let job = domain::contacts::import::start(&stack.app, &ws.id, input).await.unwrap();
     let hwm_before = peak_rss_kib();
     let t = Instant::now();
-    let (res, calls) = shared::metrics::count_ddb_calls(contacts::import::run(&stack.app, &ws.id, &job.id)).await;
+    let (res, calls) = shared::metrics::count_ddb_calls(domain::contacts::import::run(&stack.app, &ws.id, &job.id)).await;
     res.unwrap();
     let secs = t.elapsed().as_secs_f64();
     let hwm_after = peak_rss_kib();
@@ -238,7 +238,7 @@ async fn main() {
     let batch = batch.unwrap();
     let accept_secs = t.elapsed().as_secs_f64();
     let sender = email_sender::Sender::new(stack.new_app(stack.config()).unwrap(), &stack.sdk);
-    let job = emails::model::SendJob { workspace_id: ws.id.clone(), email_ids: batch.emails.iter().map(|e| e.id.clone()).collect() };
+    let job = domain::emails::SendJob { workspace_id: ws.id.clone(), email_ids: batch.emails.iter().map(|e| e.id.clone()).collect() };
     let ev = SqsEvent {
         records: vec![shared::sqs::SqsMessage {
             message_id: "bench".into(),

@@ -1,8 +1,15 @@
-//! Writes openapi/openapi.{json,yaml} from the code; `--check` fails when the committed files differ.
+//! Writes the files generated from the code: openapi/openapi.{json,yaml} and the key table of
+//! docs/data-model.md (from `domain::keys`); `--check` fails when the committed files differ.
 
 fn main() {
     let root = tools::localstack::repo_root();
-    let files = [(root.join("openapi/openapi.json"), tools::openapi_json()), (root.join("openapi/openapi.yaml"), tools::openapi_yaml())];
+    let model = root.join("docs/data-model.md");
+    let model_doc = tools::data_model_doc(&std::fs::read_to_string(&model).expect("docs/data-model.md"));
+    let files = [
+        (root.join("openapi/openapi.json"), tools::openapi_json()),
+        (root.join("openapi/openapi.yaml"), tools::openapi_yaml()),
+        (model, model_doc),
+    ];
     let check = std::env::args().any(|a| a == "--check");
     let mut drift = false;
     for (path, content) in files {

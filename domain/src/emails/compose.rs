@@ -2,9 +2,9 @@
 //! shared by every email of a request (the workspace's senders, templates, contacts and the
 //! contacts behind each recipient), rendering, suppression, and the writes.
 
-use crate::model::{self, Email, EmailStatus, SuppressedRecipient};
-use crate::templates::{self, Template};
-use contacts::model::{Contact, EmailStatus as ContactEmailStatus, contact_sk, email_sk};
+use super::templates::{self, Template};
+use super::{self as model, Email, EmailStatus, SuppressedRecipient};
+use crate::contacts::{Contact, EmailStatus as ContactEmailStatus, contact_sk, email_of_claim, email_sk};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use shared::error::ErrorDetail;
@@ -246,12 +246,6 @@ pub struct Context {
     owners: HashMap<String, String>,
 }
 
-/// The workspace's configured senders (lower-cased addresses or domains).
-async fn senders(app: &App, ws: &str) -> ApiResult<Vec<String>> {
-    let item = store::get(app, &ws_pk(ws), workspaces::WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))?;
-    Ok(store::from_item::<workspaces::Workspace>(item)?.email_senders)
-}
-
 /// Contacts by id, plus the contacts owning these addresses (two reads whatever the count).
 pub async fn contacts_of(
     app: &App,
@@ -264,7 +258,7 @@ pub async fn contacts_of(
     let mut owners = HashMap::new();
     for c in &claims {
         if let (Some(sk), Some(id)) = (store::get_str(c, "sk"), store::get_str(c, "contact_id")) {
-            owners.insert(sk.trim_start_matches("EMAIL#").to_string(), id.to_string());
+            owners.insert(email_of_claim(sk).unwrap_or_default().to_string(), id.to_string());
         }
     }
     let mut keys: Vec<(String, String)> = ids.iter().chain(owners.values()).map(|id| (ws_pk(ws), contact_sk(id))).collect();
@@ -285,7 +279,7 @@ pub async fn load_context(app: &App, ws: &str, drafts: &[&Draft]) -> ApiResult<C
     addrs.sort();
     addrs.dedup();
     let (senders, templates, (contacts, owners)) = futures_util::future::try_join3(
-        senders(app, ws),
+        crate::workspaces::email_senders(app, ws),
         async { if slugs.is_empty() { Ok(BTreeMap::new()) } else { templates::load_many(app, ws, &slugs).await } },
         contacts_of(app, ws, ids, addrs),
     )
@@ -409,7 +403,7 @@ pub fn plan(app: &App, e: &Email, now_secs: i64) -> (Option<i64>, i64) {
 pub fn activity(ws: &str, e: &Email) -> ApiResult<Option<Item>> {
     let Some(c) = &e.contact_id else { return Ok(None) };
     let summary = format!("Email {}: {}", e.status.as_str(), e.subject);
-    contacts::model::activity(ws, c, &e.status.event(), summary, e.summary()).map(Some)
+    crate::contacts::activity(ws, c, &e.status.event(), summary, e.summary()).map(Some)
 }
 
 /// Everything an accepted email writes besides its event: the email (first), its bodies, its

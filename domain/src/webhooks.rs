@@ -9,6 +9,7 @@
 //! - `WHEVENT#<event>`: the fan-out marker, so an event delivered twice to the dispatcher
 //!   creates its deliveries once.
 
+use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -59,9 +60,9 @@ pub struct StoredEndpoint {
 }
 
 pub fn endpoint_sk(id: &str) -> String {
-    format!("WEBHOOK#{id}")
+    keys::WEBHOOK_ENDPOINT.sk(&[id])
 }
-pub const COUNT_SK: &str = "WEBHOOKCOUNT";
+pub const COUNT_SK: &str = keys::WEBHOOK_COUNT.table.sk;
 
 fn secret_aad(ws: &str, endpoint_id: &str) -> String {
     format!("{ws}/{endpoint_id}")
@@ -115,7 +116,7 @@ pub async fn load_endpoint(app: &App, ws: &str, id: &str) -> ApiResult<Option<St
 
 /// Every endpoint of a workspace (at most `MAX_ENDPOINTS`, so one Query page).
 pub async fn workspace_endpoints(app: &App, ws: &str) -> ApiResult<Vec<StoredEndpoint>> {
-    let out = store::query_page(app, store::QuerySpec::new(ws_pk(ws), "WEBHOOK#", None, 100)).await?;
+    let out = store::query_page(app, keys::WEBHOOK_ENDPOINTS.query(&[ws], &[], None, 100)).await?;
     out.items.into_iter().map(StoredEndpoint::from_item).collect()
 }
 
@@ -194,11 +195,11 @@ pub struct StoredDelivery {
 }
 
 pub fn delivery_sk(endpoint_id: &str, delivery_id: &str) -> String {
-    format!("WHD#{endpoint_id}#{delivery_id}")
+    keys::WEBHOOK_DELIVERY.sk(&[endpoint_id, delivery_id])
 }
 
 pub fn deliveries_gsi1(ws: &str, endpoint_id: &str, status: DeliveryStatus) -> String {
-    format!("{}#WHD#{endpoint_id}#{}", ws_pk(ws), status.as_str())
+    keys::WEBHOOK_DELIVERY.gsi1_pk(&[ws, endpoint_id, status.as_str()])
 }
 
 impl StoredDelivery {

@@ -11,15 +11,15 @@
 //! is saved only after a chunk). A resumed chunk may emit a contact's `contact.created` twice;
 //! receivers dedupe by contact id as by event id.
 
-use crate::model::{self, Contact};
-use crate::{CreateContact, UpdateContact};
+use super::{self as model, Contact, CreateContact, UpdateContact};
+use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::sqs::{BatchResponse, SqsEvent};
 use shared::store::{self, Item, Tx, TxError, n, s, ws_pk};
 
 use shared::validate::Errors;
-use shared::{ApiError, ApiResult, App, Reply, Req};
+use shared::{ApiError, ApiResult, App};
 use std::collections::HashMap;
 use utoipa::ToSchema;
 
@@ -122,13 +122,10 @@ impl ImportJob {
 }
 
 fn job_sk(id: &str) -> String {
-    format!("IMPORT#{id}")
+    keys::IMPORT_JOB.sk(&[id])
 }
 fn rows_sk(id: &str, chunk: usize) -> String {
-    format!("IMPROWS#{id}#{chunk:05}")
-}
-fn err_prefix(id: &str) -> String {
-    format!("IMPERR#{id}#")
+    keys::IMPORT_ROWS.sk(&[id, &format!("{chunk:05}")])
 }
 
 /// One row as stored: its number and the object to build a contact from.
@@ -140,7 +137,7 @@ struct Row {
 
 /// CSV text to row objects; a structural problem (bad quoting, unknown column) fails the request.
 fn csv_rows(text: &str) -> ApiResult<Vec<Row>> {
-    let records = crate::csv::parse(text).map_err(|e| ApiError::validation("csv", e))?;
+    let records = super::csv::parse(text).map_err(|e| ApiError::validation("csv", e))?;
     let Some((header, data)) = records.split_first() else { return Err(ApiError::validation("csv", "needs a header row")) };
     let cols: Vec<String> = header.fields.iter().map(|h| h.trim().to_lowercase()).collect();
     if !cols.iter().any(|c| c == "email") {
@@ -179,15 +176,6 @@ fn csv_rows(text: &str) -> ApiResult<Vec<Row>> {
             Row { row: (i + 1) as u32, data: obj.into() }
         })
         .collect())
-}
-
-/// Start an import (class `contact_import`): 202 with the job; follow `GET /contacts/imports/{id}`.
-#[utoipa::path(post, path = "/contacts/imports", tag = "contacts", request_body = CreateImport,
-    responses((status = 202, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_import(app: &App, req: Req) -> ApiResult<Reply> {
-    let input: CreateImport = req.json()?;
-    let job = start(app, req.ws(), input).await?;
-    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &job))
 }
 
 /// Validate, store the rows in chunks, create the job and queue it for the worker.
@@ -240,7 +228,7 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
     Ok(job)
 }
 
-async fn load_job(app: &App, ws: &str, id: &str) -> ApiResult<Option<(ImportJob, usize, usize)>> {
+pub async fn load_job(app: &App, ws: &str, id: &str) -> ApiResult<Option<(ImportJob, usize, usize)>> {
     if !shared::ids::is_valid("imp", id) {
         return Ok(None);
     }
@@ -248,25 +236,6 @@ async fn load_job(app: &App, ws: &str, id: &str) -> ApiResult<Option<(ImportJob,
     let chunks = store::get_i64(&item, "chunks").unwrap_or(0) as usize;
     let next = store::get_i64(&item, "next_chunk").unwrap_or(0) as usize;
     Ok(Some((store::from_item(item)?, chunks, next)))
-}
-
-#[utoipa::path(get, path = "/contacts/imports/{id}", tag = "contacts", params(("id" = String, Path, description = "imp_...")),
-    responses((status = 200, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors))]
-pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {
-    let (job, _, _) = load_job(app, req.ws(), req.param("id")).await?.ok_or_else(|| ApiError::not_found("import"))?;
-    Ok(Reply::ok(&job))
-}
-
-/// The rows that failed, in row order.
-#[utoipa::path(get, path = "/contacts/imports/{id}/errors", tag = "contacts",
-    params(("id" = String, Path), ("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
-    responses((status = 200, body = shared::openapi::ListOf<RowError>), shared::openapi::CommonErrors))]
-pub async fn list_import_errors(app: &App, req: Req) -> ApiResult<Reply> {
-    let id = req.param("id");
-    load_job(app, req.ws(), id).await?.ok_or_else(|| ApiError::not_found("import"))?;
-    let page = req.page(app, &format!("contacts/imports/{id}/errors"), &[]).await?;
-    shared::http::list_page::<RowError>(app, &page, store::QuerySpec::new(ws_pk(req.ws()), err_prefix(id), page.after.clone(), page.limit))
-        .await
 }
 
 // ---------- the worker ----------
@@ -324,7 +293,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
         let mut err_items: Vec<Item> = Vec::with_capacity(errors.len());
         for (i, e) in errors.iter().enumerate() {
             n = if i > 0 && errors[i - 1].row == e.row { n + 1 } else { 0 };
-            err_items.push(store::Record::new(ws_pk(ws), format!("{}{:06}#{n}", err_prefix(id), e.row), e)?.item);
+            err_items.push(store::Record::new(ws_pk(ws), keys::IMPORT_ERROR.sk(&[id, &format!("{:06}", e.row), &n.to_string()]), e)?.item);
         }
         store::batch_put(app, err_items).await?;
         save_progress(app, ws, id, next, rows.len() as u64, counts).await?;
@@ -529,7 +498,7 @@ async fn update_existing(app: &App, ws: &str, email: &str, mut data: serde_json:
             return Ok(());
         }
         c.updated_at = shared::ids::now_rfc3339();
-        match crate::commit_update(app, ws, &old, &c, version).await {
+        match model::commit_update(app, ws, &old, &c, version).await {
             Ok(()) => return Ok(()),
             Err(e) if e.code == shared::error::ErrorCode::Conflict => continue,
             Err(e) => return Err(e),

@@ -3,7 +3,7 @@
 //! Items (pk = WS#<workspace>):
 //! - `CONTACT#<id>`: the contact; GSI1 `WS#<ws>#CONTACT#<status>` / `CONTACT#<id>` serves the
 //!   status filter;
-//! - `EMAIL#<normalised email>`: the uniqueness claim (`contact_id`), written in the same
+//! - `CLAIM#EMAIL#<normalised email>`: the uniqueness claim (`contact_id`), written in the same
 //!   transaction as the contact with `attribute_not_exists`, so one address is one contact
 //!   however many creates race;
 //! - `CSEARCH#<term>#<id>`: search entries (email, "first last", last name; lower case), so `q`
@@ -11,6 +11,13 @@
 //! - `ACT#<contact id>#<activity id>`: the contact's timeline (this area's changes, notes, and
 //!   other areas' changes that reference the contact, via [`activity`]).
 
+pub mod csv;
+pub mod import;
+mod input;
+
+pub use input::*;
+
+use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::store::{self, Item, Record, Tx, s, ws_pk};
@@ -76,13 +83,18 @@ pub struct Contact {
 }
 
 pub fn contact_sk(id: &str) -> String {
-    format!("CONTACT#{id}")
+    keys::CONTACT.sk(&[id])
 }
+/// The sort key of the claim that makes `email` this workspace's one contact with it.
 pub fn email_sk(email: &str) -> String {
-    format!("EMAIL#{email}")
+    keys::CONTACT_EMAIL_CLAIM.sk(&[email])
+}
+/// The address a claim's sort key names.
+pub fn email_of_claim(sk: &str) -> Option<&str> {
+    sk.strip_prefix(keys::CONTACT_EMAIL_CLAIM.sk_prefix(&[]).as_str())
 }
 fn search_sk(term: &str, id: &str) -> String {
-    format!("CSEARCH#{term}#{id}")
+    keys::CONTACT_SEARCH.sk(&[term, id])
 }
 
 pub use shared::validate::normalise_email;
@@ -120,7 +132,7 @@ pub fn matched_earlier(c: &Contact, q: &str, term: &str) -> bool {
 }
 
 pub fn search_term_of(sk: &str) -> Option<&str> {
-    sk.strip_prefix("CSEARCH#")?.rsplit_once('#').map(|(t, _)| t)
+    sk.strip_prefix(keys::CONTACT_SEARCH.sk_prefix(&[]).as_str())?.rsplit_once('#').map(|(t, _)| t)
 }
 
 /// Field checks shared by create, update and import (`prefix` names the row in imports).
@@ -163,7 +175,8 @@ pub fn validate(errs: &mut Errors, c: &Contact) {
 }
 
 pub fn record(ws: &str, c: &Contact) -> ApiResult<Record> {
-    Ok(Record::new(ws_pk(ws), contact_sk(&c.id), c)?.gsi1(format!("{}#CONTACT#{}", ws_pk(ws), enum_str(c.status)), contact_sk(&c.id)))
+    Ok(Record::new(ws_pk(ws), contact_sk(&c.id), c)?
+        .gsi1(keys::CONTACT.gsi1_pk(&[ws, &enum_str(c.status)]), keys::CONTACT.gsi1_sk(&[&c.id])))
 }
 
 fn claim_item(ws: &str, email: &str, id: &str) -> Item {
@@ -193,7 +206,7 @@ pub struct Activity {
 }
 
 pub fn activity_prefix(contact_id: &str) -> String {
-    format!("ACT#{contact_id}#")
+    keys::ACTIVITY.sk_prefix(&[contact_id])
 }
 
 /// A timeline entry for a contact, to add to the transaction of the change it records. Other
@@ -208,7 +221,7 @@ pub fn activity(ws: &str, contact_id: &str, kind: &str, summary: impl Into<Strin
         data,
         created_at: shared::ids::now_rfc3339(),
     };
-    let sk = format!("{}{}", activity_prefix(contact_id), a.id);
+    let sk = keys::ACTIVITY.sk(&[contact_id, &a.id]);
     Ok(Record::new(ws_pk(ws), sk, &a)?.item)
 }
 

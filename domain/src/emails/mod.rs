@@ -12,6 +12,10 @@
 //!   reaches a final state.
 //! - `SESMSG#<provider message id>` (own partition): maps SES notifications back to the email.
 
+pub mod compose;
+pub mod templates;
+
+use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -169,29 +173,25 @@ impl Email {
 }
 
 pub fn sk(id: &str) -> String {
-    format!("EMAIL#{id}")
+    keys::EMAIL.sk(&[id])
 }
 pub fn body_sk(id: &str) -> String {
-    format!("EMAILBODY#{id}")
+    keys::EMAIL_BODY.sk(&[id])
 }
 pub fn batch_sk(id: &str) -> String {
-    format!("EMAILBATCH#{id}")
+    keys::EMAIL_BATCH.sk(&[id])
 }
 pub fn provider_pk(message_id: &str) -> String {
-    format!("SESMSG#{message_id}")
+    keys::SES_MESSAGE.pk(&[message_id])
 }
-pub fn status_pk(ws: &str, status: EmailStatus) -> String {
-    format!("{}#EMAIL#{}", ws_pk(ws), status.as_str())
-}
-pub fn contact_pk(ws: &str, contact_id: &str) -> String {
-    format!("{}#EMAILS#{contact_id}", ws_pk(ws))
-}
+pub const PROVIDER_SK: &str = keys::SES_MESSAGE.table.sk;
 
 /// The email item (without bodies) and its index keys.
 pub fn record(ws: &str, e: &Email) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), sk(&e.id), &e.without_bodies())?.gsi1(status_pk(ws, e.status), sk(&e.id));
+    let mut rec = Record::new(ws_pk(ws), sk(&e.id), &e.without_bodies())?
+        .gsi1(keys::EMAIL.gsi1_pk(&[ws, e.status.as_str()]), keys::EMAIL.gsi1_sk(&[&e.id]));
     if let Some(c) = &e.contact_id {
-        rec = rec.gsi2(contact_pk(ws, c), sk(&e.id));
+        rec = rec.gsi2(keys::EMAIL.gsi2_pk(&[ws, c]), keys::EMAIL.gsi2_sk(&[&e.id]));
     }
     Ok(rec)
 }
@@ -218,12 +218,12 @@ fn shard(id: &str) -> u32 {
 }
 
 pub fn due_shard_pk(shard: u32) -> String {
-    format!("DUE#EMAIL#{shard}")
+    keys::EMAIL_DUE.pk(&[&shard.to_string()])
 }
 
 /// The due entry's key: derived from the email alone, so any writer can delete it.
 pub fn due_key(ws: &str, e: &Email) -> (String, String) {
-    (due_shard_pk(shard(&e.id)), format!("{:013}#{ws}#{}", e.due_ms().max(0), e.id))
+    (due_shard_pk(shard(&e.id)), keys::EMAIL_DUE.sk(&[&format!("{:013}", e.due_ms().max(0)), ws, &e.id]))
 }
 
 /// `next_check` (epoch s): when the tick should look at this email again.

@@ -1,0 +1,186 @@
+//! What a create or update of a contact says, how it becomes a contact, and how the write is
+//! committed (shared by the contacts routes and the import worker).
+
+use super::{self as model, Contact, ContactStatus, EmailStatus};
+use serde::Deserialize;
+use shared::store::{Tx, TxError};
+use shared::validate::{Errors, Patch};
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+/// How often a create retries a transaction that collided with a concurrent one.
+const CONFLICT_RETRIES: u32 = 5;
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateContact {
+    pub email: String,
+    #[serde(default)]
+    pub first_name: Option<String>,
+    #[serde(default)]
+    pub last_name: Option<String>,
+    #[serde(default)]
+    pub phone: Option<String>,
+    #[serde(default)]
+    pub company: Option<String>,
+    #[serde(default)]
+    pub job_title: Option<String>,
+    #[serde(default)]
+    pub status: Option<ContactStatus>,
+    #[serde(default)]
+    pub email_status: Option<EmailStatus>,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub custom_fields: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl CreateContact {
+    /// The contact this input describes, with field errors added to `errs`.
+    pub fn build(self, errs: &mut Errors) -> Contact {
+        let email = model::normalise_email(&self.email).unwrap_or_else(|| {
+            errs.add("email", "must be a valid email address");
+            self.email.clone()
+        });
+        let now = shared::ids::now_rfc3339();
+        let trim = |v: Option<String>| v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let c = Contact {
+            id: shared::ids::new_id("ct"),
+            object: "contact".into(),
+            email,
+            first_name: trim(self.first_name),
+            last_name: trim(self.last_name),
+            phone: trim(self.phone),
+            company: trim(self.company),
+            job_title: trim(self.job_title),
+            status: self.status.unwrap_or_default(),
+            email_status: self.email_status.unwrap_or_default(),
+            labels: self.labels.into_iter().map(|l| l.trim().to_string()).collect(),
+            custom_fields: self.custom_fields,
+            metadata: self.metadata,
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        model::validate(errs, &c);
+        c
+    }
+}
+
+/// Commit a create, retrying transactions that collided with a concurrent one; a taken email
+/// is 409 with the holder's id.
+pub async fn commit_create(app: &App, ws: &str, c: &Contact) -> ApiResult<()> {
+    for attempt in 0..=CONFLICT_RETRIES {
+        match model::create_tx(app, ws, c, Tx::new())?.commit(app).await {
+            Ok(()) => return Ok(()),
+            Err(TxError::Condition(0)) => return Err(model::duplicate(&c.email, model::email_owner(app, ws, &c.email).await?)),
+            Err(TxError::Condition(_)) => return Err(ApiError::conflict("the contact was created concurrently")),
+            Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict && attempt < CONFLICT_RETRIES => {
+                // TransactionConflict: another create of the same address is in flight. Once it
+                // commits, the retry sees its claim and answers with its id.
+                tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << attempt))).await;
+            }
+            Err(TxError::Api(e)) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict("the contact was changed concurrently; retry"))
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateContact {
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub email: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub first_name: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub last_name: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub phone: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub company: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub job_title: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<ContactStatus>)]
+    pub status: Patch<ContactStatus>,
+    #[serde(default)]
+    #[schema(value_type = Option<EmailStatus>)]
+    pub email_status: Patch<EmailStatus>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub labels: Patch<Vec<String>>,
+    /// Merged: a key set to `null` is removed.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub custom_fields: Patch<BTreeMap<String, serde_json::Value>>,
+    #[serde(default)]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub metadata: Patch<BTreeMap<String, String>>,
+}
+
+impl UpdateContact {
+    /// Apply to `c`; errors for fields that cannot be null.
+    pub fn apply(self, c: &mut Contact, errs: &mut Errors) {
+        if let Some(e) = self.email.required(errs, "email") {
+            match model::normalise_email(&e) {
+                Some(e) => c.email = e,
+                None => errs.add("email", "must be a valid email address"),
+            }
+        }
+        let text = |p: Patch<String>, target: &mut Option<String>| match p {
+            Patch::Absent => {}
+            Patch::Null => *target = None,
+            Patch::Value(v) => *target = Some(v.trim().to_string()).filter(|v| !v.is_empty()),
+        };
+        text(self.first_name, &mut c.first_name);
+        text(self.last_name, &mut c.last_name);
+        text(self.phone, &mut c.phone);
+        text(self.company, &mut c.company);
+        text(self.job_title, &mut c.job_title);
+        if let Some(v) = self.status.required(errs, "status") {
+            c.status = v;
+        }
+        if let Some(v) = self.email_status.required(errs, "email_status") {
+            c.email_status = v;
+        }
+        if let Some(l) = self.labels.or_empty() {
+            c.labels = l.into_iter().map(|l| l.trim().to_string()).collect();
+        }
+        match self.custom_fields {
+            Patch::Absent => {}
+            Patch::Null => c.custom_fields.clear(),
+            Patch::Value(m) => {
+                for (k, v) in m {
+                    if v.is_null() {
+                        c.custom_fields.remove(&k);
+                    } else {
+                        c.custom_fields.insert(k, v);
+                    }
+                }
+            }
+        }
+        errs.patch_metadata("metadata", self.metadata, &mut c.metadata);
+    }
+}
+
+/// Commit an update; a taken new email is 409 with the holder's id.
+pub async fn commit_update(app: &App, ws: &str, old: &Contact, new: &Contact, version: i64) -> ApiResult<()> {
+    match model::update_tx(app, ws, old, new, version, Tx::new())?.commit(app).await {
+        Ok(()) => Ok(()),
+        // With a new email, write 0 is its claim.
+        Err(TxError::Condition(0)) if old.email != new.email => {
+            Err(model::duplicate(&new.email, model::email_owner(app, ws, &new.email).await?))
+        }
+        Err(e) => Err(e.stale()),
+    }
+}

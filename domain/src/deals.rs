@@ -1,0 +1,332 @@
+//! Deals: an amount in minor units with its currency, a free-text stage while open, an
+//! optional contact, and the lifecycle open -> won | lost (lost needs a reason), with
+//! reopening allowed and recorded. Keys: `keys::DEAL` (GSI1 serves the status filter; GSI2,
+//! only while linked, a contact's deals). State changes are [`Deal::apply`], a pure function.
+
+use crate::keys;
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::store::{self, Record, Tx, TxError, n, s, ws_pk};
+use shared::validate::{Errors, Patch};
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+pub const MAX_VALUE: i64 = 1_000_000_000_000_000;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DealStatus {
+    Open,
+    Won,
+    Lost,
+}
+
+impl DealStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Won => "won",
+            Self::Lost => "lost",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Deal {
+    /// `deal_...`
+    pub id: String,
+    /// Always `deal`.
+    pub object: String,
+    pub title: String,
+    /// In minor units of `currency` (cents for EUR), 0 or more.
+    pub value: i64,
+    /// ISO 4217, e.g. `EUR`.
+    pub currency: String,
+    pub stage: String,
+    pub status: DealStatus,
+    /// `ct_...`; null when unlinked (also when the contact was deleted).
+    pub contact_id: Option<String>,
+    /// `YYYY-MM-DD`.
+    pub expected_close_date: Option<String>,
+    /// Required when lost.
+    pub lost_reason: Option<String>,
+    /// Set when the deal is won or lost, cleared when reopened.
+    pub closed_at: Option<String>,
+    /// The last time a closed deal was reopened.
+    pub reopened_at: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+pub fn sk(id: &str) -> String {
+    keys::DEAL.sk(&[id])
+}
+
+pub fn record(ws: &str, d: &Deal) -> ApiResult<Record> {
+    let mut rec = Record::new(ws_pk(ws), sk(&d.id), d)?.gsi1(keys::DEAL.gsi1_pk(&[ws, d.status.as_str()]), keys::DEAL.gsi1_sk(&[&d.id]));
+    if let Some(c) = &d.contact_id {
+        rec = rec.gsi2(keys::DEAL.gsi2_pk(&[ws, c]), keys::DEAL.gsi2_sk(&[&d.id]));
+    }
+    Ok(rec)
+}
+
+pub fn check_common(errs: &mut Errors, d: &Deal) {
+    errs.text("title", &d.title, 1, 200);
+    errs.text("stage", &d.stage, 1, 100);
+    if !(0..=MAX_VALUE).contains(&d.value) {
+        errs.add("value", "must be 0 or more (minor units), at most 10^15");
+    }
+    if !shared::validate::is_currency(&d.currency) {
+        errs.add("currency", "must be an ISO 4217 code like EUR");
+    }
+    if let Some(c) = &d.contact_id
+        && !shared::ids::is_valid("ct", c)
+    {
+        errs.add("contact_id", "must be a contact id (ct_...)");
+    }
+    if let Some(date) = &d.expected_close_date
+        && chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_err()
+    {
+        errs.add("expected_close_date", "must be a date like 2026-12-31");
+    }
+    if let Some(r) = &d.lost_reason {
+        errs.text("lost_reason", r, 1, 500);
+    }
+    if d.status == DealStatus::Lost && d.lost_reason.is_none() {
+        errs.add("lost_reason", "is required when a deal is lost");
+    }
+    errs.metadata("metadata", &d.metadata);
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateDeal {
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub title: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<i64>)]
+    pub value: Patch<i64>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub currency: Patch<String>,
+    /// Only while open.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub stage: Patch<String>,
+    /// `won`, `lost` (needs `lost_reason`) or `open` (reopen).
+    #[serde(default)]
+    #[schema(value_type = Option<DealStatus>)]
+    pub status: Patch<DealStatus>,
+    /// `null` unlinks.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub contact_id: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub expected_close_date: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub lost_reason: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub metadata: Patch<BTreeMap<String, String>>,
+}
+
+/// What an update did to a deal's lifecycle; it names the event and the timeline entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Won,
+    Lost,
+    Reopened,
+    Updated,
+}
+
+impl Transition {
+    fn between(old: DealStatus, new: DealStatus) -> Self {
+        match (old, new) {
+            (DealStatus::Open | DealStatus::Lost, DealStatus::Won) => Self::Won,
+            (DealStatus::Open | DealStatus::Won, DealStatus::Lost) => Self::Lost,
+            (DealStatus::Won | DealStatus::Lost, DealStatus::Open) => Self::Reopened,
+            _ => Self::Updated,
+        }
+    }
+    pub fn event_type(self) -> &'static str {
+        match self {
+            Self::Won => "deal.won",
+            Self::Lost => "deal.lost",
+            Self::Reopened => "deal.reopened",
+            Self::Updated => "deal.updated",
+        }
+    }
+    pub fn summary(self, d: &Deal) -> String {
+        match self {
+            Self::Won => format!("Deal won: {}", d.title),
+            Self::Lost => format!("Deal lost: {} ({})", d.title, d.lost_reason.as_deref().unwrap_or_default()),
+            Self::Reopened => format!("Deal reopened: {}", d.title),
+            Self::Updated => format!("Deal updated: {}", d.title),
+        }
+    }
+}
+
+/// A changed deal and how it changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub deal: Deal,
+    pub transition: Transition,
+}
+
+impl Deal {
+    /// Apply a patch at time `now`: `Ok(None)` when nothing changes, field errors as
+    /// `VALIDATION_ERROR`. Closing sets `closed_at`, reopening clears it and sets `reopened_at`;
+    /// the stage is frozen while the deal stays closed.
+    pub fn apply(&self, input: UpdateDeal, now: &str) -> ApiResult<Option<Change>> {
+        let old = self;
+        let mut d = old.clone();
+        let mut errs = Errors::new();
+        if let Some(t) = input.title.required(&mut errs, "title") {
+            d.title = t.trim().to_string();
+        }
+        if let Some(v) = input.value.required(&mut errs, "value") {
+            d.value = v;
+        }
+        if let Some(c) = input.currency.required(&mut errs, "currency") {
+            d.currency = c.trim().to_ascii_uppercase();
+        }
+        if let Some(s) = input.status.required(&mut errs, "status") {
+            d.status = s;
+        }
+        match input.stage.required(&mut errs, "stage") {
+            None => {}
+            // Frozen only while the deal stays closed: closing or reopening may set it.
+            Some(st) if st.trim() != d.stage && d.status != DealStatus::Open && old.status != DealStatus::Open => {
+                errs.add("stage", "can change only while the deal is open; reopen it first")
+            }
+            Some(st) => d.stage = st.trim().to_string(),
+        }
+        input.contact_id.apply_to(&mut d.contact_id);
+        input.expected_close_date.apply_to(&mut d.expected_close_date);
+        input.lost_reason.apply_to(&mut d.lost_reason);
+        errs.patch_metadata("metadata", input.metadata, &mut d.metadata);
+        let transition = Transition::between(old.status, d.status);
+        match d.status {
+            DealStatus::Open => {
+                d.closed_at = None;
+                d.lost_reason = None;
+                if transition == Transition::Reopened {
+                    d.reopened_at = Some(now.to_string());
+                }
+            }
+            DealStatus::Won => {
+                d.lost_reason = None;
+                if old.status != DealStatus::Won {
+                    d.closed_at = Some(now.to_string());
+                }
+            }
+            DealStatus::Lost if old.status != DealStatus::Lost => d.closed_at = Some(now.to_string()),
+            DealStatus::Lost => {}
+        }
+        check_common(&mut errs, &d);
+        errs.finish()?;
+        if &d == old {
+            return Ok(None);
+        }
+        d.updated_at = now.to_string();
+        Ok(Some(Change { deal: d, transition }))
+    }
+}
+
+/// A deleted contact's deals stay, unlinked (`contact_id` null, out of GSI2), each in its own
+/// transaction with its `deal.updated` event.
+pub async fn unlink_contact(app: &App, ws: &str, contact_id: &str) -> ApiResult<()> {
+    let mut after = None;
+    loop {
+        let spec = keys::DEALS_OF_CONTACT.query(&[ws, contact_id], &[], after, 100);
+        let out = store::query_keys_then_get(app, spec).await?;
+        let work = out.items.into_iter().map(|item| async move {
+            let mut deal: serde_json::Value = serde_dynamo::from_item(item.clone()).map_err(ApiError::internal)?;
+            let now = shared::ids::now_rfc3339();
+            deal["contact_id"] = serde_json::Value::Null;
+            deal["updated_at"] = serde_json::Value::String(now.clone());
+            let sk = store::get_str(&item, "sk").unwrap_or_default().to_string();
+            let u = aws_sdk_dynamodb::types::Update::builder()
+                .table_name(&app.cfg.table)
+                .key("pk", s(ws_pk(ws)))
+                .key("sk", s(&sk))
+                .update_expression("SET contact_id = :null, updated_at = :now, version = version + :one REMOVE gsi2pk, gsi2sk")
+                .condition_expression("contact_id = :cid")
+                .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
+                .expression_attribute_values(":now", s(&now))
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":cid", s(contact_id))
+                .build()
+                .map_err(ApiError::internal)?;
+            if let Some(o) = deal.as_object_mut() {
+                o.retain(|k, _| !matches!(k.as_str(), "pk" | "sk" | "version" | "gsi1pk" | "gsi1sk" | "gsi2pk" | "gsi2sk"));
+            }
+            match Tx::new().update(u).event(app, Event::new(ws, "deal.updated", &deal)).commit(app).await {
+                Ok(()) | Err(TxError::Condition(_)) => Ok(()),
+                Err(TxError::Api(e)) => Err(e),
+            }
+        });
+        futures_util::future::try_join_all(work).await?;
+        match out.next_after {
+            Some(a) => after = Some(a),
+            None => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deal() -> Deal {
+        Deal {
+            id: "deal_1".into(),
+            object: "deal".into(),
+            title: "Plan".into(),
+            value: 100,
+            currency: "EUR".into(),
+            stage: "new".into(),
+            status: DealStatus::Open,
+            contact_id: None,
+            expected_close_date: None,
+            lost_reason: None,
+            closed_at: None,
+            reopened_at: None,
+            metadata: BTreeMap::new(),
+            created_at: "t0".into(),
+            updated_at: "t0".into(),
+        }
+    }
+
+    fn patch(v: serde_json::Value) -> UpdateDeal {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn lifecycle_transitions_and_their_events() {
+        let lost = deal().apply(patch(serde_json::json!({"status": "lost", "lost_reason": "budget"})), "t1").unwrap().unwrap();
+        assert_eq!((lost.transition.event_type(), lost.deal.closed_at.as_deref()), ("deal.lost", Some("t1")));
+        let won = lost.deal.apply(patch(serde_json::json!({"status": "won"})), "t2").unwrap().unwrap();
+        assert_eq!((won.transition, won.deal.lost_reason.clone(), won.deal.closed_at.as_deref()), (Transition::Won, None, Some("t2")));
+        let reopened = won.deal.apply(patch(serde_json::json!({"status": "open"})), "t3").unwrap().unwrap();
+        assert_eq!(reopened.transition, Transition::Reopened);
+        assert_eq!((reopened.deal.closed_at.as_deref(), reopened.deal.reopened_at.as_deref()), (None, Some("t3")));
+        assert_eq!(reopened.transition.summary(&reopened.deal), "Deal reopened: Plan");
+    }
+
+    #[test]
+    fn refusals_and_no_ops() {
+        let e = deal().apply(patch(serde_json::json!({"status": "lost"})), "t1").unwrap_err();
+        assert_eq!(e.details[0].field.as_deref(), Some("lost_reason"));
+        assert!(deal().apply(patch(serde_json::json!({"title": "Plan"})), "t1").unwrap().is_none(), "same values: no change");
+        let won = deal().apply(patch(serde_json::json!({"status": "won"})), "t1").unwrap().unwrap().deal;
+        let e = won.apply(patch(serde_json::json!({"stage": "other"})), "t2").unwrap_err();
+        assert_eq!(e.details[0].field.as_deref(), Some("stage"));
+        assert!(deal().apply(patch(serde_json::json!({"title": null})), "t1").is_err(), "title cannot be null");
+    }
+}

@@ -1,0 +1,304 @@
+//! The key registry: every item kind of the table, with its key patterns. Areas build keys
+//! only through these kinds (`keys::CONTACT.sk(&[id])`) and list through [`LISTS`], so two
+//! kinds can never share a sort-key prefix in a partition without a test failing. (One did:
+//! a contact's email claim `EMAIL#<address>` beside the email `EMAIL#<em id>` made the email
+//! list read claims and answer 500.) `docs/data-model.md`'s table is generated from here.
+
+pub use shared::keys::*;
+
+pub const WORKSPACE: Kind = Kind::on("workspace", WORKSPACE_PK, "WORKSPACE", "`version` for optimistic updates");
+pub const SLUG_CLAIM: Kind =
+    Kind::on("slug claim", "SLUG#<slug>", "SLUG", "platform-wide uniqueness, written in the same transaction as the workspace");
+pub const POST: Kind = Kind::on("post", WORKSPACE_PK, "POST#<post id>", "GSI1 serves `?status=`, GSI2 the publisher's due query")
+    .gsi1("WS#<ws>#POST#<status>", "POST#<post id>")
+    .gsi2("DUE#POST", "<scheduled_at>#<ws>#<post id>");
+pub const CONTACT: Kind =
+    Kind::on("contact", WORKSPACE_PK, "CONTACT#<ct id>", "versioned").gsi1("WS#<ws>#CONTACT#<status>", "CONTACT#<ct id>");
+pub const CONTACT_EMAIL_CLAIM: Kind = Kind::on(
+    "contact email claim",
+    WORKSPACE_PK,
+    "CLAIM#EMAIL#<lower-cased email>",
+    "`contact_id`; the uniqueness guarantee, written with the contact",
+);
+pub const CONTACT_SEARCH: Kind = Kind::on(
+    "contact search entry",
+    WORKSPACE_PK,
+    "CSEARCH#<term>#<ct id>",
+    "terms: email, \"first last\", last name (lower case); `q` is a prefix Query",
+);
+pub const ACTIVITY: Kind = Kind::on("activity", WORKSPACE_PK, "ACT#<ct id>#<act id>", "the contact's timeline, listed newest first");
+pub const IMPORT_JOB: Kind = Kind::on("import job", WORKSPACE_PK, "IMPORT#<imp id>", "counts, status, `chunks`, `next_chunk` (progress)");
+pub const IMPORT_ROWS: Kind = Kind::on("import rows", WORKSPACE_PK, "IMPROWS#<imp id>#<chunk, 5 digits>", "≤ 500 rows as JSON; 7 d TTL");
+pub const IMPORT_ERROR: Kind = Kind::on("import error", WORKSPACE_PK, "IMPERR#<imp id>#<row, 6 digits>#<n>", "row, field, message");
+pub const DEAL: Kind = Kind::on("deal", WORKSPACE_PK, "DEAL#<deal id>", "GSI2 lists a contact's deals (keys only, then BatchGetItem)")
+    .gsi1("WS#<ws>#DEAL#<status>", "DEAL#<deal id>")
+    .gsi2("WS#<ws>#DEALS#<ct id>", "DEAL#<deal id>");
+pub const EMAIL: Kind = Kind::on(
+    "email",
+    WORKSPACE_PK,
+    "EMAIL#<em id>",
+    "without bodies, so lists stay small; `claim_token`/`claim_until` while the sender works on it; versioned; GSI2 while linked to a contact",
+)
+.gsi1("WS#<ws>#EMAIL#<status>", "EMAIL#<em id>")
+.gsi2("WS#<ws>#EMAILS#<ct id>", "EMAIL#<em id>");
+pub const EMAIL_BODY: Kind = Kind::on("email bodies", WORKSPACE_PK, "EMAILBODY#<em id>", "`html`, `text` (≤ 256 KiB / 128 KiB)");
+pub const EMAIL_BATCH: Kind =
+    Kind::on("email batch", WORKSPACE_PK, "EMAILBATCH#<eb id>", "accepted email ids in request order, rejected indexes with errors");
+pub const EMAIL_TEMPLATE: Kind =
+    Kind::on("email template", WORKSPACE_PK, "ETPL#<slug>", "base content, `variants` by locale, `required_variables`; versioned");
+pub const EMAIL_DUE: Kind = Kind::on(
+    "email due entry",
+    "DUE#EMAIL#<0..7>",
+    "<due epoch ms, 13 digits>#<ws>#<em id>",
+    "every email still to leave; `next_check` (epoch s) for the tick; deleted with the final state",
+);
+pub const SES_MESSAGE: Kind =
+    Kind::on("SES message look-up", "SESMSG#<provider message id>", "SESMSG", "workspace and email id, for SES notifications");
+pub const WEBHOOK_ENDPOINT: Kind = Kind::on(
+    "webhook endpoint",
+    WORKSPACE_PK,
+    "WEBHOOK#<wh id>",
+    "`secrets`: sealed, newest first, each with an expiry after rotation; `failing_since`, `enabled`, `disabled_reason`",
+);
+pub const WEBHOOK_COUNT: Kind = Kind::on(
+    "endpoint count",
+    WORKSPACE_PK,
+    "WEBHOOKCOUNT",
+    "`endpoints`, updated in the create/delete transaction: the cap of 20 holds under races",
+);
+pub const WEBHOOK_DELIVERY: Kind = Kind::on(
+    "webhook delivery",
+    WORKSPACE_PK,
+    "WHD#<wh id>#<whd id>",
+    "attempts, `body` (the signed bytes), `job` (token of the one queue message that may work on it), `retries`; 30 d TTL",
+)
+.gsi1("WS#<ws>#WHD#<wh id>#<status>", "WHD#<wh id>#<whd id>");
+pub const FANOUT_MARKER: Kind = Kind::on(
+    "fan-out marker",
+    WORKSPACE_PK,
+    "WHEVENT#<event id>",
+    "the deliveries one event created, so a re-sent event creates none twice; 7 d TTL",
+);
+
+/// Every kind the table holds, in the order docs/data-model.md lists them.
+pub fn all() -> Vec<Kind> {
+    let areas = [
+        WORKSPACE,
+        SLUG_CLAIM,
+        POST,
+        CONTACT,
+        CONTACT_EMAIL_CLAIM,
+        CONTACT_SEARCH,
+        ACTIVITY,
+        IMPORT_JOB,
+        IMPORT_ROWS,
+        IMPORT_ERROR,
+        DEAL,
+        EMAIL,
+        EMAIL_BODY,
+        EMAIL_BATCH,
+        EMAIL_TEMPLATE,
+        EMAIL_DUE,
+        SES_MESSAGE,
+        WEBHOOK_ENDPOINT,
+        WEBHOOK_COUNT,
+        WEBHOOK_DELIVERY,
+        FANOUT_MARKER,
+    ];
+    SHARED_KINDS.iter().copied().chain(areas).collect()
+}
+
+/// A list query: `begins_with(sk, prefix)` within one partition of one index. Every Query the
+/// areas run is one of these, so the test below can prove it reads one kind only.
+#[derive(Debug, Clone, Copy)]
+pub struct List {
+    pub kind: Kind,
+    pub index: Index,
+}
+
+impl List {
+    const fn of(kind: Kind, index: Index) -> Self {
+        Self { kind, index }
+    }
+    fn pattern(&self) -> KeyPattern {
+        self.kind.pattern(self.index).expect("a list's kind has a key on its index")
+    }
+    /// The partition to query: the index's partition key filled with `pk_parts`.
+    pub fn pk(&self, pk_parts: &[&str]) -> String {
+        fill(self.pattern().pk, pk_parts)
+    }
+    /// The sort-key prefix, with the first `sk_parts` placeholders filled.
+    pub fn prefix(&self, sk_parts: &[&str]) -> String {
+        match self.index {
+            Index::Table => self.kind.sk_prefix(sk_parts),
+            Index::Gsi1 => self.kind.gsi1_prefix(sk_parts),
+            Index::Gsi2 => self.kind.gsi2_prefix(sk_parts),
+        }
+    }
+    /// A query spec on this list's index.
+    pub fn query(&self, pk_parts: &[&str], sk_parts: &[&str], after: Option<String>, limit: usize) -> shared::store::QuerySpec<'static> {
+        let spec = shared::store::QuerySpec::new(self.pk(pk_parts), self.prefix(sk_parts), after, limit);
+        match self.index {
+            Index::Table => spec,
+            Index::Gsi1 => spec.on_gsi1(),
+            Index::Gsi2 => spec.on_gsi2(),
+        }
+    }
+}
+
+pub const API_KEYS: List = List::of(API_KEY, Index::Table);
+pub const MEMBERS: List = List::of(MEMBER, Index::Table);
+pub const MEMBERSHIPS: List = List::of(MEMBER, Index::Gsi1);
+pub const POSTS: List = List::of(POST, Index::Table);
+pub const POSTS_BY_STATUS: List = List::of(POST, Index::Gsi1);
+pub const CONTACTS: List = List::of(CONTACT, Index::Table);
+pub const CONTACTS_BY_STATUS: List = List::of(CONTACT, Index::Gsi1);
+pub const CONTACT_SEARCHES: List = List::of(CONTACT_SEARCH, Index::Table);
+pub const ACTIVITIES: List = List::of(ACTIVITY, Index::Table);
+pub const IMPORT_ERRORS: List = List::of(IMPORT_ERROR, Index::Table);
+pub const DEALS: List = List::of(DEAL, Index::Table);
+pub const DEALS_BY_STATUS: List = List::of(DEAL, Index::Gsi1);
+pub const DEALS_OF_CONTACT: List = List::of(DEAL, Index::Gsi2);
+pub const EMAILS: List = List::of(EMAIL, Index::Table);
+pub const EMAILS_BY_STATUS: List = List::of(EMAIL, Index::Gsi1);
+pub const EMAILS_OF_CONTACT: List = List::of(EMAIL, Index::Gsi2);
+pub const EMAIL_TEMPLATES: List = List::of(EMAIL_TEMPLATE, Index::Table);
+pub const EMAILS_DUE: List = List::of(EMAIL_DUE, Index::Table);
+pub const WEBHOOK_ENDPOINTS: List = List::of(WEBHOOK_ENDPOINT, Index::Table);
+pub const WEBHOOK_DELIVERIES: List = List::of(WEBHOOK_DELIVERY, Index::Table);
+pub const WEBHOOK_DELIVERIES_BY_STATUS: List = List::of(WEBHOOK_DELIVERY, Index::Gsi1);
+pub const DUE_POSTS: List = List::of(POST, Index::Gsi2);
+pub const OUTBOX: List = List::of(OUTBOX_EVENT, Index::Table);
+
+pub const LISTS: &[List] = &[
+    API_KEYS,
+    MEMBERS,
+    MEMBERSHIPS,
+    POSTS,
+    POSTS_BY_STATUS,
+    CONTACTS,
+    CONTACTS_BY_STATUS,
+    CONTACT_SEARCHES,
+    ACTIVITIES,
+    IMPORT_ERRORS,
+    DEALS,
+    DEALS_BY_STATUS,
+    DEALS_OF_CONTACT,
+    EMAILS,
+    EMAILS_BY_STATUS,
+    EMAILS_OF_CONTACT,
+    EMAIL_TEMPLATES,
+    EMAILS_DUE,
+    WEBHOOK_ENDPOINTS,
+    WEBHOOK_DELIVERIES,
+    WEBHOOK_DELIVERIES_BY_STATUS,
+    DUE_POSTS,
+    OUTBOX,
+];
+
+/// The table of docs/data-model.md (a test keeps the file equal to it).
+pub fn markdown_table() -> String {
+    let cell = |p: Option<KeyPattern>| p.map(|p| format!("`{}` / `{}`", p.pk, p.sk)).unwrap_or_default();
+    let mut out = String::from("| item | pk | sk | gsi1 (pk / sk) | gsi2 (pk / sk) | notes |\n|---|---|---|---|---|---|\n");
+    for k in all() {
+        out.push_str(&format!(
+            "| {} | `{}` | `{}` | {} | {} | {} |\n",
+            k.name,
+            k.table.pk,
+            k.table.sk,
+            cell(k.gsi1),
+            cell(k.gsi2),
+            k.notes
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INDEXES: [Index; 3] = [Index::Table, Index::Gsi1, Index::Gsi2];
+
+    /// Could a key of pattern `b` start with the literal text `a` (the literal prefix of
+    /// another pattern)? Only if `b`'s own literal prefix starts with `a`, or is a prefix of
+    /// `a` and a placeholder follows (then any text may follow).
+    fn may_start_with(b: &str, a: &str) -> bool {
+        let lb = literal_prefix(b);
+        lb.starts_with(a) || (placeholders(b) > 0 && a.starts_with(lb))
+    }
+
+    /// Can two partition-key patterns produce the same partition? Equal patterns can; for
+    /// different ones, only if one's literal text may begin the other.
+    fn same_partition(a: &str, b: &str) -> bool {
+        a == b || may_start_with(a, literal_prefix(b)) && may_start_with(b, literal_prefix(a))
+    }
+
+    #[test]
+    fn no_sort_key_prefix_is_shared_within_a_partition() {
+        let kinds = all();
+        for index in INDEXES {
+            for (i, a) in kinds.iter().enumerate() {
+                for b in &kinds[i + 1..] {
+                    let (Some(pa), Some(pb)) = (a.pattern(index), b.pattern(index)) else { continue };
+                    if !same_partition(pa.pk, pb.pk) {
+                        continue;
+                    }
+                    let (la, lb) = (literal_prefix(pa.sk), literal_prefix(pb.sk));
+                    assert!(
+                        !(lb.starts_with(la) || la.starts_with(lb)),
+                        "{index:?}: `{}` ({}) and `{}` ({}) share partition `{}` and a sort-key prefix",
+                        pa.sk,
+                        a.name,
+                        pb.sk,
+                        b.name,
+                        pa.pk
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_list_reads_exactly_one_kind() {
+        let kinds = all();
+        for l in LISTS {
+            let p = l.kind.pattern(l.index).expect("list's kind has the index");
+            let prefix = literal_prefix(p.sk);
+            let matching: Vec<&str> = kinds
+                .iter()
+                .filter(|k| k.pattern(l.index).is_some_and(|q| same_partition(q.pk, p.pk) && may_start_with(q.sk, prefix)))
+                .map(|k| k.name)
+                .collect();
+            assert_eq!(matching, vec![l.kind.name], "list on {:?} `{}` / `{prefix}…` reads {matching:?}", l.index, p.pk);
+        }
+    }
+
+    #[test]
+    fn the_old_email_collision_would_fail() {
+        let claim = Kind::on("old claim", WORKSPACE_PK, "EMAIL#<address>", "");
+        let (a, b) = (literal_prefix(claim.table.sk), literal_prefix(EMAIL.table.sk));
+        assert!(a.starts_with(b) || b.starts_with(a), "the test's rule catches the EMAIL# pair");
+        assert!(may_start_with(claim.table.sk, literal_prefix(EMAIL.table.sk)));
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<&str> = all().iter().map(|k| k.name).collect();
+        names.sort();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(n, names.len());
+    }
+
+    #[test]
+    fn data_model_doc_matches_the_registry() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/data-model.md")).expect("docs/data-model.md");
+        assert!(
+            doc.contains(&markdown_table()),
+            "docs/data-model.md's table differs from domain::keys; run `cargo run -p tools --bin openapi` (it rewrites the table) \
+             or paste:\n{}",
+            markdown_table()
+        );
+    }
+}

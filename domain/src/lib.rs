@@ -1,0 +1,13 @@
+//! The areas' data and rules, below every function crate: models, the key registry, state
+//! transitions, and the operations one area performs on another's data (a contact's
+//! suppression status, unlinking a contact's deals, a workspace's email senders, the webhook
+//! endpoints of a workspace). Function crates depend on this crate and `shared`, never on
+//! each other.
+
+pub mod contacts;
+pub mod deals;
+pub mod emails;
+pub mod keys;
+pub mod posts;
+pub mod webhooks;
+pub mod workspaces;

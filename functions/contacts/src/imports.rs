@@ -1,0 +1,32 @@
+//! Import routes; the job, its chunks and the worker's loop are `domain::contacts::import`.
+
+use domain::contacts::import::{self, CreateImport, ImportJob, RowError};
+use domain::keys;
+use shared::{ApiError, ApiResult, App, Reply, Req};
+
+/// Start an import (class `contact_import`): 202 with the job; follow `GET /contacts/imports/{id}`.
+#[utoipa::path(post, path = "/contacts/imports", tag = "contacts", request_body = CreateImport,
+    responses((status = 202, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_import(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CreateImport = req.json()?;
+    let job = import::start(app, req.ws(), input).await?;
+    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &job))
+}
+
+#[utoipa::path(get, path = "/contacts/imports/{id}", tag = "contacts", params(("id" = String, Path, description = "imp_...")),
+    responses((status = 200, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors))]
+pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {
+    let (job, _, _) = import::load_job(app, req.ws(), req.param("id")).await?.ok_or_else(|| ApiError::not_found("import"))?;
+    Ok(Reply::ok(&job))
+}
+
+/// The rows that failed, in row order.
+#[utoipa::path(get, path = "/contacts/imports/{id}/errors", tag = "contacts",
+    params(("id" = String, Path), ("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = shared::openapi::ListOf<RowError>), shared::openapi::CommonErrors))]
+pub async fn list_import_errors(app: &App, req: Req) -> ApiResult<Reply> {
+    let id = req.param("id");
+    import::load_job(app, req.ws(), id).await?.ok_or_else(|| ApiError::not_found("import"))?;
+    let page = req.page(app, &format!("contacts/imports/{id}/errors"), &[]).await?;
+    shared::http::list_page::<RowError>(app, &page, keys::IMPORT_ERRORS.query(&[req.ws()], &[id], page.after.clone(), page.limit)).await
+}

@@ -1,0 +1,167 @@
+//! Item kinds and their keys. Every item of the table is of one [`Kind`], whose key patterns
+//! (`"CONTACT#<ct id>"`) are the only place its keys are spelled: the builders fill the
+//! placeholders, so the documented pattern and the stored key cannot drift apart.
+//!
+//! This module holds the kinds the shared mechanisms store (authentication look-ups, rate
+//! buckets, idempotency records, the outbox); the areas' kinds and the registry of all of
+//! them, with the tests that keep sort-key prefixes unambiguous, are in `domain::keys`.
+
+/// One access path of a kind: a partition key and a sort key pattern. Text in `<...>` is a
+/// placeholder; everything else is literal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyPattern {
+    pub pk: &'static str,
+    pub sk: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Index {
+    Table,
+    Gsi1,
+    Gsi2,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    /// Singular, as in docs/data-model.md (`contact`, `email claim`).
+    pub name: &'static str,
+    pub table: KeyPattern,
+    pub gsi1: Option<KeyPattern>,
+    pub gsi2: Option<KeyPattern>,
+    pub notes: &'static str,
+}
+
+impl Kind {
+    pub const fn on(name: &'static str, pk: &'static str, sk: &'static str, notes: &'static str) -> Self {
+        Self { name, table: KeyPattern { pk, sk }, gsi1: None, gsi2: None, notes }
+    }
+    pub const fn gsi1(mut self, pk: &'static str, sk: &'static str) -> Self {
+        self.gsi1 = Some(KeyPattern { pk, sk });
+        self
+    }
+    pub const fn gsi2(mut self, pk: &'static str, sk: &'static str) -> Self {
+        self.gsi2 = Some(KeyPattern { pk, sk });
+        self
+    }
+    pub fn pattern(&self, index: Index) -> Option<KeyPattern> {
+        match index {
+            Index::Table => Some(self.table),
+            Index::Gsi1 => self.gsi1,
+            Index::Gsi2 => self.gsi2,
+        }
+    }
+    pub fn pk(&self, parts: &[&str]) -> String {
+        fill(self.table.pk, parts)
+    }
+    pub fn sk(&self, parts: &[&str]) -> String {
+        fill(self.table.sk, parts)
+    }
+    /// The sort-key prefix of a list query: the pattern up to the placeholder after `parts`
+    /// (`ACT#<ct id>#<act id>` with `["ct_1"]` is `ACT#ct_1#`).
+    pub fn sk_prefix(&self, parts: &[&str]) -> String {
+        prefix(self.table.sk, parts)
+    }
+    pub fn gsi1_pk(&self, parts: &[&str]) -> String {
+        fill(self.gsi1.expect("kind has a gsi1 key").pk, parts)
+    }
+    pub fn gsi1_sk(&self, parts: &[&str]) -> String {
+        fill(self.gsi1.expect("kind has a gsi1 key").sk, parts)
+    }
+    pub fn gsi1_prefix(&self, parts: &[&str]) -> String {
+        prefix(self.gsi1.expect("kind has a gsi1 key").sk, parts)
+    }
+    pub fn gsi2_pk(&self, parts: &[&str]) -> String {
+        fill(self.gsi2.expect("kind has a gsi2 key").pk, parts)
+    }
+    pub fn gsi2_sk(&self, parts: &[&str]) -> String {
+        fill(self.gsi2.expect("kind has a gsi2 key").sk, parts)
+    }
+    pub fn gsi2_prefix(&self, parts: &[&str]) -> String {
+        prefix(self.gsi2.expect("kind has a gsi2 key").sk, parts)
+    }
+}
+
+/// The literal text before a pattern's first placeholder.
+pub fn literal_prefix(pattern: &str) -> &str {
+    pattern.split('<').next().unwrap_or_default()
+}
+
+/// How many placeholders a pattern has.
+pub fn placeholders(pattern: &str) -> usize {
+    pattern.matches('<').count()
+}
+
+/// Replace the placeholders in order. A missing part is a bug in the caller (panics in debug
+/// builds, leaves the placeholder empty in release).
+pub fn fill(pattern: &str, parts: &[&str]) -> String {
+    debug_assert_eq!(placeholders(pattern), parts.len(), "parts for {pattern}");
+    let mut out = String::with_capacity(pattern.len() + parts.iter().map(|p| p.len()).sum::<usize>());
+    let mut rest = pattern;
+    let mut parts = parts.iter();
+    while let Some(i) = rest.find('<') {
+        out.push_str(&rest[..i]);
+        out.push_str(parts.next().copied().unwrap_or_default());
+        rest = rest[i..].split_once('>').map_or("", |(_, r)| r);
+    }
+    out.push_str(rest);
+    out
+}
+
+fn prefix(pattern: &str, parts: &[&str]) -> String {
+    debug_assert!(parts.len() < placeholders(pattern).max(1), "a prefix leaves a placeholder open: {pattern}");
+    let mut out = String::new();
+    let mut rest = pattern;
+    for p in parts {
+        let Some(i) = rest.find('<') else { break };
+        out.push_str(&rest[..i]);
+        out.push_str(p);
+        rest = rest[i..].split_once('>').map_or("", |(_, r)| r);
+    }
+    out.push_str(literal_prefix(rest));
+    out
+}
+
+// ---------- the kinds the shared mechanisms store ----------
+
+/// The workspace partition every area object lives in.
+pub const WORKSPACE_PK: &str = "WS#<ws>";
+
+pub fn ws_pk(workspace_id: &str) -> String {
+    fill(WORKSPACE_PK, &[workspace_id])
+}
+
+pub const API_KEY: Kind = Kind::on(
+    "API key (listing)",
+    WORKSPACE_PK,
+    "APIKEY#<key id>",
+    "name, prefix, scopes, `hash`, `last_used_at` (lazy, ≤ 1 write/key/hour/container)",
+);
+pub const API_KEY_LOOKUP: Kind =
+    Kind::on("API key (look-up)", "APIKEY#<sha256>", "APIKEY", "workspace, key id, scopes, `revoked`; authentication is one GetItem");
+pub const MEMBER: Kind =
+    Kind::on("member", WORKSPACE_PK, "MEMBER#<subject>", "role; GSI1 lists a subject's workspaces").gsi1("MEMBERSHIP#<subject>", "<ws>");
+pub const RATE_BUCKET: Kind = Kind::on("rate-limit bucket", "RL#<ws or SUB#subject>#<class>", "RL", "GCRA `tat` (epoch ms)");
+pub const IDEMPOTENCY: Kind =
+    Kind::on("idempotency record", WORKSPACE_PK, "IDEM#<sha256(key)>", "state, fingerprint, lease, stored response; 24 h TTL");
+pub const OUTBOX_EVENT: Kind =
+    Kind::on("outbox event", "OUTBOX#<0..7>", "<event id>", "the event body; deleted by the consumer, re-sent by the sweep; 7 d TTL");
+
+/// The kinds of this crate, for the registry in `domain::keys`.
+pub const SHARED_KINDS: &[Kind] = &[API_KEY, API_KEY_LOOKUP, MEMBER, RATE_BUCKET, IDEMPOTENCY, OUTBOX_EVENT];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_and_prefix() {
+        let k = Kind::on("x", WORKSPACE_PK, "ACT#<ct id>#<act id>", "");
+        assert_eq!(k.pk(&["ws_1"]), "WS#ws_1");
+        assert_eq!(k.sk(&["ct_1", "act_2"]), "ACT#ct_1#act_2");
+        assert_eq!(k.sk_prefix(&[]), "ACT#");
+        assert_eq!(k.sk_prefix(&["ct_1"]), "ACT#ct_1#");
+        assert_eq!(fill("APIKEY", &[]), "APIKEY");
+        assert_eq!(literal_prefix("<event id>"), "");
+        assert_eq!(placeholders(RATE_BUCKET.table.pk), 2);
+    }
+}
