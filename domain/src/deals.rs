@@ -12,6 +12,8 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
+shared::prefixed_id!(DealId, "deal", "deal");
+
 pub const MAX_VALUE: i64 = 1_000_000_000_000_000;
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]

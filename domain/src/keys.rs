@@ -137,7 +137,19 @@ impl List {
     }
     /// A query spec on this list's index.
     pub fn query(&self, pk_parts: &[&str], sk_parts: &[&str], after: Option<String>, limit: usize) -> shared::store::QuerySpec<'static> {
-        let spec = shared::store::QuerySpec::new(self.pk(pk_parts), self.prefix(sk_parts), after, limit);
+        self.query_partial(pk_parts, sk_parts, "", after, limit)
+    }
+    /// A query whose prefix also holds the start of the next placeholder's value (a search
+    /// term's prefix: `CSEARCH#` + `lov` finds `CSEARCH#lovelace#ct_1`).
+    pub fn query_partial(
+        &self,
+        pk_parts: &[&str],
+        sk_parts: &[&str],
+        partial: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> shared::store::QuerySpec<'static> {
+        let spec = shared::store::QuerySpec::new(self.pk(pk_parts), format!("{}{partial}", self.prefix(sk_parts)), after, limit);
         match self.index {
             Index::Table => spec,
             Index::Gsi1 => spec.on_gsi1(),

@@ -10,6 +10,9 @@ use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
+shared::prefixed_id!(PostId, "post", "post");
+shared::prefixed_id!(ChannelId, "ch", "channel");
+
 pub const MAX_CONTENT_CHARS: usize = 10_000;
 pub const MAX_CHANNELS: usize = 20;
 pub const MAX_MEDIA: usize = 10;

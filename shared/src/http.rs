@@ -42,6 +42,22 @@ impl Req {
     pub fn param(&self, name: &str) -> &str {
         self.params.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str()).unwrap_or_default()
     }
+    /// A typed id from the path: a malformed one is 404 (no object can have it), as a
+    /// well-formed id of another workspace is.
+    pub fn path_id<T: crate::ids::PrefixedId>(&self, name: &str) -> ApiResult<T> {
+        T::parse(self.param(name)).ok_or_else(|| ApiError::not_found(T::OBJECT))
+    }
+    /// The query string as a struct (`serde_urlencoded`): unknown parameters are ignored, a
+    /// value of the wrong shape is 400 naming the parameter.
+    pub fn query_as<T: DeserializeOwned>(&self) -> ApiResult<T> {
+        let pairs = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&self.query).finish();
+        let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(pairs.as_bytes()));
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let field = if field == "." { "query".to_string() } else { field };
+            ApiError::validation(&field, e.inner().to_string())
+        })
+    }
     pub fn query(&self, name: &str) -> Option<&str> {
         self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }

@@ -17,6 +17,54 @@ pub fn is_valid(prefix: &str, id: &str) -> bool {
     id.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('_')).is_some_and(|u| u.len() == 26 && Ulid::from_string(u).is_ok())
 }
 
+/// An id type of one kind (`PostId`): parsing checks the prefix and the ULID, so a handler
+/// holding one never sends garbage to DynamoDB. Declare with [`crate::prefixed_id!`].
+pub trait PrefixedId: Sized {
+    /// `post`, as in `post_01J...`.
+    const PREFIX: &'static str;
+    /// What a 404 calls it (`post`).
+    const OBJECT: &'static str;
+    fn new_unchecked(id: String) -> Self;
+    fn as_str(&self) -> &str;
+    /// Some when `id` is a well-formed id of this kind.
+    fn parse(id: &str) -> Option<Self> {
+        is_valid(Self::PREFIX, id).then(|| Self::new_unchecked(id.to_string()))
+    }
+    fn generate() -> Self {
+        Self::new_unchecked(new_id(Self::PREFIX))
+    }
+}
+
+/// `prefixed_id!(PostId, "post", "post")`: a newtype over the id string.
+#[macro_export]
+macro_rules! prefixed_id {
+    ($name:ident, $prefix:literal, $object:literal) => {
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(String);
+        impl $crate::ids::PrefixedId for $name {
+            const PREFIX: &'static str = $prefix;
+            const OBJECT: &'static str = $object;
+            fn new_unchecked(id: String) -> Self {
+                Self(id)
+            }
+            fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+        impl ::std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
 /// Current time as RFC 3339 UTC with second precision, the contract's time format.
 pub fn now_rfc3339() -> String {
     format_time(chrono::Utc::now())

@@ -22,6 +22,7 @@ pub mod sqs;
 pub mod store;
 pub mod telemetry;
 pub mod validate;
+pub mod worker;
 
 pub use app::App;
 pub use error::{ApiError, ApiResult};

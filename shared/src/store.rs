@@ -393,7 +393,6 @@ pub async fn query_page(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiEr
             .table_name(&app.cfg.table)
             .set_index_name(spec.index.map(String::from))
             .expression_attribute_names("#pk", spec.pk_attr)
-            .expression_attribute_names("#sk", spec.sk_attr)
             .expression_attribute_values(":pk", s(&spec.pk))
             .limit((spec.limit + 1 - items.len()).max(if spec.filter.is_some() { 100 } else { 1 }) as i32)
             .consistent_read(spec.index.is_none())
@@ -402,11 +401,16 @@ pub async fn query_page(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiEr
         q = match &after {
             // `sk > after` (or `<` when descending) may run past the prefix; those items are cut
             // below, and since keys are sorted the first one outside the prefix ends the list.
-            Some(a) => q.key_condition_expression(after_cond).expression_attribute_values(":after", s(a)),
-            // An empty prefix is the whole partition (DynamoDB refuses an empty key value).
+            Some(a) => q
+                .key_condition_expression(after_cond)
+                .expression_attribute_names("#sk", spec.sk_attr)
+                .expression_attribute_values(":after", s(a)),
+            // An empty prefix is the whole partition (DynamoDB refuses an empty key value and
+            // an unused attribute name).
             None if spec.prefix.is_empty() => q.key_condition_expression("#pk = :pk"),
             None => q
                 .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#sk", spec.sk_attr)
                 .expression_attribute_values(":prefix", s(&spec.prefix)),
         };
         if let Some((expr, vals)) = &spec.filter {

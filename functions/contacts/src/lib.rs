@@ -120,7 +120,7 @@ async fn search(
     created_after: Option<chrono::DateTime<chrono::Utc>>,
 ) -> ApiResult<Reply> {
     let term = q.replace('#', "");
-    let out = store::query_page(app, keys::CONTACT_SEARCHES.query(&[ws], &[&term], page.after.clone(), page.limit)).await?;
+    let out = store::query_page(app, keys::CONTACT_SEARCHES.query_partial(&[ws], &[], &term, page.after.clone(), page.limit)).await?;
     let entries: Vec<(String, String)> = out
         .items
         .iter()

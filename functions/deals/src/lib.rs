@@ -37,11 +37,8 @@ fn no_contact() -> ApiError {
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Deal, i64)> {
-    let id = req.param("id");
-    if !shared::ids::is_valid("deal", id) {
-        return Err(ApiError::not_found("deal"));
-    }
-    store::get_object(app, req.ws(), &sk(id)).await?.ok_or_else(|| ApiError::not_found("deal"))
+    let id: DealId = req.path_id("id")?;
+    store::get_object(app, req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("deal"))
 }
 
 #[derive(Deserialize, ToSchema)]

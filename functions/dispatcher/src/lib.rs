@@ -22,14 +22,7 @@ pub struct Dispatcher {
 
 pub use shared::sqs::{BatchResponse, ItemFailure, SqsEvent, SqsMessage};
 
-/// What became of one message.
-#[derive(Debug, PartialEq)]
-pub enum Outcome {
-    /// Finished with (delete it).
-    Done,
-    /// Keep it, hidden for this many seconds (a retry, or not due yet).
-    Later(u64),
-}
+pub use shared::worker::{Outcome, WorkError};
 
 impl Dispatcher {
     pub fn new(app: App) -> Result<Self, String> {

@@ -12,24 +12,20 @@ use crate::Sender;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
 use domain::emails::compose;
 use domain::emails::{self as model, Email, EmailStatus, SendError, SendJob, Stored};
+use shared::ApiResult;
 use shared::events::Event;
 use shared::store::{self, Tx, TxError, n, s, ws_pk};
-use shared::{ApiError, ApiResult};
 
 /// Longer than the sender's Lambda timeout (60 s): a live invocation never loses its claim.
 pub const CLAIM_SECS: i64 = 90;
 /// Emails of one job sent at once.
 const CONCURRENCY: usize = 10;
 
-pub enum Outcome {
-    Done,
-    /// Look again in this many seconds (not due yet, claimed elsewhere, or a transient failure).
-    Later(i64),
-}
+pub use shared::worker::{Outcome, WorkError};
 
 /// Every email of the job; the ones to look at again go back to the queue as a new job with
 /// their delay, so the finished ones are not processed twice.
-pub async fn run_job(sd: &Sender, job: &SendJob) -> ApiResult<()> {
+pub async fn run_job(sd: &Sender, job: &SendJob) -> Result<(), WorkError> {
     let ws = job.workspace_id.as_str();
     let mut later: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
     let mut failed = None;
@@ -38,10 +34,12 @@ pub async fn run_job(sd: &Sender, job: &SendJob) -> ApiResult<()> {
         for (id, r) in chunk.iter().zip(results) {
             match r {
                 Ok(Outcome::Done) => {}
-                Ok(Outcome::Later(secs)) => later.entry(secs.clamp(1, 900)).or_default().push(id.clone()),
+                Ok(Outcome::Later(secs)) => later.entry(secs.clamp(1, 900) as i64).or_default().push(id.clone()),
+                // Changed meanwhile (claimed by another copy, or cancelled): look again shortly.
+                Err(WorkError::Stale) => later.entry(WorkError::Stale.retry_after_secs() as i64).or_default().push(id.clone()),
                 Err(e) => {
                     tracing::warn!(email_id = %id, error = %e, "send failed; retrying later");
-                    later.entry(30).or_default().push(id.clone());
+                    later.entry(e.retry_after_secs() as i64).or_default().push(id.clone());
                     failed = Some(e);
                 }
             }
@@ -50,7 +48,7 @@ pub async fn run_job(sd: &Sender, job: &SendJob) -> ApiResult<()> {
     for (delay, ids) in later {
         if !model::enqueue(&sd.app, ws, &ids, delay).await {
             // Keep the original message: it comes back whole and finished emails drop quickly.
-            return Err(failed.unwrap_or_else(|| ApiError::unavailable("emails queue")));
+            return Err(failed.unwrap_or_else(|| WorkError::Retry("the emails queue is unavailable".into())));
         }
     }
     Ok(())
@@ -67,7 +65,7 @@ enum SesFailure {
     Transient(String),
 }
 
-pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> ApiResult<Outcome> {
+pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> Result<Outcome, WorkError> {
     let app = &sd.app;
     let Some(stored) = model::load(app, ws, id).await? else { return Ok(Outcome::Done) };
     let (now_s, now_secs) = now();
@@ -76,10 +74,10 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> ApiResult<Outcome> {
         return Ok(Outcome::Done);
     }
     if e.status == EmailStatus::Scheduled && e.due_ms() > chrono::Utc::now().timestamp_millis() + 500 {
-        return Ok(Outcome::Later((e.due_ms() / 1000 - now_secs).max(1)));
+        return Ok(Outcome::Later((e.due_ms() / 1000 - now_secs).max(1) as u64));
     }
     if stored.claimed(now_secs) {
-        return Ok(Outcome::Later(stored.claim_until - now_secs + 1));
+        return Ok(Outcome::Later((stored.claim_until - now_secs + 1).max(1) as u64));
     }
 
     // Claim.
@@ -96,13 +94,8 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> ApiResult<Outcome> {
     if was_scheduled {
         tx = with_activity(app, ws, &claimed, tx.event(app, Event::new(ws, "email.queued", &claimed)))?;
     }
-    match tx.commit(app).await {
-        Ok(()) => {}
-        // Changed meanwhile (claimed by another copy, or cancelled): look again shortly.
-        Err(TxError::Condition(_)) => return Ok(Outcome::Later(2)),
-        Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict => return Ok(Outcome::Later(2)),
-        Err(TxError::Api(e)) => return Err(e),
-    }
+    // A lost race (another copy claimed it, or it was cancelled) is `WorkError::Stale`.
+    tx.commit(app).await?;
     let held = Stored { email: claimed, version: stored.version + 1, claim_token: Some(token), claim_until: now_secs + CLAIM_SECS };
 
     // Contacts may have unsubscribed, bounced or complained since the email was accepted.
@@ -155,7 +148,7 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> ApiResult<Outcome> {
             // Give the claim back so the next try can take it.
             email.error = Some(SendError { code: "retrying".into(), message: msg });
             Tx::new().replace(app, model::record(ws, &email)?, held.version).commit(app).await.map_err(TxError::stale)?;
-            Ok(Outcome::Later(30 * i64::from(email.attempts)))
+            Ok(Outcome::Later(30 * u64::from(email.attempts)))
         }
     }
 }

@@ -23,11 +23,8 @@ shared::area! {
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
-    let id = req.param("id");
-    if !shared::ids::is_valid("post", id) {
-        return Err(ApiError::not_found("post"));
-    }
-    store::get_object(app, req.ws(), &sk(id)).await?.ok_or_else(|| ApiError::not_found("post"))
+    let id: PostId = req.path_id("id")?;
+    store::get_object(app, req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("post"))
 }
 
 async fn save(app: &App, ws: &str, post: &Post, version: i64, event: &str) -> ApiResult<()> {
@@ -108,16 +105,9 @@ pub async fn get_post(app: &App, req: Req) -> ApiResult<Reply> {
         ("status" = Option<PostStatus>, Query), ("channel_id" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Post>), shared::openapi::CommonErrors))]
 pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
-    let status = req.query("status");
-    let channel = req.query("channel_id");
-    let mut errs = Errors::new();
-    if status.is_some_and(|s| PostStatus::parse(s).is_none()) {
-        errs.add("status", "must be one of draft, scheduled, publishing, published, partially_failed, failed");
-    }
-    if channel.is_some_and(|c| !shared::ids::is_valid("ch", c)) {
-        errs.add("channel_id", "must be a channel id (ch_...)");
-    }
-    errs.finish()?;
+    let q: ListPosts = req.query_as()?;
+    let status = q.status.map(PostStatus::as_str);
+    let channel = q.channel_id.as_deref();
     let page = req.page(app, "posts", &[("status", status), ("channel_id", channel)]).await?;
     let mut spec = match status {
         Some(st) => keys::POSTS_BY_STATUS.query(&[req.ws(), st], &[], page.after.clone(), page.limit),
@@ -127,6 +117,14 @@ pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
         spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", s(c))]);
     }
     shared::http::list_page::<Post>(app, &page, spec).await
+}
+
+/// The filters of `GET /posts` (`limit` and `cursor` are the page's).
+#[derive(Deserialize)]
+struct ListPosts {
+    status: Option<PostStatus>,
+    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    channel_id: Option<ChannelId>,
 }
 
 #[derive(Deserialize, ToSchema, Default)]

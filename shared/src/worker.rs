@@ -1,0 +1,79 @@
+//! What a queue consumer's step ends in. `ApiError` is the HTTP boundary's type; workers
+//! decide what to do with a message on these instead of on HTTP status codes.
+
+use crate::error::{ApiError, ErrorCode};
+use crate::store::TxError;
+
+/// What became of one message (or one item of it).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Finished with: delete it.
+    Done,
+    /// Look again in this many seconds (not due yet, held by another copy, or a retry).
+    Later(u64),
+}
+
+#[derive(Debug)]
+pub enum WorkError {
+    /// The item changed since it was read (a concurrent copy of the message, a cancel): read
+    /// it again shortly; nothing was done.
+    Stale,
+    /// A dependency failed (throttling, network, a queue): keep the message and try later.
+    Retry(String),
+    /// A bug or corrupt data: retrying cannot help; the message goes on to its dead-letter
+    /// queue after its receives, for a human.
+    Fatal(String),
+}
+
+impl WorkError {
+    /// How soon another try makes sense.
+    pub fn retry_after_secs(&self) -> u64 {
+        match self {
+            Self::Stale => 2,
+            Self::Retry(_) | Self::Fatal(_) => 30,
+        }
+    }
+}
+
+impl std::fmt::Display for WorkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stale => f.write_str("stale: the item changed concurrently"),
+            Self::Retry(m) => write!(f, "retry: {m}"),
+            Self::Fatal(m) => write!(f, "fatal: {m}"),
+        }
+    }
+}
+
+impl From<ApiError> for WorkError {
+    fn from(e: ApiError) -> Self {
+        match e.code {
+            ErrorCode::Conflict => Self::Stale,
+            ErrorCode::Unavailable | ErrorCode::RateLimited => Self::Retry(e.message),
+            _ => Self::Fatal(e.message),
+        }
+    }
+}
+
+impl From<TxError> for WorkError {
+    fn from(e: TxError) -> Self {
+        match e {
+            TxError::Condition(_) => Self::Stale,
+            TxError::Api(e) => e.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_errors_map_to_what_a_worker_does() {
+        assert!(matches!(WorkError::from(ApiError::conflict("x")), WorkError::Stale));
+        assert!(matches!(WorkError::from(TxError::Condition(1)), WorkError::Stale));
+        assert!(matches!(WorkError::from(ApiError::unavailable("sqs")), WorkError::Retry(_)));
+        assert!(matches!(WorkError::from(ApiError::internal("bug")), WorkError::Fatal(_)));
+        assert_eq!(WorkError::Stale.retry_after_secs(), 2);
+    }
+}

@@ -1,0 +1,102 @@
+//! One workspace that holds data in every area, then every GET route of the contract, lists
+//! and look-ups alike. Items of one area share a partition with every other area's, so a list
+//! that can read another kind's items only fails here (a contact's email claim once made
+//! `GET /emails` answer 500).
+
+use e2e::{CHANNEL_A, Client, harness, in_hours};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value {
+    let r = c.post(path, &body).await;
+    assert_eq!(r.status, status, "POST {path}: {}", r.json);
+    r.json["data"].clone()
+}
+
+#[tokio::test]
+async fn every_get_route_answers_in_a_workspace_with_data_in_every_area() {
+    let h = harness();
+    let (_, key) = h.workspace("every area").await;
+    let c = Client::new(&h.base_bulk, &key);
+
+    // Fill every area, and remember an id per path parameter.
+    let r = c.patch("/workspaces/current", &json!({"email_senders": ["example.com"]})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let post = created(&c, "/posts", json!({"content": "hello", "channel_ids": [CHANNEL_A], "scheduled_at": in_hours(2)}), 201).await;
+    let r = c.post(&format!("/posts/{}/schedule", post["id"].as_str().unwrap()), &json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let contact = created(&c, "/contacts", json!({"email": "zoe@example.org", "first_name": "Zoe"}), 201).await;
+    let ct = contact["id"].as_str().unwrap();
+    created(&c, &format!("/contacts/{ct}/notes"), json!({"body": "met"}), 201).await;
+    let deal = created(&c, "/deals", json!({"title": "Plan", "value": 100, "currency": "EUR", "contact_id": ct}), 201).await;
+    let template = created(&c, "/emails/templates", json!({"slug": "hello", "subject": "Hi {{name}}", "text": "Hi"}), 201).await;
+    let email = created(
+        &c,
+        "/emails",
+        json!({"from": "a@example.com", "to": ["zoe@example.org"], "subject": "Hi", "text": "x", "contact_id": ct}),
+        202,
+    )
+    .await;
+    created(
+        &c,
+        "/emails",
+        json!({"from": "a@example.com", "to": ["zoe@example.org"], "subject": "Later", "text": "x", "scheduled_at": in_hours(3)}),
+        202,
+    )
+    .await;
+    let webhook = created(&c, "/webhooks", json!({"url": "http://127.0.0.1:9/hook"}), 201).await;
+    let import = created(&c, "/contacts/imports", json!({"rows": [{"email": "bob@example.org"}, {"email": "bad"}]}), 202).await;
+    let key_id = created(&c, "/workspaces/current/api-keys", json!({"name": "ci", "scopes": ["read"]}), 201).await["id"].clone();
+    assert!(key_id.is_string());
+
+    let ids: BTreeMap<&str, String> = BTreeMap::from([
+        ("/posts/{id}", post["id"].as_str().unwrap().to_string()),
+        ("/contacts/{id}", ct.to_string()),
+        ("/contacts/imports/{id}", import["id"].as_str().unwrap().to_string()),
+        ("/deals/{id}", deal["id"].as_str().unwrap().to_string()),
+        ("/emails/{id}", email["id"].as_str().unwrap().to_string()),
+        ("/emails/templates/{slug}", template["slug"].as_str().unwrap().to_string()),
+        ("/webhooks/{id}", webhook["id"].as_str().unwrap().to_string()),
+    ]);
+    let fill = |pattern: &str| -> String {
+        let mut path = pattern.to_string();
+        for (prefix, id) in &ids {
+            let param = &prefix[prefix.rfind('/').unwrap()..];
+            if path.starts_with(prefix) {
+                path = path.replacen(param, &format!("/{id}"), 1);
+            }
+        }
+        path
+    };
+
+    let mut checked = 0;
+    for route in tools::gateway::all_routes().iter().filter(|r| r.method == http::Method::GET) {
+        let path = fill(route.path);
+        assert!(!path.contains('{'), "no id for {}", route.path);
+        // Twice: the second call pages with the first page's cursor where there is one.
+        let r = c.get(&format!("{path}{}", if path.contains('?') { "&limit=1" } else { "?limit=1" })).await;
+        assert_eq!(r.status, 200, "GET {path}: {}", r.json);
+        if let Some(items) = r.json["data"].as_array() {
+            let objects: Vec<&str> = items.iter().filter_map(|i| i["object"].as_str()).collect();
+            let mut kinds = objects.clone();
+            kinds.dedup();
+            assert!(kinds.len() <= 1, "GET {path} mixes kinds: {objects:?}");
+            if let Some(cursor) = r.json["next_cursor"].as_str() {
+                let r2 = c.get(&format!("{path}?limit=100&cursor={cursor}")).await;
+                assert_eq!(r2.status, 200, "GET {path} page 2: {}", r2.json);
+                for i in r2.json["data"].as_array().unwrap() {
+                    assert_eq!(i["object"].as_str(), kinds.first().copied(), "GET {path} page 2 reads another kind: {i}");
+                }
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 20, "checked {checked} GET routes");
+
+    // The case that failed: every email of the list is an email.
+    let r = c.get("/emails?limit=100").await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let emails = r.json["data"].as_array().unwrap();
+    assert_eq!(emails.len(), 2, "{}", r.json);
+    assert!(emails.iter().all(|e| e["object"] == "email" && e["id"].as_str().unwrap().starts_with("em_")));
+}
