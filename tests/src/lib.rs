@@ -25,6 +25,9 @@ pub struct Harness {
     pub dynamodb_endpoint: String,
     pub resources: Resources,
     pub config: Config,
+    /// What `.local/dev.env` holds for `base`'s stack, less the demo workspace
+    /// (`tools::DevStack::env`).
+    pub env: Vec<(&'static str, String)>,
 }
 
 static HARNESS: OnceLock<Harness> = OnceLock::new();
@@ -71,6 +74,7 @@ pub fn harness() -> &'static Harness {
                     dynamodb_endpoint: stack.emulators.dynamodb_endpoint.clone(),
                     resources: stack.resources.clone(),
                     config: test_config(stack.config()),
+                    env: stack.env(),
                 }))
                 .ok();
                 // Serve until the test process exits.

@@ -140,6 +140,26 @@ impl DevStack {
     }
 }
 
+/// The OAuth subject `make dev` makes owner of its demo workspace, for
+/// `admin mint-token --subject dev-user`.
+pub const DEV_USER: &str = "dev-user";
+
+/// The demo workspace of `make dev` (and of the README tour's test): a workspace with an API
+/// key, and `DEV_USER` as its owner so that development access tokens reach it. Returns the
+/// workspace id and the key.
+pub async fn demo_workspace(app: &App) -> Result<(String, String), String> {
+    let (ws, key) = workspaces::create_workspace(app, "Demo workspace").await.map_err(|e| e.to_string())?;
+    workspaces::add_member(app, &ws.id, DEV_USER, "owner").await.map_err(|e| e.to_string())?;
+    Ok((ws.id, key))
+}
+
+/// The text of `.local/dev.env`: a stack's environment (`DevStack::env`) and the demo
+/// workspace's `API_KEY` and `WORKSPACE_ID`, one `NAME=value` a line.
+pub fn dev_env_file(stack_env: &[(&str, String)], workspace_id: &str, api_key: &str) -> String {
+    let demo = [("API_KEY", api_key), ("WORKSPACE_ID", workspace_id)];
+    stack_env.iter().map(|(k, v)| (*k, v.as_str())).chain(demo).map(|(k, v)| format!("{k}={v}\n")).collect()
+}
+
 /// The whole contract: shared pieces plus every area's paths, as generated from the code.
 pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     use utoipa::OpenApi;

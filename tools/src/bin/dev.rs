@@ -22,12 +22,7 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    let demo = async {
-        let (ws, key) = workspaces::create_workspace(&stack.app, "Demo workspace").await.map_err(|e| e.to_string())?;
-        workspaces::add_member(&stack.app, &ws.id, "dev-user", "owner").await.map_err(|e| e.to_string())?;
-        Ok::<_, String>((ws, key))
-    };
-    let (ws, key) = match demo.await {
+    let (ws, key) = match tools::demo_workspace(&stack.app).await {
         Ok(v) => v,
         Err(e) => {
             eprintln!("dev: demo workspace: {e}");
@@ -35,12 +30,8 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    let mut env = stack.env();
-    env.push(("API_KEY", key.clone()));
-    env.push(("WORKSPACE_ID", ws.id.clone()));
-    let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
     let env_file = local.join("dev.env");
-    if let Err(e) = std::fs::write(&env_file, text) {
+    if let Err(e) = std::fs::write(&env_file, tools::dev_env_file(&stack.env(), &ws, &key)) {
         eprintln!("dev: cannot write {}: {e}", env_file.display());
     }
     eprintln!(
