@@ -125,15 +125,11 @@ impl List {
     }
     /// The partition to query: the index's partition key filled with `pk_parts`.
     pub fn pk(&self, pk_parts: &[&str]) -> String {
-        fill(self.pattern().pk, pk_parts)
+        self.pattern().pk(pk_parts)
     }
     /// The sort-key prefix, with the first `sk_parts` placeholders filled.
     pub fn prefix(&self, sk_parts: &[&str]) -> String {
-        match self.index {
-            Index::Table => self.kind.sk_prefix(sk_parts),
-            Index::Gsi1 => self.kind.gsi1_prefix(sk_parts),
-            Index::Gsi2 => self.kind.gsi2_prefix(sk_parts),
-        }
+        self.pattern().sk_prefix(sk_parts)
     }
     /// A query spec on this list's index.
     pub fn query(&self, pk_parts: &[&str], sk_parts: &[&str], after: Option<String>, limit: usize) -> shared::store::QuerySpec<'static> {

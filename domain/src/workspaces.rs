@@ -5,7 +5,7 @@
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::Scope;
-use shared::store::{self, ws_pk};
+use shared::store;
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
@@ -74,6 +74,5 @@ pub async fn load(app: &App, ws: &str) -> ApiResult<(Workspace, i64)> {
 
 /// The addresses and domains a workspace may send email from.
 pub async fn email_senders(app: &App, ws: &str) -> ApiResult<Vec<String>> {
-    let item = store::get(app, &ws_pk(ws), WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))?;
-    Ok(store::from_item::<Workspace>(item)?.email_senders)
+    Ok(load(app, ws).await?.0.email_senders)
 }

@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 
 pub const OUTBOX_SHARDS: u32 = 8;
 
+fn outbox_shard_pk(shard: u32) -> String {
+    crate::keys::OUTBOX_EVENT.pk(&[&shard.to_string()])
+}
+
 /// Every event type the platform emits. A new area adds its types here; webhook subscriptions
 /// are validated against this list (exact types, or `<noun>.*` wildcards).
 pub const EVENT_TYPES: &[&str] = &[
@@ -101,8 +105,7 @@ impl Event {
     }
 
     pub fn outbox_pk(event_id: &str) -> String {
-        let shard = event_id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % OUTBOX_SHARDS;
-        crate::keys::OUTBOX_EVENT.pk(&[&shard.to_string()])
+        outbox_shard_pk(event_id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % OUTBOX_SHARDS)
     }
 
     pub fn outbox_item(&self) -> Item {
@@ -188,7 +191,7 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
             .table_name(&app.cfg.table)
             .key_condition_expression("pk = :pk AND sk < :bound")
             .filter_expression("attribute_not_exists(resent_at) OR resent_at < :again")
-            .expression_attribute_values(":pk", s(crate::keys::OUTBOX_EVENT.pk(&[&shard.to_string()])))
+            .expression_attribute_values(":pk", s(outbox_shard_pk(shard)))
             .expression_attribute_values(":bound", s(&bound))
             .expression_attribute_values(":again", n(now - RESEND_EVERY_SECS))
             .limit(per_shard)

@@ -29,6 +29,8 @@ pub struct Req {
     pub method: Method,
     pub params: Vec<(&'static str, String)>,
     pub query: Vec<(String, String)>,
+    /// The raw query string, for [`Req::query_as`].
+    pub query_string: String,
     pub headers: http::HeaderMap,
     pub body: Bytes,
     pub request_id: String,
@@ -50,8 +52,7 @@ impl Req {
     /// The query string as a struct (`serde_urlencoded`): unknown parameters are ignored, a
     /// value of the wrong shape is 400 naming the parameter.
     pub fn query_as<T: DeserializeOwned>(&self) -> ApiResult<T> {
-        let pairs = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&self.query).finish();
-        let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(pairs.as_bytes()));
+        let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(self.query_string.as_bytes()));
         serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
             let field = if field == "." { "query".to_string() } else { field };
@@ -248,7 +249,8 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
     if !body.is_empty() && !is_json(parts.headers.get(http::header::CONTENT_TYPE)) {
         return fail(ApiError::new(ErrorCode::UnsupportedMediaType, "the body must be JSON sent as Content-Type: application/json"));
     }
-    let query: Vec<(String, String)> = url::form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).into_owned().collect();
+    let query_string = parts.uri.query().unwrap_or("").to_string();
+    let query: Vec<(String, String)> = url::form_urlencoded::parse(query_string.as_bytes()).into_owned().collect();
 
     let mut reservation = None;
     let idem_key = parts.headers.get("idempotency-key").map(|v| v.to_str().unwrap_or("\u{7f}").to_string());
@@ -275,8 +277,16 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
         }
     }
 
-    let req =
-        Req { principal, method: parts.method, params: m.params, query, headers: parts.headers, body, request_id: request_id.to_string() };
+    let req = Req {
+        principal,
+        method: parts.method,
+        params: m.params,
+        query,
+        query_string,
+        headers: parts.headers,
+        body,
+        request_id: request_id.to_string(),
+    };
     let result = AssertUnwindSafe((m.route.handler)(app, req)).catch_unwind().await;
     let result = result.unwrap_or_else(|_| Err(ApiError::internal("handler panicked")));
     let (status, body, replay) = match result {

@@ -25,13 +25,9 @@ pub trait PrefixedId: Sized {
     /// What a 404 calls it (`post`).
     const OBJECT: &'static str;
     fn new_unchecked(id: String) -> Self;
-    fn as_str(&self) -> &str;
     /// Some when `id` is a well-formed id of this kind.
     fn parse(id: &str) -> Option<Self> {
         is_valid(Self::PREFIX, id).then(|| Self::new_unchecked(id.to_string()))
-    }
-    fn generate() -> Self {
-        Self::new_unchecked(new_id(Self::PREFIX))
     }
 }
 
@@ -46,9 +42,6 @@ macro_rules! prefixed_id {
             const OBJECT: &'static str = $object;
             fn new_unchecked(id: String) -> Self {
                 Self(id)
-            }
-            fn as_str(&self) -> &str {
-                &self.0
             }
         }
         impl ::std::ops::Deref for $name {

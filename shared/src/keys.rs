@@ -31,6 +31,23 @@ pub struct Kind {
     pub notes: &'static str,
 }
 
+impl KeyPattern {
+    pub fn pk(&self, parts: &[&str]) -> String {
+        fill(self.pk, parts)
+    }
+    pub fn sk(&self, parts: &[&str]) -> String {
+        fill(self.sk, parts)
+    }
+    /// The sort-key prefix of a list query: the pattern up to the placeholder after `parts`
+    /// (`ACT#<ct id>#<act id>` with `["ct_1"]` is `ACT#ct_1#`).
+    pub fn sk_prefix(&self, parts: &[&str]) -> String {
+        debug_assert!(parts.len() < placeholders(self.sk).max(1), "a prefix leaves a placeholder open: {}", self.sk);
+        let (mut out, rest) = fill_first(self.sk, parts, parts.len());
+        out.push_str(literal_prefix(rest));
+        out
+    }
+}
+
 impl Kind {
     pub const fn on(name: &'static str, pk: &'static str, sk: &'static str, notes: &'static str) -> Self {
         Self { name, table: KeyPattern { pk, sk }, gsi1: None, gsi2: None, notes }
@@ -50,34 +67,29 @@ impl Kind {
             Index::Gsi2 => self.gsi2,
         }
     }
+    fn on_index(&self, index: Index) -> KeyPattern {
+        self.pattern(index).unwrap_or_else(|| panic!("{} has no {index:?} key", self.name))
+    }
     pub fn pk(&self, parts: &[&str]) -> String {
-        fill(self.table.pk, parts)
+        self.table.pk(parts)
     }
     pub fn sk(&self, parts: &[&str]) -> String {
-        fill(self.table.sk, parts)
+        self.table.sk(parts)
     }
-    /// The sort-key prefix of a list query: the pattern up to the placeholder after `parts`
-    /// (`ACT#<ct id>#<act id>` with `["ct_1"]` is `ACT#ct_1#`).
     pub fn sk_prefix(&self, parts: &[&str]) -> String {
-        prefix(self.table.sk, parts)
+        self.table.sk_prefix(parts)
     }
     pub fn gsi1_pk(&self, parts: &[&str]) -> String {
-        fill(self.gsi1.expect("kind has a gsi1 key").pk, parts)
+        self.on_index(Index::Gsi1).pk(parts)
     }
     pub fn gsi1_sk(&self, parts: &[&str]) -> String {
-        fill(self.gsi1.expect("kind has a gsi1 key").sk, parts)
-    }
-    pub fn gsi1_prefix(&self, parts: &[&str]) -> String {
-        prefix(self.gsi1.expect("kind has a gsi1 key").sk, parts)
+        self.on_index(Index::Gsi1).sk(parts)
     }
     pub fn gsi2_pk(&self, parts: &[&str]) -> String {
-        fill(self.gsi2.expect("kind has a gsi2 key").pk, parts)
+        self.on_index(Index::Gsi2).pk(parts)
     }
     pub fn gsi2_sk(&self, parts: &[&str]) -> String {
-        fill(self.gsi2.expect("kind has a gsi2 key").sk, parts)
-    }
-    pub fn gsi2_prefix(&self, parts: &[&str]) -> String {
-        prefix(self.gsi2.expect("kind has a gsi2 key").sk, parts)
+        self.on_index(Index::Gsi2).sk(parts)
     }
 }
 
@@ -95,30 +107,23 @@ pub fn placeholders(pattern: &str) -> usize {
 /// builds, leaves the placeholder empty in release).
 pub fn fill(pattern: &str, parts: &[&str]) -> String {
     debug_assert_eq!(placeholders(pattern), parts.len(), "parts for {pattern}");
-    let mut out = String::with_capacity(pattern.len() + parts.iter().map(|p| p.len()).sum::<usize>());
-    let mut rest = pattern;
-    let mut parts = parts.iter();
-    while let Some(i) = rest.find('<') {
-        out.push_str(&rest[..i]);
-        out.push_str(parts.next().copied().unwrap_or_default());
-        rest = rest[i..].split_once('>').map_or("", |(_, r)| r);
-    }
+    let (mut out, rest) = fill_first(pattern, parts, placeholders(pattern));
     out.push_str(rest);
     out
 }
 
-fn prefix(pattern: &str, parts: &[&str]) -> String {
-    debug_assert!(parts.len() < placeholders(pattern).max(1), "a prefix leaves a placeholder open: {pattern}");
-    let mut out = String::new();
+/// The pattern up to and including its `n`-th placeholder, filled from `parts` (missing ones
+/// empty), and the rest of the pattern.
+fn fill_first<'p>(pattern: &'p str, parts: &[&str], n: usize) -> (String, &'p str) {
+    let mut out = String::with_capacity(pattern.len() + parts.iter().map(|p| p.len()).sum::<usize>());
     let mut rest = pattern;
-    for p in parts {
-        let Some(i) = rest.find('<') else { break };
-        out.push_str(&rest[..i]);
-        out.push_str(p);
-        rest = rest[i..].split_once('>').map_or("", |(_, r)| r);
+    for i in 0..n {
+        let Some(at) = rest.find('<') else { break };
+        out.push_str(&rest[..at]);
+        out.push_str(parts.get(i).copied().unwrap_or_default());
+        rest = rest[at..].split_once('>').map_or("", |(_, r)| r);
     }
-    out.push_str(literal_prefix(rest));
-    out
+    (out, rest)
 }
 
 // ---------- the kinds the shared mechanisms store ----------

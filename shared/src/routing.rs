@@ -24,6 +24,11 @@ pub struct Route {
     pub handler: Handler,
 }
 
+/// The rate class of a route that names none: GET reads, everything else writes.
+pub fn default_class(method: &Method) -> Class {
+    if method == Method::GET { Class::Read } else { Class::Write }
+}
+
 impl Route {
     /// The route of a handler annotated with `#[utoipa::path]`: method and path come from the
     /// annotation, the class from the method (GET is `read`, the rest `write`) unless the
@@ -42,7 +47,7 @@ impl Route {
             Some(M::Trace) => Method::TRACE,
             None => panic!("#[utoipa::path] of {} names no method", P::path()),
         };
-        let class = if method == Method::GET { Class::Read } else { Class::Write };
+        let class = default_class(&method);
         Self {
             method,
             path: Box::leak(P::path().into_boxed_str()),
@@ -173,8 +178,7 @@ mod tests {
     }
 
     fn r(method: Method, path: &'static str) -> Route {
-        let class = if method == Method::GET { Class::Read } else { Class::Write };
-        Route { method, path, class, needs_workspace: true, max_body: crate::http::MAX_BODY_BYTES, handler: handle }
+        Route { class: default_class(&method), method, path, needs_workspace: true, max_body: crate::http::MAX_BODY_BYTES, handler: handle }
     }
 
     static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {

@@ -162,15 +162,11 @@ fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>) -> ApiResult<(ApiKey, S
 
 // ---------- routes ----------
 
-async fn load_current(app: &App, ws: &str) -> ApiResult<(Workspace, i64)> {
-    store::get_object(app, ws, WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))
-}
-
 /// The workspace of the calling credential.
 #[utoipa::path(get, path = "/workspaces/current", tag = "workspaces",
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors))]
 pub async fn get_current(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&load_current(app, req.ws()).await?.0))
+    Ok(Reply::ok(&domain::workspaces::load(app, req.ws()).await?.0))
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -229,7 +225,7 @@ fn check_senders(app: &App, errs: &mut Errors, senders: &mut [String]) {
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateWorkspace = req.json()?;
-    let (mut ws, version) = load_current(app, req.ws()).await?;
+    let (mut ws, version) = domain::workspaces::load(app, req.ws()).await?;
     let old_slug = ws.slug.clone();
     let mut errs = Errors::new();
     let mut required =
@@ -286,7 +282,7 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "workspaces", &[]).await?;
     if req.principal.credential != Credential::OAuth {
         // Cursors are honoured (and validated) even though a key has exactly one workspace.
-        let items = if page.after.is_some() { vec![] } else { vec![load_current(app, req.ws()).await?.0] };
+        let items = if page.after.is_some() { vec![] } else { vec![domain::workspaces::load(app, req.ws()).await?.0] };
         return Ok(Reply::list(&items, None));
     }
     let spec = keys::MEMBERSHIPS.query(&[&req.principal.subject], &[], page.after.clone(), page.limit);
