@@ -6,7 +6,8 @@
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
-use shared::store::{self, Record, Tx, TxError, n, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, Record, TxError, n, s, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -246,7 +247,7 @@ pub async fn unlink_contact(app: &App, ws: &str, contact_id: &str) -> ApiResult<
     let mut after = None;
     loop {
         let spec = keys::DEALS_OF_CONTACT.query(&[ws, contact_id], &[], after, 100);
-        let out = store::query_keys_then_get(app, spec).await?;
+        let out = app.db.query_keys_then_get(spec).await?;
         let work = out.items.into_iter().map(|item| async move {
             let mut deal: serde_json::Value = serde_dynamo::from_item(item.clone()).map_err(ApiError::internal)?;
             let now = shared::ids::now_rfc3339();
@@ -254,7 +255,6 @@ pub async fn unlink_contact(app: &App, ws: &str, contact_id: &str) -> ApiResult<
             deal["updated_at"] = serde_json::Value::String(now.clone());
             let sk = store::get_str(&item, "sk").unwrap_or_default().to_string();
             let u = aws_sdk_dynamodb::types::Update::builder()
-                .table_name(&app.cfg.table)
                 .key("pk", s(ws_pk(ws)))
                 .key("sk", s(&sk))
                 .update_expression("SET contact_id = :null, updated_at = :now, version = version + :one REMOVE gsi2pk, gsi2sk")
@@ -262,13 +262,11 @@ pub async fn unlink_contact(app: &App, ws: &str, contact_id: &str) -> ApiResult<
                 .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
                 .expression_attribute_values(":now", s(&now))
                 .expression_attribute_values(":one", n(1))
-                .expression_attribute_values(":cid", s(contact_id))
-                .build()
-                .map_err(ApiError::internal)?;
+                .expression_attribute_values(":cid", s(contact_id));
             if let Some(o) = deal.as_object_mut() {
                 o.retain(|k, _| !matches!(k.as_str(), "pk" | "sk" | "version" | "gsi1pk" | "gsi1sk" | "gsi2pk" | "gsi2sk"));
             }
-            match Tx::new().update(u).event(app, Event::new(ws, "deal.updated", &deal)).commit(app).await {
+            match Tx::new().update(u).event(Event::new(ws, "deal.updated", &deal)).commit(app).await {
                 Ok(()) | Err(TxError::Condition(_)) => Ok(()),
                 Err(TxError::Api(e)) => Err(e),
             }

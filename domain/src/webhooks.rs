@@ -108,7 +108,7 @@ pub async fn new_secret(app: &App, ws: &str, endpoint_id: &str) -> ApiResult<(St
 }
 
 pub async fn load_endpoint(app: &App, ws: &str, id: &str) -> ApiResult<Option<StoredEndpoint>> {
-    match store::get(app, &ws_pk(ws), &endpoint_sk(id)).await? {
+    match app.db.get(&ws_pk(ws), &endpoint_sk(id)).await? {
         Some(item) => Ok(Some(StoredEndpoint::from_item(item)?)),
         None => Ok(None),
     }
@@ -116,7 +116,7 @@ pub async fn load_endpoint(app: &App, ws: &str, id: &str) -> ApiResult<Option<St
 
 /// Every endpoint of a workspace (at most `MAX_ENDPOINTS`, so one Query page).
 pub async fn workspace_endpoints(app: &App, ws: &str) -> ApiResult<Vec<StoredEndpoint>> {
-    let out = store::query_page(app, keys::WEBHOOK_ENDPOINTS.query(&[ws], &[], None, 100)).await?;
+    let out = app.db.query_page(keys::WEBHOOK_ENDPOINTS.query(&[ws], &[], None, 100)).await?;
     out.items.into_iter().map(StoredEndpoint::from_item).collect()
 }
 
@@ -254,9 +254,10 @@ impl StoredDelivery {
     pub async fn save(&mut self, app: &App, ws: &str) -> ApiResult<bool> {
         let rec = self.record(ws, self.version + 1)?;
         let res = app
-            .ddb
+            .db
+            .client
             .put_item()
-            .table_name(&app.cfg.table)
+            .table_name(&app.db.table)
             .set_item(Some(rec.item))
             .condition_expression("attribute_not_exists(pk) OR version = :v")
             .expression_attribute_values(":v", n(self.version))
@@ -293,7 +294,7 @@ impl StoredDelivery {
 }
 
 pub async fn load_delivery(app: &App, ws: &str, endpoint_id: &str, delivery_id: &str) -> ApiResult<Option<StoredDelivery>> {
-    match store::get(app, &ws_pk(ws), &delivery_sk(endpoint_id, delivery_id)).await? {
+    match app.db.get(&ws_pk(ws), &delivery_sk(endpoint_id, delivery_id)).await? {
         Some(item) => Ok(Some(StoredDelivery::from_item(item)?)),
         None => Ok(None),
     }

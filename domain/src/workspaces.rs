@@ -5,7 +5,6 @@
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::Scope;
-use shared::store;
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
@@ -69,7 +68,7 @@ pub struct Member {
 
 /// The workspace item, with its version.
 pub async fn load(app: &App, ws: &str) -> ApiResult<(Workspace, i64)> {
-    store::get_object(app, ws, WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))
+    app.db.get_object(ws, WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))
 }
 
 /// The addresses and domains a workspace may send email from.

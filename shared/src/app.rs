@@ -6,11 +6,12 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::DynamoCallCounter;
 use crate::ratelimit::RateLimiter;
+use crate::store::Db;
 use tokio::sync::OnceCell;
 
 pub struct App {
     pub cfg: Config,
-    pub ddb: aws_sdk_dynamodb::Client,
+    pub db: Db,
     pub sqs: aws_sdk_sqs::Client,
     pub secrets: aws_sdk_secretsmanager::Client,
     pub limiter: RateLimiter,
@@ -70,7 +71,7 @@ impl App {
         let ddb_conf = ddb_conf.build();
         let jwt = cfg.oauth.as_ref().map(JwtVerifier::new).transpose()?;
         Ok(Self {
-            ddb: aws_sdk_dynamodb::Client::from_conf(ddb_conf),
+            db: Db { client: aws_sdk_dynamodb::Client::from_conf(ddb_conf), table: cfg.table.clone() },
             sqs: aws_sdk_sqs::Client::new(sdk),
             secrets: aws_sdk_secretsmanager::Client::new(sdk),
             limiter: RateLimiter::new(cfg.limits.clone()),

@@ -8,11 +8,10 @@
 //!
 //! Handlers only ever see the resulting `Principal`.
 
-use crate::app::App;
 use crate::config::OAuthConfig;
 use crate::error::{ApiError, ErrorCode, ErrorDetail};
 use crate::keys;
-use crate::store::{self, get_str};
+use crate::store::{self, Db, get_str};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use rand::RngExt;
@@ -68,11 +67,7 @@ pub fn generate_api_key() -> String {
 }
 
 pub fn hash_api_key(key: &str) -> String {
-    hex(&Sha256::digest(key.as_bytes()))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::crypto::hex(&Sha256::digest(key.as_bytes()))
 }
 
 fn looks_like_api_key(token: &str) -> bool {
@@ -104,7 +99,12 @@ fn invalid(why: &str) -> ApiError {
 }
 
 /// Resolve the caller. `needs_workspace` is false only for routes that list the caller's workspaces.
-pub async fn authenticate(app: &App, headers: &http::HeaderMap, needs_workspace: bool) -> Result<Principal, ApiError> {
+pub async fn authenticate(
+    db: &Db,
+    jwt: Option<&JwtVerifier>,
+    headers: &http::HeaderMap,
+    needs_workspace: bool,
+) -> Result<Principal, ApiError> {
     let raw = headers
         .get(http::header::AUTHORIZATION)
         .ok_or_else(|| ApiError::unauthorized("Authorization header is missing; send Authorization: Bearer <API key or access token>"))?;
@@ -115,20 +115,19 @@ pub async fn authenticate(app: &App, headers: &http::HeaderMap, needs_workspace:
     }
     let token = token.trim();
     if token.starts_with(API_KEY_PREFIX) {
-        authenticate_key(app, token).await
+        authenticate_key(db, token).await
     } else if token.split('.').count() == 3 {
-        authenticate_token(app, headers, token, needs_workspace).await
+        authenticate_token(db, jwt, headers, token, needs_workspace).await
     } else {
         Err(invalid("the credential is neither an API key nor an access token"))
     }
 }
 
-async fn authenticate_key(app: &App, key: &str) -> Result<Principal, ApiError> {
+async fn authenticate_key(db: &Db, key: &str) -> Result<Principal, ApiError> {
     if !looks_like_api_key(key) {
         return Err(invalid("malformed API key"));
     }
-    let item =
-        store::get(app, &api_key_lookup_pk(&hash_api_key(key)), API_KEY_LOOKUP_SK).await?.ok_or_else(|| invalid("unknown API key"))?;
+    let item = db.get(&api_key_lookup_pk(&hash_api_key(key)), API_KEY_LOOKUP_SK).await?.ok_or_else(|| invalid("unknown API key"))?;
     if item.get("revoked").and_then(|v| v.as_bool().ok()).copied().unwrap_or(false) {
         return Err(ApiError::forbidden("this API key has been revoked"));
     }
@@ -147,8 +146,14 @@ async fn authenticate_key(app: &App, key: &str) -> Result<Principal, ApiError> {
     })
 }
 
-async fn authenticate_token(app: &App, headers: &http::HeaderMap, token: &str, needs_workspace: bool) -> Result<Principal, ApiError> {
-    let verifier = app.jwt.as_ref().ok_or_else(|| invalid("access tokens are not accepted by this deployment"))?;
+async fn authenticate_token(
+    db: &Db,
+    jwt: Option<&JwtVerifier>,
+    headers: &http::HeaderMap,
+    token: &str,
+    needs_workspace: bool,
+) -> Result<Principal, ApiError> {
+    let verifier = jwt.ok_or_else(|| invalid("access tokens are not accepted by this deployment"))?;
     let claims = verifier.verify(token).map_err(|why| invalid(&format!("access token rejected ({why})")))?;
     let token_scopes: Vec<Scope> = match &claims.scope {
         Some(s) => s
@@ -173,7 +178,7 @@ async fn authenticate_token(app: &App, headers: &http::HeaderMap, token: &str, n
     if !crate::ids::is_valid("ws", ws) {
         return Err(not_member());
     }
-    let member = store::get(app, &store::ws_pk(ws), &member_sk(&claims.sub)).await?.ok_or_else(not_member)?;
+    let member = db.get(&store::ws_pk(ws), &member_sk(&claims.sub)).await?.ok_or_else(not_member)?;
     let allowed = role_scopes(get_str(&member, "role").unwrap_or(""));
     let scopes = token_scopes.into_iter().filter(|s| allowed.contains(s)).collect();
     Ok(Principal { workspace_id: Some(ws.to_string()), subject: claims.sub, scopes, credential: Credential::OAuth })
@@ -239,7 +244,7 @@ impl JwtVerifier {
 
 /// `last_used_at` of API keys, tracked lazily: at most one conditional write per key per hour
 /// per container, run concurrently with the rate-limit call so it adds no latency.
-pub async fn touch_last_used(app: &App, principal: &Principal) {
+pub async fn touch_last_used(db: &Db, principal: &Principal) {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static TOUCHED: OnceLock<Mutex<HashMap<String, i64>>> = OnceLock::new();
@@ -253,10 +258,10 @@ pub async fn touch_last_used(app: &App, principal: &Principal) {
         }
         t.insert(key_id.clone(), now);
     }
-    let res = app
-        .ddb
+    let res = db
+        .client
         .update_item()
-        .table_name(&app.cfg.table)
+        .table_name(&db.table)
         .key("pk", store::s(store::ws_pk(ws)))
         .key("sk", store::s(keys::API_KEY.sk(&[key_id])))
         .update_expression("SET last_used_at = :at, last_used_ms = :now")

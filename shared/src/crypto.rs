@@ -10,6 +10,11 @@ use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
 
 const VERSION: &str = "v1:";
 
+/// Lower-case hex of a digest (hashes in keys, fingerprints).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn key(k: &[u8]) -> LessSafeKey {
     LessSafeKey::new(UnboundKey::new(&AES_256_GCM, k).expect("the derived key is 32 bytes"))
 }

@@ -54,7 +54,7 @@ fn filters_hash(filters: &[(&str, Option<&str>)]) -> String {
         h.update(v.unwrap_or("\u{1}").as_bytes());
         h.update([0]);
     }
-    crate::auth::hex(&h.finalize()[..8])
+    crate::crypto::hex(&h.finalize()[..8])
 }
 
 impl PageRequest {

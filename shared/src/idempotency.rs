@@ -4,9 +4,8 @@
 //! round trip: same request and done -> replay; in flight -> 409; different request -> 422.
 //! An in-flight reservation carries a short lease so a crashed container cannot block the key.
 
-use crate::app::App;
 use crate::error::{ApiError, ErrorCode, ErrorDetail};
-use crate::store::{self, Item, get_i64, get_str, n, s};
+use crate::store::{self, Db, Item, get_i64, get_str, n, s};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use sha2::{Digest, Sha256};
@@ -25,8 +24,8 @@ pub struct StoredResponse {
     pub body: Vec<u8>,
 }
 
-pub enum Begin {
-    Proceed(Reservation),
+pub enum Begin<R = Reservation> {
+    Proceed(R),
     Replay(StoredResponse),
 }
 
@@ -46,17 +45,17 @@ pub fn fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> String {
     h.update(path_and_query.as_bytes());
     h.update(b"\n");
     h.update(body);
-    crate::auth::hex(&h.finalize())
+    crate::crypto::hex(&h.finalize())
 }
 
-pub async fn begin(app: &App, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
+pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
     let pk = store::ws_pk(ws);
-    let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::auth::hex(&Sha256::digest(key.as_bytes()))]);
+    let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::crypto::hex(&Sha256::digest(key.as_bytes()))]);
     let now_ms = crate::ids::now_ms();
-    let res = app
-        .ddb
+    let res = db
+        .client
         .put_item()
-        .table_name(&app.cfg.table)
+        .table_name(&db.table)
         .item("pk", s(&pk))
         .item("sk", s(&sk))
         .item("state", s("in_flight"))
@@ -98,10 +97,10 @@ pub async fn begin(app: &App, ws: &str, key: &str, fingerprint: String) -> Resul
 }
 
 /// Store the completed response for replay.
-pub async fn complete(app: &App, r: &Reservation, status: u16, body: &[u8]) -> Result<(), ApiError> {
-    app.ddb
+pub async fn complete(db: &Db, r: &Reservation, status: u16, body: &[u8]) -> Result<(), ApiError> {
+    db.client
         .put_item()
-        .table_name(&app.cfg.table)
+        .table_name(&db.table)
         .item("pk", s(&r.pk))
         .item("sk", s(&r.sk))
         .item("state", s("done"))
@@ -116,8 +115,8 @@ pub async fn complete(app: &App, r: &Reservation, status: u16, body: &[u8]) -> R
 }
 
 /// Forget the reservation (the request failed with a 5xx and may be retried with the same key).
-pub async fn release(app: &App, r: &Reservation) {
-    let res = app.ddb.delete_item().table_name(&app.cfg.table).key("pk", s(&r.pk)).key("sk", s(&r.sk)).send().await;
+pub async fn release(db: &Db, r: &Reservation) {
+    let res = db.client.delete_item().table_name(&db.table).key("pk", s(&r.pk)).key("sk", s(&r.sk)).send().await;
     if let Err(e) = res {
         tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not release idempotency key; its lease will expire");
     }

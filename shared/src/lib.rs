@@ -1,32 +1,55 @@
 //! The project's common crate: every mechanism two areas need lives here once.
+//!
+//! Modules form layers; each uses only modules of its own or a lower layer (checked by
+//! `tools/tests/layout.rs`), so the crate reads bottom-up:
+//!
+//! 1. foundations: `error`, `ids`, `keys`, `crypto`, `validate`, `cursor`, `signing`,
+//!    `metrics`, `telemetry`, `outbound`, `sqs`
+//! 2. data: `store` (the table: [`store::Db`], records, queries, transactions)
+//! 3. `events` (what an event is; its outbox item)
+//! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
+//!    `config`, `auth`, `idempotency`, `ratelimit`
+//! 5. `app`: the per-container state holding the clients and the above
+//! 6. built on `App`: `outbox` (transactions with events, publishing, sweep), `worker`,
+//!    `request` (what handlers receive and return)
+//! 7. serving: `routing`, `http` (the pipeline), `lambda`, `openapi`
 
-pub mod app;
-pub mod auth;
-pub mod config;
+// 1. foundations
 pub mod crypto;
 pub mod cursor;
 pub mod error;
-pub mod events;
-pub mod http;
-pub mod idempotency;
 pub mod ids;
 pub mod keys;
-pub mod lambda;
 pub mod metrics;
-pub mod openapi;
 pub mod outbound;
-pub mod ratelimit;
-pub mod routing;
 pub mod signing;
 pub mod sqs;
-pub mod store;
 pub mod telemetry;
 pub mod validate;
+// 2. data
+pub mod store;
+// 3. events
+pub mod events;
+// 4. request mechanisms
+pub mod auth;
+pub mod config;
+pub mod idempotency;
+pub mod ratelimit;
+// 5. container state
+pub mod app;
+// 6. built on App
+pub mod outbox;
+pub mod request;
 pub mod worker;
+// 7. serving
+pub mod http;
+pub mod lambda;
+pub mod openapi;
+pub mod routing;
 
 pub use app::App;
 pub use error::{ApiError, ApiResult};
-pub use http::{Reply, Req};
+pub use request::{Reply, Req};
 
 /// Used by the `area!` macro so area crates need no extra dependencies.
 pub mod reexports {

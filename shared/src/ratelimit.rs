@@ -148,18 +148,11 @@ impl RateLimiter {
     }
 
     /// Take one token from `scope`'s bucket of `class`.
-    pub async fn acquire(&self, ddb: &aws_sdk_dynamodb::Client, table: &str, scope: &str, class: Class) -> Result<Decision, ApiError> {
-        self.acquire_at(ddb, table, scope, class, crate::ids::now_ms()).await
+    pub async fn acquire(&self, db: &crate::store::Db, scope: &str, class: Class) -> Result<Decision, ApiError> {
+        self.acquire_at(db, scope, class, crate::ids::now_ms()).await
     }
 
-    pub async fn acquire_at(
-        &self,
-        ddb: &aws_sdk_dynamodb::Client,
-        table: &str,
-        scope: &str,
-        class: Class,
-        now: i64,
-    ) -> Result<Decision, ApiError> {
+    pub async fn acquire_at(&self, db: &crate::store::Db, scope: &str, class: Class, now: i64) -> Result<Decision, ApiError> {
         let limit = self.limit(class);
         let (t, cap) = (limit.interval_ms(), limit.capacity_ms());
         let max_tat = now + cap - t;
@@ -174,9 +167,10 @@ impl RateLimiter {
             _ => Branch::Idle,
         };
         for _ in 0..3 {
-            let req = ddb
+            let req = db
+                .client
                 .update_item()
-                .table_name(table)
+                .table_name(&db.table)
                 .key("pk", AttributeValue::S(pk.clone()))
                 .key("sk", AttributeValue::S(crate::keys::RATE_BUCKET.table.sk.into()))
                 .expression_attribute_values(":now", num(now))
@@ -275,11 +269,11 @@ mod tests {
             .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
             .endpoint_url("http://127.0.0.1:9")
             .build();
-        let ddb = aws_sdk_dynamodb::Client::from_conf(conf);
+        let db = crate::store::Db { client: aws_sdk_dynamodb::Client::from_conf(conf), table: "t".into() };
         let rl = RateLimiter::new(Class::defaults());
         let now = 1_000_000;
         rl.remember("RL#ws_x#write", now + 40_000);
-        let d = rl.acquire_at(&ddb, "t", "ws_x", Class::Write, now).await.unwrap();
+        let d = rl.acquire_at(&db, "ws_x", Class::Write, now).await.unwrap();
         assert!(!d.allowed);
         assert_eq!(d.wait_ms, 40_000 - (30_000 - 1_000));
     }

@@ -4,8 +4,8 @@
 
 use crate::app::App;
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::http::{Reply, Req};
 use crate::ratelimit::Class;
+use crate::request::{Reply, Req};
 use futures_util::future::BoxFuture;
 use http::Method;
 
@@ -53,7 +53,7 @@ impl Route {
             path: Box::leak(P::path().into_boxed_str()),
             class,
             needs_workspace: true,
-            max_body: crate::http::MAX_BODY_BYTES,
+            max_body: crate::request::MAX_BODY_BYTES,
             handler,
         }
     }
@@ -87,8 +87,8 @@ macro_rules! area {
                     $crate::reexports::paste::paste! {{
                         fn handle<'a>(
                             app: &'a $crate::App,
-                            req: $crate::http::Req,
-                        ) -> $crate::reexports::BoxFuture<'a, $crate::error::ApiResult<$crate::http::Reply>> {
+                            req: $crate::request::Req,
+                        ) -> $crate::reexports::BoxFuture<'a, $crate::error::ApiResult<$crate::request::Reply>> {
                             Box::pin($handler(app, req))
                         }
                         #[allow(unused_mut)]
@@ -178,7 +178,14 @@ mod tests {
     }
 
     fn r(method: Method, path: &'static str) -> Route {
-        Route { class: default_class(&method), method, path, needs_workspace: true, max_body: crate::http::MAX_BODY_BYTES, handler: handle }
+        Route {
+            class: default_class(&method),
+            method,
+            path,
+            needs_workspace: true,
+            max_body: crate::request::MAX_BODY_BYTES,
+            handler: handle,
+        }
     }
 
     static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {

@@ -7,11 +7,9 @@
 //! - `version`: optimistic concurrency; every update is conditional on the version it read.
 //! - `expires_at`: TTL (epoch seconds). Emulators and AWS expire lazily, so readers check it.
 
-use crate::app::App;
 use crate::error::ApiError;
-use crate::events::Event;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -22,6 +20,14 @@ pub const GSI1: &str = "gsi1";
 pub const GSI2: &str = "gsi2";
 
 pub use crate::keys::ws_pk;
+
+/// The table and the client that reaches it: everything the data layer needs (built once per
+/// container by `App`).
+#[derive(Clone, Debug)]
+pub struct Db {
+    pub client: aws_sdk_dynamodb::Client,
+    pub table: String,
+}
 
 pub fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
@@ -87,239 +93,6 @@ impl Record {
     }
 }
 
-/// Consistent read of one item by its full key; an expired item counts as absent.
-pub async fn get(app: &App, pk: &str, sk: &str) -> Result<Option<Item>, ApiError> {
-    let out = app
-        .ddb
-        .get_item()
-        .table_name(&app.cfg.table)
-        .key("pk", s(pk))
-        .key("sk", s(sk))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(ddb_error)?;
-    Ok(out.item.filter(|i| !is_expired(i)))
-}
-
-pub fn is_expired(item: &Item) -> bool {
-    get_i64(item, "expires_at").is_some_and(|t| t <= chrono::Utc::now().timestamp())
-}
-
-/// Read an object of a workspace, with its version.
-pub async fn get_object<T: DeserializeOwned>(app: &App, ws: &str, sk: &str) -> Result<Option<(T, i64)>, ApiError> {
-    match get(app, &ws_pk(ws), sk).await? {
-        None => Ok(None),
-        Some(item) => {
-            let v = get_i64(&item, "version").unwrap_or(0);
-            Ok(Some((from_item(item)?, v)))
-        }
-    }
-}
-
-/// Several writes and their events, committed atomically (TransactWriteItems), then the
-/// events are sent to the queue. The outbox items keep the events safe if that send fails.
-#[derive(Default)]
-pub struct Tx {
-    items: Vec<TransactWriteItem>,
-    events: Vec<Event>,
-}
-
-/// Which write of the transaction had its condition fail (by the order they were added).
-#[derive(Debug)]
-pub enum TxError {
-    Condition(usize),
-    Api(ApiError),
-}
-
-impl From<ApiError> for TxError {
-    fn from(e: ApiError) -> Self {
-        TxError::Api(e)
-    }
-}
-
-impl Tx {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn push_put(&mut self, table: &str, item: Item, cond: Option<(&str, Vec<(&str, AttributeValue)>)>) {
-        let mut p = Put::builder().table_name(table).set_item(Some(item));
-        if let Some((expr, vals)) = cond {
-            p = p.condition_expression(expr);
-            for (k, v) in vals {
-                p = p.expression_attribute_values(k, v);
-            }
-        }
-        self.items.push(TransactWriteItem::builder().put(p.build().expect("table and item are set")).build());
-    }
-
-    /// Create: fails the condition if the key exists.
-    pub fn create(mut self, app: &App, rec: Record) -> Self {
-        self.push_put(&app.cfg.table, rec.item, Some(("attribute_not_exists(pk)", vec![])));
-        self
-    }
-
-    /// Replace an object read at `version`; the stored version becomes `version + 1`.
-    pub fn replace(mut self, app: &App, rec: Record, version: i64) -> Self {
-        let item = rec.version(version + 1).item;
-        self.push_put(&app.cfg.table, item, Some(("version = :expected_version", vec![(":expected_version", n(version))])));
-        self
-    }
-
-    /// Unconditional put (upsert).
-    pub fn put(mut self, app: &App, item: Item) -> Self {
-        self.push_put(&app.cfg.table, item, None);
-        self
-    }
-
-    pub fn put_if(mut self, app: &App, item: Item, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
-        self.push_put(&app.cfg.table, item, Some((cond, vals)));
-        self
-    }
-
-    /// Delete an object read at `version`.
-    pub fn delete_versioned(self, app: &App, pk: String, sk: String, version: i64) -> Self {
-        self.delete_if(app, pk, sk, "version = :expected_version", vec![(":expected_version", n(version))])
-    }
-
-    pub fn delete_if(mut self, app: &App, pk: String, sk: String, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
-        let mut d = Delete::builder().table_name(&app.cfg.table).key("pk", s(pk)).key("sk", s(sk));
-        if !cond.is_empty() {
-            d = d.condition_expression(cond);
-        }
-        for (k, v) in vals {
-            d = d.expression_attribute_values(k, v);
-        }
-        self.items.push(TransactWriteItem::builder().delete(d.build().expect("key is set")).build());
-        self
-    }
-
-    /// A condition on an item this transaction does not write (e.g. "the contact exists").
-    pub fn check(mut self, app: &App, pk: String, sk: String, cond: &str) -> Self {
-        let c = aws_sdk_dynamodb::types::ConditionCheck::builder()
-            .table_name(&app.cfg.table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .condition_expression(cond)
-            .build()
-            .expect("key and condition are set");
-        self.items.push(TransactWriteItem::builder().condition_check(c).build());
-        self
-    }
-
-    /// How many writes so far (a transaction holds at most 100).
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    pub fn update(mut self, u: Update) -> Self {
-        self.items.push(TransactWriteItem::builder().update(u).build());
-        self
-    }
-
-    pub fn event(mut self, app: &App, ev: Event) -> Self {
-        self.push_put(&app.cfg.table, ev.outbox_item(), None);
-        self.events.push(ev);
-        self
-    }
-
-    pub async fn commit(self, app: &App) -> Result<(), TxError> {
-        let res = app.ddb.transact_write_items().set_transact_items(Some(self.items)).send().await;
-        if let Err(e) = res {
-            use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
-            if let Some(E::TransactionCanceledException(c)) = e.as_service_error()
-                && let Some(i) = c.cancellation_reasons().iter().position(|r| r.code() == Some("ConditionalCheckFailed"))
-            {
-                return Err(TxError::Condition(i));
-            }
-            // A concurrent transaction on the same items: the caller's read is stale.
-            if let Some(E::TransactionCanceledException(c)) = e.as_service_error()
-                && c.cancellation_reasons().iter().any(|r| r.code() == Some("TransactionConflict"))
-            {
-                return Err(TxError::Api(ApiError::conflict("the object was changed concurrently; retry")));
-            }
-            return Err(TxError::Api(ddb_error(e)));
-        }
-        crate::events::publish(app, &self.events).await;
-        Ok(())
-    }
-}
-
-/// Read items by key, in the order of `keys` (a repeated key repeats the item); missing or
-/// expired ones are left out.
-/// Consistent, and retried for unprocessed keys.
-pub async fn batch_get(app: &App, keys: &[(String, String)]) -> Result<Vec<Item>, ApiError> {
-    use aws_sdk_dynamodb::types::KeysAndAttributes;
-    let mut found: HashMap<(String, String), Item> = HashMap::new();
-    // BatchGetItem refuses a repeated key.
-    let mut unique: Vec<(String, String)> = keys.to_vec();
-    unique.sort();
-    unique.dedup();
-    for chunk in unique.chunks(100) {
-        let mut ka = KeysAndAttributes::builder().consistent_read(true);
-        for (pk, sk) in chunk {
-            ka = ka.keys(HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))]));
-        }
-        let mut request = Some(HashMap::from([(app.cfg.table.clone(), ka.build().expect("keys are set"))]));
-        for attempt in 0..5 {
-            let Some(req) = request.take().filter(|r| !r.is_empty()) else { break };
-            if attempt > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
-            }
-            let out = app.ddb.batch_get_item().set_request_items(Some(req)).send().await.map_err(ddb_error)?;
-            for item in out.responses.unwrap_or_default().remove(&app.cfg.table).unwrap_or_default() {
-                let key = (get_str(&item, "pk").unwrap_or_default().to_string(), get_str(&item, "sk").unwrap_or_default().to_string());
-                if !is_expired(&item) {
-                    found.insert(key, item);
-                }
-            }
-            request = out.unprocessed_keys;
-        }
-    }
-    Ok(keys.iter().filter_map(|k| found.get(k).cloned()).collect())
-}
-
-/// Write items unconditionally (BatchWriteItem, 25 per call), retrying unprocessed ones.
-pub async fn batch_put(app: &App, items: Vec<Item>) -> Result<(), ApiError> {
-    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
-    for chunk in items.chunks(25) {
-        let mut pending: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|i| {
-                WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(i.clone())).build().expect("item set")).build()
-            })
-            .collect();
-        for attempt in 0.. {
-            if pending.is_empty() {
-                break;
-            }
-            if attempt >= 6 {
-                return Err(ApiError::unavailable("DynamoDB kept throttling a batch write"));
-            }
-            if attempt > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
-            }
-            let out =
-                app.ddb.batch_write_item().request_items(&app.cfg.table, std::mem::take(&mut pending)).send().await.map_err(ddb_error)?;
-            pending = out.unprocessed_items.and_then(|mut m| m.remove(&app.cfg.table)).unwrap_or_default();
-        }
-    }
-    Ok(())
-}
-
-/// One page of a keys-only index (GSI2) query, then the items themselves (one BatchGetItem).
-pub async fn query_keys_then_get(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiError> {
-    let out = query_page(app, spec).await?;
-    let keys: Vec<(String, String)> =
-        out.items.iter().filter_map(|i| Some((get_str(i, "pk")?.to_string(), get_str(i, "sk")?.to_string()))).collect();
-    Ok(PageOut { items: batch_get(app, &keys).await?, next_after: out.next_after })
-}
-
 /// One page of a Query on `pk_attr = pk`, sort keys starting with `prefix`, strictly after `after`.
 pub struct QuerySpec<'a> {
     pub index: Option<&'static str>,
@@ -380,78 +153,218 @@ impl<'a> QuerySpec<'a> {
     }
 }
 
-/// Reads O(limit) items (plus at most `scan_budget` filtered-out ones): the cost of a page
-/// never grows with the size of the collection.
-pub async fn query_page(app: &App, spec: QuerySpec<'_>) -> Result<PageOut, ApiError> {
-    let mut items: Vec<Item> = Vec::with_capacity(spec.limit + 1);
-    let mut after = spec.after.clone();
-    let mut evaluated = 0usize;
-    loop {
-        let mut q = app
-            .ddb
-            .query()
-            .table_name(&app.cfg.table)
-            .set_index_name(spec.index.map(String::from))
-            .expression_attribute_names("#pk", spec.pk_attr)
-            .expression_attribute_values(":pk", s(&spec.pk))
-            .limit((spec.limit + 1 - items.len()).max(if spec.filter.is_some() { 100 } else { 1 }) as i32)
-            .consistent_read(spec.index.is_none())
-            .scan_index_forward(!spec.descending);
-        let after_cond = if spec.descending { "#pk = :pk AND #sk < :after" } else { "#pk = :pk AND #sk > :after" };
-        q = match &after {
-            // `sk > after` (or `<` when descending) may run past the prefix; those items are cut
-            // below, and since keys are sorted the first one outside the prefix ends the list.
-            Some(a) => q
-                .key_condition_expression(after_cond)
-                .expression_attribute_names("#sk", spec.sk_attr)
-                .expression_attribute_values(":after", s(a)),
-            // An empty prefix is the whole partition (DynamoDB refuses an empty key value and
-            // an unused attribute name).
-            None if spec.prefix.is_empty() => q.key_condition_expression("#pk = :pk"),
-            None => q
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#sk", spec.sk_attr)
-                .expression_attribute_values(":prefix", s(&spec.prefix)),
-        };
-        if let Some((expr, vals)) = &spec.filter {
-            q = q.filter_expression(*expr);
-            for (k, v) in vals {
-                q = q.expression_attribute_values(*k, v.clone());
+/// Which write of a transaction had its condition fail (by the order they were added).
+#[derive(Debug)]
+pub enum TxError {
+    Condition(usize),
+    Api(ApiError),
+}
+
+impl From<ApiError> for TxError {
+    fn from(e: ApiError) -> Self {
+        TxError::Api(e)
+    }
+}
+
+pub fn is_expired(item: &Item) -> bool {
+    get_i64(item, "expires_at").is_some_and(|t| t <= chrono::Utc::now().timestamp())
+}
+
+impl Db {
+    /// Consistent read of one item by its full key; an expired item counts as absent.
+    pub async fn get(&self, pk: &str, sk: &str) -> Result<Option<Item>, ApiError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(ddb_error)?;
+        Ok(out.item.filter(|i| !is_expired(i)))
+    }
+
+    /// Read an object of a workspace, with its version.
+    pub async fn get_object<T: DeserializeOwned>(&self, ws: &str, sk: &str) -> Result<Option<(T, i64)>, ApiError> {
+        match self.get(&ws_pk(ws), sk).await? {
+            None => Ok(None),
+            Some(item) => {
+                let v = get_i64(&item, "version").unwrap_or(0);
+                Ok(Some((from_item(item)?, v)))
             }
         }
-        let out = q.send().await.map_err(ddb_error)?;
-        evaluated += out.scanned_count() as usize;
-        let last_evaluated = out.last_evaluated_key().and_then(|k| k.get(spec.sk_attr)).and_then(|v| v.as_s().ok()).cloned();
-        let mut ended = last_evaluated.is_none();
-        for item in out.items.unwrap_or_default() {
-            let sk = get_str(&item, spec.sk_attr).unwrap_or_default();
-            if !sk.starts_with(&spec.prefix) {
-                ended = true;
-                break;
+    }
+
+    /// Commit prepared writes atomically (TransactWriteItems). A failed condition names the
+    /// write by its position; a conflicting concurrent transaction is a 409.
+    pub async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), TxError> {
+        let res = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
+        if let Err(e) = res {
+            use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
+            if let Some(E::TransactionCanceledException(c)) = e.as_service_error() {
+                if let Some(i) = c.cancellation_reasons().iter().position(|r| r.code() == Some("ConditionalCheckFailed")) {
+                    return Err(TxError::Condition(i));
+                }
+                // A concurrent transaction on the same items: the caller's read is stale.
+                if c.cancellation_reasons().iter().any(|r| r.code() == Some("TransactionConflict")) {
+                    return Err(TxError::Api(ApiError::conflict("the object was changed concurrently; retry")));
+                }
             }
-            if is_expired(&item) {
-                continue;
+            return Err(TxError::Api(ddb_error(e)));
+        }
+        Ok(())
+    }
+
+    /// Read items by key, in the order of `keys` (a repeated key repeats the item); missing or
+    /// expired ones are left out.
+    /// Consistent, and retried for unprocessed keys.
+    pub async fn batch_get(&self, keys: &[(String, String)]) -> Result<Vec<Item>, ApiError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found: HashMap<(String, String), Item> = HashMap::new();
+        // BatchGetItem refuses a repeated key.
+        let mut unique: Vec<(String, String)> = keys.to_vec();
+        unique.sort();
+        unique.dedup();
+        for chunk in unique.chunks(100) {
+            let mut ka = KeysAndAttributes::builder().consistent_read(true);
+            for (pk, sk) in chunk {
+                ka = ka.keys(HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))]));
             }
-            items.push(item);
+            let mut request = Some(HashMap::from([(self.table.clone(), ka.build().expect("keys are set"))]));
+            for attempt in 0..5 {
+                let Some(req) = request.take().filter(|r| !r.is_empty()) else { break };
+                if attempt > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
+                }
+                let out = self.client.batch_get_item().set_request_items(Some(req)).send().await.map_err(ddb_error)?;
+                for item in out.responses.unwrap_or_default().remove(&self.table).unwrap_or_default() {
+                    let key = (get_str(&item, "pk").unwrap_or_default().to_string(), get_str(&item, "sk").unwrap_or_default().to_string());
+                    if !is_expired(&item) {
+                        found.insert(key, item);
+                    }
+                }
+                request = out.unprocessed_keys;
+            }
+        }
+        Ok(keys.iter().filter_map(|k| found.get(k).cloned()).collect())
+    }
+
+    /// Write items unconditionally (BatchWriteItem, 25 per call), retrying unprocessed ones.
+    pub async fn batch_put(&self, items: Vec<Item>) -> Result<(), ApiError> {
+        use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+        for chunk in items.chunks(25) {
+            let mut pending: Vec<WriteRequest> = chunk
+                .iter()
+                .map(|i| {
+                    WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(i.clone())).build().expect("item set")).build()
+                })
+                .collect();
+            for attempt in 0.. {
+                if pending.is_empty() {
+                    break;
+                }
+                if attempt >= 6 {
+                    return Err(ApiError::unavailable("DynamoDB kept throttling a batch write"));
+                }
+                if attempt > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
+                }
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, std::mem::take(&mut pending))
+                    .send()
+                    .await
+                    .map_err(ddb_error)?;
+                pending = out.unprocessed_items.and_then(|mut m| m.remove(&self.table)).unwrap_or_default();
+            }
+        }
+        Ok(())
+    }
+
+    /// One page of a keys-only index (GSI2) query, then the items themselves (one BatchGetItem).
+    pub async fn query_keys_then_get(&self, spec: QuerySpec<'_>) -> Result<PageOut, ApiError> {
+        let out = self.query_page(spec).await?;
+        let keys: Vec<(String, String)> =
+            out.items.iter().filter_map(|i| Some((get_str(i, "pk")?.to_string(), get_str(i, "sk")?.to_string()))).collect();
+        Ok(PageOut { items: self.batch_get(&keys).await?, next_after: out.next_after })
+    }
+
+    /// Reads O(limit) items (plus at most `scan_budget` filtered-out ones): the cost of a page
+    /// never grows with the size of the collection.
+    pub async fn query_page(&self, spec: QuerySpec<'_>) -> Result<PageOut, ApiError> {
+        let mut items: Vec<Item> = Vec::with_capacity(spec.limit + 1);
+        let mut after = spec.after.clone();
+        let mut evaluated = 0usize;
+        loop {
+            let mut q = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .set_index_name(spec.index.map(String::from))
+                .expression_attribute_names("#pk", spec.pk_attr)
+                .expression_attribute_values(":pk", s(&spec.pk))
+                .limit((spec.limit + 1 - items.len()).max(if spec.filter.is_some() { 100 } else { 1 }) as i32)
+                .consistent_read(spec.index.is_none())
+                .scan_index_forward(!spec.descending);
+            let after_cond = if spec.descending { "#pk = :pk AND #sk < :after" } else { "#pk = :pk AND #sk > :after" };
+            q = match &after {
+                // `sk > after` (or `<` when descending) may run past the prefix; those items are cut
+                // below, and since keys are sorted the first one outside the prefix ends the list.
+                Some(a) => q
+                    .key_condition_expression(after_cond)
+                    .expression_attribute_names("#sk", spec.sk_attr)
+                    .expression_attribute_values(":after", s(a)),
+                // An empty prefix is the whole partition (DynamoDB refuses an empty key value and
+                // an unused attribute name).
+                None if spec.prefix.is_empty() => q.key_condition_expression("#pk = :pk"),
+                None => q
+                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                    .expression_attribute_names("#sk", spec.sk_attr)
+                    .expression_attribute_values(":prefix", s(&spec.prefix)),
+            };
+            if let Some((expr, vals)) = &spec.filter {
+                q = q.filter_expression(*expr);
+                for (k, v) in vals {
+                    q = q.expression_attribute_values(*k, v.clone());
+                }
+            }
+            let out = q.send().await.map_err(ddb_error)?;
+            evaluated += out.scanned_count() as usize;
+            let last_evaluated = out.last_evaluated_key().and_then(|k| k.get(spec.sk_attr)).and_then(|v| v.as_s().ok()).cloned();
+            let mut ended = last_evaluated.is_none();
+            for item in out.items.unwrap_or_default() {
+                let sk = get_str(&item, spec.sk_attr).unwrap_or_default();
+                if !sk.starts_with(&spec.prefix) {
+                    ended = true;
+                    break;
+                }
+                if is_expired(&item) {
+                    continue;
+                }
+                items.push(item);
+                if items.len() > spec.limit {
+                    break;
+                }
+            }
             if items.len() > spec.limit {
-                break;
+                items.truncate(spec.limit);
+                let next = items.last().and_then(|i| get_str(i, spec.sk_attr)).map(String::from);
+                return Ok(PageOut { items, next_after: next });
             }
+            if ended {
+                return Ok(PageOut { items, next_after: None });
+            }
+            if let Some(le) = last_evaluated.as_ref().filter(|le| le.starts_with(&spec.prefix))
+                && evaluated >= spec.scan_budget
+            {
+                // Sparse filter: return a short page and a cursor instead of scanning on.
+                return Ok(PageOut { items, next_after: Some(le.clone()) });
+            }
+            after = last_evaluated;
         }
-        if items.len() > spec.limit {
-            items.truncate(spec.limit);
-            let next = items.last().and_then(|i| get_str(i, spec.sk_attr)).map(String::from);
-            return Ok(PageOut { items, next_after: next });
-        }
-        if ended {
-            return Ok(PageOut { items, next_after: None });
-        }
-        if let Some(le) = last_evaluated.as_ref().filter(|le| le.starts_with(&spec.prefix))
-            && evaluated >= spec.scan_budget
-        {
-            // Sparse filter: return a short page and a cursor instead of scanning on.
-            return Ok(PageOut { items, next_after: Some(le.clone()) });
-        }
-        after = last_evaluated;
     }
 }
 

@@ -200,9 +200,10 @@ async fn an_interrupted_import_resumes_without_duplicating_contacts() {
     // A crash after the contacts were written but before any progress was saved: the worker
     // runs the whole job again and finds its own contacts instead of creating new ones.
     let app = h.app().await;
-    app.ddb
+    app.db
+        .client
         .update_item()
-        .table_name(&app.cfg.table)
+        .table_name(&app.db.table)
         .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("WS#{ws}")))
         .key("sk", aws_sdk_dynamodb::types::AttributeValue::S(format!("IMPORT#{id}")))
         .update_expression("SET next_chunk = :z, #pr = :z, #cr = :z, #up = :z, #sk = :z, #fa = :z, #s = :p")

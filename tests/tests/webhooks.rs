@@ -343,7 +343,7 @@ async fn events_written_while_the_queue_is_down_are_delivered_by_the_sweep() {
     let app = h.app().await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let item = shared::store::get(&app, &shared::events::Event::outbox_pk(&ev_id), &ev_id).await.unwrap();
+        let item = app.db.get(&shared::events::Event::outbox_pk(&ev_id), &ev_id).await.unwrap();
         if item.is_none() {
             break;
         }

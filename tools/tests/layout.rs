@@ -1,5 +1,6 @@
 //! The crate graph of architecture.md: function crates depend on `shared` and `domain`, never
 //! on each other; `domain` depends on `shared`, and `shared` on no crate of the workspace.
+//! Inside `shared`, modules form the layers listed in `shared/src/lib.rs`.
 
 fn workspace_deps() -> Vec<(String, String, Vec<String>)> {
     let out = std::process::Command::new(env!("CARGO"))
@@ -43,4 +44,75 @@ fn no_function_crate_depends_on_another() {
             _ => {}
         }
     }
+}
+
+/// The layers of `shared/src/lib.rs`, bottom first.
+const SHARED_LAYERS: &[&[&str]] = &[
+    &["error", "ids", "keys", "crypto", "validate", "cursor", "signing", "metrics", "telemetry", "outbound", "sqs"],
+    &["store"],
+    &["events"],
+    &["config", "auth", "idempotency", "ratelimit"],
+    &["app"],
+    &["outbox", "request", "worker"],
+    &["routing", "http", "lambda", "openapi"],
+];
+
+/// Which modules of `shared` a module's code names (`crate::x`, `$crate::x`; comments aside).
+fn shared_uses(src: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let code: String = src.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+    let src = code.as_str();
+    for (i, _) in src.match_indices("crate::") {
+        let rest = &src[i + "crate::".len()..];
+        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() {
+            out.insert(name);
+        }
+        // `use crate::{a, b::c}`
+        if let Some(group) = rest.strip_prefix('{') {
+            for part in group.split('}').next().unwrap_or("").split(',') {
+                let name: String = part.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if !name.is_empty() {
+                    out.insert(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
+    let dir = tools::localstack::repo_root().join("shared/src");
+    let layer_of = |m: &str| SHARED_LAYERS.iter().position(|l| l.contains(&m));
+    let mut graph: Vec<(String, Vec<String>)> = vec![];
+    for entry in std::fs::read_dir(&dir).expect("shared/src") {
+        let path = entry.expect("entry").path();
+        let module = path.file_stem().expect("name").to_string_lossy().to_string();
+        if module == "lib" {
+            continue;
+        }
+        let own = layer_of(&module).unwrap_or_else(|| panic!("shared/src/{module}.rs is in no layer of SHARED_LAYERS and lib.rs"));
+        let uses: Vec<String> = shared_uses(&std::fs::read_to_string(&path).expect("source"))
+            .into_iter()
+            .filter(|u| *u != module && layer_of(u).is_some())
+            .collect();
+        for u in &uses {
+            let theirs = layer_of(u).expect("filtered");
+            assert!(
+                theirs <= own,
+                "shared::{module} (layer {}) uses shared::{u} (layer {}): a lower layer may not use a higher one",
+                own + 1,
+                theirs + 1
+            );
+        }
+        graph.push((module, uses));
+    }
+    assert!(graph.len() >= 20, "read the modules: {}", graph.len());
+    // Within a layer too: repeatedly remove modules whose uses are all removed; what is left is a cycle.
+    let mut left = graph.clone();
+    while let Some(i) = left.iter().position(|(_, uses)| uses.iter().all(|u| !left.iter().any(|(m, _)| m == u))) {
+        left.remove(i);
+    }
+    assert!(left.is_empty(), "shared modules in a cycle: {:?}", left.iter().map(|(m, _)| m).collect::<Vec<_>>());
 }

@@ -15,8 +15,9 @@ use super::{self as model, Contact, CreateContact, UpdateContact};
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
+use shared::outbox::Tx;
 use shared::sqs::{BatchResponse, SqsEvent};
-use shared::store::{self, Item, Tx, TxError, n, s, ws_pk};
+use shared::store::{self, Item, TxError, n, s, ws_pk};
 
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
@@ -215,10 +216,10 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
             ])
         })
         .collect();
-    store::batch_put(app, items).await?;
+    app.db.batch_put(items).await?;
     let rec =
         store::Record::new(ws_pk(ws), job_sk(&job.id), &job)?.attr("chunks", n(chunks.len() as i64)).attr("next_chunk", n(0)).version(1);
-    Tx::new().create(app, rec).commit(app).await.map_err(TxError::stale)?;
+    Tx::new().create(rec).commit(app).await.map_err(TxError::stale)?;
     let msg = serde_json::json!({"workspace_id": ws, "import_id": job.id}).to_string();
     if let Err(e) = app.sqs.send_message().queue_url(&app.cfg.contact_imports_queue_url).message_body(msg).send().await {
         tracing::error!(import_id = %job.id, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "import not queued");
@@ -232,7 +233,7 @@ pub async fn load_job(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Import
     if !shared::ids::is_valid("imp", id) {
         return Ok(None);
     }
-    let Some(item) = store::get(app, &ws_pk(ws), &job_sk(id)).await? else { return Ok(None) };
+    let Some(item) = app.db.get(&ws_pk(ws), &job_sk(id)).await? else { return Ok(None) };
     let chunks = store::get_i64(&item, "chunks").unwrap_or(0) as usize;
     let next = store::get_i64(&item, "next_chunk").unwrap_or(0) as usize;
     Ok(Some((store::from_item(item)?, chunks, next)))
@@ -283,7 +284,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
         if next >= chunks {
             return finish(app, ws, &job, ImportStatus::Completed, None).await;
         }
-        let Some(item) = store::get(app, &ws_pk(ws), &rows_sk(id, next)).await? else {
+        let Some(item) = app.db.get(&ws_pk(ws), &rows_sk(id, next)).await? else {
             return finish(app, ws, &job, ImportStatus::Failed, Some("the import's rows expired before it ran")).await;
         };
         let rows: Vec<Row> = serde_json::from_str(store::get_str(&item, "rows").unwrap_or("[]")).map_err(ApiError::internal)?;
@@ -295,16 +296,17 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
             n = if i > 0 && errors[i - 1].row == e.row { n + 1 } else { 0 };
             err_items.push(store::Record::new(ws_pk(ws), keys::IMPORT_ERROR.sk(&[id, &format!("{:06}", e.row), &n.to_string()]), e)?.item);
         }
-        store::batch_put(app, err_items).await?;
+        app.db.batch_put(err_items).await?;
         save_progress(app, ws, id, next, rows.len() as u64, counts).await?;
     }
 }
 
 async fn save_progress(app: &App, ws: &str, id: &str, chunk: usize, rows: u64, c: Counts) -> ApiResult<()> {
     let res = app
-        .ddb
+        .db
+        .client
         .update_item()
-        .table_name(&app.cfg.table)
+        .table_name(&app.db.table)
         .key("pk", s(ws_pk(ws)))
         .key("sk", s(job_sk(id)))
         .update_expression(
@@ -342,7 +344,6 @@ async fn finish(app: &App, ws: &str, job: &ImportJob, status: ImportStatus, erro
     let id = job.id.as_str();
     let now = shared::ids::now_rfc3339();
     let u = aws_sdk_dynamodb::types::Update::builder()
-        .table_name(&app.cfg.table)
         .key("pk", s(ws_pk(ws)))
         .key("sk", s(job_sk(id)))
         .update_expression("SET #status = :status, updated_at = :now, completed_at = :now, #error = :error")
@@ -354,14 +355,14 @@ async fn finish(app: &App, ws: &str, job: &ImportJob, status: ImportStatus, erro
         .expression_attribute_values(":queued", s("queued"))
         .expression_attribute_values(":processing", s("processing"))
         .expression_attribute_values(":error", error.map_or(aws_sdk_dynamodb::types::AttributeValue::Null(true), s));
-    let mut tx = Tx::new().update(u.build().map_err(ApiError::internal)?);
+    let mut tx = Tx::new().update(u);
     if status == ImportStatus::Completed {
         // The caller read the job after the last chunk was saved: its counts are final.
         let mut job = job.clone();
         job.status = status;
         job.completed_at = Some(now.clone());
         job.updated_at = now;
-        tx = tx.event(app, Event::new(ws, "contact.import.completed", &job));
+        tx = tx.event(Event::new(ws, "contact.import.completed", &job));
     }
     match tx.commit(app).await {
         Ok(()) | Err(TxError::Condition(_)) => Ok(()),
@@ -476,8 +477,8 @@ async fn create_many(app: &App, ws: &str, contacts: Vec<Contact>) -> ApiResult<(
         items.extend(its);
         events.push(ev);
     }
-    store::batch_put(app, items).await?;
-    shared::events::publish(app, &events).await;
+    app.db.batch_put(items).await?;
+    shared::outbox::publish(app, &events).await;
     Ok((events.len() as u64, taken))
 }
 

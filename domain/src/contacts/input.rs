@@ -3,7 +3,8 @@
 
 use super::{self as model, Contact, ContactStatus, EmailStatus};
 use serde::Deserialize;
-use shared::store::{Tx, TxError};
+use shared::outbox::Tx;
+use shared::store::TxError;
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -74,7 +75,7 @@ impl CreateContact {
 /// is 409 with the holder's id.
 pub async fn commit_create(app: &App, ws: &str, c: &Contact) -> ApiResult<()> {
     for attempt in 0..=CONFLICT_RETRIES {
-        match model::create_tx(app, ws, c, Tx::new())?.commit(app).await {
+        match model::create_tx(ws, c, Tx::new())?.commit(app).await {
             Ok(()) => return Ok(()),
             Err(TxError::Condition(0)) => return Err(model::duplicate(&c.email, model::email_owner(app, ws, &c.email).await?)),
             Err(TxError::Condition(_)) => return Err(ApiError::conflict("the contact was created concurrently")),
@@ -175,7 +176,7 @@ impl UpdateContact {
 
 /// Commit an update; a taken new email is 409 with the holder's id.
 pub async fn commit_update(app: &App, ws: &str, old: &Contact, new: &Contact, version: i64) -> ApiResult<()> {
-    match model::update_tx(app, ws, old, new, version, Tx::new())?.commit(app).await {
+    match model::update_tx(ws, old, new, version, Tx::new())?.commit(app).await {
         Ok(()) => Ok(()),
         // With a new email, write 0 is its claim.
         Err(TxError::Condition(0)) if old.email != new.email => {

@@ -20,7 +20,8 @@ pub use input::*;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
-use shared::store::{self, Item, Record, Tx, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, Item, Record, s, ws_pk};
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -241,21 +242,22 @@ fn side_items(ws: &str, c: &Contact) -> ApiResult<Vec<Item>> {
 
 /// A create: claim, contact, search entries, timeline entry, event. Condition index 0 is the
 /// email claim.
-pub fn create_tx(app: &App, ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
-    let mut tx = tx.put_if(app, claim_item(ws, &c.email, &c.id), "attribute_not_exists(pk)", vec![]).create(app, record(ws, c)?.version(1));
+pub fn create_tx(ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
+    let mut tx = tx.put_if(claim_item(ws, &c.email, &c.id), "attribute_not_exists(pk)", vec![]).create(record(ws, c)?.version(1));
     for item in side_items(ws, c)? {
-        tx = tx.put(app, item);
+        tx = tx.put(item);
     }
-    Ok(tx.event(app, Event::new(ws, "contact.created", c)))
+    Ok(tx.event(Event::new(ws, "contact.created", c)))
 }
 
 /// Bulk create (imports): claim the address with one conditional put; the claim decides who
 /// owns it. Returns the owner when it is another contact.
 pub async fn claim(app: &App, ws: &str, c: &Contact) -> ApiResult<Option<String>> {
     let res = app
-        .ddb
+        .db
+        .client
         .put_item()
-        .table_name(&app.cfg.table)
+        .table_name(&app.db.table)
         .set_item(Some(claim_item(ws, &c.email, &c.id)))
         .condition_expression("attribute_not_exists(pk)")
         .send()
@@ -280,30 +282,31 @@ pub fn bulk_items(ws: &str, c: &Contact) -> ApiResult<(Vec<Item>, Event)> {
 
 /// An update from `old` (read at `version`) to `new`: moves the claim when the email changes
 /// (the new claim's condition is the first write), swaps search entries, records the change.
-pub fn update_tx(app: &App, ws: &str, old: &Contact, new: &Contact, version: i64, tx: Tx) -> ApiResult<Tx> {
+pub fn update_tx(ws: &str, old: &Contact, new: &Contact, version: i64, tx: Tx) -> ApiResult<Tx> {
     let mut tx = tx;
     if old.email != new.email {
-        tx = tx.put_if(app, claim_item(ws, &new.email, &new.id), "attribute_not_exists(pk)", vec![]).delete_if(
-            app,
+        tx = tx.put_if(claim_item(ws, &new.email, &new.id), "attribute_not_exists(pk)", vec![]).delete_if(
             ws_pk(ws),
             email_sk(&old.email),
             "contact_id = :me",
             vec![(":me", s(&old.id))],
         );
     }
-    tx = tx.replace(app, record(ws, new)?, version);
+    tx = tx.replace(record(ws, new)?, version);
     let (before, after) = (search_terms(old), search_terms(new));
     for t in before.iter().filter(|t| !after.contains(t)) {
-        tx = tx.delete_if(app, ws_pk(ws), search_sk(t, &old.id), "", vec![]);
+        tx = tx.delete_if(ws_pk(ws), search_sk(t, &old.id), "", vec![]);
     }
     for t in after.iter().filter(|t| !before.contains(t)) {
-        tx = tx.put(app, search_item(ws, t, &new.id));
+        tx = tx.put(search_item(ws, t, &new.id));
     }
     let changed = changed_fields(old, new);
     let summary = format!("Updated {}", changed.join(", "));
-    Ok(tx
-        .put(app, activity(ws, &new.id, "contact.updated", summary, serde_json::json!({ "changed": changed }))?)
-        .event(app, Event::new(ws, "contact.updated", new)))
+    Ok(tx.put(activity(ws, &new.id, "contact.updated", summary, serde_json::json!({ "changed": changed }))?).event(Event::new(
+        ws,
+        "contact.updated",
+        new,
+    )))
 }
 
 pub fn changed_fields(old: &Contact, new: &Contact) -> Vec<String> {
@@ -314,23 +317,22 @@ pub fn changed_fields(old: &Contact, new: &Contact) -> Vec<String> {
 
 /// A delete: the contact, its claim and search entries (its timeline stays for audits until
 /// an erasure removes it).
-pub fn delete_tx(app: &App, ws: &str, c: &Contact, version: i64) -> Tx {
-    let mut tx = Tx::new().delete_versioned(app, ws_pk(ws), contact_sk(&c.id), version).delete_if(
-        app,
+pub fn delete_tx(ws: &str, c: &Contact, version: i64) -> Tx {
+    let mut tx = Tx::new().delete_versioned(ws_pk(ws), contact_sk(&c.id), version).delete_if(
         ws_pk(ws),
         email_sk(&c.email),
         "contact_id = :me",
         vec![(":me", s(&c.id))],
     );
     for t in search_terms(c) {
-        tx = tx.delete_if(app, ws_pk(ws), search_sk(&t, &c.id), "", vec![]);
+        tx = tx.delete_if(ws_pk(ws), search_sk(&t, &c.id), "", vec![]);
     }
-    tx.event(app, Event::new(ws, "contact.deleted", c))
+    tx.event(Event::new(ws, "contact.deleted", c))
 }
 
 /// Who holds this email now (consistent read of the claim).
 pub async fn email_owner(app: &App, ws: &str, email: &str) -> ApiResult<Option<String>> {
-    Ok(store::get(app, &ws_pk(ws), &email_sk(email)).await?.and_then(|i| store::get_str(&i, "contact_id").map(String::from)))
+    Ok(app.db.get(&ws_pk(ws), &email_sk(email)).await?.and_then(|i| store::get_str(&i, "contact_id").map(String::from)))
 }
 
 pub fn duplicate(email: &str, existing: Option<String>) -> ApiError {
@@ -343,7 +345,7 @@ pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<(Contact, i64)> {
     if !shared::ids::is_valid("ct", id) {
         return Err(ApiError::not_found("contact"));
     }
-    store::get_object(app, ws, &contact_sk(id)).await?.ok_or_else(|| ApiError::not_found("contact"))
+    app.db.get_object(ws, &contact_sk(id)).await?.ok_or_else(|| ApiError::not_found("contact"))
 }
 
 pub fn status_str(s: ContactStatus) -> String {

@@ -9,7 +9,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use shared::error::ErrorDetail;
 use shared::events::Event;
-use shared::store::{self, Item, Tx, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, Item, ws_pk};
 use shared::validate::{Errors, normalise_email};
 use shared::{ApiError, ApiResult, App};
 use std::collections::{BTreeMap, HashMap};
@@ -254,7 +255,7 @@ pub async fn contacts_of(
     addrs: Vec<String>,
 ) -> ApiResult<(HashMap<String, Contact>, HashMap<String, String>)> {
     let claim_keys: Vec<(String, String)> = addrs.iter().map(|a| (ws_pk(ws), email_sk(a))).collect();
-    let claims = store::batch_get(app, &claim_keys).await?;
+    let claims = app.db.batch_get(&claim_keys).await?;
     let mut owners = HashMap::new();
     for c in &claims {
         if let (Some(sk), Some(id)) = (store::get_str(c, "sk"), store::get_str(c, "contact_id")) {
@@ -264,7 +265,9 @@ pub async fn contacts_of(
     let mut keys: Vec<(String, String)> = ids.iter().chain(owners.values()).map(|id| (ws_pk(ws), contact_sk(id))).collect();
     keys.sort();
     keys.dedup();
-    let contacts = store::batch_get(app, &keys)
+    let contacts = app
+        .db
+        .batch_get(&keys)
         .await?
         .into_iter()
         .map(|i| store::from_item::<Contact>(i).map(|c| (c.id.clone(), c)))
@@ -423,9 +426,9 @@ pub async fn write_one(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResu
     let (items, ev) = items(app, ws, e, now_secs)?;
     let mut tx = Tx::new();
     for (i, item) in items.into_iter().enumerate() {
-        tx = if i == 0 { tx.put_if(app, item, "attribute_not_exists(pk)", vec![]) } else { tx.put(app, item) };
+        tx = if i == 0 { tx.put_if(item, "attribute_not_exists(pk)", vec![]) } else { tx.put(item) };
     }
-    tx.event(app, ev).commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
+    tx.event(ev).commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
     if let (Some(delay), _) = plan(app, e, now_secs) {
         model::enqueue(app, ws, std::slice::from_ref(&e.id), delay).await;
     }

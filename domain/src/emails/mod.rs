@@ -296,7 +296,7 @@ pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Stored>> {
     if !shared::ids::is_valid("em", id) {
         return Ok(None);
     }
-    store::get(app, &ws_pk(ws), &sk(id)).await?.map(Stored::from_item).transpose()
+    app.db.get(&ws_pk(ws), &sk(id)).await?.map(Stored::from_item).transpose()
 }
 
 pub fn not_found() -> ApiError {

@@ -278,7 +278,7 @@ pub async fn load(app: &App, ws: &str, slug: &str) -> ApiResult<(Template, i64)>
     if !valid_slug(slug) {
         return Err(ApiError::not_found("email template"));
     }
-    store::get_object(app, ws, &sk(slug)).await?.ok_or_else(|| ApiError::not_found("email template"))
+    app.db.get_object(ws, &sk(slug)).await?.ok_or_else(|| ApiError::not_found("email template"))
 }
 
 /// Templates by slug (for a batch of sends); missing ones are absent from the map.
@@ -286,7 +286,7 @@ pub async fn load_many(app: &App, ws: &str, slugs: &[&str]) -> ApiResult<BTreeMa
     let mut keys: Vec<(String, String)> = slugs.iter().filter(|s| valid_slug(s)).map(|s| (ws_pk(ws), sk(s))).collect();
     keys.sort();
     keys.dedup();
-    let items = store::batch_get(app, &keys).await?;
+    let items = app.db.batch_get(&keys).await?;
     items.into_iter().map(|i| store::from_item::<Template>(i).map(|t| (t.slug.clone(), t))).collect()
 }
 

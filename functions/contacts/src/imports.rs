@@ -28,5 +28,5 @@ pub async fn list_import_errors(app: &App, req: Req) -> ApiResult<Reply> {
     let id = req.param("id");
     import::load_job(app, req.ws(), id).await?.ok_or_else(|| ApiError::not_found("import"))?;
     let page = req.page(app, &format!("contacts/imports/{id}/errors"), &[]).await?;
-    shared::http::list_page::<RowError>(app, &page, keys::IMPORT_ERRORS.query(&[req.ws()], &[id], page.after.clone(), page.limit)).await
+    shared::request::list_page::<RowError>(app, &page, keys::IMPORT_ERRORS.query(&[req.ws()], &[id], page.after.clone(), page.limit)).await
 }

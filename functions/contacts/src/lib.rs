@@ -13,7 +13,8 @@ use domain::contacts::{
 use domain::keys;
 use serde::Deserialize;
 use shared::events::Event;
-use shared::store::{self, Tx, TxError, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, TxError, s, ws_pk};
 use shared::validate::{Errors, parse_enum};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
@@ -103,7 +104,7 @@ pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
     if !conds.is_empty() {
         spec = spec.filter(&expr, vals);
     }
-    shared::http::list_page::<Contact>(app, &page, spec).await
+    shared::request::list_page::<Contact>(app, &page, spec).await
 }
 
 /// `q`: one Query over the search entries, then the contacts by key. Other filters apply to
@@ -120,14 +121,14 @@ async fn search(
     created_after: Option<chrono::DateTime<chrono::Utc>>,
 ) -> ApiResult<Reply> {
     let term = q.replace('#', "");
-    let out = store::query_page(app, keys::CONTACT_SEARCHES.query_partial(&[ws], &[], &term, page.after.clone(), page.limit)).await?;
+    let out = app.db.query_page(keys::CONTACT_SEARCHES.query_partial(&[ws], &[], &term, page.after.clone(), page.limit)).await?;
     let entries: Vec<(String, String)> = out
         .items
         .iter()
         .filter_map(|i| Some((store::get_str(i, "sk")?.to_string(), store::get_str(i, "contact_id")?.to_string())))
         .collect();
     let keys: Vec<(String, String)> = entries.iter().map(|(_, id)| (ws_pk(ws), contact_sk(id))).collect();
-    let found: Vec<Contact> = store::batch_get(app, &keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
+    let found: Vec<Contact> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
     let mut contacts = vec![];
     for (sk, id) in &entries {
         let Some(c) = found.iter().find(|c| &c.id == id) else { continue };
@@ -172,7 +173,7 @@ pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn delete_contact(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     let (c, version) = model::load(app, ws, req.param("id")).await?;
-    model::delete_tx(app, ws, &c, version).commit(app).await.map_err(TxError::stale)?;
+    model::delete_tx(ws, &c, version).commit(app).await.map_err(TxError::stale)?;
     domain::deals::unlink_contact(app, ws, &c.id).await?;
     Ok(Reply::deleted(&c.id, "contact"))
 }
@@ -204,9 +205,9 @@ pub async fn add_note(app: &App, req: Req) -> ApiResult<Reply> {
     let item = model::activity(ws, id, "note", "Note added", serde_json::json!({"note_id": note_id, "body": input.body}))?;
     let activity: model::Activity = store::from_item(item.clone())?;
     Tx::new()
-        .check(app, ws_pk(ws), contact_sk(id), "attribute_exists(pk)")
-        .put(app, item)
-        .event(app, Event::new(ws, "contact.note.added", &activity))
+        .check(ws_pk(ws), contact_sk(id), "attribute_exists(pk)")
+        .put(item)
+        .event(Event::new(ws, "contact.note.added", &activity))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::not_found("contact")))?;
@@ -223,5 +224,5 @@ pub async fn list_activities(app: &App, req: Req) -> ApiResult<Reply> {
     let (c, _) = model::load(app, ws, req.param("id")).await?;
     let page = req.page(app, &format!("contacts/{}/activities", c.id), &[]).await?;
     let spec = keys::ACTIVITIES.query(&[ws], &[&c.id], page.after.clone(), page.limit).descending();
-    shared::http::list_page::<model::Activity>(app, &page, spec).await
+    shared::request::list_page::<model::Activity>(app, &page, spec).await
 }

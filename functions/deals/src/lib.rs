@@ -11,7 +11,8 @@ use domain::deals::*;
 use domain::keys;
 use serde::Deserialize;
 use shared::events::Event;
-use shared::store::{self, Tx, TxError, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, TxError, s, ws_pk};
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -24,10 +25,10 @@ shared::area! {
 }
 
 /// The contact must exist when the deal is written, and its timeline records the change.
-fn with_contact(app: &App, ws: &str, d: &Deal, kind: &str, summary: String, mut tx: Tx) -> ApiResult<Tx> {
+fn with_contact(ws: &str, d: &Deal, kind: &str, summary: String, mut tx: Tx) -> ApiResult<Tx> {
     if let Some(c) = &d.contact_id {
-        tx = tx.check(app, ws_pk(ws), contact_sk(c), "attribute_exists(pk)");
-        tx = tx.put(app, activity(ws, c, kind, summary, serde_json::json!({"deal_id": d.id, "title": d.title, "status": d.status}))?);
+        tx = tx.check(ws_pk(ws), contact_sk(c), "attribute_exists(pk)");
+        tx = tx.put(activity(ws, c, kind, summary, serde_json::json!({"deal_id": d.id, "title": d.title, "status": d.status}))?);
     }
     Ok(tx)
 }
@@ -38,7 +39,7 @@ fn no_contact() -> ApiError {
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Deal, i64)> {
     let id: DealId = req.path_id("id")?;
-    store::get_object(app, req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("deal"))
+    app.db.get_object(req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("deal"))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -87,10 +88,10 @@ pub async fn create_deal(app: &App, req: Req) -> ApiResult<Reply> {
     check_common(&mut errs, &d);
     errs.finish()?;
     let ws = req.ws();
-    let tx = with_contact(app, ws, &d, "deal.created", format!("Deal created: {}", d.title), Tx::new())?;
+    let tx = with_contact(ws, &d, "deal.created", format!("Deal created: {}", d.title), Tx::new())?;
     let has_contact = d.contact_id.is_some();
-    tx.create(app, record(ws, &d)?.version(1))
-        .event(app, Event::new(ws, "deal.created", &d))
+    tx.create(record(ws, &d)?.version(1))
+        .event(Event::new(ws, "deal.created", &d))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|i| if has_contact && i == 0 { no_contact() } else { ApiError::conflict("the deal exists") }))?;
@@ -124,7 +125,7 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     if let Some(c) = contact {
         // The contact's deals by index (keys only), then the deals by key; other filters apply to the page.
         let spec = keys::DEALS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit);
-        let out = store::query_keys_then_get(app, spec).await?;
+        let out = app.db.query_keys_then_get(spec).await?;
         let deals: Vec<Deal> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
         let deals: Vec<Deal> =
             deals.into_iter().filter(|d| parsed.is_none_or(|p| d.status == p) && stage.is_none_or(|st| d.stage == st)).collect();
@@ -137,7 +138,7 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     if let Some(st) = stage {
         spec = spec.filter("stage = :stage", vec![(":stage", s(st))]);
     }
-    shared::http::list_page::<Deal>(app, &page, spec).await
+    shared::request::list_page::<Deal>(app, &page, spec).await
 }
 
 /// Change a deal; moving `status` wins, loses or reopens it (events `deal.won`, `deal.lost`,
@@ -150,13 +151,11 @@ pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let Some(Change { deal: d, transition }) = old.apply(input, &shared::ids::now_rfc3339())? else { return Ok(Reply::ok(&old)) };
     let ws = req.ws();
     let has_contact = d.contact_id.is_some();
-    let tx = with_contact(app, ws, &d, transition.event_type(), transition.summary(&d), Tx::new())?;
-    tx.replace(app, record(ws, &d)?, version).event(app, Event::new(ws, transition.event_type(), &d)).commit(app).await.map_err(
-        |e| match e {
-            TxError::Condition(0) if has_contact => no_contact(),
-            other => other.stale(),
-        },
-    )?;
+    let tx = with_contact(ws, &d, transition.event_type(), transition.summary(&d), Tx::new())?;
+    tx.replace(record(ws, &d)?, version).event(Event::new(ws, transition.event_type(), &d)).commit(app).await.map_err(|e| match e {
+        TxError::Condition(0) if has_contact => no_contact(),
+        other => other.stale(),
+    })?;
     Ok(Reply::ok(&d))
 }
 
@@ -166,8 +165,8 @@ pub async fn delete_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let (d, version) = load(app, &req).await?;
     let ws = req.ws();
     Tx::new()
-        .delete_versioned(app, ws_pk(ws), sk(&d.id), version)
-        .event(app, Event::new(ws, "deal.deleted", &d))
+        .delete_versioned(ws_pk(ws), sk(&d.id), version)
+        .event(Event::new(ws, "deal.deleted", &d))
         .commit(app)
         .await
         .map_err(TxError::stale)?;

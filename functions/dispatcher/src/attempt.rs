@@ -4,9 +4,10 @@
 use crate::{Dispatcher, Outcome};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
+use shared::ApiResult;
 use shared::events::Event;
-use shared::store::{self, Tx, n, s, ws_pk};
-use shared::{ApiError, ApiResult};
+use shared::outbox::Tx;
+use shared::store::{self, n, s, ws_pk};
 
 /// Early arrivals within this many seconds of the due time are attempted at once.
 const DUE_SLACK_SECS: i64 = 2;
@@ -134,9 +135,10 @@ fn endpoint_update(
     endpoint_id: &str,
 ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
     d.app
-        .ddb
+        .db
+        .client
         .update_item()
-        .table_name(&d.app.cfg.table)
+        .table_name(&d.app.db.table)
         .key("pk", s(ws_pk(ws)))
         .key("sk", s(model::endpoint_sk(endpoint_id)))
         .expression_attribute_values(":one", n(1))
@@ -187,7 +189,6 @@ async fn disable(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, reason: &str) ->
     endpoint.disabled_reason = Some(reason.into());
     endpoint.updated_at = shared::ids::now_rfc3339();
     let update = aws_sdk_dynamodb::types::Update::builder()
-        .table_name(&app.cfg.table)
         .key("pk", s(ws_pk(ws)))
         .key("sk", s(model::endpoint_sk(&endpoint.id)))
         .update_expression("SET enabled = :false, disabled_reason = :reason, updated_at = :now, version = version + :one")
@@ -196,10 +197,8 @@ async fn disable(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, reason: &str) ->
         .expression_attribute_values(":true", AttributeValue::Bool(true))
         .expression_attribute_values(":reason", s(reason))
         .expression_attribute_values(":now", s(&endpoint.updated_at))
-        .expression_attribute_values(":one", n(1))
-        .build()
-        .map_err(ApiError::internal)?;
-    match Tx::new().update(update).event(app, Event::new(ws, "webhook.endpoint.disabled", &endpoint)).commit(app).await {
+        .expression_attribute_values(":one", n(1));
+    match Tx::new().update(update).event(Event::new(ws, "webhook.endpoint.disabled", &endpoint)).commit(app).await {
         Ok(()) => {
             tracing::warn!(endpoint_id = %endpoint.id, reason, "webhook endpoint disabled");
             Ok(())

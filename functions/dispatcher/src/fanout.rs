@@ -4,7 +4,8 @@ use crate::{Dispatcher, Outcome, attempt};
 use domain::webhooks::{self as model, DeliveryJob, StoredDelivery, StoredEndpoint};
 use shared::ApiResult;
 use shared::events::Event;
-use shared::store::{self, Item, Tx, TxError, n, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{Item, TxError, n, s, ws_pk};
 
 /// Fan-out markers live as long as outbox items can be re-sent.
 const MARKER_TTL_SECS: i64 = 7 * 86_400;
@@ -31,7 +32,7 @@ pub async fn fan_out_batch(d: &Dispatcher, events: &[Event]) -> ApiResult<Outcom
             .into_iter()
             .partition(|ev| !endpoints.iter().any(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)));
         let ids: Vec<&str> = quiet.iter().map(|e| e.id.as_str()).collect();
-        if let Err(e) = shared::events::ack_many(&d.app, &ids).await {
+        if let Err(e) = shared::outbox::ack_many(&d.app, &ids).await {
             tracing::warn!(error = %e, "outbox acks failed; the sweep re-sends those events");
         }
         for group in busy.chunks(16) {
@@ -62,9 +63,9 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint]) ->
     ]);
     // The marker and the deliveries commit together: an event received twice (the sweep, or
     // SQS's at-least-once) creates its deliveries once.
-    let mut tx = Tx::new().put_if(app, marker, "attribute_not_exists(pk)", vec![]);
+    let mut tx = Tx::new().put_if(marker, "attribute_not_exists(pk)", vec![]);
     for x in &deliveries {
-        tx = tx.create(app, x.record(ws, 1)?);
+        tx = tx.create(x.record(ws, 1)?);
     }
     match tx.commit(app).await {
         Ok(()) => {}
@@ -89,7 +90,7 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint]) ->
 /// for its first attempt, in case the earlier run stopped between commit and attempt.
 async fn resume(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
     let ws = ev.workspace_id.as_str();
-    let marker = store::get(&d.app, &ws_pk(ws), &marker_sk(&ev.id)).await?;
+    let marker = d.app.db.get(&ws_pk(ws), &marker_sk(&ev.id)).await?;
     let keys = marker.as_ref().and_then(|m| m.get("deliveries")).and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default();
     let work = keys.iter().filter_map(|k| k.split_once('/')).map(|(endpoint_id, delivery_id)| async move {
         let job =
@@ -105,7 +106,7 @@ async fn resume(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
 
 /// The outbox item has served its purpose once the deliveries exist.
 async fn ack(d: &Dispatcher, ev: &Event) {
-    if let Err(e) = shared::events::ack(&d.app, &ev.id).await {
+    if let Err(e) = shared::outbox::ack(&d.app, &ev.id).await {
         // Harmless: the sweep re-sends it and the marker dedupes.
         tracing::warn!(event_id = %ev.id, error = %e, "outbox ack failed");
     }

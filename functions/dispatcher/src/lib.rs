@@ -36,7 +36,7 @@ impl Dispatcher {
             let ev: SqsEvent = serde_json::from_value(payload).map_err(|e| format!("not an SQS event: {e}"))?;
             return Ok(serde_json::to_value(self.handle_sqs(ev).await).expect("serializes"));
         }
-        let swept = shared::events::sweep(&self.app, self.app.cfg.webhooks.outbox_sweep_age_secs, 100).await.map_err(|e| e.to_string())?;
+        let swept = shared::outbox::sweep(&self.app, self.app.cfg.webhooks.outbox_sweep_age_secs, 100).await.map_err(|e| e.to_string())?;
         Ok(serde_json::json!({ "swept": swept }))
     }
 

@@ -13,7 +13,8 @@ use domain::emails::compose;
 use domain::emails::{self as model, EmailStatus, Feedback};
 use serde_json::Value;
 use shared::events::Event;
-use shared::store::{self, Tx, TxError};
+use shared::outbox::Tx;
+use shared::store::{self, TxError};
 
 pub struct Notification {
     /// `Delivery`, `Bounce`, `Complaint` (others are ignored).
@@ -99,7 +100,7 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
         }
         _ => return Ok(()),
     };
-    let lookup = store::get(app, &model::provider_pk(&n.message_id), model::PROVIDER_SK).await.map_err(|e| e.to_string())?;
+    let lookup = app.db.get(&model::provider_pk(&n.message_id), model::PROVIDER_SK).await.map_err(|e| e.to_string())?;
     let Some(lookup) = lookup else {
         // Not (yet) known: ours if tagged, then the send is still being recorded; try again.
         return match &n.tagged_email_id {
@@ -124,11 +125,11 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
         e.updated_at = now.clone();
     }
     if e != stored.email {
-        let mut tx = Tx::new().replace(app, model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
+        let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
         if moves {
-            tx = tx.event(app, Event::new(&ws, &e.status.event(), &e));
+            tx = tx.event(Event::new(&ws, &e.status.event(), &e));
             if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
-                tx = tx.put(app, a);
+                tx = tx.put(a);
             }
         }
         tx.commit(app).await.map_err(|e| TxError::stale(e).to_string())?;
@@ -156,7 +157,7 @@ async fn mark_contacts(sd: &Sender, ws: &str, addrs: &[String], status: ContactE
         let mut new = old.clone();
         new.email_status = status;
         new.updated_at = shared::ids::now_rfc3339();
-        domain::contacts::update_tx(app, ws, &old, &new, version, Tx::new())?.commit(app).await.map_err(TxError::stale)?;
+        domain::contacts::update_tx(ws, &old, &new, version, Tx::new())?.commit(app).await.map_err(TxError::stale)?;
     }
     Ok(())
 }

@@ -14,7 +14,8 @@ use domain::emails::compose;
 use domain::emails::{self as model, Email, EmailStatus, SendError, SendJob, Stored};
 use shared::ApiResult;
 use shared::events::Event;
-use shared::store::{self, Tx, TxError, n, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, TxError, n, s, ws_pk};
 
 /// Longer than the sender's Lambda timeout (60 s): a live invocation never loses its claim.
 pub const CLAIM_SECS: i64 = 90;
@@ -90,9 +91,9 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> Result<Outcome, WorkEr
         claimed.set_status(EmailStatus::Queued, &now_s);
     }
     let rec = model::record(ws, &claimed)?.attr("claim_token", s(&token)).attr("claim_until", n(now_secs + CLAIM_SECS));
-    let mut tx = Tx::new().replace(app, rec, stored.version);
+    let mut tx = Tx::new().replace(rec, stored.version);
     if was_scheduled {
-        tx = with_activity(app, ws, &claimed, tx.event(app, Event::new(ws, "email.queued", &claimed)))?;
+        tx = with_activity(ws, &claimed, tx.event(Event::new(ws, "email.queued", &claimed)))?;
     }
     // A lost race (another copy claimed it, or it was cancelled) is `WorkError::Stale`.
     tx.commit(app).await?;
@@ -100,11 +101,9 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> Result<Outcome, WorkEr
 
     // Contacts may have unsubscribed, bounced or complained since the email was accepted.
     let all: Vec<String> = held.email.to.iter().chain(&held.email.cc).chain(&held.email.bcc).cloned().collect();
-    let (body, (contacts, owners)) = futures_util::future::try_join(
-        store::get(app, &ws_pk(ws), &model::body_sk(id)),
-        compose::contacts_of(app, ws, vec![], all.clone()),
-    )
-    .await?;
+    let (body, (contacts, owners)) =
+        futures_util::future::try_join(app.db.get(&ws_pk(ws), &model::body_sk(id)), compose::contacts_of(app, ws, vec![], all.clone()))
+            .await?;
     let mut email = held.email.clone();
     for sr in compose::suppressed(all, email.transactional, &contacts, &owners) {
         if !email.suppressed_recipients.iter().any(|x| x.email == sr.email) {
@@ -147,15 +146,15 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> Result<Outcome, WorkEr
             }
             // Give the claim back so the next try can take it.
             email.error = Some(SendError { code: "retrying".into(), message: msg });
-            Tx::new().replace(app, model::record(ws, &email)?, held.version).commit(app).await.map_err(TxError::stale)?;
+            Tx::new().replace(model::record(ws, &email)?, held.version).commit(app).await.map_err(TxError::stale)?;
             Ok(Outcome::Later(30 * u64::from(email.attempts)))
         }
     }
 }
 
-fn with_activity(app: &shared::App, ws: &str, e: &Email, tx: Tx) -> ApiResult<Tx> {
+fn with_activity(ws: &str, e: &Email, tx: Tx) -> ApiResult<Tx> {
     Ok(match compose::activity(ws, e)? {
-        Some(a) => tx.put(app, a),
+        Some(a) => tx.put(a),
         None => tx,
     })
 }
@@ -167,12 +166,11 @@ async fn finish(sd: &Sender, ws: &str, held: &Stored, email: Email, message_id: 
     let (due_pk, due_sk) = model::due_key(ws, &held.email);
     let mut tx = Tx::new()
         .put_if(
-            app,
             model::record(ws, &email)?.version(held.version + 1).item,
             "version = :v AND claim_token = :t",
             vec![(":v", n(held.version)), (":t", s(held.claim_token.clone().unwrap_or_default()))],
         )
-        .delete_if(app, due_pk, due_sk, "", vec![]);
+        .delete_if(due_pk, due_sk, "", vec![]);
     if let Some(mid) = message_id {
         let lookup = store::Item::from([
             ("pk".into(), s(model::provider_pk(&mid))),
@@ -180,9 +178,9 @@ async fn finish(sd: &Sender, ws: &str, held: &Stored, email: Email, message_id: 
             ("workspace_id".into(), s(ws)),
             ("email_id".into(), s(&email.id)),
         ]);
-        tx = tx.put(app, lookup);
+        tx = tx.put(lookup);
     }
-    tx = with_activity(app, ws, &email, tx.event(app, Event::new(ws, &email.status.event(), &email)))?;
+    tx = with_activity(ws, &email, tx.event(Event::new(ws, &email.status.event(), &email)))?;
     tx.commit(app).await.map_err(|e| {
         // Our claim was taken over (it expired while we worked): the email may go out twice.
         tracing::error!(email_id = %email.id, "could not record the send result under the claim");

@@ -43,9 +43,10 @@ pub async fn tick(sd: &Sender) -> ApiResult<usize> {
     }
     for chunk in due.chunks(25) {
         let marks = chunk.iter().map(|d| {
-            app.ddb
+            app.db
+                .client
                 .update_item()
-                .table_name(&app.cfg.table)
+                .table_name(&app.db.table)
                 .key("pk", s(&d.pk))
                 .key("sk", s(&d.sk))
                 .update_expression("SET next_check = :next")
@@ -70,9 +71,10 @@ async fn scan_shard(sd: &Sender, shard: u32, horizon: &str, now: i64) -> ApiResu
     let mut start = None;
     for _ in 0..PAGES {
         let page = app
-            .ddb
+            .db
+            .client
             .query()
-            .table_name(&app.cfg.table)
+            .table_name(&app.db.table)
             .key_condition_expression("pk = :pk AND sk <= :horizon")
             .filter_expression("next_check <= :now")
             .expression_attribute_values(":pk", s(model::due_shard_pk(shard)))

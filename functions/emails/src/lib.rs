@@ -18,7 +18,8 @@ use model::{Email, EmailStatus};
 use serde::{Deserialize, Serialize};
 use shared::error::ErrorDetail;
 use shared::events::Event;
-use shared::store::{self, Tx, TxError, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, TxError, s, ws_pk};
 use shared::validate::{Errors, validation_error as validation};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
@@ -172,8 +173,8 @@ pub async fn accept_batch(app: &App, ws: &str, input: SendBatch) -> ApiResult<Em
         events.push(ev);
     }
     items.push(store::Record::new(ws_pk(ws), model::batch_sk(&batch.id), &batch)?.item);
-    store::batch_put(app, items).await?;
-    shared::events::publish(app, &events).await;
+    app.db.batch_put(items).await?;
+    shared::outbox::publish(app, &events).await;
     // One queue message per delay: most batches are one message.
     let mut by_delay: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
     for (_, e) in &accepted {
@@ -211,7 +212,7 @@ pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(model::not_found());
     }
     let ws = req.ws();
-    let items = store::batch_get(app, &[(ws_pk(ws), model::sk(id)), (ws_pk(ws), model::body_sk(id))]).await?;
+    let items = app.db.batch_get(&[(ws_pk(ws), model::sk(id)), (ws_pk(ws), model::body_sk(id))]).await?;
     let mut email: Option<Email> = None;
     let mut body = None;
     for item in items {
@@ -257,19 +258,19 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
     };
     if let Some(b) = batch {
         // The batch item lists its emails in order; a page is a slice of it.
-        let item = store::get(app, &ws_pk(ws), &model::batch_sk(b)).await?.ok_or_else(|| ApiError::not_found("email batch"))?;
+        let item = app.db.get(&ws_pk(ws), &model::batch_sk(b)).await?.ok_or_else(|| ApiError::not_found("email batch"))?;
         let batch: EmailBatch = store::from_item(item)?;
         let ids: Vec<&String> = batch.emails.iter().map(|e| &e.id).collect();
         let start = page.after.as_ref().and_then(|a| ids.iter().position(|id| *id == a).map(|p| p + 1)).unwrap_or(0);
         let slice: Vec<&String> = ids.iter().skip(start).take(page.limit).copied().collect();
         let keys: Vec<(String, String)> = slice.iter().map(|id| (ws_pk(ws), model::sk(id))).collect();
-        let emails: Vec<Email> = store::batch_get(app, &keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
+        let emails: Vec<Email> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
         let next = (start + slice.len() < ids.len()).then(|| page.cursor_for(slice.last().expect("a full page")));
         return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), next));
     }
     if let Some(c) = contact {
         let spec = keys::EMAILS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit).descending();
-        let out = store::query_keys_then_get(app, spec).await?;
+        let out = app.db.query_keys_then_get(spec).await?;
         let emails: Vec<Email> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
         return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), out.next_after.map(|a| page.cursor_for(&a))));
     }
@@ -281,7 +282,7 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
     if let Some(t) = tag {
         spec = spec.filter("contains(tags, :tag)", vec![(":tag", s(t))]);
     }
-    shared::http::list_page::<Email>(app, &page, spec).await
+    shared::request::list_page::<Email>(app, &page, spec).await
 }
 
 /// Cancel an email that has not left: scheduled, or queued and not being sent this moment.
@@ -300,12 +301,13 @@ pub async fn cancel_email(app: &App, req: Req) -> ApiResult<Reply> {
     }
     e.set_status(EmailStatus::Cancelled, &shared::ids::format_time(now));
     let (due_pk, due_sk) = model::due_key(ws, &stored.email);
-    let mut tx = Tx::new()
-        .replace(app, model::record(ws, &e)?, stored.version)
-        .delete_if(app, due_pk, due_sk, "", vec![])
-        .event(app, Event::new(ws, "email.cancelled", &e));
+    let mut tx = Tx::new().replace(model::record(ws, &e)?, stored.version).delete_if(due_pk, due_sk, "", vec![]).event(Event::new(
+        ws,
+        "email.cancelled",
+        &e,
+    ));
     if let Some(a) = compose::activity(ws, &e)? {
-        tx = tx.put(app, a);
+        tx = tx.put(a);
     }
     tx.commit(app).await.map_err(TxError::stale)?;
     Ok(Reply::ok(&e))

@@ -3,7 +3,8 @@
 use domain::emails::templates::*;
 use serde::Deserialize;
 
-use shared::store::{Tx, TxError, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{TxError, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -56,7 +57,7 @@ pub async fn create_template(app: &App, req: Req) -> ApiResult<Reply> {
     errs.finish()?;
     let ws = req.ws();
     Tx::new()
-        .create(app, record(ws, &t)?.version(1))
+        .create(record(ws, &t)?.version(1))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::conflict(format!("a template with slug `{}` exists", t.slug))))?;
@@ -76,7 +77,7 @@ pub async fn get_template(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn list_templates(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "email_templates", &[]).await?;
     let spec = domain::keys::EMAIL_TEMPLATES.query(&[req.ws()], &[], page.after.clone(), page.limit);
-    shared::http::list_page::<Template>(app, &page, spec).await
+    shared::request::list_page::<Template>(app, &page, spec).await
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -140,7 +141,7 @@ pub async fn update_template(app: &App, req: Req) -> ApiResult<Reply> {
         return Ok(Reply::ok(&t));
     }
     t.updated_at = shared::ids::now_rfc3339();
-    Tx::new().replace(app, record(ws, &t)?, version).commit(app).await.map_err(TxError::stale)?;
+    Tx::new().replace(record(ws, &t)?, version).commit(app).await.map_err(TxError::stale)?;
     Ok(Reply::ok(&t))
 }
 
@@ -150,6 +151,6 @@ pub async fn update_template(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn delete_template(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     let (t, version) = load(app, ws, req.param("slug")).await?;
-    Tx::new().delete_versioned(app, ws_pk(ws), sk(&t.slug), version).commit(app).await.map_err(TxError::stale)?;
+    Tx::new().delete_versioned(ws_pk(ws), sk(&t.slug), version).commit(app).await.map_err(TxError::stale)?;
     Ok(Reply::deleted(&t.slug, "email_template"))
 }

@@ -10,7 +10,8 @@ use domain::keys;
 use domain::posts::*;
 use serde::Deserialize;
 use shared::events::Event;
-use shared::store::{self, Tx, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, s, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -24,16 +25,11 @@ shared::area! {
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
     let id: PostId = req.path_id("id")?;
-    store::get_object(app, req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("post"))
+    app.db.get_object(req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("post"))
 }
 
 async fn save(app: &App, ws: &str, post: &Post, version: i64, event: &str) -> ApiResult<()> {
-    Tx::new()
-        .replace(app, record(ws, post)?, version)
-        .event(app, Event::new(ws, event, post))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)
+    Tx::new().replace(record(ws, post)?, version).event(Event::new(ws, event, post)).commit(app).await.map_err(store::TxError::stale)
 }
 
 // ---------- routes ----------
@@ -85,8 +81,8 @@ pub async fn create_post(app: &App, req: Req) -> ApiResult<Reply> {
         published_at: None,
     };
     Tx::new()
-        .create(app, record(req.ws(), &post)?.version(1))
-        .event(app, Event::new(req.ws(), "post.created", &post))
+        .create(record(req.ws(), &post)?.version(1))
+        .event(Event::new(req.ws(), "post.created", &post))
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;
@@ -116,7 +112,7 @@ pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
     if let Some(c) = channel {
         spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", s(c))]);
     }
-    shared::http::list_page::<Post>(app, &page, spec).await
+    shared::request::list_page::<Post>(app, &page, spec).await
 }
 
 /// The filters of `GET /posts` (`limit` and `cursor` are the page's).
@@ -202,8 +198,8 @@ pub async fn delete_post(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(ApiError::conflict("a post cannot be deleted while it is publishing"));
     }
     Tx::new()
-        .delete_versioned(app, ws_pk(req.ws()), sk(&post.id), version)
-        .event(app, Event::new(req.ws(), "post.deleted", &post))
+        .delete_versioned(ws_pk(req.ws()), sk(&post.id), version)
+        .event(Event::new(req.ws(), "post.deleted", &post))
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;

@@ -3,6 +3,7 @@
 //! The delivering itself is `functions/dispatcher`; the stored model is in [`model`].
 
 use aws_sdk_dynamodb::types::Update;
+use aws_sdk_dynamodb::types::builders::UpdateBuilder;
 use domain::keys;
 use domain::webhooks::{
     self as model, COUNT_SK, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_ENDPOINTS, MAX_GRACE_SECS, StoredDelivery,
@@ -10,7 +11,8 @@ use domain::webhooks::{
 };
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
-use shared::store::{self, Tx, n, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, n, s, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -70,9 +72,8 @@ fn check_description(errs: &mut Errors, d: &str) {
     errs.text("description", d, 0, MAX_DESCRIPTION_CHARS);
 }
 
-fn count_update(app: &App, ws: &str, delta: i64) -> Update {
+fn count_update(ws: &str, delta: i64) -> UpdateBuilder {
     let mut u = Update::builder()
-        .table_name(&app.cfg.table)
         .key("pk", s(ws_pk(ws)))
         .key("sk", s(COUNT_SK))
         .update_expression("SET endpoints = if_not_exists(endpoints, :zero) + :delta")
@@ -84,7 +85,7 @@ fn count_update(app: &App, ws: &str, delta: i64) -> Update {
             .condition_expression("attribute_not_exists(endpoints) OR endpoints < :max")
             .expression_attribute_values(":max", n(MAX_ENDPOINTS));
     }
-    u.build().expect("key and expression are set")
+    u
 }
 
 // ---------- routes ----------
@@ -140,9 +141,9 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     let (secret, stored) = model::new_secret(app, ws, &endpoint.id).await?;
     let rec = StoredEndpoint { endpoint, secrets: vec![stored], version: 1 };
     Tx::new()
-        .update(count_update(app, ws, 1))
-        .create(app, rec.record(ws)?.version(1))
-        .event(app, Event::new(ws, "webhook.endpoint.created", &rec.endpoint))
+        .update(count_update(ws, 1))
+        .create(rec.record(ws)?.version(1))
+        .event(Event::new(ws, "webhook.endpoint.created", &rec.endpoint))
         .commit(app)
         .await
         .map_err(|e| {
@@ -161,7 +162,8 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Endpoint>), shared::openapi::CommonErrors))]
 pub async fn list_endpoints(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "webhooks", &[]).await?;
-    shared::http::list_page::<Endpoint>(app, &page, keys::WEBHOOK_ENDPOINTS.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
+    shared::request::list_page::<Endpoint>(app, &page, keys::WEBHOOK_ENDPOINTS.query(&[req.ws()], &[], page.after.clone(), page.limit))
+        .await
 }
 
 #[utoipa::path(get, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "wh_...")),
@@ -229,8 +231,8 @@ pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     ep.updated_at = shared::ids::now_rfc3339();
     let ws = req.ws();
     Tx::new()
-        .replace(app, rec.record(ws)?, rec.version)
-        .event(app, Event::new(ws, "webhook.endpoint.updated", &rec.endpoint))
+        .replace(rec.record(ws)?, rec.version)
+        .event(Event::new(ws, "webhook.endpoint.updated", &rec.endpoint))
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;
@@ -244,9 +246,9 @@ pub async fn delete_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     let rec = load(app, &req).await?;
     let ws = req.ws();
     Tx::new()
-        .delete_versioned(app, ws_pk(ws), model::endpoint_sk(&rec.endpoint.id), rec.version)
-        .update(count_update(app, ws, -1))
-        .event(app, Event::new(ws, "webhook.endpoint.deleted", &rec.endpoint))
+        .delete_versioned(ws_pk(ws), model::endpoint_sk(&rec.endpoint.id), rec.version)
+        .update(count_update(ws, -1))
+        .event(Event::new(ws, "webhook.endpoint.deleted", &rec.endpoint))
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;
@@ -292,8 +294,8 @@ pub async fn rotate_secret(app: &App, req: Req) -> ApiResult<Reply> {
     rec.secrets = secrets;
     rec.endpoint.updated_at = shared::ids::now_rfc3339();
     Tx::new()
-        .replace(app, rec.record(ws)?, rec.version)
-        .event(app, Event::new(ws, "webhook.endpoint.secret_rotated", &rec.endpoint))
+        .replace(rec.record(ws)?, rec.version)
+        .event(Event::new(ws, "webhook.endpoint.secret_rotated", &rec.endpoint))
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;
@@ -338,7 +340,7 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(ApiError::not_found("webhook endpoint"));
     }
     // The endpoint must exist in this workspace (deliveries of a deleted endpoint are gone with it).
-    if store::get(app, &ws_pk(req.ws()), &model::endpoint_sk(id)).await?.is_none() {
+    if app.db.get(&ws_pk(req.ws()), &model::endpoint_sk(id)).await?.is_none() {
         return Err(ApiError::not_found("webhook endpoint"));
     }
     let list = format!("webhooks/{id}/deliveries");
@@ -347,7 +349,7 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
         Some(st) => keys::WEBHOOK_DELIVERIES_BY_STATUS.query(&[req.ws(), id, st.as_str()], &[id], page.after.clone(), page.limit),
         None => keys::WEBHOOK_DELIVERIES.query(&[req.ws()], &[id], page.after.clone(), page.limit),
     };
-    shared::http::list_page::<Delivery>(app, &page, spec.descending()).await
+    shared::request::list_page::<Delivery>(app, &page, spec.descending()).await
 }
 
 /// Attempt a delivery again now (a failed, dead or succeeded one). The retry schedule starts

@@ -11,7 +11,8 @@ pub use domain::workspaces::{ApiKey, Member, WORKSPACE_SK, Workspace};
 use serde::{Deserialize, Serialize};
 use shared::auth::{self, Credential, Scope};
 use shared::events::Event;
-use shared::store::{self, Record, Tx, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, Record, s, ws_pk};
 use shared::validate::{self, Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -88,12 +89,12 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
         };
         let (key, secret, key_items) = new_api_key(&ws.id, "default", vec![Scope::Read, Scope::Write])?;
         let mut tx = Tx::new()
-            .put_if(app, slug_item(&slug, &ws.id), "attribute_not_exists(pk)", vec![])
-            .create(app, Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?.version(1))
-            .event(app, Event::new(&ws.id, "workspace.created", &ws))
-            .event(app, Event::new(&ws.id, "api_key.created", &key));
+            .put_if(slug_item(&slug, &ws.id), "attribute_not_exists(pk)", vec![])
+            .create(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?.version(1))
+            .event(Event::new(&ws.id, "workspace.created", &ws))
+            .event(Event::new(&ws.id, "api_key.created", &key));
         for item in key_items {
-            tx = tx.put_if(app, item, "attribute_not_exists(pk)", vec![]);
+            tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);
         }
         match tx.commit(app).await {
             Ok(()) => return Ok((ws, secret)),
@@ -112,7 +113,7 @@ pub async fn add_member(app: &App, ws: &str, subject: &str, role: &str) -> ApiRe
         errs.add("role", format!("must be one of {}", auth::ROLES.join(", ")));
     }
     errs.finish()?;
-    if store::get(app, &ws_pk(ws), WORKSPACE_SK).await?.is_none() {
+    if app.db.get(&ws_pk(ws), WORKSPACE_SK).await?.is_none() {
         return Err(ApiError::not_found("workspace"));
     }
     let member = Member {
@@ -124,12 +125,7 @@ pub async fn add_member(app: &App, ws: &str, subject: &str, role: &str) -> ApiRe
     };
     let rec =
         Record::new(ws_pk(ws), auth::member_sk(subject), &member)?.gsi1(keys::MEMBER.gsi1_pk(&[subject]), keys::MEMBER.gsi1_sk(&[ws]));
-    Tx::new()
-        .put(app, rec.item)
-        .event(app, Event::new(ws, "workspace.member.added", &member))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
+    Tx::new().put(rec.item).event(Event::new(ws, "workspace.member.added", &member)).commit(app).await.map_err(store::TxError::stale)?;
     Ok(member)
 }
 
@@ -254,17 +250,16 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
     errs.patch_metadata("metadata", input.metadata, &mut ws.metadata);
     errs.finish()?;
     ws.updated_at = shared::ids::now_rfc3339();
-    let mut tx = Tx::new().replace(app, Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?, version);
+    let mut tx = Tx::new().replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?, version);
     if ws.slug != old_slug {
-        tx = tx.put_if(app, slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
-            app,
+        tx = tx.put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
             slug_pk(&old_slug),
             keys::SLUG_CLAIM.sk(&[]),
             "workspace_id = :ws",
             vec![(":ws", s(&ws.id))],
         );
     }
-    tx.event(app, Event::new(&ws.id, "workspace.updated", &ws)).commit(app).await.map_err(|e| {
+    tx.event(Event::new(&ws.id, "workspace.updated", &ws)).commit(app).await.map_err(|e| {
         e.on_condition(|i| match i {
             1 => ApiError::conflict("this slug is taken").with_details(vec![shared::error::ErrorDetail::field("slug", "is taken")]),
             _ => ApiError::conflict("the workspace was changed concurrently; read it again and retry"),
@@ -286,16 +281,16 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
         return Ok(Reply::list(&items, None));
     }
     let spec = keys::MEMBERSHIPS.query(&[&req.principal.subject], &[], page.after.clone(), page.limit);
-    let out = store::query_page(app, spec).await?;
+    let out = app.db.query_page(spec).await?;
     let ids: Vec<String> = out.items.iter().filter_map(|i| store::get_str(i, "workspace_id").map(String::from)).collect();
     let mut workspaces = Vec::with_capacity(ids.len());
     if !ids.is_empty() {
         let keys =
             ids.iter().map(|id| store::Item::from([("pk".into(), s(ws_pk(id))), ("sk".into(), s(WORKSPACE_SK))])).collect::<Vec<_>>();
         let ka = aws_sdk_dynamodb::types::KeysAndAttributes::builder().set_keys(Some(keys)).build().map_err(ApiError::internal)?;
-        let got = app.ddb.batch_get_item().request_items(&app.cfg.table, ka).send().await.map_err(store::ddb_error)?;
+        let got = app.db.client.batch_get_item().request_items(&app.db.table, ka).send().await.map_err(store::ddb_error)?;
         let mut by_id: BTreeMap<String, Workspace> = BTreeMap::new();
-        for item in got.responses.and_then(|mut r| r.remove(&app.cfg.table)).unwrap_or_default() {
+        for item in got.responses.and_then(|mut r| r.remove(&app.db.table)).unwrap_or_default() {
             let w: Workspace = store::from_item(item)?;
             by_id.insert(w.id.clone(), w);
         }
@@ -322,7 +317,7 @@ pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
 
 async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req: &Req, name: &str, list: keys::List) -> ApiResult<Reply> {
     let page = req.page(app, name, &[]).await?;
-    shared::http::list_page::<T>(app, &page, list.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
+    shared::request::list_page::<T>(app, &page, list.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -356,9 +351,9 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     let (key, secret, items) = new_api_key(req.ws(), &input.name, scopes)?;
     let mut tx = Tx::new();
     for item in items {
-        tx = tx.put_if(app, item, "attribute_not_exists(pk)", vec![]);
+        tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);
     }
-    tx.event(app, Event::new(req.ws(), "api_key.created", &key)).commit(app).await.map_err(store::TxError::stale)?;
+    tx.event(Event::new(req.ws(), "api_key.created", &key)).commit(app).await.map_err(store::TxError::stale)?;
     let shown = ApiKey { secret: Some(secret), ..key.clone() };
     Ok(Reply::with_status(http::StatusCode::CREATED, &shown).replay_as(&key))
 }
@@ -373,7 +368,7 @@ pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(ApiError::not_found("api key"));
     }
     let sk = keys::API_KEY.sk(&[id]);
-    let item = store::get(app, &ws_pk(req.ws()), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
+    let item = app.db.get(&ws_pk(req.ws()), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
     let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
     let version = store::get_i64(&item, "version").unwrap_or(0);
     let mut key: ApiKey = store::from_item(item)?;
@@ -382,19 +377,16 @@ pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     }
     key.revoked_at = Some(shared::ids::now_rfc3339());
     let revoke_lookup = aws_sdk_dynamodb::types::Update::builder()
-        .table_name(&app.cfg.table)
         .key("pk", s(auth::api_key_lookup_pk(&hash)))
         .key("sk", s(auth::API_KEY_LOOKUP_SK))
         .update_expression("SET revoked = :t")
         .condition_expression("attribute_exists(pk)")
-        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
-        .build()
-        .map_err(ApiError::internal)?;
+        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true));
     let listing = Record::new(ws_pk(req.ws()), sk, &key)?.attr("hash", s(&hash));
     Tx::new()
-        .replace(app, listing, version)
+        .replace(listing, version)
         .update(revoke_lookup)
-        .event(app, Event::new(req.ws(), "api_key.revoked", &key))
+        .event(Event::new(req.ws(), "api_key.revoked", &key))
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;

@@ -94,12 +94,7 @@ async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
         };
         let (_, stored) = domain::webhooks::new_secret(&stack.app, &ws.id, &ep.id).await.unwrap();
         let rec = domain::webhooks::StoredEndpoint { endpoint: ep, secrets: vec![stored], version: 1 };
-        shared::store::Tx::new()
-            .create(&stack.app, rec.record(&ws.id).unwrap().version(1))
-            .commit(&stack.app)
-            .await
-            .map_err(|_| "seed")
-            .unwrap();
+        shared::outbox::Tx::new().create(rec.record(&ws.id).unwrap().version(1)).commit(&stack.app).await.map_err(|_| "seed").unwrap();
     }
     ws.id
 }
@@ -221,11 +216,10 @@ async fn main() {
 
     // Emails: accept a batch of 100, then one sender invocation sends them through moto's SES.
     let (ws, _) = workspaces::create_workspace(&stack.app, "bench emails").await.unwrap();
-    let (mut w, version): (workspaces::Workspace, i64) =
-        shared::store::get_object(&stack.app, &ws.id, workspaces::WORKSPACE_SK).await.unwrap().unwrap();
+    let (mut w, version): (workspaces::Workspace, i64) = stack.app.db.get_object(&ws.id, workspaces::WORKSPACE_SK).await.unwrap().unwrap();
     w.email_senders = vec!["example.com".into()];
     let rec = shared::store::Record::new(shared::store::ws_pk(&ws.id), workspaces::WORKSPACE_SK.into(), &w).unwrap();
-    shared::store::Tx::new().replace(&stack.app, rec, version).commit(&stack.app).await.map_err(|_| "senders").unwrap();
+    shared::outbox::Tx::new().replace(rec, version).commit(&stack.app).await.map_err(|_| "senders").unwrap();
     let list: Vec<serde_json::Value> = (0..100)
         .map(|i| {
             serde_json::json!({"from": "Bench <bench@example.com>", "to": [format!("r{i}@bench.test")], "subject": format!("Bench {i}"),

@@ -1,0 +1,324 @@
+//! The transactional outbox: how state changes and their events leave together.
+//!
+//! A state change and its event are written in one DynamoDB transaction ([`Tx`]): the event
+//! lands as an outbox item (`pk = OUTBOX#<shard>`, `sk = <event id>`). After the commit the
+//! event is sent to the events queue. The consumer (the webhook dispatcher) deletes the outbox
+//! item once it has the event ([`ack`]), and a scheduled [`sweep`] re-sends outbox items older
+//! than a few minutes, so an event survives SQS being unreachable during the write. Keeping
+//! the acknowledgement off the request path saves one DynamoDB round trip per write.
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::events::{Event, OUTBOX_SHARDS};
+use crate::store::{Item, Record, TxError, ddb_error, get_str, n, s};
+use aws_sdk_dynamodb::types::builders::UpdateBuilder;
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+use serde::Serialize;
+
+/// Several writes and their events, committed atomically, then the events are queued. Built
+/// as a plain value (no I/O, no table name) and sent by [`Tx::commit`].
+#[derive(Default)]
+pub struct Tx {
+    ops: Vec<Op>,
+    events: Vec<Event>,
+}
+
+type Values = Vec<(String, AttributeValue)>;
+
+enum Op {
+    Put { item: Item, cond: Option<(String, Values)> },
+    Delete { pk: String, sk: String, cond: Option<(String, Values)> },
+    Check { pk: String, sk: String, cond: String },
+    Update(UpdateBuilder),
+}
+
+fn owned(vals: Vec<(&str, AttributeValue)>) -> Values {
+    vals.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+impl Tx {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn op(mut self, op: Op) -> Self {
+        self.ops.push(op);
+        self
+    }
+
+    /// Create: fails the condition if the key exists.
+    pub fn create(self, rec: Record) -> Self {
+        self.op(Op::Put { item: rec.item, cond: Some(("attribute_not_exists(pk)".into(), vec![])) })
+    }
+
+    /// Replace an object read at `version`; the stored version becomes `version + 1`.
+    pub fn replace(self, rec: Record, version: i64) -> Self {
+        let item = rec.version(version + 1).item;
+        self.op(Op::Put { item, cond: Some(("version = :expected_version".into(), vec![(":expected_version".into(), n(version))])) })
+    }
+
+    /// Unconditional put (upsert).
+    pub fn put(self, item: Item) -> Self {
+        self.op(Op::Put { item, cond: None })
+    }
+
+    pub fn put_if(self, item: Item, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
+        self.op(Op::Put { item, cond: Some((cond.into(), owned(vals))) })
+    }
+
+    /// Delete an object read at `version`.
+    pub fn delete_versioned(self, pk: String, sk: String, version: i64) -> Self {
+        self.delete_if(pk, sk, "version = :expected_version", vec![(":expected_version", n(version))])
+    }
+
+    /// Delete, on a condition (an empty one deletes unconditionally).
+    pub fn delete_if(self, pk: String, sk: String, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
+        let cond = (!cond.is_empty()).then(|| (cond.to_string(), owned(vals)));
+        self.op(Op::Delete { pk, sk, cond })
+    }
+
+    /// A condition on an item this transaction does not write (e.g. "the contact exists").
+    pub fn check(self, pk: String, sk: String, cond: &str) -> Self {
+        self.op(Op::Check { pk, sk, cond: cond.into() })
+    }
+
+    /// An update expression (key, expression and values set; the table is added on commit).
+    pub fn update(self, u: UpdateBuilder) -> Self {
+        self.op(Op::Update(u))
+    }
+
+    /// The event of this change: written as an outbox item in the same transaction.
+    pub fn event(mut self, ev: Event) -> Self {
+        self.ops.push(Op::Put { item: ev.outbox_item(), cond: None });
+        self.events.push(ev);
+        self
+    }
+
+    /// How many writes so far (a transaction holds at most 100).
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    fn build(op: Op, table: &str) -> Result<TransactWriteItem, ApiError> {
+        let values = |b: Option<(String, Values)>| b.map(|(c, v)| (Some(c), Some(v.into_iter().collect()))).unwrap_or((None, None));
+        let w = TransactWriteItem::builder();
+        Ok(match op {
+            Op::Put { item, cond } => {
+                let (c, v) = values(cond);
+                let p = Put::builder().table_name(table).set_item(Some(item)).set_condition_expression(c);
+                w.put(
+                    p.set_expression_attribute_values(v.filter(|v: &std::collections::HashMap<_, _>| !v.is_empty()))
+                        .build()
+                        .map_err(ApiError::internal)?,
+                )
+            }
+            Op::Delete { pk, sk, cond } => {
+                let (c, v) = values(cond);
+                let d = Delete::builder().table_name(table).key("pk", s(pk)).key("sk", s(sk)).set_condition_expression(c);
+                w.delete(
+                    d.set_expression_attribute_values(v.filter(|v: &std::collections::HashMap<_, _>| !v.is_empty()))
+                        .build()
+                        .map_err(ApiError::internal)?,
+                )
+            }
+            Op::Check { pk, sk, cond } => w.condition_check(
+                ConditionCheck::builder()
+                    .table_name(table)
+                    .key("pk", s(pk))
+                    .key("sk", s(sk))
+                    .condition_expression(cond)
+                    .build()
+                    .map_err(ApiError::internal)?,
+            ),
+            Op::Update(u) => w.update(u.table_name(table).build().map_err(ApiError::internal)?),
+        }
+        .build())
+    }
+
+    /// Commit the writes atomically, then queue the events. A failed condition is
+    /// `TxError::Condition(i)`, `i` counting the writes in the order they were added.
+    pub async fn commit(self, app: &App) -> Result<(), TxError> {
+        let items = self.ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
+        app.db.transact(items).await?;
+        publish(app, &self.events).await;
+        Ok(())
+    }
+}
+
+/// SQS allows 256 KiB per message; leave room for attributes and escaping.
+const BATCH_MESSAGE_BYTES: usize = 200 * 1024;
+
+/// Send committed events to the queue: one message for one event, packed batches for many. A
+/// failure is logged, not returned: the write has happened and the outbox sweep will deliver
+/// the event later.
+pub async fn publish(app: &App, events: &[Event]) {
+    let mut bodies: Vec<(String, usize)> = vec![];
+    if let [ev] = events {
+        bodies.push((ev.body(), 1));
+    } else {
+        let mut current: Vec<&Event> = vec![];
+        let mut size = 0;
+        for ev in events {
+            let len = ev.body().len() + 1;
+            if !current.is_empty() && size + len > BATCH_MESSAGE_BYTES {
+                bodies.push((batch_body(&current), current.len()));
+                current.clear();
+                size = 0;
+            }
+            size += len;
+            current.push(ev);
+        }
+        if !current.is_empty() {
+            bodies.push((batch_body(&current), current.len()));
+        }
+    }
+    for (body, count) in bodies {
+        match app.sqs.send_message().queue_url(&app.cfg.events_queue_url).message_body(body).send().await {
+            Ok(_) => tracing::info!(count, first_event = %events.first().map(|e| e.id.as_str()).unwrap_or_default(), "events queued"),
+            Err(e) => {
+                tracing::warn!(count, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "events not queued; left in outbox for the sweep")
+            }
+        }
+    }
+}
+
+fn batch_body(events: &[&Event]) -> String {
+    #[derive(Serialize)]
+    struct Batch<'a> {
+        events: &'a [&'a Event],
+    }
+    serde_json::to_string(&Batch { events }).expect("events serialize")
+}
+
+/// The sweep re-sends one event at most this often, however long its consumer is down, so an
+/// outage does not pile up copies in the queue.
+const RESEND_EVERY_SECS: i64 = 300;
+
+/// Re-send outbox items older than `min_age_secs` (their SendMessage failed, or their consumer
+/// has not acknowledged them yet). Event ids are ULIDs, so "older than" is a key range: each
+/// shard costs one Query of at most `per_shard` items, plus one small write per re-sent item
+/// (`resent_at`). The consumer dedupes by event id.
+pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, ApiError> {
+    let now = chrono::Utc::now().timestamp();
+    let cutoff = (chrono::Utc::now().timestamp_millis() - min_age_secs * 1000).max(0) as u64;
+    let bound = format!("evt_{}", ulid::Ulid::from_parts(cutoff, 0));
+    let queries = (0..OUTBOX_SHARDS).map(|shard| {
+        app.db
+            .client
+            .query()
+            .table_name(&app.db.table)
+            .key_condition_expression("pk = :pk AND sk < :bound")
+            .filter_expression("attribute_not_exists(resent_at) OR resent_at < :again")
+            .expression_attribute_values(":pk", s(crate::events::outbox_shard_pk(shard)))
+            .expression_attribute_values(":bound", s(&bound))
+            .expression_attribute_values(":again", n(now - RESEND_EVERY_SECS))
+            .limit(per_shard)
+            .send()
+    });
+    let mut due: Vec<(String, String)> = vec![];
+    for out in futures_util::future::join_all(queries).await {
+        let out = out.map_err(ddb_error)?;
+        due.extend(out.items().iter().filter_map(|i| Some((get_str(i, "sk")?.to_string(), get_str(i, "body")?.to_string()))));
+    }
+    let mut sent = 0;
+    for chunk in due.chunks(10) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (_, b))| {
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(b)
+                    .build()
+                    .expect("id and body set")
+            })
+            .collect();
+        let out = app
+            .sqs
+            .send_message_batch()
+            .queue_url(&app.cfg.events_queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| ApiError::unavailable(format!("events queue: {}", aws_sdk_sqs::error::DisplayErrorContext(e))))?;
+        sent += out.successful().len();
+        // Note the re-send; an item the consumer deleted meanwhile stays deleted.
+        let marks = out.successful().iter().filter_map(|ok| chunk.get(ok.id().parse::<usize>().ok()?)).map(|(id, _)| {
+            app.db
+                .client
+                .update_item()
+                .table_name(&app.db.table)
+                .key("pk", s(Event::outbox_pk(id)))
+                .key("sk", s(id))
+                .update_expression("SET resent_at = :now")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":now", n(now))
+                .send()
+        });
+        futures_util::future::join_all(marks).await;
+    }
+    if sent > 0 {
+        tracing::info!(resent = sent, "outbox sweep re-sent events");
+    }
+    Ok(sent)
+}
+
+/// Acknowledge many events at once (BatchWriteItem deletes, 25 per call).
+pub async fn ack_many(app: &App, event_ids: &[&str]) -> Result<(), ApiError> {
+    use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
+    for chunk in event_ids.chunks(25) {
+        let reqs: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|id| {
+                let d = DeleteRequest::builder().key("pk", s(Event::outbox_pk(id))).key("sk", s(*id)).build().expect("key set");
+                WriteRequest::builder().delete_request(d).build()
+            })
+            .collect();
+        let out = app.db.client.batch_write_item().request_items(&app.db.table, reqs).send().await.map_err(ddb_error)?;
+        // Unprocessed deletes are harmless: the sweep re-sends those events and they are acked then.
+        if out.unprocessed_items().is_some_and(|u| !u.is_empty()) {
+            tracing::debug!("some outbox acks were not processed");
+        }
+    }
+    Ok(())
+}
+
+/// The consumer's acknowledgement: the event reached the queue and was taken from it.
+pub async fn ack(app: &App, event_id: &str) -> Result<(), ApiError> {
+    app.db
+        .client
+        .delete_item()
+        .table_name(&app.db.table)
+        .key("pk", s(Event::outbox_pk(event_id)))
+        .key("sk", s(event_id))
+        .send()
+        .await
+        .map_err(ddb_error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transaction_is_a_value_until_commit() {
+        let ev = Event::new("ws_1", "post.created", &serde_json::json!({"id": "post_1"}));
+        let tx = Tx::new()
+            .create(Record::new("WS#ws_1".into(), "POST#post_1".into(), &serde_json::json!({"id": "post_1"})).unwrap())
+            .delete_if("WS#ws_1".into(), "X#1".into(), "", vec![])
+            .check("WS#ws_1".into(), "CT#1".into(), "attribute_exists(pk)")
+            .event(ev);
+        assert_eq!(tx.len(), 4);
+        let built: Vec<_> = tx.ops.into_iter().map(|op| Tx::build(op, "t").unwrap()).collect();
+        assert_eq!(built[0].put().unwrap().condition_expression(), Some("attribute_not_exists(pk)"));
+        assert_eq!(built[1].delete().unwrap().condition_expression(), None);
+        assert!(built[1].delete().unwrap().expression_attribute_values().is_none());
+        assert_eq!(built[2].condition_check().unwrap().table_name(), "t");
+        assert!(get_str(built[3].put().unwrap().item(), "pk").unwrap().starts_with("OUTBOX#"));
+    }
+}

@@ -1,0 +1,127 @@
+//! What a handler receives ([`Req`]: the principal and the parsed request) and returns
+//! ([`Reply`]: a status and the `{"data": ..}` envelope), plus the list-page helper.
+
+use crate::app::App;
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Largest accepted body unless a route says otherwise.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// What a handler receives: the principal and the parsed request. Handlers never read raw
+/// identity headers.
+pub struct Req {
+    pub principal: Principal,
+    pub method: Method,
+    pub params: Vec<(&'static str, String)>,
+    pub query: Vec<(String, String)>,
+    /// The raw query string, for [`Req::query_as`].
+    pub query_string: String,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+    pub request_id: String,
+}
+
+impl Req {
+    /// The caller's workspace. The pipeline guarantees one for every route that needs it.
+    pub fn ws(&self) -> &str {
+        self.principal.workspace_id.as_deref().unwrap_or_default()
+    }
+    pub fn param(&self, name: &str) -> &str {
+        self.params.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str()).unwrap_or_default()
+    }
+    /// A typed id from the path: a malformed one is 404 (no object can have it), as a
+    /// well-formed id of another workspace is.
+    pub fn path_id<T: crate::ids::PrefixedId>(&self, name: &str) -> ApiResult<T> {
+        T::parse(self.param(name)).ok_or_else(|| ApiError::not_found(T::OBJECT))
+    }
+    /// The query string as a struct (`serde_urlencoded`): unknown parameters are ignored, a
+    /// value of the wrong shape is 400 naming the parameter.
+    pub fn query_as<T: DeserializeOwned>(&self) -> ApiResult<T> {
+        let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(self.query_string.as_bytes()));
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let field = if field == "." { "query".to_string() } else { field };
+            ApiError::validation(&field, e.inner().to_string())
+        })
+    }
+    pub fn query(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+    pub fn json<T: DeserializeOwned>(&self) -> ApiResult<T> {
+        crate::validate::parse_json(&self.body)
+    }
+    /// Parse `limit`/`cursor` for a list bound to the caller's scope (its workspace, or its
+    /// subject on routes without one) and the given filters.
+    pub async fn page(&self, app: &App, list: &str, filters: &[(&str, Option<&str>)]) -> ApiResult<crate::cursor::PageRequest> {
+        let key = &app.platform_secret().await?.cursor_key;
+        let scope = self.principal.tenant_scope();
+        crate::cursor::PageRequest::parse(key, &scope, list, self.query("limit"), self.query("cursor"), filters)
+    }
+}
+
+/// One page of a list: run the query, decode the items, mint the next cursor.
+pub async fn list_page<T: DeserializeOwned + Serialize>(
+    app: &App,
+    page: &crate::cursor::PageRequest,
+    spec: crate::store::QuerySpec<'_>,
+) -> ApiResult<Reply> {
+    let out = app.db.query_page(spec).await?;
+    let items = out.items.into_iter().map(crate::store::from_item::<T>).collect::<ApiResult<Vec<_>>>()?;
+    Ok(Reply::list(&items, out.next_after.map(|a| page.cursor_for(&a))))
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Bytes,
+    /// What an idempotent replay returns instead of `body` (secrets shown once are removed).
+    pub replay_body: Option<Bytes>,
+}
+
+pub(crate) fn to_bytes<T: Serialize>(v: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).expect("response types serialize"))
+}
+
+#[derive(Serialize)]
+struct One<'a, T> {
+    data: &'a T,
+}
+
+#[derive(Serialize)]
+struct List<'a, T> {
+    data: &'a [T],
+    has_more: bool,
+    next_cursor: Option<String>,
+}
+
+impl Reply {
+    pub fn with_status<T: Serialize>(status: StatusCode, data: &T) -> Self {
+        Self { status, body: to_bytes(&One { data }), replay_body: None }
+    }
+    pub fn ok<T: Serialize>(data: &T) -> Self {
+        Self::with_status(StatusCode::OK, data)
+    }
+    pub fn created<T: Serialize>(data: &T) -> Self {
+        Self::with_status(StatusCode::CREATED, data)
+    }
+    pub fn no_content() -> Self {
+        Self { status: StatusCode::NO_CONTENT, body: Bytes::new(), replay_body: None }
+    }
+    pub fn list<T: Serialize>(items: &[T], next_cursor: Option<String>) -> Self {
+        let body = List { data: items, has_more: next_cursor.is_some(), next_cursor };
+        Self { status: StatusCode::OK, body: to_bytes(&body), replay_body: None }
+    }
+    /// `{"data": {"id", "object", "deleted": true}}`.
+    pub fn deleted(id: &str, object: &str) -> Self {
+        Self::ok(&serde_json::json!({"id": id, "object": object, "deleted": true}))
+    }
+    /// Store `redacted` for idempotent replays instead of the body (for secrets shown once).
+    pub fn replay_as<T: Serialize>(mut self, redacted: &T) -> Self {
+        self.replay_body = Some(to_bytes(&One { data: redacted }));
+        self
+    }
+}
