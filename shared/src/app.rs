@@ -64,6 +64,9 @@ impl App {
 
     /// Locally DynamoDB (DynamoDB Local) and the other services (moto) live at different endpoints.
     pub fn with_dynamodb_endpoint(cfg: Config, sdk: &aws_config::SdkConfig, ddb_endpoint: Option<&str>) -> Result<Self, String> {
+        // Every client gets the same bounded timeouts: a hung dependency answers 503, not a
+        // request that waits for API Gateway's 29 s.
+        let sdk = &sdk.to_builder().timeout_config(cfg.timeouts.sdk()).build();
         let mut ddb_conf = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(DynamoCallCounter);
         if let Some(ep) = ddb_endpoint {
             ddb_conf = ddb_conf.endpoint_url(ep);

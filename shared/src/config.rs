@@ -20,6 +20,50 @@ pub struct Config {
     pub limits: HashMap<Class, Limit>,
     pub webhooks: WebhookSettings,
     pub email: EmailSettings,
+    pub timeouts: Timeouts,
+}
+
+/// How long a hung dependency may hold a request. API Gateway gives up after 29 s with an
+/// answer outside the envelope, so the API answers `503 UNAVAILABLE` with `Retry-After` well
+/// before that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// One request, end to end (`REQUEST_TIMEOUT_MS`).
+    pub request_ms: u64,
+    /// One AWS call including its retries (`DEPENDENCY_TIMEOUT_MS`); each attempt gets half,
+    /// so a stalled connection is retried once, and connecting gets at most a second.
+    pub dependency_ms: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self { request_ms: 10_000, dependency_ms: 5_000 }
+    }
+}
+
+impl Timeouts {
+    fn from_vars(var: Vars) -> Result<Self, String> {
+        let d = Self::default();
+        let ms = |k: &str, d: u64| -> Result<u64, String> {
+            match var(k) {
+                None => Ok(d),
+                Some(v) => {
+                    v.parse::<u64>().ok().filter(|v| (100..=25_000).contains(v)).ok_or(format!("{k} must be 100..25000 milliseconds"))
+                }
+            }
+        };
+        Ok(Self { request_ms: ms("REQUEST_TIMEOUT_MS", d.request_ms)?, dependency_ms: ms("DEPENDENCY_TIMEOUT_MS", d.dependency_ms)? })
+    }
+
+    /// The SDK's timeouts for every client of the container.
+    pub fn sdk(&self) -> aws_config::timeout::TimeoutConfig {
+        use std::time::Duration;
+        aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(Duration::from_millis(self.dependency_ms.min(1_000)))
+            .operation_attempt_timeout(Duration::from_millis(self.dependency_ms / 2))
+            .operation_timeout(Duration::from_millis(self.dependency_ms))
+            .build()
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -42,15 +86,11 @@ impl Default for EmailSettings {
 }
 
 impl EmailSettings {
-    pub fn from_env() -> Self {
-        let identities = std::env::var("SES_IDENTITIES")
-            .unwrap_or_default()
-            .split(',')
-            .map(|s| s.trim().to_ascii_lowercase())
-            .filter(|s| !s.is_empty())
-            .collect();
-        let configuration_set = std::env::var("SES_CONFIGURATION_SET").ok().filter(|s| !s.is_empty());
-        let requeue_after_secs = std::env::var("EMAIL_REQUEUE_AFTER_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(120);
+    fn from_vars(var: Vars) -> Self {
+        let identities =
+            var("SES_IDENTITIES").unwrap_or_default().split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect();
+        let configuration_set = var("SES_CONFIGURATION_SET");
+        let requeue_after_secs = var("EMAIL_REQUEUE_AFTER_SECS").and_then(|v| v.parse().ok()).unwrap_or(120);
         Self { identities, configuration_set, requeue_after_secs }
     }
 
@@ -90,16 +130,16 @@ impl Default for WebhookSettings {
 }
 
 impl WebhookSettings {
-    pub fn from_env() -> Result<Self, String> {
+    fn from_vars(var: Vars) -> Result<Self, String> {
         let mut w = Self::default();
-        if let Ok(v) = std::env::var("WEBHOOK_ALLOW_LOOPBACK") {
+        if let Some(v) = var("WEBHOOK_ALLOW_LOOPBACK") {
             w.url_policy.allow_loopback = v == "true";
         }
-        if let Ok(v) = std::env::var("WEBHOOK_RETRY_SCHEDULE") {
+        if let Some(v) = var("WEBHOOK_RETRY_SCHEDULE") {
             w.retry_schedule = parse_schedule(&v)?;
         }
         let num = |k: &str, d: i64| -> Result<i64, String> {
-            std::env::var(k).map_or(Ok(d), |v| v.parse::<i64>().map_err(|_| format!("{k} must be a whole number of seconds")))
+            var(k).map_or(Ok(d), |v| v.parse::<i64>().map_err(|_| format!("{k} must be a whole number of seconds")))
         };
         w.disable_after_secs = num("WEBHOOK_DISABLE_AFTER_SECS", w.disable_after_secs)?;
         w.outbox_sweep_age_secs = num("OUTBOX_SWEEP_AGE_SECS", w.outbox_sweep_age_secs)?;
@@ -128,14 +168,24 @@ pub struct OAuthConfig {
     pub jwks: String,
 }
 
+/// Where configuration variables come from: the environment in Lambda, the environment over
+/// local defaults in the local stack (`tools::admin::local_config`). Empty counts as unset.
+pub type Vars<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 impl Config {
+    /// The Lambda environment, as template.yaml sets it.
     pub fn from_env() -> Result<Self, String> {
-        let var = |k: &str| std::env::var(k).map_err(|_| format!("missing environment variable {k}"));
-        let oauth = match (std::env::var("OAUTH_ISSUER"), std::env::var("OAUTH_AUDIENCE")) {
-            (Ok(issuer), Ok(audience)) if !issuer.is_empty() => {
-                let jwks = match std::env::var("OAUTH_JWKS") {
-                    Ok(j) if !j.is_empty() => j,
-                    _ => std::fs::read_to_string(var("OAUTH_JWKS_FILE")?).map_err(|e| format!("OAUTH_JWKS_FILE: {e}"))?,
+        Self::from_vars(&|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Every variable is read here, through the same code wherever the functions run.
+    pub fn from_vars(vars: Vars) -> Result<Self, String> {
+        let var = |k: &str| vars(k).ok_or_else(|| format!("missing environment variable {k}"));
+        let oauth = match (vars("OAUTH_ISSUER"), vars("OAUTH_AUDIENCE")) {
+            (Some(issuer), Some(audience)) => {
+                let jwks = match vars("OAUTH_JWKS") {
+                    Some(j) => j,
+                    None => std::fs::read_to_string(var("OAUTH_JWKS_FILE")?).map_err(|e| format!("OAUTH_JWKS_FILE: {e}"))?,
                 };
                 Some(OAuthConfig { issuer, audience, jwks })
             }
@@ -144,7 +194,7 @@ impl Config {
         let mut limits = Class::defaults();
         for class in Class::ALL {
             let key = format!("RATE_LIMIT_{}", class.name().to_ascii_uppercase());
-            if let Ok(v) = std::env::var(&key) {
+            if let Some(v) = vars(&key) {
                 limits.insert(class, Limit::parse(&v).map_err(|e| format!("{key}: {e}"))?);
             }
         }
@@ -157,8 +207,9 @@ impl Config {
             platform_secret_id: var("PLATFORM_SECRET_ID")?,
             oauth,
             limits,
-            webhooks: WebhookSettings::from_env()?,
-            email: EmailSettings::from_env(),
+            webhooks: WebhookSettings::from_vars(vars)?,
+            email: EmailSettings::from_vars(vars),
+            timeouts: Timeouts::from_vars(vars)?,
         })
     }
 }
@@ -173,5 +224,36 @@ mod tests {
         assert!(s.covers("example.com") && s.covers("Hello@Example.com") && s.covers("ops@example.org"));
         assert!(!s.covers("other@example.org") && !s.covers("example.org") && !s.covers("x@sub.example.com"));
         assert!(!EmailSettings::default().covers("example.com"));
+    }
+
+    fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    const BASE: &[(&str, &str)] = &[
+        ("TABLE_NAME", "t"),
+        ("EVENTS_QUEUE_URL", "q1"),
+        ("DELIVERIES_QUEUE_URL", "q2"),
+        ("CONTACT_IMPORTS_QUEUE_URL", "q3"),
+        ("EMAILS_QUEUE_URL", "q4"),
+        ("PLATFORM_SECRET_ID", "s"),
+    ];
+
+    #[test]
+    fn variables_are_read_through_one_function() {
+        let c = Config::from_vars(&vars(BASE)).unwrap();
+        assert_eq!(c.timeouts, Timeouts::default());
+        assert!(c.oauth.is_none());
+        let with: &'static [(&str, &str)] = Box::leak(
+            [BASE, &[("REQUEST_TIMEOUT_MS", "3000"), ("DEPENDENCY_TIMEOUT_MS", "1500"), ("RATE_LIMIT_WRITE", "600/min:300")]]
+                .concat()
+                .into_boxed_slice(),
+        );
+        let c = Config::from_vars(&vars(with)).unwrap();
+        assert_eq!(c.timeouts, Timeouts { request_ms: 3000, dependency_ms: 1500 });
+        assert_eq!(c.limits[&Class::Write], Limit::parse("600/min:300").unwrap());
+        let bad: &'static [(&str, &str)] = Box::leak([BASE, &[("REQUEST_TIMEOUT_MS", "60000")]].concat().into_boxed_slice());
+        assert!(Config::from_vars(&vars(bad)).unwrap_err().contains("REQUEST_TIMEOUT_MS"));
+        assert!(Config::from_vars(&vars(&BASE[1..])).unwrap_err().contains("TABLE_NAME"));
     }
 }

@@ -43,10 +43,13 @@ pub async fn serve_with_stats(app: &App, routes: &'static [Route], req: http::Re
     async move {
         let started = Instant::now();
         let fut = AssertUnwindSafe(handle(app, routes, req, &request_id)).catch_unwind();
-        let (res, ddb_calls) = crate::metrics::count_ddb_calls(fut).await;
+        let budget = std::time::Duration::from_millis(app.cfg.timeouts.request_ms);
+        let (res, ddb_calls) = crate::metrics::count_ddb_calls(tokio::time::timeout(budget, fut)).await;
         let mut resp = match res {
-            Ok(r) => r,
-            Err(_) => error_response(&ApiError::internal("handler panicked"), &request_id, &[]),
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => error_response(&ApiError::internal("handler panicked"), &request_id, &[]),
+            // A dependency slower than its own timeouts allow, or many slow calls in a row.
+            Err(_) => error_response(&ApiError::unavailable("the request ran past its time budget"), &request_id, &[]),
         };
         resp.headers_mut().insert("request-id", header_value(&request_id));
         let status = resp.status().as_u16();

@@ -23,6 +23,9 @@ pub struct Harness {
     pub base_noqueue: String,
     pub moto_endpoint: String,
     pub dynamodb_endpoint: String,
+    /// The emulators' guard processes, for [`Harness::freeze`].
+    pub dynamodb_guard: u32,
+    pub moto_guard: u32,
     pub resources: Resources,
     pub config: Config,
     /// What `.local/dev.env` holds for `base`'s stack, less the demo workspace
@@ -72,6 +75,8 @@ pub fn harness() -> &'static Harness {
                     base_noqueue,
                     moto_endpoint: stack.emulators.moto_endpoint.clone(),
                     dynamodb_endpoint: stack.emulators.dynamodb_endpoint.clone(),
+                    dynamodb_guard: stack.emulators.guard_pid(tools::localstack::Emulator::DynamoDb),
+                    moto_guard: stack.emulators.guard_pid(tools::localstack::Emulator::Moto),
                     resources: stack.resources.clone(),
                     config: test_config(stack.config()),
                     env: stack.env(),
@@ -92,6 +97,19 @@ fn test_config(mut cfg: Config) -> Config {
     cfg.webhooks.outbox_sweep_age_secs = 2;
     cfg.email.requeue_after_secs = 2;
     cfg
+}
+
+pub struct Frozen(u32);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal_children(self.0, "-CONT");
+    }
+}
+
+fn signal_children(parent: u32, signal: &str) {
+    let ok = std::process::Command::new("pkill").args([signal, "-P", &parent.to_string()]).status().expect("pkill").success();
+    assert!(ok, "no emulator process under guard {parent}");
 }
 
 /// A 127.0.0.1 port with nothing listening.
@@ -132,6 +150,13 @@ impl Harness {
         aws_sdk_sqs::Client::new(&tools::admin::local_sdk_config(&self.moto_endpoint).await)
     }
 
+    /// Freeze (SIGSTOP) an emulator: it keeps its connections and answers nothing, as a hung
+    /// dependency does. The guard drops the freeze on drop (SIGCONT), also when the test fails.
+    pub fn freeze(&self, guard: u32) -> Frozen {
+        signal_children(guard, "-STOP");
+        Frozen(guard)
+    }
+
     /// A fresh workspace and its API key.
     pub async fn workspace(&self, name: &str) -> (String, String) {
         let (ws, key) = workspaces::create_workspace(&self.app().await, name).await.expect("create workspace");
@@ -164,14 +189,21 @@ pub struct Client {
     pub base: String,
     pub auth: Option<String>,
     pub workspace: Option<String>,
+    /// Tests of outages accept `503 UNAVAILABLE` (still in the envelope); nothing else may 5xx.
+    pub outage: bool,
 }
 
 impl Client {
     pub fn new(base: &str, key: &str) -> Self {
-        Self { http: reqwest::Client::new(), base: base.into(), auth: Some(key.into()), workspace: None }
+        Self { http: reqwest::Client::new(), base: base.into(), auth: Some(key.into()), workspace: None, outage: false }
     }
     pub fn anonymous(base: &str) -> Self {
-        Self { http: reqwest::Client::new(), base: base.into(), auth: None, workspace: None }
+        Self { http: reqwest::Client::new(), base: base.into(), auth: None, workspace: None, outage: false }
+    }
+    /// This client may see `503 UNAVAILABLE` (a test that makes a dependency fail).
+    pub fn during_outage(mut self) -> Self {
+        self.outage = true;
+        self
     }
 
     pub fn request(&self, method: &str, path: &str) -> reqwest::RequestBuilder {
@@ -196,7 +228,8 @@ impl Client {
         let json: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
         let rid = headers.get("request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
         assert!(!rid.is_empty(), "every response carries Request-Id (status {status})");
-        assert!(status < 500, "no 5xx: {status} {json}");
+        let outage_answer = self.outage && status == 503 && json["error"]["code"] == "UNAVAILABLE";
+        assert!(status < 500 || outage_answer, "no 5xx: {status} {json}");
         if status >= 400 {
             assert!(json["error"]["code"].is_string() && json["error"]["message"].is_string(), "error envelope: {json}");
             assert_eq!(json["error"]["request_id"], rid, "request id in the body matches the header");

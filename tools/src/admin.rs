@@ -83,24 +83,33 @@ pub fn dev_oauth() -> OAuthConfig {
     OAuthConfig { issuer: DEV_ISSUER.into(), audience: DEV_AUDIENCE.into(), jwks: DEV_JWKS.into() }
 }
 
-/// The configuration the functions get locally.
-pub fn local_config(res: &Resources) -> Config {
-    Config {
-        table: res.table.clone(),
-        events_queue_url: res.events_queue_url.clone(),
-        deliveries_queue_url: res.deliveries_queue_url.clone(),
-        contact_imports_queue_url: res.contact_imports_queue_url.clone(),
-        emails_queue_url: res.emails_queue_url.clone(),
-        platform_secret_id: res.secret_id.clone(),
-        oauth: Some(dev_oauth()),
-        limits: shared::ratelimit::Class::defaults(),
-        // Locally the receivers are on 127.0.0.1 over http.
-        webhooks: shared::config::WebhookSettings {
-            url_policy: shared::outbound::UrlPolicy { allow_loopback: true },
-            ..Default::default()
-        },
-        email: shared::config::EmailSettings { identities: res.ses_identities.clone(), ..Default::default() },
-    }
+/// The configuration the functions get locally: the same variables through the same code
+/// (`Config::from_vars`) as in Lambda. The stack's own resources come from bootstrap; every
+/// other variable set in the environment wins over its local default.
+pub fn local_config(res: &Resources) -> Result<Config, String> {
+    let resource = |k: &str| -> Option<String> {
+        Some(match k {
+            "TABLE_NAME" => res.table.clone(),
+            "EVENTS_QUEUE_URL" => res.events_queue_url.clone(),
+            "DELIVERIES_QUEUE_URL" => res.deliveries_queue_url.clone(),
+            "CONTACT_IMPORTS_QUEUE_URL" => res.contact_imports_queue_url.clone(),
+            "EMAILS_QUEUE_URL" => res.emails_queue_url.clone(),
+            "PLATFORM_SECRET_ID" => res.secret_id.clone(),
+            _ => return None,
+        })
+    };
+    let local_default = |k: &str| -> Option<String> {
+        Some(match k {
+            // Locally the webhook receivers are on 127.0.0.1 over http.
+            "WEBHOOK_ALLOW_LOOPBACK" => "true".into(),
+            "SES_IDENTITIES" => res.ses_identities.join(","),
+            "OAUTH_ISSUER" => DEV_ISSUER.into(),
+            "OAUTH_AUDIENCE" => DEV_AUDIENCE.into(),
+            "OAUTH_JWKS" => DEV_JWKS.into(),
+            _ => return None,
+        })
+    };
+    Config::from_vars(&|k| resource(k).or_else(|| std::env::var(k).ok().filter(|v| !v.is_empty())).or_else(|| local_default(k)))
 }
 
 /// SDK configuration for the local emulators: dummy credentials, moto as the default endpoint.

@@ -39,7 +39,7 @@ impl DevStack {
         let sm = aws_sdk_secretsmanager::Client::new(&sdk);
         let ses = aws_sdk_sesv2::Client::new(&sdk);
         let resources = admin::bootstrap(&ddb, &sqs, &sm, &ses, &Names::default()).await?;
-        let app = Arc::new(App::with_dynamodb_endpoint(admin::local_config(&resources), &sdk, Some(&emulators.dynamodb_endpoint))?);
+        let app = Arc::new(App::with_dynamodb_endpoint(admin::local_config(&resources)?, &sdk, Some(&emulators.dynamodb_endpoint))?);
         let mut stack = Self { emulators, resources, sdk, ddb, sqs, app: app.clone(), base_url: String::new(), gateways: vec![] };
         let (addr, task) = gateway::start(app, port).await?;
         stack.gateways.push(task);
@@ -49,7 +49,7 @@ impl DevStack {
 
     /// The configuration the functions run with here.
     pub fn config(&self) -> Config {
-        admin::local_config(&self.resources)
+        admin::local_config(&self.resources).expect("checked when the stack started")
     }
 
     /// An App for this stack with the given configuration (a new "container").

@@ -63,7 +63,18 @@ async fn wait_for_port(port: u16, what: &str, deadline: Duration) -> Result<(), 
     Err(format!("{what} did not listen on 127.0.0.1:{port} within {deadline:?}"))
 }
 
+/// One of the emulators, for tests that make it misbehave.
+#[derive(Clone, Copy, Debug)]
+pub enum Emulator {
+    DynamoDb,
+    Moto,
+}
+
 impl LocalStack {
+    /// Which process runs `e`: the guard shell's pid (the emulator is its child).
+    pub fn guard_pid(&self, e: Emulator) -> u32 {
+        self.children[e as usize].id().expect("the guard is running")
+    }
     /// Start both emulators; logs go to `log_dir`.
     pub async fn start(log_dir: &Path) -> Result<Self, String> {
         let root = repo_root();
