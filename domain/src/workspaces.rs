@@ -46,6 +46,10 @@ pub struct ApiKey {
     /// The first characters of the key, to recognise it.
     pub prefix: String,
     pub scopes: Vec<Scope>,
+    /// Who made it: `key:<key id>` or an OAuth subject; absent for the key a workspace is
+    /// created with.
+    #[serde(default)]
+    pub created_by: Option<String>,
     pub created_at: String,
     pub last_used_at: Option<String>,
     pub revoked_at: Option<String>,

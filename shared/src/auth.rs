@@ -22,11 +22,32 @@ pub const API_KEY_PREFIX: &str = "wsp_";
 const API_KEY_RANDOM_LEN: usize = 43;
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+/// What a credential may do. `read`: every GET. `write`: content (posts, contacts, deals,
+/// emails, ...). `admin`: what changes who can do what or where data goes (API keys,
+/// members, the workspace's settings and sending domains, webhooks, channels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Read,
     Write,
+    Admin,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Write, Scope::Admin];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// Unknown names grant nothing (they are dropped, never widened to a default).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +107,8 @@ pub fn member_sk(subject: &str) -> String {
 /// Roles grant scopes; a token's scopes are intersected with its subject's role.
 pub fn role_scopes(role: &str) -> &'static [Scope] {
     match role {
-        "owner" | "admin" | "member" => &[Scope::Read, Scope::Write],
+        "owner" | "admin" => &[Scope::Read, Scope::Write, Scope::Admin],
+        "member" => &[Scope::Read, Scope::Write],
         "viewer" => &[Scope::Read],
         _ => &[],
     }
@@ -134,10 +156,12 @@ async fn authenticate_key(db: &Db, key: &str) -> Result<Principal, ApiError> {
     let (Some(ws), Some(key_id)) = (get_str(&item, "workspace_id"), get_str(&item, "key_id")) else {
         return Err(ApiError::internal("API key look-up item lacks workspace_id or key_id"));
     };
+    // Missing or unknown scopes grant nothing.
     let scopes: Vec<Scope> = item
         .get("scopes")
-        .and_then(|v| serde_dynamo::from_attribute_value(v.clone()).ok())
-        .unwrap_or_else(|| vec![Scope::Read, Scope::Write]);
+        .and_then(|v| v.as_l().ok())
+        .map(|l| l.iter().filter_map(|s| Scope::parse(s.as_s().ok()?)).collect())
+        .unwrap_or_default();
     Ok(Principal {
         workspace_id: Some(ws.to_string()),
         subject: format!("key:{key_id}"),
@@ -155,17 +179,8 @@ async fn authenticate_token(
 ) -> Result<Principal, ApiError> {
     let verifier = jwt.ok_or_else(|| invalid("access tokens are not accepted by this deployment"))?;
     let claims = verifier.verify(token).map_err(|why| invalid(&format!("access token rejected ({why})")))?;
-    let token_scopes: Vec<Scope> = match &claims.scope {
-        Some(s) => s
-            .split_whitespace()
-            .filter_map(|s| match s {
-                "read" => Some(Scope::Read),
-                "write" => Some(Scope::Write),
-                _ => None,
-            })
-            .collect(),
-        None => vec![Scope::Read, Scope::Write],
-    };
+    // A token without a `scope` claim, or with only unknown scopes, grants nothing.
+    let token_scopes: Vec<Scope> = claims.scope.as_deref().unwrap_or("").split_whitespace().filter_map(Scope::parse).collect();
     let ws = headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
     let Some(ws) = ws else {
         if needs_workspace {
@@ -298,7 +313,10 @@ mod tests {
     #[test]
     fn roles_grant_scopes() {
         assert_eq!(role_scopes("viewer"), &[Scope::Read]);
-        assert!(role_scopes("owner").contains(&Scope::Write));
+        assert_eq!(role_scopes("member"), &[Scope::Read, Scope::Write]);
+        assert!(role_scopes("owner").contains(&Scope::Admin) && role_scopes("admin").contains(&Scope::Admin));
         assert!(role_scopes("stranger").is_empty());
+        assert_eq!(Scope::parse("admin"), Some(Scope::Admin));
+        assert_eq!(Scope::parse("Admin"), None);
     }
 }

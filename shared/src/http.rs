@@ -5,10 +5,9 @@
 //! results into responses, so every failure, a panic included, leaves as the error envelope.
 
 use crate::app::App;
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::idempotency::{self, Begin, Reservation};
-use crate::ratelimit::Class;
 use crate::request::{Reply, Req, to_bytes};
 use crate::routing::{Matched, Route, match_route};
 use bytes::Bytes;
@@ -96,10 +95,8 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
 /// Answers the principal and the rate-limit headers for the response.
 async fn admit(app: &App, route: &Route, headers: &http::HeaderMap) -> ApiResult<(Principal, Headers)> {
     let principal = crate::auth::authenticate(&app.db, app.jwt.as_ref(), headers, route.needs_workspace).await?;
-    let needed = if route.class == Class::Read { Scope::Read } else { Scope::Write };
-    if !principal.scopes.contains(&needed) {
-        let name = if needed == Scope::Read { "read" } else { "write" };
-        return Err(ApiError::forbidden(format!("this credential lacks the {name} scope")));
+    if !principal.scopes.contains(&route.needs) {
+        return Err(ApiError::forbidden(format!("this credential lacks the {} scope", route.needs.name())));
     }
     // The lazy last-used write runs beside the bucket call, so it adds no latency.
     let bucket = principal.tenant_scope();

@@ -3,6 +3,7 @@
 //! (`cargo lambda watch`) reach the same handler.
 
 use crate::app::App;
+use crate::auth::Scope;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::ratelimit::Class;
 use crate::request::{Reply, Req};
@@ -17,6 +18,9 @@ pub struct Route {
     /// Pattern relative to the API base, e.g. `/posts/{id}/schedule`.
     pub path: &'static str,
     pub class: Class,
+    /// The scope a caller needs: `read` for GET, `write` for other methods, unless the area
+    /// says `[needs = Scope::Admin]`.
+    pub needs: Scope,
     /// False only for routes an OAuth caller may use without `x-workspace-id`.
     pub needs_workspace: bool,
     /// Largest accepted body (1 MiB unless the route says otherwise, e.g. imports).
@@ -27,6 +31,11 @@ pub struct Route {
 /// The rate class of a route that names none: GET reads, everything else writes.
 pub fn default_class(method: &Method) -> Class {
     if method == Method::GET { Class::Read } else { Class::Write }
+}
+
+/// The scope of a route that names none: GET reads, everything else writes.
+pub fn default_scope(method: &Method) -> Scope {
+    if method == Method::GET { Scope::Read } else { Scope::Write }
 }
 
 impl Route {
@@ -47,11 +56,12 @@ impl Route {
             Some(M::Trace) => Method::TRACE,
             None => panic!("#[utoipa::path] of {} names no method", P::path()),
         };
-        let class = default_class(&method);
+        let (class, needs) = (default_class(&method), default_scope(&method));
         Self {
             method,
             path: Box::leak(P::path().into_boxed_str()),
             class,
+            needs,
             needs_workspace: true,
             max_body: crate::request::MAX_BODY_BYTES,
             handler,
@@ -62,7 +72,7 @@ impl Route {
 /// An area's operations, declared once: each handler (an `async fn(&App, Req)` with its
 /// `#[utoipa::path]` annotation) becomes a route of `routes()` and a path of `ApiDoc`.
 /// Options after a handler change its route: `[class = Class::EmailSend]`,
-/// `[max_body = N]`, `[needs_workspace = false]`.
+/// `[needs = Scope::Admin]`, `[max_body = N]`, `[needs_workspace = false]`.
 ///
 /// ```ignore
 /// shared::area! {
@@ -82,7 +92,7 @@ macro_rules! area {
             static ROUTES: ::std::sync::OnceLock<Vec<$crate::routing::Route>> = ::std::sync::OnceLock::new();
             ROUTES.get_or_init(|| {
                 #[allow(unused_imports)]
-                use $crate::ratelimit::Class;
+                use $crate::{auth::Scope, ratelimit::Class};
                 vec![$(
                     $crate::reexports::paste::paste! {{
                         fn handle<'a>(
@@ -180,6 +190,7 @@ mod tests {
     fn r(method: Method, path: &'static str) -> Route {
         Route {
             class: default_class(&method),
+            needs: default_scope(&method),
             method,
             path,
             needs_workspace: true,

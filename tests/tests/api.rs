@@ -447,3 +447,67 @@ async fn workspace_settings_and_round_trips() {
     assert_eq!(post.ddb_calls(), 3, "POST: key, bucket, transaction");
     let _ = h;
 }
+
+/// api.md's roles, per route class: `read` (GET), content writes (`write`), and what changes
+/// who can do what or where data goes (`admin`: API keys, workspace settings, webhooks).
+#[tokio::test]
+async fn roles_and_scopes_limit_each_route_class() {
+    let h = harness();
+    let (ws, key) = h.workspace("roles").await;
+    let app = h.app().await;
+    let hook = json!({"url": "http://127.0.0.1:9/hook"});
+
+    // Each role with a token that asks for every scope: the role decides.
+    for (role, content, admin) in [("owner", true, true), ("admin", true, true), ("member", true, false), ("viewer", false, false)] {
+        let subject = format!("{role}-{}", shared::ids::new_id("u"));
+        workspaces::add_member(&app, &ws, &subject, role).await.unwrap();
+        let mut c = Client::new(&h.base, &tools::admin::mint_token(&subject, "read write admin", 600).unwrap());
+        c.workspace = Some(ws.clone());
+        let expect = |allowed: bool, ok: u16| if allowed { ok } else { 403 };
+        assert_eq!(c.get("/posts").await.status, 200, "{role} reads");
+        assert_eq!(c.get("/workspaces/current/members").await.status, 200, "{role} reads members");
+        assert_eq!(c.post("/posts", &json!({"content": role})).await.status, expect(content, 201), "{role} writes content");
+        let r = c.post("/workspaces/current/api-keys", &json!({"name": role})).await;
+        assert_eq!(r.status, expect(admin, 201), "{role} creates keys: {}", r.json);
+        if admin {
+            assert_eq!(r.json["data"]["created_by"], subject.as_str(), "a key records its creator");
+        } else {
+            assert!(r.json["error"]["message"].as_str().unwrap().contains("admin scope"), "{}", r.json);
+        }
+        assert_eq!(c.get("/workspaces/current/api-keys").await.status, expect(admin, 200), "{role} lists keys");
+        assert_eq!(c.patch("/workspaces/current", &json!({"name": "Roles"})).await.status, expect(admin, 200), "{role} edits settings");
+        assert_eq!(c.post("/webhooks", &hook).await.status, expect(admin, 201), "{role} adds a webhook");
+    }
+
+    // Keys: a content key writes content but cannot manage; a read key only reads.
+    let owner = Client::new(&h.base, &key);
+    let mut keys = vec![];
+    for scopes in [json!(["read", "write"]), json!(["read"])] {
+        let r = owner.post("/workspaces/current/api-keys", &json!({"name": "scoped", "scopes": scopes})).await;
+        assert_eq!(r.status, 201, "{}", r.json);
+        assert!(r.json["data"]["created_by"].as_str().unwrap().starts_with("key:"), "{}", r.json);
+        keys.push(Client::new(&h.base, r.json["data"]["secret"].as_str().unwrap()));
+    }
+    let (content, read) = (&keys[0], &keys[1]);
+    assert_eq!(content.post("/posts", &json!({"content": "k"})).await.status, 201);
+    assert_eq!(content.post("/webhooks", &hook).await.status, 403);
+    assert_eq!(content.post("/workspaces/current/api-keys", &json!({"name": "escalate", "scopes": ["admin"]})).await.status, 403);
+    assert_eq!(read.get("/posts").await.status, 200);
+    assert_eq!(read.post("/posts", &json!({"content": "k"})).await.status, 403);
+
+    // No credential mints one with more rights than its own.
+    let owner_sub = format!("owner-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&app, &ws, &owner_sub, "owner").await.unwrap();
+    let mut narrow = Client::new(&h.base, &tools::admin::mint_token(&owner_sub, "read admin", 600).unwrap());
+    narrow.workspace = Some(ws.clone());
+    let r = narrow.post("/workspaces/current/api-keys", &json!({"name": "wider", "scopes": ["read", "write"]})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("scopes")), "{}", r.json);
+
+    // Missing or unknown scopes grant nothing.
+    for scope in ["", "superuser everything"] {
+        let mut c = Client::new(&h.base, &tools::admin::mint_token(&owner_sub, scope, 600).unwrap());
+        c.workspace = Some(ws.clone());
+        let r = c.get("/posts").await;
+        assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "scope {scope:?}");
+    }
+}

@@ -170,7 +170,28 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     doc.merge(contacts::ApiDoc::openapi());
     doc.merge(deals::ApiDoc::openapi());
     doc.merge(emails::ApiDoc::openapi());
+    annotate_access(&mut doc);
     doc
+}
+
+/// Each operation states what the pipeline enforces: `x-required-scope` (`read`, `write`,
+/// `admin`) and `x-rate-limit-class`, taken from the same routes the functions serve.
+fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
+    for r in gateway::all_routes() {
+        let item = doc.paths.paths.get_mut(r.path).unwrap_or_else(|| panic!("{} is in the contract", r.path));
+        let op = match r.method.as_str() {
+            "GET" => item.get.as_mut(),
+            "POST" => item.post.as_mut(),
+            "PUT" => item.put.as_mut(),
+            "PATCH" => item.patch.as_mut(),
+            "DELETE" => item.delete.as_mut(),
+            _ => None,
+        };
+        let op = op.unwrap_or_else(|| panic!("{} {} is in the contract", r.method, r.path));
+        let ext = op.extensions.get_or_insert_with(Default::default);
+        ext.insert("x-required-scope".into(), serde_json::json!(r.needs.name()));
+        ext.insert("x-rate-limit-class".into(), serde_json::json!(r.class.name()));
+    }
 }
 
 pub fn openapi_json() -> String {

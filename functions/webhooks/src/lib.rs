@@ -21,8 +21,10 @@ use utoipa::ToSchema;
 shared::area! {
     tag = "webhooks", description = "Endpoints that receive signed events, and their delivery history",
     operations = [
-        list_endpoints, create_endpoint, get_endpoint, update_endpoint, delete_endpoint, rotate_secret, test_endpoint,
-        list_deliveries, retry_delivery,
+        list_endpoints, get_endpoint, list_deliveries,
+        // Where the workspace's data goes: owners and admins.
+        create_endpoint [needs = Scope::Admin], update_endpoint [needs = Scope::Admin], delete_endpoint [needs = Scope::Admin],
+        rotate_secret [needs = Scope::Admin], test_endpoint [needs = Scope::Admin], retry_delivery [needs = Scope::Admin],
     ],
     schemas = [Endpoint, EndpointWithSecret, CreateEndpoint, UpdateEndpoint, RotateSecret, Delivery, DeliveryStatus, model::Attempt],
 }

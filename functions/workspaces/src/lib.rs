@@ -22,7 +22,10 @@ shared::area! {
     tag = "workspaces", description = "The workspace, its API keys and members",
     operations = [
         list_workspaces [needs_workspace = false],
-        get_current, update_current, list_api_keys, create_api_key, revoke_api_key, list_members,
+        get_current, list_members,
+        // Who may do what, and the workspace's settings: owners and admins.
+        update_current [needs = Scope::Admin], list_api_keys [needs = Scope::Admin],
+        create_api_key [needs = Scope::Admin], revoke_api_key [needs = Scope::Admin],
     ],
     schemas = [Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope],
 }
@@ -87,7 +90,7 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
             created_at: now.clone(),
             updated_at: now,
         };
-        let (key, secret, key_items) = new_api_key(&ws.id, "default", vec![Scope::Read, Scope::Write])?;
+        let (key, secret, key_items) = new_api_key(&ws.id, "default", Scope::ALL.to_vec(), None)?;
         let mut tx = Tx::new()
             .put_if(slug_item(&slug, &ws.id), "attribute_not_exists(pk)", vec![])
             .create(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?.version(1))
@@ -130,7 +133,7 @@ pub async fn add_member(app: &App, ws: &str, subject: &str, role: &str) -> ApiRe
 }
 
 /// A new key: the object, its secret, and the two items (listing + look-up by hash) to write.
-fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>) -> ApiResult<(ApiKey, String, Vec<store::Item>)> {
+fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>, created_by: Option<&str>) -> ApiResult<(ApiKey, String, Vec<store::Item>)> {
     let secret = auth::generate_api_key();
     let hash = auth::hash_api_key(&secret);
     let key = ApiKey {
@@ -139,6 +142,7 @@ fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>) -> ApiResult<(ApiKey, S
         name: name.into(),
         prefix: secret[..12].to_string(),
         scopes: scopes.clone(),
+        created_by: created_by.map(String::from),
         created_at: shared::ids::now_rfc3339(),
         last_used_at: None,
         revoked_at: None,
@@ -348,7 +352,7 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
         errs.add("scopes", "cannot exceed the scopes of the calling credential");
     }
     errs.finish()?;
-    let (key, secret, items) = new_api_key(req.ws(), &input.name, scopes)?;
+    let (key, secret, items) = new_api_key(req.ws(), &input.name, scopes, Some(&req.principal.subject))?;
     let mut tx = Tx::new();
     for item in items {
         tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);

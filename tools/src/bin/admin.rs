@@ -4,7 +4,7 @@
 //!   admin bootstrap
 //!   admin create-workspace --name NAME        -> {"workspace_id": ..., "api_key": ...}
 //!   admin add-member --workspace W --subject S --role owner|admin|member|viewer
-//!   admin mint-token --subject S [--scope "read write"] [--ttl SECONDS]   (local endpoints only)
+//!   admin mint-token --subject S [--scope "read write admin"] [--ttl SECONDS]   (local endpoints only)
 
 use shared::App;
 use tools::admin;
@@ -53,7 +53,7 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
                 return Err("mint-token only runs against a local stack (AWS_ENDPOINT_URL must be a loopback URL)".into());
             }
             let sub = need(&args, "--subject")?;
-            let scope = arg(&args, "--scope").unwrap_or_else(|| "read write".into());
+            let scope = arg(&args, "--scope").unwrap_or_else(|| "read write admin".into());
             let ttl = arg(&args, "--ttl").map(|t| t.parse::<i64>().map_err(|_| "--ttl must be seconds")).transpose()?.unwrap_or(3600);
             Ok(serde_json::Value::String(admin::mint_token(&sub, &scope, ttl)?))
         }
