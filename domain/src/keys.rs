@@ -77,7 +77,7 @@ pub const FANOUT_MARKER: Kind = Kind::on(
     "fan-out marker",
     WORKSPACE_PK,
     "WHEVENT#<event id>",
-    "the deliveries one event created, so a re-sent event creates none twice; 7 d TTL",
+    "one event's body (signed by every delivery of it) and the deliveries it created, so a re-sent event creates none twice; TTL as deliveries",
 );
 
 /// Every kind the table holds, in the order docs/data-model.md lists them.

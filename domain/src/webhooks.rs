@@ -185,8 +185,12 @@ pub struct Delivery {
 /// A delivery with what only the dispatcher needs.
 pub struct StoredDelivery {
     pub delivery: Delivery,
-    /// The signed payload, byte for byte.
+    /// The signed payload, byte for byte: the event's body, stored once per event (its
+    /// fan-out record), not once per delivery, so an event to many endpoints stays within a
+    /// transaction's size. Empty until [`load_event_body`] fills it.
     pub body: String,
+    /// Deliveries written before bodies moved to the event record carry their own.
+    body_inline: bool,
     /// Automatic retries since the delivery (or its last manual retry) started.
     pub retries: u32,
     /// Only the queue message carrying this token may work on the delivery.
@@ -220,6 +224,7 @@ impl StoredDelivery {
                 updated_at: now,
             },
             body: event.body(),
+            body_inline: false,
             retries: 0,
             job: new_job(),
             version: 0,
@@ -231,7 +236,7 @@ impl StoredDelivery {
         let body = store::get_str(&item, "body").unwrap_or_default().to_string();
         let job = store::get_str(&item, "job").unwrap_or_default().to_string();
         let retries = store::get_i64(&item, "retries").unwrap_or(0) as u32;
-        Ok(Self { delivery: store::from_item(item)?, body, retries, job, version })
+        Ok(Self { delivery: store::from_item(item)?, body_inline: !body.is_empty(), body, retries, job, version })
     }
 
     pub fn sk(&self) -> String {
@@ -241,9 +246,10 @@ impl StoredDelivery {
     /// The item at `version` (the caller's condition decides what it may replace).
     pub fn record(&self, ws: &str, version: i64) -> ApiResult<Record> {
         let created = chrono::DateTime::parse_from_rfc3339(&self.delivery.created_at).map(|t| t.timestamp()).unwrap_or(0);
-        Ok(Record::new(ws_pk(ws), self.sk(), &self.delivery)?
-            .gsi1(deliveries_gsi1(ws, &self.delivery.endpoint_id, self.delivery.status), self.sk())
-            .attr("body", s(&self.body))
+        let rec = Record::new(ws_pk(ws), self.sk(), &self.delivery)?
+            .gsi1(deliveries_gsi1(ws, &self.delivery.endpoint_id, self.delivery.status), self.sk());
+        let rec = if self.body_inline { rec.attr("body", s(&self.body)) } else { rec };
+        Ok(rec
             .attr("job", s(&self.job))
             .attr("retries", n(self.retries as i64))
             .attr("expires_at", n(created + DELIVERY_TTL_SECS))
@@ -280,6 +286,7 @@ impl StoredDelivery {
             endpoint_id: self.delivery.endpoint_id.clone(),
             delivery_id: self.delivery.id.clone(),
             job: self.job.clone(),
+            event_id: Some(self.delivery.event_id.clone()),
         }
     }
 
@@ -312,6 +319,59 @@ pub struct DeliveryJob {
     pub endpoint_id: String,
     pub delivery_id: String,
     pub job: String,
+    /// Lets the attempt read the delivery and its event's body in parallel (absent in
+    /// messages queued before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+}
+
+pub fn event_record_sk(event_id: &str) -> String {
+    keys::FANOUT_MARKER.sk(&[event_id])
+}
+
+/// The fan-out record of one event: its body, once, and the deliveries it created.
+pub fn event_record(ws: &str, ev: &shared::events::Event, deliveries: Vec<String>) -> Item {
+    Item::from([
+        ("pk".into(), s(ws_pk(ws))),
+        ("sk".into(), s(event_record_sk(&ev.id))),
+        ("body".into(), s(ev.body())),
+        ("deliveries".into(), aws_sdk_dynamodb::types::AttributeValue::Ss(deliveries)),
+        // Outlives every delivery that signs it (a manual retry may come late).
+        ("expires_at".into(), n(chrono::Utc::now().timestamp() + DELIVERY_TTL_SECS + 86_400)),
+    ])
+}
+
+/// Read the event body of `x` unless it has one (new deliveries keep it in the event record).
+pub async fn load_event_body(app: &App, ws: &str, x: &mut StoredDelivery) -> ApiResult<()> {
+    if !x.body.is_empty() {
+        return Ok(());
+    }
+    let item = app.db.get(&ws_pk(ws), &event_record_sk(&x.delivery.event_id)).await?;
+    x.body = item.as_ref().and_then(|i| store::get_str(i, "body")).unwrap_or_default().to_string();
+    if x.body.is_empty() {
+        return Err(ApiError::internal(format!("event {} of delivery {} has no stored body", x.delivery.event_id, x.delivery.id)));
+    }
+    Ok(())
+}
+
+/// A delivery with its event's body, read in one round trip when the job names the event.
+pub async fn load_delivery_for(app: &App, job: &DeliveryJob) -> ApiResult<Option<StoredDelivery>> {
+    let ws = job.workspace_id.as_str();
+    let Some(event_id) = &job.event_id else {
+        let Some(mut x) = load_delivery(app, ws, &job.endpoint_id, &job.delivery_id).await? else { return Ok(None) };
+        load_event_body(app, ws, &mut x).await?;
+        return Ok(Some(x));
+    };
+    let (pk, dsk, esk) = (ws_pk(ws), delivery_sk(&job.endpoint_id, &job.delivery_id), event_record_sk(event_id));
+    let items = app.db.batch_get(&[(pk.clone(), dsk.clone()), (pk, esk.clone())]).await?;
+    let sk_of = |i: &Item| store::get_str(i, "sk").unwrap_or_default().to_string();
+    let Some(item) = items.iter().find(|i| sk_of(i) == dsk).cloned() else { return Ok(None) };
+    let mut x = StoredDelivery::from_item(item)?;
+    if x.body.is_empty() {
+        x.body = items.iter().find(|i| sk_of(i) == esk).and_then(|i| store::get_str(i, "body")).unwrap_or_default().to_string();
+    }
+    load_event_body(app, ws, &mut x).await?;
+    Ok(Some(x))
 }
 
 /// Queue a delivery attempt after `delay_secs` (SQS allows at most 15 minutes of delay; the

@@ -194,35 +194,57 @@ fn batch_body(events: &[&Event]) -> String {
     serde_json::to_string(&Batch { events }).expect("events serialize")
 }
 
-/// The sweep re-sends one event at most this often, however long its consumer is down, so an
-/// outage does not pile up copies in the queue.
-const RESEND_EVERY_SECS: i64 = 300;
+/// How many pages of recently re-sent items one shard's sweep reads past before it stops.
+const SWEEP_PAGES: usize = 20;
 
-/// Re-send outbox items older than `min_age_secs` (their SendMessage failed, or their consumer
-/// has not acknowledged them yet). Event ids are ULIDs, so "older than" is a key range: each
-/// shard costs one Query of at most `per_shard` items, plus one small write per re-sent item
-/// (`resent_at`). The consumer dedupes by event id.
-pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, ApiError> {
-    let now = chrono::Utc::now().timestamp();
-    let cutoff = (chrono::Utc::now().timestamp_millis() - min_age_secs * 1000).max(0) as u64;
-    let bound = format!("evt_{}", ulid::Ulid::from_parts(cutoff, 0));
-    let queries = (0..OUTBOX_SHARDS).map(|shard| {
-        app.db
+/// A shard's due items (id, body), oldest first. DynamoDB applies `Limit` before the filter,
+/// so a run of recently re-sent items (events nobody can acknowledge) would hide every due
+/// item behind them from a single Query: read on, page by page, within a bound.
+async fn due_in_shard(app: &App, shard: u32, bound: &str, again: i64, per_shard: i32) -> Result<Vec<(String, String)>, ApiError> {
+    let mut due = vec![];
+    let mut start = None;
+    for _ in 0..SWEEP_PAGES {
+        let out = app
+            .db
             .client
             .query()
             .table_name(&app.db.table)
             .key_condition_expression("pk = :pk AND sk < :bound")
             .filter_expression("attribute_not_exists(resent_at) OR resent_at < :again")
             .expression_attribute_values(":pk", s(crate::events::outbox_shard_pk(shard)))
-            .expression_attribute_values(":bound", s(&bound))
-            .expression_attribute_values(":again", n(now - RESEND_EVERY_SECS))
+            .expression_attribute_values(":bound", s(bound))
+            .expression_attribute_values(":again", n(again))
             .limit(per_shard)
+            .set_exclusive_start_key(start)
             .send()
-    });
-    let mut due: Vec<(String, String)> = vec![];
-    for out in futures_util::future::join_all(queries).await {
-        let out = out.map_err(ddb_error)?;
+            .await
+            .map_err(ddb_error)?;
         due.extend(out.items().iter().filter_map(|i| Some((get_str(i, "sk")?.to_string(), get_str(i, "body")?.to_string()))));
+        start = out.last_evaluated_key;
+        if due.len() >= per_shard as usize || start.is_none() {
+            break;
+        }
+    }
+    due.truncate(per_shard.max(0) as usize);
+    Ok(due)
+}
+
+/// The sweep re-sends one event at most this often, however long its consumer is down, so an
+/// outage does not pile up copies in the queue.
+const RESEND_EVERY_SECS: i64 = 300;
+
+/// Re-send outbox items older than `min_age_secs` (their SendMessage failed, or their consumer
+/// has not acknowledged them yet). Event ids are ULIDs, so "older than" is a key range: each
+/// shard is read from its oldest item, up to `per_shard` due items, plus one small write per
+/// re-sent item (`resent_at`). The consumer dedupes by event id.
+pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, ApiError> {
+    let now = chrono::Utc::now().timestamp();
+    let cutoff = (chrono::Utc::now().timestamp_millis() - min_age_secs * 1000).max(0) as u64;
+    let bound = format!("evt_{}", ulid::Ulid::from_parts(cutoff, 0));
+    let shards = (0..OUTBOX_SHARDS).map(|shard| due_in_shard(app, shard, &bound, now - RESEND_EVERY_SECS, per_shard));
+    let mut due: Vec<(String, String)> = vec![];
+    for items in futures_util::future::join_all(shards).await {
+        due.extend(items?);
     }
     let mut sent = 0;
     for chunk in due.chunks(10) {

@@ -23,8 +23,7 @@ pub enum Mode {
 pub async fn process(d: &Dispatcher, job: &DeliveryJob, mode: Mode) -> ApiResult<Outcome> {
     let app = &d.app;
     let ws = job.workspace_id.as_str();
-    let (ep, x) =
-        tokio::join!(model::load_endpoint(app, ws, &job.endpoint_id), model::load_delivery(app, ws, &job.endpoint_id, &job.delivery_id));
+    let (ep, x) = tokio::join!(model::load_endpoint(app, ws, &job.endpoint_id), model::load_delivery_for(app, job));
     let Some(mut x) = x? else { return Ok(Outcome::Done) };
     let current = match mode {
         Mode::Job => x.job == job.job && matches!(x.delivery.status, DeliveryStatus::Pending | DeliveryStatus::Failed),

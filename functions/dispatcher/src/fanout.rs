@@ -5,14 +5,7 @@ use domain::webhooks::{self as model, DeliveryJob, StoredDelivery, StoredEndpoin
 use shared::ApiResult;
 use shared::events::Event;
 use shared::outbox::Tx;
-use shared::store::{Item, TxError, n, s, ws_pk};
-
-/// Fan-out markers live as long as outbox items can be re-sent.
-const MARKER_TTL_SECS: i64 = 7 * 86_400;
-
-fn marker_sk(event_id: &str) -> String {
-    domain::keys::FANOUT_MARKER.sk(&[event_id])
-}
+use shared::store::{TxError, ws_pk};
 
 pub async fn fan_out(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
     let endpoints = model::workspace_endpoints(&d.app, &ev.workspace_id).await?;
@@ -55,14 +48,10 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint]) ->
     }
     let mut deliveries: Vec<StoredDelivery> = targets.iter().map(|t| StoredDelivery::new(&t.endpoint.id, ev)).collect();
     let keys: Vec<String> = deliveries.iter().map(|x| format!("{}/{}", x.delivery.endpoint_id, x.delivery.id)).collect();
-    let marker = Item::from([
-        ("pk".into(), s(ws_pk(ws))),
-        ("sk".into(), s(marker_sk(&ev.id))),
-        ("deliveries".into(), aws_sdk_dynamodb::types::AttributeValue::Ss(keys)),
-        ("expires_at".into(), n(chrono::Utc::now().timestamp() + MARKER_TTL_SECS)),
-    ]);
-    // The marker and the deliveries commit together: an event received twice (the sweep, or
-    // SQS's at-least-once) creates its deliveries once.
+    let marker = model::event_record(ws, ev, keys);
+    // The event record (the marker) and the deliveries commit together: an event received
+    // twice (the sweep, or SQS's at-least-once) creates its deliveries once. The body is in
+    // the record only, so many endpoints do not multiply it past the transaction's 4 MB.
     let mut tx = Tx::new().put_if(marker, "attribute_not_exists(pk)", vec![]);
     for x in &deliveries {
         tx = tx.create(x.record(ws, 1)?);
@@ -90,11 +79,16 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint]) ->
 /// for its first attempt, in case the earlier run stopped between commit and attempt.
 async fn resume(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
     let ws = ev.workspace_id.as_str();
-    let marker = d.app.db.get(&ws_pk(ws), &marker_sk(&ev.id)).await?;
+    let marker = d.app.db.get(&ws_pk(ws), &model::event_record_sk(&ev.id)).await?;
     let keys = marker.as_ref().and_then(|m| m.get("deliveries")).and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default();
     let work = keys.iter().filter_map(|k| k.split_once('/')).map(|(endpoint_id, delivery_id)| async move {
-        let job =
-            DeliveryJob { workspace_id: ws.into(), endpoint_id: endpoint_id.into(), delivery_id: delivery_id.into(), job: String::new() };
+        let job = DeliveryJob {
+            workspace_id: ws.into(),
+            endpoint_id: endpoint_id.into(),
+            delivery_id: delivery_id.into(),
+            job: String::new(),
+            event_id: Some(ev.id.clone()),
+        };
         if let Err(e) = attempt::process(d, &job, attempt::Mode::FirstAttemptOnly).await {
             tracing::warn!(delivery_id, error = %e, "resumed delivery failed");
         }

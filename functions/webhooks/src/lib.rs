@@ -318,10 +318,15 @@ pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     }
     let ws = req.ws();
     let event = Event::new(ws, "webhook.test", &serde_json::json!({"endpoint_id": rec.endpoint.id, "message": "This is a test event."}));
-    let mut d = StoredDelivery::new(&rec.endpoint.id, &event);
-    if !d.save(app, ws).await? {
-        return Err(ApiError::conflict("the delivery exists already"));
-    }
+    let d = StoredDelivery::new(&rec.endpoint.id, &event);
+    // As a fan-out does: the event's body in its record, the delivery beside it.
+    let record = model::event_record(ws, &event, vec![format!("{}/{}", rec.endpoint.id, d.delivery.id)]);
+    Tx::new()
+        .put_if(record, "attribute_not_exists(pk)", vec![])
+        .create(d.record(ws, 1)?)
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| ApiError::conflict("the delivery exists already")))?;
     model::enqueue(app, &d.job(ws), 0).await?;
     Ok(Reply::with_status(http::StatusCode::ACCEPTED, &d.delivery))
 }
