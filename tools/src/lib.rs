@@ -174,8 +174,9 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     doc
 }
 
-/// Each operation states what the pipeline enforces: `x-required-scope` (`read`, `write`,
-/// `admin`) and `x-rate-limit-class`, taken from the same routes the functions serve.
+/// Each operation states what the pipeline enforces, taken from the same routes the
+/// functions serve: `x-access: {scope: read | write | admin, rate_limit_class}`. One key, since
+/// utoipa keeps extensions in a HashMap (two keys would come out in a random order).
 fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
     for r in gateway::all_routes() {
         let item = doc.paths.paths.get_mut(r.path).unwrap_or_else(|| panic!("{} is in the contract", r.path));
@@ -189,8 +190,7 @@ fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
         };
         let op = op.unwrap_or_else(|| panic!("{} {} is in the contract", r.method, r.path));
         let ext = op.extensions.get_or_insert_with(Default::default);
-        ext.insert("x-required-scope".into(), serde_json::json!(r.needs.name()));
-        ext.insert("x-rate-limit-class".into(), serde_json::json!(r.class.name()));
+        ext.insert("x-access".into(), serde_json::json!({"scope": r.needs.name(), "rate_limit_class": r.class.name()}));
     }
 }
 
