@@ -31,11 +31,14 @@ java:
 dev: deps
 	PORT=$(PORT) cargo run -q -p tools --bin dev
 
-# Every check CI runs: format, lints, unit + end-to-end tests, OpenAPI drift, template lint.
+# Every check CI runs: format, lints, unit + end-to-end tests, OpenAPI drift, IAM policies
+# against the AWS calls the end-to-end run made, template lint.
 test: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo test --workspace
+	rm -rf target/aws-calls
+	AWS_CALL_LOG=$(CURDIR)/target/aws-calls cargo test --workspace
+	cargo run -q -p tools --bin iam -- --check target/aws-calls
 	$(VENV)/bin/cfn-lint template.yaml
 
 openapi:

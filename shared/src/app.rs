@@ -4,7 +4,7 @@
 use crate::auth::JwtVerifier;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::metrics::DynamoCallCounter;
+use crate::metrics::{CallLog, DynamoCallCounter};
 use crate::ratelimit::RateLimiter;
 use crate::store::Db;
 use tokio::sync::OnceCell;
@@ -67,7 +67,7 @@ impl App {
         // Every client gets the same bounded timeouts: a hung dependency answers 503, not a
         // request that waits for API Gateway's 29 s.
         let sdk = &sdk.to_builder().timeout_config(cfg.timeouts.sdk()).build();
-        let mut ddb_conf = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(DynamoCallCounter);
+        let mut ddb_conf = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(DynamoCallCounter).interceptor(CallLog);
         if let Some(ep) = ddb_endpoint {
             ddb_conf = ddb_conf.endpoint_url(ep);
         }
@@ -75,8 +75,10 @@ impl App {
         let jwt = cfg.oauth.as_ref().map(JwtVerifier::new).transpose()?;
         Ok(Self {
             db: Db { client: aws_sdk_dynamodb::Client::from_conf(ddb_conf), table: cfg.table.clone() },
-            sqs: aws_sdk_sqs::Client::new(sdk),
-            secrets: aws_sdk_secretsmanager::Client::new(sdk),
+            sqs: aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(sdk).interceptor(CallLog).build()),
+            secrets: aws_sdk_secretsmanager::Client::from_conf(
+                aws_sdk_secretsmanager::config::Builder::from(sdk).interceptor(CallLog).build(),
+            ),
             limiter: RateLimiter::new(cfg.limits.clone()),
             jwt,
             platform: OnceCell::new(),
@@ -92,6 +94,8 @@ impl App {
     }
 
     pub async fn platform_secret(&self) -> Result<&PlatformSecret, ApiError> {
+        // Cached per container, but every function that reads it needs the permission.
+        crate::metrics::record_action("secretsmanager:GetSecretValue");
         self.platform
             .get_or_try_init(|| async {
                 let out = self.secrets.get_secret_value().secret_id(&self.cfg.platform_secret_id).send().await.map_err(|e| {

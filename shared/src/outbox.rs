@@ -142,6 +142,15 @@ impl Tx {
     /// Commit the writes atomically, then queue the events. A failed condition is
     /// `TxError::Condition(i)`, `i` counting the writes in the order they were added.
     pub async fn commit(self, app: &App) -> Result<(), TxError> {
+        // IAM authorises a transaction per item: record what each write needs.
+        for op in &self.ops {
+            crate::metrics::record_action(match op {
+                Op::Put { .. } => "dynamodb:PutItem",
+                Op::Delete { .. } => "dynamodb:DeleteItem",
+                Op::Check { .. } => "dynamodb:ConditionCheckItem",
+                Op::Update(_) => "dynamodb:UpdateItem",
+            });
+        }
         let items = self.ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
         app.db.transact(items).await?;
         publish(app, &self.events).await;

@@ -31,6 +31,18 @@ pub fn areas() -> Vec<(&'static str, &'static [Route])> {
     ]
 }
 
+/// The function API Gateway would send this request to (its `$default` route: workspaces).
+fn function_of(method: &http::Method, path: &str) -> &'static str {
+    use shared::error::ErrorCode;
+    areas()
+        .into_iter()
+        .find(|(_, routes)| match shared::routing::match_route(routes, method, path) {
+            Ok(_) => true,
+            Err(e) => e.code == ErrorCode::MethodNotAllowed,
+        })
+        .map_or("workspaces", |(name, _)| name)
+}
+
 /// Every area's routes, in one table.
 pub fn all_routes() -> &'static [Route] {
     static ALL: OnceLock<&'static [Route]> = OnceLock::new();
@@ -66,7 +78,9 @@ async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::R
         }
     };
     let body = if bytes.is_empty() { lambda_http::Body::Empty } else { lambda_http::Body::Binary(bytes.to_vec()) };
-    let (resp, stats) = shared::http::serve_with_stats(app, all_routes(), http::Request::from_parts(parts, body)).await;
+    let function = function_of(&parts.method, parts.uri.path());
+    let req = http::Request::from_parts(parts, body);
+    let (resp, stats) = shared::metrics::as_function(function, shared::http::serve_with_stats(app, all_routes(), req)).await;
     let (mut parts, body) = resp.into_parts();
     parts.headers.insert("x-dev-ddb-calls", stats.ddb_calls.into());
     let bytes = match body {

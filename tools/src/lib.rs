@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod gateway;
+pub mod iam;
 pub mod localstack;
 pub mod worker;
 
@@ -80,7 +81,7 @@ impl DevStack {
             let d = d.clone();
             Arc::new(move |ev| {
                 let d = d.clone();
-                Box::pin(async move { d.handle_sqs(ev).await })
+                Box::pin(shared::metrics::as_function("dispatcher", async move { d.handle_sqs(ev).await }))
             })
         };
         self.gateways.push(worker::poll(sqs.clone(), self.resources.events_queue_url.clone(), dispatch.clone()));
@@ -89,7 +90,7 @@ impl DevStack {
         let importer = Arc::new(self.new_app(cfg.clone())?);
         let import: worker::Handler = Arc::new(move |ev| {
             let app = importer.clone();
-            Box::pin(async move { domain::contacts::import::handle_sqs(&app, ev).await })
+            Box::pin(shared::metrics::as_function("contact-import", async move { domain::contacts::import::handle_sqs(&app, ev).await }))
         });
         self.gateways.push(worker::poll(sqs.clone(), self.resources.contact_imports_queue_url.clone(), import));
         let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg)?, &self.sdk));
@@ -97,14 +98,16 @@ impl DevStack {
             let sender = sender.clone();
             Arc::new(move |ev| {
                 let sender = sender.clone();
-                Box::pin(async move { sender.handle_sqs(ev).await })
+                Box::pin(shared::metrics::as_function("email-sender", async move { sender.handle_sqs(ev).await }))
             })
         };
         self.gateways.push(worker::poll(sqs.clone(), self.resources.emails_queue_url.clone(), send.clone()));
         self.gateways.push(worker::poll(sqs, self.resources.email_feedback_queue_url.clone(), send));
         self.gateways.push(worker::tick("email tick", sweep_every, move || {
             let sender = sender.clone();
-            Box::pin(async move { email_sender::tick::tick(&sender).await.map(|_| ()).map_err(|e| e.to_string()) })
+            Box::pin(shared::metrics::as_function("email-sender", async move {
+                email_sender::tick::tick(&sender).await.map(|_| ()).map_err(|e| e.to_string())
+            }))
         }));
         Ok(())
     }

@@ -69,7 +69,9 @@ pub fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) -> to
 pub fn sweep(d: Arc<Dispatcher>, every: Duration) -> tokio::task::JoinHandle<()> {
     tick("outbox sweep", every, move || {
         let d = d.clone();
-        Box::pin(async move { d.handle(serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"})).await.map(|_| ()) })
+        Box::pin(shared::metrics::as_function("dispatcher", async move {
+            d.handle(serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"})).await.map(|_| ())
+        }))
     })
 }
 

@@ -22,6 +22,7 @@ impl Sender {
     /// SES calls get an overall deadline, well inside the claim an email is sent under.
     pub fn new(app: App, sdk: &aws_config::SdkConfig) -> Self {
         let conf = aws_sdk_sesv2::config::Builder::from(sdk)
+            .interceptor(shared::metrics::CallLog)
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
                     .operation_timeout(std::time::Duration::from_secs(20))
