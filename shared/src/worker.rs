@@ -64,6 +64,37 @@ impl From<TxError> for WorkError {
     }
 }
 
+/// The time one invocation may still spend. A queue consumer starts slow work (a webhook
+/// attempt that may take its whole timeout) only when it fits, and hands the rest back as
+/// messages of their own, so one slow receiver cannot run the invocation into its timeout and
+/// take every other tenant's messages in the batch down with it.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    until: std::time::Instant,
+}
+
+impl Budget {
+    pub fn new(d: std::time::Duration) -> Self {
+        Self { until: std::time::Instant::now() + d }
+    }
+
+    /// From the Lambda context's deadline (epoch milliseconds), less `margin` for the work
+    /// after the last step (recording, answering the batch).
+    pub fn until_deadline(deadline_ms: u64, margin: std::time::Duration) -> Self {
+        let now_ms = chrono::Utc::now().timestamp_millis().max(0) as u64;
+        Self::new(std::time::Duration::from_millis(deadline_ms.saturating_sub(now_ms)).saturating_sub(margin))
+    }
+
+    pub fn remaining(&self) -> std::time::Duration {
+        self.until.saturating_duration_since(std::time::Instant::now())
+    }
+
+    /// Is there time for a step that may take `d`?
+    pub fn allows(&self, d: std::time::Duration) -> bool {
+        self.remaining() > d
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

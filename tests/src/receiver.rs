@@ -56,6 +56,8 @@ struct State {
     /// Statuses to answer next, before `default_status`.
     script: VecDeque<u16>,
     default_status: u16,
+    /// How long to take over each answer (a slow receiver).
+    delay: std::time::Duration,
 }
 
 #[derive(Clone)]
@@ -81,11 +83,12 @@ impl Receiver {
                         async move {
                             let (parts, body) = req.into_parts();
                             let body = body.collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
-                            let status = {
+                            let (status, delay) = {
                                 let mut s = st.lock().unwrap();
                                 s.received.push(Received { headers: parts.headers, body, at: chrono::Utc::now().timestamp() });
-                                s.script.pop_front().unwrap_or(s.default_status)
+                                (s.script.pop_front().unwrap_or(s.default_status), s.delay)
                             };
+                            tokio::time::sleep(delay).await;
                             let mut resp = http::Response::builder().status(status);
                             if status == 503 {
                                 resp = resp.header("retry-after", "1");
@@ -103,6 +106,9 @@ impl Receiver {
     /// Answer these statuses to the next requests, then the default.
     pub fn script(&self, statuses: &[u16]) {
         self.state.lock().unwrap().script.extend(statuses);
+    }
+    pub fn set_delay(&self, d: std::time::Duration) {
+        self.state.lock().unwrap().delay = d;
     }
     pub fn set_default(&self, status: u16) {
         self.state.lock().unwrap().default_status = status;

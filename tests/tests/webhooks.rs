@@ -515,3 +515,42 @@ async fn a_large_event_reaches_twenty_endpoints() {
         assert!(secrets.iter().any(|s| m.verifies(s)), "signed by one of the endpoints' secrets");
     }
 }
+
+/// A slow receiver and a large batch: the invocation starts first attempts only while they fit
+/// its time budget and hands the rest back as delivery jobs, so it ends in time (other
+/// tenants' messages in the batch are not lost to a timeout) and every delivery still arrives.
+#[tokio::test]
+async fn a_slow_receiver_cannot_run_an_invocation_past_its_budget() {
+    let h = harness();
+    let (ws, key) = h.workspace("slow receiver").await;
+    let c = Client::new(&h.base, &key);
+    let receiver = Receiver::start().await;
+    receiver.set_delay(std::time::Duration::from_millis(1500));
+    endpoint(&c, json!({"url": receiver.url, "event_types": ["post.updated"]})).await;
+    let mut cfg = h.config.clone();
+    cfg.webhooks.timeout_secs = 2;
+    let d = h.dispatcher(cfg).await;
+    assert_eq!(d.attempt_time(), std::time::Duration::from_secs(4));
+
+    // 80 events in one message: five groups of 16, 1.5 s each if all were attempted inline.
+    let events: Vec<shared::events::Event> = (0..80).map(|i| shared::events::Event::new(&ws, "post.updated", &json!({"n": i}))).collect();
+    let body = serde_json::to_string(&json!({ "events": events })).unwrap();
+    let batch =
+        dispatcher::SqsEvent { records: vec![dispatcher::SqsMessage { message_id: "m1".into(), receipt_handle: "r1".into(), body }] };
+    let budget = std::time::Duration::from_secs(5);
+    let started = std::time::Instant::now();
+    let resp = d.handle_sqs_within(batch, dispatcher::Budget::new(budget)).await;
+    let took = started.elapsed();
+    assert!(resp.batch_item_failures.is_empty());
+    assert!(took < budget, "the invocation took {took:?}");
+
+    // The handed-back deliveries arrive through the deliveries queue.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while receiver.received().len() < 80 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let mut seen: Vec<i64> = receiver.received().iter().map(|m| m.json()["data"]["n"].as_i64().unwrap()).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen, (0..80).collect::<Vec<_>>(), "every event delivered");
+}

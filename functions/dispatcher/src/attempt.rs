@@ -1,7 +1,7 @@
 //! One attempt of one delivery: sign, send, record, and decide what comes next (done, retry
 //! after a delay, dead), keeping the endpoint's health (failing since, disabled) up to date.
 
-use crate::{Dispatcher, Outcome};
+use crate::{Budget, Dispatcher, Outcome};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
 use shared::ApiResult;
@@ -20,7 +20,7 @@ pub enum Mode {
 }
 
 /// Attempt a delivery if it is due; `Later(secs)` keeps the job's message hidden until then.
-pub async fn process(d: &Dispatcher, job: &DeliveryJob, mode: Mode) -> ApiResult<Outcome> {
+pub async fn process(d: &Dispatcher, job: &DeliveryJob, mode: Mode, budget: Budget) -> ApiResult<Outcome> {
     let app = &d.app;
     let ws = job.workspace_id.as_str();
     let (ep, x) = tokio::join!(model::load_endpoint(app, ws, &job.endpoint_id), model::load_delivery_for(app, job));
@@ -46,6 +46,17 @@ pub async fn process(d: &Dispatcher, job: &DeliveryJob, mode: Mode) -> ApiResult
         if wait > DUE_SLACK_SECS {
             return Ok(Outcome::Later(wait as u64));
         }
+    }
+    if !budget.allows(d.attempt_time()) {
+        // Not enough of the invocation left: the job's message comes back in a second; a
+        // resumed first attempt becomes a job of its own.
+        return match mode {
+            Mode::Job => Ok(Outcome::Later(1)),
+            Mode::FirstAttemptOnly => {
+                model::enqueue(app, &x.job(ws), 0).await?;
+                Ok(Outcome::Done)
+            }
+        };
     }
     match (attempt_and_record(d, ws, &ep, &mut x).await?, mode) {
         (Some(delay), Mode::Job) => Ok(Outcome::Later(delay)),

@@ -1,20 +1,20 @@
 //! An event from the events queue becomes one delivery per enabled, subscribed endpoint.
 
-use crate::{Dispatcher, Outcome, attempt};
+use crate::{Budget, Dispatcher, Outcome, attempt};
 use domain::webhooks::{self as model, DeliveryJob, StoredDelivery, StoredEndpoint};
 use shared::ApiResult;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{TxError, ws_pk};
 
-pub async fn fan_out(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
+pub async fn fan_out(d: &Dispatcher, ev: &Event, budget: Budget) -> ApiResult<Outcome> {
     let endpoints = model::workspace_endpoints(&d.app, &ev.workspace_id).await?;
-    fan_out_to(d, ev, &endpoints).await
+    fan_out_to(d, ev, &endpoints, budget).await
 }
 
 /// Many events in one message: the endpoints of each workspace are read once, events nobody
 /// subscribes to are acknowledged together, the rest fan out as single events do.
-pub async fn fan_out_batch(d: &Dispatcher, events: &[Event]) -> ApiResult<Outcome> {
+pub async fn fan_out_batch(d: &Dispatcher, events: &[Event], budget: Budget) -> ApiResult<Outcome> {
     let mut by_ws: std::collections::BTreeMap<&str, Vec<&Event>> = Default::default();
     for ev in events {
         by_ws.entry(ev.workspace_id.as_str()).or_default().push(ev);
@@ -29,7 +29,7 @@ pub async fn fan_out_batch(d: &Dispatcher, events: &[Event]) -> ApiResult<Outcom
             tracing::warn!(error = %e, "outbox acks failed; the sweep re-sends those events");
         }
         for group in busy.chunks(16) {
-            for r in futures_util::future::join_all(group.iter().map(|ev| fan_out_to(d, ev, &endpoints))).await {
+            for r in futures_util::future::join_all(group.iter().map(|ev| fan_out_to(d, ev, &endpoints, budget))).await {
                 r?;
             }
         }
@@ -37,7 +37,7 @@ pub async fn fan_out_batch(d: &Dispatcher, events: &[Event]) -> ApiResult<Outcom
     Ok(Outcome::Done)
 }
 
-async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint]) -> ApiResult<Outcome> {
+async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint], budget: Budget) -> ApiResult<Outcome> {
     let app = &d.app;
     let ws = ev.workspace_id.as_str();
     let targets: Vec<&StoredEndpoint> =
@@ -58,9 +58,18 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint]) ->
     }
     match tx.commit(app).await {
         Ok(()) => {}
-        Err(TxError::Condition(0)) => return resume(d, ev).await,
+        Err(TxError::Condition(0)) => return resume(d, ev, budget).await,
         Err(TxError::Condition(_)) => return Ok(Outcome::Done),
         Err(TxError::Api(e)) => return Err(e),
+    }
+    if !budget.allows(d.attempt_time()) {
+        // No time for the first attempts: each delivery becomes a job of its own. Should that
+        // fail, the event stays unacknowledged and its next copy resumes them.
+        for x in &deliveries {
+            model::enqueue(app, &x.job(ws), 0).await?;
+        }
+        ack(d, ev).await;
+        return Ok(Outcome::Done);
     }
     ack(d, ev).await;
     let work = deliveries.iter_mut().zip(&targets).map(|(x, ep)| async move {
@@ -77,7 +86,7 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint]) ->
 
 /// The event was fanned out before (this is a duplicate): finish any delivery still waiting
 /// for its first attempt, in case the earlier run stopped between commit and attempt.
-async fn resume(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
+async fn resume(d: &Dispatcher, ev: &Event, budget: Budget) -> ApiResult<Outcome> {
     let ws = ev.workspace_id.as_str();
     let marker = d.app.db.get(&ws_pk(ws), &model::event_record_sk(&ev.id)).await?;
     let keys = marker.as_ref().and_then(|m| m.get("deliveries")).and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default();
@@ -89,7 +98,7 @@ async fn resume(d: &Dispatcher, ev: &Event) -> ApiResult<Outcome> {
             job: String::new(),
             event_id: Some(ev.id.clone()),
         };
-        if let Err(e) = attempt::process(d, &job, attempt::Mode::FirstAttemptOnly).await {
+        if let Err(e) = attempt::process(d, &job, attempt::Mode::FirstAttemptOnly, budget).await {
             tracing::warn!(delivery_id, error = %e, "resumed delivery failed");
         }
     });

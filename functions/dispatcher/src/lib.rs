@@ -22,27 +22,45 @@ pub struct Dispatcher {
 
 pub use shared::sqs::{BatchResponse, ItemFailure, SqsEvent, SqsMessage};
 
-pub use shared::worker::{Outcome, WorkError};
+pub use shared::worker::{Budget, Outcome, WorkError};
+
+/// The budget of an invocation with no Lambda deadline to go by (local runs, tests): the
+/// function's timeout in template.yaml (60 s) less a margin.
+pub const DEFAULT_BUDGET: std::time::Duration = std::time::Duration::from_secs(50);
 
 impl Dispatcher {
+    /// What one attempt may take: the receiver's timeout and a little for recording it.
+    pub fn attempt_time(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.app.cfg.webhooks.timeout_secs + 2)
+    }
+
     pub fn new(app: App) -> Result<Self, String> {
         let http = client::Sender::new(&app.cfg.webhooks)?;
         Ok(Self { app, http })
     }
 
-    /// The Lambda entry point: an SQS batch, or a scheduled (EventBridge) event for the sweep.
     pub async fn handle(&self, payload: serde_json::Value) -> Result<serde_json::Value, String> {
+        self.handle_within(payload, Budget::new(DEFAULT_BUDGET)).await
+    }
+
+    /// The Lambda entry point: an SQS batch, or a scheduled (EventBridge) event for the sweep.
+    pub async fn handle_within(&self, payload: serde_json::Value, budget: Budget) -> Result<serde_json::Value, String> {
         if payload.get("Records").is_some() {
             let ev: SqsEvent = serde_json::from_value(payload).map_err(|e| format!("not an SQS event: {e}"))?;
-            return Ok(serde_json::to_value(self.handle_sqs(ev).await).expect("serializes"));
+            return Ok(serde_json::to_value(self.handle_sqs_within(ev, budget).await).expect("serializes"));
         }
         let swept = shared::outbox::sweep(&self.app, self.app.cfg.webhooks.outbox_sweep_age_secs, 100).await.map_err(|e| e.to_string())?;
         Ok(serde_json::json!({ "swept": swept }))
     }
 
-    /// Every message of the batch concurrently: one slow endpoint costs its own timeout only.
     pub async fn handle_sqs(&self, ev: SqsEvent) -> BatchResponse {
-        let results = futures_util::future::join_all(ev.records.iter().map(|m| self.handle_message(m))).await;
+        self.handle_sqs_within(ev, Budget::new(DEFAULT_BUDGET)).await
+    }
+
+    /// Every message of the batch concurrently: one slow endpoint costs its own timeout only,
+    /// and attempts that would not finish within `budget` are handed back as jobs.
+    pub async fn handle_sqs_within(&self, ev: SqsEvent, budget: Budget) -> BatchResponse {
+        let results = futures_util::future::join_all(ev.records.iter().map(|m| self.handle_message(m, budget))).await;
         let mut resp = BatchResponse::default();
         for (m, kept) in ev.records.iter().zip(results) {
             if kept {
@@ -53,13 +71,13 @@ impl Dispatcher {
     }
 
     /// True when the message must stay in the queue.
-    async fn handle_message(&self, m: &SqsMessage) -> bool {
+    async fn handle_message(&self, m: &SqsMessage, budget: Budget) -> bool {
         let outcome = if let Ok(job) = serde_json::from_str::<DeliveryJob>(&m.body) {
-            attempt::process(self, &job, attempt::Mode::Job).await
+            attempt::process(self, &job, attempt::Mode::Job, budget).await
         } else if let Ok(event) = serde_json::from_str::<shared::events::Event>(&m.body) {
-            fanout::fan_out(self, &event).await
+            fanout::fan_out(self, &event, budget).await
         } else if let Ok(batch) = serde_json::from_str::<shared::events::EventBatch>(&m.body) {
-            fanout::fan_out_batch(self, &batch.events).await
+            fanout::fan_out_batch(self, &batch.events, budget).await
         } else {
             // Neither kind: leave it to the dead-letter queue for a human to look at.
             tracing::error!(message_id = %m.message_id, "unrecognised message on a dispatcher queue");

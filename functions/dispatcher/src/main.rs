@@ -7,7 +7,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // Leaked on purpose: lives as long as the container, borrowed by every invocation.
     let d: &'static dispatcher::Dispatcher = Box::leak(Box::new(dispatcher::Dispatcher::new(app)?));
     lambda_runtime::run(lambda_runtime::service_fn(move |ev: lambda_runtime::LambdaEvent<serde_json::Value>| async move {
-        d.handle(ev.payload).await.map_err(lambda_runtime::Error::from)
+        // Keep 5 s for what follows the last step (answering the batch).
+        let budget = dispatcher::Budget::until_deadline(ev.context.deadline, std::time::Duration::from_secs(5));
+        d.handle_within(ev.payload, budget).await.map_err(lambda_runtime::Error::from)
     }))
     .await
 }
