@@ -85,7 +85,7 @@ pub fn check_common(errs: &mut Errors, d: &Deal) {
         errs.add("currency", "must be an ISO 4217 code like EUR");
     }
     if let Some(c) = &d.contact_id
-        && !shared::ids::is_valid("ct", c)
+        && <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(c).is_none()
     {
         errs.add("contact_id", "must be a contact id (ct_...)");
     }

@@ -116,7 +116,7 @@ pub fn check_channels(errs: &mut Errors, ids: &[String]) {
         errs.add("channel_ids", format!("at most {MAX_CHANNELS} channels"));
     }
     for (i, id) in ids.iter().enumerate() {
-        if !shared::ids::is_valid("ch", id) {
+        if <ChannelId as shared::ids::PrefixedId>::parse(id).is_none() {
             errs.add(format!("channel_ids[{i}]"), "must be a channel id (ch_...)");
         } else if ids[..i].contains(id) {
             errs.add(format!("channel_ids[{i}]"), "is listed twice");

@@ -16,6 +16,9 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
+shared::prefixed_id!(EndpointId, "wh", "webhook endpoint");
+shared::prefixed_id!(DeliveryId, "whd", "webhook delivery");
+
 pub const MAX_ENDPOINTS: i64 = 20;
 /// Deliveries (and their bodies) are kept 30 days.
 pub const DELIVERY_TTL_SECS: i64 = 30 * 86_400;

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use shared::auth::Scope;
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
+
+shared::prefixed_id!(ApiKeyId, "key", "api key");
 use utoipa::ToSchema;
 
 /// The workspace item's sort key (`keys::WORKSPACE` has no placeholder).

@@ -44,6 +44,11 @@ macro_rules! prefixed_id {
                 Self(id)
             }
         }
+        impl ::std::convert::AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
         impl ::std::ops::Deref for $name {
             type Target = str;
             fn deref(&self) -> &str {

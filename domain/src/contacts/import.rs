@@ -229,10 +229,11 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
     Ok(job)
 }
 
+shared::prefixed_id!(ImportId, "imp", "import");
+
+/// An import job with its chunk count and the next chunk to process. `id` comes from a path
+/// ([`ImportId`]) or from the job's own queue message.
 pub async fn load_job(app: &App, ws: &str, id: &str) -> ApiResult<Option<(ImportJob, usize, usize)>> {
-    if !shared::ids::is_valid("imp", id) {
-        return Ok(None);
-    }
     let Some(item) = app.db.get(&ws_pk(ws), &job_sk(id)).await? else { return Ok(None) };
     let chunks = store::get_i64(&item, "chunks").unwrap_or(0) as usize;
     let next = store::get_i64(&item, "next_chunk").unwrap_or(0) as usize;
@@ -489,7 +490,7 @@ async fn update_existing(app: &App, ws: &str, email: &str, mut data: serde_json:
     }
     for _ in 0..3 {
         let Some(id) = model::email_owner(app, ws, email).await? else { return Ok(()) };
-        let (old, version) = model::load(app, ws, &id).await?;
+        let (old, version) = model::load(app, ws, &<model::ContactId as shared::ids::PrefixedId>::new_unchecked(id)).await?;
         let patch: UpdateContact = serde_json::from_value(data.clone()).unwrap_or_default();
         let mut c = old.clone();
         let mut errs = Errors::new();
@@ -533,7 +534,7 @@ mod tests {
         let job = ImportJob::new("imp_01HF6Z3Q8M4W2T9K7R5N1B0C6D".into(), OnConflict::Skip, 2, "2026-11-22T10:00:00Z".into());
         assert_eq!(row_contact_id(&job, 7), row_contact_id(&job, 7));
         assert_ne!(row_contact_id(&job, 7), row_contact_id(&job, 8));
-        assert!(shared::ids::is_valid("ct", &row_contact_id(&job, 7)));
+        assert!(<crate::contacts::ContactId as shared::ids::PrefixedId>::parse(&row_contact_id(&job, 7)).is_some());
         assert!(row_contact_id(&job, 1) < row_contact_id(&job, 2), "row order is id order");
     }
 }

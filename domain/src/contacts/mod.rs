@@ -27,6 +27,8 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
+shared::prefixed_id!(ContactId, "ct", "contact");
+
 pub const MAX_LABELS: usize = 20;
 pub const MAX_LABEL_CHARS: usize = 50;
 pub const MAX_CUSTOM_FIELDS: usize = 50;
@@ -341,14 +343,15 @@ pub fn duplicate(email: &str, existing: Option<String>) -> ApiError {
     ApiError::conflict("a contact with this email exists").with_details(vec![d])
 }
 
-pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<(Contact, i64)> {
-    if !shared::ids::is_valid("ct", id) {
-        return Err(ApiError::not_found("contact"));
-    }
+pub async fn load(app: &App, ws: &str, id: &ContactId) -> ApiResult<(Contact, i64)> {
     app.db.get_object(ws, &contact_sk(id)).await?.ok_or_else(|| ApiError::not_found("contact"))
 }
 
 pub fn status_str(s: ContactStatus) -> String {
+    enum_str(s)
+}
+
+pub fn email_status_str(s: EmailStatus) -> String {
     enum_str(s)
 }
 

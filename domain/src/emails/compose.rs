@@ -227,7 +227,7 @@ pub fn check(input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> Result<Dra
         Some(t)
     });
     if let Some(c) = &input.contact_id
-        && !shared::ids::is_valid("ct", c)
+        && <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(c).is_none()
     {
         errs.add("contact_id", "must be a contact id (ct_...)");
     }

@@ -22,6 +22,9 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
+shared::prefixed_id!(EmailId, "em", "email");
+shared::prefixed_id!(EmailBatchId, "eb", "email batch");
+
 pub const DUE_SHARDS: u32 = 8;
 /// Scheduled emails this close to their time get a delayed queue message (SQS delays up to 15 min).
 pub const ENQUEUE_AHEAD_SECS: i64 = 900;
@@ -292,10 +295,8 @@ impl Stored {
     }
 }
 
+/// `id` comes from a path ([`EmailId`]) or from the email's own queue message.
 pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Stored>> {
-    if !shared::ids::is_valid("em", id) {
-        return Ok(None);
-    }
     app.db.get(&ws_pk(ws), &sk(id)).await?.map(Stored::from_item).transpose()
 }
 

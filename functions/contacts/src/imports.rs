@@ -16,7 +16,8 @@ pub async fn create_import(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/contacts/imports/{id}", tag = "contacts", params(("id" = String, Path, description = "imp_...")),
     responses((status = 200, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors))]
 pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {
-    let (job, _, _) = import::load_job(app, req.ws(), req.param("id")).await?.ok_or_else(|| ApiError::not_found("import"))?;
+    let id: import::ImportId = req.path_id("id")?;
+    let (job, _, _) = import::load_job(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("import"))?;
     Ok(Reply::ok(&job))
 }
 
@@ -25,8 +26,8 @@ pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {
     params(("id" = String, Path), ("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<RowError>), shared::openapi::CommonErrors))]
 pub async fn list_import_errors(app: &App, req: Req) -> ApiResult<Reply> {
-    let id = req.param("id");
-    import::load_job(app, req.ws(), id).await?.ok_or_else(|| ApiError::not_found("import"))?;
+    let id: import::ImportId = req.path_id("id")?;
+    import::load_job(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("import"))?;
     let page = req.page(app, &format!("contacts/imports/{id}/errors"), &[]).await?;
-    shared::request::list_page::<RowError>(app, &page, keys::IMPORT_ERRORS.query(&[req.ws()], &[id], page.after.clone(), page.limit)).await
+    shared::request::list_page::<RowError>(app, &page, keys::IMPORT_ERRORS.query(&[req.ws()], &[&id], page.after.clone(), page.limit)).await
 }

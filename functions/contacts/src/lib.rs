@@ -30,6 +30,16 @@ shared::area! {
         import::CreateImport, import::ImportJob, import::ImportStatus, import::OnConflict, import::RowError],
 }
 
+/// The filters of `GET /contacts` (`limit` and `cursor` are the page's).
+#[derive(Deserialize)]
+struct ListContacts {
+    status: Option<ContactStatus>,
+    email_status: Option<EmailStatus>,
+    label: Option<String>,
+    q: Option<String>,
+    created_after: Option<String>,
+}
+
 /// Create a contact. The email is unique in the workspace (case-insensitive): a second create
 /// of the same address answers 409 with `details[0].meta.contact_id`.
 #[utoipa::path(post, path = "/contacts", tag = "contacts", request_body = CreateContact,
@@ -46,7 +56,7 @@ pub async fn create_contact(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/contacts/{id}", tag = "contacts", params(("id" = String, Path, description = "ct_...")),
     responses((status = 200, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors))]
 pub async fn get_contact(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&model::load(app, req.ws(), req.param("id")).await?.0))
+    Ok(Reply::ok(&model::load(app, req.ws(), &req.path_id("id")?).await?.0))
 }
 
 /// Contacts, oldest first. `q` is a case-insensitive prefix of the email, the full name or the
@@ -58,15 +68,11 @@ pub async fn get_contact(app: &App, req: Req) -> ApiResult<Reply> {
         ("created_after" = Option<String>, Query, description = "RFC 3339")),
     responses((status = 200, body = shared::openapi::ListOf<Contact>), shared::openapi::CommonErrors))]
 pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
+    let f: ListContacts = req.query_as()?;
+    let (status, email_status) = (f.status.map(model::status_str), f.email_status.map(model::email_status_str));
     let (status, email_status, label, q, created_after) =
-        (req.query("status"), req.query("email_status"), req.query("label"), req.query("q"), req.query("created_after"));
+        (status.as_deref(), email_status.as_deref(), f.label.as_deref(), f.q.as_deref(), f.created_after.as_deref());
     let mut errs = Errors::new();
-    if status.is_some_and(|v| parse_enum::<ContactStatus>(v).is_none()) {
-        errs.add("status", "must be one of lead, prospect, customer, churned, archived");
-    }
-    if email_status.is_some_and(|v| parse_enum::<EmailStatus>(v).is_none()) {
-        errs.add("email_status", "must be one of subscribed, unsubscribed, bounced, complained");
-    }
     if q.is_some_and(|v| v.trim().is_empty() || v.len() > 100) {
         errs.add("q", "must be 1 to 100 characters");
     }
@@ -152,7 +158,7 @@ async fn search(
 pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateContact = req.json()?;
     let ws = req.ws();
-    let (old, version) = model::load(app, ws, req.param("id")).await?;
+    let (old, version) = model::load(app, ws, &req.path_id("id")?).await?;
     let mut c = old.clone();
     let mut errs = Errors::new();
     input.apply(&mut c, &mut errs);
@@ -172,7 +178,7 @@ pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_contact(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
-    let (c, version) = model::load(app, ws, req.param("id")).await?;
+    let (c, version) = model::load(app, ws, &req.path_id("id")?).await?;
     model::delete_tx(ws, &c, version).commit(app).await.map_err(TxError::stale)?;
     domain::deals::unlink_contact(app, ws, &c.id).await?;
     Ok(Reply::deleted(&c.id, "contact"))
@@ -197,15 +203,12 @@ pub async fn add_note(app: &App, req: Req) -> ApiResult<Reply> {
     }
     errs.finish()?;
     let ws = req.ws();
-    let id = req.param("id");
-    if !shared::ids::is_valid("ct", id) {
-        return Err(ApiError::not_found("contact"));
-    }
+    let id: model::ContactId = req.path_id("id")?;
     let note_id = shared::ids::new_id("note");
-    let item = model::activity(ws, id, "note", "Note added", serde_json::json!({"note_id": note_id, "body": input.body}))?;
+    let item = model::activity(ws, &id, "note", "Note added", serde_json::json!({"note_id": note_id, "body": input.body}))?;
     let activity: model::Activity = store::from_item(item.clone())?;
     Tx::new()
-        .check(ws_pk(ws), contact_sk(id), "attribute_exists(pk)")
+        .check(ws_pk(ws), contact_sk(&id), "attribute_exists(pk)")
         .put(item)
         .event(Event::new(ws, "contact.note.added", &activity))
         .commit(app)
@@ -221,7 +224,7 @@ pub async fn add_note(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<model::Activity>), shared::openapi::CommonErrors))]
 pub async fn list_activities(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
-    let (c, _) = model::load(app, ws, req.param("id")).await?;
+    let (c, _) = model::load(app, ws, &req.path_id("id")?).await?;
     let page = req.page(app, &format!("contacts/{}/activities", c.id), &[]).await?;
     let spec = keys::ACTIVITIES.query(&[ws], &[&c.id], page.after.clone(), page.limit).descending();
     shared::request::list_page::<model::Activity>(app, &page, spec).await

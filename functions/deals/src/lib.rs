@@ -104,22 +104,24 @@ pub async fn get_deal(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&load(app, &req).await?.0))
 }
 
+/// The filters of `GET /deals` (`limit` and `cursor` are the page's).
+#[derive(Deserialize)]
+struct ListDeals {
+    status: Option<DealStatus>,
+    stage: Option<String>,
+    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    contact_id: Option<domain::contacts::ContactId>,
+}
+
 /// Deals in creation order; filters combine.
 #[utoipa::path(get, path = "/deals", tag = "deals",
     params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query),
         ("status" = Option<DealStatus>, Query), ("stage" = Option<String>, Query), ("contact_id" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Deal>), shared::openapi::CommonErrors))]
 pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
-    let (status, stage, contact) = (req.query("status"), req.query("stage"), req.query("contact_id"));
-    let mut errs = Errors::new();
-    let parsed: Option<DealStatus> = status.and_then(shared::validate::parse_enum);
-    if status.is_some() && parsed.is_none() {
-        errs.add("status", "must be one of open, won, lost");
-    }
-    if contact.is_some_and(|c| !shared::ids::is_valid("ct", c)) {
-        errs.add("contact_id", "must be a contact id (ct_...)");
-    }
-    errs.finish()?;
+    let q: ListDeals = req.query_as()?;
+    let parsed = q.status;
+    let (status, stage, contact) = (parsed.map(DealStatus::as_str), q.stage.as_deref(), q.contact_id.as_deref());
     let page = req.page(app, "deals", &[("status", status), ("stage", stage), ("contact_id", contact)]).await?;
     let ws = req.ws();
     if let Some(c) = contact {

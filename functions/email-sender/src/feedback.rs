@@ -150,7 +150,8 @@ async fn mark_contacts(sd: &Sender, ws: &str, addrs: &[String], status: ContactE
     for addr in addrs {
         let Some(id) = domain::contacts::email_owner(app, ws, addr).await? else { continue };
         // Read with its version, so a concurrent edit is not overwritten.
-        let (old, version): (Contact, i64) = domain::contacts::load(app, ws, &id).await?;
+        let (old, version): (Contact, i64) =
+            domain::contacts::load(app, ws, &<domain::contacts::ContactId as shared::ids::PrefixedId>::new_unchecked(id)).await?;
         if contact_rank(old.email_status) >= contact_rank(status) {
             continue;
         }

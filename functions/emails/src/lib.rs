@@ -20,7 +20,7 @@ use shared::error::ErrorDetail;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, s, ws_pk};
-use shared::validate::{Errors, validation_error as validation};
+use shared::validate::validation_error as validation;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
 
@@ -207,16 +207,13 @@ fn batch_validation(errors: Vec<BatchError>) -> ApiError {
 #[utoipa::path(get, path = "/emails/{id}", tag = "emails", params(("id" = String, Path, description = "em_...")),
     responses((status = 200, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors))]
 pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
-    let id = req.param("id");
-    if !shared::ids::is_valid("em", id) {
-        return Err(model::not_found());
-    }
+    let id: model::EmailId = req.path_id("id")?;
     let ws = req.ws();
-    let items = app.db.batch_get(&[(ws_pk(ws), model::sk(id)), (ws_pk(ws), model::body_sk(id))]).await?;
+    let items = app.db.batch_get(&[(ws_pk(ws), model::sk(&id)), (ws_pk(ws), model::body_sk(&id))]).await?;
     let mut email: Option<Email> = None;
     let mut body = None;
     for item in items {
-        if store::get_str(&item, "sk").is_some_and(|sk| sk == model::body_sk(id)) {
+        if store::get_str(&item, "sk").is_some_and(|sk| sk == model::body_sk(&id)) {
             body = Some(item);
         } else {
             email = Some(store::from_item(item)?);
@@ -236,19 +233,9 @@ pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
         ("batch_id" = Option<String>, Query, description = "eb_...: the batch's emails in request order")),
     responses((status = 200, body = shared::openapi::ListOf<Email>), shared::openapi::CommonErrors))]
 pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
-    let (status, contact, tag, batch) = (req.query("status"), req.query("contact_id"), req.query("tag"), req.query("batch_id"));
-    let mut errs = Errors::new();
-    let parsed: Option<EmailStatus> = status.and_then(shared::validate::parse_enum);
-    if status.is_some() && parsed.is_none() {
-        errs.add("status", "must be one of scheduled, queued, sent, delivered, bounced, complained, failed, cancelled, suppressed");
-    }
-    if contact.is_some_and(|c| !shared::ids::is_valid("ct", c)) {
-        errs.add("contact_id", "must be a contact id (ct_...)");
-    }
-    if batch.is_some_and(|b| !shared::ids::is_valid("eb", b)) {
-        errs.add("batch_id", "must be a batch id (eb_...)");
-    }
-    errs.finish()?;
+    let q: ListEmails = req.query_as()?;
+    let parsed = q.status;
+    let (status, contact, tag, batch) = (parsed.map(EmailStatus::as_str), q.contact_id.as_deref(), q.tag.as_deref(), q.batch_id.as_deref());
     let page = req.page(app, "emails", &[("status", status), ("contact_id", contact), ("tag", tag), ("batch_id", batch)]).await?;
     let ws = req.ws();
     let keep = |e: &Email| {
@@ -285,12 +272,24 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
     shared::request::list_page::<Email>(app, &page, spec).await
 }
 
+/// The filters of `GET /emails` (`limit` and `cursor` are the page's).
+#[derive(Deserialize)]
+struct ListEmails {
+    status: Option<EmailStatus>,
+    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    contact_id: Option<domain::contacts::ContactId>,
+    tag: Option<String>,
+    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    batch_id: Option<model::EmailBatchId>,
+}
+
 /// Cancel an email that has not left: scheduled, or queued and not being sent this moment.
 #[utoipa::path(post, path = "/emails/{id}/cancel", tag = "emails", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn cancel_email(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
-    let stored = model::load(app, ws, req.param("id")).await?.ok_or_else(model::not_found)?;
+    let id: model::EmailId = req.path_id("id")?;
+    let stored = model::load(app, ws, &id).await?.ok_or_else(model::not_found)?;
     let (now, now_secs) = now();
     let mut e = stored.email.clone();
     if !e.status.pending() {

@@ -44,11 +44,8 @@ pub struct EndpointWithSecret {
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<StoredEndpoint> {
-    let id = req.param("id");
-    if !shared::ids::is_valid("wh", id) {
-        return Err(ApiError::not_found("webhook endpoint"));
-    }
-    model::load_endpoint(app, req.ws(), id).await?.ok_or_else(|| ApiError::not_found("webhook endpoint"))
+    let id: model::EndpointId = req.path_id("id")?;
+    model::load_endpoint(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("webhook endpoint"))
 }
 
 async fn check_url(errs: &mut Errors, app: &App, url: &str) {
@@ -337,22 +334,21 @@ pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
         ("status" = Option<DeliveryStatus>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Delivery>), shared::openapi::CommonErrors))]
 pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
-    let status = req.query("status");
-    let parsed = status.map(DeliveryStatus::parse);
-    if parsed == Some(None) {
-        return Err(ApiError::validation("status", "must be one of pending, failed, succeeded, dead"));
+    #[derive(Deserialize)]
+    struct Filters {
+        status: Option<DeliveryStatus>,
     }
-    let id = req.param("id");
-    if !shared::ids::is_valid("wh", id) {
-        return Err(ApiError::not_found("webhook endpoint"));
-    }
+    let parsed = req.query_as::<Filters>()?.status;
+    let status = parsed.map(DeliveryStatus::as_str);
+    let id: model::EndpointId = req.path_id("id")?;
+    let id = id.as_ref();
     // The endpoint must exist in this workspace (deliveries of a deleted endpoint are gone with it).
     if app.db.get(&ws_pk(req.ws()), &model::endpoint_sk(id)).await?.is_none() {
         return Err(ApiError::not_found("webhook endpoint"));
     }
     let list = format!("webhooks/{id}/deliveries");
     let page = req.page(app, &list, &[("status", status)]).await?;
-    let spec = match parsed.flatten() {
+    let spec = match parsed {
         Some(st) => keys::WEBHOOK_DELIVERIES_BY_STATUS.query(&[req.ws(), id, st.as_str()], &[id], page.after.clone(), page.limit),
         None => keys::WEBHOOK_DELIVERIES.query(&[req.ws()], &[id], page.after.clone(), page.limit),
     };
@@ -366,10 +362,12 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 202, body = shared::openapi::Data<Delivery>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn retry_delivery(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
-    let (id, delivery_id) = (req.param("id"), req.param("delivery_id"));
-    if !shared::ids::is_valid("wh", id) || !shared::ids::is_valid("whd", delivery_id) {
-        return Err(ApiError::not_found("webhook delivery"));
-    }
+    // Either id malformed: no such delivery.
+    let (id, delivery_id): (model::EndpointId, model::DeliveryId) = match (req.path_id("id"), req.path_id("delivery_id")) {
+        (Ok(e), Ok(d)) => (e, d),
+        _ => return Err(ApiError::not_found("webhook delivery")),
+    };
+    let (id, delivery_id) = (id.as_ref(), delivery_id.as_ref());
     let (ep, d) = tokio::join!(model::load_endpoint(app, ws, id), model::load_delivery(app, ws, id, delivery_id));
     let ep = ep?.ok_or_else(|| ApiError::not_found("webhook endpoint"))?;
     let mut d = d?.ok_or_else(|| ApiError::not_found("webhook delivery"))?;

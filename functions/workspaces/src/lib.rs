@@ -367,11 +367,8 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     params(("id" = String, Path, description = "key_...")),
     responses((status = 200, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
-    let id = req.param("id");
-    if !shared::ids::is_valid("key", id) {
-        return Err(ApiError::not_found("api key"));
-    }
-    let sk = keys::API_KEY.sk(&[id]);
+    let id: domain::workspaces::ApiKeyId = req.path_id("id")?;
+    let sk = keys::API_KEY.sk(&[&id]);
     let item = app.db.get(&ws_pk(req.ws()), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
     let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
     let version = store::get_i64(&item, "version").unwrap_or(0);
