@@ -5,7 +5,7 @@
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::store::{Record, ws_pk};
-use shared::validate::Errors;
+use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
@@ -133,10 +133,9 @@ pub fn check_media(errs: &mut Errors, urls: &[String]) {
     }
 }
 
-/// A schedule time: valid, in the future, within the horizon. Returns it normalised.
-pub fn check_schedule(errs: &mut Errors, value: &str) -> Option<String> {
+/// A schedule time: valid, after `now`, within the horizon. Returns it normalised.
+pub fn check_schedule(errs: &mut Errors, value: &str, now: Now) -> Option<String> {
     let t = errs.timestamp("scheduled_at", value)?;
-    let now = chrono::Utc::now();
     if t <= now {
         errs.add("scheduled_at", "must be in the future");
         None
@@ -152,20 +151,233 @@ pub fn not_editable(post: &Post) -> ApiError {
     ApiError::conflict(format!("a {} post cannot be changed", post.status.as_str()))
 }
 
+type Now = chrono::DateTime<chrono::Utc>;
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePost {
+    /// 1 to 10,000 characters.
+    pub content: String,
+    #[serde(default)]
+    pub channel_ids: Vec<String>,
+    #[serde(default)]
+    pub media_urls: Vec<String>,
+    /// Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`.
+    #[serde(default)]
+    pub scheduled_at: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdatePost {
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub content: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub channel_ids: Patch<Vec<String>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub media_urls: Patch<Vec<String>>,
+    /// `null` clears it (not allowed while scheduled).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub scheduled_at: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub metadata: Patch<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulePost {
+    /// Overrides the post's `scheduled_at`; one of the two must be set and in the future.
+    #[serde(default)]
+    pub scheduled_at: Option<String>,
+}
+
+/// What a state change made: the post as it is now and the event it emits.
+#[derive(Debug)]
+pub struct Change {
+    pub post: Post,
+    pub event: &'static str,
+}
+
+fn check_content(errs: &mut Errors, content: &str) {
+    errs.text("content", content, 1, MAX_CONTENT_CHARS);
+    if content.trim().is_empty() && !content.is_empty() {
+        errs.add("content", "must not be blank");
+    }
+}
+
+// The lifecycle as pure functions of the post and the time: the handlers load, call one of
+// these, and write the result with its event.
+impl Post {
+    /// A new draft.
+    pub fn draft(input: CreatePost, now: Now) -> ApiResult<Post> {
+        let mut errs = Errors::new();
+        check_content(&mut errs, &input.content);
+        check_channels(&mut errs, &input.channel_ids);
+        check_media(&mut errs, &input.media_urls);
+        errs.metadata("metadata", &input.metadata);
+        let scheduled_at = input.scheduled_at.as_deref().and_then(|v| check_schedule(&mut errs, v, now));
+        errs.finish()?;
+        let at = shared::ids::format_time(now);
+        Ok(Post {
+            id: shared::ids::new_id("post"),
+            object: "post".into(),
+            status: PostStatus::Draft,
+            variants: variants_for(&input.channel_ids, &[]),
+            content: input.content,
+            channel_ids: input.channel_ids,
+            media_urls: input.media_urls,
+            scheduled_at,
+            metadata: input.metadata,
+            created_at: at.clone(),
+            updated_at: at,
+            published_at: None,
+        })
+    }
+
+    /// A PATCH of a draft or scheduled post (`post.updated`). A scheduled post keeps a time
+    /// and at least one channel.
+    pub fn apply(&self, patch: UpdatePost, now: Now) -> ApiResult<Change> {
+        if !self.status.editable() {
+            return Err(not_editable(self));
+        }
+        let mut post = self.clone();
+        let mut errs = Errors::new();
+        if let Some(c) = patch.content.required(&mut errs, "content") {
+            check_content(&mut errs, &c);
+            post.content = c;
+        }
+        if let Some(ids) = patch.channel_ids.or_empty() {
+            check_channels(&mut errs, &ids);
+            post.channel_ids = ids;
+        }
+        post.variants = variants_for(&post.channel_ids, &post.variants);
+        if let Some(urls) = patch.media_urls.or_empty() {
+            check_media(&mut errs, &urls);
+            post.media_urls = urls;
+        }
+        match patch.scheduled_at {
+            Patch::Absent => {}
+            Patch::Null => post.scheduled_at = None,
+            Patch::Value(v) => post.scheduled_at = check_schedule(&mut errs, &v, now),
+        }
+        errs.patch_metadata("metadata", patch.metadata, &mut post.metadata);
+        if post.status == PostStatus::Scheduled {
+            if post.scheduled_at.is_none() {
+                errs.add("scheduled_at", "a scheduled post needs a time; cancel the schedule first");
+            }
+            if post.channel_ids.is_empty() {
+                errs.add("channel_ids", "a scheduled post needs at least one channel");
+            }
+        }
+        errs.finish()?;
+        post.updated_at = shared::ids::format_time(now);
+        Ok(Change { post, event: "post.updated" })
+    }
+
+    /// Draft -> scheduled (`post.scheduled`): at `at`, or the post's own `scheduled_at`.
+    pub fn schedule(&self, at: Option<String>, now: Now) -> ApiResult<Change> {
+        if self.status != PostStatus::Draft {
+            return Err(ApiError::conflict(format!("only a draft can be scheduled; this post is {}", self.status.as_str())));
+        }
+        let mut post = self.clone();
+        let mut errs = Errors::new();
+        match at.or(post.scheduled_at.clone()) {
+            Some(at) => post.scheduled_at = check_schedule(&mut errs, &at, now),
+            None => errs.add("scheduled_at", "is required to schedule a post"),
+        }
+        if post.channel_ids.is_empty() {
+            errs.add("channel_ids", "a post needs at least one channel to be scheduled");
+        }
+        errs.finish()?;
+        post.status = PostStatus::Scheduled;
+        post.updated_at = shared::ids::format_time(now);
+        Ok(Change { post, event: "post.scheduled" })
+    }
+
+    /// Scheduled -> draft (`post.unscheduled`); `scheduled_at` is kept.
+    pub fn unschedule(&self, now: Now) -> ApiResult<Change> {
+        if self.status != PostStatus::Scheduled {
+            return Err(ApiError::conflict(format!("only a scheduled post can be cancelled; this post is {}", self.status.as_str())));
+        }
+        let mut post = self.clone();
+        post.status = PostStatus::Draft;
+        post.updated_at = shared::ids::format_time(now);
+        Ok(Change { post, event: "post.unscheduled" })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn schedule_rules() {
+        let now = chrono::Utc::now();
         let mut e = Errors::new();
-        assert!(check_schedule(&mut e, "2020-01-01T00:00:00Z").is_none());
-        assert!(check_schedule(&mut e, "tomorrow").is_none());
-        let soon = shared::ids::format_time(chrono::Utc::now() + chrono::Duration::hours(1));
-        assert_eq!(check_schedule(&mut e, &soon), Some(soon.clone()));
-        let offset = (chrono::Utc::now() + chrono::Duration::hours(2)).with_timezone(&chrono::FixedOffset::east_opt(3600).unwrap());
-        assert!(check_schedule(&mut e, &offset.to_rfc3339()).unwrap().ends_with('Z'));
+        assert!(check_schedule(&mut e, "2020-01-01T00:00:00Z", now).is_none());
+        assert!(check_schedule(&mut e, "tomorrow", now).is_none());
+        let soon = shared::ids::format_time(now + chrono::Duration::hours(1));
+        assert_eq!(check_schedule(&mut e, &soon, now), Some(soon.clone()));
+        let offset = (now + chrono::Duration::hours(2)).with_timezone(&chrono::FixedOffset::east_opt(3600).unwrap());
+        assert!(check_schedule(&mut e, &offset.to_rfc3339(), now).unwrap().ends_with('Z'));
         assert_eq!(e.finish().unwrap_err().details.len(), 2);
+    }
+
+    const CH: &str = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D";
+
+    fn draft(now: Now) -> Post {
+        let input: CreatePost = serde_json::from_value(serde_json::json!({"content": "hello", "channel_ids": [CH]})).unwrap();
+        Post::draft(input, now).unwrap()
+    }
+
+    fn patch(v: serde_json::Value) -> UpdatePost {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_lifecycle_is_pure() {
+        let now = chrono::Utc::now();
+        let later = now + chrono::Duration::hours(1);
+        let at = shared::ids::format_time(now + chrono::Duration::days(1));
+        let p = draft(now);
+        assert_eq!((p.status, p.variants.len()), (PostStatus::Draft, 1));
+
+        // Schedule needs a time; then it moves to scheduled with the event.
+        assert_eq!(p.schedule(None, now).unwrap_err().details[0].field.as_deref(), Some("scheduled_at"));
+        let s = p.schedule(Some(at.clone()), later).unwrap();
+        assert_eq!(
+            (s.post.status, s.event, s.post.updated_at.clone()),
+            (PostStatus::Scheduled, "post.scheduled", shared::ids::format_time(later))
+        );
+        assert_eq!(s.post.schedule(None, now).unwrap_err().code, shared::error::ErrorCode::Conflict, "only drafts");
+
+        // A scheduled post keeps its time and a channel; PATCH says which field.
+        let e = s.post.apply(patch(serde_json::json!({"scheduled_at": null})), now).unwrap_err();
+        assert_eq!(e.details[0].field.as_deref(), Some("scheduled_at"));
+        let e = s.post.apply(patch(serde_json::json!({"channel_ids": []})), now).unwrap_err();
+        assert_eq!(e.details[0].field.as_deref(), Some("channel_ids"));
+        let u = s.post.apply(patch(serde_json::json!({"content": "changed"})), now).unwrap();
+        assert_eq!((u.post.content.as_str(), u.event), ("changed", "post.updated"));
+        assert_eq!(s.post.content, "hello", "the input is not changed");
+
+        // Cancel takes it back to a draft, keeping the time; twice is a conflict.
+        let c = s.post.unschedule(now).unwrap();
+        assert_eq!((c.post.status, c.event, c.post.scheduled_at.as_deref()), (PostStatus::Draft, "post.unscheduled", Some(at.as_str())));
+        assert!(c.post.unschedule(now).is_err());
+
+        // Published posts are read-only; blank content is refused with every other problem.
+        let mut published = p.clone();
+        published.status = PostStatus::Published;
+        assert_eq!(published.apply(patch(serde_json::json!({"content": "x"})), now).unwrap_err().code, shared::error::ErrorCode::Conflict);
+        let e = p.apply(patch(serde_json::json!({"content": "  ", "media_urls": ["http://x"]})), now).unwrap_err();
+        assert_eq!(e.details.len(), 2, "{e:?}");
     }
 
     #[test]
