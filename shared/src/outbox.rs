@@ -17,7 +17,7 @@ use serde::Serialize;
 
 /// Several writes and their events, committed atomically, then the events are queued. Built
 /// as a plain value (no I/O, no table name) and sent by [`Tx::commit`].
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Tx {
     ops: Vec<Op>,
     events: Vec<Event>,
@@ -25,6 +25,7 @@ pub struct Tx {
 
 type Values = Vec<(String, AttributeValue)>;
 
+#[derive(Clone)]
 enum Op {
     Put { item: Item, cond: Option<(String, Values)> },
     Delete { pk: String, sk: String, cond: Option<(String, Values)> },

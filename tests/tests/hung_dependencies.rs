@@ -21,7 +21,7 @@ async fn timed(f: impl std::future::Future<Output = e2e::Resp>) -> (e2e::Resp, D
 async fn frozen_emulators_answer_503_in_time_and_recover() {
     let h = harness();
     assert_eq!(h.config.timeouts, shared::config::Timeouts::default(), "the test measures the defaults");
-    let (_, key) = h.workspace("hung dependencies").await;
+    let (ws, key) = h.workspace("hung dependencies").await;
     let c = Client::new(&h.base, &key).during_outage();
     // Warm: the platform secret is cached and connections are pooled.
     assert_eq!(c.get("/posts").await.status, 200);
@@ -49,4 +49,45 @@ async fn frozen_emulators_answer_503_in_time_and_recover() {
         assert!(took < ANSWER_WITHIN, "answered after {took:?}");
     }
     assert_eq!(c.get("/posts").await.status, 200);
+
+    // SES hangs while it has the email: the send's outcome is unknown, so it is recorded as
+    // `failed` / `outcome_unknown` and never sent again (SES does take it once it wakes).
+    assert_eq!(c.patch("/workspaces/current", &json!({"email_senders": ["example.com"]})).await.status, 200);
+    let subject = format!("hung {}", shared::ids::new_id("t"));
+    let due = chrono::Utc::now() + chrono::Duration::seconds(4);
+    let r = c
+        .post(
+            "/emails",
+            &json!({"from": "hung@example.com", "to": ["reader@example.org"], "subject": subject, "text": "once",
+                    "scheduled_at": shared::ids::format_time(due)}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let id = r.json["data"]["id"].as_str().unwrap().to_string();
+    let sender = h.sender().await;
+    {
+        let _frozen = h.freeze(h.moto_guard);
+        tokio::time::sleep((due - chrono::Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(600)).await;
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(Duration::from_secs(30), email_sender::send::send_one(&sender, &ws, &id)).await;
+        assert!(matches!(outcome, Ok(Ok(email_sender::send::Outcome::Done))), "{outcome:?}");
+        // SES and the two event publications each wait out their 5 s: well inside the claim.
+        assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    }
+    let e = c.get(&format!("/emails/{id}")).await;
+    assert_eq!(
+        (e.json["data"]["status"].as_str(), e.json["data"]["error"]["code"].as_str()),
+        (Some("failed"), Some("outcome_unknown")),
+        "{}",
+        e.json
+    );
+    // The thawed SES records the one send it was holding; the queue's copies of the job find
+    // the email failed and send nothing more.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let count = || async { h.ses_sent().await.into_iter().filter(|m| m["subject"] == subject.as_str()).count() };
+    while count().await == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(count().await, 1, "sent exactly once");
 }

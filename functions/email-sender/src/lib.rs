@@ -19,14 +19,19 @@ pub struct Sender {
 }
 
 impl Sender {
-    /// SES calls get an overall deadline, well inside the claim an email is sent under.
+    /// SES calls get the container's dependency deadline, well inside the claim an email is
+    /// sent under, and no automatic retry: a SendEmail retried after a timeout could deliver
+    /// the email twice (send.rs decides what a failure means).
     pub fn new(app: App, sdk: &aws_config::SdkConfig) -> Self {
+        let ms = std::time::Duration::from_millis(app.cfg.timeouts.dependency_ms);
         let conf = aws_sdk_sesv2::config::Builder::from(sdk)
             .interceptor(shared::metrics::CallLog)
+            .retry_config(aws_config::retry::RetryConfig::disabled())
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
-                    .operation_timeout(std::time::Duration::from_secs(20))
-                    .operation_attempt_timeout(std::time::Duration::from_secs(8))
+                    .connect_timeout(ms.min(std::time::Duration::from_secs(1)))
+                    .operation_timeout(ms)
+                    .operation_attempt_timeout(ms)
                     .build(),
             )
             .build();

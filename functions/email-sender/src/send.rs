@@ -4,11 +4,15 @@
 //! Before calling SES an invocation claims the email: a versioned write that stamps a claim
 //! token and an expiry longer than the function's timeout. Only one claim can win; a copy that
 //! finds the email claimed waits for the claim to end, and one that finds it sent (or
-//! cancelled, failed, ...) drops. The one window left is a crash between SES accepting the
-//! message and the write that records it; then the claim expires and the email is sent again
-//! (at-least-once rather than lost).
+//! cancelled, failed, ...) drops. SES is called once per claim (the client does not retry
+//! SendEmail); a send whose outcome is unknown (a timeout after the request left) ends
+//! `failed` with `outcome_unknown` rather than going out twice, and the write recording a
+//! send is retried while the claim holds. The one window left is a crash (or a DynamoDB
+//! outage longer than the claim) between SES accepting the message and that write; then the
+//! claim expires and the email is sent again (at-least-once rather than lost).
 
 use crate::Sender;
+use aws_sdk_sesv2::error::SdkError;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
 use domain::emails::compose;
 use domain::emails::{self as model, Email, EmailStatus, SendError, SendJob, Stored};
@@ -19,6 +23,9 @@ use shared::store::{self, TxError, n, s, ws_pk};
 
 /// Longer than the sender's Lambda timeout (60 s): a live invocation never loses its claim.
 pub const CLAIM_SECS: i64 = 90;
+/// Stop retrying the recording this long before the claim ends, so no other copy can claim
+/// the email while a write of ours may still land.
+const RECORD_MARGIN_SECS: i64 = 15;
 /// Emails of one job sent at once.
 const CONCURRENCY: usize = 10;
 
@@ -60,56 +67,28 @@ fn now() -> (String, i64) {
     (shared::ids::format_time(t), t.timestamp())
 }
 
-/// Why SES refused, and whether another try can help.
+/// Why SES did not take the email, and whether another try can help.
 enum SesFailure {
+    /// Refused: trying again cannot help.
     Permanent(SendError),
+    /// Not sent (throttled, unreachable before the request left): try again later.
     Transient(String),
+    /// The request may have reached SES (a timeout after it was sent, an unreadable answer):
+    /// sending again could deliver it twice, so the email ends `failed` / `outcome_unknown`.
+    Ambiguous(String),
 }
 
+/// Send one email if it is due and nobody else holds it: check, claim, look at the
+/// recipients again, call SES once, record the result under the claim.
 pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> Result<Outcome, WorkError> {
     let app = &sd.app;
     let Some(stored) = model::load(app, ws, id).await? else { return Ok(Outcome::Done) };
     let (now_s, now_secs) = now();
-    let e = &stored.email;
-    if !e.status.pending() {
-        return Ok(Outcome::Done);
+    if let Some(outcome) = not_ready(&stored, now_secs) {
+        return Ok(outcome);
     }
-    if e.status == EmailStatus::Scheduled && e.due_ms() > chrono::Utc::now().timestamp_millis() + 500 {
-        return Ok(Outcome::Later((e.due_ms() / 1000 - now_secs).max(1) as u64));
-    }
-    if stored.claimed(now_secs) {
-        return Ok(Outcome::Later((stored.claim_until - now_secs + 1).max(1) as u64));
-    }
-
-    // Claim.
-    let token = shared::ids::new_id("claim");
-    let mut claimed = e.clone();
-    claimed.attempts += 1;
-    claimed.updated_at = now_s.clone();
-    let was_scheduled = e.status == EmailStatus::Scheduled;
-    if was_scheduled {
-        claimed.set_status(EmailStatus::Queued, &now_s);
-    }
-    let rec = model::record(ws, &claimed)?.attr("claim_token", s(&token)).attr("claim_until", n(now_secs + CLAIM_SECS));
-    let mut tx = Tx::new().replace(rec, stored.version);
-    if was_scheduled {
-        tx = with_activity(ws, &claimed, tx.event(Event::new(ws, "email.queued", &claimed)))?;
-    }
-    // A lost race (another copy claimed it, or it was cancelled) is `WorkError::Stale`.
-    tx.commit(app).await?;
-    let held = Stored { email: claimed, version: stored.version + 1, claim_token: Some(token), claim_until: now_secs + CLAIM_SECS };
-
-    // Contacts may have unsubscribed, bounced or complained since the email was accepted.
-    let all: Vec<String> = held.email.to.iter().chain(&held.email.cc).chain(&held.email.bcc).cloned().collect();
-    let (body, (contacts, owners)) =
-        futures_util::future::try_join(app.db.get(&ws_pk(ws), &model::body_sk(id)), compose::contacts_of(app, ws, vec![], all.clone()))
-            .await?;
-    let mut email = held.email.clone();
-    for sr in compose::suppressed(all, email.transactional, &contacts, &owners) {
-        if !email.suppressed_recipients.iter().any(|x| x.email == sr.email) {
-            email.suppressed_recipients.push(sr);
-        }
-    }
+    let held = claim(sd, ws, &stored, &now_s, now_secs).await?;
+    let (mut email, body) = recheck_recipients(sd, ws, &held).await?;
     let (to, cc, bcc) = email.deliverable();
     if to.is_empty() {
         email.set_status(EmailStatus::Suppressed, &now_s);
@@ -121,35 +100,106 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> Result<Outcome, WorkEr
     if let Some(b) = &body {
         model::attach_body(&mut outgoing, b);
     }
+    let result = ses_send(sd, ws, &outgoing, to, cc, bcc).await;
+    record(sd, ws, &held, email, result, &now_s).await
+}
 
-    match ses_send(sd, ws, &outgoing, to, cc, bcc).await {
+/// Finished, not due yet, or held by another copy's claim: what to do instead of sending.
+fn not_ready(stored: &Stored, now_secs: i64) -> Option<Outcome> {
+    let e = &stored.email;
+    if !e.status.pending() {
+        return Some(Outcome::Done);
+    }
+    if e.status == EmailStatus::Scheduled && e.due_ms() > chrono::Utc::now().timestamp_millis() + 500 {
+        return Some(Outcome::Later((e.due_ms() / 1000 - now_secs).max(1) as u64));
+    }
+    if stored.claimed(now_secs) {
+        return Some(Outcome::Later((stored.claim_until - now_secs + 1).max(1) as u64));
+    }
+    None
+}
+
+/// Stamp a claim token on the email (a versioned write: one copy wins). A scheduled email
+/// becomes queued with its event here. A lost race is `WorkError::Stale`.
+async fn claim(sd: &Sender, ws: &str, stored: &Stored, now_s: &str, now_secs: i64) -> Result<Stored, WorkError> {
+    let token = shared::ids::new_id("claim");
+    let mut claimed = stored.email.clone();
+    claimed.attempts += 1;
+    claimed.updated_at = now_s.to_string();
+    let was_scheduled = stored.email.status == EmailStatus::Scheduled;
+    if was_scheduled {
+        claimed.set_status(EmailStatus::Queued, now_s);
+    }
+    let rec = model::record(ws, &claimed)?.attr("claim_token", s(&token)).attr("claim_until", n(now_secs + CLAIM_SECS));
+    let mut tx = Tx::new().replace(rec, stored.version);
+    if was_scheduled {
+        tx = with_activity(ws, &claimed, tx.event(Event::new(ws, "email.queued", &claimed)))?;
+    }
+    tx.commit(&sd.app).await?;
+    Ok(Stored { email: claimed, version: stored.version + 1, claim_token: Some(token), claim_until: now_secs + CLAIM_SECS })
+}
+
+/// Contacts may have unsubscribed, bounced or complained since the email was accepted: the
+/// email with its suppressed recipients updated, and its stored bodies.
+async fn recheck_recipients(sd: &Sender, ws: &str, held: &Stored) -> Result<(Email, Option<store::Item>), WorkError> {
+    let app = &sd.app;
+    let e = &held.email;
+    let all: Vec<String> = e.to.iter().chain(&e.cc).chain(&e.bcc).cloned().collect();
+    let (body, (contacts, owners)) =
+        futures_util::future::try_join(app.db.get(&ws_pk(ws), &model::body_sk(&e.id)), compose::contacts_of(app, ws, vec![], all.clone()))
+            .await?;
+    let mut email = e.clone();
+    for sr in compose::suppressed(all, email.transactional, &contacts, &owners) {
+        if !email.suppressed_recipients.iter().any(|x| x.email == sr.email) {
+            email.suppressed_recipients.push(sr);
+        }
+    }
+    Ok((email, body))
+}
+
+/// Record what SES said. Only a send SES certainly did not take is tried again.
+async fn record(
+    sd: &Sender,
+    ws: &str,
+    held: &Stored,
+    mut email: Email,
+    result: Result<String, SesFailure>,
+    now_s: &str,
+) -> Result<Outcome, WorkError> {
+    let fail = |email: &mut Email, code: &str, message: String| {
+        email.error = Some(SendError { code: code.into(), message });
+        email.set_status(EmailStatus::Failed, now_s);
+    };
+    let message_id = match result {
         Ok(message_id) => {
             email.provider_message_id = Some(message_id.clone());
             email.error = None;
-            email.set_status(EmailStatus::Sent, &now_s);
-            finish(sd, ws, &held, email, Some(message_id)).await?;
-            Ok(Outcome::Done)
+            email.set_status(EmailStatus::Sent, now_s);
+            Some(message_id)
         }
         Err(SesFailure::Permanent(err)) => {
-            tracing::warn!(email_id = %id, code = %err.code, "SES refused the email");
-            email.error = Some(err);
-            email.set_status(EmailStatus::Failed, &now_s);
-            finish(sd, ws, &held, email, None).await?;
-            Ok(Outcome::Done)
+            tracing::warn!(email_id = %email.id, code = %err.code, "SES refused the email");
+            fail(&mut email, &err.code, err.message);
+            None
+        }
+        Err(SesFailure::Ambiguous(msg)) => {
+            tracing::error!(email_id = %email.id, error = %msg, "SES may or may not have taken the email; not sending it again");
+            fail(&mut email, "outcome_unknown", msg);
+            None
+        }
+        Err(SesFailure::Transient(msg)) if email.attempts >= model::MAX_ATTEMPTS => {
+            fail(&mut email, "attempts_exhausted", msg);
+            None
         }
         Err(SesFailure::Transient(msg)) => {
-            if email.attempts >= model::MAX_ATTEMPTS {
-                email.error = Some(SendError { code: "attempts_exhausted".into(), message: msg });
-                email.set_status(EmailStatus::Failed, &now_s);
-                finish(sd, ws, &held, email, None).await?;
-                return Ok(Outcome::Done);
-            }
             // Give the claim back so the next try can take it.
             email.error = Some(SendError { code: "retrying".into(), message: msg });
-            Tx::new().replace(model::record(ws, &email)?, held.version).commit(app).await.map_err(TxError::stale)?;
-            Ok(Outcome::Later(30 * u64::from(email.attempts)))
+            Tx::new().replace(model::record(ws, &email)?, held.version).commit(&sd.app).await.map_err(TxError::stale)?;
+            return Ok(Outcome::Later(30 * u64::from(email.attempts)));
         }
-    }
+    };
+    finish(sd, ws, held, email, message_id).await?;
+    Ok(Outcome::Done)
 }
 
 fn with_activity(ws: &str, e: &Email, tx: Tx) -> ApiResult<Tx> {
@@ -181,11 +231,25 @@ async fn finish(sd: &Sender, ws: &str, held: &Stored, email: Email, message_id: 
         tx = tx.put(lookup);
     }
     tx = with_activity(ws, &email, tx.event(Event::new(ws, &email.status.event(), &email)))?;
-    tx.commit(app).await.map_err(|e| {
-        // Our claim was taken over (it expired while we worked): the email may go out twice.
-        tracing::error!(email_id = %email.id, "could not record the send result under the claim");
-        TxError::stale(e)
-    })
+    // After SES took the email, losing this write would let the claim expire and the email go
+    // out again: retry it here while the claim holds (the transaction is idempotent under it).
+    let mut wait = std::time::Duration::from_millis(200);
+    loop {
+        match tx.clone().commit(app).await {
+            Ok(()) => return Ok(()),
+            Err(TxError::Api(e)) if held.claim_until - chrono::Utc::now().timestamp() > RECORD_MARGIN_SECS => {
+                tracing::warn!(email_id = %email.id, error = %e, "recording the send result failed; retrying under the claim");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(std::time::Duration::from_secs(5));
+            }
+            Err(e) => {
+                // The claim was taken over (it expired while we worked) or ran out: the email may
+                // go out twice. This is the one window left (see the module's comment).
+                tracing::error!(email_id = %email.id, "could not record the send result under the claim");
+                return Err(TxError::stale(e));
+            }
+        }
+    }
 }
 
 /// `Name <addr>` with the name quoted, or MIME-encoded when it is not plain ASCII.
@@ -232,7 +296,11 @@ async fn ses_send(sd: &Sender, ws: &str, e: &Email, to: Vec<String>, cc: Vec<Str
         req = req.configuration_set_name(cs);
     }
     match req.send().await {
-        Ok(out) => out.message_id().map(String::from).ok_or_else(|| SesFailure::Transient("SES answered without a message id".into())),
+        // Accepted, but without an id to track it by: do not send it again.
+        Ok(out) => out.message_id().map(String::from).ok_or_else(|| SesFailure::Ambiguous("SES answered without a message id".into())),
+        Err(err @ (SdkError::TimeoutError(_) | SdkError::ResponseError(_))) => {
+            Err(SesFailure::Ambiguous(aws_sdk_sesv2::error::DisplayErrorContext(&err).to_string()))
+        }
         Err(err) => {
             use aws_sdk_sesv2::error::ProvideErrorMetadata;
             let code = err.code().unwrap_or_default().to_string();
