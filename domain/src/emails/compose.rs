@@ -312,9 +312,16 @@ pub fn suppressed(
         .collect()
 }
 
-/// The accepted email, or what is wrong with it.
-pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Result<Email, Vec<ErrorDetail>> {
-    let mut errs = Errors::new();
+/// The parts of an email a template (or the request itself) supplies.
+struct Content {
+    subject: String,
+    html: Option<String>,
+    text: Option<String>,
+    locale: Option<String>,
+}
+
+/// The sender and the contact must belong to the workspace (from the context's look-ups).
+fn check_references(d: &Draft, ctx: &Context, errs: &mut Errors) {
     let domain = d.from_addr.rsplit_once('@').map(|(_, dom)| dom.to_string()).unwrap_or_default();
     if !ctx.senders.iter().any(|s| *s == d.from_addr || *s == domain) {
         errs.add(
@@ -327,33 +334,55 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
     {
         errs.add("contact_id", "no such contact in this workspace");
     }
-    let input = d.input;
-    let (subject, html, text, locale) = match &input.template_slug {
-        Some(slug) => match ctx.templates.get(slug) {
-            None => {
-                errs.add("template_slug", format!("no template `{slug}` in this workspace"));
-                (String::new(), None, None, None)
-            }
-            Some(t) => match templates::render_template(t, &input.variables, input.locale.as_deref(), &mut errs) {
-                Some(r) => (r.subject, r.html, r.text, Some(r.locale)),
-                None => (String::new(), None, None, None),
-            },
-        },
-        None => (input.subject.clone().unwrap_or_default(), input.html.clone(), input.text.clone(), None),
+}
+
+/// The template rendered in the requested locale, or the request's own subject and bodies.
+fn content(input: &SendEmail, ctx: &Context, errs: &mut Errors) -> Content {
+    let empty = || Content { subject: String::new(), html: None, text: None, locale: None };
+    let Some(slug) = &input.template_slug else {
+        return Content {
+            subject: input.subject.clone().unwrap_or_default(),
+            html: input.html.clone(),
+            text: input.text.clone(),
+            locale: None,
+        };
     };
-    if let Err(e) = errs.finish() {
-        return Err(e.details);
+    let Some(t) = ctx.templates.get(slug) else {
+        errs.add("template_slug", format!("no template `{slug}` in this workspace"));
+        return empty();
+    };
+    match templates::render_template(t, &input.variables, input.locale.as_deref(), errs) {
+        Some(r) => Content { subject: r.subject, html: r.html, text: r.text, locale: Some(r.locale) },
+        None => empty(),
     }
-    let all: Vec<String> = d.to.iter().chain(&d.cc).chain(&d.bcc).cloned().collect();
-    let suppressed_recipients = suppressed(all, input.transactional, &ctx.contacts, &ctx.owners);
-    let now_s = shared::ids::format_time(now);
-    let status = if d.to.iter().all(|a| suppressed_recipients.iter().any(|s| s.email == *a)) {
+}
+
+/// Suppressed when no `to` recipient may receive it; otherwise scheduled or queued.
+fn initial_status(d: &Draft, suppressed_recipients: &[SuppressedRecipient]) -> EmailStatus {
+    if d.to.iter().all(|a| suppressed_recipients.iter().any(|s| s.email == *a)) {
         EmailStatus::Suppressed
     } else if d.scheduled_at.is_some() {
         EmailStatus::Scheduled
     } else {
         EmailStatus::Queued
-    };
+    }
+}
+
+/// The accepted email, or what is wrong with it: a checked draft becomes the email to store,
+/// given what the workspace holds (`ctx`): its references checked, its content rendered, its
+/// recipients' suppression applied.
+pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Result<Email, Vec<ErrorDetail>> {
+    let mut errs = Errors::new();
+    check_references(&d, ctx, &mut errs);
+    let Content { subject, html, text, locale } = content(&d.input, ctx, &mut errs);
+    if let Err(e) = errs.finish() {
+        return Err(e.details);
+    }
+    let all: Vec<String> = d.to.iter().chain(&d.cc).chain(&d.bcc).cloned().collect();
+    let suppressed_recipients = suppressed(all, d.input.transactional, &ctx.contacts, &ctx.owners);
+    let status = initial_status(&d, &suppressed_recipients);
+    let now_s = shared::ids::format_time(now);
+    let input = d.input;
     let mut tags = input.tags.clone();
     tags.dedup();
     Ok(Email {

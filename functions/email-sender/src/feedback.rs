@@ -68,9 +68,39 @@ fn contact_rank(s: ContactEmailStatus) -> u8 {
 
 /// Apply one notification. `Err` keeps the message for another try.
 pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
-    let app = &sd.app;
-    let b = &n.body;
     let now = shared::ids::now_rfc3339();
+    let Some(reading) = read(n, &now) else { return Ok(()) };
+    let Some((ws, stored)) = find_email(sd, n).await? else { return Ok(()) };
+    let (e, moved) = advance(&stored.email, &reading, &now);
+    if e != stored.email {
+        let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
+        if moved {
+            tx = tx.event(Event::new(&ws, &e.status.event(), &e));
+            if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
+                tx = tx.put(a);
+            }
+        }
+        tx.commit(&sd.app).await.map_err(|e| TxError::stale(e).to_string())?;
+    }
+    if let (Some(cs), Some(fb)) = (reading.contact_status, &reading.feedback) {
+        mark_contacts(sd, &ws, &fb.recipients, cs).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// What one notification says: where the email moves, the feedback to keep, and what it
+/// means for the recipients' contacts.
+struct Reading {
+    target: Option<EmailStatus>,
+    feedback: Option<Feedback>,
+    contact_status: Option<ContactEmailStatus>,
+    /// When it happened, by SES's clock.
+    at: String,
+}
+
+/// Read a delivery, bounce or complaint; other kinds say nothing (`None`).
+fn read(n: &Notification, now: &str) -> Option<Reading> {
+    let b = &n.body;
     let (target, feedback, contact_status) = match n.kind.as_str() {
         "Delivery" => (Some(EmailStatus::Delivered), None, None),
         "Bounce" => {
@@ -82,7 +112,7 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
                 sub_type: text(b, "/bounce/bounceSubType"),
                 recipients: strings(b.pointer("/bounce/bouncedRecipients"), "emailAddress"),
                 diagnostic: text(b, "/bounce/bouncedRecipients/0/diagnosticCode"),
-                at: text(b, "/bounce/timestamp").unwrap_or_else(|| now.clone()),
+                at: text(b, "/bounce/timestamp").unwrap_or_else(|| now.to_string()),
             };
             // Transient bounces are recorded; SES keeps trying those itself.
             (permanent.then_some(EmailStatus::Bounced), Some(fb), permanent.then_some(ContactEmailStatus::Bounced))
@@ -94,50 +124,47 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
                 sub_type: text(b, "/complaint/complaintSubType"),
                 recipients: strings(b.pointer("/complaint/complainedRecipients"), "emailAddress"),
                 diagnostic: None,
-                at: text(b, "/complaint/timestamp").unwrap_or_else(|| now.clone()),
+                at: text(b, "/complaint/timestamp").unwrap_or_else(|| now.to_string()),
             };
             (Some(EmailStatus::Complained), Some(fb), Some(ContactEmailStatus::Complained))
         }
-        _ => return Ok(()),
+        _ => return None,
     };
+    let at = feedback.as_ref().map(|f| f.at.clone()).or_else(|| text(b, "/delivery/timestamp")).unwrap_or_else(|| now.to_string());
+    Some(Reading { target, feedback, contact_status, at })
+}
+
+/// The email a notification is about, through the provider-id look-up written with the send.
+/// Unknown yet but tagged as ours: the send is still being recorded, so try again (an error).
+async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<(String, model::Stored)>, String> {
+    let app = &sd.app;
     let lookup = app.db.get(&model::provider_pk(&n.message_id), model::PROVIDER_SK).await.map_err(|e| e.to_string())?;
     let Some(lookup) = lookup else {
-        // Not (yet) known: ours if tagged, then the send is still being recorded; try again.
         return match &n.tagged_email_id {
             Some(id) => Err(format!("email {id} has no recorded send yet")),
-            None => Ok(()),
+            None => Ok(None),
         };
     };
     let ws = store::get_str(&lookup, "workspace_id").unwrap_or_default().to_string();
     let id = store::get_str(&lookup, "email_id").unwrap_or_default().to_string();
     let stored = model::load(app, &ws, &id).await.map_err(|e| e.to_string())?.ok_or("the email of a notification is gone")?;
-    let mut e = stored.email.clone();
-    let at = feedback.as_ref().map(|f| f.at.clone()).or_else(|| text(b, "/delivery/timestamp")).unwrap_or_else(|| now.clone());
-    let moves = target.is_some_and(|t| rank(t) > rank(e.status) && rank(e.status) > 0);
-    if moves {
-        let t = target.expect("checked");
-        e.set_status(t, &shared::ids::format_time(parse_time(&at)));
-        e.updated_at = now.clone();
+    Ok(Some((ws, stored)))
+}
+
+/// The email after the reading: it moves forward only (late or repeated notifications change
+/// nothing), and keeps the first feedback unless a later one moves it. Also says if it moved.
+fn advance(email: &model::Email, r: &Reading, now: &str) -> (model::Email, bool) {
+    let mut e = email.clone();
+    let moved = r.target.is_some_and(|t| rank(t) > rank(e.status) && rank(e.status) > 0);
+    if let Some(t) = r.target.filter(|_| moved) {
+        e.set_status(t, &shared::ids::format_time(parse_time(&r.at)));
+        e.updated_at = now.to_string();
     }
-    let new_feedback = feedback.is_some() && (moves || e.feedback.is_none());
-    if new_feedback {
-        e.feedback = feedback.clone();
-        e.updated_at = now.clone();
+    if r.feedback.is_some() && (moved || e.feedback.is_none()) {
+        e.feedback = r.feedback.clone();
+        e.updated_at = now.to_string();
     }
-    if e != stored.email {
-        let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
-        if moves {
-            tx = tx.event(Event::new(&ws, &e.status.event(), &e));
-            if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
-                tx = tx.put(a);
-            }
-        }
-        tx.commit(app).await.map_err(|e| TxError::stale(e).to_string())?;
-    }
-    if let (Some(cs), Some(fb)) = (contact_status, &feedback) {
-        mark_contacts(sd, &ws, &fb.recipients, cs).await.map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    (e, moved)
 }
 
 fn parse_time(t: &str) -> chrono::DateTime<chrono::Utc> {
