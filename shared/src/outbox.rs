@@ -207,36 +207,13 @@ fn batch_body(events: &[&Event]) -> String {
 /// How many pages of recently re-sent items one shard's sweep reads past before it stops.
 const SWEEP_PAGES: usize = 20;
 
-/// A shard's due items (id, body), oldest first. DynamoDB applies `Limit` before the filter,
-/// so a run of recently re-sent items (events nobody can acknowledge) would hide every due
-/// item behind them from a single Query: read on, page by page, within a bound.
+/// A shard's due items (id, body), oldest first, read past the recently re-sent ones (events
+/// nobody can acknowledge) so they cannot hide the rest.
 async fn due_in_shard(app: &App, shard: u32, bound: &str, again: i64, per_shard: i32) -> Result<Vec<(String, String)>, ApiError> {
-    let mut due = vec![];
-    let mut start = None;
-    for _ in 0..SWEEP_PAGES {
-        let out = app
-            .db
-            .client
-            .query()
-            .table_name(&app.db.table)
-            .key_condition_expression("pk = :pk AND sk < :bound")
-            .filter_expression("attribute_not_exists(resent_at) OR resent_at < :again")
-            .expression_attribute_values(":pk", s(crate::events::outbox_shard_pk(shard)))
-            .expression_attribute_values(":bound", s(bound))
-            .expression_attribute_values(":again", n(again))
-            .limit(per_shard)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(ddb_error)?;
-        due.extend(out.items().iter().filter_map(|i| Some((get_str(i, "sk")?.to_string(), get_str(i, "body")?.to_string()))));
-        start = out.last_evaluated_key;
-        if due.len() >= per_shard as usize || start.is_none() {
-            break;
-        }
-    }
-    due.truncate(per_shard.max(0) as usize);
-    Ok(due)
+    let filter = ("attribute_not_exists(resent_at) OR resent_at < :again", vec![(":again", n(again))]);
+    let items =
+        app.db.scan_range(&crate::events::outbox_shard_pk(shard), bound, filter, per_shard, SWEEP_PAGES, per_shard.max(0) as usize).await?;
+    Ok(items.iter().filter_map(|i| Some((get_str(i, "sk")?.to_string(), get_str(i, "body")?.to_string()))).collect())
 }
 
 /// The sweep re-sends one event at most this often, however long its consumer is down, so an
@@ -250,7 +227,8 @@ const RESEND_EVERY_SECS: i64 = 300;
 pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, ApiError> {
     let now = chrono::Utc::now().timestamp();
     let cutoff = (chrono::Utc::now().timestamp_millis() - min_age_secs * 1000).max(0) as u64;
-    let bound = format!("evt_{}", ulid::Ulid::from_parts(cutoff, 0));
+    // The largest id of that millisecond: every event older than the cutoff sorts below it.
+    let bound = format!("evt_{}", ulid::Ulid::from_parts(cutoff.saturating_sub(1), u128::MAX));
     let shards = (0..OUTBOX_SHARDS).map(|shard| due_in_shard(app, shard, &bound, now - RESEND_EVERY_SECS, per_shard));
     let mut due: Vec<(String, String)> = vec![];
     for items in futures_util::future::join_all(shards).await {
@@ -279,18 +257,11 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
             .map_err(|e| ApiError::unavailable(format!("events queue: {}", aws_sdk_sqs::error::DisplayErrorContext(e))))?;
         sent += out.successful().len();
         // Note the re-send; an item the consumer deleted meanwhile stays deleted.
-        let marks = out.successful().iter().filter_map(|ok| chunk.get(ok.id().parse::<usize>().ok()?)).map(|(id, _)| {
-            app.db
-                .client
-                .update_item()
-                .table_name(&app.db.table)
-                .key("pk", s(Event::outbox_pk(id)))
-                .key("sk", s(id))
-                .update_expression("SET resent_at = :now")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":now", n(now))
-                .send()
-        });
+        let marks = out
+            .successful()
+            .iter()
+            .filter_map(|ok| chunk.get(ok.id().parse::<usize>().ok()?))
+            .map(|(id, _)| app.db.mark(Event::outbox_pk(id), id.clone(), "resent_at", n(now)));
         futures_util::future::join_all(marks).await;
     }
     if sent > 0 {

@@ -197,6 +197,68 @@ impl Db {
         }
     }
 
+    /// The items of partition `pk` with sort keys up to `upper`, oldest first, that pass
+    /// `filter`: up to `want` of them, reading at most `max_pages` pages of `page` items.
+    /// DynamoDB applies `Limit` before a filter, so a run of filtered-out items at the head of
+    /// the range would hide everything behind it from a single Query; this reads on past them.
+    pub async fn scan_range(
+        &self,
+        pk: &str,
+        upper: &str,
+        filter: (&str, Vec<(&str, AttributeValue)>),
+        page: i32,
+        max_pages: usize,
+        want: usize,
+    ) -> Result<Vec<Item>, ApiError> {
+        let mut out = vec![];
+        let mut start = None;
+        for _ in 0..max_pages {
+            let mut q = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk <= :upper")
+                .filter_expression(filter.0)
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":upper", s(upper))
+                .set_exclusive_start_key(start)
+                .limit(page);
+            for (k, v) in &filter.1 {
+                q = q.expression_attribute_values(*k, v.clone());
+            }
+            let res = q.send().await.map_err(ddb_error)?;
+            out.extend(res.items.unwrap_or_default());
+            start = res.last_evaluated_key;
+            if out.len() >= want || start.is_none() {
+                break;
+            }
+        }
+        out.truncate(want);
+        Ok(out)
+    }
+
+    /// `SET attr = value` on an item that still exists (one deleted meanwhile stays deleted);
+    /// a failure is logged, for marks whose loss only costs a repeat.
+    pub async fn mark(&self, pk: String, sk: String, attr: &str, value: AttributeValue) {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression("SET #a = :v")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#a", attr)
+            .expression_attribute_values(":v", value)
+            .send()
+            .await;
+        if let Err(e) = res
+            && !e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
+        {
+            tracing::warn!(attr, error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not mark an item");
+        }
+    }
+
     /// Commit prepared writes atomically (TransactWriteItems). A failed condition names the
     /// write by its position; a conflicting concurrent transaction is a 409.
     pub async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), TxError> {

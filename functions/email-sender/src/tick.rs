@@ -6,7 +6,7 @@
 
 use crate::Sender;
 use domain::emails::{self as model, DUE_SHARDS, ENQUEUE_AHEAD_SECS};
-use shared::store::{self, n, s};
+use shared::store::{self, n};
 use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
 
@@ -42,19 +42,10 @@ pub async fn tick(sd: &Sender) -> ApiResult<usize> {
         }
     }
     for chunk in due.chunks(25) {
-        let marks = chunk.iter().map(|d| {
-            app.db
-                .client
-                .update_item()
-                .table_name(&app.db.table)
-                .key("pk", s(&d.pk))
-                .key("sk", s(&d.sk))
-                .update_expression("SET next_check = :next")
-                // An entry deleted meanwhile (the email left) stays deleted.
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":next", n(d.due_secs.max(now) + app.cfg.email.requeue_after_secs))
-                .send()
-        });
+        // An entry deleted meanwhile (the email left) stays deleted.
+        let marks = chunk
+            .iter()
+            .map(|d| app.db.mark(d.pk.clone(), d.sk.clone(), "next_check", n(d.due_secs.max(now) + app.cfg.email.requeue_after_secs)));
         futures_util::future::join_all(marks).await;
     }
     if !due.is_empty() {
@@ -66,41 +57,20 @@ pub async fn tick(sd: &Sender) -> ApiResult<usize> {
 /// The entries of one shard that are near their time and unchecked for a while. Entries still
 /// in flight are skipped by the filter; paging goes on past them, within a budget.
 async fn scan_shard(sd: &Sender, shard: u32, horizon: &str, now: i64) -> ApiResult<Vec<Due>> {
-    let app = &sd.app;
+    let filter = ("next_check <= :now", vec![(":now", n(now))]);
+    let items = sd.app.db.scan_range(&model::due_shard_pk(shard), horizon, filter, PAGE, PAGES, usize::MAX).await?;
     let mut out = vec![];
-    let mut start = None;
-    for _ in 0..PAGES {
-        let page = app
-            .db
-            .client
-            .query()
-            .table_name(&app.db.table)
-            .key_condition_expression("pk = :pk AND sk <= :horizon")
-            .filter_expression("next_check <= :now")
-            .expression_attribute_values(":pk", s(model::due_shard_pk(shard)))
-            .expression_attribute_values(":horizon", s(horizon))
-            .expression_attribute_values(":now", n(now))
-            .set_exclusive_start_key(start.take())
-            .limit(PAGE)
-            .send()
-            .await
-            .map_err(store::ddb_error)?;
-        for item in page.items() {
-            let (Some(pk), Some(sk), Some(ws), Some(id)) = (
-                store::get_str(item, "pk"),
-                store::get_str(item, "sk"),
-                store::get_str(item, "workspace_id"),
-                store::get_str(item, "email_id"),
-            ) else {
-                continue;
-            };
-            let due_ms: i64 = sk.split('#').next().and_then(|d| d.parse().ok()).unwrap_or(0);
-            out.push(Due { pk: pk.into(), sk: sk.into(), ws: ws.into(), email_id: id.into(), due_secs: due_ms / 1000 });
-        }
-        match page.last_evaluated_key {
-            Some(k) => start = Some(k),
-            None => break,
-        }
+    for item in &items {
+        let (Some(pk), Some(sk), Some(ws), Some(id)) = (
+            store::get_str(item, "pk"),
+            store::get_str(item, "sk"),
+            store::get_str(item, "workspace_id"),
+            store::get_str(item, "email_id"),
+        ) else {
+            continue;
+        };
+        let due_ms: i64 = sk.split('#').next().and_then(|d| d.parse().ok()).unwrap_or(0);
+        out.push(Due { pk: pk.into(), sk: sk.into(), ws: ws.into(), email_id: id.into(), due_secs: due_ms / 1000 });
     }
     Ok(out)
 }
