@@ -86,7 +86,8 @@ pub fn verify(
 ) -> Result<(), VerifyError> {
     let key = secret_key(secret)?;
     let ts: i64 = timestamp.parse().map_err(|_| VerifyError::BadTimestamp)?;
-    if (now - ts).abs() > tolerance_secs {
+    // abs_diff: a hostile timestamp (i64::MIN) cannot overflow the subtraction.
+    if now.abs_diff(ts) > tolerance_secs.unsigned_abs() {
         return Err(VerifyError::StaleTimestamp);
     }
     let matched = signature_header.split(' ').filter_map(|e| e.strip_prefix("v1,")).filter_map(|b| B64.decode(b).ok()).any(|sig| {
@@ -120,5 +121,10 @@ mod tests {
         assert_eq!(verify(&new, &h, "1000", b"{ }", 1000, 300), Err(VerifyError::NoMatch));
         assert_eq!(verify(&generate_secret(), &h, "1000", b"{}", 1000, 300), Err(VerifyError::NoMatch));
         assert_eq!(verify(&new, &h, "soon", b"{}", 1000, 300), Err(VerifyError::BadTimestamp));
+        for hostile in [i64::MIN, i64::MAX] {
+            let t = hostile.to_string();
+            assert_eq!(verify(&new, &h, &t, b"{}", 1000, 300), Err(VerifyError::StaleTimestamp));
+            assert_eq!(verify(&new, &h, "1000", b"{}", hostile, 300), Err(VerifyError::StaleTimestamp));
+        }
     }
 }

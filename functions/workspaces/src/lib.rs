@@ -287,19 +287,9 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     let spec = keys::MEMBERSHIPS.query(&[&req.principal.subject], &[], page.after.clone(), page.limit);
     let out = app.db.query_page(spec).await?;
     let ids: Vec<String> = out.items.iter().filter_map(|i| store::get_str(i, "workspace_id").map(String::from)).collect();
-    let mut workspaces = Vec::with_capacity(ids.len());
-    if !ids.is_empty() {
-        let keys =
-            ids.iter().map(|id| store::Item::from([("pk".into(), s(ws_pk(id))), ("sk".into(), s(WORKSPACE_SK))])).collect::<Vec<_>>();
-        let ka = aws_sdk_dynamodb::types::KeysAndAttributes::builder().set_keys(Some(keys)).build().map_err(ApiError::internal)?;
-        let got = app.db.client.batch_get_item().request_items(&app.db.table, ka).send().await.map_err(store::ddb_error)?;
-        let mut by_id: BTreeMap<String, Workspace> = BTreeMap::new();
-        for item in got.responses.and_then(|mut r| r.remove(&app.db.table)).unwrap_or_default() {
-            let w: Workspace = store::from_item(item)?;
-            by_id.insert(w.id.clone(), w);
-        }
-        workspaces = ids.iter().filter_map(|id| by_id.remove(id)).collect();
-    }
+    // batch_get keeps the order and retries keys DynamoDB leaves unprocessed.
+    let keys: Vec<(String, String)> = ids.iter().map(|id| (ws_pk(id), WORKSPACE_SK.to_string())).collect();
+    let workspaces: Vec<Workspace> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
     Ok(Reply::list(&workspaces, out.next_after.map(|a| page.cursor_for(&a))))
 }
 
