@@ -441,3 +441,22 @@ async fn emails_and_templates_of_another_workspace_are_404() {
     assert_eq!(b.get("/emails/em_garbage").await.status, 404);
     assert_eq!(a.get(&format!("/emails/{id}")).await.json["data"]["status"], "scheduled");
 }
+
+/// A small template repeating a large variable (`{{a}}` x 50,000 with 60 KB: 3 GB rendered)
+/// is refused quickly with the part named, instead of rendering until the function dies.
+#[tokio::test]
+async fn a_template_that_would_render_gigabytes_is_refused_naming_the_part() {
+    let (c, _) = sender_workspace("template bomb").await;
+    let r = c.post("/emails/templates", &json!({"slug": "bomb", "subject": "Hi", "html": "{{a}}".repeat(50_000)})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let started = Instant::now();
+    let r = c
+        .post(
+            "/emails",
+            &json!({"from": FROM, "to": ["a@example.org"], "template_slug": "bomb", "variables": {"a": "x".repeat(60_000)}}),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.json);
+    assert_eq!(r.json["error"]["details"][0]["field"], "html", "{}", r.json);
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+}

@@ -124,14 +124,23 @@ pub fn escape_html(s: &str) -> String {
 /// Replace every `{{name}}`; unknown names become empty. Malformed placeholders are refused
 /// when a template is saved, so here they stay as written.
 pub fn render(src: &str, vars: &Map<String, Value>, html: bool) -> String {
-    let mut out = String::with_capacity(src.len());
+    render_within(src, vars, html, usize::MAX).unwrap_or_default()
+}
+
+/// [`render`], stopping as soon as the output passes `limit` bytes (`None`): a small template
+/// repeating a large variable must not build megabytes before the size check refuses them.
+pub fn render_within(src: &str, vars: &Map<String, Value>, html: bool, limit: usize) -> Option<String> {
+    let mut out = String::with_capacity(src.len().min(limit));
     let mut rest = src;
     while let Some(start) = rest.find("{{") {
+        if out.len() > limit {
+            return None;
+        }
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
             out.push_str(&rest[start..]);
-            return out;
+            return (out.len() <= limit).then_some(out);
         };
         let name = after[..end].trim();
         if valid_var_name(name) {
@@ -143,7 +152,7 @@ pub fn render(src: &str, vars: &Map<String, Value>, html: bool) -> String {
         rest = &after[end + 2..];
     }
     out.push_str(rest);
-    out
+    (out.len() <= limit).then_some(out)
 }
 
 /// The content for a requested locale: the exact variant, its language, or the base content.
@@ -180,12 +189,21 @@ pub fn render_template(t: &Template, vars: &Map<String, Value>, locale: Option<&
         return None;
     }
     let (used, c) = pick(t, locale);
-    let r = Rendered {
-        locale: used,
-        subject: render(&c.subject, vars, false),
-        html: c.html.as_deref().map(|h| render(h, vars, true)),
-        text: c.text.as_deref().map(|x| render(x, vars, false)),
+    // Each part stops rendering at its limit; the part is named in the error.
+    let mut part = |name: &str, src: Option<&str>, html: bool, limit: usize| -> Option<String> {
+        let out = render_within(src?, vars, html, limit);
+        if out.is_none() {
+            errs.add(name, format!("renders larger than {limit} bytes with these variables"));
+        }
+        out
     };
+    let subject = part("subject", Some(&c.subject), false, MAX_SUBJECT_CHARS * 4);
+    let html = part("html", c.html.as_deref(), true, MAX_HTML_BYTES);
+    let text = part("text", c.text.as_deref(), false, MAX_TEXT_BYTES);
+    if (c.html.is_some() && html.is_none()) || (c.text.is_some() && text.is_none()) || subject.is_none() {
+        return None;
+    }
+    let r = Rendered { locale: used, subject: subject.unwrap_or_default(), html, text };
     check_rendered(errs, "variables", &r.subject, r.html.as_deref(), r.text.as_deref());
     Some(r)
 }
@@ -348,5 +366,12 @@ mod tests {
         assert!(placeholders("a {{ b c }}").is_err());
         assert_eq!(placeholders("{{a}} {{ b.c }}").unwrap(), vec!["a", "b.c"]);
         assert_eq!(render("x {{ }} y", &Map::new(), false), "x {{ }} y");
+        // 50,000 copies of a 64 KB value would be 3.2 GB: stopped just past the limit.
+        let big = Map::from_iter([("a".to_string(), Value::String("x".repeat(64 * 1024)))]);
+        let src = "{{a}}".repeat(50_000);
+        let started = std::time::Instant::now();
+        assert_eq!(render_within(&src, &big, false, MAX_HTML_BYTES), None);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(render_within("{{a}}", &big, false, MAX_HTML_BYTES).map(|s| s.len()), Some(64 * 1024));
     }
 }
