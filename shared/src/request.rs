@@ -12,6 +12,13 @@ use serde::de::DeserializeOwned;
 /// Largest accepted body unless a route says otherwise.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// The largest body any route accepts (imports, batch sends). Lambda takes at most 6 MB per
+/// invocation, and API Gateway hands the body over inside a JSON event: as a string whose
+/// quotes and backslashes are escaped again (at worst twice the size), or base64 (4/3) when
+/// the content is binary. 2.5 MiB doubled still fits with room for headers and the context,
+/// so a client gets our 413 envelope, never API Gateway's own error.
+pub const MAX_LARGE_BODY_BYTES: usize = 5 * 512 * 1024;
+
 /// What a handler receives: the principal and the parsed request. Handlers never read raw
 /// identity headers.
 pub struct Req {

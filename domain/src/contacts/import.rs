@@ -25,9 +25,10 @@ use std::collections::HashMap;
 use utoipa::ToSchema;
 
 pub const MAX_ROWS: usize = 10_000;
-pub const MAX_CSV_BYTES: usize = 5 * 1024 * 1024;
-/// The request body: 5 MiB of CSV plus its JSON escaping.
-pub const MAX_IMPORT_BODY: usize = 6 * 1024 * 1024;
+/// 10,000 rows of a contact export are well under this.
+pub const MAX_CSV_BYTES: usize = 2 * 1024 * 1024;
+/// The request body: the CSV plus its JSON escaping, within what Lambda can take.
+pub const MAX_IMPORT_BODY: usize = shared::request::MAX_LARGE_BODY_BYTES;
 const CHUNK_ROWS: usize = 500;
 const CHUNK_BYTES: usize = 300 * 1024;
 /// Conditional claim writes in flight at once.
@@ -183,7 +184,7 @@ fn csv_rows(text: &str) -> ApiResult<Vec<Row>> {
 pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<ImportJob> {
     let rows = match (input.rows, input.csv) {
         (Some(rows), None) => rows.into_iter().enumerate().map(|(i, data)| Row { row: (i + 1) as u32, data }).collect(),
-        (None, Some(csv)) if csv.len() > MAX_CSV_BYTES => return Err(ApiError::validation("csv", "at most 5 MiB")),
+        (None, Some(csv)) if csv.len() > MAX_CSV_BYTES => return Err(ApiError::validation("csv", "at most 2 MiB")),
         (None, Some(csv)) => csv_rows(&csv)?,
         _ => return Err(ApiError::validation("rows", "send either rows or csv")),
     };

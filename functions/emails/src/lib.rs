@@ -38,8 +38,8 @@ shared::area! {
 }
 
 pub const MAX_BATCH: usize = 100;
-/// A batch of 100 emails with large bodies; Lambda's own payload limit is 6 MB.
-pub const MAX_BATCH_BODY: usize = 5 * 1024 * 1024 + 512 * 1024;
+/// A batch of up to 100 emails, within what Lambda can take (see `MAX_LARGE_BODY_BYTES`).
+pub const MAX_BATCH_BODY: usize = shared::request::MAX_LARGE_BODY_BYTES;
 
 fn now() -> (chrono::DateTime<chrono::Utc>, i64) {
     let t = chrono::Utc::now();
