@@ -50,8 +50,23 @@ where
     if throttled || network { ApiError::unavailable(text) } else { ApiError::internal(text) }
 }
 
+/// An object as DynamoDB attributes. A number DynamoDB cannot store (user JSON that no
+/// area checked) is the caller's 400, not a failed write and a 500.
 pub fn to_item<T: Serialize>(v: &T) -> Result<Item, ApiError> {
-    serde_dynamo::to_item(v).map_err(ApiError::internal)
+    let item: Item = serde_dynamo::to_item(v).map_err(ApiError::internal)?;
+    if let Some(name) = item.iter().find(|(_, a)| !storable(a)).map(|(k, _)| k.clone()) {
+        return Err(ApiError::validation(&name, "holds a number outside what can be stored (1e-130 to 9.99e125 in magnitude)"));
+    }
+    Ok(item)
+}
+
+fn storable(a: &AttributeValue) -> bool {
+    match a {
+        AttributeValue::N(n) => n.parse::<serde_json::Number>().is_ok_and(|n| crate::validate::storable_number(&n)),
+        AttributeValue::L(l) => l.iter().all(storable),
+        AttributeValue::M(m) => m.values().all(storable),
+        _ => true,
+    }
 }
 
 pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, ApiError> {

@@ -101,7 +101,34 @@ pub fn validation_error(details: Vec<ErrorDetail>) -> ApiError {
 #[derive(Default, Debug)]
 pub struct Errors(Vec<ErrorDetail>);
 
+/// Can DynamoDB store this number? It keeps 38 significant digits between 1e-130 and
+/// 9.99e125 (and zero); JSON allows far more (`1e200`), which would fail the write.
+pub fn storable_number(n: &serde_json::Number) -> bool {
+    if n.is_i64() || n.is_u64() {
+        return true;
+    }
+    let Some(f) = n.as_f64() else { return false };
+    let a = f.abs();
+    f.is_finite() && (a == 0.0 || (1e-130..1e126).contains(&a))
+}
+
+/// The first number in `v` DynamoDB cannot store, as a JSON path below `field`.
+pub fn unstorable_number(field: &str, v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Number(n) if !storable_number(n) => Some(field.to_string()),
+        serde_json::Value::Array(a) => a.iter().enumerate().find_map(|(i, x)| unstorable_number(&format!("{field}[{i}]"), x)),
+        serde_json::Value::Object(o) => o.iter().find_map(|(k, x)| unstorable_number(&format!("{field}.{k}"), x)),
+        _ => None,
+    }
+}
+
 impl Errors {
+    /// User JSON that will be stored: every number must fit DynamoDB's range.
+    pub fn storable(&mut self, field: &str, v: &serde_json::Value) {
+        if let Some(path) = unstorable_number(field, v) {
+            self.add(path, "numbers must be between 1e-130 and 9.99e125 in magnitude (or 0), with at most 38 digits");
+        }
+    }
     pub fn new() -> Self {
         Self::default()
     }
@@ -240,6 +267,19 @@ pub fn is_locale(tag: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_numbers_dynamodb_stores_pass() {
+        let v: serde_json::Value = serde_json::from_str(r#"{"a": [1, -2.5, 0, 1e125, 2e-130], "b": {"c": 1e200}}"#).unwrap();
+        assert_eq!(unstorable_number("f", &v), Some("f.b.c".into()));
+        assert_eq!(unstorable_number("f", &v["a"]), None);
+        for bad in ["1e126", "-1e200", "1e-131"] {
+            assert!(!storable_number(&bad.parse().unwrap()), "{bad}");
+        }
+        assert!(storable_number(&u64::MAX.into()) && storable_number(&i64::MIN.into()));
+        let item = crate::store::to_item(&serde_json::json!({"x": 1e200}));
+        assert_eq!(item.unwrap_err().code, crate::error::ErrorCode::ValidationError);
+    }
 
     #[derive(Deserialize, Debug)]
     #[serde(deny_unknown_fields)]

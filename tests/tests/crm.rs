@@ -374,3 +374,26 @@ async fn contacts_deals_and_imports_of_another_workspace_are_404() {
     assert_eq!(b.post("/contacts", &json!({"email": "secret@example.com"})).await.status, 201);
     assert!(b.get("/contacts?q=secret").await.json["data"].as_array().unwrap().iter().all(|x| x["id"] != cid));
 }
+
+/// JSON allows numbers DynamoDB cannot store (`1e200`). A contact with one is a 400 naming
+/// the field, an import row with one is a row error, and the job still completes; the row's
+/// address is not left claimed, so a later import or create of it works.
+#[tokio::test]
+async fn numbers_dynamodb_cannot_store_are_validation_errors() {
+    let (c, _) = bulk_client("unstorable numbers").await;
+    let r = c.post("/contacts", &json!({"email": "big@numbers.test", "custom_fields": {"x": 1e200}})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("custom_fields.x")), "{}", r.json);
+    let r = c.post("/contacts", &json!({"email": "tiny@numbers.test", "custom_fields": {"x": 1e-200}})).await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    contact(&c, json!({"email": "fine@numbers.test", "custom_fields": {"x": 1.5e100, "y": -7}})).await;
+
+    let rows = json!([
+        {"email": "row1@numbers.test", "custom_fields": {"x": 1e200}},
+        {"email": "row2@numbers.test", "custom_fields": {"x": 2}},
+    ]);
+    let r = c.post("/contacts/imports", &json!({"rows": rows})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let job = wait_import(&c, r.json["data"]["id"].as_str().unwrap(), 60).await;
+    assert_eq!((job["status"].as_str(), job["created"].as_u64(), job["failed"].as_u64()), (Some("completed"), Some(1), Some(1)), "{job}");
+    contact(&c, json!({"email": "row1@numbers.test"})).await;
+}

@@ -170,6 +170,7 @@ pub fn validate(errs: &mut Errors, c: &Contact) {
         if v.is_object() || v.is_array() {
             errs.add(format!("custom_fields.{k}"), "values are strings, numbers, booleans or null");
         }
+        errs.storable(&format!("custom_fields.{k}"), v);
     }
     if serde_json::to_vec(&c.custom_fields).map_or(0, |v| v.len()) > MAX_CUSTOM_FIELDS_BYTES {
         errs.add("custom_fields", "at most 8 KiB in all");
