@@ -11,6 +11,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use sha2::{Digest, Sha256};
 
 const RETENTION_SECS: i64 = 24 * 3600;
+/// Responses up to this size are kept for replay; DynamoDB items hold at most 400 KB.
+const MAX_STORED_BODY: usize = 300 * 1024;
 const LEASE_MS: i64 = 30_000;
 
 pub struct Reservation {
@@ -86,6 +88,12 @@ pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<
                     "this Idempotency-Key was already used for a different request (method, path or body)",
                 ));
             }
+            if get_str(&old, "state") == Some("done") && !old.contains_key("body") {
+                // Completed, but its answer could not be kept: never run it a second time.
+                return Err(ApiError::conflict(
+                    "the request with this Idempotency-Key was completed, but its response could not be kept for replay; read the result with GET",
+                ));
+            }
             if get_str(&old, "state") == Some("done") {
                 let body = old.get("body").and_then(|b| b.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
                 let status = get_i64(&old, "status").unwrap_or(200) as u16;
@@ -96,9 +104,30 @@ pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<
     }
 }
 
-/// Store the completed response for replay.
+/// Store the completed response for replay. A response too large to keep, or one whose
+/// write fails, still leaves the key `done` (without a body): a retry then gets a 409 instead
+/// of running the request again once the lease runs out.
 pub async fn complete(db: &Db, r: &Reservation, status: u16, body: &[u8]) -> Result<(), ApiError> {
-    db.client
+    if body.len() <= MAX_STORED_BODY && put_done(db, r, status, Some(body)).await.is_ok() {
+        return Ok(());
+    }
+    if body.len() > MAX_STORED_BODY {
+        tracing::warn!(bytes = body.len(), "idempotent response too large to keep; the key is marked done without it");
+    }
+    let mut last = Ok(());
+    for wait_ms in [0, 100, 400, 1_000] {
+        tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+        last = put_done(db, r, status, None).await;
+        if last.is_ok() {
+            break;
+        }
+    }
+    last
+}
+
+async fn put_done(db: &Db, r: &Reservation, status: u16, body: Option<&[u8]>) -> Result<(), ApiError> {
+    let mut put = db
+        .client
         .put_item()
         .table_name(&db.table)
         .item("pk", s(&r.pk))
@@ -106,11 +135,11 @@ pub async fn complete(db: &Db, r: &Reservation, status: u16, body: &[u8]) -> Res
         .item("state", s("done"))
         .item("fingerprint", s(&r.fingerprint))
         .item("status", n(status as i64))
-        .item("body", AttributeValue::B(body.to_vec().into()))
-        .item("expires_at", n(chrono::Utc::now().timestamp() + RETENTION_SECS))
-        .send()
-        .await
-        .map_err(store::ddb_error)?;
+        .item("expires_at", n(chrono::Utc::now().timestamp() + RETENTION_SECS));
+    if let Some(b) = body {
+        put = put.item("body", AttributeValue::B(b.to_vec().into()));
+    }
+    put.send().await.map_err(store::ddb_error)?;
     Ok(())
 }
 

@@ -451,12 +451,33 @@ async fn a_template_that_would_render_gigabytes_is_refused_naming_the_part() {
     assert_eq!(r.status, 201, "{}", r.json);
     let started = Instant::now();
     let r = c
-        .post(
-            "/emails",
-            &json!({"from": FROM, "to": ["a@example.org"], "template_slug": "bomb", "variables": {"a": "x".repeat(60_000)}}),
-        )
+        .post("/emails", &json!({"from": FROM, "to": ["a@example.org"], "template_slug": "bomb", "variables": {"a": "x".repeat(60_000)}}))
         .await;
     assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.json);
     assert_eq!(r.json["error"]["details"][0]["field"], "html", "{}", r.json);
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+}
+
+/// A completed write whose response is too large to keep for replay (a 340 KB template) still
+/// marks its Idempotency-Key done: the retry gets a clear 409, never a second execution. And
+/// `POST /emails` answers without the bodies, so its response is always kept.
+#[tokio::test]
+async fn an_idempotent_write_runs_once_even_when_its_response_cannot_be_kept() {
+    let (c, _) = sender_workspace("large idempotent").await;
+    let body = json!({"slug": "large", "subject": "Hi", "html": "h".repeat(240_000), "text": "t".repeat(100_000)});
+    let send = || c.send(c.request("POST", "/emails/templates").header("idempotency-key", "tpl-1").json(&body));
+    let first = send().await;
+    assert_eq!(first.status, 201, "{}", first.json);
+    let again = send().await;
+    assert_eq!((again.status, again.code()), (409, "CONFLICT"), "{}", again.json);
+    assert!(again.json["error"]["message"].as_str().unwrap().contains("could not be kept"), "{}", again.json);
+
+    let email = json!({"from": FROM, "to": ["a@example.org"], "subject": unique("kept"), "html": "<p>".repeat(1000)});
+    let post = || c.send(c.request("POST", "/emails").header("idempotency-key", "em-1").json(&email));
+    let r = post().await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    assert!(r.json["data"].get("html").is_none(), "bodies are left out: {}", r.json);
+    let replay = post().await;
+    assert_eq!((replay.status, replay.header("idempotent-replayed")), (202, Some("true")));
+    assert_eq!(replay.json["data"]["id"], r.json["data"]["id"]);
 }

@@ -59,7 +59,10 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     let ctx = compose::load_context(app, ws, &[&draft]).await?;
     let email = compose::finish(draft, &ctx, None, now).map_err(validation)?;
     compose::write_one(app, ws, &email, now_secs).await?;
-    Ok(Reply::with_status(http_status(202), &email))
+    // Like lists, the answer leaves the bodies out (`GET /emails/{id}` has them): it stays
+    // small enough to keep for idempotent replays.
+    let shown = Email { html: None, text: None, ..email };
+    Ok(Reply::with_status(http_status(202), &shown))
 }
 
 fn http_status(code: u16) -> shared::reexports::http::StatusCode {
