@@ -44,6 +44,12 @@ pub const EMAIL: Kind = Kind::on(
 pub const EMAIL_BODY: Kind = Kind::on("email bodies", WORKSPACE_PK, "EMAILBODY#<em id>", "`html`, `text` (≤ 256 KiB / 128 KiB)");
 pub const EMAIL_BATCH: Kind =
     Kind::on("email batch", WORKSPACE_PK, "EMAILBATCH#<eb id>", "accepted email ids in request order, rejected indexes with errors");
+pub const EMAIL_SUPPRESSION: Kind = Kind::on(
+    "email suppression",
+    WORKSPACE_PK,
+    "SUPPRESSION#<address>",
+    "an address that bounced permanently or complained, contact or not; consulted on accept and before sending",
+);
 pub const EMAIL_TEMPLATE: Kind =
     Kind::on("email template", WORKSPACE_PK, "ETPL#<slug>", "base content, `variants` by locale, `required_variables`; versioned");
 pub const EMAIL_DUE: Kind = Kind::on(
@@ -98,6 +104,7 @@ pub fn all() -> Vec<Kind> {
         EMAIL_BODY,
         EMAIL_BATCH,
         EMAIL_TEMPLATE,
+        EMAIL_SUPPRESSION,
         EMAIL_DUE,
         SES_MESSAGE,
         WEBHOOK_ENDPOINT,
@@ -171,6 +178,7 @@ pub const EMAILS: List = List::of(EMAIL, Index::Table);
 pub const EMAILS_BY_STATUS: List = List::of(EMAIL, Index::Gsi1);
 pub const EMAILS_OF_CONTACT: List = List::of(EMAIL, Index::Gsi2);
 pub const EMAIL_TEMPLATES: List = List::of(EMAIL_TEMPLATE, Index::Table);
+pub const EMAIL_SUPPRESSIONS: List = List::of(EMAIL_SUPPRESSION, Index::Table);
 pub const EMAILS_DUE: List = List::of(EMAIL_DUE, Index::Table);
 pub const WEBHOOK_ENDPOINTS: List = List::of(WEBHOOK_ENDPOINT, Index::Table);
 pub const WEBHOOK_DELIVERIES: List = List::of(WEBHOOK_DELIVERY, Index::Table);
@@ -196,6 +204,7 @@ pub const LISTS: &[List] = &[
     EMAILS_BY_STATUS,
     EMAILS_OF_CONTACT,
     EMAIL_TEMPLATES,
+    EMAIL_SUPPRESSIONS,
     EMAILS_DUE,
     WEBHOOK_ENDPOINTS,
     WEBHOOK_DELIVERIES,

@@ -36,6 +36,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "email.scheduled",
     "email.sent",
     "email.suppressed",
+    "email.suppression.removed",
     "post.created",
     "post.deleted",
     "post.scheduled",

@@ -27,10 +27,18 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
             ApiError::new(ErrorCode::ValidationError, format!("malformed JSON: {inner}"))
                 .with_details(vec![ErrorDetail::field("body", "malformed JSON")])
         } else {
-            let field = if path == "." { "body".to_string() } else { path };
             // serde's message carries "at line X column Y", which means nothing to API clients.
             let msg = inner.to_string();
             let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+            // A missing field is named as the field itself, below the object that lacks it.
+            let missing = msg.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`'));
+            let field = match (missing, path.as_str()) {
+                (Some(name), ".") => name.to_string(),
+                (Some(name), p) => format!("{p}.{name}"),
+                (None, ".") => "body".to_string(),
+                (None, _) => path,
+            };
+            let msg = if missing.is_some() { "is required".to_string() } else { msg };
             ApiError::new(ErrorCode::ValidationError, format!("{field}: {msg}")).with_details(vec![ErrorDetail::field(field, msg)])
         }
     })
@@ -267,6 +275,24 @@ pub fn is_locale(tag: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_field_is_named() {
+        #[derive(Deserialize, Debug)]
+        struct Inner {
+            #[allow(dead_code)]
+            b: String,
+        }
+        #[derive(Deserialize, Debug)]
+        struct Outer {
+            #[allow(dead_code)]
+            a: Inner,
+        }
+        let e = parse_json::<Outer>(br#"{}"#).unwrap_err();
+        assert_eq!(e.details[0].field.as_deref(), Some("a"));
+        let e = parse_json::<Outer>(br#"{"a": {}}"#).unwrap_err();
+        assert_eq!((e.details[0].field.as_deref(), e.details[0].message.as_str()), (Some("a.b"), "is required"));
+    }
 
     #[test]
     fn only_numbers_dynamodb_stores_pass() {

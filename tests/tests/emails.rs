@@ -481,3 +481,60 @@ async fn an_idempotent_write_runs_once_even_when_its_response_cannot_be_kept() {
     assert_eq!((replay.status, replay.header("idempotent-replayed")), (202, Some("true")));
     assert_eq!(replay.json["data"]["id"], r.json["data"]["id"]);
 }
+
+/// The suppression list holds every bounced or complaining address, contact or not: sends to
+/// it are suppressed (transactional ones too), deleting and recreating a contact does not lift
+/// it, PATCH cannot lower a bounced contact, and only an admin removes it, with a reason.
+#[tokio::test]
+async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
+    let h = harness();
+    let (c, _) = sender_workspace("suppression list").await;
+    let sqs = h.sqs().await;
+    let contact = c.post("/contacts", &json!({"email": "known@example.org"})).await.json["data"].clone();
+    let e = send(&c, json!({"from": FROM, "to": ["stranger@example.org", "known@example.org"], "subject": unique("S"), "text": "t"})).await;
+    let e = wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
+    let note = json!({"notificationType": "Bounce", "mail": {"messageId": e["provider_message_id"]},
+        "bounce": {"bounceType": "Permanent", "bouncedRecipients": [{"emailAddress": "Stranger@example.org"}, {"emailAddress": "known@example.org"}]}});
+    sqs.send_message().queue_url(&h.resources.email_feedback_queue_url).message_body(sns_envelope(note)).send().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let listed = loop {
+        let l = c.get("/emails/suppressions").await.json["data"].clone();
+        if l.as_array().unwrap().len() == 2 || Instant::now() > deadline {
+            break l;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(listed[0]["address"], "known@example.org", "{listed}");
+    assert_eq!((listed[1]["address"].as_str(), listed[1]["reason"].as_str()), (Some("stranger@example.org"), Some("bounced")));
+
+    // A transactional send to the stranger (no contact) is suppressed.
+    let t = send(&c, json!({"from": FROM, "to": ["stranger@example.org"], "subject": "t", "text": "t", "transactional": true})).await;
+    assert_eq!((t["status"].as_str(), t["suppressed_recipients"][0]["contact_id"].as_str()), (Some("suppressed"), None));
+    // The bounced contact cannot be PATCHed back; deleting and recreating it does not help.
+    let id = contact["id"].as_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while c.get(&format!("/contacts/{id}")).await.json["data"]["email_status"] != "bounced" && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = c.patch(&format!("/contacts/{id}"), &json!({"email_status": "subscribed"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("email_status")), "{}", r.json);
+    assert_eq!(c.delete(&format!("/contacts/{id}")).await.status, 200);
+    assert_eq!(c.post("/contacts", &json!({"email": "known@example.org"})).await.status, 201);
+    let again = send(&c, json!({"from": FROM, "to": ["known@example.org"], "subject": "again", "text": "t"})).await;
+    assert_eq!(again["status"], "suppressed");
+
+    // Removal: admins only, with a reason; then the address receives mail again.
+    let r = c.send(c.request("DELETE", "/emails/suppressions/stranger@example.org").json(&json!({}))).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("reason")), "{}", r.json);
+    let member = format!("member-{}", shared::ids::new_id("u"));
+    let ws = c.get("/workspaces/current").await.json["data"]["id"].as_str().unwrap().to_string();
+    workspaces::add_member(&h.app().await, &ws, &member, "member").await.unwrap();
+    let mut m = Client::new(&h.base, &tools::admin::mint_token(&member, "read write admin", 600).unwrap());
+    m.workspace = Some(ws);
+    let why = json!({"reason": "the customer fixed their mailbox"});
+    assert_eq!(m.send(m.request("DELETE", "/emails/suppressions/stranger@example.org").json(&why)).await.status, 403);
+    let r = c.send(c.request("DELETE", "/emails/suppressions/Stranger@example.org").json(&why)).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let ok = send(&c, json!({"from": FROM, "to": ["stranger@example.org"], "subject": "welcome back", "text": "t"})).await;
+    assert_eq!(ok["status"], "queued");
+}

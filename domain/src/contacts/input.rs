@@ -152,7 +152,13 @@ impl UpdateContact {
             c.status = v;
         }
         if let Some(v) = self.email_status.required(errs, "email_status") {
-            c.email_status = v;
+            // What SES reported is not the caller's to undo: the address stays suppressed
+            // until an admin removes it from the suppression list.
+            if matches!(c.email_status, EmailStatus::Bounced | EmailStatus::Complained) && v != c.email_status {
+                errs.add("email_status", "cannot be changed from bounced or complained; see /emails/suppressions");
+            } else {
+                c.email_status = v;
+            }
         }
         if let Some(l) = self.labels.or_empty() {
             c.labels = l.into_iter().map(|l| l.trim().to_string()).collect();

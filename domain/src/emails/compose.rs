@@ -242,20 +242,25 @@ pub fn check(input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> Result<Dra
 pub struct Context {
     senders: Vec<String>,
     templates: BTreeMap<String, Template>,
-    contacts: HashMap<String, Contact>,
-    /// Lower-cased address -> contact id (the contacts area's email claims).
-    owners: HashMap<String, String>,
+    recipients: Recipients,
 }
 
-/// Contacts by id, plus the contacts owning these addresses (two reads whatever the count).
-pub async fn contacts_of(
-    app: &App,
-    ws: &str,
-    ids: Vec<String>,
-    addrs: Vec<String>,
-) -> ApiResult<(HashMap<String, Contact>, HashMap<String, String>)> {
-    let claim_keys: Vec<(String, String)> = addrs.iter().map(|a| (ws_pk(ws), email_sk(a))).collect();
+/// What the workspace knows about a set of addresses.
+pub struct Recipients {
+    pub contacts: HashMap<String, Contact>,
+    /// Lower-cased address -> contact id (the contacts area's email claims).
+    pub owners: HashMap<String, String>,
+    /// Lower-cased address -> reason, from the suppression list.
+    pub suppressed: HashMap<String, String>,
+}
+
+/// Contacts by id, the contacts owning these addresses and the addresses' suppressions (two
+/// reads whatever the count: the claims and suppressions together, then the contacts).
+pub async fn recipients_of(app: &App, ws: &str, ids: Vec<String>, addrs: Vec<String>) -> ApiResult<Recipients> {
+    let mut claim_keys: Vec<(String, String)> = addrs.iter().map(|a| (ws_pk(ws), email_sk(a))).collect();
+    claim_keys.extend(super::suppressions::keys_of(ws, &addrs));
     let claims = app.db.batch_get(&claim_keys).await?;
+    let suppressed = super::suppressions::from_items(&claims);
     let mut owners = HashMap::new();
     for c in &claims {
         if let (Some(sk), Some(id)) = (store::get_str(c, "sk"), store::get_str(c, "contact_id")) {
@@ -272,7 +277,7 @@ pub async fn contacts_of(
         .into_iter()
         .map(|i| store::from_item::<Contact>(i).map(|c| (c.id.clone(), c)))
         .collect::<ApiResult<HashMap<_, _>>>()?;
-    Ok((contacts, owners))
+    Ok(Recipients { contacts, owners, suppressed })
 }
 
 pub async fn load_context(app: &App, ws: &str, drafts: &[&Draft]) -> ApiResult<Context> {
@@ -281,33 +286,34 @@ pub async fn load_context(app: &App, ws: &str, drafts: &[&Draft]) -> ApiResult<C
     let mut addrs: Vec<String> = drafts.iter().flat_map(|d| d.recipients().cloned()).collect();
     addrs.sort();
     addrs.dedup();
-    let (senders, templates, (contacts, owners)) = futures_util::future::try_join3(
+    let (senders, templates, recipients) = futures_util::future::try_join3(
         crate::workspaces::email_senders(app, ws),
         async { if slugs.is_empty() { Ok(BTreeMap::new()) } else { templates::load_many(app, ws, &slugs).await } },
-        contacts_of(app, ws, ids, addrs),
+        recipients_of(app, ws, ids, addrs),
     )
     .await?;
-    Ok(Context { senders, templates, contacts, owners })
+    Ok(Context { senders, templates, recipients })
 }
 
-/// Which recipients must not get this email, by their contact's `email_status`.
-pub fn suppressed(
-    recipients: impl IntoIterator<Item = String>,
-    transactional: bool,
-    contacts: &HashMap<String, Contact>,
-    owners: &HashMap<String, String>,
-) -> Vec<SuppressedRecipient> {
-    recipients
+/// Which recipients must not get this email: the workspace's suppression list (bounces and
+/// complaints, contact or not), then their contact's `email_status` (an unsubscribe holds
+/// for marketing only).
+pub fn suppressed(addrs: impl IntoIterator<Item = String>, transactional: bool, r: &Recipients) -> Vec<SuppressedRecipient> {
+    addrs
         .into_iter()
         .filter_map(|addr| {
-            let c = contacts.get(owners.get(&addr)?)?;
-            let reason = match c.email_status {
+            let contact = r.owners.get(&addr).and_then(|id| r.contacts.get(id));
+            let contact_id = contact.map(|c| c.id.clone());
+            if let Some(reason) = r.suppressed.get(&addr) {
+                return Some(SuppressedRecipient { email: addr, reason: reason.clone(), contact_id });
+            }
+            let reason = match contact?.email_status {
                 ContactEmailStatus::Bounced => "bounced",
                 ContactEmailStatus::Complained => "complained",
                 ContactEmailStatus::Unsubscribed if !transactional => "unsubscribed",
                 _ => return None,
             };
-            Some(SuppressedRecipient { email: addr, reason: reason.into(), contact_id: c.id.clone() })
+            Some(SuppressedRecipient { email: addr, reason: reason.into(), contact_id })
         })
         .collect()
 }
@@ -330,7 +336,7 @@ fn check_references(d: &Draft, ctx: &Context, errs: &mut Errors) {
         );
     }
     if let Some(c) = &d.input.contact_id
-        && !ctx.contacts.contains_key(c)
+        && !ctx.recipients.contacts.contains_key(c)
     {
         errs.add("contact_id", "no such contact in this workspace");
     }
@@ -379,7 +385,7 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
         return Err(e.details);
     }
     let all: Vec<String> = d.to.iter().chain(&d.cc).chain(&d.bcc).cloned().collect();
-    let suppressed_recipients = suppressed(all, d.input.transactional, &ctx.contacts, &ctx.owners);
+    let suppressed_recipients = suppressed(all, d.input.transactional, &ctx.recipients);
     let status = initial_status(&d, &suppressed_recipients);
     let now_s = shared::ids::format_time(now);
     let input = d.input;

@@ -13,6 +13,7 @@
 //! - `SESMSG#<provider message id>` (own partition): maps SES notifications back to the email.
 
 pub mod compose;
+pub mod suppressions;
 pub mod templates;
 
 use crate::keys;
@@ -74,7 +75,9 @@ pub struct SuppressedRecipient {
     pub email: String,
     /// The contact's `email_status`: unsubscribed, bounced or complained.
     pub reason: String,
-    pub contact_id: String,
+    /// The contact of the address, when it has one (the suppression list also holds
+    /// addresses of no contact).
+    pub contact_id: Option<String>,
 }
 
 /// What SES reported after sending (bounce or complaint details).

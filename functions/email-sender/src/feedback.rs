@@ -83,6 +83,9 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
         tx.commit(&sd.app).await.map_err(|e| TxError::stale(e).to_string())?;
     }
     if let (Some(cs), Some(fb)) = (reading.contact_status, &reading.feedback) {
+        // Every bounced or complaining address, contact or not, is suppressed from now on.
+        let reason = if cs == ContactEmailStatus::Complained { "complained" } else { "bounced" };
+        model::suppressions::add(&sd.app, &ws, &fb.recipients, reason, Some(&stored.email.id)).await.map_err(|e| e.to_string())?;
         mark_contacts(sd, &ws, &fb.recipients, cs).await.map_err(|e| e.to_string())?;
     }
     Ok(())

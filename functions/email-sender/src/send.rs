@@ -145,11 +145,13 @@ async fn recheck_recipients(sd: &Sender, ws: &str, held: &Stored) -> Result<(Ema
     let app = &sd.app;
     let e = &held.email;
     let all: Vec<String> = e.to.iter().chain(&e.cc).chain(&e.bcc).cloned().collect();
-    let (body, (contacts, owners)) =
-        futures_util::future::try_join(app.db.get(&ws_pk(ws), &model::body_sk(&e.id)), compose::contacts_of(app, ws, vec![], all.clone()))
-            .await?;
+    let (body, recipients) = futures_util::future::try_join(
+        app.db.get(&ws_pk(ws), &model::body_sk(&e.id)),
+        compose::recipients_of(app, ws, vec![], all.clone()),
+    )
+    .await?;
     let mut email = e.clone();
-    for sr in compose::suppressed(all, email.transactional, &contacts, &owners) {
+    for sr in compose::suppressed(all, email.transactional, &recipients) {
         if !email.suppressed_recipients.iter().any(|x| x.email == sr.email) {
             email.suppressed_recipients.push(sr);
         }

@@ -31,10 +31,12 @@ shared::area! {
         send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY],
         list_emails, get_email, cancel_email,
         list_templates, create_template, get_template, update_template, delete_template,
+        list_suppressions, remove_suppression [needs = Scope::Admin],
     ],
     schemas = [Email, EmailStatus, SendEmail, SendBatch, EmailBatch, BatchEntry, BatchError, Validation,
         model::SuppressedRecipient, model::Feedback, model::SendError,
-        Template, Content, templates::CreateTemplate, templates::UpdateTemplate],
+        Template, Content, templates::CreateTemplate, templates::UpdateTemplate,
+        model::suppressions::Suppression, RemoveSuppression],
 }
 
 pub const MAX_BATCH: usize = 100;
@@ -284,6 +286,50 @@ struct ListEmails {
     tag: Option<String>,
     #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
     batch_id: Option<model::EmailBatchId>,
+}
+
+/// The workspace's suppression list: addresses that bounced permanently or complained,
+/// contact or not. Sends to them are suppressed, transactional ones included.
+#[utoipa::path(get, path = "/emails/suppressions", tag = "emails",
+    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = shared::openapi::ListOf<model::suppressions::Suppression>), shared::openapi::CommonErrors))]
+pub async fn list_suppressions(app: &App, req: Req) -> ApiResult<Reply> {
+    let page = req.page(app, "emails/suppressions", &[]).await?;
+    let spec = keys::EMAIL_SUPPRESSIONS.query(&[req.ws()], &[], page.after.clone(), page.limit);
+    shared::request::list_page::<model::suppressions::Suppression>(app, &page, spec).await
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveSuppression {
+    /// Why the address may receive email again (1 to 500 characters); kept in the
+    /// `email.suppression.removed` event.
+    pub reason: String,
+}
+
+/// Take an address off the suppression list (owners and admins), with a recorded reason.
+#[utoipa::path(delete, path = "/emails/suppressions/{address}", tag = "emails", request_body = RemoveSuppression,
+    params(("address" = String, Path, description = "the suppressed address")),
+    responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn remove_suppression(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: RemoveSuppression = req.json()?;
+    let mut errs = shared::validate::Errors::new();
+    errs.text("reason", &input.reason, 1, 500);
+    errs.finish()?;
+    let ws = req.ws();
+    let address = req.param("address").to_ascii_lowercase();
+    let sk = model::suppressions::sk(&address);
+    let (s, _): (model::suppressions::Suppression, i64) =
+        app.db.get_object(ws, &sk).await?.ok_or_else(|| ApiError::not_found("suppression"))?;
+    let data =
+        serde_json::json!({"address": s.address, "previous_reason": s.reason, "reason": input.reason, "removed_by": req.principal.subject});
+    Tx::new()
+        .delete_if(ws_pk(ws), sk, "attribute_exists(pk)", vec![])
+        .event(Event::new(ws, "email.suppression.removed", &data))
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| ApiError::not_found("suppression")))?;
+    Ok(Reply::deleted(&s.address, "email_suppression"))
 }
 
 /// Cancel an email that has not left: scheduled, or queued and not being sent this moment.

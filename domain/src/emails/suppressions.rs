@@ -1,0 +1,72 @@
+//! The workspace's suppression list: addresses that bounced permanently or complained,
+//! whether or not they belong to a contact. Written by the feedback path, consulted when an
+//! email is accepted and again before it is sent; removed only by an owner or admin, with a
+//! reason that is recorded (the `email.suppression.removed` event).
+
+use crate::keys;
+use serde::{Deserialize, Serialize};
+use shared::store::{self, Item, Record, ws_pk};
+use shared::{ApiResult, App};
+use std::collections::HashMap;
+use utoipa::ToSchema;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Suppression {
+    /// Lower-cased.
+    pub address: String,
+    /// Always `email_suppression`.
+    pub object: String,
+    /// `bounced` or `complained`.
+    pub reason: String,
+    /// The email whose feedback put it here.
+    pub email_id: Option<String>,
+    pub created_at: String,
+}
+
+pub fn sk(address: &str) -> String {
+    keys::EMAIL_SUPPRESSION.sk(&[address])
+}
+
+/// The address a suppression's sort key names.
+pub fn address_of(sk: &str) -> Option<&str> {
+    sk.strip_prefix(keys::EMAIL_SUPPRESSION.sk_prefix(&[]).as_str())
+}
+
+pub fn item(ws: &str, s: &Suppression) -> ApiResult<Item> {
+    Ok(Record::new(ws_pk(ws), sk(&s.address), s)?.item)
+}
+
+/// Suppress these addresses (an upsert: a second bounce or a complaint updates the reason).
+pub async fn add(app: &App, ws: &str, addresses: &[String], reason: &str, email_id: Option<&str>) -> ApiResult<()> {
+    let now = shared::ids::now_rfc3339();
+    let items = addresses
+        .iter()
+        .map(|a| {
+            let s = Suppression {
+                address: a.to_ascii_lowercase(),
+                object: "email_suppression".into(),
+                reason: reason.into(),
+                email_id: email_id.map(String::from),
+                created_at: now.clone(),
+            };
+            item(ws, &s)
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    app.db.batch_put(items).await
+}
+
+/// The suppression keys of these addresses, to read with other look-ups in one BatchGetItem.
+pub fn keys_of<'a>(ws: &str, addresses: impl IntoIterator<Item = &'a String>) -> Vec<(String, String)> {
+    addresses.into_iter().map(|a| (ws_pk(ws), sk(a))).collect()
+}
+
+/// Address -> reason, from items a BatchGetItem returned (other kinds are ignored).
+pub fn from_items(items: &[Item]) -> HashMap<String, String> {
+    items
+        .iter()
+        .filter_map(|i| {
+            let addr = address_of(store::get_str(i, "sk")?)?;
+            Some((addr.to_string(), store::get_str(i, "reason").unwrap_or("bounced").to_string()))
+        })
+        .collect()
+}
