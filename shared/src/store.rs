@@ -482,6 +482,13 @@ mod tests {
     }
 
     #[test]
+    fn numbers_dynamodb_cannot_store_are_a_400() {
+        let item = to_item(&serde_json::json!({"x": {"y": [1, 1e200]}}));
+        assert_eq!(item.unwrap_err().code, crate::error::ErrorCode::ValidationError);
+        assert!(to_item(&serde_json::json!({"x": 1.5e100})).is_ok());
+    }
+
+    #[test]
     fn expiry_is_checked_on_read() {
         let mut i = Item::new();
         assert!(!is_expired(&i));
