@@ -258,11 +258,32 @@ async fn csv_quoting_and_non_ascii_round_trip_and_update_on_conflict() {
         (json!({"csv": "email\n\"open\n"}), "csv"),
         (json!({"rows": []}), "rows"),
         (json!({"rows": [{"email": "a@b.co"}], "csv": "email\na@b.co\n"}), "rows"),
+        (json!({"rows": [{"email": "a@b.co"}], "delimiter": "tab"}), "delimiter"),
+        (json!({"csv": "email\na@b.co\n", "delimiter": "pipe"}), "delimiter"),
     ] {
         let c = Client::new(&h.base, &h.workspace("import validation").await.1);
         let r = c.post("/contacts/imports", &body).await;
         assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some(field)), "{body}: {}", r.json);
     }
+}
+
+#[tokio::test]
+async fn semicolon_and_tab_separated_files_import_by_detection_or_request() {
+    let (c, _) = bulk_client("csv delimiters").await;
+    // Excel in a Norwegian locale: `;`-separated, BOM, CRLF, commas inside unquoted fields.
+    let csv = "\u{feff}email;first_name;company;labels\r\n".to_string()
+        + "ola@example.no;Ola;Nordmann, Sønn & Co;\"kunde;vip\"\r\nkari@example.no;Kari;;\r\n";
+    let r = c.post("/contacts/imports", &json!({"csv": csv})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let job = wait_import(&c, r.json["data"]["id"].as_str().unwrap(), 60).await;
+    assert_eq!((job["created"].as_u64(), job["failed"].as_u64()), (Some(2), Some(0)), "{job}");
+    let ola = &c.get("/contacts?q=ola%40example.no").await.json["data"][0];
+    assert_eq!((ola["company"].as_str(), ola["labels"].clone()), (Some("Nordmann, Sønn & Co"), json!(["kunde", "vip"])));
+    // A tab-separated file whose header alone would look comma-separated, told explicitly.
+    let r = c.post("/contacts/imports", &json!({"csv": "email\tcompany\ntab@example.com\tA, B\n", "delimiter": "tab"})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    wait_import(&c, r.json["data"]["id"].as_str().unwrap(), 60).await;
+    assert_eq!(c.get("/contacts?q=tab%40example.com").await.json["data"][0]["company"], "A, B");
 }
 
 #[tokio::test]

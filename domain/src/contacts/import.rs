@@ -67,6 +67,10 @@ pub struct CreateImport {
     /// `custom.<key>` columns for custom fields. RFC 4180 quoting; a UTF-8 BOM is ignored.
     #[serde(default)]
     pub csv: Option<String>,
+    /// The CSV field separator. Omitted: detected from the header line (the most frequent
+    /// of `,` `;` tab outside quotes), so Excel's `;` exports work as they are.
+    #[serde(default)]
+    pub delimiter: Option<super::csv::Delimiter>,
     #[serde(default)]
     pub on_conflict: OnConflict,
 }
@@ -138,8 +142,8 @@ struct Row {
 }
 
 /// CSV text to row objects; a structural problem (bad quoting, unknown column) fails the request.
-fn csv_rows(text: &str) -> ApiResult<Vec<Row>> {
-    let records = super::csv::parse(text).map_err(|e| ApiError::validation("csv", e))?;
+fn csv_rows(text: &str, delimiter: Option<super::csv::Delimiter>) -> ApiResult<Vec<Row>> {
+    let records = super::csv::parse(text, delimiter).map_err(|e| ApiError::validation("csv", e))?;
     let Some((header, data)) = records.split_first() else { return Err(ApiError::validation("csv", "needs a header row")) };
     let cols: Vec<String> = header.fields.iter().map(|h| h.trim().to_lowercase()).collect();
     if !cols.iter().any(|c| c == "email") {
@@ -182,10 +186,13 @@ fn csv_rows(text: &str) -> ApiResult<Vec<Row>> {
 
 /// Validate, store the rows in chunks, create the job and queue it for the worker.
 pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<ImportJob> {
+    if input.delimiter.is_some() && input.csv.is_none() {
+        return Err(ApiError::validation("delimiter", "applies only to csv"));
+    }
     let rows = match (input.rows, input.csv) {
         (Some(rows), None) => rows.into_iter().enumerate().map(|(i, data)| Row { row: (i + 1) as u32, data }).collect(),
         (None, Some(csv)) if csv.len() > MAX_CSV_BYTES => return Err(ApiError::validation("csv", "at most 2 MiB")),
-        (None, Some(csv)) => csv_rows(&csv)?,
+        (None, Some(csv)) => csv_rows(&csv, input.delimiter)?,
         _ => return Err(ApiError::validation("rows", "send either rows or csv")),
     };
     if rows.is_empty() || rows.len() > MAX_ROWS {
@@ -516,9 +523,11 @@ mod tests {
 
     #[test]
     fn csv_rows_map_columns() {
-        let rows =
-            csv_rows("Email,First_Name,labels,custom.tier\nada@example.com,Ada,\"vip; beta\",gold\nbob@example.com,,,\nx@y.com,a,b,c,d\n")
-                .unwrap();
+        let rows = csv_rows(
+            "Email,First_Name,labels,custom.tier\nada@example.com,Ada,\"vip; beta\",gold\nbob@example.com,,,\nx@y.com,a,b,c,d\n",
+            None,
+        )
+        .unwrap();
         assert_eq!(
             rows[0].data,
             serde_json::json!({"email": "ada@example.com", "first_name": "Ada", "labels": ["vip", "beta"], "custom_fields": {"tier": "gold"}})
@@ -526,8 +535,8 @@ mod tests {
         assert_eq!(rows[1].data, serde_json::json!({"email": "bob@example.com"}));
         assert!(rows[2].data.get("__columns").is_some());
         assert_eq!(rows.iter().map(|r| r.row).collect::<Vec<_>>(), vec![1, 2, 3]);
-        assert!(csv_rows("name\nx\n").is_err(), "email column required");
-        assert!(csv_rows("email,shoe_size\nx@y.com,4\n").is_err(), "unknown column");
+        assert!(csv_rows("name\nx\n", None).is_err(), "email column required");
+        assert!(csv_rows("email,shoe_size\nx@y.com,4\n", None).is_err(), "unknown column");
     }
 
     #[test]
