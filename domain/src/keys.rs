@@ -50,6 +50,20 @@ pub const EMAIL_SUPPRESSION: Kind = Kind::on(
     "SUPPRESSION#<address>",
     "an address that bounced permanently or complained, contact or not; consulted on accept and before sending",
 );
+pub const SENDING_DOMAIN: Kind = Kind::on(
+    "sending domain",
+    WORKSPACE_PK,
+    "SENDDOMAIN#<dom id>",
+    "name, status (`pending`/`verified`/`failed`, refreshed from SES), DKIM records; versioned",
+);
+pub const SENDING_DOMAIN_COUNT: Kind =
+    Kind::on("sending domain count", WORKSPACE_PK, "DOMAINCOUNT", "`domains`, updated in the create/delete transaction (cap 50)");
+pub const SENDING_DOMAIN_CLAIM: Kind = Kind::on(
+    "sending domain claim",
+    "SENDDOMAIN#<domain name>",
+    "SENDDOMAIN",
+    "`workspace_id`, `domain_id`: a domain belongs to one workspace; written with the domain",
+);
 pub const EMAIL_TEMPLATE: Kind =
     Kind::on("email template", WORKSPACE_PK, "ETPL#<slug>", "base content, `variants` by locale, `required_variables`; versioned");
 pub const EMAIL_DUE: Kind = Kind::on(
@@ -105,6 +119,9 @@ pub fn all() -> Vec<Kind> {
         EMAIL_BATCH,
         EMAIL_TEMPLATE,
         EMAIL_SUPPRESSION,
+        SENDING_DOMAIN,
+        SENDING_DOMAIN_COUNT,
+        SENDING_DOMAIN_CLAIM,
         EMAIL_DUE,
         SES_MESSAGE,
         WEBHOOK_ENDPOINT,
@@ -179,6 +196,7 @@ pub const EMAILS_BY_STATUS: List = List::of(EMAIL, Index::Gsi1);
 pub const EMAILS_OF_CONTACT: List = List::of(EMAIL, Index::Gsi2);
 pub const EMAIL_TEMPLATES: List = List::of(EMAIL_TEMPLATE, Index::Table);
 pub const EMAIL_SUPPRESSIONS: List = List::of(EMAIL_SUPPRESSION, Index::Table);
+pub const SENDING_DOMAINS: List = List::of(SENDING_DOMAIN, Index::Table);
 pub const EMAILS_DUE: List = List::of(EMAIL_DUE, Index::Table);
 pub const WEBHOOK_ENDPOINTS: List = List::of(WEBHOOK_ENDPOINT, Index::Table);
 pub const WEBHOOK_DELIVERIES: List = List::of(WEBHOOK_DELIVERY, Index::Table);
@@ -205,6 +223,7 @@ pub const LISTS: &[List] = &[
     EMAILS_OF_CONTACT,
     EMAIL_TEMPLATES,
     EMAIL_SUPPRESSIONS,
+    SENDING_DOMAINS,
     EMAILS_DUE,
     WEBHOOK_ENDPOINTS,
     WEBHOOK_DELIVERIES,

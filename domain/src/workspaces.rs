@@ -1,6 +1,5 @@
 //! Workspaces: the tenant itself, its API keys and its members (keys: `keys::WORKSPACE`,
-//! `keys::SLUG_CLAIM`, `keys::API_KEY`, `keys::API_KEY_LOOKUP`, `keys::MEMBER`), and what
-//! other areas read of a workspace (its email senders).
+//! `keys::SLUG_CLAIM`, `keys::API_KEY`, `keys::API_KEY_LOOKUP`, `keys::MEMBER`).
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
@@ -29,10 +28,6 @@ pub struct Workspace {
     pub locale: String,
     /// ISO 4217 code.
     pub default_currency: String,
-    /// Addresses or domains this workspace sends email from (`from` of `POST /emails`); each
-    /// must be an SES identity of the deployment (`SES_IDENTITIES`).
-    #[serde(default)]
-    pub email_senders: Vec<String>,
     pub metadata: BTreeMap<String, String>,
     pub created_at: String,
     pub updated_at: String,
@@ -75,9 +70,4 @@ pub struct Member {
 /// The workspace item, with its version.
 pub async fn load(app: &App, ws: &str) -> ApiResult<(Workspace, i64)> {
     app.db.get_object(ws, WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))
-}
-
-/// The addresses and domains a workspace may send email from.
-pub async fn email_senders(app: &App, ws: &str) -> ApiResult<Vec<String>> {
-    Ok(load(app, ws).await?.0.email_senders)
 }

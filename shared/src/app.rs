@@ -14,6 +14,9 @@ pub struct App {
     pub db: Db,
     pub sqs: aws_sdk_sqs::Client,
     pub secrets: aws_sdk_secretsmanager::Client,
+    /// SES v2 for identity management (sending domains); the sender builds its own client
+    /// without retries for SendEmail.
+    pub ses: aws_sdk_sesv2::Client,
     pub limiter: RateLimiter,
     pub jwt: Option<JwtVerifier>,
     platform: OnceCell<PlatformSecret>,
@@ -79,6 +82,7 @@ impl App {
             secrets: aws_sdk_secretsmanager::Client::from_conf(
                 aws_sdk_secretsmanager::config::Builder::from(sdk).interceptor(CallLog).build(),
             ),
+            ses: aws_sdk_sesv2::Client::from_conf(aws_sdk_sesv2::config::Builder::from(sdk).interceptor(CallLog).build()),
             limiter: RateLimiter::new(cfg.limits.clone()),
             jwt,
             platform: OnceCell::new(),

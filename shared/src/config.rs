@@ -68,9 +68,9 @@ impl Timeouts {
 
 #[derive(Clone, Debug)]
 pub struct EmailSettings {
-    /// SES identities (domains or addresses) this deployment may send from (`SES_IDENTITIES`,
-    /// comma-separated). A workspace's `email_senders` must fall under one of them.
-    pub identities: Vec<String>,
+    /// The domains (and their subdomains) workspaces may add as sending domains
+    /// (`ALLOWED_SENDING_DOMAINS`, comma-separated); empty = any domain.
+    pub allowed_domains: Vec<String>,
     /// The SES configuration set whose event destination feeds delivery, bounce and complaint
     /// notifications back (`SES_CONFIGURATION_SET`; empty = none).
     pub configuration_set: Option<String>,
@@ -81,24 +81,26 @@ pub struct EmailSettings {
 
 impl Default for EmailSettings {
     fn default() -> Self {
-        Self { identities: vec![], configuration_set: None, requeue_after_secs: 120 }
+        Self { allowed_domains: vec![], configuration_set: None, requeue_after_secs: 120 }
     }
 }
 
 impl EmailSettings {
     fn from_vars(var: Vars) -> Self {
-        let identities =
-            var("SES_IDENTITIES").unwrap_or_default().split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect();
+        let allowed_domains = var("ALLOWED_SENDING_DOMAINS")
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().trim_end_matches('.').to_ascii_lowercase())
+            .filter(|s| !s.is_empty())
+            .collect();
         let configuration_set = var("SES_CONFIGURATION_SET");
         let requeue_after_secs = var("EMAIL_REQUEUE_AFTER_SECS").and_then(|v| v.parse().ok()).unwrap_or(120);
-        Self { identities, configuration_set, requeue_after_secs }
+        Self { allowed_domains, configuration_set, requeue_after_secs }
     }
 
-    /// Is `sender` (an address or a domain) covered by one of the identities?
-    pub fn covers(&self, sender: &str) -> bool {
-        let sender = sender.to_ascii_lowercase();
-        let domain = sender.rsplit_once('@').map_or(sender.as_str(), |(_, d)| d);
-        self.identities.iter().any(|id| *id == sender || *id == domain)
+    /// May a workspace add `domain` (lower-cased) as a sending domain?
+    pub fn allows_domain(&self, domain: &str) -> bool {
+        self.allowed_domains.is_empty() || self.allowed_domains.iter().any(|a| crate::validate::within_domain(domain, a))
     }
 }
 
@@ -219,11 +221,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ses_identities_cover_their_addresses_and_domains_only() {
-        let s = EmailSettings { identities: vec!["example.com".into(), "ops@example.org".into()], ..Default::default() };
-        assert!(s.covers("example.com") && s.covers("Hello@Example.com") && s.covers("ops@example.org"));
-        assert!(!s.covers("other@example.org") && !s.covers("example.org") && !s.covers("x@sub.example.com"));
-        assert!(!EmailSettings::default().covers("example.com"));
+    fn allowed_sending_domains_cover_themselves_and_their_subdomains() {
+        let s = EmailSettings { allowed_domains: vec!["example.com".into()], ..Default::default() };
+        assert!(s.allows_domain("example.com") && s.allows_domain("mail.example.com"));
+        assert!(!s.allows_domain("badexample.com") && !s.allows_domain("example.com.evil.org"));
+        assert!(EmailSettings::default().allows_domain("anything.org"), "no list: any domain");
     }
 
     fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {

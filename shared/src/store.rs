@@ -445,6 +445,23 @@ impl Db {
     }
 }
 
+/// A counter item changed by `delta` inside a transaction; an increment carries the
+/// condition `< max`, so a cap holds under concurrent creates (the counter and the thing
+/// counted commit together or not at all).
+pub fn capped_count(pk: String, sk: &str, attr: &str, delta: i64, max: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    let mut u = aws_sdk_dynamodb::types::Update::builder()
+        .key("pk", s(pk))
+        .key("sk", s(sk))
+        .update_expression("SET #c = if_not_exists(#c, :zero) + :delta")
+        .expression_attribute_names("#c", attr)
+        .expression_attribute_values(":zero", n(0))
+        .expression_attribute_values(":delta", n(delta));
+    if delta > 0 {
+        u = u.condition_expression("attribute_not_exists(#c) OR #c < :max").expression_attribute_values(":max", n(max));
+    }
+    u
+}
+
 impl TxError {
     /// Map a failed condition to the error the caller means by it.
     pub fn on_condition(self, f: impl FnOnce(usize) -> ApiError) -> ApiError {

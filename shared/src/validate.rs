@@ -245,6 +245,27 @@ pub fn normalise_email(raw: &str) -> Option<String> {
     ok.then_some(e)
 }
 
+/// A DNS domain name, lower-cased without a trailing dot, if it is one a mail domain can be:
+/// at least two labels of letters, digits and inner hyphens (1..63 each, 253 in all) and a
+/// TLD that is not all digits (so no IP address).
+pub fn domain_name(raw: &str) -> Option<String> {
+    let d = raw.trim().trim_end_matches('.').to_ascii_lowercase();
+    let labels: Vec<&str> = d.split('.').collect();
+    let label_ok = |l: &&str| {
+        (1..=63).contains(&l.len())
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let tld_ok = labels.last().is_some_and(|t| t.bytes().any(|b| b.is_ascii_lowercase()));
+    (d.len() <= 253 && labels.len() >= 2 && labels.iter().all(label_ok) && tld_ok).then_some(d)
+}
+
+/// Is `domain` equal to `parent` or one of its subdomains? (Both lower-cased.)
+pub fn within_domain(domain: &str, parent: &str) -> bool {
+    domain == parent || domain.strip_suffix(parent).is_some_and(|head| head.ends_with('.'))
+}
+
 /// A snake_case enum value from a query parameter or CSV cell (its serde name), if it is one.
 pub fn parse_enum<T: serde::de::DeserializeOwned>(v: &str) -> Option<T> {
     serde_json::from_value(serde_json::Value::String(v.into())).ok()
@@ -275,6 +296,17 @@ pub fn is_locale(tag: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn domain_names() {
+        assert_eq!(domain_name(" Mail.Example.COM. ").as_deref(), Some("mail.example.com"));
+        for bad in ["localhost", "127.0.0.1", "-a.com", "a-.com", "a..com", "a_b.com", "a.com/x", "x@a.com", "", "a.123"] {
+            assert_eq!(domain_name(bad), None, "{bad}");
+        }
+        assert!(domain_name(&format!("{}.com", "a".repeat(64))).is_none());
+        assert!(within_domain("a.b.example.com", "example.com") && within_domain("example.com", "example.com"));
+        assert!(!within_domain("notexample.com", "example.com") && !within_domain("example.com", "a.example.com"));
+    }
 
     #[test]
     fn a_missing_field_is_named() {

@@ -258,3 +258,15 @@ pub const CHANNEL_B: &str = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E";
 pub fn in_hours(h: i64) -> String {
     shared::ids::format_time(chrono::Utc::now() + chrono::Duration::hours(h))
 }
+
+/// Add a sending domain unique to this workspace over HTTP and read it until it is verified
+/// (moto verifies an identity at once); answers the domain name.
+pub async fn verified_domain(c: &Client, ws: &str) -> String {
+    let name = format!("{}.example.test", ws.trim_start_matches("ws_").to_ascii_lowercase());
+    let r = c.post("/emails/domains", &serde_json::json!({"name": name})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let id = r.json["data"]["id"].as_str().expect("domain id").to_string();
+    let r = c.get(&format!("/emails/domains/{id}")).await;
+    assert_eq!((r.status, r.json["data"]["status"].as_str()), (200, Some("verified")), "{}", r.json);
+    name
+}

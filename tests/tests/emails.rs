@@ -5,16 +5,17 @@ use e2e::{Client, harness};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-const FROM: &str = "Acme Support <support@example.com>";
+/// The From of a workspace's emails: an address at its own verified sending domain.
+fn from(ws: &str) -> String {
+    format!("Acme Support <support@{}.example.test>", ws.trim_start_matches("ws_").to_ascii_lowercase())
+}
 
-/// A fresh workspace allowed to send from example.com (an SES identity of the local stack).
+/// A fresh workspace with a verified sending domain of its own (see `from`).
 async fn sender_workspace(name: &str) -> (Client, String) {
     let h = harness();
     let (ws, key) = h.workspace(name).await;
     let c = Client::new(&h.base, &key);
-    let r = c.patch("/workspaces/current", &json!({"email_senders": ["Example.com"]})).await;
-    assert_eq!(r.status, 200, "{}", r.json);
-    assert_eq!(r.json["data"]["email_senders"], json!(["example.com"]));
+    e2e::verified_domain(&c, &ws).await;
     (c, ws)
 }
 
@@ -50,7 +51,8 @@ fn unique(prefix: &str) -> String {
 
 #[tokio::test]
 async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
-    let (c, _) = sender_workspace("templated email").await;
+    let (c, ws) = sender_workspace("templated email").await;
+    let from = from(&ws);
     let tag = unique("Welcome");
     let r = c
         .post(
@@ -71,13 +73,13 @@ async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
     assert_eq!((bad.status, bad.json["error"]["details"][0]["field"].as_str()), (400, Some("subject")), "{}", bad.json);
 
     // A missing required variable is a validation error naming it.
-    let r = c.post("/emails", &json!({"from": FROM, "to": ["ann@example.org"], "template_slug": "welcome", "variables": {}})).await;
+    let r = c.post("/emails", &json!({"from": from, "to": ["ann@example.org"], "template_slug": "welcome", "variables": {}})).await;
     assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"));
     assert_eq!(r.json["error"]["details"][0]["field"], "variables.name", "{}", r.json);
 
     let email = send(
         &c,
-        json!({"from": FROM, "to": ["Ann@Example.org"], "cc": ["cc@example.org"], "template_slug": "welcome",
+        json!({"from": from, "to": ["Ann@Example.org"], "cc": ["cc@example.org"], "template_slug": "welcome",
             "variables": {"name": "<b>Ann & \"Co\"</b>", "account": {"plan": "pro"}}, "tags": ["onboarding"],
             "headers": {"X-Campaign": "spring", "List-Unsubscribe": "<mailto:unsubscribe@example.com>"}}),
     )
@@ -98,7 +100,7 @@ async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     let m = &msgs[0];
     assert_eq!(m["id"], sent["provider_message_id"]);
-    assert_eq!(m["source"], "\"Acme Support\" <support@example.com>");
+    assert_eq!(m["source"], from.replace("Acme Support", "\"Acme Support\""));
     assert_eq!(m["body"], "<h1>Hello &lt;b&gt;Ann &amp; &quot;Co&quot;&lt;/b&gt;</h1><p>Plan: pro</p>");
     assert_eq!(m["destinations"]["ToAddresses"], json!(["ann@example.org"]));
     assert_eq!(m["destinations"]["CcAddresses"], json!(["cc@example.org"]));
@@ -106,7 +108,7 @@ async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
     // A locale variant (de-AT falls back to de).
     let de = send(
         &c,
-        json!({"from": FROM, "to": ["ben@example.org"], "template_slug": "welcome", "locale": "de-AT", "variables": {"name": "Ben"}}),
+        json!({"from": from, "to": ["ben@example.org"], "template_slug": "welcome", "locale": "de-AT", "variables": {"name": "Ben"}}),
     )
     .await;
     assert_eq!((de["locale"].as_str(), de["subject"].as_str()), (Some("de"), Some(format!("{tag} Hallo Ben").as_str())));
@@ -116,10 +118,10 @@ async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
     // Round trips of an accept: key, bucket, then workspace senders | template | recipients'
     // contact claims concurrently, then one transaction (the queue message is SQS).
     let r = c
-        .post("/emails", &json!({"from": FROM, "to": ["cal@example.org"], "template_slug": "welcome", "variables": {"name": "Cal"}}))
+        .post("/emails", &json!({"from": from, "to": ["cal@example.org"], "template_slug": "welcome", "variables": {"name": "Cal"}}))
         .await;
     assert_eq!((r.status, r.ddb_calls()), (202, 6), "{}", r.json);
-    let r = c.post("/emails", &json!({"from": FROM, "to": ["dan@example.org"], "subject": "raw", "text": "t"})).await;
+    let r = c.post("/emails", &json!({"from": from, "to": ["dan@example.org"], "subject": "raw", "text": "t"})).await;
     assert_eq!((r.status, r.ddb_calls()), (202, 5), "{}", r.json);
     let r = c.get(&format!("/emails/{id}")).await;
     assert_eq!(r.ddb_calls(), 3, "key, bucket, one BatchGetItem for the email and its bodies");
@@ -149,31 +151,32 @@ async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
 
 #[tokio::test]
 async fn sends_are_validated_field_by_field() {
-    let (c, _) = sender_workspace("email validation").await;
+    let (c, ws) = sender_workspace("email validation").await;
+    let from = from(&ws);
     let soon = shared::ids::format_time(chrono::Utc::now() - chrono::Duration::minutes(1));
     let far = shared::ids::format_time(chrono::Utc::now() + chrono::Duration::days(31));
     let too_many: Vec<String> = (0..51).map(|i| format!("r{i}@example.org")).collect();
     let cases = [
         (json!({"from": "not an address", "to": ["a@example.org"], "subject": "s", "text": "t"}), "from"),
         (json!({"from": "x@not-ours.org", "to": ["a@example.org"], "subject": "s", "text": "t"}), "from"),
-        (json!({"from": FROM, "to": [], "subject": "s", "text": "t"}), "to"),
-        (json!({"from": FROM, "to": ["nope"], "subject": "s", "text": "t"}), "to[0]"),
-        (json!({"from": FROM, "to": too_many, "subject": "s", "text": "t"}), "to"),
-        (json!({"from": FROM, "to": ["a@example.org"], "text": "t"}), "subject"),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s"}), "html"),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "line\r\nBcc: x@evil.org", "text": "t"}), "subject"),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "headers": {"Bcc": "x@evil.org"}}), "headers.Bcc"),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "headers": {"X-Ok": "a\r\nb"}}), "headers.X-Ok"),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "scheduled_at": soon}), "scheduled_at"),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "scheduled_at": far}), "scheduled_at"),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "template_slug": "x"}), "subject"),
-        (json!({"from": FROM, "to": ["a@example.org"], "template_slug": "missing"}), "template_slug"),
+        (json!({"from": from, "to": [], "subject": "s", "text": "t"}), "to"),
+        (json!({"from": from, "to": ["nope"], "subject": "s", "text": "t"}), "to[0]"),
+        (json!({"from": from, "to": too_many, "subject": "s", "text": "t"}), "to"),
+        (json!({"from": from, "to": ["a@example.org"], "text": "t"}), "subject"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "s"}), "html"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "line\r\nBcc: x@evil.org", "text": "t"}), "subject"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "s", "text": "t", "headers": {"Bcc": "x@evil.org"}}), "headers.Bcc"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "s", "text": "t", "headers": {"X-Ok": "a\r\nb"}}), "headers.X-Ok"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "s", "text": "t", "scheduled_at": soon}), "scheduled_at"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "s", "text": "t", "scheduled_at": far}), "scheduled_at"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "s", "template_slug": "x"}), "subject"),
+        (json!({"from": from, "to": ["a@example.org"], "template_slug": "missing"}), "template_slug"),
         (
-            json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "contact_id": "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D"}),
+            json!({"from": from, "to": ["a@example.org"], "subject": "s", "text": "t", "contact_id": "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D"}),
             "contact_id",
         ),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "tags": ["no spaces"]}), "tags[0]"),
-        (json!({"from": FROM, "to": ["a@example.org"], "subject": "s", "text": "t", "surprise": 1}), "surprise"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "s", "text": "t", "tags": ["no spaces"]}), "tags[0]"),
+        (json!({"from": from, "to": ["a@example.org"], "subject": "s", "text": "t", "surprise": 1}), "surprise"),
     ];
     for (body, field) in cases {
         let r = c.post("/emails", &body).await;
@@ -183,17 +186,84 @@ async fn sends_are_validated_field_by_field() {
     }
     // Nothing was accepted.
     assert_eq!(c.get("/emails").await.json["data"], json!([]));
-    // Senders outside the deployment's SES identities cannot be configured.
+    // The deployment-wide sender list is gone: senders are sending domains.
     let r = c.patch("/workspaces/current", &json!({"email_senders": ["other.org"]})).await;
-    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("email_senders[0]")), "{}", r.json);
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("email_senders")), "{}", r.json);
+}
+
+#[tokio::test]
+async fn sending_domains_belong_to_one_workspace_and_gate_every_send() {
+    let h = harness();
+    let (a, ws_a) = sender_workspace("domain owner").await;
+    let (b, ws_b) = sender_workspace("domain neighbour").await;
+    let name = format!("acme-{}.example.test", ws_a.trim_start_matches("ws_").to_ascii_lowercase());
+
+    // Added pending with an id, lower-cased, trailing dot dropped; verified once SES says so.
+    let r = a.post("/emails/domains", &json!({"name": format!("{}.", name.to_uppercase())})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let d = r.json["data"].clone();
+    assert_eq!(
+        (d["name"].as_str(), d["status"].as_str(), d["object"].as_str()),
+        (Some(name.as_str()), Some("pending"), Some("email_domain"))
+    );
+    let id = d["id"].as_str().unwrap().to_string();
+    let pending = a.post("/emails", &json!({"from": format!("x@{name}"), "to": ["r@example.org"], "subject": "s", "text": "t"})).await;
+    assert_eq!((pending.status, pending.json["error"]["details"][0]["field"].as_str()), (400, Some("from")), "pending is not verified");
+    let r = a.get(&format!("/emails/domains/{id}")).await;
+    assert_eq!((r.status, r.json["data"]["status"].as_str()), (200, Some("verified")), "{}", r.json);
+    assert!(r.json["data"]["verified_at"].is_string());
+    let listed = a.get("/emails/domains").await.json["data"].as_array().unwrap().iter().map(|d| d["name"].clone()).collect::<Vec<_>>();
+    assert!(listed.contains(&json!(name)), "{listed:?}");
+
+    // The domain and its subdomains send for A; B can neither claim it nor send from it.
+    let sub = json!({"from": format!("News <n@mail.{name}>"), "to": ["r@example.org"], "subject": "s", "text": "t", "scheduled_at": e2e::in_hours(24)});
+    assert_eq!(a.post("/emails", &sub).await.status, 202);
+    let r = b.post("/emails/domains", &json!({"name": name})).await;
+    assert_eq!((r.status, r.code(), r.json["error"]["details"][0]["field"].as_str()), (409, "CONFLICT", Some("name")), "{}", r.json);
+    let r = b.post("/emails", &json!({"from": format!("x@{name}"), "to": ["r@example.org"], "subject": "s", "text": "t"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("from")), "{}", r.json);
+    assert_eq!(b.get(&format!("/emails/domains/{id}")).await.status, 404);
+    assert_eq!(b.delete(&format!("/emails/domains/{id}")).await.status, 404);
+    for bad in ["localhost", "10.0.0.1", "a..b.com", "-x.com", "x"] {
+        let r = b.post("/emails/domains", &json!({"name": bad})).await;
+        assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("name")), "{bad}: {}", r.json);
+    }
+
+    // Eight workspaces race for one new name: exactly one gets it.
+    let contested = format!("race-{}.example.test", ws_b.trim_start_matches("ws_").to_ascii_lowercase());
+    let mut racers = vec![];
+    for i in 0..8 {
+        let (_, key) = h.workspace(&format!("domain racer {i}")).await;
+        racers.push(Client::new(&h.base, &key));
+    }
+    let body = json!({"name": contested});
+    let results = futures_util::future::join_all(racers.iter().map(|c| c.post("/emails/domains", &body))).await;
+    let mut statuses: Vec<u16> = results.iter().map(|r| r.status).collect();
+    statuses.sort();
+    assert_eq!(statuses, vec![201, 409, 409, 409, 409, 409, 409, 409]);
+
+    // A scheduled email whose domain is deleted before its time fails instead of leaving.
+    let subject = unique("Orphaned");
+    let soon = shared::ids::format_time(chrono::Utc::now() + chrono::Duration::seconds(4));
+    let e = send(&a, json!({"from": format!("x@{name}"), "to": ["r@example.org"], "subject": subject, "text": "t", "scheduled_at": soon}))
+        .await;
+    let r = a.delete(&format!("/emails/domains/{id}")).await;
+    assert_eq!((r.status, r.json["data"]["deleted"].as_bool()), (200, Some(true)), "{}", r.json);
+    let failed = wait_status(&a, e["id"].as_str().unwrap(), &["failed", "sent"], 30).await;
+    assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("sender_not_verified")), "{failed}");
+    assert!(ses_with_subject(&subject).await.is_empty());
+    // Deleted, the name is free again.
+    assert_eq!(b.post("/emails/domains", &json!({"name": name})).await.status, 201);
+    assert_eq!(a.get(&format!("/emails/domains/{id}")).await.status, 404);
 }
 
 #[tokio::test]
 async fn batches_are_strict_by_default_and_permissive_on_request() {
-    let (c, _) = sender_workspace("email batches").await;
+    let (c, ws) = sender_workspace("email batches").await;
+    let from = from(&ws);
     let subject = unique("Batch");
-    let good = |i: usize| json!({"from": FROM, "to": [format!("b{i}@example.org")], "subject": subject, "text": format!("n{i}")});
-    let emails = json!([good(0), {"from": FROM, "to": ["broken"], "subject": "s", "text": "t"}, good(2), {"to": 5}]);
+    let good = |i: usize| json!({"from": from, "to": [format!("b{i}@example.org")], "subject": subject, "text": format!("n{i}")});
+    let emails = json!([good(0), {"from": from, "to": ["broken"], "subject": "s", "text": "t"}, good(2), {"to": 5}]);
 
     let r = c.post("/emails/batch", &json!({"emails": emails})).await;
     assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.json);
@@ -223,9 +293,10 @@ async fn batches_are_strict_by_default_and_permissive_on_request() {
 
 #[tokio::test]
 async fn send_and_batch_limits_are_independent_of_each_other_and_of_writes() {
-    let (c, _) = sender_workspace("email limits").await;
+    let (c, ws) = sender_workspace("email limits").await;
+    let from = from(&ws);
     let subject = unique("Burst");
-    let body = json!({"from": FROM, "to": ["burst@example.org"], "subject": subject, "text": "t"});
+    let body = json!({"from": from, "to": ["burst@example.org"], "subject": subject, "text": "t"});
     // One burst of 60: the bucket holds 50 and refills 100/min while the burst runs.
     let started = Instant::now();
     let rs = futures_util::future::join_all((0..60).map(|_| c.post("/emails", &body))).await;
@@ -245,12 +316,13 @@ async fn send_and_batch_limits_are_independent_of_each_other_and_of_writes() {
 
 #[tokio::test]
 async fn a_scheduled_email_waits_for_its_time_and_can_be_cancelled() {
-    let (c, _) = sender_workspace("scheduled email").await;
+    let (c, ws) = sender_workspace("scheduled email").await;
+    let from = from(&ws);
     let subject = unique("Later");
     let at = chrono::Utc::now() + chrono::Duration::seconds(5);
     let e = send(
         &c,
-        json!({"from": FROM, "to": ["later@example.org"], "subject": subject, "text": "t",
+        json!({"from": from, "to": ["later@example.org"], "subject": subject, "text": "t",
         "scheduled_at": shared::ids::format_time(at)}),
     )
     .await;
@@ -268,7 +340,7 @@ async fn a_scheduled_email_waits_for_its_time_and_can_be_cancelled() {
     // Cancel one scheduled days ahead: it never leaves, and cancelling again is a conflict.
     let later = send(
         &c,
-        json!({"from": FROM, "to": ["later@example.org"], "subject": format!("{subject} 2"), "text": "t",
+        json!({"from": from, "to": ["later@example.org"], "subject": format!("{subject} 2"), "text": "t",
         "scheduled_at": e2e::in_hours(48)}),
     )
     .await;
@@ -282,11 +354,12 @@ async fn a_scheduled_email_waits_for_its_time_and_can_be_cancelled() {
 #[tokio::test]
 async fn an_email_whose_queue_message_was_lost_is_sent_by_the_tick() {
     let h = harness();
-    let (c, _) = sender_workspace("lost message").await;
+    let (c, ws) = sender_workspace("lost message").await;
+    let from = from(&ws);
     // Same workspace through the gateway whose SQS endpoint is unreachable.
     let noqueue = Client::new(&h.base_noqueue, c.auth.as_deref().unwrap());
     let subject = unique("Lost");
-    let e = send(&noqueue, json!({"from": FROM, "to": ["lost@example.org"], "subject": subject, "text": "t"})).await;
+    let e = send(&noqueue, json!({"from": from, "to": ["lost@example.org"], "subject": subject, "text": "t"})).await;
     assert_eq!(e["status"], "queued");
     wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
     assert_eq!(ses_with_subject(&subject).await.len(), 1);
@@ -296,8 +369,9 @@ async fn an_email_whose_queue_message_was_lost_is_sent_by_the_tick() {
 async fn duplicate_queue_messages_send_an_email_once() {
     let h = harness();
     let (c, ws) = sender_workspace("duplicate messages").await;
+    let from = from(&ws);
     let subject = unique("Once");
-    let e = send(&c, json!({"from": FROM, "to": ["once@example.org"], "subject": subject, "text": "t"})).await;
+    let e = send(&c, json!({"from": from, "to": ["once@example.org"], "subject": subject, "text": "t"})).await;
     let id = e["id"].as_str().unwrap().to_string();
     // Three more copies of the job race the one the worker received, as SQS may deliver them.
     let sender = h.sender().await;
@@ -321,17 +395,18 @@ async fn duplicate_queue_messages_send_an_email_once() {
 
 #[tokio::test]
 async fn unsubscribed_bounced_and_complained_contacts_are_suppressed() {
-    let (c, _) = sender_workspace("suppression").await;
+    let (c, ws) = sender_workspace("suppression").await;
+    let from = from(&ws);
     let unsub = c.post("/contacts", &json!({"email": "unsub@example.org", "email_status": "unsubscribed"})).await;
     assert_eq!(unsub.status, 201, "{}", unsub.json);
     let contact_id = unsub.json["data"]["id"].as_str().unwrap();
     let subject = unique("Newsletter");
-    let e = send(&c, json!({"from": FROM, "to": ["unsub@example.org"], "subject": subject, "text": "t", "contact_id": contact_id})).await;
+    let e = send(&c, json!({"from": from, "to": ["unsub@example.org"], "subject": subject, "text": "t", "contact_id": contact_id})).await;
     assert_eq!(e["status"], "suppressed", "{e}");
     assert_eq!(e["suppressed_recipients"][0]["reason"], "unsubscribed");
     // With another, reachable recipient only the unsubscribed one is left out.
     let both =
-        send(&c, json!({"from": FROM, "to": ["unsub@example.org", "ok@example.org"], "subject": format!("{subject} both"), "text": "t"}))
+        send(&c, json!({"from": from, "to": ["unsub@example.org", "ok@example.org"], "subject": format!("{subject} both"), "text": "t"}))
             .await;
     assert_eq!(both["status"], "queued");
     let both = wait_status(&c, both["id"].as_str().unwrap(), &["sent"], 30).await;
@@ -339,7 +414,7 @@ async fn unsubscribed_bounced_and_complained_contacts_are_suppressed() {
     // Transactional mail still reaches unsubscribed contacts.
     let receipt = send(
         &c,
-        json!({"from": FROM, "to": ["unsub@example.org"], "subject": format!("{subject} receipt"), "text": "t",
+        json!({"from": from, "to": ["unsub@example.org"], "subject": format!("{subject} receipt"), "text": "t",
         "transactional": true, "contact_id": contact_id}),
     )
     .await;
@@ -356,7 +431,7 @@ async fn unsubscribed_bounced_and_complained_contacts_are_suppressed() {
 
     // Bounced addresses are suppressed even for transactional mail.
     c.post("/contacts", &json!({"email": "gone@example.org", "email_status": "bounced"})).await;
-    let e = send(&c, json!({"from": FROM, "to": ["gone@example.org"], "subject": "s", "text": "t", "transactional": true})).await;
+    let e = send(&c, json!({"from": from, "to": ["gone@example.org"], "subject": "s", "text": "t", "transactional": true})).await;
     assert_eq!((e["status"].as_str(), e["suppressed_recipients"][0]["reason"].as_str()), (Some("suppressed"), Some("bounced")));
 }
 
@@ -370,7 +445,8 @@ fn sns_envelope(notification: Value) -> String {
 #[tokio::test]
 async fn delivery_bounce_and_complaint_notifications_move_emails_and_contacts() {
     let h = harness();
-    let (c, _) = sender_workspace("feedback").await;
+    let (c, ws) = sender_workspace("feedback").await;
+    let from = from(&ws);
     let sqs = h.sqs().await;
     let notify = |body: String| {
         let sqs = sqs.clone();
@@ -379,7 +455,7 @@ async fn delivery_bounce_and_complaint_notifications_move_emails_and_contacts() 
     let bouncer = c.post("/contacts", &json!({"email": "bouncer@example.org"})).await.json["data"].clone();
     let complainer = c.post("/contacts", &json!({"email": "complainer@example.org"})).await.json["data"].clone();
 
-    let e = send(&c, json!({"from": FROM, "to": ["bouncer@example.org"], "subject": unique("Bounce"), "text": "t"})).await;
+    let e = send(&c, json!({"from": from, "to": ["bouncer@example.org"], "subject": unique("Bounce"), "text": "t"})).await;
     let e = wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
     let mid = e["provider_message_id"].as_str().unwrap();
     notify(sns_envelope(
@@ -403,11 +479,11 @@ async fn delivery_bounce_and_complaint_notifications_move_emails_and_contacts() 
     // A late delivery notification does not move it back.
     notify(sns_envelope(json!({"notificationType": "Delivery", "mail": {"messageId": mid}}))).await;
     // And the next email to that address is suppressed.
-    let next = send(&c, json!({"from": FROM, "to": ["bouncer@example.org"], "subject": "again", "text": "t"})).await;
+    let next = send(&c, json!({"from": from, "to": ["bouncer@example.org"], "subject": "again", "text": "t"})).await;
     assert_eq!(next["status"], "suppressed");
 
     // Complaints arrive the same way (configuration-set event publishing, raw delivery shape).
-    let e2 = send(&c, json!({"from": FROM, "to": ["complainer@example.org"], "subject": unique("Complaint"), "text": "t"})).await;
+    let e2 = send(&c, json!({"from": from, "to": ["complainer@example.org"], "subject": unique("Complaint"), "text": "t"})).await;
     let e2 = wait_status(&c, e2["id"].as_str().unwrap(), &["sent"], 30).await;
     notify(
         json!({"eventType": "Complaint", "mail": {"messageId": e2["provider_message_id"], "tags": {"email_id": [e2["id"]]}},
@@ -427,16 +503,18 @@ async fn delivery_bounce_and_complaint_notifications_move_emails_and_contacts() 
 
 #[tokio::test]
 async fn emails_and_templates_of_another_workspace_are_404() {
-    let (a, _) = sender_workspace("email owner").await;
-    let (b, _) = sender_workspace("email intruder").await;
+    let (a, ws_a) = sender_workspace("email owner").await;
+    let (b, ws_b) = sender_workspace("email intruder").await;
+    let (from_a, from_b) = (from(&ws_a), from(&ws_b));
     assert_eq!(a.post("/emails/templates", &json!({"slug": "private", "subject": "s", "text": "t"})).await.status, 201);
-    let e = send(&a, json!({"from": FROM, "to": ["x@example.org"], "subject": "s", "text": "t", "scheduled_at": e2e::in_hours(24)})).await;
+    let e =
+        send(&a, json!({"from": from_a, "to": ["x@example.org"], "subject": "s", "text": "t", "scheduled_at": e2e::in_hours(24)})).await;
     let id = e["id"].as_str().unwrap();
     assert_eq!(b.get(&format!("/emails/{id}")).await.status, 404);
     assert_eq!(b.post(&format!("/emails/{id}/cancel"), &json!({})).await.status, 404);
     assert_eq!(b.get("/emails/templates/private").await.status, 404);
     assert_eq!(b.get("/emails").await.json["data"], json!([]));
-    let r = b.post("/emails", &json!({"from": FROM, "to": ["x@example.org"], "template_slug": "private"})).await;
+    let r = b.post("/emails", &json!({"from": from_b, "to": ["x@example.org"], "template_slug": "private"})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("template_slug")));
     assert_eq!(b.get("/emails/em_garbage").await.status, 404);
     assert_eq!(a.get(&format!("/emails/{id}")).await.json["data"]["status"], "scheduled");
@@ -446,12 +524,13 @@ async fn emails_and_templates_of_another_workspace_are_404() {
 /// is refused quickly with the part named, instead of rendering until the function dies.
 #[tokio::test]
 async fn a_template_that_would_render_gigabytes_is_refused_naming_the_part() {
-    let (c, _) = sender_workspace("template bomb").await;
+    let (c, ws) = sender_workspace("template bomb").await;
+    let from = from(&ws);
     let r = c.post("/emails/templates", &json!({"slug": "bomb", "subject": "Hi", "html": "{{a}}".repeat(50_000)})).await;
     assert_eq!(r.status, 201, "{}", r.json);
     let started = Instant::now();
     let r = c
-        .post("/emails", &json!({"from": FROM, "to": ["a@example.org"], "template_slug": "bomb", "variables": {"a": "x".repeat(60_000)}}))
+        .post("/emails", &json!({"from": from, "to": ["a@example.org"], "template_slug": "bomb", "variables": {"a": "x".repeat(60_000)}}))
         .await;
     assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.json);
     assert_eq!(r.json["error"]["details"][0]["field"], "html", "{}", r.json);
@@ -463,7 +542,8 @@ async fn a_template_that_would_render_gigabytes_is_refused_naming_the_part() {
 /// `POST /emails` answers without the bodies, so its response is always kept.
 #[tokio::test]
 async fn an_idempotent_write_runs_once_even_when_its_response_cannot_be_kept() {
-    let (c, _) = sender_workspace("large idempotent").await;
+    let (c, ws) = sender_workspace("large idempotent").await;
+    let from = from(&ws);
     let body = json!({"slug": "large", "subject": "Hi", "html": "h".repeat(240_000), "text": "t".repeat(100_000)});
     let send = || c.send(c.request("POST", "/emails/templates").header("idempotency-key", "tpl-1").json(&body));
     let first = send().await;
@@ -472,7 +552,7 @@ async fn an_idempotent_write_runs_once_even_when_its_response_cannot_be_kept() {
     assert_eq!((again.status, again.code()), (409, "CONFLICT"), "{}", again.json);
     assert!(again.json["error"]["message"].as_str().unwrap().contains("could not be kept"), "{}", again.json);
 
-    let email = json!({"from": FROM, "to": ["a@example.org"], "subject": unique("kept"), "html": "<p>".repeat(1000)});
+    let email = json!({"from": from, "to": ["a@example.org"], "subject": unique("kept"), "html": "<p>".repeat(1000)});
     let post = || c.send(c.request("POST", "/emails").header("idempotency-key", "em-1").json(&email));
     let r = post().await;
     assert_eq!(r.status, 202, "{}", r.json);
@@ -488,10 +568,11 @@ async fn an_idempotent_write_runs_once_even_when_its_response_cannot_be_kept() {
 #[tokio::test]
 async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
     let h = harness();
-    let (c, _) = sender_workspace("suppression list").await;
+    let (c, ws) = sender_workspace("suppression list").await;
+    let from = from(&ws);
     let sqs = h.sqs().await;
     let contact = c.post("/contacts", &json!({"email": "known@example.org"})).await.json["data"].clone();
-    let e = send(&c, json!({"from": FROM, "to": ["stranger@example.org", "known@example.org"], "subject": unique("S"), "text": "t"})).await;
+    let e = send(&c, json!({"from": from, "to": ["stranger@example.org", "known@example.org"], "subject": unique("S"), "text": "t"})).await;
     let e = wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
     let note = json!({"notificationType": "Bounce", "mail": {"messageId": e["provider_message_id"]},
         "bounce": {"bounceType": "Permanent", "bouncedRecipients": [{"emailAddress": "Stranger@example.org"}, {"emailAddress": "known@example.org"}]}});
@@ -508,7 +589,7 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
     assert_eq!((listed[1]["address"].as_str(), listed[1]["reason"].as_str()), (Some("stranger@example.org"), Some("bounced")));
 
     // A transactional send to the stranger (no contact) is suppressed.
-    let t = send(&c, json!({"from": FROM, "to": ["stranger@example.org"], "subject": "t", "text": "t", "transactional": true})).await;
+    let t = send(&c, json!({"from": from, "to": ["stranger@example.org"], "subject": "t", "text": "t", "transactional": true})).await;
     assert_eq!((t["status"].as_str(), t["suppressed_recipients"][0]["contact_id"].as_str()), (Some("suppressed"), None));
     // The bounced contact cannot be PATCHed back; deleting and recreating it does not help.
     let id = contact["id"].as_str().unwrap();
@@ -520,7 +601,7 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("email_status")), "{}", r.json);
     assert_eq!(c.delete(&format!("/contacts/{id}")).await.status, 200);
     assert_eq!(c.post("/contacts", &json!({"email": "known@example.org"})).await.status, 201);
-    let again = send(&c, json!({"from": FROM, "to": ["known@example.org"], "subject": "again", "text": "t"})).await;
+    let again = send(&c, json!({"from": from, "to": ["known@example.org"], "subject": "again", "text": "t"})).await;
     assert_eq!(again["status"], "suppressed");
 
     // Removal: admins only, with a reason; then the address receives mail again.
@@ -535,6 +616,6 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
     assert_eq!(m.send(m.request("DELETE", "/emails/suppressions/stranger@example.org").json(&why)).await.status, 403);
     let r = c.send(c.request("DELETE", "/emails/suppressions/Stranger@example.org").json(&why)).await;
     assert_eq!(r.status, 200, "{}", r.json);
-    let ok = send(&c, json!({"from": FROM, "to": ["stranger@example.org"], "subject": "welcome back", "text": "t"})).await;
+    let ok = send(&c, json!({"from": from, "to": ["stranger@example.org"], "subject": "welcome back", "text": "t"})).await;
     assert_eq!(ok["status"], "queued");
 }

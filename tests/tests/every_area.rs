@@ -16,12 +16,13 @@ async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value {
 #[tokio::test]
 async fn every_get_route_answers_in_a_workspace_with_data_in_every_area() {
     let h = harness();
-    let (_, key) = h.workspace("every area").await;
+    let (ws, key) = h.workspace("every area").await;
     let c = Client::new(&h.base_bulk, &key);
 
     // Fill every area, and remember an id per path parameter.
-    let r = c.patch("/workspaces/current", &json!({"email_senders": ["example.com"]})).await;
-    assert_eq!(r.status, 200, "{}", r.json);
+    let sending = e2e::verified_domain(&c, &ws).await;
+    let from = format!("a@{sending}");
+    let domain_id = c.get("/emails/domains").await.json["data"][0]["id"].as_str().unwrap().to_string();
     let post = created(&c, "/posts", json!({"content": "hello", "channel_ids": [CHANNEL_A], "scheduled_at": in_hours(2)}), 201).await;
     let r = c.post(&format!("/posts/{}/schedule", post["id"].as_str().unwrap()), &json!({})).await;
     assert_eq!(r.status, 200, "{}", r.json);
@@ -30,17 +31,12 @@ async fn every_get_route_answers_in_a_workspace_with_data_in_every_area() {
     created(&c, &format!("/contacts/{ct}/notes"), json!({"body": "met"}), 201).await;
     let deal = created(&c, "/deals", json!({"title": "Plan", "value": 100, "currency": "EUR", "contact_id": ct}), 201).await;
     let template = created(&c, "/emails/templates", json!({"slug": "hello", "subject": "Hi {{name}}", "text": "Hi"}), 201).await;
-    let email = created(
-        &c,
-        "/emails",
-        json!({"from": "a@example.com", "to": ["zoe@example.org"], "subject": "Hi", "text": "x", "contact_id": ct}),
-        202,
-    )
-    .await;
+    let email =
+        created(&c, "/emails", json!({"from": from, "to": ["zoe@example.org"], "subject": "Hi", "text": "x", "contact_id": ct}), 202).await;
     created(
         &c,
         "/emails",
-        json!({"from": "a@example.com", "to": ["zoe@example.org"], "subject": "Later", "text": "x", "scheduled_at": in_hours(3)}),
+        json!({"from": from, "to": ["zoe@example.org"], "subject": "Later", "text": "x", "scheduled_at": in_hours(3)}),
         202,
     )
     .await;
@@ -55,6 +51,7 @@ async fn every_get_route_answers_in_a_workspace_with_data_in_every_area() {
         ("/contacts/imports/{id}", import["id"].as_str().unwrap().to_string()),
         ("/deals/{id}", deal["id"].as_str().unwrap().to_string()),
         ("/emails/{id}", email["id"].as_str().unwrap().to_string()),
+        ("/emails/domains/{id}", domain_id),
         ("/emails/templates/{slug}", template["slug"].as_str().unwrap().to_string()),
         ("/webhooks/{id}", webhook["id"].as_str().unwrap().to_string()),
     ]);

@@ -18,8 +18,6 @@ pub struct Names {
     pub contact_imports_queue: String,
     pub emails_queue: String,
     pub email_feedback_queue: String,
-    /// SES identities to verify (in moto) and allow (`SES_IDENTITIES`).
-    pub ses_identities: Vec<String>,
     pub secret_id: String,
 }
 
@@ -32,7 +30,6 @@ impl Default for Names {
             contact_imports_queue: "platform-contact-imports".into(),
             emails_queue: "platform-emails".into(),
             email_feedback_queue: "platform-email-feedback".into(),
-            ses_identities: vec!["example.com".into()],
             secret_id: "platform/secret".into(),
         }
     }
@@ -49,7 +46,6 @@ impl Names {
             contact_imports_queue: get("CONTACT_IMPORTS_QUEUE_NAME", d.contact_imports_queue),
             emails_queue: get("EMAILS_QUEUE_NAME", d.emails_queue),
             email_feedback_queue: get("EMAIL_FEEDBACK_QUEUE_NAME", d.email_feedback_queue),
-            ses_identities: get("SES_IDENTITIES", d.ses_identities.join(",")).split(',').map(|s| s.trim().to_string()).collect(),
             secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
         }
     }
@@ -70,7 +66,6 @@ pub struct Resources {
     /// Where SES notifications arrive (on AWS through SNS).
     pub email_feedback_queue_url: String,
     pub email_feedback_dlq_url: String,
-    pub ses_identities: Vec<String>,
     pub secret_id: String,
 }
 
@@ -102,7 +97,6 @@ pub fn local_config(res: &Resources) -> Result<Config, String> {
         Some(match k {
             // Locally the webhook receivers are on 127.0.0.1 over http.
             "WEBHOOK_ALLOW_LOOPBACK" => "true".into(),
-            "SES_IDENTITIES" => res.ses_identities.join(","),
             "OAUTH_ISSUER" => DEV_ISSUER.into(),
             "OAUTH_AUDIENCE" => DEV_AUDIENCE.into(),
             "OAUTH_JWKS" => DEV_JWKS.into(),
@@ -144,7 +138,6 @@ pub async fn bootstrap(
     ddb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
     sm: &aws_sdk_secretsmanager::Client,
-    ses: &aws_sdk_sesv2::Client,
     names: &Names,
 ) -> Result<Resources, String> {
     let created = ddb
@@ -190,15 +183,6 @@ pub async fn bootstrap(
     // a message that keeps failing is broken.
     let (emails_queue_url, emails_dlq_url) = create_queue_with_dlq(sqs, &names.emails_queue, 10, 90).await?;
     let (email_feedback_queue_url, email_feedback_dlq_url) = create_queue_with_dlq(sqs, &names.email_feedback_queue, 5, 30).await?;
-    for identity in &names.ses_identities {
-        let created = ses.create_email_identity().email_identity(identity).send().await;
-        if let Err(e) = created
-            && !e.as_service_error().is_some_and(|s| s.is_already_exists_exception())
-        {
-            return Err(format!("SES identity {identity}: {}", aws_sdk_sesv2::error::DisplayErrorContext(e)));
-        }
-    }
-
     let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
     match secret {
         Ok(_) => {}
@@ -217,7 +201,6 @@ pub async fn bootstrap(
         emails_dlq_url,
         email_feedback_queue_url,
         email_feedback_dlq_url,
-        ses_identities: names.ses_identities.clone(),
         secret_id: names.secret_id.clone(),
     })
 }

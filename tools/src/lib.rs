@@ -38,8 +38,7 @@ impl DevStack {
         );
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let sm = aws_sdk_secretsmanager::Client::new(&sdk);
-        let ses = aws_sdk_sesv2::Client::new(&sdk);
-        let resources = admin::bootstrap(&ddb, &sqs, &sm, &ses, &Names::default()).await?;
+        let resources = admin::bootstrap(&ddb, &sqs, &sm, &Names::default()).await?;
         let app = Arc::new(App::with_dynamodb_endpoint(admin::local_config(&resources)?, &sdk, Some(&emulators.dynamodb_endpoint))?);
         let mut stack = Self { emulators, resources, sdk, ddb, sqs, app: app.clone(), base_url: String::new(), gateways: vec![] };
         let (addr, task) = gateway::start(app, port).await?;
@@ -126,7 +125,6 @@ impl DevStack {
             ("DELIVERIES_QUEUE_URL", self.resources.deliveries_queue_url.clone()),
             ("CONTACT_IMPORTS_QUEUE_URL", self.resources.contact_imports_queue_url.clone()),
             ("EMAILS_QUEUE_URL", self.resources.emails_queue_url.clone()),
-            ("SES_IDENTITIES", self.resources.ses_identities.join(",")),
             ("WEBHOOK_ALLOW_LOOPBACK", "true".into()),
             ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
             ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),
@@ -147,12 +145,20 @@ impl DevStack {
 /// `admin mint-token --subject dev-user`.
 pub const DEV_USER: &str = "dev-user";
 
+/// The demo workspace's verified sending domain (one workspace per stack can own it).
+pub const DEMO_SENDING_DOMAIN: &str = "example.com";
+
 /// The demo workspace of `make dev` (and of the README tour's test): a workspace with an API
 /// key, and `DEV_USER` as its owner so that development access tokens reach it. Returns the
 /// workspace id and the key.
 pub async fn demo_workspace(app: &App) -> Result<(String, String), String> {
     let (ws, key) = workspaces::create_workspace(app, "Demo workspace").await.map_err(|e| e.to_string())?;
     workspaces::add_member(app, &ws.id, DEV_USER, "owner").await.map_err(|e| e.to_string())?;
+    // moto verifies an identity as soon as it exists: reading the domain once makes it
+    // `verified`, so the demo can send from example.com at once.
+    use domain::emails::domains;
+    let d = domains::create(app, &ws.id, DEMO_SENDING_DOMAIN).await.map_err(|e| format!("sending domain {DEMO_SENDING_DOMAIN}: {e}"))?;
+    domains::refresh(app, &ws.id, d, 2).await.map_err(|e| e.to_string())?;
     Ok((ws.id, key))
 }
 

@@ -1,5 +1,5 @@
 //! From a send request to an accepted email: field checks without I/O, then one round of reads
-//! shared by every email of a request (the workspace's senders, templates, contacts and the
+//! shared by every email of a request (the workspace's verified domains, templates, contacts and the
 //! contacts behind each recipient), rendering, suppression, and the writes.
 
 use super::templates::{self, Template};
@@ -28,8 +28,8 @@ const ALLOWED_HEADERS: &[&str] = &["list-unsubscribe", "list-unsubscribe-post", 
 #[derive(Deserialize, ToSchema, Clone, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct SendEmail {
-    /// `addr@domain` or `Name <addr@domain>`; the address or its domain must be one of the
-    /// workspace's `email_senders`.
+    /// `addr@domain` or `Name <addr@domain>`; the domain must be a verified sending domain of
+    /// the workspace (`/emails/domains`) or a subdomain of one.
     pub from: String,
     /// 1 or more addresses; to + cc + bcc at most 50.
     pub to: Vec<String>,
@@ -240,7 +240,8 @@ pub fn check(input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> Result<Dra
 
 /// What the drafts of one request need to know, read once.
 pub struct Context {
-    senders: Vec<String>,
+    /// The workspace's verified sending domains.
+    domains: Vec<String>,
     templates: BTreeMap<String, Template>,
     recipients: Recipients,
 }
@@ -286,13 +287,13 @@ pub async fn load_context(app: &App, ws: &str, drafts: &[&Draft]) -> ApiResult<C
     let mut addrs: Vec<String> = drafts.iter().flat_map(|d| d.recipients().cloned()).collect();
     addrs.sort();
     addrs.dedup();
-    let (senders, templates, recipients) = futures_util::future::try_join3(
-        crate::workspaces::email_senders(app, ws),
+    let (domains, templates, recipients) = futures_util::future::try_join3(
+        super::domains::verified_names(app, ws),
         async { if slugs.is_empty() { Ok(BTreeMap::new()) } else { templates::load_many(app, ws, &slugs).await } },
         recipients_of(app, ws, ids, addrs),
     )
     .await?;
-    Ok(Context { senders, templates, recipients })
+    Ok(Context { domains, templates, recipients })
 }
 
 /// Which recipients must not get this email: the workspace's suppression list (bounces and
@@ -328,12 +329,8 @@ struct Content {
 
 /// The sender and the contact must belong to the workspace (from the context's look-ups).
 fn check_references(d: &Draft, ctx: &Context, errs: &mut Errors) {
-    let domain = d.from_addr.rsplit_once('@').map(|(_, dom)| dom.to_string()).unwrap_or_default();
-    if !ctx.senders.iter().any(|s| *s == d.from_addr || *s == domain) {
-        errs.add(
-            "from",
-            format!("{} is not an email sender of this workspace; add it or its domain to the workspace's email_senders", d.from_addr),
-        );
+    if !super::domains::covers(&ctx.domains, &d.from_addr) {
+        errs.add("from", format!("{} is not at a verified sending domain of this workspace (see /emails/domains)", d.from_addr));
     }
     if let Some(c) = &d.input.contact_id
         && !ctx.recipients.contacts.contains_key(c)

@@ -13,6 +13,7 @@
 //! - `SESMSG#<provider message id>` (own partition): maps SES notifications back to the email.
 
 pub mod compose;
+pub mod domains;
 pub mod suppressions;
 pub mod templates;
 

@@ -88,7 +88,15 @@ pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> Result<Outcome, WorkEr
         return Ok(outcome);
     }
     let held = claim(sd, ws, &stored, &now_s, now_secs).await?;
-    let (mut email, body) = recheck_recipients(sd, ws, &held).await?;
+    let (mut email, body, domain_verified) = recheck(sd, ws, &held).await?;
+    if !domain_verified {
+        // The domain was deleted (or failed) since the email was accepted.
+        let message = format!("{} is no longer at a verified sending domain of this workspace", email.from);
+        email.error = Some(SendError { code: "sender_not_verified".into(), message });
+        email.set_status(EmailStatus::Failed, &now_s);
+        finish(sd, ws, &held, email, None).await?;
+        return Ok(Outcome::Done);
+    }
     let (to, cc, bcc) = email.deliverable();
     if to.is_empty() {
         email.set_status(EmailStatus::Suppressed, &now_s);
@@ -139,15 +147,17 @@ async fn claim(sd: &Sender, ws: &str, stored: &Stored, now_s: &str, now_secs: i6
     Ok(Stored { email: claimed, version: stored.version + 1, claim_token: Some(token), claim_until: now_secs + CLAIM_SECS })
 }
 
-/// Contacts may have unsubscribed, bounced or complained since the email was accepted: the
-/// email with its suppressed recipients updated, and its stored bodies.
-async fn recheck_recipients(sd: &Sender, ws: &str, held: &Stored) -> Result<(Email, Option<store::Item>), WorkError> {
+/// What may have changed since the email was accepted: its recipients may have unsubscribed,
+/// bounced or complained, and its sending domain may be gone. Answers the email with its
+/// suppressed recipients updated, its stored bodies, and whether its domain is still verified.
+async fn recheck(sd: &Sender, ws: &str, held: &Stored) -> Result<(Email, Option<store::Item>, bool), WorkError> {
     let app = &sd.app;
     let e = &held.email;
     let all: Vec<String> = e.to.iter().chain(&e.cc).chain(&e.bcc).cloned().collect();
-    let (body, recipients) = futures_util::future::try_join(
+    let (body, recipients, domains) = futures_util::future::try_join3(
         app.db.get(&ws_pk(ws), &model::body_sk(&e.id)),
         compose::recipients_of(app, ws, vec![], all.clone()),
+        domain::emails::domains::verified_names(app, ws),
     )
     .await?;
     let mut email = e.clone();
@@ -156,7 +166,9 @@ async fn recheck_recipients(sd: &Sender, ws: &str, held: &Stored) -> Result<(Ema
             email.suppressed_recipients.push(sr);
         }
     }
-    Ok((email, body))
+    let from = compose::parse_mailbox(&email.from).map(|(_, addr)| addr).unwrap_or_default();
+    let verified = domain::emails::domains::covers(&domains, &from);
+    Ok((email, body, verified))
 }
 
 /// Record what SES said. Only a send SES certainly did not take is tried again.

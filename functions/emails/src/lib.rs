@@ -1,13 +1,15 @@
-//! Emails: templates, single and batch sends (rendered and checked on accept), scheduling,
+//! Emails: sending domains, templates, single and batch sends (rendered and checked on accept), scheduling,
 //! cancelling, suppression of unsubscribed/bounced/complained contacts, and the status history
 //! the sender (`functions/email-sender`) and SES notifications fill in.
 //!
 //! Status: scheduled -> queued -> sent -> delivered | bounced | complained, or failed;
 //! cancelled (while scheduled or queued) and suppressed (no deliverable `to` recipient).
 
+mod domains;
 mod templates;
 
 use domain::emails::templates::{Content, Template};
+use domains::*;
 use templates::*;
 
 use domain::emails::{self as model, compose};
@@ -32,11 +34,13 @@ shared::area! {
         list_emails, get_email, cancel_email,
         list_templates, create_template, get_template, update_template, delete_template,
         list_suppressions, remove_suppression [needs = Scope::Admin],
+        list_domains, get_domain, create_domain [needs = Scope::Admin], delete_domain [needs = Scope::Admin],
     ],
     schemas = [Email, EmailStatus, SendEmail, SendBatch, EmailBatch, BatchEntry, BatchError, Validation,
         model::SuppressedRecipient, model::Feedback, model::SendError,
         Template, Content, templates::CreateTemplate, templates::UpdateTemplate,
-        model::suppressions::Suppression, RemoveSuppression],
+        model::suppressions::Suppression, RemoveSuppression,
+        model::domains::SendingDomain, model::domains::DomainStatus, model::domains::DnsRecord, CreateDomain],
 }
 
 pub const MAX_BATCH: usize = 100;

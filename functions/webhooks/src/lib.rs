@@ -2,7 +2,6 @@
 //! sealed at rest, rotated with a grace period), and the delivery history with manual retry.
 //! The delivering itself is `functions/dispatcher`; the stored model is in [`model`].
 
-use aws_sdk_dynamodb::types::Update;
 use aws_sdk_dynamodb::types::builders::UpdateBuilder;
 use domain::keys;
 use domain::webhooks::{
@@ -12,7 +11,7 @@ use domain::webhooks::{
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::outbox::Tx;
-use shared::store::{self, n, s, ws_pk};
+use shared::store::{self, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -72,19 +71,7 @@ fn check_description(errs: &mut Errors, d: &str) {
 }
 
 fn count_update(ws: &str, delta: i64) -> UpdateBuilder {
-    let mut u = Update::builder()
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(COUNT_SK))
-        .update_expression("SET endpoints = if_not_exists(endpoints, :zero) + :delta")
-        .expression_attribute_values(":zero", n(0))
-        .expression_attribute_values(":delta", n(delta));
-    if delta > 0 {
-        // The cap holds under concurrent creates: the counter and the endpoint commit together.
-        u = u
-            .condition_expression("attribute_not_exists(endpoints) OR endpoints < :max")
-            .expression_attribute_values(":max", n(MAX_ENDPOINTS));
-    }
-    u
+    store::capped_count(ws_pk(ws), COUNT_SK, "endpoints", delta, MAX_ENDPOINTS)
 }
 
 // ---------- routes ----------

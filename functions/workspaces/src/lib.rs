@@ -85,7 +85,6 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
             timezone: "UTC".into(),
             locale: "en".into(),
             default_currency: "EUR".into(),
-            email_senders: vec![],
             metadata: BTreeMap::new(),
             created_at: now.clone(),
             updated_at: now,
@@ -187,40 +186,14 @@ pub struct UpdateWorkspace {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub default_currency: Patch<String>,
-    /// Replaces the list; null clears it.
-    #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
-    pub email_senders: Patch<Vec<String>>,
     /// Replaces the whole map.
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
     pub metadata: Patch<BTreeMap<String, String>>,
 }
 
-pub const MAX_EMAIL_SENDERS: usize = 20;
-
-/// A sender entry: an address or a domain, lower-cased, covered by the deployment's SES identities.
-fn check_senders(app: &App, errs: &mut Errors, senders: &mut [String]) {
-    if senders.len() > MAX_EMAIL_SENDERS {
-        errs.add("email_senders", format!("at most {MAX_EMAIL_SENDERS}"));
-    }
-    for (i, raw) in senders.iter_mut().enumerate() {
-        let lower = raw.trim().to_ascii_lowercase();
-        let valid = if lower.contains('@') {
-            validate::normalise_email(&lower).is_some()
-        } else {
-            validate::normalise_email(&format!("x@{lower}")).is_some()
-        };
-        if !valid {
-            errs.add(format!("email_senders[{i}]"), "must be an email address or a domain");
-        } else if !app.cfg.email.covers(&lower) {
-            errs.add(format!("email_senders[{i}]"), "is not an SES identity of this deployment (SES_IDENTITIES)");
-        }
-        *raw = lower;
-    }
-}
-
-/// Change name, slug, time zone, locale, default currency, email senders or metadata.
+/// Change name, slug, time zone, locale, default currency or metadata. (Sending domains are
+/// their own resource: `/emails/domains`.)
 #[utoipa::path(patch, path = "/workspaces/current", tag = "workspaces", request_body = UpdateWorkspace,
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
@@ -245,12 +218,6 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
         &validate::is_currency,
         "must be an ISO 4217 code such as EUR",
     );
-    if let Some(mut v) = input.email_senders.or_empty() {
-        check_senders(app, &mut errs, &mut v);
-        v.sort();
-        v.dedup();
-        ws.email_senders = v;
-    }
     errs.patch_metadata("metadata", input.metadata, &mut ws.metadata);
     errs.finish()?;
     ws.updated_at = shared::ids::now_rfc3339();

@@ -31,7 +31,6 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
                 &ddb,
                 &aws_sdk_sqs::Client::new(&sdk),
                 &aws_sdk_secretsmanager::Client::new(&sdk),
-                &aws_sdk_sesv2::Client::new(&sdk),
                 &admin::Names::from_env(),
             )
             .await?;

@@ -216,13 +216,11 @@ async fn main() {
 
     // Emails: accept a batch of 100, then one sender invocation sends them through moto's SES.
     let (ws, _) = workspaces::create_workspace(&stack.app, "bench emails").await.unwrap();
-    let (mut w, version): (workspaces::Workspace, i64) = stack.app.db.get_object(&ws.id, workspaces::WORKSPACE_SK).await.unwrap().unwrap();
-    w.email_senders = vec!["example.com".into()];
-    let rec = shared::store::Record::new(shared::store::ws_pk(&ws.id), workspaces::WORKSPACE_SK.into(), &w).unwrap();
-    shared::outbox::Tx::new().replace(rec, version).commit(&stack.app).await.map_err(|_| "senders").unwrap();
+    let d = domain::emails::domains::create(&stack.app, &ws.id, "bench.example.com").await.unwrap();
+    domain::emails::domains::refresh(&stack.app, &ws.id, d, 2).await.unwrap();
     let list: Vec<serde_json::Value> = (0..100)
         .map(|i| {
-            serde_json::json!({"from": "Bench <bench@example.com>", "to": [format!("r{i}@bench.test")], "subject": format!("Bench {i}"),
+            serde_json::json!({"from": "Bench <bench@bench.example.com>", "to": [format!("r{i}@bench.test")], "subject": format!("Bench {i}"),
                 "html": "<p>Hello</p>", "text": "Hello"})
         })
         .collect();

@@ -1,0 +1,290 @@
+//! Sending domains: each one an SES identity (Easy DKIM) that one workspace owns. Emails are
+//! accepted, and sent, only from a verified domain of the calling workspace (or a subdomain
+//! of one), so no tenant can send as another's domain.
+//!
+//! Creating one writes the domain, its platform-wide claim (`keys::SENDING_DOMAIN_CLAIM`) and
+//! the workspace's count in one transaction before SES is asked, so two workspaces racing for
+//! a name cannot both get it; if SES then refuses, the three are removed again. An SES
+//! identity that exists without a claim was made outside the API (by an operator) and is not
+//! handed to a workspace. Status is refreshed from SES when one domain is read.
+
+use crate::keys;
+use aws_sdk_sesv2::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_sesv2::types::VerificationStatus;
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::outbox::Tx;
+use shared::store::{self, Item, Record, s, ws_pk};
+use shared::{ApiError, ApiResult, App};
+use utoipa::ToSchema;
+
+shared::prefixed_id!(DomainId, "dom", "sending domain");
+
+/// Per workspace (a counter item keeps the cap under concurrent creates).
+pub const MAX_DOMAINS: i64 = 50;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DomainStatus {
+    /// The DNS records are not (yet) seen by SES.
+    Pending,
+    /// Emails may be sent from it and its subdomains.
+    Verified,
+    /// SES gave up on the records, or the identity is gone; delete and add it again.
+    Failed,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct DnsRecord {
+    /// Always `CNAME` (Easy DKIM).
+    #[serde(rename = "type")]
+    pub record_type: String,
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct SendingDomain {
+    /// `dom_...`
+    pub id: String,
+    /// Always `email_domain`.
+    pub object: String,
+    /// Lower-cased, without a trailing dot.
+    pub name: String,
+    pub status: DomainStatus,
+    /// The records to publish in the domain's DNS for SES to verify it.
+    pub dns_records: Vec<DnsRecord>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub verified_at: Option<String>,
+}
+
+fn sk(id: &str) -> String {
+    keys::SENDING_DOMAIN.sk(&[id])
+}
+
+fn record(ws: &str, d: &SendingDomain) -> ApiResult<Record> {
+    Record::new(ws_pk(ws), sk(&d.id), d)
+}
+
+fn claim_pk(name: &str) -> String {
+    keys::SENDING_DOMAIN_CLAIM.pk(&[name])
+}
+
+fn claim_item(ws: &str, d: &SendingDomain) -> Item {
+    Item::from([
+        ("pk".into(), s(claim_pk(&d.name))),
+        ("sk".into(), s(keys::SENDING_DOMAIN_CLAIM.sk(&[]))),
+        ("workspace_id".into(), s(ws)),
+        ("domain_id".into(), s(&d.id)),
+    ])
+}
+
+fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    store::capped_count(ws_pk(ws), keys::SENDING_DOMAIN_COUNT.table.sk, "domains", delta, MAX_DOMAINS)
+}
+
+/// Easy DKIM: three CNAMEs from the tokens SES hands out.
+pub fn dkim_records(name: &str, tokens: &[String]) -> Vec<DnsRecord> {
+    tokens
+        .iter()
+        .map(|t| DnsRecord {
+            record_type: "CNAME".into(),
+            name: format!("{t}._domainkey.{name}"),
+            value: format!("{t}.dkim.amazonses.com"),
+        })
+        .collect()
+}
+
+fn status_of(v: Option<&VerificationStatus>, verified_for_sending: bool) -> DomainStatus {
+    match v {
+        Some(VerificationStatus::Success) => DomainStatus::Verified,
+        Some(VerificationStatus::Failed) => DomainStatus::Failed,
+        _ if verified_for_sending => DomainStatus::Verified,
+        _ => DomainStatus::Pending,
+    }
+}
+
+fn ses_error(what: &str, e: impl std::error::Error) -> ApiError {
+    ApiError::unavailable(format!("SES {what}: {}", DisplayErrorContext(e)))
+}
+
+pub async fn load(app: &App, ws: &str, id: &DomainId) -> ApiResult<(SendingDomain, i64)> {
+    app.db.get_object(ws, &sk(id)).await?.ok_or_else(|| ApiError::not_found("sending domain"))
+}
+
+/// Add a domain: validate, claim, create the SES identity, store its DNS records.
+pub async fn create(app: &App, ws: &str, raw_name: &str) -> ApiResult<SendingDomain> {
+    let Some(name) = shared::validate::domain_name(raw_name) else {
+        return Err(ApiError::validation("name", "must be a domain name such as mail.example.com"));
+    };
+    if !app.cfg.email.allows_domain(&name) {
+        return Err(ApiError::validation("name", "is not under a domain this deployment allows (ALLOWED_SENDING_DOMAINS)"));
+    }
+    let now = shared::ids::now_rfc3339();
+    let mut d = SendingDomain {
+        id: shared::ids::new_id(<DomainId as shared::ids::PrefixedId>::PREFIX),
+        object: "email_domain".into(),
+        name,
+        status: DomainStatus::Pending,
+        dns_records: vec![],
+        created_at: now.clone(),
+        updated_at: now,
+        verified_at: None,
+    };
+    Tx::new()
+        .create(record(ws, &d)?.version(1))
+        .put_if(claim_item(ws, &d), "attribute_not_exists(pk)", vec![])
+        .update(count(ws, 1))
+        .commit(app)
+        .await
+        .map_err(|e| {
+            e.on_condition(|i| match i {
+                1 => ApiError::conflict(format!("{} is already a sending domain of a workspace", d.name))
+                    .with_details(vec![shared::error::ErrorDetail::field("name", "is taken")]),
+                2 => ApiError::conflict(format!("a workspace can have at most {MAX_DOMAINS} sending domains")),
+                _ => ApiError::conflict("the domain was created concurrently"),
+            })
+        })?;
+    let created = app.ses.create_email_identity().email_identity(&d.name).send().await;
+    let out = match created {
+        Ok(out) => out,
+        Err(e) => {
+            release(app, ws, &d, 1).await;
+            return Err(match e.as_service_error() {
+                Some(se) if se.is_already_exists_exception() => ApiError::conflict(format!(
+                    "{} exists as an SES identity of this AWS account outside the API; an operator must delete it first",
+                    d.name
+                ))
+                .with_details(vec![shared::error::ErrorDetail::field("name", "is an identity the API does not manage")]),
+                Some(se) if se.is_limit_exceeded_exception() => ApiError::conflict("the AWS account's SES identity limit is reached"),
+                _ => ses_error("CreateEmailIdentity", e),
+            });
+        }
+    };
+    let tokens = out.dkim_attributes().map(|a| a.tokens().to_vec()).unwrap_or_default();
+    d.dns_records = dkim_records(&d.name, &tokens);
+    d.status = if out.verified_for_sending_status() { DomainStatus::Verified } else { DomainStatus::Pending };
+    if d.status == DomainStatus::Verified {
+        d.verified_at = Some(d.updated_at.clone());
+    }
+    Tx::new()
+        .replace(record(ws, &d)?, 1)
+        .event(Event::new(ws, "email.domain.created", &d))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
+    Ok(d)
+}
+
+/// Undo a create whose SES identity could not be made (best effort: a leftover claim is
+/// released by deleting the domain).
+async fn release(app: &App, ws: &str, d: &SendingDomain, version: i64) {
+    let undone = Tx::new()
+        .delete_versioned(ws_pk(ws), sk(&d.id), version)
+        .delete_if(claim_pk(&d.name), keys::SENDING_DOMAIN_CLAIM.sk(&[]), "workspace_id = :ws", vec![(":ws", s(ws))])
+        .update(count(ws, -1))
+        .commit(app)
+        .await;
+    if let Err(e) = undone {
+        tracing::error!(domain = %d.name, error = ?e, "could not release a sending domain after SES refused it");
+    }
+}
+
+/// Ask SES for the domain's state; store and announce a change.
+pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> ApiResult<SendingDomain> {
+    let got = app.ses.get_email_identity().email_identity(&d.name).send().await;
+    let (status, tokens) = match got {
+        Ok(out) => (
+            status_of(out.verification_status(), out.verified_for_sending_status()),
+            out.dkim_attributes().map(|a| a.tokens().to_vec()).unwrap_or_default(),
+        ),
+        Err(e) if e.as_service_error().is_some_and(|se| se.is_not_found_exception()) => (DomainStatus::Failed, vec![]),
+        Err(e) => {
+            tracing::warn!(domain = %d.name, code = ?e.code(), "SES status unavailable; answering the stored one");
+            return Ok(d);
+        }
+    };
+    let mut next = d.clone();
+    next.status = status;
+    if !tokens.is_empty() {
+        next.dns_records = dkim_records(&d.name, &tokens);
+    }
+    if next == d {
+        return Ok(d);
+    }
+    next.updated_at = shared::ids::now_rfc3339();
+    if status == DomainStatus::Verified && d.status != DomainStatus::Verified {
+        next.verified_at = Some(next.updated_at.clone());
+    }
+    let mut tx = Tx::new().replace(record(ws, &next)?, version);
+    if status != d.status {
+        let kind = match status {
+            DomainStatus::Verified => Some("email.domain.verified"),
+            DomainStatus::Failed => Some("email.domain.failed"),
+            DomainStatus::Pending => None,
+        };
+        if let Some(kind) = kind {
+            tx = tx.event(Event::new(ws, kind, &next));
+        }
+    }
+    // A concurrent refresh wrote the same news; answer what SES said either way.
+    if let Err(e) = tx.commit(app).await {
+        tracing::info!(domain = %d.name, error = ?e, "domain refreshed concurrently");
+    }
+    Ok(next)
+}
+
+/// Remove the SES identity first (nothing changes if SES is unreachable), then the domain,
+/// its claim and its count.
+pub async fn delete(app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
+    let (d, version) = load(app, ws, id).await?;
+    match app.ses.delete_email_identity().email_identity(&d.name).send().await {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|se| se.is_not_found_exception()) => {}
+        Err(e) => return Err(ses_error("DeleteEmailIdentity", e)),
+    }
+    Tx::new()
+        .delete_versioned(ws_pk(ws), sk(&d.id), version)
+        .delete_if(claim_pk(&d.name), keys::SENDING_DOMAIN_CLAIM.sk(&[]), "workspace_id = :ws", vec![(":ws", s(ws))])
+        .update(count(ws, -1))
+        .event(Event::new(ws, "email.domain.deleted", &d))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
+    Ok(d)
+}
+
+/// The names of the workspace's verified domains (one Query: at most `MAX_DOMAINS` items).
+pub async fn verified_names(app: &App, ws: &str) -> ApiResult<Vec<String>> {
+    let out = app.db.query_page(keys::SENDING_DOMAINS.query(&[ws], &[], None, MAX_DOMAINS as usize)).await?;
+    let all = out.items.into_iter().map(store::from_item::<SendingDomain>).collect::<ApiResult<Vec<_>>>()?;
+    Ok(all.into_iter().filter(|d| d.status == DomainStatus::Verified).map(|d| d.name).collect())
+}
+
+/// May `from` (an address) be sent from one of these verified domains?
+pub fn covers(verified: &[String], from: &str) -> bool {
+    let domain = from.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase();
+    verified.iter().any(|v| shared::validate::within_domain(&domain, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_status_and_coverage() {
+        let r = dkim_records("acme.com", &["abc".into()]);
+        assert_eq!(
+            r[0],
+            DnsRecord { record_type: "CNAME".into(), name: "abc._domainkey.acme.com".into(), value: "abc.dkim.amazonses.com".into() }
+        );
+        assert_eq!(status_of(Some(&VerificationStatus::Success), false), DomainStatus::Verified);
+        assert_eq!(status_of(Some(&VerificationStatus::TemporaryFailure), false), DomainStatus::Pending);
+        assert_eq!(status_of(Some(&VerificationStatus::Failed), false), DomainStatus::Failed);
+        assert_eq!(status_of(None, true), DomainStatus::Verified);
+        let v = vec!["acme.com".to_string()];
+        assert!(covers(&v, "a@acme.com") && covers(&v, "a@Mail.Acme.com"));
+        assert!(!covers(&v, "a@notacme.com") && !covers(&v, "acme.com") && !covers(&[], "a@acme.com"));
+    }
+}
