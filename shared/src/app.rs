@@ -1,10 +1,10 @@
 //! Per-container state: SDK clients built once at cold start, the platform secret loaded on
 //! first use and cached for the container's life, and the in-memory parts of the limiter.
 
-use crate::auth::JwtVerifier;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::{CallLog, DynamoCallCounter};
+use crate::oauth::JwtVerifier;
 use crate::ratelimit::RateLimiter;
 use crate::store::Db;
 use tokio::sync::OnceCell;
@@ -75,7 +75,8 @@ impl App {
             ddb_conf = ddb_conf.endpoint_url(ep);
         }
         let ddb_conf = ddb_conf.build();
-        let jwt = cfg.oauth.as_ref().map(JwtVerifier::new).transpose()?;
+        let dependency = std::time::Duration::from_millis(cfg.timeouts.dependency_ms);
+        let jwt = cfg.oauth.as_ref().map(|o| JwtVerifier::new(o, cfg.webhooks.url_policy, dependency)).transpose()?;
         Ok(Self {
             db: Db { client: aws_sdk_dynamodb::Client::from_conf(ddb_conf), table: cfg.table.clone() },
             sqs: aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(sdk).interceptor(CallLog).build()),

@@ -3,17 +3,16 @@
 //! - API keys: `wsp_` + 43 base62 characters (256 bits). Only the SHA-256 hash is stored, in a
 //!   look-up item keyed by the hash (`pk = APIKEY#<hash>`), so authentication is one
 //!   consistent GetItem and revocation takes effect at once.
-//! - OAuth access tokens: RS256/ES256 JWTs verified against the configured JWKS (issuer,
-//!   audience, expiry); `x-workspace-id` names the workspace and the subject must be a member.
+//! - OAuth access tokens: RS256/ES256 JWTs verified against the identity provider's keys
+//!   (`crate::oauth`); `x-workspace-id` names the workspace and the subject must be a member.
 //!
 //! Handlers only ever see the resulting `Principal`.
 
-use crate::config::OAuthConfig;
 use crate::error::{ApiError, ErrorCode, ErrorDetail};
 use crate::keys;
+use crate::oauth::Rejected;
+pub use crate::oauth::{Claims, JwtVerifier};
 use crate::store::{self, Db, get_str};
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use rand::RngExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -178,7 +177,10 @@ async fn authenticate_token(
     needs_workspace: bool,
 ) -> Result<Principal, ApiError> {
     let verifier = jwt.ok_or_else(|| invalid("access tokens are not accepted by this deployment"))?;
-    let claims = verifier.verify(token).map_err(|why| invalid(&format!("access token rejected ({why})")))?;
+    let claims = verifier.verify(token).await.map_err(|r| match r {
+        Rejected::Invalid(why) => invalid(&format!("access token rejected ({why})")),
+        Rejected::KeysUnavailable(why) => ApiError::unavailable(format!("OAuth keys: {why}")),
+    })?;
     // A token without a `scope` claim, or with only unknown scopes, grants nothing.
     let token_scopes: Vec<Scope> = claims.scope.as_deref().unwrap_or("").split_whitespace().filter_map(Scope::parse).collect();
     let ws = headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
@@ -197,64 +199,6 @@ async fn authenticate_token(
     let allowed = role_scopes(get_str(&member, "role").unwrap_or(""));
     let scopes = token_scopes.into_iter().filter(|s| allowed.contains(s)).collect();
     Ok(Principal { workspace_id: Some(ws.to_string()), subject: claims.sub, scopes, credential: Credential::OAuth })
-}
-
-#[derive(Debug, Deserialize, Serialize)]
-pub struct Claims {
-    pub sub: String,
-    #[serde(default)]
-    pub scope: Option<String>,
-}
-
-pub struct JwtVerifier {
-    keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
-    issuer: String,
-    audience: String,
-}
-
-impl JwtVerifier {
-    pub fn new(cfg: &OAuthConfig) -> Result<Self, String> {
-        let set: JwkSet = serde_json::from_str(&cfg.jwks).map_err(|e| format!("OAuth JWKS is not a JWK set: {e}"))?;
-        let mut keys = Vec::new();
-        for jwk in &set.keys {
-            let alg = match &jwk.algorithm {
-                AlgorithmParameters::RSA(_) => Algorithm::RS256,
-                AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => Algorithm::ES256,
-                // Only RS256 and ES256 are accepted; other keys in the set are ignored.
-                _ => continue,
-            };
-            let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("bad JWK: {e}"))?;
-            keys.push((jwk.common.key_id.clone(), alg, key));
-        }
-        if keys.is_empty() {
-            return Err("OAuth JWKS has no RS256 or ES256 key".into());
-        }
-        Ok(Self { keys, issuer: cfg.issuer.clone(), audience: cfg.audience.clone() })
-    }
-
-    pub fn verify(&self, token: &str) -> Result<Claims, String> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| "malformed token".to_string())?;
-        if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
-            return Err("algorithm not allowed".into());
-        }
-        let (_, alg, key) = self
-            .keys
-            .iter()
-            .find(|(kid, alg, _)| *alg == header.alg && (header.kid.is_none() || *kid == header.kid))
-            .ok_or("no matching key")?;
-        let mut v = Validation::new(*alg);
-        v.set_issuer(&[&self.issuer]);
-        v.set_audience(&[&self.audience]);
-        v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        v.leeway = 30;
-        jsonwebtoken::decode::<Claims>(token, key, &v).map(|d| d.claims).map_err(|e| match e.kind() {
-            jsonwebtoken::errors::ErrorKind::ExpiredSignature => "expired".to_string(),
-            jsonwebtoken::errors::ErrorKind::InvalidIssuer => "wrong issuer".to_string(),
-            jsonwebtoken::errors::ErrorKind::InvalidAudience => "wrong audience".to_string(),
-            jsonwebtoken::errors::ErrorKind::InvalidSignature => "bad signature".to_string(),
-            _ => "invalid token".to_string(),
-        })
-    }
 }
 
 /// `last_used_at` of API keys, tracked lazily: at most one conditional write per key per hour

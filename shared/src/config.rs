@@ -166,8 +166,21 @@ pub fn parse_schedule(v: &str) -> Result<Vec<u64>, String> {
 pub struct OAuthConfig {
     pub issuer: String,
     pub audience: String,
-    /// The JWKS document (JSON) of the identity provider.
-    pub jwks: String,
+    pub jwks: JwksSource,
+    /// A token with an unknown key id refreshes the keys at most this often
+    /// (`OAUTH_JWKS_MIN_REFRESH_SECS`, default 60).
+    pub min_refresh_secs: u64,
+}
+
+/// Where the identity provider's signing keys come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JwksSource {
+    /// `OAUTH_JWKS` or `OAUTH_JWKS_FILE`: a fixed JWK set (local development; never fetched).
+    Document(String),
+    /// `OAUTH_JWKS_URI`: fetched on first use and when a token names an unknown key.
+    Uri(String),
+    /// None of them: `jwks_uri` from the issuer's `/.well-known/openid-configuration`.
+    Discover,
 }
 
 /// Where configuration variables come from: the environment in Lambda, the environment over
@@ -185,11 +198,17 @@ impl Config {
         let var = |k: &str| vars(k).ok_or_else(|| format!("missing environment variable {k}"));
         let oauth = match (vars("OAUTH_ISSUER"), vars("OAUTH_AUDIENCE")) {
             (Some(issuer), Some(audience)) => {
-                let jwks = match vars("OAUTH_JWKS") {
-                    Some(j) => j,
-                    None => std::fs::read_to_string(var("OAUTH_JWKS_FILE")?).map_err(|e| format!("OAUTH_JWKS_FILE: {e}"))?,
+                let jwks = match (vars("OAUTH_JWKS"), vars("OAUTH_JWKS_FILE"), vars("OAUTH_JWKS_URI")) {
+                    (Some(j), _, _) => JwksSource::Document(j),
+                    (None, Some(f), _) => JwksSource::Document(std::fs::read_to_string(&f).map_err(|e| format!("OAUTH_JWKS_FILE: {e}"))?),
+                    (None, None, Some(u)) => JwksSource::Uri(u),
+                    (None, None, None) => JwksSource::Discover,
                 };
-                Some(OAuthConfig { issuer, audience, jwks })
+                let min_refresh_secs = match vars("OAUTH_JWKS_MIN_REFRESH_SECS") {
+                    Some(v) => v.parse().map_err(|_| "OAUTH_JWKS_MIN_REFRESH_SECS: seconds".to_string())?,
+                    None => 60,
+                };
+                Some(OAuthConfig { issuer, audience, jwks, min_refresh_secs })
             }
             _ => None,
         };

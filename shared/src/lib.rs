@@ -34,6 +34,7 @@ pub mod events;
 pub mod auth;
 pub mod config;
 pub mod idempotency;
+pub mod oauth;
 pub mod ratelimit;
 // 5. container state
 pub mod app;

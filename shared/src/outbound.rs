@@ -1,7 +1,8 @@
-//! Outbound URL safety (webhook endpoints, and any other URL the platform calls): https only,
-//! and only globally routable addresses, checked when a URL is saved and again, on the resolved
-//! addresses, when it is called (DNS rebinding). Development can allow http and loopback
-//! (never private or link-local ranges) with `WEBHOOK_ALLOW_LOOPBACK=true`.
+//! Outbound HTTP (webhook deliveries, the identity provider's keys, and any other URL the
+//! platform calls): https only, and only globally routable addresses, checked when a URL is
+//! saved and again, on the resolved addresses, when it is called (DNS rebinding). Development
+//! can allow http and loopback (never private or link-local ranges) with
+//! `WEBHOOK_ALLOW_LOOPBACK=true`. Every request goes through [`Client`].
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -147,6 +148,71 @@ pub async fn check_url_resolved(raw: &str, policy: UrlPolicy) -> Result<url::Url
         resolve_checked(d, u.port_or_known_default().unwrap_or(443), policy).await.map_err(|e| e.to_string())?;
     }
     Ok(u)
+}
+
+/// The one HTTP client for calls out of the platform: URLs checked before sending, a resolver
+/// that refuses non-public addresses (so what is connected to is what was checked), no
+/// redirects, no proxy, bounded timeouts. Build one per container.
+pub struct Client {
+    http: reqwest::Client,
+    policy: UrlPolicy,
+}
+
+struct GuardedResolver(UrlPolicy);
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let (policy, host) = (self.0, name.as_str().to_string());
+        Box::pin(async move {
+            let addrs = resolve_checked(&host, 0, policy).await?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+impl Client {
+    pub fn new(policy: UrlPolicy, timeout: std::time::Duration, user_agent: &str) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
+            .no_proxy()
+            .user_agent(user_agent)
+            .dns_resolver(std::sync::Arc::new(GuardedResolver(policy)))
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
+        Ok(Self { http, policy })
+    }
+
+    /// A request to `url` once the URL itself passes the policy (IP literals never reach the
+    /// resolver, so they are checked here).
+    pub fn request(&self, method: reqwest::Method, url: &str) -> Result<reqwest::RequestBuilder, UrlError> {
+        check_url(url, self.policy)?;
+        Ok(self.http.request(method, url))
+    }
+}
+
+/// A failed request's cause in one word, for records and logs: `blocked_address`, `dns`,
+/// `timeout`, `connect` or `request`.
+pub fn error_kind(e: &reqwest::Error) -> &'static str {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(r) = s.downcast_ref::<ResolveError>() {
+            return match r {
+                ResolveError::Refused(_) => "blocked_address",
+                ResolveError::NotFound(_) => "dns",
+            };
+        }
+        src = s.source();
+    }
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else {
+        "request"
+    }
 }
 
 #[cfg(test)]

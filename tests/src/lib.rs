@@ -128,8 +128,18 @@ impl Harness {
 
     /// An App for this test's runtime (SDK clients must live in the runtime that uses them).
     pub async fn app(&self) -> App {
+        self.app_with(self.config.clone()).await
+    }
+
+    pub async fn app_with(&self, cfg: Config) -> App {
         let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
-        App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app")
+        App::with_dynamodb_endpoint(cfg, &sdk, Some(&self.dynamodb_endpoint)).expect("app")
+    }
+
+    /// A gateway with its own configuration in the caller's runtime (it stops with it).
+    pub async fn gateway_with(&self, cfg: Config) -> String {
+        let (addr, _task) = tools::gateway::start(std::sync::Arc::new(self.app_with(cfg).await), 0).await.expect("gateway");
+        format!("http://{addr}{}", tools::gateway::BASE_PATH)
     }
 
     /// An email sender of this stack, for tests that invoke it directly (as Lambda would).

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct Received {
+    pub path: String,
     pub headers: http::HeaderMap,
     pub body: Vec<u8>,
     /// Unix seconds at arrival.
@@ -58,6 +59,8 @@ struct State {
     default_status: u16,
     /// How long to take over each answer (a slow receiver).
     delay: std::time::Duration,
+    /// JSON served with 200 at these paths (a stand-in identity provider, for example).
+    documents: std::collections::HashMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -83,12 +86,18 @@ impl Receiver {
                         async move {
                             let (parts, body) = req.into_parts();
                             let body = body.collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
-                            let (status, delay) = {
+                            let path = parts.uri.path().to_string();
+                            let (status, delay, document) = {
                                 let mut s = st.lock().unwrap();
-                                s.received.push(Received { headers: parts.headers, body, at: chrono::Utc::now().timestamp() });
-                                (s.script.pop_front().unwrap_or(s.default_status), s.delay)
+                                let document = s.documents.get(&path).cloned();
+                                s.received.push(Received { path, headers: parts.headers, body, at: chrono::Utc::now().timestamp() });
+                                (s.script.pop_front().unwrap_or(s.default_status), s.delay, document)
                             };
                             tokio::time::sleep(delay).await;
+                            if let Some(doc) = document {
+                                let resp = http::Response::builder().status(200).header("content-type", "application/json");
+                                return Ok::<_, Infallible>(resp.body(Full::new(Bytes::from(doc))).unwrap());
+                            }
                             let mut resp = http::Response::builder().status(status);
                             if status == 503 {
                                 resp = resp.header("retry-after", "1");
@@ -101,6 +110,19 @@ impl Receiver {
             }
         });
         Self { url, state }
+    }
+
+    /// Serve this JSON at `path` (replacing what was served there).
+    pub fn serve(&self, path: &str, doc: &Value) {
+        self.state.lock().unwrap().documents.insert(path.into(), doc.to_string());
+    }
+    /// The origin, `http://127.0.0.1:<port>`.
+    pub fn origin(&self) -> String {
+        self.url.trim_end_matches("/hook").to_string()
+    }
+    /// How many requests reached `path`.
+    pub fn hits(&self, path: &str) -> usize {
+        self.state.lock().unwrap().received.iter().filter(|r| r.path == path).count()
     }
 
     /// Answer these statuses to the next requests, then the default.

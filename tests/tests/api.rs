@@ -153,6 +153,73 @@ async fn oauth_tokens_need_membership_and_a_workspace_header() {
 }
 
 #[tokio::test]
+async fn oauth_keys_come_from_the_issuer_and_refresh_once_when_a_kid_is_unknown() {
+    use shared::config::{JwksSource, OAuthConfig};
+    let h = harness();
+    // A stand-in identity provider: discovery document and key set over loopback HTTP.
+    let idp = e2e::receiver::Receiver::start().await;
+    idp.set_default(404);
+    let issuer = idp.origin();
+    idp.serve("/.well-known/openid-configuration", &json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}));
+    idp.serve("/keys", &tools::admin::dev_jwks_with_kid("k1"));
+    let mut cfg = h.config.clone();
+    cfg.oauth = Some(OAuthConfig { issuer: issuer.clone(), audience: "api".into(), jwks: JwksSource::Discover, min_refresh_secs: 2 });
+    let base = h.gateway_with(cfg.clone()).await;
+    let (ws, _) = h.workspace("oauth keys").await;
+    let subject = format!("idp-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&h.app().await, &ws, &subject, "member").await.unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let token = |kid: &str, nbf: i64| {
+        let claims = json!({"iss": issuer, "aud": "api", "sub": subject, "exp": now + 600, "nbf": nbf, "scope": "read"});
+        tools::admin::mint_token_with(kid, claims).unwrap()
+    };
+    let client = |t: String| {
+        let mut c = Client::new(&base, &t);
+        c.workspace = Some(ws.clone());
+        c
+    };
+    assert_eq!(idp.hits("/keys"), 0, "nothing is fetched before a token arrives");
+
+    // First tokens: one discovery and one key fetch, however many arrive at once.
+    let k1 = client(token("k1", now - 5));
+    let answers = join_all((0..6).map(|_| k1.get("/posts"))).await;
+    assert!(answers.iter().all(|r| r.status == 200), "{:?}", answers.iter().map(|r| r.status).collect::<Vec<_>>());
+    assert_eq!((idp.hits("/.well-known/openid-configuration"), idp.hits("/keys")), (1, 1));
+
+    // The provider rotates to k2. Within the refresh interval the new kid is unknown and
+    // nothing is fetched; after it, the first k2 token refreshes once and is accepted.
+    idp.serve("/keys", &tools::admin::dev_jwks_with_kid("k2"));
+    let k2 = client(token("k2", now - 5));
+    let r = k2.get("/posts").await;
+    assert_eq!((r.status, r.code()), (401, "UNAUTHORIZED"), "{}", r.json);
+    assert_eq!(idp.hits("/keys"), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert_eq!(k2.get("/posts").await.status, 200);
+    assert_eq!(idp.hits("/keys"), 2);
+
+    // Made-up kids cannot make the platform hammer the provider: ten at once, one fetch.
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let forged: Vec<Client> = (0..10).map(|i| client(token(&format!("made-up-{i}"), now - 5))).collect();
+    let answers = join_all(forged.iter().map(|c| c.get("/posts"))).await;
+    assert!(answers.iter().all(|r| r.status == 401));
+    assert_eq!(idp.hits("/keys"), 3, "one refresh for the whole burst");
+    assert_eq!(idp.hits("/.well-known/openid-configuration"), 3, "discovery runs with each refresh");
+
+    // nbf: a token not valid yet is refused (beyond the 30 s leeway).
+    let r = client(token("k2", now + 300)).get("/posts").await;
+    assert_eq!(r.status, 401);
+    assert!(r.json["error"]["message"].as_str().unwrap().contains("nbf"), "{}", r.json);
+
+    // A container that cannot get any keys answers 503 in the envelope, not 401.
+    cfg.oauth = Some(OAuthConfig { jwks: JwksSource::Uri(format!("{issuer}/gone")), ..cfg.oauth.clone().unwrap() });
+    let down = h.gateway_with(cfg).await;
+    let mut c = Client::new(&down, &token("k2", now - 5)).during_outage();
+    c.workspace = Some(ws.clone());
+    let r = c.get("/posts").await;
+    assert_eq!((r.status, r.code()), (503, "UNAVAILABLE"), "{}", r.json);
+}
+
+#[tokio::test]
 async fn paging_visits_every_post_exactly_once() {
     let h = harness();
     let (ws, key) = h.workspace("paging").await;

@@ -75,7 +75,12 @@ pub const DEV_JWKS: &str = include_str!("../dev-keys/oauth-dev-jwks.json");
 const DEV_PRIVATE_KEY: &str = include_str!("../dev-keys/oauth-dev-private.pem");
 
 pub fn dev_oauth() -> OAuthConfig {
-    OAuthConfig { issuer: DEV_ISSUER.into(), audience: DEV_AUDIENCE.into(), jwks: DEV_JWKS.into() }
+    OAuthConfig {
+        issuer: DEV_ISSUER.into(),
+        audience: DEV_AUDIENCE.into(),
+        jwks: shared::config::JwksSource::Document(DEV_JWKS.into()),
+        min_refresh_secs: 60,
+    }
 }
 
 /// The configuration the functions get locally: the same variables through the same code
@@ -260,24 +265,29 @@ pub fn is_loopback_endpoint(endpoint: &str) -> bool {
         .is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || h == "[::1]")
 }
 
-#[derive(Serialize)]
-struct DevClaims<'a> {
-    iss: &'a str,
-    aud: &'a str,
-    sub: &'a str,
-    exp: i64,
-    iat: i64,
-    scope: &'a str,
-}
-
 /// An ES256 access token signed by the local development key.
 pub fn mint_token(subject: &str, scope: &str, ttl_secs: i64) -> Result<String, String> {
     let now = chrono::Utc::now().timestamp();
-    let claims = DevClaims { iss: DEV_ISSUER, aud: DEV_AUDIENCE, sub: subject, exp: now + ttl_secs, iat: now, scope };
+    mint_token_with(
+        "local-dev-1",
+        serde_json::json!({"iss": DEV_ISSUER, "aud": DEV_AUDIENCE, "sub": subject, "exp": now + ttl_secs, "iat": now, "scope": scope}),
+    )
+}
+
+/// Any claims, under any key id, signed by the local development key (tests of key rotation
+/// and of `nbf`).
+pub fn mint_token_with(kid: &str, claims: serde_json::Value) -> Result<String, String> {
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-    header.kid = Some("local-dev-1".into());
+    header.kid = Some(kid.into());
     let key = jsonwebtoken::EncodingKey::from_ec_pem(DEV_PRIVATE_KEY.as_bytes()).map_err(|e| e.to_string())?;
     jsonwebtoken::encode(&header, &claims, &key).map_err(|e| e.to_string())
+}
+
+/// The development JWK set with its one key under another key id (a "rotated" set).
+pub fn dev_jwks_with_kid(kid: &str) -> serde_json::Value {
+    let mut set: serde_json::Value = serde_json::from_str(DEV_JWKS).expect("dev JWKS is JSON");
+    set["keys"][0]["kid"] = kid.into();
+    set
 }
 
 #[cfg(test)]
@@ -292,20 +302,33 @@ mod tests {
         assert!(!is_loopback_endpoint("garbage"));
     }
 
-    #[test]
-    fn minted_tokens_verify_against_the_dev_jwks_and_nothing_else() {
-        let v = shared::auth::JwtVerifier::new(&dev_oauth()).unwrap();
+    #[tokio::test]
+    async fn minted_tokens_verify_against_the_dev_jwks_and_nothing_else() {
+        use shared::oauth::{JwtVerifier, Rejected};
+        let verifier = |cfg: &OAuthConfig| JwtVerifier::new(cfg, Default::default(), std::time::Duration::from_secs(1)).unwrap();
+        let reason = |r: Result<shared::oauth::Claims, Rejected>| match r {
+            Err(Rejected::Invalid(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        let v = verifier(&dev_oauth());
         let t = mint_token("user_1", "read write", 60).unwrap();
-        assert_eq!(v.verify(&t).unwrap().sub, "user_1");
+        assert_eq!(v.verify(&t).await.unwrap().sub, "user_1");
         let expired = mint_token("user_1", "read", -120).unwrap();
-        assert_eq!(v.verify(&expired).err().as_deref(), Some("expired"));
-        let wrong_aud = shared::auth::JwtVerifier::new(&OAuthConfig { audience: "other".into(), ..dev_oauth() }).unwrap();
-        assert_eq!(wrong_aud.verify(&t).err().as_deref(), Some("wrong audience"));
+        assert_eq!(reason(v.verify(&expired).await), "expired");
+        let wrong_aud = verifier(&OAuthConfig { audience: "other".into(), ..dev_oauth() });
+        assert_eq!(reason(wrong_aud.verify(&t).await), "wrong audience");
         let mut tampered = t.clone();
         tampered.insert(t.rfind('.').unwrap() - 2, 'x');
-        assert!(v.verify(&tampered).is_err());
+        assert!(v.verify(&tampered).await.is_err());
         // alg=none and HS256 tokens are refused before any key is tried.
         let none = format!("{}.{}.", "eyJhbGciOiJub25lIn0", t.split('.').nth(1).unwrap());
-        assert!(v.verify(&none).is_err());
+        assert_eq!(reason(v.verify(&none).await), "malformed token");
+        // Not valid before a time beyond the leeway.
+        let now = chrono::Utc::now().timestamp();
+        let claims = |nbf: i64| serde_json::json!({"iss": DEV_ISSUER, "aud": DEV_AUDIENCE, "sub": "u", "exp": now + 600, "nbf": nbf});
+        assert_eq!(reason(v.verify(&mint_token_with("local-dev-1", claims(now + 300)).unwrap()).await), "not valid yet (nbf)");
+        assert!(v.verify(&mint_token_with("local-dev-1", claims(now - 5)).unwrap()).await.is_ok());
+        // A fixed document is never fetched: an unknown kid is simply unknown.
+        assert_eq!(reason(v.verify(&mint_token_with("other-kid", claims(now - 5)).unwrap()).await), "no matching key");
     }
 }

@@ -51,7 +51,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
     &["error", "ids", "keys", "crypto", "validate", "cursor", "signing", "metrics", "telemetry", "outbound", "sqs"],
     &["store"],
     &["events"],
-    &["config", "auth", "idempotency", "ratelimit"],
+    &["config", "auth", "oauth", "idempotency", "ratelimit"],
     &["app"],
     &["outbox", "request", "worker"],
     &["routing", "http", "lambda", "openapi"],

@@ -1,31 +1,17 @@
-//! The HTTP side of a delivery: one client per container, no redirects, a 15 s timeout, and a
-//! resolver that refuses non-public addresses, so what is connected to is what was checked.
+//! The HTTP side of a delivery: one `shared::outbound::Client` per container (no redirects,
+//! non-public addresses refused at resolution) with the webhook timeout.
 
 use domain::webhooks::Attempt;
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use shared::config::WebhookSettings;
-use shared::outbound::{ResolveError, UrlPolicy};
+use shared::outbound::UrlError;
 use std::time::{Duration, Instant};
 
 pub const USER_AGENT: &str = concat!("WorkspacePlatform-Webhooks/", env!("CARGO_PKG_VERSION"));
 const EXCERPT_BYTES: usize = 2048;
 const EXCERPT_CHARS: usize = 500;
 
-struct GuardedResolver(UrlPolicy);
-
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let (policy, host) = (self.0, name.as_str().to_string());
-        Box::pin(async move {
-            let addrs = shared::outbound::resolve_checked(&host, 0, policy).await?;
-            Ok(Box::new(addrs.into_iter()) as Addrs)
-        })
-    }
-}
-
 pub struct Sender {
-    client: reqwest::Client,
-    policy: UrlPolicy,
+    client: shared::outbound::Client,
 }
 
 /// What one attempt produced.
@@ -40,17 +26,8 @@ pub struct Sent {
 
 impl Sender {
     pub fn new(settings: &WebhookSettings) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(settings.timeout_secs))
-            .connect_timeout(Duration::from_secs(settings.timeout_secs.min(5)))
-            .no_proxy()
-            .user_agent(USER_AGENT)
-            .dns_resolver(std::sync::Arc::new(GuardedResolver(settings.url_policy)))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| format!("http client: {e}"))?;
-        Ok(Self { client, policy: settings.url_policy })
+        let client = shared::outbound::Client::new(settings.url_policy, Duration::from_secs(settings.timeout_secs), USER_AGENT)?;
+        Ok(Self { client })
     }
 
     /// POST the body, signed now with every key. Never fails: errors become the attempt's record.
@@ -70,17 +47,14 @@ impl Sender {
             gone: status_code == Some(410),
             retry_after,
         };
-        // IP literals never reach the resolver: check the URL itself first.
-        match shared::outbound::check_url(url, self.policy) {
-            Ok(_) => {}
-            Err(shared::outbound::UrlError::Blocked(_)) => return sent(None, Some("blocked_address"), None, None),
-            Err(shared::outbound::UrlError::Invalid(_)) => return sent(None, Some("invalid_url"), None, None),
-        }
+        let req = match self.client.request(reqwest::Method::POST, url) {
+            Ok(r) => r,
+            Err(UrlError::Blocked(_)) => return sent(None, Some("blocked_address"), None, None),
+            Err(UrlError::Invalid(_)) => return sent(None, Some("invalid_url"), None, None),
+        };
         // Taken per attempt: a retry is signed afresh with a fresh timestamp.
         let ts = chrono::Utc::now().timestamp().to_string();
-        let mut req = self
-            .client
-            .post(url)
+        let mut req = req
             .header("content-type", "application/json")
             .header(shared::signing::TIMESTAMP_HEADER, &ts)
             .header(shared::signing::SIGNATURE_HEADER, shared::signing::signature_header(keys, &ts, body.as_bytes()))
@@ -103,27 +77,7 @@ impl Sender {
                 let excerpt: String = String::from_utf8_lossy(&buf).chars().take(EXCERPT_CHARS).collect();
                 sent(Some(status), None, (!excerpt.is_empty()).then_some(excerpt), retry_after)
             }
-            Err(e) => sent(None, Some(error_kind(&e)), None, None),
+            Err(e) => sent(None, Some(shared::outbound::error_kind(&e)), None, None),
         }
-    }
-}
-
-fn error_kind(e: &reqwest::Error) -> &'static str {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = src {
-        if let Some(r) = s.downcast_ref::<ResolveError>() {
-            return match r {
-                ResolveError::Refused(_) => "blocked_address",
-                ResolveError::NotFound(_) => "dns",
-            };
-        }
-        src = s.source();
-    }
-    if e.is_timeout() {
-        "timeout"
-    } else if e.is_connect() {
-        "connect"
-    } else {
-        "request"
     }
 }
