@@ -157,6 +157,7 @@ type Now = chrono::DateTime<chrono::Utc>;
 #[serde(deny_unknown_fields)]
 pub struct CreatePost {
     /// 1 to 10,000 characters.
+    #[schema(min_length = 1, max_length = 10000, pattern = "\\S")]
     pub content: String,
     #[serde(default)]
     pub channel_ids: Vec<String>,

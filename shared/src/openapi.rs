@@ -53,6 +53,19 @@ pub enum CommonErrors {
     Unavailable(ErrorEnvelope),
 }
 
+/// The paging parameters of every list: `limit` and `cursor`.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // only its contract is used; `Req::page` parses the values
+pub struct PageParams {
+    /// Items per page, default 50.
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u32>,
+    /// `next_cursor` of the previous page, unchanged.
+    #[param(min_length = 1)]
+    cursor: Option<String>,
+}
+
 /// Further errors of write routes.
 #[derive(utoipa::IntoResponses)]
 pub enum WriteErrors {

@@ -3,15 +3,7 @@
 //! that can read another kind's items only fails here (a contact's email claim once made
 //! `GET /emails` answer 500).
 
-use e2e::{CHANNEL_A, Client, harness, in_hours};
-use serde_json::{Value, json};
-use std::collections::BTreeMap;
-
-async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value {
-    let r = c.post(path, &body).await;
-    assert_eq!(r.status, status, "POST {path}: {}", r.json);
-    r.json["data"].clone()
-}
+use e2e::{Client, harness};
 
 #[tokio::test]
 async fn every_get_route_answers_in_a_workspace_with_data_in_every_area() {
@@ -20,41 +12,7 @@ async fn every_get_route_answers_in_a_workspace_with_data_in_every_area() {
     let c = Client::new(&h.base_bulk, &key);
 
     // Fill every area, and remember an id per path parameter.
-    let sending = e2e::verified_domain(&c, &ws).await;
-    let from = format!("a@{sending}");
-    let domain_id = c.get("/emails/domains").await.json["data"][0]["id"].as_str().unwrap().to_string();
-    let post = created(&c, "/posts", json!({"content": "hello", "channel_ids": [CHANNEL_A], "scheduled_at": in_hours(2)}), 201).await;
-    let r = c.post(&format!("/posts/{}/schedule", post["id"].as_str().unwrap()), &json!({})).await;
-    assert_eq!(r.status, 200, "{}", r.json);
-    let contact = created(&c, "/contacts", json!({"email": "zoe@example.org", "first_name": "Zoe"}), 201).await;
-    let ct = contact["id"].as_str().unwrap();
-    created(&c, &format!("/contacts/{ct}/notes"), json!({"body": "met"}), 201).await;
-    let deal = created(&c, "/deals", json!({"title": "Plan", "value": 100, "currency": "EUR", "contact_id": ct}), 201).await;
-    let template = created(&c, "/emails/templates", json!({"slug": "hello", "subject": "Hi {{name}}", "text": "Hi"}), 201).await;
-    let email =
-        created(&c, "/emails", json!({"from": from, "to": ["zoe@example.org"], "subject": "Hi", "text": "x", "contact_id": ct}), 202).await;
-    created(
-        &c,
-        "/emails",
-        json!({"from": from, "to": ["zoe@example.org"], "subject": "Later", "text": "x", "scheduled_at": in_hours(3)}),
-        202,
-    )
-    .await;
-    let webhook = created(&c, "/webhooks", json!({"url": "http://127.0.0.1:9/hook"}), 201).await;
-    let import = created(&c, "/contacts/imports", json!({"rows": [{"email": "bob@example.org"}, {"email": "bad"}]}), 202).await;
-    let key_id = created(&c, "/workspaces/current/api-keys", json!({"name": "ci", "scopes": ["read"]}), 201).await["id"].clone();
-    assert!(key_id.is_string());
-
-    let ids: BTreeMap<&str, String> = BTreeMap::from([
-        ("/posts/{id}", post["id"].as_str().unwrap().to_string()),
-        ("/contacts/{id}", ct.to_string()),
-        ("/contacts/imports/{id}", import["id"].as_str().unwrap().to_string()),
-        ("/deals/{id}", deal["id"].as_str().unwrap().to_string()),
-        ("/emails/{id}", email["id"].as_str().unwrap().to_string()),
-        ("/emails/domains/{id}", domain_id),
-        ("/emails/templates/{slug}", template["slug"].as_str().unwrap().to_string()),
-        ("/webhooks/{id}", webhook["id"].as_str().unwrap().to_string()),
-    ]);
+    let ids = e2e::seed_every_area(&c, &ws).await;
     let fill = |pattern: &str| -> String {
         let mut path = pattern.to_string();
         for (prefix, id) in &ids {

@@ -16,6 +16,7 @@ const CONFLICT_RETRIES: u32 = 5;
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateContact {
+    #[schema(format = Email, max_length = 254, example = "ada@example.com")]
     pub email: String,
     #[serde(default)]
     pub first_name: Option<String>,

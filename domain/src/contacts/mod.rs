@@ -46,7 +46,9 @@ pub enum ContactStatus {
     Archived,
 }
 
+/// Named `ContactEmailStatus` in the contract: the email object has its own `EmailStatus`.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[schema(as = ContactEmailStatus)]
 #[serde(rename_all = "snake_case")]
 pub enum EmailStatus {
     #[default]

@@ -23,7 +23,7 @@ pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// The rows that failed, in row order.
 #[utoipa::path(get, path = "/contacts/imports/{id}/errors", tag = "contacts",
-    params(("id" = String, Path), ("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    params(("id" = String, Path), shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<RowError>), shared::openapi::CommonErrors))]
 pub async fn list_import_errors(app: &App, req: Req) -> ApiResult<Reply> {
     let id: import::ImportId = req.path_id("id")?;

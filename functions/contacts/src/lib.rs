@@ -62,10 +62,10 @@ pub async fn get_contact(app: &App, req: Req) -> ApiResult<Reply> {
 /// Contacts, oldest first. `q` is a case-insensitive prefix of the email, the full name or the
 /// last name (an index, not a scan); `created_after` seeks by id time.
 #[utoipa::path(get, path = "/contacts", tag = "contacts",
-    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query),
+    params(shared::openapi::PageParams,
         ("status" = Option<ContactStatus>, Query), ("email_status" = Option<EmailStatus>, Query), ("label" = Option<String>, Query),
-        ("q" = Option<String>, Query, description = "prefix of email, full name or last name"),
-        ("created_after" = Option<String>, Query, description = "RFC 3339")),
+        ("q" = Option<String>, Query, min_length = 1, max_length = 100, description = "prefix of email, full name or last name"),
+        ("created_after" = Option<String>, Query, format = DateTime, description = "RFC 3339")),
     responses((status = 200, body = shared::openapi::ListOf<Contact>), shared::openapi::CommonErrors))]
 pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
     let f: ListContacts = req.query_as()?;
@@ -188,6 +188,7 @@ pub async fn delete_contact(app: &App, req: Req) -> ApiResult<Reply> {
 #[serde(deny_unknown_fields)]
 pub struct CreateNote {
     /// 1 to 10,000 characters.
+    #[schema(min_length = 1, max_length = 10000, pattern = "\\S")]
     pub body: String,
 }
 
@@ -220,7 +221,7 @@ pub async fn add_note(app: &App, req: Req) -> ApiResult<Reply> {
 /// The contact's timeline, newest first: its own changes, notes, and other areas' changes
 /// that reference it (deals).
 #[utoipa::path(get, path = "/contacts/{id}/activities", tag = "contacts",
-    params(("id" = String, Path), ("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    params(("id" = String, Path), shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<model::Activity>), shared::openapi::CommonErrors))]
 pub async fn list_activities(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();

@@ -45,6 +45,7 @@ async fn load(app: &App, req: &Req) -> ApiResult<(Deal, i64)> {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDeal {
+    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
     pub title: String,
     /// Minor units; default 0.
     #[serde(default)]
@@ -115,8 +116,8 @@ struct ListDeals {
 
 /// Deals in creation order; filters combine.
 #[utoipa::path(get, path = "/deals", tag = "deals",
-    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query),
-        ("status" = Option<DealStatus>, Query), ("stage" = Option<String>, Query), ("contact_id" = Option<String>, Query)),
+    params(shared::openapi::PageParams,
+        ("status" = Option<DealStatus>, Query), ("stage" = Option<String>, Query), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
     responses((status = 200, body = shared::openapi::ListOf<Deal>), shared::openapi::CommonErrors))]
 pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     let q: ListDeals = req.query_as()?;

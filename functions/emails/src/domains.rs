@@ -10,7 +10,12 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 pub struct CreateDomain {
     /// The domain to send from, e.g. `mail.acme.com` (its subdomains are covered too).
-    #[schema(min_length = 3, max_length = 253, example = "mail.acme.com")]
+    #[schema(
+        min_length = 3,
+        max_length = 253,
+        example = "mail.acme.com",
+        pattern = "^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)+[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.?$"
+    )]
     pub name: String,
 }
 
@@ -25,7 +30,7 @@ pub async fn create_domain(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// The workspace's sending domains with their last known status (read one to refresh it).
 #[utoipa::path(get, path = "/emails/domains", tag = "emails",
-    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<SendingDomain>), shared::openapi::CommonErrors))]
 pub async fn list_domains(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "email_domains", &[]).await?;

@@ -237,8 +237,8 @@ pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// Emails, newest first; filters combine. Bodies are left out (see `GET /emails/{id}`).
 #[utoipa::path(get, path = "/emails", tag = "emails",
-    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query),
-        ("status" = Option<EmailStatus>, Query), ("contact_id" = Option<String>, Query), ("tag" = Option<String>, Query),
+    params(shared::openapi::PageParams,
+        ("status" = Option<EmailStatus>, Query), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"), ("tag" = Option<String>, Query),
         ("batch_id" = Option<String>, Query, description = "eb_...: the batch's emails in request order")),
     responses((status = 200, body = shared::openapi::ListOf<Email>), shared::openapi::CommonErrors))]
 pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
@@ -295,7 +295,7 @@ struct ListEmails {
 /// The workspace's suppression list: addresses that bounced permanently or complained,
 /// contact or not. Sends to them are suppressed, transactional ones included.
 #[utoipa::path(get, path = "/emails/suppressions", tag = "emails",
-    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<model::suppressions::Suppression>), shared::openapi::CommonErrors))]
 pub async fn list_suppressions(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "emails/suppressions", &[]).await?;
@@ -308,6 +308,7 @@ pub async fn list_suppressions(app: &App, req: Req) -> ApiResult<Reply> {
 pub struct RemoveSuppression {
     /// Why the address may receive email again (1 to 500 characters); kept in the
     /// `email.suppression.removed` event.
+    #[schema(min_length = 1, max_length = 500, pattern = "\\S")]
     pub reason: String,
 }
 

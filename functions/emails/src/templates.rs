@@ -72,7 +72,7 @@ pub async fn get_template(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// Templates by slug.
 #[utoipa::path(get, path = "/emails/templates", tag = "emails",
-    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Template>), shared::openapi::CommonErrors))]
 pub async fn list_templates(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "email_templates", &[]).await?;

@@ -55,8 +55,8 @@ pub async fn get_post(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// Posts in creation order, optionally filtered by status and/or channel.
 #[utoipa::path(get, path = "/posts", tag = "posts",
-    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query),
-        ("status" = Option<PostStatus>, Query), ("channel_id" = Option<String>, Query)),
+    params(shared::openapi::PageParams,
+        ("status" = Option<PostStatus>, Query), ("channel_id" = Option<String>, Query, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
     responses((status = 200, body = shared::openapi::ListOf<Post>), shared::openapi::CommonErrors))]
 pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
     let q: ListPosts = req.query_as()?;

@@ -80,6 +80,7 @@ fn count_update(ws: &str, delta: i64) -> UpdateBuilder {
 #[serde(deny_unknown_fields)]
 pub struct CreateEndpoint {
     /// https URL that receives POSTed events; must resolve to public addresses.
+    #[schema(format = "uri", max_length = 2048, example = "https://hooks.example.com/in")]
     pub url: String,
     #[serde(default)]
     pub description: Option<String>,
@@ -144,7 +145,7 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// The workspace's endpoints (at most 20), oldest first.
 #[utoipa::path(get, path = "/webhooks", tag = "webhooks",
-    params(("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query)),
+    params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Endpoint>), shared::openapi::CommonErrors))]
 pub async fn list_endpoints(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "webhooks", &[]).await?;
@@ -247,6 +248,7 @@ pub struct RotateSecret {
     /// How long the previous secret keeps signing alongside the new one: 0..604800 seconds,
     /// default 86400 (24 h).
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 604800)]
     pub grace_period_seconds: Option<i64>,
 }
 
@@ -317,7 +319,7 @@ pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// Deliveries to this endpoint, newest first, optionally by status.
 #[utoipa::path(get, path = "/webhooks/{id}/deliveries", tag = "webhooks",
-    params(("id" = String, Path), ("limit" = Option<u32>, Query, description = "1..100, default 50"), ("cursor" = Option<String>, Query),
+    params(("id" = String, Path), shared::openapi::PageParams,
         ("status" = Option<DeliveryStatus>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Delivery>), shared::openapi::CommonErrors))]
 pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {

@@ -242,7 +242,7 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
 /// The workspaces the caller can use: with an OAuth token, every workspace its subject is a
 /// member of; with an API key, the key's workspace.
 #[utoipa::path(get, path = "/workspaces", tag = "workspaces",
-    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Workspace>), shared::openapi::CommonErrors))]
 pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "workspaces", &[]).await?;
@@ -262,7 +262,7 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// API keys of this workspace (secrets are never listed).
 #[utoipa::path(get, path = "/workspaces/current/api-keys", tag = "workspaces",
-    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<ApiKey>), shared::openapi::CommonErrors))]
 pub async fn list_api_keys(app: &App, req: Req) -> ApiResult<Reply> {
     list_simple::<ApiKey>(app, &req, "api_keys", keys::API_KEYS).await
@@ -270,7 +270,7 @@ pub async fn list_api_keys(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// Members (OAuth subjects) of this workspace.
 #[utoipa::path(get, path = "/workspaces/current/members", tag = "workspaces",
-    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Member>), shared::openapi::CommonErrors))]
 pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
     list_simple::<Member>(app, &req, "members", keys::MEMBERS).await
@@ -285,6 +285,7 @@ async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req:
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKey {
     /// 1 to 100 characters.
+    #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
     pub name: String,
     /// Defaults to `["read", "write"]`.
     #[serde(default)]
