@@ -224,6 +224,42 @@ async fn an_interrupted_import_resumes_without_duplicating_contacts() {
     assert_eq!(all_pages(&c, "/contacts").await.len(), 1190, "no contact created twice");
 }
 
+/// An import and single creates racing for the same addresses: each address ends with exactly
+/// one contact, every claim names a contact that exists (claims are written in the contact's
+/// transaction), and the counts add up.
+#[tokio::test]
+async fn an_import_racing_single_creates_leaves_one_contact_per_address_and_no_orphan_claims() {
+    let (c, _) = bulk_client("import race").await;
+    let emails: Vec<String> = (0..300).map(|i| format!("racer{i}@import-race.test")).collect();
+    let rows: Vec<Value> = emails.iter().map(|e| json!({"email": e})).collect();
+    let r = c.post("/contacts/imports", &json!({"rows": rows})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let id = r.json["data"]["id"].as_str().unwrap().to_string();
+    let singles = emails.iter().step_by(3).map(|e| {
+        let c = &c;
+        async move { c.post("/contacts", &json!({"email": e})).await }
+    });
+    let results = futures_util::future::join_all(singles).await;
+    for r in &results {
+        assert!(r.status == 201 || (r.status, r.code()) == (409, "CONFLICT"), "{} {}", r.status, r.json);
+    }
+    let won = results.iter().filter(|r| r.status == 201).count() as u64;
+    let job = wait_import(&c, &id, 120).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(job["created"].as_u64().unwrap() + won, 300, "{job}");
+    assert_eq!(job["skipped"].as_u64().unwrap(), won, "{job}");
+    let all = all_pages(&c, "/contacts").await;
+    let listed: HashSet<&str> = all.iter().map(|x| x["email"].as_str().unwrap()).collect();
+    assert_eq!((all.len(), listed.len()), (300, 300), "one contact per address");
+    // Every claim names a live contact: a second create learns an id that resolves.
+    for e in emails.iter().step_by(37) {
+        let r = c.post("/contacts", &json!({"email": e})).await;
+        assert_eq!(r.status, 409, "{}", r.json);
+        let owner = r.json["error"]["details"][0]["meta"]["contact_id"].as_str().unwrap();
+        assert_eq!(c.get(&format!("/contacts/{owner}")).await.status, 200);
+    }
+}
+
 #[tokio::test]
 async fn csv_quoting_and_non_ascii_round_trip_and_update_on_conflict() {
     let (c, _) = bulk_client("csv round trip").await;

@@ -31,8 +31,6 @@ pub const MAX_CSV_BYTES: usize = 2 * 1024 * 1024;
 pub const MAX_IMPORT_BODY: usize = shared::request::MAX_LARGE_BODY_BYTES;
 const CHUNK_ROWS: usize = 500;
 const CHUNK_BYTES: usize = 300 * 1024;
-/// Conditional claim writes in flight at once.
-const CLAIMS_IN_FLIGHT: usize = 32;
 const ROWS_TTL_SECS: i64 = 7 * 86_400;
 const COLUMNS: &[&str] = &["email", "first_name", "last_name", "phone", "company", "job_title", "status", "email_status", "labels"];
 
@@ -462,33 +460,77 @@ async fn process_chunk(app: &App, ws: &str, job: &ImportJob, rows: &[Row]) -> Ap
     Ok((counts, errors))
 }
 
-/// Create contacts in bulk: one conditional put per address claim (a few dozen in flight),
-/// then the contacts and their side items with BatchWriteItem, then their events. A contact
-/// whose claim already names it (an earlier, interrupted run) is written again, which repairs
-/// anything that run left half done. Returns how many were created and the ones whose address
-/// belongs to another contact.
+/// Create contacts in bulk. Each contact's email claim is written in the same transaction as
+/// the contact, so no claim exists without its contact. One batch read first finds addresses
+/// that are taken; the rest go in transactions of several contacts (up to DynamoDB's 100
+/// writes and 4 MB). A contact whose claim condition fails (taken meanwhile by a racing
+/// request) is set aside and its transaction retried without it. A claim that already names
+/// the row's contact (an interrupted run) passes, and the run rewrites what it left half done.
+/// Returns how many were created and the ones whose address belongs to another contact.
 async fn create_many(app: &App, ws: &str, contacts: Vec<Contact>) -> ApiResult<(u64, Vec<Contact>)> {
     use futures_util::stream::{self, StreamExt, TryStreamExt};
-    let claims: Vec<(Contact, Option<String>)> = stream::iter(contacts)
-        .map(|c| async move { model::claim(app, ws, &c).await.map(|owner| (c, owner)) })
-        .buffered(CLAIMS_IN_FLIGHT)
-        .try_collect()
-        .await?;
-    let mut items = vec![];
-    let mut events = vec![];
-    let mut taken = vec![];
-    for (c, owner) in claims {
-        if owner.is_some() {
-            taken.push(c);
-            continue;
-        }
-        let (its, ev) = model::bulk_items(ws, &c)?;
-        items.extend(its);
-        events.push(ev);
+    let emails: Vec<&str> = contacts.iter().map(|c| c.email.as_str()).collect();
+    let owners = model::email_owners(app, ws, &emails).await?;
+    let (mut todo, mut taken): (Vec<Contact>, Vec<Contact>) =
+        contacts.into_iter().partition(|c| owners.get(&c.email).is_none_or(|id| *id == c.id));
+    let mut groups = vec![];
+    while !todo.is_empty() {
+        let (group, rest) = take_group(ws, todo)?;
+        groups.push(group);
+        todo = rest;
     }
-    app.db.batch_put(items).await?;
-    shared::outbox::publish(app, &events).await;
-    Ok((events.len() as u64, taken))
+    let results: Vec<(u64, Vec<Contact>)> =
+        stream::iter(groups).map(|g| commit_group(app, ws, g)).buffered(TXS_IN_FLIGHT).try_collect().await?;
+    let mut created = 0;
+    for (n, lost) in results {
+        created += n;
+        taken.extend(lost);
+    }
+    Ok((created, taken))
+}
+
+/// Transactions of bulk creates in flight at once.
+const TXS_IN_FLIGHT: usize = 4;
+/// Under TransactWriteItems' 4 MB, with room for keys and index attributes.
+const TX_BYTES: usize = 3 * 1024 * 1024;
+
+/// The longest prefix of `todo` that fits one transaction, and the rest.
+fn take_group(ws: &str, mut todo: Vec<Contact>) -> ApiResult<(Vec<Contact>, Vec<Contact>)> {
+    let (mut writes, mut bytes, mut n) = (0, 0, 0);
+    for c in &todo {
+        let w = model::bulk_create_tx(ws, c, Tx::new())?.len();
+        // The contact is written about three times (record, event, timeline summary).
+        let b = 3 * serde_json::to_vec(c).map(|v| v.len()).unwrap_or(0);
+        if n > 0 && (writes + w > 100 || bytes + b > TX_BYTES) {
+            break;
+        }
+        (writes, bytes, n) = (writes + w, bytes + b, n + 1);
+    }
+    let rest = todo.split_off(n);
+    Ok((todo, rest))
+}
+
+async fn commit_group(app: &App, ws: &str, mut group: Vec<Contact>) -> ApiResult<(u64, Vec<Contact>)> {
+    let mut lost = vec![];
+    while !group.is_empty() {
+        let mut tx = Tx::new();
+        // Where each contact's writes start: a failed condition names a write, and only
+        // claims carry conditions.
+        let mut starts = vec![];
+        for c in &group {
+            starts.push(tx.len());
+            tx = model::bulk_create_tx(ws, c, tx)?;
+        }
+        match tx.commit(app).await {
+            Ok(()) => return Ok((group.len() as u64, lost)),
+            Err(TxError::Condition(i)) => {
+                let at = starts.iter().rposition(|s| *s <= i).unwrap_or(0);
+                lost.push(group.remove(at));
+            }
+            Err(TxError::Api(e)) => return Err(e),
+        }
+    }
+    Ok((0, lost))
 }
 
 /// `on_conflict: update`: set the row's non-empty fields on the contact holding the email.

@@ -24,7 +24,7 @@ use shared::outbox::Tx;
 use shared::store::{self, Item, Record, s, ws_pk};
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use utoipa::ToSchema;
 
 shared::prefixed_id!(ContactId, "ct", "contact");
@@ -255,34 +255,28 @@ pub fn create_tx(ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
     Ok(tx.event(Event::new(ws, "contact.created", c)))
 }
 
-/// Bulk create (imports): claim the address with one conditional put; the claim decides who
-/// owns it. Returns the owner when it is another contact.
-pub async fn claim(app: &App, ws: &str, c: &Contact) -> ApiResult<Option<String>> {
-    let res = app
-        .db
-        .client
-        .put_item()
-        .table_name(&app.db.table)
-        .set_item(Some(claim_item(ws, &c.email, &c.id)))
-        .condition_expression("attribute_not_exists(pk)")
-        .send()
-        .await;
-    match res {
-        Ok(_) => Ok(None),
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
-            Ok(email_owner(app, ws, &c.email).await?.filter(|owner| *owner != c.id))
-        }
-        Err(e) => Err(store::ddb_error(e)),
+/// Bulk create (imports), added to a transaction shared with other rows: the claim may
+/// already name this contact (an interrupted run wrote it), so the contact and its side items
+/// are plain puts that a second run repeats harmlessly. The claim is the first write added.
+pub fn bulk_create_tx(ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
+    let mut tx = tx.put_if(claim_item(ws, &c.email, &c.id), "attribute_not_exists(pk) OR contact_id = :me", vec![(":me", s(&c.id))]);
+    tx = tx.put(record(ws, c)?.version(1).item);
+    for item in side_items(ws, c)? {
+        tx = tx.put(item);
     }
+    Ok(tx.event(Event::new(ws, "contact.created", c)))
 }
 
-/// Bulk create, after the claim: the contact, its side items and its event, as plain puts
-/// (idempotent: the contact's id is fixed, so writing them again repairs a half-done run).
-pub fn bulk_items(ws: &str, c: &Contact) -> ApiResult<(Vec<Item>, Event)> {
-    let ev = Event::new(ws, "contact.created", c);
-    let mut items = vec![record(ws, c)?.version(1).item, ev.outbox_item()];
-    items.extend(side_items(ws, c)?);
-    Ok((items, ev))
+/// The owners of these addresses' claims, in one consistent batch read.
+pub async fn email_owners(app: &App, ws: &str, emails: &[&str]) -> ApiResult<HashMap<String, String>> {
+    let keys: Vec<(String, String)> = emails.iter().map(|e| (ws_pk(ws), email_sk(e))).collect();
+    let mut owners = HashMap::new();
+    for item in app.db.batch_get(&keys).await? {
+        if let (Some(sk), Some(id)) = (store::get_str(&item, "sk"), store::get_str(&item, "contact_id")) {
+            owners.insert(sk.to_string(), id.to_string());
+        }
+    }
+    Ok(emails.iter().filter_map(|e| owners.get(&email_sk(e)).map(|id| (e.to_string(), id.clone()))).collect())
 }
 
 /// An update from `old` (read at `version`) to `new`: moves the claim when the email changes
