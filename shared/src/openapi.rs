@@ -97,6 +97,28 @@ impl Modify for BearerAuth {
                     .build(),
             ),
         );
+        // No operation answers 405 for its own method, so the answer to an undeclared method
+        // on a declared path is stated once, as a reusable response.
+        components.responses.insert(
+            "MethodNotAllowed".into(),
+            utoipa::openapi::RefOr::T(
+                utoipa::openapi::ResponseBuilder::new()
+                    .description("The path exists but not with this method (METHOD_NOT_ALLOWED); the Allow header lists the methods it has")
+                    .header(
+                        "Allow",
+                        utoipa::openapi::HeaderBuilder::new()
+                            .schema(Some(utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::Type::String)))
+                            .build(),
+                    )
+                    .content(
+                        "application/json",
+                        utoipa::openapi::ContentBuilder::new()
+                            .schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorEnvelope")))
+                            .build(),
+                    )
+                    .build(),
+            ),
+        );
     }
 }
 
@@ -105,7 +127,7 @@ impl Modify for BearerAuth {
     info(
         title = "Workspace Platform API",
         version = "1.0.0",
-        description = "Multi-tenant workspace platform. JSON in, JSON out; errors use one envelope; lists are cursor-paginated; writes accept Idempotency-Key."
+        description = "Multi-tenant workspace platform. JSON in, JSON out; errors use one envelope (an undeclared method on a declared path is 405 METHOD_NOT_ALLOWED with Allow; see components.responses); lists are cursor-paginated; writes accept Idempotency-Key."
     ),
     servers((url = "/api/v1")),
     components(schemas(ErrorEnvelope, ErrorBody, ErrorCode, ErrorDetail, Deleted)),

@@ -1,7 +1,8 @@
 //! schemathesis over the whole contract (`openapi/openapi.json`) against the local stack: every
 //! operation, in a workspace that holds data in every area (lists and look-ups see mixed item
 //! kinds), through a gateway with generous rate limits. Checks: no 5xx, every status code
-//! and content type documented, every response body matching its schema. A fixed seed and a
+//! and content type documented, every response body matching its schema, and 405 with Allow
+//! for methods a path does not declare. A fixed seed and a
 //! bounded number of examples keep the run repeatable and within a few minutes.
 
 use e2e::{Client, harness};
@@ -50,8 +51,9 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
 
     let examples = std::env::var("FUZZ_EXAMPLES").unwrap_or_else(|_| "5".into());
-    let checks = std::env::var("FUZZ_CHECKS")
-        .unwrap_or_else(|_| "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance".into());
+    let checks = std::env::var("FUZZ_CHECKS").unwrap_or_else(|_| {
+        "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method".into()
+    });
     let out = tokio::process::Command::new(root.join(".venv/bin/schemathesis"))
         .current_dir(&root)
         .env("NO_COLOR", "1")
