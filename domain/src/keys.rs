@@ -12,6 +12,16 @@ pub const SLUG_CLAIM: Kind =
 pub const POST: Kind = Kind::on("post", WORKSPACE_PK, "POST#<post id>", "GSI1 serves `?status=`, GSI2 the publisher's due query")
     .gsi1("WS#<ws>#POST#<status>", "POST#<post id>")
     .gsi2("DUE#POST", "<scheduled_at>#<ws>#<post id>");
+pub const POST_VARIANT: Kind = Kind::on(
+    "post variant publication",
+    WORKSPACE_PK,
+    "PUBVARIANT#<post id>#<ch id>",
+    "the publisher's claim (`claim_until`), attempts and outcome of one variant: the record that makes a variant publish once",
+);
+pub const CHANNEL: Kind =
+    Kind::on("channel", WORKSPACE_PK, "CHANNEL#<ch id>", "`credentials` and `session` sealed (AES-GCM, bound to the channel); versioned");
+pub const CHANNEL_COUNT: Kind =
+    Kind::on("channel count", WORKSPACE_PK, "CHCOUNT", "`channels`, updated in the create/delete transaction (cap 50)");
 pub const CONTACT: Kind =
     Kind::on("contact", WORKSPACE_PK, "CONTACT#<ct id>", "versioned").gsi1("WS#<ws>#CONTACT#<status>", "CONTACT#<ct id>");
 pub const CONTACT_EMAIL_CLAIM: Kind = Kind::on(
@@ -106,6 +116,9 @@ pub fn all() -> Vec<Kind> {
         WORKSPACE,
         SLUG_CLAIM,
         POST,
+        POST_VARIANT,
+        CHANNEL,
+        CHANNEL_COUNT,
         CONTACT,
         CONTACT_EMAIL_CLAIM,
         CONTACT_SEARCH,
@@ -183,6 +196,8 @@ pub const MEMBERS: List = List::of(MEMBER, Index::Table);
 pub const MEMBERSHIPS: List = List::of(MEMBER, Index::Gsi1);
 pub const POSTS: List = List::of(POST, Index::Table);
 pub const POSTS_BY_STATUS: List = List::of(POST, Index::Gsi1);
+pub const POST_VARIANTS: List = List::of(POST_VARIANT, Index::Table);
+pub const CHANNELS: List = List::of(CHANNEL, Index::Table);
 pub const CONTACTS: List = List::of(CONTACT, Index::Table);
 pub const CONTACTS_BY_STATUS: List = List::of(CONTACT, Index::Gsi1);
 pub const CONTACT_SEARCHES: List = List::of(CONTACT_SEARCH, Index::Table);
@@ -210,6 +225,8 @@ pub const LISTS: &[List] = &[
     MEMBERSHIPS,
     POSTS,
     POSTS_BY_STATUS,
+    POST_VARIANTS,
+    CHANNELS,
     CONTACTS,
     CONTACTS_BY_STATUS,
     CONTACT_SEARCHES,

@@ -4,10 +4,12 @@
 //! endpoints of a workspace). Function crates depend on this crate and `shared`, never on
 //! each other.
 
+pub mod channels;
 pub mod contacts;
 pub mod deals;
 pub mod emails;
 pub mod keys;
 pub mod posts;
+pub mod publishing;
 pub mod webhooks;
 pub mod workspaces;

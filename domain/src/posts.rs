@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 shared::prefixed_id!(PostId, "post", "post");
-shared::prefixed_id!(ChannelId, "ch", "channel");
+pub use crate::channels::ChannelId;
+use crate::channels::network::ErrorCategory;
 
 pub const MAX_CONTENT_CHARS: usize = 10_000;
 pub const MAX_CHANNELS: usize = 20;
@@ -49,14 +50,47 @@ impl PostStatus {
     }
 }
 
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum VariantStatus {
+    Pending,
+    Publishing,
+    Published,
+    Failed,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct VariantError {
+    pub category: ErrorCategory,
+    pub message: String,
+    /// Whether `POST /posts/{id}/variants/{channel_id}/retry` may succeed as it is.
+    pub retryable: bool,
+}
+
+/// The post as one channel gets it, and how publishing it went.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Variant {
     pub channel_id: String,
-    /// pending, published or failed.
-    pub status: String,
+    /// This channel's text instead of the post's `content`.
+    #[serde(default)]
+    pub content: Option<String>,
+    pub status: VariantStatus,
     pub remote_id: Option<String>,
     pub permalink: Option<String>,
-    pub error: Option<String>,
+    #[serde(default)]
+    pub published_at: Option<String>,
+    pub error: Option<VariantError>,
+}
+
+/// A per-channel override in a create or update.
+#[derive(Deserialize, ToSchema, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct VariantInput {
+    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub channel_id: String,
+    /// The text for this channel (1 to 10,000 characters, within the channel's limit).
+    #[schema(min_length = 1, max_length = 10000)]
+    pub content: String,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
@@ -88,7 +122,9 @@ pub fn sk(id: &str) -> String {
 pub fn record(ws: &str, post: &Post) -> ApiResult<Record> {
     let mut rec =
         Record::new(ws_pk(ws), sk(&post.id), post)?.gsi1(keys::POST.gsi1_pk(&[ws, post.status.as_str()]), keys::POST.gsi1_sk(&[&post.id]));
-    if post.status == PostStatus::Scheduled
+    // Due while scheduled, and while publishing, so the tick hands a post whose publisher died
+    // to another one.
+    if matches!(post.status, PostStatus::Scheduled | PostStatus::Publishing)
         && let Some(at) = &post.scheduled_at
     {
         rec = rec.gsi2(keys::POST.gsi2_pk(&[]), keys::POST.gsi2_sk(&[at, ws, &post.id]));
@@ -102,13 +138,112 @@ pub fn variants_for(channel_ids: &[String], old: &[Variant]) -> Vec<Variant> {
         .map(|c| {
             old.iter().find(|v| &v.channel_id == c).cloned().unwrap_or(Variant {
                 channel_id: c.clone(),
-                status: "pending".into(),
+                content: None,
+                status: VariantStatus::Pending,
                 remote_id: None,
                 permalink: None,
+                published_at: None,
                 error: None,
             })
         })
         .collect()
+}
+
+/// Set per-channel texts: each must name one of the post's channels.
+fn apply_overrides(errs: &mut Errors, variants: &mut [Variant], overrides: &[VariantInput]) {
+    for (i, o) in overrides.iter().enumerate() {
+        let field = format!("variants[{i}].content");
+        errs.text(&field, &o.content, 1, MAX_CONTENT_CHARS);
+        match variants.iter_mut().find(|v| v.channel_id == o.channel_id) {
+            Some(v) => v.content = Some(o.content.clone()),
+            None => errs.add(format!("variants[{i}].channel_id"), "must be one of the post's channel_ids"),
+        }
+    }
+}
+
+impl Post {
+    /// The text a channel gets.
+    pub fn text_for(&self, v: &Variant) -> String {
+        v.content.clone().unwrap_or_else(|| self.content.clone())
+    }
+
+    /// Check each variant against its channel: the channel is one of the workspace's and
+    /// active, and the text fits its limit (`variants[i].content` names the one that does
+    /// not). `channels` are the workspace's channels the post names, as loaded.
+    pub fn check_channels(&self, channels: &[crate::channels::Channel]) -> ApiResult<()> {
+        let mut errs = Errors::new();
+        for (i, v) in self.variants.iter().enumerate() {
+            let Some(ch) = channels.iter().find(|c| c.id == v.channel_id) else {
+                errs.add(format!("channel_ids[{i}]"), "no such channel in this workspace");
+                continue;
+            };
+            if ch.state != crate::channels::ChannelState::Active {
+                errs.add(format!("channel_ids[{i}]"), "the channel is not active (verify or reconnect it)");
+                continue;
+            }
+            let len = crate::channels::text_length(ch.kind, &self.text_for(v));
+            if len > ch.limits.max_characters as usize {
+                let field = if v.content.is_some() { format!("variants[{i}].content") } else { "content".to_string() };
+                errs.add(
+                    field,
+                    format!("{len} characters; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_characters),
+                );
+            }
+        }
+        errs.finish()
+    }
+}
+
+/// The channels a post names, read in one batch.
+pub async fn channels_of(app: &shared::App, ws: &str, post: &Post) -> ApiResult<Vec<crate::channels::Channel>> {
+    let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), crate::channels::sk(c))).collect();
+    if keys.is_empty() {
+        return Ok(vec![]);
+    }
+    app.db.batch_get(&keys).await?.into_iter().map(shared::store::from_item).collect()
+}
+
+/// A deleted channel leaves the draft and scheduled posts that named it (`post.updated`; a
+/// scheduled post left without channels goes back to draft). Published variants stay.
+pub async fn detach_channel(app: &shared::App, ws: &str, channel_id: &str) -> ApiResult<()> {
+    for status in [PostStatus::Draft, PostStatus::Scheduled] {
+        let mut after = None;
+        loop {
+            let spec = keys::POSTS_BY_STATUS
+                .query(&[ws, status.as_str()], &[], after.clone(), 100)
+                .filter("contains(channel_ids, :channel)", vec![(":channel", shared::store::s(channel_id))]);
+            let page = app.db.query_page(spec).await?;
+            for item in page.items {
+                let key = shared::store::get_str(&item, "id").map(String::from);
+                let Some(id) = key else { continue };
+                for _ in 0..3 {
+                    let Some((post, version)) = app.db.get_object::<Post>(ws, &sk(&id)).await? else { break };
+                    let mut p = post.clone();
+                    p.channel_ids.retain(|c| c != channel_id);
+                    p.variants.retain(|v| v.channel_id != channel_id);
+                    if p.status == PostStatus::Scheduled && p.channel_ids.is_empty() {
+                        p.status = PostStatus::Draft;
+                    }
+                    p.updated_at = shared::ids::now_rfc3339();
+                    let res = shared::outbox::Tx::new()
+                        .replace(record(ws, &p)?, version)
+                        .event(shared::events::Event::new(ws, "post.updated", &p))
+                        .commit(app)
+                        .await;
+                    match res {
+                        Ok(()) => break,
+                        Err(shared::store::TxError::Condition(_)) => continue,
+                        Err(shared::store::TxError::Api(e)) => return Err(e),
+                    }
+                }
+            }
+            match page.next_after {
+                Some(a) => after = Some(a),
+                None => break,
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn check_channels(errs: &mut Errors, ids: &[String]) {
@@ -166,6 +301,9 @@ pub struct CreatePost {
     /// Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`.
     #[serde(default)]
     pub scheduled_at: Option<String>,
+    /// Per-channel texts, for channels among `channel_ids`.
+    #[serde(default)]
+    pub variants: Vec<VariantInput>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
 }
@@ -189,6 +327,9 @@ pub struct UpdatePost {
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
     pub metadata: Patch<BTreeMap<String, String>>,
+    /// Per-channel texts to set (others keep theirs).
+    #[serde(default)]
+    pub variants: Option<Vec<VariantInput>>,
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -224,13 +365,15 @@ impl Post {
         check_media(&mut errs, &input.media_urls);
         errs.metadata("metadata", &input.metadata);
         let scheduled_at = input.scheduled_at.as_deref().and_then(|v| check_schedule(&mut errs, v, now));
+        let mut variants = variants_for(&input.channel_ids, &[]);
+        apply_overrides(&mut errs, &mut variants, &input.variants);
         errs.finish()?;
         let at = shared::ids::format_time(now);
         Ok(Post {
             id: shared::ids::new_id("post"),
             object: "post".into(),
             status: PostStatus::Draft,
-            variants: variants_for(&input.channel_ids, &[]),
+            variants,
             content: input.content,
             channel_ids: input.channel_ids,
             media_urls: input.media_urls,
@@ -259,6 +402,9 @@ impl Post {
             post.channel_ids = ids;
         }
         post.variants = variants_for(&post.channel_ids, &post.variants);
+        if let Some(o) = &patch.variants {
+            apply_overrides(&mut errs, &mut post.variants, o);
+        }
         if let Some(urls) = patch.media_urls.or_empty() {
             check_media(&mut errs, &urls);
             post.media_urls = urls;
@@ -298,6 +444,24 @@ impl Post {
         }
         errs.finish()?;
         post.status = PostStatus::Scheduled;
+        post.updated_at = shared::ids::format_time(now);
+        Ok(Change { post, event: "post.scheduled" })
+    }
+
+    /// Draft or scheduled -> scheduled for now (`post.scheduled`): the publisher takes it at once.
+    pub fn publish_now(&self, now: Now) -> ApiResult<Change> {
+        if !self.status.editable() {
+            return Err(ApiError::conflict(format!(
+                "a {} post cannot be published again; retry a failed variant instead",
+                self.status.as_str()
+            )));
+        }
+        if self.channel_ids.is_empty() {
+            return Err(ApiError::validation("channel_ids", "a post needs at least one channel to be published"));
+        }
+        let mut post = self.clone();
+        post.status = PostStatus::Scheduled;
+        post.scheduled_at = Some(shared::ids::format_time(now));
         post.updated_at = shared::ids::format_time(now);
         Ok(Change { post, event: "post.scheduled" })
     }
@@ -386,10 +550,10 @@ mod tests {
         let a = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D".to_string();
         let b = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E".to_string();
         let mut v = variants_for(std::slice::from_ref(&a), &[]);
-        v[0].status = "published".into();
+        v[0].status = VariantStatus::Published;
         let v2 = variants_for(&[a, b], &v);
-        assert_eq!(v2[0].status, "published");
-        assert_eq!(v2[1].status, "pending");
+        assert_eq!(v2[0].status, VariantStatus::Published);
+        assert_eq!(v2[1].status, VariantStatus::Pending);
         assert!(PostStatus::parse("partially_failed").is_some() && PostStatus::parse("nope").is_none());
     }
 }

@@ -14,6 +14,8 @@ pub struct Config {
     pub contact_imports_queue_url: String,
     /// Emails to send now (or at their time) for the email sender.
     pub emails_queue_url: String,
+    /// Posts due for publishing (`functions/publisher`).
+    pub publish_queue_url: String,
     /// Secrets Manager id of the platform secret (cursor and encryption keys).
     pub platform_secret_id: String,
     pub oauth: Option<OAuthConfig>,
@@ -225,6 +227,7 @@ impl Config {
             deliveries_queue_url: var("DELIVERIES_QUEUE_URL")?,
             contact_imports_queue_url: var("CONTACT_IMPORTS_QUEUE_URL")?,
             emails_queue_url: var("EMAILS_QUEUE_URL")?,
+            publish_queue_url: var("PUBLISH_QUEUE_URL")?,
             platform_secret_id: var("PLATFORM_SECRET_ID")?,
             oauth,
             limits,
@@ -257,6 +260,7 @@ mod tests {
         ("DELIVERIES_QUEUE_URL", "q2"),
         ("CONTACT_IMPORTS_QUEUE_URL", "q3"),
         ("EMAILS_QUEUE_URL", "q4"),
+        ("PUBLISH_QUEUE_URL", "q5"),
         ("PLATFORM_SECRET_ID", "s"),
     ];
 

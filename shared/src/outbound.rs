@@ -185,6 +185,10 @@ impl Client {
         Ok(Self { http, policy })
     }
 
+    pub fn policy(&self) -> UrlPolicy {
+        self.policy
+    }
+
     /// A request to `url` once the URL itself passes the policy (IP literals never reach the
     /// resolver, so they are checked here).
     pub fn request(&self, method: reqwest::Method, url: &str) -> Result<reqwest::RequestBuilder, UrlError> {

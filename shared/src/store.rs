@@ -225,6 +225,26 @@ impl Db {
         max_pages: usize,
         want: usize,
     ) -> Result<Vec<Item>, ApiError> {
+        self.scan_range_on(None, pk, upper, filter, page, max_pages, want).await
+    }
+
+    /// `scan_range` on an index (`GSI1`, `GSI2`) or the table (`None`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn scan_range_on(
+        &self,
+        index: Option<&str>,
+        pk: &str,
+        upper: &str,
+        filter: (&str, Vec<(&str, AttributeValue)>),
+        page: i32,
+        max_pages: usize,
+        want: usize,
+    ) -> Result<Vec<Item>, ApiError> {
+        let (pk_attr, sk_attr) = match index {
+            Some(GSI1) => ("gsi1pk", "gsi1sk"),
+            Some(_) => ("gsi2pk", "gsi2sk"),
+            None => ("pk", "sk"),
+        };
         let mut out = vec![];
         let mut start = None;
         for _ in 0..max_pages {
@@ -232,7 +252,8 @@ impl Db {
                 .client
                 .query()
                 .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND sk <= :upper")
+                .set_index_name(index.map(String::from))
+                .key_condition_expression(format!("{pk_attr} = :pk AND {sk_attr} <= :upper"))
                 .filter_expression(filter.0)
                 .expression_attribute_values(":pk", s(pk))
                 .expression_attribute_values(":upper", s(upper))

@@ -262,8 +262,22 @@ impl Client {
     }
 }
 
+/// A well-formed channel id that no workspace has.
 pub const CHANNEL_A: &str = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D";
-pub const CHANNEL_B: &str = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E";
+
+/// The workspace's webhook channel called `name`, connected on first use (to a closed
+/// loopback port: nothing is sent unless a post is published to it).
+pub async fn channel(c: &Client, name: &str) -> String {
+    let r = c.get("/channels?limit=100").await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    if let Some(ch) = r.json["data"].as_array().unwrap().iter().find(|ch| ch["name"] == name) {
+        return ch["id"].as_str().unwrap().to_string();
+    }
+    let url = format!("http://127.0.0.1:{}/{name}", closed_port());
+    let r = c.post("/channels", &serde_json::json!({"type": "webhook", "name": name, "credentials": {"url": url}})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    r.json["data"]["id"].as_str().unwrap().to_string()
+}
 
 pub fn in_hours(h: i64) -> String {
     shared::ids::format_time(chrono::Utc::now() + chrono::Duration::hours(h))
@@ -294,7 +308,8 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
     let sending = verified_domain(c, ws).await;
     let from = format!("a@{sending}");
     let domain_id = c.get("/emails/domains").await.json["data"][0]["id"].as_str().unwrap().to_string();
-    let post = created(c, "/posts", json!({"content": "hello", "channel_ids": [CHANNEL_A], "scheduled_at": in_hours(2)}), 201).await;
+    let ch = channel(c, "seed").await;
+    let post = created(c, "/posts", json!({"content": "hello", "channel_ids": [ch], "scheduled_at": in_hours(2)}), 201).await;
     let r = c.post(&format!("/posts/{}/schedule", post["id"].as_str().unwrap()), &json!({})).await;
     assert_eq!(r.status, 200, "{}", r.json);
     let contact = created(c, "/contacts", json!({"email": "zoe@example.org", "first_name": "Zoe"}), 201).await;
@@ -316,6 +331,7 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
     let key_id = created(c, "/workspaces/current/api-keys", json!({"name": "ci", "scopes": ["read"]}), 201).await["id"].clone();
     std::collections::BTreeMap::from([
         ("/posts/{id}", post["id"].as_str().unwrap().to_string()),
+        ("/channels/{id}", ch),
         ("/contacts/{id}", ct.to_string()),
         ("/contacts/imports/{id}", import["id"].as_str().unwrap().to_string()),
         ("/deals/{id}", deal["id"].as_str().unwrap().to_string()),

@@ -1,6 +1,6 @@
 //! End-to-end tests over real HTTP against DynamoDB Local + moto. One binary, one stack.
 
-use e2e::{CHANNEL_A, CHANNEL_B, Client, harness, in_hours};
+use e2e::{CHANNEL_A, Client, harness, in_hours};
 use futures_util::future::join_all;
 use serde_json::json;
 use std::collections::HashSet;
@@ -12,7 +12,8 @@ async fn new_client(name: &str) -> (Client, String) {
 }
 
 async fn create_post(c: &Client, content: &str) -> String {
-    let r = c.post("/posts", &json!({"content": content, "channel_ids": [CHANNEL_A]})).await;
+    let ch = e2e::channel(c, "a").await;
+    let r = c.post("/posts", &json!({"content": content, "channel_ids": [ch]})).await;
     assert_eq!(r.status, 201, "{}", r.json);
     r.json["data"]["id"].as_str().unwrap().to_string()
 }
@@ -418,7 +419,8 @@ async fn post_lifecycle_filters_and_events() {
     let r = c.post("/webhooks", &json!({"url": receiver.url, "event_types": ["post.*"]})).await;
     assert_eq!(r.status, 201, "{}", r.json);
     let id = create_post(&c, "launch day").await;
-    let other = c.post("/posts", &json!({"content": "other channel", "channel_ids": [CHANNEL_B]})).await;
+    let (ch_a, ch_b) = (e2e::channel(&c, "a").await, e2e::channel(&c, "b").await);
+    let other = c.post("/posts", &json!({"content": "other channel", "channel_ids": [ch_b]})).await;
     let other_id = other.json["data"]["id"].as_str().unwrap().to_string();
 
     let r = c.post(&format!("/posts/{id}/schedule"), &json!({})).await;
@@ -442,7 +444,7 @@ async fn post_lifecycle_filters_and_events() {
     let scheduled = c.get("/posts?status=scheduled").await;
     let ids: Vec<&str> = scheduled.json["data"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
     assert_eq!(ids, vec![id.as_str()]);
-    let by_channel = c.get(&format!("/posts?channel_id={CHANNEL_B}")).await;
+    let by_channel = c.get(&format!("/posts?channel_id={ch_b}")).await;
     let ids: Vec<&str> = by_channel.json["data"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
     assert_eq!(ids, vec![other_id.as_str()]);
 
@@ -452,10 +454,7 @@ async fn post_lifecycle_filters_and_events() {
     assert_eq!(c.get("/posts?status=scheduled").await.json["data"].as_array().unwrap().len(), 0);
 
     let r = c
-        .patch(
-            &format!("/posts/{id}"),
-            &json!({"content": "launch day!", "channel_ids": [CHANNEL_A, CHANNEL_B], "metadata": {"campaign": "q4"}}),
-        )
+        .patch(&format!("/posts/{id}"), &json!({"content": "launch day!", "channel_ids": [ch_a, ch_b], "metadata": {"campaign": "q4"}}))
         .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json["data"]["variants"].as_array().unwrap().len(), 2);

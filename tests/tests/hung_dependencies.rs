@@ -3,7 +3,7 @@
 //! request budget, and recover when the dependency does. This binary has its own stack, so
 //! freezing it disturbs no other test. One test: the freezes must not overlap.
 
-use e2e::{CHANNEL_A, Client, harness};
+use e2e::{Client, harness};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ async fn frozen_emulators_answer_503_in_time_and_recover() {
     let c = Client::new(&h.base, &key).during_outage();
     // Warm: the platform secret is cached and connections are pooled.
     assert_eq!(c.get("/posts").await.status, 200);
-    let post = json!({"content": "while frozen", "channel_ids": [CHANNEL_A]});
+    let post = json!({"content": "while frozen", "channel_ids": [e2e::channel(&c, "a").await]});
 
     {
         let _frozen = h.freeze(h.dynamodb_guard);

@@ -2,7 +2,7 @@
 //! deliveries received by real HTTP receivers on 127.0.0.1 that verify signatures themselves.
 
 use e2e::receiver::{Received, Receiver};
-use e2e::{CHANNEL_A, Client, harness};
+use e2e::{Client, harness};
 use serde_json::{Value, json};
 
 async fn new_client(name: &str) -> (Client, String) {
@@ -21,7 +21,8 @@ async fn endpoint(c: &Client, body: Value) -> (String, String) {
 }
 
 async fn post(c: &Client, content: &str) -> String {
-    let r = c.post("/posts", &json!({"content": content, "channel_ids": [CHANNEL_A]})).await;
+    let ch = e2e::channel(c, "a").await;
+    let r = c.post("/posts", &json!({"content": content, "channel_ids": [ch]})).await;
     assert_eq!(r.status, 201, "{}", r.json);
     r.json["data"]["id"].as_str().unwrap().to_string()
 }

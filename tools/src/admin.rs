@@ -17,6 +17,7 @@ pub struct Names {
     pub deliveries_queue: String,
     pub contact_imports_queue: String,
     pub emails_queue: String,
+    pub publish_queue: String,
     pub email_feedback_queue: String,
     pub secret_id: String,
 }
@@ -29,6 +30,7 @@ impl Default for Names {
             deliveries_queue: "platform-deliveries".into(),
             contact_imports_queue: "platform-contact-imports".into(),
             emails_queue: "platform-emails".into(),
+            publish_queue: "platform-publish".into(),
             email_feedback_queue: "platform-email-feedback".into(),
             secret_id: "platform/secret".into(),
         }
@@ -45,6 +47,7 @@ impl Names {
             deliveries_queue: get("DELIVERIES_QUEUE_NAME", d.deliveries_queue),
             contact_imports_queue: get("CONTACT_IMPORTS_QUEUE_NAME", d.contact_imports_queue),
             emails_queue: get("EMAILS_QUEUE_NAME", d.emails_queue),
+            publish_queue: get("PUBLISH_QUEUE_NAME", d.publish_queue),
             email_feedback_queue: get("EMAIL_FEEDBACK_QUEUE_NAME", d.email_feedback_queue),
             secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
         }
@@ -63,6 +66,8 @@ pub struct Resources {
     pub contact_imports_dlq_url: String,
     pub emails_queue_url: String,
     pub emails_dlq_url: String,
+    pub publish_queue_url: String,
+    pub publish_dlq_url: String,
     /// Where SES notifications arrive (on AWS through SNS).
     pub email_feedback_queue_url: String,
     pub email_feedback_dlq_url: String,
@@ -94,6 +99,7 @@ pub fn local_config(res: &Resources) -> Result<Config, String> {
             "DELIVERIES_QUEUE_URL" => res.deliveries_queue_url.clone(),
             "CONTACT_IMPORTS_QUEUE_URL" => res.contact_imports_queue_url.clone(),
             "EMAILS_QUEUE_URL" => res.emails_queue_url.clone(),
+            "PUBLISH_QUEUE_URL" => res.publish_queue_url.clone(),
             "PLATFORM_SECRET_ID" => res.secret_id.clone(),
             _ => return None,
         })
@@ -187,6 +193,9 @@ pub async fn bootstrap(
     // Visibility above the sender's timeout; a job's emails are re-enqueued on their own, so
     // a message that keeps failing is broken.
     let (emails_queue_url, emails_dlq_url) = create_queue_with_dlq(sqs, &names.emails_queue, 10, 90).await?;
+    // Visibility above the publisher's timeout; a run that needs to come back later sends
+    // its own delayed message.
+    let (publish_queue_url, publish_dlq_url) = create_queue_with_dlq(sqs, &names.publish_queue, 10, 90).await?;
     let (email_feedback_queue_url, email_feedback_dlq_url) = create_queue_with_dlq(sqs, &names.email_feedback_queue, 5, 30).await?;
     let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
     match secret {
@@ -204,6 +213,8 @@ pub async fn bootstrap(
         contact_imports_dlq_url,
         emails_queue_url,
         emails_dlq_url,
+        publish_queue_url,
+        publish_dlq_url,
         email_feedback_queue_url,
         email_feedback_dlq_url,
         secret_id: names.secret_id.clone(),

@@ -24,6 +24,7 @@ pub fn areas() -> Vec<(&'static str, &'static [Route])> {
     vec![
         ("workspaces", workspaces::routes()),
         ("posts", posts::routes()),
+        ("channels", channels::routes()),
         ("webhooks", webhooks::routes()),
         ("contacts", contacts::routes()),
         ("deals", deals::routes()),

@@ -72,7 +72,8 @@ impl DevStack {
 
     /// The event source mappings and schedules of the queue-driven functions: the dispatcher
     /// (events and deliveries queues, outbox sweep every `sweep_every`), the contact import
-    /// worker, and the email sender (emails and feedback queues, tick every `sweep_every`).
+    /// worker, the email sender (emails and feedback queues, tick every `sweep_every`), and the
+    /// publisher (publish queue, tick every `sweep_every`).
     pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
         let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg.clone())?)?);
         let sqs = d.app.sqs.clone();
@@ -92,7 +93,7 @@ impl DevStack {
             Box::pin(shared::metrics::as_function("contact-import", async move { domain::contacts::import::handle_sqs(&app, ev).await }))
         });
         self.gateways.push(worker::poll(sqs.clone(), self.resources.contact_imports_queue_url.clone(), import));
-        let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg)?, &self.sdk));
+        let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg.clone())?, &self.sdk));
         let send: worker::Handler = {
             let sender = sender.clone();
             Arc::new(move |ev| {
@@ -101,7 +102,20 @@ impl DevStack {
             })
         };
         self.gateways.push(worker::poll(sqs.clone(), self.resources.emails_queue_url.clone(), send.clone()));
-        self.gateways.push(worker::poll(sqs, self.resources.email_feedback_queue_url.clone(), send));
+        self.gateways.push(worker::poll(sqs.clone(), self.resources.email_feedback_queue_url.clone(), send));
+        let publisher = Arc::new(domain::publishing::Publisher::new(self.new_app(cfg)?)?);
+        let publish: worker::Handler = {
+            let p = publisher.clone();
+            Arc::new(move |ev| {
+                let p = p.clone();
+                Box::pin(shared::metrics::as_function("publisher", async move { p.handle_sqs(ev).await }))
+            })
+        };
+        self.gateways.push(worker::poll(sqs, self.resources.publish_queue_url.clone(), publish));
+        self.gateways.push(worker::tick("publish tick", sweep_every, move || {
+            let p = publisher.clone();
+            Box::pin(shared::metrics::as_function("publisher", async move { p.tick().await.map(|_| ()).map_err(|e| e.to_string()) }))
+        }));
         self.gateways.push(worker::tick("email tick", sweep_every, move || {
             let sender = sender.clone();
             Box::pin(shared::metrics::as_function("email-sender", async move {
@@ -125,6 +139,7 @@ impl DevStack {
             ("DELIVERIES_QUEUE_URL", self.resources.deliveries_queue_url.clone()),
             ("CONTACT_IMPORTS_QUEUE_URL", self.resources.contact_imports_queue_url.clone()),
             ("EMAILS_QUEUE_URL", self.resources.emails_queue_url.clone()),
+            ("PUBLISH_QUEUE_URL", self.resources.publish_queue_url.clone()),
             ("WEBHOOK_ALLOW_LOOPBACK", "true".into()),
             ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
             ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),
@@ -175,6 +190,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     let mut doc = shared::openapi::BaseDoc::openapi();
     doc.merge(workspaces::ApiDoc::openapi());
     doc.merge(posts::ApiDoc::openapi());
+    doc.merge(channels::ApiDoc::openapi());
     doc.merge(webhooks::ApiDoc::openapi());
     doc.merge(contacts::ApiDoc::openapi());
     doc.merge(deals::ApiDoc::openapi());

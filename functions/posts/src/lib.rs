@@ -16,13 +16,22 @@ use shared::{ApiError, ApiResult, App, Reply, Req};
 
 shared::area! {
     tag = "posts", description = "Posts for channels: drafts and schedules",
-    operations = [list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post],
-    schemas = [Post, PostStatus, Variant, CreatePost, UpdatePost, SchedulePost],
+    operations = [list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post, publish_post, retry_variant],
+    schemas = [Post, PostStatus, Variant, VariantStatus, VariantError, VariantInput, CreatePost, UpdatePost, SchedulePost],
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
     let id: PostId = req.path_id("id")?;
     app.db.get_object(req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("post"))
+}
+
+/// A post's channels must be active channels of the workspace and its texts within their
+/// limits (one BatchGetItem, only when it names channels).
+async fn check_channels(app: &App, ws: &str, post: &Post) -> ApiResult<()> {
+    if post.channel_ids.is_empty() {
+        return Ok(());
+    }
+    post.check_channels(&channels_of(app, ws, post).await?)
 }
 
 /// Write a change and its event.
@@ -38,6 +47,7 @@ async fn save(app: &App, ws: &str, change: &Change, version: i64) -> ApiResult<(
     responses((status = 201, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_post(app: &App, req: Req) -> ApiResult<Reply> {
     let post = Post::draft(req.json()?, chrono::Utc::now())?;
+    check_channels(app, req.ws(), &post).await?;
     Tx::new()
         .create(record(req.ws(), &post)?.version(1))
         .event(Event::new(req.ws(), "post.created", &post))
@@ -88,6 +98,7 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
     let patch: UpdatePost = req.json()?;
     let (post, version) = load(app, &req).await?;
     let change = post.apply(patch, chrono::Utc::now())?;
+    check_channels(app, req.ws(), &change.post).await?;
     save(app, req.ws(), &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
@@ -116,6 +127,7 @@ pub async fn schedule_post(app: &App, req: Req) -> ApiResult<Reply> {
     let input: SchedulePost = if req.body.is_empty() { SchedulePost::default() } else { req.json()? };
     let (post, version) = load(app, &req).await?;
     let change = post.schedule(input.scheduled_at, chrono::Utc::now())?;
+    check_channels(app, req.ws(), &change.post).await?;
     save(app, req.ws(), &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
@@ -128,4 +140,28 @@ pub async fn cancel_post(app: &App, req: Req) -> ApiResult<Reply> {
     let change = post.unschedule(chrono::Utc::now())?;
     save(app, req.ws(), &change, version).await?;
     Ok(Reply::ok(&change.post))
+}
+
+/// Publish a draft or scheduled post now: the publisher takes it at once and publishes each
+/// channel's variant (see the post's `status` and `variants` for the outcome).
+#[utoipa::path(post, path = "/posts/{id}/publish", tag = "posts", params(("id" = String, Path)),
+    responses((status = 202, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn publish_post(app: &App, req: Req) -> ApiResult<Reply> {
+    let (post, version) = load(app, &req).await?;
+    let change = post.publish_now(chrono::Utc::now())?;
+    check_channels(app, req.ws(), &change.post).await?;
+    save(app, req.ws(), &change, version).await?;
+    domain::publishing::enqueue(app, req.ws(), &change.post.id, 0).await;
+    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &change.post))
+}
+
+/// Try a failed variant again (the post goes back to `publishing`).
+#[utoipa::path(post, path = "/posts/{id}/variants/{channel_id}/retry", tag = "posts",
+    params(("id" = String, Path), ("channel_id" = String, Path, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
+    responses((status = 202, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn retry_variant(app: &App, req: Req) -> ApiResult<Reply> {
+    let channel: ChannelId = req.path_id("channel_id")?;
+    let (post, version) = load(app, &req).await?;
+    let post = domain::publishing::retry_variant(app, req.ws(), &post, version, &channel).await?;
+    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &post))
 }

@@ -1,0 +1,446 @@
+//! Publishing posts: the publisher (`functions/publisher`) takes a due post from its queue,
+//! publishes each variant to its channel independently and concurrently, and records the
+//! outcome on the post.
+//!
+//! Exactly one remote post per variant: each variant is claimed with a conditional write on its
+//! own item (`PUBVARIANT#<post>#<channel>`, with a lease), so two copies of a message never
+//! publish a variant at the same time; and every attempt of a variant carries the same
+//! idempotency key (`<post id>/<channel id>`), from which Mastodon's `Idempotency-Key`,
+//! Bluesky's record key and the webhook channel's `X-Service-Idempotency-Key` come. A
+//! publisher that dies between the remote call and the record leaves a claim that expires;
+//! the next attempt repeats the call with the same key and finds the first post.
+
+use crate::channels::network::{ErrorCategory, NetError, Outgoing};
+use crate::channels::{self, Channel, ChannelState, Stored as StoredChannel};
+use crate::keys;
+use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus};
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::outbox::Tx;
+use shared::sqs::{BatchResponse, SqsEvent};
+use shared::store::{self, Item, TxError, n, s, ws_pk};
+use shared::{ApiError, ApiResult, App};
+
+/// A variant's claim: longer than one publish call with its retries can take.
+const LEASE_SECS: i64 = 120;
+/// Attempts of a variant with transient failures before it is failed.
+pub const MAX_ATTEMPTS: i64 = 5;
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct PublishJob {
+    pub workspace_id: String,
+    pub post_id: String,
+}
+
+/// Queue a post for the publisher (after `delay` seconds, at most SQS's 15 minutes). A lost
+/// message costs a delay only: the tick finds due posts again.
+pub async fn enqueue(app: &App, ws: &str, post_id: &str, delay: i64) -> bool {
+    let body = serde_json::to_string(&PublishJob { workspace_id: ws.into(), post_id: post_id.into() }).expect("serializes");
+    let res = app
+        .sqs
+        .send_message()
+        .queue_url(&app.cfg.publish_queue_url)
+        .message_body(body)
+        .delay_seconds(delay.clamp(0, 900) as i32)
+        .send()
+        .await;
+    if let Err(e) = &res {
+        tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e), post_id, "publish job not queued; the tick will find the post");
+    }
+    res.is_ok()
+}
+
+pub fn variant_sk(post_id: &str, channel_id: &str) -> String {
+    keys::POST_VARIANT.sk(&[post_id, channel_id])
+}
+
+pub struct Publisher {
+    pub app: App,
+    pub http: shared::outbound::Client,
+}
+
+/// Where one variant stands after this run.
+enum Step {
+    Done(Variant),
+    /// Another run holds it, or it waits for a retry: look again after this many seconds.
+    Later(i64),
+}
+
+impl Publisher {
+    pub fn new(app: App) -> Result<Self, String> {
+        let http = channels::http_client(&app)?;
+        Ok(Self { app, http })
+    }
+
+    /// The Lambda entry point: an SQS batch, or the schedule's event for the tick.
+    pub async fn handle(&self, payload: serde_json::Value) -> Result<serde_json::Value, String> {
+        if payload.get("Records").is_some() {
+            let ev: SqsEvent = serde_json::from_value(payload).map_err(|e| format!("not an SQS event: {e}"))?;
+            return Ok(serde_json::to_value(self.handle_sqs(ev).await).expect("serializes"));
+        }
+        let n = self.tick().await.map_err(|e| e.to_string())?;
+        Ok(serde_json::json!({ "enqueued": n }))
+    }
+
+    pub async fn handle_sqs(&self, ev: SqsEvent) -> BatchResponse {
+        let runs = ev.records.iter().map(|m| async move {
+            let Ok(job) = serde_json::from_str::<PublishJob>(&m.body) else {
+                tracing::warn!(message_id = %m.message_id, "not a publish job; dropped");
+                return None;
+            };
+            match self.run(&job.workspace_id, &job.post_id).await {
+                Ok(None) => None,
+                Ok(Some(delay)) => (!enqueue(&self.app, &job.workspace_id, &job.post_id, delay).await).then_some(m.message_id.as_str()),
+                Err(e) => {
+                    tracing::warn!(post_id = %job.post_id, error = %e, "publish run failed; message kept");
+                    Some(m.message_id.as_str())
+                }
+            }
+        });
+        let kept: Vec<Option<&str>> = futures_util::future::join_all(runs).await;
+        BatchResponse::keep(kept.into_iter().flatten())
+    }
+
+    /// Queue every post whose time has come (scheduled, or publishing with a run that died).
+    pub async fn tick(&self) -> ApiResult<usize> {
+        let upper = format!("{}#~", shared::ids::now_rfc3339());
+        let pk = keys::DUE_POSTS.pk(&[]);
+        let items = self.app.db.scan_range_on(Some(store::GSI2), &pk, &upper, ("attribute_exists(gsi2sk)", vec![]), 500, 10, 5000).await?;
+        let mut n = 0;
+        for item in &items {
+            let Some(sk) = store::get_str(item, "gsi2sk") else { continue };
+            let mut parts = sk.rsplitn(3, '#');
+            if let (Some(post), Some(ws)) = (parts.next(), parts.next())
+                && enqueue(&self.app, ws, post, 0).await
+            {
+                n += 1;
+            }
+        }
+        if n > 0 {
+            tracing::info!(enqueued = n, "publish tick queued due posts");
+        }
+        Ok(n)
+    }
+
+    /// Publish what is due of one post. `Some(delay)`: come back then (a variant waits).
+    pub async fn run(&self, ws: &str, post_id: &str) -> ApiResult<Option<i64>> {
+        let app = &self.app;
+        let Some((mut post, version)) = app.db.get_object::<Post>(ws, &posts::sk(post_id)).await? else { return Ok(None) };
+        let now = chrono::Utc::now();
+        match post.status {
+            PostStatus::Scheduled => {
+                let at = post.scheduled_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+                if let Some(at) = at
+                    && at > now
+                {
+                    return Ok(Some((at.timestamp() - now.timestamp()).max(1)));
+                }
+                post.status = PostStatus::Publishing;
+                post.updated_at = shared::ids::format_time(now);
+                let res =
+                    Tx::new().replace(posts::record(ws, &post)?, version).event(Event::new(ws, "post.publishing", &post)).commit(app).await;
+                match res {
+                    Ok(()) => {}
+                    // Changed meanwhile (cancelled, edited, or another run): look again.
+                    Err(TxError::Condition(_)) => return Ok(Some(1)),
+                    Err(TxError::Api(e)) => return Err(e),
+                }
+            }
+            PostStatus::Publishing => {}
+            _ => return Ok(None),
+        }
+        let channels = posts::channels_of(app, ws, &post).await?;
+        let steps = futures_util::future::join_all(
+            post.variants.iter().filter(|v| !matches!(v.status, VariantStatus::Published | VariantStatus::Failed)).map(|v| {
+                let ch = channels.iter().find(|c| c.id == v.channel_id);
+                self.variant(ws, &post, v, ch)
+            }),
+        )
+        .await;
+        let mut later = None::<i64>;
+        let mut done = vec![];
+        for s in steps {
+            match s? {
+                Step::Done(v) => done.push(v),
+                Step::Later(d) => later = Some(later.map_or(d, |l| l.min(d))),
+            }
+        }
+        self.record(ws, post_id, done, later.is_none()).await?;
+        Ok(later)
+    }
+
+    /// Claim, publish and record one variant.
+    async fn variant(&self, ws: &str, post: &Post, v: &Variant, ch: Option<&Channel>) -> ApiResult<Step> {
+        let app = &self.app;
+        let now = chrono::Utc::now().timestamp();
+        let key = (ws_pk(ws), variant_sk(&post.id, &v.channel_id));
+        let claim = app
+            .db
+            .client
+            .update_item()
+            .table_name(&app.db.table)
+            .key("pk", s(&key.0))
+            .key("sk", s(&key.1))
+            .update_expression("SET #st = :publishing, claim_until = :until, attempts = if_not_exists(attempts, :zero) + :one")
+            .condition_expression(
+                "attribute_not_exists(pk) OR (#st = :publishing AND claim_until < :now) OR (#st = :waiting AND retry_at <= :now)",
+            )
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":publishing", s("publishing"))
+            .expression_attribute_values(":waiting", s("waiting"))
+            .expression_attribute_values(":until", n(now + LEASE_SECS))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await;
+        let attempts = match claim {
+            Ok(out) => out.attributes.as_ref().and_then(|a| store::get_i64(a, "attempts")).unwrap_or(1),
+            Err(e) if e.as_service_error().is_some_and(|x| x.is_conditional_check_failed_exception()) => {
+                // Someone else's: finished (take its outcome), held, or waiting for its retry.
+                let item = app.db.get(&key.0, &key.1).await?.unwrap_or_default();
+                return Ok(outcome_of(&item, v).map_or_else(
+                    || {
+                        Step::Later(
+                            store::get_i64(&item, "retry_at").or(store::get_i64(&item, "claim_until")).map_or(5, |t| (t - now).max(1)),
+                        )
+                    },
+                    Step::Done,
+                ));
+            }
+            Err(e) => return Err(store::ddb_error(e)),
+        };
+        let result = match ch {
+            None => Err(NetError::new(ErrorCategory::PlatformRejected, "the channel was deleted")),
+            Some(c) if c.state != ChannelState::Active => {
+                Err(NetError::new(ErrorCategory::AuthExpired, format!("the channel is {}; reconnect it", state_name(c.state))))
+            }
+            Some(_) => self.publish(ws, post, v).await,
+        };
+        let mut out = v.clone();
+        let now_s = shared::ids::now_rfc3339();
+        match result {
+            Ok(p) => {
+                out.status = VariantStatus::Published;
+                out.remote_id = p.remote_id;
+                out.permalink = p.permalink;
+                out.published_at = Some(now_s);
+                out.error = None;
+            }
+            Err(e) if e.category.retryable() && attempts < MAX_ATTEMPTS => {
+                let delay = e.retry_after.map_or(5 << attempts.min(6), |r| r as i64).clamp(1, 900);
+                tracing::info!(post_id = %post.id, channel_id = %v.channel_id, attempts, delay, reason = %e.message, "variant will be retried");
+                app.db
+                    .client
+                    .update_item()
+                    .table_name(&app.db.table)
+                    .key("pk", s(&key.0))
+                    .key("sk", s(&key.1))
+                    .update_expression("SET #st = :waiting, retry_at = :at, last_error = :err")
+                    .expression_attribute_names("#st", "state")
+                    .expression_attribute_values(":waiting", s("waiting"))
+                    .expression_attribute_values(":at", n(now + delay))
+                    .expression_attribute_values(":err", s(&e.message))
+                    .send()
+                    .await
+                    .map_err(store::ddb_error)?;
+                return Ok(Step::Later(delay));
+            }
+            Err(e) => {
+                if e.category == ErrorCategory::AuthExpired
+                    && let Some(c) = ch
+                {
+                    self.disconnect(ws, &c.id, &e.message).await;
+                }
+                out.status = VariantStatus::Failed;
+                out.error = Some(VariantError { category: e.category, message: e.message, retryable: e.category.retryable() });
+            }
+        }
+        // The outcome is the record that ends the variant: kept, so a late copy of the message
+        // takes it instead of publishing again.
+        let outcome = serde_json::to_string(&out).map_err(ApiError::internal)?;
+        let mut tries = 0;
+        loop {
+            let res = app
+                .db
+                .client
+                .update_item()
+                .table_name(&app.db.table)
+                .key("pk", s(&key.0))
+                .key("sk", s(&key.1))
+                .update_expression("SET #st = :final, outcome = :o REMOVE claim_until, retry_at")
+                .expression_attribute_names("#st", "state")
+                .expression_attribute_values(":final", s(if out.status == VariantStatus::Published { "published" } else { "failed" }))
+                .expression_attribute_values(":o", s(&outcome))
+                .send()
+                .await;
+            match res {
+                Ok(_) => break,
+                // Published but not recorded: retry while the claim holds (after it expires a
+                // second run would find the remote post by its key anyway).
+                Err(e) if tries < 3 => {
+                    tries += 1;
+                    tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "variant outcome not recorded; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200 << tries)).await;
+                }
+                Err(e) => return Err(store::ddb_error(e)),
+            }
+        }
+        Ok(Step::Done(out))
+    }
+
+    async fn publish(&self, ws: &str, post: &Post, v: &Variant) -> Result<channels::network::Published, NetError> {
+        let internal = |e: ApiError| NetError::new(ErrorCategory::PlatformError, format!("could not read the channel: {}", e.message));
+        let stored = channels::load(&self.app, ws, &v.channel_id)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| NetError::new(ErrorCategory::PlatformRejected, "the channel was deleted"))?;
+        let creds = stored.open_creds(&self.app, ws).await.map_err(internal)?;
+        let session = stored.open_session(&self.app, ws).await.map_err(internal)?;
+        let out = Outgoing {
+            workspace_id: ws.into(),
+            post_id: post.id.clone(),
+            channel_id: v.channel_id.clone(),
+            text: post.text_for(v),
+            created_at: post.created_at.clone(),
+            idempotency_key: format!("{}/{}", post.id, v.channel_id),
+        };
+        let published = channels::publish(&self.http, &creds, session.clone(), &out).await?;
+        if published.session.is_some() && published.session != session {
+            self.save_session(ws, stored, &creds, published.session.as_ref()).await;
+        }
+        Ok(published)
+    }
+
+    /// Keep a renewed network session (best effort: the next run can log in again).
+    async fn save_session(&self, ws: &str, mut stored: StoredChannel, creds: &channels::Creds, session: Option<&serde_json::Value>) {
+        if let Ok((c, s)) = StoredChannel::seal(&self.app, ws, &stored.channel.id, creds, session).await {
+            (stored.creds, stored.session) = (c, s);
+            if let Ok(rec) = stored.record(ws) {
+                let _ = Tx::new().replace(rec, stored.version).commit(&self.app).await;
+            }
+        }
+    }
+
+    /// The network refused the channel's credentials: it needs reconnecting.
+    async fn disconnect(&self, ws: &str, channel_id: &str, why: &str) {
+        for _ in 0..3 {
+            let Ok(Some(mut stored)) = channels::load(&self.app, ws, channel_id).await else { return };
+            if stored.channel.state == ChannelState::Disconnected {
+                return;
+            }
+            stored.channel.state = ChannelState::Disconnected;
+            stored.channel.last_error = Some(why.to_string());
+            stored.channel.updated_at = shared::ids::now_rfc3339();
+            let Ok(rec) = stored.record(ws) else { return };
+            let res = Tx::new()
+                .replace(rec, stored.version)
+                .event(Event::new(ws, "channel.disconnected", &stored.channel))
+                .commit(&self.app)
+                .await;
+            if !matches!(res, Err(TxError::Condition(_))) {
+                return;
+            }
+        }
+    }
+
+    /// Write finished variants onto the post, with their events; when every variant has
+    /// ended (`finished`), the post's own outcome too.
+    async fn record(&self, ws: &str, post_id: &str, done: Vec<Variant>, finished: bool) -> ApiResult<()> {
+        let app = &self.app;
+        for _ in 0..5 {
+            let Some((mut post, version)) = app.db.get_object::<Post>(ws, &posts::sk(post_id)).await? else { return Ok(()) };
+            if post.status != PostStatus::Publishing {
+                return Ok(());
+            }
+            let mut events = vec![];
+            for d in &done {
+                if let Some(v) = post.variants.iter_mut().find(|v| v.channel_id == d.channel_id)
+                    && v.status != d.status
+                {
+                    *v = d.clone();
+                    let kind = if d.status == VariantStatus::Published { "post.variant.published" } else { "post.variant.failed" };
+                    events.push(Event::new(ws, kind, &serde_json::json!({"post_id": post.id, "variant": d})));
+                }
+            }
+            let ended = post.variants.iter().all(|v| matches!(v.status, VariantStatus::Published | VariantStatus::Failed));
+            if finished && ended {
+                let ok = post.variants.iter().filter(|v| v.status == VariantStatus::Published).count();
+                post.status = match ok {
+                    0 => PostStatus::Failed,
+                    k if k == post.variants.len() => PostStatus::Published,
+                    _ => PostStatus::PartiallyFailed,
+                };
+                if ok > 0 {
+                    post.published_at = Some(shared::ids::now_rfc3339());
+                }
+            }
+            if events.is_empty() && post.status == PostStatus::Publishing {
+                return Ok(());
+            }
+            post.updated_at = shared::ids::now_rfc3339();
+            let mut tx = Tx::new().replace(posts::record(ws, &post)?, version);
+            for ev in events {
+                tx = tx.event(ev);
+            }
+            if post.status != PostStatus::Publishing {
+                let kind = match post.status {
+                    PostStatus::Published => "post.published",
+                    PostStatus::PartiallyFailed => "post.partially_failed",
+                    _ => "post.failed",
+                };
+                tx = tx.event(Event::new(ws, kind, &post));
+            }
+            match tx.commit(app).await {
+                Ok(()) => return Ok(()),
+                Err(TxError::Condition(_)) => continue,
+                Err(TxError::Api(e)) => return Err(e),
+            }
+        }
+        Err(ApiError::conflict("the post kept changing while its outcome was recorded"))
+    }
+}
+
+/// A variant item's final outcome, if it has one.
+fn outcome_of(item: &Item, _v: &Variant) -> Option<Variant> {
+    let st = store::get_str(item, "state")?;
+    if st != "published" && st != "failed" {
+        return None;
+    }
+    serde_json::from_str(store::get_str(item, "outcome")?).ok()
+}
+
+fn state_name(s: ChannelState) -> &'static str {
+    match s {
+        ChannelState::Connecting => "connecting",
+        ChannelState::Active => "active",
+        ChannelState::Disconnected => "disconnected",
+        ChannelState::Error => "in error",
+    }
+}
+
+/// `POST /posts/{id}/variants/{channel_id}/retry`: a failed variant goes back to pending and
+/// the post to publishing; its old outcome record is removed in the same transaction.
+pub async fn retry_variant(app: &App, ws: &str, post: &Post, version: i64, channel_id: &str) -> ApiResult<Post> {
+    let Some(i) = post.variants.iter().position(|v| v.channel_id == channel_id) else {
+        return Err(ApiError::not_found("variant for this channel on the post"));
+    };
+    if post.variants[i].status != VariantStatus::Failed {
+        return Err(ApiError::conflict("only a failed variant can be retried"));
+    }
+    let mut p = post.clone();
+    p.variants[i].status = VariantStatus::Pending;
+    p.variants[i].error = None;
+    p.status = PostStatus::Publishing;
+    p.updated_at = shared::ids::now_rfc3339();
+    Tx::new()
+        .replace(posts::record(ws, &p)?, version)
+        .delete_if(ws_pk(ws), variant_sk(&p.id, channel_id), "", vec![])
+        .event(Event::new(ws, "post.publishing", &p))
+        .commit(app)
+        .await
+        .map_err(TxError::stale)?;
+    enqueue(app, ws, &p.id, 0).await;
+    Ok(p)
+}
