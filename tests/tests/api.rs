@@ -547,6 +547,9 @@ async fn roles_and_scopes_limit_each_route_class() {
         assert_eq!(c.get("/workspaces/current/api-keys").await.status, expect(admin, 200), "{role} lists keys");
         assert_eq!(c.patch("/workspaces/current", &json!({"name": "Roles"})).await.status, expect(admin, 200), "{role} edits settings");
         assert_eq!(c.post("/webhooks", &hook).await.status, expect(admin, 201), "{role} adds a webhook");
+        let channel = json!({"type": "webhook", "name": role, "credentials": hook});
+        assert_eq!(c.post("/channels", &channel).await.status, expect(admin, 201), "{role} connects a channel");
+        assert_eq!(c.get("/channels").await.status, 200, "{role} reads channels");
     }
 
     // Keys: a content key writes content but cannot manage; a read key only reads.
@@ -561,6 +564,7 @@ async fn roles_and_scopes_limit_each_route_class() {
     let (content, read) = (&keys[0], &keys[1]);
     assert_eq!(content.post("/posts", &json!({"content": "k"})).await.status, 201);
     assert_eq!(content.post("/webhooks", &hook).await.status, 403);
+    assert_eq!(content.post("/channels", &json!({"type": "webhook", "credentials": hook})).await.status, 403);
     assert_eq!(content.post("/workspaces/current/api-keys", &json!({"name": "escalate", "scopes": ["admin"]})).await.status, 403);
     assert_eq!(read.get("/posts").await.status, 200);
     assert_eq!(read.post("/posts", &json!({"content": "k"})).await.status, 403);

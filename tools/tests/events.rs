@@ -1,5 +1,5 @@
 //! Every sample in events/ is a valid HTTP API v2 event that reaches a real route, or (in
-//! events/dispatcher, events/contact-import, events/email-sender) an SQS batch or schedule input
+//! events/dispatcher, events/contact-import, events/email-sender, events/publisher) an SQS batch or schedule input
 //! the queue-driven function understands.
 
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequest;
@@ -11,7 +11,7 @@ fn sample_events_parse_and_route() {
     for area in std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir() && !["dispatcher", "contact-import", "email-sender"].iter().any(|n| e.file_name() == *n))
+        .filter(|e| e.path().is_dir() && !["dispatcher", "contact-import", "email-sender", "publisher"].iter().any(|n| e.file_name() == *n))
     {
         for f in std::fs::read_dir(area.path()).unwrap().filter_map(Result::ok) {
             let text = std::fs::read_to_string(f.path()).unwrap();
@@ -84,4 +84,24 @@ fn email_sender_samples_are_send_jobs_ses_notifications_or_the_tick() {
     }
     kinds.sort();
     assert_eq!(kinds, ["job", "notification", "schedule"]);
+}
+
+#[test]
+fn publisher_samples_are_publish_jobs_or_the_tick() {
+    let dir = tools::localstack::repo_root().join("events/publisher");
+    let mut kinds = vec![];
+    for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
+        if v.get("Records").is_some() {
+            let ev: shared::sqs::SqsEvent = serde_json::from_value(v).unwrap();
+            for m in ev.records {
+                serde_json::from_str::<domain::publishing::PublishJob>(&m.body).unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
+                kinds.push("job");
+            }
+        } else {
+            kinds.push("schedule");
+        }
+    }
+    kinds.sort();
+    assert_eq!(kinds, ["job", "schedule"]);
 }
