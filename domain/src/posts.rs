@@ -74,6 +74,9 @@ pub struct Variant {
     /// This channel's text instead of the post's `content`.
     #[serde(default)]
     pub content: Option<String>,
+    /// This channel's images instead of the post's `media`.
+    #[serde(default)]
+    pub media: Option<Vec<Media>>,
     pub status: VariantStatus,
     pub remote_id: Option<String>,
     pub permalink: Option<String>,
@@ -89,8 +92,12 @@ pub struct VariantInput {
     #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_id: String,
     /// The text for this channel (1 to 10,000 characters, within the channel's limit).
+    #[serde(default)]
     #[schema(min_length = 1, max_length = 10000)]
-    pub content: String,
+    pub content: Option<String>,
+    /// The images for this channel (an empty list: none).
+    #[serde(default)]
+    pub media: Option<Vec<Media>>,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
@@ -103,8 +110,9 @@ pub struct Post {
     pub content: String,
     /// `ch_...` ids of the channels to publish to.
     pub channel_ids: Vec<String>,
-    /// https URLs of images or videos.
-    pub media_urls: Vec<String>,
+    /// Images to attach (each channel fetches and uploads them when it publishes).
+    #[serde(default)]
+    pub media: Vec<Media>,
     /// When the post is (to be) published, RFC 3339 UTC.
     pub scheduled_at: Option<String>,
     /// One per channel, with that channel's publishing state.
@@ -139,6 +147,7 @@ pub fn variants_for(channel_ids: &[String], old: &[Variant]) -> Vec<Variant> {
             old.iter().find(|v| &v.channel_id == c).cloned().unwrap_or(Variant {
                 channel_id: c.clone(),
                 content: None,
+                media: None,
                 status: VariantStatus::Pending,
                 remote_id: None,
                 permalink: None,
@@ -152,10 +161,21 @@ pub fn variants_for(channel_ids: &[String], old: &[Variant]) -> Vec<Variant> {
 /// Set per-channel texts: each must name one of the post's channels.
 fn apply_overrides(errs: &mut Errors, variants: &mut [Variant], overrides: &[VariantInput]) {
     for (i, o) in overrides.iter().enumerate() {
-        let field = format!("variants[{i}].content");
-        errs.text(&field, &o.content, 1, MAX_CONTENT_CHARS);
+        if let Some(c) = &o.content {
+            errs.text(&format!("variants[{i}].content"), c, 1, MAX_CONTENT_CHARS);
+        }
+        if let Some(m) = &o.media {
+            check_media(errs, &format!("variants[{i}].media"), m);
+        }
         match variants.iter_mut().find(|v| v.channel_id == o.channel_id) {
-            Some(v) => v.content = Some(o.content.clone()),
+            Some(v) => {
+                if o.content.is_some() {
+                    v.content = o.content.clone();
+                }
+                if o.media.is_some() {
+                    v.media = o.media.clone();
+                }
+            }
             None => errs.add(format!("variants[{i}].channel_id"), "must be one of the post's channel_ids"),
         }
     }
@@ -165,6 +185,30 @@ impl Post {
     /// The text a channel gets.
     pub fn text_for(&self, v: &Variant) -> String {
         v.content.clone().unwrap_or_else(|| self.content.clone())
+    }
+
+    /// The images a channel gets.
+    pub fn media_for(&self, v: &Variant) -> Vec<Media> {
+        v.media.clone().unwrap_or_else(|| self.media.clone())
+    }
+
+    /// Media URLs the deployment's outbound rules allow (http and loopback only where
+    /// development allows them), checked when the post is written.
+    pub fn check_media_urls(&self, policy: shared::outbound::UrlPolicy) -> ApiResult<()> {
+        let mut errs = Errors::new();
+        for (i, m) in self.media.iter().enumerate() {
+            if let Err(e) = shared::outbound::check_url(&m.url, policy) {
+                errs.add(format!("media[{i}].url"), e.to_string());
+            }
+        }
+        for (j, v) in self.variants.iter().enumerate() {
+            for (i, m) in v.media.iter().flatten().enumerate() {
+                if let Err(e) = shared::outbound::check_url(&m.url, policy) {
+                    errs.add(format!("variants[{j}].media[{i}].url"), e.to_string());
+                }
+            }
+        }
+        errs.finish()
     }
 
     /// Check each variant against its channel: the channel is one of the workspace's and
@@ -180,6 +224,11 @@ impl Post {
             if ch.state != crate::channels::ChannelState::Active {
                 errs.add(format!("channel_ids[{i}]"), "the channel is not active (verify or reconnect it)");
                 continue;
+            }
+            let images = self.media_for(v).len();
+            if images > ch.limits.max_media as usize {
+                let field = if v.media.is_some() { format!("variants[{i}].media") } else { "media".to_string() };
+                errs.add(field, format!("{images} images; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_media));
             }
             let len = crate::channels::text_length(ch.kind, &self.text_for(v));
             if len > ch.limits.max_characters as usize {
@@ -259,12 +308,31 @@ pub fn check_channels(errs: &mut Errors, ids: &[String]) {
     }
 }
 
-pub fn check_media(errs: &mut Errors, urls: &[String]) {
-    if urls.len() > MAX_MEDIA {
-        errs.add("media_urls", format!("at most {MAX_MEDIA} media URLs"));
+/// An image by URL: jpeg, png, webp or gif, fetched when the post is published.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Media {
+    /// A public https URL of the image.
+    #[schema(format = "uri", max_length = 2048)]
+    pub url: String,
+    /// Alt text, required: Bluesky requires it, and screen readers need it.
+    #[schema(min_length = 1, max_length = 1000)]
+    pub alt: String,
+}
+
+pub fn check_media(errs: &mut Errors, field: &str, media: &[Media]) {
+    if media.len() > MAX_MEDIA {
+        errs.add(field, format!("at most {MAX_MEDIA} images"));
     }
-    for (i, u) in urls.iter().enumerate() {
-        errs.https_url(&format!("media_urls[{i}]"), u);
+    for (i, m) in media.iter().enumerate() {
+        match url::Url::parse(&m.url) {
+            Ok(u) if matches!(u.scheme(), "https" | "http") && u.host_str().is_some() && m.url.len() <= 2048 => {}
+            _ => errs.add(format!("{field}[{i}].url"), "must be an absolute https URL of at most 2048 characters"),
+        }
+        errs.text(&format!("{field}[{i}].alt"), &m.alt, 1, 1000);
+        if m.alt.trim().is_empty() && !m.alt.is_empty() {
+            errs.add(format!("{field}[{i}].alt"), "must not be blank");
+        }
     }
 }
 
@@ -297,7 +365,7 @@ pub struct CreatePost {
     #[serde(default)]
     pub channel_ids: Vec<String>,
     #[serde(default)]
-    pub media_urls: Vec<String>,
+    pub media: Vec<Media>,
     /// Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`.
     #[serde(default)]
     pub scheduled_at: Option<String>,
@@ -318,8 +386,8 @@ pub struct UpdatePost {
     #[schema(value_type = Option<Vec<String>>)]
     pub channel_ids: Patch<Vec<String>>,
     #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
-    pub media_urls: Patch<Vec<String>>,
+    #[schema(value_type = Option<Vec<Media>>)]
+    pub media: Patch<Vec<Media>>,
     /// `null` clears it (not allowed while scheduled).
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -362,7 +430,7 @@ impl Post {
         let mut errs = Errors::new();
         check_content(&mut errs, &input.content);
         check_channels(&mut errs, &input.channel_ids);
-        check_media(&mut errs, &input.media_urls);
+        check_media(&mut errs, "media", &input.media);
         errs.metadata("metadata", &input.metadata);
         let scheduled_at = input.scheduled_at.as_deref().and_then(|v| check_schedule(&mut errs, v, now));
         let mut variants = variants_for(&input.channel_ids, &[]);
@@ -376,7 +444,7 @@ impl Post {
             variants,
             content: input.content,
             channel_ids: input.channel_ids,
-            media_urls: input.media_urls,
+            media: input.media,
             scheduled_at,
             metadata: input.metadata,
             created_at: at.clone(),
@@ -405,9 +473,9 @@ impl Post {
         if let Some(o) = &patch.variants {
             apply_overrides(&mut errs, &mut post.variants, o);
         }
-        if let Some(urls) = patch.media_urls.or_empty() {
-            check_media(&mut errs, &urls);
-            post.media_urls = urls;
+        if let Some(media) = patch.media.or_empty() {
+            check_media(&mut errs, "media", &media);
+            post.media = media;
         }
         match patch.scheduled_at {
             Patch::Absent => {}
@@ -541,7 +609,7 @@ mod tests {
         let mut published = p.clone();
         published.status = PostStatus::Published;
         assert_eq!(published.apply(patch(serde_json::json!({"content": "x"})), now).unwrap_err().code, shared::error::ErrorCode::Conflict);
-        let e = p.apply(patch(serde_json::json!({"content": "  ", "media_urls": ["http://x"]})), now).unwrap_err();
+        let e = p.apply(patch(serde_json::json!({"content": "  ", "media": [{"url": "ftp://x", "alt": "a"}]})), now).unwrap_err();
         assert_eq!(e.details.len(), 2, "{e:?}");
     }
 

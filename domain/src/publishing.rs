@@ -303,6 +303,7 @@ impl Publisher {
             post_id: post.id.clone(),
             channel_id: v.channel_id.clone(),
             text: post.text_for(v),
+            media: post.media_for(v),
             created_at: post.created_at.clone(),
             idempotency_key: format!("{}/{}", post.id, v.channel_id),
         };

@@ -61,6 +61,8 @@ struct State {
     delay: std::time::Duration,
     /// JSON served with 200 at these paths (a stand-in identity provider, for example).
     documents: std::collections::HashMap<String, String>,
+    /// Other files served with 200 at these paths: content type and bytes (images).
+    files: std::collections::HashMap<String, (String, Vec<u8>)>,
 }
 
 #[derive(Clone)]
@@ -87,13 +89,18 @@ impl Receiver {
                             let (parts, body) = req.into_parts();
                             let body = body.collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
                             let path = parts.uri.path().to_string();
-                            let (status, delay, document) = {
+                            let (status, delay, document, file) = {
                                 let mut s = st.lock().unwrap();
                                 let document = s.documents.get(&path).cloned();
+                                let file = s.files.get(&path).cloned();
                                 s.received.push(Received { path, headers: parts.headers, body, at: chrono::Utc::now().timestamp() });
-                                (s.script.pop_front().unwrap_or(s.default_status), s.delay, document)
+                                (s.script.pop_front().unwrap_or(s.default_status), s.delay, document, file)
                             };
                             tokio::time::sleep(delay).await;
+                            if let Some((ct, bytes)) = file {
+                                let resp = http::Response::builder().status(200).header("content-type", ct);
+                                return Ok::<_, Infallible>(resp.body(Full::new(Bytes::from(bytes))).unwrap());
+                            }
                             if let Some(doc) = document {
                                 let resp = http::Response::builder().status(200).header("content-type", "application/json");
                                 return Ok::<_, Infallible>(resp.body(Full::new(Bytes::from(doc))).unwrap());
@@ -115,6 +122,10 @@ impl Receiver {
     /// Serve this JSON at `path` (replacing what was served there).
     pub fn serve(&self, path: &str, doc: &Value) {
         self.state.lock().unwrap().documents.insert(path.into(), doc.to_string());
+    }
+    /// Serve these bytes at `path` (an image for a post, say).
+    pub fn serve_file(&self, path: &str, content_type: &str, bytes: Vec<u8>) {
+        self.state.lock().unwrap().files.insert(path.into(), (content_type.into(), bytes));
     }
     /// The origin, `http://127.0.0.1:<port>`.
     pub fn origin(&self) -> String {

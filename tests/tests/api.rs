@@ -317,11 +317,14 @@ async fn malformed_requests_get_the_envelope() {
     assert_eq!(r.status, 400);
     assert!(r.json["error"]["message"].as_str().unwrap().contains("unknown field `bogus`"), "{}", r.json);
     let r = c
-        .post("/posts", &json!({"content": "", "channel_ids": ["nope", CHANNEL_A, CHANNEL_A], "media_urls": ["http://x.test/a.png"]}))
+        .post(
+            "/posts",
+            &json!({"content": "", "channel_ids": ["nope", CHANNEL_A, CHANNEL_A], "media": [{"url": "ftp://x.test/a.png", "alt": "a"}]}),
+        )
         .await;
     assert_eq!(r.status, 400);
     let fields: Vec<&str> = r.json["error"]["details"].as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap()).collect();
-    assert_eq!(fields, vec!["content", "channel_ids[0]", "channel_ids[2]", "media_urls[0]"], "every problem at once");
+    assert_eq!(fields, vec!["content", "channel_ids[0]", "channel_ids[2]", "media[0].url"], "every problem at once");
     let r = c.send(c.request("POST", "/posts").header("content-type", "application/json").body(vec![0xff, 0xfe, 0x00])).await;
     assert_eq!(r.status, 400);
     let r = c.send(c.request("POST", "/posts").header("content-type", "application/json").body("[1,2]")).await;

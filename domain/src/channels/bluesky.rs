@@ -13,6 +13,8 @@ use utoipa::ToSchema;
 
 pub const DEFAULT_SERVICE: &str = "https://bsky.social";
 pub const MAX_GRAPHEMES: u32 = 300;
+/// Bluesky's limit per image.
+const MAX_IMAGE_BYTES: usize = 1_000_000;
 const COLLECTION: &str = "app.bsky.feed.post";
 
 #[derive(Serialize, Deserialize, ToSchema, Clone)]
@@ -185,6 +187,26 @@ async fn create(http: &Client, creds: &Credentials, s: &Session, rkey: &str, out
     let f = facets(http, creds, &out.text).await;
     if !f.is_empty() {
         record["facets"] = Value::Array(f);
+    }
+    if !out.media.is_empty() {
+        let mut images = vec![];
+        for img in super::media::fetch_all(http, &out.media, MAX_IMAGE_BYTES).await? {
+            let resp = http
+                .request(reqwest::Method::POST, &creds.xrpc("com.atproto.repo.uploadBlob"))
+                .map_err(|e| NetError::new(ErrorCategory::UserContent, e.to_string()))?
+                .bearer_auth(&s.access)
+                .header("content-type", img.mime)
+                .body(img.bytes)
+                .send()
+                .await
+                .map_err(|e| NetError::transport(&e))?;
+            if !resp.status().is_success() {
+                return Err(fail(resp).await);
+            }
+            let v: Value = resp.json().await.map_err(|e| NetError::new(ErrorCategory::PlatformError, format!("unreadable answer: {e}")))?;
+            images.push(json!({"alt": img.alt, "image": v["blob"]}));
+        }
+        record["embed"] = json!({"$type": "app.bsky.embed.images", "images": images});
     }
     let body = json!({"repo": s.did, "collection": COLLECTION, "rkey": rkey, "record": record});
     match call(http, reqwest::Method::POST, &creds.xrpc("com.atproto.repo.createRecord"), Some(&s.access), Some(&body)).await {

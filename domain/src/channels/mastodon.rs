@@ -32,6 +32,63 @@ impl Credentials {
 
 pub struct Mastodon;
 
+/// Mastodon's default image limit is 16 MB; a post's images are held in memory, so less.
+const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// `multipart/form-data` with the file and its description (alt text).
+fn multipart(img: &super::media::Image, boundary: &str) -> Vec<u8> {
+    let ext = img.mime.trim_start_matches("image/");
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"image.{ext}\"\r\nContent-Type: {}\r\n\r\n",
+        img.mime
+    )
+    .into_bytes();
+    body.extend_from_slice(&img.bytes);
+    body.extend_from_slice(
+        format!("\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"description\"\r\n\r\n{}\r\n--{boundary}--\r\n", img.alt)
+            .as_bytes(),
+    );
+    body
+}
+
+/// Upload an image (`POST /api/v2/media`) and wait while the server processes it (206).
+async fn upload(http: &Client, creds: &Credentials, img: &super::media::Image) -> Result<String, NetError> {
+    let boundary = format!("----platform{}", shared::ids::new_id("b"));
+    let resp = http
+        .request(reqwest::Method::POST, &creds.url("/api/v2/media"))
+        .map_err(|e| NetError::new(ErrorCategory::UserContent, e.to_string()))?
+        .bearer_auth(&creds.access_token)
+        .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+        .body(multipart(img, &boundary))
+        .send()
+        .await
+        .map_err(|e| NetError::transport(&e))?;
+    if !resp.status().is_success() {
+        return Err(fail(resp).await);
+    }
+    let v: serde_json::Value =
+        resp.json().await.map_err(|e| NetError::new(ErrorCategory::PlatformError, format!("unreadable answer: {e}")))?;
+    let id = v["id"].as_str().ok_or_else(|| NetError::new(ErrorCategory::PlatformError, "no media id"))?.to_string();
+    if v["url"].is_string() {
+        return Ok(id);
+    }
+    for _ in 0..40 {
+        let resp = http
+            .request(reqwest::Method::GET, &creds.url(&format!("/api/v1/media/{id}")))
+            .map_err(|e| NetError::new(ErrorCategory::UserContent, e.to_string()))?
+            .bearer_auth(&creds.access_token)
+            .send()
+            .await
+            .map_err(|e| NetError::transport(&e))?;
+        match resp.status().as_u16() {
+            200 => return Ok(id),
+            206 => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+            _ => return Err(fail(resp).await),
+        }
+    }
+    Err(NetError::new(ErrorCategory::PlatformError, "the instance is still processing an image"))
+}
+
 /// Mastodon counts characters, every link as 23.
 pub fn characters(text: &str) -> usize {
     text.split_whitespace()
@@ -91,12 +148,17 @@ impl Network for Mastodon {
         _: Option<serde_json::Value>,
         out: &Outgoing,
     ) -> Result<Published, NetError> {
+        let images = super::media::fetch_all(http, &out.media, MAX_IMAGE_BYTES).await?;
+        let mut media_ids = vec![];
+        for img in &images {
+            media_ids.push(upload(http, creds, img).await?);
+        }
         let req = http
             .request(reqwest::Method::POST, &creds.url("/api/v1/statuses"))
             .map_err(|e| NetError::new(ErrorCategory::UserContent, e.to_string()))?
             .bearer_auth(&creds.access_token)
             .header("idempotency-key", &out.idempotency_key)
-            .json(&serde_json::json!({"status": out.text, "visibility": "public"}));
+            .json(&serde_json::json!({"status": out.text, "visibility": "public", "media_ids": media_ids}));
         let resp = req.send().await.map_err(|e| NetError::transport(&e))?;
         if !resp.status().is_success() {
             return Err(fail(resp).await);

@@ -7,6 +7,7 @@
 
 pub mod bluesky;
 pub mod mastodon;
+pub mod media;
 pub mod network;
 pub mod webhook;
 

@@ -89,6 +89,7 @@ pub struct Outgoing {
     pub post_id: String,
     pub channel_id: String,
     pub text: String,
+    pub media: Vec<crate::posts::Media>,
     /// The post's creation time (RFC 3339): Bluesky's record key carries it.
     pub created_at: String,
     /// A stable key for this variant: the network's idempotency key or record key comes from it.

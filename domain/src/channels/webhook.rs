@@ -34,6 +34,7 @@ struct Body<'a> {
     channel_id: &'a str,
     idempotency_key: &'a str,
     text: &'a str,
+    media: &'a [crate::posts::Media],
 }
 
 impl Network for Webhook {
@@ -64,6 +65,7 @@ impl Network for Webhook {
             channel_id: &out.channel_id,
             idempotency_key: &out.idempotency_key,
             text: &out.text,
+            media: &out.media,
         })
         .map_err(|e| NetError::new(ErrorCategory::PlatformError, e.to_string()))?;
         let key = shared::signing::secret_key(&creds.secret).map_err(|e| NetError::new(ErrorCategory::AuthExpired, e.to_string()))?;

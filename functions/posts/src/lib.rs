@@ -17,7 +17,7 @@ use shared::{ApiError, ApiResult, App, Reply, Req};
 shared::area! {
     tag = "posts", description = "Posts for channels: drafts and schedules",
     operations = [list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post, publish_post, retry_variant],
-    schemas = [Post, PostStatus, Variant, VariantStatus, VariantError, VariantInput, CreatePost, UpdatePost, SchedulePost],
+    schemas = [Post, PostStatus, Variant, VariantStatus, VariantError, VariantInput, Media, CreatePost, UpdatePost, SchedulePost],
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
@@ -28,6 +28,7 @@ async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
 /// A post's channels must be active channels of the workspace and its texts within their
 /// limits (one BatchGetItem, only when it names channels).
 async fn check_channels(app: &App, ws: &str, post: &Post) -> ApiResult<()> {
+    post.check_media_urls(app.cfg.webhooks.url_policy)?;
     if post.channel_ids.is_empty() {
         return Ok(());
     }
