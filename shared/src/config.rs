@@ -136,6 +136,9 @@ impl Default for WebhookSettings {
 impl WebhookSettings {
     fn from_vars(var: Vars) -> Result<Self, String> {
         let mut w = Self::default();
+        if let Some(v) = var("OUTBOUND_LOOPBACK_ONLY") {
+            w.url_policy.loopback_only = v == "true";
+        }
         if let Some(v) = var("WEBHOOK_ALLOW_LOOPBACK") {
             w.url_policy.allow_loopback = v == "true";
         }

@@ -10,6 +10,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 pub struct UrlPolicy {
     /// Allow `http://` and loopback addresses: local development and tests only.
     pub allow_loopback: bool,
+    /// Reach loopback only, and resolve no name but `localhost` (no DNS query leaves the
+    /// machine): the local stack's default, so tests and fuzzers never call out.
+    pub loopback_only: bool,
 }
 
 pub const MAX_URL_LEN: usize = 2048;
@@ -52,6 +55,9 @@ pub fn ip_allowed(ip: IpAddr, policy: UrlPolicy) -> bool {
     };
     if loopback {
         return policy.allow_loopback;
+    }
+    if policy.loopback_only {
+        return false;
     }
     match ip {
         IpAddr::V4(v4) => v4_global(v4),
@@ -129,6 +135,10 @@ impl std::error::Error for ResolveError {}
 /// Resolve a host and check every address. Used at save time and by the delivery client's
 /// resolver, so the address connected to is the one checked (no DNS rebinding window).
 pub async fn resolve_checked(host: &str, port: u16, policy: UrlPolicy) -> Result<Vec<SocketAddr>, ResolveError> {
+    let h = host.trim_end_matches('.').to_ascii_lowercase();
+    if policy.loopback_only && h != "localhost" && !h.ends_with(".localhost") && h.parse::<IpAddr>().is_err() {
+        return Err(ResolveError::NotFound("this stack reaches loopback only (OUTBOUND_LOOPBACK_ONLY)".into()));
+    }
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await.map_err(|e| ResolveError::NotFound(e.to_string()))?.collect();
     if addrs.is_empty() {
         return Err(ResolveError::NotFound("no addresses".into()));
@@ -223,8 +233,20 @@ pub fn error_kind(e: &reqwest::Error) -> &'static str {
 mod tests {
     use super::*;
 
-    const STRICT: UrlPolicy = UrlPolicy { allow_loopback: false };
-    const DEV: UrlPolicy = UrlPolicy { allow_loopback: true };
+    const STRICT: UrlPolicy = UrlPolicy { allow_loopback: false, loopback_only: false };
+    const DEV: UrlPolicy = UrlPolicy { allow_loopback: true, loopback_only: false };
+    const LOCAL: UrlPolicy = UrlPolicy { allow_loopback: true, loopback_only: true };
+
+    #[tokio::test]
+    async fn a_loopback_only_stack_reaches_loopback_and_resolves_nothing_else() {
+        assert!(ip_allowed("127.0.0.1".parse().unwrap(), LOCAL));
+        assert!(!ip_allowed("8.8.8.8".parse().unwrap(), LOCAL));
+        assert!(resolve_checked("localhost", 80, LOCAL).await.is_ok());
+        // Refused before any DNS query is made.
+        assert!(
+            matches!(resolve_checked("example.com", 443, LOCAL).await, Err(ResolveError::NotFound(m)) if m.contains("OUTBOUND_LOOPBACK_ONLY"))
+        );
+    }
 
     #[test]
     fn addresses() {

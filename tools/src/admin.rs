@@ -108,6 +108,8 @@ pub fn local_config(res: &Resources) -> Result<Config, String> {
         Some(match k {
             // Locally the webhook receivers are on 127.0.0.1 over http.
             "WEBHOOK_ALLOW_LOOPBACK" => "true".into(),
+            // Nothing the local stack calls may leave the machine, not even a DNS query.
+            "OUTBOUND_LOOPBACK_ONLY" => "true".into(),
             "OAUTH_ISSUER" => DEV_ISSUER.into(),
             "OAUTH_AUDIENCE" => DEV_AUDIENCE.into(),
             "OAUTH_JWKS" => DEV_JWKS.into(),
