@@ -11,7 +11,7 @@
 //! the next attempt repeats the call with the same key and finds the first post.
 
 use crate::channels::network::{ErrorCategory, NetError, Outgoing};
-use crate::channels::{self, Channel, ChannelState, Stored as StoredChannel};
+use crate::channels::{self, ChannelState, Stored as StoredChannel};
 use crate::keys;
 use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus};
 use serde::{Deserialize, Serialize};
@@ -105,7 +105,7 @@ impl Publisher {
     pub async fn tick(&self) -> ApiResult<usize> {
         let upper = format!("{}#~", shared::ids::now_rfc3339());
         let pk = keys::DUE_POSTS.pk(&[]);
-        let items = self.app.db.scan_range_on(Some(store::GSI2), &pk, &upper, ("attribute_exists(gsi2sk)", vec![]), 500, 10, 5000).await?;
+        let items = self.app.db.scan_range_on(Some(store::GSI2), &pk, &upper, None, 500, 10, 5000).await?;
         let mut n = 0;
         for item in &items {
             let Some(sk) = store::get_str(item, "gsi2sk") else { continue };
@@ -149,10 +149,13 @@ impl Publisher {
             PostStatus::Publishing => {}
             _ => return Ok(None),
         }
-        let channels = posts::channels_of(app, ws, &post).await?;
+        // The channels with their sealed credentials, in one read for every variant.
+        let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), channels::sk(c))).collect();
+        let channels: Vec<StoredChannel> =
+            app.db.batch_get(&keys).await?.into_iter().map(StoredChannel::from_item).collect::<ApiResult<_>>()?;
         let steps = futures_util::future::join_all(
             post.variants.iter().filter(|v| !matches!(v.status, VariantStatus::Published | VariantStatus::Failed)).map(|v| {
-                let ch = channels.iter().find(|c| c.id == v.channel_id);
+                let ch = channels.iter().find(|c| c.channel.id == v.channel_id);
                 self.variant(ws, &post, v, ch)
             }),
         )
@@ -170,7 +173,7 @@ impl Publisher {
     }
 
     /// Claim, publish and record one variant.
-    async fn variant(&self, ws: &str, post: &Post, v: &Variant, ch: Option<&Channel>) -> ApiResult<Step> {
+    async fn variant(&self, ws: &str, post: &Post, v: &Variant, ch: Option<&StoredChannel>) -> ApiResult<Step> {
         let app = &self.app;
         let now = chrono::Utc::now().timestamp();
         let key = (ws_pk(ws), variant_sk(&post.id, &v.channel_id));
@@ -213,10 +216,10 @@ impl Publisher {
         };
         let result = match ch {
             None => Err(NetError::new(ErrorCategory::PlatformRejected, "the channel was deleted")),
-            Some(c) if c.state != ChannelState::Active => {
-                Err(NetError::new(ErrorCategory::AuthExpired, format!("the channel is {}; reconnect it", state_name(c.state))))
+            Some(c) if c.channel.state != ChannelState::Active => {
+                Err(NetError::new(ErrorCategory::AuthExpired, format!("the channel is {}; reconnect it", state_name(c.channel.state))))
             }
-            Some(_) => self.publish(ws, post, v).await,
+            Some(c) => self.publish(ws, post, v, c).await,
         };
         let mut out = v.clone();
         let now_s = shared::ids::now_rfc3339();
@@ -251,7 +254,7 @@ impl Publisher {
                 if e.category == ErrorCategory::AuthExpired
                     && let Some(c) = ch
                 {
-                    self.disconnect(ws, &c.id, &e.message).await;
+                    self.disconnect(ws, &c.channel.id, &e.message).await;
                 }
                 out.status = VariantStatus::Failed;
                 out.error = Some(VariantError { category: e.category, message: e.message, retryable: e.category.retryable() });
@@ -290,12 +293,8 @@ impl Publisher {
         Ok(Step::Done(out))
     }
 
-    async fn publish(&self, ws: &str, post: &Post, v: &Variant) -> Result<channels::network::Published, NetError> {
+    async fn publish(&self, ws: &str, post: &Post, v: &Variant, stored: &StoredChannel) -> Result<channels::network::Published, NetError> {
         let internal = |e: ApiError| NetError::new(ErrorCategory::PlatformError, format!("could not read the channel: {}", e.message));
-        let stored = channels::load(&self.app, ws, &v.channel_id)
-            .await
-            .map_err(internal)?
-            .ok_or_else(|| NetError::new(ErrorCategory::PlatformRejected, "the channel was deleted"))?;
         let creds = stored.open_creds(&self.app, ws).await.map_err(internal)?;
         let session = stored.open_session(&self.app, ws).await.map_err(internal)?;
         let out = Outgoing {
@@ -309,13 +308,14 @@ impl Publisher {
         };
         let published = channels::publish(&self.http, &creds, session.clone(), &out).await?;
         if published.session.is_some() && published.session != session {
-            self.save_session(ws, stored, &creds, published.session.as_ref()).await;
+            self.save_session(ws, &stored.channel.id, &creds, published.session.as_ref()).await;
         }
         Ok(published)
     }
 
     /// Keep a renewed network session (best effort: the next run can log in again).
-    async fn save_session(&self, ws: &str, mut stored: StoredChannel, creds: &channels::Creds, session: Option<&serde_json::Value>) {
+    async fn save_session(&self, ws: &str, channel_id: &str, creds: &channels::Creds, session: Option<&serde_json::Value>) {
+        let Ok(Some(mut stored)) = channels::load(&self.app, ws, channel_id).await else { return };
         if let Ok((c, s)) = StoredChannel::seal(&self.app, ws, &stored.channel.id, creds, session).await {
             (stored.creds, stored.session) = (c, s);
             if let Ok(rec) = stored.record(ws) {

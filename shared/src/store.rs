@@ -225,7 +225,7 @@ impl Db {
         max_pages: usize,
         want: usize,
     ) -> Result<Vec<Item>, ApiError> {
-        self.scan_range_on(None, pk, upper, filter, page, max_pages, want).await
+        self.scan_range_on(None, pk, upper, Some(filter), page, max_pages, want).await
     }
 
     /// `scan_range` on an index (`GSI1`, `GSI2`) or the table (`None`).
@@ -235,7 +235,7 @@ impl Db {
         index: Option<&str>,
         pk: &str,
         upper: &str,
-        filter: (&str, Vec<(&str, AttributeValue)>),
+        filter: Option<(&str, Vec<(&str, AttributeValue)>)>,
         page: i32,
         max_pages: usize,
         want: usize,
@@ -254,12 +254,12 @@ impl Db {
                 .table_name(&self.table)
                 .set_index_name(index.map(String::from))
                 .key_condition_expression(format!("{pk_attr} = :pk AND {sk_attr} <= :upper"))
-                .filter_expression(filter.0)
+                .set_filter_expression(filter.as_ref().map(|f| f.0.to_string()))
                 .expression_attribute_values(":pk", s(pk))
                 .expression_attribute_values(":upper", s(upper))
                 .set_exclusive_start_key(start)
                 .limit(page);
-            for (k, v) in &filter.1 {
+            for (k, v) in filter.iter().flat_map(|f| f.1.iter()) {
                 q = q.expression_attribute_values(*k, v.clone());
             }
             let res = q.send().await.map_err(ddb_error)?;
