@@ -7,6 +7,7 @@ use e2e::{Client, harness};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncBufReadExt;
+use tools::pds::{Account, LocalPds};
 
 struct Mastodon {
     url: String,
@@ -329,71 +330,7 @@ async fn a_scheduled_post_is_published_at_its_time_and_not_before() {
     assert_eq!(m.statuses().await.len(), 1);
 }
 
-/// The AT Protocol reference PDS + PLC (`tools/pds/run`, installed by `make deps`).
-struct Pds {
-    url: String,
-    http: reqwest::Client,
-    _child: tokio::process::Child,
-}
-
-struct BskyAccount {
-    handle: String,
-    did: String,
-    jwt: String,
-    app_password: String,
-}
-
-impl Pds {
-    async fn start() -> Self {
-        let root = tools::localstack::repo_root();
-        let mut child = tokio::process::Command::new(root.join("tools/pds/run"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("tools/pds/run");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let first =
-            tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.expect("the PDS starts").unwrap().expect("a line");
-        let url = serde_json::from_str::<Value>(&first).unwrap()["pds_url"].as_str().unwrap().to_string();
-        Self { url, http: reqwest::Client::new(), _child: child }
-    }
-
-    async fn xrpc(&self, method: &str, jwt: Option<&str>, body: Value) -> (u16, Value) {
-        let mut req = self.http.post(format!("{}/xrpc/{method}", self.url)).json(&body);
-        if let Some(t) = jwt {
-            req = req.bearer_auth(t);
-        }
-        let r = req.send().await.unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or_default())
-    }
-
-    /// An account created through the PDS's own createAccount, with an app password.
-    async fn account(&self, name: &str) -> BskyAccount {
-        let handle = format!("{name}.test");
-        let (s, acc) = self
-            .xrpc(
-                "com.atproto.server.createAccount",
-                None,
-                json!({"handle": handle, "email": format!("{name}@example.test"), "password": "correct horse battery"}),
-            )
-            .await;
-        assert_eq!(s, 200, "{acc}");
-        let jwt = acc["accessJwt"].as_str().unwrap().to_string();
-        let (s, ap) = self.xrpc("com.atproto.server.createAppPassword", Some(&jwt), json!({"name": "platform"})).await;
-        assert_eq!(s, 200, "{ap}");
-        BskyAccount { handle, did: acc["did"].as_str().unwrap().into(), jwt, app_password: ap["password"].as_str().unwrap().into() }
-    }
-
-    async fn posts(&self, a: &BskyAccount) -> Vec<Value> {
-        let url = format!("{}/xrpc/com.atproto.repo.listRecords?repo={}&collection=app.bsky.feed.post&limit=100", self.url, a.did);
-        let v: Value = self.http.get(url).send().await.unwrap().json().await.unwrap();
-        v["records"].as_array().cloned().unwrap_or_default()
-    }
-}
-
-async fn bluesky_channel(c: &Client, pds: &Pds, a: &BskyAccount) -> String {
+async fn bluesky_channel(c: &Client, pds: &LocalPds, a: &Account) -> String {
     let ch =
         connect(c, json!({"type": "bluesky", "credentials": {"handle": a.handle, "app_password": a.app_password, "service_url": pds.url}}))
             .await;
@@ -403,9 +340,9 @@ async fn bluesky_channel(c: &Client, pds: &Pds, a: &BskyAccount) -> String {
 
 #[tokio::test]
 async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
-    let pds = Pds::start().await;
+    let pds = LocalPds::start().await.expect("the local PDS (make deps installs it)");
     let (c, ws) = client("channels bluesky").await;
-    let ada = pds.account("ada").await;
+    let ada = pds.account("ada").await.unwrap();
     let r = c
         .post("/channels", &json!({"type": "bluesky", "credentials": {"handle": ada.handle, "app_password": "wrong-wrong-wrong-wrong", "service_url": pds.url}}))
         .await;
@@ -432,7 +369,7 @@ async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
     assert!(v["remote_id"].as_str().unwrap().starts_with(&format!("at://{}/app.bsky.feed.post/", ada.did)), "{v}");
     assert!(v["permalink"].as_str().unwrap().starts_with(&format!("https://bsky.app/profile/{}/post/", ada.handle)), "{v}");
 
-    let records = pds.posts(&ada).await;
+    let records = pds.posts(&ada.did).await.unwrap();
     assert_eq!(records.len(), 1, "{records:?}");
     let rec = &records[0]["value"];
     assert_eq!(rec["text"], text);
@@ -445,7 +382,7 @@ async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
     // Runs repeated after the fact find the record instead of creating another.
     let publisher = domain::publishing::Publisher::new(harness().app().await).unwrap();
     let _ = publisher.run(&ws, &id).await;
-    assert_eq!(pds.posts(&ada).await.len(), 1);
+    assert_eq!(pds.posts(&ada.did).await.unwrap().len(), 1);
 
     // A run that died after createRecord: the record with the variant's key exists, nothing
     // was recorded. The next run finds it (getRecord) and does not post again.
@@ -458,11 +395,12 @@ async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
             Some(&ada.jwt),
             json!({"repo": ada.did, "collection": "app.bsky.feed.post", "rkey": rkey, "record": {"$type": "app.bsky.feed.post", "text": "once", "createdAt": created}}),
         )
-        .await;
+        .await
+        .unwrap();
     assert_eq!(s, 200, "{made}");
     assert_eq!(c.post(&format!("/posts/{pid}/publish"), &json!({})).await.status, 202);
     let post = wait_post(&c, &pid, &["published", "failed"]).await;
     assert_eq!(post["status"], "published", "{post}");
     assert_eq!(post["variants"][0]["remote_id"], made["uri"]);
-    assert_eq!(pds.posts(&ada).await.len(), 2, "one record per post");
+    assert_eq!(pds.posts(&ada.did).await.unwrap().len(), 2, "one record per post");
 }

@@ -194,9 +194,16 @@ fn the_readme_curl_tour_runs() {
 
     let h = e2e::harness();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let (ws, key) = rt.block_on(async { tools::demo_workspace(&h.app().await).await }).expect("demo workspace");
+    // As `make dev` does: the demo workspace, and a local Bluesky PDS connected to it.
+    let (ws, key, _pds, bluesky) = rt
+        .block_on(async {
+            let (ws, key) = tools::demo_workspace(&h.app().await).await?;
+            let (pds, lines) = tools::demo_bluesky(&h.base, &key).await?;
+            Ok::<_, String>((ws, key, pds, lines))
+        })
+        .expect("demo workspace");
     let dir = TempDir::new();
-    std::fs::write(dir.0.join(".local/dev.env"), tools::dev_env_file(&h.env, &ws, &key)).expect("dev.env");
+    std::fs::write(dir.0.join(".local/dev.env"), tools::dev_env_file(&h.env, &ws, &key) + &bluesky).expect("dev.env");
     let logs = dir.0.join("tour-log");
     std::fs::create_dir(&logs).expect("log dir");
     let script = dir.0.join("tour.sh");

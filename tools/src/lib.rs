@@ -5,6 +5,7 @@ pub mod admin;
 pub mod gateway;
 pub mod iam;
 pub mod localstack;
+pub mod pds;
 pub mod worker;
 
 use admin::{Names, Resources};
@@ -175,6 +176,19 @@ pub async fn demo_workspace(app: &App) -> Result<(String, String), String> {
     let d = domains::create(app, &ws.id, DEMO_SENDING_DOMAIN).await.map_err(|e| format!("sending domain {DEMO_SENDING_DOMAIN}: {e}"))?;
     domains::refresh(app, &ws.id, d, 2).await.map_err(|e| e.to_string())?;
     Ok((ws.id, key))
+}
+
+/// Start the local PDS, make `platformdemo.test` with an app password, connect it to the demo
+/// workspace over the API; answers the PDS and the lines for dev.env.
+pub async fn demo_bluesky(base: &str, key: &str) -> Result<(crate::pds::LocalPds, String), String> {
+    let pds = crate::pds::LocalPds::start().await?;
+    let a = pds.account("platformdemo").await?;
+    let body = serde_json::json!({"type": "bluesky", "name": "demo", "credentials": {"handle": a.handle, "app_password": a.app_password, "service_url": pds.url}});
+    let r = reqwest::Client::new().post(format!("{base}/channels")).bearer_auth(key).json(&body).send().await.map_err(|e| e.to_string())?;
+    let v: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
+    let id = v["data"]["id"].as_str().ok_or_else(|| format!("connecting the demo channel: {v}"))?.to_string();
+    let lines = format!("BLUESKY_PDS_URL={}\nBLUESKY_HANDLE={}\nBLUESKY_DID={}\nBLUESKY_CHANNEL_ID={id}\n", pds.url, a.handle, a.did);
+    Ok((pds, lines))
 }
 
 /// The text of `.local/dev.env`: a stack's environment (`DevStack::env`) and the demo

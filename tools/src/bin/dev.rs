@@ -30,16 +30,25 @@ async fn main() {
             std::process::exit(1);
         }
     };
+    // A real Bluesky PDS with a demo account, connected as a channel of the demo workspace.
+    let (pds, bluesky) = match tools::demo_bluesky(&stack.base_url, &key).await {
+        Ok((pds, lines)) => (Some(pds), lines),
+        Err(e) => {
+            eprintln!("dev: no local Bluesky PDS ({e}); the other channel types work");
+            (None, String::new())
+        }
+    };
     let env_file = local.join("dev.env");
-    if let Err(e) = std::fs::write(&env_file, tools::dev_env_file(&stack.env(), &ws, &key)) {
+    if let Err(e) = std::fs::write(&env_file, tools::dev_env_file(&stack.env(), &ws, &key) + &bluesky) {
         eprintln!("dev: cannot write {}: {e}", env_file.display());
     }
     eprintln!(
-        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com); outbox sweep and email tick every 10 s\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
+        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com), publisher; outbox sweep, email and publish ticks every 10 s\n  Bluesky PDS {pds} (account platformdemo.test, connected as the demo workspace's channel)\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
         base = stack.base_url,
         ddb = stack.emulators.dynamodb_endpoint,
         moto = stack.emulators.moto_endpoint,
         env = env_file.display(),
+        pds = pds.as_ref().map_or("not running", |p| p.url.as_str()),
     );
     let _ = tokio::signal::ctrl_c().await;
     eprintln!("stopping");
