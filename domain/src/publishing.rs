@@ -23,6 +23,8 @@ use shared::{ApiError, ApiResult, App};
 
 /// A variant's claim: longer than one publish call with its retries can take.
 const LEASE_SECS: i64 = 120;
+/// How far ahead the tick queues posts (its period on AWS), with a delay until their time.
+const TICK_AHEAD_SECS: i64 = 60;
 /// Attempts of a variant with transient failures before it is failed.
 pub const MAX_ATTEMPTS: i64 = 5;
 
@@ -101,18 +103,21 @@ impl Publisher {
         BatchResponse::keep(kept.into_iter().flatten())
     }
 
-    /// Queue every post whose time has come (scheduled, or publishing with a run that died).
+    /// Queue every post whose time comes before the next tick (scheduled, or publishing with
+    /// a run that died), each with a delay until its time, so it leaves on time and not a
+    /// tick late. A post queued twice is harmless: variants are claimed.
     pub async fn tick(&self) -> ApiResult<usize> {
-        let upper = format!("{}#~", shared::ids::now_rfc3339());
+        let now = chrono::Utc::now();
+        let upper = format!("{}#~", shared::ids::format_time(now + chrono::Duration::seconds(TICK_AHEAD_SECS)));
         let pk = keys::DUE_POSTS.pk(&[]);
         let items = self.app.db.scan_range_on(Some(store::GSI2), &pk, &upper, None, 500, 10, 5000).await?;
         let mut n = 0;
         for item in &items {
             let Some(sk) = store::get_str(item, "gsi2sk") else { continue };
             let mut parts = sk.rsplitn(3, '#');
-            if let (Some(post), Some(ws)) = (parts.next(), parts.next())
-                && enqueue(&self.app, ws, post, 0).await
-            {
+            let (Some(post), Some(ws), Some(at)) = (parts.next(), parts.next(), parts.next()) else { continue };
+            let delay = chrono::DateTime::parse_from_rfc3339(at).map_or(0, |t| (t.timestamp() - now.timestamp()).max(0));
+            if enqueue(&self.app, ws, post, delay).await {
                 n += 1;
             }
         }

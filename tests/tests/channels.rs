@@ -103,6 +103,10 @@ async fn wait_post(c: &Client, id: &str, statuses: &[&str]) -> Value {
 async fn connecting_checks_credentials_which_never_come_back() {
     let m = Mastodon::start().await;
     let (c, _) = client("channels connect").await;
+    // Every channel event goes to this endpoint: none may carry a credential.
+    let events = Receiver::start().await;
+    let r = c.post("/webhooks", &json!({"url": events.url, "event_types": ["channel.*"]})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
     let r = c.post("/channels", &json!({"type": "mastodon", "credentials": {"instance_url": m.url, "access_token": "wrong"}})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("credentials")), "{}", r.json);
     assert!(
@@ -152,6 +156,14 @@ async fn connecting_checks_credentials_which_never_come_back() {
     assert_eq!(other.post(&format!("/channels/{id}/verify"), &json!({})).await.status, 404);
     let r = other.post("/posts", &json!({"content": "hi", "channel_ids": [id]})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("channel_ids[0]")), "{}", r.json);
+
+    let got = events.wait_until(30, |got| got.iter().filter(|r| r.event_type() == "channel.connected").count() >= 2).await;
+    let types: Vec<String> = got.iter().map(|r| r.event_type()).collect();
+    assert!(types.iter().filter(|t| *t == "channel.connected").count() >= 2, "{types:?}");
+    for r in &got {
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(!body.contains(&token) && !body.contains(&secret) && !body.contains("whsec_"), "{body}");
+    }
 
     // Deleting a channel takes it off drafts.
     let draft = c.post("/posts", &json!({"content": "later", "channel_ids": [id, hook["id"]]})).await.json["data"]["id"]
