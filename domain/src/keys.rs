@@ -22,6 +22,25 @@ pub const CHANNEL: Kind =
     Kind::on("channel", WORKSPACE_PK, "CHANNEL#<ch id>", "`credentials` and `session` sealed (AES-GCM, bound to the channel); versioned");
 pub const CHANNEL_COUNT: Kind =
     Kind::on("channel count", WORKSPACE_PK, "CHCOUNT", "`channels`, updated in the create/delete transaction (cap 50)");
+pub const BOOKING_RESOURCE: Kind =
+    Kind::on("booking resource", WORKSPACE_PK, "BRES#<res id>", "name, time zone, opening hours, exceptions, capacity; versioned");
+pub const BOOKING_SERVICE: Kind =
+    Kind::on("booking service", WORKSPACE_PK, "BSVC#<svc id>", "duration, buffers, resources, notice/advance/interval rules; versioned");
+pub const BOOKING: Kind = Kind::on(
+    "booking",
+    WORKSPACE_PK,
+    "BOOKING#<bk id>",
+    "`cells`: the keys of the cells it holds, released with it; versioned; GSI1 serves `?status=`",
+)
+.gsi1("WS#<ws>#BOOKING#<status>", "BOOKING#<bk id>");
+pub const BOOKING_HOLD: Kind =
+    Kind::on("booking hold", WORKSPACE_PK, "BHOLD#<hold id>", "a reserved slot until `expires_at` (also the TTL)");
+pub const BOOKING_CELL: Kind = Kind::on(
+    "booking cell",
+    WORKSPACE_PK,
+    "BCELL#<res id>#<UTC minute, YYYYMMDDTHHMM>#<unit, 2 digits>",
+    "5 minutes of one capacity unit of a resource: `holder` (booking or hold id), `expires_at` for holds; written with its booking, conditionally: the no-overlap guarantee",
+);
 pub const CONTACT: Kind =
     Kind::on("contact", WORKSPACE_PK, "CONTACT#<ct id>", "versioned").gsi1("WS#<ws>#CONTACT#<status>", "CONTACT#<ct id>");
 pub const CONTACT_EMAIL_CLAIM: Kind = Kind::on(
@@ -119,6 +138,11 @@ pub fn all() -> Vec<Kind> {
         POST_VARIANT,
         CHANNEL,
         CHANNEL_COUNT,
+        BOOKING_RESOURCE,
+        BOOKING_SERVICE,
+        BOOKING,
+        BOOKING_HOLD,
+        BOOKING_CELL,
         CONTACT,
         CONTACT_EMAIL_CLAIM,
         CONTACT_SEARCH,
@@ -198,6 +222,10 @@ pub const POSTS: List = List::of(POST, Index::Table);
 pub const POSTS_BY_STATUS: List = List::of(POST, Index::Gsi1);
 pub const POST_VARIANTS: List = List::of(POST_VARIANT, Index::Table);
 pub const CHANNELS: List = List::of(CHANNEL, Index::Table);
+pub const BOOKING_RESOURCES: List = List::of(BOOKING_RESOURCE, Index::Table);
+pub const BOOKING_SERVICES: List = List::of(BOOKING_SERVICE, Index::Table);
+pub const BOOKINGS: List = List::of(BOOKING, Index::Table);
+pub const BOOKINGS_BY_STATUS: List = List::of(BOOKING, Index::Gsi1);
 pub const CONTACTS: List = List::of(CONTACT, Index::Table);
 pub const CONTACTS_BY_STATUS: List = List::of(CONTACT, Index::Gsi1);
 pub const CONTACT_SEARCHES: List = List::of(CONTACT_SEARCH, Index::Table);
@@ -227,6 +255,10 @@ pub const LISTS: &[List] = &[
     POSTS_BY_STATUS,
     POST_VARIANTS,
     CHANNELS,
+    BOOKING_RESOURCES,
+    BOOKING_SERVICES,
+    BOOKINGS,
+    BOOKINGS_BY_STATUS,
     CONTACTS,
     CONTACTS_BY_STATUS,
     CONTACT_SEARCHES,

@@ -4,6 +4,7 @@
 //! endpoints of a workspace). Function crates depend on this crate and `shared`, never on
 //! each other.
 
+pub mod bookings;
 pub mod channels;
 pub mod contacts;
 pub mod deals;

@@ -329,9 +329,24 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
     let webhook = created(c, "/webhooks", json!({"url": "http://127.0.0.1:9/hook"}), 201).await;
     let import = created(c, "/contacts/imports", json!({"rows": [{"email": "bob@example.org"}, {"email": "bad"}]}), 202).await;
     let key_id = created(c, "/workspaces/current/api-keys", json!({"name": "ci", "scopes": ["read"]}), 201).await["id"].clone();
+    let day = json!([{"start": "08:00", "end": "18:00"}]);
+    let hours = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let resource =
+        created(c, "/bookings/resources", json!({"name": "Chair", "timezone": "Europe/Oslo", "opening_hours": hours}), 201).await;
+    let service =
+        created(c, "/bookings/services", json!({"name": "Cut", "duration_minutes": 30, "resource_ids": [resource["id"]]}), 201).await;
+    let svc = service["id"].as_str().unwrap().to_string();
+    let day_after = (chrono::Utc::now() + chrono::Duration::days(2)).format("%Y-%m-%d").to_string();
+    let booking =
+        created(c, "/bookings", json!({"service_id": svc, "start": format!("{day_after}T09:00:00Z"), "contact_id": ct}), 201).await;
     std::collections::BTreeMap::from([
         ("/posts/{id}", post["id"].as_str().unwrap().to_string()),
         ("/channels/{id}", ch),
+        ("/bookings/{id}", booking["id"].as_str().unwrap().to_string()),
+        ("/bookings/resources/{id}", resource["id"].as_str().unwrap().to_string()),
+        ("/bookings/services/{id}", svc.clone()),
+        // A query, not an id: what `GET /bookings/availability` needs.
+        ("?/bookings/availability", format!("service_id={svc}&from={day_after}T00:00:00Z&to={day_after}T23:00:00Z")),
         ("/contacts/{id}", ct.to_string()),
         ("/contacts/imports/{id}", import["id"].as_str().unwrap().to_string()),
         ("/deals/{id}", deal["id"].as_str().unwrap().to_string()),

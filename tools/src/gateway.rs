@@ -25,6 +25,7 @@ pub fn areas() -> Vec<(&'static str, &'static [Route])> {
         ("workspaces", workspaces::routes()),
         ("posts", posts::routes()),
         ("channels", channels::routes()),
+        ("bookings", bookings::routes()),
         ("webhooks", webhooks::routes()),
         ("contacts", contacts::routes()),
         ("deals", deals::routes()),

@@ -205,6 +205,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     doc.merge(workspaces::ApiDoc::openapi());
     doc.merge(posts::ApiDoc::openapi());
     doc.merge(channels::ApiDoc::openapi());
+    doc.merge(bookings::ApiDoc::openapi());
     doc.merge(webhooks::ApiDoc::openapi());
     doc.merge(contacts::ApiDoc::openapi());
     doc.merge(deals::ApiDoc::openapi());

@@ -1,0 +1,297 @@
+//! Bookings: resources (a person, a room, a chair) with opening hours in their own time zone,
+//! services that any of their resources can serve, availability, holds and bookings.
+//!
+//! No overlap, ever: a booking or a hold takes every 5-minute cell of its span (buffers
+//! included) on its resource, one item per cell and capacity unit
+//! (`BCELL#<resource>#<cell>#<unit>`), each written with a condition (free, or a hold that
+//! has expired, by time) in the same transaction as the booking. Two requests for
+//! overlapping times cannot both commit; the loser re-reads and tries another unit or
+//! resource, and answers 409 when none is free.
+
+pub mod ops;
+pub mod schedule;
+
+use crate::keys;
+use schedule::{Exception, Week};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+shared::prefixed_id!(ResourceId, "res", "resource");
+shared::prefixed_id!(ServiceId, "svc", "service");
+shared::prefixed_id!(BookingId, "bk", "booking");
+shared::prefixed_id!(HoldId, "hold", "hold");
+
+pub const MAX_CAPACITY: u32 = 20;
+pub const DEFAULT_HOLD_SECS: i64 = 300;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Resource {
+    /// `res_...`
+    pub id: String,
+    /// Always `booking_resource`.
+    pub object: String,
+    pub name: String,
+    /// IANA time zone of the opening hours, e.g. `Europe/Oslo`.
+    pub timezone: String,
+    pub opening_hours: Week,
+    pub exceptions: Vec<Exception>,
+    /// Bookings it can hold at once.
+    pub capacity: u32,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateResource {
+    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
+    pub name: String,
+    #[schema(example = "Europe/Oslo")]
+    pub timezone: String,
+    /// `{"mon": [{"start": "09:00", "end": "12:00"}, {"start": "13:00", "end": "17:00"}], ...}`
+    #[serde(default)]
+    pub opening_hours: Week,
+    #[serde(default)]
+    pub exceptions: Vec<Exception>,
+    /// 1 to 20, default 1.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 20)]
+    pub capacity: Option<u32>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateResource {
+    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
+    pub name: Option<String>,
+    pub timezone: Option<String>,
+    pub opening_hours: Option<Week>,
+    pub exceptions: Option<Vec<Exception>>,
+    #[schema(minimum = 1, maximum = 20)]
+    pub capacity: Option<u32>,
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Minor units (cents).
+    #[schema(minimum = 0)]
+    pub amount: i64,
+    #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]
+    pub currency: String,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Service {
+    /// `svc_...`
+    pub id: String,
+    /// Always `booking_service`.
+    pub object: String,
+    pub name: String,
+    pub duration_minutes: i64,
+    pub buffer_before_minutes: i64,
+    pub buffer_after_minutes: i64,
+    /// Any one of them can serve it.
+    pub resource_ids: Vec<String>,
+    pub price: Option<Price>,
+    pub min_notice_minutes: i64,
+    pub max_advance_days: i64,
+    pub slot_interval_minutes: i64,
+    /// Customers cannot cancel later than this before the start.
+    pub cancellation_window_minutes: i64,
+    /// Bookings start `pending` until confirmed.
+    pub requires_confirmation: bool,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceInput {
+    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
+    pub name: Option<String>,
+    /// 5 to 180 minutes, a multiple of 5; with the buffers at most 180.
+    #[schema(minimum = 5, maximum = 180, multiple_of = 5)]
+    pub duration_minutes: Option<i64>,
+    #[schema(minimum = 0, maximum = 120)]
+    pub buffer_before_minutes: Option<i64>,
+    #[schema(minimum = 0, maximum = 120)]
+    pub buffer_after_minutes: Option<i64>,
+    #[schema(min_items = 1, max_items = 20)]
+    pub resource_ids: Option<Vec<String>>,
+    pub price: Option<Price>,
+    #[schema(minimum = 0, maximum = 525600)]
+    pub min_notice_minutes: Option<i64>,
+    #[schema(minimum = 1, maximum = 730)]
+    pub max_advance_days: Option<i64>,
+    /// Default: the duration. 5 to 240, a multiple of 5.
+    #[schema(minimum = 5, maximum = 240, multiple_of = 5)]
+    pub slot_interval_minutes: Option<i64>,
+    #[schema(minimum = 0, maximum = 525600)]
+    pub cancellation_window_minutes: Option<i64>,
+    pub requires_confirmation: Option<bool>,
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum BookingStatus {
+    Pending,
+    Confirmed,
+    Completed,
+    Cancelled,
+    NoShow,
+}
+
+impl BookingStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Confirmed => "confirmed",
+            Self::Completed => "completed",
+            Self::Cancelled => "cancelled",
+            Self::NoShow => "no_show",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelledBy {
+    Staff,
+    Customer,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Booking {
+    /// `bk_...`
+    pub id: String,
+    /// Always `booking`.
+    pub object: String,
+    pub status: BookingStatus,
+    pub service_id: String,
+    pub resource_id: String,
+    pub contact_id: String,
+    /// RFC 3339 UTC.
+    pub start: String,
+    pub end: String,
+    pub notes: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub cancelled_by: Option<CancelledBy>,
+    pub cancel_reason: Option<String>,
+    pub cancelled_at: Option<String>,
+    pub rescheduled_from: Option<String>,
+    pub rescheduled_to: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContactInput {
+    #[schema(format = Email, max_length = 254)]
+    pub email: String,
+    #[schema(max_length = 200)]
+    pub name: Option<String>,
+    #[schema(max_length = 50)]
+    pub phone: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBooking {
+    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub service_id: String,
+    /// A slot start from `GET /bookings/availability` (RFC 3339).
+    #[schema(format = DateTime)]
+    pub start: String,
+    /// An existing contact, or `contact` to find or create one by email.
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<String>,
+    pub contact: Option<ContactInput>,
+    /// Default: the first free resource of the service.
+    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub resource_id: Option<String>,
+    /// Converts this hold (same service and start) into the booking.
+    #[schema(pattern = "^hold_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub hold_id: Option<String>,
+    #[schema(max_length = 2000)]
+    pub notes: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Hold {
+    /// `hold_...`
+    pub id: String,
+    /// Always `booking_hold`.
+    pub object: String,
+    pub service_id: String,
+    pub resource_id: String,
+    pub start: String,
+    pub end: String,
+    pub expires_at: String,
+    pub created_at: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateHold {
+    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub service_id: String,
+    #[schema(format = DateTime)]
+    pub start: String,
+    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub resource_id: Option<String>,
+    /// How long the hold lasts: 5 to 1800 seconds, default 300.
+    #[schema(minimum = 5, maximum = 1800)]
+    pub hold_seconds: Option<i64>,
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBooking {
+    #[schema(max_length = 500)]
+    pub reason: Option<String>,
+    /// Default `staff`. A customer cannot cancel inside the service's cancellation window.
+    pub cancelled_by: Option<CancelledBy>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RescheduleBooking {
+    #[schema(format = DateTime)]
+    pub start: String,
+}
+
+/// `GET /bookings/availability`: free starts per local date of `timezone`.
+#[derive(Serialize, ToSchema)]
+pub struct Slot {
+    /// RFC 3339 in the requested time zone.
+    pub start: String,
+    pub resource_ids: Vec<String>,
+}
+
+/// Free starts by local date (`YYYY-MM-DD`), each with the resources free then.
+#[derive(Serialize, ToSchema)]
+pub struct Availability(pub BTreeMap<String, Vec<Slot>>);
+
+pub fn resource_sk(id: &str) -> String {
+    keys::BOOKING_RESOURCE.sk(&[id])
+}
+pub fn service_sk(id: &str) -> String {
+    keys::BOOKING_SERVICE.sk(&[id])
+}
+pub fn booking_sk(id: &str) -> String {
+    keys::BOOKING.sk(&[id])
+}
+pub fn hold_sk(id: &str) -> String {
+    keys::BOOKING_HOLD.sk(&[id])
+}

@@ -1,0 +1,681 @@
+//! Bookings on DynamoDB: validation, cells taken and released in the booking's own
+//! transaction, availability from one query per resource.
+
+use super::schedule::{self, GRANULE_MINUTES, MAX_SPAN_MINUTES};
+use super::*;
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+use shared::events::Event;
+use shared::outbox::Tx;
+use shared::store::{self as st, Item, Record, TxError, n, s, ws_pk};
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App};
+use std::collections::{BTreeMap, HashMap};
+
+type Now = DateTime<Utc>;
+
+pub fn tz(name: &str) -> Option<Tz> {
+    name.parse().ok()
+}
+
+fn check_capacity(errs: &mut Errors, c: u32) {
+    if !(1..=MAX_CAPACITY).contains(&c) {
+        errs.add("capacity", format!("must be 1 to {MAX_CAPACITY}"));
+    }
+}
+
+impl Resource {
+    pub fn create(input: CreateResource, now: &str) -> ApiResult<Resource> {
+        let mut errs = Errors::new();
+        errs.text("name", &input.name, 1, 200);
+        if tz(&input.timezone).is_none() {
+            errs.add("timezone", "must be an IANA time zone such as Europe/Oslo");
+        }
+        schedule::check_hours(&mut errs, &input.opening_hours, &input.exceptions);
+        let capacity = input.capacity.unwrap_or(1);
+        check_capacity(&mut errs, capacity);
+        errs.metadata("metadata", &input.metadata);
+        errs.finish()?;
+        Ok(Resource {
+            id: shared::ids::new_id("res"),
+            object: "booking_resource".into(),
+            name: input.name,
+            timezone: input.timezone,
+            opening_hours: input.opening_hours,
+            exceptions: input.exceptions,
+            capacity,
+            metadata: input.metadata,
+            created_at: now.into(),
+            updated_at: now.into(),
+        })
+    }
+
+    pub fn apply(&self, p: UpdateResource, now: &str) -> ApiResult<Resource> {
+        let mut r = self.clone();
+        let mut errs = Errors::new();
+        if let Some(v) = p.name {
+            errs.text("name", &v, 1, 200);
+            r.name = v;
+        }
+        if let Some(v) = p.timezone {
+            if tz(&v).is_none() {
+                errs.add("timezone", "must be an IANA time zone such as Europe/Oslo");
+            }
+            r.timezone = v;
+        }
+        if let Some(v) = p.opening_hours {
+            r.opening_hours = v;
+        }
+        if let Some(v) = p.exceptions {
+            r.exceptions = v;
+        }
+        schedule::check_hours(&mut errs, &r.opening_hours, &r.exceptions);
+        if let Some(v) = p.capacity {
+            check_capacity(&mut errs, v);
+            r.capacity = v;
+        }
+        if let Some(v) = p.metadata {
+            errs.metadata("metadata", &v);
+            r.metadata = v;
+        }
+        errs.finish()?;
+        r.updated_at = now.into();
+        Ok(r)
+    }
+
+    fn zone(&self) -> Tz {
+        tz(&self.timezone).unwrap_or(chrono_tz::UTC)
+    }
+}
+
+fn range(errs: &mut Errors, field: &str, v: i64, lo: i64, hi: i64) {
+    if !(lo..=hi).contains(&v) {
+        errs.add(field, format!("must be {lo} to {hi}"));
+    }
+}
+
+impl Service {
+    /// A new service (`base` None) or a change of one; the rules hold either way.
+    pub fn build(base: Option<&Service>, input: ServiceInput, now: &str) -> ApiResult<Service> {
+        let mut errs = Errors::new();
+        let mut svc = base.cloned().unwrap_or(Service {
+            id: shared::ids::new_id("svc"),
+            object: "booking_service".into(),
+            name: String::new(),
+            duration_minutes: 0,
+            buffer_before_minutes: 0,
+            buffer_after_minutes: 0,
+            resource_ids: vec![],
+            price: None,
+            min_notice_minutes: 0,
+            max_advance_days: 90,
+            slot_interval_minutes: 0,
+            cancellation_window_minutes: 0,
+            requires_confirmation: false,
+            metadata: BTreeMap::new(),
+            created_at: now.into(),
+            updated_at: now.into(),
+        });
+        if base.is_none() {
+            for (f, missing) in [
+                ("name", input.name.is_none()),
+                ("duration_minutes", input.duration_minutes.is_none()),
+                ("resource_ids", input.resource_ids.is_none()),
+            ] {
+                if missing {
+                    errs.add(f, "is required");
+                }
+            }
+        }
+        if let Some(v) = input.name {
+            errs.text("name", &v, 1, 200);
+            svc.name = v;
+        }
+        let interval_was_duration = svc.slot_interval_minutes == svc.duration_minutes;
+        if let Some(v) = input.duration_minutes {
+            svc.duration_minutes = v;
+        }
+        if let Some(v) = input.buffer_before_minutes {
+            svc.buffer_before_minutes = v;
+        }
+        if let Some(v) = input.buffer_after_minutes {
+            svc.buffer_after_minutes = v;
+        }
+        match input.slot_interval_minutes {
+            Some(v) => svc.slot_interval_minutes = v,
+            None if interval_was_duration => svc.slot_interval_minutes = svc.duration_minutes,
+            None => {}
+        }
+        if let Some(v) = input.resource_ids {
+            for (i, id) in v.iter().enumerate() {
+                if <ResourceId as shared::ids::PrefixedId>::parse(id).is_none() {
+                    errs.add(format!("resource_ids[{i}]"), "must be a resource id (res_...)");
+                } else if v[..i].contains(id) {
+                    errs.add(format!("resource_ids[{i}]"), "is listed twice");
+                }
+            }
+            if v.is_empty() || v.len() > 20 {
+                errs.add("resource_ids", "1 to 20 resources");
+            }
+            svc.resource_ids = v;
+        }
+        if let Some(p) = input.price {
+            if p.amount < 0 || p.amount > 100_000_000_000 {
+                errs.add("price.amount", "must be 0 or more (minor units)");
+            }
+            if p.currency.len() != 3 || !p.currency.chars().all(|c| c.is_ascii_uppercase()) {
+                errs.add("price.currency", "must be an ISO 4217 code such as EUR");
+            }
+            svc.price = Some(p);
+        }
+        if let Some(v) = input.min_notice_minutes {
+            svc.min_notice_minutes = v;
+        }
+        if let Some(v) = input.max_advance_days {
+            svc.max_advance_days = v;
+        }
+        if let Some(v) = input.cancellation_window_minutes {
+            svc.cancellation_window_minutes = v;
+        }
+        if let Some(v) = input.requires_confirmation {
+            svc.requires_confirmation = v;
+        }
+        if let Some(v) = input.metadata {
+            errs.metadata("metadata", &v);
+            svc.metadata = v;
+        }
+        if !svc.name.is_empty() || base.is_some() {
+            range(&mut errs, "duration_minutes", svc.duration_minutes, 5, MAX_SPAN_MINUTES);
+            if svc.duration_minutes % GRANULE_MINUTES != 0 {
+                errs.add("duration_minutes", "must be a multiple of 5");
+            }
+            range(&mut errs, "buffer_before_minutes", svc.buffer_before_minutes, 0, 120);
+            range(&mut errs, "buffer_after_minutes", svc.buffer_after_minutes, 0, 120);
+            if svc.buffer_before_minutes + svc.duration_minutes + svc.buffer_after_minutes > MAX_SPAN_MINUTES {
+                errs.add("duration_minutes", format!("with its buffers at most {MAX_SPAN_MINUTES} minutes"));
+            }
+            range(&mut errs, "slot_interval_minutes", svc.slot_interval_minutes, 5, 240);
+            if svc.slot_interval_minutes % GRANULE_MINUTES != 0 {
+                errs.add("slot_interval_minutes", "must be a multiple of 5");
+            }
+            range(&mut errs, "min_notice_minutes", svc.min_notice_minutes, 0, 525_600);
+            range(&mut errs, "max_advance_days", svc.max_advance_days, 1, 730);
+            range(&mut errs, "cancellation_window_minutes", svc.cancellation_window_minutes, 0, 525_600);
+        }
+        errs.finish()?;
+        svc.updated_at = now.into();
+        Ok(svc)
+    }
+
+    fn span(&self) -> (i64, i64, i64) {
+        (self.duration_minutes, self.buffer_before_minutes, self.buffer_after_minutes)
+    }
+}
+
+pub async fn load_resource(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Resource, i64)>> {
+    app.db.get_object(ws, &resource_sk(id)).await
+}
+pub async fn load_service(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Service, i64)>> {
+    app.db.get_object(ws, &service_sk(id)).await
+}
+
+/// The resources of a service that still exist, in its order.
+pub async fn resources_of(app: &App, ws: &str, svc: &Service) -> ApiResult<Vec<Resource>> {
+    let keys: Vec<(String, String)> = svc.resource_ids.iter().map(|r| (ws_pk(ws), resource_sk(r))).collect();
+    app.db.batch_get(&keys).await?.into_iter().map(st::from_item).collect()
+}
+
+// ---------- cells ----------
+
+#[derive(Clone, Debug)]
+struct Held {
+    unit: u32,
+    holder: String,
+    expires_at: Option<i64>,
+}
+
+fn cell_sk(res: &str, cell: &str, unit: u32) -> String {
+    keys::BOOKING_CELL.sk(&[res, cell, &format!("{unit:02}")])
+}
+
+/// What holds the cells of a resource from `first` to `last` (inclusive): one Query.
+async fn held_cells(app: &App, ws: &str, res: &str, first: &str, last: &str) -> ApiResult<HashMap<String, Vec<Held>>> {
+    let prefix = keys::BOOKING_CELL.sk_prefix(&[res]);
+    let (lo, hi) = (format!("{prefix}{first}"), format!("{prefix}{last}#~"));
+    let mut out: HashMap<String, Vec<Held>> = HashMap::new();
+    let mut start = None;
+    loop {
+        let r = app
+            .db
+            .client
+            .query()
+            .table_name(&app.db.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+            .expression_attribute_values(":pk", s(ws_pk(ws)))
+            .expression_attribute_values(":lo", s(&lo))
+            .expression_attribute_values(":hi", s(&hi))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(st::ddb_error)?;
+        for item in r.items.unwrap_or_default() {
+            let Some(sk) = st::get_str(&item, "sk") else { continue };
+            let rest = &sk[prefix.len()..];
+            let Some((cell, unit)) = rest.split_once('#') else { continue };
+            out.entry(cell.to_string()).or_default().push(Held {
+                unit: unit.parse().unwrap_or(0),
+                holder: st::get_str(&item, "holder").unwrap_or_default().into(),
+                expires_at: st::get_i64(&item, "expires_at"),
+            });
+        }
+        start = r.last_evaluated_key;
+        if start.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+fn live(h: &Held, now: i64) -> bool {
+    h.expires_at.is_none_or(|t| t >= now)
+}
+
+/// A unit per cell: one held by `own` (kept), else a free or expired one. None when a cell
+/// is full.
+fn choose(
+    needed: &[String],
+    held: &HashMap<String, Vec<Held>>,
+    capacity: u32,
+    own: Option<&str>,
+    now: i64,
+) -> Option<Vec<(String, u32, bool)>> {
+    needed
+        .iter()
+        .map(|cell| {
+            let list = held.get(cell).map(Vec::as_slice).unwrap_or(&[]);
+            if let Some(o) = own
+                && let Some(h) = list.iter().find(|h| h.holder == o)
+            {
+                return Some((cell.clone(), h.unit, true));
+            }
+            (0..capacity).find(|u| !list.iter().any(|h| h.unit == *u && live(h, now))).map(|u| (cell.clone(), u, false))
+        })
+        .collect()
+}
+
+/// Who takes cells: the new holder, the holder whose cells it may take over (a hold being
+/// converted, a booking being moved), the expiry of a hold's cells, and the time.
+#[derive(Clone, Copy)]
+struct Taker<'a> {
+    ws: &'a str,
+    res: &'a str,
+    holder: &'a str,
+    own: Option<&'a str>,
+    expires: Option<i64>,
+    now: i64,
+}
+
+/// Add the cell writes of a plan: free cells on the condition that they still are (or hold
+/// an expired hold), own cells on the condition that `own` still holds them.
+fn take(mut tx: Tx, k: &Taker, plan: &[(String, u32, bool)]) -> Tx {
+    let Taker { ws, res, holder, own, expires, now } = *k;
+    for (cell, unit, is_own) in plan {
+        let mut item = Item::from([
+            ("pk".to_string(), s(ws_pk(ws))),
+            ("sk".to_string(), s(cell_sk(res, cell, *unit))),
+            ("holder".to_string(), s(holder)),
+        ]);
+        if let Some(t) = expires {
+            item.insert("expires_at".into(), n(t));
+        }
+        tx = match (is_own, own) {
+            (true, Some(o)) => tx.put_if(item, "holder = :own", vec![(":own", s(o))]),
+            _ => tx.put_if(item, "attribute_not_exists(pk) OR expires_at < :now", vec![(":now", n(now))]),
+        };
+    }
+    tx
+}
+
+fn plan_keys(res: &str, plan: &[(String, u32, bool)]) -> Vec<String> {
+    plan.iter().map(|(c, u, _)| cell_sk(res, c, *u)).collect()
+}
+
+fn taken(start: &str) -> ApiError {
+    ApiError::conflict(format!("the slot at {start} is taken"))
+        .with_details(vec![shared::error::ErrorDetail::field("start", "no free resource at this time")])
+}
+
+// ---------- slots ----------
+
+/// Is `start` a slot of this service on this resource (opening hours, interval, notice and
+/// advance limits)? Errors name `start`.
+pub fn check_slot(svc: &Service, res: &Resource, start: DateTime<Utc>, now: Now) -> ApiResult<()> {
+    if start < now + Duration::minutes(svc.min_notice_minutes) {
+        return Err(ApiError::validation("start", format!("must be at least {} minutes from now", svc.min_notice_minutes)));
+    }
+    if start > now + Duration::days(svc.max_advance_days) {
+        return Err(ApiError::validation("start", format!("must be within {} days", svc.max_advance_days)));
+    }
+    let zone = res.zone();
+    let date = start.with_timezone(&zone).date_naive();
+    let starts = schedule::slot_starts(zone, &res.opening_hours, &res.exceptions, date, svc.slot_interval_minutes, svc.duration_minutes);
+    if !starts.contains(&start) {
+        return Err(ApiError::validation("start", "is not a slot of this service: outside opening hours, or not on its interval"));
+    }
+    Ok(())
+}
+
+pub fn parse_time(field: &str, v: &str) -> ApiResult<DateTime<Utc>> {
+    chrono::DateTime::parse_from_rfc3339(v)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| ApiError::validation(field, "must be an RFC 3339 time such as 2026-03-15T10:00:00Z"))
+}
+
+/// What availability is asked for: starts from `from` to `to`, grouped by local date of `out`.
+pub struct Window {
+    pub from: Now,
+    pub to: Now,
+    pub out: Tz,
+    pub now: Now,
+}
+
+/// Free starts in a window: one cell Query per resource.
+pub async fn availability(app: &App, ws: &str, svc: &Service, resources: &[Resource], w: Window) -> ApiResult<BTreeMap<String, Vec<Slot>>> {
+    let Window { from, to, out, now } = w;
+    let (dur, before, after) = svc.span();
+    let lo = from.max(now + Duration::minutes(svc.min_notice_minutes));
+    let hi = to.min(now + Duration::days(svc.max_advance_days));
+    let mut free: BTreeMap<DateTime<Utc>, Vec<String>> = BTreeMap::new();
+    if lo < hi {
+        let first = schedule::cells(lo, 0, before, 0).first().cloned().unwrap_or_default();
+        let last = schedule::cells(hi, dur, 0, after).last().cloned().unwrap_or_default();
+        let now_s = now.timestamp();
+        let reads = resources.iter().map(|r| held_cells(app, ws, &r.id, &first, &last));
+        let helds = futures_util::future::try_join_all(reads).await?;
+        for (r, held) in resources.iter().zip(helds) {
+            let busy: HashMap<&String, usize> = held.iter().map(|(c, l)| (c, l.iter().filter(|h| live(h, now_s)).count())).collect();
+            let zone = r.zone();
+            for date in schedule::dates_between(lo, hi, zone) {
+                for start in schedule::slot_starts(zone, &r.opening_hours, &r.exceptions, date, svc.slot_interval_minutes, dur) {
+                    if start < lo || start >= hi {
+                        continue;
+                    }
+                    let fits =
+                        schedule::cells(start, dur, before, after).iter().all(|c| busy.get(c).copied().unwrap_or(0) < r.capacity as usize);
+                    if fits {
+                        free.entry(start).or_default().push(r.id.clone());
+                    }
+                }
+            }
+        }
+    }
+    let mut days: BTreeMap<String, Vec<Slot>> = BTreeMap::new();
+    for (start, ids) in free {
+        let local = start.with_timezone(&out);
+        days.entry(local.format("%Y-%m-%d").to_string()).or_default().push(Slot { start: local.to_rfc3339(), resource_ids: ids });
+    }
+    Ok(days)
+}
+
+/// A hold, if it exists and has not expired. Its item carries `expires_at` as the table's TTL
+/// (epoch seconds) in place of the API's RFC 3339 field.
+pub async fn load_hold(app: &App, ws: &str, id: &str) -> ApiResult<Option<Hold>> {
+    let Some(mut item) = app.db.get(&ws_pk(ws), &hold_sk(id)).await? else { return Ok(None) };
+    let exp = st::get_i64(&item, "expires_at").unwrap_or(0);
+    if exp < Utc::now().timestamp() {
+        return Ok(None);
+    }
+    item.insert("expires_at".into(), s(shared::ids::format_time(chrono::DateTime::from_timestamp(exp, 0).unwrap_or_default())));
+    st::from_item(item).map(Some)
+}
+
+// ---------- bookings ----------
+
+pub struct StoredBooking {
+    pub booking: Booking,
+    pub cells: Vec<String>,
+    pub version: i64,
+}
+
+pub async fn load_booking(app: &App, ws: &str, id: &str) -> ApiResult<Option<StoredBooking>> {
+    let Some(item) = app.db.get(&ws_pk(ws), &booking_sk(id)).await? else { return Ok(None) };
+    let version = st::get_i64(&item, "version").unwrap_or(0);
+    let cells = match item.get("cells") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::L(l)) => l.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
+        _ => vec![],
+    };
+    Ok(Some(StoredBooking { booking: st::from_item(item)?, cells, version }))
+}
+
+fn booking_record(ws: &str, b: &Booking, cells: &[String]) -> ApiResult<Record> {
+    let list = aws_sdk_dynamodb::types::AttributeValue::L(cells.iter().map(s).collect());
+    Ok(Record::new(ws_pk(ws), booking_sk(&b.id), b)?
+        .gsi1(keys::BOOKING.gsi1_pk(&[ws, b.status.as_str()]), keys::BOOKING.gsi1_sk(&[&b.id]))
+        .attr("cells", list)
+        // `start` is a reserved word in expressions: the list's time filter reads this copy.
+        .attr("starts_at", s(&b.start)))
+}
+
+fn timeline(ws: &str, b: &Booking, kind: &str, summary: String) -> ApiResult<Item> {
+    crate::contacts::activity(ws, &b.contact_id, kind, summary, serde_json::json!({"booking_id": b.id, "start": b.start}))
+}
+
+/// Book `start` on the first of `candidates` with room: its cells, the booking, the hold it
+/// converts (deleted), the contact's timeline entry and the event, in one transaction.
+pub async fn book(
+    app: &App,
+    ws: &str,
+    svc: &Service,
+    candidates: &[Resource],
+    start: Now,
+    mut booking: Booking,
+    hold: Option<&Hold>,
+) -> ApiResult<Booking> {
+    let (dur, before, after) = svc.span();
+    let needed = schedule::cells(start, dur, before, after);
+    let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
+    for res in candidates {
+        for _ in 0..4 {
+            let now = Utc::now().timestamp();
+            let held = held_cells(app, ws, &res.id, &first, &last).await?;
+            let own = hold.map(|h| h.id.as_str());
+            let Some(plan) = choose(&needed, &held, res.capacity, own, now) else { break };
+            booking.resource_id = res.id.clone();
+            let mut tx = take(Tx::new(), &Taker { ws, res: &res.id, holder: &booking.id, own, expires: None, now }, &plan);
+            if let Some(h) = hold {
+                tx = tx.delete_if(ws_pk(ws), hold_sk(&h.id), "", vec![]);
+            }
+            tx = tx
+                .create(booking_record(ws, &booking, &plan_keys(&res.id, &plan))?.version(1))
+                .put(timeline(ws, &booking, "booking.created", format!("Booked for {}", booking.start))?)
+                .event(Event::new(ws, "booking.created", &booking));
+            match tx.commit(app).await {
+                Ok(()) => return Ok(booking),
+                Err(TxError::Condition(_)) => continue,
+                Err(TxError::Api(e)) => return Err(e),
+            }
+        }
+    }
+    Err(taken(&booking.start))
+}
+
+/// Hold a slot for `secs`: its cells with an expiry, and the hold.
+pub async fn hold(app: &App, ws: &str, svc: &Service, candidates: &[Resource], start: Now, secs: i64) -> ApiResult<Hold> {
+    let (dur, before, after) = svc.span();
+    let needed = schedule::cells(start, dur, before, after);
+    let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
+    let id = shared::ids::new_id("hold");
+    for res in candidates {
+        for _ in 0..4 {
+            let now = Utc::now();
+            let expires = now.timestamp() + secs;
+            let held = held_cells(app, ws, &res.id, &first, &last).await?;
+            let Some(plan) = choose(&needed, &held, res.capacity, None, now.timestamp()) else { break };
+            let h = Hold {
+                id: id.clone(),
+                object: "booking_hold".into(),
+                service_id: svc.id.clone(),
+                resource_id: res.id.clone(),
+                start: shared::ids::format_time(start),
+                end: shared::ids::format_time(start + Duration::minutes(dur)),
+                expires_at: shared::ids::format_time(now + Duration::seconds(secs)),
+                created_at: shared::ids::format_time(now),
+            };
+            let tx =
+                take(Tx::new(), &Taker { ws, res: &res.id, holder: &id, own: None, expires: Some(expires), now: now.timestamp() }, &plan)
+                    .create(Record::new(ws_pk(ws), hold_sk(&id), &h)?.attr("expires_at", n(expires)));
+            match tx.commit(app).await {
+                Ok(()) => return Ok(h),
+                Err(TxError::Condition(_)) => continue,
+                Err(TxError::Api(e)) => return Err(e),
+            }
+        }
+    }
+    Err(taken(&shared::ids::format_time(start)))
+}
+
+/// A state change without time changes (`confirm`, `complete`, `no_show`, `cancel`): the
+/// booking, its timeline entry and event; `release` deletes its cells in the same transaction.
+pub async fn transition(app: &App, ws: &str, sb: &StoredBooking, next: Booking, event: &str, release: bool) -> ApiResult<Booking> {
+    let mut tx = Tx::new();
+    if release {
+        for c in &sb.cells {
+            tx = tx.delete_if(ws_pk(ws), c.clone(), "holder = :me", vec![(":me", s(&sb.booking.id))]);
+        }
+    }
+    let cells: &[String] = if release { &[] } else { &sb.cells };
+    tx.replace(booking_record(ws, &next, cells)?, sb.version)
+        .put(timeline(ws, &next, event, format!("{} ({})", event.trim_start_matches("booking."), next.start))?)
+        .event(Event::new(ws, event, &next))
+        .commit(app)
+        .await
+        .map_err(TxError::stale)?;
+    Ok(next)
+}
+
+/// Move a booking: one transaction releases the old cells, takes the new ones (cells in both
+/// change holder), cancels the old booking with `rescheduled_to` and creates the new one with
+/// `rescheduled_from`. If the new time is taken, nothing changes.
+pub async fn reschedule(app: &App, ws: &str, svc: &Service, res: &Resource, sb: &StoredBooking, start: Now) -> ApiResult<Booking> {
+    let (dur, before, after) = svc.span();
+    let needed = schedule::cells(start, dur, before, after);
+    let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
+    let old = &sb.booking;
+    for _ in 0..4 {
+        let now = Utc::now();
+        let held = held_cells(app, ws, &res.id, &first, &last).await?;
+        let Some(plan) = choose(&needed, &held, res.capacity, Some(&old.id), now.timestamp()) else { break };
+        let at = shared::ids::format_time(now);
+        let mut new = old.clone();
+        new.id = shared::ids::new_id("bk");
+        new.start = shared::ids::format_time(start);
+        new.end = shared::ids::format_time(start + Duration::minutes(dur));
+        new.rescheduled_from = Some(old.id.clone());
+        new.rescheduled_to = None;
+        new.created_at = at.clone();
+        new.updated_at = at.clone();
+        let mut moved = old.clone();
+        moved.status = BookingStatus::Cancelled;
+        moved.cancelled_at = Some(at.clone());
+        moved.cancelled_by = Some(CancelledBy::Staff);
+        moved.cancel_reason = Some("rescheduled".into());
+        moved.rescheduled_to = Some(new.id.clone());
+        moved.updated_at = at;
+        let new_keys = plan_keys(&res.id, &plan);
+        let mut tx =
+            take(Tx::new(), &Taker { ws, res: &res.id, holder: &new.id, own: Some(&old.id), expires: None, now: now.timestamp() }, &plan);
+        for c in sb.cells.iter().filter(|c| !new_keys.contains(c)) {
+            tx = tx.delete_if(ws_pk(ws), c.clone(), "holder = :me", vec![(":me", s(&old.id))]);
+        }
+        let res = tx
+            .replace(booking_record(ws, &moved, &[])?, sb.version)
+            .create(booking_record(ws, &new, &new_keys)?.version(1))
+            .put(timeline(ws, &new, "booking.rescheduled", format!("Moved from {} to {}", old.start, new.start))?)
+            .event(Event::new(ws, "booking.rescheduled", &serde_json::json!({"from": moved, "to": new})))
+            .commit(app)
+            .await;
+        match res {
+            Ok(()) => return Ok(new),
+            Err(TxError::Condition(_)) => {
+                // The old booking itself changed: that is a stale read, not a taken slot.
+                let current = load_booking(app, ws, &old.id).await?;
+                if current.is_none_or(|c| c.version != sb.version) {
+                    return Err(ApiError::conflict("the booking was changed concurrently; retry"));
+                }
+                continue;
+            }
+            Err(TxError::Api(e)) => return Err(e),
+        }
+    }
+    Err(taken(&shared::ids::format_time(start)))
+}
+
+/// The booking's contact: `contact_id` (it must exist), or the contact holding `contact.email`,
+/// created when there is none. Errors name the field.
+pub async fn contact_for(app: &App, ws: &str, contact_id: Option<&str>, contact: Option<&ContactInput>) -> ApiResult<String> {
+    use crate::contacts as ct;
+    match (contact_id, contact) {
+        (Some(id), None) => {
+            let Some(cid) = <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(id) else {
+                return Err(ApiError::validation("contact_id", "must be a contact id (ct_...)"));
+            };
+            ct::load(app, ws, &cid).await.map_err(|_| ApiError::validation("contact_id", "no such contact in this workspace"))?;
+            Ok(id.to_string())
+        }
+        (None, Some(c)) => {
+            let (first, last) = match c.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+                Some(n) => match n.rsplit_once(' ') {
+                    Some((f, l)) => (Some(f.to_string()), Some(l.to_string())),
+                    None => (Some(n.to_string()), None),
+                },
+                None => (None, None),
+            };
+            let input: ct::CreateContact = serde_json::from_value(serde_json::json!({
+                "email": c.email, "first_name": first, "last_name": last, "phone": c.phone,
+            }))
+            .map_err(|e| ApiError::validation("contact", e.to_string()))?;
+            let mut errs = Errors::new();
+            let built = input.build(&mut errs);
+            errs.finish().map_err(|e| {
+                let details = e.details.into_iter().map(|mut d| {
+                    d.field = d.field.map(|f| format!("contact.{f}"));
+                    d
+                });
+                shared::validate::validation_error(details.collect())
+            })?;
+            if let Some(id) = ct::email_owner(app, ws, &built.email).await? {
+                return Ok(id);
+            }
+            match ct::commit_create(app, ws, &built).await {
+                Ok(()) => Ok(built.id),
+                // Created meanwhile by someone else: link to it.
+                Err(_) => ct::email_owner(app, ws, &built.email)
+                    .await?
+                    .ok_or_else(|| ApiError::conflict("the contact was created concurrently; retry")),
+            }
+        }
+        _ => Err(ApiError::validation("contact", "give exactly one of contact_id and contact")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(unit: u32, holder: &str, exp: Option<i64>) -> Held {
+        Held { unit, holder: holder.into(), expires_at: exp }
+    }
+
+    #[test]
+    fn units_are_chosen_per_cell_and_expired_holds_are_free() {
+        let needed = vec!["a".to_string(), "b".to_string()];
+        let mut m = HashMap::new();
+        m.insert("a".to_string(), vec![held(0, "bk_1", None)]);
+        m.insert("b".to_string(), vec![held(0, "hold_1", Some(10)), held(1, "bk_2", None)]);
+        assert_eq!(choose(&needed, &m, 1, None, 100), None, "a is full at capacity 1");
+        let plan = choose(&needed, &m, 2, None, 100).unwrap();
+        assert_eq!(plan, vec![("a".into(), 1, false), ("b".into(), 0, false)], "the expired hold's unit is free");
+        assert_eq!(choose(&needed, &m, 2, None, 5), None, "the hold still holds b at t=5");
+        let own = choose(&needed, &m, 1, Some("bk_1"), 100).unwrap();
+        assert_eq!(own, vec![("a".into(), 0, true), ("b".into(), 0, false)], "its own cell is kept, the expired hold's taken");
+    }
+}

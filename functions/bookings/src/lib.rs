@@ -1,0 +1,483 @@
+//! Bookings: resources, services, availability, holds and bookings. The rules, the cells that
+//! make overlaps impossible and the slot arithmetic are `domain::bookings`.
+
+use domain::bookings::ops::{self, StoredBooking};
+use domain::bookings::*;
+use domain::keys;
+use serde::Deserialize;
+use shared::events::Event;
+use shared::outbox::Tx;
+use shared::store::{TxError, ws_pk};
+use shared::{ApiError, ApiResult, App, Reply, Req};
+
+shared::area! {
+    tag = "bookings", description = "Resources, services, availability, holds and bookings that never overlap",
+    operations = [
+        list_resources, create_resource, get_resource, update_resource, delete_resource,
+        list_services, create_service, get_service, update_service, delete_service,
+        availability, create_hold,
+        list_bookings, create_booking, get_booking,
+        confirm_booking, cancel_booking, reschedule_booking, no_show_booking, complete_booking,
+    ],
+    schemas = [Resource, CreateResource, UpdateResource, schedule::Interval, schedule::Exception, Service, ServiceInput, Price,
+        Booking, BookingStatus, CancelledBy, CreateBooking, ContactInput, Hold, CreateHold, CancelBooking, RescheduleBooking, Slot, Availability],
+}
+
+fn now_s() -> String {
+    shared::ids::now_rfc3339()
+}
+
+async fn resource(app: &App, req: &Req) -> ApiResult<(Resource, i64)> {
+    let id: ResourceId = req.path_id("id")?;
+    ops::load_resource(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("resource"))
+}
+
+async fn service(app: &App, req: &Req) -> ApiResult<(Service, i64)> {
+    let id: ServiceId = req.path_id("id")?;
+    ops::load_service(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("service"))
+}
+
+async fn booking(app: &App, req: &Req) -> ApiResult<StoredBooking> {
+    let id: BookingId = req.path_id("id")?;
+    ops::load_booking(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("booking"))
+}
+
+async fn save_object<T: serde::Serialize>(app: &App, ws: &str, sk: String, obj: &T, version: Option<i64>, event: &str) -> ApiResult<()> {
+    let rec = shared::store::Record::new(ws_pk(ws), sk, obj)?;
+    let tx = match version {
+        Some(v) => Tx::new().replace(rec, v),
+        None => Tx::new().create(rec.version(1)),
+    };
+    tx.event(Event::new(ws, event, obj)).commit(app).await.map_err(TxError::stale)
+}
+
+// ---------- resources ----------
+
+#[utoipa::path(post, path = "/bookings/resources", tag = "bookings", request_body = CreateResource,
+    responses((status = 201, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_resource(app: &App, req: Req) -> ApiResult<Reply> {
+    let r = Resource::create(req.json()?, &now_s())?;
+    save_object(app, req.ws(), resource_sk(&r.id), &r, None, "booking.resource.created").await?;
+    Ok(Reply::created(&r))
+}
+
+#[utoipa::path(get, path = "/bookings/resources", tag = "bookings", params(shared::openapi::PageParams),
+    responses((status = 200, body = shared::openapi::ListOf<Resource>), shared::openapi::CommonErrors))]
+pub async fn list_resources(app: &App, req: Req) -> ApiResult<Reply> {
+    let page = req.page(app, "booking_resources", &[]).await?;
+    shared::request::list_page::<Resource>(app, &page, keys::BOOKING_RESOURCES.query(&[req.ws()], &[], page.after.clone(), page.limit))
+        .await
+}
+
+#[utoipa::path(get, path = "/bookings/resources/{id}", tag = "bookings", params(("id" = String, Path, description = "res_...")),
+    responses((status = 200, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors))]
+pub async fn get_resource(app: &App, req: Req) -> ApiResult<Reply> {
+    Ok(Reply::ok(&resource(app, &req).await?.0))
+}
+
+#[utoipa::path(patch, path = "/bookings/resources/{id}", tag = "bookings", request_body = UpdateResource, params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn update_resource(app: &App, req: Req) -> ApiResult<Reply> {
+    let patch: UpdateResource = req.json()?;
+    let (r, version) = resource(app, &req).await?;
+    let r = r.apply(patch, &now_s())?;
+    save_object(app, req.ws(), resource_sk(&r.id), &r, Some(version), "booking.resource.updated").await?;
+    Ok(Reply::ok(&r))
+}
+
+/// Delete a resource; services stop offering it, and its bookings stay as they are.
+#[utoipa::path(delete, path = "/bookings/resources/{id}", tag = "bookings", params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn delete_resource(app: &App, req: Req) -> ApiResult<Reply> {
+    let (r, version) = resource(app, &req).await?;
+    Tx::new()
+        .delete_versioned(ws_pk(req.ws()), resource_sk(&r.id), version)
+        .event(Event::new(req.ws(), "booking.resource.deleted", &r))
+        .commit(app)
+        .await
+        .map_err(TxError::stale)?;
+    Ok(Reply::deleted(&r.id, "booking_resource"))
+}
+
+// ---------- services ----------
+
+async fn check_resources(app: &App, ws: &str, svc: &Service) -> ApiResult<()> {
+    let found = ops::resources_of(app, ws, svc).await?;
+    let mut errs = shared::validate::Errors::new();
+    for (i, id) in svc.resource_ids.iter().enumerate() {
+        if !found.iter().any(|r| &r.id == id) {
+            errs.add(format!("resource_ids[{i}]"), "no such resource in this workspace");
+        }
+    }
+    errs.finish()
+}
+
+#[utoipa::path(post, path = "/bookings/services", tag = "bookings", request_body = ServiceInput,
+    responses((status = 201, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_service(app: &App, req: Req) -> ApiResult<Reply> {
+    let svc = Service::build(None, req.json()?, &now_s())?;
+    check_resources(app, req.ws(), &svc).await?;
+    save_object(app, req.ws(), service_sk(&svc.id), &svc, None, "booking.service.created").await?;
+    Ok(Reply::created(&svc))
+}
+
+#[utoipa::path(get, path = "/bookings/services", tag = "bookings", params(shared::openapi::PageParams),
+    responses((status = 200, body = shared::openapi::ListOf<Service>), shared::openapi::CommonErrors))]
+pub async fn list_services(app: &App, req: Req) -> ApiResult<Reply> {
+    let page = req.page(app, "booking_services", &[]).await?;
+    shared::request::list_page::<Service>(app, &page, keys::BOOKING_SERVICES.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
+}
+
+#[utoipa::path(get, path = "/bookings/services/{id}", tag = "bookings", params(("id" = String, Path, description = "svc_...")),
+    responses((status = 200, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors))]
+pub async fn get_service(app: &App, req: Req) -> ApiResult<Reply> {
+    Ok(Reply::ok(&service(app, &req).await?.0))
+}
+
+#[utoipa::path(patch, path = "/bookings/services/{id}", tag = "bookings", request_body = ServiceInput, params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn update_service(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: ServiceInput = req.json()?;
+    let (svc, version) = service(app, &req).await?;
+    let changed_resources = input.resource_ids.is_some();
+    let svc = Service::build(Some(&svc), input, &now_s())?;
+    if changed_resources {
+        check_resources(app, req.ws(), &svc).await?;
+    }
+    save_object(app, req.ws(), service_sk(&svc.id), &svc, Some(version), "booking.service.updated").await?;
+    Ok(Reply::ok(&svc))
+}
+
+#[utoipa::path(delete, path = "/bookings/services/{id}", tag = "bookings", params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn delete_service(app: &App, req: Req) -> ApiResult<Reply> {
+    let (svc, version) = service(app, &req).await?;
+    Tx::new()
+        .delete_versioned(ws_pk(req.ws()), service_sk(&svc.id), version)
+        .event(Event::new(req.ws(), "booking.service.deleted", &svc))
+        .commit(app)
+        .await
+        .map_err(TxError::stale)?;
+    Ok(Reply::deleted(&svc.id, "booking_service"))
+}
+
+// ---------- availability and holds ----------
+
+#[derive(Deserialize)]
+struct AvailabilityQuery {
+    #[serde(deserialize_with = "shared::validate::prefixed_id")]
+    service_id: Option<ServiceId>,
+    from: String,
+    to: String,
+    timezone: Option<String>,
+}
+
+/// Free start times per local date of `timezone` (default UTC), from opening hours,
+/// exceptions, buffers, notice and advance limits, bookings and live holds. At most 31 days.
+#[utoipa::path(get, path = "/bookings/availability", tag = "bookings",
+    params(("service_id" = String, Query, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
+        ("from" = String, Query, format = DateTime), ("to" = String, Query, format = DateTime),
+        ("timezone" = Option<String>, Query, example = "Europe/Oslo")),
+    responses((status = 200, body = shared::openapi::Data<Availability>), shared::openapi::CommonErrors))]
+pub async fn availability(app: &App, req: Req) -> ApiResult<Reply> {
+    let q: AvailabilityQuery = req.query_as()?;
+    let sid = q.service_id.ok_or_else(|| ApiError::validation("service_id", "is required"))?;
+    let (from, to) = (ops::parse_time("from", &q.from)?, ops::parse_time("to", &q.to)?);
+    if to <= from {
+        return Err(ApiError::validation("to", "must be after from"));
+    }
+    if to - from > chrono::Duration::days(schedule::MAX_RANGE_DAYS) {
+        return Err(ApiError::validation("to", format!("at most {} days after from", schedule::MAX_RANGE_DAYS)));
+    }
+    let out = match q.timezone.as_deref() {
+        None => chrono_tz::UTC,
+        Some(t) => ops::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo"))?,
+    };
+    let (svc, _) = ops::load_service(app, req.ws(), &sid)
+        .await?
+        .ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
+    let resources = ops::resources_of(app, req.ws(), &svc).await?;
+    Ok(Reply::ok(&Availability(
+        ops::availability(app, req.ws(), &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?,
+    )))
+}
+
+/// The service and the resources a booking or hold may take, with the slot checked.
+async fn slot_for(
+    app: &App,
+    ws: &str,
+    service_id: &str,
+    start: &str,
+    resource_id: Option<&str>,
+) -> ApiResult<(Service, Vec<Resource>, chrono::DateTime<chrono::Utc>)> {
+    let Some(sid) = <ServiceId as shared::ids::PrefixedId>::parse(service_id) else {
+        return Err(ApiError::validation("service_id", "must be a service id (svc_...)"));
+    };
+    let (svc, _) =
+        ops::load_service(app, ws, &sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
+    let start = ops::parse_time("start", start)?;
+    let mut resources = ops::resources_of(app, ws, &svc).await?;
+    if let Some(r) = resource_id {
+        resources.retain(|x| x.id == r);
+        if resources.is_empty() {
+            return Err(ApiError::validation("resource_id", "is not a resource of this service"));
+        }
+    }
+    let now = chrono::Utc::now();
+    let mut first_err = None;
+    resources.retain(|r| match ops::check_slot(&svc, r, start, now) {
+        Ok(()) => true,
+        Err(e) => {
+            first_err.get_or_insert(e);
+            false
+        }
+    });
+    if resources.is_empty() {
+        return Err(first_err.unwrap_or_else(|| ApiError::validation("service_id", "the service has no resources")));
+    }
+    Ok((svc, resources, start))
+}
+
+/// Reserve a slot (5 minutes unless `hold_seconds` says otherwise); `POST /bookings` with
+/// `hold_id` converts it. An expired hold
+/// frees the slot at once (its time is in the condition, not left to TTL deletion).
+#[utoipa::path(post, path = "/bookings/holds", tag = "bookings", request_body = CreateHold,
+    responses((status = 201, body = shared::openapi::Data<Hold>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_hold(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CreateHold = req.json()?;
+    let secs = input.hold_seconds.unwrap_or(DEFAULT_HOLD_SECS);
+    if !(5..=1800).contains(&secs) {
+        return Err(ApiError::validation("hold_seconds", "must be 5 to 1800"));
+    }
+    let (svc, resources, start) = slot_for(app, req.ws(), &input.service_id, &input.start, input.resource_id.as_deref()).await?;
+    Ok(Reply::created(&ops::hold(app, req.ws(), &svc, &resources, start, secs).await?))
+}
+
+// ---------- bookings ----------
+
+/// Book a slot: on `resource_id`, the hold's resource, or the first free resource of the
+/// service. Two bookings never overlap on a resource beyond its capacity: the loser of a race
+/// gets 409 naming the slot.
+#[utoipa::path(post, path = "/bookings", tag = "bookings", request_body = CreateBooking,
+    responses((status = 201, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CreateBooking = req.json()?;
+    let ws = req.ws();
+    let mut errs = shared::validate::Errors::new();
+    if let Some(n) = &input.notes {
+        errs.text("notes", n, 0, 2000);
+    }
+    errs.metadata("metadata", &input.metadata);
+    errs.finish()?;
+    let hold = match input.hold_id.as_deref() {
+        None => None,
+        Some(h) => {
+            let hid = <HoldId as shared::ids::PrefixedId>::parse(h)
+                .ok_or_else(|| ApiError::validation("hold_id", "must be a hold id (hold_...)"))?;
+            let hold =
+                ops::load_hold(app, ws, &hid).await?.ok_or_else(|| ApiError::validation("hold_id", "no such hold, or it has expired"))?;
+            if hold.service_id != input.service_id || ops::parse_time("start", &input.start)? != ops::parse_time("start", &hold.start)? {
+                return Err(ApiError::validation("hold_id", "holds another service or start"));
+            }
+            Some(hold)
+        }
+    };
+    let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone());
+    let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, resource.as_deref()).await?;
+    let contact_id = ops::contact_for(app, ws, input.contact_id.as_deref(), input.contact.as_ref()).await?;
+    let now = now_s();
+    let b = Booking {
+        id: shared::ids::new_id("bk"),
+        object: "booking".into(),
+        status: if svc.requires_confirmation { BookingStatus::Pending } else { BookingStatus::Confirmed },
+        service_id: svc.id.clone(),
+        resource_id: String::new(),
+        contact_id,
+        start: shared::ids::format_time(start),
+        end: shared::ids::format_time(start + chrono::Duration::minutes(svc.duration_minutes)),
+        notes: input.notes,
+        metadata: input.metadata,
+        cancelled_by: None,
+        cancel_reason: None,
+        cancelled_at: None,
+        rescheduled_from: None,
+        rescheduled_to: None,
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    Ok(Reply::created(&ops::book(app, ws, &svc, &resources, start, b, hold.as_ref()).await?))
+}
+
+#[derive(Deserialize)]
+struct ListBookings {
+    status: Option<BookingStatus>,
+    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    contact_id: Option<domain::contacts::ContactId>,
+    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    resource_id: Option<ResourceId>,
+    from: Option<String>,
+    to: Option<String>,
+    order: Option<Order>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Order {
+    Newest,
+    Oldest,
+}
+
+/// Bookings, newest first (`order=oldest` for creation order), filtered by `status` (an
+/// index), `contact_id`, `resource_id` and the start time (`from` inclusive, `to` exclusive).
+#[utoipa::path(get, path = "/bookings", tag = "bookings",
+    params(shared::openapi::PageParams, ("status" = Option<BookingStatus>, Query),
+        ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
+        ("resource_id" = Option<String>, Query, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
+        ("from" = Option<String>, Query, format = DateTime), ("to" = Option<String>, Query, format = DateTime),
+        ("order" = Option<String>, Query, pattern = "^(newest|oldest)$")),
+    responses((status = 200, body = shared::openapi::ListOf<Booking>), shared::openapi::CommonErrors))]
+pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
+    let q: ListBookings = req.query_as()?;
+    let from = q.from.as_deref().map(|v| ops::parse_time("from", v).map(shared::ids::format_time)).transpose()?;
+    let to = q.to.as_deref().map(|v| ops::parse_time("to", v).map(shared::ids::format_time)).transpose()?;
+    let (status, contact, resource) = (q.status.map(BookingStatus::as_str), q.contact_id.as_deref(), q.resource_id.as_deref());
+    let order = q.order.unwrap_or(Order::Newest);
+    let page = req
+        .page(
+            app,
+            "bookings",
+            &[
+                ("status", status),
+                ("contact_id", contact),
+                ("resource_id", resource),
+                ("from", from.as_deref()),
+                ("to", to.as_deref()),
+                ("order", Some(if order == Order::Newest { "newest" } else { "oldest" })),
+            ],
+        )
+        .await?;
+    let mut spec = match status {
+        Some(st) => keys::BOOKINGS_BY_STATUS.query(&[req.ws(), st], &[], page.after.clone(), page.limit),
+        None => keys::BOOKINGS.query(&[req.ws()], &[], page.after.clone(), page.limit),
+    };
+    if order == Order::Newest {
+        spec = spec.descending();
+    }
+    let mut conds = vec![];
+    let mut vals = vec![];
+    if let Some(c) = contact {
+        conds.push("contact_id = :c");
+        vals.push((":c", shared::store::s(c)));
+    }
+    if let Some(r) = resource {
+        conds.push("resource_id = :r");
+        vals.push((":r", shared::store::s(r)));
+    }
+    if let Some(f) = &from {
+        conds.push("starts_at >= :from");
+        vals.push((":from", shared::store::s(f)));
+    }
+    if let Some(t) = &to {
+        conds.push("starts_at < :to");
+        vals.push((":to", shared::store::s(t)));
+    }
+    let expr = conds.join(" AND ");
+    if !conds.is_empty() {
+        spec = spec.filter(&expr, vals);
+    }
+    shared::request::list_page::<Booking>(app, &page, spec).await
+}
+
+#[utoipa::path(get, path = "/bookings/{id}", tag = "bookings", params(("id" = String, Path, description = "bk_...")),
+    responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors))]
+pub async fn get_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    Ok(Reply::ok(&booking(app, &req).await?.booking))
+}
+
+fn illegal(b: &Booking, action: &str) -> ApiError {
+    ApiError::conflict(format!("a {} booking cannot be {action}", b.status.as_str()))
+}
+
+async fn move_to(app: &App, req: &Req, from: &[BookingStatus], to: BookingStatus, action: &str, event: &str) -> ApiResult<Reply> {
+    let sb = booking(app, req).await?;
+    if !from.contains(&sb.booking.status) {
+        return Err(illegal(&sb.booking, action));
+    }
+    let mut next = sb.booking.clone();
+    next.status = to;
+    next.updated_at = now_s();
+    Ok(Reply::ok(&ops::transition(app, req.ws(), &sb, next, event, false).await?))
+}
+
+/// pending -> confirmed.
+#[utoipa::path(post, path = "/bookings/{id}/confirm", tag = "bookings", params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn confirm_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    move_to(app, &req, &[BookingStatus::Pending], BookingStatus::Confirmed, "confirmed", "booking.confirmed").await
+}
+
+/// confirmed -> completed.
+#[utoipa::path(post, path = "/bookings/{id}/complete", tag = "bookings", params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn complete_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    move_to(app, &req, &[BookingStatus::Confirmed], BookingStatus::Completed, "completed", "booking.completed").await
+}
+
+/// confirmed -> no_show.
+#[utoipa::path(post, path = "/bookings/{id}/no-show", tag = "bookings", params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn no_show_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    move_to(app, &req, &[BookingStatus::Confirmed], BookingStatus::NoShow, "marked no-show", "booking.no_show").await
+}
+
+/// pending or confirmed -> cancelled; the slot is free again at once. A customer cannot
+/// cancel inside the service's cancellation window.
+#[utoipa::path(post, path = "/bookings/{id}/cancel", tag = "bookings", request_body(content = CancelBooking, description = "optional"),
+    params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CancelBooking = if req.body.is_empty() { CancelBooking::default() } else { req.json()? };
+    if let Some(r) = &input.reason {
+        let mut errs = shared::validate::Errors::new();
+        errs.text("reason", r, 0, 500);
+        errs.finish()?;
+    }
+    let sb = booking(app, &req).await?;
+    if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
+        return Err(illegal(&sb.booking, "cancelled"));
+    }
+    let by = input.cancelled_by.unwrap_or(CancelledBy::Staff);
+    if by == CancelledBy::Customer
+        && let Some((svc, _)) = ops::load_service(app, req.ws(), &sb.booking.service_id).await?
+    {
+        let start = ops::parse_time("start", &sb.booking.start)?;
+        if chrono::Utc::now() > start - chrono::Duration::minutes(svc.cancellation_window_minutes) {
+            return Err(ApiError::conflict(format!(
+                "customers cannot cancel later than {} minutes before the start",
+                svc.cancellation_window_minutes
+            )));
+        }
+    }
+    let mut next = sb.booking.clone();
+    next.status = BookingStatus::Cancelled;
+    next.cancelled_by = Some(by);
+    next.cancel_reason = input.reason;
+    next.cancelled_at = Some(now_s());
+    next.updated_at = now_s();
+    Ok(Reply::ok(&ops::transition(app, req.ws(), &sb, next, "booking.cancelled", true).await?))
+}
+
+/// Move a pending or confirmed booking to another slot of its resource in one transaction:
+/// the old booking becomes `cancelled` with `rescheduled_to`, the answer is the new one (with
+/// `rescheduled_from`). If the new time is taken, nothing changes (409).
+#[utoipa::path(post, path = "/bookings/{id}/reschedule", tag = "bookings", request_body = RescheduleBooking, params(("id" = String, Path)),
+    responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn reschedule_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: RescheduleBooking = req.json()?;
+    let sb = booking(app, &req).await?;
+    if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
+        return Err(illegal(&sb.booking, "rescheduled"));
+    }
+    let (svc, resources, start) = slot_for(app, req.ws(), &sb.booking.service_id, &input.start, Some(&sb.booking.resource_id)).await?;
+    Ok(Reply::ok(&ops::reschedule(app, req.ws(), &svc, &resources[0], &sb, start).await?))
+}

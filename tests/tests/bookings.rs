@@ -1,0 +1,310 @@
+//! Bookings over HTTP: availability across daylight-saving changes, races that must never
+//! give two overlapping bookings, holds, reschedules, the lifecycle, isolation.
+
+use e2e::{Client, harness};
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+
+async fn client(name: &str) -> Client {
+    let h = harness();
+    let (_, key) = h.workspace(name).await;
+    Client::new(&h.base_bulk, &key)
+}
+
+async fn created(c: &Client, path: &str, body: Value) -> Value {
+    let r = c.post(path, &body).await;
+    assert_eq!(r.status, 201, "POST {path}: {}", r.json);
+    r.json["data"].clone()
+}
+
+fn all_day() -> Value {
+    let day = json!([{"start": "00:00", "end": "24:00"}]);
+    json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day})
+}
+
+/// A resource open all day (UTC) and a service on it.
+async fn setup(c: &Client, capacity: u32, service: Value) -> (String, String) {
+    let r =
+        created(c, "/bookings/resources", json!({"name": "Chair", "timezone": "UTC", "opening_hours": all_day(), "capacity": capacity}))
+            .await;
+    let rid = r["id"].as_str().unwrap().to_string();
+    let mut body = json!({"name": "Cut", "duration_minutes": 30, "resource_ids": [rid]});
+    body.as_object_mut().unwrap().extend(service.as_object().unwrap().clone());
+    let s = created(c, "/bookings/services", body).await;
+    (rid, s["id"].as_str().unwrap().to_string())
+}
+
+/// `HH:MM` UTC two days from now.
+fn at(hm: &str) -> String {
+    format!("{}T{hm}:00Z", (chrono::Utc::now() + chrono::Duration::days(2)).format("%Y-%m-%d"))
+}
+
+fn booking(svc: &str, start: &str, email: &str) -> Value {
+    json!({"service_id": svc, "start": start, "contact": {"email": email, "name": "Ada Lovelace"}})
+}
+
+#[tokio::test]
+async fn fifty_racing_bookings_of_one_slot_give_one_booking() {
+    let c = client("bookings race").await;
+    let (_, svc) = setup(&c, 1, json!({})).await;
+    let body = booking(&svc, &at("10:00"), "racer@example.org");
+    let results = join_all((0..50).map(|_| c.post("/bookings", &body))).await;
+    let won = results.iter().filter(|r| r.status == 201).count();
+    assert_eq!(won, 1, "{:?}", results.iter().map(|r| (r.status, r.json.to_string())).collect::<Vec<_>>());
+    for r in results.iter().filter(|r| r.status != 201) {
+        assert_eq!((r.status, r.code()), (409, "CONFLICT"), "{}", r.json);
+        assert!(r.json["error"]["message"].as_str().unwrap().contains(&at("10:00")), "names the slot: {}", r.json);
+    }
+}
+
+#[tokio::test]
+async fn racing_overlapping_starts_never_leave_two_overlapping_bookings() {
+    let c = client("bookings overlap").await;
+    let (_, svc) = setup(&c, 1, json!({"duration_minutes": 45, "buffer_after_minutes": 10, "slot_interval_minutes": 5})).await;
+    let starts: Vec<String> = (0..50).map(|i| at(&format!("{:02}:{:02}", 9 + (i * 5) / 60 % 3, (i * 5) % 60))).collect();
+    let bodies: Vec<Value> = starts.iter().enumerate().map(|(i, s)| booking(&svc, s, &format!("o{i}@example.org"))).collect();
+    let results = join_all(bodies.iter().map(|b| c.post("/bookings", b))).await;
+    for r in &results {
+        assert!(r.status == 201 || r.status == 409, "{} {}", r.status, r.json);
+    }
+    let mut spans = vec![];
+    for r in results.iter().filter(|r| r.status == 201) {
+        let s = chrono::DateTime::parse_from_rfc3339(r.json["data"]["start"].as_str().unwrap()).unwrap();
+        spans.push((s, s + chrono::Duration::minutes(45 + 10)));
+    }
+    assert!(spans.len() >= 3, "some succeed: {}", spans.len());
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            assert!(a.1 <= b.0 || b.1 <= a.0, "{a:?} overlaps {b:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_resource_of_capacity_three_takes_exactly_three() {
+    let c = client("bookings capacity").await;
+    let (_, svc) = setup(&c, 3, json!({})).await;
+    let bodies: Vec<Value> = (0..20).map(|i| booking(&svc, &at("14:00"), &format!("cap{i}@example.org"))).collect();
+    let results = join_all(bodies.iter().map(|b| c.post("/bookings", b))).await;
+    assert_eq!(results.iter().filter(|r| r.status == 201).count(), 3);
+    assert_eq!(results.iter().filter(|r| r.status == 409).count(), 17);
+    let r = c.get(&format!("/bookings/availability?service_id={svc}&from={}&to={}", at("13:00"), at("15:00"))).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let day = r.json["data"].as_object().unwrap().values().next().unwrap().as_array().unwrap().clone();
+    let starts: Vec<&str> = day.iter().map(|s| s["start"].as_str().unwrap()).collect();
+    assert!(!starts.iter().any(|s| s.contains("T14:00")), "14:00 is full: {starts:?}");
+    assert!(starts.iter().any(|s| s.contains("T14:30")), "{starts:?}");
+}
+
+#[tokio::test]
+async fn holds_keep_a_slot_then_convert_or_expire() {
+    let c = client("bookings holds").await;
+    let (_, svc) = setup(&c, 1, json!({})).await;
+    let hold = created(&c, "/bookings/holds", json!({"service_id": svc, "start": at("09:00"), "hold_seconds": 5})).await;
+    assert_eq!(c.post("/bookings", &booking(&svc, &at("09:00"), "other@example.org")).await.status, 409, "held");
+    let mut with_hold = booking(&svc, &at("09:00"), "holder@example.org");
+    with_hold["hold_id"] = hold["id"].clone();
+    let b = created(&c, "/bookings", with_hold).await;
+    assert_eq!(b["status"], "confirmed");
+
+    // A hold that expires frees its slot by time alone.
+    created(&c, "/bookings/holds", json!({"service_id": svc, "start": at("11:00"), "hold_seconds": 5})).await;
+    assert_eq!(c.post("/bookings", &booking(&svc, &at("11:00"), "late@example.org")).await.status, 409);
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    created(&c, "/bookings", booking(&svc, &at("11:00"), "late@example.org")).await;
+}
+
+#[tokio::test]
+async fn reschedule_onto_a_taken_slot_changes_nothing_and_cancel_frees() {
+    let c = client("bookings reschedule").await;
+    let (_, svc) = setup(&c, 1, json!({"slot_interval_minutes": 15})).await;
+    let a = created(&c, "/bookings", booking(&svc, &at("10:00"), "a@example.org")).await;
+    let b = created(&c, "/bookings", booking(&svc, &at("11:00"), "b@example.org")).await;
+    let (aid, bid) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    let r = c.post(&format!("/bookings/{aid}/reschedule"), &json!({"start": at("11:00")})).await;
+    assert_eq!((r.status, r.code()), (409, "CONFLICT"), "{}", r.json);
+    assert_eq!(c.get(&format!("/bookings/{aid}")).await.json["data"], a, "nothing changed");
+    // Onto an overlapping time of its own: the shared cells change holder.
+    let r = c.post(&format!("/bookings/{aid}/reschedule"), &json!({"start": at("10:15")})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let moved = r.json["data"].clone();
+    assert_eq!((moved["rescheduled_from"].as_str(), moved["start"].as_str()), (Some(aid), Some(at("10:15").as_str())));
+    let old = c.get(&format!("/bookings/{aid}")).await.json["data"].clone();
+    assert_eq!((old["status"].as_str(), old["rescheduled_to"].as_str()), (Some("cancelled"), moved["id"].as_str()));
+    assert_eq!(c.post("/bookings", &booking(&svc, &at("10:30"), "c@example.org")).await.status, 409, "10:15-10:45 is held");
+    created(&c, "/bookings", booking(&svc, &at("09:30"), "d@example.org")).await;
+
+    let r = c.post(&format!("/bookings/{bid}/cancel"), &json!({"reason": "ill", "cancelled_by": "staff"})).await;
+    assert_eq!((r.status, r.json["data"]["status"].as_str()), (200, Some("cancelled")), "{}", r.json);
+    created(&c, "/bookings", booking(&svc, &at("11:00"), "e@example.org")).await;
+    assert_eq!(c.post(&format!("/bookings/{bid}/cancel"), &json!({})).await.status, 409, "cancelled once");
+}
+
+#[tokio::test]
+async fn the_lifecycle_its_rules_and_the_contact_timeline() {
+    let c = client("bookings lifecycle").await;
+    let (_, svc) = setup(&c, 1, json!({"requires_confirmation": true, "cancellation_window_minutes": 4320})).await;
+    let b = created(&c, "/bookings", booking(&svc, &at("08:00"), "life@example.org")).await;
+    let id = b["id"].as_str().unwrap();
+    assert_eq!(b["status"], "pending");
+    assert_eq!(c.post(&format!("/bookings/{id}/complete"), &json!({})).await.status, 409, "pending cannot complete");
+    let r = c.post(&format!("/bookings/{id}/confirm"), &json!({})).await;
+    assert_eq!(r.json["data"]["status"], "confirmed");
+    let r = c.post(&format!("/bookings/{id}/cancel"), &json!({"cancelled_by": "customer"})).await;
+    assert_eq!(r.status, 409, "inside the 72 h window: {}", r.json);
+    let r = c.post(&format!("/bookings/{id}/complete"), &json!({})).await;
+    assert_eq!(r.json["data"]["status"], "completed");
+    assert_eq!(c.post(&format!("/bookings/{id}/no-show"), &json!({})).await.status, 409);
+
+    // The same email links the same contact; its timeline shows the booking.
+    let again = created(&c, "/bookings", booking(&svc, &at("09:00"), "LIFE@example.org")).await;
+    assert_eq!(again["contact_id"], b["contact_id"]);
+    let acts = c.get(&format!("/contacts/{}/activities", b["contact_id"].as_str().unwrap())).await;
+    let kinds: Vec<&str> = acts.json["data"].as_array().unwrap().iter().map(|a| a["type"].as_str().unwrap()).collect();
+    for k in ["booking.created", "booking.confirmed", "booking.completed"] {
+        assert!(kinds.contains(&k), "{k} in {kinds:?}");
+    }
+    let list = c.get(&format!("/bookings?status=completed&contact_id={}", b["contact_id"].as_str().unwrap())).await;
+    assert_eq!(list.json["data"].as_array().unwrap().len(), 1, "{}", list.json);
+    let list = c.get(&format!("/bookings?from={}&to={}", at("08:30"), at("23:00"))).await;
+    assert_eq!(list.json["data"].as_array().unwrap().len(), 1, "{}", list.json);
+}
+
+#[tokio::test]
+async fn every_field_is_validated() {
+    let c = client("bookings validation").await;
+    let r = c
+        .post(
+            "/bookings/resources",
+            &json!({"name": "", "timezone": "Mars/Base", "capacity": 0, "opening_hours": {"mon": [{"start": "09:00", "end": "08:00"}]}}),
+        )
+        .await;
+    let fields: Vec<&str> = r.json["error"]["details"].as_array().unwrap().iter().filter_map(|d| d["field"].as_str()).collect();
+    assert_eq!(fields, ["name", "timezone", "opening_hours.mon[0]", "capacity"], "{}", r.json);
+    let r =
+        c.post("/bookings/services", &json!({"name": "x", "duration_minutes": 170, "buffer_after_minutes": 20, "resource_ids": []})).await;
+    assert_eq!(r.status, 400, "{}", r.json);
+
+    // Closed on Sundays, 09-17 otherwise; 2 hours notice; 10 days ahead.
+    let day = json!([{"start": "09:00", "end": "17:00"}]);
+    let hours = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day});
+    let res = created(&c, "/bookings/resources", json!({"name": "Room", "timezone": "UTC", "opening_hours": hours})).await;
+    let svc = created(
+        &c,
+        "/bookings/services",
+        json!({"name": "Meet", "duration_minutes": 60, "resource_ids": [res["id"]], "min_notice_minutes": 120, "max_advance_days": 10}),
+    )
+    .await;
+    let s = svc["id"].as_str().unwrap();
+    let mut sunday = chrono::Utc::now().date_naive() + chrono::Duration::days(1);
+    while sunday.format("%a").to_string() != "Sun" {
+        sunday += chrono::Duration::days(1);
+    }
+    let monday = sunday + chrono::Duration::days(1);
+    for (start, why) in [
+        (format!("{sunday}T10:00:00Z"), "closed day"),
+        (format!("{monday}T16:30:00Z"), "ends after closing"),
+        (format!("{monday}T10:30:00Z"), "off the interval"),
+        (shared::ids::format_time(chrono::Utc::now() + chrono::Duration::minutes(30)), "notice"),
+        (format!("{}T10:00:00Z", monday + chrono::Duration::days(14)), "advance"),
+        ("tomorrow".to_string(), "not a time"),
+    ] {
+        let r = c.post("/bookings", &booking(s, &start, "v@example.org")).await;
+        assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("start")), "{why}: {}", r.json);
+    }
+    let r = c
+        .get(&format!("/bookings/availability?service_id={s}&from={monday}T00:00:00Z&to={}T00:00:00Z", monday + chrono::Duration::days(40)))
+        .await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("to")), "31 days at most");
+}
+
+#[tokio::test]
+async fn availability_keeps_local_hours_across_daylight_saving_changes() {
+    let c = client("bookings dst").await;
+    let day = |s: &str, e: &str| json!([{"start": s, "end": e}]);
+    let week = |s: &str, e: &str| json!({"mon": day(s, e), "tue": day(s, e), "wed": day(s, e), "thu": day(s, e), "fri": day(s, e), "sat": day(s, e), "sun": day(s, e)});
+    let oslo =
+        created(&c, "/bookings/resources", json!({"name": "Oslo", "timezone": "Europe/Oslo", "opening_hours": week("09:00", "10:00")}))
+            .await;
+    let svc = created(
+        &c,
+        "/bookings/services",
+        json!({"name": "Hour", "duration_minutes": 60, "resource_ids": [oslo["id"]], "max_advance_days": 730}),
+    )
+    .await;
+    // Europe/Oslo springs forward on 2027-03-28.
+    let r = c
+        .get(&format!(
+            "/bookings/availability?service_id={}&from=2027-03-27T00:00:00Z&to=2027-03-30T00:00:00Z&timezone=Europe/Oslo",
+            svc["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let starts: Vec<String> = r.json["data"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|d| d.as_array().unwrap().iter().map(|s| s["start"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(starts, ["2027-03-27T09:00:00+01:00", "2027-03-28T09:00:00+02:00", "2027-03-29T09:00:00+02:00"]);
+
+    // America/New_York: 02:00-03:00 is missing on 2027-03-14 and repeated on 2027-11-07.
+    let ny =
+        created(&c, "/bookings/resources", json!({"name": "NY", "timezone": "America/New_York", "opening_hours": week("01:00", "04:00")}))
+            .await;
+    let svc = created(
+        &c,
+        "/bookings/services",
+        json!({"name": "Half", "duration_minutes": 30, "resource_ids": [ny["id"]], "max_advance_days": 730}),
+    )
+    .await;
+    let local = |from: &str, to: &str| {
+        let (c, id) = (&c, svc["id"].as_str().unwrap().to_string());
+        let url = format!("/bookings/availability?service_id={id}&from={from}&to={to}&timezone=America/New_York");
+        async move {
+            let r = c.get(&url).await;
+            assert_eq!(r.status, 200, "{}", r.json);
+            r.json["data"]
+                .as_object()
+                .unwrap()
+                .values()
+                .flat_map(|d| d.as_array().unwrap().iter().map(|s| s["start"].as_str().unwrap()[11..].to_string()))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        local("2027-03-14T05:00:00Z", "2027-03-14T12:00:00Z").await,
+        ["01:00:00-05:00", "01:30:00-05:00", "03:00:00-04:00", "03:30:00-04:00"]
+    );
+    assert_eq!(
+        local("2027-11-07T04:00:00Z", "2027-11-07T12:00:00Z").await,
+        [
+            "01:00:00-04:00",
+            "01:30:00-04:00",
+            "01:00:00-05:00",
+            "01:30:00-05:00",
+            "02:00:00-05:00",
+            "02:30:00-05:00",
+            "03:00:00-05:00",
+            "03:30:00-05:00"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn another_workspace_sees_and_books_nothing() {
+    let a = client("bookings a").await;
+    let b = client("bookings b").await;
+    let (rid, svc) = setup(&a, 1, json!({})).await;
+    let bk = created(&a, "/bookings", booking(&svc, &at("12:00"), "iso@example.org")).await;
+    for path in
+        [format!("/bookings/resources/{rid}"), format!("/bookings/services/{svc}"), format!("/bookings/{}", bk["id"].as_str().unwrap())]
+    {
+        assert_eq!(b.get(&path).await.status, 404, "{path}");
+    }
+    let r = b.post("/bookings", &booking(&svc, &at("13:00"), "x@example.org")).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("service_id")), "{}", r.json);
+    assert_eq!(b.get("/bookings").await.json["data"].as_array().unwrap().len(), 0);
+    let r = b.get(&format!("/bookings/availability?service_id={svc}&from={}&to={}", at("10:00"), at("11:00"))).await;
+    assert_eq!(r.status, 400);
+}
