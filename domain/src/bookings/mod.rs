@@ -8,6 +8,7 @@
 //! overlapping times cannot both commit; the loser re-reads and tries another unit or
 //! resource, and answers 409 when none is free.
 
+pub mod notify;
 pub mod ops;
 pub mod schedule;
 
@@ -106,9 +107,33 @@ pub struct Service {
     pub cancellation_window_minutes: i64,
     /// Bookings start `pending` until confirmed.
     pub requires_confirmation: bool,
+    /// Emails to the booking's contact; none when absent (the default).
+    #[serde(default)]
+    pub notifications: Option<Notifications>,
     pub metadata: BTreeMap<String, String>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// Emails sent through the emails area when a booking is confirmed, and before it starts. The
+/// workspace's templates `booking_confirmation` and `booking_reminder` are used when they exist
+/// (variables `service`, `start`, `end`, `resource`, `booking_id`), a plain text otherwise.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Notifications {
+    /// A sender at one of the workspace's verified sending domains.
+    #[schema(max_length = 320, example = "Acme Salon <hello@acme.com>")]
+    pub from: String,
+    /// Send a confirmation when a booking is confirmed (default true).
+    #[serde(default = "yes")]
+    pub confirmation: bool,
+    /// Send a reminder this long before the start (30 to 10080 minutes); none when absent.
+    #[schema(minimum = 30, maximum = 10080)]
+    pub reminder_minutes_before: Option<i64>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -136,6 +161,8 @@ pub struct ServiceInput {
     #[schema(minimum = 0, maximum = 525600)]
     pub cancellation_window_minutes: Option<i64>,
     pub requires_confirmation: Option<bool>,
+    /// Confirmation and reminder emails; off unless set.
+    pub notifications: Option<Notifications>,
     pub metadata: Option<BTreeMap<String, String>>,
 }
 
@@ -188,6 +215,9 @@ pub struct Booking {
     pub cancelled_at: Option<String>,
     pub rescheduled_from: Option<String>,
     pub rescheduled_to: Option<String>,
+    /// The scheduled reminder (`em_...`), cancelled with the booking.
+    #[serde(default)]
+    pub reminder_email_id: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -112,6 +112,7 @@ impl Service {
             slot_interval_minutes: 0,
             cancellation_window_minutes: 0,
             requires_confirmation: false,
+            notifications: None,
             metadata: BTreeMap::new(),
             created_at: now.into(),
             updated_at: now.into(),
@@ -179,6 +180,15 @@ impl Service {
         }
         if let Some(v) = input.requires_confirmation {
             svc.requires_confirmation = v;
+        }
+        if let Some(n) = input.notifications {
+            if crate::emails::compose::parse_mailbox(&n.from).is_none() {
+                errs.add("notifications.from", "must be an address such as hello@acme.com or Acme <hello@acme.com>");
+            }
+            if let Some(m) = n.reminder_minutes_before {
+                range(&mut errs, "notifications.reminder_minutes_before", m, 30, 10_080);
+            }
+            svc.notifications = Some(n);
         }
         if let Some(v) = input.metadata {
             errs.metadata("metadata", &v);
@@ -571,6 +581,7 @@ pub async fn reschedule(app: &App, ws: &str, svc: &Service, res: &Resource, sb: 
         new.end = shared::ids::format_time(start + Duration::minutes(dur));
         new.rescheduled_from = Some(old.id.clone());
         new.rescheduled_to = None;
+        new.reminder_email_id = super::notify::reminder_id(svc, &new);
         new.created_at = at.clone();
         new.updated_at = at.clone();
         let mut moved = old.clone();

@@ -466,3 +466,30 @@ pub async fn write_one(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResu
     }
     Ok(())
 }
+
+/// Cancel a scheduled or queued email that is not being sent right now (`email.cancelled`):
+/// the email, its due entry and its timeline entry in one transaction.
+pub async fn cancel(app: &App, ws: &str, id: &str) -> ApiResult<Email> {
+    use shared::outbox::Tx;
+    let stored = super::load(app, ws, id).await?.ok_or_else(super::not_found)?;
+    let now = chrono::Utc::now();
+    let mut e = stored.email.clone();
+    if !e.status.pending() {
+        return Err(ApiError::conflict(format!("only scheduled or queued emails can be cancelled; this one is {}", e.status.as_str())));
+    }
+    if stored.claimed(now.timestamp()) {
+        return Err(ApiError::conflict("the email is being sent right now"));
+    }
+    e.set_status(super::EmailStatus::Cancelled, &shared::ids::format_time(now));
+    let (due_pk, due_sk) = super::due_key(ws, &stored.email);
+    let mut tx = Tx::new().replace(super::record(ws, &e)?, stored.version).delete_if(due_pk, due_sk, "", vec![]).event(Event::new(
+        ws,
+        "email.cancelled",
+        &e,
+    ));
+    if let Some(a) = activity(ws, &e)? {
+        tx = tx.put(a);
+    }
+    tx.commit(app).await.map_err(shared::store::TxError::stale)?;
+    Ok(e)
+}

@@ -1,6 +1,7 @@
 //! Bookings: resources, services, availability, holds and bookings. The rules, the cells that
 //! make overlaps impossible and the slot arithmetic are `domain::bookings`.
 
+use domain::bookings::notify;
 use domain::bookings::ops::{self, StoredBooking};
 use domain::bookings::*;
 use domain::keys;
@@ -20,7 +21,7 @@ shared::area! {
         confirm_booking, cancel_booking, reschedule_booking, no_show_booking, complete_booking,
     ],
     schemas = [Resource, CreateResource, UpdateResource, schedule::Interval, schedule::Exception, Service, ServiceInput, Price,
-        Booking, BookingStatus, CancelledBy, CreateBooking, ContactInput, Hold, CreateHold, CancelBooking, RescheduleBooking, Slot, Availability],
+        Booking, BookingStatus, CancelledBy, Notifications, CreateBooking, ContactInput, Hold, CreateHold, CancelBooking, RescheduleBooking, Slot, Availability],
 }
 
 fn now_s() -> String {
@@ -302,10 +303,18 @@ pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
         cancelled_at: None,
         rescheduled_from: None,
         rescheduled_to: None,
+        reminder_email_id: None,
         created_at: now.clone(),
         updated_at: now,
     };
-    Ok(Reply::created(&ops::book(app, ws, &svc, &resources, start, b, hold.as_ref()).await?))
+    let b = Booking { reminder_email_id: notify::reminder_id(&svc, &b), ..b };
+    let b = ops::book(app, ws, &svc, &resources, start, b, hold.as_ref()).await?;
+    if b.status == BookingStatus::Confirmed
+        && let Some(res) = resources.iter().find(|r| r.id == b.resource_id)
+    {
+        notify::confirmed(app, ws, &svc, res, &b).await;
+    }
+    Ok(Reply::created(&b))
 }
 
 #[derive(Deserialize)]
@@ -409,11 +418,25 @@ async fn move_to(app: &App, req: &Req, from: &[BookingStatus], to: BookingStatus
     Ok(Reply::ok(&ops::transition(app, req.ws(), &sb, next, event, false).await?))
 }
 
-/// pending -> confirmed.
+/// pending -> confirmed (sends the service's confirmation and schedules its reminder).
 #[utoipa::path(post, path = "/bookings/{id}/confirm", tag = "bookings", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn confirm_booking(app: &App, req: Req) -> ApiResult<Reply> {
-    move_to(app, &req, &[BookingStatus::Pending], BookingStatus::Confirmed, "confirmed", "booking.confirmed").await
+    let ws = req.ws();
+    let sb = booking(app, &req).await?;
+    if sb.booking.status != BookingStatus::Pending {
+        return Err(illegal(&sb.booking, "confirmed"));
+    }
+    let svc = ops::load_service(app, ws, &sb.booking.service_id).await?.map(|s| s.0);
+    let mut next = sb.booking.clone();
+    next.status = BookingStatus::Confirmed;
+    next.updated_at = now_s();
+    next.reminder_email_id = svc.as_ref().and_then(|s| notify::reminder_id(s, &next));
+    let next = ops::transition(app, ws, &sb, next, "booking.confirmed", false).await?;
+    if let (Some(svc), Some((res, _))) = (svc, ops::load_resource(app, ws, &next.resource_id).await?) {
+        notify::confirmed(app, ws, &svc, &res, &next).await;
+    }
+    Ok(Reply::ok(&next))
 }
 
 /// confirmed -> completed.
@@ -464,7 +487,9 @@ pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
     next.cancel_reason = input.reason;
     next.cancelled_at = Some(now_s());
     next.updated_at = now_s();
-    Ok(Reply::ok(&ops::transition(app, req.ws(), &sb, next, "booking.cancelled", true).await?))
+    let next = ops::transition(app, req.ws(), &sb, next, "booking.cancelled", true).await?;
+    notify::cancel_reminder(app, req.ws(), &next).await;
+    Ok(Reply::ok(&next))
 }
 
 /// Move a pending or confirmed booking to another slot of its resource in one transaction:
@@ -479,5 +504,8 @@ pub async fn reschedule_booking(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(illegal(&sb.booking, "rescheduled"));
     }
     let (svc, resources, start) = slot_for(app, req.ws(), &sb.booking.service_id, &input.start, Some(&sb.booking.resource_id)).await?;
-    Ok(Reply::ok(&ops::reschedule(app, req.ws(), &svc, &resources[0], &sb, start).await?))
+    let new = ops::reschedule(app, req.ws(), &svc, &resources[0], &sb, start).await?;
+    notify::cancel_reminder(app, req.ws(), &sb.booking).await;
+    notify::scheduled(app, req.ws(), &svc, &resources[0], &new).await;
+    Ok(Reply::ok(&new))
 }

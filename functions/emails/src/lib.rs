@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use shared::error::ErrorDetail;
 use shared::events::Event;
 use shared::outbox::Tx;
-use shared::store::{self, TxError, s, ws_pk};
+use shared::store::{self, s, ws_pk};
 use shared::validate::validation_error as validation;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
@@ -343,25 +343,6 @@ pub async fn remove_suppression(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn cancel_email(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     let id: model::EmailId = req.path_id("id")?;
-    let stored = model::load(app, ws, &id).await?.ok_or_else(model::not_found)?;
-    let (now, now_secs) = now();
-    let mut e = stored.email.clone();
-    if !e.status.pending() {
-        return Err(ApiError::conflict(format!("only scheduled or queued emails can be cancelled; this one is {}", e.status.as_str())));
-    }
-    if stored.claimed(now_secs) {
-        return Err(ApiError::conflict("the email is being sent right now"));
-    }
-    e.set_status(EmailStatus::Cancelled, &shared::ids::format_time(now));
-    let (due_pk, due_sk) = model::due_key(ws, &stored.email);
-    let mut tx = Tx::new().replace(model::record(ws, &e)?, stored.version).delete_if(due_pk, due_sk, "", vec![]).event(Event::new(
-        ws,
-        "email.cancelled",
-        &e,
-    ));
-    if let Some(a) = compose::activity(ws, &e)? {
-        tx = tx.put(a);
-    }
-    tx.commit(app).await.map_err(TxError::stale)?;
+    let e = compose::cancel(app, ws, &id).await?;
     Ok(Reply::ok(&e))
 }

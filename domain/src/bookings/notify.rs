@@ -1,0 +1,106 @@
+//! Booking emails through the emails area: a confirmation when a booking is confirmed, and a
+//! reminder scheduled before its start (its id is chosen before the booking is written, so
+//! the booking names it and cancelling the booking cancels it). Sending is best effort after
+//! the booking commits: a failure is logged, the booking stands.
+
+use super::{Booking, BookingStatus, Resource, Service};
+use crate::emails::compose::{self, SendEmail};
+use crate::emails::templates;
+use chrono::{DateTime, Duration, Utc};
+use shared::store::ws_pk;
+use shared::{ApiError, ApiResult, App};
+
+/// The reminder's id for a confirmed booking whose reminder is still in the future.
+pub fn reminder_id(svc: &Service, b: &Booking) -> Option<String> {
+    let n = svc.notifications.as_ref()?;
+    let before = n.reminder_minutes_before?;
+    let start = DateTime::parse_from_rfc3339(&b.start).ok()?.with_timezone(&Utc);
+    (b.status == BookingStatus::Confirmed && start - Duration::minutes(before) > Utc::now() + Duration::minutes(1))
+        .then(|| shared::ids::new_id("em"))
+}
+
+/// After a booking became confirmed: its confirmation now and its reminder at its time.
+pub async fn confirmed(app: &App, ws: &str, svc: &Service, res: &Resource, b: &Booking) {
+    let Some(n) = &svc.notifications else { return };
+    if n.confirmation
+        && let Err(e) = Box::pin(send(app, ws, svc, res, b, "booking_confirmation", None)).await
+    {
+        tracing::warn!(booking_id = %b.id, error = %e.message, "booking confirmation not sent");
+    }
+    scheduled(app, ws, svc, res, b).await;
+}
+
+/// Schedule the booking's reminder (its id is already on the booking).
+pub async fn scheduled(app: &App, ws: &str, svc: &Service, res: &Resource, b: &Booking) {
+    let (Some(n), Some(id)) = (&svc.notifications, &b.reminder_email_id) else { return };
+    let Some(before) = n.reminder_minutes_before else { return };
+    let Ok(start) = DateTime::parse_from_rfc3339(&b.start) else { return };
+    let at = start.with_timezone(&Utc) - Duration::minutes(before);
+    // Boxed: the email pipeline's future is large, and this runs inside a request's.
+    if let Err(e) = Box::pin(send(app, ws, svc, res, b, "booking_reminder", Some((id, at)))).await {
+        tracing::warn!(booking_id = %b.id, error = %e.message, "booking reminder not scheduled");
+    }
+}
+
+/// Cancel a booking's reminder, if it has one that has not left.
+pub async fn cancel_reminder(app: &App, ws: &str, b: &Booking) {
+    if let Some(id) = &b.reminder_email_id
+        && let Err(e) = Box::pin(compose::cancel(app, ws, id)).await
+    {
+        tracing::info!(booking_id = %b.id, email_id = %id, error = %e.message, "reminder not cancelled");
+    }
+}
+
+async fn send(
+    app: &App,
+    ws: &str,
+    svc: &Service,
+    res: &Resource,
+    b: &Booking,
+    slug: &str,
+    reminder: Option<(&String, DateTime<Utc>)>,
+) -> ApiResult<()> {
+    let n = svc.notifications.as_ref().ok_or_else(|| ApiError::internal("no notifications"))?;
+    let cid =
+        <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(&b.contact_id).ok_or_else(|| ApiError::internal("contact id"))?;
+    let (contact, _) = crate::contacts::load(app, ws, &cid).await?;
+    let tz = super::ops::tz(&res.timezone).unwrap_or(chrono_tz::UTC);
+    let local = |t: &str| {
+        DateTime::parse_from_rfc3339(t)
+            .map(|d| d.with_timezone(&tz).format("%A %e %B %Y, %H:%M %Z").to_string())
+            .unwrap_or_else(|_| t.to_string())
+    };
+    let (start, end) = (local(&b.start), local(&b.end));
+    let has_template = app.db.get(&ws_pk(ws), &templates::sk(slug)).await?.is_some();
+    let mut body = serde_json::json!({
+        "from": n.from,
+        "to": [contact.email],
+        "contact_id": b.contact_id,
+        "transactional": true,
+        "tags": ["booking"],
+        "metadata": {"booking_id": b.id},
+    });
+    if has_template {
+        body["template_slug"] = slug.into();
+        body["variables"] = serde_json::json!({"service": svc.name, "start": start, "end": end, "resource": res.name, "booking_id": b.id});
+    } else if reminder.is_some() {
+        body["subject"] = format!("Reminder: {} on {start}", svc.name).into();
+        body["text"] = format!("This is a reminder of your booking: {} with {}, {start} to {end}.", svc.name, res.name).into();
+    } else {
+        body["subject"] = format!("Booked: {} on {start}", svc.name).into();
+        body["text"] = format!("Your booking is confirmed: {} with {}, {start} to {end}.", svc.name, res.name).into();
+    }
+    if let Some((_, at)) = reminder {
+        body["scheduled_at"] = shared::ids::format_time(at).into();
+    }
+    let input: SendEmail = serde_json::from_value(body).map_err(ApiError::internal)?;
+    let now = Utc::now();
+    let to_error = |d: Vec<shared::error::ErrorDetail>| shared::validate::validation_error(d);
+    let draft = compose::check(input, now).map_err(to_error)?;
+    let ctx = compose::load_context(app, ws, &[&draft]).await?;
+    let mut email = compose::finish(draft, &ctx, None, now).map_err(to_error)?;
+    if let Some((id, _)) = reminder {
+        email.id = id.clone();
+    }
+    compose::write_one(app, ws, &email, now.timestamp()).await
+}
