@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use dispatcher::{Dispatcher, SqsEvent, SqsMessage};
+use futures_util::StreamExt;
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -255,8 +256,113 @@ async fn main() {
     writeln!(out, "| send (one sender invocation, 10 at a time: load, claim, suppression check, body, SES, record) | {:.0} ms | {:.0} | {send_calls} |", send_secs * 1e3, 100.0 / send_secs).unwrap();
     writeln!(out, "\nPer email the sender makes {:.0} DynamoDB calls (load, claim transaction, recipient claims, body, result transaction) and one SES call (moto here).", send_calls as f64 / 100.0).unwrap();
 
+    bench_bookings(&stack, &mut out).await;
+
     stack.stop().await;
     let path = repo_root().join("docs/benchmarks.md");
     std::fs::write(&path, out).unwrap();
     eprintln!("wrote {}", path.display());
+}
+
+/// Bookings: availability over 31 days with 1,000 bookings on the resource, and booking
+/// throughput when 16 clients race for 40 slots.
+async fn bench_bookings(stack: &DevStack, out: &mut String) {
+    use domain::bookings::{ops, *};
+    let app = &stack.app;
+    let (ws, _) = workspaces::create_workspace(app, "bench bookings").await.unwrap();
+    let ws = ws.id;
+    let day = serde_json::json!([{"start": "00:00", "end": "24:00"}]);
+    let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let now = shared::ids::now_rfc3339();
+    let res = Resource::create(
+        serde_json::from_value(serde_json::json!({"name": "Chair", "timezone": "UTC", "opening_hours": hours})).unwrap(),
+        &now,
+    )
+    .unwrap();
+    let rec = shared::store::Record::new(shared::store::ws_pk(&ws), resource_sk(&res.id), &res).unwrap().version(1);
+    app.db.batch_put(vec![rec.item]).await.unwrap();
+    let input: ServiceInput = serde_json::from_value(
+        serde_json::json!({"name": "Cut", "duration_minutes": 30, "resource_ids": [res.id], "max_advance_days": 60}),
+    )
+    .unwrap();
+    let svc = Service::build(None, input, &now).unwrap();
+    let rec = shared::store::Record::new(shared::store::ws_pk(&ws), service_sk(&svc.id), &svc).unwrap().version(1);
+    app.db.batch_put(vec![rec.item]).await.unwrap();
+    let contact =
+        ops::contact_for(app, &ws, None, Some(&serde_json::from_value(serde_json::json!({"email": "bench@bookings.test"})).unwrap()))
+            .await
+            .unwrap();
+    let base = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc() + chrono::Duration::days(1);
+    let template = |start: chrono::DateTime<chrono::Utc>| Booking {
+        id: shared::ids::new_id("bk"),
+        object: "booking".into(),
+        status: BookingStatus::Confirmed,
+        service_id: svc.id.clone(),
+        resource_id: String::new(),
+        contact_id: contact.clone(),
+        start: shared::ids::format_time(start),
+        end: shared::ids::format_time(start + chrono::Duration::minutes(30)),
+        notes: None,
+        metadata: Default::default(),
+        cancelled_by: None,
+        cancel_reason: None,
+        cancelled_at: None,
+        rescheduled_from: None,
+        rescheduled_to: None,
+        reminder_email_id: None,
+        created_at: now.clone(),
+        updated_at: now.clone(),
+    };
+    let resources = vec![res.clone()];
+    // 1,000 bookings spread over 31 days (every 45 minutes: 30 booked, 15 free).
+    let starts: Vec<_> = (0..1000).map(|i| base + chrono::Duration::minutes(45 * i)).collect();
+    let t = Instant::now();
+    let made = futures_util::stream::iter(starts.iter().map(|s| {
+        let (svc, resources, b, ws) = (&svc, &resources, template(*s), ws.as_str());
+        async move { ops::book(app, ws, svc, resources, *s, b, None).await.is_ok() }
+    }))
+    .buffer_unordered(8)
+    .collect::<Vec<bool>>()
+    .await;
+    let fill_secs = t.elapsed().as_secs_f64();
+    assert_eq!(made.iter().filter(|b| **b).count(), 1000);
+    let window =
+        || ops::Window { from: base, to: base + chrono::Duration::days(31), out: ops::tz("Europe/Oslo").unwrap(), now: chrono::Utc::now() };
+    let mut times = vec![];
+    let mut calls = 0;
+    let mut slots = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let (days, c) = shared::metrics::count_ddb_calls(ops::availability(app, &ws, &svc, &resources, window())).await;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        calls = c;
+        slots = days.unwrap().values().map(Vec::len).sum::<usize>();
+    }
+    times.sort_by(f64::total_cmp);
+
+    // Contention: 16 clients, 400 attempts at 40 slots of a capacity-1 resource.
+    let later = base + chrono::Duration::days(40);
+    let attempts: Vec<_> = (0..400).map(|i| later + chrono::Duration::minutes(30 * (i % 40))).collect();
+    let t = Instant::now();
+    let results = futures_util::stream::iter(attempts.iter().map(|s| {
+        let (svc, resources, b, ws) = (&svc, &resources, template(*s), ws.as_str());
+        async move { ops::book(app, ws, svc, resources, *s, b, None).await.is_ok() }
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<bool>>()
+    .await;
+    let race_secs = t.elapsed().as_secs_f64();
+    let won = results.iter().filter(|b| **b).count();
+    eprintln!("bookings: availability p50 {:.0} ms, race {won}/400 in {race_secs:.2} s", times[2]);
+    writeln!(out, "\n## Bookings\n").unwrap();
+    writeln!(out, "| measure | result |\n|---|---|").unwrap();
+    writeln!(out, "| 1,000 bookings written (8 at a time) | {fill_secs:.1} s ({:.0} bookings/s) |", 1000.0 / fill_secs).unwrap();
+    writeln!(out, "| availability, 31 days, 1 resource with 1,000 bookings ({slots} free starts) | p50 {:.0} ms, max {:.0} ms of 5 runs; {calls} DynamoDB calls (one Query of the resource's cells, paged by 1 MB) |", times[2], times[4]).unwrap();
+    writeln!(
+        out,
+        "| 400 attempts at 40 slots, 16 at a time | {won} booked (one per slot), {} refused, {race_secs:.1} s, {:.0} attempts/s |",
+        400 - won,
+        400.0 / race_secs
+    )
+    .unwrap();
 }
