@@ -77,12 +77,29 @@ pub struct Variant {
     /// This channel's images instead of the post's `media`.
     #[serde(default)]
     pub media: Option<Vec<Media>>,
+    /// Mastodon options (see `VariantInput`).
+    #[serde(default)]
+    pub visibility: Option<Visibility>,
+    #[serde(default)]
+    pub spoiler_text: Option<String>,
+    #[serde(default)]
+    pub sensitive: Option<bool>,
     pub status: VariantStatus,
     pub remote_id: Option<String>,
     pub permalink: Option<String>,
     #[serde(default)]
     pub published_at: Option<String>,
     pub error: Option<VariantError>,
+}
+
+/// Who sees a Mastodon status.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    Public,
+    Unlisted,
+    Private,
+    Direct,
 }
 
 /// A per-channel override in a create or update.
@@ -98,6 +115,16 @@ pub struct VariantInput {
     /// The images for this channel (an empty list: none).
     #[serde(default)]
     pub media: Option<Vec<Media>>,
+    /// Mastodon: who sees the status (default public).
+    #[serde(default)]
+    pub visibility: Option<Visibility>,
+    /// Mastodon: a content warning shown before the text.
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub spoiler_text: Option<String>,
+    /// Mastodon: mark the media sensitive.
+    #[serde(default)]
+    pub sensitive: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
@@ -113,6 +140,9 @@ pub struct Post {
     /// Images to attach (each channel fetches and uploads them when it publishes).
     #[serde(default)]
     pub media: Vec<Media>,
+    /// ISO 639-1 language of the text (Mastodon `language`, Bluesky `langs`).
+    #[serde(default)]
+    pub language: Option<String>,
     /// When the post is (to be) published, RFC 3339 UTC.
     pub scheduled_at: Option<String>,
     /// One per channel, with that channel's publishing state.
@@ -148,6 +178,9 @@ pub fn variants_for(channel_ids: &[String], old: &[Variant]) -> Vec<Variant> {
                 channel_id: c.clone(),
                 content: None,
                 media: None,
+                visibility: None,
+                spoiler_text: None,
+                sensitive: None,
                 status: VariantStatus::Pending,
                 remote_id: None,
                 permalink: None,
@@ -167,6 +200,9 @@ fn apply_overrides(errs: &mut Errors, variants: &mut [Variant], overrides: &[Var
         if let Some(m) = &o.media {
             check_media(errs, &format!("variants[{i}].media"), m);
         }
+        if let Some(s) = &o.spoiler_text {
+            errs.text(&format!("variants[{i}].spoiler_text"), s, 0, 500);
+        }
         match variants.iter_mut().find(|v| v.channel_id == o.channel_id) {
             Some(v) => {
                 if o.content.is_some() {
@@ -175,6 +211,11 @@ fn apply_overrides(errs: &mut Errors, variants: &mut [Variant], overrides: &[Var
                 if o.media.is_some() {
                     v.media = o.media.clone();
                 }
+                v.visibility = o.visibility.or(v.visibility);
+                if o.spoiler_text.is_some() {
+                    v.spoiler_text = o.spoiler_text.clone();
+                }
+                v.sensitive = o.sensitive.or(v.sensitive);
             }
             None => errs.add(format!("variants[{i}].channel_id"), "must be one of the post's channel_ids"),
         }
@@ -226,15 +267,18 @@ impl Post {
                 continue;
             }
             let images = self.media_for(v).len();
+            // The variant is what does not fit, whether its text is its own or the post's.
             if images > ch.limits.max_media as usize {
-                let field = if v.media.is_some() { format!("variants[{i}].media") } else { "media".to_string() };
-                errs.add(field, format!("{images} images; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_media));
+                errs.add(
+                    format!("variants[{i}].media"),
+                    format!("{images} images; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_media),
+                );
             }
             let len = crate::channels::text_length(ch.kind, &self.text_for(v));
             if len > ch.limits.max_characters as usize {
-                let field = if v.content.is_some() { format!("variants[{i}].content") } else { "content".to_string() };
+                // The variant is what does not fit, whether its text is its own or the post's.
                 errs.add(
-                    field,
+                    format!("variants[{i}].content"),
                     format!("{len} characters; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_characters),
                 );
             }
@@ -308,6 +352,14 @@ pub fn check_channels(errs: &mut Errors, ids: &[String]) {
     }
 }
 
+fn check_language(errs: &mut Errors, l: Option<&str>) {
+    if let Some(l) = l
+        && (l.len() != 2 || !l.chars().all(|c| c.is_ascii_lowercase()))
+    {
+        errs.add("language", "must be an ISO 639-1 code such as en or nb");
+    }
+}
+
 /// An image by URL: jpeg, png, webp or gif, fetched when the post is published.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -366,6 +418,10 @@ pub struct CreatePost {
     pub channel_ids: Vec<String>,
     #[serde(default)]
     pub media: Vec<Media>,
+    /// ISO 639-1 language of the text, e.g. `nb` or `en`.
+    #[serde(default)]
+    #[schema(pattern = "^[a-z]{2}$")]
+    pub language: Option<String>,
     /// Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`.
     #[serde(default)]
     pub scheduled_at: Option<String>,
@@ -388,6 +444,10 @@ pub struct UpdatePost {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Media>>)]
     pub media: Patch<Vec<Media>>,
+    /// ISO 639-1; `null` clears it.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^[a-z]{2}$")]
+    pub language: Patch<String>,
     /// `null` clears it (not allowed while scheduled).
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -431,6 +491,7 @@ impl Post {
         check_content(&mut errs, &input.content);
         check_channels(&mut errs, &input.channel_ids);
         check_media(&mut errs, "media", &input.media);
+        check_language(&mut errs, input.language.as_deref());
         errs.metadata("metadata", &input.metadata);
         let scheduled_at = input.scheduled_at.as_deref().and_then(|v| check_schedule(&mut errs, v, now));
         let mut variants = variants_for(&input.channel_ids, &[]);
@@ -445,6 +506,7 @@ impl Post {
             content: input.content,
             channel_ids: input.channel_ids,
             media: input.media,
+            language: input.language,
             scheduled_at,
             metadata: input.metadata,
             created_at: at.clone(),
@@ -472,6 +534,14 @@ impl Post {
         post.variants = variants_for(&post.channel_ids, &post.variants);
         if let Some(o) = &patch.variants {
             apply_overrides(&mut errs, &mut post.variants, o);
+        }
+        match patch.language {
+            Patch::Absent => {}
+            Patch::Null => post.language = None,
+            Patch::Value(l) => {
+                check_language(&mut errs, Some(&l));
+                post.language = Some(l);
+            }
         }
         if let Some(media) = patch.media.or_empty() {
             check_media(&mut errs, "media", &media);

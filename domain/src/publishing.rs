@@ -52,6 +52,17 @@ pub async fn enqueue(app: &App, ws: &str, post_id: &str, delay: i64) -> bool {
     res.is_ok()
 }
 
+/// An UpdateItem on a variant's item; `#st` names its `state`.
+fn variant_update(app: &App, key: &(String, String)) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    app.db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", s(&key.0))
+        .key("sk", s(&key.1))
+        .expression_attribute_names("#st", "state")
+}
+
 pub fn variant_sk(post_id: &str, channel_id: &str) -> String {
     keys::POST_VARIANT.sk(&[post_id, channel_id])
 }
@@ -182,18 +193,11 @@ impl Publisher {
         let app = &self.app;
         let now = chrono::Utc::now().timestamp();
         let key = (ws_pk(ws), variant_sk(&post.id, &v.channel_id));
-        let claim = app
-            .db
-            .client
-            .update_item()
-            .table_name(&app.db.table)
-            .key("pk", s(&key.0))
-            .key("sk", s(&key.1))
+        let claim = variant_update(app, &key)
             .update_expression("SET #st = :publishing, claim_until = :until, attempts = if_not_exists(attempts, :zero) + :one")
             .condition_expression(
                 "attribute_not_exists(pk) OR (#st = :publishing AND claim_until < :now) OR (#st = :waiting AND retry_at <= :now)",
             )
-            .expression_attribute_names("#st", "state")
             .expression_attribute_values(":publishing", s("publishing"))
             .expression_attribute_values(":waiting", s("waiting"))
             .expression_attribute_values(":until", n(now + LEASE_SECS))
@@ -239,14 +243,8 @@ impl Publisher {
             Err(e) if e.category.retryable() && attempts < MAX_ATTEMPTS => {
                 let delay = e.retry_after.map_or(5 << attempts.min(6), |r| r as i64).clamp(1, 900);
                 tracing::info!(post_id = %post.id, channel_id = %v.channel_id, attempts, delay, reason = %e.message, "variant will be retried");
-                app.db
-                    .client
-                    .update_item()
-                    .table_name(&app.db.table)
-                    .key("pk", s(&key.0))
-                    .key("sk", s(&key.1))
+                variant_update(app, &key)
                     .update_expression("SET #st = :waiting, retry_at = :at, last_error = :err")
-                    .expression_attribute_names("#st", "state")
                     .expression_attribute_values(":waiting", s("waiting"))
                     .expression_attribute_values(":at", n(now + delay))
                     .expression_attribute_values(":err", s(&e.message))
@@ -270,15 +268,8 @@ impl Publisher {
         let outcome = serde_json::to_string(&out).map_err(ApiError::internal)?;
         let mut tries = 0;
         loop {
-            let res = app
-                .db
-                .client
-                .update_item()
-                .table_name(&app.db.table)
-                .key("pk", s(&key.0))
-                .key("sk", s(&key.1))
+            let res = variant_update(app, &key)
                 .update_expression("SET #st = :final, outcome = :o REMOVE claim_until, retry_at")
-                .expression_attribute_names("#st", "state")
                 .expression_attribute_values(":final", s(if out.status == VariantStatus::Published { "published" } else { "failed" }))
                 .expression_attribute_values(":o", s(&outcome))
                 .send()
@@ -308,6 +299,10 @@ impl Publisher {
             channel_id: v.channel_id.clone(),
             text: post.text_for(v),
             media: post.media_for(v),
+            language: post.language.clone(),
+            visibility: v.visibility,
+            spoiler_text: v.spoiler_text.clone(),
+            sensitive: v.sensitive,
             created_at: post.created_at.clone(),
             idempotency_key: format!("{}/{}", post.id, v.channel_id),
         };

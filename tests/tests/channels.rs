@@ -144,7 +144,7 @@ async fn connecting_checks_credentials_which_never_come_back() {
 
     // The text is checked against the channel's limit when the post is written.
     let r = c.post("/posts", &json!({"content": "x".repeat(501), "channel_ids": [id]})).await;
-    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("content")), "{}", r.json);
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("variants[0].content")), "{}", r.json);
     let r = c
         .post("/posts", &json!({"content": "short", "channel_ids": [id], "variants": [{"channel_id": id, "content": "y".repeat(600)}]}))
         .await;
@@ -195,7 +195,8 @@ async fn a_post_to_three_channels_publishes_once_to_each_even_when_runs_repeat()
     let image = json!({"url": format!("{}/dot.png", receiver.origin()), "alt": "a red dot"});
     let id = publish_with(
         &c,
-        json!({"content": "Hello from the platform https://example.com/launch #launch", "channel_ids": [a, b, w], "media": [image]}),
+        json!({"content": "Hello from the platform https://example.com/launch #launch", "channel_ids": [a, b, w], "media": [image],
+            "language": "en", "variants": [{"channel_id": a, "visibility": "unlisted", "spoiler_text": "launch news", "sensitive": true}]}),
     )
     .await;
     let post = wait_post(&c, &id, &["published", "partially_failed", "failed"]).await;
@@ -218,7 +219,14 @@ async fn a_post_to_three_channels_publishes_once_to_each_even_when_runs_repeat()
     assert_eq!(hits[0].json()["media"][0]["alt"], "a red dot");
     for s in m.statuses().await {
         assert_eq!(s["media_ids"].as_array().map(Vec::len), Some(1), "the image was uploaded: {s}");
+        assert_eq!(s["language"], "en");
     }
+    let ann = m.statuses().await.into_iter().find(|s| s["account"] == "ann").unwrap();
+    assert_eq!(
+        (ann["visibility"].as_str(), ann["spoiler_text"].as_str(), ann["sensitive"].as_bool()),
+        (Some("unlisted"), Some("launch news"), Some(true)),
+        "{ann}"
+    );
     assert_eq!(hits[0].header("x-service-idempotency-key"), format!("{id}/{w}"));
 
     // Copies of the message and extra runs afterwards change nothing.
@@ -368,7 +376,7 @@ async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
     let r = c.post("/posts", &json!({"content": "👩‍👩‍👧".repeat(300), "channel_ids": [ch]})).await;
     assert_eq!(r.status, 201, "300 graphemes fit: {}", r.json);
     let r = c.post("/posts", &json!({"content": "x".repeat(301), "channel_ids": [ch]})).await;
-    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("content")), "{}", r.json);
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("variants[0].content")), "{}", r.json);
 
     let receiver = Receiver::start().await;
     receiver.serve_file("/dot.png", "image/png", png());

@@ -13,7 +13,7 @@
 
 import dns from 'node:dns'
 import fs from 'node:fs'
-import { createRequire, enableCompileCache, syncBuiltinESMExports } from 'node:module'
+import module, { createRequire, syncBuiltinESMExports } from 'node:module'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -109,7 +109,7 @@ const home = process.env.PDS_HOME ?? path.resolve(path.dirname(fileURLToPath(imp
 // Loading the PDS's modules is most of the start-up: keep V8's compiled code between runs,
 // and load only dev-env's TestNetworkNoAppView, not the app view, ozone and sharp its index
 // also pulls in.
-enableCompileCache?.(path.join(home, '.compile-cache'))
+module.enableCompileCache?.(path.join(home, '.compile-cache'))
 const devEnv = createRequire(path.join(home, 'package.json')).resolve('@atproto/dev-env')
 const noAppView = path.join(path.dirname(devEnv), 'network-no-appview.js')
 const { TestNetworkNoAppView } = await import(pathToFileURL(fs.existsSync(noAppView) ? noAppView : devEnv).href)
@@ -136,8 +136,9 @@ try {
   network = await TestNetworkNoAppView.create({
     pds: {
       hostname: 'localhost', // public URL http://localhost:<port>, service DID did:web:localhost
-      // dev-env points these at https://*.invalid; with none configured, the PDS answers
-      // app.bsky.* reads and getRecord of a foreign repo itself instead of proxying.
+      // dev-env points these at https://*.invalid; with none configured, app.bsky.* reads
+      // and getRecord of a repo not on this PDS answer 400 at once instead of being proxied.
+      // The admin password (Basic admin:admin-pass) and JWT secret stay dev-env's.
       bskyAppViewUrl: undefined,
       bskyAppViewDid: undefined,
       bskyAppViewCdnUrlPattern: undefined,
@@ -172,6 +173,7 @@ process.on('SIGINT', stop)
 process.on('SIGHUP', stop)
 process.stdin.on('end', stop)
 process.stdin.on('error', stop)
+process.stdout.on('error', stop)
 process.stdin.resume()
 
 process.stdout.write(

@@ -222,6 +222,33 @@ pub struct Booking {
     pub updated_at: String,
 }
 
+impl Booking {
+    /// A new booking of `svc` at `start` (its resource is set when it is booked): `confirmed`,
+    /// or `pending` when the service requires confirmation.
+    pub fn new(svc: &Service, contact_id: String, start: chrono::DateTime<chrono::Utc>, now: &str) -> Booking {
+        Booking {
+            id: shared::ids::new_id("bk"),
+            object: "booking".into(),
+            status: if svc.requires_confirmation { BookingStatus::Pending } else { BookingStatus::Confirmed },
+            service_id: svc.id.clone(),
+            resource_id: String::new(),
+            contact_id,
+            start: shared::ids::format_time(start),
+            end: shared::ids::format_time(start + chrono::Duration::minutes(svc.duration_minutes)),
+            notes: None,
+            metadata: BTreeMap::new(),
+            cancelled_by: None,
+            cancel_reason: None,
+            cancelled_at: None,
+            rescheduled_from: None,
+            rescheduled_to: None,
+            reminder_email_id: None,
+            created_at: now.into(),
+            updated_at: now.into(),
+        }
+    }
+}
+
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContactInput {

@@ -188,6 +188,9 @@ async fn create(http: &Client, creds: &Credentials, s: &Session, rkey: &str, out
     if !f.is_empty() {
         record["facets"] = Value::Array(f);
     }
+    if let Some(l) = &out.language {
+        record["langs"] = json!([l]);
+    }
     if !out.media.is_empty() {
         let mut images = vec![];
         for img in super::media::fetch_all(http, &out.media, MAX_IMAGE_BYTES).await? {

@@ -51,6 +51,25 @@ fn multipart(img: &super::media::Image, boundary: &str) -> Vec<u8> {
     body
 }
 
+/// The `POST /api/v1/statuses` parameters of a variant.
+fn status_body(out: &Outgoing, media_ids: &[String]) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "status": out.text,
+        "visibility": out.visibility.unwrap_or(crate::posts::Visibility::Public),
+        "media_ids": media_ids,
+    });
+    if let Some(l) = &out.language {
+        body["language"] = l.as_str().into();
+    }
+    if let Some(s) = out.spoiler_text.as_deref().filter(|s| !s.is_empty()) {
+        body["spoiler_text"] = s.into();
+    }
+    if let Some(s) = out.sensitive {
+        body["sensitive"] = s.into();
+    }
+    body
+}
+
 /// Upload an image (`POST /api/v2/media`) and wait while the server processes it (206).
 async fn upload(http: &Client, creds: &Credentials, img: &super::media::Image) -> Result<String, NetError> {
     let boundary = format!("----platform{}", shared::ids::new_id("b"));
@@ -158,7 +177,7 @@ impl Network for Mastodon {
             .map_err(|e| NetError::new(ErrorCategory::UserContent, e.to_string()))?
             .bearer_auth(&creds.access_token)
             .header("idempotency-key", &out.idempotency_key)
-            .json(&serde_json::json!({"status": out.text, "visibility": "public", "media_ids": media_ids}));
+            .json(&status_body(out, &media_ids));
         let resp = req.send().await.map_err(|e| NetError::transport(&e))?;
         if !resp.status().is_success() {
             return Err(fail(resp).await);

@@ -90,6 +90,11 @@ pub struct Outgoing {
     pub channel_id: String,
     pub text: String,
     pub media: Vec<crate::posts::Media>,
+    pub language: Option<String>,
+    /// Mastodon's status options (others ignore them).
+    pub visibility: Option<crate::posts::Visibility>,
+    pub spoiler_text: Option<String>,
+    pub sensitive: Option<bool>,
     /// The post's creation time (RFC 3339): Bluesky's record key carries it.
     pub created_at: String,
     /// A stable key for this variant: the network's idempotency key or record key comes from it.

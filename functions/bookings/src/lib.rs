@@ -286,27 +286,8 @@ pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone());
     let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, resource.as_deref()).await?;
     let contact_id = ops::contact_for(app, ws, input.contact_id.as_deref(), input.contact.as_ref()).await?;
-    let now = now_s();
-    let b = Booking {
-        id: shared::ids::new_id("bk"),
-        object: "booking".into(),
-        status: if svc.requires_confirmation { BookingStatus::Pending } else { BookingStatus::Confirmed },
-        service_id: svc.id.clone(),
-        resource_id: String::new(),
-        contact_id,
-        start: shared::ids::format_time(start),
-        end: shared::ids::format_time(start + chrono::Duration::minutes(svc.duration_minutes)),
-        notes: input.notes,
-        metadata: input.metadata,
-        cancelled_by: None,
-        cancel_reason: None,
-        cancelled_at: None,
-        rescheduled_from: None,
-        rescheduled_to: None,
-        reminder_email_id: None,
-        created_at: now.clone(),
-        updated_at: now,
-    };
+    let mut b = Booking::new(&svc, contact_id, start, &now_s());
+    (b.notes, b.metadata) = (input.notes, input.metadata);
     let b = Booking { reminder_email_id: notify::reminder_id(&svc, &b), ..b };
     let b = ops::book(app, ws, &svc, &resources, start, b, hold.as_ref()).await?;
     if b.status == BookingStatus::Confirmed
