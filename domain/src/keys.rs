@@ -30,9 +30,10 @@ pub const BOOKING: Kind = Kind::on(
     "booking",
     WORKSPACE_PK,
     "BOOKING#<bk id>",
-    "`cells`: the keys of the cells it holds, released with it; versioned; GSI1 serves `?status=`",
+    "`cells`: the keys of the cells it holds, released with it; versioned; GSI1 serves `?status=`, GSI2 `order=soonest`",
 )
-.gsi1("WS#<ws>#BOOKING#<status>", "BOOKING#<bk id>");
+.gsi1("WS#<ws>#BOOKING#<status>", "BOOKING#<bk id>")
+.gsi2("WS#<ws>#BOOKINGSTART", "BKSTART#<start>#<bk id>");
 pub const BOOKING_HOLD: Kind =
     Kind::on("booking hold", WORKSPACE_PK, "BHOLD#<hold id>", "a reserved slot until `expires_at` (also the TTL)");
 pub const BOOKING_CELL: Kind = Kind::on(
@@ -226,6 +227,7 @@ pub const BOOKING_RESOURCES: List = List::of(BOOKING_RESOURCE, Index::Table);
 pub const BOOKING_SERVICES: List = List::of(BOOKING_SERVICE, Index::Table);
 pub const BOOKINGS: List = List::of(BOOKING, Index::Table);
 pub const BOOKINGS_BY_STATUS: List = List::of(BOOKING, Index::Gsi1);
+pub const BOOKINGS_BY_START: List = List::of(BOOKING, Index::Gsi2);
 pub const CONTACTS: List = List::of(CONTACT, Index::Table);
 pub const CONTACTS_BY_STATUS: List = List::of(CONTACT, Index::Gsi1);
 pub const CONTACT_SEARCHES: List = List::of(CONTACT_SEARCH, Index::Table);
@@ -259,6 +261,7 @@ pub const LISTS: &[List] = &[
     BOOKING_SERVICES,
     BOOKINGS,
     BOOKINGS_BY_STATUS,
+    BOOKINGS_BY_START,
     CONTACTS,
     CONTACTS_BY_STATUS,
     CONTACT_SEARCHES,

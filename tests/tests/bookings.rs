@@ -168,6 +168,19 @@ async fn the_lifecycle_its_rules_and_the_contact_timeline() {
     assert_eq!(list.json["data"].as_array().unwrap().len(), 1, "{}", list.json);
     let list = c.get(&format!("/bookings?from={}&to={}", at("08:30"), at("23:00"))).await;
     assert_eq!(list.json["data"].as_array().unwrap().len(), 1, "{}", list.json);
+
+    // By start time, soonest first, whatever order they were made in; `from`/`to` bound it.
+    created(&c, "/bookings", booking(&svc, &at("07:00"), "early@example.org")).await;
+    created(&c, "/bookings", booking(&svc, &at("20:00"), "late@example.org")).await;
+    let starts = |v: &Value| v["data"].as_array().unwrap().iter().map(|b| b["start"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let r = c.get("/bookings?order=soonest").await;
+    assert_eq!(starts(&r.json), [at("07:00"), at("08:00"), at("09:00"), at("20:00")], "{}", r.json);
+    let r = c.get(&format!("/bookings?order=soonest&from={}&to={}", at("08:00"), at("20:00"))).await;
+    assert_eq!(starts(&r.json), [at("08:00"), at("09:00")], "{}", r.json);
+    let r = c.get("/bookings?order=soonest&limit=2").await;
+    assert_eq!(starts(&r.json), [at("07:00"), at("08:00")]);
+    let r = c.get(&format!("/bookings?order=soonest&limit=2&cursor={}", r.json["next_cursor"].as_str().unwrap())).await;
+    assert_eq!(starts(&r.json), [at("09:00"), at("20:00")], "{}", r.json);
 }
 
 #[tokio::test]

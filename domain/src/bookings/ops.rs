@@ -460,6 +460,7 @@ fn booking_record(ws: &str, b: &Booking, cells: &[String]) -> ApiResult<Record> 
     let list = aws_sdk_dynamodb::types::AttributeValue::L(cells.iter().map(s).collect());
     Ok(Record::new(ws_pk(ws), booking_sk(&b.id), b)?
         .gsi1(keys::BOOKING.gsi1_pk(&[ws, b.status.as_str()]), keys::BOOKING.gsi1_sk(&[&b.id]))
+        .gsi2(keys::BOOKING.gsi2_pk(&[ws]), keys::BOOKING.gsi2_sk(&[&b.start, &b.id]))
         .attr("cells", list)
         // `start` is a reserved word in expressions: the list's time filter reads this copy.
         .attr("starts_at", s(&b.start)))

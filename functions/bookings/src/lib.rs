@@ -315,16 +315,19 @@ struct ListBookings {
 enum Order {
     Newest,
     Oldest,
+    Soonest,
 }
 
-/// Bookings, newest first (`order=oldest` for creation order), filtered by `status` (an
-/// index), `contact_id`, `resource_id` and the start time (`from` inclusive, `to` exclusive).
+/// Bookings, newest first (`order=oldest` for creation order, `order=soonest` by start time),
+/// filtered by `status` (an index), `contact_id`, `resource_id` and the start time (`from`
+/// inclusive, `to` exclusive). By start time, the start index gives the order and the other
+/// filters apply within each page (a page can be short; follow `next_cursor`).
 #[utoipa::path(get, path = "/bookings", tag = "bookings",
     params(shared::openapi::PageParams, ("status" = Option<BookingStatus>, Query),
         ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
         ("resource_id" = Option<String>, Query, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
         ("from" = Option<String>, Query, format = DateTime), ("to" = Option<String>, Query, format = DateTime),
-        ("order" = Option<String>, Query, pattern = "^(newest|oldest)$")),
+        ("order" = Option<String>, Query, pattern = "^(newest|oldest|soonest)$")),
     responses((status = 200, body = shared::openapi::ListOf<Booking>), shared::openapi::CommonErrors))]
 pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     let q: ListBookings = req.query_as()?;
@@ -342,10 +345,38 @@ pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
                 ("resource_id", resource),
                 ("from", from.as_deref()),
                 ("to", to.as_deref()),
-                ("order", Some(if order == Order::Newest { "newest" } else { "oldest" })),
+                (
+                    "order",
+                    Some(match order {
+                        Order::Newest => "newest",
+                        Order::Oldest => "oldest",
+                        Order::Soonest => "soonest",
+                    }),
+                ),
             ],
         )
         .await?;
+    if order == Order::Soonest {
+        // Start-time order: keys from the start index (after `from`), then the bookings.
+        let after = page.after.clone().or_else(|| from.as_ref().map(|f| format!("{}{f}", keys::BOOKINGS_BY_START.prefix(&[]))));
+        let out = app.db.query_keys_then_get(keys::BOOKINGS_BY_START.query(&[req.ws()], &[], after, page.limit)).await?;
+        let mut next = out.next_after;
+        let mut list = vec![];
+        for item in out.items {
+            let b: Booking = shared::store::from_item(item)?;
+            if to.as_ref().is_some_and(|t| &b.start >= t) {
+                next = None;
+                break;
+            }
+            let keep = status.is_none_or(|s| b.status.as_str() == s)
+                && contact.is_none_or(|c| b.contact_id == c)
+                && resource.is_none_or(|r| b.resource_id == r);
+            if keep {
+                list.push(b);
+            }
+        }
+        return Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))));
+    }
     let mut spec = match status {
         Some(st) => keys::BOOKINGS_BY_STATUS.query(&[req.ws(), st], &[], page.after.clone(), page.limit),
         None => keys::BOOKINGS.query(&[req.ws()], &[], page.after.clone(), page.limit),
