@@ -6,26 +6,31 @@
 
 pub use shared::keys::*;
 
-pub const WORKSPACE: Kind = Kind::on("workspace", WORKSPACE_PK, "WORKSPACE", "`version` for optimistic updates");
+pub const WORKSPACE: Kind = Kind::on("workspace", WORKSPACE_PK, "WORKSPACE", "`version` for optimistic updates").business();
 pub const SLUG_CLAIM: Kind =
-    Kind::on("slug claim", "SLUG#<slug>", "SLUG", "platform-wide uniqueness, written in the same transaction as the workspace");
+    Kind::on("slug claim", "SLUG#<slug>", "SLUG", "platform-wide uniqueness, written in the same transaction as the workspace").internal();
 pub const POST: Kind = Kind::on("post", WORKSPACE_PK, "POST#<post id>", "GSI1 serves `?status=`, GSI2 the publisher's due query")
     .gsi1("WS#<ws>#POST#<status>", "POST#<post id>")
-    .gsi2("DUE#POST", "<scheduled_at>#<ws>#<post id>");
+    .gsi2("DUE#POST", "<scheduled_at>#<ws>#<post id>")
+    .business();
 pub const POST_VARIANT: Kind = Kind::on(
     "post variant publication",
     WORKSPACE_PK,
     "PUBVARIANT#<post id>#<ch id>",
     "the publisher's claim (`claim_until`), attempts and outcome of one variant: the record that makes a variant publish once",
-);
+)
+.business();
 pub const CHANNEL: Kind =
-    Kind::on("channel", WORKSPACE_PK, "CHANNEL#<ch id>", "`credentials` and `session` sealed (AES-GCM, bound to the channel); versioned");
+    Kind::on("channel", WORKSPACE_PK, "CHANNEL#<ch id>", "`credentials` and `session` sealed (AES-GCM, bound to the channel); versioned")
+        .business();
 pub const CHANNEL_COUNT: Kind =
-    Kind::on("channel count", WORKSPACE_PK, "CHCOUNT", "`channels`, updated in the create/delete transaction (cap 50)");
+    Kind::on("channel count", WORKSPACE_PK, "CHCOUNT", "`channels`, updated in the create/delete transaction (cap 50)").internal();
 pub const BOOKING_RESOURCE: Kind =
-    Kind::on("booking resource", WORKSPACE_PK, "BRES#<res id>", "name, time zone, opening hours, exceptions, capacity; versioned");
+    Kind::on("booking resource", WORKSPACE_PK, "BRES#<res id>", "name, time zone, opening hours, exceptions, capacity; versioned")
+        .business();
 pub const BOOKING_SERVICE: Kind =
-    Kind::on("booking service", WORKSPACE_PK, "BSVC#<svc id>", "duration, buffers, resources, notice/advance/interval rules; versioned");
+    Kind::on("booking service", WORKSPACE_PK, "BSVC#<svc id>", "duration, buffers, resources, notice/advance/interval rules; versioned")
+        .business();
 pub const BOOKING: Kind = Kind::on(
     "booking",
     WORKSPACE_PK,
@@ -33,36 +38,52 @@ pub const BOOKING: Kind = Kind::on(
     "`cells`: the keys of the cells it holds, released with it; versioned; GSI1 serves `?status=`, GSI2 `order=soonest`",
 )
 .gsi1("WS#<ws>#BOOKING#<status>", "BOOKING#<bk id>")
-.gsi2("WS#<ws>#BOOKINGSTART", "BKSTART#<start>#<bk id>");
+.gsi2("WS#<ws>#BOOKINGSTART", "BKSTART#<start>#<bk id>")
+.personal();
+pub const CONTACT_BOOKING: Kind = Kind::on(
+    "contact booking link",
+    WORKSPACE_PK,
+    "CTBOOKING#<ct id>#<start>#<bk id>",
+    "`booking_id`; written with the booking: a contact's bookings in start order (the portal)",
+)
+.personal();
 pub const BOOKING_HOLD: Kind =
-    Kind::on("booking hold", WORKSPACE_PK, "BHOLD#<hold id>", "a reserved slot until `expires_at` (also the TTL)");
+    Kind::on("booking hold", WORKSPACE_PK, "BHOLD#<hold id>", "a reserved slot until `expires_at` (also the TTL)").internal();
 pub const BOOKING_CELL: Kind = Kind::on(
     "booking cell",
     WORKSPACE_PK,
     "BCELL#<res id>#<UTC minute, YYYYMMDDTHHMM>#<unit, 2 digits>",
     "5 minutes of one capacity unit of a resource: `holder` (booking or hold id), `expires_at` for holds; written with its booking, conditionally: the no-overlap guarantee",
-);
+)
+.internal();
 pub const CONTACT: Kind =
-    Kind::on("contact", WORKSPACE_PK, "CONTACT#<ct id>", "versioned").gsi1("WS#<ws>#CONTACT#<status>", "CONTACT#<ct id>");
+    Kind::on("contact", WORKSPACE_PK, "CONTACT#<ct id>", "versioned").gsi1("WS#<ws>#CONTACT#<status>", "CONTACT#<ct id>").personal();
 pub const CONTACT_EMAIL_CLAIM: Kind = Kind::on(
     "contact email claim",
     WORKSPACE_PK,
     "CLAIM#EMAIL#<lower-cased email>",
     "`contact_id`; the uniqueness guarantee, written with the contact",
-);
+)
+.personal();
 pub const CONTACT_SEARCH: Kind = Kind::on(
     "contact search entry",
     WORKSPACE_PK,
     "CSEARCH#<term>#<ct id>",
     "terms: email, \"first last\", last name (lower case); `q` is a prefix Query",
-);
-pub const ACTIVITY: Kind = Kind::on("activity", WORKSPACE_PK, "ACT#<ct id>#<act id>", "the contact's timeline, listed newest first");
-pub const IMPORT_JOB: Kind = Kind::on("import job", WORKSPACE_PK, "IMPORT#<imp id>", "counts, status, `chunks`, `next_chunk` (progress)");
-pub const IMPORT_ROWS: Kind = Kind::on("import rows", WORKSPACE_PK, "IMPROWS#<imp id>#<chunk, 5 digits>", "≤ 500 rows as JSON; 7 d TTL");
-pub const IMPORT_ERROR: Kind = Kind::on("import error", WORKSPACE_PK, "IMPERR#<imp id>#<row, 6 digits>#<n>", "row, field, message");
+)
+.personal();
+pub const ACTIVITY: Kind =
+    Kind::on("activity", WORKSPACE_PK, "ACT#<ct id>#<act id>", "the contact's timeline, listed newest first").personal();
+pub const IMPORT_JOB: Kind =
+    Kind::on("import job", WORKSPACE_PK, "IMPORT#<imp id>", "counts, status, `chunks`, `next_chunk` (progress)").business();
+pub const IMPORT_ROWS: Kind =
+    Kind::on("import rows", WORKSPACE_PK, "IMPROWS#<imp id>#<chunk, 5 digits>", "≤ 500 rows as JSON; 7 d TTL").personal();
+pub const IMPORT_ERROR: Kind =
+    Kind::on("import error", WORKSPACE_PK, "IMPERR#<imp id>#<row, 6 digits>#<n>", "row, field, message").personal();
 pub const DEAL: Kind = Kind::on("deal", WORKSPACE_PK, "DEAL#<deal id>", "GSI2 lists a contact's deals (keys only, then BatchGetItem)")
     .gsi1("WS#<ws>#DEAL#<status>", "DEAL#<deal id>")
-    .gsi2("WS#<ws>#DEALS#<ct id>", "DEAL#<deal id>");
+    .gsi2("WS#<ws>#DEALS#<ct id>", "DEAL#<deal id>")
+    .personal();
 pub const EMAIL: Kind = Kind::on(
     "email",
     WORKSPACE_PK,
@@ -70,65 +91,141 @@ pub const EMAIL: Kind = Kind::on(
     "without bodies, so lists stay small; `claim_token`/`claim_until` while the sender works on it; versioned; GSI2 while linked to a contact",
 )
 .gsi1("WS#<ws>#EMAIL#<status>", "EMAIL#<em id>")
-.gsi2("WS#<ws>#EMAILS#<ct id>", "EMAIL#<em id>");
-pub const EMAIL_BODY: Kind = Kind::on("email bodies", WORKSPACE_PK, "EMAILBODY#<em id>", "`html`, `text` (≤ 256 KiB / 128 KiB)");
+.gsi2("WS#<ws>#EMAILS#<ct id>", "EMAIL#<em id>")
+.personal();
+pub const EMAIL_BODY: Kind = Kind::on("email bodies", WORKSPACE_PK, "EMAILBODY#<em id>", "`html`, `text` (≤ 256 KiB / 128 KiB)").personal();
 pub const EMAIL_BATCH: Kind =
-    Kind::on("email batch", WORKSPACE_PK, "EMAILBATCH#<eb id>", "accepted email ids in request order, rejected indexes with errors");
+    Kind::on("email batch", WORKSPACE_PK, "EMAILBATCH#<eb id>", "accepted email ids in request order, rejected indexes with errors")
+        .personal();
 pub const EMAIL_SUPPRESSION: Kind = Kind::on(
     "email suppression",
     WORKSPACE_PK,
     "SUPPRESSION#<address>",
     "an address that bounced permanently or complained, contact or not; consulted on accept and before sending",
-);
+)
+.personal();
 pub const SENDING_DOMAIN: Kind = Kind::on(
     "sending domain",
     WORKSPACE_PK,
     "SENDDOMAIN#<dom id>",
     "name, status (`pending`/`verified`/`failed`, refreshed from SES), DKIM records; versioned",
-);
+)
+.business();
 pub const SENDING_DOMAIN_COUNT: Kind =
-    Kind::on("sending domain count", WORKSPACE_PK, "DOMAINCOUNT", "`domains`, updated in the create/delete transaction (cap 50)");
+    Kind::on("sending domain count", WORKSPACE_PK, "DOMAINCOUNT", "`domains`, updated in the create/delete transaction (cap 50)")
+        .internal();
 pub const SENDING_DOMAIN_CLAIM: Kind = Kind::on(
     "sending domain claim",
     "SENDDOMAIN#<domain name>",
     "SENDDOMAIN",
     "`workspace_id`, `domain_id`: a domain belongs to one workspace; written with the domain",
-);
+)
+.internal();
 pub const EMAIL_TEMPLATE: Kind =
-    Kind::on("email template", WORKSPACE_PK, "ETPL#<slug>", "base content, `variants` by locale, `required_variables`; versioned");
+    Kind::on("email template", WORKSPACE_PK, "ETPL#<slug>", "base content, `variants` by locale, `required_variables`; versioned")
+        .business();
 pub const EMAIL_DUE: Kind = Kind::on(
     "email due entry",
     "DUE#EMAIL#<0..7>",
     "<due epoch ms, 13 digits>#<ws>#<em id>",
     "every email still to leave; `next_check` (epoch s) for the tick; deleted with the final state",
-);
+)
+.internal();
 pub const SES_MESSAGE: Kind =
-    Kind::on("SES message look-up", "SESMSG#<provider message id>", "SESMSG", "workspace and email id, for SES notifications");
+    Kind::on("SES message look-up", "SESMSG#<provider message id>", "SESMSG", "workspace and email id, for SES notifications").internal();
 pub const WEBHOOK_ENDPOINT: Kind = Kind::on(
     "webhook endpoint",
     WORKSPACE_PK,
     "WEBHOOK#<wh id>",
     "`secrets`: sealed, newest first, each with an expiry after rotation; `failing_since`, `enabled`, `disabled_reason`",
-);
+)
+.business();
 pub const WEBHOOK_COUNT: Kind = Kind::on(
     "endpoint count",
     WORKSPACE_PK,
     "WEBHOOKCOUNT",
     "`endpoints`, updated in the create/delete transaction: the cap of 20 holds under races",
-);
+)
+.internal();
 pub const WEBHOOK_DELIVERY: Kind = Kind::on(
     "webhook delivery",
     WORKSPACE_PK,
     "WHD#<wh id>#<whd id>",
     "attempts, `body` (the signed bytes), `job` (token of the one queue message that may work on it), `retries`; 30 d TTL",
 )
-.gsi1("WS#<ws>#WHD#<wh id>#<status>", "WHD#<wh id>#<whd id>");
+.gsi1("WS#<ws>#WHD#<wh id>#<status>", "WHD#<wh id>#<whd id>")
+.personal();
 pub const FANOUT_MARKER: Kind = Kind::on(
-    "fan-out marker",
+    "webhook event",
     WORKSPACE_PK,
     "WHEVENT#<event id>",
     "one event's body (signed by every delivery of it) and the deliveries it created, so a re-sent event creates none twice; TTL as deliveries",
-);
+)
+.personal();
+
+pub const CONSENT: Kind = Kind::on(
+    "consent event",
+    WORKSPACE_PK,
+    "CONSENT#<lower-cased email>#<cons id>",
+    "append-only ledger: purpose, granted, source, the text shown and its version; the current state is the newest per purpose",
+)
+.personal();
+pub const EXPORT_JOB: Kind = Kind::on(
+    "GDPR export",
+    WORKSPACE_PK,
+    "GDPREXPORT#<gx id>",
+    "subject or workspace scope, status, progress per area; `resume`: the multipart upload, its parts and the position of the last part",
+)
+.personal();
+pub const ERASURE: Kind = Kind::on(
+    "GDPR erasure",
+    WORKSPACE_PK,
+    "GDPRERASURE#<ge id>",
+    "the audit record: hashed subject, reason, requested by, per-area counts; the sealed subject only while it runs",
+)
+.business();
+pub const TOMBSTONE: Kind = Kind::on(
+    "erasure tombstone",
+    WORKSPACE_PK,
+    "TOMBSTONE#<HMAC-SHA256 of the address, keyed per workspace>",
+    "an erased address may not be re-created or mailed without new consent",
+)
+.internal();
+pub const PORTAL_LINK: Kind = Kind::on(
+    "portal login link",
+    "PORTALLINK#<sha256 of the link token>",
+    "PORTALLINK",
+    "workspace, contact, `return_url`, `expires_at` (15 min, also the TTL); deleted by its one exchange",
+)
+.gsi1("WS#<ws>#PLINKS#<ct id>", "PLINK#<link id>")
+.personal();
+
+pub const CONVERSATION: Kind = Kind::on(
+    "helpdesk conversation",
+    WORKSPACE_PK,
+    "CONV#<conv id>",
+    "versioned; GSI1 lists by last message (newest first), GSI2 by status in the same order (keys only)",
+)
+.gsi1("WS#<ws>#CONVS", "CLAST#<last message at>#<conv id>")
+.gsi2("WS#<ws>#CONVSTATUS#<status>", "CLAST#<last message at>#<conv id>")
+.personal();
+pub const HELPDESK_MESSAGE: Kind =
+    Kind::on("helpdesk message", WORKSPACE_PK, "HMSG#<conv id>#<hm id>", "inbound, reply (with its `email_id`) or note; oldest first")
+        .personal();
+pub const CONVERSATION_TOKEN: Kind = Kind::on(
+    "helpdesk reply address",
+    WORKSPACE_PK,
+    "CONVTOKEN#<HMAC token>",
+    "`conversation_id` of the reply address `mailbox+<token>@domain`",
+)
+.personal();
+pub const MESSAGE_REF: Kind = Kind::on(
+    "helpdesk Message-ID",
+    WORKSPACE_PK,
+    "MSGREF#<sha256 of a Message-ID>",
+    "the conversation an email's Message-ID belongs to: threading and deduplication of inbound mail",
+)
+.personal();
 
 /// Every kind the table holds, in the order docs/data-model.md lists them.
 pub fn all() -> Vec<Kind> {
@@ -142,6 +239,7 @@ pub fn all() -> Vec<Kind> {
         BOOKING_RESOURCE,
         BOOKING_SERVICE,
         BOOKING,
+        CONTACT_BOOKING,
         BOOKING_HOLD,
         BOOKING_CELL,
         CONTACT,
@@ -166,6 +264,15 @@ pub fn all() -> Vec<Kind> {
         WEBHOOK_COUNT,
         WEBHOOK_DELIVERY,
         FANOUT_MARKER,
+        CONSENT,
+        EXPORT_JOB,
+        ERASURE,
+        TOMBSTONE,
+        PORTAL_LINK,
+        CONVERSATION,
+        HELPDESK_MESSAGE,
+        CONVERSATION_TOKEN,
+        MESSAGE_REF,
     ];
     SHARED_KINDS.iter().copied().chain(areas).collect()
 }
@@ -248,6 +355,14 @@ pub const WEBHOOK_DELIVERIES: List = List::of(WEBHOOK_DELIVERY, Index::Table);
 pub const WEBHOOK_DELIVERIES_BY_STATUS: List = List::of(WEBHOOK_DELIVERY, Index::Gsi1);
 pub const DUE_POSTS: List = List::of(POST, Index::Gsi2);
 pub const OUTBOX: List = List::of(OUTBOX_EVENT, Index::Table);
+pub const CONSENTS: List = List::of(CONSENT, Index::Table);
+pub const EXPORT_JOBS: List = List::of(EXPORT_JOB, Index::Table);
+pub const ERASURES: List = List::of(ERASURE, Index::Table);
+pub const PORTAL_SESSIONS_OF_CONTACT: List = List::of(PORTAL_SESSION, Index::Gsi1);
+pub const PORTAL_LINKS_OF_CONTACT: List = List::of(PORTAL_LINK, Index::Gsi1);
+pub const CONVERSATIONS: List = List::of(CONVERSATION, Index::Gsi1);
+pub const CONVERSATIONS_BY_STATUS: List = List::of(CONVERSATION, Index::Gsi2);
+pub const HELPDESK_MESSAGES: List = List::of(HELPDESK_MESSAGE, Index::Table);
 
 pub const LISTS: &[List] = &[
     API_KEYS,
@@ -282,20 +397,29 @@ pub const LISTS: &[List] = &[
     WEBHOOK_DELIVERIES_BY_STATUS,
     DUE_POSTS,
     OUTBOX,
+    CONSENTS,
+    EXPORT_JOBS,
+    ERASURES,
+    PORTAL_SESSIONS_OF_CONTACT,
+    PORTAL_LINKS_OF_CONTACT,
+    CONVERSATIONS,
+    CONVERSATIONS_BY_STATUS,
+    HELPDESK_MESSAGES,
 ];
 
 /// The table of docs/data-model.md (a test keeps the file equal to it).
 pub fn markdown_table() -> String {
     let cell = |p: Option<KeyPattern>| p.map(|p| format!("`{}` / `{}`", p.pk, p.sk)).unwrap_or_default();
-    let mut out = String::from("| item | pk | sk | gsi1 (pk / sk) | gsi2 (pk / sk) | notes |\n|---|---|---|---|---|---|\n");
+    let mut out = String::from("| item | pk | sk | gsi1 (pk / sk) | gsi2 (pk / sk) | data | notes |\n|---|---|---|---|---|---|---|\n");
     for k in all() {
         out.push_str(&format!(
-            "| {} | `{}` | `{}` | {} | {} | {} |\n",
+            "| {} | `{}` | `{}` | {} | {} | {:?} | {} |\n",
             k.name,
             k.table.pk,
             k.table.sk,
             cell(k.gsi1),
             cell(k.gsi2),
+            k.data,
             k.notes
         ));
     }
@@ -368,6 +492,12 @@ mod tests {
         let (a, b) = (literal_prefix(claim.table.sk), literal_prefix(EMAIL.table.sk));
         assert!(a.starts_with(b) || b.starts_with(a), "the test's rule catches the EMAIL# pair");
         assert!(may_start_with(claim.table.sk, literal_prefix(EMAIL.table.sk)));
+    }
+
+    #[test]
+    fn every_kind_says_whether_it_holds_personal_data() {
+        let unclassified: Vec<&str> = all().iter().filter(|k| k.data == Data::Unclassified).map(|k| k.name).collect();
+        assert!(unclassified.is_empty(), "classify these kinds (.personal(), .business() or .internal()): {unclassified:?}");
     }
 
     #[test]

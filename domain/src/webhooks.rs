@@ -27,6 +27,26 @@ pub const MAX_ATTEMPTS_KEPT: usize = 20;
 pub const MAX_GRACE_SECS: i64 = 7 * 86_400;
 pub const DEFAULT_GRACE_SECS: i64 = 86_400;
 
+/// What this area holds about a person: events whose body (kept once, on the event's record)
+/// names them, with the deliveries of those events. Both are in the subject's export and are
+/// deleted by an erasure.
+pub const PRIVACY: &[crate::gdpr::Rule] = {
+    use crate::gdpr::{Erase, Find, Rule};
+    &[
+        Rule { kind: crate::keys::FANOUT_MARKER, area: "webhooks", find: Find::Mentions, export: true, erase: Erase::Delete },
+        Rule {
+            kind: crate::keys::WEBHOOK_DELIVERY,
+            area: "webhooks",
+            find: Find::WithParent(crate::keys::FANOUT_MARKER.name, |event| {
+                let Some(aws_sdk_dynamodb::types::AttributeValue::Ss(list)) = event.get("deliveries") else { return vec![] };
+                list.iter().filter_map(|k| k.split_once('/')).map(|(ep, d)| delivery_sk(ep, d)).collect()
+            }),
+            export: true,
+            erase: Erase::Delete,
+        },
+    ]
+};
+
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Endpoint {
     /// `wh_...`
@@ -332,6 +352,34 @@ pub fn event_record_sk(event_id: &str) -> String {
     keys::FANOUT_MARKER.sk(&[event_id])
 }
 
+/// Erasure of an outbox event that names the subject: its fan-out record is written first
+/// without body or deliveries (if the event was not fanned out yet), so a copy still in the
+/// events queue finds the event done and sends nothing; then the outbox record goes.
+pub async fn withdraw_event(app: &App, ws: &str, item: Item, _subject: &crate::gdpr::Subject) -> ApiResult<()> {
+    let (Some(pk), Some(id)) = (store::get_str(&item, "pk"), store::get_str(&item, "sk")) else { return Ok(()) };
+    let withdrawn = Item::from([
+        ("pk".into(), s(ws_pk(ws))),
+        ("sk".into(), s(event_record_sk(id))),
+        ("withdrawn".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(true)),
+        ("expires_at".into(), n(chrono::Utc::now().timestamp() + DELIVERY_TTL_SECS + 86_400)),
+    ]);
+    let res = app
+        .db
+        .client
+        .put_item()
+        .table_name(&app.db.table)
+        .set_item(Some(withdrawn))
+        .condition_expression("attribute_not_exists(pk)")
+        .send()
+        .await;
+    if let Err(e) = res
+        && !e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
+    {
+        return Err(store::ddb_error(e));
+    }
+    app.db.delete(pk, id).await
+}
+
 /// The fan-out record of one event: its body, once, and the deliveries it created.
 pub fn event_record(ws: &str, ev: &shared::events::Event, deliveries: Vec<String>) -> Item {
     Item::from([
@@ -380,13 +428,8 @@ pub async fn load_delivery_for(app: &App, job: &DeliveryJob) -> ApiResult<Option
 /// Queue a delivery attempt after `delay_secs` (SQS allows at most 15 minutes of delay; the
 /// dispatcher hides the message again until the delivery is due).
 pub async fn enqueue(app: &App, job: &DeliveryJob, delay_secs: u64) -> ApiResult<()> {
-    app.sqs
-        .send_message()
-        .queue_url(&app.cfg.deliveries_queue_url)
-        .message_body(serde_json::to_string(job).expect("jobs serialize"))
-        .delay_seconds(delay_secs.min(900) as i32)
-        .send()
+    let body = serde_json::to_string(job).expect("jobs serialize");
+    shared::sqs::send(&app.sqs, &app.cfg.deliveries_queue_url, body, delay_secs.min(900) as i64)
         .await
-        .map_err(|e| ApiError::unavailable(format!("deliveries queue: {}", aws_sdk_sqs::error::DisplayErrorContext(e))))?;
-    Ok(())
+        .map_err(|e| ApiError::unavailable(format!("deliveries queue: {e}")))
 }

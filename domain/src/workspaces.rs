@@ -28,6 +28,9 @@ pub struct Workspace {
     pub locale: String,
     /// ISO 4217 code.
     pub default_currency: String,
+    /// Origins (`https://host[:port]`) a portal login link may return to; at most 10.
+    #[serde(default)]
+    pub portal_origins: Vec<String>,
     pub metadata: BTreeMap<String, String>,
     pub created_at: String,
     pub updated_at: String,

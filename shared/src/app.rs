@@ -17,6 +17,8 @@ pub struct App {
     /// SES v2 for identity management (sending domains); the sender builds its own client
     /// without retries for SendEmail.
     pub ses: aws_sdk_sesv2::Client,
+    /// Export documents (and other large objects).
+    pub s3: aws_sdk_s3::Client,
     pub limiter: RateLimiter,
     pub jwt: Option<JwtVerifier>,
     platform: OnceCell<PlatformSecret>,
@@ -29,6 +31,8 @@ pub struct App {
 pub struct PlatformSecret {
     pub cursor_key: Vec<u8>,
     pub encryption_key: Vec<u8>,
+    /// Keys the hash of an erased address (per workspace), so a tombstone names no one.
+    pub tombstone_key: Vec<u8>,
 }
 
 impl std::fmt::Debug for PlatformSecret {
@@ -51,7 +55,11 @@ impl PlatformSecret {
         if root.len() < 32 {
             return Err("root_key must be at least 32 characters".into());
         }
-        Ok(Self { cursor_key: derive(root.as_bytes(), "cursor/v1"), encryption_key: derive(root.as_bytes(), "encryption/v1") })
+        Ok(Self {
+            cursor_key: derive(root.as_bytes(), "cursor/v1"),
+            encryption_key: derive(root.as_bytes(), "encryption/v1"),
+            tombstone_key: derive(root.as_bytes(), "tombstone/v1"),
+        })
     }
 
     /// A fresh secret value for bootstrap: 64 random alphanumerics, like SAM's generator.
@@ -84,6 +92,10 @@ impl App {
                 aws_sdk_secretsmanager::config::Builder::from(sdk).interceptor(CallLog).build(),
             ),
             ses: aws_sdk_sesv2::Client::from_conf(aws_sdk_sesv2::config::Builder::from(sdk).interceptor(CallLog).build()),
+            // A custom endpoint (moto) serves buckets by path, not by host name.
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(sdk).force_path_style(sdk.endpoint_url().is_some()).interceptor(CallLog).build(),
+            ),
             limiter: RateLimiter::new(cfg.limits.clone()),
             jwt,
             platform: OnceCell::new(),

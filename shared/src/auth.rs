@@ -51,8 +51,19 @@ impl Scope {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Credential {
-    ApiKey { key_id: String },
+    ApiKey {
+        key_id: String,
+    },
     OAuth,
+    /// A customer's portal session: reaches this one contact only.
+    Portal {
+        session_id: String,
+        contact_id: String,
+    },
+    /// No credential (the portal's token exchange), from this source address.
+    Public {
+        source: String,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -69,9 +80,29 @@ impl Principal {
     /// What the caller's rate buckets and list cursors are bound to: the workspace, or the
     /// subject on routes without one.
     pub fn tenant_scope(&self) -> String {
-        match &self.workspace_id {
-            Some(ws) => ws.clone(),
-            None => format!("SUB#{}", self.subject),
+        match (&self.credential, &self.workspace_id) {
+            // Per session (api.md): one customer cannot spend the workspace's buckets.
+            (Credential::Portal { session_id, .. }, _) => format!("PORTAL#{session_id}"),
+            (Credential::Public { source }, _) => format!("IP#{source}"),
+            (_, Some(ws)) => ws.clone(),
+            (_, None) => format!("SUB#{}", self.subject),
+        }
+    }
+
+    /// The contact a portal session reaches; None for every other credential.
+    pub fn portal_contact(&self) -> Option<&str> {
+        match &self.credential {
+            Credential::Portal { contact_id, .. } => Some(contact_id),
+            _ => None,
+        }
+    }
+
+    pub fn public(source: &str) -> Self {
+        Principal {
+            workspace_id: None,
+            subject: "anonymous".into(),
+            scopes: vec![],
+            credential: Credential::Public { source: source.chars().take(64).collect() },
         }
     }
 }
@@ -199,6 +230,72 @@ async fn authenticate_token(
     let allowed = role_scopes(get_str(&member, "role").unwrap_or(""));
     let scopes = token_scopes.into_iter().filter(|s| allowed.contains(s)).collect();
     Ok(Principal { workspace_id: Some(ws.to_string()), subject: claims.sub, scopes, credential: Credential::OAuth })
+}
+
+// ---------- portal sessions ----------
+
+pub const PORTAL_SESSION_HEADER: &str = "x-portal-session";
+pub const PORTAL_SESSION_PREFIX: &str = "pss_";
+/// Sliding lifetime of a portal session, and its hard limit from creation.
+pub const PORTAL_SESSION_IDLE_SECS: i64 = 3600;
+pub const PORTAL_SESSION_MAX_SECS: i64 = 8 * 3600;
+
+pub fn portal_session_pk(token: &str) -> String {
+    keys::PORTAL_SESSION.pk(&[&hash_api_key(token)])
+}
+
+/// Resolve `X-Portal-Session`: one consistent GetItem of the hashed token (an expired or
+/// revoked session is absent). The sliding expiry moves forward at most once a minute per
+/// session, with a conditional write beside the request.
+pub async fn authenticate_portal(db: &Db, headers: &http::HeaderMap) -> Result<Principal, ApiError> {
+    let token = headers
+        .get(PORTAL_SESSION_HEADER)
+        .ok_or_else(|| {
+            ApiError::unauthorized("X-Portal-Session header is missing; exchange a login link at POST /portal/sessions/exchange")
+        })?
+        .to_str()
+        .unwrap_or_default()
+        .trim();
+    let invalid = || ApiError::unauthorized("X-Portal-Session is invalid or expired");
+    let ok_shape = token.strip_prefix(PORTAL_SESSION_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if !ok_shape {
+        return Err(invalid());
+    }
+    let pk = portal_session_pk(token);
+    let item = db.get(&pk, keys::PORTAL_SESSION.table.sk).await?.ok_or_else(invalid)?;
+    let (Some(ws), Some(session_id), Some(contact_id)) =
+        (get_str(&item, "workspace_id"), get_str(&item, "session_id"), get_str(&item, "contact_id"))
+    else {
+        return Err(ApiError::internal("portal session item lacks its fields"));
+    };
+    let now = crate::ids::now_ms() / 1000;
+    let expires = store::get_i64(&item, "expires_at").unwrap_or(0);
+    let hard = store::get_i64(&item, "hard_expires_at").unwrap_or(0);
+    let slid = (now + PORTAL_SESSION_IDLE_SECS).min(hard);
+    if slid - expires >= 60 {
+        let res = db
+            .client
+            .update_item()
+            .table_name(&db.table)
+            .key("pk", store::s(&pk))
+            .key("sk", store::s(keys::PORTAL_SESSION.table.sk))
+            .update_expression("SET expires_at = :e")
+            .condition_expression("attribute_exists(pk) AND expires_at < :e")
+            .expression_attribute_values(":e", store::n(slid))
+            .send()
+            .await;
+        if let Err(e) = res
+            && !e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
+        {
+            tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not extend a portal session");
+        }
+    }
+    Ok(Principal {
+        workspace_id: Some(ws.to_string()),
+        subject: format!("portal:{contact_id}"),
+        scopes: vec![Scope::Read, Scope::Write],
+        credential: Credential::Portal { session_id: session_id.to_string(), contact_id: contact_id.to_string() },
+    })
 }
 
 /// `last_used_at` of API keys, tracked lazily: at most one conditional write per key per hour

@@ -16,6 +16,13 @@ pub struct Config {
     pub emails_queue_url: String,
     /// Posts due for publishing (`functions/publisher`).
     pub publish_queue_url: String,
+    /// GDPR export and erasure jobs (`functions/gdpr-worker`).
+    pub gdpr_queue_url: String,
+    /// S3 bucket of export documents (SSE, objects expire after 7 days).
+    pub exports_bucket: String,
+    /// Compressed size at which an export cuts a part of its multipart upload (S3 needs at
+    /// least 5 MiB but for the last part; a smaller value is for emulators, in tests).
+    pub export_part_bytes: usize,
     /// Secrets Manager id of the platform secret (cursor and encryption keys).
     pub platform_secret_id: String,
     pub oauth: Option<OAuthConfig>,
@@ -231,6 +238,12 @@ impl Config {
             contact_imports_queue_url: var("CONTACT_IMPORTS_QUEUE_URL")?,
             emails_queue_url: var("EMAILS_QUEUE_URL")?,
             publish_queue_url: var("PUBLISH_QUEUE_URL")?,
+            gdpr_queue_url: var("GDPR_QUEUE_URL")?,
+            exports_bucket: var("EXPORTS_BUCKET")?,
+            export_part_bytes: match vars("EXPORT_PART_BYTES") {
+                Some(v) => v.parse().map_err(|_| "EXPORT_PART_BYTES: a number of bytes".to_string())?,
+                None => 5 * 1024 * 1024,
+            },
             platform_secret_id: var("PLATFORM_SECRET_ID")?,
             oauth,
             limits,
@@ -264,6 +277,8 @@ mod tests {
         ("CONTACT_IMPORTS_QUEUE_URL", "q3"),
         ("EMAILS_QUEUE_URL", "q4"),
         ("PUBLISH_QUEUE_URL", "q5"),
+        ("GDPR_QUEUE_URL", "q6"),
+        ("EXPORTS_BUCKET", "b"),
         ("PLATFORM_SECRET_ID", "s"),
     ];
 

@@ -122,6 +122,16 @@ impl ApiError {
         self.headers.push((name, value.into()));
         self
     }
+    /// The same error with its field names under `parent` (`text_shown` -> `consent.text_shown`).
+    pub fn prefixed(mut self, parent: &str) -> Self {
+        for d in &mut self.details {
+            d.field = Some(match d.field.take() {
+                Some(f) => format!("{parent}.{f}"),
+                None => parent.to_string(),
+            });
+        }
+        self
+    }
     pub fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unauthorized, message)
     }

@@ -71,7 +71,7 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
     let (parts, body) = req.into_parts();
     let admitted = async {
         let m = match_route(routes, &parts.method, parts.uri.path())?;
-        let (principal, rate_headers) = admit(app, m.route, &parts.headers).await?;
+        let (principal, rate_headers) = admit(app, m.route, &parts.headers, source_ip(&parts)).await?;
         Ok::<_, ApiError>((m, principal, rate_headers))
     };
     let (m, principal, rate_headers) = match admitted.await {
@@ -93,9 +93,16 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
 
 /// Stage 1: who is calling, may they use this route, and is there a token in their bucket.
 /// Answers the principal and the rate-limit headers for the response.
-async fn admit(app: &App, route: &Route, headers: &http::HeaderMap) -> ApiResult<(Principal, Headers)> {
-    let principal = crate::auth::authenticate(&app.db, app.jwt.as_ref(), headers, route.needs_workspace).await?;
-    if !principal.scopes.contains(&route.needs) {
+async fn admit(app: &App, route: &Route, headers: &http::HeaderMap, source: String) -> ApiResult<(Principal, Headers)> {
+    use crate::routing::Auth;
+    let principal = match route.auth {
+        Auth::Workspace => crate::auth::authenticate(&app.db, app.jwt.as_ref(), headers, route.needs_workspace).await?,
+        Auth::PortalSession => crate::auth::authenticate_portal(&app.db, headers).await?,
+        Auth::Public => Principal::public(&source),
+    };
+    // Scopes belong to workspace credentials; a portal session or a public route is limited by
+    // what its handlers reach (one contact, one token).
+    if route.auth == Auth::Workspace && !principal.scopes.contains(&route.needs) {
         return Err(ApiError::forbidden(format!("this credential lacks the {} scope", route.needs.name())));
     }
     // The lazy last-used write runs beside the bucket call, so it adds no latency.
@@ -164,7 +171,9 @@ struct Idempotency(Option<Reservation>);
 
 impl Idempotency {
     async fn begin(app: &App, parts: &Parts, relative_path: &str, body: &[u8], principal: &Principal) -> ApiResult<Begin<Self>> {
-        let Some(key) = parts.headers.get("idempotency-key").filter(|_| parts.method != Method::GET) else {
+        // Credential-less routes share no workspace to keep replays in.
+        let Some(key) = parts.headers.get("idempotency-key").filter(|_| parts.method != Method::GET && principal.workspace_id.is_some())
+        else {
             return Ok(Begin::Proceed(Self(None)));
         };
         // A non-ASCII key fails validation below.
@@ -175,7 +184,12 @@ impl Idempotency {
             None => relative_path.to_string(),
         };
         let fp = idempotency::fingerprint(parts.method.as_str(), &path_q, body);
-        Ok(match idempotency::begin(&app.db, principal.workspace_id.as_deref().unwrap_or_default(), key, fp).await? {
+        // A portal customer's keys live apart from the workspace's own.
+        let key = match &principal.credential {
+            crate::auth::Credential::Portal { session_id, .. } => format!("portal:{session_id}:{key}"),
+            _ => key.to_string(),
+        };
+        Ok(match idempotency::begin(&app.db, principal.workspace_id.as_deref().unwrap_or_default(), &key, fp).await? {
             Begin::Proceed(r) => Begin::Proceed(Self(Some(r))),
             Begin::Replay(stored) => Begin::Replay(stored),
         })
@@ -212,6 +226,15 @@ impl Idempotency {
 
 fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+/// The caller's address as API Gateway saw it (the bucket of credential-less routes).
+fn source_ip(parts: &Parts) -> String {
+    use lambda_http::request::RequestContext;
+    match parts.extensions.get::<RequestContext>() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.http.source_ip.clone().unwrap_or_else(|| "unknown".into()),
+        _ => "unknown".into(),
+    }
 }
 
 fn request_id_of(req: &http::Request<Body>) -> String {

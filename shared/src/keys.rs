@@ -21,6 +21,20 @@ pub enum Index {
     Gsi2,
 }
 
+/// What a kind holds, for GDPR: every kind says (a test refuses an unclassified one), and
+/// every `Personal` kind has an export and erasure rule in its area (`domain::privacy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Data {
+    Unclassified,
+    /// About a person (a contact, an address) or a copy of such data: exported for and erased
+    /// with its subject.
+    Personal,
+    /// The workspace's own business data (posts, templates, settings): in a workspace export.
+    Business,
+    /// Bookkeeping (claims by id, counters, cells, buckets, look-ups): never exported.
+    Internal,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Kind {
     /// Singular, as in docs/data-model.md (`contact`, `email claim`).
@@ -29,6 +43,7 @@ pub struct Kind {
     pub gsi1: Option<KeyPattern>,
     pub gsi2: Option<KeyPattern>,
     pub notes: &'static str,
+    pub data: Data,
 }
 
 impl KeyPattern {
@@ -50,7 +65,19 @@ impl KeyPattern {
 
 impl Kind {
     pub const fn on(name: &'static str, pk: &'static str, sk: &'static str, notes: &'static str) -> Self {
-        Self { name, table: KeyPattern { pk, sk }, gsi1: None, gsi2: None, notes }
+        Self { name, table: KeyPattern { pk, sk }, gsi1: None, gsi2: None, notes, data: Data::Unclassified }
+    }
+    pub const fn personal(mut self) -> Self {
+        self.data = Data::Personal;
+        self
+    }
+    pub const fn business(mut self) -> Self {
+        self.data = Data::Business;
+        self
+    }
+    pub const fn internal(mut self) -> Self {
+        self.data = Data::Internal;
+        self
     }
     pub const fn gsi1(mut self, pk: &'static str, sk: &'static str) -> Self {
         self.gsi1 = Some(KeyPattern { pk, sk });
@@ -140,19 +167,32 @@ pub const API_KEY: Kind = Kind::on(
     WORKSPACE_PK,
     "APIKEY#<key id>",
     "name, prefix, scopes, `hash`, `last_used_at` (lazy, ≤ 1 write/key/hour/container)",
-);
+)
+.business();
 pub const API_KEY_LOOKUP: Kind =
-    Kind::on("API key (look-up)", "APIKEY#<sha256>", "APIKEY", "workspace, key id, scopes, `revoked`; authentication is one GetItem");
-pub const MEMBER: Kind =
-    Kind::on("member", WORKSPACE_PK, "MEMBER#<subject>", "role; GSI1 lists a subject's workspaces").gsi1("MEMBERSHIP#<subject>", "<ws>");
-pub const RATE_BUCKET: Kind = Kind::on("rate-limit bucket", "RL#<ws or SUB#subject>#<class>", "RL", "GCRA `tat` (epoch ms)");
+    Kind::on("API key (look-up)", "APIKEY#<sha256>", "APIKEY", "workspace, key id, scopes, `revoked`; authentication is one GetItem")
+        .internal();
+pub const MEMBER: Kind = Kind::on("member", WORKSPACE_PK, "MEMBER#<subject>", "role; GSI1 lists a subject's workspaces")
+    .gsi1("MEMBERSHIP#<subject>", "<ws>")
+    .business();
+pub const RATE_BUCKET: Kind = Kind::on("rate-limit bucket", "RL#<ws or SUB#subject>#<class>", "RL", "GCRA `tat` (epoch ms)").internal();
 pub const IDEMPOTENCY: Kind =
-    Kind::on("idempotency record", WORKSPACE_PK, "IDEM#<sha256(key)>", "state, fingerprint, lease, stored response; 24 h TTL");
+    Kind::on("idempotency record", WORKSPACE_PK, "IDEM#<sha256(key)>", "state, fingerprint, lease, stored response; 24 h TTL").personal();
 pub const OUTBOX_EVENT: Kind =
-    Kind::on("outbox event", "OUTBOX#<0..7>", "<event id>", "the event body; deleted by the consumer, re-sent by the sweep; 7 d TTL");
+    Kind::on("outbox event", "OUTBOX#<0..7>", "<event id>", "the event body; deleted by the consumer, re-sent by the sweep; 7 d TTL")
+        .personal();
+
+pub const PORTAL_SESSION: Kind = Kind::on(
+    "portal session",
+    "PORTALSESSION#<sha256 of the session token>",
+    "PORTALSESSION",
+    "workspace, contact, `expires_at` (sliding, also the TTL), `hard_expires_at`; GSI1 lists a contact's sessions",
+)
+.gsi1("WS#<ws>#PSESSIONS#<ct id>", "PSESSION#<session id>")
+.personal();
 
 /// The kinds of this crate, for the registry in `domain::keys`.
-pub const SHARED_KINDS: &[Kind] = &[API_KEY, API_KEY_LOOKUP, MEMBER, RATE_BUCKET, IDEMPOTENCY, OUTBOX_EVENT];
+pub const SHARED_KINDS: &[Kind] = &[API_KEY, API_KEY_LOOKUP, MEMBER, RATE_BUCKET, IDEMPOTENCY, OUTBOX_EVENT, PORTAL_SESSION];
 
 #[cfg(test)]
 mod tests {

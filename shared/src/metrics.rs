@@ -92,6 +92,9 @@ pub fn iam_action(service: &str, operation: &str) -> Option<String> {
         ("SQS", op) => ("sqs", op.strip_suffix("Batch").unwrap_or(op)),
         ("SESv2", op) => ("ses", op),
         ("Secrets Manager", op) => ("secretsmanager", op),
+        // A multipart upload is authorised as PutObject, part by part.
+        ("S3", "CreateMultipartUpload" | "UploadPart" | "CompleteMultipartUpload") => ("s3", "PutObject"),
+        ("S3", "HeadObject") => ("s3", "GetObject"),
         ("S3", op) => ("s3", op),
         (other, op) => return Some(format!("{}:{op}", other.to_ascii_lowercase())),
     };

@@ -97,6 +97,13 @@ impl Modify for BearerAuth {
                     .build(),
             ),
         );
+        components.add_security_scheme(
+            "portal_session",
+            SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(utoipa::openapi::security::ApiKeyValue::with_description(
+                "X-Portal-Session",
+                "A customer's portal session (pss_...), from POST /portal/sessions/exchange",
+            ))),
+        );
         // No operation answers 405 for its own method, so the answer to an undeclared method
         // on a declared path is stated once, as a reusable response.
         components.responses.insert(

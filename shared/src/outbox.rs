@@ -187,11 +187,9 @@ pub async fn publish(app: &App, events: &[Event]) {
         }
     }
     for (body, count) in bodies {
-        match app.sqs.send_message().queue_url(&app.cfg.events_queue_url).message_body(body).send().await {
-            Ok(_) => tracing::info!(count, first_event = %events.first().map(|e| e.id.as_str()).unwrap_or_default(), "events queued"),
-            Err(e) => {
-                tracing::warn!(count, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "events not queued; left in outbox for the sweep")
-            }
+        match crate::sqs::send(&app.sqs, &app.cfg.events_queue_url, body, 0).await {
+            Ok(()) => tracing::info!(count, first_event = %events.first().map(|e| e.id.as_str()).unwrap_or_default(), "events queued"),
+            Err(e) => tracing::warn!(count, error = %e, "events not queued; left in outbox for the sweep"),
         }
     }
 }

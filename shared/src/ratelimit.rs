@@ -22,10 +22,13 @@ pub enum Class {
     EmailBatch,
     ContactImport,
     GdprExport,
+    /// Every `/portal/me...` route, per portal session (and the exchange, per source address).
+    Portal,
 }
 
 impl Class {
-    pub const ALL: [Class; 6] = [Class::Read, Class::Write, Class::EmailSend, Class::EmailBatch, Class::ContactImport, Class::GdprExport];
+    pub const ALL: [Class; 7] =
+        [Class::Read, Class::Write, Class::EmailSend, Class::EmailBatch, Class::ContactImport, Class::GdprExport, Class::Portal];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -35,6 +38,7 @@ impl Class {
             Class::EmailBatch => "email_batch",
             Class::ContactImport => "contact_import",
             Class::GdprExport => "gdpr_export",
+            Class::Portal => "portal",
         }
     }
 
@@ -49,6 +53,7 @@ impl Class {
             (Class::EmailBatch, Limit { rate: 10, period_ms: MIN, burst: 5 }),
             (Class::ContactImport, Limit { rate: 5, period_ms: MIN, burst: 3 }),
             (Class::GdprExport, Limit { rate: 5, period_ms: HOUR, burst: 2 }),
+            (Class::Portal, Limit { rate: 60, period_ms: MIN, burst: 20 }),
         ])
     }
 }
@@ -237,13 +242,14 @@ mod tests {
     #[test]
     fn defaults_match_the_contract() {
         let d = Class::defaults();
-        assert_eq!(d.len(), 6);
+        assert_eq!(d.len(), 7);
         assert_eq!(d[&Class::Write], Limit::parse("60/min:30").unwrap());
         assert_eq!(d[&Class::Read], Limit::parse("300/min:100").unwrap());
         assert_eq!(d[&Class::EmailSend], Limit::parse("100/min:50").unwrap());
         assert_eq!(d[&Class::EmailBatch], Limit::parse("10/min:5").unwrap());
         assert_eq!(d[&Class::ContactImport], Limit::parse("5/min:3").unwrap());
         assert_eq!(d[&Class::GdprExport], Limit::parse("5/hour:2").unwrap());
+        assert_eq!(d[&Class::Portal], Limit::parse("60/min:20").unwrap());
         assert!(Limit::parse("0/min:1").is_err());
         assert!(Limit::parse("60/day:1").is_err());
         assert!(Limit::parse("sixty").is_err());

@@ -115,6 +115,10 @@ impl Reply {
     pub fn created<T: Serialize>(data: &T) -> Self {
         Self::with_status(StatusCode::CREATED, data)
     }
+    /// 202: a job was accepted and runs on.
+    pub fn accepted<T: Serialize>(data: &T) -> Self {
+        Self::with_status(StatusCode::ACCEPTED, data)
+    }
     pub fn no_content() -> Self {
         Self { status: StatusCode::NO_CONTENT, body: Bytes::new(), replay_body: None }
     }

@@ -12,6 +12,18 @@ use http::Method;
 
 pub type Handler = for<'a> fn(&'a App, Req) -> BoxFuture<'a, ApiResult<Reply>>;
 
+/// The credential a route takes (api.md, Authentication).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auth {
+    /// `Authorization: Bearer` with an API key or an OAuth access token (every route but the portal's).
+    Workspace,
+    /// `X-Portal-Session`: one contact of one workspace (`/portal/me...`, `/portal/logout`).
+    PortalSession,
+    /// No credential (`POST /portal/sessions/exchange`: the link token in the body is the
+    /// credential); rate-limited per source address.
+    Public,
+}
+
 #[derive(Clone)]
 pub struct Route {
     pub method: Method,
@@ -25,6 +37,7 @@ pub struct Route {
     pub needs_workspace: bool,
     /// Largest accepted body (1 MiB unless the route says otherwise, e.g. imports).
     pub max_body: usize,
+    pub auth: Auth,
     pub handler: Handler,
 }
 
@@ -64,6 +77,7 @@ impl Route {
             needs,
             needs_workspace: true,
             max_body: crate::request::MAX_BODY_BYTES,
+            auth: Auth::Workspace,
             handler,
         }
     }
@@ -72,7 +86,8 @@ impl Route {
 /// An area's operations, declared once: each handler (an `async fn(&App, Req)` with its
 /// `#[utoipa::path]` annotation) becomes a route of `routes()` and a path of `ApiDoc`.
 /// Options after a handler change its route: `[class = Class::EmailSend]`,
-/// `[needs = Scope::Admin]`, `[max_body = N]`, `[needs_workspace = false]`.
+/// `[needs = Scope::Admin]`, `[max_body = N]`, `[needs_workspace = false]`,
+/// `[auth = Auth::PortalSession]`.
 ///
 /// ```ignore
 /// shared::area! {
@@ -92,7 +107,7 @@ macro_rules! area {
             static ROUTES: ::std::sync::OnceLock<Vec<$crate::routing::Route>> = ::std::sync::OnceLock::new();
             ROUTES.get_or_init(|| {
                 #[allow(unused_imports)]
-                use $crate::{auth::Scope, ratelimit::Class};
+                use $crate::{auth::Scope, ratelimit::Class, routing::Auth};
                 vec![$(
                     $crate::reexports::paste::paste! {{
                         fn handle<'a>(
@@ -195,6 +210,7 @@ mod tests {
             path,
             needs_workspace: true,
             max_body: crate::request::MAX_BODY_BYTES,
+            auth: Auth::Workspace,
             handler: handle,
         }
     }

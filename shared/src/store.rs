@@ -201,6 +201,12 @@ impl Db {
         Ok(out.item.filter(|i| !is_expired(i)))
     }
 
+    /// Delete an item by its key, unconditionally (a missing item is no error).
+    pub async fn delete(&self, pk: &str, sk: &str) -> Result<(), ApiError> {
+        self.client.delete_item().table_name(&self.table).key("pk", s(pk)).key("sk", s(sk)).send().await.map_err(ddb_error)?;
+        Ok(())
+    }
+
     /// Read an object of a workspace, with its version.
     pub async fn get_object<T: DeserializeOwned>(&self, ws: &str, sk: &str) -> Result<Option<(T, i64)>, ApiError> {
         match self.get(&ws_pk(ws), sk).await? {

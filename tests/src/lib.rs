@@ -201,14 +201,24 @@ pub struct Client {
     pub workspace: Option<String>,
     /// Tests of outages accept `503 UNAVAILABLE` (still in the envelope); nothing else may 5xx.
     pub outage: bool,
+    /// Sent with every request (`X-Portal-Session`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Client {
     pub fn new(base: &str, key: &str) -> Self {
-        Self { http: reqwest::Client::new(), base: base.into(), auth: Some(key.into()), workspace: None, outage: false }
+        Self { http: reqwest::Client::new(), base: base.into(), auth: Some(key.into()), workspace: None, outage: false, headers: vec![] }
     }
     pub fn anonymous(base: &str) -> Self {
-        Self { http: reqwest::Client::new(), base: base.into(), auth: None, workspace: None, outage: false }
+        Self { http: reqwest::Client::new(), base: base.into(), auth: None, workspace: None, outage: false, headers: vec![] }
+    }
+    /// A customer's client: no API credential, their portal session.
+    pub fn portal(base: &str, session: &str) -> Self {
+        Self::anonymous(base).with_header("x-portal-session", session)
+    }
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
     }
     /// This client may see `503 UNAVAILABLE` (a test that makes a dependency fail).
     pub fn during_outage(mut self) -> Self {
@@ -224,6 +234,9 @@ impl Client {
         }
         if let Some(w) = &self.workspace {
             r = r.header("x-workspace-id", w);
+        }
+        for (k, v) in &self.headers {
+            r = r.header(k, v);
         }
         r
     }
@@ -303,6 +316,18 @@ async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value {
 
 /// Data in every area of a workspace (the client must be allowed to write it quickly: use a
 /// bulk gateway). Answers an id for each path with a parameter, keyed by the path pattern.
+/// The key of `seed_every_area`'s answer that holds a portal session of its contact.
+pub const PORTAL_SESSION: &str = "!portal_session";
+
+/// A portal session for a contact: a login link minted with `c`'s credential, exchanged.
+pub async fn portal_session(c: &Client, contact_id: &str) -> String {
+    let link = c.post("/portal/sessions", &serde_json::json!({"contact_id": contact_id})).await;
+    assert_eq!(link.status, 201, "{}", link.json);
+    let r = Client::anonymous(&c.base).post("/portal/sessions/exchange", &serde_json::json!({"token": link.json["data"]["token"]})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    r.json["data"]["session_token"].as_str().unwrap().to_string()
+}
+
 pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap<&'static str, String> {
     use serde_json::json;
     let sending = verified_domain(c, ws).await;
@@ -339,7 +364,36 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
     let day_after = (chrono::Utc::now() + chrono::Duration::days(2)).format("%Y-%m-%d").to_string();
     let booking =
         created(c, "/bookings", json!({"service_id": svc, "start": format!("{day_after}T09:00:00Z"), "contact_id": ct}), 201).await;
+    created(
+        c,
+        "/gdpr/consents",
+        json!({"email": "zoe@example.org", "purpose": "analytics", "granted": true, "source": "form",
+        "text_shown": "May we count your visits?", "text_version": "v1"}),
+        201,
+    )
+    .await;
+    let export = created(c, "/gdpr/exports", json!({"subject": {"contact_id": ct}}), 202).await;
+    let erasure = created(c, "/gdpr/erasures", json!({"subject": {"email": "nobody@example.org"}, "reason": "seed"}), 202).await;
+    let session = portal_session(c, ct).await;
+    let portal = Client::portal(&c.base, &session);
+    let own_export = created(&portal, "/portal/me/export", json!({}), 202).await;
+    let conversation = created(
+        c,
+        "/helpdesk/conversations",
+        json!({"subject": "Help", "mailbox": format!("support@{sending}"),
+        "contact_id": ct, "message": {"type": "inbound", "body_text": "Hello"}}),
+        201,
+    )
+    .await;
     std::collections::BTreeMap::from([
+        ("/gdpr/exports/{id}", export["id"].as_str().unwrap().to_string()),
+        ("/helpdesk/conversations/{id}", conversation["id"].as_str().unwrap().to_string()),
+        ("/gdpr/erasures/{id}", erasure["id"].as_str().unwrap().to_string()),
+        ("?/gdpr/consents", "email=zoe@example.org".to_string()),
+        ("/portal/me/exports/{id}", own_export["id"].as_str().unwrap().to_string()),
+        ("/portal/me/bookings/{id}", booking["id"].as_str().unwrap().to_string()),
+        // Not a path: the contact's portal session, for the `/portal/me...` routes.
+        (PORTAL_SESSION, session),
         ("/posts/{id}", post["id"].as_str().unwrap().to_string()),
         ("/channels/{id}", ch),
         ("/bookings/{id}", booking["id"].as_str().unwrap().to_string()),

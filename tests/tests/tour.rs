@@ -172,7 +172,10 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // TOUR_KEEP=1 keeps the script, its logs and each response body for a look.
+        if std::env::var_os("TOUR_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 

@@ -19,6 +19,8 @@ pub struct Names {
     pub emails_queue: String,
     pub publish_queue: String,
     pub email_feedback_queue: String,
+    pub gdpr_queue: String,
+    pub exports_bucket: String,
     pub secret_id: String,
 }
 
@@ -32,6 +34,8 @@ impl Default for Names {
             emails_queue: "platform-emails".into(),
             publish_queue: "platform-publish".into(),
             email_feedback_queue: "platform-email-feedback".into(),
+            gdpr_queue: "platform-gdpr".into(),
+            exports_bucket: "platform-exports".into(),
             secret_id: "platform/secret".into(),
         }
     }
@@ -49,6 +53,8 @@ impl Names {
             emails_queue: get("EMAILS_QUEUE_NAME", d.emails_queue),
             publish_queue: get("PUBLISH_QUEUE_NAME", d.publish_queue),
             email_feedback_queue: get("EMAIL_FEEDBACK_QUEUE_NAME", d.email_feedback_queue),
+            gdpr_queue: get("GDPR_QUEUE_NAME", d.gdpr_queue),
+            exports_bucket: get("EXPORTS_BUCKET", d.exports_bucket),
             secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
         }
     }
@@ -71,6 +77,10 @@ pub struct Resources {
     /// Where SES notifications arrive (on AWS through SNS).
     pub email_feedback_queue_url: String,
     pub email_feedback_dlq_url: String,
+    /// GDPR export and erasure jobs.
+    pub gdpr_queue_url: String,
+    pub gdpr_dlq_url: String,
+    pub exports_bucket: String,
     pub secret_id: String,
 }
 
@@ -100,6 +110,8 @@ pub fn local_config(res: &Resources) -> Result<Config, String> {
             "CONTACT_IMPORTS_QUEUE_URL" => res.contact_imports_queue_url.clone(),
             "EMAILS_QUEUE_URL" => res.emails_queue_url.clone(),
             "PUBLISH_QUEUE_URL" => res.publish_queue_url.clone(),
+            "GDPR_QUEUE_URL" => res.gdpr_queue_url.clone(),
+            "EXPORTS_BUCKET" => res.exports_bucket.clone(),
             "PLATFORM_SECRET_ID" => res.secret_id.clone(),
             _ => return None,
         })
@@ -145,12 +157,14 @@ fn gsi(name: &str, projection: ProjectionType) -> GlobalSecondaryIndex {
         .expect("index fields set")
 }
 
-/// Create the table (with GSIs and TTL), the events queue with its dead-letter queue, and the
-/// platform secret. Safe to run again: existing resources are kept.
+/// Create the table (with GSIs and TTL), the queues with their dead-letter queues, the exports
+/// bucket (with its 7-day expiry) and the platform secret. Safe to run again: existing
+/// resources are kept.
 pub async fn bootstrap(
     ddb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
     sm: &aws_sdk_secretsmanager::Client,
+    s3: &aws_sdk_s3::Client,
     names: &Names,
 ) -> Result<Resources, String> {
     let created = ddb
@@ -199,6 +213,10 @@ pub async fn bootstrap(
     // its own delayed message.
     let (publish_queue_url, publish_dlq_url) = create_queue_with_dlq(sqs, &names.publish_queue, 10, 90).await?;
     let (email_feedback_queue_url, email_feedback_dlq_url) = create_queue_with_dlq(sqs, &names.email_feedback_queue, 5, 30).await?;
+    // A job resumes from its last saved position on each delivery; visibility above the
+    // worker's 15-minute timeout.
+    let (gdpr_queue_url, gdpr_dlq_url) = create_queue_with_dlq(sqs, &names.gdpr_queue, 6, 960).await?;
+    create_bucket(s3, &names.exports_bucket).await?;
     let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
     match secret {
         Ok(_) => {}
@@ -219,8 +237,35 @@ pub async fn bootstrap(
         publish_dlq_url,
         email_feedback_queue_url,
         email_feedback_dlq_url,
+        gdpr_queue_url,
+        gdpr_dlq_url,
+        exports_bucket: names.exports_bucket.clone(),
         secret_id: names.secret_id.clone(),
     })
+}
+
+/// The exports bucket, as template.yaml makes it: objects expire after 7 days.
+async fn create_bucket(s3: &aws_sdk_s3::Client, name: &str) -> Result<(), String> {
+    use aws_sdk_s3::types::{BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter};
+    match s3.create_bucket().bucket(name).send().await {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists()) => {}
+        Err(e) => return Err(format!("create bucket {name}: {}", aws_sdk_s3::error::DisplayErrorContext(e))),
+    }
+    let rule = LifecycleRule::builder()
+        .id("expire-exports")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("exports/").build())
+        .expiration(LifecycleExpiration::builder().days(7).build())
+        .build()
+        .map_err(|e| e.to_string())?;
+    s3.put_bucket_lifecycle_configuration()
+        .bucket(name)
+        .lifecycle_configuration(BucketLifecycleConfiguration::builder().rules(rule).build().map_err(|e| e.to_string())?)
+        .send()
+        .await
+        .map_err(|e| format!("bucket lifecycle: {}", aws_sdk_s3::error::DisplayErrorContext(e)))?;
+    Ok(())
 }
 
 async fn create_queue_with_dlq(

@@ -30,19 +30,21 @@ pub fn areas() -> Vec<(&'static str, &'static [Route])> {
         ("contacts", contacts::routes()),
         ("deals", deals::routes()),
         ("emails", emails::routes()),
+        ("gdpr", gdpr::routes()),
+        ("portal", portal::routes()),
+        ("helpdesk", helpdesk::routes()),
     ]
 }
 
-/// The function API Gateway would send this request to (its `$default` route: workspaces).
-fn function_of(method: &http::Method, path: &str) -> &'static str {
-    use shared::error::ErrorCode;
-    areas()
-        .into_iter()
-        .find(|(_, routes)| match shared::routing::match_route(routes, method, path) {
-            Ok(_) => true,
-            Err(e) => e.code == ErrorCode::MethodNotAllowed,
-        })
-        .map_or("workspaces", |(name, _)| name)
+/// The function API Gateway would send this request to (its `$default` route: workspaces):
+/// the area whose root noun comes first in the path (API Gateway routes by the first noun:
+/// `/portal/me/bookings` is the portal's, though `bookings` is another area's noun).
+fn function_of(path: &str) -> &'static str {
+    let areas = areas();
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .find_map(|seg| areas.iter().find(|(_, routes)| routes.iter().any(|r| r.path.split('/').nth(1) == Some(seg))).map(|(n, _)| *n))
+        .unwrap_or("workspaces")
 }
 
 /// Every area's routes, in one table.
@@ -80,7 +82,7 @@ async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::R
         }
     };
     let body = if bytes.is_empty() { lambda_http::Body::Empty } else { lambda_http::Body::Binary(bytes.to_vec()) };
-    let function = function_of(&parts.method, parts.uri.path());
+    let function = function_of(parts.uri.path());
     let req = http::Request::from_parts(parts, body);
     let (resp, stats) = shared::metrics::as_function(function, shared::http::serve_with_stats(app, all_routes(), req)).await;
     let (mut parts, body) = resp.into_parts();

@@ -56,7 +56,10 @@ pub fn used(dir: &Path) -> Actions {
 }
 
 /// Actions a function's code may need that no local run can make it use, with why.
-pub const UNEXERCISED: &[(&str, &str, &str)] = &[];
+pub const UNEXERCISED: &[(&str, &str, &str)] = &[
+    ("gdpr-worker", "s3:AbortMultipartUpload", "an export that fails for good aborts its upload; no test makes one fail six runs in a row"),
+    ("gdpr-worker", "s3:GetObject", "HeadObject, when a run died between completing an export's upload and recording it"),
+];
 
 /// Every used action missing from a policy, and every granted one nothing used.
 pub fn compare(granted: &Actions, used: &Actions) -> Vec<String> {

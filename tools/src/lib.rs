@@ -39,7 +39,8 @@ impl DevStack {
         );
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let sm = aws_sdk_secretsmanager::Client::new(&sdk);
-        let resources = admin::bootstrap(&ddb, &sqs, &sm, &Names::default()).await?;
+        let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
+        let resources = admin::bootstrap(&ddb, &sqs, &sm, &s3, &Names::default()).await?;
         let app = Arc::new(App::with_dynamodb_endpoint(admin::local_config(&resources)?, &sdk, Some(&emulators.dynamodb_endpoint))?);
         let mut stack = Self { emulators, resources, sdk, ddb, sqs, app: app.clone(), base_url: String::new(), gateways: vec![] };
         let (addr, task) = gateway::start(app, port).await?;
@@ -73,8 +74,8 @@ impl DevStack {
 
     /// The event source mappings and schedules of the queue-driven functions: the dispatcher
     /// (events and deliveries queues, outbox sweep every `sweep_every`), the contact import
-    /// worker, the email sender (emails and feedback queues, tick every `sweep_every`), and the
-    /// publisher (publish queue, tick every `sweep_every`).
+    /// worker, the GDPR worker, the email sender (emails and feedback queues, tick every
+    /// `sweep_every`), and the publisher (publish queue, tick every `sweep_every`).
     pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
         let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg.clone())?)?);
         let sqs = d.app.sqs.clone();
@@ -94,6 +95,12 @@ impl DevStack {
             Box::pin(shared::metrics::as_function("contact-import", async move { domain::contacts::import::handle_sqs(&app, ev).await }))
         });
         self.gateways.push(worker::poll(sqs.clone(), self.resources.contact_imports_queue_url.clone(), import));
+        let gdpr_app = Arc::new(self.new_app(cfg.clone())?);
+        let gdpr: worker::Handler = Arc::new(move |ev| {
+            let app = gdpr_app.clone();
+            Box::pin(shared::metrics::as_function("gdpr-worker", async move { domain::gdpr::jobs::handle_sqs(&app, ev).await }))
+        });
+        self.gateways.push(worker::poll(sqs.clone(), self.resources.gdpr_queue_url.clone(), gdpr));
         let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg.clone())?, &self.sdk));
         let send: worker::Handler = {
             let sender = sender.clone();
@@ -141,6 +148,8 @@ impl DevStack {
             ("CONTACT_IMPORTS_QUEUE_URL", self.resources.contact_imports_queue_url.clone()),
             ("EMAILS_QUEUE_URL", self.resources.emails_queue_url.clone()),
             ("PUBLISH_QUEUE_URL", self.resources.publish_queue_url.clone()),
+            ("GDPR_QUEUE_URL", self.resources.gdpr_queue_url.clone()),
+            ("EXPORTS_BUCKET", self.resources.exports_bucket.clone()),
             ("WEBHOOK_ALLOW_LOOPBACK", "true".into()),
             ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
             ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),
@@ -198,18 +207,31 @@ pub fn dev_env_file(stack_env: &[(&str, String)], workspace_id: &str, api_key: &
     stack_env.iter().map(|(k, v)| (*k, v.as_str())).chain(demo).map(|(k, v)| format!("{k}={v}\n")).collect()
 }
 
+/// Every area's part of the contract, by area.
+pub fn area_docs() -> Vec<(&'static str, utoipa::openapi::OpenApi)> {
+    use utoipa::OpenApi;
+    vec![
+        ("workspaces", workspaces::ApiDoc::openapi()),
+        ("posts", posts::ApiDoc::openapi()),
+        ("channels", channels::ApiDoc::openapi()),
+        ("bookings", bookings::ApiDoc::openapi()),
+        ("webhooks", webhooks::ApiDoc::openapi()),
+        ("contacts", contacts::ApiDoc::openapi()),
+        ("deals", deals::ApiDoc::openapi()),
+        ("emails", emails::ApiDoc::openapi()),
+        ("gdpr", gdpr::ApiDoc::openapi()),
+        ("portal", portal::ApiDoc::openapi()),
+        ("helpdesk", helpdesk::ApiDoc::openapi()),
+    ]
+}
+
 /// The whole contract: shared pieces plus every area's paths, as generated from the code.
 pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     use utoipa::OpenApi;
     let mut doc = shared::openapi::BaseDoc::openapi();
-    doc.merge(workspaces::ApiDoc::openapi());
-    doc.merge(posts::ApiDoc::openapi());
-    doc.merge(channels::ApiDoc::openapi());
-    doc.merge(bookings::ApiDoc::openapi());
-    doc.merge(webhooks::ApiDoc::openapi());
-    doc.merge(contacts::ApiDoc::openapi());
-    doc.merge(deals::ApiDoc::openapi());
-    doc.merge(emails::ApiDoc::openapi());
+    for (_, area) in area_docs() {
+        doc.merge(area);
+    }
     annotate_access(&mut doc);
     doc
 }

@@ -37,7 +37,7 @@ fn dynamodb_local_dir(root: &Path) -> Result<PathBuf, String> {
     dirs.pop().ok_or_else(|| format!("no DynamoDBLocal.jar under {}", lib.display()))
 }
 
-fn guarded(program: &Path, args: &[String], cwd: &Path, log: &Path) -> Result<Child, String> {
+fn guarded(program: &Path, args: &[String], cwd: &Path, log: &Path, env: &[(&str, &str)]) -> Result<Child, String> {
     let log = std::fs::File::create(log).map_err(|e| format!("log file {}: {e}", log.display()))?;
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
@@ -48,7 +48,8 @@ fn guarded(program: &Path, args: &[String], cwd: &Path, log: &Path) -> Result<Ch
         .current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
-        .stderr(log);
+        .stderr(log)
+        .envs(env.iter().copied());
     cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))
 }
 
@@ -100,9 +101,17 @@ impl LocalStack {
             ],
             &ddb_dir,
             &log_dir.join("dynamodb-local.log"),
+            &[],
         )?;
-        let moto =
-            guarded(&moto, &["-H".into(), "127.0.0.1".into(), "-p".into(), moto_port.to_string()], &root, &log_dir.join("moto.log"))?;
+        // Small multipart parts, so tests can cut an export into many parts (S3 itself needs 5 MiB).
+        let moto_env = [("S3_UPLOAD_PART_MIN_SIZE", "1024")];
+        let moto = guarded(
+            &moto,
+            &["-H".into(), "127.0.0.1".into(), "-p".into(), moto_port.to_string()],
+            &root,
+            &log_dir.join("moto.log"),
+            &moto_env,
+        )?;
         let stack = Self {
             dynamodb_endpoint: format!("http://127.0.0.1:{ddb_port}"),
             moto_endpoint: format!("http://127.0.0.1:{moto_port}"),

@@ -1,5 +1,5 @@
 //! Every sample in events/ is a valid HTTP API v2 event that reaches a real route, or (in
-//! events/dispatcher, events/contact-import, events/email-sender, events/publisher) an SQS batch or schedule input
+//! events/dispatcher, events/contact-import, events/email-sender, events/publisher, events/gdpr-worker) an SQS batch or schedule input
 //! the queue-driven function understands.
 
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequest;
@@ -8,11 +8,10 @@ use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 fn sample_events_parse_and_route() {
     let dir = tools::localstack::repo_root().join("events");
     let mut n = 0;
-    for area in std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir() && !["dispatcher", "contact-import", "email-sender", "publisher"].iter().any(|n| e.file_name() == *n))
-    {
+    for area in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| {
+        e.path().is_dir()
+            && !["dispatcher", "contact-import", "email-sender", "publisher", "gdpr-worker"].iter().any(|n| e.file_name() == *n)
+    }) {
         for f in std::fs::read_dir(area.path()).unwrap().filter_map(Result::ok) {
             let text = std::fs::read_to_string(f.path()).unwrap();
             let ev: ApiGatewayV2httpRequest = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
@@ -57,6 +56,17 @@ fn import_worker_samples_are_sqs_batches_of_jobs() {
         for m in ev.records {
             let v: serde_json::Value = serde_json::from_str(&m.body).unwrap();
             assert!(v["workspace_id"].is_string() && v["import_id"].as_str().unwrap().starts_with("imp_"), "{}", f.path().display());
+        }
+    }
+}
+
+#[test]
+fn gdpr_worker_samples_are_sqs_batches_of_jobs() {
+    let dir = tools::localstack::repo_root().join("events/gdpr-worker");
+    for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+        let ev: shared::sqs::SqsEvent = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
+        for m in ev.records {
+            serde_json::from_str::<domain::gdpr::jobs::JobMessage>(&m.body).unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
         }
     }
 }

@@ -33,3 +33,20 @@ fn every_route_is_documented_and_nothing_else() {
         tools::gateway::all_routes().iter().map(|r| (r.method.to_string(), r.path.to_string())).collect();
     assert_eq!(documented, served);
 }
+
+/// Merging the areas' documents keeps one schema per name: two areas that name different
+/// schemas alike would silently lose one (webhooks' and the helpdesk's `DeliveryStatus` did).
+#[test]
+fn no_two_areas_name_different_schemas_alike() {
+    let mut seen: std::collections::BTreeMap<String, (&str, serde_json::Value)> = Default::default();
+    for (area, doc) in tools::area_docs() {
+        for (name, schema) in doc.components.map(|c| c.schemas).unwrap_or_default() {
+            let json = serde_json::to_value(&schema).unwrap();
+            if let Some((other, prev)) = seen.get(&name) {
+                assert_eq!(prev, &json, "schema {name} differs between {other} and {area}: rename one (#[schema(as = ...)])");
+            } else {
+                seen.insert(name, (area, json));
+            }
+        }
+    }
+}

@@ -26,6 +26,28 @@ shared::prefixed_id!(HoldId, "hold", "hold");
 pub const MAX_CAPACITY: u32 = 20;
 pub const DEFAULT_HOLD_SECS: i64 = 300;
 
+/// What this area holds about a person: their bookings (contact and notes). An erasure keeps
+/// the booking (the slot stays taken or history stays true) and removes the person from it.
+pub const PRIVACY: &[crate::gdpr::Rule] = {
+    use crate::gdpr::{Erase, Find, Rule};
+    &[
+        Rule {
+            kind: crate::keys::BOOKING,
+            area: "bookings",
+            find: Find::Mentions,
+            export: true,
+            erase: Erase::Remove(&["contact_id", "notes"]),
+        },
+        Rule {
+            kind: crate::keys::CONTACT_BOOKING,
+            area: "bookings",
+            find: Find::Prefix(|s| s.contact_id.as_deref().map(|c| crate::keys::CONTACT_BOOKING.sk_prefix(&[c]))),
+            export: false,
+            erase: Erase::Delete,
+        },
+    ]
+};
+
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Resource {
     /// `res_...`
@@ -204,6 +226,8 @@ pub struct Booking {
     pub status: BookingStatus,
     pub service_id: String,
     pub resource_id: String,
+    /// Empty once an erasure has removed the person.
+    #[serde(default)]
     pub contact_id: String,
     /// RFC 3339 UTC.
     pub start: String,

@@ -95,10 +95,7 @@ async fn send(
     }
     let input: SendEmail = serde_json::from_value(body).map_err(ApiError::internal)?;
     let now = Utc::now();
-    let to_error = |d: Vec<shared::error::ErrorDetail>| shared::validate::validation_error(d);
-    let draft = compose::check(input, now).map_err(to_error)?;
-    let ctx = compose::load_context(app, ws, &[&draft]).await?;
-    let mut email = compose::finish(draft, &ctx, None, now).map_err(to_error)?;
+    let mut email = Box::pin(compose::build_one(app, ws, input, now)).await?;
     if let Some((id, _)) = reminder {
         email.id = id.clone();
     }

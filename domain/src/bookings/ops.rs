@@ -466,6 +466,88 @@ fn booking_record(ws: &str, b: &Booking, cells: &[String]) -> ApiResult<Record> 
         .attr("starts_at", s(&b.start)))
 }
 
+/// The contact's entry for this booking (`CTBOOKING#<ct>#<start>#<bk>`), so a customer's
+/// bookings are a prefix Query in start order, not a scan.
+fn contact_link(ws: &str, b: &Booking) -> Item {
+    Item::from([
+        ("pk".into(), s(ws_pk(ws))),
+        ("sk".into(), s(keys::CONTACT_BOOKING.sk(&[&b.contact_id, &b.start, &b.id]))),
+        ("booking_id".into(), s(&b.id)),
+    ])
+}
+
+/// A contact's bookings starting after `from` (upcoming, soonest first) or before it (past,
+/// latest first): one page of links, then the bookings (one BatchGetItem).
+pub async fn of_contact(
+    app: &App,
+    ws: &str,
+    contact_id: &str,
+    from: &str,
+    upcoming: bool,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<Booking>, Option<String>)> {
+    let prefix = keys::CONTACT_BOOKING.sk_prefix(&[contact_id]);
+    let bound = format!("{prefix}{from}");
+    let mut q = app
+        .db
+        .client
+        .query()
+        .table_name(&app.db.table)
+        .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+        .expression_attribute_values(":pk", s(ws_pk(ws)))
+        .scan_index_forward(upcoming)
+        .limit(limit as i32 + 1)
+        .consistent_read(true);
+    let (lo, hi) = if upcoming {
+        (after.clone().unwrap_or(bound.clone()), format!("{prefix}\u{10ffff}"))
+    } else {
+        (prefix.clone(), after.clone().unwrap_or(bound.clone()))
+    };
+    q = q.expression_attribute_values(":lo", s(lo)).expression_attribute_values(":hi", s(hi));
+    let out = q.send().await.map_err(st::ddb_error)?;
+    let mut links: Vec<Item> = out.items.unwrap_or_default();
+    // BETWEEN is inclusive: a cursor names the last item shown.
+    links.retain(|l| after.as_deref() != st::get_str(l, "sk"));
+    let more = links.len() > limit;
+    links.truncate(limit);
+    let next = if more { links.last().and_then(|l| st::get_str(l, "sk")).map(String::from) } else { None };
+    let keys: Vec<(String, String)> = links.iter().filter_map(|l| Some((ws_pk(ws), booking_sk(st::get_str(l, "booking_id")?)))).collect();
+    let mut by_id: HashMap<String, Booking> =
+        app.db.batch_get(&keys).await?.into_iter().filter_map(|i| st::from_item::<Booking>(i).ok()).map(|b| (b.id.clone(), b)).collect();
+    let list = links.iter().filter_map(|l| by_id.remove(st::get_str(l, "booking_id")?)).collect();
+    Ok((list, next))
+}
+
+/// Cancel a pending or confirmed booking; a customer cannot cancel inside the service's
+/// cancellation window (409). The slot is free again at once.
+pub async fn cancel(app: &App, ws: &str, sb: &StoredBooking, by: CancelledBy, reason: Option<String>) -> ApiResult<Booking> {
+    if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
+        return Err(ApiError::conflict(format!("a {} booking cannot be cancelled", sb.booking.status.as_str())));
+    }
+    if by == CancelledBy::Customer
+        && let Some((svc, _)) = load_service(app, ws, &sb.booking.service_id).await?
+    {
+        let start = parse_time("start", &sb.booking.start)?;
+        if Utc::now() > start - Duration::minutes(svc.cancellation_window_minutes) {
+            return Err(ApiError::conflict(format!(
+                "customers cannot cancel later than {} minutes before the start",
+                svc.cancellation_window_minutes
+            )));
+        }
+    }
+    let now = shared::ids::now_rfc3339();
+    let mut next = sb.booking.clone();
+    next.status = BookingStatus::Cancelled;
+    next.cancelled_by = Some(by);
+    next.cancel_reason = reason;
+    next.cancelled_at = Some(now.clone());
+    next.updated_at = now;
+    let next = transition(app, ws, sb, next, "booking.cancelled", true).await?;
+    super::notify::cancel_reminder(app, ws, &next).await;
+    Ok(next)
+}
+
 fn timeline(ws: &str, b: &Booking, kind: &str, summary: String) -> ApiResult<Item> {
     crate::contacts::activity(ws, &b.contact_id, kind, summary, serde_json::json!({"booking_id": b.id, "start": b.start}))
 }
@@ -497,6 +579,7 @@ pub async fn book(
             }
             tx = tx
                 .create(booking_record(ws, &booking, &plan_keys(&res.id, &plan))?.version(1))
+                .put(contact_link(ws, &booking))
                 .put(timeline(ws, &booking, "booking.created", format!("Booked for {}", booking.start))?)
                 .event(Event::new(ws, "booking.created", &booking));
             match tx.commit(app).await {
@@ -601,6 +684,7 @@ pub async fn reschedule(app: &App, ws: &str, svc: &Service, res: &Resource, sb: 
         let res = tx
             .replace(booking_record(ws, &moved, &[])?, sb.version)
             .create(booking_record(ws, &new, &new_keys)?.version(1))
+            .put(contact_link(ws, &new))
             .put(timeline(ws, &new, "booking.rescheduled", format!("Moved from {} to {}", old.start, new.start))?)
             .event(Event::new(ws, "booking.rescheduled", &serde_json::json!({"from": moved, "to": new})))
             .commit(app)
@@ -647,22 +731,14 @@ pub async fn contact_for(app: &App, ws: &str, contact_id: Option<&str>, contact:
             .map_err(|e| ApiError::validation("contact", e.to_string()))?;
             let mut errs = Errors::new();
             let built = input.build(&mut errs);
-            errs.finish().map_err(|e| {
-                let details = e.details.into_iter().map(|mut d| {
-                    d.field = d.field.map(|f| format!("contact.{f}"));
-                    d
-                });
-                shared::validate::validation_error(details.collect())
-            })?;
+            errs.finish().map_err(|e| e.prefixed("contact"))?;
             if let Some(id) = ct::email_owner(app, ws, &built.email).await? {
                 return Ok(id);
             }
-            match ct::commit_create(app, ws, &built).await {
+            match ct::commit_create(app, ws, &built, None).await {
                 Ok(()) => Ok(built.id),
-                // Created meanwhile by someone else: link to it.
-                Err(_) => ct::email_owner(app, ws, &built.email)
-                    .await?
-                    .ok_or_else(|| ApiError::conflict("the contact was created concurrently; retry")),
+                // Created meanwhile by someone else: link to it (an erased address stays refused).
+                Err(e) => ct::email_owner(app, ws, &built.email).await?.ok_or(e),
             }
         }
         _ => Err(ApiError::validation("contact", "give exactly one of contact_id and contact")),

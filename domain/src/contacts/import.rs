@@ -227,8 +227,8 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
         store::Record::new(ws_pk(ws), job_sk(&job.id), &job)?.attr("chunks", n(chunks.len() as i64)).attr("next_chunk", n(0)).version(1);
     Tx::new().create(rec).commit(app).await.map_err(TxError::stale)?;
     let msg = serde_json::json!({"workspace_id": ws, "import_id": job.id}).to_string();
-    if let Err(e) = app.sqs.send_message().queue_url(&app.cfg.contact_imports_queue_url).message_body(msg).send().await {
-        tracing::error!(import_id = %job.id, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "import not queued");
+    if let Err(e) = shared::sqs::send(&app.sqs, &app.cfg.contact_imports_queue_url, msg, 0).await {
+        tracing::error!(import_id = %job.id, error = %e, "import not queued");
         let _ = finish(app, ws, &job, ImportStatus::Failed, Some("the import could not be queued; start it again")).await;
         return Err(ApiError::unavailable("the import queue is unavailable"));
     }
@@ -236,6 +236,18 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
 }
 
 shared::prefixed_id!(ImportId, "imp", "import");
+
+/// Erasure: the chunk keeps its other rows; the subject's are dropped (a row names the subject
+/// when any of its values contains the address or the contact id).
+pub async fn erase_rows(app: &App, _ws: &str, item: Item, subject: &crate::gdpr::Subject) -> ApiResult<()> {
+    let Some(raw) = store::get_str(&item, "rows") else { return Ok(()) };
+    let rows: Vec<Row> = serde_json::from_str(raw).map_err(ApiError::internal)?;
+    let needles: Vec<String> = subject.needles().iter().map(|n| n.to_lowercase()).collect();
+    let keep: Vec<&Row> = rows.iter().filter(|r| !needles.iter().any(|n| r.data.to_string().to_lowercase().contains(n.as_str()))).collect();
+    let mut item = item.clone();
+    item.insert("rows".into(), s(serde_json::to_string(&keep).map_err(ApiError::internal)?));
+    app.db.batch_put(vec![item]).await
+}
 
 /// An import job with its chunk count and the next chunk to process. `id` comes from a path
 /// ([`ImportId`]) or from the job's own queue message.
@@ -398,6 +410,7 @@ async fn process_chunk(app: &App, ws: &str, job: &ImportJob, rows: &[Row]) -> Ap
     let mut errors = vec![];
     let mut plan = vec![];
     let mut first_row_of: HashMap<String, u32> = HashMap::new();
+    let mut built = vec![];
     for r in rows {
         let data = r.data.clone();
         if let Some(msg) = data.get("__columns").and_then(|v| v.as_str()) {
@@ -421,10 +434,19 @@ async fn process_chunk(app: &App, ws: &str, job: &ImportJob, rows: &[Row]) -> Ap
             continue;
         }
         c.id = row_contact_id(job, r.row);
-        if first_row_of.contains_key(&c.email) {
+        built.push((r.row, c, data));
+    }
+    // An erased address is not re-created by an import (one batch read of tombstones).
+    let emails: Vec<&str> = built.iter().map(|(_, c, _)| c.email.as_str()).collect();
+    let erased = crate::gdpr::erased(app, ws, &emails).await?;
+    for (row, c, data) in built {
+        if erased.contains(&c.email) {
+            errors.push(RowError { row, field: Some("email".into()), message: crate::gdpr::ERASED_MESSAGE.into() });
+            counts.failed += 1;
+        } else if first_row_of.contains_key(&c.email) {
             plan.push(Planned::Existing(data, c.email));
         } else {
-            first_row_of.insert(c.email.clone(), r.row);
+            first_row_of.insert(c.email.clone(), row);
             plan.push(Planned::Create(Box::new(c), data));
         }
     }

@@ -39,6 +39,12 @@ pub struct CreateContact {
     pub custom_fields: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+    /// Re-create an address that was erased (GDPR): needs `consent`, the new opt-in, which is
+    /// recorded in the ledger (`marketing_email` granted) and lifts the tombstone.
+    #[serde(default)]
+    pub resubscribe: bool,
+    #[serde(default)]
+    pub consent: Option<crate::gdpr::consents::ConsentEvidence>,
 }
 
 impl CreateContact {
@@ -73,12 +79,30 @@ impl CreateContact {
 }
 
 /// Commit a create, retrying transactions that collided with a concurrent one; a taken email
-/// is 409 with the holder's id.
-pub async fn commit_create(app: &App, ws: &str, c: &Contact) -> ApiResult<()> {
+/// is 409 with the holder's id. An erased address is 409 unless `resubscribe` carries new
+/// consent: then the transaction also records it and lifts the tombstone.
+pub async fn commit_create(app: &App, ws: &str, c: &Contact, resubscribe: Option<&crate::gdpr::consents::Consent>) -> ApiResult<()> {
+    let tomb = crate::gdpr::tombstone_sk(app, ws, &c.email).await?;
     for attempt in 0..=CONFLICT_RETRIES {
-        match model::create_tx(ws, c, Tx::new())?.commit(app).await {
+        let tx = match resubscribe {
+            None => Tx::new().check(shared::store::ws_pk(ws), tomb.clone(), "attribute_not_exists(pk)"),
+            Some(consent) => {
+                let (item, ev) = crate::gdpr::consents::writes(ws, consent)?;
+                Tx::new().delete_if(shared::store::ws_pk(ws), tomb.clone(), "", vec![]).put(item).event(ev)
+            }
+        };
+        let claim = tx.len();
+        match model::create_tx(ws, c, tx)?.commit(app).await {
             Ok(()) => return Ok(()),
-            Err(TxError::Condition(0)) => return Err(model::duplicate(&c.email, model::email_owner(app, ws, &c.email).await?)),
+            Err(TxError::Condition(0)) if resubscribe.is_none() => {
+                return Err(ApiError::conflict(crate::gdpr::ERASED_MESSAGE).with_details(vec![shared::error::ErrorDetail::field(
+                    "email",
+                    "was erased; send \"resubscribe\": true with \"consent\" to create it again",
+                )]));
+            }
+            Err(TxError::Condition(i)) if i == claim => {
+                return Err(model::duplicate(&c.email, model::email_owner(app, ws, &c.email).await?));
+            }
             Err(TxError::Condition(_)) => return Err(ApiError::conflict("the contact was created concurrently")),
             Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict && attempt < CONFLICT_RETRIES => {
                 // TransactionConflict: another create of the same address is in flight. Once it

@@ -29,6 +29,53 @@ use utoipa::ToSchema;
 
 shared::prefixed_id!(ContactId, "ct", "contact");
 
+/// What this area holds about a person (see `gdpr`): the contact, its claim, search entries
+/// and timeline (notes included), and the rows and errors of imports that named the address.
+pub const PRIVACY: &[crate::gdpr::Rule] = {
+    use crate::gdpr::{Erase, Find, Rule};
+    &[
+        Rule {
+            kind: keys::CONTACT,
+            area: "contacts",
+            find: Find::Key(|s| s.contact_id.as_deref().map(contact_sk)),
+            export: true,
+            erase: Erase::Delete,
+        },
+        Rule {
+            kind: keys::CONTACT_EMAIL_CLAIM,
+            area: "contacts",
+            find: Find::Key(|s| Some(email_sk(&s.email))),
+            export: false,
+            erase: Erase::Delete,
+        },
+        Rule {
+            kind: keys::CONTACT_SEARCH,
+            area: "contacts",
+            find: Find::Keys(|s| match &s.contact_id {
+                Some(id) => s.terms.iter().map(|t| search_sk(t, id)).collect(),
+                None => vec![],
+            }),
+            export: false,
+            erase: Erase::Delete,
+        },
+        Rule {
+            kind: keys::ACTIVITY,
+            area: "contacts",
+            find: Find::Prefix(|s| s.contact_id.as_deref().map(activity_prefix)),
+            export: true,
+            erase: Erase::Delete,
+        },
+        Rule {
+            kind: keys::IMPORT_ROWS,
+            area: "contacts",
+            find: Find::Mentions,
+            export: false,
+            erase: Erase::Custom(|a, w, i, s| Box::pin(import::erase_rows(a, w, i, s))),
+        },
+        Rule { kind: keys::IMPORT_ERROR, area: "contacts", find: Find::Mentions, export: false, erase: Erase::Delete },
+    ]
+};
+
 pub const MAX_LABELS: usize = 20;
 pub const MAX_LABEL_CHARS: usize = 50;
 pub const MAX_CUSTOM_FIELDS: usize = 50;

@@ -257,11 +257,22 @@ pub struct Recipients {
 
 /// Contacts by id, the contacts owning these addresses and the addresses' suppressions (two
 /// reads whatever the count: the claims and suppressions together, then the contacts).
-pub async fn recipients_of(app: &App, ws: &str, ids: Vec<String>, addrs: Vec<String>) -> ApiResult<Recipients> {
+/// With `erased`, the addresses' tombstones are read in the same batch (when an email is
+/// accepted; the sender need not: an erasure cancels what was accepted before it, and what is
+/// accepted after it never stores the address).
+pub async fn recipients_of(app: &App, ws: &str, ids: Vec<String>, addrs: Vec<String>, erased: bool) -> ApiResult<Recipients> {
     let mut claim_keys: Vec<(String, String)> = addrs.iter().map(|a| (ws_pk(ws), email_sk(a))).collect();
     claim_keys.extend(super::suppressions::keys_of(ws, &addrs));
+    // Erased addresses are suppressed by their tombstones, read in the same batch.
+    let tombs = if addrs.is_empty() || !erased { Default::default() } else { crate::gdpr::tombstone_keys(app, ws, &addrs).await? };
+    claim_keys.extend(tombs.keys().map(|sk| (ws_pk(ws), sk.clone())));
     let claims = app.db.batch_get(&claim_keys).await?;
-    let suppressed = super::suppressions::from_items(&claims);
+    let mut suppressed = super::suppressions::from_items(&claims);
+    for c in &claims {
+        if let Some(addr) = store::get_str(c, "sk").and_then(|sk| tombs.get(sk)) {
+            suppressed.insert(addr.clone(), "erased".into());
+        }
+    }
     let mut owners = HashMap::new();
     for c in &claims {
         if let (Some(sk), Some(id)) = (store::get_str(c, "sk"), store::get_str(c, "contact_id")) {
@@ -290,7 +301,7 @@ pub async fn load_context(app: &App, ws: &str, drafts: &[&Draft]) -> ApiResult<C
     let (domains, templates, recipients) = futures_util::future::try_join3(
         super::domains::verified_names(app, ws),
         async { if slugs.is_empty() { Ok(BTreeMap::new()) } else { templates::load_many(app, ws, &slugs).await } },
-        recipients_of(app, ws, ids, addrs),
+        recipients_of(app, ws, ids, addrs, true),
     )
     .await?;
     Ok(Context { domains, templates, recipients })
@@ -371,6 +382,17 @@ fn initial_status(d: &Draft, suppressed_recipients: &[SuppressedRecipient]) -> E
     }
 }
 
+/// One email built from its input, as a handler's single send does it: checked, its context
+/// loaded, finished. Not written; the caller decides (and may refuse a suppressed one).
+pub async fn build_one(app: &App, ws: &str, input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> ApiResult<Email> {
+    let to_error = |d: Vec<ErrorDetail>| shared::validate::validation_error(d);
+    let draft = check(input, now).map_err(to_error)?;
+    // Boxed: the context future is large, and callers sit deep in handler futures (the debug
+    // build's stack overflowed without it).
+    let ctx = Box::pin(load_context(app, ws, &[&draft])).await?;
+    finish(draft, &ctx, None, now).map_err(to_error)
+}
+
 /// The accepted email, or what is wrong with it: a checked draft becomes the email to store,
 /// given what the workspace holds (`ctx`): its references checked, its content rendered, its
 /// recipients' suppression applied.
@@ -384,6 +406,19 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
     let all: Vec<String> = d.to.iter().chain(&d.cc).chain(&d.bcc).cloned().collect();
     let suppressed_recipients = suppressed(all, d.input.transactional, &ctx.recipients);
     let status = initial_status(&d, &suppressed_recipients);
+    // An erased address is not stored again, not even as a suppressed recipient.
+    let (mut d, mut suppressed_recipients) = (d, suppressed_recipients);
+    let erased: Vec<String> = suppressed_recipients.iter().filter(|s| s.reason == "erased").map(|s| s.email.clone()).collect();
+    if !erased.is_empty() {
+        for s in suppressed_recipients.iter_mut().filter(|s| s.reason == "erased") {
+            (s.email, s.contact_id) = (model::ERASED_ADDRESS.into(), None);
+        }
+        for list in [&mut d.to, &mut d.cc, &mut d.bcc] {
+            for a in list.iter_mut().filter(|a| erased.contains(a)) {
+                *a = model::ERASED_ADDRESS.into();
+            }
+        }
+    }
     let now_s = shared::ids::format_time(now);
     let input = d.input;
     let mut tags = input.tags.clone();

@@ -27,6 +27,108 @@ use utoipa::ToSchema;
 shared::prefixed_id!(EmailId, "em", "email");
 shared::prefixed_id!(EmailBatchId, "eb", "email batch");
 
+/// What this area holds about a person: emails to (or naming) the address with their bodies,
+/// batches whose errors name it, and its suppression entry.
+pub const PRIVACY: &[crate::gdpr::Rule] = {
+    use crate::gdpr::{Erase, Find, Rule};
+    &[
+        Rule {
+            kind: keys::EMAIL,
+            area: "emails",
+            find: Find::Mentions,
+            export: true,
+            erase: Erase::Custom(|a, w, i, s| Box::pin(erase_email(a, w, i, s))),
+        },
+        Rule {
+            kind: keys::EMAIL_BODY,
+            area: "emails",
+            find: Find::WithParent(keys::EMAIL.name, |parent| store::get_str(parent, "id").map(body_sk).into_iter().collect()),
+            export: true,
+            erase: Erase::Delete,
+        },
+        Rule { kind: keys::EMAIL_BATCH, area: "emails", find: Find::Mentions, export: false, erase: Erase::Delete },
+        Rule {
+            kind: keys::EMAIL_SUPPRESSION,
+            area: "emails",
+            find: Find::Key(|s| Some(suppressions::sk(&s.email))),
+            export: true,
+            erase: Erase::Delete,
+        },
+    ]
+};
+
+/// What an erased address becomes in an email's recipient lists.
+pub const ERASED_ADDRESS: &str = "erased@erased.invalid";
+
+/// Erasure of one email: cancelled if it has not left (its due entry goes), the address
+/// replaced in every list and the subject line, the contact link removed. The bodies go with
+/// their own rule. An email being sent right now is retried by the job's next run.
+async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::gdpr::Subject) -> ApiResult<()> {
+    use shared::outbox::Tx;
+    let version = store::get_i64(&item, "version").unwrap_or(0);
+    let claimed = store::get_i64(&item, "claim_until").is_some_and(|t| t > chrono::Utc::now().timestamp());
+    let mut e: Email = store::from_item(item)?;
+    let mut tx = Tx::new();
+    let now = shared::ids::now_rfc3339();
+    let cancelled = e.status.pending();
+    if cancelled {
+        if claimed {
+            return Err(ApiError::unavailable("an email to the subject is being sent; the erasure retries"));
+        }
+        let (pk, sk) = due_key(ws, &e);
+        tx = tx.delete_if(pk, sk, "", vec![]);
+        e.set_status(EmailStatus::Cancelled, &now);
+    }
+    let addr = subject.email.as_str();
+    let redact = |v: &mut Vec<String>| {
+        for a in v.iter_mut() {
+            if a.to_lowercase().contains(addr) {
+                *a = ERASED_ADDRESS.into();
+            }
+        }
+    };
+    for l in [&mut e.to, &mut e.cc, &mut e.bcc, &mut e.reply_to] {
+        redact(l);
+    }
+    for r in &mut e.suppressed_recipients {
+        if r.email.to_lowercase().contains(addr) {
+            r.email = ERASED_ADDRESS.into();
+            r.contact_id = None;
+        }
+    }
+    if let Some(f) = &mut e.feedback {
+        redact(&mut f.recipients);
+        f.diagnostic = None;
+    }
+    e.subject = replace_ci(&e.subject, addr, ERASED_ADDRESS);
+    if e.contact_id.is_some() && e.contact_id == subject.contact_id {
+        e.contact_id = None;
+    }
+    e.updated_at = now;
+    tx = tx.replace(record(ws, &e)?, version);
+    if cancelled {
+        tx = tx.event(shared::events::Event::new(ws, "email.cancelled", &e));
+    }
+    tx.commit(app).await.map_err(store::TxError::stale)
+}
+
+/// `text` with every case-insensitive occurrence of the lower-case `needle` replaced.
+fn replace_ci(text: &str, needle: &str, with: &str) -> String {
+    let lower = text.to_lowercase();
+    if needle.is_empty() || lower.len() != text.len() || !lower.contains(needle) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while let Some(at) = lower[i..].find(needle) {
+        out.push_str(&text[i..i + at]);
+        out.push_str(with);
+        i += at + needle.len();
+    }
+    out.push_str(&text[i..]);
+    out
+}
+
 pub const DUE_SHARDS: u32 = 8;
 /// Scheduled emails this close to their time get a delayed queue message (SQS delays up to 15 min).
 pub const ENQUEUE_AHEAD_SECS: i64 = 900;
@@ -259,16 +361,8 @@ pub async fn enqueue(app: &App, ws: &str, ids: &[String], delay: i64) -> bool {
     for chunk in ids.chunks(100) {
         let job = SendJob { workspace_id: ws.into(), email_ids: chunk.to_vec() };
         let body = serde_json::to_string(&job).expect("job serializes");
-        let res = app
-            .sqs
-            .send_message()
-            .queue_url(&app.cfg.emails_queue_url)
-            .message_body(body)
-            .delay_seconds(delay.clamp(0, 900) as i32)
-            .send()
-            .await;
-        if let Err(e) = res {
-            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e), "email job not enqueued; the schedule tick will retry");
+        if let Err(e) = shared::sqs::send(&app.sqs, &app.cfg.emails_queue_url, body, delay).await {
+            tracing::warn!(error = %e, "email job not enqueued; the schedule tick will retry");
             ok = false;
         }
     }

@@ -478,29 +478,7 @@ pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
         errs.finish()?;
     }
     let sb = booking(app, &req).await?;
-    if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
-        return Err(illegal(&sb.booking, "cancelled"));
-    }
-    let by = input.cancelled_by.unwrap_or(CancelledBy::Staff);
-    if by == CancelledBy::Customer
-        && let Some((svc, _)) = ops::load_service(app, req.ws(), &sb.booking.service_id).await?
-    {
-        let start = ops::parse_time("start", &sb.booking.start)?;
-        if chrono::Utc::now() > start - chrono::Duration::minutes(svc.cancellation_window_minutes) {
-            return Err(ApiError::conflict(format!(
-                "customers cannot cancel later than {} minutes before the start",
-                svc.cancellation_window_minutes
-            )));
-        }
-    }
-    let mut next = sb.booking.clone();
-    next.status = BookingStatus::Cancelled;
-    next.cancelled_by = Some(by);
-    next.cancel_reason = input.reason;
-    next.cancelled_at = Some(now_s());
-    next.updated_at = now_s();
-    let next = ops::transition(app, req.ws(), &sb, next, "booking.cancelled", true).await?;
-    notify::cancel_reminder(app, req.ws(), &next).await;
+    let next = ops::cancel(app, req.ws(), &sb, input.cancelled_by.unwrap_or(CancelledBy::Staff), input.reason).await?;
     Ok(Reply::ok(&next))
 }
 

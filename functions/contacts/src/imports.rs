@@ -10,7 +10,7 @@ use shared::{ApiError, ApiResult, App, Reply, Req};
 pub async fn create_import(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateImport = req.json()?;
     let job = import::start(app, req.ws(), input).await?;
-    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &job))
+    Ok(Reply::accepted(&job))
 }
 
 #[utoipa::path(get, path = "/contacts/imports/{id}", tag = "contacts", params(("id" = String, Path, description = "imp_...")),

@@ -41,15 +41,25 @@ struct ListContacts {
 }
 
 /// Create a contact. The email is unique in the workspace (case-insensitive): a second create
-/// of the same address answers 409 with `details[0].meta.contact_id`.
+/// of the same address answers 409 with `details[0].meta.contact_id`. An address erased under
+/// GDPR answers 409 unless the request says `"resubscribe": true` with `consent`.
 #[utoipa::path(post, path = "/contacts", tag = "contacts", request_body = CreateContact,
     responses((status = 201, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_contact(app: &App, req: Req) -> ApiResult<Reply> {
-    let input: CreateContact = req.json()?;
+    let mut input: CreateContact = req.json()?;
+    let (resubscribe, evidence) = (input.resubscribe, input.consent.take());
     let mut errs = Errors::new();
     let c = input.build(&mut errs);
+    if resubscribe && evidence.is_none() {
+        errs.add("consent", "required with resubscribe: the new consent (text_shown, text_version)");
+    }
+    if !resubscribe && evidence.is_some() {
+        errs.add("consent", "only with resubscribe: true (record other consent at POST /gdpr/consents)");
+    }
     errs.finish()?;
-    commit_create(app, req.ws(), &c).await?;
+    let subject = domain::gdpr::Subject::of(&c);
+    let consent = evidence.map(|e| e.consent(&subject, "marketing_email", true)).transpose()?;
+    commit_create(app, req.ws(), &c, consent.as_ref()).await?;
     Ok(Reply::created(&c))
 }
 

@@ -156,7 +156,7 @@ async fn recheck(sd: &Sender, ws: &str, held: &Stored) -> Result<(Email, Option<
     let all: Vec<String> = e.to.iter().chain(&e.cc).chain(&e.bcc).cloned().collect();
     let (body, recipients, domains) = futures_util::future::try_join3(
         app.db.get(&ws_pk(ws), &model::body_sk(&e.id)),
-        compose::recipients_of(app, ws, vec![], all.clone()),
+        compose::recipients_of(app, ws, vec![], all.clone(), false),
         domain::emails::domains::verified_names(app, ws),
     )
     .await?;

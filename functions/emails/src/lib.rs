@@ -68,11 +68,7 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     // Like lists, the answer leaves the bodies out (`GET /emails/{id}` has them): it stays
     // small enough to keep for idempotent replays.
     let shown = Email { html: None, text: None, ..email };
-    Ok(Reply::with_status(http_status(202), &shown))
-}
-
-fn http_status(code: u16) -> shared::reexports::http::StatusCode {
-    shared::reexports::http::StatusCode::from_u16(code).expect("valid status")
+    Ok(Reply::accepted(&shown))
 }
 
 #[derive(Deserialize, Serialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -129,7 +125,7 @@ pub struct EmailBatch {
 pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
     let input: SendBatch = req.json()?;
     let batch = accept_batch(app, req.ws(), input).await?;
-    Ok(Reply::with_status(http_status(202), &batch))
+    Ok(Reply::accepted(&batch))
 }
 
 /// Check, render and store a batch, then enqueue it (also used by `make bench`).

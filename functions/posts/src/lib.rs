@@ -153,7 +153,7 @@ pub async fn publish_post(app: &App, req: Req) -> ApiResult<Reply> {
     check_channels(app, req.ws(), &change.post).await?;
     save(app, req.ws(), &change, version).await?;
     domain::publishing::enqueue(app, req.ws(), &change.post.id, 0).await;
-    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &change.post))
+    Ok(Reply::accepted(&change.post))
 }
 
 /// Try a failed variant again (the post goes back to `publishing`).
@@ -164,5 +164,5 @@ pub async fn retry_variant(app: &App, req: Req) -> ApiResult<Reply> {
     let channel: ChannelId = req.path_id("channel_id")?;
     let (post, version) = load(app, &req).await?;
     let post = domain::publishing::retry_variant(app, req.ws(), &post, version, &channel).await?;
-    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &post))
+    Ok(Reply::accepted(&post))
 }

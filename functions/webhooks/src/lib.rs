@@ -314,7 +314,7 @@ pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
         .await
         .map_err(|e| e.on_condition(|_| ApiError::conflict("the delivery exists already")))?;
     model::enqueue(app, &d.job(ws), 0).await?;
-    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &d.delivery))
+    Ok(Reply::accepted(&d.delivery))
 }
 
 /// Deliveries to this endpoint, newest first, optionally by status.
@@ -376,5 +376,5 @@ pub async fn retry_delivery(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(ApiError::conflict("the delivery was changed concurrently; retry"));
     }
     model::enqueue(app, &d.job(ws), 0).await?;
-    Ok(Reply::with_status(http::StatusCode::ACCEPTED, &d.delivery))
+    Ok(Reply::accepted(&d.delivery))
 }

@@ -85,6 +85,7 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
             timezone: "UTC".into(),
             locale: "en".into(),
             default_currency: "EUR".into(),
+            portal_origins: vec![],
             metadata: BTreeMap::new(),
             created_at: now.clone(),
             updated_at: now,
@@ -186,13 +187,17 @@ pub struct UpdateWorkspace {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub default_currency: Patch<String>,
+    /// Origins a portal login link may return to (`https://shop.example.com`); replaces the list.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>, max_items = 10)]
+    pub portal_origins: Patch<Vec<String>>,
     /// Replaces the whole map.
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
     pub metadata: Patch<BTreeMap<String, String>>,
 }
 
-/// Change name, slug, time zone, locale, default currency or metadata. (Sending domains are
+/// Change name, slug, time zone, locale, default currency, portal origins or metadata. (Sending domains are
 /// their own resource: `/emails/domains`.)
 #[utoipa::path(patch, path = "/workspaces/current", tag = "workspaces", request_body = UpdateWorkspace,
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
@@ -219,6 +224,32 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
         "must be an ISO 4217 code such as EUR",
     );
     errs.patch_metadata("metadata", input.metadata, &mut ws.metadata);
+    match input.portal_origins {
+        Patch::Absent => {}
+        Patch::Null => ws.portal_origins.clear(),
+        Patch::Value(list) => {
+            if list.len() > 10 {
+                errs.add("portal_origins", "at most 10 origins");
+            }
+            let mut origins = vec![];
+            for (i, o) in list.iter().enumerate() {
+                match url::Url::parse(o) {
+                    Ok(u)
+                        if u.scheme() == "https"
+                            && u.host_str().is_some()
+                            && u.path() == "/"
+                            && u.query().is_none()
+                            && u.username().is_empty() =>
+                    {
+                        origins.push(u.origin().ascii_serialization())
+                    }
+                    _ => errs.add(format!("portal_origins[{i}]"), "must be an https origin such as https://shop.example.com"),
+                }
+            }
+            origins.dedup();
+            ws.portal_origins = origins;
+        }
+    }
     errs.finish()?;
     ws.updated_at = shared::ids::now_rfc3339();
     let mut tx = Tx::new().replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?, version);

@@ -1,0 +1,269 @@
+//! The consent ledger: one item per consent event (`CONSENT#<email>#<cons id>`), never updated
+//! or deleted except by an erasure. The current state of a purpose is its newest event.
+//! Withdrawing `marketing_email` unsubscribes the address's contact in the same transaction (and
+//! granting it subscribes an unsubscribed one again); bounced and complained stay as they are.
+
+use super::{Erase, Find, Rule, Subject};
+use crate::contacts::{self, Contact, ContactId, EmailStatus};
+use crate::keys;
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::ids::PrefixedId;
+use shared::outbox::Tx;
+use shared::store::{self, Record, ws_pk};
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+pub const PRIVACY: &[Rule] = &[Rule {
+    kind: keys::CONSENT,
+    area: "consents",
+    find: Find::Prefix(|s| Some(keys::CONSENT.sk_prefix(&[&s.email]))),
+    export: true,
+    erase: Erase::Delete,
+}];
+
+/// At most this many events are read for one subject's history.
+pub const MAX_HISTORY: usize = 1000;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsentSource {
+    Api,
+    Portal,
+    Import,
+    Form,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Consent {
+    /// `cons_...`
+    pub id: String,
+    /// Always `consent`.
+    pub object: String,
+    pub email: String,
+    pub contact_id: Option<String>,
+    /// `marketing_email`, `analytics`, `third_party_sharing` or a custom slug.
+    pub purpose: String,
+    pub granted: bool,
+    pub source: ConsentSource,
+    /// The wording the person saw.
+    pub text_shown: String,
+    pub text_version: String,
+    pub ip_address: Option<String>,
+    pub user_agent: Option<String>,
+    pub created_at: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordConsent {
+    #[schema(format = Email, max_length = 254)]
+    pub email: Option<String>,
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<String>,
+    /// `marketing_email`, `analytics`, `third_party_sharing`, or a custom slug (`[a-z][a-z0-9_]{0,49}`).
+    #[schema(pattern = "^[a-z][a-z0-9_]{0,49}$")]
+    pub purpose: String,
+    pub granted: bool,
+    pub source: ConsentSource,
+    #[schema(min_length = 1, max_length = 10000)]
+    pub text_shown: String,
+    #[schema(min_length = 1, max_length = 100)]
+    pub text_version: String,
+    pub ip_address: Option<String>,
+    #[schema(max_length = 512)]
+    pub user_agent: Option<String>,
+}
+
+/// One purpose's current state.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct PurposeState {
+    pub granted: bool,
+    pub consent_id: String,
+    pub source: ConsentSource,
+    pub text_version: String,
+    pub at: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ConsentState {
+    /// Always `consent_state`.
+    pub object: String,
+    pub email: String,
+    pub contact_id: Option<String>,
+    pub purposes: BTreeMap<String, PurposeState>,
+    /// Every event, oldest first.
+    pub history: Vec<Consent>,
+}
+
+pub fn valid_purpose(p: &str) -> bool {
+    let mut c = p.chars();
+    c.next().is_some_and(|f| f.is_ascii_lowercase())
+        && p.len() <= 50
+        && p.chars().all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_')
+}
+
+/// Validate a consent event for `subject` (already resolved).
+pub fn build(input: RecordConsent, subject: &Subject) -> ApiResult<Consent> {
+    let mut errs = Errors::new();
+    if !valid_purpose(&input.purpose) {
+        errs.add("purpose", "a slug: a lower-case letter, then up to 49 lower-case letters, digits or _");
+    }
+    errs.text("text_shown", &input.text_shown, 1, 10_000);
+    errs.text("text_version", &input.text_version, 1, 100);
+    if let Some(ip) = &input.ip_address
+        && ip.parse::<std::net::IpAddr>().is_err()
+    {
+        errs.add("ip_address", "must be an IPv4 or IPv6 address");
+    }
+    if let Some(ua) = &input.user_agent {
+        errs.text("user_agent", ua, 0, 512);
+    }
+    errs.finish()?;
+    Ok(Consent {
+        id: shared::ids::new_id("cons"),
+        object: "consent".into(),
+        email: subject.email.clone(),
+        contact_id: subject.contact_id.clone(),
+        purpose: input.purpose,
+        granted: input.granted,
+        source: input.source,
+        text_shown: input.text_shown,
+        text_version: input.text_version,
+        ip_address: input.ip_address,
+        user_agent: input.user_agent,
+        created_at: shared::ids::now_rfc3339(),
+    })
+}
+
+/// The contact's `email_status` after this consent, when it changes.
+fn email_status_after(c: &Contact, consent: &Consent) -> Option<EmailStatus> {
+    if consent.purpose != "marketing_email" {
+        return None;
+    }
+    match (c.email_status, consent.granted) {
+        (EmailStatus::Subscribed, false) => Some(EmailStatus::Unsubscribed),
+        (EmailStatus::Unsubscribed, true) => Some(EmailStatus::Subscribed),
+        _ => None,
+    }
+}
+
+/// Evidence of consent given with another request (a contact re-created after an erasure).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsentEvidence {
+    #[schema(min_length = 1, max_length = 10000)]
+    pub text_shown: String,
+    #[schema(min_length = 1, max_length = 100)]
+    pub text_version: String,
+    /// Default `api`.
+    pub source: Option<ConsentSource>,
+    pub ip_address: Option<String>,
+    #[schema(max_length = 512)]
+    pub user_agent: Option<String>,
+}
+
+impl ConsentEvidence {
+    /// The consent event this evidence records for `purpose`.
+    pub fn consent(self, subject: &Subject, purpose: &str, granted: bool) -> ApiResult<Consent> {
+        build(
+            RecordConsent {
+                email: None,
+                contact_id: None,
+                purpose: purpose.into(),
+                granted,
+                source: self.source.unwrap_or(ConsentSource::Api),
+                text_shown: self.text_shown,
+                text_version: self.text_version,
+                ip_address: self.ip_address,
+                user_agent: self.user_agent,
+            },
+            subject,
+        )
+        .map_err(|e| e.prefixed("consent"))
+    }
+}
+
+/// The ledger item and event of a consent, for a caller's transaction.
+pub fn writes(ws: &str, consent: &Consent) -> ApiResult<(store::Item, Event)> {
+    let item = Record::new(ws_pk(ws), keys::CONSENT.sk(&[&consent.email, &consent.id]), consent)?.item;
+    let kind = if consent.granted { "gdpr.consent.granted" } else { "gdpr.consent.withdrawn" };
+    Ok((item, Event::new(ws, kind, consent)))
+}
+
+/// Record one consent event; a `marketing_email` change updates the contact in the same
+/// transaction (optimistically: a concurrent contact edit is retried once).
+pub async fn record(app: &App, ws: &str, consent: &Consent) -> ApiResult<()> {
+    let (item, ev) = writes(ws, consent)?;
+    for attempt in 0..2 {
+        let mut tx = Tx::new().put_if(item.clone(), "attribute_not_exists(pk)", vec![]).event(ev.clone());
+        if let Some(id) = consent.contact_id.as_deref().and_then(ContactId::parse) {
+            let (old, version) = contacts::load(app, ws, &id).await?;
+            if let Some(status) = email_status_after(&old, consent) {
+                let mut new = old.clone();
+                new.email_status = status;
+                new.updated_at = consent.created_at.clone();
+                tx = contacts::update_tx(ws, &old, &new, version, tx)?;
+            }
+        }
+        match tx.commit(app).await {
+            Ok(()) => return Ok(()),
+            Err(store::TxError::Condition(i)) if i > 0 && attempt == 0 => continue,
+            Err(e) => return Err(e.stale()),
+        }
+    }
+    Err(ApiError::conflict("the contact changed while the consent was recorded; retry"))
+}
+
+/// The subject's history (oldest first, at most [`MAX_HISTORY`]) and current state per purpose.
+pub async fn state(app: &App, ws: &str, subject: &Subject) -> ApiResult<ConsentState> {
+    let mut history: Vec<Consent> = vec![];
+    let mut after = None;
+    loop {
+        let out = app.db.query_page(keys::CONSENTS.query(&[ws], &[&subject.email], after, 100)).await?;
+        for item in out.items {
+            history.push(store::from_item(item)?);
+        }
+        after = out.next_after;
+        if after.is_none() || history.len() >= MAX_HISTORY {
+            break;
+        }
+    }
+    let mut purposes = BTreeMap::new();
+    for c in &history {
+        purposes.insert(
+            c.purpose.clone(),
+            PurposeState {
+                granted: c.granted,
+                consent_id: c.id.clone(),
+                source: c.source,
+                text_version: c.text_version.clone(),
+                at: c.created_at.clone(),
+            },
+        );
+    }
+    Ok(ConsentState {
+        object: "consent_state".into(),
+        email: subject.email.clone(),
+        contact_id: subject.contact_id.clone(),
+        purposes,
+        history,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purposes_are_slugs() {
+        for ok in ["marketing_email", "analytics", "third_party_sharing", "newsletter2"] {
+            assert!(valid_purpose(ok), "{ok}");
+        }
+        for bad in ["", "Marketing", "2fa", "a-b", &"x".repeat(51)] {
+            assert!(!valid_purpose(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Erasures (Art. 17): the worker runs every area's rule for the subject, in `rules()` order,
+//! and keeps an audit record that names no one (the subject as a keyed hash, per-area counts,
+//! who asked and why). The tombstone (the same hash) is written first, so nothing re-creates
+//! or mails the address while, or after, it is erased.
+//!
+//! Idempotent and resumable: each rule finds only what is left, the job saves the next rule
+//! after each one, and a run that dies is finished by the queue's next delivery. The subject
+//! itself is kept sealed on the job only while it runs.
+
+use super::jobs::{JobError, JobKind, JobStatus};
+use super::{Cursor, Subject};
+use crate::keys;
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::outbox::Tx;
+use shared::store::{self, Record, n, s, ws_pk};
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Erasure {
+    /// `ge_...`
+    pub id: String,
+    /// Always `gdpr_erasure`.
+    pub object: String,
+    pub status: JobStatus,
+    /// HMAC-SHA256 of the address, keyed per workspace (the tombstone's value): lets an auditor
+    /// who knows the address confirm it was erased, and names no one otherwise.
+    pub subject_hash: String,
+    pub reason: String,
+    pub requested_by: String,
+    /// Items erased or anonymised, per area.
+    pub counts: BTreeMap<String, u64>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub error: Option<JobError>,
+}
+
+pub fn sk(id: &str) -> String {
+    keys::ERASURE.sk(&[id])
+}
+
+fn aad(ws: &str, id: &str) -> String {
+    format!("{ws}/{id}/subject")
+}
+
+/// Create the audit record (with the sealed subject) and queue the job.
+pub async fn start(app: &App, ws: &str, subject: &Subject, reason: &str, requested_by: &str) -> ApiResult<Erasure> {
+    let secret = app.platform_secret().await?;
+    let e = Erasure {
+        id: shared::ids::new_id("ge"),
+        object: "gdpr_erasure".into(),
+        status: JobStatus::Pending,
+        subject_hash: super::tombstone_hash(&secret.tombstone_key, ws, &subject.email),
+        reason: reason.into(),
+        requested_by: requested_by.into(),
+        counts: BTreeMap::new(),
+        created_at: shared::ids::now_rfc3339(),
+        started_at: None,
+        completed_at: None,
+        error: None,
+    };
+    let sealed = shared::crypto::seal(&secret.encryption_key, &aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
+    Tx::new()
+        .create(Record::new(ws_pk(ws), sk(&e.id), &e)?.attr("subject_sealed", s(sealed)))
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| ApiError::conflict("the erasure exists")))?;
+    super::jobs::enqueue(app, JobKind::Erasure, ws, &e.id).await?;
+    Ok(e)
+}
+
+pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Erasure>> {
+    app.db.get(&ws_pk(ws), &sk(id)).await?.map(store::from_item).transpose()
+}
+
+/// Run (or resume) an erasure to the end.
+pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
+    let Some(item) = app.db.get(&ws_pk(ws), &sk(id)).await? else { return Ok(()) };
+    let mut e: Erasure = store::from_item(item.clone())?;
+    if e.status.finished() {
+        return Ok(());
+    }
+    let (_, stalled) = super::jobs::begin_run(app, ws, &sk(id)).await?;
+    let secret = app.platform_secret().await?;
+    let sealed = store::get_str(&item, "subject_sealed").ok_or_else(|| ApiError::internal("a running erasure lacks its subject"))?;
+    let subject: Subject =
+        serde_json::from_slice(&shared::crypto::open(&secret.encryption_key, &aad(ws, id), sealed)?).map_err(ApiError::internal)?;
+    if stalled > super::jobs::MAX_RUNS {
+        e.status = JobStatus::Failed;
+        e.error = Some(JobError { code: "attempts_exhausted".into(), message: "the erasure failed repeatedly; start it again".into() });
+        e.completed_at = Some(shared::ids::now_rfc3339());
+        return finish(app, ws, &e, "gdpr.erasure.failed", None).await;
+    }
+    // First, so that nothing re-creates the address meanwhile.
+    let tomb = super::tombstone_sk(app, ws, &subject.email).await?;
+    let tomb_item =
+        Record::new(ws_pk(ws), tomb, &serde_json::json!({"object": "erasure_tombstone", "erasure_id": id, "created_at": e.created_at}))?;
+    app.db.batch_put(vec![tomb_item.item]).await?;
+
+    let rules = super::rules();
+    let mut next = store::get_i64(&item, "next_rule").unwrap_or(0) as usize;
+    while next < rules.len() {
+        let rule = &rules[next];
+        let children = super::children_of(rule);
+        let mut cursor = Cursor::default();
+        let mut count = 0u64;
+        loop {
+            let (items, more) = super::page(app, ws, rule, &subject, &cursor).await?;
+            for item in items {
+                for child in &children {
+                    let keys = super::companion_keys(child, &item);
+                    let found = if keys.is_empty() { vec![] } else { app.db.batch_get(&keys).await? };
+                    for c in found {
+                        super::erase_item(app, ws, child, c, &subject).await?;
+                        *e.counts.entry(child.area.to_string()).or_default() += 1;
+                    }
+                }
+                super::erase_item(app, ws, rule, item, &subject).await?;
+                count += 1;
+            }
+            match more {
+                Some(c) => cursor = c,
+                None => break,
+            }
+        }
+        *e.counts.entry(rule.area.to_string()).or_default() += count;
+        next += 1;
+        save(app, ws, id, next, &e.counts).await?;
+    }
+    e.status = JobStatus::Completed;
+    e.started_at = e.started_at.or_else(|| Some(shared::ids::now_rfc3339()));
+    e.completed_at = Some(shared::ids::now_rfc3339());
+    finish(app, ws, &e, "gdpr.erasure.completed", subject.contact_id.as_deref()).await
+}
+
+async fn save(app: &App, ws: &str, id: &str, next: usize, counts: &BTreeMap<String, u64>) -> ApiResult<()> {
+    app.db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", s(ws_pk(ws)))
+        .key("sk", s(sk(id)))
+        .update_expression("SET next_rule = :next, counts = :c, stalled = :zero")
+        .condition_expression("attribute_exists(pk)")
+        .expression_attribute_values(":next", n(next as i64))
+        .expression_attribute_values(":zero", n(0))
+        .expression_attribute_values(":c", aws_sdk_dynamodb::types::AttributeValue::M(store::to_item(counts)?))
+        .send()
+        .await
+        .map_err(store::ddb_error)?;
+    Ok(())
+}
+
+/// The final state, without the sealed subject, and its event (no personal data: the job, its
+/// counts, and the erased contact's id so that integrations can erase their copies).
+async fn finish(app: &App, ws: &str, e: &Erasure, event: &str, contact_id: Option<&str>) -> ApiResult<()> {
+    let update = super::set_all(ws_pk(ws), sk(&e.id), store::to_item(e)?, &["subject_sealed"])
+        .condition_expression("#status = :running")
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_values(":running", s("running"));
+    let ev = Event::new(
+        ws,
+        event,
+        &serde_json::json!({"id": e.id, "object": "gdpr_erasure", "status": e.status, "contact_id": contact_id,
+        "counts": e.counts, "completed_at": e.completed_at, "error": e.error}),
+    );
+    match Tx::new().update(update).event(ev).commit(app).await {
+        Ok(()) | Err(store::TxError::Condition(_)) => Ok(()),
+        Err(store::TxError::Api(e)) => Err(e),
+    }
+}

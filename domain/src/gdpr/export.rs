@@ -1,0 +1,488 @@
+//! Exports (Art. 15 and 20): one gzip JSON document in S3 per job, written by the worker as a
+//! multipart upload (or one PutObject when it is smaller than a part). Each part is a complete gzip member (concatenated members are one gzip
+//! file), cut when it reaches `Config::export_part_bytes`; after each part the job saves the upload, its
+//! parts and the position it had reached, so memory stays at one part whatever the workspace
+//! holds, and a restarted worker resumes after the last part instead of starting over.
+//!
+//! Document: `{"object": "gdpr_export_document", "schema_version", "export_id", "generated_at",
+//! "scope", "subject", "sections": {<area>: {<kind>: [items...]}}, "manifest": {"schema_version",
+//! "generated_at", "subject", "areas": {<area>: {<kind>: count}}, "total_items"}}`. A subject
+//! export's areas are the GDPR rules' (`contacts`, `deals`, `emails`, ...); a workspace export
+//! has one area, `workspace`, with every kind that is not bookkeeping. Keys, index keys and
+//! secrets are never exported.
+
+use super::jobs::{JobError, JobKind, JobStatus};
+use super::{Cursor, Erase, Find, Rule, Subject, SubjectRef};
+use crate::keys::{self, Data, Kind};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::outbox::Tx;
+use shared::store::{self, Item, Record, n, s, ws_pk};
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use std::io::Write;
+use utoipa::ToSchema;
+
+pub const SCHEMA_VERSION: u32 = 1;
+/// How long a download link works, and how long an export can be downloaded at all.
+pub const URL_SECS: u64 = 3600;
+pub const KEEP_DAYS: i64 = 7;
+
+pub const PRIVACY: &[Rule] = &[Rule {
+    kind: keys::EXPORT_JOB,
+    area: "gdpr",
+    find: Find::Mentions,
+    export: false,
+    erase: Erase::Custom(|a, w, i, s| Box::pin(erase_job(a, w, i, s))),
+}];
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportScope {
+    Subject,
+    Workspace,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct ExportJob {
+    /// `gx_...`
+    pub id: String,
+    /// Always `gdpr_export`.
+    pub object: String,
+    pub scope: ExportScope,
+    /// The subject (for `scope: subject`), as resolved when the job was created.
+    pub subject: Option<SubjectRef>,
+    pub status: JobStatus,
+    /// Items collected so far, per area.
+    pub progress: BTreeMap<String, u64>,
+    /// Who asked: `key:<id>`, a member's subject, or `portal:<contact id>`.
+    pub requested_by: String,
+    /// The legal deadline: received + 30 days.
+    pub due_at: String,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    /// Until when the document can be downloaded (completed + 7 days); S3 deletes it then.
+    pub expires_at: Option<String>,
+    /// Compressed size of the document.
+    pub size_bytes: Option<u64>,
+    pub error: Option<JobError>,
+    /// A presigned link valid 1 hour, minted on every read of a completed, unexpired export.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_url: Option<String>,
+}
+
+pub fn sk(id: &str) -> String {
+    keys::EXPORT_JOB.sk(&[id])
+}
+
+fn object_key(ws: &str, id: &str) -> String {
+    format!("exports/{ws}/{id}.json.gz")
+}
+
+/// Create the job and queue it.
+pub async fn start(app: &App, ws: &str, scope: ExportScope, subject: Option<&Subject>, requested_by: &str) -> ApiResult<ExportJob> {
+    let now = chrono::Utc::now();
+    let job = ExportJob {
+        id: shared::ids::new_id("gx"),
+        object: "gdpr_export".into(),
+        scope,
+        subject: subject.map(|s| SubjectRef { email: Some(s.email.clone()), contact_id: s.contact_id.clone() }),
+        status: JobStatus::Pending,
+        progress: BTreeMap::new(),
+        requested_by: requested_by.into(),
+        due_at: super::due_at(&now),
+        created_at: shared::ids::format_time(now),
+        started_at: None,
+        completed_at: None,
+        expires_at: None,
+        size_bytes: None,
+        error: None,
+        download_url: None,
+    };
+    let mut rec = Record::new(ws_pk(ws), sk(&job.id), &job)?;
+    if let Some(s) = subject {
+        rec = rec.attr("subject_full", s_json(s));
+    }
+    Tx::new().create(rec).commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the export exists")))?;
+    super::jobs::enqueue(app, JobKind::Export, ws, &job.id).await?;
+    Ok(job)
+}
+
+fn s_json(s: &Subject) -> aws_sdk_dynamodb::types::AttributeValue {
+    store::s(serde_json::to_string(s).expect("serializes"))
+}
+
+/// The job as the API shows it: with a fresh download link while the document exists.
+pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<ExportJob>> {
+    let Some(item) = app.db.get(&ws_pk(ws), &sk(id)).await? else { return Ok(None) };
+    let mut job: ExportJob = store::from_item(item)?;
+    with_link(app, ws, &mut job).await?;
+    Ok(Some(job))
+}
+
+pub async fn with_link(app: &App, ws: &str, job: &mut ExportJob) -> ApiResult<()> {
+    let live = job.expires_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).is_some_and(|t| t > chrono::Utc::now());
+    if job.status != JobStatus::Completed || !live {
+        return Ok(());
+    }
+    // The link carries this function's own authority to read the object.
+    shared::metrics::record_action("s3:GetObject");
+    let cfg = aws_sdk_s3::presigning::PresigningConfig::expires_in(std::time::Duration::from_secs(URL_SECS)).map_err(ApiError::internal)?;
+    let req = app
+        .s3
+        .get_object()
+        .bucket(&app.cfg.exports_bucket)
+        .key(object_key(ws, &job.id))
+        .response_content_type("application/json")
+        .response_content_encoding("gzip")
+        .presigned(cfg)
+        .await
+        .map_err(|e| ApiError::unavailable(format!("s3 presign: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+    job.download_url = Some(req.uri().to_string());
+    Ok(())
+}
+
+// ---------- the worker ----------
+
+/// Where the document stands after its last uploaded part.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+struct Resume {
+    upload_id: String,
+    /// (part number, ETag) of the parts uploaded so far.
+    parts: Vec<(i32, String)>,
+    /// The source being written, whether its opening is written, how many of its items are,
+    /// and where its next page starts.
+    source: usize,
+    opened: bool,
+    in_source: u64,
+    cursor: Cursor,
+    header: bool,
+    progress: BTreeMap<String, BTreeMap<String, u64>>,
+    bytes: u64,
+}
+
+/// One list of the document: a rule's items (subject scope) or a kind's (workspace scope).
+struct Source {
+    area: &'static str,
+    kind: Kind,
+    rule: Option<Rule>,
+}
+
+fn sources(scope: ExportScope) -> Vec<Source> {
+    match scope {
+        ExportScope::Subject => super::rules()
+            .into_iter()
+            .filter(|r| r.export && !matches!(r.find, Find::WithParent(..)))
+            .map(|r| Source { area: r.area, kind: r.kind, rule: Some(r) })
+            .collect(),
+        ExportScope::Workspace => keys::all()
+            .into_iter()
+            .filter(|k| k.table.pk == keys::WORKSPACE_PK)
+            // Business data, and the personal data a subject's export would show (not copies
+            // such as claims, search entries or stored responses).
+            .filter(|k| match k.data {
+                Data::Business => true,
+                Data::Personal => super::rules().iter().any(|r| r.kind.name == k.name && r.export),
+                _ => false,
+            })
+            .map(|k| Source { area: "workspace", kind: k, rule: None })
+            .collect(),
+    }
+}
+
+fn kind_key(k: &Kind) -> String {
+    k.name.chars().filter(|c| c.is_ascii_alphanumeric() || *c == ' ').collect::<String>().replace(' ', "_").to_lowercase()
+}
+
+/// The gzip member being filled, and the uploads done.
+struct Writer {
+    gz: GzEncoder<Vec<u8>>,
+    part_bytes: usize,
+}
+
+impl Writer {
+    fn new(part_bytes: usize) -> Self {
+        Self { gz: GzEncoder::new(Vec::with_capacity(part_bytes + 64 * 1024), Compression::default()), part_bytes }
+    }
+    fn write(&mut self, s: &str) -> ApiResult<()> {
+        self.gz.write_all(s.as_bytes()).map_err(ApiError::internal)
+    }
+    /// Has the member reached a part's size? Flushes the compressor first (a sync flush per
+    /// page costs a few bytes), so the size is the real one.
+    fn full(&mut self) -> ApiResult<bool> {
+        self.gz.flush().map_err(ApiError::internal)?;
+        Ok(self.gz.get_ref().len() >= self.part_bytes)
+    }
+    fn finish(self) -> ApiResult<Vec<u8>> {
+        self.gz.finish().map_err(ApiError::internal)
+    }
+}
+
+async fn create_upload(app: &App, key: &str) -> ApiResult<String> {
+    let out = app
+        .s3
+        .create_multipart_upload()
+        .bucket(&app.cfg.exports_bucket)
+        .key(key)
+        .content_type("application/json")
+        .content_encoding("gzip")
+        .send()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("s3 create upload: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+    Ok(out.upload_id().unwrap_or_default().to_string())
+}
+
+async fn upload_part(app: &App, key: &str, r: &mut Resume, bytes: Vec<u8>) -> ApiResult<()> {
+    let n = r.parts.len() as i32 + 1;
+    r.bytes += bytes.len() as u64;
+    let out = app
+        .s3
+        .upload_part()
+        .bucket(&app.cfg.exports_bucket)
+        .key(key)
+        .upload_id(&r.upload_id)
+        .part_number(n)
+        .body(ByteStream::from(bytes))
+        .send()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("s3 upload part: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+    r.parts.push((n, out.e_tag().unwrap_or_default().to_string()));
+    Ok(())
+}
+
+fn flat_progress(p: &BTreeMap<String, BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
+    p.iter().map(|(a, kinds)| (a.clone(), kinds.values().sum())).collect()
+}
+
+/// Save the position. Only the newest run may (`runs` fences off a run that a redelivered
+/// message overtook: its next save fails and it stops, and a part it still uploaded makes the
+/// completion fail on its ETag, so the newest run redoes that part).
+async fn save(app: &App, ws: &str, id: &str, run: i64, r: &Resume) -> ApiResult<()> {
+    let progress = store::to_item(&flat_progress(&r.progress))?;
+    app.db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", s(ws_pk(ws)))
+        .key("sk", s(sk(id)))
+        .update_expression("SET #resume = :r, progress = :p, stalled = :zero")
+        .condition_expression("#status = :running AND runs = :run")
+        .expression_attribute_names("#resume", "resume")
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_values(":r", s(serde_json::to_string(r).expect("serializes")))
+        .expression_attribute_values(":p", aws_sdk_dynamodb::types::AttributeValue::M(progress))
+        .expression_attribute_values(":running", s("running"))
+        .expression_attribute_values(":run", n(run))
+        .expression_attribute_values(":zero", n(0))
+        .send()
+        .await
+        .map_err(store::ddb_error)?;
+    Ok(())
+}
+
+/// Run (or resume) an export to the end.
+pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
+    let Some(item) = app.db.get(&ws_pk(ws), &sk(id)).await? else { return Ok(()) };
+    let job: ExportJob = store::from_item(item.clone())?;
+    if job.status.finished() {
+        return Ok(());
+    }
+    let (runs, stalled) = super::jobs::begin_run(app, ws, &sk(id)).await?;
+    if stalled > super::jobs::MAX_RUNS {
+        return fail(app, ws, &job, &item, "attempts_exhausted", "the export failed repeatedly; start a new one").await;
+    }
+    let subject: Option<Subject> = store::get_str(&item, "subject_full").and_then(|j| serde_json::from_str(j).ok());
+    let key = object_key(ws, id);
+    // A resumed run continues after its last part; a new one starts at the top. The multipart
+    // upload begins with the first full part: a document smaller than one part is one PutObject.
+    let mut r: Resume = store::get_str(&item, "resume").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
+    let srcs = sources(job.scope);
+    let mut w = Writer::new(app.cfg.export_part_bytes);
+    let generated_at = shared::ids::now_rfc3339();
+    if !r.header {
+        let head = serde_json::json!({"object": "gdpr_export_document", "schema_version": SCHEMA_VERSION, "export_id": id,
+            "generated_at": generated_at, "scope": job.scope, "subject": job.subject});
+        let head = head.to_string();
+        // The header object, left open for "sections".
+        w.write(&format!("{},\"sections\":{{", &head[..head.len() - 1]))?;
+        r.header = true;
+    }
+    let none = Subject { email: String::new(), contact_id: None, terms: vec![] };
+    let subj = subject.as_ref().unwrap_or(&none);
+    while r.source < srcs.len() {
+        let src = &srcs[r.source];
+        if !r.opened {
+            let prev_area = r.source.checked_sub(1).map(|i| srcs[i].area);
+            let open = match prev_area {
+                None => format!("\"{}\":{{\"{}\":[", src.area, kind_key(&src.kind)),
+                Some(a) if a != src.area => format!("]}},\"{}\":{{\"{}\":[", src.area, kind_key(&src.kind)),
+                Some(_) => format!("],\"{}\":[", kind_key(&src.kind)),
+            };
+            w.write(&open)?;
+            r.opened = true;
+        }
+        let (items, next) = match &src.rule {
+            Some(rule) => super::page(app, ws, rule, subj, &r.cursor).await?,
+            None => {
+                let prefix = keys::literal_prefix(src.kind.table.sk);
+                let out = app.db.query_page(store::QuerySpec::new(ws_pk(ws), prefix, r.cursor.after.clone(), super::PAGE)).await?;
+                (out.items, out.next_after.map(|a| Cursor { partition: 0, after: Some(a) }))
+            }
+        };
+        let items = match &src.rule {
+            Some(rule) => with_companions(app, rule, items).await?,
+            None => items.into_iter().map(super::exported).collect(),
+        };
+        for v in &items {
+            if r.in_source > 0 {
+                w.write(",")?;
+            }
+            w.write(&v.to_string())?;
+            r.in_source += 1;
+        }
+        *r.progress.entry(src.area.to_string()).or_default().entry(kind_key(&src.kind)).or_default() += items.len() as u64;
+        match next {
+            Some(c) => r.cursor = c,
+            None => {
+                r.source += 1;
+                r.opened = false;
+                r.in_source = 0;
+                r.cursor = Cursor::default();
+            }
+        }
+        if w.full()? {
+            let bytes = std::mem::replace(&mut w, Writer::new(app.cfg.export_part_bytes)).finish()?;
+            if r.upload_id.is_empty() {
+                r.upload_id = create_upload(app, &key).await?;
+            }
+            upload_part(app, &key, &mut r, bytes).await?;
+            save(app, ws, id, runs, &r).await?;
+        }
+    }
+    let total: u64 = r.progress.values().flat_map(|k| k.values()).sum();
+    let manifest = serde_json::json!({"schema_version": SCHEMA_VERSION, "generated_at": generated_at, "subject": job.subject,
+        "areas": r.progress, "total_items": total});
+    w.write(&format!("{}}},\"manifest\":{manifest}}}", if srcs.is_empty() { "" } else { "]}" }))?;
+    let bytes = w.finish()?;
+    let finished = async {
+        if r.upload_id.is_empty() {
+            r.bytes = bytes.len() as u64;
+            app.s3
+                .put_object()
+                .bucket(&app.cfg.exports_bucket)
+                .key(&key)
+                .content_type("application/json")
+                .content_encoding("gzip")
+                .body(ByteStream::from(bytes))
+                .send()
+                .await
+                .map_err(|e| ApiError::unavailable(format!("s3 put: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+            return Ok(());
+        }
+        upload_part(app, &key, &mut r, bytes).await?;
+        let parts = r.parts.iter().map(|(n, e)| CompletedPart::builder().part_number(*n).e_tag(e).build()).collect();
+        app.s3
+            .complete_multipart_upload()
+            .bucket(&app.cfg.exports_bucket)
+            .key(&key)
+            .upload_id(&r.upload_id)
+            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
+            .send()
+            .await
+            .map_err(|e| ApiError::unavailable(format!("s3 complete upload: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+        Ok::<_, ApiError>(())
+    }
+    .await;
+    if let Err(e) = finished {
+        // A run that died after completing the upload left the document whole: the upload is
+        // gone and the object is there.
+        let exists = app.s3.head_object().bucket(&app.cfg.exports_bucket).key(&key).send().await.is_ok();
+        if !exists {
+            return Err(e);
+        }
+    }
+    complete(app, ws, job, &r).await
+}
+
+/// Attach each item's companions (an email's bodies) and shape it for the document.
+async fn with_companions(app: &App, rule: &Rule, items: Vec<Item>) -> ApiResult<Vec<serde_json::Value>> {
+    let children: Vec<Rule> = super::children_of(rule).into_iter().filter(|c| c.export).collect();
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let mut v = super::exported(item.clone());
+        for child in &children {
+            let keys = super::companion_keys(child, &item);
+            let found = if keys.is_empty() { vec![] } else { app.db.batch_get(&keys).await? };
+            v[kind_key(&child.kind)] = serde_json::Value::Array(found.into_iter().map(super::exported).collect());
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
+async fn complete(app: &App, ws: &str, mut job: ExportJob, r: &Resume) -> ApiResult<()> {
+    let now = chrono::Utc::now();
+    job.status = JobStatus::Completed;
+    job.progress = flat_progress(&r.progress);
+    job.started_at = job.started_at.or_else(|| Some(shared::ids::format_time(now)));
+    job.completed_at = Some(shared::ids::format_time(now));
+    job.expires_at = Some(shared::ids::format_time(now + chrono::Duration::days(KEEP_DAYS)));
+    job.size_bytes = Some(r.bytes);
+    finish(app, ws, &job, "gdpr.export.completed").await
+}
+
+async fn fail(app: &App, ws: &str, job: &ExportJob, item: &Item, code: &str, message: &str) -> ApiResult<()> {
+    if let Some(r) = store::get_str(item, "resume").and_then(|j| serde_json::from_str::<Resume>(j).ok()).filter(|r| !r.upload_id.is_empty())
+    {
+        let _ = app
+            .s3
+            .abort_multipart_upload()
+            .bucket(&app.cfg.exports_bucket)
+            .key(object_key(ws, &job.id))
+            .upload_id(r.upload_id)
+            .send()
+            .await;
+    }
+    let mut job = job.clone();
+    job.status = JobStatus::Failed;
+    job.completed_at = Some(shared::ids::now_rfc3339());
+    job.error = Some(JobError { code: code.into(), message: message.into() });
+    finish(app, ws, &job, "gdpr.export.failed").await
+}
+
+/// The final state, without the resume record, and its event, in one transaction; only a
+/// running job finishes (a second worker on the same job finds it finished).
+async fn finish(app: &App, ws: &str, job: &ExportJob, event: &str) -> ApiResult<()> {
+    let update = super::set_all(ws_pk(ws), sk(&job.id), store::to_item(job)?, &["resume", "subject_full"])
+        .condition_expression("#status = :running")
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_values(":running", s("running"));
+    let ev = Event::new(
+        ws,
+        event,
+        &serde_json::json!({"id": job.id, "object": "gdpr_export", "scope": job.scope, "status": job.status,
+        "completed_at": job.completed_at, "expires_at": job.expires_at, "error": job.error}),
+    );
+    Tx::new().update(update).event(ev).commit(app).await.map_err(|e| match e {
+        store::TxError::Condition(_) => ApiError::conflict("the export finished elsewhere"),
+        store::TxError::Api(e) => e,
+    })
+}
+
+/// Erasing a subject deletes the exports about them, document and job.
+async fn erase_job(app: &App, ws: &str, item: Item, _subject: &Subject) -> ApiResult<()> {
+    let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
+    app.s3
+        .delete_object()
+        .bucket(&app.cfg.exports_bucket)
+        .key(object_key(ws, id))
+        .send()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("s3 delete: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+    app.db.delete(&ws_pk(ws), &sk(id)).await
+}

@@ -1,0 +1,385 @@
+//! Helpdesk: conversations with a contact in a mailbox (an address at one of the workspace's
+//! verified sending domains), and their messages: inbound (from the customer), replies (sent
+//! through the emails area, so suppression, sending and SES feedback are the emails area's)
+//! and internal notes (never sent).
+//!
+//! Items (pk = WS#<workspace>):
+//! - `CONV#<conv id>`: the conversation; versioned. GSI1 `WS#<ws>#CONVS` / `CLAST#<last
+//!   message at>#<conv id>` lists by last message, newest first (filters on the page); GSI2
+//!   `WS#<ws>#CONVSTATUS#<status>` (keys only) serves `?status=` in the same order.
+//! - `HMSG#<conv id>#<hm id>`: its messages, oldest first.
+//! - `CONVTOKEN#<token>`: the conversation of a reply address `mailbox+<token>@domain` (the
+//!   token is an HMAC, so no one can address a conversation they were not written from).
+//! - `MSGREF#<sha256 of a Message-ID>`: the conversation a Message-ID belongs to (threading of
+//!   inbound mail by In-Reply-To / References, and deduplication of inbound messages).
+
+use crate::contacts::{self, Contact, ContactId};
+use crate::emails::compose::{self, SendEmail};
+use crate::gdpr::{Erase, Find, Rule};
+use crate::keys;
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::ids::PrefixedId;
+use shared::store::{self, Item, Record, s, ws_pk};
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+shared::prefixed_id!(ConversationId, "conv", "conversation");
+shared::prefixed_id!(HelpdeskMessageId, "hm", "message");
+
+pub const MAX_TAGS: usize = 20;
+pub const MAX_BODY_CHARS: usize = 100_000;
+
+/// What this area holds about a person: their conversations (contact link) and the messages
+/// in them. An erasure deletes the subject's conversations with their messages and look-ups.
+pub const PRIVACY: &[Rule] = &[
+    Rule {
+        kind: keys::CONVERSATION,
+        area: "helpdesk",
+        find: Find::Mentions,
+        export: true,
+        erase: Erase::Custom(|a, w, i, s| Box::pin(erase_conversation(a, w, i, s))),
+    },
+    Rule { kind: keys::HELPDESK_MESSAGE, area: "helpdesk", find: Find::Mentions, export: true, erase: Erase::Delete },
+    Rule { kind: keys::CONVERSATION_TOKEN, area: "helpdesk", find: Find::Mentions, export: false, erase: Erase::Delete },
+    Rule { kind: keys::MESSAGE_REF, area: "helpdesk", find: Find::Mentions, export: false, erase: Erase::Delete },
+];
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationStatus {
+    #[default]
+    Open,
+    /// Waiting on the customer.
+    Pending,
+    /// Until `snoozed_until`, or until the customer writes.
+    Snoozed,
+    Closed,
+}
+
+impl ConversationStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Pending => "pending",
+            Self::Snoozed => "snoozed",
+            Self::Closed => "closed",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+    Urgent,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Conversation {
+    /// `conv_...`
+    pub id: String,
+    /// Always `helpdesk_conversation`.
+    pub object: String,
+    pub subject: String,
+    pub status: ConversationStatus,
+    pub priority: Priority,
+    /// A member's subject (`sub` of their access token), or null.
+    pub assignee: Option<String>,
+    pub tags: Vec<String>,
+    pub contact_id: String,
+    /// `email` (the only channel so far).
+    pub channel: String,
+    /// The address the customer writes to, at a verified sending domain of the workspace.
+    pub mailbox: String,
+    pub snoozed_until: Option<String>,
+    pub last_message_at: String,
+    pub message_count: u32,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageType {
+    /// From the customer.
+    Inbound,
+    /// From staff, sent to the customer.
+    Reply,
+    /// Internal, never sent.
+    Note,
+}
+
+/// Named `HelpdeskDeliveryStatus` in the contract: webhooks have their own `DeliveryStatus`.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[schema(as = HelpdeskDeliveryStatus)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    Pending,
+    Sent,
+    Delivered,
+    Bounced,
+    Failed,
+}
+
+impl DeliveryStatus {
+    /// A reply's delivery, as its email stands.
+    pub fn of(e: crate::emails::EmailStatus) -> Self {
+        use crate::emails::EmailStatus as E;
+        match e {
+            E::Scheduled | E::Queued => Self::Pending,
+            E::Sent => Self::Sent,
+            E::Delivered => Self::Delivered,
+            E::Bounced | E::Complained => Self::Bounced,
+            E::Failed | E::Cancelled | E::Suppressed => Self::Failed,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Message {
+    /// `hm_...`
+    pub id: String,
+    /// Always `helpdesk_message`.
+    pub object: String,
+    pub conversation_id: String,
+    pub r#type: MessageType,
+    /// The sender's address (inbound, reply) or the member who wrote a note.
+    pub from: String,
+    pub to: Vec<String>,
+    pub body_text: String,
+    /// Sanitised HTML, when there is any.
+    pub body_html: Option<String>,
+    /// Replies only: where the email stands.
+    pub delivery_status: Option<DeliveryStatus>,
+    /// Replies only: the email that carries it (`GET /emails/{id}`).
+    pub email_id: Option<String>,
+    /// Who wrote it (staff) for replies and notes.
+    pub author: Option<String>,
+    /// The RFC 5322 Message-ID of an inbound email (threading and deduplication).
+    #[serde(default)]
+    pub message_id: Option<String>,
+    pub created_at: String,
+}
+
+pub fn conversation_sk(id: &str) -> String {
+    keys::CONVERSATION.sk(&[id])
+}
+pub fn message_sk(conv: &str, id: &str) -> String {
+    keys::HELPDESK_MESSAGE.sk(&[conv, id])
+}
+
+/// The conversation item with its index keys.
+pub fn record(ws: &str, c: &Conversation) -> ApiResult<Record> {
+    let last = keys::CONVERSATION.gsi1_sk(&[&c.last_message_at, &c.id]);
+    Ok(Record::new(ws_pk(ws), conversation_sk(&c.id), c)?
+        .gsi1(keys::CONVERSATION.gsi1_pk(&[ws]), last.clone())
+        .gsi2(keys::CONVERSATION.gsi2_pk(&[ws, c.status.as_str()]), last))
+}
+
+pub fn message_record(ws: &str, m: &Message) -> ApiResult<Record> {
+    Record::new(ws_pk(ws), message_sk(&m.conversation_id, &m.id), m)
+}
+
+pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<(Conversation, i64)> {
+    app.db.get_object(ws, &conversation_sk(id)).await?.ok_or_else(|| ApiError::not_found("conversation"))
+}
+
+/// The mailbox must be an address at a verified sending domain of the workspace.
+pub async fn check_mailbox(app: &App, ws: &str, mailbox: &str) -> ApiResult<String> {
+    let addr = shared::validate::normalise_email(mailbox).ok_or_else(|| ApiError::validation("mailbox", "not an email address"))?;
+    let domains = crate::emails::domains::verified_names(app, ws).await?;
+    if !crate::emails::domains::covers(&domains, &addr) {
+        return Err(ApiError::validation(
+            "mailbox",
+            format!("{addr} is not at a verified sending domain of this workspace (see /emails/domains)"),
+        ));
+    }
+    Ok(addr)
+}
+
+/// The reply address of a conversation: `local+<token>@domain`, the token an HMAC of the
+/// workspace and conversation (stored as a look-up so inbound mail finds the conversation).
+pub async fn reply_address(app: &App, ws: &str, c: &Conversation) -> ApiResult<(String, String)> {
+    use hmac::{KeyInit, Mac};
+    let key = &app.platform_secret().await?.encryption_key;
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
+    m.update(format!("helpdesk-reply/{ws}/{}", c.id).as_bytes());
+    let token = shared::crypto::hex(&m.finalize().into_bytes()[..10]);
+    let (local, domain) = c.mailbox.split_once('@').unwrap_or((&c.mailbox, ""));
+    Ok((format!("{local}+{token}@{domain}"), token))
+}
+
+pub fn token_item(ws: &str, token: &str, conv: &str) -> Item {
+    Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(keys::CONVERSATION_TOKEN.sk(&[token]))), ("conversation_id".into(), s(conv))])
+}
+
+/// The contact a conversation is with: by id, or found or created by email.
+pub async fn contact_for(app: &App, ws: &str, id: Option<&str>, email: Option<&str>, name: Option<&str>) -> ApiResult<Contact> {
+    if let Some(id) = id {
+        let id = ContactId::parse(id).ok_or_else(|| ApiError::validation("contact_id", "not a contact id (ct_...)"))?;
+        return Ok(contacts::load(app, ws, &id)
+            .await
+            .map_err(|_| ApiError::validation("contact_id", "no such contact in this workspace"))?
+            .0);
+    }
+    let email = email.ok_or_else(|| ApiError::validation("contact", "give contact_id or contact"))?;
+    let addr = shared::validate::normalise_email(email).ok_or_else(|| ApiError::validation("contact.email", "not an email address"))?;
+    if let Some(id) = contacts::email_owner(app, ws, &addr).await?
+        && let Some(id) = ContactId::parse(&id)
+    {
+        return Ok(contacts::load(app, ws, &id).await?.0);
+    }
+    let (first, last) = match name.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(n) => match n.rsplit_once(' ') {
+            Some((f, l)) => (Some(f.to_string()), Some(l.to_string())),
+            None => (Some(n.to_string()), None),
+        },
+        None => (None, None),
+    };
+    let input: contacts::CreateContact = serde_json::from_value(serde_json::json!({"email": addr, "first_name": first, "last_name": last}))
+        .map_err(|e| ApiError::validation("contact", e.to_string()))?;
+    let mut errs = Errors::new();
+    let c = input.build(&mut errs);
+    errs.finish().map_err(|e| e.prefixed("contact"))?;
+    match contacts::commit_create(app, ws, &c, None).await {
+        Ok(()) => Ok(c),
+        Err(e) => match contacts::email_owner(app, ws, &c.email).await?.as_deref().and_then(ContactId::parse) {
+            Some(id) => Ok(contacts::load(app, ws, &id).await?.0),
+            None => Err(e),
+        },
+    }
+}
+
+/// Send a reply through the emails area: from the mailbox, to the contact, answering to the
+/// conversation's reply address, threaded on the last inbound message. A suppressed address is
+/// 409 and nothing is written. Returns the email.
+pub async fn send_reply(
+    app: &App,
+    ws: &str,
+    c: &Conversation,
+    contact: &Contact,
+    m: &Message,
+    in_reply_to: Option<&str>,
+) -> ApiResult<crate::emails::Email> {
+    let (reply_to, token) = reply_address(app, ws, c).await?;
+    let mut headers = BTreeMap::new();
+    if let Some(r) = in_reply_to {
+        headers.insert("In-Reply-To".to_string(), r.to_string());
+        headers.insert("References".to_string(), r.to_string());
+    }
+    let subject = if c.subject.to_lowercase().starts_with("re:") { c.subject.clone() } else { format!("Re: {}", c.subject) };
+    let input = SendEmail {
+        from: c.mailbox.clone(),
+        to: vec![contact.email.clone()],
+        cc: vec![],
+        bcc: vec![],
+        reply_to: vec![reply_to],
+        subject: Some(subject),
+        html: m.body_html.clone(),
+        text: Some(m.body_text.clone()),
+        template_slug: None,
+        variables: Default::default(),
+        locale: None,
+        headers,
+        tags: vec!["helpdesk".into()],
+        scheduled_at: None,
+        contact_id: Some(contact.id.clone()),
+        transactional: true,
+        metadata: BTreeMap::from([("conversation_id".to_string(), c.id.clone()), ("message_id".to_string(), m.id.clone())]),
+    };
+    let now = chrono::Utc::now();
+    let email = Box::pin(compose::build_one(app, ws, input, now)).await?;
+    if email.status == crate::emails::EmailStatus::Suppressed {
+        let reason = email.suppressed_recipients.first().map(|s| s.reason.clone()).unwrap_or_default();
+        return Err(ApiError::conflict(format!("the contact's address is suppressed ({reason}); the reply was not sent")));
+    }
+    app.db.batch_put(vec![token_item(ws, &token, &c.id)]).await?;
+    Box::pin(compose::write_one(app, ws, &email, now.timestamp())).await?;
+    Ok(email)
+}
+
+/// An erased subject's conversation goes with its messages (they are found by their own rule
+/// when they name the subject; this removes the rest of the thread, which is about them).
+async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::gdpr::Subject) -> ApiResult<()> {
+    let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
+    let mut after = None;
+    loop {
+        let out = app.db.query_page(keys::HELPDESK_MESSAGES.query(&[ws], &[id], after, 100)).await?;
+        for sk in out.items.iter().filter_map(|m| store::get_str(m, "sk")) {
+            app.db.delete(&ws_pk(ws), sk).await?;
+        }
+        after = out.next_after;
+        if after.is_none() {
+            break;
+        }
+    }
+    app.db.delete(&ws_pk(ws), &conversation_sk(id)).await
+}
+
+/// The event of a change to a conversation.
+pub fn conversation_event(ws: &str, kind: &str, c: &Conversation) -> Event {
+    Event::new(ws, kind, c)
+}
+
+/// The contact's timeline entry for a message.
+pub fn timeline(ws: &str, contact_id: &str, c: &Conversation, m: &Message) -> ApiResult<Item> {
+    let what = match m.r#type {
+        MessageType::Inbound => "Message received",
+        MessageType::Reply => "Reply sent",
+        MessageType::Note => "Note added",
+    };
+    let kind = match m.r#type {
+        MessageType::Inbound => "helpdesk.message.received",
+        MessageType::Reply => "helpdesk.message.sent",
+        MessageType::Note => "helpdesk.note.added",
+    };
+    contacts::activity(
+        ws,
+        contact_id,
+        kind,
+        format!("{what}: {}", c.subject),
+        serde_json::json!({"conversation_id": c.id, "message_id": m.id, "type": m.r#type}),
+    )
+}
+
+/// HTML as the helpdesk stores and returns it: no scripts, styles, forms or frames, no event
+/// handlers, and no remote content (images load only from the message itself, `cid:`); links
+/// keep `https`/`http`/`mailto` and open without a referrer.
+pub fn sanitise_html(html: &str) -> String {
+    use std::collections::HashSet;
+    ammonia::Builder::default()
+        .url_schemes(HashSet::from(["http", "https", "mailto", "cid"]))
+        .link_rel(Some("noopener noreferrer nofollow"))
+        .attribute_filter(|element, attribute, value| {
+            // Remote images are tracking pixels more often than not.
+            if element == "img" && attribute == "src" && !value.starts_with("cid:") {
+                return None;
+            }
+            Some(value.into())
+        })
+        .clean(html)
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_keeps_text_and_links_and_loses_scripts_handlers_and_remote_content() {
+        let dirty = r#"<p onclick="steal()">Hi <b>there</b><script>alert(1)</script></p><img src="https://t.example/pixel.gif"><img src="cid:logo"><a href="javascript:alert(1)">x</a><a href="https://example.com">ok</a><iframe src="https://evil"></iframe><style>p{}</style>"#;
+        let clean = sanitise_html(dirty);
+        for gone in ["onclick", "<script", "alert(1)", "t.example", "javascript:", "<iframe", "<style"] {
+            assert!(!clean.contains(gone), "{gone} in {clean}");
+        }
+        for kept in ["<b>there</b>", "cid:logo", "https://example.com", "noopener"] {
+            assert!(clean.contains(kept), "{kept} missing from {clean}");
+        }
+    }
+}

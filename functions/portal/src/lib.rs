@@ -1,0 +1,298 @@
+//! The customer portal: an API credential mints a one-time login link for a contact
+//! (`POST /portal/sessions`); the customer exchanges it once for a session
+//! (`POST /portal/sessions/exchange`, no credential) and, with `X-Portal-Session` only, sees and
+//! changes what concerns them: their profile and marketing consent, their bookings (cancel
+//! within the service's window), the emails sent to them, an export of their data, their
+//! erasure. A session reaches its own contact only; every other id is 404. Its routes have
+//! their own rate class, `portal`, per session.
+
+use domain::bookings::ops;
+use domain::bookings::{Booking, BookingId, CancelledBy};
+use domain::contacts::{self, Contact, ContactId};
+use domain::emails::EmailStatus;
+use domain::gdpr::export::{self, ExportJob, ExportScope};
+use domain::gdpr::{ExportId, Subject};
+use domain::keys;
+use domain::portal::{self, PortalLink, PortalSession};
+use serde::{Deserialize, Serialize};
+use shared::ids::PrefixedId;
+use shared::validate::{Errors, Patch};
+use shared::{ApiError, ApiResult, App, Reply, Req};
+use utoipa::ToSchema;
+
+shared::area! {
+    tag = "portal", description = "The customer portal: login links, sessions, and a customer's own data",
+    operations = [
+        create_session,
+        exchange_session [auth = Auth::Public, class = Class::Portal],
+        get_me [auth = Auth::PortalSession, class = Class::Portal],
+        update_me [auth = Auth::PortalSession, class = Class::Portal],
+        my_bookings [auth = Auth::PortalSession, class = Class::Portal],
+        cancel_my_booking [auth = Auth::PortalSession, class = Class::Portal],
+        my_emails [auth = Auth::PortalSession, class = Class::Portal],
+        export_me [auth = Auth::PortalSession, class = Class::GdprExport],
+        my_export [auth = Auth::PortalSession, class = Class::Portal],
+        erase_me [auth = Auth::PortalSession, class = Class::Portal],
+        logout [auth = Auth::PortalSession, class = Class::Portal],
+    ],
+    schemas = [CreateSession, PortalLink, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine],
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: String,
+    /// https, on one of the workspace's `portal_origins`; the answer's `url` is it with the
+    /// token in the fragment.
+    #[schema(max_length = 2048)]
+    pub return_url: Option<String>,
+}
+
+/// A one-time login link for a contact: the token is shown once, valid 15 minutes, and
+/// exchanged once.
+#[utoipa::path(post, path = "/portal/sessions", tag = "portal", request_body = CreateSession,
+    responses((status = 201, body = shared::openapi::Data<PortalLink>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_session(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CreateSession = req.json()?;
+    let id = ContactId::parse(&input.contact_id).ok_or_else(|| ApiError::validation("contact_id", "not a contact id (ct_...)"))?;
+    let link = portal::create_link(app, req.ws(), &id, input.return_url).await?;
+    // The token is a credential: a replay shows the link without it.
+    let redacted = serde_json::json!({"object": "portal_link", "token": null, "url": null, "contact_id": link.contact_id, "expires_at": link.expires_at});
+    Ok(Reply::created(&link).replay_as(&redacted))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Exchange {
+    /// The login link's token (`psl_...`).
+    #[schema(max_length = 100)]
+    pub token: String,
+}
+
+/// Exchange a login link's token for a session (no credential: the token is one). A used,
+/// expired or unknown token gets the same 401. Event `portal.session.created`.
+#[utoipa::path(post, path = "/portal/sessions/exchange", tag = "portal", request_body = Exchange, security(()),
+    responses((status = 201, body = shared::openapi::Data<PortalSession>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn exchange_session(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: Exchange = req.json()?;
+    Ok(Reply::created(&portal::exchange(app, &input.token).await?))
+}
+
+fn me(req: &Req) -> ApiResult<ContactId> {
+    req.principal.portal_contact().and_then(ContactId::parse).ok_or_else(|| ApiError::unauthorized("X-Portal-Session is required"))
+}
+
+/// The session's contact, or 401 once it is gone (erased or deleted).
+async fn contact(app: &App, req: &Req) -> ApiResult<(Contact, i64)> {
+    contacts::load(app, req.ws(), &me(req)?).await.map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Me {
+    /// Always `portal_me`.
+    pub object: String,
+    pub contact: Contact,
+    /// The newest `marketing_email` consent event's answer; null when there is none.
+    pub marketing_consent: Option<bool>,
+}
+
+async fn me_view(app: &App, ws: &str, c: Contact) -> ApiResult<Me> {
+    let subject = Subject::of(&c);
+    let state = domain::gdpr::consents::state(app, ws, &subject).await?;
+    Ok(Me { object: "portal_me".into(), marketing_consent: state.purposes.get("marketing_email").map(|p| p.granted), contact: c })
+}
+
+#[utoipa::path(get, path = "/portal/me", tag = "portal", security(("portal_session" = [])),
+    responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors))]
+pub async fn get_me(app: &App, req: Req) -> ApiResult<Reply> {
+    let (c, _) = contact(app, &req).await?;
+    Ok(Reply::ok(&me_view(app, req.ws(), c).await?))
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMe {
+    #[serde(default)]
+    #[schema(value_type = Option<String>, max_length = 100)]
+    pub first_name: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>, max_length = 100)]
+    pub last_name: Patch<String>,
+    /// E.164.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub phone: Patch<String>,
+    /// Records a `marketing_email` consent event with source `portal`.
+    pub marketing_consent: Option<bool>,
+    /// The wording the customer saw next to the choice (default: a generic portal text).
+    #[schema(max_length = 10000)]
+    pub consent_text: Option<String>,
+    #[schema(max_length = 100)]
+    pub consent_text_version: Option<String>,
+}
+
+/// Change the customer's name or phone, and record their marketing choice.
+#[utoipa::path(patch, path = "/portal/me", tag = "portal", request_body = UpdateMe, security(("portal_session" = [])),
+    responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: UpdateMe = req.json()?;
+    let ws = req.ws();
+    let (old, version) = contact(app, &req).await?;
+    let consent = (input.marketing_consent, input.consent_text, input.consent_text_version);
+    let change =
+        contacts::UpdateContact { first_name: input.first_name, last_name: input.last_name, phone: input.phone, ..Default::default() };
+    let mut c = old.clone();
+    let mut errs = Errors::new();
+    change.apply(&mut c, &mut errs);
+    contacts::validate(&mut errs, &c);
+    errs.finish()?;
+    if !contacts::changed_fields(&old, &c).is_empty() {
+        c.updated_at = shared::ids::now_rfc3339();
+        contacts::update_tx(ws, &old, &c, version, shared::outbox::Tx::new())?.commit(app).await.map_err(shared::store::TxError::stale)?;
+    }
+    if let (Some(granted), text, text_version) = consent {
+        let subject = Subject::of(&c);
+        let evidence = domain::gdpr::consents::ConsentEvidence {
+            text_shown: text.unwrap_or_else(|| "Marketing emails: changed by the customer in the portal".into()),
+            text_version: text_version.unwrap_or_else(|| "portal".into()),
+            source: Some(domain::gdpr::consents::ConsentSource::Portal),
+            ip_address: None,
+            user_agent: req.headers.get("user-agent").and_then(|v| v.to_str().ok()).map(|s| s.chars().take(512).collect()),
+        };
+        let consent = evidence.consent(&subject, "marketing_email", granted)?;
+        domain::gdpr::consents::record(app, ws, &consent).await?;
+    }
+    let (c, _) = contact(app, &req).await?;
+    Ok(Reply::ok(&me_view(app, ws, c).await?))
+}
+
+/// `limit` and `cursor` are the page's.
+#[derive(Deserialize)]
+struct BookingsQuery {
+    when: Option<When>,
+}
+
+#[derive(Deserialize, ToSchema, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum When {
+    Upcoming,
+    Past,
+}
+
+/// The customer's bookings: `when=upcoming` (default, soonest first) or `when=past` (latest first).
+#[utoipa::path(get, path = "/portal/me/bookings", tag = "portal", security(("portal_session" = [])),
+    params(shared::openapi::PageParams, ("when" = Option<String>, Query, description = "upcoming (default) or past")),
+    responses((status = 200, body = shared::openapi::ListOf<Booking>), shared::openapi::CommonErrors))]
+pub async fn my_bookings(app: &App, req: Req) -> ApiResult<Reply> {
+    let q: BookingsQuery = req.query_as()?;
+    let when = q.when.unwrap_or(When::Upcoming);
+    let name = if when == When::Upcoming { "upcoming" } else { "past" };
+    let page = req.page(app, "portal_bookings", &[("when", Some(name))]).await?;
+    let ct = me(&req)?;
+    let now = shared::ids::now_rfc3339();
+    let (list, next) = ops::of_contact(app, req.ws(), &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?;
+    Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CancelMine {
+    #[schema(max_length = 500)]
+    pub reason: Option<String>,
+}
+
+/// Cancel one of the customer's bookings; inside the service's cancellation window it is 409.
+#[utoipa::path(post, path = "/portal/me/bookings/{id}/cancel", tag = "portal", security(("portal_session" = [])),
+    request_body(content = CancelMine, description = "optional"), params(("id" = String, Path, description = "bk_...")),
+    responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CancelMine = if req.body.is_empty() { CancelMine::default() } else { req.json()? };
+    if let Some(r) = &input.reason {
+        let mut errs = Errors::new();
+        errs.text("reason", r, 0, 500);
+        errs.finish()?;
+    }
+    let id: BookingId = req.path_id("id")?;
+    let ct = me(&req)?;
+    let sb = ops::load_booking(app, req.ws(), &id)
+        .await?
+        .filter(|b| b.booking.contact_id == *ct)
+        .ok_or_else(|| ApiError::not_found("booking"))?;
+    Ok(Reply::ok(&ops::cancel(app, req.ws(), &sb, CancelledBy::Customer, input.reason).await?))
+}
+
+/// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct PortalEmail {
+    pub id: String,
+    /// Always `email`.
+    pub object: String,
+    pub from: String,
+    pub subject: String,
+    pub status: EmailStatus,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The emails sent to the customer, newest first.
+#[utoipa::path(get, path = "/portal/me/emails", tag = "portal", security(("portal_session" = [])), params(shared::openapi::PageParams),
+    responses((status = 200, body = shared::openapi::ListOf<PortalEmail>), shared::openapi::CommonErrors))]
+pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
+    let page = req.page(app, "portal_emails", &[]).await?;
+    let ct = me(&req)?;
+    let spec = keys::EMAILS_OF_CONTACT.query(&[req.ws(), &ct], &[], page.after.clone(), page.limit).descending();
+    let out = app.db.query_keys_then_get(spec).await?;
+    let mut list: Vec<PortalEmail> = out.items.into_iter().map(shared::store::from_item).collect::<ApiResult<_>>()?;
+    list.sort_by(|a, b| b.id.cmp(&a.id));
+    Ok(Reply::list(&list, out.next_after.map(|a| page.cursor_for(&a))))
+}
+
+/// An export of everything the workspace holds about the customer (rate class `gdpr_export`);
+/// follow it at `GET /portal/me/exports/{id}`.
+#[utoipa::path(post, path = "/portal/me/export", tag = "portal", security(("portal_session" = [])),
+    responses((status = 202, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
+    let (c, _) = contact(app, &req).await?;
+    let subject = Subject::of(&c);
+    Ok(Reply::accepted(&export::start(app, req.ws(), ExportScope::Subject, Some(&subject), &req.principal.subject).await?))
+}
+
+/// One of the customer's exports, with its download link once completed.
+#[utoipa::path(get, path = "/portal/me/exports/{id}", tag = "portal", security(("portal_session" = [])),
+    params(("id" = String, Path, description = "gx_...")),
+    responses((status = 200, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors))]
+pub async fn my_export(app: &App, req: Req) -> ApiResult<Reply> {
+    let id: ExportId = req.path_id("id")?;
+    let ct = me(&req)?;
+    let job = export::load(app, req.ws(), &id)
+        .await?
+        .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(&*ct))
+        .ok_or_else(|| ApiError::not_found("export"))?;
+    Ok(Reply::ok(&job))
+}
+
+/// Erase the customer (everything, as `POST /gdpr/erasures` does) and end the session. Answers
+/// 202 with the erasure's audit record.
+#[utoipa::path(post, path = "/portal/me/erasure", tag = "portal", security(("portal_session" = [])),
+    responses((status = 202, body = shared::openapi::Data<domain::gdpr::erasure::Erasure>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn erase_me(app: &App, req: Req) -> ApiResult<Reply> {
+    let (c, _) = contact(app, &req).await?;
+    let subject = Subject::of(&c);
+    let e =
+        domain::gdpr::erasure::start(app, req.ws(), &subject, "requested by the customer in the portal", &req.principal.subject).await?;
+    portal::revoke(app, session_token(&req)).await?;
+    Ok(Reply::accepted(&e))
+}
+
+fn session_token(req: &Req) -> &str {
+    req.headers.get(shared::auth::PORTAL_SESSION_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default().trim()
+}
+
+/// End the session.
+#[utoipa::path(post, path = "/portal/logout", tag = "portal", security(("portal_session" = [])),
+    responses((status = 204, description = "the session is revoked"), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn logout(app: &App, req: Req) -> ApiResult<Reply> {
+    portal::revoke(app, session_token(&req)).await?;
+    Ok(Reply::no_content())
+}

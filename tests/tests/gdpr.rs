@@ -1,0 +1,447 @@
+//! GDPR over HTTP: a subject's export holds every area's data about them and nothing of anyone
+//! else; an erasure leaves no trace of the address in any item of the table (a full Scan) but
+//! the hashed tombstone and the audit record, and an erased address stays out until new
+//! consent; the consent ledger and its effect on sends; a workspace export that survives its
+//! worker dying mid-way.
+
+use e2e::receiver::Receiver;
+use e2e::{Client, harness};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value {
+    let r = c.post(path, &body).await;
+    assert_eq!(r.status, status, "POST {path}: {}", r.json);
+    r.json["data"].clone()
+}
+
+/// Poll `path` until its `status` is final.
+async fn finished(c: &Client, path: &str) -> Value {
+    for _ in 0..300 {
+        let r = c.get(path).await;
+        assert_eq!(r.status, 200, "GET {path}: {}", r.json);
+        if matches!(r.json["data"]["status"].as_str(), Some("completed" | "failed")) {
+            return r.json["data"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{path} did not finish");
+}
+
+/// Download and decode an export document.
+async fn document(url: &str) -> Value {
+    use std::io::Read;
+    let bytes = reqwest::get(url).await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("gzip");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("the document is JSON ({e}): {}", &text[..text.len().min(500)]))
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list.as_array().map(|a| a.iter().filter_map(|i| i["id"].as_str().map(String::from)).collect()).unwrap_or_default()
+}
+
+/// Wait until the webhook endpoint has seen no new delivery for two seconds (the events of the
+/// setup have been fanned out).
+/// Waits for the first delivery, then until deliveries stop: under load the dispatcher may not
+/// have started when the setup ends, and "no change in 2 s" alone would pass at zero.
+async fn quiet(rx: &Receiver) {
+    rx.wait_until(90, |got| !got.is_empty()).await;
+    let mut last = usize::MAX;
+    for _ in 0..60 {
+        let n = rx.received().len();
+        if n == last {
+            return;
+        }
+        last = n;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_subject_export_holds_every_area_about_them_and_nothing_of_anyone_else() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr export").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let seeded = e2e::seed_every_area(&c, &ws).await;
+    let ct = seeded["/contacts/{id}"].clone();
+    let ann = created(&c, "/contacts", json!({"email": "ann@example.org", "first_name": "Ann"}), 201).await;
+    let ann_id = ann["id"].as_str().unwrap();
+    created(&c, &format!("/contacts/{ann_id}/notes"), json!({"body": "ann's note"}), 201).await;
+    created(&c, "/deals", json!({"title": "Ann's", "value": 5, "currency": "EUR", "contact_id": ann_id}), 201).await;
+    // The seed's webhook endpoint fails; its deliveries still record the payloads.
+    let wh = &seeded["/webhooks/{id}"];
+    for _ in 0..100 {
+        if c.get(&format!("/webhooks/{wh}/deliveries")).await.json["data"].as_array().is_some_and(|d| d.len() >= 3) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let job = created(&c, "/gdpr/exports", json!({"subject": {"email": "ZOE@example.org"}}), 202).await;
+    assert_eq!(job["status"], "pending");
+    assert!(job["due_at"].as_str().unwrap() > job["created_at"].as_str().unwrap(), "{job}");
+    let path = format!("/gdpr/exports/{}", job["id"].as_str().unwrap());
+    let done = finished(&c, &path).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let url = done["download_url"].as_str().expect("a completed export has a link");
+    assert!(url.contains("X-Amz-Expires=3600") && url.contains("X-Amz-Signature="), "a presigned link valid 1 hour: {url}");
+    let doc = document(url).await;
+    let s = &doc["sections"];
+
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["subject"]["email"], "zoe@example.org");
+    assert_eq!(ids(&s["contacts"]["contact"]), vec![ct.clone()]);
+    let timeline = s["contacts"]["activity"].to_string();
+    assert!(timeline.contains("\"met\""), "the note is in the timeline: {timeline}");
+    assert_eq!(ids(&s["deals"]["deal"]), vec![seeded["/deals/{id}"].clone()]);
+    let emails = s["emails"]["email"].as_array().unwrap();
+    assert_eq!(emails.len(), 2, "both emails to the address, linked or not: {}", s["emails"]);
+    assert!(emails.iter().all(|e| e["email_bodies"][0]["text"] == "x"), "with their bodies: {}", s["emails"]);
+    assert_eq!(ids(&s["bookings"]["booking"]), vec![seeded["/bookings/{id}"].clone()]);
+    let consents = s["consents"]["consent_event"].as_array().unwrap();
+    assert_eq!(consents.len(), 1);
+    assert_eq!(consents[0]["purpose"], "analytics");
+    assert_eq!(s["portal"]["portal_session"].as_array().unwrap().len(), 1);
+    let events = s["webhooks"]["webhook_event"].as_array().unwrap();
+    assert!(!events.is_empty(), "{}", s["webhooks"]);
+    for ev in events {
+        let body = ev["body"].as_str().unwrap();
+        assert!(body.contains(&ct) || body.contains("zoe@example.org"), "{body}");
+        assert!(!ev["webhook_delivery"].as_array().unwrap().is_empty(), "with its deliveries: {ev}");
+    }
+    // The manifest counts what the sections hold.
+    let mut total = 0;
+    for (area, kinds) in doc["manifest"]["areas"].as_object().unwrap() {
+        for (kind, n) in kinds.as_object().unwrap() {
+            assert_eq!(s[area][kind].as_array().map(|a| a.len()), n.as_u64().map(|n| n as usize), "{area}.{kind}");
+            total += n.as_u64().unwrap();
+        }
+    }
+    assert_eq!(doc["manifest"]["total_items"], total);
+    assert_eq!(done["progress"]["emails"], 2, "two emails (their bodies go with them): {}", done["progress"]);
+    // Nothing of another contact, and no keys or secrets.
+    let text = doc.to_string();
+    for other in [ann_id, "ann@example.org", "ann's note", "bob@example.org"] {
+        assert!(!text.contains(other), "the export names {other}");
+    }
+    for secret in ["\"pk\"", "\"gsi1pk\"", "\"hash\"", "\"credentials\"", "\"secrets\""] {
+        assert!(!text.contains(secret), "the export holds {secret}");
+    }
+
+    // Another workspace cannot see the job; the list shows it without a link.
+    let (_, other_key) = h.workspace("gdpr export other").await;
+    let r = Client::new(&h.base_bulk, &other_key).get(&path).await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.json);
+    let list = c.get("/gdpr/exports?limit=10").await;
+    assert!(ids(&list.json["data"]).contains(&job["id"].as_str().unwrap().to_string()));
+    assert!(list.json["data"].as_array().unwrap().iter().all(|j| j.get("download_url").is_none()));
+
+    // After its 7 days the job mints no link (S3's lifecycle rule deletes the object then).
+    let app = h.app().await;
+    app.db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", shared::store::s(shared::store::ws_pk(&ws)))
+        .key("sk", shared::store::s(domain::gdpr::export::sk(job["id"].as_str().unwrap())))
+        .update_expression("SET expires_at = :past")
+        .expression_attribute_values(":past", shared::store::s("2020-01-01T00:00:00Z"))
+        .send()
+        .await
+        .unwrap();
+    let r = c.get(&path).await;
+    assert!(r.json["data"].get("download_url").is_none(), "{}", r.json);
+}
+
+#[tokio::test]
+async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_consent() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr erasure").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let addr = format!("erase-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let rx = Receiver::start().await;
+    created(&c, "/webhooks", json!({"url": rx.url}), 201).await;
+    let from = format!("a@{}", e2e::verified_domain(&c, &ws).await);
+
+    // The subject in every area: a contact created with an idempotency key (its response is
+    // stored), a note, a deal, a sent and a scheduled email, a booking, consent, a portal
+    // session, an import that names them, an export of them.
+    let r = c
+        .send(
+            c.request("POST", "/contacts")
+                .header("idempotency-key", "erase-me")
+                .json(&json!({"email": addr, "first_name": "Eve", "last_name": "Erasable"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let ct = r.json["data"]["id"].as_str().unwrap().to_string();
+    created(&c, &format!("/contacts/{ct}/notes"), json!({"body": format!("call {addr}")}), 201).await;
+    let deal = created(&c, "/deals", json!({"title": "Kept", "value": 900, "currency": "EUR", "contact_id": ct}), 201).await;
+    let sent = created(
+        &c,
+        "/emails",
+        json!({"from": from, "to": [addr.to_uppercase()], "subject": format!("For {addr}"), "text": "hi", "contact_id": ct}),
+        202,
+    )
+    .await;
+    let later =
+        created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "Later", "text": "x", "scheduled_at": e2e::in_hours(3)}), 202)
+            .await;
+    let day = json!([{"start": "00:00", "end": "24:00"}]);
+    let hours = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let res = created(&c, "/bookings/resources", json!({"name": "Room", "timezone": "UTC", "opening_hours": hours}), 201).await;
+    let svc = created(&c, "/bookings/services", json!({"name": "Talk", "duration_minutes": 30, "resource_ids": [res["id"]]}), 201).await;
+    let start = format!("{}T10:00:00Z", (chrono::Utc::now() + chrono::Duration::days(3)).format("%Y-%m-%d"));
+    let booking = created(
+        &c,
+        "/bookings",
+        json!({"service_id": svc["id"], "start": start, "contact_id": ct, "notes": format!("{addr} prefers tea")}),
+        201,
+    )
+    .await;
+    created(&c, "/gdpr/consents", json!({"contact_id": ct, "purpose": "marketing_email", "granted": true, "source": "form", "text_shown": "News?", "text_version": "1"}), 201).await;
+    let session = e2e::portal_session(&c, &ct).await;
+    let import = created(&c, "/contacts/imports", json!({"rows": [{"email": addr}, {"email": "someone-else@example.org"}]}), 202).await;
+    finished(&c, &format!("/contacts/imports/{}", import["id"].as_str().unwrap())).await;
+    let export = created(&c, "/gdpr/exports", json!({"subject": {"contact_id": ct}}), 202).await;
+    let export_path = format!("/gdpr/exports/{}", export["id"].as_str().unwrap());
+    assert_eq!(finished(&c, &export_path).await["status"], "completed");
+    for _ in 0..100 {
+        if c.get(&format!("/emails/{}", sent["id"].as_str().unwrap())).await.json["data"]["status"] == "sent" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    quiet(&rx).await;
+    let app = h.app().await;
+    let scan_hits = || async {
+        let mut hits = vec![];
+        let mut start = None;
+        loop {
+            let out = app.db.client.scan().table_name(&app.db.table).set_exclusive_start_key(start).send().await.unwrap();
+            for item in out.items() {
+                if domain::gdpr::mentions(item, std::slice::from_ref(&addr)) {
+                    hits.push(domain::gdpr::exported(item.clone()).to_string());
+                }
+            }
+            start = out.last_evaluated_key().cloned();
+            if start.is_none() {
+                return hits;
+            }
+        }
+    };
+    assert!(scan_hits().await.len() > 15, "the setup put the address in many items");
+
+    let e = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "Art. 17 request"}), 202).await;
+    assert!(e.get("subject").is_none() && !e.to_string().contains(&addr), "the audit record names no one: {e}");
+    let done = finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let hits = scan_hits().await;
+    assert!(hits.is_empty(), "items still naming the address: {hits:?}");
+    for area in ["contacts", "deals", "emails", "bookings", "consents", "portal", "gdpr", "webhooks", "platform"] {
+        assert!(done["counts"][area].as_u64().unwrap_or(0) > 0, "{area} erased nothing: {}", done["counts"]);
+    }
+    let tomb = app.db.query_page(keys_query(&ws, "TOMBSTONE#")).await.unwrap();
+    assert_eq!(tomb.items.len(), 1, "one hashed tombstone");
+
+    // What stays, without the person: the deal's value, the booking's slot.
+    let d = c.get(&format!("/deals/{}", deal["id"].as_str().unwrap())).await;
+    assert_eq!((d.json["data"]["value"].as_i64(), d.json["data"]["contact_id"].is_null()), (Some(900), true), "{}", d.json);
+    let b = c.get(&format!("/bookings/{}", booking["id"].as_str().unwrap())).await;
+    assert_eq!((b.json["data"]["contact_id"].as_str(), b.json["data"]["notes"].is_null()), (Some(""), true), "{}", b.json);
+    assert_eq!(c.get(&format!("/emails/{}", later["id"].as_str().unwrap())).await.json["data"]["status"], "cancelled");
+    assert_eq!(c.get(&format!("/contacts/{ct}")).await.status, 404);
+    assert_eq!(c.get(&export_path).await.status, 404, "the export about them is gone with its document");
+    assert_eq!(Client::portal(&h.base_bulk, &session).get("/portal/me").await.status, 401);
+
+    // The address stays out: no create, no import, no email, without new consent.
+    let r = c.post("/contacts", &json!({"email": addr})).await;
+    assert_eq!((r.status, r.code()), (409, "CONFLICT"), "{}", r.json);
+    assert_eq!(r.json["error"]["details"][0]["field"], "email");
+    let imp = created(&c, "/contacts/imports", json!({"rows": [{"email": addr}]}), 202).await;
+    let imp_path = format!("/contacts/imports/{}", imp["id"].as_str().unwrap());
+    assert_eq!(finished(&c, &imp_path).await["failed"], 1);
+    let errs = c.get(&format!("{imp_path}/errors")).await;
+    assert!(errs.json["data"][0]["message"].as_str().unwrap().contains("erased"), "{}", errs.json);
+    let mail = created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "Hi", "text": "x"}), 202).await;
+    assert_eq!(mail["status"], "suppressed", "{mail}");
+    assert_eq!(mail["suppressed_recipients"][0]["reason"], "erased");
+    assert!(!mail.to_string().contains(&addr), "not stored again, even as suppressed: {mail}");
+
+    // Twice is harmless: the second run finds only what named them since (the refused
+    // import's rows), and nothing of their records.
+    let again = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "again"}), 202).await;
+    let again = finished(&c, &format!("/gdpr/erasures/{}", again["id"].as_str().unwrap())).await;
+    assert_eq!(again["status"], "completed", "{again}");
+    for area in ["deals", "bookings", "consents", "portal", "webhooks"] {
+        assert_eq!(again["counts"][area], 0, "{again}");
+    }
+    assert!(scan_hits().await.is_empty());
+    assert_eq!(again["subject_hash"], done["subject_hash"]);
+    let audit = c.get("/gdpr/erasures?limit=10").await;
+    assert_eq!(audit.json["data"].as_array().unwrap().len(), 2);
+    assert!(!audit.json.to_string().contains(&addr));
+
+    // New consent brings them back, recorded in the ledger.
+    let r = c.post("/contacts", &json!({"email": addr, "resubscribe": true})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("consent")), "{}", r.json);
+    let back = created(
+        &c,
+        "/contacts",
+        json!({"email": addr, "resubscribe": true, "consent": {"text_shown": "Yes, again", "text_version": "2"}}),
+        201,
+    )
+    .await;
+    let ledger = c.get(&format!("/gdpr/consents?contact_id={}", back["id"].as_str().unwrap())).await;
+    assert_eq!(ledger.json["data"]["history"].as_array().unwrap().len(), 1, "{}", ledger.json);
+    assert_eq!(ledger.json["data"]["purposes"]["marketing_email"]["granted"], true);
+}
+
+fn keys_query(ws: &str, prefix: &str) -> shared::store::QuerySpec<'static> {
+    shared::store::QuerySpec::new(shared::store::ws_pk(ws), prefix, None, 10)
+}
+
+#[tokio::test]
+async fn the_consent_ledger_keeps_history_and_withdrawing_marketing_unsubscribes() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr consents").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let from = format!("a@{}", e2e::verified_domain(&c, &ws).await);
+    let ct = created(&c, "/contacts", json!({"email": "lia@example.org"}), 201).await["id"].as_str().unwrap().to_string();
+    let consent = |granted: bool, version: &str| {
+        json!({"email": "Lia@Example.org", "purpose": "marketing_email", "granted": granted, "source": "form",
+            "text_shown": "Newsletter?", "text_version": version, "ip_address": "203.0.113.9", "user_agent": "test"})
+    };
+    created(&c, "/gdpr/consents", consent(true, "1"), 201).await;
+    let w = created(&c, "/gdpr/consents", consent(false, "2"), 201).await;
+    assert_eq!((w["contact_id"].as_str(), w["email"].as_str()), (Some(ct.as_str()), Some("lia@example.org")));
+    assert_eq!(c.get(&format!("/contacts/{ct}")).await.json["data"]["email_status"], "unsubscribed", "withdrawn in the same transaction");
+    let marketing = created(&c, "/emails", json!({"from": from, "to": ["lia@example.org"], "subject": "Sale", "text": "x"}), 202).await;
+    assert_eq!(marketing["status"], "suppressed");
+    let receipt = created(
+        &c,
+        "/emails",
+        json!({"from": from, "to": ["lia@example.org"], "subject": "Receipt", "text": "x", "transactional": true}),
+        202,
+    )
+    .await;
+    assert_eq!(receipt["status"], "queued", "transactional mail still goes");
+    created(
+        &c,
+        "/gdpr/consents",
+        json!({"contact_id": ct, "purpose": "analytics", "granted": true, "source": "api", "text_shown": "Stats?", "text_version": "a"}),
+        201,
+    )
+    .await;
+
+    let state = c.get("/gdpr/consents?email=lia@example.org").await;
+    assert_eq!(state.status, 200, "{}", state.json);
+    let d = &state.json["data"];
+    assert_eq!(d["history"].as_array().unwrap().len(), 3);
+    assert_eq!(d["purposes"]["marketing_email"]["granted"], false);
+    assert_eq!(d["purposes"]["marketing_email"]["text_version"], "2");
+    assert_eq!(d["purposes"]["analytics"]["granted"], true);
+    assert_eq!(c.get(&format!("/gdpr/consents?contact_id={ct}")).await.json["data"]["history"], d["history"]);
+    // Granting again subscribes again.
+    created(&c, "/gdpr/consents", consent(true, "3"), 201).await;
+    assert_eq!(c.get(&format!("/contacts/{ct}")).await.json["data"]["email_status"], "subscribed");
+    // An address without a contact has a ledger too.
+    created(&c, "/gdpr/consents", json!({"email": "walk-in@example.org", "purpose": "third_party_sharing", "granted": false, "source": "form", "text_shown": "Share?", "text_version": "1"}), 201).await;
+
+    for (body, field) in [
+        (
+            json!({"purpose": "Bad Purpose", "granted": true, "source": "api", "text_shown": "x", "text_version": "1", "email": "a@example.org"}),
+            "purpose",
+        ),
+        (json!({"purpose": "analytics", "granted": true, "source": "api", "text_shown": "x", "text_version": "1"}), "email"),
+        (
+            json!({"purpose": "analytics", "granted": true, "source": "api", "text_shown": "x", "text_version": "1", "email": "a@example.org", "ip_address": "nope"}),
+            "ip_address",
+        ),
+    ] {
+        let r = c.post("/gdpr/consents", &body).await;
+        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.json);
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{}", r.json);
+    }
+    let r = c.post("/gdpr/consents", &json!({"contact_id": "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D", "purpose": "analytics", "granted": true, "source": "api", "text_shown": "x", "text_version": "1"})).await;
+    assert_eq!(r.status, 404);
+}
+
+#[tokio::test]
+async fn roles_and_the_export_rate_class_of_gdpr_routes() {
+    let h = harness();
+    let (_, key) = h.workspace("gdpr roles").await;
+    let mut cfg = h.config.clone();
+    cfg.limits.insert(shared::ratelimit::Class::GdprExport, shared::ratelimit::Limit::parse("100/s:100").unwrap());
+    let c = Client::new(&h.gateway_with(cfg).await, &key);
+    let r = c.post("/workspaces/current/api-keys", &json!({"name": "writer", "scopes": ["read", "write"]})).await;
+    let writer = Client::new(&c.base, r.json["data"]["secret"].as_str().unwrap());
+    let r = writer.post("/gdpr/erasures", &json!({"subject": {"email": "x@example.org"}, "reason": "r"})).await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "erasure needs admin: {}", r.json);
+    let r = writer.post("/gdpr/exports", &json!({"scope": "workspace"})).await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "a workspace export needs admin: {}", r.json);
+    let r = writer.post("/gdpr/exports", &json!({"subject": {"email": "x@example.org"}})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let r = c.post("/gdpr/exports", &json!({"subject": {"email": "x@example.org"}, "scope": "workspace"})).await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    // The dedicated class: 5 an hour, burst 2, per workspace.
+    let (_, key) = h.workspace("gdpr export limit").await;
+    let limited = Client::new(&h.base, &key);
+    for _ in 0..2 {
+        assert_eq!(limited.post("/gdpr/exports", &json!({"subject": {"email": "x@example.org"}})).await.status, 202);
+    }
+    let r = limited.post("/gdpr/exports", &json!({"subject": {"email": "x@example.org"}})).await;
+    assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.json);
+    assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() > 60);
+    assert!(r.header("ratelimit-policy").unwrap().contains("gdpr_export"));
+}
+
+/// A workspace export of 5,000 contacts, cut into small parts, whose worker is killed again
+/// and again mid-way: every restart resumes after the last uploaded part, and the document
+/// holds every contact exactly once.
+#[tokio::test]
+async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_once() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr workspace export").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let rows: Vec<Value> = (0..5000).map(|i| json!({"email": format!("p{i}@example.org"), "first_name": format!("P{i}")})).collect();
+    let imp = created(&c, "/contacts/imports", json!({"rows": rows}), 202).await;
+    assert_eq!(finished(&c, &format!("/contacts/imports/{}", imp["id"].as_str().unwrap())).await["created"], 5000);
+
+    // Jobs of this test go to a queue no worker polls: the test is the worker.
+    let sqs = h.sqs().await;
+    let q = sqs.create_queue().queue_name(format!("gdpr-test-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap();
+    let mut cfg = h.config.clone();
+    cfg.gdpr_queue_url = q;
+    cfg.export_part_bytes = 4 * 1024;
+    let app = h.app_with(cfg).await;
+    let job = domain::gdpr::export::start(&app, &ws, domain::gdpr::export::ExportScope::Workspace, None, "test").await.unwrap();
+    // Each run lives a little longer than the one before, as a worker would that is killed
+    // at random; a run that saved no part counts towards the job's failure.
+    let mut deaths = 0;
+    loop {
+        let run = shared::metrics::as_function("gdpr-worker", domain::gdpr::export::run(&app, &ws, &job.id));
+        match tokio::time::timeout(Duration::from_millis(800 + 300 * deaths), run).await {
+            Ok(r) => {
+                r.unwrap();
+                break;
+            }
+            Err(_) => deaths += 1,
+        }
+        assert!(deaths < 60, "the export never finished");
+    }
+    assert!(deaths >= 2, "the worker died mid-way at least twice ({deaths})");
+    let done = domain::gdpr::export::load(&app, &ws, &job.id).await.unwrap().unwrap();
+    assert_eq!(done.status, domain::gdpr::jobs::JobStatus::Completed, "{done:?}");
+    let doc = document(done.download_url.as_deref().unwrap()).await;
+    let contacts = doc["sections"]["workspace"]["contact"].as_array().unwrap();
+    let mut emails: Vec<&str> = contacts.iter().map(|c| c["email"].as_str().unwrap()).collect();
+    emails.sort();
+    let n = emails.len();
+    emails.dedup();
+    assert_eq!((n, emails.len()), (5000, 5000), "every contact exactly once");
+    assert_eq!(doc["manifest"]["areas"]["workspace"]["contact"], 5000);
+    assert!(doc["sections"]["workspace"]["api_key_listing"].to_string().contains("\"prefix\""));
+    assert!(!doc.to_string().contains("\"hash\""), "no key hashes");
+}
