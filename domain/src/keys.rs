@@ -226,6 +226,13 @@ pub const MESSAGE_REF: Kind = Kind::on(
     "the conversation an email's Message-ID belongs to: threading and deduplication of inbound mail",
 )
 .personal();
+pub const SNOOZE_DUE: Kind = Kind::on(
+    "helpdesk snooze due entry",
+    "DUE#SNOOZE#<0..3>",
+    "<until epoch ms, 13 digits>#<ws>#<conv id>",
+    "every snoozed conversation, for the minute tick that reopens it; written and removed with the snooze",
+)
+.internal();
 
 /// Every kind the table holds, in the order docs/data-model.md lists them.
 pub fn all() -> Vec<Kind> {
@@ -273,6 +280,7 @@ pub fn all() -> Vec<Kind> {
         HELPDESK_MESSAGE,
         CONVERSATION_TOKEN,
         MESSAGE_REF,
+        SNOOZE_DUE,
     ];
     SHARED_KINDS.iter().copied().chain(areas).collect()
 }

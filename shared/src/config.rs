@@ -20,6 +20,9 @@ pub struct Config {
     pub gdpr_queue_url: String,
     /// S3 bucket of export documents (SSE, objects expire after 7 days).
     pub exports_bucket: String,
+    /// S3 bucket of inbound mail (raw messages SES stores under `inbound/`) and the helpdesk's
+    /// attachments (`attachments/`).
+    pub mail_bucket: String,
     /// Compressed size at which an export cuts a part of its multipart upload (S3 needs at
     /// least 5 MiB but for the last part; a smaller value is for emulators, in tests).
     pub export_part_bytes: usize,
@@ -240,6 +243,7 @@ impl Config {
             publish_queue_url: var("PUBLISH_QUEUE_URL")?,
             gdpr_queue_url: var("GDPR_QUEUE_URL")?,
             exports_bucket: var("EXPORTS_BUCKET")?,
+            mail_bucket: var("MAIL_BUCKET")?,
             export_part_bytes: match vars("EXPORT_PART_BYTES") {
                 Some(v) => v.parse().map_err(|_| "EXPORT_PART_BYTES: a number of bytes".to_string())?,
                 None => 5 * 1024 * 1024,
@@ -279,6 +283,7 @@ mod tests {
         ("PUBLISH_QUEUE_URL", "q5"),
         ("GDPR_QUEUE_URL", "q6"),
         ("EXPORTS_BUCKET", "b"),
+        ("MAIL_BUCKET", "m"),
         ("PLATFORM_SECRET_ID", "s"),
     ];
 

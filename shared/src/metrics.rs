@@ -41,6 +41,20 @@ pub async fn count_ddb_calls<F: Future>(fut: F) -> (F::Output, u32) {
         .await
 }
 
+/// Count one occurrence of `metric` with one dimension, as a CloudWatch embedded-metric log
+/// line (Lambda's log stream turns it into a metric; no API call, no extra permission).
+pub fn count(metric: &str, dimension: &str, value: &str) {
+    let line = serde_json::json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{"Namespace": "WorkspacePlatform", "Dimensions": [[dimension]], "Metrics": [{"Name": metric, "Unit": "Count"}]}],
+        },
+        dimension: value,
+        metric: 1,
+    });
+    println!("{line}");
+}
+
 // ---------- which AWS actions each function uses (checked against template.yaml) ----------
 
 tokio::task_local! {

@@ -37,6 +37,16 @@ impl BatchResponse {
     }
 }
 
+/// The JSON an SQS body carries from SNS: the envelope's `Message` (SNS to SQS without raw
+/// delivery), or the body itself (raw delivery).
+pub fn sns_message(body: &str) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    if v.get("Type").and_then(serde_json::Value::as_str) == Some("Notification") {
+        return serde_json::from_str(v.get("Message")?.as_str()?).ok();
+    }
+    Some(v)
+}
+
 /// Send one message, after `delay_secs` (SQS allows 0 to 900). The error is the SDK's, as
 /// text, for the caller to log or wrap: each queue's caller decides what a lost message costs.
 pub async fn send(client: &aws_sdk_sqs::Client, queue_url: &str, body: String, delay_secs: i64) -> Result<(), String> {

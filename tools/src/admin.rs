@@ -21,6 +21,8 @@ pub struct Names {
     pub email_feedback_queue: String,
     pub gdpr_queue: String,
     pub exports_bucket: String,
+    pub inbound_mail_queue: String,
+    pub mail_bucket: String,
     pub secret_id: String,
 }
 
@@ -36,6 +38,8 @@ impl Default for Names {
             email_feedback_queue: "platform-email-feedback".into(),
             gdpr_queue: "platform-gdpr".into(),
             exports_bucket: "platform-exports".into(),
+            inbound_mail_queue: "platform-inbound-mail".into(),
+            mail_bucket: "platform-mail".into(),
             secret_id: "platform/secret".into(),
         }
     }
@@ -55,6 +59,8 @@ impl Names {
             email_feedback_queue: get("EMAIL_FEEDBACK_QUEUE_NAME", d.email_feedback_queue),
             gdpr_queue: get("GDPR_QUEUE_NAME", d.gdpr_queue),
             exports_bucket: get("EXPORTS_BUCKET", d.exports_bucket),
+            inbound_mail_queue: get("INBOUND_MAIL_QUEUE_NAME", d.inbound_mail_queue),
+            mail_bucket: get("MAIL_BUCKET", d.mail_bucket),
             secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
         }
     }
@@ -81,6 +87,11 @@ pub struct Resources {
     pub gdpr_queue_url: String,
     pub gdpr_dlq_url: String,
     pub exports_bucket: String,
+    /// SES receipt notifications of inbound mail (on AWS through SNS).
+    pub inbound_mail_queue_url: String,
+    pub inbound_mail_dlq_url: String,
+    /// Raw inbound messages and the helpdesk's attachments.
+    pub mail_bucket: String,
     pub secret_id: String,
 }
 
@@ -112,6 +123,7 @@ pub fn local_config(res: &Resources) -> Result<Config, String> {
             "PUBLISH_QUEUE_URL" => res.publish_queue_url.clone(),
             "GDPR_QUEUE_URL" => res.gdpr_queue_url.clone(),
             "EXPORTS_BUCKET" => res.exports_bucket.clone(),
+            "MAIL_BUCKET" => res.mail_bucket.clone(),
             "PLATFORM_SECRET_ID" => res.secret_id.clone(),
             _ => return None,
         })
@@ -216,7 +228,9 @@ pub async fn bootstrap(
     // A job resumes from its last saved position on each delivery; visibility above the
     // worker's 15-minute timeout.
     let (gdpr_queue_url, gdpr_dlq_url) = create_queue_with_dlq(sqs, &names.gdpr_queue, 6, 960).await?;
-    create_bucket(s3, &names.exports_bucket).await?;
+    create_bucket(s3, &names.exports_bucket, "exports/", 7).await?;
+    let (inbound_mail_queue_url, inbound_mail_dlq_url) = create_queue_with_dlq(sqs, &names.inbound_mail_queue, 5, 180).await?;
+    create_bucket(s3, &names.mail_bucket, "inbound/", 7).await?;
     let secret = sm.create_secret().name(&names.secret_id).secret_string(shared::app::PlatformSecret::generate_json()).send().await;
     match secret {
         Ok(_) => {}
@@ -240,12 +254,15 @@ pub async fn bootstrap(
         gdpr_queue_url,
         gdpr_dlq_url,
         exports_bucket: names.exports_bucket.clone(),
+        inbound_mail_queue_url,
+        inbound_mail_dlq_url,
+        mail_bucket: names.mail_bucket.clone(),
         secret_id: names.secret_id.clone(),
     })
 }
 
-/// The exports bucket, as template.yaml makes it: objects expire after 7 days.
-async fn create_bucket(s3: &aws_sdk_s3::Client, name: &str) -> Result<(), String> {
+/// A bucket as template.yaml makes it: objects under `prefix` expire after `days`.
+async fn create_bucket(s3: &aws_sdk_s3::Client, name: &str, prefix: &str, days: i32) -> Result<(), String> {
     use aws_sdk_s3::types::{BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter};
     match s3.create_bucket().bucket(name).send().await {
         Ok(_) => {}
@@ -253,10 +270,10 @@ async fn create_bucket(s3: &aws_sdk_s3::Client, name: &str) -> Result<(), String
         Err(e) => return Err(format!("create bucket {name}: {}", aws_sdk_s3::error::DisplayErrorContext(e))),
     }
     let rule = LifecycleRule::builder()
-        .id("expire-exports")
+        .id(format!("expire-{}", prefix.trim_end_matches('/')))
         .status(ExpirationStatus::Enabled)
-        .filter(LifecycleRuleFilter::builder().prefix("exports/").build())
-        .expiration(LifecycleExpiration::builder().days(7).build())
+        .filter(LifecycleRuleFilter::builder().prefix(prefix).build())
+        .expiration(LifecycleExpiration::builder().days(days).build())
         .build()
         .map_err(|e| e.to_string())?;
     s3.put_bucket_lifecycle_configuration()
@@ -346,6 +363,38 @@ pub fn dev_jwks_with_kid(kid: &str) -> serde_json::Value {
     let mut set: serde_json::Value = serde_json::from_str(DEV_JWKS).expect("dev JWKS is JSON");
     set["keys"][0]["kid"] = kid.into();
     set
+}
+
+/// Store a raw message in the mail bucket as SES's S3 action does (`inbound/<SES id>`) and
+/// answer the receipt notification SES would send (SNS envelope), naming `recipients`, with
+/// SES's spam and virus verdicts (`PASS` / `FAIL`).
+pub async fn store_inbound(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    raw: &[u8],
+    recipients: &[String],
+    spam: &str,
+    virus: &str,
+) -> Result<String, String> {
+    let id = shared::ids::new_id("local");
+    let key = format!("inbound/{id}");
+    s3.put_object()
+        .bucket(bucket)
+        .key(&key)
+        .body(raw.to_vec().into())
+        .send()
+        .await
+        .map_err(|e| format!("store the message: {}", aws_sdk_s3::error::DisplayErrorContext(e)))?;
+    Ok(inbound_mail::notification(&id, bucket, &key, recipients, spam, virus))
+}
+
+/// Feed one inbound message to the stack exactly as SES would: the raw MIME into the mail
+/// bucket, the notification into the inbound queue. Answers SES's message id.
+pub async fn send_inbound(app: &shared::App, res: &Resources, raw: &[u8], recipients: &[String]) -> Result<String, String> {
+    let body = store_inbound(&app.s3, &res.mail_bucket, raw, recipients, "PASS", "PASS").await?;
+    let id = inbound_mail::receipt(&body).map(|r| r.ses_message_id).unwrap_or_default();
+    shared::sqs::send(&app.sqs, &res.inbound_mail_queue_url, body, 0).await?;
+    Ok(id)
 }
 
 #[cfg(test)]

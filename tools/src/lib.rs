@@ -74,7 +74,8 @@ impl DevStack {
 
     /// The event source mappings and schedules of the queue-driven functions: the dispatcher
     /// (events and deliveries queues, outbox sweep every `sweep_every`), the contact import
-    /// worker, the GDPR worker, the email sender (emails and feedback queues, tick every
+    /// worker, the GDPR worker, the helpdesk's inbound mail (queue, snooze tick every
+    /// `sweep_every`), the email sender (emails and feedback queues, tick every
     /// `sweep_every`), and the publisher (publish queue, tick every `sweep_every`).
     pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
         let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg.clone())?)?);
@@ -101,6 +102,21 @@ impl DevStack {
             Box::pin(shared::metrics::as_function("gdpr-worker", async move { domain::gdpr::jobs::handle_sqs(&app, ev).await }))
         });
         self.gateways.push(worker::poll(sqs.clone(), self.resources.gdpr_queue_url.clone(), gdpr));
+        let helpdesk_app = Arc::new(self.new_app(cfg.clone())?);
+        let inbound: worker::Handler = {
+            let app = helpdesk_app.clone();
+            Arc::new(move |ev| {
+                let app = app.clone();
+                Box::pin(shared::metrics::as_function("inbound-mail", async move { inbound_mail::handle_sqs(&app, ev).await }))
+            })
+        };
+        self.gateways.push(worker::poll(sqs.clone(), self.resources.inbound_mail_queue_url.clone(), inbound));
+        self.gateways.push(worker::tick("helpdesk snooze tick", sweep_every, move || {
+            let app = helpdesk_app.clone();
+            Box::pin(shared::metrics::as_function("inbound-mail", async move {
+                domain::helpdesk::snooze::tick(&app).await.map(|_| ()).map_err(|e| e.to_string())
+            }))
+        }));
         let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg.clone())?, &self.sdk));
         let send: worker::Handler = {
             let sender = sender.clone();
@@ -150,6 +166,8 @@ impl DevStack {
             ("PUBLISH_QUEUE_URL", self.resources.publish_queue_url.clone()),
             ("GDPR_QUEUE_URL", self.resources.gdpr_queue_url.clone()),
             ("EXPORTS_BUCKET", self.resources.exports_bucket.clone()),
+            ("MAIL_BUCKET", self.resources.mail_bucket.clone()),
+            ("INBOUND_MAIL_QUEUE_URL", self.resources.inbound_mail_queue_url.clone()),
             ("WEBHOOK_ALLOW_LOOPBACK", "true".into()),
             ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
             ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),

@@ -262,6 +262,32 @@ pub async fn verified_names(app: &App, ws: &str) -> ApiResult<Vec<String>> {
     Ok(all.into_iter().filter(|d| d.status == DomainStatus::Verified).map(|d| d.name).collect())
 }
 
+/// The workspace whose verified sending domain covers this address (the domain itself or a
+/// parent), with the mailbox (the address less any `+tag`) and the tag. Two calls: the claims
+/// of the domain and its parents in one read, then the owning domain's state.
+pub async fn mailbox_owner(app: &App, address: &str) -> ApiResult<Option<(String, String, Option<String>)>> {
+    let Some(addr) = shared::validate::normalise_email(address) else { return Ok(None) };
+    let (local, domain) = addr.rsplit_once('@').expect("a normalised address has an @");
+    let labels: Vec<&str> = domain.split('.').collect();
+    let names: Vec<String> = (0..labels.len().saturating_sub(1)).map(|i| labels[i..].join(".")).collect();
+    let keys: Vec<(String, String)> = names.iter().map(|n| (claim_pk(n), keys::SENDING_DOMAIN_CLAIM.sk(&[]))).collect();
+    let found = app.db.batch_get(&keys).await?;
+    // The closest domain wins (names run from the full domain to its parents).
+    let Some(claim) = names.iter().find_map(|n| found.iter().find(|i| store::get_str(i, "pk") == Some(claim_pk(n).as_str()))) else {
+        return Ok(None);
+    };
+    let (Some(ws), Some(id)) = (store::get_str(claim, "workspace_id"), store::get_str(claim, "domain_id")) else { return Ok(None) };
+    let Some((d, _)) = app.db.get_object::<SendingDomain>(ws, &sk(id)).await? else { return Ok(None) };
+    if d.status != DomainStatus::Verified {
+        return Ok(None);
+    }
+    let (mailbox_local, tag) = match local.split_once('+') {
+        Some((l, t)) if !l.is_empty() && !t.is_empty() => (l, Some(t.to_string())),
+        _ => (local, None),
+    };
+    Ok(Some((ws.to_string(), format!("{mailbox_local}@{domain}"), tag)))
+}
+
 /// May `from` (an address) be sent from one of these verified domains?
 pub fn covers(verified: &[String], from: &str) -> bool {
     let domain = from.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase();

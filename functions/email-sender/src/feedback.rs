@@ -27,10 +27,7 @@ pub struct Notification {
 
 /// The SES notification in an SQS message body, if it is one.
 pub fn parse(raw: &str) -> Option<Notification> {
-    let mut v: Value = serde_json::from_str(raw).ok()?;
-    if v.get("Type").and_then(Value::as_str) == Some("Notification") {
-        v = serde_json::from_str(v.get("Message")?.as_str()?).ok()?;
-    }
+    let v = shared::sqs::sns_message(raw)?;
     let kind = v.get("notificationType").or_else(|| v.get("eventType"))?.as_str()?.to_string();
     let message_id = v.pointer("/mail/messageId")?.as_str()?.to_string();
     let tagged_email_id = v.pointer("/mail/tags/email_id/0").and_then(Value::as_str).map(String::from);

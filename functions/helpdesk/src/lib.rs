@@ -16,7 +16,7 @@ shared::area! {
     tag = "helpdesk", description = "A shared inbox: conversations, inbound messages, replies through SES, internal notes",
     operations = [list_conversations, create_conversation, get_conversation, update_conversation, list_messages, add_message],
     schemas = [Conversation, ConversationStatus, Priority, Message, MessageType, DeliveryStatus, CreateConversation, FirstMessage,
-        NewContact, UpdateConversation, AddMessage],
+        NewContact, UpdateConversation, AddMessage, domain::helpdesk::inbound::Attachment, domain::helpdesk::inbound::Automatic],
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -148,6 +148,8 @@ pub async fn create_conversation(app: &App, req: Req) -> ApiResult<Reply> {
         email_id: None,
         author: (!inbound).then(|| req.principal.subject.clone()),
         message_id: None,
+        attachments: vec![],
+        automatic: None,
         created_at: now,
     };
     if !inbound {
@@ -341,7 +343,11 @@ pub async fn update_conversation(app: &App, req: Req) -> ApiResult<Reply> {
         return Ok(Reply::ok(&old));
     }
     c.updated_at = shared::ids::now_rfc3339();
-    let mut tx = Tx::new().replace(record(ws, &c)?, version).event(conversation_event(ws, "helpdesk.conversation.updated", &c));
+    let mut tx = domain::helpdesk::snooze::changes(Tx::new(), ws, &old, &c).replace(record(ws, &c)?, version).event(conversation_event(
+        ws,
+        "helpdesk.conversation.updated",
+        &c,
+    ));
     if c.assignee != old.assignee && c.assignee.is_some() {
         tx = tx.event(conversation_event(ws, "helpdesk.conversation.assigned", &c));
     }
@@ -370,6 +376,9 @@ pub async fn list_messages(app: &App, req: Req) -> ApiResult<Reply> {
     )
     .await?;
     let mut list: Vec<Message> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
+    for m in &mut list {
+        domain::helpdesk::inbound::with_links(app, ws, m).await?;
+    }
     // The replies' emails, in one read.
     let keys: Vec<(String, String)> = list.iter().filter_map(|m| m.email_id.as_ref()).map(|e| (ws_pk(ws), domain::emails::sk(e))).collect();
     if !keys.is_empty() {
@@ -435,6 +444,8 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
         email_id: None,
         author: Some(req.principal.subject.clone()),
         message_id: None,
+        attachments: vec![],
+        automatic: None,
         created_at: now.clone(),
     };
     let mut c = old.clone();
@@ -452,7 +463,7 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
         c.message_count += 1;
     }
     let kind = if reply { "helpdesk.message.sent" } else { "helpdesk.note.added" };
-    let mut tx = Tx::new()
+    let mut tx = domain::helpdesk::snooze::changes(Tx::new(), ws, &old, &c)
         .replace(record(ws, &c)?, version)
         .put(message_record(ws, &m)?.item)
         .put(timeline(ws, &contact.id, &c, &m)?)

@@ -5,6 +5,8 @@
 //!   admin create-workspace --name NAME        -> {"workspace_id": ..., "api_key": ...}
 //!   admin add-member --workspace W --subject S --role owner|admin|member|viewer
 //!   admin mint-token --subject S [--scope "read write admin"] [--ttl SECONDS]   (local endpoints only)
+//!   admin send-inbound FILE.eml [--to ADDRESS]   (local endpoints only: as SES would deliver it;
+//!                                                 recipients default to the To and Cc headers)
 
 use shared::App;
 use tools::admin;
@@ -59,8 +61,25 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
             let ttl = arg(&args, "--ttl").map(|t| t.parse::<i64>().map_err(|_| "--ttl must be seconds")).transpose()?.unwrap_or(3600);
             Ok(serde_json::Value::String(admin::mint_token(&sub, &scope, ttl)?))
         }
+        "send-inbound" => {
+            let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+            if !admin::is_loopback_endpoint(&endpoint) {
+                return Err("send-inbound only runs against a local stack (AWS_ENDPOINT_URL must be a loopback URL)".into());
+            }
+            let file = args.get(1).filter(|a| !a.starts_with("--")).ok_or("usage: send-inbound FILE.eml [--to ADDRESS]")?;
+            let raw = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
+            let to = match arg(&args, "--to") {
+                Some(t) => vec![t],
+                None => inbound_mail::parse::parse(&raw).map_err(|e| format!("{file}: {e}"))?.to,
+            };
+            let app = app().await?;
+            let queue = std::env::var("INBOUND_MAIL_QUEUE_URL").map_err(|_| "INBOUND_MAIL_QUEUE_URL is not set (source .local/dev.env)")?;
+            let body = admin::store_inbound(&app.s3, &app.cfg.mail_bucket, &raw, &to, "PASS", "PASS").await?;
+            shared::sqs::send(&app.sqs, &queue, body, 0).await?;
+            Ok(serde_json::json!({"queued": true, "recipients": to}))
+        }
         _ => Err(
-            "usage: admin bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S"
+            "usage: admin bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S | send-inbound FILE.eml [--to A]"
                 .into(),
         ),
     }

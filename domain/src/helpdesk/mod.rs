@@ -13,6 +13,9 @@
 //! - `MSGREF#<sha256 of a Message-ID>`: the conversation a Message-ID belongs to (threading of
 //!   inbound mail by In-Reply-To / References, and deduplication of inbound messages).
 
+pub mod inbound;
+pub mod snooze;
+
 use crate::contacts::{self, Contact, ContactId};
 use crate::emails::compose::{self, SendEmail};
 use crate::gdpr::{Erase, Find, Rule};
@@ -20,7 +23,8 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::ids::PrefixedId;
-use shared::store::{self, Item, Record, s, ws_pk};
+use shared::outbox::Tx;
+use shared::store::{self, Item, Record, TxError, s, ws_pk};
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -42,7 +46,13 @@ pub const PRIVACY: &[Rule] = &[
         export: true,
         erase: Erase::Custom(|a, w, i, s| Box::pin(erase_conversation(a, w, i, s))),
     },
-    Rule { kind: keys::HELPDESK_MESSAGE, area: "helpdesk", find: Find::Mentions, export: true, erase: Erase::Delete },
+    Rule {
+        kind: keys::HELPDESK_MESSAGE,
+        area: "helpdesk",
+        find: Find::Mentions,
+        export: true,
+        erase: Erase::Custom(|a, w, i, _| Box::pin(delete_message(a, w, i))),
+    },
     Rule { kind: keys::CONVERSATION_TOKEN, area: "helpdesk", find: Find::Mentions, export: false, erase: Erase::Delete },
     Rule { kind: keys::MESSAGE_REF, area: "helpdesk", find: Find::Mentions, export: false, erase: Erase::Delete },
 ];
@@ -164,6 +174,12 @@ pub struct Message {
     /// The RFC 5322 Message-ID of an inbound email (threading and deduplication).
     #[serde(default)]
     pub message_id: Option<String>,
+    /// Files that came with an inbound email.
+    #[serde(default)]
+    pub attachments: Vec<inbound::Attachment>,
+    /// Set when a machine sent it (it reopened nothing and notified no one).
+    #[serde(default)]
+    pub automatic: Option<inbound::Automatic>,
     pub created_at: String,
 }
 
@@ -311,8 +327,8 @@ async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::g
     let mut after = None;
     loop {
         let out = app.db.query_page(keys::HELPDESK_MESSAGES.query(&[ws], &[id], after, 100)).await?;
-        for sk in out.items.iter().filter_map(|m| store::get_str(m, "sk")) {
-            app.db.delete(&ws_pk(ws), sk).await?;
+        for m in out.items {
+            delete_message(app, ws, m).await?;
         }
         after = out.next_after;
         if after.is_none() {
@@ -320,6 +336,24 @@ async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::g
         }
     }
     app.db.delete(&ws_pk(ws), &conversation_sk(id)).await
+}
+
+/// A message goes with its stored files.
+async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
+    let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
+    if let Ok(m) = store::from_item::<Message>(item) {
+        for (i, _) in m.attachments.iter().enumerate().filter(|(_, a)| a.stored) {
+            let key = inbound::attachment_key(ws, &m.conversation_id, &m.id, i);
+            app.s3
+                .delete_object()
+                .bucket(&app.cfg.mail_bucket)
+                .key(key)
+                .send()
+                .await
+                .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+        }
+    }
+    app.db.delete(&ws_pk(ws), &sk).await
 }
 
 /// The event of a change to a conversation.

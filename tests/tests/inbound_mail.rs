@@ -1,0 +1,277 @@
+//! Inbound email into the helpdesk, end to end: raw messages put into moto's S3 and SES
+//! receipt notifications into the inbound queue exactly as SES would, handled by the stack's
+//! inbound-mail worker (or invoked directly, as Lambda would, where a test counts DynamoDB
+//! calls or must know a message was handled), then read over the HTTP API.
+
+use e2e::{Client, harness};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(tools::localstack::repo_root().join("tests/fixtures/mail").join(name)).unwrap()
+}
+
+/// A fixture addressed to this test's mailbox from this test's customer, with its own
+/// Message-ID (so tests never share one).
+fn addressed(name: &str, to: &str, from: &str) -> String {
+    let uniq = ulid::Ulid::generate().to_string().to_lowercase();
+    fixture(name)
+        .replace("support+0000000000@example.com", to)
+        .replace("support@example.com", to)
+        .replace("customer@example.org", from)
+        .replace("@mail.example.org>", &format!(".{uniq}@mail.example.org>"))
+        .replace("@mail.gmail.com>", &format!(".{uniq}@mail.gmail.com>"))
+        .replace("@AM0PR01MB1234.eurprd01.prod.outlook.com>", &format!(".{uniq}@AM0PR01MB1234.eurprd01.prod.outlook.com>"))
+}
+
+struct Setup {
+    c: Client,
+    ws: String,
+    mailbox: String,
+    customer: String,
+}
+
+async fn setup(name: &str) -> Setup {
+    let h = harness();
+    let (ws, key) = h.workspace(name).await;
+    let c = Client::new(&h.base_bulk, &key);
+    let domain = e2e::verified_domain(&c, &ws).await;
+    let customer = format!("kari-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    Setup { c, ws, mailbox: format!("support@{domain}"), customer }
+}
+
+/// Put the raw message into the mail bucket and handle its notification now (as Lambda
+/// would); answers the DynamoDB calls it took.
+async fn deliver(raw: &str, recipients: &[&str], spam: &str, virus: &str) -> u32 {
+    let h = harness();
+    let app = h.app().await;
+    let rcpts: Vec<String> = recipients.iter().map(|r| r.to_string()).collect();
+    let body = tools::admin::store_inbound(&app.s3, &h.resources.mail_bucket, raw.as_bytes(), &rcpts, spam, virus).await.unwrap();
+    let receipt = inbound_mail::receipt(&body).expect("an SES receipt notification");
+    let (res, calls) =
+        shared::metrics::count_ddb_calls(shared::metrics::as_function("inbound-mail", inbound_mail::handle(&app, &receipt))).await;
+    res.unwrap();
+    calls
+}
+
+async fn conversations(c: &Client, query: &str) -> Vec<Value> {
+    let r = c.get(&format!("/helpdesk/conversations?{query}")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    r.json["data"].as_array().unwrap().clone()
+}
+
+async fn messages(c: &Client, conv: &str) -> Vec<Value> {
+    let r = c.get(&format!("/helpdesk/conversations/{conv}/messages")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    r.json["data"].as_array().unwrap().clone()
+}
+
+async fn conversation(c: &Client, conv: &str) -> Value {
+    c.get(&format!("/helpdesk/conversations/{conv}")).await.json["data"].clone()
+}
+
+#[tokio::test]
+async fn an_email_starts_a_conversation_a_reply_threads_and_the_answer_reopens_it_once() {
+    let h = harness();
+    let s = setup("inbound thread").await;
+    let c = &s.c;
+
+    // Through the queue, as SES delivers: a conversation and a contact appear.
+    let rcpt = [s.mailbox.clone()];
+    tools::admin::send_inbound(&h.app().await, &h.resources, addressed("plain.eml", &s.mailbox, &s.customer).as_bytes(), &rcpt)
+        .await
+        .unwrap();
+    let mut list = vec![];
+    for _ in 0..100 {
+        list = conversations(c, &format!("mailbox={}", s.mailbox)).await;
+        if !list.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(list.len(), 1, "the queued message became a conversation");
+    let conv = list[0].clone();
+    let id = conv["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        (conv["subject"].as_str(), conv["status"].as_str(), conv["message_count"].as_u64()),
+        (Some("My order has not arrived"), Some("open"), Some(1))
+    );
+    let contact = c.get(&format!("/contacts/{}", conv["contact_id"].as_str().unwrap())).await;
+    assert_eq!(
+        (contact.json["data"]["email"].as_str(), contact.json["data"]["first_name"].as_str()),
+        (Some(s.customer.as_str()), Some("Kari"))
+    );
+    let first = &messages(c, &id).await[0];
+    assert!(first["body_text"].as_str().unwrap().contains("order 10442"), "{first}");
+    let timeline = c.get(&format!("/contacts/{}/activities", conv["contact_id"].as_str().unwrap())).await;
+    assert!(timeline.json.to_string().contains("helpdesk.message.received"), "{}", timeline.json);
+
+    // Staff reply: sent through SES from the mailbox, threaded on the customer's Message-ID.
+    let r = c.post(&format!("/helpdesk/conversations/{id}/messages"), &json!({"type": "reply", "body_text": "It is on its way."})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let email_id = r.json["data"]["email_id"].as_str().unwrap().to_string();
+    let mut email = Value::Null;
+    for _ in 0..100 {
+        email = c.get(&format!("/emails/{email_id}")).await.json["data"].clone();
+        if email["status"] == "sent" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(email["status"], "sent", "{email}");
+    assert_eq!(email["from"], s.mailbox.as_str());
+    let in_reply_to = first["message_id"].as_str().unwrap();
+    assert_eq!(email["headers"]["In-Reply-To"].as_str(), Some(format!("<{in_reply_to}>").as_str()), "{email}");
+    assert_eq!(email["headers"]["References"].as_str(), Some(format!("<{in_reply_to}>").as_str()));
+    let reply_to = email["reply_to"][0].as_str().unwrap().to_string();
+    assert!(reply_to.starts_with("support+") && reply_to.ends_with(s.mailbox.split('@').nth(1).unwrap()), "{reply_to}");
+    // moto keeps From and destinations of a simple message (not its custom headers).
+    let sent = h.ses_sent().await;
+    assert!(sent.iter().any(|m| m["source"].as_str().is_some_and(|f| f.contains(&s.mailbox)) && m.to_string().contains(&s.customer)));
+    assert_eq!(conversation(c, &id).await["status"], "pending");
+
+    // The customer answers from Gmail to the mailbox itself, In-Reply-To SES's Message-ID of
+    // the reply: same conversation, reopened, quoted history cut off.
+    let ses = format!("{}@email.amazonses.com", email["provider_message_id"].as_str().unwrap());
+    let answer = addressed("gmail-reply.eml", &s.mailbox, &s.customer).replace("0000000000000000-reply@email.amazonses.com", &ses);
+    let calls = deliver(&answer, &[&s.mailbox], "PASS", "PASS").await;
+    let conv = conversation(c, &id).await;
+    assert_eq!((conv["status"].as_str(), conv["message_count"].as_u64()), (Some("open"), Some(3)), "{conv}");
+    let msgs = messages(c, &id).await;
+    assert_eq!(msgs[2]["body_text"], "Thanks, it arrived today!");
+    // Mailbox owner (claims, domain), the thread look-up, SES's id to our email, the
+    // conversation, the transaction.
+    assert_eq!(calls, 6, "DynamoDB calls for a reply threaded by SES's Message-ID");
+
+    // The same email again (SES delivers at least once; a sender may resend): nothing added.
+    assert_eq!(deliver(&answer, &[&s.mailbox], "PASS", "PASS").await, 3, "a duplicate stops at the look-up");
+    assert_eq!(conversation(c, &id).await["message_count"], 3);
+
+    // An auto-reply to the reply address neither reopens nor notifies.
+    assert_eq!(c.patch(&format!("/helpdesk/conversations/{id}"), &json!({"status": "closed"})).await.status, 200);
+    let auto = addressed("auto-reply.eml", &reply_to, &s.customer);
+    let calls = deliver(&auto, &[&reply_to], "PASS", "PASS").await;
+    assert_eq!(calls, 5, "DynamoDB calls for a message threaded by its reply address");
+    let conv = conversation(c, &id).await;
+    assert_eq!((conv["status"].as_str(), conv["message_count"].as_u64()), (Some("closed"), Some(4)), "{conv}");
+    assert_eq!(messages(c, &id).await[3]["automatic"], "auto_reply");
+
+    // Another workspace: sees nothing, cannot post into it, and its mail never joins it.
+    let other = setup("inbound other").await;
+    assert_eq!(other.c.get(&format!("/helpdesk/conversations/{id}")).await.status, 404);
+    let r = other.c.post(&format!("/helpdesk/conversations/{id}/messages"), &json!({"type": "note", "body_text": "x"})).await;
+    assert_eq!(r.status, 404);
+    let stray = addressed("gmail-reply.eml", &other.mailbox, &s.customer).replace("0000000000000000-reply@email.amazonses.com", &ses);
+    deliver(&stray, &[&other.mailbox], "PASS", "PASS").await;
+    let theirs = conversations(&other.c, "").await;
+    assert_eq!(theirs.len(), 1, "a new conversation of their own");
+    assert_ne!(theirs[0]["id"].as_str(), Some(id.as_str()));
+    assert_eq!(conversation(c, &id).await["message_count"], 4);
+    let _ = s.ws;
+}
+
+#[tokio::test]
+async fn html_is_sanitised_files_are_kept_and_charsets_decode() {
+    let s = setup("inbound content").await;
+    let c = &s.c;
+    deliver(&addressed("html-script.eml", &s.mailbox, &s.customer), &[&s.mailbox], "PASS", "PASS").await;
+    deliver(&addressed("attachments.eml", &s.mailbox, &s.customer), &[&s.mailbox], "PASS", "PASS").await;
+    deliver(&addressed("iso-8859-1-qp.eml", &s.mailbox, &s.customer), &[&s.mailbox], "PASS", "PASS").await;
+    deliver(&addressed("windows-1252-base64.eml", &s.mailbox, &s.customer), &[&s.mailbox], "PASS", "PASS").await;
+    deliver(&addressed("outlook-reply.eml", &s.mailbox, &s.customer), &[&s.mailbox], "PASS", "PASS").await;
+    let list = conversations(c, "limit=10").await;
+    let by_subject = |sub: &str| {
+        list.iter().find(|v| v["subject"] == sub).unwrap_or_else(|| panic!("{sub} in {list:?}"))["id"].as_str().unwrap().to_string()
+    };
+
+    let html = &messages(c, &by_subject("Look at this")).await[0];
+    let body = html["body_html"].as_str().unwrap();
+    for gone in ["<script", "onload", "onclick", "javascript:", "tracker.example", "<iframe", "<form", "document.cookie"] {
+        assert!(!body.contains(gone), "{gone} in {body}");
+    }
+    assert!(body.contains("https://example.org/help") && html["body_text"].as_str().unwrap().contains("Please"), "{html}");
+
+    let files = &messages(c, &by_subject("Photo of the broken part")).await[0];
+    let atts = files["attachments"].as_array().unwrap();
+    assert_eq!(atts.len(), 2, "{files}");
+    assert_eq!((atts[0]["filename"].as_str(), atts[0]["inline"].as_bool()), (Some("lid.png"), Some(true)));
+    let url = atts[1]["download_url"].as_str().unwrap();
+    let pdf = reqwest::get(url).await.unwrap().bytes().await.unwrap();
+    assert!(pdf.starts_with(b"%PDF"), "the stored file comes back through its link");
+    assert!(files["body_html"].as_str().unwrap().contains("cid:lid@example.org"));
+
+    let latin = &messages(c, &by_subject("Spørsmål om faktura æøå")).await[0];
+    assert!(latin["body_text"].as_str().unwrap().contains("Beløpet på kr"), "{latin}");
+    let cp = &messages(c, &by_subject("Kløktig spørsmål om pris")).await[0];
+    assert_eq!(cp["body_text"], "Prisen er 50 € – «for høy», sier Grå Ærlig.");
+    let outlook = &messages(c, &by_subject("RE: Invoice question")).await[0];
+    assert_eq!(outlook["body_text"], "That explains it, thank you.");
+
+    // 20 MB with photos: parsed, its files stored within the limits.
+    let big = String::from_utf8(inbound_mail::fixtures::large_message(20 * 1024 * 1024)).unwrap();
+    deliver(&big.replace("support@example.com", &s.mailbox).replace("customer@example.org", &s.customer), &[&s.mailbox], "PASS", "PASS")
+        .await;
+    let list = conversations(c, "limit=10").await;
+    let large = list.iter().find(|v| v["subject"] == "Photos of the damage").expect("the large message");
+    let m = &messages(c, large["id"].as_str().unwrap()).await[0];
+    assert!(
+        m["attachments"].as_array().unwrap().iter().all(|a| a["stored"] == true && a["download_url"].is_string()),
+        "{}",
+        m["attachments"]
+    );
+}
+
+#[tokio::test]
+async fn spam_viruses_strangers_and_stray_bounces_are_kept_out() {
+    let s = setup("inbound safety").await;
+    let c = &s.c;
+    deliver(&addressed("plain.eml", &s.mailbox, &s.customer), &[&s.mailbox], "FAIL", "PASS").await;
+    let list = conversations(c, "").await;
+    assert_eq!(list.len(), 1);
+    assert_eq!((list[0]["status"].as_str(), list[0]["tags"][0].as_str()), (Some("closed"), Some("spam")), "spam is kept, quietly");
+
+    deliver(&addressed("alternative.eml", &s.mailbox, &s.customer), &[&s.mailbox], "PASS", "FAIL").await;
+    deliver(&addressed("bounce.eml", &s.mailbox, &s.customer), &[&s.mailbox], "PASS", "PASS").await;
+    let calls = deliver(
+        &addressed("alternative.eml", "support@nobody.example.test", &s.customer),
+        &["support@nobody.example.test"],
+        "PASS",
+        "PASS",
+    )
+    .await;
+    assert_eq!(calls, 1, "an unknown domain costs one look-up");
+    assert_eq!(conversations(c, "").await.len(), 1, "a virus, a bounce answering nothing, a stranger's address: none recorded");
+}
+
+#[tokio::test]
+async fn a_snoozed_conversation_wakes_up_on_time() {
+    let s = setup("inbound snooze").await;
+    let c = &s.c;
+    deliver(&addressed("plain.eml", &s.mailbox, &s.customer), &[&s.mailbox], "PASS", "PASS").await;
+    let id = conversations(c, "").await[0]["id"].as_str().unwrap().to_string();
+    let until = shared::ids::format_time(chrono::Utc::now() + chrono::Duration::seconds(3));
+    let r = c.patch(&format!("/helpdesk/conversations/{id}"), &json!({"status": "snoozed", "snoozed_until": until})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(conversation(c, &id).await["status"], "snoozed", "not before its time");
+    let mut conv = Value::Null;
+    for _ in 0..60 {
+        conv = conversation(c, &id).await;
+        if conv["status"] == "open" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!((conv["status"].as_str(), conv["snoozed_until"].is_null()), (Some("open"), true), "{conv}");
+    // Snoozed again, the customer writes first: open at once, and the tick finds nothing stale.
+    let until = shared::ids::format_time(chrono::Utc::now() + chrono::Duration::hours(2));
+    assert_eq!(c.patch(&format!("/helpdesk/conversations/{id}"), &json!({"status": "snoozed", "snoozed_until": until})).await.status, 200);
+    let ses_reply_to = conversation(c, &id).await;
+    assert_eq!(ses_reply_to["status"], "snoozed");
+    let msg_id = messages(c, &id).await[0]["message_id"].as_str().unwrap().to_string();
+    let follow = addressed("alternative.eml", &s.mailbox, &s.customer)
+        .replace("MIME-Version: 1.0", &format!("In-Reply-To: <{msg_id}>\r\nMIME-Version: 1.0"));
+    deliver(&follow, &[&s.mailbox], "PASS", "PASS").await;
+    let conv = conversation(c, &id).await;
+    assert_eq!((conv["status"].as_str(), conv["message_count"].as_u64()), (Some("open"), Some(2)), "{conv}");
+}
