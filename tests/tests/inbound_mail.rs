@@ -49,7 +49,8 @@ async fn deliver(raw: &str, recipients: &[&str], spam: &str, virus: &str) -> u32
     let body = tools::admin::store_inbound(&app.s3, &h.resources.mail_bucket, raw.as_bytes(), &rcpts, spam, virus).await.unwrap();
     let receipt = inbound_mail::receipt(&body).expect("an SES receipt notification");
     let (res, calls) =
-        shared::metrics::count_ddb_calls(shared::metrics::as_function("inbound-mail", inbound_mail::handle(&app, &receipt))).await;
+        shared::metrics::count_ddb_calls(shared::metrics::as_function("inbound-mail", Box::pin(inbound_mail::handle(&app, &receipt))))
+            .await;
     res.unwrap();
     calls
 }

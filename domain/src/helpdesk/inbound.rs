@@ -150,7 +150,7 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
     }
     let contact_id = match &existing {
         Some((c, _)) => c.contact_id.clone(),
-        None => contact_for(app, ws, None, Some(&inc.from), inc.from_name.as_deref()).await?.id,
+        None => Box::pin(contact_for(app, ws, None, Some(&inc.from), inc.from_name.as_deref())).await?.id,
     };
     let now = shared::ids::now_rfc3339();
     let m = Message {

@@ -286,8 +286,10 @@ pub async fn send_reply(
     let (reply_to, token) = reply_address(app, ws, c).await?;
     let mut headers = BTreeMap::new();
     if let Some(r) = in_reply_to {
-        headers.insert("In-Reply-To".to_string(), r.to_string());
-        headers.insert("References".to_string(), r.to_string());
+        // Stored bare; on the wire a Message-ID is an angle-bracketed token.
+        let id = format!("<{}>", r.trim_matches(['<', '>']));
+        headers.insert("In-Reply-To".to_string(), id.clone());
+        headers.insert("References".to_string(), id);
     }
     let subject = if c.subject.to_lowercase().starts_with("re:") { c.subject.clone() } else { format!("Re: {}", c.subject) };
     let input = SendEmail {

@@ -42,7 +42,7 @@ pub async fn tick(app: &App) -> ApiResult<usize> {
     let mut woke = 0;
     for shard in 0..SHARDS {
         let pk = keys::SNOOZE_DUE.pk(&[&shard.to_string()]);
-        let items = app.db.scan_range(&pk, &upper, ("attribute_exists(pk)", vec![]), 100, 10, usize::MAX).await?;
+        let items = app.db.scan_range_on(None, &pk, &upper, None, 100, 10, usize::MAX).await?;
         for item in items {
             let (Some(sk), Some(ws), Some(conv)) =
                 (store::get_str(&item, "sk"), store::get_str(&item, "workspace_id"), store::get_str(&item, "conversation_id"))

@@ -131,7 +131,8 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
             automatic: parsed.automatic,
             spam: r.spam,
         };
-        match inbound::receive(app, &ws, inc).await.map_err(|e| e.to_string())? {
+        // Boxed: the recording future is large (contact creation, the transaction).
+        match Box::pin(inbound::receive(app, &ws, inc)).await.map_err(|e| e.to_string())? {
             Outcome::Dropped(why) => {
                 tracing::info!(workspace_id = %ws, reason = why, "inbound message not recorded");
                 dropped("unthreaded_automatic");
