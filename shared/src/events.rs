@@ -68,6 +68,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "helpdesk.conversation.created",
     "helpdesk.conversation.reopened",
     "helpdesk.conversation.updated",
+    "helpdesk.message.delivery_updated",
     "helpdesk.message.received",
     "helpdesk.message.sent",
     "helpdesk.note.added",

@@ -76,6 +76,8 @@ async fn an_email_starts_a_conversation_a_reply_threads_and_the_answer_reopens_i
     let h = harness();
     let s = setup("inbound thread").await;
     let c = &s.c;
+    let rx = e2e::receiver::Receiver::start().await;
+    assert_eq!(c.post("/webhooks", &json!({"url": rx.url})).await.status, 201);
 
     // Through the queue, as SES delivers: a conversation and a contact appear.
     let rcpt = [s.mailbox.clone()];
@@ -130,6 +132,14 @@ async fn an_email_starts_a_conversation_a_reply_threads_and_the_answer_reopens_i
     let sent = h.ses_sent().await;
     assert!(sent.iter().any(|m| m["source"].as_str().is_some_and(|f| f.contains(&s.mailbox)) && m.to_string().contains(&s.customer)));
     assert_eq!(conversation(c, &id).await["status"], "pending");
+    let got = rx.wait_until(30, |r| r.iter().any(|e| e.event_type() == "helpdesk.message.delivery_updated")).await;
+    let update = got.iter().find(|e| e.event_type() == "helpdesk.message.delivery_updated").expect("a delivery update event");
+    let data = &update.json()["data"];
+    assert_eq!(
+        (data["conversation_id"].as_str(), data["email_id"].as_str(), data["delivery_status"].as_str()),
+        (Some(id.as_str()), Some(email_id.as_str()), Some("sent")),
+        "{data}"
+    );
 
     // The customer answers from Gmail to the mailbox itself, In-Reply-To SES's Message-ID of
     // the reply: same conversation, reopened, quoted history cut off.

@@ -1,5 +1,5 @@
 //! Every sample in events/ is a valid HTTP API v2 event that reaches a real route, or (in
-//! events/dispatcher, events/contact-import, events/email-sender, events/publisher, events/gdpr-worker) an SQS batch or schedule input
+//! events/dispatcher, events/contact-import, events/email-sender, events/publisher, events/gdpr-worker, events/inbound-mail) an SQS batch or schedule input
 //! the queue-driven function understands.
 
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequest;
@@ -10,7 +10,9 @@ fn sample_events_parse_and_route() {
     let mut n = 0;
     for area in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| {
         e.path().is_dir()
-            && !["dispatcher", "contact-import", "email-sender", "publisher", "gdpr-worker"].iter().any(|n| e.file_name() == *n)
+            && !["dispatcher", "contact-import", "email-sender", "publisher", "gdpr-worker", "inbound-mail"]
+                .iter()
+                .any(|n| e.file_name() == *n)
     }) {
         for f in std::fs::read_dir(area.path()).unwrap().filter_map(Result::ok) {
             let text = std::fs::read_to_string(f.path()).unwrap();
@@ -69,6 +71,26 @@ fn gdpr_worker_samples_are_sqs_batches_of_jobs() {
             serde_json::from_str::<domain::gdpr::jobs::JobMessage>(&m.body).unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
         }
     }
+}
+
+#[test]
+fn inbound_mail_samples_are_ses_receipts_or_the_tick() {
+    let dir = tools::localstack::repo_root().join("events/inbound-mail");
+    let (mut receipts, mut ticks) = (0, 0);
+    for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
+        if v.get("Records").is_none() {
+            ticks += 1;
+            continue;
+        }
+        let ev: shared::sqs::SqsEvent = serde_json::from_value(v).unwrap();
+        for m in ev.records {
+            let r = inbound_mail::receipt(&m.body).unwrap_or_else(|| panic!("{}: not a receipt", f.path().display()));
+            assert!(r.key.starts_with("inbound/") && !r.recipients.is_empty());
+            receipts += 1;
+        }
+    }
+    assert_eq!((receipts, ticks), (1, 1));
 }
 
 #[test]

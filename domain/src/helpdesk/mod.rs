@@ -358,6 +358,34 @@ async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
     app.db.delete(&ws_pk(ws), &sk).await
 }
 
+/// The payload of `helpdesk.message.delivery_updated`: where a reply's email stands.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[schema(as = HelpdeskDeliveryUpdate)]
+pub struct DeliveryUpdate {
+    /// Always `helpdesk_delivery`.
+    pub object: String,
+    pub conversation_id: String,
+    pub message_id: String,
+    pub email_id: String,
+    pub delivery_status: DeliveryStatus,
+}
+
+/// The helpdesk's event for a change of a reply's email (sent, delivered, bounced, failed),
+/// for whoever moves the email: `None` for emails that carry no helpdesk reply.
+pub fn delivery_event(ws: &str, e: &crate::emails::Email) -> Option<Event> {
+    if !e.tags.iter().any(|t| t == "helpdesk") {
+        return None;
+    }
+    let update = DeliveryUpdate {
+        object: "helpdesk_delivery".into(),
+        conversation_id: e.metadata.get("conversation_id")?.clone(),
+        message_id: e.metadata.get("message_id")?.clone(),
+        email_id: e.id.clone(),
+        delivery_status: DeliveryStatus::of(e.status),
+    };
+    Some(Event::new(ws, "helpdesk.message.delivery_updated", &update))
+}
+
 /// The event of a change to a conversation.
 pub fn conversation_event(ws: &str, kind: &str, c: &Conversation) -> Event {
     Event::new(ws, kind, c)

@@ -73,6 +73,9 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
         let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
         if moved {
             tx = tx.event(Event::new(&ws, &e.status.event(), &e));
+            if let Some(ev) = domain::helpdesk::delivery_event(&ws, &e) {
+                tx = tx.event(ev);
+            }
             if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
                 tx = tx.put(a);
             }

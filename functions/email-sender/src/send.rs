@@ -245,6 +245,9 @@ async fn finish(sd: &Sender, ws: &str, held: &Stored, email: Email, message_id: 
         tx = tx.put(lookup);
     }
     tx = with_activity(ws, &email, tx.event(Event::new(ws, &email.status.event(), &email)))?;
+    if let Some(ev) = domain::helpdesk::delivery_event(ws, &email) {
+        tx = tx.event(ev);
+    }
     // After SES took the email, losing this write would let the claim expire and the email go
     // out again: retry it here while the claim holds (the transaction is idempotent under it).
     let mut wait = std::time::Duration::from_millis(200);

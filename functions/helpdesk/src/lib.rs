@@ -16,7 +16,7 @@ shared::area! {
     tag = "helpdesk", description = "A shared inbox: conversations, inbound messages, replies through SES, internal notes",
     operations = [list_conversations, create_conversation, get_conversation, update_conversation, list_messages, add_message],
     schemas = [Conversation, ConversationStatus, Priority, Message, MessageType, DeliveryStatus, CreateConversation, FirstMessage,
-        NewContact, UpdateConversation, AddMessage, domain::helpdesk::inbound::Attachment, domain::helpdesk::inbound::Automatic],
+        NewContact, UpdateConversation, AddMessage, domain::helpdesk::inbound::Attachment, domain::helpdesk::inbound::Automatic, DeliveryUpdate],
 }
 
 #[derive(Deserialize, ToSchema)]
