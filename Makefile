@@ -59,7 +59,7 @@ watch: deps
 
 # Release binaries for SAM: target/lambda/<function>/bootstrap
 package: deps
-	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --package workspaces --package posts --package webhooks --package dispatcher --package contacts --package contact-import --package deals --package emails --package email-sender --package channels --package publisher --package bookings --package gdpr --package portal --package gdpr-worker --package helpdesk --package inbound-mail
+	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --package workspaces --package posts --package webhooks --package dispatcher --package contacts --package contact-import --package deals --package emails --package email-sender --package channels --package publisher --package bookings --package gdpr --package portal --package gdpr-worker --package helpdesk --package inbound-mail --package capabilities
 
 # Signing throughput and dispatcher cost on the local stack; writes docs/benchmarks.md.
 bench: deps

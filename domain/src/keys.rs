@@ -332,6 +332,7 @@ impl List {
 }
 
 pub const API_KEYS: List = List::of(API_KEY, Index::Table);
+pub const CAPABILITY_CONFIRMATIONS: List = List::of(CAPABILITY_CONFIRMATION, Index::Table);
 pub const MEMBERS: List = List::of(MEMBER, Index::Table);
 pub const MEMBERSHIPS: List = List::of(MEMBER, Index::Gsi1);
 pub const POSTS: List = List::of(POST, Index::Table);

@@ -5,6 +5,7 @@
 //! each other.
 
 pub mod bookings;
+pub mod capabilities;
 pub mod channels;
 pub mod contacts;
 pub mod deals;

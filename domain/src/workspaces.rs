@@ -46,6 +46,11 @@ pub struct ApiKey {
     /// The first characters of the key, to recognise it.
     pub prefix: String,
     pub scopes: Vec<Scope>,
+    /// Which of its confirmable writes need a person's capability confirmation
+    /// (`X-Capability-Confirmation`): `true` all of them, `false` none, or a list of
+    /// capabilities (`GET /capabilities`).
+    #[serde(default)]
+    pub requires_confirmation: shared::auth::RequiresConfirmation,
     /// Who made it: `key:<key id>` or an OAuth subject; absent for the key a workspace is
     /// created with.
     #[serde(default)]

@@ -23,23 +23,29 @@ const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrst
 
 /// What a credential may do. `read`: every GET. `write`: content (posts, contacts, deals,
 /// emails, ...). `admin`: what changes who can do what or where data goes (API keys,
-/// members, the workspace's settings and sending domains, webhooks, channels).
+/// members, the workspace's settings and sending domains, webhooks, channels). `confirm`:
+/// mint capability confirmations, i.e. approve another credential's write as a person; only
+/// OAuth tokens carry it, never API keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Read,
     Write,
     Admin,
+    Confirm,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Write, Scope::Admin];
+    pub const ALL: [Scope; 4] = [Scope::Read, Scope::Write, Scope::Admin, Scope::Confirm];
+    /// What an API key may hold at most (a key is not a person, so it cannot confirm).
+    pub const API_KEY_MAX: [Scope; 3] = [Scope::Read, Scope::Write, Scope::Admin];
 
     pub fn name(self) -> &'static str {
         match self {
             Scope::Read => "read",
             Scope::Write => "write",
             Scope::Admin => "admin",
+            Scope::Confirm => "confirm",
         }
     }
 
@@ -66,6 +72,30 @@ pub enum Credential {
     },
 }
 
+/// Which confirmable writes of a credential need a capability confirmation (an API key's
+/// `requires_confirmation`): `true` every one, `false` none, or a list of capabilities.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum RequiresConfirmation {
+    All(bool),
+    Only(Vec<String>),
+}
+
+impl Default for RequiresConfirmation {
+    fn default() -> Self {
+        Self::All(false)
+    }
+}
+
+impl RequiresConfirmation {
+    pub fn covers(&self, capability: &str) -> bool {
+        match self {
+            Self::All(all) => *all,
+            Self::Only(list) => list.iter().any(|c| c == capability),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Principal {
     /// None only for OAuth calls to routes that need no workspace (GET /workspaces).
@@ -74,6 +104,8 @@ pub struct Principal {
     pub subject: String,
     pub scopes: Vec<Scope>,
     pub credential: Credential,
+    /// Which of its confirmable writes need a person's confirmation (API keys only).
+    pub requires_confirmation: RequiresConfirmation,
 }
 
 impl Principal {
@@ -103,6 +135,7 @@ impl Principal {
             subject: "anonymous".into(),
             scopes: vec![],
             credential: Credential::Public { source: source.chars().take(64).collect() },
+            requires_confirmation: RequiresConfirmation::default(),
         }
     }
 }
@@ -137,8 +170,8 @@ pub fn member_sk(subject: &str) -> String {
 /// Roles grant scopes; a token's scopes are intersected with its subject's role.
 pub fn role_scopes(role: &str) -> &'static [Scope] {
     match role {
-        "owner" | "admin" => &[Scope::Read, Scope::Write, Scope::Admin],
-        "member" => &[Scope::Read, Scope::Write],
+        "owner" | "admin" => &[Scope::Read, Scope::Write, Scope::Admin, Scope::Confirm],
+        "member" => &[Scope::Read, Scope::Write, Scope::Confirm],
         "viewer" => &[Scope::Read],
         _ => &[],
     }
@@ -190,13 +223,16 @@ async fn authenticate_key(db: &Db, key: &str) -> Result<Principal, ApiError> {
     let scopes: Vec<Scope> = item
         .get("scopes")
         .and_then(|v| v.as_l().ok())
-        .map(|l| l.iter().filter_map(|s| Scope::parse(s.as_s().ok()?)).collect())
+        .map(|l| l.iter().filter_map(|s| Scope::parse(s.as_s().ok()?)).filter(|s| Scope::API_KEY_MAX.contains(s)).collect())
         .unwrap_or_default();
+    let requires_confirmation =
+        item.get("requires_confirmation").and_then(|v| serde_dynamo::from_attribute_value(v.clone()).ok()).unwrap_or_default();
     Ok(Principal {
         workspace_id: Some(ws.to_string()),
         subject: format!("key:{key_id}"),
         scopes,
         credential: Credential::ApiKey { key_id: key_id.to_string() },
+        requires_confirmation,
     })
 }
 
@@ -220,7 +256,13 @@ async fn authenticate_token(
             return Err(ApiError::new(ErrorCode::ValidationError, "x-workspace-id header is required with an OAuth access token")
                 .with_details(vec![ErrorDetail::field("x-workspace-id", "required with OAuth access tokens")]));
         }
-        return Ok(Principal { workspace_id: None, subject: claims.sub, scopes: token_scopes, credential: Credential::OAuth });
+        return Ok(Principal {
+            workspace_id: None,
+            subject: claims.sub,
+            scopes: token_scopes,
+            credential: Credential::OAuth,
+            requires_confirmation: RequiresConfirmation::default(),
+        });
     };
     let not_member = || ApiError::forbidden("the token's subject is not a member of this workspace");
     if !crate::ids::is_valid("ws", ws) {
@@ -229,7 +271,13 @@ async fn authenticate_token(
     let member = db.get(&store::ws_pk(ws), &member_sk(&claims.sub)).await?.ok_or_else(not_member)?;
     let allowed = role_scopes(get_str(&member, "role").unwrap_or(""));
     let scopes = token_scopes.into_iter().filter(|s| allowed.contains(s)).collect();
-    Ok(Principal { workspace_id: Some(ws.to_string()), subject: claims.sub, scopes, credential: Credential::OAuth })
+    Ok(Principal {
+        workspace_id: Some(ws.to_string()),
+        subject: claims.sub,
+        scopes,
+        credential: Credential::OAuth,
+        requires_confirmation: RequiresConfirmation::default(),
+    })
 }
 
 // ---------- portal sessions ----------
@@ -295,6 +343,7 @@ pub async fn authenticate_portal(db: &Db, headers: &http::HeaderMap) -> Result<P
         subject: format!("portal:{contact_id}"),
         scopes: vec![Scope::Read, Scope::Write],
         credential: Credential::Portal { session_id: session_id.to_string(), contact_id: contact_id.to_string() },
+        requires_confirmation: RequiresConfirmation::default(),
     })
 }
 
@@ -354,7 +403,7 @@ mod tests {
     #[test]
     fn roles_grant_scopes() {
         assert_eq!(role_scopes("viewer"), &[Scope::Read]);
-        assert_eq!(role_scopes("member"), &[Scope::Read, Scope::Write]);
+        assert_eq!(role_scopes("member"), &[Scope::Read, Scope::Write, Scope::Confirm]);
         assert!(role_scopes("owner").contains(&Scope::Admin) && role_scopes("admin").contains(&Scope::Admin));
         assert!(role_scopes("stranger").is_empty());
         assert_eq!(Scope::parse("admin"), Some(Scope::Admin));

@@ -28,6 +28,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "booking.service.created",
     "booking.service.deleted",
     "booking.service.updated",
+    "capability.confirmed",
+    "capability.used",
     "channel.connected",
     "channel.deleted",
     "channel.disconnected",

@@ -120,10 +120,11 @@ async fn admit(app: &App, route: &Route, headers: &http::HeaderMap, source: Stri
 async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body: Body, request_id: &str) -> ApiResult<Answer> {
     let body = read_body(m.route, &parts.headers, body)?;
     let query_string = parts.uri.query().unwrap_or("").to_string();
-    let idempotency = match Idempotency::begin(app, &parts, &m.relative_path, &body, &principal).await? {
+    let idempotency = match Idempotency::begin(app, &parts, &m, &body, &principal, request_id).await? {
         Begin::Replay(stored) => {
             let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
-            return Ok(Answer { status, body: Bytes::from(stored.body), replayed: true });
+            let body = if status.is_success() { Bytes::from(stored.body) } else { with_request_id(stored.body, request_id) };
+            return Ok(Answer { status, body, replayed: true });
         }
         Begin::Proceed(r) => r,
     };
@@ -140,6 +141,18 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
     let result = AssertUnwindSafe((m.route.handler)(app, req)).catch_unwind().await;
     let result = result.unwrap_or_else(|_| Err(ApiError::internal("handler panicked")));
     idempotency.finish(app, result, request_id).await
+}
+
+/// A replayed error envelope names this request (as every error's `request_id` matches its
+/// `Request-Id` header); the rest of the stored answer is unchanged.
+fn with_request_id(body: Vec<u8>, request_id: &str) -> Bytes {
+    match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(mut v) if v["error"].is_object() => {
+            v["error"]["request_id"] = request_id.into();
+            Bytes::from(serde_json::to_vec(&v).unwrap_or(body))
+        }
+        _ => Bytes::from(body),
+    }
 }
 
 /// Stage 2: the body within the route's size limit, and JSON when there is one.
@@ -170,26 +183,46 @@ fn is_json(ct: Option<&HeaderValue>) -> bool {
 struct Idempotency(Option<Reservation>);
 
 impl Idempotency {
-    async fn begin(app: &App, parts: &Parts, relative_path: &str, body: &[u8], principal: &Principal) -> ApiResult<Begin<Self>> {
+    async fn begin(
+        app: &App,
+        parts: &Parts,
+        m: &Matched<'_>,
+        body: &[u8],
+        principal: &Principal,
+        request_id: &str,
+    ) -> ApiResult<Begin<Self>> {
+        let relative_path = m.relative_path.as_str();
+        let header = |name: &str| parts.headers.get(name).map(|v| v.to_str().unwrap_or("\u{7f}"));
+        // A confirmable write of a credential that needs confirmations: the token is consumed
+        // with the reservation (crate::confirmation).
+        let confirm = m.route.confirm.filter(|c| principal.requires_confirmation.covers(c));
         // Credential-less routes share no workspace to keep replays in.
-        let Some(key) = parts.headers.get("idempotency-key").filter(|_| parts.method != Method::GET && principal.workspace_id.is_some())
-        else {
+        let key = header("idempotency-key").filter(|_| parts.method != Method::GET && principal.workspace_id.is_some());
+        // A non-ASCII key fails validation.
+        if let Some(key) = key {
+            idempotency::validate_key(key)?;
+        }
+        let fingerprint = || {
+            let path_q = match parts.uri.query() {
+                Some(q) => format!("{relative_path}?{q}"),
+                None => relative_path.to_string(),
+            };
+            idempotency::fingerprint(parts.method.as_str(), &path_q, body)
+        };
+        let begun = if let Some(capability) = confirm {
+            let req = crate::confirmation::Request { capability, method: parts.method.as_str(), path: relative_path, body };
+            crate::confirmation::begin(app, principal, &req, header(crate::confirmation::HEADER), key, fingerprint(), request_id).await?
+        } else if let Some(key) = key {
+            // A portal customer's keys live apart from the workspace's own.
+            let key = match &principal.credential {
+                crate::auth::Credential::Portal { session_id, .. } => format!("portal:{session_id}:{key}"),
+                _ => key.to_string(),
+            };
+            idempotency::begin(&app.db, principal.workspace_id.as_deref().unwrap_or_default(), &key, fingerprint()).await?
+        } else {
             return Ok(Begin::Proceed(Self(None)));
         };
-        // A non-ASCII key fails validation below.
-        let key = key.to_str().unwrap_or("\u{7f}");
-        idempotency::validate_key(key)?;
-        let path_q = match parts.uri.query() {
-            Some(q) => format!("{relative_path}?{q}"),
-            None => relative_path.to_string(),
-        };
-        let fp = idempotency::fingerprint(parts.method.as_str(), &path_q, body);
-        // A portal customer's keys live apart from the workspace's own.
-        let key = match &principal.credential {
-            crate::auth::Credential::Portal { session_id, .. } => format!("portal:{session_id}:{key}"),
-            _ => key.to_string(),
-        };
-        Ok(match idempotency::begin(&app.db, principal.workspace_id.as_deref().unwrap_or_default(), &key, fp).await? {
+        Ok(match begun {
             Begin::Proceed(r) => Begin::Proceed(Self(Some(r))),
             Begin::Replay(stored) => Begin::Replay(stored),
         })

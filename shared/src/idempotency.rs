@@ -21,6 +21,18 @@ pub struct Reservation {
     fingerprint: String,
 }
 
+impl Reservation {
+    pub(crate) fn pk(&self) -> &str {
+        &self.pk
+    }
+    pub(crate) fn sk(&self) -> &str {
+        &self.sk
+    }
+    pub(crate) fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
 pub struct StoredResponse {
     pub status: u16,
     pub body: Vec<u8>,
@@ -50,58 +62,74 @@ pub fn fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> String {
     crate::crypto::hex(&h.finalize())
 }
 
-pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
+/// The reservation's item and condition: free, expired, or in flight past its lease for this
+/// same request (a crashed container).
+pub(crate) fn reservation(
+    ws: &str,
+    key: &str,
+    fingerprint: String,
+) -> (Reservation, Item, &'static str, Vec<(&'static str, AttributeValue)>) {
     let pk = store::ws_pk(ws);
     let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::crypto::hex(&Sha256::digest(key.as_bytes()))]);
     let now_ms = crate::ids::now_ms();
+    let item = Item::from([
+        ("pk".into(), s(&pk)),
+        ("sk".into(), s(&sk)),
+        ("state".into(), s("in_flight")),
+        ("fingerprint".into(), s(&fingerprint)),
+        ("lease_until".into(), n(now_ms + LEASE_MS)),
+        ("expires_at".into(), n(now_ms / 1000 + RETENTION_SECS)),
+    ]);
+    let cond = "attribute_not_exists(pk) OR expires_at < :now_s OR (#state = :in_flight AND lease_until < :now_ms AND fingerprint = :fp)";
+    let values = vec![(":now_s", n(now_ms / 1000)), (":now_ms", n(now_ms)), (":in_flight", s("in_flight")), (":fp", s(&fingerprint))];
+    (Reservation { pk, sk, fingerprint }, item, cond, values)
+}
+
+pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
+    let (reservation, item, cond, values) = reservation(ws, key, fingerprint);
     let res = db
         .client
         .put_item()
         .table_name(&db.table)
-        .item("pk", s(&pk))
-        .item("sk", s(&sk))
-        .item("state", s("in_flight"))
-        .item("fingerprint", s(&fingerprint))
-        .item("lease_until", n(now_ms + LEASE_MS))
-        .item("expires_at", n(now_ms / 1000 + RETENTION_SECS))
-        .condition_expression(
-            "attribute_not_exists(pk) OR expires_at < :now_s OR (#state = :in_flight AND lease_until < :now_ms AND fingerprint = :fp)",
-        )
+        .set_item(Some(item))
+        .condition_expression(cond)
         .expression_attribute_names("#state", "state")
-        .expression_attribute_values(":now_s", n(now_ms / 1000))
-        .expression_attribute_values(":now_ms", n(now_ms))
-        .expression_attribute_values(":in_flight", s("in_flight"))
-        .expression_attribute_values(":fp", s(&fingerprint))
+        .set_expression_attribute_values(Some(values.into_iter().map(|(k, v)| (k.to_string(), v)).collect()))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
         .await;
     match res {
-        Ok(_) => Ok(Begin::Proceed(Reservation { pk, sk, fingerprint })),
-        Err(e) => {
-            let old: Item = match e.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(c)) => c.item().cloned().unwrap_or_default(),
-                _ => return Err(store::ddb_error(e)),
-            };
-            if get_str(&old, "fingerprint") != Some(fingerprint.as_str()) {
-                return Err(ApiError::new(
-                    ErrorCode::IdempotencyKeyReused,
-                    "this Idempotency-Key was already used for a different request (method, path or body)",
-                ));
+        Ok(_) => Ok(Begin::Proceed(reservation)),
+        Err(e) => match e.as_service_error() {
+            Some(PutItemError::ConditionalCheckFailedException(c)) => {
+                refused(&c.item().cloned().unwrap_or_default(), &reservation.fingerprint)
             }
-            if get_str(&old, "state") == Some("done") && !old.contains_key("body") {
-                // Completed, but its answer could not be kept: never run it a second time.
-                return Err(ApiError::conflict(
-                    "the request with this Idempotency-Key was completed, but its response could not be kept for replay; read the result with GET",
-                ));
-            }
-            if get_str(&old, "state") == Some("done") {
-                let body = old.get("body").and_then(|b| b.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
-                let status = get_i64(&old, "status").unwrap_or(200) as u16;
-                return Ok(Begin::Replay(StoredResponse { status, body }));
-            }
-            Err(ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later"))
-        }
+            _ => Err(store::ddb_error(e)),
+        },
     }
+}
+
+/// What a refused reservation means, from the item that refused it: same request and done ->
+/// replay; in flight -> 409; a different request -> 422.
+pub(crate) fn refused(old: &Item, fingerprint: &str) -> Result<Begin, ApiError> {
+    if get_str(old, "fingerprint") != Some(fingerprint) {
+        return Err(ApiError::new(
+            ErrorCode::IdempotencyKeyReused,
+            "this Idempotency-Key was already used for a different request (method, path or body)",
+        ));
+    }
+    if get_str(old, "state") == Some("done") && !old.contains_key("body") {
+        // Completed, but its answer could not be kept: never run it a second time.
+        return Err(ApiError::conflict(
+            "the request with this Idempotency-Key was completed, but its response could not be kept for replay; read the result with GET",
+        ));
+    }
+    if get_str(old, "state") == Some("done") {
+        let body = old.get("body").and_then(|b| b.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
+        let status = get_i64(old, "status").unwrap_or(200) as u16;
+        return Ok(Begin::Replay(StoredResponse { status, body }));
+    }
+    Err(ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later"))
 }
 
 /// Store the completed response for replay. A response too large to keep, or one whose

@@ -190,9 +190,17 @@ pub const PORTAL_SESSION: Kind = Kind::on(
 )
 .gsi1("WS#<ws>#PSESSIONS#<ct id>", "PSESSION#<session id>")
 .personal();
+pub const CAPABILITY_CONFIRMATION: Kind = Kind::on(
+    "capability confirmation",
+    WORKSPACE_PK,
+    "CAPCONF#<cc id>",
+    "the approved request (capability, method, path, idempotency key, body hash, API key), `token_hash`, state issued/used, who approved and the preview they saw; 90 d TTL",
+)
+.personal();
 
 /// The kinds of this crate, for the registry in `domain::keys`.
-pub const SHARED_KINDS: &[Kind] = &[API_KEY, API_KEY_LOOKUP, MEMBER, RATE_BUCKET, IDEMPOTENCY, OUTBOX_EVENT, PORTAL_SESSION];
+pub const SHARED_KINDS: &[Kind] =
+    &[API_KEY, API_KEY_LOOKUP, MEMBER, RATE_BUCKET, IDEMPOTENCY, OUTBOX_EVENT, PORTAL_SESSION, CAPABILITY_CONFIRMATION];
 
 #[cfg(test)]
 mod tests {

@@ -11,7 +11,8 @@
 //!    `config`, `auth`, `idempotency`, `ratelimit`
 //! 5. `app`: the per-container state holding the clients and the above
 //! 6. built on `App`: `outbox` (transactions with events, publishing, sweep), `worker`,
-//!    `request` (what handlers receive and return)
+//!    `request` (what handlers receive and return), `confirmation` (capability tokens
+//!    consumed with the idempotency reservation)
 //! 7. serving: `routing`, `http` (the pipeline), `lambda`, `openapi`
 
 // 1. foundations
@@ -39,6 +40,7 @@ pub mod ratelimit;
 // 5. container state
 pub mod app;
 // 6. built on App
+pub mod confirmation;
 pub mod outbox;
 pub mod request;
 pub mod worker;

@@ -24,10 +24,11 @@ pub struct Tx {
 }
 
 type Values = Vec<(String, AttributeValue)>;
+type Names = Vec<(String, String)>;
 
 #[derive(Clone)]
 enum Op {
-    Put { item: Item, cond: Option<(String, Values)> },
+    Put { item: Item, cond: Option<(String, Values)>, names: Names },
     Delete { pk: String, sk: String, cond: Option<(String, Values)> },
     Check { pk: String, sk: String, cond: String },
     Update(UpdateBuilder),
@@ -49,22 +50,33 @@ impl Tx {
 
     /// Create: fails the condition if the key exists.
     pub fn create(self, rec: Record) -> Self {
-        self.op(Op::Put { item: rec.item, cond: Some(("attribute_not_exists(pk)".into(), vec![])) })
+        self.op(Op::Put { item: rec.item, cond: Some(("attribute_not_exists(pk)".into(), vec![])), names: vec![] })
     }
 
     /// Replace an object read at `version`; the stored version becomes `version + 1`.
     pub fn replace(self, rec: Record, version: i64) -> Self {
         let item = rec.version(version + 1).item;
-        self.op(Op::Put { item, cond: Some(("version = :expected_version".into(), vec![(":expected_version".into(), n(version))])) })
+        self.op(Op::Put {
+            item,
+            cond: Some(("version = :expected_version".into(), vec![(":expected_version".into(), n(version))])),
+            names: vec![],
+        })
     }
 
     /// Unconditional put (upsert).
     pub fn put(self, item: Item) -> Self {
-        self.op(Op::Put { item, cond: None })
+        self.op(Op::Put { item, cond: None, names: vec![] })
     }
 
     pub fn put_if(self, item: Item, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
-        self.op(Op::Put { item, cond: Some((cond.into(), owned(vals))) })
+        self.put_if_named(item, cond, &[], vals)
+    }
+
+    /// A conditional put whose condition names attributes through `#placeholders` (for
+    /// reserved words such as `state`).
+    pub fn put_if_named(self, item: Item, cond: &str, names: &[(&str, &str)], vals: Vec<(&str, AttributeValue)>) -> Self {
+        let names = names.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        self.op(Op::Put { item, cond: Some((cond.into(), owned(vals))), names })
     }
 
     /// Delete an object read at `version`.
@@ -90,7 +102,7 @@ impl Tx {
 
     /// The event of this change: written as an outbox item in the same transaction.
     pub fn event(mut self, ev: Event) -> Self {
-        self.ops.push(Op::Put { item: ev.outbox_item(), cond: None });
+        self.ops.push(Op::Put { item: ev.outbox_item(), cond: None, names: vec![] });
         self.events.push(ev);
         self
     }
@@ -108,9 +120,11 @@ impl Tx {
         let values = |b: Option<(String, Values)>| b.map(|(c, v)| (Some(c), Some(v.into_iter().collect()))).unwrap_or((None, None));
         let w = TransactWriteItem::builder();
         Ok(match op {
-            Op::Put { item, cond } => {
+            Op::Put { item, cond, names } => {
                 let (c, v) = values(cond);
-                let p = Put::builder().table_name(table).set_item(Some(item)).set_condition_expression(c);
+                let names = (!names.is_empty()).then(|| names.into_iter().collect());
+                let p =
+                    Put::builder().table_name(table).set_item(Some(item)).set_condition_expression(c).set_expression_attribute_names(names);
                 w.put(
                     p.set_expression_attribute_values(v.filter(|v: &std::collections::HashMap<_, _>| !v.is_empty()))
                         .build()

@@ -38,6 +38,10 @@ pub struct Route {
     /// Largest accepted body (1 MiB unless the route says otherwise, e.g. imports).
     pub max_body: usize,
     pub auth: Auth,
+    /// The capability a credential created with `requires_confirmation` must have a person
+    /// confirm before this write runs (`emails.send`); None for routes that are not
+    /// confirmable. The published capability list is made of these flags.
+    pub confirm: Option<&'static str>,
     pub handler: Handler,
 }
 
@@ -78,6 +82,7 @@ impl Route {
             needs_workspace: true,
             max_body: crate::request::MAX_BODY_BYTES,
             auth: Auth::Workspace,
+            confirm: None,
             handler,
         }
     }
@@ -87,7 +92,7 @@ impl Route {
 /// `#[utoipa::path]` annotation) becomes a route of `routes()` and a path of `ApiDoc`.
 /// Options after a handler change its route: `[class = Class::EmailSend]`,
 /// `[needs = Scope::Admin]`, `[max_body = N]`, `[needs_workspace = false]`,
-/// `[auth = Auth::PortalSession]`.
+/// `[auth = Auth::PortalSession]`, `[confirm = Some("emails.send")]`.
 ///
 /// ```ignore
 /// shared::area! {
@@ -211,6 +216,7 @@ mod tests {
             needs_workspace: true,
             max_body: crate::request::MAX_BODY_BYTES,
             auth: Auth::Workspace,
+            confirm: None,
             handler: handle,
         }
     }

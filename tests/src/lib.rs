@@ -385,7 +385,22 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
         201,
     )
     .await;
+    // A person's approval of a write of the read-only key (the audit trail holds one).
+    let person = format!("seed-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&harness().app().await, ws, &person, "member").await.expect("member");
+    let mut approver = Client::new(&c.base, &tools::admin::mint_token(&person, "read confirm", 600).expect("token"));
+    approver.workspace = Some(ws.to_string());
+    let confirmation = created(
+        &approver,
+        "/capability-confirmations",
+        json!({"capability": "emails.send", "method": "POST", "path": "/emails", "idempotency_key": "seed",
+        "body_sha256": "0".repeat(64), "preview_summary": "Send Hi to zoe@example.org", "approved_by": "Zoe's manager",
+        "api_key_id": key_id}),
+        201,
+    )
+    .await;
     std::collections::BTreeMap::from([
+        ("/capability-confirmations/{id}", confirmation["id"].as_str().unwrap().to_string()),
         ("/gdpr/exports/{id}", export["id"].as_str().unwrap().to_string()),
         ("/helpdesk/conversations/{id}", conversation["id"].as_str().unwrap().to_string()),
         ("/gdpr/erasures/{id}", erasure["id"].as_str().unwrap().to_string()),

@@ -33,6 +33,7 @@ pub fn areas() -> Vec<(&'static str, &'static [Route])> {
         ("gdpr", gdpr::routes()),
         ("portal", portal::routes()),
         ("helpdesk", helpdesk::routes()),
+        ("capabilities", capabilities::routes()),
     ]
 }
 

@@ -240,6 +240,7 @@ pub fn area_docs() -> Vec<(&'static str, utoipa::openapi::OpenApi)> {
         ("gdpr", gdpr::ApiDoc::openapi()),
         ("portal", portal::ApiDoc::openapi()),
         ("helpdesk", helpdesk::ApiDoc::openapi()),
+        ("capabilities", capabilities::ApiDoc::openapi()),
     ]
 }
 
@@ -255,9 +256,13 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
 }
 
 /// Each operation states what the pipeline enforces, taken from the same routes the
-/// functions serve: `x-access: {scope: read | write | admin, rate_limit_class}`. One key, since
-/// utoipa keeps extensions in a HashMap (two keys would come out in a random order).
+/// functions serve: `x-access: {scope: read | write | admin | confirm, rate_limit_class,
+/// capability?}`. One key, since utoipa keeps extensions in a HashMap (two keys would come out
+/// in a random order). A confirmable operation also documents `X-Capability-Confirmation` and
+/// its 428, and the document lists every capability under `x-capabilities`.
 fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, Required, ResponseBuilder, Type};
     for r in gateway::all_routes() {
         let item = doc.paths.paths.get_mut(r.path).unwrap_or_else(|| panic!("{} is in the contract", r.path));
         let op = match r.method.as_str() {
@@ -269,9 +274,79 @@ fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
             _ => None,
         };
         let op = op.unwrap_or_else(|| panic!("{} {} is in the contract", r.method, r.path));
+        let mut access = serde_json::json!({"scope": r.needs.name(), "rate_limit_class": r.class.name()});
+        if let Some(capability) = r.confirm {
+            access["capability"] = capability.into();
+            let envelope = ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorEnvelope"))).build();
+            let refused = ResponseBuilder::new()
+                .description(format!(
+                    "CONFIRMATION_REQUIRED: this credential needs a person's confirmation of {capability} for this exact request (details[0].meta names it)"
+                ))
+                .content("application/json", envelope)
+                .build();
+            op.responses.responses.insert("428".into(), RefOr::T(refused));
+            op.parameters.get_or_insert_with(Vec::new).push(RefOr::T(
+                ParameterBuilder::new()
+                    .name("X-Capability-Confirmation")
+                    .parameter_in(ParameterIn::Header)
+                    .required(Required::False)
+                    .description(Some(format!(
+                        "A confirmation token (cct_...) for {capability}, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key"
+                    )))
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                    .build(),
+            ));
+        }
         let ext = op.extensions.get_or_insert_with(Default::default);
-        ext.insert("x-access".into(), serde_json::json!({"scope": r.needs.name(), "rate_limit_class": r.class.name()}));
+        ext.insert("x-access".into(), access);
     }
+    let list = serde_json::to_value(capability_list()).expect("capabilities serialize");
+    doc.extensions.get_or_insert_with(Default::default).insert("x-capabilities".into(), list);
+}
+
+/// The confirmable writes, from the routes' `confirm` flags, sorted by capability.
+pub fn capability_list() -> Vec<domain::capabilities::Capability> {
+    let docs = {
+        use utoipa::OpenApi;
+        let mut doc = shared::openapi::BaseDoc::openapi();
+        for (_, area) in area_docs() {
+            doc.merge(area);
+        }
+        doc
+    };
+    let mut out: Vec<domain::capabilities::Capability> = gateway::all_routes()
+        .iter()
+        .filter_map(|r| {
+            let capability = r.confirm?;
+            let item = docs.paths.paths.get(r.path)?;
+            let op = match r.method.as_str() {
+                "POST" => item.post.as_ref(),
+                "PUT" => item.put.as_ref(),
+                "PATCH" => item.patch.as_ref(),
+                "DELETE" => item.delete.as_ref(),
+                _ => item.get.as_ref(),
+            };
+            Some(domain::capabilities::Capability {
+                capability: capability.into(),
+                method: r.method.to_string(),
+                path: r.path.into(),
+                // The first sentence of the operation's summary, on one line.
+                summary: op
+                    .and_then(|o| o.summary.as_deref())
+                    .map(|s| s.replace('\n', " ").split_inclusive(". ").next().unwrap_or_default().trim().to_string())
+                    .unwrap_or_default(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.capability.cmp(&b.capability));
+    out
+}
+
+/// `domain/src/capabilities.json`: what the capabilities function serves and validates against.
+pub fn capabilities_json() -> String {
+    let mut s = serde_json::to_string_pretty(&capability_list()).expect("capabilities serialize");
+    s.push('\n');
+    s
 }
 
 pub fn openapi_json() -> String {

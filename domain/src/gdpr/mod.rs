@@ -149,9 +149,17 @@ pub fn rules() -> Vec<Rule> {
     .concat()
 }
 
-/// The shared mechanisms' copies of data: idempotent replays and outbox events.
+/// The shared mechanisms' copies of data: idempotent replays, outbox events, and the
+/// previews people approved (the audit of a confirmation stays, what it showed goes).
 const PLATFORM: &[Rule] = &[
     Rule { kind: keys::IDEMPOTENCY, area: "platform", find: Find::Mentions, export: false, erase: Erase::Delete },
+    Rule {
+        kind: keys::CAPABILITY_CONFIRMATION,
+        area: "capability_confirmations",
+        find: Find::Mentions,
+        export: true,
+        erase: Erase::Remove(&["preview_summary"]),
+    },
     Rule {
         kind: keys::OUTBOX_EVENT,
         area: "platform",

@@ -14,8 +14,8 @@ shared::area! {
     tag = "channels", description = "Where posts are published: Bluesky, Mastodon and signed webhooks",
     operations = [
         list_channels, get_channel,
-        create_channel [needs = Scope::Admin], update_channel [needs = Scope::Admin],
-        delete_channel [needs = Scope::Admin], verify_channel,
+        create_channel [needs = Scope::Admin, confirm = Some("channels.connect")], update_channel [needs = Scope::Admin],
+        delete_channel [needs = Scope::Admin, confirm = Some("channels.delete")], verify_channel,
     ],
     schemas = [Channel, model::ChannelType, ChannelState, model::Limits, CreateChannel, UpdateChannel, model::CredentialsInput,
         model::bluesky::Credentials, model::mastodon::Credentials, model::webhook::Input],

@@ -29,8 +29,8 @@ use utoipa::ToSchema;
 shared::area! {
     tag = "emails", description = "Templates, sends and batches through Amazon SES, with delivery status",
     operations = [
-        send_email [class = Class::EmailSend],
-        send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY],
+        send_email [class = Class::EmailSend, confirm = Some("emails.send")],
+        send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY, confirm = Some("emails.batch")],
         list_emails, get_email, cancel_email,
         list_templates, create_template, get_template, update_template, delete_template,
         list_suppressions, remove_suppression [needs = Scope::Admin],

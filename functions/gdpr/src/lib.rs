@@ -19,8 +19,8 @@ shared::area! {
     tag = "gdpr", description = "Consents, exports and erasures of personal data (GDPR)",
     operations = [
         record_consent, get_consents,
-        create_export [class = Class::GdprExport], list_exports, get_export,
-        create_erasure [needs = Scope::Admin], list_erasures, get_erasure,
+        create_export [class = Class::GdprExport, confirm = Some("gdpr.export.workspace")], list_exports, get_export,
+        create_erasure [needs = Scope::Admin, confirm = Some("gdpr.erasure")], list_erasures, get_erasure,
     ],
     schemas = [Consent, ConsentSource, ConsentState, PurposeState, RecordConsent, SubjectRef, ExportJob, ExportScope, JobStatus, JobError,
         CreateExport, Erasure, CreateErasure],

@@ -14,7 +14,10 @@ use utoipa::ToSchema;
 
 shared::area! {
     tag = "helpdesk", description = "A shared inbox: conversations, inbound messages, replies through SES, internal notes",
-    operations = [list_conversations, create_conversation, get_conversation, update_conversation, list_messages, add_message],
+    operations = [
+        list_conversations, create_conversation, get_conversation, update_conversation, list_messages,
+        add_message [confirm = Some("helpdesk.reply")],
+    ],
     schemas = [Conversation, ConversationStatus, Priority, Message, MessageType, DeliveryStatus, CreateConversation, FirstMessage,
         NewContact, UpdateConversation, AddMessage, domain::helpdesk::inbound::Attachment, domain::helpdesk::inbound::Automatic, DeliveryUpdate],
 }

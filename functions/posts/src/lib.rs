@@ -16,7 +16,10 @@ use shared::{ApiError, ApiResult, App, Reply, Req};
 
 shared::area! {
     tag = "posts", description = "Posts for channels: drafts and schedules",
-    operations = [list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post, publish_post, retry_variant],
+    operations = [
+        list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post,
+        publish_post [confirm = Some("posts.publish")], retry_variant,
+    ],
     schemas = [Post, PostStatus, Variant, VariantStatus, VariantError, VariantInput, Media, CreatePost, UpdatePost, SchedulePost],
 }
 

@@ -22,8 +22,11 @@ shared::area! {
     operations = [
         list_endpoints, get_endpoint, list_deliveries,
         // Where the workspace's data goes: owners and admins.
-        create_endpoint [needs = Scope::Admin], update_endpoint [needs = Scope::Admin], delete_endpoint [needs = Scope::Admin],
-        rotate_secret [needs = Scope::Admin], test_endpoint [needs = Scope::Admin], retry_delivery [needs = Scope::Admin],
+        create_endpoint [needs = Scope::Admin, confirm = Some("webhooks.create")],
+        update_endpoint [needs = Scope::Admin, confirm = Some("webhooks.update")],
+        delete_endpoint [needs = Scope::Admin, confirm = Some("webhooks.delete")],
+        rotate_secret [needs = Scope::Admin, confirm = Some("webhooks.rotate_secret")],
+        test_endpoint [needs = Scope::Admin], retry_delivery [needs = Scope::Admin],
     ],
     schemas = [Endpoint, EndpointWithSecret, CreateEndpoint, UpdateEndpoint, RotateSecret, Delivery, DeliveryStatus, model::Attempt],
 }
@@ -181,6 +184,7 @@ pub struct UpdateEndpoint {
     pub metadata: Patch<BTreeMap<String, String>>,
 }
 
+/// Change an endpoint (URL, event types, description, status, metadata).
 #[utoipa::path(patch, path = "/webhooks/{id}", tag = "webhooks", request_body = UpdateEndpoint, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Endpoint>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {

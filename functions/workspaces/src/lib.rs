@@ -9,7 +9,7 @@
 use domain::keys;
 pub use domain::workspaces::{ApiKey, Member, WORKSPACE_SK, Workspace};
 use serde::{Deserialize, Serialize};
-use shared::auth::{self, Credential, Scope};
+use shared::auth::{self, Credential, RequiresConfirmation, Scope};
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, Record, s, ws_pk};
@@ -25,9 +25,10 @@ shared::area! {
         get_current, list_members,
         // Who may do what, and the workspace's settings: owners and admins.
         update_current [needs = Scope::Admin], list_api_keys [needs = Scope::Admin],
-        create_api_key [needs = Scope::Admin], revoke_api_key [needs = Scope::Admin],
+        create_api_key [needs = Scope::Admin, confirm = Some("api_keys.create")],
+        revoke_api_key [needs = Scope::Admin, confirm = Some("api_keys.revoke")],
     ],
-    schemas = [Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope],
+    schemas = [Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope, RequiresConfirmation],
 }
 
 fn slug_pk(slug: &str) -> String {
@@ -90,7 +91,7 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
             created_at: now.clone(),
             updated_at: now,
         };
-        let (key, secret, key_items) = new_api_key(&ws.id, "default", Scope::ALL.to_vec(), None)?;
+        let (key, secret, key_items) = new_api_key(&ws.id, "default", Scope::API_KEY_MAX.to_vec(), Default::default(), None)?;
         let mut tx = Tx::new()
             .put_if(slug_item(&slug, &ws.id), "attribute_not_exists(pk)", vec![])
             .create(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?.version(1))
@@ -133,7 +134,13 @@ pub async fn add_member(app: &App, ws: &str, subject: &str, role: &str) -> ApiRe
 }
 
 /// A new key: the object, its secret, and the two items (listing + look-up by hash) to write.
-fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>, created_by: Option<&str>) -> ApiResult<(ApiKey, String, Vec<store::Item>)> {
+fn new_api_key(
+    ws: &str,
+    name: &str,
+    scopes: Vec<Scope>,
+    requires_confirmation: RequiresConfirmation,
+    created_by: Option<&str>,
+) -> ApiResult<(ApiKey, String, Vec<store::Item>)> {
     let secret = auth::generate_api_key();
     let hash = auth::hash_api_key(&secret);
     let key = ApiKey {
@@ -142,6 +149,7 @@ fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>, created_by: Option<&str
         name: name.into(),
         prefix: secret[..12].to_string(),
         scopes: scopes.clone(),
+        requires_confirmation: requires_confirmation.clone(),
         created_by: created_by.map(String::from),
         created_at: shared::ids::now_rfc3339(),
         last_used_at: None,
@@ -156,6 +164,7 @@ fn new_api_key(ws: &str, name: &str, scopes: Vec<Scope>, created_by: Option<&str
         ("key_id".into(), s(&key.id)),
         ("scopes".into(), serde_dynamo::to_attribute_value(&scopes).map_err(ApiError::internal)?),
         ("revoked".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(false)),
+        ("requires_confirmation".into(), serde_dynamo::to_attribute_value(&requires_confirmation).map_err(ApiError::internal)?),
     ]);
     Ok((key, secret, vec![listing, lookup]))
 }
@@ -318,9 +327,13 @@ pub struct CreateApiKey {
     /// 1 to 100 characters.
     #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
     pub name: String,
-    /// Defaults to `["read", "write"]`.
+    /// Defaults to `["read", "write"]`; never `confirm` (a key is not a person).
     #[serde(default)]
     pub scopes: Option<Vec<Scope>>,
+    /// `true`: every confirmable write of this key needs a person's capability confirmation;
+    /// a list: these capabilities only (`GET /capabilities`). Defaults to `false`.
+    #[serde(default)]
+    pub requires_confirmation: Option<RequiresConfirmation>,
 }
 
 /// Create an API key. The response's `secret` is the only time the key is shown.
@@ -336,12 +349,22 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     if scopes.is_empty() {
         errs.add("scopes", "must not be empty");
     }
-    // A credential cannot mint a key more powerful than itself.
-    if scopes.iter().any(|s| !req.principal.scopes.contains(s)) {
+    if scopes.contains(&Scope::Confirm) {
+        errs.add("scopes", "an API key cannot hold confirm: confirmations come from a person's OAuth token");
+    } else if scopes.iter().any(|s| !req.principal.scopes.contains(s)) {
+        // A credential cannot mint a key more powerful than itself.
         errs.add("scopes", "cannot exceed the scopes of the calling credential");
     }
+    let requires_confirmation = input.requires_confirmation.unwrap_or_default();
+    if let RequiresConfirmation::Only(list) = &requires_confirmation {
+        for (i, c) in list.iter().enumerate() {
+            if domain::capabilities::find(c).is_none() {
+                errs.add(format!("requires_confirmation[{i}]"), "not a capability (see GET /capabilities)");
+            }
+        }
+    }
     errs.finish()?;
-    let (key, secret, items) = new_api_key(req.ws(), &input.name, scopes, Some(&req.principal.subject))?;
+    let (key, secret, items) = new_api_key(req.ws(), &input.name, scopes, requires_confirmation, Some(&req.principal.subject))?;
     let mut tx = Tx::new();
     for item in items {
         tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);

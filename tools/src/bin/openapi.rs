@@ -1,5 +1,7 @@
-//! Writes the files generated from the code: openapi/openapi.{json,yaml} and the key table of
-//! docs/data-model.md (from `domain::keys`); `--check` fails when the committed files differ.
+//! Writes the files generated from the code: openapi/openapi.{json,yaml}, the key table of
+//! docs/data-model.md (from `domain::keys`) and the capability list the capabilities function
+//! serves (domain/src/capabilities.json, from the routes' `confirm` flags); `--check` fails
+//! when the committed files differ.
 
 fn main() {
     let root = tools::localstack::repo_root();
@@ -9,6 +11,7 @@ fn main() {
         (root.join("openapi/openapi.json"), tools::openapi_json()),
         (root.join("openapi/openapi.yaml"), tools::openapi_yaml()),
         (model, model_doc),
+        (root.join("domain/src/capabilities.json"), tools::capabilities_json()),
     ];
     let check = std::env::args().any(|a| a == "--check");
     let mut drift = false;

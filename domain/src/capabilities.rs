@@ -1,0 +1,222 @@
+//! Capability confirmations: the published list of confirmable writes and the confirmation
+//! object (the audit of who approved what). The list is made of the routes' `confirm` flags
+//! (`shared::routing::Route::confirm`): `make openapi` writes it to `capabilities.json` next
+//! to this file and into the contract (`x-capabilities`), and its drift check keeps the copy
+//! current. The pipeline's side (consuming a token) is `shared::confirmation`.
+
+use serde::{Deserialize, Serialize};
+use shared::keys::CAPABILITY_CONFIRMATION;
+use shared::store::{Item, get_i64, get_str, n, s, ws_pk};
+use shared::{ApiError, ApiResult};
+use std::sync::LazyLock;
+use utoipa::ToSchema;
+
+shared::prefixed_id!(ConfirmationId, "cc", "capability confirmation");
+
+/// A confirmable write: the capability a person confirms, and the one route it covers.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Eq)]
+pub struct Capability {
+    /// `emails.send`
+    pub capability: String,
+    pub method: String,
+    /// Relative to the API base, with `{parameters}`: `/webhooks/{id}`.
+    pub path: String,
+    /// The operation's summary.
+    pub summary: String,
+}
+
+static ALL: LazyLock<Vec<Capability>> =
+    LazyLock::new(|| serde_json::from_str(include_str!("capabilities.json")).expect("capabilities.json is generated valid"));
+
+/// Every confirmable write, sorted by capability.
+pub fn all() -> &'static [Capability] {
+    &ALL
+}
+
+pub fn find(capability: &str) -> Option<&'static Capability> {
+    all().iter().find(|c| c.capability == capability)
+}
+
+/// Does a concrete path (`/webhooks/wh_1`, normalised) fit a pattern (`/webhooks/{id}`)?
+pub fn path_fits(pattern: &str, path: &str) -> bool {
+    let (p, c): (Vec<&str>, Vec<&str>) =
+        (pattern.split('/').filter(|x| !x.is_empty()).collect(), path.split('/').filter(|x| !x.is_empty()).collect());
+    p.len() == c.len()
+        && p.iter().zip(&c).all(
+            |(p, c)| {
+                if p.starts_with('{') { c.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#') } else { p == c }
+            },
+        )
+}
+
+/// Tokens live 60 s to 15 min.
+pub const MIN_LIFETIME_SECS: i64 = 60;
+pub const MAX_LIFETIME_SECS: i64 = 900;
+pub const DEFAULT_LIFETIME_SECS: i64 = 300;
+/// How long the audit record is kept (the item's TTL).
+pub const AUDIT_RETENTION_SECS: i64 = 90 * 24 * 3600;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfirmationStatus {
+    /// Minted, not used, not expired.
+    Issued,
+    Used,
+    /// Not used before `expires_at`.
+    Expired,
+}
+
+/// A person's approval of one exact write. The token itself is shown once, at creation.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+#[schema(as = CapabilityConfirmation)]
+pub struct Confirmation {
+    /// `cc_...`
+    pub id: String,
+    /// Always `capability_confirmation`.
+    pub object: String,
+    pub capability: String,
+    pub method: String,
+    /// The confirmed request's path, relative to the API base (`/webhooks/wh_...`).
+    pub path: String,
+    pub idempotency_key: String,
+    /// Hex SHA-256 of the exact request body bytes.
+    pub body_sha256: String,
+    /// What the person saw when approving.
+    pub preview_summary: String,
+    /// The person, as the approving app names them.
+    pub approved_by: String,
+    /// The subject of the credential that minted the confirmation.
+    pub confirmed_by: String,
+    /// The API key that may use it.
+    pub api_key_id: String,
+    pub status: ConfirmationStatus,
+    pub created_at: String,
+    /// The token's end of life.
+    pub expires_at: String,
+    pub used_at: Option<String>,
+    /// The `Request-Id` of the request that used it.
+    pub used_by_request_id: Option<String>,
+    /// Only in the response that created it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub confirmation_token: Option<String>,
+}
+
+pub fn sk(id: &str) -> String {
+    CAPABILITY_CONFIRMATION.sk(&[id])
+}
+
+/// The stored item: the object's fields, with the token's expiry in ms and state for the
+/// pipeline's condition, the token's hash, and the audit's TTL in `expires_at`.
+pub fn item(ws: &str, c: &Confirmation, token_hash: &str, token_expires_ms: i64) -> Item {
+    let mut item = Item::from([
+        ("pk".into(), s(ws_pk(ws))),
+        ("sk".into(), s(sk(&c.id))),
+        ("id".into(), s(&c.id)),
+        ("capability".into(), s(&c.capability)),
+        ("method".into(), s(&c.method)),
+        ("path".into(), s(&c.path)),
+        ("idempotency_key".into(), s(&c.idempotency_key)),
+        ("body_sha256".into(), s(&c.body_sha256)),
+        ("preview_summary".into(), s(&c.preview_summary)),
+        ("approved_by".into(), s(&c.approved_by)),
+        ("confirmed_by".into(), s(&c.confirmed_by)),
+        ("api_key_id".into(), s(&c.api_key_id)),
+        ("state".into(), s("issued")),
+        ("token_hash".into(), s(token_hash)),
+        ("token_expires_ms".into(), n(token_expires_ms)),
+        ("token_expires_at".into(), s(&c.expires_at)),
+        ("created_at".into(), s(&c.created_at)),
+    ]);
+    item.insert("expires_at".into(), n(token_expires_ms / 1000 + AUDIT_RETENTION_SECS));
+    item
+}
+
+/// The object of a stored item (an erased preview reads as empty).
+pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
+    let text = |k: &str| get_str(item, k).unwrap_or_default().to_string();
+    let id = get_str(item, "id").ok_or_else(|| ApiError::internal("capability confirmation item without id"))?;
+    let status = match get_str(item, "state") {
+        Some("used") => ConfirmationStatus::Used,
+        _ if get_i64(item, "token_expires_ms").unwrap_or(0) <= shared::ids::now_ms() => ConfirmationStatus::Expired,
+        _ => ConfirmationStatus::Issued,
+    };
+    Ok(Confirmation {
+        id: id.to_string(),
+        object: "capability_confirmation".into(),
+        capability: text("capability"),
+        method: text("method"),
+        path: text("path"),
+        idempotency_key: text("idempotency_key"),
+        body_sha256: text("body_sha256"),
+        preview_summary: text("preview_summary"),
+        approved_by: text("approved_by"),
+        confirmed_by: text("confirmed_by"),
+        api_key_id: text("api_key_id"),
+        status,
+        created_at: text("created_at"),
+        expires_at: text("token_expires_at"),
+        used_at: get_str(item, "used_at").map(String::from),
+        used_by_request_id: get_str(item, "used_by_request_id").map(String::from),
+        confirmation_token: None,
+    })
+}
+
+/// Load one confirmation of the workspace.
+pub async fn load(app: &shared::App, ws: &str, id: &ConfirmationId) -> ApiResult<Confirmation> {
+    let item = app.db.get(&ws_pk(ws), &sk(id)).await?.ok_or_else(|| ApiError::not_found("capability confirmation"))?;
+    from_item(&item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_is_sorted_unique_and_names_real_methods() {
+        let names: Vec<&str> = all().iter().map(|c| c.capability.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        assert!(all().iter().all(|c| ["POST", "PUT", "PATCH", "DELETE"].contains(&c.method.as_str())));
+        assert!(find("emails.send").is_some_and(|c| c.method == "POST" && c.path == "/emails"));
+    }
+
+    #[test]
+    fn concrete_paths_fit_their_pattern() {
+        assert!(path_fits("/webhooks/{id}", "/webhooks/wh_1"));
+        assert!(!path_fits("/webhooks/{id}", "/webhooks"));
+        assert!(!path_fits("/webhooks/{id}", "/webhooks/wh_1/rotate-secret"));
+        assert!(!path_fits("/emails", "/emails/batch"));
+        assert!(path_fits("/emails/batch", "/emails/batch"));
+    }
+
+    #[test]
+    fn status_follows_state_and_expiry() {
+        let c = Confirmation {
+            id: "cc_1".into(),
+            object: String::new(),
+            capability: "emails.send".into(),
+            method: "POST".into(),
+            path: "/emails".into(),
+            idempotency_key: "k".into(),
+            body_sha256: "00".into(),
+            preview_summary: "p".into(),
+            approved_by: "a".into(),
+            confirmed_by: "sub".into(),
+            api_key_id: "key_1".into(),
+            status: ConfirmationStatus::Issued,
+            created_at: "t".into(),
+            expires_at: "t".into(),
+            used_at: None,
+            used_by_request_id: None,
+            confirmation_token: None,
+        };
+        let future = shared::ids::now_ms() + 60_000;
+        assert_eq!(from_item(&item("ws_1", &c, "h", future)).unwrap().status, ConfirmationStatus::Issued);
+        assert_eq!(from_item(&item("ws_1", &c, "h", 1)).unwrap().status, ConfirmationStatus::Expired);
+        let mut used = item("ws_1", &c, "h", 1);
+        used.insert("state".into(), s("used"));
+        assert_eq!(from_item(&used).unwrap().status, ConfirmationStatus::Used);
+    }
+}

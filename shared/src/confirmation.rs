@@ -1,0 +1,276 @@
+//! Capability confirmations, the pipeline's side (api.md): a credential created with
+//! `requires_confirmation` may run a confirmable write only with a single-use token a person
+//! minted for exactly that request (`X-Capability-Confirmation`). The token is consumed in the
+//! same DynamoDB transaction that reserves the request's `Idempotency-Key`, so the write runs
+//! at most once, an idempotent replay needs no new token, and a confirmed write costs no extra
+//! round trip (the reservation's PutItem becomes a TransactWriteItems).
+//!
+//! A token is `cct_<ULID of its confirmation><43 base62 characters>`: the ULID names the
+//! item in the caller's workspace partition, so another workspace's token names nothing
+//! there; only the token's SHA-256 is stored.
+
+use crate::app::App;
+use crate::auth::Principal;
+use crate::error::{ApiError, ErrorCode, ErrorDetail};
+use crate::events::Event;
+use crate::idempotency::{self, Begin, Reservation};
+use crate::keys::CAPABILITY_CONFIRMATION;
+use crate::outbox::Tx;
+use crate::store::{self, Item, TxError, get_i64, get_str, n, s};
+use aws_sdk_dynamodb::types::Update;
+use sha2::{Digest, Sha256};
+
+pub const HEADER: &str = "x-capability-confirmation";
+pub const TOKEN_PREFIX: &str = "cct_";
+const SECRET_LEN: usize = 43;
+
+/// A fresh token for the confirmation `cc_<ulid>` and the hash to store.
+pub fn new_token(confirmation_id: &str) -> (String, String) {
+    let ulid = confirmation_id.strip_prefix("cc_").unwrap_or(confirmation_id);
+    let token = format!("{TOKEN_PREFIX}{ulid}{}", crate::auth::random_base62(SECRET_LEN));
+    let hash = hash(&token);
+    (token, hash)
+}
+
+pub fn hash(token: &str) -> String {
+    crate::crypto::hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// The confirmation id a well-formed token names.
+pub fn confirmation_id(token: &str) -> Option<String> {
+    let rest = token.strip_prefix(TOKEN_PREFIX)?;
+    if rest.len() != 26 + SECRET_LEN || !rest.is_ascii() || !rest[26..].bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let id = format!("cc_{}", &rest[..26]);
+    crate::ids::is_valid("cc", &id).then_some(id)
+}
+
+/// `/api/v1/webhooks/wh_1/` and `/webhooks/wh_1` name the same path: the one compared.
+pub fn normalise_path(path: &str) -> String {
+    let trimmed = path.split('?').next().unwrap_or("");
+    let segments: Vec<&str> = trimmed.split('/').filter(|s| !s.is_empty()).collect();
+    let segments = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => rest,
+        all => all,
+    };
+    format!("/{}", segments.join("/"))
+}
+
+/// Why a request was refused: the `reason` of the 428's detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No `X-Capability-Confirmation` header.
+    Missing,
+    /// Not a token, or no confirmation of this workspace has it.
+    Unknown,
+    Expired,
+    /// Consumed by another request.
+    Used,
+    /// Minted for another API key.
+    Credential,
+    /// Minted for another request: the field that differs.
+    Mismatch(&'static str),
+}
+
+impl Refusal {
+    fn reason(self) -> &'static str {
+        match self {
+            Refusal::Missing => "missing",
+            Refusal::Unknown => "unknown",
+            Refusal::Expired => "expired",
+            Refusal::Used => "used",
+            Refusal::Credential => "credential",
+            Refusal::Mismatch(_) => "mismatch",
+        }
+    }
+
+    fn message(self) -> String {
+        match self {
+            Refusal::Missing => "this credential needs a person's confirmation for this write: mint one at POST /capability-confirmations and send it as X-Capability-Confirmation with the confirmed Idempotency-Key".into(),
+            Refusal::Unknown => "the X-Capability-Confirmation token is not a confirmation of this workspace".into(),
+            Refusal::Expired => "the confirmation has expired; ask for a new one".into(),
+            Refusal::Used => "the confirmation was already used by another request; ask for a new one".into(),
+            Refusal::Credential => "the confirmation was minted for another API key".into(),
+            Refusal::Mismatch(field) => format!("the confirmation was minted for another request: its {field} differs"),
+        }
+    }
+}
+
+/// The request a route's capability needs confirmed.
+pub struct Request<'a> {
+    pub capability: &'static str,
+    pub method: &'a str,
+    /// From the root noun on (`/webhooks/wh_1`).
+    pub path: &'a str,
+    pub body: &'a [u8],
+}
+
+/// `428 CONFIRMATION_REQUIRED`, naming what to confirm so an agent can ask its person.
+pub fn required(req: &Request<'_>, refusal: Refusal) -> ApiError {
+    let mut meta = serde_json::json!({
+        "capability": req.capability,
+        "method": req.method,
+        "path": req.path,
+        "body_sha256": crate::crypto::hex(&Sha256::digest(req.body)),
+        "reason": refusal.reason(),
+    });
+    if let Refusal::Mismatch(field) = refusal {
+        meta["mismatch"] = serde_json::Value::from(field);
+    }
+    ApiError::new(ErrorCode::ConfirmationRequired, refusal.message()).with_details(vec![ErrorDetail {
+        field: Some("X-Capability-Confirmation".into()),
+        message: format!("confirm the capability {} for {} {}", req.capability, req.method, req.path),
+        meta: Some(meta),
+    }])
+}
+
+/// Reserve the Idempotency-Key and consume the token in one transaction, with the
+/// `capability.used` event. The reservation wins: a completed request with the same key and
+/// body is replayed whatever the token's state (a replay needs no new token). The token may be
+/// taken again only by its own Idempotency-Key, whose reservation this transaction holds, so a
+/// retry after a 5xx (which frees the key) runs with the same token.
+pub async fn begin(
+    app: &App,
+    principal: &Principal,
+    req: &Request<'_>,
+    token: Option<&str>,
+    idempotency_key: Option<&str>,
+    fingerprint: String,
+    request_id: &str,
+) -> Result<Begin, ApiError> {
+    let ws = principal.workspace_id.as_deref().unwrap_or_default();
+    let token = token.ok_or_else(|| required(req, Refusal::Missing))?;
+    let id = confirmation_id(token).ok_or_else(|| required(req, Refusal::Unknown))?;
+    let key = idempotency_key.ok_or_else(|| required(req, Refusal::Mismatch("idempotency_key")))?;
+    let credential = match &principal.credential {
+        crate::auth::Credential::ApiKey { key_id } => key_id.as_str(),
+        _ => "",
+    };
+    let body_sha256 = crate::crypto::hex(&Sha256::digest(req.body));
+    let (reservation, item, cond, values) = idempotency::reservation(ws, key, fingerprint);
+    let now_ms = crate::ids::now_ms();
+    let pk = store::ws_pk(ws);
+    let sk = CAPABILITY_CONFIRMATION.sk(&[&id]);
+    let used_at = crate::ids::now_rfc3339();
+    let consume = Update::builder()
+        .key("pk", s(&pk))
+        .key("sk", s(&sk))
+        .update_expression("SET #state = :used, used_at = :at, used_by_request_id = :rid")
+        .condition_expression(
+            "token_hash = :h AND api_key_id = :cred AND #method = :m AND #path = :p AND idempotency_key = :k \
+             AND body_sha256 = :b AND token_expires_ms > :now AND #state IN (:issued, :used)",
+        )
+        .expression_attribute_names("#state", "state")
+        .expression_attribute_names("#method", "method")
+        .expression_attribute_names("#path", "path")
+        .expression_attribute_values(":used", s("used"))
+        .expression_attribute_values(":issued", s("issued"))
+        .expression_attribute_values(":at", s(&used_at))
+        .expression_attribute_values(":rid", s(request_id))
+        .expression_attribute_values(":h", s(hash(token)))
+        .expression_attribute_values(":cred", s(credential))
+        .expression_attribute_values(":m", s(req.method))
+        .expression_attribute_values(":p", s(req.path))
+        .expression_attribute_values(":k", s(key))
+        .expression_attribute_values(":b", s(&body_sha256))
+        .expression_attribute_values(":now", n(now_ms));
+    let event = Event::new(
+        ws,
+        "capability.used",
+        &serde_json::json!({
+            "id": id, "object": "capability_confirmation", "capability": req.capability, "method": req.method,
+            "path": req.path, "idempotency_key": key, "api_key_id": credential, "used_at": used_at, "used_by_request_id": request_id,
+        }),
+    );
+    let tx = Tx::new().put_if_named(item, cond, &[("#state", "state")], values).update(consume).event(event);
+    match tx.commit(app).await {
+        Ok(()) => Ok(Begin::Proceed(reservation)),
+        Err(TxError::Condition(0)) => refused_reservation(app, &reservation).await,
+        Err(TxError::Condition(_)) => {
+            let item = app.db.get(&pk, &sk).await?.unwrap_or_default();
+            Err(required(req, diagnose(&item, token, credential, req, key, &body_sha256, now_ms)))
+        }
+        Err(TxError::Api(e)) => Err(e),
+    }
+}
+
+async fn refused_reservation(app: &App, r: &Reservation) -> Result<Begin, ApiError> {
+    match app.db.get(r.pk(), r.sk()).await? {
+        Some(old) => idempotency::refused(&old, r.fingerprint()),
+        // Expired between the two reads: the client's retry reserves it.
+        None => Err(ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later")),
+    }
+}
+
+/// Which condition of the token's update failed, from the item as stored.
+fn diagnose(item: &Item, token: &str, credential: &str, req: &Request<'_>, key: &str, body_sha256: &str, now_ms: i64) -> Refusal {
+    let (state, expires) = (get_str(item, "state"), get_i64(item, "token_expires_ms").unwrap_or(0));
+    if get_str(item, "token_hash") != Some(hash(token).as_str()) {
+        return Refusal::Unknown;
+    }
+    if state == Some("used") && get_str(item, "idempotency_key") != Some(key) {
+        return Refusal::Used;
+    }
+    if expires <= now_ms {
+        return Refusal::Expired;
+    }
+    if get_str(item, "api_key_id") != Some(credential) {
+        return Refusal::Credential;
+    }
+    let fields = [("method", req.method), ("path", req.path), ("idempotency_key", key), ("body_sha256", body_sha256)];
+    match fields.into_iter().find(|(f, v)| get_str(item, f) != Some(*v)) {
+        Some((f, _)) => Refusal::Mismatch(f),
+        None => Refusal::Used,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_name_their_confirmation_and_only_their_hash_is_kept() {
+        let id = crate::ids::new_id("cc");
+        let (token, h) = new_token(&id);
+        assert_eq!(confirmation_id(&token).as_deref(), Some(id.as_str()));
+        assert_eq!(h, hash(&token));
+        assert_ne!(new_token(&id).0, token);
+        assert_eq!(confirmation_id("cct_short"), None);
+        assert_eq!(confirmation_id(&token.replace("cct_", "xyz_")), None);
+        assert_eq!(confirmation_id(&format!("{token}!")), None);
+    }
+
+    #[test]
+    fn paths_compare_without_the_base_and_slashes() {
+        assert_eq!(normalise_path("/api/v1/webhooks/wh_1/"), "/webhooks/wh_1");
+        assert_eq!(normalise_path("webhooks//wh_1"), "/webhooks/wh_1");
+        assert_eq!(normalise_path("/emails?x=1"), "/emails");
+    }
+
+    #[test]
+    fn the_failed_condition_is_named() {
+        let req = Request { capability: "emails.send", method: "POST", path: "/emails", body: b"{}" };
+        let body = crate::crypto::hex(&Sha256::digest(b"{}"));
+        let token = new_token(&crate::ids::new_id("cc")).0;
+        let item = Item::from([
+            ("token_hash".into(), s(hash(&token))),
+            ("state".into(), s("issued")),
+            ("token_expires_ms".into(), n(2_000)),
+            ("api_key_id".into(), s("key_1")),
+            ("method".into(), s("POST")),
+            ("path".into(), s("/emails")),
+            ("idempotency_key".into(), s("k1")),
+            ("body_sha256".into(), s(&body)),
+        ]);
+        let d = |item: &Item, cred: &str, key: &str, body: &str, now: i64| diagnose(item, &token, cred, &req, key, body, now);
+        assert_eq!(d(&Item::new(), "key_1", "k1", &body, 1_000), Refusal::Unknown);
+        assert_eq!(d(&item, "key_1", "k1", &body, 3_000), Refusal::Expired);
+        assert_eq!(d(&item, "key_2", "k1", &body, 1_000), Refusal::Credential);
+        assert_eq!(d(&item, "key_1", "k2", &body, 1_000), Refusal::Mismatch("idempotency_key"));
+        assert_eq!(d(&item, "key_1", "k1", "00", 1_000), Refusal::Mismatch("body_sha256"));
+        let mut used = item.clone();
+        used.insert("state".into(), s("used"));
+        assert_eq!(d(&used, "key_1", "k2", &body, 1_000), Refusal::Used);
+    }
+}

@@ -1,0 +1,323 @@
+//! Capability confirmations over HTTP. The per-route test walks `GET /capabilities`, so a route
+//! that becomes confirmable is tested here without a new test.
+
+use e2e::{Client, Resp, harness};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// A workspace with its owner's key, an agent key that needs confirmations, and a person (an
+/// OAuth member with the `confirm` scope) who approves the agent's writes.
+struct Setup {
+    ws: String,
+    owner: Client,
+    agent: Client,
+    agent_key_id: String,
+    person: Client,
+    base: String,
+}
+
+/// A gateway whose every rate class is generous: the per-route walk sends a dozen requests to
+/// routes whose class allows two (`gdpr_export`).
+async fn generous_gateway() -> String {
+    let h = harness();
+    let mut cfg = h.config.clone();
+    for class in shared::ratelimit::Class::ALL {
+        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
+    }
+    h.gateway_with(cfg).await
+}
+
+async fn setup(base: &str, name: &str, requires: Value) -> Setup {
+    let h = harness();
+    let (ws, key) = h.workspace(name).await;
+    let owner = Client::new(base, &key);
+    let r = owner
+        .post(
+            "/workspaces/current/api-keys",
+            &json!({"name": "agent", "scopes": ["read", "write", "admin"], "requires_confirmation": requires}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    assert_eq!(r.json["data"]["requires_confirmation"], requires);
+    let agent = Client::new(base, r.json["data"]["secret"].as_str().unwrap());
+    let agent_key_id = r.json["data"]["id"].as_str().unwrap().to_string();
+    let subject = format!("person-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&h.app().await, &ws, &subject, "admin").await.unwrap();
+    let mut person = Client::new(base, &tools::admin::mint_token(&subject, "read confirm", 600).unwrap());
+    person.workspace = Some(ws.clone());
+    Setup { ws, owner, agent, agent_key_id, person, base: base.to_string() }
+}
+
+fn sha(body: &[u8]) -> String {
+    shared::crypto::hex(&Sha256::digest(body))
+}
+
+/// A concrete path of a pattern: each parameter becomes a well-formed id nobody has.
+fn concrete(pattern: &str) -> String {
+    pattern.split('/').map(|s| if s.starts_with('{') { "x_01HF6Z3Q8M4W2T9K7R5N1B0C6D" } else { s }).collect::<Vec<_>>().join("/")
+}
+
+fn body_for(method: &str) -> Vec<u8> {
+    if method == "DELETE" { vec![] } else { b"{}".to_vec() }
+}
+
+/// Mint a confirmation of `agent_key_id`'s request; answers (id, token).
+async fn mint(s: &Setup, capability: &str, method: &str, path: &str, key: &str, body: &[u8]) -> (String, String) {
+    mint_with(s, capability, method, path, key, body, json!({})).await
+}
+
+async fn mint_with(s: &Setup, capability: &str, method: &str, path: &str, key: &str, body: &[u8], extra: Value) -> (String, String) {
+    let mut req = json!({"capability": capability, "method": method, "path": path, "idempotency_key": key,
+        "body_sha256": sha(body), "preview_summary": format!("{method} {path}"), "approved_by": "Ada", "api_key_id": s.agent_key_id});
+    for (k, v) in extra.as_object().unwrap() {
+        req[k] = v.clone();
+    }
+    let r = s.person.post("/capability-confirmations", &req).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let token = r.json["data"]["confirmation_token"].as_str().expect("the token, once").to_string();
+    (r.json["data"]["id"].as_str().unwrap().to_string(), token)
+}
+
+async fn send(c: &Client, method: &str, path: &str, body: &[u8], key: Option<&str>, token: Option<&str>) -> Resp {
+    let mut r = c.request(method, path);
+    if !body.is_empty() {
+        r = r.header("content-type", "application/json").body(body.to_vec());
+    }
+    if let Some(k) = key {
+        r = r.header("idempotency-key", k);
+    }
+    if let Some(t) = token {
+        r = r.header("x-capability-confirmation", t);
+    }
+    c.send(r).await
+}
+
+fn refused(r: &Resp, capability: &str, reason: &str, what: &str) {
+    assert_eq!((r.status, r.code()), (428, "CONFIRMATION_REQUIRED"), "{what}: {}", r.json);
+    let meta = &r.json["error"]["details"][0]["meta"];
+    assert_eq!(meta["capability"], capability, "{what}: {}", r.json);
+    assert_eq!(meta["reason"], reason, "{what}: {}", r.json);
+}
+
+#[tokio::test]
+async fn every_confirmable_route_needs_its_exact_confirmation_once() {
+    let base = generous_gateway().await;
+    let s = setup(&base, "confirm every route", json!(true)).await;
+    let caps = s.agent.get("/capabilities").await;
+    assert_eq!(caps.status, 200, "{}", caps.json);
+    let caps = caps.json["data"].as_array().unwrap().clone();
+    let names: Vec<&str> = caps.iter().map(|c| c["capability"].as_str().unwrap()).collect();
+    for expected in ["emails.send", "emails.batch", "posts.publish", "webhooks.create", "gdpr.erasure", "helpdesk.reply", "api_keys.revoke"]
+    {
+        assert!(names.contains(&expected), "{expected} is published: {names:?}");
+    }
+    assert_eq!(caps.len(), tools::gateway::all_routes().iter().filter(|r| r.confirm.is_some()).count());
+
+    for (i, cap) in caps.iter().enumerate() {
+        let (name, method, pattern) = (cap["capability"].as_str().unwrap(), cap["method"].as_str().unwrap(), cap["path"].as_str().unwrap());
+        let path = concrete(pattern);
+        let body = body_for(method);
+        let key = format!("k-{name}");
+        let what = format!("{name} ({method} {path})");
+
+        // Without a token, and with a token for another request.
+        refused(&send(&s.agent, method, &path, &body, Some(&key), None).await, name, "missing", &what);
+        let (id, token) = mint(&s, name, method, &path, &key, &body).await;
+        let r = send(&s.agent, method, &path, &body, Some("another-key"), Some(&token)).await;
+        refused(&r, name, "mismatch", &what);
+        assert_eq!(r.json["error"]["details"][0]["meta"]["mismatch"], "idempotency_key");
+        let r = send(&s.agent, method, &path, br#"{"other":1}"#, Some(&key), Some(&token)).await;
+        refused(&r, name, "mismatch", &what);
+        // Another confirmable route with this token: its path or method differs.
+        let next = &caps[(i + 1) % caps.len()];
+        let (next_method, next_path) = (next["method"].as_str().unwrap(), concrete(next["path"].as_str().unwrap()));
+        let r = send(&s.agent, next_method, &next_path, &body_for(next_method), Some(&key), Some(&token)).await;
+        refused(&r, next["capability"].as_str().unwrap(), "mismatch", &what);
+        // Another credential cannot use it: the owner's key needs no token at all, so its write
+        // just runs (never 428).
+        let r = send(&s.owner, method, &path, &body, None, None).await;
+        assert_ne!(r.status, 428, "{what}: a credential without requires_confirmation is unaffected");
+
+        // The right token: the write runs (whatever the handler answers to `{}`), once.
+        let first = send(&s.agent, method, &path, &body, Some(&key), Some(&token)).await;
+        assert_ne!(first.status, 428, "{what}: {}", first.json);
+        let replay = send(&s.agent, method, &path, &body, Some(&key), Some(&token)).await;
+        assert_eq!((replay.status, replay.header("idempotent-replayed")), (first.status, Some("true")), "{what}: {}", replay.json);
+        let same = |r: &Resp| {
+            let mut v = r.json.clone();
+            if v["error"].is_object() {
+                v["error"]["request_id"] = Value::Null;
+            }
+            v
+        };
+        assert_eq!(same(&replay), same(&first), "{what}: the replay is the first answer (an error names its own request)");
+        let r = send(&s.agent, method, &path, &body, Some("a-second-use"), Some(&token)).await;
+        refused(&r, name, "used", &what);
+
+        // The audit shows who approved it and which request used it.
+        let a = s.person.get(&format!("/capability-confirmations/{id}")).await;
+        assert_eq!(a.status, 200, "{}", a.json);
+        assert_eq!(a.json["data"]["status"], "used", "{what}");
+        assert_eq!(a.json["data"]["used_by_request_id"], first.header("request-id").unwrap(), "{what}");
+        assert!(a.json["data"].get("confirmation_token").is_none(), "the token is never shown again");
+    }
+    let audit = s.person.get("/capability-confirmations?limit=100").await;
+    assert_eq!(audit.json["data"].as_array().unwrap().len(), caps.len());
+    assert!(audit.json["data"].as_array().unwrap().iter().all(|c| c["status"] == "used" && c["approved_by"] == "Ada"));
+}
+
+#[tokio::test]
+async fn a_confirmed_email_is_sent_once_even_when_two_requests_race_with_one_token() {
+    let h = harness();
+    let s = setup(&h.base, "confirm race", json!(["emails.send"])).await;
+    let domain = e2e::verified_domain(&s.owner, &s.ws).await;
+    let body =
+        serde_json::to_vec(&json!({"from": format!("a@{domain}"), "to": ["race@example.org"], "subject": "Once", "text": "x"})).unwrap();
+    let (id, token) = mint(&s, "emails.send", "POST", "/api/v1/emails", "race-1", &body).await;
+
+    let (a, b) = tokio::join!(
+        send(&s.agent, "POST", "/emails", &body, Some("race-1"), Some(&token)),
+        send(&s.agent, "POST", "/emails", &body, Some("race-1"), Some(&token)),
+    );
+    let ran: Vec<&Resp> = [&a, &b].into_iter().filter(|r| r.status == 202 && r.header("idempotent-replayed").is_none()).collect();
+    assert_eq!(ran.len(), 1, "exactly one runs: {} {} / {} {}", a.status, a.json, b.status, b.json);
+    for r in [&a, &b] {
+        assert!(r.status == 202 || (r.status == 409 && r.code() == "CONFLICT"), "the other waits or replays: {} {}", r.status, r.json);
+    }
+    let emails = s.owner.get("/emails?limit=100").await;
+    let to_race: Vec<&Value> = emails.json["data"].as_array().unwrap().iter().filter(|e| e["subject"] == "Once").collect();
+    assert_eq!(to_race.len(), 1, "one email: {}", emails.json);
+
+    // Used: a second send with another key is refused, and the key's other writes are not
+    // gated (the list names emails.send only).
+    refused(&send(&s.agent, "POST", "/emails", &body, Some("race-2"), Some(&token)).await, "emails.send", "used", "reuse");
+    let r = s.agent.post("/webhooks", &json!({"url": "http://127.0.0.1:9/hook"})).await;
+    assert_eq!(r.status, 201, "webhooks.create is not in this key's list: {}", r.json);
+    let a = s.person.get(&format!("/capability-confirmations/{id}")).await;
+    assert_eq!((a.json["data"]["status"].as_str(), a.json["data"]["path"].as_str()), (Some("used"), Some("/emails")));
+}
+
+#[tokio::test]
+async fn expired_foreign_and_other_key_tokens_are_refused() {
+    let h = harness();
+    let s = setup(&h.base, "confirm refusals", json!(true)).await;
+    let body = br#"{"url":"http://127.0.0.1:9/hook"}"#;
+
+    // Expired: the token's end of life moved into the past in the table (no test waits a minute).
+    let (id, token) = mint_with(&s, "webhooks.create", "POST", "/webhooks", "exp-1", body, json!({"expires_in": 60})).await;
+    let app = h.app().await;
+    app.db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", shared::store::s(shared::store::ws_pk(&s.ws)))
+        .key("sk", shared::store::s(domain::capabilities::sk(&id)))
+        .update_expression("SET token_expires_ms = :past")
+        .expression_attribute_values(":past", shared::store::n(shared::ids::now_ms() - 1_000))
+        .send()
+        .await
+        .unwrap();
+    refused(&send(&s.agent, "POST", "/webhooks", body, Some("exp-1"), Some(&token)).await, "webhooks.create", "expired", "expired");
+    assert_eq!(s.person.get(&format!("/capability-confirmations/{id}")).await.json["data"]["status"], "expired");
+
+    // Another workspace's token names nothing here.
+    let other = setup(&h.base, "confirm other ws", json!(true)).await;
+    let (_, foreign) = mint(&other, "webhooks.create", "POST", "/webhooks", "f-1", body).await;
+    refused(&send(&s.agent, "POST", "/webhooks", body, Some("f-1"), Some(&foreign)).await, "webhooks.create", "unknown", "foreign");
+    refused(&send(&s.agent, "POST", "/webhooks", body, Some("f-1"), Some("cct_garbage")).await, "webhooks.create", "unknown", "garbage");
+
+    // Minted for another key of the same workspace.
+    let r = s
+        .owner
+        .post(
+            "/workspaces/current/api-keys",
+            &json!({"name": "agent 2", "scopes": ["read", "write", "admin"], "requires_confirmation": true}),
+        )
+        .await;
+    let agent2 = Client::new(&s.base, r.json["data"]["secret"].as_str().unwrap());
+    let (_, token) = mint(&s, "webhooks.create", "POST", "/webhooks", "o-1", body).await;
+    refused(&send(&agent2, "POST", "/webhooks", body, Some("o-1"), Some(&token)).await, "webhooks.create", "credential", "other key");
+    // ... which its own key can still use, once.
+    let r = send(&s.agent, "POST", "/webhooks", body, Some("o-1"), Some(&token)).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+}
+
+#[tokio::test]
+async fn only_a_person_with_the_confirm_scope_mints_and_the_request_must_fit_the_capability() {
+    let h = harness();
+    let s = setup(&h.base, "confirm minting", json!(true)).await;
+    let ok = json!({"capability": "webhooks.delete", "method": "DELETE", "path": "/webhooks/wh_01HF6Z3Q8M4W2T9K7R5N1B0C6D",
+        "idempotency_key": "m-1", "body_sha256": sha(b""), "preview_summary": "Delete the hook", "approved_by": "Ada",
+        "api_key_id": s.agent_key_id});
+
+    // API keys never confirm: not the owner's, and no key can be given the scope.
+    let r = s.owner.post("/capability-confirmations", &ok).await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.json);
+    let r = s.owner.post("/workspaces/current/api-keys", &json!({"name": "x", "scopes": ["read", "confirm"]})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("scopes")), "{}", r.json);
+    let r = s.owner.post("/workspaces/current/api-keys", &json!({"name": "x", "requires_confirmation": ["emails.fly"]})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("requires_confirmation[0]")), "{}", r.json);
+    // A viewer's token asks for confirm in vain: the role does not grant it.
+    let viewer = format!("viewer-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&h.app().await, &s.ws, &viewer, "viewer").await.unwrap();
+    let mut v = Client::new(&h.base, &tools::admin::mint_token(&viewer, "read confirm", 600).unwrap());
+    v.workspace = Some(s.ws.clone());
+    assert_eq!(v.post("/capability-confirmations", &ok).await.status, 403);
+
+    // Each field is checked against the capability's one method and path.
+    for (field, value) in [
+        ("capability", json!("webhooks.fly")),
+        ("method", json!("POST")),
+        ("path", json!("/webhooks")),
+        ("path", json!("/webhooks/wh_1/rotate-secret")),
+        ("idempotency_key", json!("")),
+        ("body_sha256", json!("ABC")),
+        ("preview_summary", json!("")),
+        ("preview_summary", json!("x".repeat(4001))),
+        ("expires_in", json!(30)),
+        ("expires_in", json!(901)),
+        ("api_key_id", json!("key_01HF6Z3Q8M4W2T9K7R5N1B0C6D")),
+    ] {
+        let mut bad = ok.clone();
+        bad[field] = value.clone();
+        let r = s.person.post("/capability-confirmations", &bad).await;
+        assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some(field)), "{field} = {value}: {}", r.json);
+    }
+    let r = s.person.post("/capability-confirmations", &ok).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let c = &r.json["data"];
+    assert_eq!((c["status"].as_str(), c["confirmed_by"].as_str().map(|s| s.starts_with("person-"))), (Some("issued"), Some(true)));
+    assert!(c["confirmation_token"].as_str().unwrap().starts_with("cct_"));
+    // An idempotent replay of the mint does not show the token again.
+    let again = s.person.send(s.person.request("POST", "/capability-confirmations").header("idempotency-key", "mint-1").json(&ok)).await;
+    let replay = s.person.send(s.person.request("POST", "/capability-confirmations").header("idempotency-key", "mint-1").json(&ok)).await;
+    assert!(again.json["data"]["confirmation_token"].is_string());
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert!(replay.json["data"].get("confirmation_token").is_none(), "{}", replay.json);
+
+    // Filters of the audit list.
+    let l = s.person.get(&format!("/capability-confirmations?capability=webhooks.delete&api_key_id={}", s.agent_key_id)).await;
+    assert_eq!(l.json["data"].as_array().unwrap().len(), 2, "{}", l.json);
+    assert_eq!(s.person.get("/capability-confirmations?capability=emails.send").await.json["data"].as_array().unwrap().len(), 0);
+}
+
+/// The token is consumed in the transaction that reserves the Idempotency-Key: a confirmed
+/// write makes as many DynamoDB round trips as the same write with a key that needs none.
+#[tokio::test]
+async fn a_confirmed_write_costs_no_extra_dynamodb_round_trip() {
+    let h = harness();
+    let s = setup(&h.base, "confirm calls", json!(true)).await;
+    let plain = {
+        let r = s.owner.post("/workspaces/current/api-keys", &json!({"name": "plain", "scopes": ["read", "write", "admin"]})).await;
+        Client::new(&h.base, r.json["data"]["secret"].as_str().unwrap())
+    };
+    let body = br#"{"url":"http://127.0.0.1:9/hook"}"#;
+    // Warm both keys (the lazy last-used write), then compare the same write.
+    plain.get("/webhooks").await;
+    s.agent.get("/webhooks").await;
+    let unconfirmed = send(&plain, "POST", "/webhooks", body, Some("c-1"), None).await;
+    let (_, token) = mint(&s, "webhooks.create", "POST", "/webhooks", "c-2", body).await;
+    let confirmed = send(&s.agent, "POST", "/webhooks", body, Some("c-2"), Some(&token)).await;
+    assert_eq!((unconfirmed.status, confirmed.status), (201, 201), "{} / {}", unconfirmed.json, confirmed.json);
+    assert_eq!(confirmed.ddb_calls(), unconfirmed.ddb_calls(), "no extra round trip for the token");
+}
