@@ -53,7 +53,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
     &["events"],
     &["config", "auth", "oauth", "idempotency", "ratelimit"],
     &["app"],
-    &["outbox", "request", "worker"],
+    &["confirmation", "outbox", "request", "worker"],
     &["routing", "http", "lambda", "openapi"],
 ];
 
