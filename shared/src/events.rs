@@ -94,6 +94,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "webhook.test",
     "workspace.created",
     "workspace.member.added",
+    "workspace.member.updated",
     "workspace.updated",
 ];
 

@@ -167,7 +167,9 @@ pub fn match_route<'r>(routes: &'r [Route], method: &Method, path: &str) -> ApiR
         let mut params = Vec::new();
         let ok = pat.iter().zip(rel).all(|(p, s)| match p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
             Some(name) => {
-                params.push((name, s.to_string()));
+                // `auth0%7C123` names the subject `auth0|123`; an invalid escape stays as sent.
+                params
+                    .push((name, percent_encoding::percent_decode_str(s).decode_utf8().map_or_else(|_| s.to_string(), |d| d.into_owned())));
                 true
             }
             None => p == s,

@@ -588,3 +588,59 @@ async fn roles_and_scopes_limit_each_route_class() {
         assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "scope {scope:?}");
     }
 }
+
+async fn put(c: &Client, subject: &str, role: &str) -> e2e::Resp {
+    c.send(c.request("PUT", &format!("/workspaces/current/members/{subject}")).json(&json!({"role": role}))).await
+}
+
+/// `PUT /workspaces/current/members/{subject}` (members.change): admins manage roles, only an
+/// owner touches owners and never their own role, and two owners demoting each other at once
+/// cannot leave the workspace without one.
+#[tokio::test]
+async fn members_are_set_by_put_and_a_workspace_always_keeps_an_owner() {
+    let h = harness();
+    let (ws, key) = h.workspace("members").await;
+    let app = h.app().await;
+    let (first, second, admin) = (
+        format!("o1-{}", shared::ids::new_id("u")),
+        format!("o2-{}", shared::ids::new_id("u")),
+        format!("ad-{}", shared::ids::new_id("u")),
+    );
+    workspaces::add_member(&app, &ws, &first, "owner").await.unwrap();
+    workspaces::add_member(&app, &ws, &second, "owner").await.unwrap();
+    workspaces::add_member(&app, &ws, &admin, "admin").await.unwrap();
+    let person = |sub: &str| {
+        let mut c = Client::new(&h.base, &tools::admin::mint_token(sub, "read write admin", 600).unwrap());
+        c.workspace = Some(ws.clone());
+        c
+    };
+    let (o1, o2, a) = (person(&first), person(&second), person(&admin));
+    let k = Client::new(&h.base, &key);
+    // A key with the admin scope adds a member; the subject is percent-decoded.
+    let r = put(&k, "auth0%7Cnew", "member").await;
+    assert_eq!(
+        (r.status, r.json["data"]["subject"].as_str(), r.json["data"]["role"].as_str()),
+        (200, Some("auth0|new"), Some("member")),
+        "{}",
+        r.json
+    );
+    let r = put(&a, "auth0%7Cnew", "viewer").await;
+    assert_eq!((r.status, r.json["data"]["role"].as_str()), (200, Some("viewer")), "{}", r.json);
+    assert_eq!((put(&a, "auth0%7Cnew", "boss").await.json["error"]["details"][0]["field"]).as_str(), Some("role"));
+    // Owners are an owner's business: not an admin's, not a key's, not their own.
+    assert_eq!(put(&a, "auth0%7Cnew", "owner").await.status, 403);
+    assert_eq!(put(&k, &first, "admin").await.status, 403);
+    assert_eq!(put(&o1, &first, "admin").await.status, 403);
+    let r = put(&o1, &admin, "owner").await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let r = put(&a, &admin, "owner").await;
+    assert_eq!(r.json["data"]["role"], "owner", "setting the same role again changes nothing");
+
+    // Two owners demote each other at once: at most one wins, an owner is left.
+    let (x, y) = tokio::join!(put(&o1, &second, "admin"), put(&o2, &first, "admin"));
+    assert!(!(x.status == 200 && y.status == 200), "both demotions ran: {} {}", x.json, y.json);
+    let members = k.get("/workspaces/current/members?limit=100").await;
+    let owners: Vec<&str> =
+        members.json["data"].as_array().unwrap().iter().filter(|m| m["role"] == "owner").map(|m| m["subject"].as_str().unwrap()).collect();
+    assert!(!owners.is_empty() && owners.contains(&admin.as_str()), "{owners:?}");
+}

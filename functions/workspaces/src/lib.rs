@@ -23,12 +23,13 @@ shared::area! {
     operations = [
         list_workspaces [needs_workspace = false],
         get_current, list_members,
+        set_member [needs = Scope::Admin, confirm = Some("members.change")],
         // Who may do what, and the workspace's settings: owners and admins.
         update_current [needs = Scope::Admin], list_api_keys [needs = Scope::Admin],
         create_api_key [needs = Scope::Admin, confirm = Some("api_keys.create")],
         revoke_api_key [needs = Scope::Admin, confirm = Some("api_keys.revoke")],
     ],
-    schemas = [Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope, RequiresConfirmation],
+    schemas = [Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope, RequiresConfirmation, SetMember],
 }
 
 fn slug_pk(slug: &str) -> String {
@@ -319,6 +320,89 @@ pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
 async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req: &Req, name: &str, list: keys::List) -> ApiResult<Reply> {
     let page = req.page(app, name, &[]).await?;
     shared::request::list_page::<T>(app, &page, list.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetMember {
+    /// owner, admin, member or viewer.
+    pub role: String,
+}
+
+/// Add a member or change a member's role (owners and admins). Only an owner grants `owner` or
+/// changes another owner's role, and never their own: the owner who demotes another stays one
+/// (checked in the same transaction), so a workspace always keeps an owner. Events
+/// `workspace.member.added` / `workspace.member.updated`.
+#[utoipa::path(put, path = "/workspaces/current/members/{subject}", tag = "workspaces", request_body = SetMember,
+    params(("subject" = String, Path, description = "the identity provider's subject (`sub`), percent-encoded")),
+    responses((status = 200, body = shared::openapi::Data<Member>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn set_member(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: SetMember = req.json()?;
+    let subject = req.param("subject").to_string();
+    let mut errs = Errors::new();
+    errs.text("subject", &subject, 1, 255);
+    if !auth::ROLES.contains(&input.role.as_str()) {
+        errs.add("role", format!("must be one of {}", auth::ROLES.join(", ")));
+    }
+    errs.finish()?;
+    let ws = req.ws();
+    let caller = &req.principal.subject;
+    let (current, caller_role) = if matches!(req.principal.credential, Credential::OAuth) && caller != &subject {
+        let keys_ = [(ws_pk(ws), auth::member_sk(&subject)), (ws_pk(ws), auth::member_sk(caller))];
+        let found = app.db.batch_get(&keys_).await?;
+        let role_of = |s: &str| {
+            found.iter().find(|i| store::get_str(i, "subject") == Some(s)).and_then(|i| store::get_str(i, "role")).map(String::from)
+        };
+        (found.iter().find(|i| store::get_str(i, "subject") == Some(subject.as_str())).cloned(), role_of(caller))
+    } else {
+        let current = app.db.get(&ws_pk(ws), &auth::member_sk(&subject)).await?;
+        let caller_role = current.as_ref().filter(|_| caller == &subject).and_then(|i| store::get_str(i, "role")).map(String::from);
+        (current, caller_role)
+    };
+    let old_role = current.as_ref().and_then(|i| store::get_str(i, "role")).map(String::from);
+    if old_role.as_deref() == Some(input.role.as_str()) {
+        return Ok(Reply::ok(&store::from_item::<Member>(current.unwrap_or_default())?));
+    }
+    let touches_owner = input.role == "owner" || old_role.as_deref() == Some("owner");
+    if touches_owner && caller == &subject {
+        return Err(ApiError::forbidden("an owner's role is changed by another owner"));
+    }
+    if touches_owner && caller_role.as_deref() != Some("owner") {
+        return Err(ApiError::forbidden("only an owner grants owner or changes an owner's role"));
+    }
+    let member = Member {
+        object: "member".into(),
+        subject: subject.clone(),
+        role: input.role.clone(),
+        workspace_id: ws.into(),
+        created_at: current.as_ref().and_then(|i| store::get_str(i, "created_at")).map_or_else(shared::ids::now_rfc3339, String::from),
+    };
+    let rec =
+        Record::new(ws_pk(ws), auth::member_sk(&subject), &member)?.gsi1(keys::MEMBER.gsi1_pk(&[&subject]), keys::MEMBER.gsi1_sk(&[ws]));
+    // The member is as read (no concurrent change is lost), and an owner acting on owners is
+    // still one when this commits.
+    let mut tx = match &old_role {
+        Some(old) => Tx::new().put_if_named(rec.item, "#role = :old", &[("#role", "role")], vec![(":old", s(old))]),
+        None => Tx::new().put_if(rec.item, "attribute_not_exists(pk)", vec![]),
+    };
+    if touches_owner {
+        tx = tx.update(
+            aws_sdk_dynamodb::types::Update::builder()
+                .key("pk", s(ws_pk(ws)))
+                .key("sk", s(auth::member_sk(caller)))
+                .update_expression("SET checked_at = :now")
+                .condition_expression("#role = :owner")
+                .expression_attribute_names("#role", "role")
+                .expression_attribute_values(":owner", s("owner"))
+                .expression_attribute_values(":now", s(shared::ids::now_rfc3339())),
+        );
+    }
+    let kind = if old_role.is_some() { "workspace.member.updated" } else { "workspace.member.added" };
+    tx.event(Event::new(ws, kind, &member))
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| ApiError::conflict("the member or your own role changed meanwhile; read them again and retry")))?;
+    Ok(Reply::ok(&member))
 }
 
 #[derive(Deserialize, ToSchema)]
