@@ -16,5 +16,6 @@ pub mod keys;
 pub mod portal;
 pub mod posts;
 pub mod publishing;
+pub mod scans;
 pub mod webhooks;
 pub mod workspaces;
