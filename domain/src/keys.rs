@@ -80,6 +80,17 @@ pub const IMPORT_ROWS: Kind =
     Kind::on("import rows", WORKSPACE_PK, "IMPROWS#<imp id>#<chunk, 5 digits>", "≤ 500 rows as JSON; 7 d TTL").personal();
 pub const IMPORT_ERROR: Kind =
     Kind::on("import error", WORKSPACE_PK, "IMPERR#<imp id>#<row, 6 digits>#<n>", "row, field, message").personal();
+pub const SCAN: Kind = Kind::on(
+    "scan",
+    WORKSPACE_PK,
+    "SCAN#<scan id>",
+    "url, host, status, score, grade, categories, findings, attempts; GSI1 lists a host's scans, GSI2 a status's",
+)
+.gsi1("WS#<ws>#SCANHOST#<host>", "SCAN#<scan id>")
+.gsi2("WS#<ws>#SCANSTATUS#<status>", "SCAN#<scan id>")
+.business();
+pub const SCAN_URL_CLAIM: Kind =
+    Kind::on("scan URL claim", WORKSPACE_PK, "SCANURL#<sha256 of the URL>", "the scan of this URL for 10 minutes (TTL)").internal();
 pub const DEAL: Kind = Kind::on("deal", WORKSPACE_PK, "DEAL#<deal id>", "GSI2 lists a contact's deals (keys only, then BatchGetItem)")
     .gsi1("WS#<ws>#DEAL#<status>", "DEAL#<deal id>")
     .gsi2("WS#<ws>#DEALS#<ct id>", "DEAL#<deal id>")
@@ -281,6 +292,8 @@ pub fn all() -> Vec<Kind> {
         CONVERSATION_TOKEN,
         MESSAGE_REF,
         SNOOZE_DUE,
+        SCAN,
+        SCAN_URL_CLAIM,
     ];
     SHARED_KINDS.iter().copied().chain(areas).collect()
 }
@@ -350,6 +363,9 @@ pub const CONTACT_SEARCHES: List = List::of(CONTACT_SEARCH, Index::Table);
 pub const ACTIVITIES: List = List::of(ACTIVITY, Index::Table);
 pub const IMPORT_ERRORS: List = List::of(IMPORT_ERROR, Index::Table);
 pub const DEALS: List = List::of(DEAL, Index::Table);
+pub const SCANS: List = List::of(SCAN, Index::Table);
+pub const SCANS_BY_HOST: List = List::of(SCAN, Index::Gsi1);
+pub const SCANS_BY_STATUS: List = List::of(SCAN, Index::Gsi2);
 pub const DEALS_BY_STATUS: List = List::of(DEAL, Index::Gsi1);
 pub const DEALS_OF_CONTACT: List = List::of(DEAL, Index::Gsi2);
 pub const EMAILS: List = List::of(EMAIL, Index::Table);
@@ -414,6 +430,10 @@ pub const LISTS: &[List] = &[
     CONVERSATIONS,
     CONVERSATIONS_BY_STATUS,
     HELPDESK_MESSAGES,
+    CAPABILITY_CONFIRMATIONS,
+    SCANS,
+    SCANS_BY_HOST,
+    SCANS_BY_STATUS,
 ];
 
 /// The table of docs/data-model.md (a test keeps the file equal to it).

@@ -18,6 +18,8 @@ pub struct Config {
     pub publish_queue_url: String,
     /// GDPR export and erasure jobs (`functions/gdpr-worker`).
     pub gdpr_queue_url: String,
+    /// Website scans to run (`functions/scanner`).
+    pub scans_queue_url: String,
     /// S3 bucket of export documents (SSE, objects expire after 7 days).
     pub exports_bucket: String,
     /// S3 bucket of inbound mail (raw messages SES stores under `inbound/`) and the helpdesk's
@@ -242,6 +244,7 @@ impl Config {
             emails_queue_url: var("EMAILS_QUEUE_URL")?,
             publish_queue_url: var("PUBLISH_QUEUE_URL")?,
             gdpr_queue_url: var("GDPR_QUEUE_URL")?,
+            scans_queue_url: var("SCANS_QUEUE_URL")?,
             exports_bucket: var("EXPORTS_BUCKET")?,
             mail_bucket: var("MAIL_BUCKET")?,
             export_part_bytes: match vars("EXPORT_PART_BYTES") {
@@ -282,6 +285,7 @@ mod tests {
         ("EMAILS_QUEUE_URL", "q4"),
         ("PUBLISH_QUEUE_URL", "q5"),
         ("GDPR_QUEUE_URL", "q6"),
+        ("SCANS_QUEUE_URL", "q7"),
         ("EXPORTS_BUCKET", "b"),
         ("MAIL_BUCKET", "m"),
         ("PLATFORM_SECRET_ID", "s"),

@@ -86,6 +86,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "post.updated",
     "post.variant.failed",
     "post.variant.published",
+    "scan.completed",
+    "scan.failed",
     "webhook.endpoint.created",
     "webhook.endpoint.deleted",
     "webhook.endpoint.disabled",

@@ -13,6 +13,8 @@ pub struct UrlPolicy {
     /// Reach loopback only, and resolve no name but `localhost` (no DNS query leaves the
     /// machine): the local stack's default, so tests and fuzzers never call out.
     pub loopback_only: bool,
+    /// Allow plain `http://` to public addresses too (website scans: a site may be http only).
+    pub allow_http: bool,
 }
 
 pub const MAX_URL_LEN: usize = 2048;
@@ -89,7 +91,7 @@ pub fn check_url(raw: &str, policy: UrlPolicy) -> Result<url::Url, UrlError> {
     let Ok(u) = url::Url::parse(raw) else { return invalid("must be an absolute URL") };
     match u.scheme() {
         "https" => {}
-        "http" if policy.allow_loopback => {}
+        "http" if policy.allow_loopback || policy.allow_http => {}
         _ => return invalid("must be an https URL"),
     }
     if !u.username().is_empty() || u.password().is_some() {
@@ -182,7 +184,19 @@ impl reqwest::dns::Resolve for GuardedResolver {
 
 impl Client {
     pub fn new(policy: UrlPolicy, timeout: std::time::Duration, user_agent: &str) -> Result<Self, String> {
+        Self::build(policy, timeout, user_agent, false)
+    }
+
+    /// A client that also talks to hosts whose certificate it cannot verify: for website
+    /// scans, which report the certificate (with a [`Client::new`] request) rather than stop
+    /// at it. Everything else (addresses, redirects, timeouts) is checked as always.
+    pub fn new_accepting_any_certificate(policy: UrlPolicy, timeout: std::time::Duration, user_agent: &str) -> Result<Self, String> {
+        Self::build(policy, timeout, user_agent, true)
+    }
+
+    fn build(policy: UrlPolicy, timeout: std::time::Duration, user_agent: &str, any_certificate: bool) -> Result<Self, String> {
         let http = reqwest::Client::builder()
+            .tls_danger_accept_invalid_certs(any_certificate)
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
             .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
@@ -233,9 +247,9 @@ pub fn error_kind(e: &reqwest::Error) -> &'static str {
 mod tests {
     use super::*;
 
-    const STRICT: UrlPolicy = UrlPolicy { allow_loopback: false, loopback_only: false };
-    const DEV: UrlPolicy = UrlPolicy { allow_loopback: true, loopback_only: false };
-    const LOCAL: UrlPolicy = UrlPolicy { allow_loopback: true, loopback_only: true };
+    const STRICT: UrlPolicy = UrlPolicy { allow_loopback: false, loopback_only: false, allow_http: false };
+    const DEV: UrlPolicy = UrlPolicy { allow_loopback: true, loopback_only: false, allow_http: false };
+    const LOCAL: UrlPolicy = UrlPolicy { allow_loopback: true, loopback_only: true, allow_http: false };
 
     #[tokio::test]
     async fn a_loopback_only_stack_reaches_loopback_and_resolves_nothing_else() {

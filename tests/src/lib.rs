@@ -399,7 +399,11 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
         201,
     )
     .await;
+    // A scan of a closed port: it fails fast (unreachable), and lists hold it.
+    let scan = c.post("/scans", &json!({"url": format!("http://127.0.0.1:{}/", closed_port())})).await;
+    assert_eq!(scan.status, 202, "{}", scan.json);
     std::collections::BTreeMap::from([
+        ("/scans/{id}", scan.json["data"]["id"].as_str().unwrap().to_string()),
         ("/capability-confirmations/{id}", confirmation["id"].as_str().unwrap().to_string()),
         ("/gdpr/exports/{id}", export["id"].as_str().unwrap().to_string()),
         ("/helpdesk/conversations/{id}", conversation["id"].as_str().unwrap().to_string()),

@@ -20,6 +20,7 @@ pub struct Names {
     pub publish_queue: String,
     pub email_feedback_queue: String,
     pub gdpr_queue: String,
+    pub scans_queue: String,
     pub exports_bucket: String,
     pub inbound_mail_queue: String,
     pub mail_bucket: String,
@@ -37,6 +38,7 @@ impl Default for Names {
             publish_queue: "platform-publish".into(),
             email_feedback_queue: "platform-email-feedback".into(),
             gdpr_queue: "platform-gdpr".into(),
+            scans_queue: "platform-scans".into(),
             exports_bucket: "platform-exports".into(),
             inbound_mail_queue: "platform-inbound-mail".into(),
             mail_bucket: "platform-mail".into(),
@@ -58,6 +60,7 @@ impl Names {
             publish_queue: get("PUBLISH_QUEUE_NAME", d.publish_queue),
             email_feedback_queue: get("EMAIL_FEEDBACK_QUEUE_NAME", d.email_feedback_queue),
             gdpr_queue: get("GDPR_QUEUE_NAME", d.gdpr_queue),
+            scans_queue: get("SCANS_QUEUE_NAME", d.scans_queue),
             exports_bucket: get("EXPORTS_BUCKET", d.exports_bucket),
             inbound_mail_queue: get("INBOUND_MAIL_QUEUE_NAME", d.inbound_mail_queue),
             mail_bucket: get("MAIL_BUCKET", d.mail_bucket),
@@ -86,6 +89,9 @@ pub struct Resources {
     /// GDPR export and erasure jobs.
     pub gdpr_queue_url: String,
     pub gdpr_dlq_url: String,
+    /// Website scans to run.
+    pub scans_queue_url: String,
+    pub scans_dlq_url: String,
     pub exports_bucket: String,
     /// SES receipt notifications of inbound mail (on AWS through SNS).
     pub inbound_mail_queue_url: String,
@@ -122,6 +128,7 @@ pub fn local_config(res: &Resources) -> Result<Config, String> {
             "EMAILS_QUEUE_URL" => res.emails_queue_url.clone(),
             "PUBLISH_QUEUE_URL" => res.publish_queue_url.clone(),
             "GDPR_QUEUE_URL" => res.gdpr_queue_url.clone(),
+            "SCANS_QUEUE_URL" => res.scans_queue_url.clone(),
             "EXPORTS_BUCKET" => res.exports_bucket.clone(),
             "MAIL_BUCKET" => res.mail_bucket.clone(),
             "PLATFORM_SECRET_ID" => res.secret_id.clone(),
@@ -228,6 +235,8 @@ pub async fn bootstrap(
     // A job resumes from its last saved position on each delivery; visibility above the
     // worker's 15-minute timeout.
     let (gdpr_queue_url, gdpr_dlq_url) = create_queue_with_dlq(sqs, &names.gdpr_queue, 6, 960).await?;
+    // A scan takes at most a minute; visibility above the scanner's timeout, three tries.
+    let (scans_queue_url, scans_dlq_url) = create_queue_with_dlq(sqs, &names.scans_queue, 3, 120).await?;
     create_bucket(s3, &names.exports_bucket, "exports/", 7).await?;
     let (inbound_mail_queue_url, inbound_mail_dlq_url) = create_queue_with_dlq(sqs, &names.inbound_mail_queue, 5, 180).await?;
     create_bucket(s3, &names.mail_bucket, "inbound/", 7).await?;
@@ -253,6 +262,8 @@ pub async fn bootstrap(
         email_feedback_dlq_url,
         gdpr_queue_url,
         gdpr_dlq_url,
+        scans_queue_url,
+        scans_dlq_url,
         exports_bucket: names.exports_bucket.clone(),
         inbound_mail_queue_url,
         inbound_mail_dlq_url,

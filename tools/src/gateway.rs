@@ -34,6 +34,7 @@ pub fn areas() -> Vec<(&'static str, &'static [Route])> {
         ("portal", portal::routes()),
         ("helpdesk", helpdesk::routes()),
         ("capabilities", capabilities::routes()),
+        ("scans", scans::routes()),
     ]
 }
 

@@ -6,6 +6,7 @@ pub mod gateway;
 pub mod iam;
 pub mod localstack;
 pub mod pds;
+pub mod sites;
 pub mod worker;
 
 use admin::{Names, Resources};
@@ -102,6 +103,12 @@ impl DevStack {
             Box::pin(shared::metrics::as_function("gdpr-worker", async move { domain::gdpr::jobs::handle_sqs(&app, ev).await }))
         });
         self.gateways.push(worker::poll(sqs.clone(), self.resources.gdpr_queue_url.clone(), gdpr));
+        let scanner_app = Arc::new(self.new_app(cfg.clone())?);
+        let scan: worker::Handler = Arc::new(move |ev| {
+            let app = scanner_app.clone();
+            Box::pin(shared::metrics::as_function("scanner", async move { scanner::handle_sqs(&app, ev).await }))
+        });
+        self.gateways.push(worker::poll(sqs.clone(), self.resources.scans_queue_url.clone(), scan));
         let helpdesk_app = Arc::new(self.new_app(cfg.clone())?);
         let inbound: worker::Handler = {
             let app = helpdesk_app.clone();
@@ -165,6 +172,7 @@ impl DevStack {
             ("EMAILS_QUEUE_URL", self.resources.emails_queue_url.clone()),
             ("PUBLISH_QUEUE_URL", self.resources.publish_queue_url.clone()),
             ("GDPR_QUEUE_URL", self.resources.gdpr_queue_url.clone()),
+            ("SCANS_QUEUE_URL", self.resources.scans_queue_url.clone()),
             ("EXPORTS_BUCKET", self.resources.exports_bucket.clone()),
             ("MAIL_BUCKET", self.resources.mail_bucket.clone()),
             ("INBOUND_MAIL_QUEUE_URL", self.resources.inbound_mail_queue_url.clone()),
@@ -241,6 +249,7 @@ pub fn area_docs() -> Vec<(&'static str, utoipa::openapi::OpenApi)> {
         ("portal", portal::ApiDoc::openapi()),
         ("helpdesk", helpdesk::ApiDoc::openapi()),
         ("capabilities", capabilities::ApiDoc::openapi()),
+        ("scans", scans::ApiDoc::openapi()),
     ]
 }
 

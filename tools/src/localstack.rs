@@ -37,7 +37,7 @@ fn dynamodb_local_dir(root: &Path) -> Result<PathBuf, String> {
     dirs.pop().ok_or_else(|| format!("no DynamoDBLocal.jar under {}", lib.display()))
 }
 
-fn guarded(program: &Path, args: &[String], cwd: &Path, log: &Path, env: &[(&str, &str)]) -> Result<Child, String> {
+pub(crate) fn guarded(program: &Path, args: &[String], cwd: &Path, log: &Path, env: &[(&str, &str)]) -> Result<Child, String> {
     let log = std::fs::File::create(log).map_err(|e| format!("log file {}: {e}", log.display()))?;
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
@@ -53,7 +53,7 @@ fn guarded(program: &Path, args: &[String], cwd: &Path, log: &Path, env: &[(&str
     cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))
 }
 
-async fn wait_for_port(port: u16, what: &str, deadline: Duration) -> Result<(), String> {
+pub(crate) async fn wait_for_port(port: u16, what: &str, deadline: Duration) -> Result<(), String> {
     let start = Instant::now();
     while start.elapsed() < deadline {
         if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {

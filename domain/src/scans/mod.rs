@@ -1,3 +1,291 @@
-//! Website scans: what a page's HTML says (`html`), the rules and their scoring (`rules`).
+//! Website scans: a customer asks for an audit of a site and gets a score, sub-scores and
+//! evidenced findings. What a page's HTML says is `html`, the rules and their scoring `rules`;
+//! this module holds the scan object, its keys and its transitions (queued -> running ->
+//! completed | failed). The fetching is the scanner's (`functions/scanner`).
+//!
+//! Items (pk = WS#<workspace>): the scan (`SCAN#<id>`; GSI1 by host, GSI2 by status) and, for
+//! 10 minutes, a claim of its normalised URL (`SCANURL#<sha256>`), so a second request for the
+//! same URL in that window answers the same scan, also when two race.
+
 pub mod html;
 pub mod rules;
+
+use crate::keys;
+use rules::{Category, Finding};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use shared::events::Event;
+use shared::outbox::Tx;
+use shared::store::{Item, Record, n, s, ws_pk};
+use shared::{ApiError, ApiResult, App};
+use utoipa::ToSchema;
+
+shared::prefixed_id!(ScanId, "scan", "scan");
+
+/// A second `POST /scans` of a URL within this window answers the first scan.
+pub const DEDUP_SECS: i64 = 600;
+/// A scan whose worker died is tried this many times, then `failed`.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ScanStatus {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+}
+
+impl ScanStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanStatus::Queued => "queued",
+            ScanStatus::Running => "running",
+            ScanStatus::Completed => "completed",
+            ScanStatus::Failed => "failed",
+        }
+    }
+}
+
+/// Why a scan failed: `dns_failed`, `unreachable`, `timeout`, `blocked_address`,
+/// `too_large`, `not_html` (or `internal` when the scanner itself kept failing).
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Eq)]
+#[schema(as = ScanError)]
+pub struct ScanFailure {
+    pub code: String,
+    pub message: String,
+}
+
+/// Each category's score, 0-100, or `null` when it could not be measured.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[schema(as = ScanCategories)]
+pub struct Categories {
+    pub security: Option<u8>,
+    pub seo: Option<u8>,
+    pub performance: Option<u8>,
+    pub ai_readiness: Option<u8>,
+    pub privacy: Option<u8>,
+    pub email: Option<u8>,
+}
+
+impl Categories {
+    pub fn of(scores: &[(Category, Option<u8>)]) -> Self {
+        let get = |c: Category| scores.iter().find(|(x, _)| *x == c).and_then(|(_, s)| *s);
+        Self {
+            security: get(Category::Security),
+            seo: get(Category::Seo),
+            performance: get(Category::Performance),
+            ai_readiness: get(Category::AiReadiness),
+            privacy: get(Category::Privacy),
+            email: get(Category::Email),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct Scan {
+    /// `scan_...`
+    pub id: String,
+    /// Always `scan`.
+    pub object: String,
+    /// The URL asked for, normalised.
+    pub url: String,
+    pub host: String,
+    /// Where the redirects ended.
+    pub final_url: Option<String>,
+    pub status: ScanStatus,
+    pub error: Option<ScanFailure>,
+    /// 0-100, when completed.
+    pub score: Option<u8>,
+    /// A+ .. F on the HTTP Observatory's scale, when completed.
+    pub grade: Option<String>,
+    pub categories: Option<Categories>,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    pub scoring_version: Option<String>,
+    #[serde(default)]
+    pub attempts: u32,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub updated_at: String,
+}
+
+pub fn sk(id: &str) -> String {
+    keys::SCAN.sk(&[id])
+}
+
+pub fn record(ws: &str, scan: &Scan) -> ApiResult<Record> {
+    Ok(Record::new(ws_pk(ws), sk(&scan.id), scan)?
+        .gsi1(keys::SCAN.gsi1_pk(&[ws, &scan.host]), keys::SCAN.gsi1_sk(&[&scan.id]))
+        .gsi2(keys::SCAN.gsi2_pk(&[ws, scan.status.as_str()]), keys::SCAN.gsi2_sk(&[&scan.id])))
+}
+
+/// A URL to scan: http or https, a host, no credentials; fragments dropped, the host lower-case.
+/// An IP literal must pass the deployment's address rules now; names are checked on every
+/// connection by the scanner.
+pub fn normalise_url(raw: &str, policy: shared::outbound::UrlPolicy) -> Result<url::Url, String> {
+    if raw.len() > shared::outbound::MAX_URL_LEN {
+        return Err(format!("at most {} characters", shared::outbound::MAX_URL_LEN));
+    }
+    let mut u = url::Url::parse(raw.trim()).map_err(|e| format!("not a URL ({e})"))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err("must be http or https".into());
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err("must not carry credentials".into());
+    }
+    let ip = match u.host() {
+        None => return Err("must name a host".into()),
+        Some(url::Host::Domain("")) => return Err("must name a host".into()),
+        Some(url::Host::Domain(_)) => None,
+        Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
+        Some(url::Host::Ipv6(v6)) => Some(std::net::IpAddr::V6(v6)),
+    };
+    if ip.is_some_and(|ip| !shared::outbound::ip_allowed(ip, policy)) {
+        return Err("names an address the scanner may not reach".into());
+    }
+    u.set_fragment(None);
+    Ok(u)
+}
+
+fn url_claim_sk(url: &str) -> String {
+    keys::SCAN_URL_CLAIM.sk(&[&shared::crypto::hex(&Sha256::digest(url.as_bytes()))])
+}
+
+/// What `POST /scans` did: a new scan, or the one of the same URL from the last 10 minutes.
+pub enum Requested {
+    Created(Scan),
+    Existing(Scan),
+}
+
+/// Create a scan (and claim its URL for the dedup window), or answer the URL's recent one.
+/// `force` takes the claim over. The caller queues a created scan.
+pub async fn request(app: &App, ws: &str, url: &url::Url, force: bool) -> ApiResult<Requested> {
+    let now = chrono::Utc::now();
+    let scan = Scan {
+        id: shared::ids::new_id("scan"),
+        object: "scan".into(),
+        url: url.to_string(),
+        host: url.host_str().unwrap_or_default().to_ascii_lowercase(),
+        final_url: None,
+        status: ScanStatus::Queued,
+        error: None,
+        score: None,
+        grade: None,
+        categories: None,
+        findings: vec![],
+        scoring_version: None,
+        attempts: 0,
+        created_at: shared::ids::format_time(now),
+        started_at: None,
+        completed_at: None,
+        updated_at: shared::ids::format_time(now),
+    };
+    let claim_sk = url_claim_sk(&scan.url);
+    let claim = Item::from([
+        ("pk".into(), s(ws_pk(ws))),
+        ("sk".into(), s(&claim_sk)),
+        ("scan_id".into(), s(&scan.id)),
+        ("expires_at".into(), n(now.timestamp() + DEDUP_SECS)),
+    ]);
+    let tx = Tx::new().create(record(ws, &scan)?.version(1));
+    let tx = if force {
+        tx.put(claim)
+    } else {
+        tx.put_if(claim, "attribute_not_exists(pk) OR expires_at < :now", vec![(":now", n(now.timestamp()))])
+    };
+    match tx.commit(app).await {
+        Ok(()) => Ok(Requested::Created(scan)),
+        Err(shared::store::TxError::Condition(1)) => {
+            let held = app.db.get(&ws_pk(ws), &claim_sk).await?;
+            let id = held.as_ref().and_then(|i| shared::store::get_str(i, "scan_id")).unwrap_or_default().to_string();
+            match load(app, ws, &id).await? {
+                Some((existing, _)) => Ok(Requested::Existing(existing)),
+                None => Err(ApiError::conflict("a scan of this URL is being created; retry")),
+            }
+        }
+        Err(e) => Err(e.stale()),
+    }
+}
+
+pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Scan, i64)>> {
+    app.db.get_object::<Scan>(ws, &sk(id)).await
+}
+
+/// The scanner's message: which scan to run.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Job {
+    pub workspace_id: String,
+    pub scan_id: String,
+}
+
+pub async fn enqueue(app: &App, ws: &str, scan_id: &str) -> ApiResult<()> {
+    let body = serde_json::to_string(&Job { workspace_id: ws.into(), scan_id: scan_id.into() }).map_err(ApiError::internal)?;
+    shared::sqs::send(&app.sqs, &app.cfg.scans_queue_url, body, 0).await.map_err(|e| ApiError::unavailable(format!("scans queue: {e}")))
+}
+
+/// Save a scan at `version` with its new state, and its event when it ended.
+pub async fn save(app: &App, ws: &str, scan: &Scan, version: i64) -> ApiResult<()> {
+    let mut tx = Tx::new().replace(record(ws, scan)?, version);
+    match scan.status {
+        ScanStatus::Completed => tx = tx.event(Event::new(ws, "scan.completed", &summary(scan))),
+        ScanStatus::Failed => tx = tx.event(Event::new(ws, "scan.failed", &summary(scan))),
+        _ => {}
+    }
+    tx.commit(app).await.map_err(shared::store::TxError::stale)
+}
+
+/// An event's payload: the scan without its findings (which can be long).
+fn summary(scan: &Scan) -> serde_json::Value {
+    serde_json::json!({
+        "id": scan.id, "object": "scan", "url": scan.url, "final_url": scan.final_url, "status": scan.status,
+        "error": scan.error, "score": scan.score, "grade": scan.grade, "categories": scan.categories,
+        "scoring_version": scan.scoring_version, "completed_at": scan.completed_at,
+    })
+}
+
+/// Score a completed scan from the scanner's findings.
+pub fn complete(scan: &mut Scan, final_url: String, findings: Vec<Finding>) {
+    let cats = rules::category_scores(&findings);
+    let score = rules::overall(&cats);
+    let now = shared::ids::now_rfc3339();
+    scan.final_url = Some(final_url);
+    scan.status = ScanStatus::Completed;
+    scan.score = Some(score);
+    scan.grade = Some(rules::grade(score).to_string());
+    scan.categories = Some(Categories::of(&cats));
+    scan.findings = findings;
+    scan.scoring_version = Some(rules::SCORING_VERSION.into());
+    scan.error = None;
+    scan.completed_at = Some(now.clone());
+    scan.updated_at = now;
+}
+
+pub fn fail(scan: &mut Scan, code: &str, message: String) {
+    let now = shared::ids::now_rfc3339();
+    scan.status = ScanStatus::Failed;
+    scan.error = Some(ScanFailure { code: code.into(), message });
+    scan.completed_at = Some(now.clone());
+    scan.updated_at = now;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::outbound::UrlPolicy;
+
+    #[test]
+    fn urls_are_normalised_and_checked() {
+        let prod = UrlPolicy::default();
+        assert_eq!(normalise_url("https://Example.COM/a?b#frag", prod).unwrap().as_str(), "https://example.com/a?b");
+        assert!(normalise_url("http://example.com", prod).is_ok());
+        for bad in ["ftp://example.com", "https://u:p@example.com", "not a url", "http://169.254.169.254/latest", "http://10.0.0.1/"] {
+            assert!(normalise_url(bad, prod).is_err(), "{bad}");
+        }
+        assert!(normalise_url("http://127.0.0.1:8080/", prod).is_err());
+        assert!(
+            normalise_url("http://127.0.0.1:8080/", UrlPolicy { allow_loopback: true, loopback_only: true, allow_http: false }).is_ok()
+        );
+    }
+}

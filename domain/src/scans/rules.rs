@@ -927,7 +927,29 @@ pub fn grade(score: u8) -> &'static str {
     }
 }
 
-/// docs/scan-scoring.md's rule table: every rule with its category, severity and weight.
+/// docs/scan-scoring.md, generated from the rules (`make openapi` writes it; a test keeps it
+/// current).
+pub fn scoring_doc() -> String {
+    let name = |v: serde_json::Value| v.as_str().map(String::from).unwrap_or_default();
+    let mut out = format!(
+        "# Scan scoring, version `{SCORING_VERSION}`\n\n\
+         Generated from `domain/src/scans/rules.rs` by `make openapi`; a scan's `scoring_version` names the version\n\
+         that scored it.\n\n\
+         - Each rule answers passed, failed, or `null` when it cannot be measured (no https to judge HSTS on, no DNS answer for SPF): a `null` is left out, never guessed.\n\
+         - A failed rule's `score_impact` is minus its weight. A category scores the share of its measured weight that passed, 0-100, or `null` when none of its rules could be measured.\n\
+         - The overall `score` is the mean of the measured categories, weighted as below, and its `grade` follows the HTTP Observatory's scale: A+ 100, A 90-99, A- 85-89, B+ 80-84, B 70-79, B- 65-69, C+ 60-64, C 50-59, C- 45-49, D+ 40-44, D 30-39, D- 25-29, F below 25.\n\
+         - Checks that need a browser (rendering, scripts run after load, Core Web Vitals) are not made: the scanner reads the HTTP answers and the raw HTML only.\n\n\
+         | category | weight |\n|---|---|\n"
+    );
+    for c in Category::ALL {
+        out.push_str(&format!("| {} | {} |\n", name(serde_json::to_value(c).unwrap_or_default()), c.weight()));
+    }
+    out.push_str("\n## Rules\n\n");
+    out.push_str(&markdown_table());
+    out
+}
+
+/// The rule table: every rule with its category, severity and weight.
 pub fn markdown_table() -> String {
     let mut out = String::from("| rule | category | severity | weight | checks |\n|---|---|---|---|---|\n");
     for r in RULES {

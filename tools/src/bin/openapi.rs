@@ -12,6 +12,7 @@ fn main() {
         (root.join("openapi/openapi.yaml"), tools::openapi_yaml()),
         (model, model_doc),
         (root.join("domain/src/capabilities.json"), tools::capabilities_json()),
+        (root.join("docs/scan-scoring.md"), domain::scans::rules::scoring_doc()),
     ];
     let check = std::env::args().any(|a| a == "--check");
     let mut drift = false;

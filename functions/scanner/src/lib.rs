@@ -1,0 +1,82 @@
+//! The scanner: runs the scans `POST /scans` queued. For each job it claims the scan
+//! (queued -> running, a versioned write, so a duplicate delivery finds it taken or done),
+//! collects what the rules read (`fetch`, through the SSRF-safe client: public addresses only,
+//! checked on every connection and redirect; 5 MB of HTML at most; 10 s per request; 60 s per
+//! scan), scores it (`domain::scans::rules`) and saves the result with its event. A scan whose
+//! worker died comes back with the message and is tried again, `failed` after three attempts;
+//! the queue's DLQ keeps what still fails.
+
+pub mod dns;
+pub mod fetch;
+
+use domain::scans::{Job, ScanStatus};
+use shared::App;
+use shared::sqs::{BatchResponse, SqsEvent};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// A whole scan's budget.
+pub const SCAN_BUDGET: Duration = Duration::from_secs(60);
+
+/// The scanner's clients, built once per container.
+fn http(app: &App) -> Result<&'static fetch::Http, String> {
+    static HTTP: OnceLock<fetch::Http> = OnceLock::new();
+    if let Some(h) = HTTP.get() {
+        return Ok(h);
+    }
+    let made = fetch::Http::new(app.cfg.webhooks.url_policy)?;
+    Ok(HTTP.get_or_init(|| made))
+}
+
+/// One SQS batch: a job that failed for a reason that may pass (a DynamoDB error) stays in the
+/// queue; a site that fails is a `failed` scan, not a failed message.
+pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
+    let mut kept = vec![];
+    for m in &ev.records {
+        let Ok(job) = serde_json::from_str::<Job>(&m.body) else {
+            tracing::error!(message_id = %m.message_id, "not a scan job; dropped");
+            continue;
+        };
+        if let Err(e) = run(app, &job).await {
+            tracing::warn!(scan_id = %job.scan_id, error = %e, "scan kept for another try");
+            kept.push(m.message_id.as_str());
+        }
+    }
+    BatchResponse::keep(kept)
+}
+
+pub async fn run(app: &App, job: &Job) -> Result<(), String> {
+    let ws = job.workspace_id.as_str();
+    let Some((mut scan, version)) = domain::scans::load(app, ws, &job.scan_id).await.map_err(|e| e.to_string())? else {
+        return Ok(());
+    };
+    if matches!(scan.status, ScanStatus::Completed | ScanStatus::Failed) {
+        return Ok(());
+    }
+    if scan.attempts >= domain::scans::MAX_ATTEMPTS {
+        let message = format!("the scanner stopped {} times on this site", scan.attempts);
+        domain::scans::fail(&mut scan, "internal", message);
+        return domain::scans::save(app, ws, &scan, version).await.map_err(|e| e.to_string());
+    }
+    scan.status = ScanStatus::Running;
+    scan.attempts += 1;
+    scan.started_at = Some(shared::ids::now_rfc3339());
+    scan.updated_at = shared::ids::now_rfc3339();
+    if let Err(e) = domain::scans::save(app, ws, &scan, version).await {
+        // Another delivery took it (or finished it) meanwhile, or the table is unreachable:
+        // the message comes back either way, and the scan's state decides.
+        tracing::info!(scan_id = %scan.id, error = %e, "scan not claimed");
+        return Err(e.to_string());
+    }
+    let url = url::Url::parse(&scan.url).map_err(|e| e.to_string())?;
+    match tokio::time::timeout(SCAN_BUDGET, fetch::site(http(app)?, &url)).await {
+        Ok(Ok(site)) => {
+            let findings = domain::scans::rules::evaluate(&site);
+            domain::scans::complete(&mut scan, site.final_url, findings);
+        }
+        Ok(Err(f)) => domain::scans::fail(&mut scan, f.code, f.message),
+        Err(_) => domain::scans::fail(&mut scan, "timeout", format!("the scan ran past {} s", SCAN_BUDGET.as_secs())),
+    }
+    shared::metrics::count("ScansFinished", "Status", scan.status.as_str());
+    domain::scans::save(app, ws, &scan, version + 1).await.map_err(|e| e.to_string())
+}

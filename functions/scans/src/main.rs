@@ -1,0 +1,4 @@
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::lambda::run_area(scans::routes()).await
+}
