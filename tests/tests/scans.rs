@@ -133,6 +133,10 @@ async fn hostile_sites_fail_with_their_code_or_complete_within_bounds() {
             None => assert_eq!(s["status"], "completed", "{site}: {s}"),
         }
     }
+    let failed = c.get("/scans?status=failed&limit=2").await;
+    assert_eq!((failed.status, failed.json["data"].as_array().map(Vec::len)), (200, Some(2)), "{}", failed.json);
+    let rest = c.get(&format!("/scans?status=failed&cursor={}", failed.json["next_cursor"].as_str().unwrap())).await;
+    assert_eq!(rest.json["data"].as_array().map(Vec::len), Some(2), "{}", rest.json);
     let nested = &scans[4];
     assert_eq!(finding(nested, "seo.title")["passed"], true, "{nested}");
     assert!(scans[5]["findings"].as_array().is_some_and(|f| !f.is_empty()));

@@ -135,6 +135,10 @@ pub fn normalise_url(raw: &str, policy: shared::outbound::UrlPolicy) -> Result<u
     if !u.username().is_empty() || u.password().is_some() {
         return Err("must not carry credentials".into());
     }
+    // A DNS name has at most 253 characters (and the host is part of an index key).
+    if u.host_str().is_some_and(|h| h.len() > 253) {
+        return Err("the host name is longer than 253 characters".into());
+    }
     let ip = match u.host() {
         None => return Err("must name a host".into()),
         Some(url::Host::Domain("")) => return Err("must name a host".into()),
@@ -284,6 +288,7 @@ mod tests {
             assert!(normalise_url(bad, prod).is_err(), "{bad}");
         }
         assert!(normalise_url("http://127.0.0.1:8080/", prod).is_err());
+        assert!(normalise_url(&format!("https://{}.example.com/", "a.".repeat(200)), prod).is_err());
         assert!(
             normalise_url("http://127.0.0.1:8080/", UrlPolicy { allow_loopback: true, loopback_only: true, allow_http: false }).is_ok()
         );

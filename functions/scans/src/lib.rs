@@ -52,7 +52,8 @@ struct ListScans {
     host: Option<String>,
 }
 
-/// Scans in creation order, by `status` or `host` (each an index, O(page)).
+/// Scans in creation order, by `status` or `host` (each an index, O(page); the status index
+/// holds keys only, so its page is read by key after).
 #[utoipa::path(get, path = "/scans", tag = "scans",
     params(shared::openapi::PageParams, ("status" = Option<ScanStatus>, Query), ("host" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Scan>), shared::openapi::CommonErrors))]
@@ -70,6 +71,12 @@ pub async fn list_scans(app: &App, req: Req) -> ApiResult<Reply> {
     if let (Some(_), Some(st)) = (&host, status) {
         // Both filters: the host's index, and the status read from the item's status index key.
         spec = spec.filter("gsi2pk = :st", vec![(":st", shared::store::s(keys::SCAN.gsi2_pk(&[ws, st])))]);
+    }
+    if host.is_none() && status.is_some() {
+        // The status index holds keys only: the page's keys, then its scans by key.
+        let out = app.db.query_keys_then_get(spec).await?;
+        let scans: Vec<Scan> = out.items.into_iter().map(shared::store::from_item).collect::<ApiResult<_>>()?;
+        return Ok(Reply::list(&scans, out.next_after.map(|a| page.cursor_for(&a))));
     }
     shared::request::list_page::<Scan>(app, &page, spec).await
 }
