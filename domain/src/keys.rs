@@ -89,6 +89,13 @@ pub const SCAN: Kind = Kind::on(
 .gsi1("WS#<ws>#SCANHOST#<host>", "SCAN#<scan id>")
 .gsi2("WS#<ws>#SCANSTATUS#<status>", "SCAN#<scan id>")
 .business();
+pub const SCAN_HOST_SLOT: Kind = Kind::on(
+    "scan host slot",
+    "SCANHOST#<host>",
+    "SLOT#<0..1>",
+    "a scan running against this host (any workspace): scan id, `lease_until` (ms); TTL",
+)
+.internal();
 pub const SCAN_URL_CLAIM: Kind =
     Kind::on("scan URL claim", WORKSPACE_PK, "SCANURL#<sha256 of the URL>", "the scan of this URL for 10 minutes (TTL)").internal();
 pub const DEAL: Kind = Kind::on("deal", WORKSPACE_PK, "DEAL#<deal id>", "GSI2 lists a contact's deals (keys only, then BatchGetItem)")
@@ -294,6 +301,7 @@ pub fn all() -> Vec<Kind> {
         SNOOZE_DUE,
         SCAN,
         SCAN_URL_CLAIM,
+        SCAN_HOST_SLOT,
     ];
     SHARED_KINDS.iter().copied().chain(areas).collect()
 }

@@ -142,6 +142,25 @@ async fn hostile_sites_fail_with_their_code_or_complete_within_bounds() {
     assert!(scans[5]["findings"].as_array().is_some_and(|f| !f.is_empty()));
 }
 
+/// At most two scans hit one host at once, across workspaces and containers: racing for the
+/// host's slots, two win; a released or expired slot is free again.
+#[tokio::test]
+async fn a_host_is_scanned_by_at_most_two_scans_at_once() {
+    let app = harness().app().await;
+    let host = format!("{}.slots.test", shared::ids::new_id("h").to_ascii_lowercase());
+    let ids: Vec<String> = (0..5).map(|_| shared::ids::new_id("scan")).collect();
+    let taken = futures_util::future::join_all(ids.iter().map(|id| domain::scans::take_host_slot(&app, &host, id))).await;
+    let winners: Vec<(usize, &String)> = taken.iter().zip(&ids).filter_map(|(t, id)| t.as_ref().unwrap().map(|s| (s, id))).collect();
+    assert_eq!(winners.len(), domain::scans::SLOTS_PER_HOST, "{taken:?}");
+    assert!(domain::scans::take_host_slot(&app, &host, &ids[4]).await.unwrap().is_none() || winners.iter().any(|(_, id)| **id == ids[4]));
+    // The same scan taking its slot again keeps it (a redelivered job).
+    let (slot, id) = winners[0];
+    assert_eq!(domain::scans::take_host_slot(&app, &host, id).await.unwrap(), Some(slot));
+    domain::scans::release_host_slot(&app, &host, slot, id).await;
+    let newcomer = shared::ids::new_id("scan");
+    assert_eq!(domain::scans::take_host_slot(&app, &host, &newcomer).await.unwrap(), Some(slot));
+}
+
 #[tokio::test]
 async fn a_url_is_scanned_once_per_ten_minutes_unless_forced_and_urls_are_checked() {
     let h = harness();

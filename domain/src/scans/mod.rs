@@ -26,6 +26,10 @@ shared::prefixed_id!(ScanId, "scan", "scan");
 pub const DEDUP_SECS: i64 = 600;
 /// A scan whose worker died is tried this many times, then `failed`.
 pub const MAX_ATTEMPTS: u32 = 3;
+/// Scans running against one host at once, across workspaces and containers.
+pub const SLOTS_PER_HOST: usize = 2;
+/// A slot's lease: above the scan's 60 s budget, so a dead scanner's slot frees itself.
+pub const SLOT_LEASE_MS: i64 = 90_000;
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -217,6 +221,55 @@ pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Scan, i64)
     app.db.get_object::<Scan>(ws, &sk(id)).await
 }
 
+/// Take one of the host's slots for this scan (a conditional put per slot: free, expired, or
+/// already this scan's); `None` when every slot is busy.
+pub async fn take_host_slot(app: &App, host: &str, scan_id: &str) -> ApiResult<Option<usize>> {
+    let now = shared::ids::now_ms();
+    for slot in 0..SLOTS_PER_HOST {
+        let res = app
+            .db
+            .client
+            .put_item()
+            .table_name(&app.db.table)
+            .item("pk", s(keys::SCAN_HOST_SLOT.pk(&[host])))
+            .item("sk", s(keys::SCAN_HOST_SLOT.sk(&[&slot.to_string()])))
+            .item("scan_id", s(scan_id))
+            .item("lease_until", n(now + SLOT_LEASE_MS))
+            .item("expires_at", n((now + SLOT_LEASE_MS) / 1000 + 60))
+            .condition_expression("attribute_not_exists(pk) OR lease_until < :now OR scan_id = :me")
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":me", s(scan_id))
+            .send()
+            .await;
+        match res {
+            Ok(_) => return Ok(Some(slot)),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => continue,
+            Err(e) => return Err(shared::store::ddb_error(e)),
+        }
+    }
+    Ok(None)
+}
+
+/// Give the slot back (only if it is still this scan's).
+pub async fn release_host_slot(app: &App, host: &str, slot: usize, scan_id: &str) {
+    let res = app
+        .db
+        .client
+        .delete_item()
+        .table_name(&app.db.table)
+        .key("pk", s(keys::SCAN_HOST_SLOT.pk(&[host])))
+        .key("sk", s(keys::SCAN_HOST_SLOT.sk(&[&slot.to_string()])))
+        .condition_expression("scan_id = :me")
+        .expression_attribute_values(":me", s(scan_id))
+        .send()
+        .await;
+    if let Err(e) = res
+        && !e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
+    {
+        tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not release a scan host slot; its lease will end");
+    }
+}
+
 /// The scanner's message: which scan to run.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Job {
@@ -225,8 +278,15 @@ pub struct Job {
 }
 
 pub async fn enqueue(app: &App, ws: &str, scan_id: &str) -> ApiResult<()> {
+    enqueue_after(app, ws, scan_id, 0).await
+}
+
+/// Queue the job again in `delay_secs` (its host was busy).
+pub async fn enqueue_after(app: &App, ws: &str, scan_id: &str, delay_secs: i64) -> ApiResult<()> {
     let body = serde_json::to_string(&Job { workspace_id: ws.into(), scan_id: scan_id.into() }).map_err(ApiError::internal)?;
-    shared::sqs::send(&app.sqs, &app.cfg.scans_queue_url, body, 0).await.map_err(|e| ApiError::unavailable(format!("scans queue: {e}")))
+    shared::sqs::send(&app.sqs, &app.cfg.scans_queue_url, body, delay_secs)
+        .await
+        .map_err(|e| ApiError::unavailable(format!("scans queue: {e}")))
 }
 
 /// Save a scan at `version` with its new state, and its event when it ended.

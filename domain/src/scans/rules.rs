@@ -974,6 +974,7 @@ mod tests {
             <meta name="description" content="Anvils forged in Bergen since 1901."><meta name="viewport" content="width=device-width">
             <meta property="og:title" content="Acme"><link rel="canonical" href="https://acme.test/">
             <link rel="stylesheet" href="/site.css"><script src="/app.js"></script>
+            <script src="https://cdn.example/lib.js" integrity="sha384-abc" crossorigin="anonymous"></script>
             <script type="application/ld+json">{"@type":"Organization","name":"Acme"}</script></head>
             <body><h1>Anvils</h1><img src="/anvil.png" alt="An anvil"><a href="/privacy">Privacy</a></body></html>"#;
         Site {
@@ -1063,6 +1064,63 @@ mod tests {
         let score = overall(&category_scores(&f));
         assert!(score <= 40, "{score}");
         assert_eq!(find(&f, "transport.https").score_impact, -20);
+    }
+
+    /// A site that gets the rest wrong: a long redirect chain, a weak HSTS, unsafe framing,
+    /// mixed content, noindex, a heavy page with uncached assets, AI crawlers blocked.
+    fn sloppy() -> Site {
+        let mut html = br#"<html lang="en"><head><title>A shop that is almost right</title><meta name="robots" content="noindex">
+            <link rel="stylesheet" href="http://cdn.example/x.css"><script src="https://cdn.example/lib.js"></script></head><body>"#
+            .to_vec();
+        for i in 0..60 {
+            html.extend_from_slice(format!(r#"<img src="/i{i}.png" alt="">"#).as_bytes());
+        }
+        html.extend_from_slice(b"</body></html>");
+        let mut s = good();
+        s.html = extract(&html);
+        s.html_bytes = 600 * 1024;
+        s.certificate_valid = Some(false);
+        s.redirects = (0..5).map(|i| format!("https://acme.test/{i}")).collect();
+        s.headers = vec![
+            ("strict-transport-security".into(), "max-age=300".into()),
+            ("content-security-policy".into(), "default-src 'self' 'unsafe-inline'; frame-ancestors *".into()),
+            ("referrer-policy".into(), "unsafe-url".into()),
+        ];
+        s.compressed = false;
+        s.ttfb_ms = 100;
+        s.robots_txt = Some("User-agent: *\nDisallow: /\n".into());
+        s.sitemap = Some(false);
+        s.llms_txt = Some("Acme\n".into());
+        s.assets = vec![Asset { kind: "image", url: "https://acme.test/i0.png".into(), bytes: Some(4_000_000), cache_control: None }];
+        s.mail_dns = Some(MailDns { spf: Some("v=spf1 -all".into()), dmarc: Some("v=DMARC1; p=reject".into()) });
+        s
+    }
+
+    /// Every rule is seen passing and failing in these fixtures (hreflang, weighted 0, only
+    /// informs), so none is untested or unable to fail.
+    #[test]
+    fn every_rule_passes_and_fails_on_some_fixture() {
+        let neglected = Site {
+            final_url: "http://shop.test/".into(),
+            https_available: Some(false),
+            http_redirects_to_https: Some(false),
+            headers: vec![("set-cookie".into(), "PHPSESSID=1".into())],
+            html: extract(br#"<script src="https://www.googletagmanager.com/gtm.js"></script><img src="a.png">"#),
+            ttfb_ms: 2000,
+            mail_dns: Some(MailDns::default()),
+            ..Site::default()
+        };
+        let mut with_cmp = neglected.clone();
+        with_cmp.html = extract(br#"<script src="https://consent.cookiebot.com/uc.js"></script><script src="https://www.googletagmanager.com/gtm.js"></script>"#);
+        with_cmp.headers.push(("content-security-policy".into(), "script-src 'self'".into()));
+        let all: Vec<Finding> = [good(), sloppy(), neglected, with_cmp].iter().flat_map(evaluate).collect();
+        for r in RULES.iter().filter(|r| r.weight > 0) {
+            let seen = |v: bool| all.iter().any(|f| f.rule_id == r.id && f.passed == Some(v));
+            assert!(seen(true) && seen(false), "{}: passes {} fails {}", r.id, seen(true), seen(false));
+        }
+        let sloppy = evaluate(&sloppy());
+        assert!(find(&sloppy, "content.mixed").evidence.contains("http://cdn.example/x.css"));
+        assert_eq!(find(&sloppy, "seo.indexable").passed, Some(false));
     }
 
     #[test]

@@ -58,6 +58,22 @@ pub async fn run(app: &App, job: &Job) -> Result<(), String> {
         domain::scans::fail(&mut scan, "internal", message);
         return domain::scans::save(app, ws, &scan, version).await.map_err(|e| e.to_string());
     }
+    // At most SLOTS_PER_HOST scans hit one host at once; the others wait in the queue.
+    let Some(slot) = domain::scans::take_host_slot(app, &scan.host, &scan.id).await.map_err(|e| e.to_string())? else {
+        domain::scans::enqueue_after(app, ws, &scan.id, HOST_BUSY_DELAY_SECS).await.map_err(|e| e.to_string())?;
+        return Ok(());
+    };
+    let host = scan.host.clone();
+    let result = scan_with_slot(app, ws, scan, version).await;
+    domain::scans::release_host_slot(app, &host, slot, &job.scan_id).await;
+    result
+}
+
+/// How long a job whose host is busy waits before it comes back.
+pub const HOST_BUSY_DELAY_SECS: i64 = 5;
+
+/// Claim, scan and save.
+async fn scan_with_slot(app: &App, ws: &str, mut scan: domain::scans::Scan, version: i64) -> Result<(), String> {
     scan.status = ScanStatus::Running;
     scan.attempts += 1;
     scan.started_at = Some(shared::ids::now_rfc3339());
