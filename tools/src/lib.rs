@@ -6,6 +6,7 @@ pub mod gateway;
 pub mod iam;
 pub mod localstack;
 pub mod pds;
+pub mod rust_client;
 pub mod sites;
 pub mod worker;
 
@@ -261,7 +262,74 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         doc.merge(area);
     }
     annotate_access(&mut doc);
-    doc
+    finish(doc)
+}
+
+/// Request-body examples by operationId: documentation, kept beside the generator. Every key
+/// must name an operation with a JSON body and every such operation must have one (checked
+/// below); redocly validates each against its schema in `make test`, and schemathesis sends
+/// them to the running API in its examples phase.
+fn request_examples() -> serde_json::Map<String, serde_json::Value> {
+    let path = localstack::repo_root().join("tools/src/request_examples.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not a JSON object: {e}", path.display()))
+}
+
+/// What the annotations cannot say, applied to the whole document:
+/// - `{"data": T}` and list envelopes refer to T's component instead of repeating it inline,
+///   so generated client types name `Post` rather than an anonymous object;
+/// - every response has a description (OpenAPI requires one; utoipa leaves 2xx without);
+/// - every JSON request body carries its example.
+fn finish(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    let mut v = serde_json::to_value(&doc).expect("the document serializes");
+    let schemas = v["components"]["schemas"].as_object().cloned().expect("components.schemas");
+    for (name, schema) in v["components"]["schemas"].as_object_mut().expect("components.schemas") {
+        let (inner, at) = match (name.strip_prefix("Data_"), name.strip_prefix("ListOf_")) {
+            (Some(t), _) => (t, "/properties/data"),
+            (_, Some(t)) => (t, "/properties/data/items"),
+            _ => continue,
+        };
+        if let (Some(component), Some(slot)) = (schemas.get(inner), schema.pointer_mut(at)) {
+            // Only an exact copy is replaced: a wrapper of anything else keeps its own schema.
+            if slot == component {
+                *slot = serde_json::json!({"$ref": format!("#/components/schemas/{inner}")});
+            }
+        }
+    }
+    let mut examples = request_examples();
+    for (path, item) in v["paths"].as_object_mut().expect("paths") {
+        for (method, op) in item.as_object_mut().expect("path item") {
+            let Some(op) = op.as_object_mut() else { continue };
+            let id = op.get("operationId").and_then(|i| i.as_str()).unwrap_or_default().to_string();
+            for (status, response) in op.get_mut("responses").and_then(|r| r.as_object_mut()).into_iter().flatten() {
+                if response.get("$ref").is_none() && response.get("description").is_none_or(|d| d == "") {
+                    response["description"] = success_description(method, status, response).into();
+                }
+            }
+            if let Some(media) = op.get_mut("requestBody").and_then(|b| b.pointer_mut("/content/application~1json")) {
+                let example =
+                    examples.remove(&id).unwrap_or_else(|| panic!("{method} {path} ({id}) has no example in request_examples.json"));
+                media["example"] = example;
+            }
+        }
+    }
+    assert!(examples.is_empty(), "request_examples.json names operations without a JSON body: {:?}", examples.keys());
+    serde_json::from_value(v).expect("the finished document is still an OpenAPI document")
+}
+
+/// A 2xx's description, from its status and body.
+fn success_description(method: &str, status: &str, response: &serde_json::Value) -> String {
+    let schema = response.pointer("/content/application~1json/schema/$ref").and_then(|r| r.as_str()).unwrap_or_default();
+    let list = schema.contains("/ListOf_");
+    match status {
+        "200" if list => "A page of results: data, has_more and next_cursor (pass it as cursor for the next page)".into(),
+        "200" if method == "delete" => "Deleted".into(),
+        "200" => "The object, in data".into(),
+        "201" => "Created: the new object, in data".into(),
+        "202" => "Accepted: the work goes on in the background; the object in data tells its state".into(),
+        "204" => "Done; no body".into(),
+        other => format!("HTTP {other}"),
+    }
 }
 
 /// Each operation states what the pipeline enforces, taken from the same routes the
@@ -375,6 +443,12 @@ pub fn data_model_doc(current: &str) -> String {
     out.push_str(&lines[end..].join("\n"));
     out.push('\n');
     out
+}
+
+/// `clients/rust/src/generated.rs`, from the finished contract.
+pub fn rust_client_source() -> String {
+    let doc: serde_json::Value = serde_json::from_str(&openapi_json()).expect("the contract is JSON");
+    rust_client::generate(&doc)
 }
 
 pub fn openapi_yaml() -> String {

@@ -19,6 +19,7 @@ const COLLECTION: &str = "app.bsky.feed.post";
 
 #[derive(Serialize, Deserialize, ToSchema, Clone)]
 #[serde(deny_unknown_fields)]
+#[schema(as = BlueskyCredentials)]
 pub struct Credentials {
     /// e.g. `ada.bsky.social` (a leading `@` is ignored).
     #[schema(min_length = 3, max_length = 253)]

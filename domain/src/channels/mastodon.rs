@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 #[derive(Serialize, Deserialize, ToSchema, Clone)]
 #[serde(deny_unknown_fields)]
+#[schema(as = MastodonCredentials)]
 pub struct Credentials {
     /// The instance, e.g. `https://mastodon.social`.
     #[schema(format = "uri", max_length = 2048)]

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 /// What a client sends: only the URL (the signing secret is generated).
 #[derive(Serialize, Deserialize, ToSchema, Clone)]
 #[serde(deny_unknown_fields)]
+#[schema(as = WebhookChannelInput)]
 pub struct Input {
     #[schema(format = "uri", max_length = 2048)]
     pub url: String,

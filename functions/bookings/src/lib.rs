@@ -54,6 +54,7 @@ async fn save_object<T: serde::Serialize>(app: &App, ws: &str, sk: String, obj: 
 
 // ---------- resources ----------
 
+/// Create a bookable resource with its time zone, opening hours and capacity.
 #[utoipa::path(post, path = "/bookings/resources", tag = "bookings", request_body = CreateResource,
     responses((status = 201, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_resource(app: &App, req: Req) -> ApiResult<Reply> {
@@ -62,6 +63,7 @@ pub async fn create_resource(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&r))
 }
 
+/// Bookable resources (people, rooms, equipment) in creation order.
 #[utoipa::path(get, path = "/bookings/resources", tag = "bookings", params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Resource>), shared::openapi::CommonErrors))]
 pub async fn list_resources(app: &App, req: Req) -> ApiResult<Reply> {
@@ -70,12 +72,14 @@ pub async fn list_resources(app: &App, req: Req) -> ApiResult<Reply> {
         .await
 }
 
+/// One bookable resource.
 #[utoipa::path(get, path = "/bookings/resources/{id}", tag = "bookings", params(("id" = String, Path, description = "res_...")),
     responses((status = 200, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors))]
 pub async fn get_resource(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&resource(app, &req).await?.0))
 }
 
+/// Change a resource's name, hours, exceptions or capacity.
 #[utoipa::path(patch, path = "/bookings/resources/{id}", tag = "bookings", request_body = UpdateResource, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_resource(app: &App, req: Req) -> ApiResult<Reply> {
@@ -113,6 +117,7 @@ async fn check_resources(app: &App, ws: &str, svc: &Service) -> ApiResult<()> {
     errs.finish()
 }
 
+/// Create a service: its duration, buffers, notice, advance window and resources.
 #[utoipa::path(post, path = "/bookings/services", tag = "bookings", request_body = ServiceInput,
     responses((status = 201, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_service(app: &App, req: Req) -> ApiResult<Reply> {
@@ -122,6 +127,7 @@ pub async fn create_service(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&svc))
 }
 
+/// Bookable services in creation order.
 #[utoipa::path(get, path = "/bookings/services", tag = "bookings", params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Service>), shared::openapi::CommonErrors))]
 pub async fn list_services(app: &App, req: Req) -> ApiResult<Reply> {
@@ -129,12 +135,14 @@ pub async fn list_services(app: &App, req: Req) -> ApiResult<Reply> {
     shared::request::list_page::<Service>(app, &page, keys::BOOKING_SERVICES.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
 }
 
+/// One bookable service.
 #[utoipa::path(get, path = "/bookings/services/{id}", tag = "bookings", params(("id" = String, Path, description = "svc_...")),
     responses((status = 200, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors))]
 pub async fn get_service(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&service(app, &req).await?.0))
 }
 
+/// Change a service's duration, buffers, windows or resources.
 #[utoipa::path(patch, path = "/bookings/services/{id}", tag = "bookings", request_body = ServiceInput, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_service(app: &App, req: Req) -> ApiResult<Reply> {
@@ -149,6 +157,7 @@ pub async fn update_service(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&svc))
 }
 
+/// Delete a service; existing bookings keep their copy of it.
 #[utoipa::path(delete, path = "/bookings/services/{id}", tag = "bookings", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_service(app: &App, req: Req) -> ApiResult<Reply> {
@@ -409,6 +418,7 @@ pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     shared::request::list_page::<Booking>(app, &page, spec).await
 }
 
+/// One booking, with its status history fields.
 #[utoipa::path(get, path = "/bookings/{id}", tag = "bookings", params(("id" = String, Path, description = "bk_...")),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors))]
 pub async fn get_booking(app: &App, req: Req) -> ApiResult<Reply> {

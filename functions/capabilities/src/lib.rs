@@ -174,6 +174,7 @@ pub async fn list_confirmations(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::list(&items, out.next_after.map(|a| page.cursor_for(&a))))
 }
 
+/// One capability confirmation and its audit trail (never the token).
 #[utoipa::path(get, path = "/capability-confirmations/{id}", tag = "capabilities", params(("id" = String, Path, description = "cc_...")),
     responses((status = 200, body = shared::openapi::Data<Confirmation>), shared::openapi::CommonErrors))]
 pub async fn get_confirmation(app: &App, req: Req) -> ApiResult<Reply> {

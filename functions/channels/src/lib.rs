@@ -89,6 +89,7 @@ pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&shown).replay_as(&stored.channel))
 }
 
+/// Connected channels, in creation order; credentials are never returned.
 #[utoipa::path(get, path = "/channels", tag = "channels", params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Channel>), shared::openapi::CommonErrors))]
 pub async fn list_channels(app: &App, req: Req) -> ApiResult<Reply> {
@@ -97,6 +98,7 @@ pub async fn list_channels(app: &App, req: Req) -> ApiResult<Reply> {
     shared::request::list_page::<Channel>(app, &page, spec).await
 }
 
+/// One channel with its state and masked identity.
 #[utoipa::path(get, path = "/channels/{id}", tag = "channels", params(("id" = String, Path, description = "ch_...")),
     responses((status = 200, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors))]
 pub async fn get_channel(app: &App, req: Req) -> ApiResult<Reply> {

@@ -13,6 +13,7 @@ pub async fn create_import(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::accepted(&job))
 }
 
+/// One contact import with its progress counts.
 #[utoipa::path(get, path = "/contacts/imports/{id}", tag = "contacts", params(("id" = String, Path, description = "imp_...")),
     responses((status = 200, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors))]
 pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {

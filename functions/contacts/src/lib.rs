@@ -63,6 +63,7 @@ pub async fn create_contact(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&c))
 }
 
+/// One contact.
 #[utoipa::path(get, path = "/contacts/{id}", tag = "contacts", params(("id" = String, Path, description = "ct_...")),
     responses((status = 200, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors))]
 pub async fn get_contact(app: &App, req: Req) -> ApiResult<Reply> {
@@ -163,6 +164,7 @@ async fn search(
     Ok(Reply::list(&contacts, out.next_after.map(|a| page.cursor_for(&a))))
 }
 
+/// Change a contact's fields; email_status is never lowered from bounced or complained.
 #[utoipa::path(patch, path = "/contacts/{id}", tag = "contacts", request_body = UpdateContact, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {

@@ -99,6 +99,7 @@ pub async fn create_deal(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&d))
 }
 
+/// One deal.
 #[utoipa::path(get, path = "/deals/{id}", tag = "deals", params(("id" = String, Path, description = "deal_...")),
     responses((status = 200, body = shared::openapi::Data<Deal>), shared::openapi::CommonErrors))]
 pub async fn get_deal(app: &App, req: Req) -> ApiResult<Reply> {
@@ -162,6 +163,7 @@ pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&d))
 }
 
+/// Delete a deal.
 #[utoipa::path(delete, path = "/deals/{id}", tag = "deals", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_deal(app: &App, req: Req) -> ApiResult<Reply> {

@@ -64,6 +64,7 @@ pub async fn create_template(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&t))
 }
 
+/// One email template by its slug.
 #[utoipa::path(get, path = "/emails/templates/{slug}", tag = "emails", params(("slug" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Template>), shared::openapi::CommonErrors))]
 pub async fn get_template(app: &App, req: Req) -> ApiResult<Reply> {

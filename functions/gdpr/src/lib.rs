@@ -118,6 +118,7 @@ pub async fn list_exports(app: &App, req: Req) -> ApiResult<Reply> {
     .await
 }
 
+/// One export job; when completed, a presigned download link.
 #[utoipa::path(get, path = "/gdpr/exports/{id}", tag = "gdpr", params(("id" = String, Path, description = "gx_...")),
     responses((status = 200, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors))]
 pub async fn get_export(app: &App, req: Req) -> ApiResult<Reply> {
@@ -161,6 +162,7 @@ pub async fn list_erasures(app: &App, req: Req) -> ApiResult<Reply> {
         .await
 }
 
+/// One erasure and its audit record.
 #[utoipa::path(get, path = "/gdpr/erasures/{id}", tag = "gdpr", params(("id" = String, Path, description = "ge_...")),
     responses((status = 200, body = shared::openapi::Data<Erasure>), shared::openapi::CommonErrors))]
 pub async fn get_erasure(app: &App, req: Req) -> ApiResult<Reply> {

@@ -251,6 +251,7 @@ pub async fn list_conversations(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::list(&list, out.next_after.map(|a| page.cursor_for(&a))))
 }
 
+/// One helpdesk conversation.
 #[utoipa::path(get, path = "/helpdesk/conversations/{id}", tag = "helpdesk", params(("id" = String, Path, description = "conv_...")),
     responses((status = 200, body = shared::openapi::Data<Conversation>), shared::openapi::CommonErrors))]
 pub async fn get_conversation(app: &App, req: Req) -> ApiResult<Reply> {

@@ -103,6 +103,7 @@ async fn me_view(app: &App, ws: &str, c: Contact) -> ApiResult<Me> {
     Ok(Me { object: "portal_me".into(), marketing_consent: state.purposes.get("marketing_email").map(|p| p.granted), contact: c })
 }
 
+/// The signed-in customer's own contact record.
 #[utoipa::path(get, path = "/portal/me", tag = "portal", security(("portal_session" = [])),
     responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors))]
 pub async fn get_me(app: &App, req: Req) -> ApiResult<Reply> {

@@ -61,6 +61,7 @@ pub async fn create_post(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&post))
 }
 
+/// One post with its channel variants.
 #[utoipa::path(get, path = "/posts/{id}", tag = "posts", params(("id" = String, Path, description = "post_...")),
     responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors))]
 pub async fn get_post(app: &App, req: Req) -> ApiResult<Reply> {
@@ -107,6 +108,7 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&change.post))
 }
 
+/// Delete a post that is not publishing.
 #[utoipa::path(delete, path = "/posts/{id}", tag = "posts", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_post(app: &App, req: Req) -> ApiResult<Reply> {

@@ -81,6 +81,7 @@ pub async fn list_scans(app: &App, req: Req) -> ApiResult<Reply> {
     shared::request::list_page::<Scan>(app, &page, spec).await
 }
 
+/// One scan; when completed, its score, grade, categories and findings.
 #[utoipa::path(get, path = "/scans/{id}", tag = "scans", params(("id" = String, Path, description = "scan_...")),
     responses((status = 200, body = shared::openapi::Data<Scan>), shared::openapi::CommonErrors))]
 pub async fn get_scan(app: &App, req: Req) -> ApiResult<Reply> {

@@ -156,6 +156,7 @@ pub async fn list_endpoints(app: &App, req: Req) -> ApiResult<Reply> {
         .await
 }
 
+/// One webhook endpoint (its secret is never shown again).
 #[utoipa::path(get, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "wh_...")),
     responses((status = 200, body = shared::openapi::Data<Endpoint>), shared::openapi::CommonErrors))]
 pub async fn get_endpoint(app: &App, req: Req) -> ApiResult<Reply> {

@@ -1,6 +1,7 @@
 //! Writes the files generated from the code: openapi/openapi.{json,yaml}, the key table of
 //! docs/data-model.md (from `domain::keys`) and the capability list the capabilities function
-//! serves (domain/src/capabilities.json, from the routes' `confirm` flags); `--check` fails
+//! serves (domain/src/capabilities.json, from the routes' `confirm` flags), the Rust client's
+//! types and operations (clients/rust/src/generated.rs); `--check` fails
 //! when the committed files differ.
 
 fn main() {
@@ -13,6 +14,7 @@ fn main() {
         (model, model_doc),
         (root.join("domain/src/capabilities.json"), tools::capabilities_json()),
         (root.join("docs/scan-scoring.md"), domain::scans::rules::scoring_doc()),
+        (root.join("clients/rust/src/generated.rs"), tools::rust_client_source()),
     ];
     let check = std::env::args().any(|a| a == "--check");
     let mut drift = false;
