@@ -93,8 +93,6 @@ pub enum Automatic {
 /// Free starts by local date (`YYYY-MM-DD`), each with the resources free then.
 pub type Availability = std::collections::BTreeMap<String, Vec<Slot>>;
 
-pub type BTreeMap = std::collections::BTreeMap<String, Vec<BTreeMapValueItem>>;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BatchEntry {
     pub id: String,
@@ -751,7 +749,7 @@ pub struct CreateResource {
     pub name: String,
     /// `{"mon": [{"start": "09:00", "end": "12:00"}, {"start": "13:00", "end": "17:00"}], ...}`
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opening_hours: Option<BTreeMap>,
+    pub opening_hours: Option<OpeningHours>,
     pub timezone: String,
 }
 
@@ -1495,6 +1493,9 @@ pub enum OnConflict {
     Other,
 }
 
+/// Opening hours per weekday (`mon` .. `sun`), each day any number of local intervals.
+pub type OpeningHours = std::collections::BTreeMap<String, Vec<Interval>>;
+
 /// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortalEmail {
@@ -1656,7 +1657,7 @@ pub struct Resource {
     pub name: String,
     /// Always `booking_resource`.
     pub object: String,
-    pub opening_hours: BTreeMap,
+    pub opening_hours: OpeningHours,
     /// IANA time zone of the opening hours, e.g. `Europe/Oslo`.
     pub timezone: String,
     pub updated_at: String,
@@ -2173,7 +2174,7 @@ pub struct UpdateResource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opening_hours: Option<BTreeMap>,
+    pub opening_hours: Option<OpeningHours>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
 }
@@ -2343,13 +2344,6 @@ pub struct Workspace {
     /// IANA time zone, e.g. `Europe/Berlin`.
     pub timezone: String,
     pub updated_at: String,
-}
-
-/// `HH:MM`-`HH:MM`, local time; `end` after `start` (no interval crosses midnight).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct BTreeMapValueItem {
-    pub end: String,
-    pub start: String,
 }
 
 /// Every operation of the contract, by operationId.

@@ -57,6 +57,7 @@ pub struct Resource {
     pub name: String,
     /// IANA time zone of the opening hours, e.g. `Europe/Oslo`.
     pub timezone: String,
+    #[schema(value_type = schedule::OpeningHours)]
     pub opening_hours: Week,
     pub exceptions: Vec<Exception>,
     /// Bookings it can hold at once.
@@ -75,6 +76,7 @@ pub struct CreateResource {
     pub timezone: String,
     /// `{"mon": [{"start": "09:00", "end": "12:00"}, {"start": "13:00", "end": "17:00"}], ...}`
     #[serde(default)]
+    #[schema(value_type = schedule::OpeningHours)]
     pub opening_hours: Week,
     #[serde(default)]
     pub exceptions: Vec<Exception>,
@@ -92,6 +94,7 @@ pub struct UpdateResource {
     #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
     pub name: Option<String>,
     pub timezone: Option<String>,
+    #[schema(value_type = Option<schedule::OpeningHours>)]
     pub opening_hours: Option<Week>,
     pub exceptions: Option<Vec<Exception>>,
     #[schema(minimum = 1, maximum = 20)]

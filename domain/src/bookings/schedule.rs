@@ -33,6 +33,12 @@ pub struct Interval {
 /// Opening hours per weekday (`mon` .. `sun`), each day any number of intervals.
 pub type Week = BTreeMap<String, Vec<Interval>>;
 
+// `Week`'s name in the contract: an alias has none of its own (it would be called `BTreeMap`).
+/// Opening hours per weekday (`mon` .. `sun`), each day any number of local intervals.
+#[derive(ToSchema)]
+#[allow(dead_code)] // only the contract's shape
+pub struct OpeningHours(BTreeMap<String, Vec<Interval>>);
+
 pub const WEEKDAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 
 /// A date with other hours than the week says; no intervals = closed.
