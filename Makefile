@@ -14,7 +14,7 @@ REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
 REDOCLY_VERSION := 2.77.0
 TS_CLIENT := clients/typescript/node_modules/.package-lock.json
 
-deps: $(VENV)/.installed $(DDB_LOCAL) $(REDOCLY) $(PDS) java nginx
+deps: $(VENV)/.installed $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) java nginx
 
 $(VENV)/.installed: requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -70,8 +70,10 @@ test: deps
 	cargo run -q -p tools --bin iam -- --check target/aws-calls
 	$(VENV)/bin/cfn-lint template.yaml
 
-openapi:
+# The generated files: the contract, the Rust client's types, the TypeScript client's types.
+openapi: $(TS_CLIENT)
 	cargo run -q -p tools --bin openapi
+	npm run --silent --prefix clients/typescript generate
 
 # One function under `cargo lambda watch`, against the stack `make dev` started.
 FUNCTION ?= posts

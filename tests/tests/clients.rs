@@ -1,4 +1,6 @@
-//! The Rust client (clients/rust) against the local stack.
+//! The client packages against the local stack: the Rust client (clients/rust) directly, the
+//! TypeScript one (clients/typescript) by running its Node test suite with this stack's
+//! addresses and a fresh workspace's key.
 
 use e2e::{Client as RawClient, harness};
 use futures_util::StreamExt;
@@ -183,4 +185,34 @@ fn every_operation_has_a_typed_method() {
         .collect();
     ids.sort();
     assert_eq!(ids, workspace_platform_client::OPERATIONS);
+}
+
+/// The TypeScript package's own suite (`npm test` in clients/typescript: types drift check,
+/// build, webhook vectors, pack contents, and its stack tests) against this stack.
+#[tokio::test]
+async fn typescript_client_passes_its_suite_against_the_local_stack() {
+    let h = harness();
+    let (ws, key) = h.workspace("typescript client").await;
+    let limited = limited_gateway().await;
+    // A member who approves agents' writes (the confirm scope), for the confirmation test.
+    let person = format!("approver-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&h.app().await, &ws, &person, "member").await.unwrap();
+    let approver = tools::admin::mint_token(&person, "read confirm", 600).unwrap();
+    let dir = tools::localstack::repo_root().join("clients/typescript");
+    let out = tokio::process::Command::new("npm")
+        .current_dir(&dir)
+        .args(["test", "--silent"])
+        .env("PLATFORM_BASE_URL", &h.base_bulk)
+        .env("PLATFORM_API_KEY", &key)
+        .env("PLATFORM_WORKSPACE_ID", &ws)
+        .env("PLATFORM_LIMITED_BASE_URL", &limited)
+        .env("PLATFORM_APPROVER_TOKEN", &approver)
+        .env_remove("PLATFORM_SKIP_STACK")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("npm (make deps installs the package's dev dependencies)");
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{text}");
+    assert!(out.status.success(), "the TypeScript client's suite failed (output above)");
 }
