@@ -20,6 +20,8 @@ pub struct App {
     /// Export documents (and other large objects).
     pub s3: aws_sdk_s3::Client,
     pub limiter: RateLimiter,
+    /// API key look-ups this container trusts for `cfg.api_key_cache_secs`.
+    pub keys: crate::auth::KeyCache,
     pub jwt: Option<JwtVerifier>,
     platform: OnceCell<PlatformSecret>,
 }
@@ -97,6 +99,7 @@ impl App {
                 aws_sdk_s3::config::Builder::from(sdk).force_path_style(sdk.endpoint_url().is_some()).interceptor(CallLog).build(),
             ),
             limiter: RateLimiter::new(cfg.limits.clone()),
+            keys: crate::auth::KeyCache::new(std::time::Duration::from_secs(cfg.api_key_cache_secs)),
             jwt,
             platform: OnceCell::new(),
             cfg,

@@ -1,8 +1,10 @@
 //! Authentication: who is calling, for which workspace, with which scopes.
 //!
 //! - API keys: `wsp_` + 43 base62 characters (256 bits). Only the SHA-256 hash is stored, in a
-//!   look-up item keyed by the hash (`pk = APIKEY#<hash>`), so authentication is one
-//!   consistent GetItem and revocation takes effect at once.
+//!   look-up item keyed by the hash (`pk = APIKEY#<hash>`): authentication is one consistent
+//!   GetItem, whose answer a container keeps for 5 s ([`KeyCache`], `API_KEY_CACHE_SECS`). So a warm
+//!   request spends no round trip on its key, and a revoked key stops working at once in the
+//!   container that revoked it and within that time everywhere else.
 //! - OAuth access tokens: RS256/ES256 JWTs verified against the identity provider's keys
 //!   (`crate::oauth`); `x-workspace-id` names the workspace and the subject must be a member.
 //!
@@ -183,9 +185,53 @@ fn invalid(why: &str) -> ApiError {
     ApiError::unauthorized(format!("Authorization header is invalid: {why}"))
 }
 
+/// Entries a container keeps at most (a few MB); past it, the expired ones go, or all of them.
+const KEY_CACHE_MAX: usize = 10_000;
+
+type KeyOutcome = Result<Principal, ApiError>;
+
+/// A container's memory of API key look-ups, by key hash: the principal, or the refusal of a
+/// revoked key. Unknown keys are not kept, so a key works from the moment it is created.
+pub struct KeyCache {
+    ttl: std::time::Duration,
+    map: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, KeyOutcome)>>,
+}
+
+impl KeyCache {
+    /// `ttl` zero keeps nothing (every request reads its key).
+    pub fn new(ttl: std::time::Duration) -> Self {
+        Self { ttl, map: Default::default() }
+    }
+
+    fn get(&self, hash: &str) -> Option<KeyOutcome> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(hash).filter(|(at, _)| at.elapsed() < self.ttl).map(|(_, outcome)| outcome.clone())
+    }
+
+    fn put(&self, hash: String, outcome: KeyOutcome) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= KEY_CACHE_MAX {
+            map.retain(|_, (at, _)| at.elapsed() < self.ttl);
+            if map.len() >= KEY_CACHE_MAX {
+                map.clear();
+            }
+        }
+        map.insert(hash, (std::time::Instant::now(), outcome));
+    }
+
+    /// Drop what this container knows of a key (its revocation, here and now).
+    pub fn forget(&self, hash: &str) {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).remove(hash);
+    }
+}
+
 /// Resolve the caller. `needs_workspace` is false only for routes that list the caller's workspaces.
 pub async fn authenticate(
     db: &Db,
+    keys: &KeyCache,
     jwt: Option<&JwtVerifier>,
     headers: &http::HeaderMap,
     needs_workspace: bool,
@@ -200,7 +246,19 @@ pub async fn authenticate(
     }
     let token = token.trim();
     if token.starts_with(API_KEY_PREFIX) {
-        authenticate_key(db, token).await
+        if !looks_like_api_key(token) {
+            return Err(invalid("malformed API key"));
+        }
+        let hash = hash_api_key(token);
+        if let Some(outcome) = keys.get(&hash) {
+            return outcome;
+        }
+        let outcome = authenticate_key(db, &hash).await;
+        // A principal or a revocation is kept; an unknown key or a failed read is not.
+        if outcome.as_ref().map_or_else(|e| e.code == ErrorCode::Forbidden, |_| true) {
+            keys.put(hash, outcome.clone());
+        }
+        outcome
     } else if token.split('.').count() == 3 {
         authenticate_token(db, jwt, headers, token, needs_workspace).await
     } else {
@@ -208,11 +266,8 @@ pub async fn authenticate(
     }
 }
 
-async fn authenticate_key(db: &Db, key: &str) -> Result<Principal, ApiError> {
-    if !looks_like_api_key(key) {
-        return Err(invalid("malformed API key"));
-    }
-    let item = db.get(&api_key_lookup_pk(&hash_api_key(key)), API_KEY_LOOKUP_SK).await?.ok_or_else(|| invalid("unknown API key"))?;
+async fn authenticate_key(db: &Db, hash: &str) -> Result<Principal, ApiError> {
+    let item = db.get(&api_key_lookup_pk(hash), API_KEY_LOOKUP_SK).await?.ok_or_else(|| invalid("unknown API key"))?;
     if item.get("revoked").and_then(|v| v.as_bool().ok()).copied().unwrap_or(false) {
         return Err(ApiError::forbidden("this API key has been revoked"));
     }
@@ -386,6 +441,32 @@ pub async fn touch_last_used(db: &Db, principal: &Principal) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn principal(key_id: &str) -> Principal {
+        Principal {
+            workspace_id: Some("ws_1".into()),
+            subject: format!("key:{key_id}"),
+            scopes: vec![Scope::Read],
+            credential: Credential::ApiKey { key_id: key_id.into() },
+            requires_confirmation: RequiresConfirmation::default(),
+        }
+    }
+
+    #[test]
+    fn the_key_cache_keeps_answers_for_its_ttl_and_forgets_on_demand() {
+        let cache = KeyCache::new(std::time::Duration::from_millis(50));
+        cache.put("h1".into(), Ok(principal("k1")));
+        cache.put("h2".into(), Err(ApiError::forbidden("revoked")));
+        assert_eq!(cache.get("h1").unwrap().unwrap().subject, "key:k1");
+        assert_eq!(cache.get("h2").unwrap().unwrap_err().code, ErrorCode::Forbidden);
+        cache.forget("h1");
+        assert!(cache.get("h1").is_none());
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        assert!(cache.get("h2").is_none(), "expired");
+        let off = KeyCache::new(std::time::Duration::ZERO);
+        off.put("h1".into(), Ok(principal("k1")));
+        assert!(off.get("h1").is_none(), "a zero TTL keeps nothing");
+    }
 
     #[test]
     fn keys_are_long_random_base62_and_hash_stably() {

@@ -35,7 +35,14 @@ pub struct Config {
     pub webhooks: WebhookSettings,
     pub email: EmailSettings,
     pub timeouts: Timeouts,
+    /// How long a container trusts an API key look-up (`API_KEY_CACHE_SECS`, default 5, 0 =
+    /// never): the bound on how late a revocation reaches other containers.
+    pub api_key_cache_secs: u64,
 }
+
+/// How long a container trusts an API key look-up unless `API_KEY_CACHE_SECS` says otherwise:
+/// the documented bound on how late a revocation reaches the other containers.
+pub const API_KEY_CACHE_DEFAULT_SECS: u64 = 5;
 
 /// How long a hung dependency may hold a request. API Gateway gives up after 29 s with an
 /// answer outside the envelope, so the API answers `503 UNAVAILABLE` with `Retry-After` well
@@ -257,6 +264,10 @@ impl Config {
             webhooks: WebhookSettings::from_vars(vars)?,
             email: EmailSettings::from_vars(vars),
             timeouts: Timeouts::from_vars(vars)?,
+            api_key_cache_secs: match vars("API_KEY_CACHE_SECS") {
+                Some(v) => v.parse().map_err(|_| "API_KEY_CACHE_SECS: seconds".to_string())?,
+                None => API_KEY_CACHE_DEFAULT_SECS,
+            },
         })
     }
 }

@@ -96,7 +96,7 @@ async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, r
 async fn admit(app: &App, route: &Route, headers: &http::HeaderMap, source: String) -> ApiResult<(Principal, Headers)> {
     use crate::routing::Auth;
     let principal = match route.auth {
-        Auth::Workspace => crate::auth::authenticate(&app.db, app.jwt.as_ref(), headers, route.needs_workspace).await?,
+        Auth::Workspace => crate::auth::authenticate(&app.db, &app.keys, app.jwt.as_ref(), headers, route.needs_workspace).await?,
         Auth::PortalSession => crate::auth::authenticate_portal(&app.db, headers).await?,
         Auth::Public => Principal::public(&source),
     };

@@ -46,7 +46,9 @@ pub fn harness() -> &'static Harness {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let logs = tools::localstack::repo_root().join("target/e2e-logs");
-                let mut stack = match tools::DevStack::start(&logs, 0).await {
+                // Keys are trusted for an hour here, so the round-trip counts tests assert are
+                // exact; the 5 s revocation bound has its own test on its own gateways.
+                let mut stack = match tools::DevStack::start_with(&logs, 0, |cfg| cfg.api_key_cache_secs = 3600).await {
                     Ok(s) => s,
                     Err(e) => {
                         tx.send(Err(e)).ok();

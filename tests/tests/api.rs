@@ -55,6 +55,37 @@ async fn missing_invalid_and_revoked_keys() {
     assert_eq!(c.get("/posts").await.status, 200, "the other key still works");
 }
 
+/// A container trusts a key look-up for API_KEY_CACHE_SECS: the one that revokes a key refuses
+/// it at once, another within that bound (here 1 s, on two gateways of their own).
+#[tokio::test]
+async fn a_revoked_key_is_refused_everywhere_within_the_cache_bound() {
+    let h = harness();
+    let mut cfg = h.config.clone();
+    cfg.api_key_cache_secs = 1;
+    let (one, two) = (h.gateway_with(cfg.clone()).await, h.gateway_with(cfg).await);
+    let (_, admin_key) = h.workspace("revocation bound").await;
+    let admin = Client::new(&one, &admin_key);
+    let r = admin.post("/workspaces/current/api-keys", &json!({"name": "short-lived"})).await;
+    let (secret, key_id) = (r.json["data"]["secret"].as_str().unwrap().to_string(), r.json["data"]["id"].as_str().unwrap().to_string());
+    let (on_one, on_two) = (Client::new(&one, &secret), Client::new(&two, &secret));
+    assert_eq!(on_one.get("/posts").await.status, 200);
+    assert_eq!(on_two.get("/posts").await.status, 200);
+    let second = on_two.get("/posts").await;
+    assert_eq!((second.status, second.ddb_calls()), (200, 2), "the look-up is kept: bucket + query only");
+    assert_eq!(admin.delete(&format!("/workspaces/current/api-keys/{key_id}")).await.status, 200);
+    assert_eq!(on_one.get("/posts").await.status, 403, "the revoking container forgets the key at once");
+    let revoked_at = std::time::Instant::now();
+    loop {
+        let r = on_two.get("/posts").await;
+        if r.status == 403 {
+            break;
+        }
+        assert_eq!(r.status, 200);
+        assert!(revoked_at.elapsed() < std::time::Duration::from_millis(1500), "still accepted after the 1 s bound");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn workspaces_are_isolated() {
     let (a, _) = new_client("tenant a").await;
@@ -512,12 +543,16 @@ async fn workspace_settings_and_round_trips() {
     a.patch("/workspaces/current", &json!({"slug": format!("{slug}-new")})).await;
     assert_eq!(b.patch("/workspaces/current", &json!({"slug": slug})).await.status, 200);
 
-    // Measured DynamoDB round trips (warm container): key look-up + bucket + the work.
+    // Measured DynamoDB round trips (warm container, the key read recently): bucket + the work.
     let id = create_post(&a, "measure").await;
     let get = a.get(&format!("/posts/{id}")).await;
-    assert_eq!(get.ddb_calls(), 3, "GET: key, bucket, item");
+    assert_eq!(get.ddb_calls(), 2, "GET: bucket, item");
     let post = a.post("/posts", &json!({"content": "measure 2"})).await;
-    assert_eq!(post.ddb_calls(), 3, "POST: key, bucket, transaction");
+    assert_eq!(post.ddb_calls(), 2, "POST: bucket, transaction");
+    // A container that has not seen the key reads it once, and its limiter learns the bucket's
+    // state by one failed guess (its last_used_at write is per process, made here already).
+    let cold = Client::new(&h.base2, a.auth.as_deref().unwrap()).get(&format!("/posts/{id}")).await;
+    assert_eq!(cold.ddb_calls(), 4, "GET in another container: key, bucket twice, item");
     let _ = h;
 }
 

@@ -29,11 +29,18 @@ pub struct DevStack {
     pub base_url: String,
     /// Gateways and workers, aborted by `stop`.
     gateways: Vec<tokio::task::JoinHandle<()>>,
+    /// The configuration its functions run with ([`DevStack::config`]).
+    cfg: Config,
 }
 
 impl DevStack {
     /// Start the emulators, bootstrap, and serve the API on `port` (0 = any free port).
     pub async fn start(log_dir: &Path, port: u16) -> Result<Self, String> {
+        Self::start_with(log_dir, port, |_| {}).await
+    }
+
+    /// [`DevStack::start`], with the configuration adjusted (tests: limits, caches).
+    pub async fn start_with(log_dir: &Path, port: u16, adjust: impl FnOnce(&mut Config)) -> Result<Self, String> {
         let emulators = LocalStack::start(log_dir).await?;
         let sdk = admin::local_sdk_config(&emulators.moto_endpoint).await;
         let ddb = aws_sdk_dynamodb::Client::from_conf(
@@ -43,8 +50,10 @@ impl DevStack {
         let sm = aws_sdk_secretsmanager::Client::new(&sdk);
         let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
         let resources = admin::bootstrap(&ddb, &sqs, &sm, &s3, &Names::default()).await?;
-        let app = Arc::new(App::with_dynamodb_endpoint(admin::local_config(&resources)?, &sdk, Some(&emulators.dynamodb_endpoint))?);
-        let mut stack = Self { emulators, resources, sdk, ddb, sqs, app: app.clone(), base_url: String::new(), gateways: vec![] };
+        let mut cfg = admin::local_config(&resources)?;
+        adjust(&mut cfg);
+        let app = Arc::new(App::with_dynamodb_endpoint(cfg.clone(), &sdk, Some(&emulators.dynamodb_endpoint))?);
+        let mut stack = Self { emulators, resources, sdk, ddb, sqs, app: app.clone(), base_url: String::new(), gateways: vec![], cfg };
         let (addr, task) = gateway::start(app, port).await?;
         stack.gateways.push(task);
         stack.base_url = format!("http://{addr}{}", gateway::BASE_PATH);
@@ -53,7 +62,7 @@ impl DevStack {
 
     /// The configuration the functions run with here.
     pub fn config(&self) -> Config {
-        admin::local_config(&self.resources).expect("checked when the stack started")
+        self.cfg.clone()
     }
 
     /// An App for this stack with the given configuration (a new "container").

@@ -2963,7 +2963,7 @@ impl Client {
         self.call(reqwest::Method::POST, &format!("/posts/{}/variants/{}/retry", crate::encode(id), crate::encode(channel_id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Post>| d.data)
     }
 
-    /// `DELETE /workspaces/current/api-keys/{id}`: Revoke an API key; requests with it get 403 from then on.
+    /// `DELETE /workspaces/current/api-keys/{id}`: Revoke an API key; requests with it get 403 from then on (other Lambda containers may
     pub async fn revoke_api_key(&self, id: &str) -> Result<ApiKey> {
         self.call(reqwest::Method::DELETE, &format!("/workspaces/current/api-keys/{}", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<ApiKey>| d.data)
     }

@@ -1433,7 +1433,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke an API key; requests with it get 403 from then on. */
+        /**
+         * Revoke an API key; requests with it get 403 from then on (other Lambda containers may
+         *     accept it for up to 5 s more).
+         */
         delete: operations["revoke_api_key"];
         options?: never;
         head?: never;

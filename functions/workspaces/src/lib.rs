@@ -458,7 +458,8 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::with_status(http::StatusCode::CREATED, &shown).replay_as(&key))
 }
 
-/// Revoke an API key; requests with it get 403 from then on.
+/// Revoke an API key; requests with it get 403 from then on (other Lambda containers may
+/// accept it for up to 5 s more).
 #[utoipa::path(delete, path = "/workspaces/current/api-keys/{id}", tag = "workspaces",
     params(("id" = String, Path, description = "key_...")),
     responses((status = 200, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
@@ -487,6 +488,8 @@ pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;
+    // This container stops trusting the key now; the others within auth::KEY_CACHE_TTL.
+    app.keys.forget(&hash);
     Ok(Reply::ok(&key))
 }
 
