@@ -38,6 +38,9 @@ pub async fn serve(app: &App, routes: &'static [Route], req: http::Request<Body>
 
 pub async fn serve_with_stats(app: &App, routes: &'static [Route], req: http::Request<Body>) -> (Response, Stats) {
     let request_id = request_id_of(&req);
+    // The route's template names its metrics (`GET /posts/{id}`), never the raw path.
+    let route = match_route(routes, req.method(), req.uri().path())
+        .map_or_else(|_| "unmatched".to_string(), |m| format!("{} {}", m.route.method, m.route.path));
     let span = tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %req.uri().path());
     async move {
         let started = Instant::now();
@@ -52,7 +55,9 @@ pub async fn serve_with_stats(app: &App, routes: &'static [Route], req: http::Re
         };
         resp.headers_mut().insert("request-id", header_value(&request_id));
         let status = resp.status().as_u16();
-        tracing::info!(status, ddb_calls, duration_ms = started.elapsed().as_millis() as u64, "request done");
+        let duration_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(status, ddb_calls, duration_ms, "request done");
+        crate::metrics::request(&route, status, duration_ms, ddb_calls);
         (resp, Stats { ddb_calls, status })
     }
     .instrument(span)

@@ -55,6 +55,63 @@ pub fn count(metric: &str, dimension: &str, value: &str) {
     println!("{line}");
 }
 
+/// One API request as CloudWatch embedded metrics, by route and in total: Requests, Latency,
+/// DynamoDBCalls, ClientErrors (4xx but 429), Throttled (429), ServerErrors (5xx). Written to
+/// stdout only inside Lambda (`AWS_LAMBDA_FUNCTION_NAME`), where the log stream becomes
+/// metrics; the local stack and tests keep their output to the request log.
+pub fn request(route: &str, status: u16, duration_ms: u64, ddb_calls: u32) {
+    static IN_LAMBDA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *IN_LAMBDA.get_or_init(|| std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some()) {
+        println!("{}", request_line(route, status, duration_ms, ddb_calls, chrono::Utc::now().timestamp_millis()));
+    }
+}
+
+pub fn request_line(route: &str, status: u16, duration_ms: u64, ddb_calls: u32, at_ms: i64) -> serde_json::Value {
+    let flag = |b: bool| u32::from(b);
+    serde_json::json!({
+        "_aws": {
+            "Timestamp": at_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "WorkspacePlatform",
+                // Per route, and the whole API (the alarms watch the total).
+                "Dimensions": [["Route"], []],
+                "Metrics": [
+                    {"Name": "Requests", "Unit": "Count"},
+                    {"Name": "Latency", "Unit": "Milliseconds"},
+                    {"Name": "DynamoDBCalls", "Unit": "Count"},
+                    {"Name": "ClientErrors", "Unit": "Count"},
+                    {"Name": "Throttled", "Unit": "Count"},
+                    {"Name": "ServerErrors", "Unit": "Count"},
+                ],
+            }],
+        },
+        "Route": route,
+        "Requests": 1,
+        "Latency": duration_ms,
+        "DynamoDBCalls": ddb_calls,
+        "ClientErrors": flag((400..500).contains(&status) && status != 429),
+        "Throttled": flag(status == 429),
+        "ServerErrors": flag(status >= 500),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_request_line_is_embedded_metric_format() {
+        let line = super::request_line("GET /posts/{id}", 429, 12, 2, 1_795_000_000_000);
+        let spec = &line["_aws"]["CloudWatchMetrics"][0];
+        // Every metric named in the directive is a top-level number, every dimension a string.
+        for m in spec["Metrics"].as_array().unwrap() {
+            assert!(line[m["Name"].as_str().unwrap()].is_number(), "{m}");
+        }
+        assert_eq!(line["Route"], "GET /posts/{id}");
+        assert_eq!((line["Throttled"].as_u64(), line["ClientErrors"].as_u64(), line["ServerErrors"].as_u64()), (Some(1), Some(0), Some(0)));
+        assert_eq!(super::request_line("GET /x", 503, 1, 0, 0)["ServerErrors"], 1);
+        assert_eq!(super::request_line("GET /x", 404, 1, 0, 0)["ClientErrors"], 1);
+    }
+}
+
 // ---------- which AWS actions each function uses (checked against template.yaml) ----------
 
 tokio::task_local! {
