@@ -12,13 +12,13 @@ use tokio::sync::OnceCell;
 pub struct App {
     pub cfg: Config,
     pub db: Db,
-    pub sqs: aws_sdk_sqs::Client,
-    pub secrets: aws_sdk_secretsmanager::Client,
+    pub sqs: Lazy<aws_sdk_sqs::Client>,
+    pub secrets: Lazy<aws_sdk_secretsmanager::Client>,
     /// SES v2 for identity management (sending domains); the sender builds its own client
     /// without retries for SendEmail.
-    pub ses: aws_sdk_sesv2::Client,
+    pub ses: Lazy<aws_sdk_sesv2::Client>,
     /// Export documents (and other large objects).
-    pub s3: aws_sdk_s3::Client,
+    pub s3: Lazy<aws_sdk_s3::Client>,
     pub limiter: RateLimiter,
     /// API key look-ups this container trusts for `cfg.api_key_cache_secs`.
     pub keys: crate::auth::KeyCache,
@@ -70,6 +70,33 @@ impl PlatformSecret {
     }
 }
 
+/// A client built on first use. Every request needs DynamoDB; most never touch SQS, S3, SES
+/// or Secrets Manager, so a cold start does not pay for building them.
+pub struct Lazy<T> {
+    cell: std::sync::OnceLock<T>,
+    build: Box<dyn Fn() -> T + Send + Sync>,
+}
+
+impl<T> Lazy<T> {
+    pub fn new(build: impl Fn() -> T + Send + Sync + 'static) -> Self {
+        Self { cell: std::sync::OnceLock::new(), build: Box::new(build) }
+    }
+}
+
+/// A client built already (tests swap one for a client of another endpoint).
+impl<T> From<T> for Lazy<T> {
+    fn from(value: T) -> Self {
+        Self { cell: std::sync::OnceLock::from(value), build: Box::new(|| unreachable!("a ready client is never built")) }
+    }
+}
+
+impl<T> std::ops::Deref for Lazy<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.cell.get_or_init(|| (self.build)())
+    }
+}
+
 impl App {
     pub fn new(cfg: Config, sdk: &aws_config::SdkConfig) -> Result<Self, String> {
         Self::with_dynamodb_endpoint(cfg, sdk, None)
@@ -89,15 +116,31 @@ impl App {
         let jwt = cfg.oauth.as_ref().map(|o| JwtVerifier::new(o, cfg.webhooks.url_policy, dependency)).transpose()?;
         Ok(Self {
             db: Db { client: aws_sdk_dynamodb::Client::from_conf(ddb_conf), table: cfg.table.clone() },
-            sqs: aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(sdk).interceptor(CallLog).build()),
-            secrets: aws_sdk_secretsmanager::Client::from_conf(
-                aws_sdk_secretsmanager::config::Builder::from(sdk).interceptor(CallLog).build(),
-            ),
-            ses: aws_sdk_sesv2::Client::from_conf(aws_sdk_sesv2::config::Builder::from(sdk).interceptor(CallLog).build()),
+            sqs: {
+                let sdk = sdk.clone();
+                Lazy::new(move || aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(&sdk).interceptor(CallLog).build()))
+            },
+            secrets: {
+                let sdk = sdk.clone();
+                Lazy::new(move || {
+                    aws_sdk_secretsmanager::Client::from_conf(
+                        aws_sdk_secretsmanager::config::Builder::from(&sdk).interceptor(CallLog).build(),
+                    )
+                })
+            },
+            ses: {
+                let sdk = sdk.clone();
+                Lazy::new(move || aws_sdk_sesv2::Client::from_conf(aws_sdk_sesv2::config::Builder::from(&sdk).interceptor(CallLog).build()))
+            },
             // A custom endpoint (moto) serves buckets by path, not by host name.
-            s3: aws_sdk_s3::Client::from_conf(
-                aws_sdk_s3::config::Builder::from(sdk).force_path_style(sdk.endpoint_url().is_some()).interceptor(CallLog).build(),
-            ),
+            s3: {
+                let sdk = sdk.clone();
+                Lazy::new(move || {
+                    aws_sdk_s3::Client::from_conf(
+                        aws_sdk_s3::config::Builder::from(&sdk).force_path_style(sdk.endpoint_url().is_some()).interceptor(CallLog).build(),
+                    )
+                })
+            },
             limiter: RateLimiter::new(cfg.limits.clone()),
             keys: crate::auth::KeyCache::new(std::time::Duration::from_secs(cfg.api_key_cache_secs)),
             jwt,

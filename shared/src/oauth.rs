@@ -42,7 +42,10 @@ pub struct JwtVerifier {
     keys: RwLock<Arc<Vec<Key>>>,
     /// When keys were last fetched (or tried); one fetch at a time.
     last_fetch: tokio::sync::Mutex<Option<Instant>>,
-    http: Option<outbound::Client>,
+    /// How keys are fetched (None for a fixed document). The client is built on the first
+    /// fetch, not at cold start: its TLS roots cost milliseconds most containers never need.
+    http: Option<(UrlPolicy, Duration)>,
+    client: std::sync::OnceLock<outbound::Client>,
 }
 
 /// The RS256 and ES256 keys of a JWK set; other keys in the set are ignored.
@@ -69,7 +72,7 @@ impl JwtVerifier {
     pub fn new(cfg: &OAuthConfig, policy: UrlPolicy, timeout: Duration) -> Result<Self, String> {
         let (keys, http) = match &cfg.jwks {
             JwksSource::Document(doc) => (parse_jwks(doc).map_err(|e| format!("OAuth JWKS: {e}"))?, None),
-            _ => (vec![], Some(outbound::Client::new(policy, timeout, concat!("WorkspacePlatform/", env!("CARGO_PKG_VERSION")))?)),
+            _ => (vec![], Some((policy, timeout))),
         };
         Ok(Self {
             issuer: cfg.issuer.clone(),
@@ -79,6 +82,7 @@ impl JwtVerifier {
             keys: RwLock::new(Arc::new(keys)),
             last_fetch: tokio::sync::Mutex::new(None),
             http,
+            client: std::sync::OnceLock::new(),
         })
     }
 
@@ -122,7 +126,7 @@ impl JwtVerifier {
     /// Fetch the keys again unless that happened less than `min_refresh` ago; concurrent
     /// callers wait for the one fetch. Answers the keys to use (the old ones if it failed).
     async fn refresh(&self) -> Result<Arc<Vec<Key>>, Rejected> {
-        let Some(http) = &self.http else { return Ok(self.cached()) };
+        let Some((policy, timeout)) = self.http else { return Ok(self.cached()) };
         let mut last = self.last_fetch.lock().await;
         if last.is_some_and(|t| t.elapsed() < self.min_refresh) {
             let keys = self.cached();
@@ -133,7 +137,12 @@ impl JwtVerifier {
             };
         }
         *last = Some(Instant::now());
-        match self.fetch(http).await {
+        let http = match self.client.get() {
+            Some(c) => Ok(c),
+            None => outbound::Client::new(policy, timeout, concat!("WorkspacePlatform/", env!("CARGO_PKG_VERSION")))
+                .map(|c| self.client.get_or_init(|| c)),
+        };
+        match async { self.fetch(http?).await }.await {
             Ok(keys) => {
                 let keys = Arc::new(keys);
                 if let Ok(mut w) = self.keys.write() {
