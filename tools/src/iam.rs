@@ -6,7 +6,13 @@ use std::path::Path;
 
 pub type Actions = BTreeMap<String, BTreeSet<String>>;
 
-/// Actions of each function's `Policies` (by its `Binary`), from template.yaml's text.
+/// Actions of each function's `Policies` (by the binary its `CodeUri` deploys), from template.yaml's text.
+/// The binary a function resource deploys, from its `CodeUri` line: `make package` writes
+/// each function's zip to `target/lambda/<binary>/bootstrap.zip`.
+pub fn function_binary(line: &str) -> Option<&str> {
+    line.trim().strip_prefix("CodeUri: target/lambda/")?.strip_suffix("/bootstrap.zip")
+}
+
 pub fn granted(template: &str) -> Actions {
     let mut out = Actions::new();
     let mut binary: Option<String> = None;
@@ -21,7 +27,7 @@ pub fn granted(template: &str) -> Actions {
             binary = None;
             policies_indent = None;
         }
-        if let Some(b) = l.strip_prefix("Binary: ") {
+        if let Some(b) = function_binary(l) {
             binary = Some(b.to_string());
         }
         if l == "Policies:" {
@@ -86,7 +92,7 @@ mod tests {
 
     #[test]
     fn policies_are_read_per_function() {
-        let t = "Resources:\n  Q:\n    Properties:\n      Statement:\n        - Action: sqs:SendMessage\n  F:\n    Metadata:\n      BuildProperties:\n        Binary: posts\n    Properties:\n      Policies:\n        - Statement:\n            - Action: [dynamodb:GetItem, dynamodb:Query]\n            - Action: sqs:SendMessage\n      Events:\n        X:\n          Action: no\n";
+        let t = "Resources:\n  Q:\n    Properties:\n      Statement:\n        - Action: sqs:SendMessage\n  F:\n    Properties:\n      CodeUri: target/lambda/posts/bootstrap.zip\n      Policies:\n        - Statement:\n            - Action: [dynamodb:GetItem, dynamodb:Query]\n            - Action: sqs:SendMessage\n      Events:\n        X:\n          Action: no\n";
         let g = granted(t);
         assert_eq!(g.len(), 1);
         assert_eq!(g["posts"], BTreeSet::from(["dynamodb:GetItem".into(), "dynamodb:Query".into(), "sqs:SendMessage".into()]));

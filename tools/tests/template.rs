@@ -1,6 +1,6 @@
 //! template.yaml sends each area's paths to the function that serves them (one `ANY` route for
 //! each root noun and one for everything under it: the function answers 404/405 itself), and
-//! builds every binary of the workspace.
+//! deploys every binary of the workspace, each built by `make package`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,7 +10,7 @@ fn template_events(t: &str) -> BTreeMap<String, BTreeSet<(String, String)>> {
     let mut binary = String::new();
     let lines: Vec<&str> = t.lines().map(str::trim).collect();
     for (i, l) in lines.iter().enumerate() {
-        if let Some(b) = l.strip_prefix("Binary: ") {
+        if let Some(b) = tools::iam::function_binary(l) {
             binary = b.to_string();
         }
         if let Some(m) = l.strip_prefix("Method: ")
@@ -41,17 +41,21 @@ fn every_area_function_gets_exactly_its_root_nouns() {
 }
 
 #[test]
-fn every_binary_is_built_by_a_function() {
+fn every_binary_is_packaged_and_deployed_by_a_function() {
     let t = std::fs::read_to_string(tools::localstack::repo_root().join("template.yaml")).unwrap();
     let meta = std::process::Command::new(env!("CARGO")).args(["metadata", "--format-version", "1", "--no-deps"]).output().unwrap();
     let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
+    let makefile = std::fs::read_to_string(tools::localstack::repo_root().join("Makefile")).unwrap();
+    let makefile_functions: Vec<&str> =
+        makefile.lines().find_map(|l| l.strip_prefix("FUNCTIONS := ")).expect("FUNCTIONS in the Makefile").split_whitespace().collect();
     for p in meta["packages"].as_array().unwrap() {
         if !p["manifest_path"].as_str().unwrap().contains("/functions/") {
             continue;
         }
         for target in p["targets"].as_array().unwrap().iter().filter(|t| t["kind"][0] == "bin") {
             let bin = target["name"].as_str().unwrap();
-            assert!(t.contains(&format!("Binary: {bin}\n")), "no function in template.yaml builds {bin}");
+            assert!(t.contains(&format!("CodeUri: target/lambda/{bin}/bootstrap.zip\n")), "no function in template.yaml deploys {bin}");
+            assert!(makefile_functions.contains(&bin), "`make package` does not build {bin} (FUNCTIONS in the Makefile)");
         }
     }
 }
