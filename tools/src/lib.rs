@@ -6,6 +6,7 @@ pub mod gateway;
 pub mod iam;
 pub mod localstack;
 pub mod pds;
+pub mod runtime_api;
 pub mod rust_client;
 pub mod sites;
 pub mod worker;

@@ -161,7 +161,7 @@ async fn main() {
     writeln!(out, "\nThe message is held once; parsing adds its decoded files (about 3/4 of their base64 size) and the text parts. DynamoDB calls per inbound message are asserted in `tests/tests/inbound_mail.rs`: 5 for a reply to a conversation's reply address, 6 when threaded by SES's Message-ID, 3 for a duplicate, 1 for an unknown domain.").unwrap();
     drop(raw);
 
-    let stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
+    let mut stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
     let d = Dispatcher::new(stack.new_app(stack.config()).unwrap()).unwrap();
     let (url, arrivals) = receiver().await;
 
@@ -314,6 +314,9 @@ async fn main() {
     writeln!(out, "\nPer email the sender makes {:.0} DynamoDB calls (load, claim transaction, recipient claims, body, result transaction) and one SES call (moto here).", send_calls as f64 / 100.0).unwrap();
 
     bench_bookings(&stack, &mut out).await;
+    bench_cold_starts(&stack, &mut out).await;
+    bench_list_cost(&stack, &mut out).await;
+    bench_load(&mut stack, &mut out).await;
 
     stack.stop().await;
     let path = repo_root().join("docs/benchmarks.md");
@@ -472,6 +475,388 @@ async fn bench_scanner(out: &mut String) {
     writeln!(
         out,
         "\nThe page is read up to 5 MB and no further (`too_large`); the HTML is tokenized as a stream (no DOM). The 200,000 nested elements stop the tokenizer at its nesting limit (65,536 levels): the scan completes with what was read, and memory stays flat. The scanner's budget is 64 MB.\n"
+    )
+    .unwrap();
+}
+
+/// One wrk run: requests/s, p50 and p99 in ms (wrk's --latency distribution).
+fn wrk(url: &str, key: &str, connections: usize, script: Option<&std::path::Path>) -> Option<(f64, f64, f64)> {
+    let mut cmd = std::process::Command::new("wrk");
+    cmd.args(["-t", &connections.clamp(1, 2).to_string(), "-c", &connections.to_string(), "-d", "4s", "--latency"]);
+    cmd.args(["-H", &format!("Authorization: Bearer {key}")]);
+    if let Some(s) = script {
+        cmd.arg("-s").arg(s);
+    }
+    let out = cmd.arg(url).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ms = |v: &str| -> Option<f64> {
+        let (n, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
+        let n: f64 = n.parse().ok()?;
+        Some(match unit {
+            "us" => n / 1000.0,
+            "ms" => n,
+            "s" => n * 1000.0,
+            _ => return None,
+        })
+    };
+    let field = |prefix: &str| text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(|r| r.trim().to_string()));
+    let rps: f64 = field("Requests/sec:")?.parse().ok()?;
+    let non2xx = field("Non-2xx or 3xx responses:");
+    if let Some(n) = non2xx {
+        eprintln!("wrk {url}: {n} non-2xx answers");
+    }
+    Some((rps, ms(&field("50%")?)?, ms(&field("99%")?)?))
+}
+
+/// DynamoDB Local alone at `concurrency`: operations/s, p50 and p99 in ms, for 4 s.
+async fn raw_dynamodb(ddb: &aws_sdk_dynamodb::Client, table: &str, concurrency: usize, update: bool) -> (f64, f64, f64) {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    let until = Instant::now() + Duration::from_secs(4);
+    let tasks = (0..concurrency).map(|i| {
+        let (ddb, table) = (ddb.clone(), table.to_string());
+        tokio::spawn(async move {
+            let mut lat = vec![];
+            while Instant::now() < until {
+                let t = Instant::now();
+                let pk = A::S(format!("BENCHRAW#{i}"));
+                if update {
+                    ddb.update_item()
+                        .table_name(&table)
+                        .key("pk", pk)
+                        .key("sk", A::S("N".into()))
+                        .update_expression("SET n = if_not_exists(n, :z) + :one")
+                        .expression_attribute_values(":z", A::N("0".into()))
+                        .expression_attribute_values(":one", A::N("1".into()))
+                        .send()
+                        .await
+                        .unwrap();
+                } else {
+                    ddb.get_item().table_name(&table).key("pk", pk).key("sk", A::S("N".into())).consistent_read(true).send().await.unwrap();
+                }
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            lat
+        })
+    });
+    let started = Instant::now();
+    let mut all: Vec<f64> = futures_util::future::join_all(tasks).await.into_iter().flat_map(|r| r.unwrap()).collect();
+    let secs = started.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    (all.len() as f64 / secs, pct(&all, 0.5), pct(&all, 0.99))
+}
+
+/// The gateway under load (wrk at 1, 16 and 64 connections), next to DynamoDB Local's own
+/// GetItem and UpdateItem at the same concurrency: the project's overhead is what the
+/// gateway's latency adds to its two emulator calls (bucket UpdateItem + the work).
+async fn bench_load(stack: &mut DevStack, out: &mut String) {
+    if std::process::Command::new("wrk").arg("--version").output().is_err() {
+        writeln!(out, "\n## Load\n\nNot measured: wrk is not installed (`apt-get install wrk`).\n").unwrap();
+        return;
+    }
+    let mut cfg = stack.config();
+    for class in [shared::ratelimit::Class::Read, shared::ratelimit::Class::Write] {
+        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000000/s:1000000").unwrap());
+    }
+    let base = stack.extra_gateway(cfg).await.expect("load gateway");
+    let (ws, key) = workspaces::create_workspace(&stack.app, "bench load").await.unwrap();
+    let _ = ws;
+    let http = reqwest::Client::new();
+    let mut post_id = String::new();
+    for i in 0..60 {
+        let r: serde_json::Value = http
+            .post(format!("{base}/posts"))
+            .bearer_auth(&key)
+            .json(&serde_json::json!({"content": format!("load {i}")}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        post_id = r["data"]["id"].as_str().unwrap().to_string();
+    }
+    let script = repo_root().join("target/bench-post.lua");
+    std::fs::write(
+        &script,
+        "wrk.method = \"POST\"\nwrk.body = '{\"content\": \"from wrk\"}'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n",
+    )
+    .unwrap();
+    let table = stack.config().table;
+    writeln!(out, "\n## Load: the dev gateway under wrk, next to DynamoDB Local alone\n").unwrap();
+    writeln!(out, "Each run lasts 4 s; limits raised by configuration; wrk, the gateway and DynamoDB Local share the 2 cores. A warm GET is 2 DynamoDB calls (bucket UpdateItem + GetItem), a POST 2 (bucket + TransactWriteItems) plus the SQS send.\n").unwrap();
+    writeln!(out, "| request | clients | requests/s | p50 | p99 |\n|---|---|---|---|---|").unwrap();
+    let mut gateway_get_p50 = std::collections::BTreeMap::new();
+    for (label, url, post) in [
+        ("`GET /posts/{id}`", format!("{base}/posts/{post_id}"), false),
+        ("`GET /posts?limit=50`", format!("{base}/posts?limit=50"), false),
+        ("`POST /posts`", format!("{base}/posts"), true),
+    ] {
+        for c in [1usize, 16, 64] {
+            match wrk(&url, &key, c, post.then_some(script.as_path())) {
+                Some((rps, p50, p99)) => {
+                    eprintln!("load {label} c={c}: {rps:.0}/s p50 {p50:.2} ms p99 {p99:.2} ms");
+                    writeln!(out, "| {label} | {c} | {rps:.0} | {p50:.2} ms | {p99:.2} ms |").unwrap();
+                    if label.contains("{id}") {
+                        gateway_get_p50.insert(c, p50);
+                    }
+                }
+                None => writeln!(out, "| {label} | {c} | wrk failed | | |").unwrap(),
+            }
+        }
+    }
+    writeln!(out, "\n| DynamoDB Local alone | clients | operations/s | p50 | p99 |\n|---|---|---|---|---|").unwrap();
+    let mut ratio = vec![];
+    for c in [1usize, 16, 64] {
+        let (get_rps, get_p50, get_p99) = raw_dynamodb(&stack.ddb, &table, c, false).await;
+        let (upd_rps, upd_p50, upd_p99) = raw_dynamodb(&stack.ddb, &table, c, true).await;
+        writeln!(out, "| GetItem | {c} | {get_rps:.0} | {get_p50:.2} ms | {get_p99:.2} ms |").unwrap();
+        writeln!(out, "| UpdateItem | {c} | {upd_rps:.0} | {upd_p50:.2} ms | {upd_p99:.2} ms |").unwrap();
+        if let Some(g) = gateway_get_p50.get(&c) {
+            let emulator = get_p50 + upd_p50;
+            ratio.push(format!("{c} client(s): {g:.2} ms against {emulator:.2} ms ({:+.0} %)", (g / emulator - 1.0) * 100.0));
+        }
+    }
+    writeln!(
+        out,
+        "\n`GET /posts/{{id}}` p50 through the gateway against the sum of the two emulator calls' p50 it needs: {}.",
+        ratio.join("; ")
+    )
+    .unwrap();
+}
+
+/// A page of 50 costs the same DynamoDB work with 100 and with 100,000 posts in the workspace.
+async fn bench_list_cost(stack: &DevStack, out: &mut String) {
+    use aws_sdk_dynamodb::types::{AttributeValue as A, PutRequest, WriteRequest};
+    writeln!(out, "\n## List cost: a page of 50 with 100 and with 100,000 posts\n").unwrap();
+    writeln!(out, "| posts in the workspace | DynamoDB calls for the first page | for a page deep in the list | time of a page (median of 20) |\n|---|---|---|---|").unwrap();
+    let table = stack.config().table;
+    for n in [100usize, 100_000] {
+        let (ws, key) = workspaces::create_workspace(&stack.app, "bench list").await.unwrap();
+        // Posts written as items directly (the API would spend the write budget): the same
+        // keys and attributes the posts area writes.
+        let http = reqwest::Client::new();
+        let sample: serde_json::Value = http
+            .post(format!("{}/posts", stack.base_url))
+            .bearer_auth(&key)
+            .json(&serde_json::json!({"content": "template"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let template = stack
+            .ddb
+            .get_item()
+            .table_name(&table)
+            .key("pk", A::S(shared::store::ws_pk(&ws.id)))
+            .key("sk", A::S(domain::keys::POST.sk(&[sample["data"]["id"].as_str().unwrap()])))
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("the post item");
+        let ids: Vec<String> = (1..n).map(|_| shared::ids::new_id("post")).collect();
+        for chunk in ids.chunks(25 * 8) {
+            let batches = chunk.chunks(25).map(|c| {
+                let writes: Vec<WriteRequest> = c
+                    .iter()
+                    .map(|id| {
+                        let mut item = template.clone();
+                        item.insert("sk".into(), A::S(domain::keys::POST.sk(&[id])));
+                        item.insert("id".into(), A::S(id.clone()));
+                        WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().unwrap()).build()
+                    })
+                    .collect();
+                stack.ddb.batch_write_item().request_items(&table, writes).send()
+            });
+            for r in futures_util::future::join_all(batches).await {
+                assert!(r.unwrap().unprocessed_items().is_none_or(|u| u.is_empty()), "DynamoDB Local took every item");
+            }
+        }
+        let page = |cursor: Option<String>| {
+            let (http, key, base) = (http.clone(), key.clone(), stack.base_url.clone());
+            async move {
+                let url = match cursor {
+                    Some(c) => format!("{base}/posts?limit=50&cursor={c}"),
+                    None => format!("{base}/posts?limit=50"),
+                };
+                let t = Instant::now();
+                let r = http.get(url).bearer_auth(&key).send().await.unwrap();
+                let calls: u32 = r.headers().get("x-dev-ddb-calls").and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0);
+                let body: serde_json::Value = r.json().await.unwrap();
+                assert_eq!(body["data"].as_array().map(Vec::len), Some(50.min(n)));
+                (calls, body["next_cursor"].as_str().map(String::from), t.elapsed().as_secs_f64() * 1000.0)
+            }
+        };
+        let (first_calls, mut cursor, _) = page(None).await;
+        // Walk 10 pages in, then time pages there.
+        let mut deep_calls = first_calls;
+        for _ in 0..10 {
+            if let Some(c) = cursor.clone() {
+                let (calls, next, _) = page(Some(c)).await;
+                deep_calls = calls;
+                cursor = next.or(cursor);
+            }
+        }
+        let mut times = vec![];
+        for _ in 0..20 {
+            times.push(page(None).await.2);
+        }
+        times.sort_by(f64::total_cmp);
+        eprintln!("list cost n={n}: {first_calls} / {deep_calls} calls, {:.1} ms", pct(&times, 0.5));
+        writeln!(out, "| {n} | {first_calls} | {deep_calls} | {:.1} ms |", pct(&times, 0.5)).unwrap();
+    }
+    writeln!(out, "\nA page is one Query of `limit + 1` items from the cursor's position (plus the rate bucket, and the key look-up when the container has not seen the key within 5 s); nothing counts or scans the collection.").unwrap();
+}
+
+/// Every function the template deploys, by binary name (the order of `make package`).
+const FUNCTIONS: &[&str] = &[
+    "workspaces",
+    "posts",
+    "webhooks",
+    "dispatcher",
+    "contacts",
+    "contact-import",
+    "deals",
+    "emails",
+    "email-sender",
+    "channels",
+    "publisher",
+    "bookings",
+    "gdpr",
+    "portal",
+    "gdpr-worker",
+    "helpdesk",
+    "inbound-mail",
+    "capabilities",
+    "scans",
+    "scanner",
+];
+
+fn gzip_len(bytes: &[u8]) -> usize {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap().len()
+}
+
+fn mb(bytes: usize) -> String {
+    format!("{:.2} MB", bytes as f64 / 1_000_000.0)
+}
+
+/// The event a function's cold start answers: an area's first parameterless GET (the posts
+/// area reads one post by id), an empty SQS batch for the workers.
+fn cold_start_event(function: &str, key: &str, post_id: &str) -> serde_json::Value {
+    if function == "posts" {
+        return tools::runtime_api::http_event("GET", &format!("/api/v1/posts/{post_id}"), key, None);
+    }
+    match tools::gateway::areas().into_iter().find(|(name, _)| *name == function) {
+        Some((_, routes)) => {
+            let route = routes.iter().find(|r| r.method == http::Method::GET && !r.path.contains('{')).unwrap_or(&routes[0]);
+            tools::runtime_api::http_event(route.method.as_str(), &format!("/api/v1{}", route.path), key, None)
+        }
+        None => serde_json::json!({"Records": []}),
+    }
+}
+
+/// Sizes of the release binaries (x86_64 from `target/release`, arm64 from `make package`'s
+/// `target/lambda`), and cold starts of each x86_64 binary under the local Runtime API next to
+/// the hello-world `lambda_http` function, interleaved, 21 rounds.
+async fn bench_cold_starts(stack: &DevStack, out: &mut String) {
+    let release = repo_root().join("target/release");
+    let hello = release.join("hello-lambda");
+    writeln!(out, "\n## Binaries and cold starts (release profile: opt-level z, fat LTO, one codegen unit, stripped)\n").unwrap();
+    if !hello.exists() || FUNCTIONS.iter().any(|f| !release.join(f).exists()) {
+        writeln!(out, "Not measured: `make bench` builds `target/release/<function>` first.").unwrap();
+        return;
+    }
+    let (_, key) = workspaces::create_workspace(&stack.app, "bench cold start").await.unwrap();
+    let post: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/posts", stack.base_url))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"content": "cold start"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let post_id = post["data"]["id"].as_str().unwrap().to_string();
+    let env = stack.env();
+    let names: Vec<&str> = std::iter::once("hello-lambda").chain(FUNCTIONS.iter().copied()).collect();
+    let mut runs: std::collections::BTreeMap<&str, Vec<tools::runtime_api::ColdStart>> = Default::default();
+    const ROUNDS: usize = 21;
+    for round in 0..ROUNDS {
+        for name in &names {
+            let event = cold_start_event(name, &key, &post_id);
+            match tools::runtime_api::cold_start(&release.join(name), &env, &event).await {
+                Ok(c) => runs.entry(name).or_default().push(c),
+                Err(e) => eprintln!("cold start {name} (round {round}): {e}"),
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() { f64::NAN } else { pct(v, 0.5) }
+    };
+    let stats = |name: &str| {
+        let r = runs.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        let mut init: Vec<f64> = r.iter().map(|c| c.init.as_secs_f64() * 1000.0).collect();
+        let mut first: Vec<f64> = r.iter().map(|c| c.first_response.as_secs_f64() * 1000.0).collect();
+        let rss = r.iter().map(|c| c.peak_rss_kib).max().unwrap_or(0);
+        let status = r.last().map(|c| match &c.answer {
+            Ok(v) => v.get("statusCode").map_or_else(|| "answered".to_string(), |s| s.to_string()),
+            Err(e) => format!("error: {}", e.chars().take(60).collect::<String>()),
+        });
+        (median(&mut init), median(&mut first), rss, status.unwrap_or_else(|| "no run".into()), r.len())
+    };
+    let (hello_init, hello_first, hello_rss, _, _) = stats("hello-lambda");
+    let hello_size = std::fs::metadata(&hello).map(|m| m.len() as usize).unwrap_or(0);
+    writeln!(
+        out,
+        "Each binary is started {ROUNDS} times (interleaved) under `tools::runtime_api`, a local Lambda Runtime API that serves it one event, with the local stack's environment. Init is process start -> the first `GET /runtime/invocation/next`; first response is process start -> the answer, which for an area is a real request (the posts function reads one post by id; the others their first list) through authentication (a fresh container looks the key up), the rate bucket and DynamoDB Local; workers answer an empty SQS batch. Medians; peak RSS is the largest VmHWM seen.\n"
+    )
+    .unwrap();
+    writeln!(out, "| function | x86_64 stripped | gzip | arm64 stripped (`make package`) | arm64 zip | init | init / hello | first response | answer | peak RSS |").unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|").unwrap();
+    let hello_bytes = std::fs::read(&hello).unwrap_or_default();
+    writeln!(
+        out,
+        "| hello-world `lambda_http` | {} | {} | | | {hello_init:.2} ms | 1.0x | {hello_first:.2} ms | 200 | {:.1} MiB |",
+        mb(hello_size),
+        mb(gzip_len(&hello_bytes)),
+        hello_rss as f64 / 1024.0
+    )
+    .unwrap();
+    let mut worst = 0.0f64;
+    let mut largest = (0usize, "");
+    for name in FUNCTIONS {
+        let bytes = std::fs::read(release.join(name)).unwrap_or_default();
+        let lambda = repo_root().join("target/lambda").join(name);
+        let arm = std::fs::metadata(lambda.join("bootstrap")).map(|m| mb(m.len() as usize)).unwrap_or_else(|_| "-".into());
+        let arm_zip = std::fs::metadata(lambda.join("bootstrap.zip")).map(|m| mb(m.len() as usize)).unwrap_or_else(|_| "-".into());
+        let (init, first, rss, status, n) = stats(name);
+        worst = worst.max(init / hello_init);
+        if bytes.len() > largest.0 {
+            largest = (bytes.len(), name);
+        }
+        eprintln!("cold start {name}: {} init {init:.2} ms first {first:.2} ms ({n} runs) {status}", mb(bytes.len()));
+        writeln!(
+            out,
+            "| {name} | {} | {} | {arm} | {arm_zip} | {init:.2} ms | {:.1}x | {first:.2} ms | {status} | {:.1} MiB |",
+            mb(bytes.len()),
+            mb(gzip_len(&bytes)),
+            init / hello_init,
+            rss as f64 / 1024.0
+        )
+        .unwrap();
+    }
+    writeln!(
+        out,
+        "\nLargest x86_64 binary: {} ({}). Slowest init: {worst:.1}x the hello-world function's. Nothing slow happens at init: the platform secret, the JWKS and the outbound HTTP clients are loaded on first use; the SDK clients are built from the environment without I/O.",
+        largest.1,
+        mb(largest.0)
     )
     .unwrap();
 }
