@@ -1,5 +1,6 @@
-//! Per-container state: SDK clients built once at cold start, the platform secret loaded on
-//! first use and cached for the container's life, and the in-memory parts of the limiter.
+//! Per-container state: the DynamoDB client built at cold start, the other SDK clients and
+//! the platform secret on first use, kept for the container's life, and the in-memory parts
+//! of the limiter.
 
 use crate::config::Config;
 use crate::error::ApiError;
@@ -7,18 +8,20 @@ use crate::metrics::{CallLog, DynamoCallCounter};
 use crate::oauth::JwtVerifier;
 use crate::ratelimit::RateLimiter;
 use crate::store::Db;
+use std::sync::OnceLock;
 use tokio::sync::OnceCell;
 
 pub struct App {
     pub cfg: Config,
     pub db: Db,
-    pub sqs: Lazy<aws_sdk_sqs::Client>,
-    pub secrets: Lazy<aws_sdk_secretsmanager::Client>,
-    /// SES v2 for identity management (sending domains); the sender builds its own client
-    /// without retries for SendEmail.
-    pub ses: Lazy<aws_sdk_sesv2::Client>,
-    /// Export documents (and other large objects).
-    pub s3: Lazy<aws_sdk_s3::Client>,
+    /// The other clients are built on first use (`sqs()`, `s3()`, `ses()`, `secrets()`) from
+    /// this configuration: most requests never touch them, so a cold start does not pay for
+    /// them, and a function that never calls one does not link its client at all.
+    sdk: aws_config::SdkConfig,
+    sqs: OnceLock<aws_sdk_sqs::Client>,
+    secrets: OnceLock<aws_sdk_secretsmanager::Client>,
+    ses: OnceLock<aws_sdk_sesv2::Client>,
+    s3: OnceLock<aws_sdk_s3::Client>,
     pub limiter: RateLimiter,
     /// API key look-ups this container trusts for `cfg.api_key_cache_secs`.
     pub keys: crate::auth::KeyCache,
@@ -70,31 +73,22 @@ impl PlatformSecret {
     }
 }
 
-/// A client built on first use. Every request needs DynamoDB; most never touch SQS, S3, SES
-/// or Secrets Manager, so a cold start does not pay for building them.
-pub struct Lazy<T> {
-    cell: std::sync::OnceLock<T>,
-    build: Box<dyn Fn() -> T + Send + Sync>,
-}
-
-impl<T> Lazy<T> {
-    pub fn new(build: impl Fn() -> T + Send + Sync + 'static) -> Self {
-        Self { cell: std::sync::OnceLock::new(), build: Box::new(build) }
+/// The SDK configuration of a function: region and credentials from the variables the Lambda
+/// runtime sets. Unlike aws-config's default chain, nothing here reads profile files or asks
+/// IMDS or STS, so a cold start does no I/O and those providers are not linked in.
+/// `AWS_ENDPOINT_URL` points every client at a local emulator (`make watch`, the cold-start
+/// bench); `App::from_env` honours `AWS_ENDPOINT_URL_DYNAMODB` too.
+pub fn sdk_from_env() -> aws_config::SdkConfig {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let credentials = aws_config::environment::EnvironmentVariableCredentialsProvider::new();
+    let mut sdk = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")).map(aws_config::Region::new))
+        .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(credentials));
+    if let Some(endpoint) = var("AWS_ENDPOINT_URL") {
+        sdk = sdk.endpoint_url(endpoint);
     }
-}
-
-/// A client built already (tests swap one for a client of another endpoint).
-impl<T> From<T> for Lazy<T> {
-    fn from(value: T) -> Self {
-        Self { cell: std::sync::OnceLock::from(value), build: Box::new(|| unreachable!("a ready client is never built")) }
-    }
-}
-
-impl<T> std::ops::Deref for Lazy<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        self.cell.get_or_init(|| (self.build)())
-    }
+    sdk.build()
 }
 
 impl App {
@@ -116,31 +110,11 @@ impl App {
         let jwt = cfg.oauth.as_ref().map(|o| JwtVerifier::new(o, cfg.webhooks.url_policy, dependency)).transpose()?;
         Ok(Self {
             db: Db { client: aws_sdk_dynamodb::Client::from_conf(ddb_conf), table: cfg.table.clone() },
-            sqs: {
-                let sdk = sdk.clone();
-                Lazy::new(move || aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(&sdk).interceptor(CallLog).build()))
-            },
-            secrets: {
-                let sdk = sdk.clone();
-                Lazy::new(move || {
-                    aws_sdk_secretsmanager::Client::from_conf(
-                        aws_sdk_secretsmanager::config::Builder::from(&sdk).interceptor(CallLog).build(),
-                    )
-                })
-            },
-            ses: {
-                let sdk = sdk.clone();
-                Lazy::new(move || aws_sdk_sesv2::Client::from_conf(aws_sdk_sesv2::config::Builder::from(&sdk).interceptor(CallLog).build()))
-            },
-            // A custom endpoint (moto) serves buckets by path, not by host name.
-            s3: {
-                let sdk = sdk.clone();
-                Lazy::new(move || {
-                    aws_sdk_s3::Client::from_conf(
-                        aws_sdk_s3::config::Builder::from(&sdk).force_path_style(sdk.endpoint_url().is_some()).interceptor(CallLog).build(),
-                    )
-                })
-            },
+            sdk: sdk.clone(),
+            sqs: OnceLock::new(),
+            secrets: OnceLock::new(),
+            ses: OnceLock::new(),
+            s3: OnceLock::new(),
             limiter: RateLimiter::new(cfg.limits.clone()),
             keys: crate::auth::KeyCache::new(std::time::Duration::from_secs(cfg.api_key_cache_secs)),
             jwt,
@@ -149,11 +123,45 @@ impl App {
         })
     }
 
-    /// Build from the Lambda environment; the SDK honours AWS_ENDPOINT_URL(_DYNAMODB) itself.
+    /// Build from the Lambda environment (`sdk_from_env`).
     pub async fn from_env() -> Result<Self, String> {
         let cfg = Config::from_env()?;
-        let sdk = aws_config::load_from_env().await;
-        Self::new(cfg, &sdk)
+        let ddb_endpoint = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok().filter(|v| !v.is_empty());
+        Self::with_dynamodb_endpoint(cfg, &sdk_from_env(), ddb_endpoint.as_deref())
+    }
+
+    /// SQS: the events outbox and the work queues.
+    pub fn sqs(&self) -> &aws_sdk_sqs::Client {
+        self.sqs.get_or_init(|| aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(&self.sdk).interceptor(CallLog).build()))
+    }
+
+    /// SES v2 for identity management (sending domains); the sender builds its own client
+    /// without retries for SendEmail.
+    pub fn ses(&self) -> &aws_sdk_sesv2::Client {
+        self.ses
+            .get_or_init(|| aws_sdk_sesv2::Client::from_conf(aws_sdk_sesv2::config::Builder::from(&self.sdk).interceptor(CallLog).build()))
+    }
+
+    /// Export documents, inbound mail and its attachments.
+    pub fn s3(&self) -> &aws_sdk_s3::Client {
+        self.s3.get_or_init(|| {
+            // A custom endpoint (moto) serves buckets by path, not by host name.
+            let path_style = self.sdk.endpoint_url().is_some();
+            aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(&self.sdk).force_path_style(path_style).interceptor(CallLog).build(),
+            )
+        })
+    }
+
+    fn secrets(&self) -> &aws_sdk_secretsmanager::Client {
+        self.secrets.get_or_init(|| {
+            aws_sdk_secretsmanager::Client::from_conf(aws_sdk_secretsmanager::config::Builder::from(&self.sdk).interceptor(CallLog).build())
+        })
+    }
+
+    /// This app with another SQS client (tests point one at a closed port).
+    pub fn with_sqs(self, client: aws_sdk_sqs::Client) -> Self {
+        Self { sqs: OnceLock::from(client), ..self }
     }
 
     pub async fn platform_secret(&self) -> Result<&PlatformSecret, ApiError> {
@@ -161,7 +169,7 @@ impl App {
         crate::metrics::record_action("secretsmanager:GetSecretValue");
         self.platform
             .get_or_try_init(|| async {
-                let out = self.secrets.get_secret_value().secret_id(&self.cfg.platform_secret_id).send().await.map_err(|e| {
+                let out = self.secrets().get_secret_value().secret_id(&self.cfg.platform_secret_id).send().await.map_err(|e| {
                     ApiError::unavailable(format!("secrets manager: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e)))
                 })?;
                 let s = out.secret_string().ok_or_else(|| ApiError::internal("platform secret has no string value"))?;

@@ -201,7 +201,7 @@ pub async fn publish(app: &App, events: &[Event]) {
         }
     }
     for (body, count) in bodies {
-        match crate::sqs::send(&app.sqs, &app.cfg.events_queue_url, body, 0).await {
+        match crate::sqs::send(app.sqs(), &app.cfg.events_queue_url, body, 0).await {
             Ok(()) => tracing::info!(count, first_event = %events.first().map(|e| e.id.as_str()).unwrap_or_default(), "events queued"),
             Err(e) => tracing::warn!(count, error = %e, "events not queued; left in outbox for the sweep"),
         }
@@ -260,7 +260,7 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
             })
             .collect();
         let out = app
-            .sqs
+            .sqs()
             .send_message_batch()
             .queue_url(&app.cfg.events_queue_url)
             .set_entries(Some(entries))

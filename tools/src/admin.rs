@@ -402,9 +402,9 @@ pub async fn store_inbound(
 /// Feed one inbound message to the stack exactly as SES would: the raw MIME into the mail
 /// bucket, the notification into the inbound queue. Answers SES's message id.
 pub async fn send_inbound(app: &shared::App, res: &Resources, raw: &[u8], recipients: &[String]) -> Result<String, String> {
-    let body = store_inbound(&app.s3, &res.mail_bucket, raw, recipients, "PASS", "PASS").await?;
+    let body = store_inbound(app.s3(), &res.mail_bucket, raw, recipients, "PASS", "PASS").await?;
     let id = inbound_mail::receipt(&body).map(|r| r.ses_message_id).unwrap_or_default();
-    shared::sqs::send(&app.sqs, &res.inbound_mail_queue_url, body, 0).await?;
+    shared::sqs::send(app.sqs(), &res.inbound_mail_queue_url, body, 0).await?;
     Ok(id)
 }
 

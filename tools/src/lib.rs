@@ -91,7 +91,7 @@ impl DevStack {
     /// `sweep_every`), and the publisher (publish queue, tick every `sweep_every`).
     pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
         let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg.clone())?)?);
-        let sqs = d.app.sqs.clone();
+        let sqs = d.app.sqs().clone();
         let dispatch: worker::Handler = {
             let d = d.clone();
             Arc::new(move |ev| {

@@ -146,7 +146,7 @@ pub async fn create(app: &App, ws: &str, raw_name: &str) -> ApiResult<SendingDom
                 _ => ApiError::conflict("the domain was created concurrently"),
             })
         })?;
-    let created = app.ses.create_email_identity().email_identity(&d.name).send().await;
+    let created = app.ses().create_email_identity().email_identity(&d.name).send().await;
     let out = match created {
         Ok(out) => out,
         Err(e) => {
@@ -193,7 +193,7 @@ async fn release(app: &App, ws: &str, d: &SendingDomain, version: i64) {
 
 /// Ask SES for the domain's state; store and announce a change.
 pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> ApiResult<SendingDomain> {
-    let got = app.ses.get_email_identity().email_identity(&d.name).send().await;
+    let got = app.ses().get_email_identity().email_identity(&d.name).send().await;
     let (status, tokens) = match got {
         Ok(out) => (
             status_of(out.verification_status(), out.verified_for_sending_status()),
@@ -239,7 +239,7 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
 /// its claim and its count.
 pub async fn delete(app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
-    match app.ses.delete_email_identity().email_identity(&d.name).send().await {
+    match app.ses().delete_email_identity().email_identity(&d.name).send().await {
         Ok(_) => {}
         Err(e) if e.as_service_error().is_some_and(|se| se.is_not_found_exception()) => {}
         Err(e) => return Err(ses_error("DeleteEmailIdentity", e)),

@@ -134,7 +134,7 @@ pub async fn with_link(app: &App, ws: &str, job: &mut ExportJob) -> ApiResult<()
     shared::metrics::record_action("s3:GetObject");
     let cfg = aws_sdk_s3::presigning::PresigningConfig::expires_in(std::time::Duration::from_secs(URL_SECS)).map_err(ApiError::internal)?;
     let req = app
-        .s3
+        .s3()
         .get_object()
         .bucket(&app.cfg.exports_bucket)
         .key(object_key(ws, &job.id))
@@ -225,7 +225,7 @@ impl Writer {
 
 async fn create_upload(app: &App, key: &str) -> ApiResult<String> {
     let out = app
-        .s3
+        .s3()
         .create_multipart_upload()
         .bucket(&app.cfg.exports_bucket)
         .key(key)
@@ -241,7 +241,7 @@ async fn upload_part(app: &App, key: &str, r: &mut Resume, bytes: Vec<u8>) -> Ap
     let n = r.parts.len() as i32 + 1;
     r.bytes += bytes.len() as u64;
     let out = app
-        .s3
+        .s3()
         .upload_part()
         .bucket(&app.cfg.exports_bucket)
         .key(key)
@@ -372,7 +372,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
     let finished = async {
         if r.upload_id.is_empty() {
             r.bytes = bytes.len() as u64;
-            app.s3
+            app.s3()
                 .put_object()
                 .bucket(&app.cfg.exports_bucket)
                 .key(&key)
@@ -386,7 +386,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
         }
         upload_part(app, &key, &mut r, bytes).await?;
         let parts = r.parts.iter().map(|(n, e)| CompletedPart::builder().part_number(*n).e_tag(e).build()).collect();
-        app.s3
+        app.s3()
             .complete_multipart_upload()
             .bucket(&app.cfg.exports_bucket)
             .key(&key)
@@ -401,7 +401,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
     if let Err(e) = finished {
         // A run that died after completing the upload left the document whole: the upload is
         // gone and the object is there.
-        let exists = app.s3.head_object().bucket(&app.cfg.exports_bucket).key(&key).send().await.is_ok();
+        let exists = app.s3().head_object().bucket(&app.cfg.exports_bucket).key(&key).send().await.is_ok();
         if !exists {
             return Err(e);
         }
@@ -440,7 +440,7 @@ async fn fail(app: &App, ws: &str, job: &ExportJob, item: &Item, code: &str, mes
     if let Some(r) = store::get_str(item, "resume").and_then(|j| serde_json::from_str::<Resume>(j).ok()).filter(|r| !r.upload_id.is_empty())
     {
         let _ = app
-            .s3
+            .s3()
             .abort_multipart_upload()
             .bucket(&app.cfg.exports_bucket)
             .key(object_key(ws, &job.id))
@@ -477,7 +477,7 @@ async fn finish(app: &App, ws: &str, job: &ExportJob, event: &str) -> ApiResult<
 /// Erasing a subject deletes the exports about them, document and job.
 async fn erase_job(app: &App, ws: &str, item: Item, _subject: &Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
-    app.s3
+    app.s3()
         .delete_object()
         .bucket(&app.cfg.exports_bucket)
         .key(object_key(ws, id))

@@ -172,7 +172,7 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
     };
     for (i, (_, bytes)) in inc.attachments.iter().enumerate() {
         if let Some(b) = bytes {
-            app.s3
+            app.s3()
                 .put_object()
                 .bucket(&app.cfg.mail_bucket)
                 .key(attachment_key(ws, &m.conversation_id, &m.id, i))
@@ -262,7 +262,7 @@ pub async fn with_links(app: &App, ws: &str, m: &mut Message) -> ApiResult<()> {
     for (i, a) in m.attachments.iter_mut().enumerate().filter(|(_, a)| a.stored) {
         let cfg = aws_sdk_s3::presigning::PresigningConfig::expires_in(std::time::Duration::from_secs(3600)).map_err(ApiError::internal)?;
         let req = app
-            .s3
+            .s3()
             .get_object()
             .bucket(&app.cfg.mail_bucket)
             .key(attachment_key(ws, &m.conversation_id, &m.id, i))

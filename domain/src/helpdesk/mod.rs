@@ -346,7 +346,7 @@ async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
     if let Ok(m) = store::from_item::<Message>(item) {
         for (i, _) in m.attachments.iter().enumerate().filter(|(_, a)| a.stored) {
             let key = inbound::attachment_key(ws, &m.conversation_id, &m.id, i);
-            app.s3
+            app.s3()
                 .delete_object()
                 .bucket(&app.cfg.mail_bucket)
                 .key(key)

@@ -89,7 +89,7 @@ impl Dispatcher {
                 // Only delivery jobs are kept for later; events are finished or failed.
                 let res = self
                     .app
-                    .sqs
+                    .sqs()
                     .change_message_visibility()
                     .queue_url(&self.app.cfg.deliveries_queue_url)
                     .receipt_handle(&m.receipt_handle)

@@ -3,8 +3,8 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     shared::telemetry::init();
-    let sdk = aws_config::load_from_env().await;
-    let app = shared::App::new(shared::config::Config::from_env()?, &sdk)?;
+    let sdk = shared::app::sdk_from_env();
+    let app = shared::App::from_env().await?;
     // Leaked on purpose: lives as long as the container, borrowed by every invocation.
     let sender: &'static email_sender::Sender = Box::leak(Box::new(email_sender::Sender::new(app, &sdk)));
     lambda_runtime::run(lambda_runtime::service_fn(move |ev: lambda_runtime::LambdaEvent<serde_json::Value>| async move {

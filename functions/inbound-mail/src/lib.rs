@@ -144,7 +144,7 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
 }
 
 async fn read_raw(app: &App, r: &Receipt) -> Result<Option<Vec<u8>>, String> {
-    match app.s3.get_object().bucket(&r.bucket).key(&r.key).send().await {
+    match app.s3().get_object().bucket(&r.bucket).key(&r.key).send().await {
         Ok(out) => Ok(Some(out.body.collect().await.map_err(|e| e.to_string())?.into_bytes().to_vec())),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
         Err(e) => Err(format!("s3 get {}: {}", r.key, aws_sdk_s3::error::DisplayErrorContext(e))),
@@ -152,7 +152,7 @@ async fn read_raw(app: &App, r: &Receipt) -> Result<Option<Vec<u8>>, String> {
 }
 
 async fn delete_raw(app: &App, r: &Receipt) -> Result<(), String> {
-    app.s3
+    app.s3()
         .delete_object()
         .bucket(&r.bucket)
         .key(&r.key)

@@ -4,8 +4,7 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     shared::telemetry::init();
-    let sdk = aws_config::load_from_env().await;
-    let app = shared::App::new(shared::config::Config::from_env()?, &sdk)?;
+    let app = shared::App::from_env().await?;
     // Leaked on purpose: lives as long as the container, borrowed by every invocation.
     let publisher: &'static domain::publishing::Publisher = Box::leak(Box::new(domain::publishing::Publisher::new(app)?));
     lambda_runtime::run(lambda_runtime::service_fn(move |ev: lambda_runtime::LambdaEvent<serde_json::Value>| async move {

@@ -74,8 +74,8 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
             };
             let app = app().await?;
             let queue = std::env::var("INBOUND_MAIL_QUEUE_URL").map_err(|_| "INBOUND_MAIL_QUEUE_URL is not set (source .local/dev.env)")?;
-            let body = admin::store_inbound(&app.s3, &app.cfg.mail_bucket, &raw, &to, "PASS", "PASS").await?;
-            shared::sqs::send(&app.sqs, &queue, body, 0).await?;
+            let body = admin::store_inbound(app.s3(), &app.cfg.mail_bucket, &raw, &to, "PASS", "PASS").await?;
+            shared::sqs::send(app.sqs(), &queue, body, 0).await?;
             Ok(serde_json::json!({"queued": true, "recipients": to}))
         }
         _ => Err(
