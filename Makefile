@@ -94,8 +94,9 @@ watch: deps
 FUNCTIONS := workspaces posts webhooks dispatcher contacts contact-import deals emails email-sender channels publisher bookings gdpr portal gdpr-worker helpdesk inbound-mail capabilities scans scanner
 
 # Release binaries for SAM, for arm64: target/lambda/<function>/bootstrap and bootstrap.zip
+# (cross-compiled with zig from the .venv's ziglang, which cargo-lambda finds through its python3).
 package: deps
-	$(VENV)/bin/cargo-lambda lambda build --release --arm64 --output-format zip $(addprefix --package ,$(FUNCTIONS))
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cargo-lambda lambda build --release --arm64 --output-format zip $(addprefix --package ,$(FUNCTIONS))
 	for f in $(FUNCTIONS); do (cd target/lambda/$$f && unzip -o -q bootstrap.zip); done
 
 # Signing, dispatcher, workers, binary sizes and cold starts (the release binaries next to a

@@ -550,9 +550,10 @@ async fn workspace_settings_and_round_trips() {
     let post = a.post("/posts", &json!({"content": "measure 2"})).await;
     assert_eq!(post.ddb_calls(), 2, "POST: bucket, transaction");
     // A container that has not seen the key reads it once, and its limiter learns the bucket's
-    // state by one failed guess (its last_used_at write is per process, made here already).
+    // state by one failed guess (its last_used_at write is per process, made here already),
+    // unless the bucket refilled since the last request (0.4 s here), when "idle" is right.
     let cold = Client::new(&h.base2, a.auth.as_deref().unwrap()).get(&format!("/posts/{id}")).await;
-    assert_eq!(cold.ddb_calls(), 4, "GET in another container: key, bucket twice, item");
+    assert!(matches!(cold.ddb_calls(), 3 | 4), "GET in another container: key, bucket (twice if busy), item: {}", cold.ddb_calls());
     let _ = h;
 }
 

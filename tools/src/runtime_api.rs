@@ -93,7 +93,7 @@ pub async fn cold_start(binary: &Path, env: &[(&str, String)], event: &serde_jso
         }
     })
     .await;
-    let peak_rss_kib = vm_hwm_kib(pid);
+    let peak_rss_kib = proc_status_kib(&pid.to_string(), "VmHWM");
     let _ = child.kill().await;
     server.abort();
     let s = std::mem::take(&mut *state.lock().unwrap());
@@ -153,10 +153,11 @@ async fn runtime(
     }
 }
 
-fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+/// A `/proc/<process>/status` size field (`VmHWM`, `VmRSS`) in KiB; `process` is a pid or `self`.
+pub fn proc_status_kib(process: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{process}/status"))
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmHWM:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())))
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.split_whitespace().next()?.parse().ok()))
         .unwrap_or(0)
 }
 
