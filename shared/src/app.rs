@@ -130,6 +130,12 @@ impl App {
         Self::with_dynamodb_endpoint(cfg, &sdk_from_env(), ddb_endpoint.as_deref())
     }
 
+    /// The SDK configuration the clients are built from (a function that needs a client of its
+    /// own, such as the email sender's SES client without retries, starts from it).
+    pub fn sdk(&self) -> &aws_config::SdkConfig {
+        &self.sdk
+    }
+
     /// SQS: the events outbox and the work queues.
     pub fn sqs(&self) -> &aws_sdk_sqs::Client {
         self.sqs.get_or_init(|| aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(&self.sdk).interceptor(CallLog).build()))

@@ -146,7 +146,7 @@ impl Harness {
     /// An email sender of this stack, for tests that invoke it directly (as Lambda would).
     pub async fn sender(&self) -> email_sender::Sender {
         let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
-        email_sender::Sender::new(App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app"), &sdk)
+        email_sender::Sender::new(App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app"))
     }
 
     /// Every message moto's SES recorded as sent (`id`, `source`, `subject`, `body`,

@@ -135,7 +135,7 @@ impl DevStack {
                 domain::helpdesk::snooze::tick(&app).await.map(|_| ()).map_err(|e| e.to_string())
             }))
         }));
-        let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg.clone())?, &self.sdk));
+        let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg.clone())?));
         let send: worker::Handler = {
             let sender = sender.clone();
             Arc::new(move |ev| {
@@ -201,6 +201,15 @@ impl DevStack {
         }
         self.emulators.stop().await;
     }
+}
+
+/// Every function the template deploys, by binary name: the Makefile's `FUNCTIONS`, which
+/// `make package` and `make bench` build (`tools/tests/template.rs` checks it against the
+/// workspace's binaries and template.yaml).
+pub fn functions() -> Vec<String> {
+    let makefile = std::fs::read_to_string(localstack::repo_root().join("Makefile")).expect("the Makefile");
+    let line = makefile.lines().find_map(|l| l.strip_prefix("FUNCTIONS := ")).expect("FUNCTIONS in the Makefile");
+    line.split_whitespace().map(String::from).collect()
 }
 
 /// The OAuth subject `make dev` makes owner of its demo workspace, for

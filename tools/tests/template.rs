@@ -45,9 +45,7 @@ fn every_binary_is_packaged_and_deployed_by_a_function() {
     let t = std::fs::read_to_string(tools::localstack::repo_root().join("template.yaml")).unwrap();
     let meta = std::process::Command::new(env!("CARGO")).args(["metadata", "--format-version", "1", "--no-deps"]).output().unwrap();
     let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
-    let makefile = std::fs::read_to_string(tools::localstack::repo_root().join("Makefile")).unwrap();
-    let makefile_functions: Vec<&str> =
-        makefile.lines().find_map(|l| l.strip_prefix("FUNCTIONS := ")).expect("FUNCTIONS in the Makefile").split_whitespace().collect();
+    let makefile_functions = tools::functions();
     for p in meta["packages"].as_array().unwrap() {
         if !p["manifest_path"].as_str().unwrap().contains("/functions/") {
             continue;
@@ -55,7 +53,7 @@ fn every_binary_is_packaged_and_deployed_by_a_function() {
         for target in p["targets"].as_array().unwrap().iter().filter(|t| t["kind"][0] == "bin") {
             let bin = target["name"].as_str().unwrap();
             assert!(t.contains(&format!("CodeUri: target/lambda/{bin}/bootstrap.zip\n")), "no function in template.yaml deploys {bin}");
-            assert!(makefile_functions.contains(&bin), "`make package` does not build {bin} (FUNCTIONS in the Makefile)");
+            assert!(makefile_functions.iter().any(|f| f == bin), "`make package` does not build {bin} (FUNCTIONS in the Makefile)");
         }
     }
 }

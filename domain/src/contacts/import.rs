@@ -277,7 +277,19 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             kept.push(m.message_id.as_str());
             continue;
         };
-        if let Err(e) = run(app, &msg.workspace_id, &msg.import_id).await {
+        let mut res = run(app, &msg.workspace_id, &msg.import_id).await;
+        // A transient failure resumes from the saved position after a pause here rather than
+        // after the queue's 10-minute visibility timeout.
+        for pause in [1, 3] {
+            match &res {
+                Err(e) if matches!(e.code, shared::error::ErrorCode::Conflict | shared::error::ErrorCode::Unavailable) => {
+                    tokio::time::sleep(std::time::Duration::from_secs(pause)).await;
+                    res = run(app, &msg.workspace_id, &msg.import_id).await;
+                }
+                _ => break,
+            }
+        }
+        if let Err(e) = res {
             tracing::warn!(import_id = %msg.import_id, error = %e, "import interrupted; it resumes on the next delivery");
             kept.push(m.message_id.as_str());
         }
@@ -532,8 +544,12 @@ fn take_group(ws: &str, mut todo: Vec<Contact>) -> ApiResult<(Vec<Contact>, Vec<
     Ok((todo, rest))
 }
 
+/// Tries of one group when DynamoDB cancels it for a concurrent transaction or throttles it.
+const TX_TRIES: u32 = 8;
+
 async fn commit_group(app: &App, ws: &str, mut group: Vec<Contact>) -> ApiResult<(u64, Vec<Contact>)> {
     let mut lost = vec![];
+    let mut tries = 0;
     while !group.is_empty() {
         let mut tx = Tx::new();
         // Where each contact's writes start: a failed condition names a write, and only
@@ -548,6 +564,17 @@ async fn commit_group(app: &App, ws: &str, mut group: Vec<Contact>) -> ApiResult
             Err(TxError::Condition(i)) => {
                 let at = starts.iter().rposition(|s| *s <= i).unwrap_or(0);
                 lost.push(group.remove(at));
+            }
+            // A single create racing the import for one of these addresses cancels the whole
+            // transaction; retry here after a short, growing pause, since giving up would
+            // return the message to the queue for its whole visibility timeout (10 minutes).
+            Err(TxError::Api(e))
+                if tries + 1 < TX_TRIES && matches!(e.code, shared::error::ErrorCode::Conflict | shared::error::ErrorCode::Unavailable) =>
+            {
+                tries += 1;
+                let jitter =
+                    u64::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_micros() % 50);
+                tokio::time::sleep(std::time::Duration::from_millis((25 << tries) + jitter)).await;
             }
             Err(TxError::Api(e)) => return Err(e),
         }

@@ -22,9 +22,9 @@ impl Sender {
     /// SES calls get the container's dependency deadline, well inside the claim an email is
     /// sent under, and no automatic retry: a SendEmail retried after a timeout could deliver
     /// the email twice (send.rs decides what a failure means).
-    pub fn new(app: App, sdk: &aws_config::SdkConfig) -> Self {
+    pub fn new(app: App) -> Self {
         let ms = std::time::Duration::from_millis(app.cfg.timeouts.dependency_ms);
-        let conf = aws_sdk_sesv2::config::Builder::from(sdk)
+        let conf = aws_sdk_sesv2::config::Builder::from(app.sdk())
             .interceptor(shared::metrics::CallLog)
             .retry_config(aws_config::retry::RetryConfig::disabled())
             .timeout_config(

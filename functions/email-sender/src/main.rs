@@ -3,10 +3,9 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     shared::telemetry::init();
-    let sdk = shared::app::sdk_from_env();
     let app = shared::App::from_env().await?;
     // Leaked on purpose: lives as long as the container, borrowed by every invocation.
-    let sender: &'static email_sender::Sender = Box::leak(Box::new(email_sender::Sender::new(app, &sdk)));
+    let sender: &'static email_sender::Sender = Box::leak(Box::new(email_sender::Sender::new(app)));
     lambda_runtime::run(lambda_runtime::service_fn(move |ev: lambda_runtime::LambdaEvent<serde_json::Value>| async move {
         sender.handle(ev.payload).await.map_err(lambda_runtime::Error::from)
     }))

@@ -73,6 +73,21 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Create a post over the API and answer its id.
+async fn create_post(http: &reqwest::Client, base: &str, key: &str, content: &str) -> String {
+    let r: serde_json::Value = http
+        .post(format!("{base}/posts"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({"content": content}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    r["data"]["id"].as_str().expect("the created post's id").to_string()
+}
+
 /// Workspace with `endpoints` endpoints, all pointing at `url`.
 async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
     let (ws, _) = workspaces::create_workspace(&stack.app, "bench").await.unwrap();
@@ -285,7 +300,7 @@ async fn main() {
     let (batch, accept_calls) = shared::metrics::count_ddb_calls(emails::accept_batch(&stack.app, &ws.id, input)).await;
     let batch = batch.unwrap();
     let accept_secs = t.elapsed().as_secs_f64();
-    let sender = email_sender::Sender::new(stack.new_app(stack.config()).unwrap(), &stack.sdk);
+    let sender = email_sender::Sender::new(stack.new_app(stack.config()).unwrap());
     let job = domain::emails::SendJob { workspace_id: ws.id.clone(), email_ids: batch.emails.iter().map(|e| e.id.clone()).collect() };
     let ev = SqsEvent {
         records: vec![shared::sqs::SqsMessage {
@@ -558,17 +573,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
     let http = reqwest::Client::new();
     let mut post_id = String::new();
     for i in 0..60 {
-        let r: serde_json::Value = http
-            .post(format!("{base}/posts"))
-            .bearer_auth(&key)
-            .json(&serde_json::json!({"content": format!("load {i}")}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        post_id = r["data"]["id"].as_str().unwrap().to_string();
+        post_id = create_post(&http, &base, &key, &format!("load {i}")).await;
     }
     let script = repo_root().join("target/bench-post.lua");
     std::fs::write(
@@ -661,22 +666,13 @@ async fn bench_list_cost(stack: &DevStack, out: &mut String) {
         // Posts written as items directly (the API would spend the write budget): the same
         // keys and attributes the posts area writes.
         let http = reqwest::Client::new();
-        let sample: serde_json::Value = http
-            .post(format!("{}/posts", stack.base_url))
-            .bearer_auth(&key)
-            .json(&serde_json::json!({"content": "template"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let sample = create_post(&http, &stack.base_url, &key, "template").await;
         let template = stack
             .ddb
             .get_item()
             .table_name(&table)
             .key("pk", A::S(shared::store::ws_pk(&ws.id)))
-            .key("sk", A::S(domain::keys::POST.sk(&[sample["data"]["id"].as_str().unwrap()])))
+            .key("sk", A::S(domain::keys::POST.sk(&[sample.as_str()])))
             .send()
             .await
             .unwrap()
@@ -736,30 +732,6 @@ async fn bench_list_cost(stack: &DevStack, out: &mut String) {
     writeln!(out, "\nA page is one Query of `limit + 1` items from the cursor's position (plus the rate bucket, and the key look-up when the container has not seen the key within 5 s); nothing counts or scans the collection.").unwrap();
 }
 
-/// Every function the template deploys, by binary name (the order of `make package`).
-const FUNCTIONS: &[&str] = &[
-    "workspaces",
-    "posts",
-    "webhooks",
-    "dispatcher",
-    "contacts",
-    "contact-import",
-    "deals",
-    "emails",
-    "email-sender",
-    "channels",
-    "publisher",
-    "bookings",
-    "gdpr",
-    "portal",
-    "gdpr-worker",
-    "helpdesk",
-    "inbound-mail",
-    "capabilities",
-    "scans",
-    "scanner",
-];
-
 fn gzip_len(bytes: &[u8]) -> usize {
     use std::io::Write as _;
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -792,23 +764,14 @@ fn cold_start_event(function: &str, key: &str, post_id: &str) -> serde_json::Val
 async fn bench_cold_starts(stack: &DevStack, out: &mut String) {
     let release = repo_root().join("target/release");
     let hello = release.join("hello-lambda");
+    let functions = tools::functions();
     writeln!(out, "\n## Binaries and cold starts (release profile: opt-level z, fat LTO, one codegen unit, stripped)\n").unwrap();
-    if !hello.exists() || FUNCTIONS.iter().any(|f| !release.join(f).exists()) {
+    if !hello.exists() || functions.iter().any(|f| !release.join(f).exists()) {
         writeln!(out, "Not measured: `make bench` builds `target/release/<function>` first.").unwrap();
         return;
     }
     let (_, key) = workspaces::create_workspace(&stack.app, "bench cold start").await.unwrap();
-    let post: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/posts", stack.base_url))
-        .bearer_auth(&key)
-        .json(&serde_json::json!({"content": "cold start"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let post_id = post["data"]["id"].as_str().unwrap().to_string();
+    let post_id = create_post(&reqwest::Client::new(), &stack.base_url, &key, "cold start").await;
     // Limits raised: 21 rounds of every area in one workspace would spend its read budget.
     let mut env = stack.env();
     env.push(("RATE_LIMIT_READ", "1000/s:100000".into()));
@@ -817,7 +780,8 @@ async fn bench_cold_starts(stack: &DevStack, out: &mut String) {
     let bundle = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"].into_iter().find(|p| Path::new(p).exists());
     let mut env_bundle = env.clone();
     env_bundle.extend(bundle.map(|b| ("SSL_CERT_FILE", b.to_string())));
-    let names: Vec<&str> = std::iter::once("hello-lambda").chain(FUNCTIONS.iter().copied()).chain(["posts (SSL_CERT_FILE)"]).collect();
+    let names: Vec<&str> =
+        std::iter::once("hello-lambda").chain(functions.iter().map(String::as_str)).chain(["posts (SSL_CERT_FILE)"]).collect();
     let mut runs: std::collections::BTreeMap<&str, Vec<tools::runtime_api::ColdStart>> = Default::default();
     const ROUNDS: usize = 21;
     for round in 0..ROUNDS {
@@ -868,7 +832,7 @@ async fn bench_cold_starts(stack: &DevStack, out: &mut String) {
     .unwrap();
     let mut worst = 0.0f64;
     let mut largest = (0usize, "");
-    for name in FUNCTIONS {
+    for name in functions.iter().map(String::as_str) {
         let bytes = std::fs::read(release.join(name)).unwrap_or_default();
         let lambda = repo_root().join("target/lambda").join(name);
         let arm = std::fs::metadata(lambda.join("bootstrap")).map(|m| mb(m.len() as usize)).unwrap_or_else(|_| "-".into());
