@@ -282,7 +282,7 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
         // after the queue's 10-minute visibility timeout.
         for pause in [1, 3] {
             match &res {
-                Err(e) if matches!(e.code, shared::error::ErrorCode::Conflict | shared::error::ErrorCode::Unavailable) => {
+                Err(e) if transient(e) => {
                     tokio::time::sleep(std::time::Duration::from_secs(pause)).await;
                     res = run(app, &msg.workspace_id, &msg.import_id).await;
                 }
@@ -544,6 +544,12 @@ fn take_group(ws: &str, mut todo: Vec<Contact>) -> ApiResult<(Vec<Contact>, Vec<
     Ok((todo, rest))
 }
 
+/// A concurrent transaction (409) or a throttled or unreachable DynamoDB (503): worth another
+/// try within the same delivery.
+fn transient(e: &ApiError) -> bool {
+    matches!(e.code, shared::error::ErrorCode::Conflict | shared::error::ErrorCode::Unavailable)
+}
+
 /// Tries of one group when DynamoDB cancels it for a concurrent transaction or throttles it.
 const TX_TRIES: u32 = 8;
 
@@ -568,9 +574,7 @@ async fn commit_group(app: &App, ws: &str, mut group: Vec<Contact>) -> ApiResult
             // A single create racing the import for one of these addresses cancels the whole
             // transaction; retry here after a short, growing pause, since giving up would
             // return the message to the queue for its whole visibility timeout (10 minutes).
-            Err(TxError::Api(e))
-                if tries + 1 < TX_TRIES && matches!(e.code, shared::error::ErrorCode::Conflict | shared::error::ErrorCode::Unavailable) =>
-            {
+            Err(TxError::Api(e)) if tries + 1 < TX_TRIES && transient(&e) => {
                 tries += 1;
                 let jitter =
                     u64::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_micros() % 50);
