@@ -106,8 +106,14 @@ impl Sites {
         hostile("nested-markup", format!("root {};", generated.join("nested").display()));
 
         let tmp = d.join("tmp");
+        // Run as root, nginx's workers would drop to `nobody`, which cannot read a checkout
+        // under a 0700 directory (`mktemp -d`): they keep the user that started them.
+        let as_root = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+        };
         let conf = format!(
-            "daemon off; worker_processes 1; pid {pid}; error_log {err} warn;\n\
+            "daemon off; worker_processes 1; pid {pid}; error_log {err} warn;{user}\n\
              events {{ worker_connections 256; }}\n\
              http {{\n access_log off; server_tokens off; sendfile on;\n\
              client_body_temp_path {t}/body; proxy_temp_path {t}/proxy; fastcgi_temp_path {t}/fastcgi; uwsgi_temp_path {t}/uwsgi; scgi_temp_path {t}/scgi;\n\
@@ -116,6 +122,7 @@ impl Sites {
             pid = d.join("nginx.pid").display(),
             err = d.join("error.log").display(),
             t = tmp.display(),
+            user = if as_root { " user root;" } else { "" },
         );
         let conf_path = d.join("nginx.conf");
         std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
