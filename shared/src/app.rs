@@ -84,6 +84,7 @@ pub fn sdk_from_env() -> aws_config::SdkConfig {
     let mut sdk = aws_config::SdkConfig::builder()
         .behavior_version(aws_config::BehaviorVersion::latest())
         .region(var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")).map(aws_config::Region::new))
+        .http_client(crate::sdk_http::client())
         .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(credentials));
     if let Some(endpoint) = var("AWS_ENDPOINT_URL") {
         sdk = sdk.endpoint_url(endpoint);

@@ -294,7 +294,13 @@ fn json_response(status: StatusCode, body: Bytes, headers: &[(&'static str, Stri
     for (k, v) in headers {
         b = b.header(*k, header_value(v));
     }
-    b.body(if body.is_empty() { Body::Empty } else { Body::Binary(body.to_vec()) }).expect("status and headers are valid")
+    // Text: API Gateway then passes the JSON on as is, without base64 (it always is UTF-8).
+    let body = match String::from_utf8(body.to_vec()) {
+        _ if body.is_empty() => Body::Empty,
+        Ok(text) => Body::Text(text),
+        Err(e) => Body::Binary(e.into_bytes()),
+    };
+    b.body(body).expect("status and headers are valid")
 }
 
 pub fn error_response(e: &ApiError, request_id: &str, extra: &[(&'static str, String)]) -> Response {

@@ -4,7 +4,7 @@
 //! `tools/tests/layout.rs`), so the crate reads bottom-up:
 //!
 //! 1. foundations: `error`, `ids`, `keys`, `crypto`, `validate`, `cursor`, `signing`,
-//!    `metrics`, `telemetry`, `outbound`, `sqs`
+//!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `sqs`
 //! 2. data: `store` (the table: [`store::Db`], records, queries, transactions)
 //! 3. `events` (what an event is; its outbox item)
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
@@ -23,6 +23,7 @@ pub mod ids;
 pub mod keys;
 pub mod metrics;
 pub mod outbound;
+pub mod sdk_http;
 pub mod signing;
 pub mod sqs;
 pub mod telemetry;

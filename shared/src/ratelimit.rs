@@ -274,6 +274,7 @@ mod tests {
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
             .endpoint_url("http://127.0.0.1:9")
+            .http_client(crate::sdk_http::client())
             .build();
         let db = crate::store::Db { client: aws_sdk_dynamodb::Client::from_conf(conf), table: "t".into() };
         let rl = RateLimiter::new(Class::defaults());

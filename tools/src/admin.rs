@@ -153,6 +153,7 @@ pub fn local_config(res: &Resources) -> Result<Config, String> {
 /// SDK configuration for the local emulators: dummy credentials, moto as the default endpoint.
 pub async fn local_sdk_config(moto_endpoint: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(shared::sdk_http::client())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "local"))
         .endpoint_url(moto_endpoint)

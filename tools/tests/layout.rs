@@ -48,7 +48,7 @@ fn no_function_crate_depends_on_another() {
 
 /// The layers of `shared/src/lib.rs`, bottom first.
 const SHARED_LAYERS: &[&[&str]] = &[
-    &["error", "ids", "keys", "crypto", "validate", "cursor", "signing", "metrics", "telemetry", "outbound", "sqs"],
+    &["error", "ids", "keys", "crypto", "validate", "cursor", "signing", "metrics", "telemetry", "outbound", "sdk_http", "sqs"],
     &["store"],
     &["events"],
     &["config", "auth", "oauth", "idempotency", "ratelimit"],

@@ -27,7 +27,8 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
     let cmd = args.first().map(String::as_str).unwrap_or("");
     match cmd {
         "bootstrap" => {
-            let sdk = aws_config::load_from_env().await;
+            // The default chain (profiles, SSO, the environment), over the functions' transport.
+            let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(shared::sdk_http::client()).load().await;
             let ddb = aws_sdk_dynamodb::Client::new(&sdk);
             let res = admin::bootstrap(
                 &ddb,
