@@ -72,12 +72,14 @@ pub fn ip_allowed(ip: IpAddr, policy: UrlPolicy) -> bool {
 pub enum UrlError {
     Invalid(String),
     Blocked(String),
+    /// The HTTP client could not be built (no usable TLS trust store): not the URL's fault.
+    Client(String),
 }
 
 impl std::fmt::Display for UrlError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Invalid(m) | Self::Blocked(m) => f.write_str(m),
+            Self::Invalid(m) | Self::Blocked(m) | Self::Client(m) => f.write_str(m),
         }
     }
 }
@@ -164,10 +166,19 @@ pub async fn check_url_resolved(raw: &str, policy: UrlPolicy) -> Result<url::Url
 
 /// The one HTTP client for calls out of the platform: URLs checked before sending, a resolver
 /// that refuses non-public addresses (so what is connected to is what was checked), no
-/// redirects, no proxy, bounded timeouts. Build one per container.
+/// redirects, no proxy, bounded timeouts. Build one per container: the reqwest client inside
+/// (its pool and TLS configuration, whose trust store is read from disk) is built by the
+/// first request, so a cold start does not pay for it before it is needed.
 pub struct Client {
-    http: reqwest::Client,
+    http: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    settings: Settings,
     policy: UrlPolicy,
+}
+
+struct Settings {
+    timeout: std::time::Duration,
+    user_agent: String,
+    any_certificate: bool,
 }
 
 struct GuardedResolver(UrlPolicy);
@@ -195,18 +206,27 @@ impl Client {
     }
 
     fn build(policy: UrlPolicy, timeout: std::time::Duration, user_agent: &str, any_certificate: bool) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
-            .tls_danger_accept_invalid_certs(any_certificate)
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
-            .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
-            .no_proxy()
-            .user_agent(user_agent)
-            .dns_resolver(std::sync::Arc::new(GuardedResolver(policy)))
-            .pool_idle_timeout(std::time::Duration::from_secs(30))
-            .build()
-            .map_err(|e| format!("http client: {e}"))?;
-        Ok(Self { http, policy })
+        reqwest::header::HeaderValue::from_str(user_agent).map_err(|e| format!("user agent: {e}"))?;
+        let settings = Settings { timeout, user_agent: user_agent.to_string(), any_certificate };
+        Ok(Self { http: std::sync::OnceLock::new(), settings, policy })
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, UrlError> {
+        let s = &self.settings;
+        let built = self.http.get_or_init(|| {
+            reqwest::Client::builder()
+                .tls_danger_accept_invalid_certs(s.any_certificate)
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(s.timeout)
+                .connect_timeout(s.timeout.min(std::time::Duration::from_secs(5)))
+                .no_proxy()
+                .user_agent(&s.user_agent)
+                .dns_resolver(std::sync::Arc::new(GuardedResolver(self.policy)))
+                .pool_idle_timeout(std::time::Duration::from_secs(30))
+                .build()
+                .map_err(|e| format!("http client: {e}"))
+        });
+        built.as_ref().map_err(|e| UrlError::Client(e.clone()))
     }
 
     pub fn policy(&self) -> UrlPolicy {
@@ -217,7 +237,7 @@ impl Client {
     /// resolver, so they are checked here).
     pub fn request(&self, method: reqwest::Method, url: &str) -> Result<reqwest::RequestBuilder, UrlError> {
         check_url(url, self.policy)?;
-        Ok(self.http.request(method, url))
+        Ok(self.http()?.request(method, url))
     }
 }
 

@@ -51,6 +51,8 @@ impl Sender {
             Ok(r) => r,
             Err(UrlError::Blocked(_)) => return sent(None, Some("blocked_address"), None, None),
             Err(UrlError::Invalid(_)) => return sent(None, Some("invalid_url"), None, None),
+            // Not the endpoint's fault: a failed attempt, retried like any other.
+            Err(UrlError::Client(_)) => return sent(None, Some("request"), None, None),
         };
         // Taken per attempt: a retry is signed afresh with a fresh timestamp.
         let ts = chrono::Utc::now().timestamp().to_string();

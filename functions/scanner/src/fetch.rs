@@ -66,7 +66,7 @@ impl Got {
 fn url_failure(e: UrlError) -> Failure {
     match e {
         UrlError::Blocked(m) => failure("blocked_address", m),
-        UrlError::Invalid(m) => failure("unreachable", m),
+        UrlError::Invalid(m) | UrlError::Client(m) => failure("unreachable", m),
     }
 }
 

@@ -891,7 +891,7 @@ async fn bench_cold_starts(stack: &DevStack, out: &mut String) {
     .unwrap();
     writeln!(
         out,
-        "\nLargest x86_64 binary: {} ({}). Slowest init: {worst:.1}x the hello-world function's. At init a function builds its DynamoDB client from the environment (no profile files, IMDS or STS), which loads the TLS trust store: without `SSL_CERT_FILE`, rustls-native-certs reads the bundle and then every file of the certificate directory (146 on this Debian machine; the `SSL_CERT_FILE` row shows the difference). The dispatcher and the publisher also build their outbound HTTP client, which every invocation needs. The platform secret, the JWKS and the SQS, S3, SES and Secrets Manager clients wait for first use.",
+        "\nLargest x86_64 binary: {} ({}). Slowest init: {worst:.1}x the hello-world function's. At init a function reads its configuration and builds its DynamoDB client from the environment (no profile files, IMDS or STS); no HTTP client exists yet. The SDK's transport (`shared::sdk_http`) and the outbound client (`shared::outbound`: webhooks, networks, scans, JWKS) build their reqwest client, and with it read the TLS trust store, on their first request, so the first response includes that: without `SSL_CERT_FILE`, the bundle and then every file of the certificate directory (146 on this Debian machine); with it, one file (the `SSL_CERT_FILE` row; `template.yaml` sets it). The platform secret, the JWKS and the SQS, S3, SES and Secrets Manager clients wait for first use.",
         largest.1,
         mb(largest.0)
     )
