@@ -138,15 +138,8 @@ async fn main() {
     // `BENCH_ONLY=serving`: only the binaries, cold starts, list cost and load, written to
     // target/bench-serving.md (a quick loop while working on them; docs/ keeps the full run).
     if std::env::var("BENCH_ONLY").as_deref() == Ok("serving") {
-        let mut stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
-        bench_cold_starts(&stack, &mut out).await;
-        bench_list_cost(&stack, &mut out).await;
-        bench_load(&mut stack, &mut out).await;
-        stack.stop().await;
-        let path = repo_root().join("target/bench-serving.md");
-        std::fs::write(&path, out).unwrap();
-        eprintln!("wrote {}", path.display());
-        return;
+        let stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
+        return bench_serving(stack, out, "target/bench-serving.md").await;
     }
 
     // First, while the process is small: the scanner's memory is measured from here.
@@ -188,7 +181,7 @@ async fn main() {
     writeln!(out, "\nThe message is held once; parsing adds its decoded files (about 3/4 of their base64 size) and the text parts. DynamoDB calls per inbound message are asserted in `tests/tests/inbound_mail.rs`: 5 for a reply to a conversation's reply address, 6 when threaded by SES's Message-ID, 3 for a duplicate, 1 for an unknown domain.").unwrap();
     drop(raw);
 
-    let mut stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
+    let stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
     let d = Dispatcher::new(stack.new_app(stack.config()).unwrap()).unwrap();
     let (url, arrivals) = receiver().await;
 
@@ -341,12 +334,16 @@ async fn main() {
     writeln!(out, "\nPer email the sender makes {:.0} DynamoDB calls (load, claim transaction, recipient claims, body, result transaction) and one SES call (moto here).", send_calls as f64 / 100.0).unwrap();
 
     bench_bookings(&stack, &mut out).await;
+    bench_serving(stack, out, "docs/benchmarks.md").await;
+}
+
+/// The serving sections (binaries and cold starts, list cost, load), then the report is written.
+async fn bench_serving(mut stack: DevStack, mut out: String, report: &str) {
     bench_cold_starts(&stack, &mut out).await;
     bench_list_cost(&stack, &mut out).await;
     bench_load(&mut stack, &mut out).await;
-
     stack.stop().await;
-    let path = repo_root().join("docs/benchmarks.md");
+    let path = repo_root().join(report);
     std::fs::write(&path, out).unwrap();
     eprintln!("wrote {}", path.display());
 }
