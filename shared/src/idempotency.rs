@@ -129,7 +129,8 @@ pub(crate) fn refused(old: &Item, fingerprint: &str) -> Result<Begin, ApiError> 
         let status = get_i64(old, "status").unwrap_or(200) as u16;
         return Ok(Begin::Replay(StoredResponse { status, body }));
     }
-    Err(ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later"))
+    // The first request finishes within its budget (or its lease frees the key): say when to look again.
+    Err(ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later").with_header("retry-after", "1"))
 }
 
 /// Store the completed response for replay. A response too large to keep, or one whose

@@ -427,6 +427,9 @@ async fn idempotent_replay_reuse_and_in_flight() {
     let racing = join_all((0..10).map(|_| send("k-race", &json!({"content": "raced"})))).await;
     for r in &racing {
         assert!(r.status == 201 || (r.status == 409 && r.code() == "CONFLICT"), "{} {}", r.status, r.json);
+        if r.status == 409 {
+            assert_eq!(r.header("retry-after"), Some("1"), "an in-flight duplicate is told when to look again");
+        }
     }
     let ids: HashSet<&str> = racing.iter().filter(|r| r.status == 201).map(|r| r.json["data"]["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 1, "one object, however many 201s");
