@@ -295,10 +295,10 @@ fn json_response(status: StatusCode, body: Bytes, headers: &[(&'static str, Stri
         b = b.header(*k, header_value(v));
     }
     // Text: API Gateway then passes the JSON on as is, without base64 (it always is UTF-8).
-    let body = match String::from_utf8(body.to_vec()) {
-        _ if body.is_empty() => Body::Empty,
-        Ok(text) => Body::Text(text),
-        Err(e) => Body::Binary(e.into_bytes()),
+    let body = if body.is_empty() {
+        Body::Empty
+    } else {
+        String::from_utf8(body.to_vec()).map_or_else(|e| Body::Binary(e.into_bytes()), Body::Text)
     };
     b.body(body).expect("status and headers are valid")
 }

@@ -28,7 +28,7 @@ pub async fn run_area(routes: &'static [Route]) -> Result<(), lambda_http::Error
 
 /// An HTTP API (payload 2.0) response: `Set-Cookie` goes in `cookies`, other headers as they
 /// are (API Gateway joins repeated ones), binary bodies base64-encoded.
-pub fn to_api_gateway(resp: crate::http::Response) -> ApiGatewayV2httpResponse {
+fn to_api_gateway(resp: crate::http::Response) -> ApiGatewayV2httpResponse {
     let (parts, body) = resp.into_parts();
     let mut headers = parts.headers;
     let cookies = headers.get_all(http::header::SET_COOKIE).iter().filter_map(|v| v.to_str().ok().map(str::to_string)).collect();

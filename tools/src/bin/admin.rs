@@ -27,7 +27,7 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
     let cmd = args.first().map(String::as_str).unwrap_or("");
     match cmd {
         "bootstrap" => {
-            // The default chain (profiles, SSO, the environment), over the functions' transport.
+            // The default chain (the environment, then profiles), over the functions' transport.
             let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(shared::sdk_http::client()).load().await;
             let ddb = aws_sdk_dynamodb::Client::new(&sdk);
             let res = admin::bootstrap(

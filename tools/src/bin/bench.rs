@@ -529,7 +529,6 @@ fn wrk(url: &str, key: &str, connections: usize, script: Option<&std::path::Path
     Some((rps, ms(&field("50%")?)?, ms(&field("99%")?)?))
 }
 
-/// DynamoDB Local alone at `concurrency`: operations/s, p50 and p99 in ms, for 4 s.
 /// What one raw client does per iteration: a GetItem, an UpdateItem, or both in sequence, which
 /// is the emulator work of one warm `GET /posts/{id}` (the bucket's UpdateItem, then GetItem).
 #[derive(Clone, Copy, PartialEq)]
@@ -539,6 +538,7 @@ enum Raw {
     Pair,
 }
 
+/// DynamoDB Local alone at `concurrency`: operations/s, p50 and p99 in ms, for 4 s.
 async fn raw_dynamodb(ddb: &aws_sdk_dynamodb::Client, table: &str, concurrency: usize, op: Raw) -> (f64, f64, f64) {
     use aws_sdk_dynamodb::types::AttributeValue as A;
     let until = Instant::now() + Duration::from_secs(4);
@@ -606,7 +606,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
     writeln!(out, "\n## Load: the dev gateway under wrk, next to DynamoDB Local alone\n").unwrap();
     writeln!(out, "Each run lasts 4 s; limits raised by configuration; wrk, the gateway and DynamoDB Local share the 2 cores. A warm GET is 2 DynamoDB calls (bucket UpdateItem + GetItem), a POST 2 (bucket + TransactWriteItems) plus the SQS send.\n").unwrap();
     writeln!(out, "| request | clients | requests/s | p50 | p99 |\n|---|---|---|---|---|").unwrap();
-    let mut gateway_get_p50 = std::collections::BTreeMap::new();
+    let mut gateway_get = std::collections::BTreeMap::new();
     for (label, url, post) in [
         ("`GET /posts/{id}`", format!("{base}/posts/{post_id}"), false),
         ("`GET /posts?limit=50`", format!("{base}/posts?limit=50"), false),
@@ -618,7 +618,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
                     eprintln!("load {label} c={c}: {rps:.0}/s p50 {p50:.2} ms p99 {p99:.2} ms");
                     writeln!(out, "| {label} | {c} | {rps:.0} | {p50:.2} ms | {p99:.2} ms |").unwrap();
                     if label.contains("{id}") {
-                        gateway_get_p50.insert(c, (p50, rps));
+                        gateway_get.insert(c, (p50, rps));
                     }
                 }
                 None => writeln!(out, "| {label} | {c} | wrk failed | | |").unwrap(),
@@ -634,7 +634,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
         writeln!(out, "| GetItem | {c} | {get_rps:.0} | {get_p50:.2} ms | {get_p99:.2} ms |").unwrap();
         writeln!(out, "| UpdateItem | {c} | {upd_rps:.0} | {upd_p50:.2} ms | {upd_p99:.2} ms |").unwrap();
         writeln!(out, "| UpdateItem then GetItem | {c} | {pair_rps:.0} | {pair_p50:.2} ms | {pair_p99:.2} ms |").unwrap();
-        if let Some((g, rps)) = gateway_get_p50.get(&c) {
+        if let Some((g, rps)) = gateway_get.get(&c) {
             ratio.push(format!(
                 "| {c} | {rps:.0} / {pair_rps:.0} | {g:.2} ms / {pair_p50:.2} ms | {:+.0} % |",
                 (g / pair_p50 - 1.0) * 100.0
