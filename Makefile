@@ -82,7 +82,9 @@ test:
 	$(MAKE) --no-print-directory -j2 -Oline deps build-tests
 	$(NPM_PREFIX)/node_modules/.bin/redocly lint openapi/openapi.json --format stylish
 	rm -rf target/aws-calls
-	AWS_CALL_LOG=$(CURDIR)/target/aws-calls cargo test --workspace
+	# Every test binary of `cargo test --workspace`, TEST_JOBS (default 1) at a time, each one's time
+	# printed and its output in target/test-output/ (tools/src/bin/testrun.rs).
+	AWS_CALL_LOG=$(CURDIR)/target/aws-calls cargo run -q -p tools --bin testrun
 	cargo run -q -p tools --bin iam -- --check target/aws-calls
 	# SAM would check PyPI for a newer version: the proxy keeps it on loopback (it fails fast).
 	SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=us-east-1 HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 $(VENV)/bin/sam validate --lint --template template.yaml

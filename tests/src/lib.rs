@@ -45,10 +45,18 @@ pub fn harness() -> &'static Harness {
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(async move {
-                let logs = tools::localstack::repo_root().join("target/e2e-logs");
+                // One log directory per test binary: binaries run in parallel (`testrun`).
+                let exe = std::env::current_exe().ok().and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()));
+                let binary = exe.as_deref().map_or("e2e", |s| s.rsplit_once('-').map_or(s, |(name, _hash)| name)).to_string();
+                let logs = tools::localstack::repo_root().join("target/e2e-logs").join(binary);
                 // Keys are trusted for an hour here, so the round-trip counts tests assert are
                 // exact; the 5 s revocation bound has its own test on its own gateways.
-                let mut stack = match tools::DevStack::start_with(&logs, 0, |cfg| cfg.api_key_cache_secs = 3600).await {
+                let mut stack = match tools::DevStack::start_with(&logs, 0, |cfg| {
+                    cfg.api_key_cache_secs = 3600;
+                    cfg.timeouts = EMULATOR_TIMEOUTS;
+                })
+                .await
+                {
                     Ok(s) => s,
                     Err(e) => {
                         tx.send(Err(e)).ok();
@@ -90,6 +98,13 @@ pub fn harness() -> &'static Harness {
         rx.recv().expect("harness thread").unwrap_or_else(|e| panic!("local stack failed to start: {e}"))
     })
 }
+
+/// The budgets of this harness's functions. DynamoDB Local answers a burst of racing
+/// transactions one at a time, and on a busy machine (two test binaries at a time on two
+/// cores did it) a call in a race waited longer than production's 5 s for its turn: the test
+/// saw a 503 for the emulator's queue. The production budgets (`Timeouts::default`) are what
+/// `hung_dependencies` measures, on a gateway of its own.
+pub const EMULATOR_TIMEOUTS: shared::config::Timeouts = shared::config::Timeouts { request_ms: 25_000, dependency_ms: 20_000 };
 
 /// Retries after 1 s instead of minutes, and a sweep that re-sends after 2 s: the same code
 /// paths as production, on a shorter clock.

@@ -20,9 +20,12 @@ async fn timed(f: impl std::future::Future<Output = e2e::Resp>) -> (e2e::Resp, D
 #[tokio::test]
 async fn frozen_emulators_answer_503_in_time_and_recover() {
     let h = harness();
-    assert_eq!(h.config.timeouts, shared::config::Timeouts::default(), "the test measures the defaults");
+    // The production budgets, not the harness's (`e2e::EMULATOR_TIMEOUTS`).
+    let mut cfg = h.config.clone();
+    cfg.timeouts = shared::config::Timeouts::default();
+    let base = h.gateway_with(cfg.clone()).await;
     let (ws, key) = h.workspace("hung dependencies").await;
-    let c = Client::new(&h.base, &key).during_outage();
+    let c = Client::new(&base, &key).during_outage();
     // Warm: the platform secret is cached and connections are pooled.
     assert_eq!(c.get("/posts").await.status, 200);
     let post = json!({"content": "while frozen", "channel_ids": [e2e::channel(&c, "a").await]});
@@ -64,7 +67,7 @@ async fn frozen_emulators_answer_503_in_time_and_recover() {
         .await;
     assert_eq!(r.status, 202, "{}", r.json);
     let id = r.json["data"]["id"].as_str().unwrap().to_string();
-    let sender = h.sender().await;
+    let sender = email_sender::Sender::new(h.app_with(cfg).await);
     {
         let _frozen = h.freeze(h.moto_guard);
         tokio::time::sleep((due - chrono::Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(600)).await;
