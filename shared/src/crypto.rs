@@ -1,12 +1,104 @@
+//! The process's one crypto backend, ring: rustls (the SDK's HTTPS, webhook deliveries, OAuth
+//! keys) and JWT signatures use it through [`install`], and secrets at rest are sealed with it.
+//! One backend because each is linked whole into every function: aws-lc, the default of rustls
+//! and jsonwebtoken, was 0.8 MB of each binary.
+//!
 //! Encryption at rest for secrets we must be able to read back (webhook endpoint secrets):
 //! AES-256-GCM with the platform secret's derived encryption key, a random 96-bit nonce per
 //! value, and the owning object's identity as associated data, so a sealed value copied onto
 //! another item does not open.
 
 use crate::error::ApiError;
-use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+
+/// Make ring the provider of rustls and of jsonwebtoken for this process. Called before a TLS
+/// client is built and before a JWT is checked or signed; later calls do nothing.
+pub fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // An Err means a provider is installed already (a test process may have done so).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = jwt::PROVIDER.install_default();
+    });
+}
+
+/// RS256 and ES256, the only algorithms `oauth` accepts, on ring; the admin CLI signs ES256.
+mod jwt {
+    use jsonwebtoken::crypto::{CryptoProvider, JwtSigner, JwtVerifier, KeyUtils};
+    use jsonwebtoken::errors::{ErrorKind, Result};
+    use jsonwebtoken::signature;
+    use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, DecodingKeyKind, EncodingKey};
+    use ring::signature::{
+        self as sig, ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, RSA_PKCS1_2048_8192_SHA256,
+    };
+
+    pub static PROVIDER: CryptoProvider =
+        CryptoProvider { signer_factory: signer, verifier_factory: verifier, key_utils: KeyUtils::new_unimplemented() };
+
+    struct Verifier(Algorithm, DecodingKey);
+
+    fn verifier(alg: &Algorithm, key: &DecodingKey) -> Result<Box<dyn JwtVerifier>> {
+        let family = match alg {
+            Algorithm::RS256 => AlgorithmFamily::Rsa,
+            Algorithm::ES256 => AlgorithmFamily::Ec,
+            _ => return Err(ErrorKind::InvalidAlgorithm.into()),
+        };
+        if key.family() != family {
+            return Err(ErrorKind::InvalidKeyFormat.into());
+        }
+        Ok(Box::new(Verifier(*alg, key.clone())))
+    }
+
+    impl signature::Verifier<Vec<u8>> for Verifier {
+        fn verify(&self, msg: &[u8], signature: &Vec<u8>) -> std::result::Result<(), signature::Error> {
+            let checked = match (self.0, self.1.kind()) {
+                (Algorithm::RS256, DecodingKeyKind::RsaModulusExponent { n, e }) => {
+                    sig::RsaPublicKeyComponents { n, e }.verify(&RSA_PKCS1_2048_8192_SHA256, msg, signature)
+                }
+                (Algorithm::RS256, DecodingKeyKind::SecretOrDer(der)) => {
+                    sig::UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, der).verify(msg, signature)
+                }
+                (Algorithm::ES256, DecodingKeyKind::SecretOrDer(point)) => {
+                    sig::UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, point).verify(msg, signature)
+                }
+                _ => Err(ring::error::Unspecified),
+            };
+            checked.map_err(|_| signature::Error::new())
+        }
+    }
+
+    impl JwtVerifier for Verifier {
+        fn algorithm(&self) -> Algorithm {
+            self.0
+        }
+    }
+
+    struct Es256Signer(EcdsaKeyPair);
+
+    fn signer(alg: &Algorithm, key: &EncodingKey) -> Result<Box<dyn JwtSigner>> {
+        if *alg != Algorithm::ES256 {
+            return Err(ErrorKind::InvalidAlgorithm.into());
+        }
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, key.as_bytes(), &ring::rand::SystemRandom::new())
+            .map_err(|_| ErrorKind::InvalidEcdsaKey)?;
+        Ok(Box::new(Es256Signer(pair)))
+    }
+
+    impl signature::Signer<Vec<u8>> for Es256Signer {
+        fn try_sign(&self, msg: &[u8]) -> std::result::Result<Vec<u8>, signature::Error> {
+            let signed = self.0.sign(&ring::rand::SystemRandom::new(), msg).map_err(|_| signature::Error::new())?;
+            Ok(signed.as_ref().to_vec())
+        }
+    }
+
+    impl JwtSigner for Es256Signer {
+        fn algorithm(&self) -> Algorithm {
+            Algorithm::ES256
+        }
+    }
+}
 
 const VERSION: &str = "v1:";
 

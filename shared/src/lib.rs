@@ -4,7 +4,7 @@
 //! `tools/tests/layout.rs`), so the crate reads bottom-up:
 //!
 //! 1. foundations: `error`, `ids`, `keys`, `crypto`, `validate`, `cursor`, `signing`,
-//!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `sqs`
+//!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `sqs`, `zone`
 //! 2. data: `store` (the table: [`store::Db`], records, queries, transactions)
 //! 3. `events` (what an event is; its outbox item)
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
@@ -28,6 +28,7 @@ pub mod signing;
 pub mod sqs;
 pub mod telemetry;
 pub mod validate;
+pub mod zone;
 // 2. data
 pub mod store;
 // 3. events

@@ -91,6 +91,7 @@ impl JwtVerifier {
     }
 
     pub async fn verify(&self, token: &str) -> Result<Claims, Rejected> {
+        crate::crypto::install();
         let invalid = |why: &str| Rejected::Invalid(why.to_string());
         let header = jsonwebtoken::decode_header(token).map_err(|_| invalid("malformed token"))?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {

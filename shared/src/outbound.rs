@@ -214,6 +214,7 @@ impl Client {
     fn http(&self) -> Result<&reqwest::Client, UrlError> {
         let s = &self.settings;
         let built = self.http.get_or_init(|| {
+            crate::crypto::install();
             reqwest::Client::builder()
                 .tls_danger_accept_invalid_certs(s.any_certificate)
                 .redirect(reqwest::redirect::Policy::none())

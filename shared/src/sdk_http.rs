@@ -56,6 +56,7 @@ impl Connector {
     fn http(&self) -> Result<&reqwest::Client, ConnectorError> {
         let (connect, read) = self.settings;
         let built = self.http.get_or_init(|| {
+            crate::crypto::install();
             let mut b = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(50));
             if let Some(t) = connect {
                 b = b.connect_timeout(t);

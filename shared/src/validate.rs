@@ -276,7 +276,7 @@ pub fn is_currency(code: &str) -> bool {
 }
 
 pub fn is_timezone(tz: &str) -> bool {
-    tz.parse::<chrono_tz::Tz>().is_ok()
+    crate::zone::Zone::named(tz).is_some()
 }
 
 /// A BCP 47 language tag of the common shape: `en`, `de-AT`, `zh-Hant-TW`.

@@ -366,6 +366,7 @@ pub fn mint_token(subject: &str, scope: &str, ttl_secs: i64) -> Result<String, S
 pub fn mint_token_with(kid: &str, claims: serde_json::Value) -> Result<String, String> {
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
     header.kid = Some(kid.into());
+    shared::crypto::install();
     let key = jsonwebtoken::EncodingKey::from_ec_pem(DEV_PRIVATE_KEY.as_bytes()).map_err(|e| e.to_string())?;
     jsonwebtoken::encode(&header, &claims, &key).map_err(|e| e.to_string())
 }

@@ -48,7 +48,7 @@ fn no_function_crate_depends_on_another() {
 
 /// The layers of `shared/src/lib.rs`, bottom first.
 const SHARED_LAYERS: &[&[&str]] = &[
-    &["error", "ids", "keys", "crypto", "validate", "cursor", "signing", "metrics", "telemetry", "outbound", "sdk_http", "sqs"],
+    &["error", "ids", "keys", "crypto", "validate", "cursor", "signing", "metrics", "telemetry", "outbound", "sdk_http", "sqs", "zone"],
     &["store"],
     &["events"],
     &["config", "auth", "oauth", "idempotency", "ratelimit"],
@@ -115,4 +115,29 @@ fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
         left.remove(i);
     }
     assert!(left.is_empty(), "shared modules in a cycle: {:?}", left.iter().map(|(m, _)| m).collect::<Vec<_>>());
+}
+
+/// What the deployed functions link, as `make package` builds them (the function crates
+/// alone, without the features tests and tools add): one crypto backend, ring, and one HTTP
+/// stack, HTTP/1.1 reqwest. aws-lc (rustls's and jsonwebtoken's default) was 0.8 MB of every
+/// binary, and nothing would fail without this check if a crate brought it back.
+#[test]
+fn functions_link_one_crypto_backend_and_no_http2() {
+    let pkgs = workspace_deps();
+    let mut args: Vec<String> =
+        vec!["tree".into(), "-e".into(), "normal".into(), "--prefix".into(), "none".into(), "-f".into(), "{p}".into()];
+    for (name, manifest, _) in &pkgs {
+        if manifest.contains("/functions/") {
+            args.extend(["-p".into(), name.clone()]);
+        }
+    }
+    let out =
+        std::process::Command::new(env!("CARGO")).args(&args).current_dir(tools::localstack::repo_root()).output().expect("cargo tree");
+    assert!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let crates: std::collections::BTreeSet<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(crates.contains("ring") && crates.contains("rustls"), "ring and rustls: {crates:?}");
+    for absent in ["aws-lc-rs", "aws-lc-sys", "h2", "native-tls", "openssl"] {
+        assert!(!crates.contains(absent), "a function links {absent}");
+    }
 }

@@ -4,18 +4,18 @@
 use super::schedule::{self, GRANULE_MINUTES, MAX_SPAN_MINUTES};
 use super::*;
 use chrono::{DateTime, Duration, Utc};
-use chrono_tz::Tz;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self as st, Item, Record, TxError, n, s, ws_pk};
 use shared::validate::Errors;
+use shared::zone::Zone;
 use shared::{ApiError, ApiResult, App};
 use std::collections::{BTreeMap, HashMap};
 
 type Now = DateTime<Utc>;
 
-pub fn tz(name: &str) -> Option<Tz> {
-    name.parse().ok()
+pub fn tz(name: &str) -> Option<Zone> {
+    Zone::named(name)
 }
 
 fn check_capacity(errs: &mut Errors, c: u32) {
@@ -83,8 +83,8 @@ impl Resource {
         Ok(r)
     }
 
-    fn zone(&self) -> Tz {
-        tz(&self.timezone).unwrap_or(chrono_tz::UTC)
+    fn zone(&self) -> Zone {
+        tz(&self.timezone).unwrap_or_else(Zone::utc)
     }
 }
 
@@ -367,7 +367,7 @@ pub fn check_slot(svc: &Service, res: &Resource, start: DateTime<Utc>, now: Now)
     }
     let zone = res.zone();
     let date = start.with_timezone(&zone).date_naive();
-    let starts = schedule::slot_starts(zone, &res.opening_hours, &res.exceptions, date, svc.slot_interval_minutes, svc.duration_minutes);
+    let starts = schedule::slot_starts(&zone, &res.opening_hours, &res.exceptions, date, svc.slot_interval_minutes, svc.duration_minutes);
     if !starts.contains(&start) {
         return Err(ApiError::validation("start", "is not a slot of this service: outside opening hours, or not on its interval"));
     }
@@ -384,7 +384,7 @@ pub fn parse_time(field: &str, v: &str) -> ApiResult<DateTime<Utc>> {
 pub struct Window {
     pub from: Now,
     pub to: Now,
-    pub out: Tz,
+    pub out: Zone,
     pub now: Now,
 }
 
@@ -404,8 +404,8 @@ pub async fn availability(app: &App, ws: &str, svc: &Service, resources: &[Resou
         for (r, held) in resources.iter().zip(helds) {
             let busy: HashMap<&String, usize> = held.iter().map(|(c, l)| (c, l.iter().filter(|h| live(h, now_s)).count())).collect();
             let zone = r.zone();
-            for date in schedule::dates_between(lo, hi, zone) {
-                for start in schedule::slot_starts(zone, &r.opening_hours, &r.exceptions, date, svc.slot_interval_minutes, dur) {
+            for date in schedule::dates_between(lo, hi, &zone) {
+                for start in schedule::slot_starts(&zone, &r.opening_hours, &r.exceptions, date, svc.slot_interval_minutes, dur) {
                     if start < lo || start >= hi {
                         continue;
                     }

@@ -8,8 +8,8 @@
 //! change), and a repeated one offers both instants, each with its own UTC offset.
 
 use chrono::{DateTime, Datelike, Duration, LocalResult, NaiveDate, NaiveTime, TimeZone, Utc};
-use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
+use shared::zone::Zone;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
@@ -113,7 +113,7 @@ pub fn intervals_on(week: &Week, exceptions: &[Exception], date: NaiveDate) -> V
 }
 
 /// Every instant a local date-time names (none in a gap, two in a repeated hour).
-pub fn instants(tz: Tz, date: NaiveDate, t: NaiveTime) -> Vec<DateTime<Utc>> {
+pub fn instants(tz: &Zone, date: NaiveDate, t: NaiveTime) -> Vec<DateTime<Utc>> {
     match tz.from_local_datetime(&date.and_time(t)) {
         LocalResult::Single(x) => vec![x.with_timezone(&Utc)],
         LocalResult::Ambiguous(a, b) => vec![a.with_timezone(&Utc), b.with_timezone(&Utc)],
@@ -124,7 +124,7 @@ pub fn instants(tz: Tz, date: NaiveDate, t: NaiveTime) -> Vec<DateTime<Utc>> {
 /// Slot starts on one local date: every `interval` minutes from each opening, whose whole
 /// duration fits before the interval closes (measured in real time, so a slot across a DST
 /// change is as long as any other).
-pub fn slot_starts(tz: Tz, week: &Week, exceptions: &[Exception], date: NaiveDate, interval: i64, duration: i64) -> Vec<DateTime<Utc>> {
+pub fn slot_starts(tz: &Zone, week: &Week, exceptions: &[Exception], date: NaiveDate, interval: i64, duration: i64) -> Vec<DateTime<Utc>> {
     let mut out = vec![];
     for (open, close) in intervals_on(week, exceptions, date) {
         // The interval's real end: the last instant of its closing time (or of the gap's end).
@@ -168,8 +168,8 @@ pub fn cells(start: DateTime<Utc>, duration: i64, before: i64, after: i64) -> Ve
 
 /// The local dates from `from` to `to` (inclusive) in `tz`, with one more on each side: a
 /// resource in another zone can have slots that fall on the requested dates.
-pub fn dates_between(from: DateTime<Utc>, to: DateTime<Utc>, tz: Tz) -> Vec<NaiveDate> {
-    let (a, b) = (from.with_timezone(&tz).date_naive() - Duration::days(1), to.with_timezone(&tz).date_naive() + Duration::days(1));
+pub fn dates_between(from: DateTime<Utc>, to: DateTime<Utc>, tz: &Zone) -> Vec<NaiveDate> {
+    let (a, b) = (from.with_timezone(tz).date_naive() - Duration::days(1), to.with_timezone(tz).date_naive() + Duration::days(1));
     a.iter_days().take_while(|d| *d <= b).collect()
 }
 
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn nine_stays_nine_local_across_dst() {
-        let tz: Tz = "Europe/Oslo".parse().unwrap();
+        let tz = &Zone::named("Europe/Oslo").unwrap();
         let w = week("09:00", "10:00");
         // The day before and after the spring change (2026-03-29): 09:00 local both days.
         let before = slot_starts(tz, &w, &[], NaiveDate::from_ymd_opt(2026, 3, 28).unwrap(), 60, 60);
@@ -194,15 +194,15 @@ mod tests {
 
     #[test]
     fn missing_local_times_give_no_slot_and_repeated_ones_give_two() {
-        let tz: Tz = "America/New_York".parse().unwrap();
+        let tz = &Zone::named("America/New_York").unwrap();
         let night = week("01:00", "04:00");
         // 2026-03-08: 02:00-03:00 does not exist.
         let spring = slot_starts(tz, &night, &[], NaiveDate::from_ymd_opt(2026, 3, 8).unwrap(), 30, 30);
-        let local: Vec<String> = spring.iter().map(|s| s.with_timezone(&tz).format("%H:%M").to_string()).collect();
+        let local: Vec<String> = spring.iter().map(|s| s.with_timezone(tz).format("%H:%M").to_string()).collect();
         assert_eq!(local, ["01:00", "01:30", "03:00", "03:30"]);
         // 2026-11-01: 01:00-02:00 happens twice.
         let fall = slot_starts(tz, &night, &[], NaiveDate::from_ymd_opt(2026, 11, 1).unwrap(), 30, 30);
-        let local: Vec<String> = fall.iter().map(|s| s.with_timezone(&tz).format("%H:%M%z").to_string()).collect();
+        let local: Vec<String> = fall.iter().map(|s| s.with_timezone(tz).format("%H:%M%z").to_string()).collect();
         assert_eq!(local, ["01:00-0400", "01:30-0400", "01:00-0500", "01:30-0500", "02:00-0500", "02:30-0500", "03:00-0500", "03:30-0500"]);
     }
 

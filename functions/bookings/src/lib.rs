@@ -200,7 +200,7 @@ pub async fn availability(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(ApiError::validation("to", format!("at most {} days after from", schedule::MAX_RANGE_DAYS)));
     }
     let out = match q.timezone.as_deref() {
-        None => chrono_tz::UTC,
+        None => shared::zone::Zone::utc(),
         Some(t) => ops::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo"))?,
     };
     let (svc, _) = ops::load_service(app, req.ws(), &sid)

@@ -1,0 +1,132 @@
+//! IANA time zones (opening hours, local dates, the times in notifications) as chrono
+//! [`TimeZone`]s, backed by jiff's bundled tzdb: compact TZif data read when a zone is first
+//! named. chrono-tz compiled every zone's history into pointer-rich tables, 2.5 MB of the
+//! bookings binary, and the loader relocating them made bookings the slowest cold start.
+
+use chrono::{Datelike, FixedOffset, MappedLocalTime, NaiveDate, NaiveDateTime, Offset, TimeZone, Timelike};
+use jiff::tz::AmbiguousOffset;
+
+/// A named time zone.
+#[derive(Clone, Debug)]
+pub struct Zone(jiff::tz::TimeZone);
+
+impl Zone {
+    pub fn utc() -> Self {
+        Self(jiff::tz::TimeZone::UTC)
+    }
+
+    /// The zone of an IANA name exactly as the database spells it (`Europe/Oslo`, `UTC`); none
+    /// for other spellings, POSIX rules or paths, so a stored name is always canonical.
+    pub fn named(name: &str) -> Option<Self> {
+        let tz = jiff::tz::TimeZone::get(name).ok()?;
+        (tz.iana_name() == Some(name)).then_some(Self(tz))
+    }
+
+    fn offset(&self, seconds: i32, utc_second: i64) -> ZoneOffset {
+        let fix = FixedOffset::east_opt(seconds).unwrap_or(FixedOffset::east_opt(0).expect("zero"));
+        ZoneOffset { zone: self.clone(), fix, utc_second }
+    }
+}
+
+/// The offset of a [`Zone`] at one instant; displays as the zone's abbreviation there (`%Z`:
+/// `CET`, `EDT`).
+#[derive(Clone, Debug)]
+pub struct ZoneOffset {
+    zone: Zone,
+    fix: FixedOffset,
+    utc_second: i64,
+}
+
+impl Offset for ZoneOffset {
+    fn fix(&self) -> FixedOffset {
+        self.fix
+    }
+}
+
+impl std::fmt::Display for ZoneOffset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match jiff::Timestamp::from_second(self.utc_second) {
+            Ok(at) => f.write_str(self.zone.0.to_offset_info(at).abbreviation()),
+            Err(_) => write!(f, "{}", self.fix),
+        }
+    }
+}
+
+impl TimeZone for Zone {
+    type Offset = ZoneOffset;
+
+    fn from_offset(offset: &ZoneOffset) -> Self {
+        offset.zone.clone()
+    }
+
+    fn offset_from_local_date(&self, local: &NaiveDate) -> MappedLocalTime<ZoneOffset> {
+        self.offset_from_local_datetime(&local.and_time(chrono::NaiveTime::MIN))
+    }
+
+    /// One offset, two in a repeated hour (earlier instant first), none in a skipped one.
+    fn offset_from_local_datetime(&self, local: &NaiveDateTime) -> MappedLocalTime<ZoneOffset> {
+        let civil = jiff::civil::DateTime::new(
+            i16::try_from(local.year()).unwrap_or(i16::MAX),
+            local.month() as i8,
+            local.day() as i8,
+            local.hour() as i8,
+            local.minute() as i8,
+            local.second() as i8,
+            0,
+        );
+        let Ok(civil) = civil else { return MappedLocalTime::None };
+        let local_second = local.and_utc().timestamp();
+        let at = |o: jiff::tz::Offset| self.offset(o.seconds(), local_second - i64::from(o.seconds()));
+        match self.0.to_ambiguous_timestamp(civil).offset() {
+            AmbiguousOffset::Unambiguous { offset } => MappedLocalTime::Single(at(offset)),
+            AmbiguousOffset::Fold { before, after } => MappedLocalTime::Ambiguous(at(before), at(after)),
+            AmbiguousOffset::Gap { .. } => MappedLocalTime::None,
+        }
+    }
+
+    fn offset_from_utc_date(&self, utc: &NaiveDate) -> ZoneOffset {
+        self.offset_from_utc_datetime(&utc.and_time(chrono::NaiveTime::MIN))
+    }
+
+    fn offset_from_utc_datetime(&self, utc: &NaiveDateTime) -> ZoneOffset {
+        let second = utc.and_utc().timestamp();
+        let seconds = jiff::Timestamp::from_second(second).map(|at| self.0.to_offset(at).seconds()).unwrap_or(0);
+        self.offset(seconds, second)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+
+    #[test]
+    fn names_are_the_database_spelling() {
+        assert!(Zone::named("Europe/Berlin").is_some() && Zone::named("UTC").is_some());
+        for bad in ["Mars/Base", "europe/berlin", "", "EST5EDT,M3.2.0,M11.1.0", "/etc/localtime", "Europe/../UTC"] {
+            assert!(Zone::named(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn local_times_map_to_instants_across_changes() {
+        let ny = Zone::named("America/New_York").unwrap();
+        let at = |d: u32, h: u32, m: u32| NaiveDate::from_ymd_opt(2026, 11, d).unwrap().and_hms_opt(h, m, 0).unwrap();
+        // 2026-11-01 01:30 happens twice (EDT, then EST): earlier first.
+        match ny.from_local_datetime(&at(1, 1, 30)) {
+            MappedLocalTime::Ambiguous(a, b) => {
+                assert_eq!(a.with_timezone(&Utc).to_rfc3339(), "2026-11-01T05:30:00+00:00");
+                assert_eq!(b.with_timezone(&Utc).to_rfc3339(), "2026-11-01T06:30:00+00:00");
+                assert_eq!((a.format("%Z").to_string(), b.format("%Z").to_string()), ("EDT".into(), "EST".into()));
+            }
+            other => panic!("{other:?}"),
+        }
+        // 2026-03-08 02:30 does not exist.
+        let spring = NaiveDate::from_ymd_opt(2026, 3, 8).unwrap().and_hms_opt(2, 30, 0).unwrap();
+        assert!(matches!(ny.from_local_datetime(&spring), MappedLocalTime::None));
+        let oslo = Zone::named("Europe/Oslo").unwrap();
+        let summer = Utc.with_ymd_and_hms(2026, 7, 1, 12, 0, 0).unwrap().with_timezone(&oslo);
+        assert_eq!((summer.to_rfc3339(), summer.format("%H:%M %Z").to_string()), ("2026-07-01T14:00:00+02:00".into(), "14:00 CEST".into()));
+        assert_eq!(summer.date_naive(), NaiveDate::from_ymd_opt(2026, 7, 1).unwrap());
+    }
+}
