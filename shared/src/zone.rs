@@ -23,7 +23,7 @@ impl Zone {
     }
 
     fn offset(&self, seconds: i32, utc_second: i64) -> ZoneOffset {
-        let fix = FixedOffset::east_opt(seconds).unwrap_or(FixedOffset::east_opt(0).expect("zero"));
+        let fix = FixedOffset::east_opt(seconds).unwrap_or(chrono::Utc.fix());
         ZoneOffset { zone: self.clone(), fix, utc_second }
     }
 }
