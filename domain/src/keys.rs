@@ -177,7 +177,7 @@ pub const FANOUT_MARKER: Kind = Kind::on(
     "webhook event",
     WORKSPACE_PK,
     "WHEVENT#<event id>",
-    "one event's body (signed by every delivery of it) and the deliveries it created, so a re-sent event creates none twice; TTL as deliveries",
+    "one event's body (signed by every delivery of it) and the deliveries it created, so a re-sent event creates none twice; `withdrawn` and emptied by an erasure, never deleted early; TTL as deliveries",
 )
 .personal();
 

@@ -28,12 +28,20 @@ pub const MAX_GRACE_SECS: i64 = 7 * 86_400;
 pub const DEFAULT_GRACE_SECS: i64 = 86_400;
 
 /// What this area holds about a person: events whose body (kept once, on the event's record)
-/// names them, with the deliveries of those events. Both are in the subject's export and are
-/// deleted by an erasure.
+/// names them, with the deliveries of those events. Both are in the subject's export. An
+/// erasure deletes the deliveries and empties the event's record rather than deleting it: the
+/// record is what dedupes the event, and a late copy of it (SQS redelivery, the outbox sweep)
+/// would otherwise fan the erased body out again.
 pub const PRIVACY: &[crate::gdpr::Rule] = {
     use crate::gdpr::{Erase, Find, Rule};
     &[
-        Rule { kind: crate::keys::FANOUT_MARKER, area: "webhooks", find: Find::Mentions, export: true, erase: Erase::Delete },
+        Rule {
+            kind: crate::keys::FANOUT_MARKER,
+            area: "webhooks",
+            find: Find::Mentions,
+            export: true,
+            erase: Erase::Custom(|a, w, i, _| Box::pin(empty_event_record(a, w, i))),
+        },
         Rule {
             kind: crate::keys::WEBHOOK_DELIVERY,
             area: "webhooks",
@@ -288,7 +296,8 @@ impl StoredDelivery {
             .put_item()
             .table_name(&app.db.table)
             .set_item(Some(rec.item))
-            .condition_expression("attribute_not_exists(pk) OR version = :v")
+            // Never re-creates a delivery that is gone (erased, or expired) mid-attempt.
+            .condition_expression("version = :v")
             .expression_attribute_values(":v", n(self.version))
             .send()
             .await;
@@ -352,23 +361,28 @@ pub fn event_record_sk(event_id: &str) -> String {
     keys::FANOUT_MARKER.sk(&[event_id])
 }
 
+/// A fan-out record with neither body nor deliveries: the event counts as fanned out, so any
+/// copy of it still queued sends nothing.
+fn withdrawn_record(ws: &str, event_id: &str) -> Item {
+    Item::from([
+        ("pk".into(), s(ws_pk(ws))),
+        ("sk".into(), s(event_record_sk(event_id))),
+        ("withdrawn".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(true)),
+        ("expires_at".into(), n(chrono::Utc::now().timestamp() + DELIVERY_TTL_SECS + 86_400)),
+    ])
+}
+
 /// Erasure of an outbox event that names the subject: its fan-out record is written first
 /// without body or deliveries (if the event was not fanned out yet), so a copy still in the
 /// events queue finds the event done and sends nothing; then the outbox record goes.
 pub async fn withdraw_event(app: &App, ws: &str, item: Item, _subject: &crate::gdpr::Subject) -> ApiResult<()> {
     let (Some(pk), Some(id)) = (store::get_str(&item, "pk"), store::get_str(&item, "sk")) else { return Ok(()) };
-    let withdrawn = Item::from([
-        ("pk".into(), s(ws_pk(ws))),
-        ("sk".into(), s(event_record_sk(id))),
-        ("withdrawn".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(true)),
-        ("expires_at".into(), n(chrono::Utc::now().timestamp() + DELIVERY_TTL_SECS + 86_400)),
-    ]);
     let res = app
         .db
         .client
         .put_item()
         .table_name(&app.db.table)
-        .set_item(Some(withdrawn))
+        .set_item(Some(withdrawn_record(ws, id)))
         .condition_expression("attribute_not_exists(pk)")
         .send()
         .await;
@@ -378,6 +392,16 @@ pub async fn withdraw_event(app: &App, ws: &str, item: Item, _subject: &crate::g
         return Err(store::ddb_error(e));
     }
     app.db.delete(pk, id).await
+}
+
+/// Erasure of an event already fanned out (its deliveries are erased before it): the record
+/// is replaced by a withdrawn one, which keeps deduplicating the event.
+async fn empty_event_record(app: &App, ws: &str, item: Item) -> ApiResult<()> {
+    let Some(event_id) = store::get_str(&item, "sk").and_then(|sk| sk.strip_prefix(keys::literal_prefix(keys::FANOUT_MARKER.table.sk)))
+    else {
+        return Ok(());
+    };
+    app.db.batch_put(vec![withdrawn_record(ws, event_id)]).await
 }
 
 /// The fan-out record of one event: its body, once, and the deliveries it created.

@@ -215,23 +215,27 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     }
     quiet(&rx).await;
     let app = h.app().await;
-    let scan_hits = || async {
+    let scan_items = || async {
         let mut hits = vec![];
         let mut start = None;
         loop {
             let out = app.db.client.scan().table_name(&app.db.table).set_exclusive_start_key(start).send().await.unwrap();
-            for item in out.items() {
-                if domain::gdpr::mentions(item, std::slice::from_ref(&addr)) {
-                    hits.push(domain::gdpr::exported(item.clone()).to_string());
-                }
-            }
+            hits.extend(out.items().iter().filter(|i| domain::gdpr::mentions(i, std::slice::from_ref(&addr))).cloned());
             start = out.last_evaluated_key().cloned();
             if start.is_none() {
                 return hits;
             }
         }
     };
-    assert!(scan_hits().await.len() > 15, "the setup put the address in many items");
+    let scan_hits = || async { scan_items().await.into_iter().map(|i| domain::gdpr::exported(i).to_string()).collect::<Vec<_>>() };
+    let before = scan_items().await;
+    assert!(before.len() > 15, "the setup put the address in many items");
+    // An event that names them, as queued: fanned out already (its record) or not yet (outbox).
+    let event_body = |i: &shared::store::Item| {
+        let (pk, sk) = (shared::store::get_str(i, "pk")?, shared::store::get_str(i, "sk")?);
+        (sk.starts_with("WHEVENT#") || pk.starts_with("OUTBOX#")).then(|| shared::store::get_str(i, "body")).flatten().map(str::to_string)
+    };
+    let late = before.iter().find_map(event_body).expect("an event names the subject");
 
     let e = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "Art. 17 request"}), 202).await;
     assert!(e.get("subject").is_none() && !e.to_string().contains(&addr), "the audit record names no one: {e}");
@@ -239,6 +243,20 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     assert_eq!(done["status"], "completed", "{done}");
     let hits = scan_hits().await;
     assert!(hits.is_empty(), "items still naming the address: {hits:?}");
+
+    // A late copy of an event that named them (SQS redelivers, the outbox sweep re-sends),
+    // reaching the dispatcher after the erasure, stores and sends nothing again: the erased
+    // event's record still dedupes it.
+    let event_id = serde_json::from_str::<serde_json::Value>(&late).unwrap()["id"].as_str().unwrap().to_string();
+    let copies = || rx.received().iter().filter(|r| String::from_utf8_lossy(&r.body).contains(&event_id)).count();
+    let sent_before = copies();
+    let copy = dispatcher::SqsEvent {
+        records: vec![dispatcher::SqsMessage { message_id: "late-copy".into(), receipt_handle: "late-copy".into(), body: late }],
+    };
+    assert!(h.dispatcher(h.config.clone()).await.handle_sqs(copy).await.batch_item_failures.is_empty());
+    let hits = scan_hits().await;
+    assert!(hits.is_empty(), "a late copy of an erased event stored it again: {hits:?}");
+    assert_eq!(copies(), sent_before, "a late copy of an erased event was delivered again");
     for area in ["contacts", "deals", "emails", "bookings", "consents", "portal", "gdpr", "webhooks", "platform"] {
         assert!(done["counts"][area].as_u64().unwrap_or(0) > 0, "{area} erased nothing: {}", done["counts"]);
     }
@@ -271,13 +289,15 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
 
     // Twice is harmless: the second run finds only what named them since (the refused
     // import's rows), and nothing of their records.
+    let since = scan_hits().await;
     let again = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "again"}), 202).await;
     let again = finished(&c, &format!("/gdpr/erasures/{}", again["id"].as_str().unwrap())).await;
     assert_eq!(again["status"], "completed", "{again}");
     for area in ["deals", "bookings", "consents", "portal", "webhooks"] {
-        assert_eq!(again["counts"][area], 0, "{again}");
+        assert_eq!(again["counts"][area], 0, "{again}; items naming the address before it ran: {since:?}");
     }
-    assert!(scan_hits().await.is_empty());
+    let hits = scan_hits().await;
+    assert!(hits.is_empty(), "items naming the address after the second erasure: {hits:?}");
     assert_eq!(again["subject_hash"], done["subject_hash"]);
     let audit = c.get("/gdpr/erasures?limit=10").await;
     assert_eq!(audit.json["data"].as_array().unwrap().len(), 2);
