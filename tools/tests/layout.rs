@@ -141,3 +141,18 @@ fn functions_link_one_crypto_backend_and_no_http2() {
         assert!(!crates.contains(absent), "a function links {absent}");
     }
 }
+
+/// Nothing in the workspace (tests, tools and the Rust client package included) builds aws-lc:
+/// it is minutes of C and cmake on every fresh `make test`, next to ring.
+#[test]
+fn the_workspace_builds_one_crypto_backend() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--workspace", "-e", "normal,build,dev", "--prefix", "none", "-f", "{p}"])
+        .current_dir(tools::localstack::repo_root())
+        .output()
+        .expect("cargo tree");
+    assert!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let aws_lc: Vec<&str> = tree.lines().filter(|l| l.starts_with("aws-lc")).collect();
+    assert!(aws_lc.is_empty(), "the workspace builds aws-lc: {aws_lc:?}");
+}

@@ -177,6 +177,7 @@ impl Client {
     fn new(base_url: &str, credential: Credential, options: Options) -> Result<Self> {
         reqwest::Url::parse(base_url).map_err(|e| Error::Config(format!("base_url: {e}")))?;
         let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls()?)
             .timeout(options.timeout)
             .user_agent(concat!("workspace-platform-client-rust/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -354,4 +355,16 @@ pub fn parse_query<Q: DeserializeOwned>(query: &str) -> Result<Q> {
 fn encode(segment: &str) -> String {
     const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
     percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()
+}
+
+/// TLS on ring with the platform's trust store, built for this client alone: the host
+/// application's process-wide rustls provider (if any) is neither needed nor changed.
+fn tls() -> Result<rustls::ClientConfig> {
+    use rustls_platform_verifier::BuilderVerifierExt;
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_platform_verifier())
+        .map_err(|e| Error::Config(format!("tls: {e}")))?
+        .with_no_client_auth();
+    Ok(config)
 }
