@@ -156,3 +156,56 @@ fn the_workspace_builds_one_crypto_backend() {
     let aws_lc: Vec<&str> = tree.lines().filter(|l| l.starts_with("aws-lc")).collect();
     assert!(aws_lc.is_empty(), "the workspace builds aws-lc: {aws_lc:?}");
 }
+
+/// Targets built without a test harness (`test = false`) hold no tests, and those without doc
+/// tests (`doctest = false`) no doc examples: skipping ~40 empty harnesses saves minutes of
+/// compiling and linking on every fresh `make test`, and a test added there must not be
+/// silently skipped.
+#[test]
+fn targets_not_built_for_tests_hold_none() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(tools::localstack::repo_root())
+        .output()
+        .expect("cargo metadata");
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let mut skipped = 0;
+    for target in meta["packages"].as_array().expect("packages").iter().flat_map(|p| p["targets"].as_array().expect("targets")) {
+        let src = std::path::Path::new(target["src_path"].as_str().expect("src_path"));
+        let is_lib = target["kind"].as_array().expect("kind").iter().any(|k| k == "lib");
+        // A library is its whole source directory (but src/bin); a binary, its one file.
+        let files: Vec<std::path::PathBuf> = if is_lib { rust_files(src.parent().expect("src dir")) } else { vec![src.to_path_buf()] };
+        let text = |f: &std::path::PathBuf| std::fs::read_to_string(f).expect("source");
+        if target["test"] == false {
+            skipped += 1;
+            for f in &files {
+                let t = text(f);
+                for marker in ["#[test]", "#[tokio::test", "#[cfg(test)]"] {
+                    assert!(!t.contains(marker), "{} has {marker} but its target is built with test = false", f.display());
+                }
+            }
+        }
+        if is_lib && target["doctest"] == false {
+            for f in &files {
+                let example = text(f).lines().any(|l| {
+                    let l = l.trim_start();
+                    (l.starts_with("///") || l.starts_with("//!")) && l.contains("```")
+                });
+                assert!(!example, "{} has a doc example but its library is built with doctest = false", f.display());
+            }
+        }
+    }
+    assert!(skipped > 30, "the function crates and tools binaries are built without test harnesses ({skipped})");
+}
+
+fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = vec![];
+    for entry in std::fs::read_dir(dir).expect("read_dir").map(|e| e.expect("entry").path()) {
+        if entry.is_dir() && entry.file_name().is_some_and(|n| n != "bin") {
+            files.extend(rust_files(&entry));
+        } else if entry.extension().is_some_and(|e| e == "rs") {
+            files.push(entry);
+        }
+    }
+    files
+}
