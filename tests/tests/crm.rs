@@ -248,6 +248,27 @@ async fn an_interrupted_import_resumes_without_duplicating_contacts() {
     let again = wait_import(&c, &id, 60).await;
     assert_eq!(counts(&again), counts(&job), "same counts after the resumed run");
     assert_eq!(all_pages(&c, "/contacts").await.len(), 1190, "no contact created twice");
+
+    // A new import run by the stack's worker and, at the same moment, by two more copies of
+    // its queue message (SQS delivers at least once): the runs race for the same rows and
+    // chunks, and still each row makes one contact and the counts are the rows'.
+    let rows: Vec<Value> = (0..600).map(|i| json!({"email": format!("copy{i}@import.test")})).collect();
+    let r = c.post("/contacts/imports", &json!({"rows": rows})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let raced_id = r.json["data"]["id"].as_str().unwrap().to_string();
+    let copy = |n: &str| shared::sqs::SqsEvent {
+        records: vec![shared::sqs::SqsMessage {
+            message_id: n.into(),
+            receipt_handle: n.into(),
+            body: json!({"workspace_id": ws, "import_id": raced_id}).to_string(),
+        }],
+    };
+    // A copy that fails transiently is kept for redelivery, as the queue would: the state
+    // below is what counts, once any copy finishes the job.
+    tokio::join!(domain::contacts::import::handle_sqs(&app, copy("copy-1")), domain::contacts::import::handle_sqs(&app, copy("copy-2")));
+    let raced = wait_import(&c, &raced_id, 120).await;
+    assert_eq!(counts(&raced), ["\"completed\"", "600", "600", "600", "0", "0", "0"].map(String::from), "{raced}");
+    assert_eq!(all_pages(&c, "/contacts").await.len(), 1790, "no contact created twice by racing runs");
 }
 
 /// An import and single creates racing for the same addresses: each address ends with exactly

@@ -179,20 +179,6 @@ impl Drop for TempDir {
     }
 }
 
-/// What cargo sets for this test and a user's shell lacks: a cargo the test runs would see it
-/// (CARGO_MANIFEST_DIR changes build scripts' fingerprints and rebuilds the workspace).
-fn as_a_user_shell(cmd: &mut std::process::Command) {
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || ["CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"]
-                .contains(&name.as_ref())
-        {
-            cmd.env_remove(name.as_ref());
-        }
-    }
-}
-
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
@@ -243,14 +229,13 @@ fn the_readme_curl_tour_runs() {
     for proxy in ["http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
         cmd.env_remove(proxy);
     }
-    as_a_user_shell(&mut cmd);
+    tools::as_a_user_shell(&mut cmd);
     // The tour's `cargo run` of the admin CLI is built first, outside the deadline, as `make
     // dev` has built it for a user: `cargo test --workspace` may have built its crates with
     // other features, and on a clean checkout relinking them takes minutes on 2 cores.
     let build = Instant::now();
-    let mut cargo = std::process::Command::new("cargo");
+    let mut cargo = tools::cargo();
     cargo.args(["build", "-q", "-p", "tools", "--bin", "admin"]).current_dir(&root);
-    as_a_user_shell(&mut cargo);
     assert!(cargo.status().expect("cargo").success(), "cargo build -p tools --bin admin");
     println!("admin CLI built in {:?}", build.elapsed());
     let started = Instant::now();

@@ -117,7 +117,8 @@ pub async fn attempt_and_record(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, x
         tracing::warn!(endpoint_id = %ep.endpoint.id, error = %e, "endpoint health not updated");
     }
     if !saved? {
-        // Another invocation recorded this delivery meanwhile; it owns what comes next.
+        // Another invocation recorded this delivery meanwhile (it owns what comes next), or an
+        // erasure deleted it (nothing comes next).
         return Ok(None);
     }
     Ok(next)

@@ -1,4 +1,4 @@
-//! `testrun [--jobs N]`: every test of the workspace, as `cargo test --workspace` runs them
+//! `testrun [--jobs N] [--list]`: every test of the workspace, as `cargo test --workspace` runs them
 //! (unit, integration and doc tests), with N test binaries at a time (`TEST_JOBS`, default 1).
 //!
 //! Each binary's output is kept in `target/test-output/<binary>.log` and printed whole when
@@ -37,11 +37,13 @@ struct Job {
 
 fn main() {
     let mut jobs_n: usize = std::env::var("TEST_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let mut list_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--jobs" | "-j" => jobs_n = args.next().and_then(|v| v.parse().ok()).expect("--jobs N"),
-            other => panic!("unknown argument {other}: testrun [--jobs N]"),
+            "--list" => list_only = true,
+            other => panic!("unknown argument {other}: testrun [--jobs N] [--list]"),
         }
     }
     let root = tools::localstack::repo_root();
@@ -52,7 +54,7 @@ fn main() {
         std::fs::read_to_string(&durations_file).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default();
 
     let mut jobs = binaries(&root);
-    let mut doc = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut doc = tools::cargo();
     doc.current_dir(&root).args(["test", "--workspace", "--doc", "-q"]);
     jobs.push(Job { name: "doctests".into(), cmd: doc });
     // Longest first, so the last binary to finish is a short one: by the last run's durations,
@@ -68,6 +70,13 @@ fn main() {
 
     let total = jobs.len();
     let (alone, parallel): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| ALONE.contains(&j.name.as_str()));
+    if list_only {
+        // The build and the order only (a check that nothing is rebuilt, a look at the order).
+        for j in parallel.iter().chain(&alone) {
+            println!("{}", j.name);
+        }
+        return;
+    }
     eprintln!("testrun: {total} test binaries, {jobs_n} at a time, then {} alone", alone.len());
     let started = Instant::now();
     let mut results = run_all(parallel, jobs_n, &out_dir);
@@ -126,7 +135,8 @@ fn run(job: &mut Job, out_dir: &Path) -> (bool, f64) {
 /// The test binaries `cargo test --workspace` would run, built if needed, each as cargo runs
 /// it: in its package's directory, with `CARGO_MANIFEST_DIR` set.
 fn binaries(root: &Path) -> Vec<Job> {
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    // The same build as `make build-tests` did (tools::cargo: not a rebuild of ring and up).
+    let out = tools::cargo()
         .current_dir(root)
         .args(["test", "--workspace", "--no-run", "--message-format=json-render-diagnostics"])
         .stderr(Stdio::inherit())
