@@ -2,14 +2,18 @@
 //! on each other; `domain` depends on `shared`, and `shared` on no crate of the workspace.
 //! Inside `shared`, modules form the layers listed in `shared/src/lib.rs`.
 
-fn workspace_deps() -> Vec<(String, String, Vec<String>)> {
+/// `cargo metadata` of the workspace's own packages.
+fn metadata() -> serde_json::Value {
     let out = std::process::Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .current_dir(tools::localstack::repo_root())
         .output()
         .expect("cargo metadata");
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
-    meta["packages"]
+    serde_json::from_slice(&out.stdout).expect("metadata JSON")
+}
+
+fn workspace_deps() -> Vec<(String, String, Vec<String>)> {
+    metadata()["packages"]
         .as_array()
         .expect("packages")
         .iter()
@@ -163,12 +167,7 @@ fn the_workspace_builds_one_crypto_backend() {
 /// silently skipped.
 #[test]
 fn targets_not_built_for_tests_hold_none() {
-    let out = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .current_dir(tools::localstack::repo_root())
-        .output()
-        .expect("cargo metadata");
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let meta = metadata();
     let mut skipped = 0;
     for target in meta["packages"].as_array().expect("packages").iter().flat_map(|p| p["targets"].as_array().expect("targets")) {
         let src = std::path::Path::new(target["src_path"].as_str().expect("src_path"));
