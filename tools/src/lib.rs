@@ -203,9 +203,6 @@ impl DevStack {
     }
 }
 
-/// Every function the template deploys, by binary name: the Makefile's `FUNCTIONS`, which
-/// `make package` and `make bench` build (`tools/tests/template.rs` checks it against the
-/// workspace's binaries and template.yaml).
 /// `cargo` as a user's shell runs it, from inside a process cargo started (`cargo run`, a
 /// test). Cargo sets `CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR` and the like for that process,
 /// and build scripts that declare them with `rerun-if-env-changed` (ring's does) would see
@@ -237,6 +234,9 @@ pub fn as_a_user_shell(cmd: &mut std::process::Command) {
     }
 }
 
+/// Every function the template deploys, by binary name: the Makefile's `FUNCTIONS`, which
+/// `make package` and `make bench` build (`tools/tests/template.rs` checks it against the
+/// workspace's binaries and template.yaml).
 pub fn functions() -> Vec<String> {
     let makefile = std::fs::read_to_string(localstack::repo_root().join("Makefile")).expect("the Makefile");
     let line = makefile.lines().find_map(|l| l.strip_prefix("FUNCTIONS := ")).expect("FUNCTIONS in the Makefile");
