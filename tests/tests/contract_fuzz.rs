@@ -68,29 +68,56 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
 
     let examples = std::env::var("FUZZ_EXAMPLES").unwrap_or_else(|_| "5".into());
-    // One worker: schemathesis's workers are threads, and two of them building Python ASTs at
-    // once met CPython 3.11's race (`SystemError: AST constructor recursion depth mismatch`), a
-    // runtime error that failed the run one time in a few. Two were ~40 s faster (111 s
-    // against 153 s for the coverage phase's ~6,200 cases).
-    let workers = std::env::var("FUZZ_WORKERS").unwrap_or_else(|_| "1".into());
+    // Shards: separate schemathesis processes over disjoint sets of paths, run at once. Not
+    // its `--workers`: those are threads, and two of them building Python ASTs at once met
+    // CPython 3.11's race (`SystemError: AST constructor recursion depth mismatch`), a runtime
+    // error that failed the run one time in a few. Processes share no interpreter.
+    let shards: usize = std::env::var("FUZZ_SHARDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1);
     let checks = std::env::var("FUZZ_CHECKS").unwrap_or_else(|_| {
         "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method".into()
     });
-    let out = tokio::process::Command::new(root.join(".venv/bin/schemathesis"))
-        .current_dir(&root)
-        .env("NO_COLOR", "1")
-        .args(["--config-file", config_file.to_str().unwrap(), "run", "openapi/openapi.json", "--url", &base])
-        .args(["--header", &format!("Authorization: Bearer {token}"), "--header", &format!("X-Workspace-Id: {ws}")])
-        // The portal routes' credential: the seeded contact's session (the fuzzer may log it out
-        // or erase the contact; then those routes answer 401, which the contract documents).
-        .args(["--header", &format!("X-Portal-Session: {}", ids[e2e::PORTAL_SESSION])])
-        .args(["--checks", &checks])
-        .args(["--phases", "examples,coverage,fuzzing", "--max-examples", &examples, "--seed", "20261122"])
-        .args(["--workers", &workers, "--request-timeout", "20"])
-        .output()
-        .await
-        .expect("run .venv/bin/schemathesis (make deps installs it)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "schemathesis found failures (output above)");
+    let runs = shard_paths(&contract, shards).into_iter().map(|regex| {
+        tokio::process::Command::new(root.join(".venv/bin/schemathesis"))
+            .current_dir(&root)
+            .env("NO_COLOR", "1")
+            .args(["--config-file", config_file.to_str().unwrap(), "run", "openapi/openapi.json", "--url", &base])
+            .args(["--include-path-regex", &regex])
+            .args(["--header", &format!("Authorization: Bearer {token}"), "--header", &format!("X-Workspace-Id: {ws}")])
+            // The portal routes' credential: the seeded contact's session (the fuzzer may log it
+            // out or erase the contact; then those routes answer 401, which the contract documents).
+            .args(["--header", &format!("X-Portal-Session: {}", ids[e2e::PORTAL_SESSION])])
+            .args(["--checks", &checks])
+            .args(["--phases", "examples,coverage,fuzzing", "--max-examples", &examples, "--seed", "20261122"])
+            .args(["--workers", "1", "--request-timeout", "20"])
+            .output()
+    });
+    let mut failed = vec![];
+    for (i, out) in futures_util::future::join_all(runs).await.into_iter().enumerate() {
+        let out = out.expect("run .venv/bin/schemathesis (make deps installs it)");
+        println!("--- shard {i}\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            failed.push(i);
+        }
+    }
+    assert!(failed.is_empty(), "schemathesis found failures in shards {failed:?} (output above)");
+}
+
+/// `n` regular expressions over the contract's paths, one per shard: whole resource areas
+/// (the first path segment), dealt by operation count to the lightest shard, so the shards
+/// take about as long and every operation is in exactly one.
+fn shard_paths(contract: &serde_json::Value, n: usize) -> Vec<String> {
+    let mut areas: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (path, item) in contract["paths"].as_object().expect("paths") {
+        let area = path.trim_start_matches('/').split('/').next().unwrap_or_default();
+        *areas.entry(area).or_default() += item.as_object().map_or(0, |o| o.len());
+    }
+    let mut by_size: Vec<(&str, usize)> = areas.into_iter().collect();
+    by_size.sort_by_key(|(a, ops)| (std::cmp::Reverse(*ops), *a));
+    let mut shards: Vec<(usize, Vec<&str>)> = vec![(0, vec![]); n];
+    for (area, ops) in by_size {
+        let lightest = shards.iter_mut().min_by_key(|(total, _)| *total).expect("n >= 1");
+        lightest.0 += ops;
+        lightest.1.push(area);
+    }
+    shards.into_iter().filter(|(_, a)| !a.is_empty()).map(|(_, a)| format!("^/({})(/|$)", a.join("|"))).collect()
 }
