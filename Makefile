@@ -81,8 +81,9 @@ dev: deps
 # end-to-end run made, template lint.
 test:
 	# The dependencies install (network) while the compiler runs (CPU); whole lines of each
-	# in the log.
-	$(MAKE) --no-print-directory -j2 -Oline deps build-tests
+	# in the log. The build goes first: given the first job slot it starts at once, and the
+	# installs take turns in the other.
+	$(MAKE) --no-print-directory -j2 -Oline build-tests deps
 	$(NPM_PREFIX)/node_modules/.bin/redocly lint openapi/openapi.json --format stylish
 	rm -rf target/aws-calls
 	# Every test binary of `cargo test --workspace`, TEST_JOBS (default 1) at a time, each one's time

@@ -21,7 +21,7 @@ pub struct App {
     sqs: OnceLock<aws_sdk_sqs::Client>,
     secrets: OnceLock<aws_sdk_secretsmanager::Client>,
     ses: OnceLock<aws_sdk_sesv2::Client>,
-    s3: OnceLock<aws_sdk_s3::Client>,
+    s3: OnceLock<crate::s3::S3>,
     pub limiter: RateLimiter,
     /// API key look-ups this container trusts for `cfg.api_key_cache_secs`.
     pub keys: crate::auth::KeyCache,
@@ -150,14 +150,8 @@ impl App {
     }
 
     /// Export documents, inbound mail and its attachments.
-    pub fn s3(&self) -> &aws_sdk_s3::Client {
-        self.s3.get_or_init(|| {
-            // A custom endpoint (moto) serves buckets by path, not by host name.
-            let path_style = self.sdk.endpoint_url().is_some();
-            aws_sdk_s3::Client::from_conf(
-                aws_sdk_s3::config::Builder::from(&self.sdk).force_path_style(path_style).interceptor(CallLog).build(),
-            )
-        })
+    pub fn s3(&self) -> &crate::s3::S3 {
+        self.s3.get_or_init(|| crate::s3::S3::new(&self.sdk, std::time::Duration::from_millis(self.cfg.timeouts.dependency_ms)))
     }
 
     fn secrets(&self) -> &aws_sdk_secretsmanager::Client {

@@ -23,6 +23,7 @@ pub mod ids;
 pub mod keys;
 pub mod metrics;
 pub mod outbound;
+pub mod s3;
 pub mod sdk_http;
 pub mod signing;
 pub mod sqs;

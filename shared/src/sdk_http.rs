@@ -55,19 +55,23 @@ struct Connector {
 impl Connector {
     fn http(&self) -> Result<&reqwest::Client, ConnectorError> {
         let (connect, read) = self.settings;
-        let built = self.http.get_or_init(|| {
-            crate::crypto::install();
-            let mut b = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(50));
-            if let Some(t) = connect {
-                b = b.connect_timeout(t);
-            }
-            if let Some(t) = read {
-                b = b.read_timeout(t);
-            }
-            b.build().map_err(|e| format!("AWS SDK HTTP client: {e}"))
-        });
+        let built = self.http.get_or_init(|| aws_http_client(connect, read));
         built.as_ref().map_err(|e| ConnectorError::other(e.clone().into(), None))
     }
+}
+
+/// A reqwest client for AWS endpoints (the SDK's transport and `s3::S3`): pooled connections
+/// kept under the 60 s idle cut of AWS's load balancers.
+pub(crate) fn aws_http_client(connect: Option<Duration>, read: Option<Duration>) -> Result<reqwest::Client, String> {
+    crate::crypto::install();
+    let mut b = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(50));
+    if let Some(t) = connect {
+        b = b.connect_timeout(t);
+    }
+    if let Some(t) = read {
+        b = b.read_timeout(t);
+    }
+    b.build().map_err(|e| format!("AWS HTTP client: {e}"))
 }
 
 impl HttpConnector for Connector {

@@ -50,6 +50,14 @@ async fn frozen_emulators_answer_503_in_time_and_recover() {
         let (r, took) = timed(c.post("/posts", &post)).await;
         assert_eq!(r.status, 201, "{}", r.json);
         assert!(took < ANSWER_WITHIN, "answered after {took:?}");
+        // S3 (moto too) hung: a call gives up within the dependency budget, retries included,
+        // as the SDK clients do.
+        let app = h.app_with(cfg.clone()).await;
+        let started = Instant::now();
+        let put = app.s3().put_object(&h.resources.mail_bucket, "hung/probe", b"x".to_vec(), &[]).await;
+        let budget = Duration::from_millis(cfg.timeouts.dependency_ms);
+        assert_eq!(put.map_err(|e| e.code), Err("Timeout".to_string()));
+        assert!(started.elapsed() < budget + Duration::from_millis(500), "took {:?}", started.elapsed());
     }
     assert_eq!(c.get("/posts").await.status, 200);
 

@@ -184,7 +184,7 @@ pub async fn bootstrap(
     ddb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
     sm: &aws_sdk_secretsmanager::Client,
-    s3: &aws_sdk_s3::Client,
+    s3: &shared::s3::S3,
     names: &Names,
 ) -> Result<Resources, String> {
     let created = ddb
@@ -274,27 +274,9 @@ pub async fn bootstrap(
 }
 
 /// A bucket as template.yaml makes it: objects under `prefix` expire after `days`.
-async fn create_bucket(s3: &aws_sdk_s3::Client, name: &str, prefix: &str, days: i32) -> Result<(), String> {
-    use aws_sdk_s3::types::{BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter};
-    match s3.create_bucket().bucket(name).send().await {
-        Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists()) => {}
-        Err(e) => return Err(format!("create bucket {name}: {}", aws_sdk_s3::error::DisplayErrorContext(e))),
-    }
-    let rule = LifecycleRule::builder()
-        .id(format!("expire-{}", prefix.trim_end_matches('/')))
-        .status(ExpirationStatus::Enabled)
-        .filter(LifecycleRuleFilter::builder().prefix(prefix).build())
-        .expiration(LifecycleExpiration::builder().days(days).build())
-        .build()
-        .map_err(|e| e.to_string())?;
-    s3.put_bucket_lifecycle_configuration()
-        .bucket(name)
-        .lifecycle_configuration(BucketLifecycleConfiguration::builder().rules(rule).build().map_err(|e| e.to_string())?)
-        .send()
-        .await
-        .map_err(|e| format!("bucket lifecycle: {}", aws_sdk_s3::error::DisplayErrorContext(e)))?;
-    Ok(())
+async fn create_bucket(s3: &shared::s3::S3, name: &str, prefix: &str, days: u32) -> Result<(), String> {
+    s3.create_bucket(name).await.map_err(|e| format!("create bucket {name}: {e}"))?;
+    s3.put_bucket_expiry(name, prefix, days).await.map_err(|e| format!("bucket lifecycle: {e}"))
 }
 
 async fn create_queue_with_dlq(
@@ -382,7 +364,7 @@ pub fn dev_jwks_with_kid(kid: &str) -> serde_json::Value {
 /// answer the receipt notification SES would send (SNS envelope), naming `recipients`, with
 /// SES's spam and virus verdicts (`PASS` / `FAIL`).
 pub async fn store_inbound(
-    s3: &aws_sdk_s3::Client,
+    s3: &shared::s3::S3,
     bucket: &str,
     raw: &[u8],
     recipients: &[String],
@@ -391,13 +373,7 @@ pub async fn store_inbound(
 ) -> Result<String, String> {
     let id = shared::ids::new_id("local");
     let key = format!("inbound/{id}");
-    s3.put_object()
-        .bucket(bucket)
-        .key(&key)
-        .body(raw.to_vec().into())
-        .send()
-        .await
-        .map_err(|e| format!("store the message: {}", aws_sdk_s3::error::DisplayErrorContext(e)))?;
+    s3.put_object(bucket, &key, raw.to_vec(), &[]).await.map_err(|e| format!("store the message: {e}"))?;
     Ok(inbound_mail::notification(&id, bucket, &key, recipients, spam, virus))
 }
 

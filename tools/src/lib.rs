@@ -49,7 +49,7 @@ impl DevStack {
         );
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let sm = aws_sdk_secretsmanager::Client::new(&sdk);
-        let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
+        let s3 = shared::s3::S3::new(&sdk, std::time::Duration::from_secs(10));
         let resources = admin::bootstrap(&ddb, &sqs, &sm, &s3, &Names::default()).await?;
         let mut cfg = admin::local_config(&resources)?;
         adjust(&mut cfg);

@@ -14,8 +14,6 @@
 use super::jobs::{JobError, JobKind, JobStatus};
 use super::{Cursor, Erase, Find, Rule, Subject, SubjectRef};
 use crate::keys::{self, Data, Kind};
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
@@ -30,6 +28,8 @@ use utoipa::ToSchema;
 pub const SCHEMA_VERSION: u32 = 1;
 /// How long a download link works, and how long an export can be downloaded at all.
 pub const URL_SECS: u64 = 3600;
+/// The stored document: gzipped JSON, served as such by its link.
+const DOCUMENT_HEADERS: [(&str, &str); 2] = [("content-type", "application/json"), ("content-encoding", "gzip")];
 pub const KEEP_DAYS: i64 = 7;
 
 pub const PRIVACY: &[Rule] = &[Rule {
@@ -130,20 +130,13 @@ pub async fn with_link(app: &App, ws: &str, job: &mut ExportJob) -> ApiResult<()
     if job.status != JobStatus::Completed || !live {
         return Ok(());
     }
-    // The link carries this function's own authority to read the object.
-    shared::metrics::record_action("s3:GetObject");
-    let cfg = aws_sdk_s3::presigning::PresigningConfig::expires_in(std::time::Duration::from_secs(URL_SECS)).map_err(ApiError::internal)?;
-    let req = app
+    let response = [("response-content-type", "application/json"), ("response-content-encoding", "gzip")];
+    let url = app
         .s3()
-        .get_object()
-        .bucket(&app.cfg.exports_bucket)
-        .key(object_key(ws, &job.id))
-        .response_content_type("application/json")
-        .response_content_encoding("gzip")
-        .presigned(cfg)
+        .presigned_get(&app.cfg.exports_bucket, &object_key(ws, &job.id), &response, std::time::Duration::from_secs(URL_SECS))
         .await
-        .map_err(|e| ApiError::unavailable(format!("s3 presign: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
-    job.download_url = Some(req.uri().to_string());
+        .map_err(|e| ApiError::unavailable(format!("s3 presign: {e}")))?;
+    job.download_url = Some(url);
     Ok(())
 }
 
@@ -154,7 +147,7 @@ pub async fn with_link(app: &App, ws: &str, job: &mut ExportJob) -> ApiResult<()
 struct Resume {
     upload_id: String,
     /// (part number, ETag) of the parts uploaded so far.
-    parts: Vec<(i32, String)>,
+    parts: Vec<(u32, String)>,
     /// The source being written, whether its opening is written, how many of its items are,
     /// and where its next page starts.
     source: usize,
@@ -224,34 +217,21 @@ impl Writer {
 }
 
 async fn create_upload(app: &App, key: &str) -> ApiResult<String> {
-    let out = app
-        .s3()
-        .create_multipart_upload()
-        .bucket(&app.cfg.exports_bucket)
-        .key(key)
-        .content_type("application/json")
-        .content_encoding("gzip")
-        .send()
+    app.s3()
+        .create_multipart_upload(&app.cfg.exports_bucket, key, &DOCUMENT_HEADERS)
         .await
-        .map_err(|e| ApiError::unavailable(format!("s3 create upload: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
-    Ok(out.upload_id().unwrap_or_default().to_string())
+        .map_err(|e| ApiError::unavailable(format!("s3 create upload: {e}")))
 }
 
 async fn upload_part(app: &App, key: &str, r: &mut Resume, bytes: Vec<u8>) -> ApiResult<()> {
-    let n = r.parts.len() as i32 + 1;
+    let n = r.parts.len() as u32 + 1;
     r.bytes += bytes.len() as u64;
-    let out = app
+    let etag = app
         .s3()
-        .upload_part()
-        .bucket(&app.cfg.exports_bucket)
-        .key(key)
-        .upload_id(&r.upload_id)
-        .part_number(n)
-        .body(ByteStream::from(bytes))
-        .send()
+        .upload_part(&app.cfg.exports_bucket, key, &r.upload_id, n, bytes)
         .await
-        .map_err(|e| ApiError::unavailable(format!("s3 upload part: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
-    r.parts.push((n, out.e_tag().unwrap_or_default().to_string()));
+        .map_err(|e| ApiError::unavailable(format!("s3 upload part: {e}")))?;
+    r.parts.push((n, etag));
     Ok(())
 }
 
@@ -373,35 +353,23 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
         if r.upload_id.is_empty() {
             r.bytes = bytes.len() as u64;
             app.s3()
-                .put_object()
-                .bucket(&app.cfg.exports_bucket)
-                .key(&key)
-                .content_type("application/json")
-                .content_encoding("gzip")
-                .body(ByteStream::from(bytes))
-                .send()
+                .put_object(&app.cfg.exports_bucket, &key, bytes, &DOCUMENT_HEADERS)
                 .await
-                .map_err(|e| ApiError::unavailable(format!("s3 put: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+                .map_err(|e| ApiError::unavailable(format!("s3 put: {e}")))?;
             return Ok(());
         }
         upload_part(app, &key, &mut r, bytes).await?;
-        let parts = r.parts.iter().map(|(n, e)| CompletedPart::builder().part_number(*n).e_tag(e).build()).collect();
         app.s3()
-            .complete_multipart_upload()
-            .bucket(&app.cfg.exports_bucket)
-            .key(&key)
-            .upload_id(&r.upload_id)
-            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
-            .send()
+            .complete_multipart_upload(&app.cfg.exports_bucket, &key, &r.upload_id, &r.parts)
             .await
-            .map_err(|e| ApiError::unavailable(format!("s3 complete upload: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+            .map_err(|e| ApiError::unavailable(format!("s3 complete upload: {e}")))?;
         Ok::<_, ApiError>(())
     }
     .await;
     if let Err(e) = finished {
         // A run that died after completing the upload left the document whole: the upload is
         // gone and the object is there.
-        let exists = app.s3().head_object().bucket(&app.cfg.exports_bucket).key(&key).send().await.is_ok();
+        let exists = app.s3().head_object(&app.cfg.exports_bucket, &key).await.unwrap_or(false);
         if !exists {
             return Err(e);
         }
@@ -439,14 +407,7 @@ async fn complete(app: &App, ws: &str, mut job: ExportJob, r: &Resume) -> ApiRes
 async fn fail(app: &App, ws: &str, job: &ExportJob, item: &Item, code: &str, message: &str) -> ApiResult<()> {
     if let Some(r) = store::get_str(item, "resume").and_then(|j| serde_json::from_str::<Resume>(j).ok()).filter(|r| !r.upload_id.is_empty())
     {
-        let _ = app
-            .s3()
-            .abort_multipart_upload()
-            .bucket(&app.cfg.exports_bucket)
-            .key(object_key(ws, &job.id))
-            .upload_id(r.upload_id)
-            .send()
-            .await;
+        let _ = app.s3().abort_multipart_upload(&app.cfg.exports_bucket, &object_key(ws, &job.id), &r.upload_id).await;
     }
     let mut job = job.clone();
     job.status = JobStatus::Failed;
@@ -478,11 +439,8 @@ async fn finish(app: &App, ws: &str, job: &ExportJob, event: &str) -> ApiResult<
 async fn erase_job(app: &App, ws: &str, item: Item, _subject: &Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
     app.s3()
-        .delete_object()
-        .bucket(&app.cfg.exports_bucket)
-        .key(object_key(ws, id))
-        .send()
+        .delete_object(&app.cfg.exports_bucket, &object_key(ws, id))
         .await
-        .map_err(|e| ApiError::unavailable(format!("s3 delete: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+        .map_err(|e| ApiError::unavailable(format!("s3 delete: {e}")))?;
     app.db.delete(&ws_pk(ws), &sk(id)).await
 }

@@ -173,13 +173,9 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
     for (i, (_, bytes)) in inc.attachments.iter().enumerate() {
         if let Some(b) = bytes {
             app.s3()
-                .put_object()
-                .bucket(&app.cfg.mail_bucket)
-                .key(attachment_key(ws, &m.conversation_id, &m.id, i))
-                .body(b.clone().into())
-                .send()
+                .put_object(&app.cfg.mail_bucket, &attachment_key(ws, &m.conversation_id, &m.id, i), b.clone(), &[])
                 .await
-                .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+                .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {e}")))?;
         }
     }
     let quiet = inc.spam || inc.automatic.is_some();
@@ -255,22 +251,15 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
 
 /// Presigned links (1 hour) for a message's stored files.
 pub async fn with_links(app: &App, ws: &str, m: &mut Message) -> ApiResult<()> {
-    if m.attachments.iter().any(|a| a.stored) {
-        // The link carries this function's own authority to read the object.
-        shared::metrics::record_action("s3:GetObject");
-    }
     for (i, a) in m.attachments.iter_mut().enumerate().filter(|(_, a)| a.stored) {
-        let cfg = aws_sdk_s3::presigning::PresigningConfig::expires_in(std::time::Duration::from_secs(3600)).map_err(ApiError::internal)?;
-        let req = app
+        let key = attachment_key(ws, &m.conversation_id, &m.id, i);
+        let response = [("response-content-type", a.content_type.as_str())];
+        let url = app
             .s3()
-            .get_object()
-            .bucket(&app.cfg.mail_bucket)
-            .key(attachment_key(ws, &m.conversation_id, &m.id, i))
-            .response_content_type(&a.content_type)
-            .presigned(cfg)
+            .presigned_get(&app.cfg.mail_bucket, &key, &response, std::time::Duration::from_secs(3600))
             .await
-            .map_err(|e| ApiError::unavailable(format!("s3 presign: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
-        a.download_url = Some(req.uri().to_string());
+            .map_err(|e| ApiError::unavailable(format!("s3 presign: {e}")))?;
+        a.download_url = Some(url);
     }
     Ok(())
 }

@@ -347,12 +347,9 @@ async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
         for (i, _) in m.attachments.iter().enumerate().filter(|(_, a)| a.stored) {
             let key = inbound::attachment_key(ws, &m.conversation_id, &m.id, i);
             app.s3()
-                .delete_object()
-                .bucket(&app.cfg.mail_bucket)
-                .key(key)
-                .send()
+                .delete_object(&app.cfg.mail_bucket, &key)
                 .await
-                .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
+                .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {e}")))?;
         }
     }
     app.db.delete(&ws_pk(ws), &sk).await

@@ -144,22 +144,11 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
 }
 
 async fn read_raw(app: &App, r: &Receipt) -> Result<Option<Vec<u8>>, String> {
-    match app.s3().get_object().bucket(&r.bucket).key(&r.key).send().await {
-        Ok(out) => Ok(Some(out.body.collect().await.map_err(|e| e.to_string())?.into_bytes().to_vec())),
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
-        Err(e) => Err(format!("s3 get {}: {}", r.key, aws_sdk_s3::error::DisplayErrorContext(e))),
-    }
+    app.s3().get_object(&r.bucket, &r.key).await.map_err(|e| format!("s3 get {}: {e}", r.key))
 }
 
 async fn delete_raw(app: &App, r: &Receipt) -> Result<(), String> {
-    app.s3()
-        .delete_object()
-        .bucket(&r.bucket)
-        .key(&r.key)
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("s3 delete {}: {}", r.key, aws_sdk_s3::error::DisplayErrorContext(e)))
+    app.s3().delete_object(&r.bucket, &r.key).await.map_err(|e| format!("s3 delete {}: {e}", r.key))
 }
 
 fn dropped(reason: &'static str) {

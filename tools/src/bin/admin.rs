@@ -34,9 +34,7 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
                 &ddb,
                 &aws_sdk_sqs::Client::new(&sdk),
                 &aws_sdk_secretsmanager::Client::new(&sdk),
-                &aws_sdk_s3::Client::from_conf(
-                    aws_sdk_s3::config::Builder::from(&sdk).force_path_style(sdk.endpoint_url().is_some()).build(),
-                ),
+                &shared::s3::S3::new(&sdk, std::time::Duration::from_secs(10)),
                 &admin::Names::from_env(),
             )
             .await?;
