@@ -14,8 +14,8 @@ use crate::metrics::{iam_action, record_action};
 use aws_config::SdkConfig;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sigv4::http_request::{
-    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SignatureLocation, SigningSettings, UriPathNormalizationMode,
-    sign,
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SignatureLocation, SigningInstructions, SigningSettings,
+    UriPathNormalizationMode, sign,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::sync::OnceLock;
@@ -270,7 +270,29 @@ impl S3 {
     }
 
     async fn signed_url(&self, url: &str, settings: SigningSettings, at: SystemTime) -> Result<String, S3Error> {
-        let identity = self.identity().await?;
+        let instructions = self.signature("GET", url, &[], SignableBody::UnsignedPayload, settings, at).await?;
+        let mut url = url.to_string();
+        for (i, (k, v)) in instructions.params().iter().enumerate() {
+            let sep = if i == 0 && !url.contains('?') { '?' } else { '&' };
+            url.push_str(&format!("{sep}{k}={}", utf8_percent_encode(v, QUERY)));
+        }
+        Ok(url)
+    }
+
+    /// SigV4 of a request with the container's current credentials: the headers to add (or, for
+    /// a presigned link, the query parameters).
+    async fn signature(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: SignableBody<'_>,
+        settings: SigningSettings,
+        at: SystemTime,
+    ) -> Result<SigningInstructions, S3Error> {
+        let provider = self.credentials.as_ref().ok_or_else(|| S3Error::local("Credentials", "no credentials provider configured"))?;
+        let identity: aws_smithy_runtime_api::client::identity::Identity =
+            provider.provide_credentials().await.map_err(|e| S3Error::local("Credentials", e))?.into();
         let params = aws_sigv4::sign::v4::SigningParams::builder()
             .identity(&identity)
             .region(&self.region)
@@ -280,21 +302,8 @@ impl S3 {
             .build()
             .map_err(|e| S3Error::local("Signing", e))?
             .into();
-        let signable = SignableRequest::new("GET", url, std::iter::empty(), SignableBody::UnsignedPayload)
-            .map_err(|e| S3Error::local("Signing", e))?;
-        let (instructions, _) = sign(signable, &params).map_err(|e| S3Error::local("Signing", e))?.into_parts();
-        let mut url = url.to_string();
-        for (i, (k, v)) in instructions.params().iter().enumerate() {
-            let sep = if i == 0 && !url.contains('?') { '?' } else { '&' };
-            url.push_str(&format!("{sep}{k}={}", utf8_percent_encode(v, QUERY)));
-        }
-        Ok(url)
-    }
-
-    async fn identity(&self) -> Result<aws_smithy_runtime_api::client::identity::Identity, S3Error> {
-        let provider = self.credentials.as_ref().ok_or_else(|| S3Error::local("Credentials", "no credentials provider configured"))?;
-        let creds = provider.provide_credentials().await.map_err(|e| S3Error::local("Credentials", e))?;
-        Ok(creds.into())
+        let signable = SignableRequest::new(method, url, headers.iter().copied(), body).map_err(|e| S3Error::local("Signing", e))?;
+        Ok(sign(signable, &params).map_err(|e| S3Error::local("Signing", e))?.into_parts().0)
     }
 
     fn url(&self, bucket: &str, key: &str, query: &[(&str, &str)]) -> String {
@@ -355,19 +364,8 @@ impl S3 {
 
     async fn attempt(&self, call: &Call<'_>) -> Result<Answer, S3Error> {
         let url = self.url(call.bucket, call.key, &call.query);
-        let identity = self.identity().await?;
-        let params = aws_sigv4::sign::v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name("s3")
-            .time(SystemTime::now())
-            .settings(signing_settings())
-            .build()
-            .map_err(|e| S3Error::local("Signing", e))?
-            .into();
-        let signable = SignableRequest::new(call.method, url.as_str(), call.headers.iter().copied(), SignableBody::Bytes(&call.body))
-            .map_err(|e| S3Error::local("Signing", e))?;
-        let (instructions, _) = sign(signable, &params).map_err(|e| S3Error::local("Signing", e))?.into_parts();
+        let body = SignableBody::Bytes(&call.body);
+        let instructions = self.signature(call.method, &url, &call.headers, body, signing_settings(), SystemTime::now()).await?;
         let method = reqwest::Method::from_bytes(call.method.as_bytes()).map_err(|e| S3Error::local("Request", e))?;
         let mut req = self.http()?.request(method, &url).timeout(self.dependency / 2);
         for (k, v) in call.headers.iter().copied().chain(instructions.headers()) {

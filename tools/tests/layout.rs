@@ -52,7 +52,22 @@ fn no_function_crate_depends_on_another() {
 
 /// The layers of `shared/src/lib.rs`, bottom first.
 const SHARED_LAYERS: &[&[&str]] = &[
-    &["error", "ids", "keys", "crypto", "validate", "cursor", "signing", "metrics", "telemetry", "outbound", "sdk_http", "sqs", "zone"],
+    &[
+        "error",
+        "ids",
+        "keys",
+        "crypto",
+        "validate",
+        "cursor",
+        "signing",
+        "metrics",
+        "telemetry",
+        "outbound",
+        "sdk_http",
+        "s3",
+        "sqs",
+        "zone",
+    ],
     &["store"],
     &["events"],
     &["config", "auth", "oauth", "idempotency", "ratelimit"],
@@ -124,7 +139,8 @@ fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
 /// What the deployed functions link, as `make package` builds them (the function crates
 /// alone, without the features tests and tools add): one crypto backend, ring, and one HTTP
 /// stack, HTTP/1.1 reqwest. aws-lc (rustls's and jsonwebtoken's default) was 0.8 MB of every
-/// binary, and nothing would fail without this check if a crate brought it back.
+/// binary, and nothing would fail without this check if a crate brought it back; so was
+/// aws-sdk-s3 (0.6 to 0.9 MB of each function using S3) next to `shared::s3`.
 #[test]
 fn functions_link_one_crypto_backend_and_no_http2() {
     let pkgs = workspace_deps();
@@ -141,7 +157,7 @@ fn functions_link_one_crypto_backend_and_no_http2() {
     let tree = String::from_utf8_lossy(&out.stdout);
     let crates: std::collections::BTreeSet<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
     assert!(crates.contains("ring") && crates.contains("rustls"), "ring and rustls: {crates:?}");
-    for absent in ["aws-lc-rs", "aws-lc-sys", "h2", "native-tls", "openssl"] {
+    for absent in ["aws-lc-rs", "aws-lc-sys", "h2", "native-tls", "openssl", "aws-sdk-s3"] {
         assert!(!crates.contains(absent), "a function links {absent}");
     }
 }
