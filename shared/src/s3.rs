@@ -43,13 +43,14 @@ impl S3Error {
     fn local(code: &str, message: impl std::fmt::Display) -> Self {
         Self { status: None, code: code.into(), message: message.to_string() }
     }
+    /// Worth another attempt: no answer, a server error or throttling. By code too, since
+    /// CompleteMultipartUpload reports an `InternalError` inside a 200.
     fn transient(&self) -> bool {
-        match self.status {
-            None => self.code == "Timeout" || self.code == "Connection",
-            Some(s) => s >= 500 || s == 429 || self.code == "SlowDown" || self.code == "RequestTimeout",
-        }
+        const CODES: &[&str] =
+            &["Timeout", "Connection", "InternalError", "SlowDown", "RequestTimeout", "Throttling", "RequestLimitExceeded"];
+        CODES.contains(&self.code.as_str()) || self.status.is_some_and(|s| s >= 500 || s == 429)
     }
-    /// The object does not exist (a HEAD answers a bare 404; a missing bucket is an error).
+    /// The object does not exist (GET's NoSuchKey; HEAD answers a bare 404).
     pub fn is_not_found(&self) -> bool {
         self.code == "NoSuchKey" || self.code == "NotFound"
     }
@@ -86,6 +87,12 @@ struct Call<'a> {
     query: Vec<(&'a str, &'a str)>,
     headers: Vec<(&'a str, &'a str)>,
     body: Vec<u8>,
+}
+
+/// An answer's body: read within the attempt, or (an object's bytes) left to read.
+enum Body {
+    Read(Vec<u8>),
+    Pending(reqwest::Response),
 }
 
 struct Answer {
@@ -329,11 +336,15 @@ impl S3 {
     }
 
     fn http(&self) -> Result<&reqwest::Client, S3Error> {
-        let built = self.http.get_or_init(|| crate::sdk_http::aws_http_client(Some(self.dependency.min(Duration::from_secs(1))), None));
+        // The read timeout bounds a stall between reads (of a large object, too), not a transfer.
+        let (connect, read) = (self.dependency.min(Duration::from_secs(1)), self.dependency / 2);
+        let built = self.http.get_or_init(|| crate::sdk_http::aws_http_client(Some(connect), Some(read)));
         built.as_ref().map_err(|e| S3Error::local("Connection", e))
     }
 
-    /// One call: its attempts within the dependency budget.
+    /// One call: its attempts, up to S3's answer, within the dependency budget; then the
+    /// answer's body, which may be large (an inbound message of 30 MB) and so is bounded by the
+    /// client's read timeout (a stall) instead of the budget.
     async fn call(&self, call: Call<'_>) -> Result<Answer, S3Error> {
         if let Some(action) = iam_action("S3", call.op) {
             record_action(&action);
@@ -356,24 +367,38 @@ impl S3 {
             }
             Err(last.unwrap_or_else(|| S3Error::local("Timeout", "no attempt made")))
         };
-        match tokio::time::timeout(self.dependency, attempts).await {
-            Ok(r) => r.map_err(|e| S3Error { message: format!("{op}: {}", e.message), ..e }),
-            Err(_) => Err(S3Error::local("Timeout", format!("{op} took longer than {} ms", self.dependency.as_millis()))),
-        }
+        let named = |e: S3Error| S3Error { message: format!("{op}: {}", e.message), ..e };
+        let (headers, body) = match tokio::time::timeout(self.dependency, attempts).await {
+            Ok(r) => r.map_err(named)?,
+            Err(_) => return Err(S3Error::local("Timeout", format!("{op} took longer than {} ms", self.dependency.as_millis()))),
+        };
+        let body = match body {
+            Body::Read(b) => b,
+            Body::Pending(resp) => resp.bytes().await.map_err(|e| named(transport_error(&e)))?.to_vec(),
+        };
+        Ok(Answer { headers, body })
     }
 
-    async fn attempt(&self, call: &Call<'_>) -> Result<Answer, S3Error> {
+    async fn attempt(&self, call: &Call<'_>) -> Result<(http::HeaderMap, Body), S3Error> {
         let url = self.url(call.bucket, call.key, &call.query);
         let body = SignableBody::Bytes(&call.body);
         let instructions = self.signature(call.method, &url, &call.headers, body, signing_settings(), SystemTime::now()).await?;
         let method = reqwest::Method::from_bytes(call.method.as_bytes()).map_err(|e| S3Error::local("Request", e))?;
-        let mut req = self.http()?.request(method, &url).timeout(self.dependency / 2);
+        let mut req = self.http()?.request(method, &url);
         for (k, v) in call.headers.iter().copied().chain(instructions.headers()) {
             req = req.header(k, v);
         }
-        let resp = req.body(call.body.clone()).send().await.map_err(|e| transport_error(&e))?;
+        let half = self.dependency / 2;
+        let resp = match tokio::time::timeout(half, req.body(call.body.clone()).send()).await {
+            Ok(r) => r.map_err(|e| transport_error(&e))?,
+            Err(_) => return Err(S3Error::local("Timeout", format!("no answer within {} ms", half.as_millis()))),
+        };
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
+        // An object's bytes are read after the attempts; the other answers are small XML.
+        if (200..300).contains(&status) && call.op == "GetObject" {
+            return Ok((headers, Body::Pending(resp)));
+        }
         let body = resp.bytes().await.map_err(|e| transport_error(&e))?.to_vec();
         // CompleteMultipartUpload may answer 200 with an error in the body.
         let failed = !(200..300).contains(&status) || (call.op == "CompleteMultipartUpload" && xml_text(&body, "Code").is_some());
@@ -381,7 +406,7 @@ impl S3 {
             let code = xml_text(&body, "Code").unwrap_or_else(|| if status == 404 { "NotFound".into() } else { format!("HTTP{status}") });
             return Err(S3Error { status: Some(status), code, message: xml_text(&body, "Message").unwrap_or_default() });
         }
-        Ok(Answer { headers, body })
+        Ok((headers, Body::Read(body)))
     }
 }
 
@@ -479,5 +504,8 @@ mod tests {
         assert!(!S3Error { status: Some(404), code: "NoSuchBucket".into(), message: String::new() }.is_not_found());
         assert!(S3Error { status: Some(503), code: "SlowDown".into(), message: String::new() }.transient());
         assert!(S3Error::local("Timeout", "x").transient());
+        // CompleteMultipartUpload's error inside a 200 is retried like a 500.
+        assert!(S3Error { status: Some(200), code: "InternalError".into(), message: String::new() }.transient());
+        assert!(!S3Error { status: Some(403), code: "AccessDenied".into(), message: String::new() }.transient());
     }
 }

@@ -64,7 +64,9 @@ impl Connector {
 /// kept under the 60 s idle cut of AWS's load balancers.
 pub(crate) fn aws_http_client(connect: Option<Duration>, read: Option<Duration>) -> Result<reqwest::Client, String> {
     crate::crypto::install();
-    let mut b = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(50));
+    // No redirects, as the SDK: a followed 307 would lose its signature and a 301 turn a PUT
+    // into a GET.
+    let mut b = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(50)).redirect(reqwest::redirect::Policy::none());
     if let Some(t) = connect {
         b = b.connect_timeout(t);
     }
