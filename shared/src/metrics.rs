@@ -132,7 +132,8 @@ type CallLogFile = std::sync::Mutex<(std::fs::File, std::collections::BTreeSet<(
 fn call_log() -> Option<&'static CallLogFile> {
     static LOG: std::sync::OnceLock<Option<CallLogFile>> = std::sync::OnceLock::new();
     LOG.get_or_init(|| {
-        let dir = std::env::var_os("AWS_CALL_LOG")?;
+        // Set but empty is off: joined to "", the log would land in the working directory.
+        let dir = std::env::var_os("AWS_CALL_LOG").filter(|d| !d.is_empty())?;
         std::fs::create_dir_all(&dir).ok()?;
         let path = std::path::Path::new(&dir).join(format!("{}.log", std::process::id()));
         let file = std::fs::OpenOptions::new().create(true).append(true).open(path).ok()?;
