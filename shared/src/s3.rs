@@ -89,6 +89,13 @@ struct Call<'a> {
     body: Vec<u8>,
 }
 
+impl<'a> Call<'a> {
+    /// A call without query, headers or body; the operations add theirs.
+    fn new(op: &'static str, method: &'a str, bucket: &'a str, key: &'a str) -> Self {
+        Self { op, method, bucket, key, query: vec![], headers: vec![], body: vec![] }
+    }
+}
+
 /// An answer's body: read within the attempt, or (an object's bytes) left to read.
 enum Body {
     Read(Vec<u8>),
@@ -113,14 +120,13 @@ impl S3 {
     }
 
     pub async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> Result<(), S3Error> {
-        let call = Call { op: "PutObject", method: "PUT", bucket, key, query: vec![], headers: headers.to_vec(), body };
+        let call = Call { headers: headers.to_vec(), body, ..Call::new("PutObject", "PUT", bucket, key) };
         self.call(call).await.map(|_| ())
     }
 
     /// The object's bytes, or `None` when there is no such key.
     pub async fn get_object(&self, bucket: &str, key: &str) -> Result<Option<Vec<u8>>, S3Error> {
-        let call = Call { op: "GetObject", method: "GET", bucket, key, query: vec![], headers: vec![], body: vec![] };
-        match self.call(call).await {
+        match self.call(Call::new("GetObject", "GET", bucket, key)).await {
             Ok(a) => Ok(Some(a.body)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
@@ -129,8 +135,7 @@ impl S3 {
 
     /// Whether the object exists.
     pub async fn head_object(&self, bucket: &str, key: &str) -> Result<bool, S3Error> {
-        let call = Call { op: "HeadObject", method: "HEAD", bucket, key, query: vec![], headers: vec![], body: vec![] };
-        match self.call(call).await {
+        match self.call(Call::new("HeadObject", "HEAD", bucket, key)).await {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
@@ -139,21 +144,13 @@ impl S3 {
 
     /// Deleting a key that does not exist succeeds, as in S3.
     pub async fn delete_object(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
-        let call = Call { op: "DeleteObject", method: "DELETE", bucket, key, query: vec![], headers: vec![], body: vec![] };
-        self.call(call).await.map(|_| ())
+        self.call(Call::new("DeleteObject", "DELETE", bucket, key)).await.map(|_| ())
     }
 
     /// Start a multipart upload; answers its upload id.
     pub async fn create_multipart_upload(&self, bucket: &str, key: &str, headers: &[(&str, &str)]) -> Result<String, S3Error> {
-        let call = Call {
-            op: "CreateMultipartUpload",
-            method: "POST",
-            bucket,
-            key,
-            query: vec![("uploads", "")],
-            headers: headers.to_vec(),
-            body: vec![],
-        };
+        let call =
+            Call { query: vec![("uploads", "")], headers: headers.to_vec(), ..Call::new("CreateMultipartUpload", "POST", bucket, key) };
         let a = self.call(call).await?;
         xml_text(&a.body, "UploadId")
             .filter(|id| !id.is_empty())
@@ -163,15 +160,7 @@ impl S3 {
     /// Upload part `n` (from 1); answers its ETag.
     pub async fn upload_part(&self, bucket: &str, key: &str, upload_id: &str, n: u32, body: Vec<u8>) -> Result<String, S3Error> {
         let n = n.to_string();
-        let call = Call {
-            op: "UploadPart",
-            method: "PUT",
-            bucket,
-            key,
-            query: vec![("partNumber", &n), ("uploadId", upload_id)],
-            headers: vec![],
-            body,
-        };
+        let call = Call { query: vec![("partNumber", &n), ("uploadId", upload_id)], body, ..Call::new("UploadPart", "PUT", bucket, key) };
         let a = self.call(call).await?;
         a.headers
             .get("etag")
@@ -194,27 +183,16 @@ impl S3 {
         }
         xml.push_str("</CompleteMultipartUpload>");
         let call = Call {
-            op: "CompleteMultipartUpload",
-            method: "POST",
-            bucket,
-            key,
             query: vec![("uploadId", upload_id)],
             headers: vec![("content-type", "application/xml")],
             body: xml.into_bytes(),
+            ..Call::new("CompleteMultipartUpload", "POST", bucket, key)
         };
         self.call(call).await.map(|_| ())
     }
 
     pub async fn abort_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str) -> Result<(), S3Error> {
-        let call = Call {
-            op: "AbortMultipartUpload",
-            method: "DELETE",
-            bucket,
-            key,
-            query: vec![("uploadId", upload_id)],
-            headers: vec![],
-            body: vec![],
-        };
+        let call = Call { query: vec![("uploadId", upload_id)], ..Call::new("AbortMultipartUpload", "DELETE", bucket, key) };
         self.call(call).await.map(|_| ())
     }
 
@@ -230,9 +208,10 @@ impl S3 {
             )
             .into_bytes()
         };
-        let call = Call { op: "CreateBucket", method: "PUT", bucket, key: "", query: vec![], headers: vec![], body };
+        let call = Call { body, ..Call::new("CreateBucket", "PUT", bucket, "") };
         match self.call(call).await {
-            Err(e) if e.code == "BucketAlreadyOwnedByYou" => Ok(()),
+            // us-east-1 answers BucketAlreadyExists to its owner as well.
+            Err(e) if e.code == "BucketAlreadyOwnedByYou" || e.code == "BucketAlreadyExists" => Ok(()),
             r => r.map(|_| ()),
         }
     }
@@ -252,13 +231,10 @@ impl S3 {
         let headers =
             vec![("content-type", "application/xml"), ("x-amz-sdk-checksum-algorithm", "SHA256"), ("x-amz-checksum-sha256", sum.as_str())];
         let call = Call {
-            op: "PutBucketLifecycleConfiguration",
-            method: "PUT",
-            bucket,
-            key: "",
             query: vec![("lifecycle", "")],
             headers,
             body: xml.into_bytes(),
+            ..Call::new("PutBucketLifecycleConfiguration", "PUT", bucket, "")
         };
         self.call(call).await.map(|_| ())
     }
