@@ -39,12 +39,12 @@ pub async fn serve(app: &App, routes: &'static [Route], req: http::Request<Body>
 pub async fn serve_with_stats(app: &App, routes: &'static [Route], req: http::Request<Body>) -> (Response, Stats) {
     let request_id = request_id_of(&req);
     // The route's template names its metrics (`GET /posts/{id}`), never the raw path.
-    let route = match_route(routes, req.method(), req.uri().path())
-        .map_or_else(|_| "unmatched".to_string(), |m| format!("{} {}", m.route.method, m.route.path));
+    let matched = match_route(routes, req.method(), req.uri().path());
+    let route = matched.as_ref().map_or_else(|_| "unmatched".to_string(), |m| format!("{} {}", m.route.method, m.route.path));
     let span = tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %req.uri().path());
     async move {
         let started = Instant::now();
-        let fut = AssertUnwindSafe(handle(app, routes, req, &request_id)).catch_unwind();
+        let fut = AssertUnwindSafe(handle(app, matched, req, &request_id)).catch_unwind();
         let budget = std::time::Duration::from_millis(app.cfg.timeouts.request_ms);
         let (res, ddb_calls) = crate::metrics::count_ddb_calls(tokio::time::timeout(budget, fut)).await;
         let mut resp = match res {
@@ -72,10 +72,10 @@ struct Answer {
 }
 
 /// The pipeline, stage by stage; the only place that builds responses.
-async fn handle(app: &App, routes: &'static [Route], req: http::Request<Body>, request_id: &str) -> Response {
+async fn handle(app: &App, matched: ApiResult<Matched<'static>>, req: http::Request<Body>, request_id: &str) -> Response {
     let (parts, body) = req.into_parts();
     let admitted = async {
-        let m = match_route(routes, &parts.method, parts.uri.path())?;
+        let m = matched?;
         let (principal, rate_headers) = admit(app, m.route, &parts.headers, source_ip(&parts)).await?;
         Ok::<_, ApiError>((m, principal, rate_headers))
     };

@@ -151,44 +151,46 @@ fn literal_count(pattern: &str) -> usize {
     pattern.split('/').filter(|s| !s.is_empty() && !s.starts_with('{')).count()
 }
 
+/// The name of a `{param}` segment of a route's pattern.
+fn param_name(pattern_segment: &str) -> Option<&str> {
+    pattern_segment.strip_prefix('{').and_then(|p| p.strip_suffix('}'))
+}
+
+fn segments(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|s| !s.is_empty())
+}
+
+/// Every request goes through here, so it allocates only for what it answers: the route table
+/// is walked in place, and parameters are decoded for the chosen route alone.
 pub fn match_route<'r>(routes: &'r [Route], method: &Method, path: &str) -> ApiResult<Matched<'r>> {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let segs: Vec<&str> = segments(path).collect();
     let is_root = |seg: &str| routes.iter().any(|r| r.path.split('/').nth(1) == Some(seg));
     let not_found = || ApiError::new(ErrorCode::NotFound, format!("no route for {path}"));
-    let start = segments.iter().position(|s| is_root(s)).ok_or_else(not_found)?;
-    let rel = &segments[start..];
-
-    let mut candidates: Vec<(&Route, Vec<(&'static str, String)>)> = Vec::new();
-    for r in routes {
-        let pat: Vec<&'static str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
-        if pat.len() != rel.len() {
-            continue;
-        }
-        let mut params = Vec::new();
-        let ok = pat.iter().zip(rel).all(|(p, s)| match p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-            Some(name) => {
-                // `auth0%7C123` names the subject `auth0|123`; an invalid escape stays as sent.
-                params
-                    .push((name, percent_encoding::percent_decode_str(s).decode_utf8().map_or_else(|_| s.to_string(), |d| d.into_owned())));
-                true
-            }
-            None => p == s,
-        });
-        if ok {
-            candidates.push((r, params));
-        }
-    }
+    let start = segs.iter().position(|s| is_root(s)).ok_or_else(not_found)?;
+    let rel = &segs[start..];
+    let fits = |r: &&Route| {
+        let mut pat = segments(r.path);
+        rel.iter().all(|s| pat.next().is_some_and(|p| param_name(p).is_some() || p == *s)) && pat.next().is_none()
+    };
     // A literal segment beats a parameter (`/workspaces/current` before `/workspaces/{id}`).
-    let best = candidates.iter().map(|(r, _)| literal_count(r.path)).max().ok_or_else(not_found)?;
-    candidates.retain(|(r, _)| literal_count(r.path) == best);
+    let best = routes.iter().filter(fits).map(|r| literal_count(r.path)).max().ok_or_else(not_found)?;
+    let mut candidates = routes.iter().filter(fits).filter(|r| literal_count(r.path) == best);
     let relative_path = format!("/{}", rel.join("/"));
-    match candidates.iter().position(|(r, _)| r.method == method) {
-        Some(i) => {
-            let (route, params) = candidates.swap_remove(i);
+    match candidates.clone().find(|r| r.method == method) {
+        Some(route) => {
+            let params = segments(route.path)
+                .zip(rel)
+                .filter_map(|(p, s)| {
+                    // `auth0%7C123` names the subject `auth0|123`; an invalid escape stays as sent.
+                    let decoded =
+                        || percent_encoding::percent_decode_str(s).decode_utf8().map_or_else(|_| s.to_string(), |d| d.into_owned());
+                    param_name(p).map(|name| (name, decoded()))
+                })
+                .collect();
             Ok(Matched { route, params, relative_path })
         }
         None => {
-            let mut allow: Vec<&str> = candidates.iter().map(|(r, _)| r.method.as_str()).collect();
+            let mut allow: Vec<&str> = candidates.by_ref().map(|r| r.method.as_str()).collect();
             allow.sort_unstable();
             allow.dedup();
             Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("{method} is not allowed on {relative_path}"))

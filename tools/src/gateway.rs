@@ -105,6 +105,8 @@ pub async fn start(app: Arc<App>, port: u16) -> Result<(SocketAddr, tokio::task:
     let task = tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { continue };
+            // A response goes out as soon as it is written, not after the client's delayed ACK.
+            let _ = stream.set_nodelay(true);
             let app = app.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req| {

@@ -137,6 +137,13 @@ async fn main() {
 
     // `BENCH_ONLY=serving`: only the binaries, cold starts, list cost and load, written to
     // target/bench-serving.md (a quick loop while working on them; docs/ keeps the full run).
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("load") {
+        let mut stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
+        bench_load(&mut stack, &mut out).await;
+        stack.stop().await;
+        std::fs::write(repo_root().join("target/bench-load.md"), out).unwrap();
+        return;
+    }
     if std::env::var("BENCH_ONLY").as_deref() == Ok("serving") {
         let stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
         return bench_serving(stack, out, "target/bench-serving.md").await;
@@ -501,9 +508,10 @@ async fn bench_scanner(out: &mut String) {
 }
 
 /// One wrk run: requests/s, p50 and p99 in ms (wrk's --latency distribution).
-fn wrk(url: &str, key: &str, connections: usize, script: Option<&std::path::Path>) -> Option<(f64, f64, f64)> {
+fn wrk(url: &str, key: &str, connections: usize, secs: u32, script: Option<&std::path::Path>) -> Option<(f64, f64, f64)> {
     let mut cmd = std::process::Command::new("wrk");
-    cmd.args(["-t", &connections.clamp(1, 2).to_string(), "-c", &connections.to_string(), "-d", "4s", "--latency"]);
+    cmd.args(["-t", &connections.clamp(1, 2).to_string(), "-c", &connections.to_string(), "--latency"]);
+    cmd.args(["-d", &format!("{secs}s")]);
     cmd.args(["-H", &format!("Authorization: Bearer {key}")]);
     if let Some(s) = script {
         cmd.arg("-s").arg(s);
@@ -527,6 +535,82 @@ fn wrk(url: &str, key: &str, connections: usize, script: Option<&std::path::Path
         eprintln!("wrk {url}: {n} non-2xx answers");
     }
     Some((rps, ms(&field("50%")?)?, ms(&field("99%")?)?))
+}
+
+/// The mean DynamoDB calls per request when `clients` send 20 requests each at once.
+async fn calls_under(http: &reqwest::Client, url: &str, key: &str, clients: usize) -> f64 {
+    let tasks = (0..clients).map(|_| {
+        let (http, url, key) = (http.clone(), url.to_string(), key.to_string());
+        tokio::spawn(async move {
+            let mut calls = vec![];
+            for _ in 0..20 {
+                let r = http.get(&url).bearer_auth(&key).send().await.unwrap();
+                calls.push(r.headers().get("x-dev-ddb-calls").and_then(|v| v.to_str().ok()?.parse::<u32>().ok()).unwrap_or(0));
+            }
+            calls
+        })
+    });
+    let all: Vec<u32> = futures_util::future::join_all(tasks).await.into_iter().flat_map(|r| r.unwrap()).collect();
+    all.iter().sum::<u32>() as f64 / all.len().max(1) as f64
+}
+
+/// What a warm `GET /posts/{id}` costs without the HTTP hop, two ways: `Pipeline` runs the
+/// request through `shared::http::serve_with_stats` in-process (routing, authentication, bucket,
+/// handler, JSON, metrics); `Direct` does only its DynamoDB work (a token from one shared
+/// bucket through `shared::ratelimit`, then the post's read).
+#[derive(Clone, Copy, PartialEq)]
+enum InProcess {
+    Pipeline,
+    Direct,
+}
+
+/// `clients` tasks repeating `how` for `secs`: requests/s, p50 in ms, DynamoDB calls per request.
+async fn in_process(app: Arc<shared::App>, how: InProcess, key: &str, ws: &str, post: &str, clients: usize, secs: u64) -> (f64, f64, f64) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    let tasks = (0..clients).map(|_| {
+        let (app, key, ws, post) = (app.clone(), key.to_string(), ws.to_string(), post.to_string());
+        tokio::spawn(async move {
+            let (mut lat, mut calls) = (vec![], 0u32);
+            while Instant::now() < until {
+                let t = Instant::now();
+                let c = match how {
+                    InProcess::Pipeline => {
+                        let req = http::Request::builder()
+                            .uri(format!("{}/posts/{post}", tools::gateway::BASE_PATH))
+                            .header("authorization", format!("Bearer {key}"))
+                            .body(lambda_http::Body::Empty)
+                            .unwrap();
+                        let (resp, stats) = shared::http::serve_with_stats(&app, tools::gateway::all_routes(), req).await;
+                        assert_eq!(resp.status(), 200);
+                        stats.ddb_calls
+                    }
+                    InProcess::Direct => {
+                        let (found, c) = shared::metrics::count_ddb_calls(async {
+                            let d = app.limiter.acquire(&app.db, "bench-direct", shared::ratelimit::Class::Read).await.unwrap();
+                            assert!(d.allowed, "the raised limit admits the load");
+                            app.db.get_object::<domain::posts::Post>(&ws, &domain::posts::sk(&post)).await.unwrap()
+                        })
+                        .await;
+                        assert!(found.is_some());
+                        c
+                    }
+                };
+                calls += c;
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            (lat, calls)
+        })
+    });
+    let started = Instant::now();
+    let (mut all, mut calls) = (vec![], 0);
+    for r in futures_util::future::join_all(tasks).await {
+        let (lat, c) = r.unwrap();
+        all.extend(lat);
+        calls += c;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    (all.len() as f64 / secs, pct(&all, 0.5), calls as f64 / all.len().max(1) as f64)
 }
 
 /// What one raw client does per iteration: a GetItem, an UpdateItem, or both in sequence, which
@@ -586,11 +670,12 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
     }
     let mut cfg = stack.config();
     for class in [shared::ratelimit::Class::Read, shared::ratelimit::Class::Write] {
-        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:100000").unwrap());
+        // Refill below the offered load with a burst no run can drain: the bucket stays busy and
+        // never refuses, the regime of a key under load.
+        cfg.limits.insert(class, shared::ratelimit::Limit::parse("100/s:1000000").unwrap());
     }
-    let base = stack.extra_gateway(cfg).await.expect("load gateway");
+    let base = stack.extra_gateway(cfg.clone()).await.expect("load gateway");
     let (ws, key) = workspaces::create_workspace(&stack.app, "bench load").await.unwrap();
-    let _ = ws;
     let http = reqwest::Client::new();
     let mut post_id = String::new();
     for i in 0..60 {
@@ -603,30 +688,71 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
     )
     .unwrap();
     let table = stack.config().table;
+    let get_url = format!("{base}/posts/{post_id}");
+    // The work of one warm `GET /posts/{id}` without the gateway: the same shared code's bucket
+    // call (one bucket for all clients, as the one key under wrk) and the post's read.
+    let direct_app = Arc::new(stack.new_app(cfg.clone()).expect("app"));
+    let direct = |how: InProcess, c: usize, secs: u64| in_process(direct_app.clone(), how, &key, &ws.id, &post_id, c, secs);
+    // A fresh DynamoDB Local spends its first seconds compiling its hot paths (the JIT took a
+    // fifth of the machine in a profile): warm it on both sides before anything is measured.
+    wrk(&get_url, &key, 16, 4, None);
+    direct(InProcess::Pipeline, 16, 2).await;
+    direct(InProcess::Direct, 16, 2).await;
+    let mut ratio = vec![];
+    // The ratio first, before the POST runs leave the dispatcher a backlog of events to work
+    // through. The three ways alternate (5 rounds of 2 s each), so a drift of the shared machine
+    // or the emulator falls on all of them; medians of the rounds.
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    for c in [1usize, 16, 64] {
+        let (mut g, mut p, mut d) = (vec![], vec![], vec![]);
+        for _ in 0..5 {
+            if let Some((rps, p50, _)) = wrk(&get_url, &key, c, 2, None) {
+                g.push((rps, p50, 0.0));
+            }
+            p.push(direct(InProcess::Pipeline, c, 2).await);
+            d.push(direct(InProcess::Direct, c, 2).await);
+        }
+        let g_calls = calls_under(&http, &get_url, &key, c).await;
+        let [(g_rps, g_p50, _), (p_rps, p_p50, p_calls), (d_rps, d_p50, d_calls)] = [&g, &p, &d]
+            .map(|v| (med(v.iter().map(|x| x.0).collect()), med(v.iter().map(|x| x.1).collect()), med(v.iter().map(|x| x.2).collect())));
+        eprintln!(
+            "ratio c={c}: gateway {g_rps:.0}/s p50 {g_p50:.2} ms, pipeline {p_rps:.0}/s p50 {p_p50:.2} ms, direct {d_rps:.0}/s p50 {d_p50:.2} ms"
+        );
+        ratio.push(format!(
+            "| {c} | {g_rps:.0} / {p_rps:.0} / {d_rps:.0} | {g_p50:.2} / {p_p50:.2} / {d_p50:.2} ms | {:+.0} % | {:+.0} % | {g_calls:.2} / {p_calls:.2} / {d_calls:.2} |",
+            (p_p50 / d_p50 - 1.0) * 100.0,
+            (g_p50 / d_p50 - 1.0) * 100.0,
+        ));
+    }
     writeln!(out, "\n## Load: the dev gateway under wrk, next to DynamoDB Local alone\n").unwrap();
-    writeln!(out, "Each run lasts 4 s; limits raised by configuration; wrk, the gateway and DynamoDB Local share the 2 cores. A warm GET is 2 DynamoDB calls (bucket UpdateItem + GetItem), a POST 2 (bucket + TransactWriteItems) plus the SQS send.\n").unwrap();
-    writeln!(out, "| request | clients | requests/s | p50 | p99 |\n|---|---|---|---|---|").unwrap();
-    let mut gateway_get = std::collections::BTreeMap::new();
+    writeln!(out, "Each run lasts 4 s after a warm-up of both sides; limits raised by configuration to 100/s with a burst of 1,000,000 (the bucket stays busy and never refuses); wrk, the gateway and DynamoDB Local share the 2 cores. A warm GET is 2 DynamoDB calls (bucket UpdateItem + GetItem), a POST 2 (bucket + TransactWriteItems) plus the SQS send.\n").unwrap();
+    writeln!(out, "| request | clients | requests/s | p50 | p99 | DynamoDB calls/request |\n|---|---|---|---|---|---|").unwrap();
     for (label, url, post) in [
-        ("`GET /posts/{id}`", format!("{base}/posts/{post_id}"), false),
+        ("`GET /posts/{id}`", get_url.clone(), false),
         ("`GET /posts?limit=50`", format!("{base}/posts?limit=50"), false),
         ("`POST /posts`", format!("{base}/posts"), true),
     ] {
         for c in [1usize, 16, 64] {
-            match wrk(&url, &key, c, post.then_some(script.as_path())) {
+            match wrk(&url, &key, c, 4, post.then_some(script.as_path())) {
                 Some((rps, p50, p99)) => {
-                    eprintln!("load {label} c={c}: {rps:.0}/s p50 {p50:.2} ms p99 {p99:.2} ms");
-                    writeln!(out, "| {label} | {c} | {rps:.0} | {p50:.2} ms | {p99:.2} ms |").unwrap();
-                    if label.contains("{id}") {
-                        gateway_get.insert(c, (p50, rps));
-                    }
+                    let calls = if post { String::new() } else { format!("{:.2}", calls_under(&http, &url, &key, c).await) };
+                    eprintln!("load {label} c={c}: {rps:.0}/s p50 {p50:.2} ms p99 {p99:.2} ms; ddb calls/request {calls}");
+                    writeln!(out, "| {label} | {c} | {rps:.0} | {p50:.2} ms | {p99:.2} ms | {calls} |").unwrap();
                 }
-                None => writeln!(out, "| {label} | {c} | wrk failed | | |").unwrap(),
+                None => writeln!(out, "| {label} | {c} | wrk failed | | | |").unwrap(),
             }
         }
     }
-    writeln!(out, "\n| DynamoDB Local alone | clients | operations/s | p50 | p99 |\n|---|---|---|---|---|").unwrap();
-    let mut ratio = vec![];
+    writeln!(
+        out,
+        "\n`GET /posts/{{id}}` three ways at the same concurrency, alternating in 5 rounds of 2 s each (medians): through the dev gateway under wrk; through the same pipeline in-process (`shared::http::serve_with_stats`: routing, authentication, the bucket, the handler, JSON, metrics; no HTTP); and only its DynamoDB work (the bucket's `shared::ratelimit` call on one shared bucket, then the post's read). The pipeline's share is the project's own overhead per request; the gateway's adds the local HTTP hop (wrk, a separate process, to the dev server), which API Gateway does in AWS.\n\n| clients | requests/s, gateway / pipeline / DynamoDB work | p50, gateway / pipeline / DynamoDB work | pipeline adds to p50 | gateway adds to p50 | DynamoDB calls/request |\n|---|---|---|---|---|---|\n{}",
+        ratio.join("\n")
+    )
+    .unwrap();
+    writeln!(out, "\n| DynamoDB Local alone (a key per client) | clients | operations/s | p50 | p99 |\n|---|---|---|---|---|").unwrap();
     for c in [1usize, 16, 64] {
         let (get_rps, get_p50, get_p99) = raw_dynamodb(&stack.ddb, &table, c, Raw::Get).await;
         let (upd_rps, upd_p50, upd_p99) = raw_dynamodb(&stack.ddb, &table, c, Raw::Update).await;
@@ -634,19 +760,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
         writeln!(out, "| GetItem | {c} | {get_rps:.0} | {get_p50:.2} ms | {get_p99:.2} ms |").unwrap();
         writeln!(out, "| UpdateItem | {c} | {upd_rps:.0} | {upd_p50:.2} ms | {upd_p99:.2} ms |").unwrap();
         writeln!(out, "| UpdateItem then GetItem | {c} | {pair_rps:.0} | {pair_p50:.2} ms | {pair_p99:.2} ms |").unwrap();
-        if let Some((g, rps)) = gateway_get.get(&c) {
-            ratio.push(format!(
-                "| {c} | {rps:.0} / {pair_rps:.0} | {g:.2} ms / {pair_p50:.2} ms | {:+.0} % |",
-                (g / pair_p50 - 1.0) * 100.0
-            ));
-        }
     }
-    writeln!(
-        out,
-        "\n`GET /posts/{{id}}` through the gateway against the same emulator work done directly (UpdateItem then GetItem per request, same SDK, same concurrency): what the HTTP hop and the pipeline (routing, authentication, rate limit, JSON, logs, metrics) add.\n\n| clients | requests/s, gateway / direct | p50, gateway / direct | added to p50 |\n|---|---|---|---|\n{}",
-        ratio.join("\n")
-    )
-    .unwrap();
     // A POST's third call: SQS SendMessage to moto (Python, one connection per request),
     // alone, on a fresh queue and on the events queue the POSTs above filled.
     let sqs = stack.app.sqs();
