@@ -324,7 +324,7 @@ pub async fn verified_domain(c: &Client, ws: &str) -> String {
     name
 }
 
-async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value {
+pub async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value {
     let r = c.post(path, &body).await;
     assert_eq!(r.status, status, "POST {path}: {}", r.json);
     r.json["data"].clone()

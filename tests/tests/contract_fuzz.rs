@@ -17,11 +17,36 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     }
     let base = h.gateway_with(cfg).await;
     let (ws, key) = h.workspace("contract fuzz").await;
-    let ids = e2e::seed_every_area(&Client::new(&base, &key), &ws).await;
+    let client = Client::new(&base, &key);
+    let ids = e2e::seed_every_area(&client, &ws).await;
+    // The portal routes' credential: a session of a contact of its own, which no configured id
+    // names, so the fuzzer's `DELETE /contacts/{id}` of the seeded contact does not end it.
+    // The two operations that end sessions get sessions of another contact: run first,
+    // `POST /portal/logout` or `POST /portal/me/erasure` would end the shared one.
+    let mut sessions = vec![];
+    for (email, n) in [("portal-fuzz@example.org", 1), ("portal-fuzz-ended@example.org", 2)] {
+        let contact = e2e::created(&client, "/contacts", serde_json::json!({ "email": email }), 201).await;
+        for _ in 0..n {
+            sessions.push(e2e::portal_session(&client, contact["id"].as_str().unwrap()).await);
+        }
+    }
     // The seeded ids, so that look-ups by id reach the handlers' logic and not only 404.
     let root = tools::localstack::repo_root();
     let contract: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("openapi/openapi.json")).unwrap()).unwrap();
-    let mut config = String::new();
+    // An owner's access token rather than an API key: the fuzzer reuses ids it finds in
+    // responses, and it would revoke an API key it is using (403 for the rest of the run).
+    let subject = format!("fuzzer-{}", shared::ids::new_id("u"));
+    workspaces::add_member(&h.app().await, &ws, &subject, "owner").await.unwrap();
+    let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
+    // Every header in the file: an operation's own headers rank above these, so those two get
+    // their sessions, while `--header` on the command line would replace them all.
+    let mut config = format!(
+        "headers = {{ \"Authorization\" = \"Bearer {token}\", \"X-Workspace-Id\" = \"{ws}\", \"X-Portal-Session\" = \"{}\" }}\n\n",
+        sessions[0]
+    );
+    for (path, session) in [("/portal/logout", &sessions[1]), ("/portal/me/erasure", &sessions[2])] {
+        config.push_str(&format!("[[operations]]\ninclude-path = \"{path}\"\nheaders = {{ \"X-Portal-Session\" = \"{session}\" }}\n\n"));
+    }
     for (path, id) in &ids {
         if *path == e2e::PORTAL_SESSION {
             continue;
@@ -61,11 +86,6 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     }
     let config_file = root.join("target/schemathesis.toml");
     std::fs::write(&config_file, config).unwrap();
-    // An owner's access token rather than an API key: the fuzzer reuses ids it finds in
-    // responses, and it would revoke an API key it is using (403 for the rest of the run).
-    let subject = format!("fuzzer-{}", shared::ids::new_id("u"));
-    workspaces::add_member(&h.app().await, &ws, &subject, "owner").await.unwrap();
-    let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
 
     let examples = std::env::var("FUZZ_EXAMPLES").unwrap_or_else(|_| "5".into());
     // Shards: separate schemathesis processes over disjoint sets of paths, run at once. Not
@@ -82,10 +102,6 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
             .env("NO_COLOR", "1")
             .args(["--config-file", config_file.to_str().unwrap(), "run", "openapi/openapi.json", "--url", &base])
             .args(["--include-path-regex", &regex])
-            .args(["--header", &format!("Authorization: Bearer {token}"), "--header", &format!("X-Workspace-Id: {ws}")])
-            // The portal routes' credential: the seeded contact's session (the fuzzer may log it
-            // out or erase the contact; then those routes answer 401, which the contract documents).
-            .args(["--header", &format!("X-Portal-Session: {}", ids[e2e::PORTAL_SESSION])])
             .args(["--checks", &checks])
             .args(["--phases", "examples,coverage,fuzzing", "--max-examples", &examples, "--seed", "20261122"])
             .args(["--workers", "1", "--request-timeout", "20"])
