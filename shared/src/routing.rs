@@ -160,8 +160,8 @@ fn segments(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|s| !s.is_empty())
 }
 
-/// Every request goes through here, so it allocates only for what it answers: the route table
-/// is walked in place, and parameters are decoded for the chosen route alone.
+/// Every request goes through here: one walk of the route table, without splitting patterns
+/// into vectors, finds the candidates, and parameters are decoded for the chosen route alone.
 pub fn match_route<'r>(routes: &'r [Route], method: &Method, path: &str) -> ApiResult<Matched<'r>> {
     let segs: Vec<&str> = segments(path).collect();
     let is_root = |seg: &str| routes.iter().any(|r| r.path.split('/').nth(1) == Some(seg));
@@ -172,25 +172,20 @@ pub fn match_route<'r>(routes: &'r [Route], method: &Method, path: &str) -> ApiR
         let mut pat = segments(r.path);
         rel.iter().all(|s| pat.next().is_some_and(|p| param_name(p).is_some() || p == *s)) && pat.next().is_none()
     };
+    let mut candidates: Vec<&Route> = routes.iter().filter(fits).collect();
     // A literal segment beats a parameter (`/workspaces/current` before `/workspaces/{id}`).
-    let best = routes.iter().filter(fits).map(|r| literal_count(r.path)).max().ok_or_else(not_found)?;
-    let mut candidates = routes.iter().filter(fits).filter(|r| literal_count(r.path) == best);
+    let best = candidates.iter().map(|r| literal_count(r.path)).max().ok_or_else(not_found)?;
+    candidates.retain(|r| literal_count(r.path) == best);
     let relative_path = format!("/{}", rel.join("/"));
-    match candidates.clone().find(|r| r.method == method) {
+    match candidates.iter().copied().find(|r| r.method == method) {
         Some(route) => {
-            let params = segments(route.path)
-                .zip(rel)
-                .filter_map(|(p, s)| {
-                    // `auth0%7C123` names the subject `auth0|123`; an invalid escape stays as sent.
-                    let decoded =
-                        || percent_encoding::percent_decode_str(s).decode_utf8().map_or_else(|_| s.to_string(), |d| d.into_owned());
-                    param_name(p).map(|name| (name, decoded()))
-                })
-                .collect();
+            // `auth0%7C123` names the subject `auth0|123`; an invalid escape stays as sent.
+            let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().map_or_else(|_| s.to_string(), |d| d.into_owned());
+            let params = segments(route.path).zip(rel).filter_map(|(p, s)| Some((param_name(p)?, decode(s)))).collect();
             Ok(Matched { route, params, relative_path })
         }
         None => {
-            let mut allow: Vec<&str> = candidates.by_ref().map(|r| r.method.as_str()).collect();
+            let mut allow: Vec<&str> = candidates.iter().map(|r| r.method.as_str()).collect();
             allow.sort_unstable();
             allow.dedup();
             Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("{method} is not allowed on {relative_path}"))

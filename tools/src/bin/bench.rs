@@ -135,8 +135,7 @@ async fn main() {
     .unwrap();
     writeln!(out, "far more than in AWS (single-digit ms); read the DynamoDB call counts as the portable figure.\n").unwrap();
 
-    // `BENCH_ONLY=serving`: only the binaries, cold starts, list cost and load, written to
-    // target/bench-serving.md (a quick loop while working on them; docs/ keeps the full run).
+    // `BENCH_ONLY=load`: only the load, written to target/bench-load.md.
     if std::env::var("BENCH_ONLY").as_deref() == Ok("load") {
         let mut stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
         bench_load(&mut stack, &mut out).await;
@@ -144,6 +143,8 @@ async fn main() {
         std::fs::write(repo_root().join("target/bench-load.md"), out).unwrap();
         return;
     }
+    // `BENCH_ONLY=serving`: only the binaries, cold starts, list cost and load, written to
+    // target/bench-serving.md (a quick loop while working on them; docs/ keeps the full run).
     if std::env::var("BENCH_ONLY").as_deref() == Ok("serving") {
         let stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
         return bench_serving(stack, out, "target/bench-serving.md").await;
@@ -537,6 +538,11 @@ fn wrk(url: &str, key: &str, connections: usize, secs: u32, script: Option<&std:
     Some((rps, ms(&field("50%")?)?, ms(&field("99%")?)?))
 }
 
+/// The DynamoDB calls a request made, as the dev gateway reports them.
+fn ddb_calls_of(r: &reqwest::Response) -> u32 {
+    r.headers().get("x-dev-ddb-calls").and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0)
+}
+
 /// The mean DynamoDB calls per request when `clients` send 20 requests each at once.
 async fn calls_under(http: &reqwest::Client, url: &str, key: &str, clients: usize) -> f64 {
     let tasks = (0..clients).map(|_| {
@@ -545,7 +551,7 @@ async fn calls_under(http: &reqwest::Client, url: &str, key: &str, clients: usiz
             let mut calls = vec![];
             for _ in 0..20 {
                 let r = http.get(&url).bearer_auth(&key).send().await.unwrap();
-                calls.push(r.headers().get("x-dev-ddb-calls").and_then(|v| v.to_str().ok()?.parse::<u32>().ok()).unwrap_or(0));
+                calls.push(ddb_calls_of(&r));
             }
             calls
         })
@@ -566,36 +572,61 @@ enum InProcess {
 
 /// `clients` tasks repeating `how` for `secs`: requests/s, p50 in ms, DynamoDB calls per request.
 async fn in_process(app: Arc<shared::App>, how: InProcess, key: &str, ws: &str, post: &str, clients: usize, secs: u64) -> (f64, f64, f64) {
+    let (key, ws, post) = (key.to_string(), ws.to_string(), post.to_string());
+    let r = closed_loop(clients, secs, move |_| {
+        let (app, key, ws, post) = (app.clone(), key.clone(), ws.clone(), post.clone());
+        async move {
+            match how {
+                InProcess::Pipeline => {
+                    let req = http::Request::builder()
+                        .uri(format!("{}/posts/{post}", tools::gateway::BASE_PATH))
+                        .header("authorization", format!("Bearer {key}"))
+                        .body(lambda_http::Body::Empty)
+                        .unwrap();
+                    let (resp, stats) = shared::http::serve_with_stats(&app, tools::gateway::all_routes(), req).await;
+                    assert_eq!(resp.status(), 200);
+                    stats.ddb_calls
+                }
+                InProcess::Direct => {
+                    let (found, calls) = shared::metrics::count_ddb_calls(async {
+                        let d = app.limiter.acquire(&app.db, "bench-direct", shared::ratelimit::Class::Read).await.unwrap();
+                        assert!(d.allowed, "the raised limit admits the load");
+                        app.db.get_object::<domain::posts::Post>(&ws, &domain::posts::sk(&post)).await.unwrap()
+                    })
+                    .await;
+                    assert!(found.is_some());
+                    calls
+                }
+            }
+        }
+    })
+    .await;
+    (r.rps, r.p50, r.calls)
+}
+
+/// What a closed loop measured: runs/s, p50 and p99 in ms, DynamoDB calls per run.
+struct Looped {
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    calls: f64,
+}
+
+/// `clients` tasks, each repeating `run(its index)` for `secs`; a run answers the DynamoDB
+/// calls it made.
+async fn closed_loop<F, Fut>(clients: usize, secs: u64, run: F) -> Looped
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = u32> + Send + 'static,
+{
     let until = Instant::now() + Duration::from_secs(secs);
-    let tasks = (0..clients).map(|_| {
-        let (app, key, ws, post) = (app.clone(), key.to_string(), ws.to_string(), post.to_string());
+    let tasks = (0..clients).map(|i| {
+        let run = run.clone();
         tokio::spawn(async move {
             let (mut lat, mut calls) = (vec![], 0u32);
             while Instant::now() < until {
                 let t = Instant::now();
-                let c = match how {
-                    InProcess::Pipeline => {
-                        let req = http::Request::builder()
-                            .uri(format!("{}/posts/{post}", tools::gateway::BASE_PATH))
-                            .header("authorization", format!("Bearer {key}"))
-                            .body(lambda_http::Body::Empty)
-                            .unwrap();
-                        let (resp, stats) = shared::http::serve_with_stats(&app, tools::gateway::all_routes(), req).await;
-                        assert_eq!(resp.status(), 200);
-                        stats.ddb_calls
-                    }
-                    InProcess::Direct => {
-                        let (found, c) = shared::metrics::count_ddb_calls(async {
-                            let d = app.limiter.acquire(&app.db, "bench-direct", shared::ratelimit::Class::Read).await.unwrap();
-                            assert!(d.allowed, "the raised limit admits the load");
-                            app.db.get_object::<domain::posts::Post>(&ws, &domain::posts::sk(&post)).await.unwrap()
-                        })
-                        .await;
-                        assert!(found.is_some());
-                        c
-                    }
-                };
-                calls += c;
+                calls += run(i).await;
                 lat.push(t.elapsed().as_secs_f64() * 1000.0);
             }
             (lat, calls)
@@ -610,7 +641,7 @@ async fn in_process(app: Arc<shared::App>, how: InProcess, key: &str, ws: &str, 
     }
     let secs = started.elapsed().as_secs_f64();
     all.sort_by(f64::total_cmp);
-    (all.len() as f64 / secs, pct(&all, 0.5), calls as f64 / all.len().max(1) as f64)
+    Looped { rps: all.len() as f64 / secs, p50: pct(&all, 0.5), p99: pct(&all, 0.99), calls: calls as f64 / all.len().max(1) as f64 }
 }
 
 /// What one raw client does per iteration: a GetItem, an UpdateItem, or both in sequence, which
@@ -625,39 +656,31 @@ enum Raw {
 /// DynamoDB Local alone at `concurrency`: operations/s, p50 and p99 in ms, for 4 s.
 async fn raw_dynamodb(ddb: &aws_sdk_dynamodb::Client, table: &str, concurrency: usize, op: Raw) -> (f64, f64, f64) {
     use aws_sdk_dynamodb::types::AttributeValue as A;
-    let until = Instant::now() + Duration::from_secs(4);
-    let tasks = (0..concurrency).map(|i| {
-        let (ddb, table) = (ddb.clone(), table.to_string());
-        tokio::spawn(async move {
-            let mut lat = vec![];
-            while Instant::now() < until {
-                let t = Instant::now();
-                let pk = A::S(format!("BENCHRAW#{i}"));
-                if op != Raw::Get {
-                    ddb.update_item()
-                        .table_name(&table)
-                        .key("pk", pk.clone())
-                        .key("sk", A::S("N".into()))
-                        .update_expression("SET n = if_not_exists(n, :z) + :one")
-                        .expression_attribute_values(":z", A::N("0".into()))
-                        .expression_attribute_values(":one", A::N("1".into()))
-                        .send()
-                        .await
-                        .unwrap();
-                }
-                if op != Raw::Update {
-                    ddb.get_item().table_name(&table).key("pk", pk).key("sk", A::S("N".into())).consistent_read(true).send().await.unwrap();
-                }
-                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+    let (ddb, table) = (ddb.clone(), table.to_string());
+    let r = closed_loop(concurrency, 4, move |i| {
+        let (ddb, table) = (ddb.clone(), table.clone());
+        async move {
+            let pk = A::S(format!("BENCHRAW#{i}"));
+            if op != Raw::Get {
+                ddb.update_item()
+                    .table_name(&table)
+                    .key("pk", pk.clone())
+                    .key("sk", A::S("N".into()))
+                    .update_expression("SET n = if_not_exists(n, :z) + :one")
+                    .expression_attribute_values(":z", A::N("0".into()))
+                    .expression_attribute_values(":one", A::N("1".into()))
+                    .send()
+                    .await
+                    .unwrap();
             }
-            lat
-        })
-    });
-    let started = Instant::now();
-    let mut all: Vec<f64> = futures_util::future::join_all(tasks).await.into_iter().flat_map(|r| r.unwrap()).collect();
-    let secs = started.elapsed().as_secs_f64();
-    all.sort_by(f64::total_cmp);
-    (all.len() as f64 / secs, pct(&all, 0.5), pct(&all, 0.99))
+            if op != Raw::Update {
+                ddb.get_item().table_name(&table).key("pk", pk).key("sk", A::S("N".into())).consistent_read(true).send().await.unwrap();
+            }
+            if op == Raw::Pair { 2 } else { 1 }
+        }
+    })
+    .await;
+    (r.rps, r.p50, r.p99)
 }
 
 /// The gateway under load (wrk at 1, 16 and 64 connections), next to DynamoDB Local's own
@@ -689,15 +712,14 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
     .unwrap();
     let table = stack.config().table;
     let get_url = format!("{base}/posts/{post_id}");
-    // The work of one warm `GET /posts/{id}` without the gateway: the same shared code's bucket
-    // call (one bucket for all clients, as the one key under wrk) and the post's read.
-    let direct_app = Arc::new(stack.new_app(cfg.clone()).expect("app"));
-    let direct = |how: InProcess, c: usize, secs: u64| in_process(direct_app.clone(), how, &key, &ws.id, &post_id, c, secs);
+    // `GET /posts/{id}` without the gateway (`InProcess`), on an app of the same configuration.
+    let app = Arc::new(stack.new_app(cfg.clone()).expect("app"));
+    let run = |how: InProcess, c: usize, secs: u64| in_process(app.clone(), how, &key, &ws.id, &post_id, c, secs);
     // A fresh DynamoDB Local spends its first seconds compiling its hot paths (the JIT took a
     // fifth of the machine in a profile): warm it on both sides before anything is measured.
     wrk(&get_url, &key, 16, 4, None);
-    direct(InProcess::Pipeline, 16, 2).await;
-    direct(InProcess::Direct, 16, 2).await;
+    run(InProcess::Pipeline, 16, 2).await;
+    run(InProcess::Direct, 16, 2).await;
     let mut ratio = vec![];
     // The ratio first, before the POST runs leave the dispatcher a backlog of events to work
     // through. The three ways alternate (5 rounds of 2 s each), so a drift of the shared machine
@@ -712,8 +734,8 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
             if let Some((rps, p50, _)) = wrk(&get_url, &key, c, 2, None) {
                 g.push((rps, p50, 0.0));
             }
-            p.push(direct(InProcess::Pipeline, c, 2).await);
-            d.push(direct(InProcess::Direct, c, 2).await);
+            p.push(run(InProcess::Pipeline, c, 2).await);
+            d.push(run(InProcess::Direct, c, 2).await);
         }
         let g_calls = calls_under(&http, &get_url, &key, c).await;
         let [(g_rps, g_p50, _), (p_rps, p_p50, p_calls), (d_rps, d_p50, d_calls)] = [&g, &p, &d]
@@ -844,7 +866,7 @@ async fn bench_list_cost(stack: &DevStack, out: &mut String) {
                 };
                 let t = Instant::now();
                 let r = http.get(url).bearer_auth(&key).send().await.unwrap();
-                let calls: u32 = r.headers().get("x-dev-ddb-calls").and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0);
+                let calls = ddb_calls_of(&r);
                 let body: serde_json::Value = r.json().await.unwrap();
                 assert_eq!(body["data"].as_array().map(Vec::len), Some(50.min(n)));
                 (calls, body["next_cursor"].as_str().map(String::from), t.elapsed().as_secs_f64() * 1000.0)
