@@ -453,7 +453,8 @@ pub async fn load_delivery_for(app: &App, job: &DeliveryJob) -> ApiResult<Option
 /// dispatcher hides the message again until the delivery is due).
 pub async fn enqueue(app: &App, job: &DeliveryJob, delay_secs: u64) -> ApiResult<()> {
     let body = serde_json::to_string(job).expect("jobs serialize");
-    shared::sqs::send(app.sqs(), &app.cfg.deliveries_queue_url, body, delay_secs.min(900) as i64)
+    app.sqs()
+        .send(&app.cfg.deliveries_queue_url, &body, delay_secs.min(900) as i64)
         .await
         .map_err(|e| ApiError::unavailable(format!("deliveries queue: {e}")))
 }

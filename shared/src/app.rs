@@ -8,20 +8,20 @@ use crate::metrics::{CallLog, DynamoCallCounter};
 use crate::oauth::JwtVerifier;
 use crate::ratelimit::RateLimiter;
 use crate::store::Db;
-use std::sync::OnceLock;
 use tokio::sync::OnceCell;
 
 pub struct App {
     pub cfg: Config,
     pub db: Db,
-    /// The other clients are built on first use (`sqs()`, `s3()`, `ses()`, `secrets()`) from
-    /// this configuration: most requests never touch them, so a cold start does not pay for
-    /// them, and a function that never calls one does not link its client at all.
+    /// The configuration the DynamoDB client was built from, for a function that builds an
+    /// SDK client of its own (the email sender's SES).
     sdk: aws_config::SdkConfig,
-    sqs: OnceLock<aws_sdk_sqs::Client>,
-    secrets: OnceLock<aws_sdk_secretsmanager::Client>,
-    ses: OnceLock<aws_sdk_sesv2::Client>,
-    s3: OnceLock<crate::s3::S3>,
+    /// The other services (`sqs()`, `s3()`, `ses()`, `secrets()`): its HTTP client is built on
+    /// first use, so a cold start does not pay for it, and a function that never calls a
+    /// service does not link its calls.
+    aws: crate::aws::Aws,
+    /// Another SQS endpoint than `aws`'s (tests point one at a closed port).
+    sqs_endpoint: Option<String>,
     pub limiter: RateLimiter,
     /// API key look-ups this container trusts for `cfg.api_key_cache_secs`.
     pub keys: crate::auth::KeyCache,
@@ -112,10 +112,8 @@ impl App {
         Ok(Self {
             db: Db { client: aws_sdk_dynamodb::Client::from_conf(ddb_conf), table: cfg.table.clone() },
             sdk: sdk.clone(),
-            sqs: OnceLock::new(),
-            secrets: OnceLock::new(),
-            ses: OnceLock::new(),
-            s3: OnceLock::new(),
+            aws: crate::aws::Aws::new(sdk, dependency),
+            sqs_endpoint: None,
             limiter: RateLimiter::new(cfg.limits.clone()),
             keys: crate::auth::KeyCache::new(std::time::Duration::from_secs(cfg.api_key_cache_secs)),
             jwt,
@@ -138,31 +136,24 @@ impl App {
     }
 
     /// SQS: the events outbox and the work queues.
-    pub fn sqs(&self) -> &aws_sdk_sqs::Client {
-        self.sqs.get_or_init(|| aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(&self.sdk).interceptor(CallLog).build()))
+    pub fn sqs(&self) -> crate::aws::sqs::Sqs<'_> {
+        crate::aws::sqs::Sqs { endpoint: self.sqs_endpoint.as_deref(), ..self.aws.sqs() }
     }
 
-    /// SES v2 for identity management (sending domains); the sender builds its own client
+    /// SES v2 for identity management (sending domains); the sender builds its own SDK client
     /// without retries for SendEmail.
-    pub fn ses(&self) -> &aws_sdk_sesv2::Client {
-        self.ses
-            .get_or_init(|| aws_sdk_sesv2::Client::from_conf(aws_sdk_sesv2::config::Builder::from(&self.sdk).interceptor(CallLog).build()))
+    pub fn ses(&self) -> crate::aws::ses::Ses<'_> {
+        self.aws.ses()
     }
 
     /// Export documents, inbound mail and its attachments.
-    pub fn s3(&self) -> &crate::s3::S3 {
-        self.s3.get_or_init(|| crate::s3::S3::new(&self.sdk, std::time::Duration::from_millis(self.cfg.timeouts.dependency_ms)))
+    pub fn s3(&self) -> crate::aws::S3<'_> {
+        self.aws.s3()
     }
 
-    fn secrets(&self) -> &aws_sdk_secretsmanager::Client {
-        self.secrets.get_or_init(|| {
-            aws_sdk_secretsmanager::Client::from_conf(aws_sdk_secretsmanager::config::Builder::from(&self.sdk).interceptor(CallLog).build())
-        })
-    }
-
-    /// This app with another SQS client (tests point one at a closed port).
-    pub fn with_sqs(self, client: aws_sdk_sqs::Client) -> Self {
-        Self { sqs: OnceLock::from(client), ..self }
+    /// This app with another SQS endpoint (tests point one at a closed port).
+    pub fn with_sqs_endpoint(self, endpoint: &str) -> Self {
+        Self { sqs_endpoint: Some(endpoint.trim_end_matches('/').to_string()), ..self }
     }
 
     pub async fn platform_secret(&self) -> Result<&PlatformSecret, ApiError> {
@@ -170,11 +161,10 @@ impl App {
         crate::metrics::record_action("secretsmanager:GetSecretValue");
         self.platform
             .get_or_try_init(|| async {
-                let out = self.secrets().get_secret_value().secret_id(&self.cfg.platform_secret_id).send().await.map_err(|e| {
-                    ApiError::unavailable(format!("secrets manager: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e)))
-                })?;
-                let s = out.secret_string().ok_or_else(|| ApiError::internal("platform secret has no string value"))?;
-                PlatformSecret::parse(s).map_err(ApiError::internal)
+                let got = self.aws.secrets().get_string(&self.cfg.platform_secret_id).await;
+                let s = got.map_err(|e| ApiError::unavailable(format!("secrets manager: {e}")))?;
+                let s = s.ok_or_else(|| ApiError::internal("platform secret has no string value"))?;
+                PlatformSecret::parse(&s).map_err(ApiError::internal)
             })
             .await
     }

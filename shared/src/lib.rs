@@ -4,7 +4,7 @@
 //! `tools/tests/layout.rs`), so the crate reads bottom-up:
 //!
 //! 1. foundations: `error`, `ids`, `keys`, `crypto`, `validate`, `cursor`, `signing`,
-//!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `s3`, `sqs`, `zone`
+//!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `aws`, `sqs`, `zone`
 //! 2. data: `store` (the table: [`store::Db`], records, queries, transactions)
 //! 3. `events` (what an event is; its outbox item)
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
@@ -16,6 +16,7 @@
 //! 7. serving: `routing`, `http` (the pipeline), `lambda`, `openapi`
 
 // 1. foundations
+pub mod aws;
 pub mod crypto;
 pub mod cursor;
 pub mod error;
@@ -23,7 +24,6 @@ pub mod ids;
 pub mod keys;
 pub mod metrics;
 pub mod outbound;
-pub mod s3;
 pub mod sdk_http;
 pub mod signing;
 pub mod sqs;

@@ -201,7 +201,7 @@ pub async fn publish(app: &App, events: &[Event]) {
         }
     }
     for (body, count) in bodies {
-        match crate::sqs::send(app.sqs(), &app.cfg.events_queue_url, body, 0).await {
+        match app.sqs().send(&app.cfg.events_queue_url, &body, 0).await {
             Ok(()) => tracing::info!(count, first_event = %events.first().map(|e| e.id.as_str()).unwrap_or_default(), "events queued"),
             Err(e) => tracing::warn!(count, error = %e, "events not queued; left in outbox for the sweep"),
         }
@@ -248,32 +248,16 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
     }
     let mut sent = 0;
     for chunk in due.chunks(10) {
-        let entries = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, (_, b))| {
-                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .message_body(b)
-                    .build()
-                    .expect("id and body set")
-            })
-            .collect();
-        let out = app
+        let bodies: Vec<&str> = chunk.iter().map(|(_, b)| b.as_str()).collect();
+        let taken = app
             .sqs()
-            .send_message_batch()
-            .queue_url(&app.cfg.events_queue_url)
-            .set_entries(Some(entries))
-            .send()
+            .send_batch(&app.cfg.events_queue_url, &bodies)
             .await
-            .map_err(|e| ApiError::unavailable(format!("events queue: {}", aws_sdk_sqs::error::DisplayErrorContext(e))))?;
-        sent += out.successful().len();
+            .map_err(|e| ApiError::unavailable(format!("events queue: {e}")))?;
+        sent += taken.len();
         // Note the re-send; an item the consumer deleted meanwhile stays deleted.
-        let marks = out
-            .successful()
-            .iter()
-            .filter_map(|ok| chunk.get(ok.id().parse::<usize>().ok()?))
-            .map(|(id, _)| app.db.mark(Event::outbox_pk(id), id.clone(), "resent_at", n(now)));
+        let marks =
+            taken.iter().filter_map(|i| chunk.get(*i)).map(|(id, _)| app.db.mark(Event::outbox_pk(id), id.clone(), "resent_at", n(now)));
         futures_util::future::join_all(marks).await;
     }
     if sent > 0 {

@@ -46,13 +46,3 @@ pub fn sns_message(body: &str) -> Option<serde_json::Value> {
     }
     Some(v)
 }
-
-/// Send one message, after `delay_secs` (SQS allows 0 to 900). The error is the SDK's, as
-/// text, for the caller to log or wrap: each queue's caller decides what a lost message costs.
-pub async fn send(client: &aws_sdk_sqs::Client, queue_url: &str, body: String, delay_secs: i64) -> Result<(), String> {
-    let mut req = client.send_message().queue_url(queue_url).message_body(body);
-    if delay_secs > 0 {
-        req = req.delay_seconds(delay_secs.clamp(0, 900) as i32);
-    }
-    req.send().await.map(|_| ()).map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())
-}

@@ -71,9 +71,10 @@ pub fn harness() -> &'static Harness {
                 let mut strict = stack.config();
                 strict.webhooks.url_policy.allow_loopback = false;
                 let base_strict = stack.extra_gateway(strict).await.expect("strict gateway");
-                let noqueue = stack.new_app(test_config(stack.config())).expect("app").with_sqs(aws_sdk_sqs::Client::from_conf(
-                    aws_sdk_sqs::config::Builder::from(&stack.sdk).endpoint_url(format!("http://127.0.0.1:{}", closed_port())).build(),
-                ));
+                let noqueue = stack
+                    .new_app(test_config(stack.config()))
+                    .expect("app")
+                    .with_sqs_endpoint(&format!("http://127.0.0.1:{}", closed_port()));
                 let base_noqueue = stack.gateway_for(noqueue).await.expect("noqueue gateway");
                 stack.start_worker(test_config(stack.config()), std::time::Duration::from_secs(1)).expect("dispatcher worker");
                 tx.send(Ok(Harness {

@@ -46,7 +46,7 @@ async fn deliver(raw: &str, recipients: &[&str], spam: &str, virus: &str) -> u32
     let h = harness();
     let app = h.app().await;
     let rcpts: Vec<String> = recipients.iter().map(|r| r.to_string()).collect();
-    let body = tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &rcpts, spam, virus).await.unwrap();
+    let body = tools::admin::store_inbound(&app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &rcpts, spam, virus).await.unwrap();
     let receipt = inbound_mail::receipt(&body).expect("an SES receipt notification");
     let (res, calls) =
         shared::metrics::count_ddb_calls(shared::metrics::as_function("inbound-mail", Box::pin(inbound_mail::handle(&app, &receipt))))

@@ -184,7 +184,7 @@ pub async fn bootstrap(
     ddb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
     sm: &aws_sdk_secretsmanager::Client,
-    s3: &shared::s3::S3,
+    s3: &shared::aws::S3<'_>,
     names: &Names,
 ) -> Result<Resources, String> {
     let created = ddb
@@ -274,7 +274,7 @@ pub async fn bootstrap(
 }
 
 /// A bucket as template.yaml makes it: objects under `prefix` expire after `days`.
-async fn create_bucket(s3: &shared::s3::S3, name: &str, prefix: &str, days: u32) -> Result<(), String> {
+async fn create_bucket(s3: &shared::aws::S3<'_>, name: &str, prefix: &str, days: u32) -> Result<(), String> {
     s3.create_bucket(name).await.map_err(|e| format!("create bucket {name}: {e}"))?;
     s3.put_bucket_expiry(name, prefix, days).await.map_err(|e| format!("bucket lifecycle: {e}"))
 }
@@ -364,7 +364,7 @@ pub fn dev_jwks_with_kid(kid: &str) -> serde_json::Value {
 /// answer the receipt notification SES would send (SNS envelope), naming `recipients`, with
 /// SES's spam and virus verdicts (`PASS` / `FAIL`).
 pub async fn store_inbound(
-    s3: &shared::s3::S3,
+    s3: &shared::aws::S3<'_>,
     bucket: &str,
     raw: &[u8],
     recipients: &[String],
@@ -380,9 +380,9 @@ pub async fn store_inbound(
 /// Feed one inbound message to the stack exactly as SES would: the raw MIME into the mail
 /// bucket, the notification into the inbound queue. Answers SES's message id.
 pub async fn send_inbound(app: &shared::App, res: &Resources, raw: &[u8], recipients: &[String]) -> Result<String, String> {
-    let body = store_inbound(app.s3(), &res.mail_bucket, raw, recipients, "PASS", "PASS").await?;
+    let body = store_inbound(&app.s3(), &res.mail_bucket, raw, recipients, "PASS", "PASS").await?;
     let id = inbound_mail::receipt(&body).map(|r| r.ses_message_id).unwrap_or_default();
-    shared::sqs::send(app.sqs(), &res.inbound_mail_queue_url, body, 0).await?;
+    app.sqs().send(&res.inbound_mail_queue_url, &body, 0).await.map_err(|e| e.to_string())?;
     Ok(id)
 }
 

@@ -49,8 +49,8 @@ impl DevStack {
         );
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let sm = aws_sdk_secretsmanager::Client::new(&sdk);
-        let s3 = shared::s3::S3::new(&sdk, std::time::Duration::from_secs(10));
-        let resources = admin::bootstrap(&ddb, &sqs, &sm, &s3, &Names::default()).await?;
+        let aws = shared::aws::Aws::new(&sdk, std::time::Duration::from_secs(10));
+        let resources = admin::bootstrap(&ddb, &sqs, &sm, &aws.s3(), &Names::default()).await?;
         let mut cfg = admin::local_config(&resources)?;
         adjust(&mut cfg);
         let app = Arc::new(App::with_dynamodb_endpoint(cfg.clone(), &sdk, Some(&emulators.dynamodb_endpoint))?);
@@ -91,7 +91,8 @@ impl DevStack {
     /// `sweep_every`), and the publisher (publish queue, tick every `sweep_every`).
     pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
         let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg.clone())?)?);
-        let sqs = d.app.sqs().clone();
+        // The local event source mappings poll with the SDK (ReceiveMessage, DeleteMessage).
+        let sqs = self.sqs.clone();
         let dispatch: worker::Handler = {
             let d = d.clone();
             Arc::new(move |ev| {

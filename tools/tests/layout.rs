@@ -64,7 +64,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
         "telemetry",
         "outbound",
         "sdk_http",
-        "s3",
+        "aws",
         "sqs",
         "zone",
     ],
@@ -112,7 +112,15 @@ fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
             continue;
         }
         let own = layer_of(&module).unwrap_or_else(|| panic!("shared/src/{module}.rs is in no layer of SHARED_LAYERS and lib.rs"));
-        let uses: Vec<String> = shared_uses(&std::fs::read_to_string(&path).expect("source"))
+        // A module with submodules is a folder: its files together.
+        let source = if path.is_dir() {
+            let mut files: Vec<_> = std::fs::read_dir(&path).expect("module folder").map(|e| e.expect("entry").path()).collect();
+            files.sort();
+            files.iter().map(|f| std::fs::read_to_string(f).expect("source")).collect::<Vec<_>>().join("\n")
+        } else {
+            std::fs::read_to_string(&path).expect("source")
+        };
+        let uses: Vec<String> = shared_uses(&source)
             .into_iter()
             .filter(|u| *u != module && layer_of(u).is_some())
             .collect();
@@ -140,7 +148,8 @@ fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
 /// alone, without the features tests and tools add): one crypto backend, ring, and one HTTP
 /// stack, HTTP/1.1 reqwest. aws-lc (rustls's and jsonwebtoken's default) was 0.8 MB of every
 /// binary, and nothing would fail without this check if a crate brought it back; so was
-/// aws-sdk-s3 (0.6 to 0.9 MB of each function using S3) next to `shared::s3`.
+/// aws-sdk-s3 (0.6 to 0.9 MB of each function using S3) next to `shared::aws::s3`, and SQS's
+/// and Secrets Manager's SDK crates (0.2 MB of every function) next to `shared::aws`.
 #[test]
 fn functions_link_one_crypto_backend_and_no_http2() {
     let pkgs = workspace_deps();
@@ -157,7 +166,7 @@ fn functions_link_one_crypto_backend_and_no_http2() {
     let tree = String::from_utf8_lossy(&out.stdout);
     let crates: std::collections::BTreeSet<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
     assert!(crates.contains("ring") && crates.contains("rustls"), "ring and rustls: {crates:?}");
-    for absent in ["aws-lc-rs", "aws-lc-sys", "h2", "native-tls", "openssl", "aws-sdk-s3"] {
+    for absent in ["aws-lc-rs", "aws-lc-sys", "h2", "native-tls", "openssl", "aws-sdk-s3", "aws-sdk-sqs", "aws-sdk-secretsmanager"] {
         assert!(!crates.contains(absent), "a function links {absent}");
     }
 }

@@ -9,9 +9,8 @@
 //! handed to a workspace. Status is refreshed from SES when one domain is read.
 
 use crate::keys;
-use aws_sdk_sesv2::error::{DisplayErrorContext, ProvideErrorMetadata};
-use aws_sdk_sesv2::types::VerificationStatus;
 use serde::{Deserialize, Serialize};
+use shared::aws::AwsError;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, s, ws_pk};
@@ -96,17 +95,17 @@ pub fn dkim_records(name: &str, tokens: &[String]) -> Vec<DnsRecord> {
         .collect()
 }
 
-fn status_of(v: Option<&VerificationStatus>, verified_for_sending: bool) -> DomainStatus {
+fn status_of(v: Option<&str>, verified_for_sending: bool) -> DomainStatus {
     match v {
-        Some(VerificationStatus::Success) => DomainStatus::Verified,
-        Some(VerificationStatus::Failed) => DomainStatus::Failed,
+        Some("SUCCESS") => DomainStatus::Verified,
+        Some("FAILED") => DomainStatus::Failed,
         _ if verified_for_sending => DomainStatus::Verified,
         _ => DomainStatus::Pending,
     }
 }
 
-fn ses_error(what: &str, e: impl std::error::Error) -> ApiError {
-    ApiError::unavailable(format!("SES {what}: {}", DisplayErrorContext(e)))
+fn ses_error(e: AwsError) -> ApiError {
+    ApiError::unavailable(format!("SES {e}"))
 }
 
 pub async fn load(app: &App, ws: &str, id: &DomainId) -> ApiResult<(SendingDomain, i64)> {
@@ -146,25 +145,24 @@ pub async fn create(app: &App, ws: &str, raw_name: &str) -> ApiResult<SendingDom
                 _ => ApiError::conflict("the domain was created concurrently"),
             })
         })?;
-    let created = app.ses().create_email_identity().email_identity(&d.name).send().await;
+    let created = app.ses().create_identity(&d.name).await;
     let out = match created {
         Ok(out) => out,
         Err(e) => {
             release(app, ws, &d, 1).await;
-            return Err(match e.as_service_error() {
-                Some(se) if se.is_already_exists_exception() => ApiError::conflict(format!(
+            return Err(match e.code.as_str() {
+                "AlreadyExistsException" => ApiError::conflict(format!(
                     "{} exists as an SES identity of this AWS account outside the API; an operator must delete it first",
                     d.name
                 ))
                 .with_details(vec![shared::error::ErrorDetail::field("name", "is an identity the API does not manage")]),
-                Some(se) if se.is_limit_exceeded_exception() => ApiError::conflict("the AWS account's SES identity limit is reached"),
-                _ => ses_error("CreateEmailIdentity", e),
+                "LimitExceededException" => ApiError::conflict("the AWS account's SES identity limit is reached"),
+                _ => ses_error(e),
             });
         }
     };
-    let tokens = out.dkim_attributes().map(|a| a.tokens().to_vec()).unwrap_or_default();
-    d.dns_records = dkim_records(&d.name, &tokens);
-    d.status = if out.verified_for_sending_status() { DomainStatus::Verified } else { DomainStatus::Pending };
+    d.dns_records = dkim_records(&d.name, &out.dkim_tokens);
+    d.status = if out.verified_for_sending { DomainStatus::Verified } else { DomainStatus::Pending };
     if d.status == DomainStatus::Verified {
         d.verified_at = Some(d.updated_at.clone());
     }
@@ -193,15 +191,12 @@ async fn release(app: &App, ws: &str, d: &SendingDomain, version: i64) {
 
 /// Ask SES for the domain's state; store and announce a change.
 pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> ApiResult<SendingDomain> {
-    let got = app.ses().get_email_identity().email_identity(&d.name).send().await;
+    let got = app.ses().get_identity(&d.name).await;
     let (status, tokens) = match got {
-        Ok(out) => (
-            status_of(out.verification_status(), out.verified_for_sending_status()),
-            out.dkim_attributes().map(|a| a.tokens().to_vec()).unwrap_or_default(),
-        ),
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_not_found_exception()) => (DomainStatus::Failed, vec![]),
+        Ok(out) => (status_of(out.verification_status.as_deref(), out.verified_for_sending), out.dkim_tokens),
+        Err(e) if e.code == "NotFoundException" => (DomainStatus::Failed, vec![]),
         Err(e) => {
-            tracing::warn!(domain = %d.name, code = ?e.code(), "SES status unavailable; answering the stored one");
+            tracing::warn!(domain = %d.name, error = %e, "SES status unavailable; answering the stored one");
             return Ok(d);
         }
     };
@@ -239,10 +234,10 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
 /// its claim and its count.
 pub async fn delete(app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
-    match app.ses().delete_email_identity().email_identity(&d.name).send().await {
-        Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_not_found_exception()) => {}
-        Err(e) => return Err(ses_error("DeleteEmailIdentity", e)),
+    match app.ses().delete_identity(&d.name).await {
+        Ok(()) => {}
+        Err(e) if e.code == "NotFoundException" => {}
+        Err(e) => return Err(ses_error(e)),
     }
     Tx::new()
         .delete_versioned(ws_pk(ws), sk(&d.id), version)
@@ -305,9 +300,9 @@ mod tests {
             r[0],
             DnsRecord { record_type: "CNAME".into(), name: "abc._domainkey.acme.com".into(), value: "abc.dkim.amazonses.com".into() }
         );
-        assert_eq!(status_of(Some(&VerificationStatus::Success), false), DomainStatus::Verified);
-        assert_eq!(status_of(Some(&VerificationStatus::TemporaryFailure), false), DomainStatus::Pending);
-        assert_eq!(status_of(Some(&VerificationStatus::Failed), false), DomainStatus::Failed);
+        assert_eq!(status_of(Some("SUCCESS"), false), DomainStatus::Verified);
+        assert_eq!(status_of(Some("TEMPORARY_FAILURE"), false), DomainStatus::Pending);
+        assert_eq!(status_of(Some("FAILED"), false), DomainStatus::Failed);
         assert_eq!(status_of(None, true), DomainStatus::Verified);
         let v = vec!["acme.com".to_string()];
         assert!(covers(&v, "a@acme.com") && covers(&v, "a@Mail.Acme.com"));

@@ -785,7 +785,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
     }
     // A POST's third call: SQS SendMessage to moto (Python, one connection per request),
     // alone, on a fresh queue and on the events queue the POSTs above filled.
-    let sqs = stack.app.sqs();
+    let sqs = &stack.sqs;
     let fresh = sqs.create_queue().queue_name("bench-raw-send").send().await.unwrap().queue_url.unwrap();
     let events = stack.config().events_queue_url;
     let depth = sqs
@@ -802,7 +802,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
         let mut lat = vec![];
         for _ in 0..100 {
             let t = Instant::now();
-            shared::sqs::send(sqs, queue, "{}".into(), 0).await.unwrap();
+            stack.app.sqs().send(queue, "{}", 0).await.unwrap();
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         lat.sort_by(f64::total_cmp);
