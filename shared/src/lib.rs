@@ -4,7 +4,7 @@
 //! `tools/tests/layout.rs`), so the crate reads bottom-up:
 //!
 //! 1. foundations: `error`, `ids`, `keys`, `crypto`, `validate`, `cursor`, `signing`,
-//!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `aws`, `sqs`, `zone`
+//!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `aws`, `sqs`, `zone`, `html`
 //! 2. data: `store` (the table: [`store::Db`], records, queries, transactions)
 //! 3. `events` (what an event is; its outbox item)
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
@@ -20,6 +20,7 @@ pub mod aws;
 pub mod crypto;
 pub mod cursor;
 pub mod error;
+pub mod html;
 pub mod ids;
 pub mod keys;
 pub mod metrics;

@@ -67,6 +67,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
         "aws",
         "sqs",
         "zone",
+        "html",
     ],
     &["store"],
     &["events"],
@@ -120,10 +121,7 @@ fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
         } else {
             std::fs::read_to_string(&path).expect("source")
         };
-        let uses: Vec<String> = shared_uses(&source)
-            .into_iter()
-            .filter(|u| *u != module && layer_of(u).is_some())
-            .collect();
+        let uses: Vec<String> = shared_uses(&source).into_iter().filter(|u| *u != module && layer_of(u).is_some()).collect();
         for u in &uses {
             let theirs = layer_of(u).expect("filtered");
             assert!(

@@ -409,23 +409,11 @@ pub fn timeline(ws: &str, contact_id: &str, c: &Conversation, m: &Message) -> Ap
     )
 }
 
-/// HTML as the helpdesk stores and returns it: no scripts, styles, forms or frames, no event
-/// handlers, and no remote content (images load only from the message itself, `cid:`); links
-/// keep `https`/`http`/`mailto` and open without a referrer.
+/// HTML as the helpdesk stores and returns it (`shared::html::sanitise`): no scripts, styles,
+/// forms or frames, no event handlers, and no remote content (images load only from the
+/// message itself, `cid:`); links keep `https`/`http`/`mailto` and open without a referrer.
 pub fn sanitise_html(html: &str) -> String {
-    use std::collections::HashSet;
-    ammonia::Builder::default()
-        .url_schemes(HashSet::from(["http", "https", "mailto", "cid"]))
-        .link_rel(Some("noopener noreferrer nofollow"))
-        .attribute_filter(|element, attribute, value| {
-            // Remote images are tracking pixels more often than not.
-            if element == "img" && attribute == "src" && !value.starts_with("cid:") {
-                return None;
-            }
-            Some(value.into())
-        })
-        .clean(html)
-        .to_string()
+    shared::html::sanitise(html)
 }
 
 #[cfg(test)]

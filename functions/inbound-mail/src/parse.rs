@@ -223,12 +223,10 @@ pub fn strip_quoted_html(html: &str) -> String {
     html[..cut].to_string()
 }
 
-/// Text for a message that only has HTML: tags dropped, entities of the common kind decoded.
+/// Text for a message that only has HTML: tags dropped (scripts and styles with their
+/// content), references decoded.
 fn html_to_text(html: &str) -> String {
-    // No tags at all; script and style content goes with its tags.
-    let clean = ammonia::Builder::default().tags(Default::default()).clean(html).to_string();
-    let text = clean.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&nbsp;", " ");
-    text.replace("&amp;", "&").lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n")
+    shared::html::text(html)
 }
 
 #[cfg(test)]
