@@ -9,7 +9,7 @@ use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, Record, TxError, n, s, ws_pk};
 use shared::validate::{Errors, Patch};
-use shared::{ApiError, ApiResult, App};
+use shared::{ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
@@ -259,7 +259,7 @@ pub async fn unlink_contact(app: &App, ws: &str, contact_id: &str) -> ApiResult<
         let spec = keys::DEALS_OF_CONTACT.query(&[ws, contact_id], &[], after, 100);
         let out = app.db.query_keys_then_get(spec).await?;
         let work = out.items.into_iter().map(|item| async move {
-            let mut deal: serde_json::Value = serde_dynamo::from_item(item.clone()).map_err(ApiError::internal)?;
+            let mut deal = store::item_json(item.clone());
             let now = shared::ids::now_rfc3339();
             deal["contact_id"] = serde_json::Value::Null;
             deal["updated_at"] = serde_json::Value::String(now.clone());

@@ -103,14 +103,14 @@ impl StoredEndpoint {
     pub fn from_item(item: Item) -> ApiResult<Self> {
         let version = store::get_i64(&item, "version").unwrap_or(0);
         let secrets = match item.get("secrets") {
-            Some(v) => serde_dynamo::from_attribute_value(v.clone()).map_err(ApiError::internal)?,
+            Some(v) => store::from_attribute(v)?,
             None => vec![],
         };
         Ok(Self { endpoint: store::from_item(item)?, secrets, version })
     }
 
     pub fn record(&self, ws: &str) -> ApiResult<Record> {
-        let secrets = serde_dynamo::to_attribute_value(&self.secrets).map_err(ApiError::internal)?;
+        let secrets = store::to_attribute(&self.secrets)?;
         Ok(Record::new(ws_pk(ws), endpoint_sk(&self.endpoint.id), &self.endpoint)?.attr("secrets", secrets))
     }
 

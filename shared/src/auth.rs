@@ -280,8 +280,7 @@ async fn authenticate_key(db: &Db, hash: &str) -> Result<Principal, ApiError> {
         .and_then(|v| v.as_l().ok())
         .map(|l| l.iter().filter_map(|s| Scope::parse(s.as_s().ok()?)).filter(|s| Scope::API_KEY_MAX.contains(s)).collect())
         .unwrap_or_default();
-    let requires_confirmation =
-        item.get("requires_confirmation").and_then(|v| serde_dynamo::from_attribute_value(v.clone()).ok()).unwrap_or_default();
+    let requires_confirmation = item.get("requires_confirmation").and_then(|v| crate::store::from_attribute(v).ok()).unwrap_or_default();
     Ok(Principal {
         workspace_id: Some(ws.to_string()),
         subject: format!("key:{key_id}"),

@@ -7,6 +7,13 @@
 //! small tokenizer replace a full HTML5 parser here (ammonia with html5ever was 0.3 MB of the
 //! helpdesk binary). URL attributes are decoded, checked against the allowed schemes and
 //! written with every `&` escaped, so the browser reads exactly the URL that was checked.
+//!
+//! The output also parses in a browser into the elements it names, in the order it names
+//! them, so its end tags close only its own elements even where it is pasted into a larger
+//! page: wherever a browser would close an element by itself (a `<p>` before a `<div>`, an
+//! `<li>` before the next, a table cell before the next cell) the output closes it first, a
+//! table gets the `<tbody>` and `<tr>` a browser would add, and what a browser would move out
+//! of a table or ignore (a `<div>` between rows, a `<td>` outside a table) is left out.
 
 /// Elements kept (ammonia's default set), with their attributes besides `lang` and `title`.
 const ELEMENTS: &[(&str, &[&str])] = &[
@@ -25,8 +32,6 @@ const ELEMENTS: &[(&str, &[&str])] = &[
     ("center", &[]),
     ("cite", &[]),
     ("code", &[]),
-    ("col", &["align", "char", "charoff", "span"]),
-    ("colgroup", &["align", "char", "charoff", "span"]),
     ("data", &[]),
     ("dd", &[]),
     ("del", &["cite", "datetime"]),
@@ -89,12 +94,59 @@ const ELEMENTS: &[(&str, &[&str])] = &[
 ];
 
 /// Elements without content or end tag.
-const VOID: &[&str] = &["area", "br", "col", "hr", "img", "wbr"];
+const VOID: &[&str] = &["area", "br", "hr", "img", "wbr"];
+
+/// A table's own elements; anything else directly inside one a browser moves before it.
+const TABLE_PARTS: &[&str] = &["table", "tbody", "thead", "tfoot", "tr"];
+const SECTIONS: &[&str] = &["tbody", "thead", "tfoot"];
+
+/// Where a browser stops looking for an element to close (its "scope" boundaries).
+const BOUNDARIES: &[&str] = &["table", "td", "th", "caption"];
+
+/// Start tags before which a browser closes an open `<p>`.
+const CLOSE_P: &[&str] = &[
+    "article",
+    "aside",
+    "blockquote",
+    "center",
+    "details",
+    "div",
+    "dl",
+    "figcaption",
+    "figure",
+    "footer",
+    "header",
+    "hgroup",
+    "nav",
+    "ol",
+    "p",
+    "summary",
+    "ul",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "pre",
+    "table",
+    "hr",
+    "li",
+    "dd",
+    "dt",
+];
+const HEADINGS: &[&str] = &["h1", "h2", "h3", "h4", "h5", "h6"];
 
 /// Elements whose content is not text to show (scripts, styles, frames, form values): dropped
 /// with their content, up to their end tag.
 const DROPPED_WITH_CONTENT: &[&str] =
     &["script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes", "noscript", "template", "object", "svg", "math"];
+
+/// Open elements kept at most; deeper ones are left out (their text stays).
+const MAX_DEPTH: usize = 256;
+
+/// Attributes read of one tag at most.
+const MAX_ATTRIBUTES: usize = 64;
 
 /// Attributes holding a URL, and the schemes they may have (a URL without one is relative).
 const URL_ATTRIBUTES: &[&str] = &["href", "src", "cite"];
@@ -108,63 +160,203 @@ const LINK_REL: &str = "noopener noreferrer nofollow";
 /// and `rel="noopener noreferrer nofollow"`, and images only from the message itself (`cid:`;
 /// remote images are tracking pixels more often than not).
 pub fn sanitise(html: &str) -> String {
-    let mut out = String::with_capacity(html.len());
-    let mut open: Vec<&'static str> = vec![];
+    // Escapes and links' `rel` grow the output: it stops at a bound, whatever the input.
+    let cap = html.len().saturating_mul(2).saturating_add(65_536);
+    let mut w = Writer { out: String::with_capacity(html.len()), open: vec![], cap };
     for token in Tokens::new(html) {
+        if w.out.len() >= cap {
+            break;
+        }
         match token {
-            Token::Text(t) => escape_text(t, &mut out),
+            Token::Text(t) => escape(t, &mut w.out, false, cap),
             Token::Start { name, attrs } => {
                 let Some((name, allowed)) = ELEMENTS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) else { continue };
-                out.push('<');
-                out.push_str(name);
-                let mut seen: Vec<&str> = vec![];
-                for (key, value) in attrs {
-                    let Some(key) = ["lang", "title"].iter().chain(allowed.iter()).find(|a| a.eq_ignore_ascii_case(key)) else { continue };
-                    if seen.contains(key) {
-                        continue; // the first of a repeated attribute counts, as in browsers
-                    }
-                    seen.push(key);
-                    if URL_ATTRIBUTES.contains(key) {
-                        let Some(url) = allowed_url(value, *name == "img" && *key == "src") else { continue };
-                        out.push_str(&format!(" {key}=\""));
-                        escape_all(&url, &mut out);
-                    } else {
-                        out.push_str(&format!(" {key}=\""));
-                        escape_attribute(value, &mut out);
-                    }
-                    out.push('"');
-                }
-                if *name == "a" {
-                    out.push_str(&format!(" rel=\"{LINK_REL}\""));
-                }
-                out.push('>');
-                if !VOID.contains(name) {
-                    open.push(name);
+                if w.prepare(name) {
+                    w.start(name, allowed, &attrs);
                 }
             }
             Token::End(name) => {
                 // Close up to the matching open element; an end tag nothing opened is dropped.
-                if let Some(at) = open.iter().rposition(|n| n.eq_ignore_ascii_case(name)) {
-                    for n in open.drain(at..).rev() {
-                        out.push_str(&format!("</{n}>"));
-                    }
+                if let Some(at) = w.open.iter().rposition(|n| n.eq_ignore_ascii_case(name)) {
+                    w.close_to(at);
                 }
             }
         }
     }
-    for n in open.into_iter().rev() {
-        out.push_str(&format!("</{n}>"));
-    }
-    out
+    w.close_to(0);
+    w.out
 }
 
-/// The text of HTML: tags dropped (scripts and styles with their content), character
-/// references decoded, a non-breaking space a space, lines trimmed and blank ones dropped.
+/// The output and its open elements, as a browser's parser will have them.
+struct Writer {
+    out: String,
+    open: Vec<&'static str>,
+    /// Escaping stops at this output length (the end tags still follow).
+    cap: usize,
+}
+
+impl Writer {
+    /// The nearest open element named in `names`, unless one of `stop` comes first.
+    fn find(&self, names: &[&str], stop: &[&str]) -> Option<usize> {
+        for (at, n) in self.open.iter().enumerate().rev() {
+            if names.contains(n) {
+                return Some(at);
+            }
+            if stop.contains(n) {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Close the open elements from `at` up, innermost first.
+    fn close_to(&mut self, at: usize) {
+        for n in self.open.drain(at..).rev() {
+            self.out.push_str("</");
+            self.out.push_str(n);
+            self.out.push('>');
+        }
+    }
+
+    fn close_found(&mut self, names: &[&str], stop: &[&str]) {
+        if let Some(at) = self.find(names, stop) {
+            self.close_to(at);
+        }
+    }
+
+    fn implied(&mut self, name: &'static str) {
+        self.out.push_str(&format!("<{name}>"));
+        self.open.push(name);
+    }
+
+    /// Close what a browser would close before this start tag, add what it would add; false
+    /// when a browser would not put the element here (so it is left out, its text kept).
+    fn prepare(&mut self, name: &'static str) -> bool {
+        // The element and what a browser adds for it must fit under the depth limit.
+        let fits = |w: &Self, added: usize| w.open.len() + added < MAX_DEPTH;
+        let table_at = self.open.iter().rposition(|n| *n == "table");
+        match name {
+            "td" | "th" => {
+                self.close_found(&["td", "th"], &["table"]);
+                match self.open.last().copied() {
+                    Some("tr") if fits(self, 0) => {}
+                    Some(s) if SECTIONS.contains(&s) && fits(self, 1) => self.implied("tr"),
+                    Some("table") if fits(self, 2) => {
+                        self.implied("tbody");
+                        self.implied("tr");
+                    }
+                    _ => return false,
+                }
+            }
+            "tr" => {
+                self.close_found(&["tr", "caption"], &["table"]);
+                match self.open.last().copied() {
+                    Some(s) if SECTIONS.contains(&s) && fits(self, 0) => {}
+                    Some("table") if fits(self, 1) => self.implied("tbody"),
+                    _ => return false,
+                }
+            }
+            "tbody" | "thead" | "tfoot" | "caption" => {
+                // Directly in the nearest table, whatever of it is open.
+                let Some(t) = table_at else { return false };
+                self.close_to(t + 1);
+                return fits(self, 0);
+            }
+            _ if self.open.last().is_some_and(|t| TABLE_PARTS.contains(t)) => return false,
+            _ => {
+                if CLOSE_P.contains(&name) {
+                    self.close_found(&["p"], BOUNDARIES);
+                }
+                match name {
+                    h if HEADINGS.contains(&h) => self.close_found(HEADINGS, BOUNDARIES),
+                    "li" => self.close_found(&["li"], &["ul", "ol", "table", "td", "th", "caption"]),
+                    "dd" | "dt" => self.close_found(&["dd", "dt"], &["dl", "table", "td", "th", "caption"]),
+                    "a" => self.close_found(&["a"], BOUNDARIES),
+                    "rp" | "rt" | "rtc" => {
+                        // With a ruby in scope, the elements a browser ends implicitly go first.
+                        let implied: &[&str] =
+                            if name == "rtc" { &["dd", "dt", "li", "p", "rp", "rt", "rtc"] } else { &["dd", "dt", "li", "p", "rp", "rt"] };
+                        let own = &implied[4..];
+                        while let Some(at) = self.find(own, &["ruby"]) {
+                            self.close_to(at);
+                        }
+                        if self.find(&["ruby"], BOUNDARIES).is_some() {
+                            while self.open.last().is_some_and(|t| implied.contains(t)) {
+                                self.close_to(self.open.len() - 1);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        fits(self, 0)
+    }
+
+    fn start(&mut self, name: &'static str, allowed: &[&'static str], attrs: &[(&str, &str)]) {
+        let out = &mut self.out;
+        out.push('<');
+        out.push_str(name);
+        let mut seen: Vec<&str> = vec![];
+        for (key, value) in attrs {
+            let Some(key) = ["lang", "title"].iter().chain(allowed.iter()).find(|a| a.eq_ignore_ascii_case(key)) else { continue };
+            if seen.contains(key) {
+                continue; // the first of a repeated attribute counts, as in browsers
+            }
+            seen.push(key);
+            if URL_ATTRIBUTES.contains(key) {
+                let Some(url) = allowed_url(value, name == "img" && *key == "src") else { continue };
+                out.push_str(&format!(" {key}=\""));
+                escape_all(&url, out, self.cap);
+            } else {
+                out.push_str(&format!(" {key}=\""));
+                escape(value, out, true, self.cap);
+            }
+            out.push('"');
+        }
+        if name == "a" || name == "area" {
+            out.push_str(&format!(" rel=\"{LINK_REL}\""));
+        }
+        out.push('>');
+        if !VOID.contains(&name) {
+            self.open.push(name);
+        }
+    }
+}
+
+/// The text of HTML: tags dropped (scripts and styles with their content), a line break
+/// where a block or a `<br>` was, character references decoded, a non-breaking space a
+/// space, lines trimmed and blank ones dropped. It is text: never to be written into HTML as is.
 pub fn text(html: &str) -> String {
+    const BREAKS: &[&str] = &[
+        "br",
+        "p",
+        "div",
+        "li",
+        "tr",
+        "table",
+        "ul",
+        "ol",
+        "dl",
+        "dd",
+        "dt",
+        "blockquote",
+        "pre",
+        "hr",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+    ];
     let mut out = String::with_capacity(html.len());
     for token in Tokens::new(html) {
-        if let Token::Text(t) = token {
-            out.push_str(&decode(t).replace('\u{a0}', " "));
+        match token {
+            Token::Text(t) => out.push_str(&decode(t).replace('\u{a0}', " ")),
+            Token::Start { name, .. } | Token::End(name) if BREAKS.iter().any(|b| b.eq_ignore_ascii_case(name)) => out.push('\n'),
+            Token::Start { name, .. } if name.eq_ignore_ascii_case("td") || name.eq_ignore_ascii_case("th") => out.push(' '),
+            _ => {}
         }
     }
     out.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n")
@@ -248,7 +440,9 @@ impl<'a> Tokens<'a> {
                     }
                 }
             }
-            attrs.push((key, value));
+            if attrs.len() < MAX_ATTRIBUTES {
+                attrs.push((key, value));
+            }
         }
     }
 }
@@ -333,19 +527,11 @@ fn reference_len(s: &str) -> Option<usize> {
     (len > 0 && b.get(start + len) == Some(&b';')).then_some(start + len + 1)
 }
 
-/// Text content: `<`, `>` and any `&` that starts no character reference escaped.
-fn escape_text(s: &str, out: &mut String) {
-    escape(s, out, false);
-}
-
-/// A non-URL attribute value, written in double quotes.
-fn escape_attribute(s: &str, out: &mut String) {
-    escape(s, out, true);
-}
-
-fn escape(s: &str, out: &mut String, quote: bool) {
+/// Text content (or, with `quote`, a non-URL attribute value in double quotes): `<`, `>`, any
+/// `&` that starts no character reference (and `"`) escaped, until the output reaches `cap`.
+fn escape(s: &str, out: &mut String, quote: bool, cap: usize) {
     let mut i = 0;
-    while let Some(c) = s[i..].chars().next() {
+    while let Some(c) = s[i..].chars().next().filter(|_| out.len() < cap) {
         match c {
             '&' => match reference_len(&s[i..]) {
                 Some(len) => {
@@ -365,14 +551,18 @@ fn escape(s: &str, out: &mut String, quote: bool) {
     }
 }
 
-/// Everything escaped, references included (a decoded URL).
-fn escape_all(s: &str, out: &mut String) {
+/// Everything escaped, references included (a decoded URL), until the output reaches `cap`.
+fn escape_all(s: &str, out: &mut String, cap: usize) {
     for c in s.chars() {
+        if out.len() >= cap {
+            break;
+        }
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
+            '\0' => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
@@ -450,6 +640,13 @@ const LATIN1: [&str; 96] = [
     "divide", "oslash", "ugrave", "uacute", "ucirc", "uuml", "yacute", "thorn", "yuml",
 ];
 
+/// What browsers read for the references `&#128;` to `&#159;` (HTML's table).
+const WINDOWS_1252: [char; 32] = [
+    '\u{20ac}', '\u{81}', '\u{201a}', '\u{192}', '\u{201e}', '\u{2026}', '\u{2020}', '\u{2021}', '\u{2c6}', '\u{2030}', '\u{160}',
+    '\u{2039}', '\u{152}', '\u{8d}', '\u{17d}', '\u{8f}', '\u{90}', '\u{2018}', '\u{2019}', '\u{201c}', '\u{201d}', '\u{2022}', '\u{2013}',
+    '\u{2014}', '\u{2dc}', '\u{2122}', '\u{161}', '\u{203a}', '\u{153}', '\u{9d}', '\u{17e}', '\u{178}',
+];
+
 fn named(name: &str) -> Option<char> {
     NAMED.iter().find(|(n, _)| *n == name).map(|(_, c)| *c).or_else(|| {
         let at = LATIN1.iter().position(|n| *n == name)?;
@@ -472,7 +669,11 @@ fn decode(s: &str) -> String {
             let len = b[start..].iter().take_while(|c| if hex { c.is_ascii_hexdigit() } else { c.is_ascii_digit() }).count();
             (len > 0).then(|| {
                 let n = u32::from_str_radix(&rest[start..start + len], if hex { 16 } else { 10 });
-                let c = n.ok().and_then(char::from_u32).filter(|c| *c != '\0').unwrap_or('\u{fffd}');
+                let c = match n {
+                    // References to C1 controls mean Windows-1252's characters, as browsers read them.
+                    Ok(n @ 0x80..=0x9f) => WINDOWS_1252[n as usize - 0x80],
+                    n => n.ok().and_then(char::from_u32).filter(|c| *c != '\0').unwrap_or('\u{fffd}'),
+                };
                 let end = start + len;
                 (c, if b.get(end) == Some(&b';') { end + 1 } else { end })
             })
@@ -561,8 +762,60 @@ mod tests {
         assert_eq!(sanitise("x\0y"), "x\u{fffd}y");
     }
 
+    /// What a browser closes or moves by itself is closed or left out first, so the output's
+    /// end tags close its own elements only (these broke out of a wrapping `<div>`).
+    #[test]
+    fn output_parses_into_the_elements_it_names() {
+        assert_eq!(sanitise("<li><div><li>a</li></div>OUT"), "<li><div></div></li><li>a</li>OUT");
+        assert_eq!(sanitise("<dd><div><dt>a</dt></div>OUT"), "<dd><div></div></dd><dt>a</dt>OUT");
+        assert_eq!(sanitise("<ul><li>a<ul><li>b</ul></ul>"), "<ul><li>a<ul><li>b</li></ul></li></ul>");
+        assert_eq!(sanitise("<p>a<div>b</div></p>"), "<p>a</p><div>b</div>");
+        assert_eq!(sanitise("<p><b>a<table><tr><td>c</table>"), "<p><b>a</b></p><table><tbody><tr><td>c</td></tr></tbody></table>");
+        assert_eq!(sanitise("<table><div><table></div>OUT"), "<table>OUT</table>");
+        assert_eq!(
+            sanitise("<table><td>a<td>b<tr><th>c</table>"),
+            "<table><tbody><tr><td>a</td><td>b</td></tr><tr><th>c</th></tr></tbody></table>"
+        );
+        assert_eq!(sanitise("<td>x</td><tr>y"), "xy");
+        assert_eq!(sanitise("<table><tr><td><div><td>z"), "<table><tbody><tr><td><div></div></td><td>z</td></tr></tbody></table>");
+        assert_eq!(
+            sanitise("<a href=a>1<div><a href=b>2</a></div>"),
+            r#"<a href="a" rel="noopener noreferrer nofollow">1<div></div></a><a href="b" rel="noopener noreferrer nofollow">2</a>"#
+        );
+        assert_eq!(sanitise("<h1>a<h2>b"), "<h1>a</h1><h2>b</h2>");
+        assert_eq!(sanitise("<table><caption>t<tr><td>x"), "<table><caption>t</caption><tbody><tr><td>x</td></tr></tbody></table>");
+        assert_eq!(sanitise(r#"<area href="https://x.example">"#), r#"<area href="https://x.example" rel="noopener noreferrer nofollow">"#);
+        // Ruby parts end what a browser ends for them, down to the ruby.
+        assert_eq!(
+            sanitise("<dd><dl><div><ruby><dd><rt></dd></ruby></div>OUT"),
+            "<dd><dl><div><ruby><dd></dd><rt></rt></ruby></div></dl></dd>OUT"
+        );
+        assert_eq!(sanitise("<ruby><p>x<rt>y"), "<ruby><p>x</p><rt>y</rt></ruby>");
+        assert_eq!(sanitise("<ruby><rtc><rp><rtc>x"), "<ruby><rtc><rp></rp></rtc><rtc>x</rtc></ruby>");
+    }
+
+    /// Hostile shapes cost time and memory in proportion to the input.
+    #[test]
+    fn deep_wide_and_long_inputs_stay_bounded() {
+        let n = 50_000;
+        let deep = format!("{}{}", "<b>".repeat(n), "</i>".repeat(n));
+        let out = sanitise(&deep);
+        assert_eq!(out.matches("<b>").count(), MAX_DEPTH);
+        let wide = format!("<p {}>x</p>", "a ".repeat(n));
+        assert_eq!(sanitise(&wide), "<p>x</p>");
+        // What a browser adds to a table counts against the depth too, so a second pass agrees.
+        let edge = format!("{}<a><table><td>x", "<b>".repeat(MAX_DEPTH - 2));
+        assert_eq!(sanitise(&sanitise(&edge)), sanitise(&edge));
+        let escapes = ">".repeat(n);
+        assert!(sanitise(&escapes).len() <= escapes.len() * 2 + 65_536 + 8);
+        let links = "<a>".repeat(n);
+        assert!(sanitise(&links).len() <= links.len() * 2 + 65_536 + 64);
+        assert_eq!(text("&#128;&#150;&#x9F;"), "\u{20ac}\u{2013}\u{178}");
+    }
+
     #[test]
     fn text_drops_tags_and_decodes_references() {
+        assert_eq!(text("<p>Hello</p><p>World<br>again</p><table><tr><td>a<td>b</table>"), "Hello\nWorld\nagain\na b");
         assert_eq!(
             text(
                 "<p>Hello&nbsp;<b>Ann</b> &amp; co</p>\n<script>x()</script>\n  <div>Fish &lt;3 &eacute;t&#233; &rsquo;&#x2019; &zz;</div>"

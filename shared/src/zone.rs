@@ -1,7 +1,8 @@
 //! IANA time zones (opening hours, local dates, the times in notifications) as chrono
-//! [`TimeZone`]s, backed by jiff's bundled tzdb: compact TZif data read when a zone is first
-//! named. chrono-tz compiled every zone's history into pointer-rich tables, 2.5 MB of the
-//! bookings binary, and the loader relocating them made bookings the slowest cold start.
+//! [`TimeZone`]s, read by jiff from the tzdb's TZif data, which the build script deflates into
+//! the binary (`build.rs`): the container inflates it (about 0.2 MB, a millisecond) when it
+//! first names a zone. chrono-tz compiled every zone's history into pointer-rich tables, 2.5 MB
+//! of the bookings binary, and the loader relocating them made bookings the slowest cold start.
 
 use chrono::{Datelike, FixedOffset, MappedLocalTime, NaiveDate, NaiveDateTime, Offset, TimeZone, Timelike};
 use jiff::tz::AmbiguousOffset;
@@ -18,14 +19,53 @@ impl Zone {
     /// The zone of an IANA name exactly as the database spells it (`Europe/Oslo`, `UTC`); none
     /// for other spellings, POSIX rules or paths, so a stored name is always canonical.
     pub fn named(name: &str) -> Option<Self> {
-        let tz = jiff::tz::TimeZone::get(name).ok()?;
-        (tz.iana_name() == Some(name)).then_some(Self(tz))
+        let db = tzdb();
+        let at = db.zones.binary_search_by(|(n, _)| (*n).cmp(name)).ok()?;
+        let (name, range) = &db.zones[at];
+        // Parsed once per zone and container (the data is a zone's whole history).
+        let mut parsed = db.parsed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, tz)) = parsed.iter().find(|(n, _)| n == name) {
+            return Some(Self(tz.clone()));
+        }
+        let tz = jiff::tz::TimeZone::tzif(name, &db.data[range.clone()]).ok()?;
+        parsed.push((name, tz.clone()));
+        Some(Self(tz))
     }
 
     fn offset(&self, seconds: i32, utc_second: i64) -> ZoneOffset {
         let fix = FixedOffset::east_opt(seconds).unwrap_or(chrono::Utc.fix());
         ZoneOffset { zone: self.clone(), fix, utc_second }
     }
+}
+
+/// The inflated database: names (sorted) with the range of their TZif data.
+struct Tzdb {
+    zones: Vec<(&'static str, std::ops::Range<usize>)>,
+    data: &'static [u8],
+    parsed: std::sync::Mutex<Vec<(&'static str, jiff::tz::TimeZone)>>,
+}
+
+fn tzdb() -> &'static Tzdb {
+    static DB: std::sync::OnceLock<Tzdb> = std::sync::OnceLock::new();
+    DB.get_or_init(|| {
+        use std::io::Read;
+        static DEFLATED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tzdb.deflate"));
+        let mut all = vec![];
+        flate2::read::DeflateDecoder::new(DEFLATED).read_to_end(&mut all).expect("the build script deflated it");
+        // Kept for the container's life, like the bundled data it replaces.
+        let all: &'static [u8] = Box::leak(all.into_boxed_slice());
+        let split = all.windows(2).position(|w| w == b"\n\n").expect("index, blank line, data");
+        let index = std::str::from_utf8(&all[..split]).expect("the index is text");
+        let zones = index
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split(' ');
+                let (name, offset, len) = (f.next()?, f.next()?.parse::<usize>().ok()?, f.next()?.parse::<usize>().ok()?);
+                Some((name, offset..offset + len))
+            })
+            .collect();
+        Tzdb { zones, data: &all[split + 2..], parsed: Default::default() }
+    })
 }
 
 /// The offset of a [`Zone`] at one instant; displays as the zone's abbreviation there (`%Z`:
@@ -105,6 +145,11 @@ mod tests {
         assert!(Zone::named("Europe/Berlin").is_some() && Zone::named("UTC").is_some());
         for bad in ["Mars/Base", "europe/berlin", "", "EST5EDT,M3.2.0,M11.1.0", "/etc/localtime", "Europe/../UTC"] {
             assert!(Zone::named(bad).is_none(), "{bad}");
+        }
+        // Every zone of the database parses, links (`US/Eastern`) too.
+        assert!(tzdb().zones.len() > 500);
+        for (name, _) in &tzdb().zones {
+            assert!(Zone::named(name).is_some_and(|z| z.0.iana_name() == Some(*name)), "{name}");
         }
     }
 

@@ -202,7 +202,7 @@ pub fn exported(mut item: Item) -> serde_json::Value {
             *v = A::S(text.to_string());
         }
     }
-    serde_dynamo::from_item(item).unwrap_or(serde_json::Value::Null)
+    shared::store::item_json(item)
 }
 
 /// Does any string in the item contain one of the needles (the address case-insensitively)?

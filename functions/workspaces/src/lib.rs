@@ -163,9 +163,9 @@ fn new_api_key(
         ("sk".into(), s(auth::API_KEY_LOOKUP_SK)),
         ("workspace_id".into(), s(ws)),
         ("key_id".into(), s(&key.id)),
-        ("scopes".into(), serde_dynamo::to_attribute_value(&scopes).map_err(ApiError::internal)?),
+        ("scopes".into(), store::to_attribute(&scopes)?),
         ("revoked".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(false)),
-        ("requires_confirmation".into(), serde_dynamo::to_attribute_value(&requires_confirmation).map_err(ApiError::internal)?),
+        ("requires_confirmation".into(), store::to_attribute(&requires_confirmation)?),
     ]);
     Ok((key, secret, vec![listing, lookup]))
 }
