@@ -1,8 +1,13 @@
 //! Token buckets as GCRA in DynamoDB. One item per workspace and class holds the theoretical
 //! arrival time `tat` (epoch ms). Admission is one conditional UpdateItem:
-//!   busy bucket:  SET tat = tat + T   IF tat BETWEEN now AND now + cap - T
+//!   busy bucket:  SET tat = tat + T   IF tat BETWEEN now - T AND now + cap - T
 //!   idle bucket:  SET tat = now + T   IF tat absent OR tat < now
-//! where T = period / rate and cap = burst * T. A refused condition returns the old item
+//! where T = period / rate and cap = burst * T. The busy branch also takes a bucket idle for
+//! less than one interval (crediting that moment, at most one token beyond the burst): a key
+//! running near its refill rate hovers around `tat = now`, and without the overlap racing
+//! requests split between the branches and lose conditional writes to each other (2.6 to 2.9
+//! calls per request in `make bench` at 16 and 64 clients); the busy branch's `tat + T`
+//! commutes, so they all succeed at the first call. A refused condition returns the old item
 //! (ReturnValuesOnConditionCheckFailure=ALL_OLD), which tells us whether the bucket is empty
 //! (answer 429, no second read) or we picked the wrong branch (retry the other one). The
 //! container remembers the last `tat` it saw to pick the right branch first, and since `tat`
@@ -161,6 +166,7 @@ impl RateLimiter {
         let limit = self.limit(class);
         let (t, cap) = (limit.interval_ms(), limit.capacity_ms());
         let max_tat = now + cap - t;
+        let busy_from = now - t;
         let pk = crate::keys::RATE_BUCKET.pk(&[scope, class.name()]);
         let refuse = |tat: i64| Decision { class, limit, allowed: false, remaining: 0, wait_ms: tat - max_tat };
         let admit = |tat: i64| Decision { class, limit, allowed: true, remaining: (now + cap - tat) / t, wait_ms: tat - now };
@@ -168,7 +174,7 @@ impl RateLimiter {
         let cached = self.seen.lock().unwrap().get(&pk).copied();
         let mut branch = match cached {
             Some(tat) if tat > max_tat => return Ok(refuse(tat)),
-            Some(tat) if tat >= now => Branch::Busy,
+            Some(tat) if tat >= busy_from => Branch::Busy,
             _ => Branch::Idle,
         };
         for _ in 0..3 {
@@ -178,7 +184,6 @@ impl RateLimiter {
                 .table_name(&db.table)
                 .key("pk", AttributeValue::S(pk.clone()))
                 .key("sk", AttributeValue::S(crate::keys::RATE_BUCKET.table.sk.into()))
-                .expression_attribute_values(":now", num(now))
                 .expression_attribute_values(":t", num(t))
                 .expression_attribute_values(":ttl", num(now / 1000 + 86_400 + cap / 1000))
                 .return_values(ReturnValue::UpdatedNew)
@@ -186,11 +191,13 @@ impl RateLimiter {
             let req = match branch {
                 Branch::Busy => req
                     .update_expression("SET tat = tat + :t, expires_at = :ttl")
-                    .condition_expression("tat BETWEEN :now AND :max")
+                    .condition_expression("tat BETWEEN :from AND :max")
+                    .expression_attribute_values(":from", num(busy_from))
                     .expression_attribute_values(":max", num(max_tat)),
                 Branch::Idle => req
                     .update_expression("SET tat = :now + :t, expires_at = :ttl")
-                    .condition_expression("attribute_not_exists(tat) OR tat < :now"),
+                    .condition_expression("attribute_not_exists(tat) OR tat < :now")
+                    .expression_attribute_values(":now", num(now)),
             };
             match req.send().await {
                 Ok(out) => {
@@ -210,7 +217,7 @@ impl RateLimiter {
                             self.remember(&pk, tat);
                             return Ok(refuse(tat));
                         }
-                        Some(tat) if tat >= now => branch = Branch::Busy,
+                        Some(tat) if tat >= busy_from => branch = Branch::Busy,
                         _ => branch = Branch::Idle,
                     }
                 }

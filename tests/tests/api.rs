@@ -364,6 +364,34 @@ async fn malformed_requests_get_the_envelope() {
     assert_eq!(r.json["error"]["details"][0]["field"], "status");
 }
 
+/// Requests admitted from a bucket just past its theoretical arrival time (a key near its
+/// refill rate) take the busy branch, whose update commutes: one call each, where racing on
+/// the idle branch lost a conditional write. Past one interval of idleness the bucket starts
+/// afresh.
+#[tokio::test]
+async fn a_bucket_near_its_refill_rate_costs_one_call_per_admission() {
+    use shared::ratelimit::{Class, Limit, RateLimiter};
+    let h = harness();
+    let app = h.app().await;
+    let limiter = RateLimiter::new(std::collections::HashMap::from([(Class::Write, Limit::parse("10/s:5").unwrap())]));
+    let scope = format!("ws_slack{}", shared::ids::now_ms());
+    let t0 = shared::ids::now_ms();
+    let (first, calls) = shared::metrics::count_ddb_calls(limiter.acquire_at(&app.db, &scope, Class::Write, t0)).await;
+    assert!(first.unwrap().allowed && calls == 1);
+    // tat is t0 + 100 (one interval); at t0 + 150 the bucket has been idle for half of one.
+    let at = t0 + 150;
+    let both = async {
+        futures_util::join!(limiter.acquire_at(&app.db, &scope, Class::Write, at), limiter.acquire_at(&app.db, &scope, Class::Write, at))
+    };
+    let ((x, y), calls) = shared::metrics::count_ddb_calls(both).await;
+    assert!(x.unwrap().allowed && y.unwrap().allowed);
+    assert_eq!(calls, 2, "one call per admission, no lost race");
+    // Idle for longer than an interval: a fresh start (tat = now + T).
+    let (d, calls) = shared::metrics::count_ddb_calls(limiter.acquire_at(&app.db, &scope, Class::Write, at + 1_000)).await;
+    let d = d.unwrap();
+    assert!(d.allowed && d.wait_ms == 100 && calls == 1, "{d:?} in {calls} calls");
+}
+
 #[tokio::test]
 async fn racing_writes_never_exceed_the_write_burst() {
     let h = harness();
