@@ -254,7 +254,9 @@ impl Aws {
     }
 }
 
-/// A request that got no answer: timed out, or the connection failed (both worth a retry).
+/// A request that got no (whole) answer: timed out, or the connection failed while sending or
+/// reading (worth a retry); anything else (a request that could not be built, an answer that
+/// could not be decoded) would fail again.
 fn transport_error(e: &reqwest::Error) -> AwsError {
     let mut message = e.to_string();
     let mut src = std::error::Error::source(e);
@@ -262,7 +264,14 @@ fn transport_error(e: &reqwest::Error) -> AwsError {
         message.push_str(&format!(": {s}"));
         src = s.source();
     }
-    AwsError::local(if e.is_timeout() { "Timeout" } else { "Connection" }, message)
+    let code = if e.is_timeout() {
+        "Timeout"
+    } else if e.is_connect() || e.is_request() || e.is_body() {
+        "Connection"
+    } else {
+        "Request"
+    };
+    AwsError::local(code, message)
 }
 
 /// The error of a JSON protocol's answer (awsJson 1.0/1.1, restJson1). The code comes from the
