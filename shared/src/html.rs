@@ -168,7 +168,7 @@ pub fn sanitise(html: &str) -> String {
             break;
         }
         match token {
-            Token::Text(t) => escape(t, &mut w.out, false, cap),
+            Token::Text(t) => escape(t, Context::Text, &mut w.out, cap),
             Token::Start { name, attrs } => {
                 let Some((name, allowed)) = ELEMENTS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) else { continue };
                 if w.prepare(name) {
@@ -234,7 +234,6 @@ impl Writer {
     fn prepare(&mut self, name: &'static str) -> bool {
         // The element and what a browser adds for it must fit under the depth limit.
         let fits = |w: &Self, added: usize| w.open.len() + added < MAX_DEPTH;
-        let table_at = self.open.iter().rposition(|n| *n == "table");
         match name {
             "td" | "th" => {
                 self.close_found(&["td", "th"], &["table"]);
@@ -258,7 +257,7 @@ impl Writer {
             }
             "tbody" | "thead" | "tfoot" | "caption" => {
                 // Directly in the nearest table, whatever of it is open.
-                let Some(t) = table_at else { return false };
+                let Some(t) = self.open.iter().rposition(|n| *n == "table") else { return false };
                 self.close_to(t + 1);
                 return fits(self, 0);
             }
@@ -304,14 +303,14 @@ impl Writer {
                 continue; // the first of a repeated attribute counts, as in browsers
             }
             seen.push(key);
-            if URL_ATTRIBUTES.contains(key) {
+            let (value, context) = if URL_ATTRIBUTES.contains(key) {
                 let Some(url) = allowed_url(value, name == "img" && *key == "src") else { continue };
-                out.push_str(&format!(" {key}=\""));
-                escape_all(&url, out, self.cap);
+                (std::borrow::Cow::Owned(url), Context::Url)
             } else {
-                out.push_str(&format!(" {key}=\""));
-                escape(value, out, true, self.cap);
-            }
+                (std::borrow::Cow::Borrowed(*value), Context::Attribute)
+            };
+            out.push_str(&format!(" {key}=\""));
+            escape(&value, context, out, self.cap);
             out.push('"');
         }
         if name == "a" || name == "area" {
@@ -527,13 +526,23 @@ fn reference_len(s: &str) -> Option<usize> {
     (len > 0 && b.get(start + len) == Some(&b';')).then_some(start + len + 1)
 }
 
-/// Text content (or, with `quote`, a non-URL attribute value in double quotes): `<`, `>`, any
-/// `&` that starts no character reference (and `"`) escaped, until the output reaches `cap`.
-fn escape(s: &str, out: &mut String, quote: bool, cap: usize) {
+/// Where escaped text goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Context {
+    /// Text content: `<`, `>` and any `&` that starts no character reference escaped.
+    Text,
+    /// A non-URL attribute value in double quotes: as text, and `"` too.
+    Attribute,
+    /// A decoded URL in double quotes: every `&` escaped, so the browser reads it as checked.
+    Url,
+}
+
+/// `s` escaped for its context, until the output reaches `cap`; NUL becomes U+FFFD.
+fn escape(s: &str, context: Context, out: &mut String, cap: usize) {
     let mut i = 0;
     while let Some(c) = s[i..].chars().next().filter(|_| out.len() < cap) {
         match c {
-            '&' => match reference_len(&s[i..]) {
+            '&' => match reference_len(&s[i..]).filter(|_| context != Context::Url) {
                 Some(len) => {
                     out.push_str(&s[i..i + len]);
                     i += len;
@@ -543,28 +552,11 @@ fn escape(s: &str, out: &mut String, quote: bool, cap: usize) {
             },
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
-            '"' if quote => out.push_str("&quot;"),
+            '"' if context != Context::Text => out.push_str("&quot;"),
             '\0' => out.push('\u{fffd}'),
             c => out.push(c),
         }
         i += c.len_utf8();
-    }
-}
-
-/// Everything escaped, references included (a decoded URL), until the output reaches `cap`.
-fn escape_all(s: &str, out: &mut String, cap: usize) {
-    for c in s.chars() {
-        if out.len() >= cap {
-            break;
-        }
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\0' => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
     }
 }
 
