@@ -243,10 +243,32 @@ impl Aws {
         Ok((headers, Body::Read(body)))
     }
 
-    /// A call in one of AWS's JSON protocols: the answer's document (`null` when empty).
-    async fn json(&self, call: Call<'_>) -> Result<serde_json::Value, AwsError> {
-        let op = call.op;
-        let a = self.call(Call { error: json_error, ..call }).await?;
+    /// A call in one of AWS's JSON protocols (awsJson 1.0/1.1, restJson1) of `service`, named
+    /// as the SDK and as SigV4 name it: `input` as the body, the answer's document (`null` when
+    /// empty), errors read from JSON.
+    async fn json(
+        &self,
+        (service, signing_name): (&'static str, &'static str),
+        op: &'static str,
+        method: &str,
+        url: String,
+        headers: Vec<(&str, &str)>,
+        input: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, AwsError> {
+        let body = input.map(|i| i.to_string().into_bytes()).unwrap_or_default();
+        let call = Call {
+            service,
+            signing_name,
+            op,
+            method,
+            url,
+            headers,
+            body,
+            settings: SigningSettings::default(),
+            stream: false,
+            error: json_error,
+        };
+        let a = self.call(call).await?;
         if a.body.is_empty() {
             return Ok(serde_json::Value::Null);
         }

@@ -1,7 +1,6 @@
 //! Secrets Manager in its JSON protocol (awsJson 1.1): reading a secret's string.
 
-use super::{Aws, AwsError, Call};
-use aws_sigv4::http_request::SigningSettings;
+use super::{Aws, AwsError};
 use serde_json::json;
 
 /// The Secrets Manager client of a container (`Aws::secrets`).
@@ -12,19 +11,10 @@ pub struct Secrets<'a> {
 impl Secrets<'_> {
     /// The secret's current string value (`None` when it holds binary data only).
     pub async fn get_string(&self, secret_id: &str) -> Result<Option<String>, AwsError> {
-        let call = Call {
-            service: "Secrets Manager",
-            signing_name: "secretsmanager",
-            op: "GetSecretValue",
-            method: "POST",
-            url: format!("{}/", self.aws.endpoint("secretsmanager")),
-            headers: vec![("content-type", "application/x-amz-json-1.1"), ("x-amz-target", "secretsmanager.GetSecretValue")],
-            body: json!({"SecretId": secret_id}).to_string().into_bytes(),
-            settings: SigningSettings::default(),
-            stream: false,
-            error: super::json_error,
-        };
-        let out = self.aws.json(call).await?;
+        let url = format!("{}/", self.aws.endpoint("secretsmanager"));
+        let headers = vec![("content-type", "application/x-amz-json-1.1"), ("x-amz-target", "secretsmanager.GetSecretValue")];
+        let input = json!({"SecretId": secret_id});
+        let out = self.aws.json(("Secrets Manager", "secretsmanager"), "GetSecretValue", "POST", url, headers, Some(input)).await?;
         Ok(out["SecretString"].as_str().map(String::from))
     }
 }

@@ -1,8 +1,7 @@
 //! SES v2 identity management in its REST-JSON protocol: the sending domains' create, read and
 //! delete (the email sender keeps the SDK's client for SendEmail).
 
-use super::{Aws, AwsError, Call};
-use aws_sigv4::http_request::SigningSettings;
+use super::{Aws, AwsError};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
@@ -40,19 +39,8 @@ impl Ses<'_> {
             url.push('/');
             url.push_str(&utf8_percent_encode(name, NON_ALPHANUMERIC).to_string());
         }
-        let call = Call {
-            service: "SESv2",
-            signing_name: "ses",
-            op,
-            method,
-            url,
-            headers: if body.is_some() { vec![("content-type", "application/json")] } else { vec![] },
-            body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
-            settings: SigningSettings::default(),
-            stream: false,
-            error: super::json_error,
-        };
-        self.aws.json(call).await
+        let headers = if body.is_some() { vec![("content-type", "application/json")] } else { vec![] };
+        self.aws.json(("SESv2", "ses"), op, method, url, headers, body).await
     }
 
     /// Create a domain identity with Easy DKIM (`AlreadyExistsException`, `LimitExceededException`).

@@ -1,8 +1,7 @@
 //! SQS in its JSON protocol (awsJson 1.0): the sends of the outbox and the work queues, and
 //! the dispatcher's rescheduling of a delivery.
 
-use super::{Aws, AwsError, Call};
-use aws_sigv4::http_request::SigningSettings;
+use super::{Aws, AwsError};
 use serde_json::{Value, json};
 
 /// The SQS client of a container (`Aws::sqs`).
@@ -15,19 +14,9 @@ pub struct Sqs<'a> {
 impl Sqs<'_> {
     async fn call(&self, op: &'static str, input: Value) -> Result<Value, AwsError> {
         let target = format!("AmazonSQS.{op}");
-        let call = Call {
-            service: "SQS",
-            signing_name: "sqs",
-            op,
-            method: "POST",
-            url: format!("{}/", self.endpoint.map_or_else(|| self.aws.endpoint("sqs"), String::from)),
-            headers: vec![("content-type", "application/x-amz-json-1.0"), ("x-amz-target", &target)],
-            body: input.to_string().into_bytes(),
-            settings: SigningSettings::default(),
-            stream: false,
-            error: super::json_error,
-        };
-        self.aws.json(call).await
+        let url = format!("{}/", self.endpoint.map_or_else(|| self.aws.endpoint("sqs"), String::from));
+        let headers = vec![("content-type", "application/x-amz-json-1.0"), ("x-amz-target", target.as_str())];
+        self.aws.json(("SQS", "sqs"), op, "POST", url, headers, Some(input)).await
     }
 
     /// Send one message, after `delay_secs` (SQS allows 0 to 900).
