@@ -1,6 +1,6 @@
 //! Capability confirmations: the published list of confirmable writes and the confirmation
-//! object (the audit of who approved what). The list is made of the routes' `confirm` flags
-//! (`shared::routing::Route::confirm`): `make openapi` writes it to `capabilities.json` next
+//! object (the audit of who approved what). The list is made of the effects each route
+//! declares (`shared::routing::Route::effects`, from `crate::effects`): `make openapi` writes it to `capabilities.json` next
 //! to this file and into the contract (`x-capabilities`), and its drift check keeps the copy
 //! current. The pipeline's side (consuming a token) is `shared::confirmation`.
 
@@ -13,7 +13,8 @@ use utoipa::ToSchema;
 
 shared::prefixed_id!(ConfirmationId, "cc", "capability confirmation");
 
-/// A confirmable write: the capability a person confirms, and the one route it covers.
+/// A confirmable write: the capability (an effect of `crate::effects`) a person confirms, and
+/// one route that can cause it (a capability reached by several routes has a row for each).
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Eq)]
 pub struct Capability {
     /// `emails.send`
@@ -33,8 +34,16 @@ pub fn all() -> &'static [Capability] {
     &ALL
 }
 
-pub fn find(capability: &str) -> Option<&'static Capability> {
-    all().iter().find(|c| c.capability == capability)
+/// Is this a capability (or an earlier release's name of one)?
+pub fn exists(capability: &str) -> bool {
+    let name = shared::auth::capability_name(capability);
+    all().iter().any(|c| c.capability == name)
+}
+
+/// The routes that can cause a capability.
+pub fn routes_of(capability: &str) -> impl Iterator<Item = &'static Capability> {
+    let name = shared::auth::capability_name(capability).to_string();
+    all().iter().filter(move |c| c.capability == name)
 }
 
 /// Does a concrete path (`/webhooks/wh_1`, normalised) fit a pattern (`/webhooks/{id}`)?
@@ -172,14 +181,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_list_is_sorted_unique_and_names_real_methods() {
-        let names: Vec<&str> = all().iter().map(|c| c.capability.as_str()).collect();
-        let mut sorted = names.clone();
+    fn the_list_is_sorted_unique_names_effects_and_real_methods() {
+        let rows: Vec<(&str, &str, &str)> = all().iter().map(|c| (c.capability.as_str(), c.path.as_str(), c.method.as_str())).collect();
+        let mut sorted = rows.clone();
         sorted.sort_unstable();
         sorted.dedup();
-        assert_eq!(names, sorted);
+        assert_eq!(rows, sorted);
         assert!(all().iter().all(|c| ["POST", "PUT", "PATCH", "DELETE"].contains(&c.method.as_str())));
-        assert!(find("emails.send").is_some_and(|c| c.method == "POST" && c.path == "/emails"));
+        assert!(all().iter().all(|c| crate::effects::ALL.iter().any(|e| e.capability == c.capability)));
+        // Every effect is reachable, and sending an email by every route that can.
+        assert!(crate::effects::ALL.iter().all(|e| routes_of(e.capability).next().is_some()), "an effect no route reaches");
+        let sends: Vec<&str> = routes_of("emails.send").map(|c| c.path.as_str()).collect();
+        for p in ["/emails", "/emails/batch", "/helpdesk/conversations", "/helpdesk/conversations/{id}/messages", "/bookings"] {
+            assert!(sends.contains(&p), "{p} sends email: {sends:?}");
+        }
+        assert!(exists("emails.batch") && exists("helpdesk.reply"), "earlier names still name their effect");
     }
 
     #[test]

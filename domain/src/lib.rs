@@ -9,6 +9,7 @@ pub mod capabilities;
 pub mod channels;
 pub mod contacts;
 pub mod deals;
+pub mod effects;
 pub mod emails;
 pub mod gdpr;
 pub mod helpdesk;

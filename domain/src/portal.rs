@@ -5,9 +5,10 @@
 //! sessions so that an erasure finds them.
 
 use crate::contacts::{self, Contact, ContactId};
+use crate::effects::{Authority, EraseSubject, OpenPortalSession, SendEmail};
 use crate::gdpr::{Erase, Find, Rule};
 use crate::keys;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use shared::auth::{PORTAL_SESSION_IDLE_SECS, PORTAL_SESSION_MAX_SECS, PORTAL_SESSION_PREFIX, hash_api_key, random_base62};
 use shared::events::Event;
 use shared::ids::PrefixedId;
@@ -36,15 +37,41 @@ pub const PRIVACY: &[Rule] = &[
     },
 ];
 
-#[derive(Serialize, ToSchema)]
+/// How a login link reaches the customer, and so what a session proves.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Emailed to the contact's address from the workspace's verified sending domain: the
+    /// session proves the customer reads that inbox. No token in the answer.
+    #[default]
+    Email,
+    /// Handed to the caller (admin scope) to embed in its own signed-in pages: the session
+    /// proves only that the workspace vouched for the customer.
+    Return,
+}
+
+impl Delivery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Email => "email",
+            Self::Return => "return",
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema, Clone)]
 pub struct PortalLink {
     /// Always `portal_link`.
     pub object: String,
-    /// The one-time login token: shown once, valid 15 minutes, exchanged once.
-    pub token: String,
-    /// `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
+    pub delivery: Delivery,
+    /// `return`: the one-time login token, shown once, valid 15 minutes, exchanged once.
+    /// `email`: null (it went to the customer's inbox).
+    pub token: Option<String>,
+    /// `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
     pub url: Option<String>,
     pub contact_id: String,
+    /// `email`: the email that carries the link.
+    pub email_id: Option<String>,
     pub expires_at: String,
 }
 
@@ -68,15 +95,91 @@ pub fn allowed_return(url: &str, origins: &[String]) -> bool {
     u.scheme() == "https" && u.username().is_empty() && origins.iter().any(|o| u.origin().ascii_serialization() == o.trim_end_matches('/'))
 }
 
-/// A one-time login link for a contact of the workspace.
-pub async fn create_link(app: &App, ws: &str, contact_id: &ContactId, return_url: Option<String>) -> ApiResult<PortalLink> {
+/// The effect `OpenPortalSession`: a login link whose token goes to the caller.
+pub async fn return_link(
+    _auth: &Authority<OpenPortalSession>,
+    app: &App,
+    ws: &str,
+    contact_id: &ContactId,
+    return_url: Option<String>,
+) -> ApiResult<PortalLink> {
+    let (_, token, url, expires) = create_link(app, ws, contact_id, return_url, Delivery::Return).await?;
+    Ok(PortalLink {
+        object: "portal_link".into(),
+        delivery: Delivery::Return,
+        token: Some(token),
+        url,
+        contact_id: contact_id.to_string(),
+        email_id: None,
+        expires_at: time(expires),
+    })
+}
+
+/// The effect `SendEmail`: a login link emailed to the contact's own address, from the
+/// workspace's first verified sending domain, to `return_url` (or the first portal origin).
+pub async fn email_link(
+    auth: &Authority<SendEmail>,
+    app: &App,
+    ws: &str,
+    contact_id: &ContactId,
+    return_url: Option<String>,
+) -> ApiResult<PortalLink> {
+    let (w, _) = crate::workspaces::load(app, ws).await?;
+    let Some(base) = return_url.clone().or_else(|| w.portal_origins.first().map(|o| format!("{}/", o.trim_end_matches('/')))) else {
+        return Err(ApiError::validation("return_url", "is needed to email a link when the workspace has no portal_origins"));
+    };
+    let from = sender(app, ws).await?;
+    let (contact, token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email).await?;
+    let url = url.unwrap_or_default();
+    let text =
+        format!("Sign in to {} with this link (valid 15 minutes, once):\n\n{url}\n\nIf you did not ask for it, ignore this email.", w.name);
+    let email = mail_to(app, ws, &contact, &from, &format!("Your sign-in link for {}", w.name), text).await?;
+    crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
+    drop(token);
+    Ok(PortalLink {
+        object: "portal_link".into(),
+        delivery: Delivery::Email,
+        token: None,
+        url: None,
+        contact_id: contact_id.to_string(),
+        email_id: Some(email.id),
+        expires_at: time(expires),
+    })
+}
+
+/// The address the portal's own mail leaves from: `no-reply@` the first verified sending domain.
+async fn sender(app: &App, ws: &str) -> ApiResult<String> {
+    let names = crate::emails::domains::verified_names(app, ws).await?;
+    names
+        .first()
+        .map(|d| format!("no-reply@{d}"))
+        .ok_or_else(|| ApiError::conflict("the workspace has no verified sending domain to email the customer from"))
+}
+
+async fn mail_to(app: &App, ws: &str, contact: &Contact, from: &str, subject: &str, text: String) -> ApiResult<crate::emails::Email> {
+    let input: crate::emails::compose::SendEmail = serde_json::from_value(serde_json::json!({
+        "from": from, "to": [contact.email], "contact_id": contact.id, "transactional": true, "tags": ["portal"],
+        "subject": subject, "text": text,
+    }))
+    .map_err(ApiError::internal)?;
+    Box::pin(crate::emails::compose::build_one(app, ws, input, chrono::Utc::now())).await
+}
+
+/// A one-time login link for a contact of the workspace: (contact, token, url, expiry).
+async fn create_link(
+    app: &App,
+    ws: &str,
+    contact_id: &ContactId,
+    return_url: Option<String>,
+    delivery: Delivery,
+) -> ApiResult<(Contact, String, Option<String>, i64)> {
     if let Some(u) = &return_url {
         let (w, _) = crate::workspaces::load(app, ws).await?;
         if !allowed_return(u, &w.portal_origins) {
             return Err(ApiError::validation("return_url", "must be an https URL on one of the workspace's portal_origins"));
         }
     }
-    contacts::load(app, ws, contact_id).await?;
+    let (contact, _) = contacts::load(app, ws, contact_id).await?;
     let token = format!("{LINK_PREFIX}{}", random_base62(43));
     let now = chrono::Utc::now().timestamp();
     let link_id = shared::ids::new_id("plink");
@@ -87,11 +190,132 @@ pub async fn create_link(app: &App, ws: &str, contact_id: &ContactId, return_url
         ("gsi1sk".into(), s(keys::PORTAL_LINK.gsi1_sk(&[&link_id]))),
         ("workspace_id".into(), s(ws)),
         ("contact_id".into(), s(contact_id.to_string())),
+        ("delivery".into(), s(delivery.as_str())),
         ("expires_at".into(), n(now + LINK_SECS)),
     ]);
     Tx::new().put_if(item, "attribute_not_exists(pk)", vec![]).commit(app).await.map_err(store::TxError::stale)?;
     let url = return_url.map(|u| format!("{}#portal_token={token}", u.split('#').next().unwrap_or_default()));
-    Ok(PortalLink { object: "portal_link".into(), token, url, contact_id: contact_id.to_string(), expires_at: time(now + LINK_SECS) })
+    Ok((contact, token, url, now + LINK_SECS))
+}
+
+/// How long an erasure code lives, and how many guesses it allows.
+pub const ERASURE_CODE_SECS: i64 = 15 * 60;
+pub const ERASURE_CODE_TRIES: i64 = 5;
+
+/// What `POST /portal/me/erasure/code` answers.
+#[derive(Serialize, ToSchema)]
+pub struct ErasureCode {
+    /// Always `portal_erasure_code`.
+    pub object: String,
+    /// The email that carries the code.
+    pub email_id: String,
+    pub expires_at: String,
+}
+
+fn code_hash(session_pk: &str, code: &str) -> String {
+    hash_api_key(&format!("{session_pk}/{code}"))
+}
+
+/// Irreversible self-service asks for proof from the customer's inbox, however the session
+/// was opened: a 6-digit code (15 minutes, 5 guesses) sent to the contact's own address and
+/// kept, hashed, on the session. A new code replaces the old one.
+pub async fn send_erasure_code(
+    auth: &Authority<SendEmail>,
+    app: &App,
+    ws: &str,
+    session_token: &str,
+    contact: &Contact,
+) -> ApiResult<ErasureCode> {
+    use rand::RngExt;
+    let code = format!("{:06}", rand::rng().random_range(0..1_000_000u32));
+    let pk = shared::auth::portal_session_pk(session_token);
+    let expires = chrono::Utc::now().timestamp() + ERASURE_CODE_SECS;
+    let from = sender(app, ws).await?;
+    let text = format!(
+        "Your code to confirm the erasure of your data: {code}\n\nIt is valid 15 minutes. Erasure cannot be undone. If you did not ask for it, ignore this email."
+    );
+    let email = mail_to(app, ws, contact, &from, "Confirm the erasure of your data", text).await?;
+    app.db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", s(&pk))
+        .key("sk", s(keys::PORTAL_SESSION.table.sk))
+        .update_expression("SET erase_code_hash = :h, erase_code_expires = :e, erase_code_tries = :z")
+        .condition_expression("attribute_exists(pk)")
+        .expression_attribute_values(":h", s(code_hash(&pk, &code)))
+        .expression_attribute_values(":e", n(expires))
+        .expression_attribute_values(":z", n(0))
+        .send()
+        .await
+        .map_err(store::ddb_error)?;
+    crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
+    Ok(ErasureCode { object: "portal_erasure_code".into(), email_id: email.id, expires_at: time(expires) })
+}
+
+/// The effect `EraseSubject` by the customer: the code from their inbox, taken once (a
+/// conditional update counts the guess, a conditional removal spends the code), then the
+/// erasure as `POST /gdpr/erasures` starts it.
+pub async fn erase_self(
+    auth: &Authority<EraseSubject>,
+    app: &App,
+    ws: &str,
+    session_token: &str,
+    contact: &Contact,
+    code: &str,
+) -> ApiResult<crate::gdpr::erasure::Erasure> {
+    if auth.customer() != Some(contact.id.as_str()) {
+        return Err(ApiError::forbidden("a customer erases only themselves"));
+    }
+    let refused =
+        || ApiError::validation("code", "the code is wrong, expired or used up; ask for a new one at POST /portal/me/erasure/code");
+    let pk = shared::auth::portal_session_pk(session_token);
+    let now = chrono::Utc::now().timestamp();
+    let guessed = app
+        .db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", s(&pk))
+        .key("sk", s(keys::PORTAL_SESSION.table.sk))
+        .update_expression("SET erase_code_tries = erase_code_tries + :one")
+        .condition_expression("attribute_exists(erase_code_hash) AND erase_code_expires > :now AND erase_code_tries < :max")
+        .expression_attribute_values(":one", n(1))
+        .expression_attribute_values(":now", n(now))
+        .expression_attribute_values(":max", n(ERASURE_CODE_TRIES))
+        .send()
+        .await;
+    match guessed {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => return Err(refused()),
+        Err(e) => return Err(store::ddb_error(e)),
+    }
+    let spent = app
+        .db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", s(&pk))
+        .key("sk", s(keys::PORTAL_SESSION.table.sk))
+        .update_expression("REMOVE erase_code_hash, erase_code_expires, erase_code_tries")
+        .condition_expression("erase_code_hash = :h")
+        .expression_attribute_values(":h", s(code_hash(&pk, code.trim())))
+        .send()
+        .await;
+    match spent {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => return Err(refused()),
+        Err(e) => return Err(store::ddb_error(e)),
+    }
+    let subject = crate::gdpr::Subject::of(contact);
+    crate::gdpr::erasure::begin(
+        app,
+        ws,
+        &subject,
+        "requested by the customer in the portal, confirmed by a code sent to their address",
+        auth.by(),
+    )
+    .await
 }
 
 /// Exchange a link token for a session: the link is deleted on the way (a conditional delete
@@ -121,6 +345,7 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
         Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => return Err(no()),
         Err(e) => return Err(store::ddb_error(e)),
     };
+    let delivery = store::get_str(&old, "delivery").unwrap_or("return").to_string();
     let (Some(ws), Some(ct)) = (store::get_str(&old, "workspace_id"), store::get_str(&old, "contact_id").and_then(ContactId::parse)) else {
         return Err(no());
     };
@@ -137,6 +362,7 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
         ("workspace_id".into(), s(ws)),
         ("contact_id".into(), s(ct.to_string())),
         ("session_id".into(), s(&session_id)),
+        ("delivery".into(), s(&delivery)),
         ("created_at".into(), s(shared::ids::now_rfc3339())),
         ("expires_at".into(), n(expires)),
         ("hard_expires_at".into(), n(now + PORTAL_SESSION_MAX_SECS)),

@@ -12,6 +12,7 @@
 
 use crate::channels::network::{ErrorCategory, NetError, Outgoing};
 use crate::channels::{self, ChannelState, Stored as StoredChannel};
+use crate::effects::{Authority, PublishPost};
 use crate::keys;
 use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus};
 use serde::{Deserialize, Serialize};
@@ -414,9 +415,41 @@ fn state_name(s: ChannelState) -> &'static str {
     }
 }
 
+/// A change that leaves a post unpublished (a draft's edit, a schedule taken back).
+pub async fn save_unpublished(app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
+    if change.post.status != PostStatus::Draft {
+        return Err(ApiError::internal("a change that publishes a post needs its authority (publishing::schedule)"));
+    }
+    write(app, ws, change, version).await
+}
+
+/// The effect `PublishPost`: a change that leaves a post `scheduled` (scheduling a draft,
+/// publishing it now, or editing what a scheduled post will publish); the tick or the queue
+/// message sent here (when it is due now) publishes it.
+pub async fn schedule(_auth: &Authority<PublishPost>, app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
+    write(app, ws, change, version).await?;
+    let due = change.post.scheduled_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    if due.is_some_and(|t| t.timestamp() <= chrono::Utc::now().timestamp()) {
+        enqueue(app, ws, &change.post.id, 0).await;
+    }
+    Ok(())
+}
+
+async fn write(app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
+    let (post, event) = (&change.post, change.event);
+    Tx::new().replace(posts::record(ws, post)?, version).event(Event::new(ws, event, post)).commit(app).await.map_err(TxError::stale)
+}
+
 /// `POST /posts/{id}/variants/{channel_id}/retry`: a failed variant goes back to pending and
 /// the post to publishing; its old outcome record is removed in the same transaction.
-pub async fn retry_variant(app: &App, ws: &str, post: &Post, version: i64, channel_id: &str) -> ApiResult<Post> {
+pub async fn retry_variant(
+    _auth: &Authority<PublishPost>,
+    app: &App,
+    ws: &str,
+    post: &Post,
+    version: i64,
+    channel_id: &str,
+) -> ApiResult<Post> {
     let Some(i) = post.variants.iter().position(|v| v.channel_id == channel_id) else {
         return Err(ApiError::not_found("variant for this channel on the post"));
     };

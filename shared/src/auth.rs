@@ -89,11 +89,31 @@ impl Default for RequiresConfirmation {
     }
 }
 
+/// Capability names of earlier releases and the effect each now names: a key restricted for
+/// `emails.batch` stays restricted for every email it can send.
+pub const CAPABILITY_ALIASES: &[(&str, &str)] = &[("emails.batch", "emails.send"), ("helpdesk.reply", "emails.send")];
+
+/// The current name of a capability (itself unless it is an earlier release's alias).
+pub fn capability_name(name: &str) -> &str {
+    CAPABILITY_ALIASES.iter().find(|(old, _)| *old == name).map_or(name, |(_, new)| new)
+}
+
 impl RequiresConfirmation {
     pub fn covers(&self, capability: &str) -> bool {
         match self {
             Self::All(all) => *all,
-            Self::Only(list) => list.iter().any(|c| c == capability),
+            Self::Only(list) => list.iter().any(|c| capability_name(c) == capability),
+        }
+    }
+
+    /// Does `self` demand at least every confirmation `other` demands? (A credential may
+    /// create keys only at least as restricted as itself.)
+    pub fn at_least(&self, other: &RequiresConfirmation) -> bool {
+        match (self, other) {
+            (Self::All(true), _) | (_, Self::All(false)) => true,
+            (_, Self::All(true)) => false,
+            (Self::All(false), Self::Only(theirs)) => theirs.is_empty(),
+            (Self::Only(_), Self::Only(theirs)) => theirs.iter().all(|c| self.covers(capability_name(c))),
         }
     }
 }

@@ -133,7 +133,16 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         }
         Begin::Proceed(r) => r,
     };
+    let grant = crate::authority::Grant::new(
+        principal.clone(),
+        m.route.effects,
+        idempotency.1.clone(),
+        parts.method.as_str(),
+        &m.relative_path,
+        body.clone(),
+    );
     let req = Req {
+        grant,
         principal,
         method: parts.method,
         params: m.params,
@@ -185,7 +194,8 @@ fn is_json(ct: Option<&HeaderValue>) -> bool {
 
 /// Stage 3, around the handler: a write with `Idempotency-Key` reserves the key first (or
 /// replays the stored answer), and stores the handler's answer after it.
-struct Idempotency(Option<Reservation>);
+/// The confirmation consumed with the reservation rides along for the grant.
+struct Idempotency(Option<Reservation>, Option<String>);
 
 impl Idempotency {
     async fn begin(
@@ -200,7 +210,10 @@ impl Idempotency {
         let header = |name: &str| parts.headers.get(name).map(|v| v.to_str().unwrap_or("\u{7f}"));
         // A confirmable write of a credential that needs confirmations: the token is consumed
         // with the reservation (crate::confirmation).
-        let confirm = m.route.confirm.filter(|c| principal.requires_confirmation.covers(c));
+        // A request without a token runs on, and is refused at the first restricted effect it
+        // reaches (`crate::authority::Grant::authorize`).
+        let confirm = crate::authority::restricted_capability(m.route.effects, &principal.requires_confirmation)
+            .filter(|_| parts.headers.contains_key(crate::confirmation::HEADER));
         // Credential-less routes share no workspace to keep replays in.
         let key = header("idempotency-key").filter(|_| parts.method != Method::GET && principal.workspace_id.is_some());
         // A non-ASCII key fails validation.
@@ -214,9 +227,12 @@ impl Idempotency {
             };
             idempotency::fingerprint(parts.method.as_str(), &path_q, body)
         };
+        let mut confirmation = None;
         let begun = if let Some(capability) = confirm {
             let req = crate::confirmation::Request { capability, method: parts.method.as_str(), path: relative_path, body };
-            crate::confirmation::begin(app, principal, &req, header(crate::confirmation::HEADER), key, fingerprint(), request_id).await?
+            let token = header(crate::confirmation::HEADER);
+            confirmation = token.and_then(crate::confirmation::confirmation_id);
+            crate::confirmation::begin(app, principal, &req, token, key, fingerprint(), request_id).await?
         } else if let Some(key) = key {
             // A portal customer's keys live apart from the workspace's own.
             let key = match &principal.credential {
@@ -225,10 +241,10 @@ impl Idempotency {
             };
             idempotency::begin(&app.db, principal.workspace_id.as_deref().unwrap_or_default(), &key, fingerprint()).await?
         } else {
-            return Ok(Begin::Proceed(Self(None)));
+            return Ok(Begin::Proceed(Self(None, None)));
         };
         Ok(match begun {
-            Begin::Proceed(r) => Begin::Proceed(Self(Some(r))),
+            Begin::Proceed(r) => Begin::Proceed(Self(Some(r), confirmation)),
             Begin::Replay(stored) => Begin::Replay(stored),
         })
     }
@@ -248,7 +264,8 @@ impl Idempotency {
                 }
                 Ok(Answer { status: reply.status, body: reply.body, replayed: false })
             }
-            Err(e) if e.status().is_server_error() => {
+            // A 428 too: the same key comes back with the person's token.
+            Err(e) if e.status().is_server_error() || e.code == ErrorCode::ConfirmationRequired => {
                 idempotency::release(&app.db, r).await;
                 Err(e)
             }

@@ -10,7 +10,7 @@
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
 //!    `config`, `auth`, `idempotency`, `ratelimit`
 //! 5. `app`: the per-container state holding the clients and the above
-//! 6. built on `App`: `outbox` (transactions with events, publishing, sweep), `worker`,
+//! 6. built on `App`: `authority` (the proof an effect demands), `outbox` (transactions with events, publishing, sweep), `worker`,
 //!    `request` (what handlers receive and return), `confirmation` (capability tokens
 //!    consumed with the idempotency reservation)
 //! 7. serving: `routing`, `http` (the pipeline), `lambda`, `openapi`
@@ -44,6 +44,7 @@ pub mod ratelimit;
 // 5. container state
 pub mod app;
 // 6. built on App
+pub mod authority;
 pub mod confirmation;
 pub mod outbox;
 pub mod request;

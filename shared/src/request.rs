@@ -31,6 +31,8 @@ pub struct Req {
     pub headers: http::HeaderMap,
     pub body: Bytes,
     pub request_id: String,
+    /// What the pipeline proved: the only way to an effect's authority.
+    pub grant: crate::authority::Grant,
 }
 
 impl Req {

@@ -38,10 +38,11 @@ pub struct Route {
     /// Largest accepted body (1 MiB unless the route says otherwise, e.g. imports).
     pub max_body: usize,
     pub auth: Auth,
-    /// The capability a credential created with `requires_confirmation` must have a person
-    /// confirm before this write runs (`emails.send`); None for routes that are not
-    /// confirmable. The published capability list is made of these flags.
-    pub confirm: Option<&'static str>,
+    /// The effects (`domain::effects`) its handler may reach. A credential created with
+    /// `requires_confirmation` for any of them needs a person's confirmation of the request;
+    /// the handler can perform only these (`crate::authority::Grant::authorize`). The published
+    /// capability list is made of these declarations.
+    pub effects: &'static [crate::authority::EffectInfo],
     pub handler: Handler,
 }
 
@@ -82,7 +83,7 @@ impl Route {
             needs_workspace: true,
             max_body: crate::request::MAX_BODY_BYTES,
             auth: Auth::Workspace,
-            confirm: None,
+            effects: &[],
             handler,
         }
     }
@@ -92,7 +93,7 @@ impl Route {
 /// `#[utoipa::path]` annotation) becomes a route of `routes()` and a path of `ApiDoc`.
 /// Options after a handler change its route: `[class = Class::EmailSend]`,
 /// `[needs = Scope::Admin]`, `[max_body = N]`, `[needs_workspace = false]`,
-/// `[auth = Auth::PortalSession]`, `[confirm = Some("emails.send")]`.
+/// `[auth = Auth::PortalSession]`, `[effects = &[SendEmail::INFO]]`.
 ///
 /// ```ignore
 /// shared::area! {
@@ -215,7 +216,7 @@ mod tests {
             needs_workspace: true,
             max_body: crate::request::MAX_BODY_BYTES,
             auth: Auth::Workspace,
-            confirm: None,
+            effects: &[],
             handler: handle,
         }
     }

@@ -440,7 +440,7 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     cfg.gdpr_queue_url = q;
     cfg.export_part_bytes = 1024;
     let app = h.app_with(cfg).await;
-    let job = domain::gdpr::export::start(&app, &ws, domain::gdpr::export::ExportScope::Workspace, None, "test").await.unwrap();
+    let job = domain::gdpr::export::start_workspace(&shared::authority::Authority::operator("test"), &app, &ws).await.unwrap();
     // Each run lives a little longer than the one before, as a worker would that is killed
     // at random; a run that saved no part counts towards the job's failure.
     let mut deaths = 0;

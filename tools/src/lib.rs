@@ -260,7 +260,9 @@ pub async fn demo_workspace(app: &App) -> Result<(String, String), String> {
     // moto verifies an identity as soon as it exists: reading the domain once makes it
     // `verified`, so the demo can send from example.com at once.
     use domain::emails::domains;
-    let d = domains::create(app, &ws.id, DEMO_SENDING_DOMAIN).await.map_err(|e| format!("sending domain {DEMO_SENDING_DOMAIN}: {e}"))?;
+    let d = domains::create(&shared::authority::Authority::operator("dev"), app, &ws.id, DEMO_SENDING_DOMAIN)
+        .await
+        .map_err(|e| format!("sending domain {DEMO_SENDING_DOMAIN}: {e}"))?;
     domains::refresh(app, &ws.id, d, 2).await.map_err(|e| e.to_string())?;
     Ok((ws.id, key))
 }
@@ -385,7 +387,7 @@ fn success_description(method: &str, status: &str, response: &serde_json::Value)
 
 /// Each operation states what the pipeline enforces, taken from the same routes the
 /// functions serve: `x-access: {scope: read | write | admin | confirm, rate_limit_class,
-/// capability?}`. One key, since utoipa keeps extensions in a HashMap (two keys would come out
+/// capabilities?}`. One key, since utoipa keeps extensions in a HashMap (two keys would come out
 /// in a random order). A confirmable operation also documents `X-Capability-Confirmation` and
 /// its 428, and the document lists every capability under `x-capabilities`.
 fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
@@ -403,8 +405,10 @@ fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
         };
         let op = op.unwrap_or_else(|| panic!("{} {} is in the contract", r.method, r.path));
         let mut access = serde_json::json!({"scope": r.needs.name(), "rate_limit_class": r.class.name()});
-        if let Some(capability) = r.confirm {
-            access["capability"] = capability.into();
+        if !r.effects.is_empty() {
+            let names: Vec<&str> = r.effects.iter().map(|e| e.capability).collect();
+            let capability = names.join(", ");
+            access["capabilities"] = serde_json::json!(names);
             let envelope = ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorEnvelope"))).build();
             let refused = ResponseBuilder::new()
                 .description(format!(
@@ -432,7 +436,8 @@ fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
     doc.extensions.get_or_insert_with(Default::default).insert("x-capabilities".into(), list);
 }
 
-/// The confirmable writes, from the routes' `confirm` flags, sorted by capability.
+/// The confirmable writes: one row per effect a route declares (`[effects = ...]`), sorted by
+/// capability, then path and method.
 pub fn capability_list() -> Vec<domain::capabilities::Capability> {
     let docs = {
         use utoipa::OpenApi;
@@ -444,8 +449,9 @@ pub fn capability_list() -> Vec<domain::capabilities::Capability> {
     };
     let mut out: Vec<domain::capabilities::Capability> = gateway::all_routes()
         .iter()
-        .filter_map(|r| {
-            let capability = r.confirm?;
+        .flat_map(|r| r.effects.iter().map(move |e| (r, e)))
+        .filter_map(|(r, effect)| {
+            let capability = effect.capability;
             let item = docs.paths.paths.get(r.path)?;
             let op = match r.method.as_str() {
                 "POST" => item.post.as_ref(),
@@ -466,7 +472,7 @@ pub fn capability_list() -> Vec<domain::capabilities::Capability> {
             })
         })
         .collect();
-    out.sort_by(|a, b| a.capability.cmp(&b.capability));
+    out.sort_by(|a, b| (&a.capability, &a.path, &a.method).cmp(&(&b.capability, &b.path, &b.method)));
     out
 }
 

@@ -73,7 +73,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
     &["events"],
     &["config", "auth", "oauth", "idempotency", "ratelimit"],
     &["app"],
-    &["confirmation", "outbox", "request", "worker"],
+    &["authority", "confirmation", "outbox", "request", "worker"],
     &["routing", "http", "lambda", "openapi"],
 ];
 
@@ -230,4 +230,30 @@ fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     files
+}
+
+/// An effect's authority comes from the request pipeline (`Grant::authorize`); the operator's
+/// (`Authority::operator`) is for the admin CLI and the local stack's setup only. No handler or
+/// worker names it, so none can reach an effect without a caller's proof.
+#[test]
+fn only_the_operator_tools_make_an_operator_authority() {
+    let root = tools::localstack::repo_root();
+    let mut offenders = vec![];
+    let mut stack = vec![root.join("functions"), root.join("domain/src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                if !path.ends_with("target") {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let src = std::fs::read_to_string(&path).expect("source");
+                if src.contains("Authority::operator") || src.contains("authority::Authority::operator") {
+                    offenders.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "operator authority outside tools/: {offenders:?}");
 }

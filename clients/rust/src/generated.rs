@@ -194,7 +194,8 @@ pub enum CancelledBy {
     Other,
 }
 
-/// A confirmable write: the capability a person confirms, and the one route it covers.
+/// A confirmable write: the capability (an effect of `crate::effects`) a person confirms, and
+/// one route that can cause it (a capability reached by several routes has a row for each).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Capability {
     /// `emails.send`
@@ -765,6 +766,11 @@ pub struct CreateScan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateSession {
     pub contact_id: String,
+    /// `email` (default): the link goes to the contact's address and the answer holds no
+    /// token. `return`: the token comes back to the caller, for its own signed-in pages; needs
+    /// the admin scope (capability `portal.sessions.return`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<Delivery>,
     /// https, on one of the workspace's `portal_origins`; the answer's `url` is it with the
     /// token in the fragment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1045,6 +1051,12 @@ pub struct EndpointWithSecret {
     pub secret: String,
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct EraseMe {
+    /// The code `POST /portal/me/erasure/code` sent to the customer's address.
+    pub code: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Erasure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1066,6 +1078,16 @@ pub struct Erasure {
     /// HMAC-SHA256 of the address, keyed per workspace (the tombstone's value): lets an auditor
     /// who knows the address confirm it was erased, and names no one otherwise.
     pub subject_hash: String,
+}
+
+/// What `POST /portal/me/erasure/code` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ErasureCode {
+    /// The email that carries the code.
+    pub email_id: String,
+    pub expires_at: String,
+    /// Always `portal_erasure_code`.
+    pub object: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1509,15 +1531,21 @@ pub struct PortalEmail {
     pub updated_at: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortalLink {
     pub contact_id: String,
+    pub delivery: Delivery,
+    /// `email`: the email that carries the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email_id: Option<String>,
     pub expires_at: String,
     /// Always `portal_link`.
     pub object: String,
-    /// The one-time login token: shown once, valid 15 minutes, exchanged once.
-    pub token: String,
-    /// `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
+    /// `return`: the one-time login token, shown once, valid 15 minutes, exchanged once.
+    /// `email`: null (it went to the customer's inbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
 }
@@ -2478,7 +2506,7 @@ impl Client {
         self.call(reqwest::Method::POST, &"/bookings/services".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<Service>| d.data)
     }
 
-    /// `POST /portal/sessions`: A one-time login link for a contact: the token is shown once, valid 15 minutes, and
+    /// `POST /portal/sessions`: A one-time login link for a contact, valid 15 minutes and exchanged once: emailed to the
     pub async fn create_session(&self, body: &CreateSession) -> Result<PortalLink> {
         self.call(reqwest::Method::POST, &"/portal/sessions".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<PortalLink>| d.data)
     }
@@ -2533,9 +2561,14 @@ impl Client {
         self.call(reqwest::Method::DELETE, &format!("/emails/templates/{}", crate::encode(slug)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Deleted>| d.data)
     }
 
-    /// `POST /portal/me/erasure`: Erase the customer (everything, as `POST /gdpr/erasures` does) and end the session. Answers
-    pub async fn erase_me(&self) -> Result<Erasure> {
-        self.call(reqwest::Method::POST, &"/portal/me/erasure".to_string(), None::<&()>, None::<&()>).await.map(|d: crate::Data<Erasure>| d.data)
+    /// `POST /portal/me/erasure`: Erase the customer (everything, as `POST /gdpr/erasures` does) with the code sent to their
+    pub async fn erase_me(&self, body: &EraseMe) -> Result<Erasure> {
+        self.call(reqwest::Method::POST, &"/portal/me/erasure".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<Erasure>| d.data)
+    }
+
+    /// `POST /portal/me/erasure/code`: Send the customer a code (6 digits, 15 minutes, 5 guesses) that confirms their erasure; a
+    pub async fn erasure_code(&self) -> Result<ErasureCode> {
+        self.call(reqwest::Method::POST, &"/portal/me/erasure/code".to_string(), None::<&()>, None::<&()>).await.map(|d: crate::Data<ErasureCode>| d.data)
     }
 
     /// `POST /portal/sessions/exchange`: Exchange a login link's token for a session (no credential: the token is one). A used,
@@ -2678,7 +2711,7 @@ impl Client {
         self.paginate("/bookings".to_string(), Some(query))
     }
 
-    /// `GET /capabilities`: Every confirmable write, each with its one method and path.
+    /// `GET /capabilities`: Every confirmable write: each capability with every method and path that can cause it.
     pub async fn list_capabilities(&self) -> Result<Page<Capability>> {
         self.call(reqwest::Method::GET, &"/capabilities".to_string(), None::<&()>, None::<&()>).await
     }
@@ -3155,6 +3188,7 @@ pub const OPERATIONS: &[&str] = &[
     "delete_service",
     "delete_template",
     "erase_me",
+    "erasure_code",
     "exchange_session",
     "export_me",
     "get_booking",

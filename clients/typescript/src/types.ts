@@ -262,7 +262,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every confirmable write, each with its one method and path. */
+        /** Every confirmable write: each capability with every method and path that can cause it. */
         get: operations["list_capabilities"];
         put?: never;
         post?: never;
@@ -1013,10 +1013,30 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Erase the customer (everything, as `POST /gdpr/erasures` does) and end the session. Answers
-         *     202 with the erasure's audit record.
+         * Erase the customer (everything, as `POST /gdpr/erasures` does) with the code sent to their
+         *     address, and end the session. Answers 202 with the erasure's audit record.
          */
         post: operations["erase_me"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/portal/me/erasure/code": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send the customer a code (6 digits, 15 minutes, 5 guesses) that confirms their erasure; a
+         *     new code replaces the last. Needs a verified sending domain.
+         */
+        post: operations["erasure_code"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1070,8 +1090,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * A one-time login link for a contact: the token is shown once, valid 15 minutes, and
-         *     exchanged once.
+         * A one-time login link for a contact, valid 15 minutes and exchanged once: emailed to the
+         *     contact (default), or handed to an admin caller (`delivery: return`, the token shown once).
          */
         post: operations["create_session"];
         delete?: never;
@@ -1621,7 +1641,10 @@ export interface components {
         };
         /** @enum {string} */
         CancelledBy: "staff" | "customer";
-        /** @description A confirmable write: the capability a person confirms, and the one route it covers. */
+        /**
+         * @description A confirmable write: the capability (an effect of `crate::effects`) a person confirms, and
+         *     one route that can cause it (a capability reached by several routes has a row for each).
+         */
         Capability: {
             /** @description `emails.send` */
             capability: string;
@@ -2017,6 +2040,12 @@ export interface components {
         CreateSession: {
             contact_id: string;
             /**
+             * @description `email` (default): the link goes to the contact's address and the answer holds no
+             *     token. `return`: the token comes back to the caller, for its own signed-in pages; needs
+             *     the admin scope (capability `portal.sessions.return`).
+             */
+            delivery?: components["schemas"]["Delivery"];
+            /**
              * @description https, on one of the workspace's `portal_origins`; the answer's `url` is it with the
              *     token in the fragment.
              */
@@ -2110,6 +2139,10 @@ export interface components {
         /** @description `{"data": T}` */
         Data_Erasure: {
             data: components["schemas"]["Erasure"];
+        };
+        /** @description `{"data": T}` */
+        Data_ErasureCode: {
+            data: components["schemas"]["ErasureCode"];
         };
         /** @description `{"data": T}` */
         Data_ExportJob: {
@@ -2334,6 +2367,10 @@ export interface components {
             /** @description `whsec_...`: shown once; store it to verify signatures. */
             secret: string;
         };
+        EraseMe: {
+            /** @description The code `POST /portal/me/erasure/code` sent to the customer's address. */
+            code: string;
+        };
         Erasure: {
             completed_at?: string | null;
             /** @description Items erased or anonymised, per area. */
@@ -2355,6 +2392,14 @@ export interface components {
              *     who knows the address confirm it was erased, and names no one otherwise.
              */
             subject_hash: string;
+        };
+        /** @description What `POST /portal/me/erasure/code` answers. */
+        ErasureCode: {
+            /** @description The email that carries the code. */
+            email_id: string;
+            expires_at: string;
+            /** @description Always `portal_erasure_code`. */
+            object: string;
         };
         ErrorBody: {
             code: components["schemas"]["ErrorCode"];
@@ -2816,12 +2861,18 @@ export interface components {
         };
         PortalLink: {
             contact_id: string;
+            delivery: components["schemas"]["Delivery"];
+            /** @description `email`: the email that carries the link. */
+            email_id?: string | null;
             expires_at: string;
             /** @description Always `portal_link`. */
             object: string;
-            /** @description The one-time login token: shown once, valid 15 minutes, exchanged once. */
-            token: string;
-            /** @description `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it). */
+            /**
+             * @description `return`: the one-time login token, shown once, valid 15 minutes, exchanged once.
+             *     `email`: null (it went to the customer's inbox).
+             */
+            token?: string | null;
+            /** @description `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it). */
             url?: string | null;
         };
         PortalSession: {
@@ -3527,7 +3578,10 @@ export interface operations {
     create_booking: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -3619,6 +3673,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5362,7 +5425,10 @@ export interface operations {
     confirm_booking: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path: {
                 id: string;
             };
@@ -5444,6 +5510,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5604,7 +5679,10 @@ export interface operations {
     reschedule_booking: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path: {
                 id: string;
             };
@@ -5695,6 +5773,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6579,7 +6666,10 @@ export interface operations {
     update_channel: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for channels.update, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path: {
                 id: string;
             };
@@ -6670,6 +6760,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of channels.update for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8735,7 +8834,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description A confirmation token (cct_...) for emails.batch, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
             };
             path?: never;
@@ -8851,7 +8950,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.batch for this exact request (details[0].meta names it) */
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
                     [name: string]: unknown;
@@ -8980,7 +9079,10 @@ export interface operations {
     create_domain: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.domains.create, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -9069,6 +9171,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.domains.create for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9194,7 +9305,10 @@ export interface operations {
     delete_domain: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.domains.delete, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path: {
                 /** @description `dom_...` */
                 id: string;
@@ -9277,6 +9391,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.domains.delete for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10925,7 +11048,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description A confirmation token (cct_...) for gdpr.export.workspace, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                /** @description A confirmation token (cct_...) for gdpr.export.subject, gdpr.export.workspace, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
             };
             path?: never;
@@ -11025,7 +11148,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of gdpr.export.workspace for this exact request (details[0].meta names it) */
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of gdpr.export.subject, gdpr.export.workspace for this exact request (details[0].meta names it) */
             428: {
                 headers: {
                     [name: string]: unknown;
@@ -11245,7 +11368,10 @@ export interface operations {
     create_conversation: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -11340,6 +11466,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11691,7 +11826,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description A confirmation token (cct_...) for helpdesk.reply, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
             };
             path: {
@@ -11793,7 +11928,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of helpdesk.reply for this exact request (details[0].meta names it) */
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
                     [name: string]: unknown;
@@ -12473,11 +12608,23 @@ export interface operations {
     erase_me: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for gdpr.erasure, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "code": "482913"
+                 *     }
+                 */
+                "application/json": components["schemas"]["EraseMe"];
+            };
+        };
         responses: {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
@@ -12560,6 +12707,146 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of gdpr.erasure for this exact request (details[0].meta names it) */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    erasure_code: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the work goes on in the background; the object in data tells its state */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ErasureCode"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body above 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body that is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
@@ -12592,7 +12879,10 @@ export interface operations {
     export_me: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for gdpr.export.subject, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -12672,6 +12962,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of gdpr.export.subject for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12797,7 +13096,10 @@ export interface operations {
     create_session: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.send, portal.sessions.return, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -12806,6 +13108,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "contact_id": "ct_01JD8X4M7Q2V9K3R5T6W8Y0Z1A",
+                 *       "delivery": "email",
                  *       "return_url": "https://shop.example.com/account"
                  *     }
                  */
@@ -12887,6 +13190,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send, portal.sessions.return for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13483,7 +13795,10 @@ export interface operations {
     update_post: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path: {
                 id: string;
             };
@@ -13574,6 +13889,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of posts.publish for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13867,7 +14191,10 @@ export interface operations {
     schedule_post: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path: {
                 id: string;
             };
@@ -13966,6 +14293,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of posts.publish for this exact request (details[0].meta names it) */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
@@ -13998,7 +14334,10 @@ export interface operations {
     retry_variant: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path: {
                 id: string;
                 channel_id: string;
@@ -14081,6 +14420,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of posts.publish for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15680,7 +16028,10 @@ export interface operations {
     update_current: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for workspaces.update, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -15771,6 +16122,15 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of workspaces.update for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     [name: string]: unknown;
                 };

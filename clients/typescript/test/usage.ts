@@ -412,7 +412,12 @@ export async function everyOperation(client: Client): Promise<void> {
   }
   {
     // erase_me: POST /portal/me/erasure
-    const answer: Json<paths["/portal/me/erasure"]["post"]["responses"][202]> = await client.POST("/portal/me/erasure");
+    const answer: Json<paths["/portal/me/erasure"]["post"]["responses"][202]> = await client.POST("/portal/me/erasure", { body: {} as Json<NonNullable<paths["/portal/me/erasure"]["post"]["requestBody"]>> });
+    void answer;
+  }
+  {
+    // erasure_code: POST /portal/me/erasure/code
+    const answer: Json<paths["/portal/me/erasure/code"]["post"]["responses"][202]> = await client.POST("/portal/me/erasure/code");
     void answer;
   }
   {

@@ -4,6 +4,7 @@
 //! the booking commits: a failure is logged, the booking stands.
 
 use super::{Booking, BookingStatus, Resource, Service};
+use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
 use crate::emails::templates;
 use chrono::{DateTime, Duration, Utc};
@@ -20,24 +21,24 @@ pub fn reminder_id(svc: &Service, b: &Booking) -> Option<String> {
 }
 
 /// After a booking became confirmed: its confirmation now and its reminder at its time.
-pub async fn confirmed(app: &App, ws: &str, svc: &Service, res: &Resource, b: &Booking) {
+pub async fn confirmed(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, svc: &Service, res: &Resource, b: &Booking) {
     let Some(n) = &svc.notifications else { return };
     if n.confirmation
-        && let Err(e) = Box::pin(send(app, ws, svc, res, b, "booking_confirmation", None)).await
+        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_confirmation", None)).await
     {
         tracing::warn!(booking_id = %b.id, error = %e.message, "booking confirmation not sent");
     }
-    scheduled(app, ws, svc, res, b).await;
+    scheduled(auth, app, ws, svc, res, b).await;
 }
 
 /// Schedule the booking's reminder (its id is already on the booking).
-pub async fn scheduled(app: &App, ws: &str, svc: &Service, res: &Resource, b: &Booking) {
+pub async fn scheduled(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, svc: &Service, res: &Resource, b: &Booking) {
     let (Some(n), Some(id)) = (&svc.notifications, &b.reminder_email_id) else { return };
     let Some(before) = n.reminder_minutes_before else { return };
     let Ok(start) = DateTime::parse_from_rfc3339(&b.start) else { return };
     let at = start.with_timezone(&Utc) - Duration::minutes(before);
     // Boxed: the email pipeline's future is large, and this runs inside a request's.
-    if let Err(e) = Box::pin(send(app, ws, svc, res, b, "booking_reminder", Some((id, at)))).await {
+    if let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_reminder", Some((id, at)))).await {
         tracing::warn!(booking_id = %b.id, error = %e.message, "booking reminder not scheduled");
     }
 }
@@ -51,7 +52,9 @@ pub async fn cancel_reminder(app: &App, ws: &str, b: &Booking) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn send(
+    auth: &Authority<effects::SendEmail>,
     app: &App,
     ws: &str,
     svc: &Service,
@@ -99,5 +102,5 @@ async fn send(
     if let Some((id, _)) = reminder {
         email.id = id.clone();
     }
-    compose::write_one(app, ws, &email, now.timestamp()).await
+    compose::send(auth, app, ws, &email, now.timestamp()).await
 }

@@ -5,6 +5,7 @@
 use super::templates::{self, Template};
 use super::{self as model, Email, EmailStatus, SuppressedRecipient};
 use crate::contacts::{Contact, EmailStatus as ContactEmailStatus, contact_sk, email_of_claim, email_sk};
+use crate::effects::{self, Authority};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use shared::error::ErrorDetail;
@@ -478,7 +479,7 @@ pub fn activity(ws: &str, e: &Email) -> ApiResult<Option<Item>> {
 
 /// Everything an accepted email writes besides its event: the email (first), its bodies, its
 /// due entry and the timeline entry.
-pub fn items(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<(Vec<Item>, Event)> {
+fn items(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<(Vec<Item>, Event)> {
     let ev = Event::new(ws, &e.status.event(), &e.without_bodies());
     let mut items = vec![model::record(ws, e)?.version(1).item, model::body_item(ws, e)];
     if e.status.pending() {
@@ -488,18 +489,88 @@ pub fn items(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<(Vec<It
     Ok((items, ev))
 }
 
-/// One email: all writes in one transaction, then its queue message.
-pub async fn write_one(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<()> {
+/// A portal customer's authority reaches only mail to themselves (a booking's notice, a
+/// sign-in code): one recipient, the customer's own contact.
+fn for_whom(auth: &Authority<effects::SendEmail>, e: &Email) -> ApiResult<()> {
+    match auth.customer() {
+        Some(c) if e.contact_id.as_deref() != Some(c) || e.to.len() != 1 || !e.cc.is_empty() || !e.bcc.is_empty() => {
+            Err(ApiError::forbidden("a portal customer's request can only send mail to the customer"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The effect `SendEmail`: the email is recorded (all writes in one transaction, the
+/// suppression and template decisions already made) and then queued for SES; nothing reaches
+/// SES that was not recorded first, so no later failure can send it twice.
+pub async fn send(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<()> {
+    let (tx, queued) = send_in(auth, app, ws, e, now_secs, Tx::new())?;
+    tx.commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
+    queued.after_commit(app).await;
+    Ok(())
+}
+
+/// The effect `SendEmail` inside the caller's transaction (a helpdesk reply and its message
+/// are one write): the email's writes join `tx`; call [`Queued::after_commit`] once it committed.
+pub fn send_in(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, e: &Email, now_secs: i64, mut tx: Tx) -> ApiResult<(Tx, Queued)> {
+    for_whom(auth, e)?;
     let (items, ev) = items(app, ws, e, now_secs)?;
-    let mut tx = Tx::new();
     for (i, item) in items.into_iter().enumerate() {
         tx = if i == 0 { tx.put_if(item, "attribute_not_exists(pk)", vec![]) } else { tx.put(item) };
     }
-    tx.event(ev).commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
-    if let (Some(delay), _) = plan(app, e, now_secs) {
-        model::enqueue(app, ws, std::slice::from_ref(&e.id), delay).await;
+    let delay = plan(app, e, now_secs).0;
+    Ok((tx.event(ev), Queued { ws: ws.to_string(), ids: vec![e.id.clone()], delay }))
+}
+
+/// The effect `SendEmail` for a batch: each email's writes (and `extra`, the batch's own
+/// record), then one queue message per delay.
+pub async fn send_many(
+    auth: &Authority<effects::SendEmail>,
+    app: &App,
+    ws: &str,
+    emails: &[Email],
+    extra: Vec<Item>,
+    now_secs: i64,
+) -> ApiResult<()> {
+    let mut items = vec![];
+    let mut events = vec![];
+    for e in emails {
+        for_whom(auth, e)?;
+        let (its, ev) = self::items(app, ws, e, now_secs)?;
+        items.extend(its);
+        items.push(ev.outbox_item());
+        events.push(ev);
+    }
+    items.extend(extra);
+    app.db.batch_put(items).await?;
+    shared::outbox::publish(app, &events).await;
+    let mut by_delay: BTreeMap<i64, Vec<String>> = Default::default();
+    for e in emails {
+        if let (Some(delay), _) = plan(app, e, now_secs) {
+            by_delay.entry(delay).or_default().push(e.id.clone());
+        }
+    }
+    for (delay, ids) in by_delay {
+        model::enqueue(app, ws, &ids, delay).await;
     }
     Ok(())
+}
+
+/// An email recorded in a transaction, waiting for its queue message.
+#[must_use = "queue the email once its transaction committed"]
+pub struct Queued {
+    ws: String,
+    ids: Vec<String>,
+    delay: Option<i64>,
+}
+
+impl Queued {
+    /// The queue message (a lost one is found by the due sweep, as for every email).
+    pub async fn after_commit(self, app: &App) {
+        if let Some(delay) = self.delay {
+            model::enqueue(app, &self.ws, &self.ids, delay).await;
+        }
+    }
 }
 
 /// Cancel a scheduled or queued email that is not being sent right now (`email.cancelled`):

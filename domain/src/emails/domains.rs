@@ -8,6 +8,7 @@
 //! identity that exists without a claim was made outside the API (by an operator) and is not
 //! handed to a workspace. Status is refreshed from SES when one domain is read.
 
+use crate::effects::{Authority, CreateSendingDomain, DeleteSendingDomain};
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::aws::AwsError;
@@ -113,7 +114,7 @@ pub async fn load(app: &App, ws: &str, id: &DomainId) -> ApiResult<(SendingDomai
 }
 
 /// Add a domain: validate, claim, create the SES identity, store its DNS records.
-pub async fn create(app: &App, ws: &str, raw_name: &str) -> ApiResult<SendingDomain> {
+pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str, raw_name: &str) -> ApiResult<SendingDomain> {
     let Some(name) = shared::validate::domain_name(raw_name) else {
         return Err(ApiError::validation("name", "must be a domain name such as mail.example.com"));
     };
@@ -232,7 +233,7 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
 
 /// Remove the SES identity first (nothing changes if SES is unreachable), then the domain,
 /// its claim and its count.
-pub async fn delete(app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
+pub async fn delete(_auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
     match app.ses().delete_identity(&d.name).await {
         Ok(()) => {}

@@ -9,6 +9,7 @@
 
 use super::jobs::{JobError, JobKind, JobStatus};
 use super::{Cursor, Subject};
+use crate::effects::{Authority, EraseSubject};
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
@@ -46,8 +47,17 @@ fn aad(ws: &str, id: &str) -> String {
     format!("{ws}/{id}/subject")
 }
 
-/// Create the audit record (with the sealed subject) and queue the job.
-pub async fn start(app: &App, ws: &str, subject: &Subject, reason: &str, requested_by: &str) -> ApiResult<Erasure> {
+/// The effect `EraseSubject` by a workspace credential: the audit record (with the sealed
+/// subject) and the queued job. A customer erases themselves through `crate::portal::erase_self`,
+/// which asks for the code sent to their address first.
+pub async fn start(auth: &Authority<EraseSubject>, app: &App, ws: &str, subject: &Subject, reason: &str) -> ApiResult<Erasure> {
+    if auth.customer().is_some() {
+        return Err(ApiError::internal("a customer's erasure goes through portal::erase_self"));
+    }
+    begin(app, ws, subject, reason, auth.by()).await
+}
+
+pub(crate) async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_by: &str) -> ApiResult<Erasure> {
     let secret = app.platform_secret().await?;
     let e = Erasure {
         id: shared::ids::new_id("ge"),

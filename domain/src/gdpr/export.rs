@@ -13,6 +13,7 @@
 
 use super::jobs::{JobError, JobKind, JobStatus};
 use super::{Cursor, Erase, Find, Rule, Subject, SubjectRef};
+use crate::effects::{Authority, ExportSubject, ExportWorkspace};
 use crate::keys::{self, Data, Kind};
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -84,8 +85,24 @@ fn object_key(ws: &str, id: &str) -> String {
     format!("exports/{ws}/{id}.json.gz")
 }
 
+/// The effect `ExportSubject`: one person's data. A portal customer's authority exports only
+/// the customer.
+pub async fn start_subject(auth: &Authority<ExportSubject>, app: &App, ws: &str, subject: &Subject) -> ApiResult<ExportJob> {
+    if let Some(c) = auth.customer()
+        && subject.contact_id.as_deref() != Some(c)
+    {
+        return Err(ApiError::forbidden("a portal customer exports only their own data"));
+    }
+    start(app, ws, ExportScope::Subject, Some(subject), auth.by()).await
+}
+
+/// The effect `ExportWorkspace`: everything the workspace holds.
+pub async fn start_workspace(auth: &Authority<ExportWorkspace>, app: &App, ws: &str) -> ApiResult<ExportJob> {
+    start(app, ws, ExportScope::Workspace, None, auth.by()).await
+}
+
 /// Create the job and queue it.
-pub async fn start(app: &App, ws: &str, scope: ExportScope, subject: Option<&Subject>, requested_by: &str) -> ApiResult<ExportJob> {
+async fn start(app: &App, ws: &str, scope: ExportScope, subject: Option<&Subject>, requested_by: &str) -> ApiResult<ExportJob> {
     let now = chrono::Utc::now();
     let job = ExportJob {
         id: shared::ids::new_id("gx"),

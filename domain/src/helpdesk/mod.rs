@@ -17,6 +17,7 @@ pub mod inbound;
 pub mod snooze;
 
 use crate::contacts::{self, Contact, ContactId};
+use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
 use crate::gdpr::{Erase, Find, Rule};
 use crate::keys;
@@ -272,17 +273,22 @@ pub async fn contact_for(app: &App, ws: &str, id: Option<&str>, email: Option<&s
     }
 }
 
-/// Send a reply through the emails area: from the mailbox, to the contact, answering to the
-/// conversation's reply address, threaded on the last inbound message. A suppressed address is
-/// 409 and nothing is written. Returns the email.
-pub async fn send_reply(
+/// A staff reply made into an email, not yet written: from the mailbox, to the contact,
+/// answering to the conversation's reply address, threaded on the last inbound message.
+pub struct OutgoingReply {
+    pub email: crate::emails::Email,
+    token: Item,
+}
+
+/// Build the reply's email (reads only). A suppressed address is 409.
+pub async fn compose_reply(
     app: &App,
     ws: &str,
     c: &Conversation,
     contact: &Contact,
     m: &Message,
     in_reply_to: Option<&str>,
-) -> ApiResult<crate::emails::Email> {
+) -> ApiResult<OutgoingReply> {
     let (reply_to, token) = reply_address(app, ws, c).await?;
     let mut headers = BTreeMap::new();
     if let Some(r) = in_reply_to {
@@ -311,15 +317,37 @@ pub async fn send_reply(
         transactional: true,
         metadata: BTreeMap::from([("conversation_id".to_string(), c.id.clone()), ("message_id".to_string(), m.id.clone())]),
     };
-    let now = chrono::Utc::now();
-    let email = Box::pin(compose::build_one(app, ws, input, now)).await?;
+    let email = Box::pin(compose::build_one(app, ws, input, chrono::Utc::now())).await?;
     if email.status == crate::emails::EmailStatus::Suppressed {
         let reason = email.suppressed_recipients.first().map(|s| s.reason.clone()).unwrap_or_default();
         return Err(ApiError::conflict(format!("the contact's address is suppressed ({reason}); the reply was not sent")));
     }
-    app.db.batch_put(vec![token_item(ws, &token, &c.id)]).await?;
-    Box::pin(compose::write_one(app, ws, &email, now.timestamp())).await?;
-    Ok(email)
+    Ok(OutgoingReply { email, token: token_item(ws, &token, &c.id) })
+}
+
+/// The effect `SendEmail` for a reply: the email and its reply-address token join the
+/// transaction that records the message, so the email exists only if the message does and
+/// reaches SES (after [`compose::Queued::after_commit`]) only once both are written.
+pub fn send_reply(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, r: OutgoingReply, tx: Tx) -> ApiResult<(Tx, compose::Queued)> {
+    compose::send_in(auth, app, ws, &r.email, chrono::Utc::now().timestamp(), tx.put(r.token))
+}
+
+/// A message's bodies, its event and the reply's email each hold both bodies: bounded together
+/// so every item and event stays below DynamoDB's 400 KB (JSON escaping can double the text).
+pub const MAX_MESSAGE_JSON_BYTES: usize = 300_000;
+
+/// 400 naming the body when the message would not fit its items.
+pub fn check_size(m: &Message) -> ApiResult<()> {
+    let json = |s: &str| serde_json::to_string(s).map_or(usize::MAX, |j| j.len());
+    let size = json(&m.body_text) + m.body_html.as_deref().map_or(0, json);
+    if size > MAX_MESSAGE_JSON_BYTES {
+        let field = if m.body_html.is_some() { "body_html" } else { "body_text" };
+        return Err(ApiError::validation(
+            field,
+            format!("the message's bodies take {size} bytes as JSON; at most {MAX_MESSAGE_JSON_BYTES} together"),
+        ));
+    }
+    Ok(())
 }
 
 /// An erased subject's conversation goes with its messages (they are found by their own rule

@@ -4,6 +4,7 @@
 use domain::bookings::notify;
 use domain::bookings::ops::{self, StoredBooking};
 use domain::bookings::*;
+use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use serde::Deserialize;
 use shared::events::Event;
@@ -17,8 +18,10 @@ shared::area! {
         list_resources, create_resource, get_resource, update_resource, delete_resource,
         list_services, create_service, get_service, update_service, delete_service,
         availability, create_hold,
-        list_bookings, create_booking, get_booking,
-        confirm_booking, cancel_booking, reschedule_booking, no_show_booking, complete_booking,
+        // A booking's notifications are emails to its contact.
+        list_bookings, create_booking [effects = &[fx::SendEmail::INFO]], get_booking,
+        confirm_booking [effects = &[fx::SendEmail::INFO]], cancel_booking,
+        reschedule_booking [effects = &[fx::SendEmail::INFO]], no_show_booking, complete_booking,
     ],
     schemas = [Resource, CreateResource, UpdateResource, schedule::Interval, schedule::Exception, Service, ServiceInput, Price,
         Booking, BookingStatus, CancelledBy, Notifications, CreateBooking, ContactInput, Hold, CreateHold, CancelBooking, RescheduleBooking, Slot, Availability],
@@ -272,6 +275,7 @@ pub async fn create_hold(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 201, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateBooking = req.json()?;
+    let send = req.grant.authorize::<fx::SendEmail>()?;
     let ws = req.ws();
     let mut errs = shared::validate::Errors::new();
     if let Some(n) = &input.notes {
@@ -302,7 +306,7 @@ pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
     if b.status == BookingStatus::Confirmed
         && let Some(res) = resources.iter().find(|r| r.id == b.resource_id)
     {
-        notify::confirmed(app, ws, &svc, res, &b).await;
+        notify::confirmed(&send, app, ws, &svc, res, &b).await;
     }
     Ok(Reply::created(&b))
 }
@@ -444,6 +448,7 @@ async fn move_to(app: &App, req: &Req, from: &[BookingStatus], to: BookingStatus
 #[utoipa::path(post, path = "/bookings/{id}/confirm", tag = "bookings", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn confirm_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    let send = req.grant.authorize::<fx::SendEmail>()?;
     let ws = req.ws();
     let sb = booking(app, &req).await?;
     if sb.booking.status != BookingStatus::Pending {
@@ -456,7 +461,7 @@ pub async fn confirm_booking(app: &App, req: Req) -> ApiResult<Reply> {
     next.reminder_email_id = svc.as_ref().and_then(|s| notify::reminder_id(s, &next));
     let next = ops::transition(app, ws, &sb, next, "booking.confirmed", false).await?;
     if let (Some(svc), Some((res, _))) = (svc, ops::load_resource(app, ws, &next.resource_id).await?) {
-        notify::confirmed(app, ws, &svc, &res, &next).await;
+        notify::confirmed(&send, app, ws, &svc, &res, &next).await;
     }
     Ok(Reply::ok(&next))
 }
@@ -499,6 +504,7 @@ pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn reschedule_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: RescheduleBooking = req.json()?;
+    let send = req.grant.authorize::<fx::SendEmail>()?;
     let sb = booking(app, &req).await?;
     if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
         return Err(illegal(&sb.booking, "rescheduled"));
@@ -506,6 +512,6 @@ pub async fn reschedule_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let (svc, resources, start) = slot_for(app, req.ws(), &sb.booking.service_id, &input.start, Some(&sb.booking.resource_id)).await?;
     let new = ops::reschedule(app, req.ws(), &svc, &resources[0], &sb, start).await?;
     notify::cancel_reminder(app, req.ws(), &sb.booking).await;
-    notify::scheduled(app, req.ws(), &svc, &resources[0], &new).await;
+    notify::scheduled(&send, app, req.ws(), &svc, &resources[0], &new).await;
     Ok(Reply::ok(&new))
 }

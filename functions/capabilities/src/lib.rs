@@ -29,7 +29,7 @@ shared::area! {
     schemas = [Capability, Confirmation, ConfirmationStatus, CreateConfirmation],
 }
 
-/// Every confirmable write, each with its one method and path.
+/// Every confirmable write: each capability with every method and path that can cause it.
 #[utoipa::path(get, path = "/capabilities", tag = "capabilities",
     responses((status = 200, body = shared::openapi::ListOf<Capability>), shared::openapi::CommonErrors))]
 pub async fn list_capabilities(_app: &App, _req: Req) -> ApiResult<Reply> {
@@ -77,18 +77,15 @@ pub struct CreateConfirmation {
 pub async fn create_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateConfirmation = req.json()?;
     let mut errs = Errors::new();
-    let capability = domain::capabilities::find(&input.capability);
     let path = shared::confirmation::normalise_path(&input.path);
-    match capability {
-        None => errs.add("capability", "not a capability (see GET /capabilities)"),
-        Some(c) => {
-            if input.method != c.method {
-                errs.add("method", format!("{} is confirmed for {} only", c.capability, c.method));
-            }
-            if !domain::capabilities::path_fits(&c.path, &path) || input.path.contains('?') {
-                errs.add("path", format!("{} is confirmed for paths of the form {} (no query)", c.capability, c.path));
-            }
-        }
+    let routes: Vec<_> = domain::capabilities::routes_of(&input.capability).collect();
+    let capability = routes.iter().find(|c| input.method == c.method && domain::capabilities::path_fits(&c.path, &path)).copied();
+    if routes.is_empty() {
+        errs.add("capability", "not a capability (see GET /capabilities)");
+    } else if capability.is_none() || input.path.contains('?') {
+        let forms: Vec<String> = routes.iter().map(|c| format!("{} {}", c.method, c.path)).collect();
+        let field = if routes.iter().any(|c| c.method == input.method) { "path" } else { "method" };
+        errs.add(field, format!("{} is confirmed for requests of the form {} (no query)", routes[0].capability, forms.join(", ")));
     }
     if shared::idempotency::validate_key(&input.idempotency_key).is_err() {
         errs.add("idempotency_key", "must be 1 to 255 printable ASCII characters");

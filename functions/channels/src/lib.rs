@@ -3,6 +3,7 @@
 //! credentials and the model are `domain::channels`; publishing is `functions/publisher`.
 
 use domain::channels::{self as model, Channel, ChannelId, ChannelState, CreateChannel, Creds, Stored, UpdateChannel};
+use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use shared::events::Event;
 use shared::outbox::Tx;
@@ -14,8 +15,9 @@ shared::area! {
     tag = "channels", description = "Where posts are published: Bluesky, Mastodon and signed webhooks",
     operations = [
         list_channels, get_channel,
-        create_channel [needs = Scope::Admin, confirm = Some("channels.connect")], update_channel [needs = Scope::Admin],
-        delete_channel [needs = Scope::Admin, confirm = Some("channels.delete")], verify_channel,
+        create_channel [needs = Scope::Admin, effects = &[fx::ConnectChannel::INFO]],
+        update_channel [needs = Scope::Admin, effects = &[fx::UpdateChannel::INFO]],
+        delete_channel [needs = Scope::Admin, effects = &[fx::DeleteChannel::INFO]], verify_channel,
     ],
     schemas = [Channel, model::ChannelType, ChannelState, model::Limits, CreateChannel, UpdateChannel, model::CredentialsInput,
         model::bluesky::Credentials, model::mastodon::Credentials, model::webhook::Input],
@@ -46,6 +48,7 @@ fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuild
 #[utoipa::path(post, path = "/channels", tag = "channels", request_body = CreateChannel,
     responses((status = 201, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::ConnectChannel>()?;
     let input: CreateChannel = req.json()?;
     let mut errs = shared::validate::Errors::new();
     if let Some(n) = &input.name {
@@ -153,6 +156,7 @@ async fn check(app: &App, ws: &str, stored: &mut Stored, creds: &Creds) -> ApiRe
 #[utoipa::path(patch, path = "/channels/{id}", tag = "channels", request_body = UpdateChannel, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_channel(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::UpdateChannel>()?;
     let input: UpdateChannel = req.json()?;
     let mut errs = shared::validate::Errors::new();
     if let Some(n) = &input.name {
@@ -204,6 +208,7 @@ pub async fn verify_channel(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/channels/{id}", tag = "channels", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_channel(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::DeleteChannel>()?;
     let ws = req.ws();
     let stored = load(app, &req).await?;
     Tx::new()

@@ -12,6 +12,7 @@ use domain::emails::templates::{Content, Template};
 use domains::*;
 use templates::*;
 
+use domain::effects::{self as fx, Effect as _};
 use domain::emails::{self as model, compose};
 use domain::keys;
 
@@ -29,12 +30,13 @@ use utoipa::ToSchema;
 shared::area! {
     tag = "emails", description = "Templates, sends and batches through Amazon SES, with delivery status",
     operations = [
-        send_email [class = Class::EmailSend, confirm = Some("emails.send")],
-        send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY, confirm = Some("emails.batch")],
+        send_email [class = Class::EmailSend, effects = &[fx::SendEmail::INFO]],
+        send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY, effects = &[fx::SendEmail::INFO]],
         list_emails, get_email, cancel_email,
         list_templates, create_template, get_template, update_template, delete_template,
         list_suppressions, remove_suppression [needs = Scope::Admin],
-        list_domains, get_domain, create_domain [needs = Scope::Admin], delete_domain [needs = Scope::Admin],
+        list_domains, get_domain, create_domain [needs = Scope::Admin, effects = &[fx::CreateSendingDomain::INFO]],
+        delete_domain [needs = Scope::Admin, effects = &[fx::DeleteSendingDomain::INFO]],
     ],
     schemas = [Email, EmailStatus, SendEmail, SendBatch, EmailBatch, BatchEntry, BatchError, Validation,
         model::SuppressedRecipient, model::Feedback, model::SendError,
@@ -64,7 +66,7 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     let ctx = compose::load_context(app, ws, &[&draft]).await?;
     let email = compose::finish(draft, &ctx, None, now).map_err(validation)?;
-    compose::write_one(app, ws, &email, now_secs).await?;
+    compose::send(&req.grant.authorize::<fx::SendEmail>()?, app, ws, &email, now_secs).await?;
     // Like lists, the answer leaves the bodies out (`GET /emails/{id}` has them): it stays
     // small enough to keep for idempotent replays.
     let shown = Email { html: None, text: None, ..email };
@@ -124,12 +126,12 @@ pub struct EmailBatch {
     responses((status = 202, body = shared::openapi::Data<EmailBatch>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
     let input: SendBatch = req.json()?;
-    let batch = accept_batch(app, req.ws(), input).await?;
+    let batch = accept_batch(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws(), input).await?;
     Ok(Reply::accepted(&batch))
 }
 
 /// Check, render and store a batch, then enqueue it (also used by `make bench`).
-pub async fn accept_batch(app: &App, ws: &str, input: SendBatch) -> ApiResult<EmailBatch> {
+pub async fn accept_batch(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &str, input: SendBatch) -> ApiResult<EmailBatch> {
     if input.emails.is_empty() || input.emails.len() > MAX_BATCH {
         return Err(ApiError::validation("emails", format!("must hold 1 to {MAX_BATCH} emails")));
     }
@@ -169,27 +171,9 @@ pub async fn accept_batch(app: &App, ws: &str, input: SendBatch) -> ApiResult<Em
         errors,
         created_at: shared::ids::format_time(now),
     };
-    let mut items = vec![];
-    let mut events = vec![];
-    for (_, e) in &accepted {
-        let (its, ev) = compose::items(app, ws, e, now_secs)?;
-        items.extend(its);
-        items.push(ev.outbox_item());
-        events.push(ev);
-    }
-    items.push(store::Record::new(ws_pk(ws), model::batch_sk(&batch.id), &batch)?.item);
-    app.db.batch_put(items).await?;
-    shared::outbox::publish(app, &events).await;
-    // One queue message per delay: most batches are one message.
-    let mut by_delay: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
-    for (_, e) in &accepted {
-        if let (Some(delay), _) = compose::plan(app, e, now_secs) {
-            by_delay.entry(delay).or_default().push(e.id.clone());
-        }
-    }
-    for (delay, ids) in by_delay {
-        model::enqueue(app, ws, &ids, delay).await;
-    }
+    let emails: Vec<Email> = accepted.into_iter().map(|(_, e)| e).collect();
+    let record = store::Record::new(ws_pk(ws), model::batch_sk(&batch.id), &batch)?.item;
+    compose::send_many(auth, app, ws, &emails, vec![record], now_secs).await?;
     Ok(batch)
 }
 

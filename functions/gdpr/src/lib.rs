@@ -4,6 +4,7 @@
 //! GDPR worker; what each area exports and erases is declared in its domain module
 //! (`domain::gdpr::rules`).
 
+use domain::effects::{self as fx, Effect as _};
 use domain::gdpr::consents::{self, Consent, ConsentSource, ConsentState, PurposeState, RecordConsent};
 use domain::gdpr::erasure::{self, Erasure};
 use domain::gdpr::export::{self, ExportJob, ExportScope};
@@ -19,8 +20,9 @@ shared::area! {
     tag = "gdpr", description = "Consents, exports and erasures of personal data (GDPR)",
     operations = [
         record_consent, get_consents,
-        create_export [class = Class::GdprExport, confirm = Some("gdpr.export.workspace")], list_exports, get_export,
-        create_erasure [needs = Scope::Admin, confirm = Some("gdpr.erasure")], list_erasures, get_erasure,
+        create_export [class = Class::GdprExport, effects = &[fx::ExportSubject::INFO, fx::ExportWorkspace::INFO]],
+        list_exports, get_export,
+        create_erasure [needs = Scope::Admin, effects = &[fx::EraseSubject::INFO]], list_erasures, get_erasure,
     ],
     schemas = [Consent, ConsentSource, ConsentState, PurposeState, RecordConsent, SubjectRef, ExportJob, ExportScope, JobStatus, JobError,
         CreateExport, Erasure, CreateErasure],
@@ -92,14 +94,9 @@ pub async fn create_export(app: &App, req: Req) -> ApiResult<Reply> {
     let job = match (input.subject, input.scope) {
         (Some(r), None | Some(ExportScope::Subject)) => {
             let subject = domain::gdpr::resolve(app, ws, &r, "subject").await?;
-            export::start(app, ws, ExportScope::Subject, Some(&subject), &req.principal.subject).await?
+            export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, ws, &subject).await?
         }
-        (None, Some(ExportScope::Workspace)) => {
-            if !req.principal.scopes.contains(&Scope::Admin) {
-                return Err(ApiError::forbidden("a workspace export needs the admin scope (owner or admin)"));
-            }
-            export::start(app, ws, ExportScope::Workspace, None, &req.principal.subject).await?
-        }
+        (None, Some(ExportScope::Workspace)) => export::start_workspace(&req.grant.authorize::<fx::ExportWorkspace>()?, app, ws).await?,
         _ => return Err(ApiError::validation("subject", "give a subject, or scope: workspace (not both)")),
     };
     Ok(Reply::accepted(&job))
@@ -123,7 +120,15 @@ pub async fn list_exports(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors))]
 pub async fn get_export(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ExportId = req.path_id("id")?;
-    let job = export::load(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("export"))?;
+    let mut job = export::load(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("export"))?;
+    // The link only to whoever could have made the export: admin for the workspace's.
+    let may_create = match job.scope {
+        ExportScope::Workspace => req.principal.scopes.contains(&Scope::Admin),
+        ExportScope::Subject => req.principal.scopes.contains(&Scope::Write),
+    };
+    if !may_create {
+        job.download_url = None;
+    }
     Ok(Reply::ok(&job))
 }
 
@@ -148,8 +153,9 @@ pub async fn create_erasure(app: &App, req: Req) -> ApiResult<Reply> {
     let mut errs = shared::validate::Errors::new();
     errs.text("reason", &input.reason, 1, 1000);
     errs.finish()?;
+    let auth = req.grant.authorize::<fx::EraseSubject>()?;
     let subject = domain::gdpr::resolve(app, req.ws(), &input.subject, "subject").await?;
-    let e = erasure::start(app, req.ws(), &subject, input.reason.trim(), &req.principal.subject).await?;
+    let e = erasure::start(&auth, app, req.ws(), &subject, input.reason.trim()).await?;
     Ok(Reply::accepted(&e))
 }
 

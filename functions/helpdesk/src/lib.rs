@@ -3,6 +3,7 @@
 //! through the emails area (threaded, from the mailbox, answering to the conversation's reply
 //! address), internal notes (never sent). Every message lands on the contact's timeline.
 
+use domain::effects::{self as fx, Effect as _};
 use domain::helpdesk::*;
 use domain::keys;
 use serde::Deserialize;
@@ -15,8 +16,8 @@ use utoipa::ToSchema;
 shared::area! {
     tag = "helpdesk", description = "A shared inbox: conversations, inbound messages, replies through SES, internal notes",
     operations = [
-        list_conversations, create_conversation, get_conversation, update_conversation, list_messages,
-        add_message [confirm = Some("helpdesk.reply")],
+        list_conversations, create_conversation [effects = &[fx::SendEmail::INFO]], get_conversation, update_conversation,
+        list_messages, add_message [effects = &[fx::SendEmail::INFO]],
     ],
     schemas = [Conversation, ConversationStatus, Priority, Message, MessageType, DeliveryStatus, CreateConversation, FirstMessage,
         NewContact, UpdateConversation, AddMessage, domain::helpdesk::inbound::Attachment, domain::helpdesk::inbound::Automatic, DeliveryUpdate],
@@ -155,22 +156,35 @@ pub async fn create_conversation(app: &App, req: Req) -> ApiResult<Reply> {
         automatic: None,
         created_at: now,
     };
-    if !inbound {
-        let email = send_reply(app, ws, &c, &contact, &m, None).await?;
-        m.email_id = Some(email.id.clone());
-        m.delivery_status = Some(DeliveryStatus::of(email.status));
-    }
+    check_size(&m)?;
+    // A staff reply's email is written with the conversation and queued only after: no
+    // failure of the conversation's write can leave an email on its way.
+    let reply = if inbound {
+        None
+    } else {
+        let auth = req.grant.authorize::<fx::SendEmail>()?;
+        let out = compose_reply(app, ws, &c, &contact, &m, None).await?;
+        m.email_id = Some(out.email.id.clone());
+        m.delivery_status = Some(DeliveryStatus::of(out.email.status));
+        Some((auth, out))
+    };
     c.updated_at = m.created_at.clone();
     let msg_event = if inbound { "helpdesk.message.received" } else { "helpdesk.message.sent" };
-    Tx::new()
+    let mut tx = Tx::new()
         .create(record(ws, &c)?.version(1))
         .put(message_record(ws, &m)?.item)
         .put(timeline(ws, &contact.id, &c, &m)?)
         .event(conversation_event(ws, "helpdesk.conversation.created", &c))
-        .event(shared::events::Event::new(ws, msg_event, &m))
-        .commit(app)
-        .await
-        .map_err(TxError::stale)?;
+        .event(shared::events::Event::new(ws, msg_event, &m));
+    let mut queued = None;
+    if let Some((auth, out)) = reply {
+        let (with_email, q) = send_reply(&auth, app, ws, out, tx)?;
+        (tx, queued) = (with_email, Some(q));
+    }
+    tx.commit(app).await.map_err(TxError::stale)?;
+    if let Some(q) = queued {
+        q.after_commit(app).await;
+    }
     Ok(Reply::created(&c))
 }
 
@@ -452,13 +466,17 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
         automatic: None,
         created_at: now.clone(),
     };
+    check_size(&m)?;
     let mut c = old.clone();
     c.updated_at = now.clone();
+    let mut outgoing = None;
     if reply {
+        let auth = req.grant.authorize::<fx::SendEmail>()?;
         let last_inbound = last_inbound_message_id(app, ws, &old.id).await?;
-        let email = send_reply(app, ws, &old, &contact, &m, last_inbound.as_deref()).await?;
-        m.email_id = Some(email.id.clone());
-        m.delivery_status = Some(DeliveryStatus::of(email.status));
+        let out = compose_reply(app, ws, &old, &contact, &m, last_inbound.as_deref()).await?;
+        m.email_id = Some(out.email.id.clone());
+        m.delivery_status = Some(DeliveryStatus::of(out.email.status));
+        outgoing = Some((auth, out));
         c.status = input.status.unwrap_or(ConversationStatus::Pending);
         c.snoozed_until = None;
         c.last_message_at = now.clone();
@@ -475,7 +493,15 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
     if c.status != old.status {
         tx = tx.event(conversation_event(ws, "helpdesk.conversation.updated", &c));
     }
+    let mut queued = None;
+    if let Some((auth, out)) = outgoing {
+        let (with_email, q) = send_reply(&auth, app, ws, out, tx)?;
+        (tx, queued) = (with_email, Some(q));
+    }
     tx.commit(app).await.map_err(TxError::stale)?;
+    if let Some(q) = queued {
+        q.after_commit(app).await;
+    }
     Ok(Reply::created(&m))
 }
 

@@ -9,8 +9,9 @@
 use domain::bookings::ops;
 use domain::bookings::{Booking, BookingId, CancelledBy};
 use domain::contacts::{self, Contact, ContactId};
+use domain::effects::{self as fx, Effect as _};
 use domain::emails::EmailStatus;
-use domain::gdpr::export::{self, ExportJob, ExportScope};
+use domain::gdpr::export::{self, ExportJob};
 use domain::gdpr::{ExportId, Subject};
 use domain::keys;
 use domain::portal::{self, PortalLink, PortalSession};
@@ -23,19 +24,21 @@ use utoipa::ToSchema;
 shared::area! {
     tag = "portal", description = "The customer portal: login links, sessions, and a customer's own data",
     operations = [
-        create_session,
+        create_session [effects = &[fx::SendEmail::INFO, fx::OpenPortalSession::INFO]],
         exchange_session [auth = Auth::Public, class = Class::Portal],
         get_me [auth = Auth::PortalSession, class = Class::Portal],
         update_me [auth = Auth::PortalSession, class = Class::Portal],
         my_bookings [auth = Auth::PortalSession, class = Class::Portal],
         cancel_my_booking [auth = Auth::PortalSession, class = Class::Portal],
         my_emails [auth = Auth::PortalSession, class = Class::Portal],
-        export_me [auth = Auth::PortalSession, class = Class::GdprExport],
+        export_me [auth = Auth::PortalSession, class = Class::GdprExport, effects = &[fx::ExportSubject::INFO]],
         my_export [auth = Auth::PortalSession, class = Class::Portal],
-        erase_me [auth = Auth::PortalSession, class = Class::Portal],
+        erasure_code [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::SendEmail::INFO]],
+        erase_me [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::EraseSubject::INFO]],
         logout [auth = Auth::PortalSession, class = Class::Portal],
     ],
-    schemas = [CreateSession, PortalLink, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine],
+    schemas = [CreateSession, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine,
+        portal::ErasureCode, EraseMe],
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -47,18 +50,30 @@ pub struct CreateSession {
     /// token in the fragment.
     #[schema(max_length = 2048)]
     pub return_url: Option<String>,
+    /// `email` (default): the link goes to the contact's address and the answer holds no
+    /// token. `return`: the token comes back to the caller, for its own signed-in pages; needs
+    /// the admin scope (capability `portal.sessions.return`).
+    #[serde(default)]
+    pub delivery: portal::Delivery,
 }
 
-/// A one-time login link for a contact: the token is shown once, valid 15 minutes, and
-/// exchanged once.
+/// A one-time login link for a contact, valid 15 minutes and exchanged once: emailed to the
+/// contact (default), or handed to an admin caller (`delivery: return`, the token shown once).
 #[utoipa::path(post, path = "/portal/sessions", tag = "portal", request_body = CreateSession,
     responses((status = 201, body = shared::openapi::Data<PortalLink>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_session(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateSession = req.json()?;
     let id = ContactId::parse(&input.contact_id).ok_or_else(|| ApiError::validation("contact_id", "not a contact id (ct_...)"))?;
-    let link = portal::create_link(app, req.ws(), &id, input.return_url).await?;
+    let link = match input.delivery {
+        portal::Delivery::Email => {
+            portal::email_link(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws(), &id, input.return_url).await?
+        }
+        portal::Delivery::Return => {
+            portal::return_link(&req.grant.authorize::<fx::OpenPortalSession>()?, app, req.ws(), &id, input.return_url).await?
+        }
+    };
     // The token is a credential: a replay shows the link without it.
-    let redacted = serde_json::json!({"object": "portal_link", "token": null, "url": null, "contact_id": link.contact_id, "expires_at": link.expires_at});
+    let redacted = PortalLink { token: None, url: None, ..link.clone() };
     Ok(Reply::created(&link).replay_as(&redacted))
 }
 
@@ -79,13 +94,21 @@ pub async fn exchange_session(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&portal::exchange(app, &input.token).await?))
 }
 
-fn me(req: &Req) -> ApiResult<ContactId> {
+/// The session's contact id, once its contact is known to exist: a session ends on every
+/// route as soon as its contact is deleted or erased.
+async fn me(app: &App, req: &Req) -> ApiResult<ContactId> {
+    Ok(ContactId::parse(&contact(app, req).await?.0.id).unwrap_or_else(|| unreachable!("a stored contact's id parses")))
+}
+
+fn session_contact(req: &Req) -> ApiResult<ContactId> {
     req.principal.portal_contact().and_then(ContactId::parse).ok_or_else(|| ApiError::unauthorized("X-Portal-Session is required"))
 }
 
 /// The session's contact, or 401 once it is gone (erased or deleted).
 async fn contact(app: &App, req: &Req) -> ApiResult<(Contact, i64)> {
-    contacts::load(app, req.ws(), &me(req)?).await.map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))
+    contacts::load(app, req.ws(), &session_contact(req)?)
+        .await
+        .map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))
 }
 
 #[derive(Serialize, ToSchema)]
@@ -190,7 +213,7 @@ pub async fn my_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     let when = q.when.unwrap_or(When::Upcoming);
     let name = if when == When::Upcoming { "upcoming" } else { "past" };
     let page = req.page(app, "portal_bookings", &[("when", Some(name))]).await?;
-    let ct = me(&req)?;
+    let ct = me(app, &req).await?;
     let now = shared::ids::now_rfc3339();
     let (list, next) = ops::of_contact(app, req.ws(), &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?;
     Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
@@ -215,7 +238,7 @@ pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
         errs.finish()?;
     }
     let id: BookingId = req.path_id("id")?;
-    let ct = me(&req)?;
+    let ct = me(app, &req).await?;
     let sb = ops::load_booking(app, req.ws(), &id)
         .await?
         .filter(|b| b.booking.contact_id == *ct)
@@ -241,7 +264,7 @@ pub struct PortalEmail {
     responses((status = 200, body = shared::openapi::ListOf<PortalEmail>), shared::openapi::CommonErrors))]
 pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "portal_emails", &[]).await?;
-    let ct = me(&req)?;
+    let ct = me(app, &req).await?;
     let spec = keys::EMAILS_OF_CONTACT.query(&[req.ws(), &ct], &[], page.after.clone(), page.limit).descending();
     let out = app.db.query_keys_then_get(spec).await?;
     let mut list: Vec<PortalEmail> = out.items.into_iter().map(shared::store::from_item).collect::<ApiResult<_>>()?;
@@ -256,7 +279,7 @@ pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
     let subject = Subject::of(&c);
-    Ok(Reply::accepted(&export::start(app, req.ws(), ExportScope::Subject, Some(&subject), &req.principal.subject).await?))
+    Ok(Reply::accepted(&export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, req.ws(), &subject).await?))
 }
 
 /// One of the customer's exports, with its download link once completed.
@@ -265,7 +288,7 @@ pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors))]
 pub async fn my_export(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ExportId = req.path_id("id")?;
-    let ct = me(&req)?;
+    let ct = me(app, &req).await?;
     let job = export::load(app, req.ws(), &id)
         .await?
         .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(&*ct))
@@ -273,15 +296,36 @@ pub async fn my_export(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&job))
 }
 
-/// Erase the customer (everything, as `POST /gdpr/erasures` does) and end the session. Answers
-/// 202 with the erasure's audit record.
-#[utoipa::path(post, path = "/portal/me/erasure", tag = "portal", security(("portal_session" = [])),
+/// Send the customer a code (6 digits, 15 minutes, 5 guesses) that confirms their erasure; a
+/// new code replaces the last. Needs a verified sending domain.
+#[utoipa::path(post, path = "/portal/me/erasure/code", tag = "portal", security(("portal_session" = [])),
+    responses((status = 202, body = shared::openapi::Data<portal::ErasureCode>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn erasure_code(app: &App, req: Req) -> ApiResult<Reply> {
+    let (c, _) = contact(app, &req).await?;
+    let auth = req.grant.authorize::<fx::SendEmail>()?;
+    Ok(Reply::accepted(&portal::send_erasure_code(&auth, app, req.ws(), session_token(&req), &c).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EraseMe {
+    /// The code `POST /portal/me/erasure/code` sent to the customer's address.
+    #[schema(pattern = "^[0-9]{6}$")]
+    pub code: String,
+}
+
+/// Erase the customer (everything, as `POST /gdpr/erasures` does) with the code sent to their
+/// address, and end the session. Answers 202 with the erasure's audit record.
+#[utoipa::path(post, path = "/portal/me/erasure", tag = "portal", security(("portal_session" = [])), request_body = EraseMe,
     responses((status = 202, body = shared::openapi::Data<domain::gdpr::erasure::Erasure>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn erase_me(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: EraseMe = req.json()?;
+    if input.code.len() != 6 || !input.code.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::validation("code", "the 6 digits of the emailed code"));
+    }
     let (c, _) = contact(app, &req).await?;
-    let subject = Subject::of(&c);
-    let e =
-        domain::gdpr::erasure::start(app, req.ws(), &subject, "requested by the customer in the portal", &req.principal.subject).await?;
+    let auth = req.grant.authorize::<fx::EraseSubject>()?;
+    let e = portal::erase_self(&auth, app, req.ws(), session_token(&req), &c, &input.code).await?;
     portal::revoke(app, session_token(&req)).await?;
     Ok(Reply::accepted(&e))
 }

@@ -6,6 +6,7 @@
 //! - GSI2 `DUE#POST` / `<scheduled_at>#<ws>#<id>` (only while scheduled) is what the
 //!   publisher's schedule tick will query for due posts.
 
+use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use domain::posts::*;
 use serde::Deserialize;
@@ -17,8 +18,9 @@ use shared::{ApiError, ApiResult, App, Reply, Req};
 shared::area! {
     tag = "posts", description = "Posts for channels: drafts and schedules",
     operations = [
-        list_posts, create_post, get_post, update_post, delete_post, schedule_post, cancel_post,
-        publish_post [confirm = Some("posts.publish")], retry_variant,
+        list_posts, create_post, get_post, update_post [effects = &[fx::PublishPost::INFO]], delete_post,
+        schedule_post [effects = &[fx::PublishPost::INFO]], cancel_post, publish_post [effects = &[fx::PublishPost::INFO]],
+        retry_variant [effects = &[fx::PublishPost::INFO]],
     ],
     schemas = [Post, PostStatus, Variant, VariantStatus, VariantError, VariantInput, Media, CreatePost, UpdatePost, SchedulePost],
 }
@@ -39,9 +41,13 @@ async fn check_channels(app: &App, ws: &str, post: &Post) -> ApiResult<()> {
 }
 
 /// Write a change and its event.
-async fn save(app: &App, ws: &str, change: &Change, version: i64) -> ApiResult<()> {
-    let (post, event) = (&change.post, change.event);
-    Tx::new().replace(record(ws, post)?, version).event(Event::new(ws, event, post)).commit(app).await.map_err(store::TxError::stale)
+/// A change that leaves the post scheduled is the effect `PublishPost`; any other is not.
+async fn save(app: &App, req: &Req, change: &Change, version: i64) -> ApiResult<()> {
+    if change.post.status == PostStatus::Scheduled {
+        domain::publishing::schedule(&req.grant.authorize::<fx::PublishPost>()?, app, req.ws(), change, version).await
+    } else {
+        domain::publishing::save_unpublished(app, req.ws(), change, version).await
+    }
 }
 
 // ---------- routes ----------
@@ -104,7 +110,7 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.apply(patch, chrono::Utc::now())?;
     check_channels(app, req.ws(), &change.post).await?;
-    save(app, req.ws(), &change, version).await?;
+    save(app, &req, &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
 
@@ -134,7 +140,7 @@ pub async fn schedule_post(app: &App, req: Req) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.schedule(input.scheduled_at, chrono::Utc::now())?;
     check_channels(app, req.ws(), &change.post).await?;
-    save(app, req.ws(), &change, version).await?;
+    save(app, &req, &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
 
@@ -144,7 +150,7 @@ pub async fn schedule_post(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn cancel_post(app: &App, req: Req) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.unschedule(chrono::Utc::now())?;
-    save(app, req.ws(), &change, version).await?;
+    save(app, &req, &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
 
@@ -156,8 +162,7 @@ pub async fn publish_post(app: &App, req: Req) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.publish_now(chrono::Utc::now())?;
     check_channels(app, req.ws(), &change.post).await?;
-    save(app, req.ws(), &change, version).await?;
-    domain::publishing::enqueue(app, req.ws(), &change.post.id, 0).await;
+    save(app, &req, &change, version).await?;
     Ok(Reply::accepted(&change.post))
 }
 
@@ -168,6 +173,7 @@ pub async fn publish_post(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn retry_variant(app: &App, req: Req) -> ApiResult<Reply> {
     let channel: ChannelId = req.path_id("channel_id")?;
     let (post, version) = load(app, &req).await?;
-    let post = domain::publishing::retry_variant(app, req.ws(), &post, version, &channel).await?;
+    let auth = req.grant.authorize::<fx::PublishPost>()?;
+    let post = domain::publishing::retry_variant(&auth, app, req.ws(), &post, version, &channel).await?;
     Ok(Reply::accepted(&post))
 }

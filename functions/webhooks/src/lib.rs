@@ -3,6 +3,7 @@
 //! The delivering itself is `functions/dispatcher`; the stored model is in [`model`].
 
 use aws_sdk_dynamodb::types::builders::UpdateBuilder;
+use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use domain::webhooks::{
     self as model, COUNT_SK, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_ENDPOINTS, MAX_GRACE_SECS, StoredDelivery,
@@ -22,10 +23,10 @@ shared::area! {
     operations = [
         list_endpoints, get_endpoint, list_deliveries,
         // Where the workspace's data goes: owners and admins.
-        create_endpoint [needs = Scope::Admin, confirm = Some("webhooks.create")],
-        update_endpoint [needs = Scope::Admin, confirm = Some("webhooks.update")],
-        delete_endpoint [needs = Scope::Admin, confirm = Some("webhooks.delete")],
-        rotate_secret [needs = Scope::Admin, confirm = Some("webhooks.rotate_secret")],
+        create_endpoint [needs = Scope::Admin, effects = &[fx::CreateWebhook::INFO]],
+        update_endpoint [needs = Scope::Admin, effects = &[fx::UpdateWebhook::INFO]],
+        delete_endpoint [needs = Scope::Admin, effects = &[fx::DeleteWebhook::INFO]],
+        rotate_secret [needs = Scope::Admin, effects = &[fx::RotateWebhookSecret::INFO]],
         test_endpoint [needs = Scope::Admin], retry_delivery [needs = Scope::Admin],
     ],
     schemas = [Endpoint, EndpointWithSecret, CreateEndpoint, UpdateEndpoint, RotateSecret, Delivery, DeliveryStatus, model::Attempt],
@@ -104,6 +105,7 @@ fn yes() -> bool {
 #[utoipa::path(post, path = "/webhooks", tag = "webhooks", request_body = CreateEndpoint,
     responses((status = 201, body = shared::openapi::Data<EndpointWithSecret>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::CreateWebhook>()?;
     let input: CreateEndpoint = req.json()?;
     let mut errs = Errors::new();
     check_url(&mut errs, app, &input.url).await;
@@ -189,6 +191,7 @@ pub struct UpdateEndpoint {
 #[utoipa::path(patch, path = "/webhooks/{id}", tag = "webhooks", request_body = UpdateEndpoint, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Endpoint>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::UpdateWebhook>()?;
     let input: UpdateEndpoint = req.json()?;
     let mut rec = load(app, &req).await?;
     let ep = &mut rec.endpoint;
@@ -235,6 +238,7 @@ pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::DeleteWebhook>()?;
     let rec = load(app, &req).await?;
     let ws = req.ws();
     Tx::new()
@@ -263,6 +267,7 @@ pub struct RotateSecret {
     params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<EndpointWithSecret>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn rotate_secret(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::RotateWebhookSecret>()?;
     let input: RotateSecret = if req.body.is_empty() { RotateSecret::default() } else { req.json()? };
     let grace = input.grace_period_seconds.unwrap_or(DEFAULT_GRACE_SECS);
     if !(0..=MAX_GRACE_SECS).contains(&grace) {

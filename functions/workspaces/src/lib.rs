@@ -6,6 +6,7 @@
 //!   `APIKEY#<sha256>` (own partition), which authentication reads.
 //! - `MEMBER#<subject>`: an OAuth subject's role; GSI1 `MEMBERSHIP#<subject>` lists a subject's workspaces.
 
+use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 pub use domain::workspaces::{ApiKey, Member, WORKSPACE_SK, Workspace};
 use serde::{Deserialize, Serialize};
@@ -23,11 +24,11 @@ shared::area! {
     operations = [
         list_workspaces [needs_workspace = false],
         get_current, list_members,
-        set_member [needs = Scope::Admin, confirm = Some("members.change")],
+        set_member [needs = Scope::Admin, effects = &[fx::ChangeMember::INFO]],
         // Who may do what, and the workspace's settings: owners and admins.
-        update_current [needs = Scope::Admin], list_api_keys [needs = Scope::Admin],
-        create_api_key [needs = Scope::Admin, confirm = Some("api_keys.create")],
-        revoke_api_key [needs = Scope::Admin, confirm = Some("api_keys.revoke")],
+        update_current [needs = Scope::Admin, effects = &[fx::UpdateWorkspace::INFO]], list_api_keys [needs = Scope::Admin],
+        create_api_key [needs = Scope::Admin, effects = &[fx::CreateApiKey::INFO]],
+        revoke_api_key [needs = Scope::Admin, effects = &[fx::RevokeApiKey::INFO]],
     ],
     schemas = [Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope, RequiresConfirmation, SetMember],
 }
@@ -212,6 +213,7 @@ pub struct UpdateWorkspace {
 #[utoipa::path(patch, path = "/workspaces/current", tag = "workspaces", request_body = UpdateWorkspace,
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::UpdateWorkspace>()?;
     let input: UpdateWorkspace = req.json()?;
     let (mut ws, version) = domain::workspaces::load(app, req.ws()).await?;
     let old_slug = ws.slug.clone();
@@ -337,6 +339,7 @@ pub struct SetMember {
     params(("subject" = String, Path, description = "the identity provider's subject (`sub`), percent-encoded")),
     responses((status = 200, body = shared::openapi::Data<Member>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn set_member(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::ChangeMember>()?;
     let input: SetMember = req.json()?;
     let subject = req.param("subject").to_string();
     let mut errs = Errors::new();
@@ -439,15 +442,34 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
         // A credential cannot mint a key more powerful than itself.
         errs.add("scopes", "cannot exceed the scopes of the calling credential");
     }
-    let requires_confirmation = input.requires_confirmation.unwrap_or_default();
-    if let RequiresConfirmation::Only(list) = &requires_confirmation {
-        for (i, c) in list.iter().enumerate() {
-            if domain::capabilities::find(c).is_none() {
-                errs.add(format!("requires_confirmation[{i}]"), "not a capability (see GET /capabilities)");
+    // A new key is at least as restricted as the credential that makes it; without a value it
+    // inherits the caller's restrictions. Earlier releases' capability names become today's.
+    let own = req.grant.requires_confirmation();
+    let requires_confirmation = match input.requires_confirmation.unwrap_or_else(|| own.clone()) {
+        RequiresConfirmation::Only(list) => {
+            for (i, c) in list.iter().enumerate() {
+                if !domain::capabilities::exists(c) {
+                    errs.add(format!("requires_confirmation[{i}]"), "not a capability (see GET /capabilities)");
+                }
             }
+            let mut names: Vec<String> = list.iter().map(|c| shared::auth::capability_name(c).to_string()).collect();
+            names.sort();
+            names.dedup();
+            RequiresConfirmation::Only(names)
         }
+        all => all,
+    };
+    if !requires_confirmation.at_least(own) {
+        errs.add(
+            "requires_confirmation",
+            format!(
+                "must require at least the confirmations of the calling credential ({})",
+                serde_json::to_string(own).unwrap_or_default()
+            ),
+        );
     }
     errs.finish()?;
+    let _authority = req.grant.authorize::<fx::CreateApiKey>()?;
     let (key, secret, items) = new_api_key(req.ws(), &input.name, scopes, requires_confirmation, Some(&req.principal.subject))?;
     let mut tx = Tx::new();
     for item in items {
@@ -464,6 +486,7 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     params(("id" = String, Path, description = "key_...")),
     responses((status = 200, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
+    let _authority = req.grant.authorize::<fx::RevokeApiKey>()?;
     let id: domain::workspaces::ApiKeyId = req.path_id("id")?;
     let sk = keys::API_KEY.sk(&[&id]);
     let item = app.db.get(&ws_pk(req.ws()), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;

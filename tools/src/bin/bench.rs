@@ -276,8 +276,7 @@ async fn main() {
     writeln!(out, "\nThe worker holds one chunk (at most 500 rows / 300 KiB) at a time; the process also holds the local stack's clients and the benchmark's own data.").unwrap();
 
     // GDPR: a workspace export of the import's 10,000 contacts (and their timelines).
-    let export =
-        domain::gdpr::export::start(&stack.app, &ws.id, domain::gdpr::export::ExportScope::Workspace, None, "bench").await.unwrap();
+    let export = domain::gdpr::export::start_workspace(&shared::authority::Authority::operator("bench"), &stack.app, &ws.id).await.unwrap();
     let hwm_before = peak_rss_kib();
     let t = Instant::now();
     let (res, calls) = shared::metrics::count_ddb_calls(domain::gdpr::export::run(&stack.app, &ws.id, &export.id)).await;
@@ -302,7 +301,9 @@ async fn main() {
 
     // Emails: accept a batch of 100, then one sender invocation sends them through moto's SES.
     let (ws, _) = workspaces::create_workspace(&stack.app, "bench emails").await.unwrap();
-    let d = domain::emails::domains::create(&stack.app, &ws.id, "bench.example.com").await.unwrap();
+    let d = domain::emails::domains::create(&shared::authority::Authority::operator("bench"), &stack.app, &ws.id, "bench.example.com")
+        .await
+        .unwrap();
     domain::emails::domains::refresh(&stack.app, &ws.id, d, 2).await.unwrap();
     let list: Vec<serde_json::Value> = (0..100)
         .map(|i| {
@@ -312,7 +313,9 @@ async fn main() {
         .collect();
     let input: emails::SendBatch = serde_json::from_value(serde_json::json!({ "emails": list })).unwrap();
     let t = Instant::now();
-    let (batch, accept_calls) = shared::metrics::count_ddb_calls(emails::accept_batch(&stack.app, &ws.id, input)).await;
+    let (batch, accept_calls) =
+        shared::metrics::count_ddb_calls(emails::accept_batch(&shared::authority::Authority::operator("bench"), &stack.app, &ws.id, input))
+            .await;
     let batch = batch.unwrap();
     let accept_secs = t.elapsed().as_secs_f64();
     let sender = email_sender::Sender::new(stack.new_app(stack.config()).unwrap());

@@ -1,6 +1,6 @@
 //! Writes the files generated from the code: openapi/openapi.{json,yaml}, the key table of
 //! docs/data-model.md (from `domain::keys`) and the capability list the capabilities function
-//! serves (domain/src/capabilities.json, from the routes' `confirm` flags), the Rust client's
+//! serves (domain/src/capabilities.json, from the effects the routes declare), the Rust client's
 //! types and operations (clients/rust/src/generated.rs); `--check` fails
 //! when the committed files differ.
 

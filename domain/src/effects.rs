@@ -1,0 +1,75 @@
+//! Every effect of the platform, declared once: what leaves the workspace or cannot be undone.
+//! Each is a type; the one `domain` function that performs it takes a
+//! `shared::authority::Authority` of that type, which only the request pipeline grants (after
+//! scope and, for a restricted credential, a person's confirmation). Routes list the effects
+//! they may reach (`[effects = ...]` in `area!`), and `GET /capabilities` is made of those lists.
+//!
+//! | effect | capability | least scope | portal customer |
+//! |---|---|---|---|
+//! | [`SendEmail`] | `emails.send` | write | to themselves only |
+//! | [`PublishPost`] | `posts.publish` | write | no |
+//! | [`EraseSubject`] | `gdpr.erasure` | admin | themselves, with an emailed code |
+//! | [`ExportSubject`] | `gdpr.export.subject` | write | themselves, link to their address |
+//! | [`ExportWorkspace`] | `gdpr.export.workspace` | admin | no |
+//! | [`CreateApiKey`] | `api_keys.create` | admin | no |
+//! | [`RevokeApiKey`] | `api_keys.revoke` | admin | no |
+//! | [`ChangeMember`] | `members.change` | admin | no |
+//! | [`OpenPortalSession`] | `portal.sessions.return` | admin | no |
+//! | [`CreateWebhook`], [`UpdateWebhook`], [`DeleteWebhook`], [`RotateWebhookSecret`] | `webhooks.*` | admin | no |
+//! | [`ConnectChannel`], [`UpdateChannel`], [`DeleteChannel`] | `channels.*` | admin | no |
+//! | [`CreateSendingDomain`], [`DeleteSendingDomain`] | `emails.domains.*` | admin | no |
+//! | [`UpdateWorkspace`] | `workspaces.update` | admin | no |
+
+use shared::auth::Scope;
+pub use shared::authority::{Authority, Effect, EffectInfo};
+
+macro_rules! effects {
+    ($( $(#[$doc:meta])* $name:ident = ($cap:literal, $needs:ident, $summary:literal, $self_service:literal); )*) => {
+        $(
+            $(#[$doc])*
+            pub struct $name;
+            impl Effect for $name {
+                const INFO: EffectInfo =
+                    EffectInfo { capability: $cap, needs: Scope::$needs, summary: $summary, self_service: $self_service };
+            }
+        )*
+        /// Every effect, for the capability list and the docs.
+        pub const ALL: &[EffectInfo] = &[$(<$name as Effect>::INFO),*];
+    };
+}
+
+effects! {
+    /// An email leaves through SES: `POST /emails`, a batch, a helpdesk reply or a conversation
+    /// started by staff, a booking's notifications, a portal sign-in link.
+    SendEmail = ("emails.send", Write, "Send an email", true);
+    /// A post goes out to its channels, now or at its scheduled time, or again after a failure.
+    PublishPost = ("posts.publish", Write, "Publish a post to its channels", false);
+    /// A person's data is erased for good.
+    EraseSubject = ("gdpr.erasure", Admin, "Erase a person's data", true);
+    /// A person's data is exported.
+    ExportSubject = ("gdpr.export.subject", Write, "Export a person's data", true);
+    /// The whole workspace's data is exported.
+    ExportWorkspace = ("gdpr.export.workspace", Admin, "Export the whole workspace's data", false);
+    /// A new API key.
+    CreateApiKey = ("api_keys.create", Admin, "Create an API key", false);
+    RevokeApiKey = ("api_keys.revoke", Admin, "Revoke an API key", false);
+    /// A person gains, changes or loses a role.
+    ChangeMember = ("members.change", Admin, "Change a member's role", false);
+    /// A portal session token handed to the caller instead of the customer's inbox.
+    OpenPortalSession = ("portal.sessions.return", Admin, "Open a customer's portal session for the caller", false);
+    CreateWebhook = ("webhooks.create", Admin, "Create a webhook endpoint", false);
+    UpdateWebhook = ("webhooks.update", Admin, "Change a webhook endpoint", false);
+    DeleteWebhook = ("webhooks.delete", Admin, "Delete a webhook endpoint", false);
+    RotateWebhookSecret = ("webhooks.rotate_secret", Admin, "Rotate a webhook endpoint's signing secret", false);
+    ConnectChannel = ("channels.connect", Admin, "Connect a publishing channel", false);
+    /// A channel's destination or credentials change.
+    UpdateChannel = ("channels.update", Admin, "Change a publishing channel", false);
+    DeleteChannel = ("channels.delete", Admin, "Delete a publishing channel", false);
+    CreateSendingDomain = ("emails.domains.create", Admin, "Add a sending domain", false);
+    DeleteSendingDomain = ("emails.domains.delete", Admin, "Delete a sending domain", false);
+    /// The workspace's settings (name, portal origins, look).
+    UpdateWorkspace = ("workspaces.update", Admin, "Change the workspace's settings", false);
+}
+
+/// Capability names of earlier releases, still honoured in a key's `requires_confirmation`.
+pub const ALIASES: &[(&str, &str)] = shared::auth::CAPABILITY_ALIASES;

@@ -1,0 +1,217 @@
+//! Authority at the effect. An effect is something that leaves the workspace or cannot be
+//! undone (an email, a remote post, an erasure, a new credential, a changed destination); each
+//! is one type in `domain::effects` and one function in `domain` that takes an
+//! [`Authority`] for it. An `Authority` is made only by [`Grant::authorize`], and a `Grant` only
+//! by the request pipeline (`crate::http`) after it authenticated the caller and, for a
+//! credential that needs confirmations, consumed a person's token for this exact request. So a
+//! handler cannot reach an effect without the proof, whichever route it serves: the compiler
+//! says so, not a flag on the route.
+//!
+//! Routes still declare the effects they may reach (`[effects = ...]` in `area!`): the
+//! pipeline must know before the handler runs whether to demand a token, and the published
+//! capability list is made of these declarations. A declaration cannot drift from the code:
+//! authorising an effect the route did not declare is a 500 for every caller, so any test that
+//! reaches it fails.
+
+use crate::auth::{Credential, Principal, RequiresConfirmation, Scope};
+use crate::error::ApiError;
+use std::marker::PhantomData;
+
+/// What an effect is, for the pipeline and the capability list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EffectInfo {
+    /// The capability a person confirms for a restricted credential (`emails.send`).
+    pub capability: &'static str,
+    /// The least scope of a workspace credential that may cause it.
+    pub needs: Scope,
+    /// What it does, for `GET /capabilities`.
+    pub summary: &'static str,
+    /// A portal customer may cause it for themselves (the domain function checks that the
+    /// target is the customer and asks for the customer's proof).
+    pub self_service: bool,
+}
+
+/// One effect, as a type: `Authority<SendEmail>` cannot stand in for `Authority<EraseSubject>`.
+pub trait Effect: 'static {
+    const INFO: EffectInfo;
+}
+
+/// Who may act, as the pipeline established it for one request.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    principal: Principal,
+    declared: &'static [EffectInfo],
+    confirmation: Option<String>,
+    /// The request, for the 428 that names what to confirm.
+    method: String,
+    path: String,
+    body: bytes::Bytes,
+}
+
+/// Proof that one effect may happen now, and on whose behalf.
+pub struct Authority<E: Effect> {
+    by: String,
+    customer: Option<String>,
+    confirmation: Option<String>,
+    _effect: PhantomData<E>,
+}
+
+impl<E: Effect> std::fmt::Debug for Authority<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authority").field("effect", &E::INFO.capability).field("by", &self.by).finish_non_exhaustive()
+    }
+}
+
+impl<E: Effect> Authority<E> {
+    /// The subject on whose behalf (`key:<id>`, a person's `sub`, `portal:<contact>`, `operator:<what>`).
+    pub fn by(&self) -> &str {
+        &self.by
+    }
+    /// The contact of a portal customer acting for themselves; None for workspace credentials.
+    pub fn customer(&self) -> Option<&str> {
+        self.customer.as_deref()
+    }
+    /// The capability confirmation consumed for this request, if one was needed.
+    pub fn confirmation(&self) -> Option<&str> {
+        self.confirmation.as_deref()
+    }
+    /// The platform's operator acting through the admin CLI or the local stack's setup (AWS
+    /// credentials, not an API credential). `tools/tests/layout.rs` keeps this out of
+    /// `functions/` and `domain/`: no handler or worker may name it.
+    #[doc(hidden)]
+    pub fn operator(what: &str) -> Self {
+        Self { by: format!("operator:{what}"), customer: None, confirmation: None, _effect: PhantomData }
+    }
+}
+
+impl Grant {
+    /// Only the pipeline makes grants: `confirmation` is the token it consumed with the
+    /// request's reservation (when the request brought one).
+    pub(crate) fn new(
+        principal: Principal,
+        declared: &'static [EffectInfo],
+        confirmation: Option<String>,
+        method: &str,
+        path: &str,
+        body: bytes::Bytes,
+    ) -> Self {
+        Self { principal, declared, confirmation, method: method.to_string(), path: path.to_string(), body }
+    }
+
+    /// The proof for effect `E`, or why not: 403 without the scope, 428 when the credential
+    /// needs a person's confirmation and this request brought none, 500 when the route does not
+    /// declare the effect (a defect the route's tests find).
+    pub fn authorize<E: Effect>(&self) -> Result<Authority<E>, ApiError> {
+        let info = E::INFO;
+        if !self.declared.iter().any(|d| d.capability == info.capability) {
+            tracing::error!(capability = info.capability, "a route reached an effect it does not declare");
+            return Err(ApiError::internal(format!("this route does not declare the effect {}", info.capability)));
+        }
+        let customer = match &self.principal.credential {
+            Credential::Portal { contact_id, .. } if info.self_service => Some(contact_id.clone()),
+            Credential::Portal { .. } | Credential::Public { .. } => {
+                return Err(ApiError::forbidden(format!("a portal session cannot {}", info.summary.to_lowercase())));
+            }
+            Credential::ApiKey { .. } | Credential::OAuth => None,
+        };
+        if customer.is_none() && !self.principal.scopes.contains(&info.needs) {
+            return Err(ApiError::forbidden(format!(
+                "this credential lacks the {} scope needed to {}",
+                info.needs.name(),
+                info.summary.to_lowercase()
+            )));
+        }
+        if self.principal.requires_confirmation.covers(info.capability) && self.confirmation.is_none() {
+            // A request that brought no token runs until it reaches a restricted effect (a PATCH
+            // of a draft needs none; of a scheduled post it does). Handlers authorise before
+            // they write, and the pipeline frees the Idempotency-Key after a 428.
+            let req =
+                crate::confirmation::Request { capability: info.capability, method: &self.method, path: &self.path, body: &self.body };
+            return Err(crate::confirmation::required(&req, crate::confirmation::Refusal::Missing));
+        }
+        Ok(Authority { by: self.by(), customer, confirmation: self.confirmation.clone(), _effect: PhantomData })
+    }
+
+    fn by(&self) -> String {
+        match &self.principal.credential {
+            Credential::Portal { contact_id, .. } => format!("portal:{contact_id}"),
+            _ => self.principal.subject.clone(),
+        }
+    }
+
+    /// The credential's confirmation requirements (a new key may not have fewer).
+    pub fn requires_confirmation(&self) -> &RequiresConfirmation {
+        &self.principal.requires_confirmation
+    }
+
+    /// The credential's scopes (a new key may not have more).
+    pub fn scopes(&self) -> &[Scope] {
+        &self.principal.scopes
+    }
+}
+
+/// The capability a route checks a token against for this credential: the first declared
+/// effect the credential is restricted for.
+pub fn restricted_capability(declared: &[EffectInfo], restricted: &RequiresConfirmation) -> Option<&'static str> {
+    declared.iter().map(|d| d.capability).find(|c| restricted.covers(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Send;
+    impl Effect for Send {
+        const INFO: EffectInfo =
+            EffectInfo { capability: "emails.send", needs: Scope::Write, summary: "Send an email", self_service: false };
+    }
+    struct Erase;
+    impl Effect for Erase {
+        const INFO: EffectInfo = EffectInfo { capability: "gdpr.erasure", needs: Scope::Admin, summary: "Erase", self_service: true };
+    }
+
+    fn principal(scopes: Vec<Scope>, restricted: RequiresConfirmation) -> Principal {
+        Principal {
+            workspace_id: Some("ws_1".into()),
+            subject: "key:key_1".into(),
+            scopes,
+            credential: Credential::ApiKey { key_id: "key_1".into() },
+            requires_confirmation: restricted,
+        }
+    }
+
+    #[test]
+    fn an_authority_needs_the_declaration_the_scope_and_the_confirmation() {
+        static BOTH: [EffectInfo; 2] = [Send::INFO, Erase::INFO];
+        static SEND: [EffectInfo; 1] = [Send::INFO];
+        let write = principal(vec![Scope::Read, Scope::Write], RequiresConfirmation::All(false));
+        let grant = |p: &Principal, d: &'static [EffectInfo], c: Option<&str>| {
+            Grant::new(p.clone(), d, c.map(String::from), "POST", "/emails", bytes::Bytes::from_static(b"{}"))
+        };
+        assert!(grant(&write, &SEND, None).authorize::<Send>().is_ok());
+        assert_eq!(grant(&write, &SEND, None).authorize::<Erase>().unwrap_err().status().as_u16(), 500);
+        assert_eq!(grant(&write, &BOTH, None).authorize::<Erase>().unwrap_err().status().as_u16(), 403);
+        // An earlier release's name of the capability restricts it as well.
+        let restricted = principal(vec![Scope::Write], RequiresConfirmation::Only(vec!["emails.batch".into()]));
+        let refused = grant(&restricted, &SEND, None).authorize::<Send>().unwrap_err();
+        assert_eq!(refused.status().as_u16(), 428);
+        assert_eq!(refused.details[0].meta.as_ref().unwrap()["capability"], "emails.send");
+        let a = grant(&restricted, &SEND, Some("cc_1")).authorize::<Send>().unwrap();
+        assert_eq!((a.by(), a.confirmation(), a.customer()), ("key:key_1", Some("cc_1"), None));
+    }
+
+    #[test]
+    fn a_portal_session_reaches_only_self_service_effects_for_itself() {
+        static BOTH: [EffectInfo; 2] = [Send::INFO, Erase::INFO];
+        let p = Principal {
+            workspace_id: Some("ws_1".into()),
+            subject: "portal".into(),
+            scopes: vec![],
+            credential: Credential::Portal { session_id: "ps_1".into(), contact_id: "ct_1".into() },
+            requires_confirmation: RequiresConfirmation::All(false),
+        };
+        let g = Grant::new(p, &BOTH, None, "POST", "/portal/me/erasure", bytes::Bytes::new());
+        assert_eq!(g.authorize::<Send>().unwrap_err().status().as_u16(), 403);
+        assert_eq!(g.authorize::<Erase>().unwrap().customer(), Some("ct_1"));
+    }
+}
