@@ -336,9 +336,10 @@ pub async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value 
 /// The key of `seed_every_area`'s answer that holds a portal session of its contact.
 pub const PORTAL_SESSION: &str = "!portal_session";
 
-/// A portal session for a contact: a login link minted with `c`'s credential, exchanged.
+/// A portal session for a contact: a login link handed to `c` (an admin credential,
+/// `delivery: return`), exchanged.
 pub async fn portal_session(c: &Client, contact_id: &str) -> String {
-    let link = c.post("/portal/sessions", &serde_json::json!({"contact_id": contact_id})).await;
+    let link = c.post("/portal/sessions", &serde_json::json!({"contact_id": contact_id, "delivery": "return"})).await;
     assert_eq!(link.status, 201, "{}", link.json);
     let r = Client::anonymous(&c.base).post("/portal/sessions/exchange", &serde_json::json!({"token": link.json["data"]["token"]})).await;
     assert_eq!(r.status, 201, "{}", r.json);

@@ -126,14 +126,17 @@ async fn every_confirmable_route_needs_its_exact_confirmation_once() {
 
     for (i, cap) in caps.iter().enumerate() {
         let (name, method, pattern) = (cap["capability"].as_str().unwrap(), cap["method"].as_str().unwrap(), cap["path"].as_str().unwrap());
+        // A route that can cause several effects is refused naming the first it is restricted for.
+        let first_of_route = caps.iter().find(|c| c["method"] == method && c["path"] == pattern).unwrap()["capability"].as_str().unwrap();
+        let refused = |r: &Resp, _: &str, reason: &str, what: &str| refused(r, first_of_route, reason, what);
         let path = concrete(pattern);
         let body = body_for(method);
-        let key = format!("k-{name}");
+        let key = format!("k-{i}-{name}");
         let what = format!("{name} ({method} {path})");
 
         // Without a token: refused where the handler reaches the effect, or earlier for the
         // request's own faults (these objects do not exist), never run.
-        let r = send(&s.agent, method, &path, &body, Some(&key), None).await;
+        let r = send(&s.agent, method, &path, &body, Some(&format!("{key}-none")), None).await;
         assert!((400..500).contains(&r.status), "{what}: without a token: {} {}", r.status, r.json);
         if r.status == 428 {
             assert_eq!(r.json["error"]["details"][0]["meta"]["reason"], "missing", "{what}: {}", r.json);
@@ -340,4 +343,110 @@ async fn a_confirmed_write_costs_no_extra_dynamodb_round_trip() {
     let confirmed = send(&s.agent, "POST", "/webhooks", body, Some("c-2"), Some(&token)).await;
     assert_eq!((unconfirmed.status, confirmed.status), (201, 201), "{} / {}", unconfirmed.json, confirmed.json);
     assert_eq!(confirmed.ddb_calls(), unconfirmed.ddb_calls(), "no extra round trip for the token");
+}
+
+/// The routes that reached effects without a confirmation before effects carried their
+/// authority: each now refuses a restricted key (428, nothing happens) and, with a person's
+/// token for that exact request, runs once.
+#[tokio::test]
+async fn every_route_to_an_effect_needs_the_confirmation_not_only_the_obvious_one() {
+    let h = harness();
+    let s = setup(&h.base, "confirm side doors", json!(true)).await;
+    let domain = e2e::verified_domain(&s.owner, &s.ws).await;
+    let emails_now = |c: Value| c["data"].as_array().unwrap().len();
+    let before = emails_now(s.owner.get("/emails?limit=100").await.json);
+    let ch = e2e::channel(&s.owner, "side-door").await;
+    let post = e2e::created(&s.owner, "/posts", json!({"content": "Hello", "channel_ids": [ch]}), 201).await;
+    let post_id = post["id"].as_str().unwrap();
+    let ct = e2e::created(&s.owner, "/contacts", json!({"email": "side@example.org"}), 201).await;
+    let ct_id = ct["id"].as_str().unwrap();
+    let dom = s.owner.get("/emails/domains").await.json["data"][0]["id"].as_str().unwrap().to_string();
+
+    let conversation = serde_json::to_vec(&json!({"subject": "Hi", "mailbox": format!("support@{domain}"),
+        "contact": {"email": "side@example.org"}, "message": {"type": "reply", "body_text": "Hello from us"}}))
+    .unwrap();
+    let doors: Vec<(&str, String, Vec<u8>, &str)> = vec![
+        ("POST", "/helpdesk/conversations".into(), conversation.clone(), "emails.send"),
+        (
+            "POST",
+            format!("/posts/{post_id}/schedule"),
+            serde_json::to_vec(&json!({"scheduled_at": e2e::in_hours(1)})).unwrap(),
+            "posts.publish",
+        ),
+        ("PATCH", format!("/channels/{ch}"), serde_json::to_vec(&json!({"name": "renamed"})).unwrap(), "channels.update"),
+        ("PATCH", "/workspaces/current".into(), serde_json::to_vec(&json!({"name": "renamed"})).unwrap(), "workspaces.update"),
+        ("DELETE", format!("/emails/domains/{dom}"), vec![], "emails.domains.delete"),
+        (
+            "POST",
+            "/portal/sessions".into(),
+            serde_json::to_vec(&json!({"contact_id": ct_id, "delivery": "return"})).unwrap(),
+            "portal.sessions.return",
+        ),
+    ];
+    for (method, path, body, capability) in &doors {
+        let r = send(&s.agent, method, path, body, Some("door"), None).await;
+        refused(&r, capability, "missing", &format!("{method} {path}"));
+    }
+    assert_eq!(emails_now(s.owner.get("/emails?limit=100").await.json), before, "no email was written");
+    assert_eq!(s.owner.get(&format!("/posts/{post_id}")).await.json["data"]["status"], "draft");
+    assert_eq!(s.owner.get(&format!("/channels/{ch}")).await.json["data"]["name"], "side-door");
+    assert_eq!(s.owner.get(&format!("/emails/domains/{dom}")).await.status, 200);
+
+    // With the person's token the helpdesk start runs, and sends exactly one email.
+    let (_, token) = mint(&s, "emails.send", "POST", "/helpdesk/conversations", "door-ok", &conversation).await;
+    let r = send(&s.agent, "POST", "/helpdesk/conversations", &conversation, Some("door-ok"), Some(&token)).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let again = send(&s.agent, "POST", "/helpdesk/conversations", &conversation, Some("door-ok"), Some(&token)).await;
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    let after = s.owner.get("/emails?limit=100").await.json;
+    assert_eq!(emails_now(after.clone()), before + 1, "one email: {after}");
+    // A PATCH of a draft reaches no effect: no token needed.
+    let r = s.agent.patch(&format!("/posts/{post_id}"), &json!({"content": "Edited"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+}
+
+/// A credential mints keys with at most its scopes and at least its confirmation requirements.
+#[tokio::test]
+async fn a_restricted_key_only_mints_keys_as_restricted_as_itself() {
+    let h = harness();
+    let s = setup(&h.base, "confirm minting keys", json!(["emails.send", "webhooks.create"])).await;
+    let all = json!(["read", "write", "admin"]);
+    for (requires, ok) in [
+        (json!(false), false),
+        (json!([]), false),
+        (json!(["emails.send"]), false),
+        (json!(["webhooks.create", "posts.publish"]), false),
+        (json!(["emails.send", "webhooks.create"]), true),
+        (json!(["emails.batch", "webhooks.create"]), true),
+        (json!(["emails.send", "webhooks.create", "gdpr.erasure"]), true),
+        (json!(true), true),
+    ] {
+        let body = json!({"name": "child", "scopes": all, "requires_confirmation": requires});
+        let r = s.agent.post("/workspaces/current/api-keys", &body).await;
+        if ok {
+            assert_eq!(r.status, 201, "{requires}: {}", r.json);
+        } else {
+            assert_eq!(
+                (r.status, r.json["error"]["details"][0]["field"].as_str()),
+                (400, Some("requires_confirmation")),
+                "{requires}: {}",
+                r.json
+            );
+        }
+    }
+    // Without a value the child inherits the restrictions; scopes never widen.
+    let r = s.agent.post("/workspaces/current/api-keys", &json!({"name": "child", "scopes": ["read", "write"]})).await;
+    assert_eq!((r.status, &r.json["data"]["requires_confirmation"]), (201, &json!(["emails.send", "webhooks.create"])), "{}", r.json);
+    let (_, key) = h.workspace("confirm minting keys 2").await;
+    let owner = Client::new(&h.base, &key);
+    let r = owner.post("/workspaces/current/api-keys", &json!({"name": "w", "scopes": ["read", "write"]})).await;
+    let writer = Client::new(&h.base, r.json["data"]["secret"].as_str().unwrap());
+    let r = writer.post("/workspaces/current/api-keys", &json!({"name": "x", "scopes": ["read"]})).await;
+    assert_eq!(r.status, 403, "creating keys needs admin: {}", r.json);
+    let r = owner
+        .post("/workspaces/current/api-keys", &json!({"name": "x", "scopes": ["read", "write", "admin"], "requires_confirmation": true}))
+        .await;
+    let restricted = Client::new(&h.base, r.json["data"]["secret"].as_str().unwrap());
+    let r = restricted.post("/workspaces/current/api-keys", &json!({"name": "y", "requires_confirmation": true})).await;
+    assert_eq!((r.status, r.code()), (428, "CONFIRMATION_REQUIRED"), "minting is itself an effect to confirm: {}", r.json);
 }

@@ -24,7 +24,7 @@ async fn a_login_link_is_exchanged_once_and_expires() {
     let (_, key) = h.workspace("portal links").await;
     let c = Client::new(&h.base_bulk, &key);
     let ct = id(&created(&c, "/contacts", json!({"email": "pia@example.org"}), 201).await);
-    let link = created(&c, "/portal/sessions", json!({"contact_id": ct}), 201).await;
+    let link = created(&c, "/portal/sessions", json!({"contact_id": ct, "delivery": "return"}), 201).await;
     let token = link["token"].as_str().unwrap().to_string();
     assert!(token.starts_with("psl_") && token.len() == 47, "{link}");
     assert!(link["url"].is_null());
@@ -45,7 +45,7 @@ async fn a_login_link_is_exchanged_once_and_expires() {
     assert_eq!((wrong.status, &wrong.json["error"]["message"]), (401, &message));
     let garbage = anon.post("/portal/sessions/exchange", &json!({"token": "nope"})).await;
     assert_eq!((garbage.status, &garbage.json["error"]["message"]), (401, &message));
-    let stale = created(&c, "/portal/sessions", json!({"contact_id": ct}), 201).await;
+    let stale = created(&c, "/portal/sessions", json!({"contact_id": ct, "delivery": "return"}), 201).await;
     let stale_token = stale["token"].as_str().unwrap();
     let app = h.app().await;
     app.db
@@ -63,7 +63,7 @@ async fn a_login_link_is_exchanged_once_and_expires() {
     assert_eq!((r.status, &r.json["error"]["message"]), (401, &message));
 
     // A link for no contact of this workspace is 404; the token is stored only hashed.
-    let r = c.post("/portal/sessions", &json!({"contact_id": "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D"})).await;
+    let r = c.post("/portal/sessions", &json!({"contact_id": "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D", "delivery": "return"})).await;
     assert_eq!(r.status, 404);
     let out = app.db.client.scan().table_name(&app.db.table).send().await.unwrap();
     assert!(out.items().iter().all(|i| !format!("{i:?}").contains(stale_token)), "a token is never stored");
@@ -75,17 +75,25 @@ async fn a_return_url_must_be_https_on_an_allowed_origin() {
     let (_, key) = h.workspace("portal origins").await;
     let c = Client::new(&h.base_bulk, &key);
     let ct = id(&created(&c, "/contacts", json!({"email": "oli@example.org"}), 201).await);
-    let r = c.post("/portal/sessions", &json!({"contact_id": ct, "return_url": "https://shop.example.com/account"})).await;
+    let r = c
+        .post("/portal/sessions", &json!({"contact_id": ct, "return_url": "https://shop.example.com/account", "delivery": "return"}))
+        .await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("return_url")), "{}", r.json);
     let r = c.patch("/workspaces/current", &json!({"portal_origins": ["http://shop.example.com"]})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("portal_origins[0]")), "{}", r.json);
     let r = c.patch("/workspaces/current", &json!({"portal_origins": ["https://shop.example.com/"]})).await;
     assert_eq!(r.json["data"]["portal_origins"], json!(["https://shop.example.com"]), "{}", r.json);
-    let link = created(&c, "/portal/sessions", json!({"contact_id": ct, "return_url": "https://shop.example.com/account"}), 201).await;
+    let link = created(
+        &c,
+        "/portal/sessions",
+        json!({"contact_id": ct, "return_url": "https://shop.example.com/account", "delivery": "return"}),
+        201,
+    )
+    .await;
     let url = link["url"].as_str().unwrap();
     assert_eq!(url, format!("https://shop.example.com/account#portal_token={}", link["token"].as_str().unwrap()));
     for bad in ["http://shop.example.com/account", "https://shop.example.com.evil.org/", "https://other.example.com/"] {
-        let r = c.post("/portal/sessions", &json!({"contact_id": ct, "return_url": bad})).await;
+        let r = c.post("/portal/sessions", &json!({"contact_id": ct, "return_url": bad, "delivery": "return"})).await;
         assert_eq!(r.status, 400, "{bad}: {}", r.json);
     }
 }
@@ -209,15 +217,38 @@ async fn a_session_reaches_its_own_contact_only_and_does_what_a_customer_may() {
     assert_eq!(p.get("/portal/me").await.status, 401);
 }
 
+/// The 6 digits of the newest portal email to the contact (read with the workspace's key).
+async fn emailed_code(c: &Client, email_id: &str) -> String {
+    let r = c.get(&format!("/emails/{email_id}")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let text = r.json["data"]["text"].as_str().unwrap().to_string();
+    text.split(|ch: char| !ch.is_ascii_digit()).find(|w| w.len() == 6).expect("a 6-digit code").to_string()
+}
+
 #[tokio::test]
-async fn a_customer_can_erase_themselves_and_the_session_ends_at_once() {
+async fn a_customer_erases_themselves_only_with_the_code_sent_to_their_address() {
     let h = harness();
-    let (_, key) = h.workspace("portal erasure").await;
+    let (ws, key) = h.workspace("portal erasure").await;
     let c = Client::new(&h.base_bulk, &key);
+    e2e::verified_domain(&c, &ws).await;
     let me = id(&created(&c, "/contacts", json!({"email": "gone@example.org"}), 201).await);
     let session = e2e::portal_session(&c, &me).await;
     let p = Client::portal(&h.base_bulk, &session);
-    let e = created(&p, "/portal/me/erasure", json!({}), 202).await;
+    // No code, a malformed one, a guess before any was sent: refused, nothing erased.
+    let r = p.post("/portal/me/erasure", &json!({})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("code")), "{}", r.json);
+    let r = p.post("/portal/me/erasure", &json!({"code": "123456"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("code")), "{}", r.json);
+    // The code goes to the contact's own address.
+    let sent = created(&p, "/portal/me/erasure/code", json!({}), 202).await;
+    let email = c.get(&format!("/emails/{}", sent["email_id"].as_str().unwrap())).await.json["data"].clone();
+    assert_eq!((email["to"][0].as_str(), email["contact_id"].as_str()), (Some("gone@example.org"), Some(me.as_str())), "{email}");
+    let code = emailed_code(&c, sent["email_id"].as_str().unwrap()).await;
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    let r = p.post("/portal/me/erasure", &json!({"code": wrong})).await;
+    assert_eq!(r.status, 400, "a wrong code: {}", r.json);
+    assert_eq!(c.get(&format!("/contacts/{me}")).await.status, 200, "nothing erased yet");
+    let e = created(&p, "/portal/me/erasure", json!({"code": code}), 202).await;
     assert_eq!(p.get("/portal/me").await.status, 401, "the session is revoked with the request");
     let path = format!("/gdpr/erasures/{}", id(&e));
     for _ in 0..150 {
@@ -233,6 +264,69 @@ async fn a_customer_can_erase_themselves_and_the_session_ends_at_once() {
         "{done}"
     );
     assert_eq!(c.get(&format!("/contacts/{me}")).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_code_is_spent_once_and_guesses_are_limited() {
+    let h = harness();
+    let (ws, key) = h.workspace("portal code guesses").await;
+    let c = Client::new(&h.base_bulk, &key);
+    e2e::verified_domain(&c, &ws).await;
+    let me = id(&created(&c, "/contacts", json!({"email": "guess@example.org"}), 201).await);
+    let p = Client::portal(&h.base_bulk, &e2e::portal_session(&c, &me).await);
+    let sent = created(&p, "/portal/me/erasure/code", json!({}), 202).await;
+    let code = emailed_code(&c, sent["email_id"].as_str().unwrap()).await;
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    for _ in 0..5 {
+        assert_eq!(p.post("/portal/me/erasure", &json!({"code": wrong})).await.status, 400);
+    }
+    let r = p.post("/portal/me/erasure", &json!({"code": code})).await;
+    assert_eq!(r.status, 400, "after 5 guesses even the right code is refused: {}", r.json);
+    assert_eq!(c.get(&format!("/contacts/{me}")).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_login_link_goes_to_the_inbox_unless_an_admin_asks_for_it() {
+    let h = harness();
+    let (ws, key) = h.workspace("portal delivery").await;
+    let owner = Client::new(&h.base_bulk, &key);
+    e2e::verified_domain(&owner, &ws).await;
+    let r = owner.patch("/workspaces/current", &json!({"portal_origins": ["https://shop.example.com"]})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let ct = id(&created(&owner, "/contacts", json!({"email": "inbox@example.org"}), 201).await);
+    let r = owner.post("/workspaces/current/api-keys", &json!({"name": "writer", "scopes": ["read", "write"]})).await;
+    let writer = Client::new(&h.base_bulk, r.json["data"]["secret"].as_str().unwrap());
+
+    // A write key: the link is emailed to the contact, and the caller sees no token.
+    let link = created(&writer, "/portal/sessions", json!({"contact_id": ct}), 201).await;
+    assert_eq!((link["delivery"].as_str(), link["token"].as_str(), link["url"].as_str()), (Some("email"), None, None), "{link}");
+    let email = owner.get(&format!("/emails/{}", link["email_id"].as_str().unwrap())).await.json["data"].clone();
+    assert_eq!(email["to"][0], "inbox@example.org");
+    let text = email["text"].as_str().unwrap();
+    let token = text.split("#portal_token=").nth(1).unwrap().split_whitespace().next().unwrap();
+    assert!(text.contains("https://shop.example.com/#portal_token=psl_"), "{text}");
+    let r = Client::anonymous(&h.base_bulk).post("/portal/sessions/exchange", &json!({"token": token})).await;
+    assert_eq!(r.status, 201, "the emailed link signs in: {}", r.json);
+    // ... and cannot take the token for itself.
+    let r = writer.post("/portal/sessions", &json!({"contact_id": ct, "delivery": "return"})).await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.json);
+}
+
+#[tokio::test]
+async fn a_deleted_contacts_session_ends_on_every_route() {
+    let h = harness();
+    let (_, key) = h.workspace("portal deleted contact").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let me = id(&created(&c, "/contacts", json!({"email": "deleted@example.org"}), 201).await);
+    let p = Client::portal(&h.base_bulk, &e2e::portal_session(&c, &me).await);
+    assert_eq!(p.get("/portal/me/bookings").await.status, 200);
+    assert_eq!(c.delete(&format!("/contacts/{me}")).await.status, 200);
+    for path in ["/portal/me", "/portal/me/bookings", "/portal/me/emails", "/portal/me/exports/gx_01HF6Z3Q8M4W2T9K7R5N1B0C6D"] {
+        assert_eq!(p.get(path).await.status, 401, "GET {path}");
+    }
+    for path in ["/portal/me/export", "/portal/me/erasure/code", "/portal/me/bookings/bk_01HF6Z3Q8M4W2T9K7R5N1B0C6D/cancel"] {
+        assert_eq!(p.post(path, &json!({})).await.status, 401, "POST {path}");
+    }
 }
 
 #[tokio::test]
