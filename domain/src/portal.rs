@@ -40,6 +40,7 @@ pub const PRIVACY: &[Rule] = &[
 /// How a login link reaches the customer, and so what a session proves.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = PortalLinkDelivery)]
 pub enum Delivery {
     /// Emailed to the contact's address from the workspace's verified sending domain: the
     /// session proves the customer reads that inbox. No token in the answer.

@@ -770,7 +770,7 @@ pub struct CreateSession {
     /// token. `return`: the token comes back to the caller, for its own signed-in pages; needs
     /// the admin scope (capability `portal.sessions.return`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivery: Option<Delivery>,
+    pub delivery: Option<PortalLinkDelivery>,
     /// https, on one of the workspace's `portal_origins`; the answer's `url` is it with the
     /// token in the fragment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1534,7 +1534,7 @@ pub struct PortalEmail {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortalLink {
     pub contact_id: String,
-    pub delivery: Delivery,
+    pub delivery: PortalLinkDelivery,
     /// `email`: the email that carries the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email_id: Option<String>,
@@ -1548,6 +1548,18 @@ pub struct PortalLink {
     /// `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+}
+
+/// How a login link reaches the customer, and so what a session proves.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PortalLinkDelivery {
+    #[serde(rename = "email")]
+    Email,
+    #[serde(rename = "return")]
+    Return,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

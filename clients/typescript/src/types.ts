@@ -2044,7 +2044,7 @@ export interface components {
              *     token. `return`: the token comes back to the caller, for its own signed-in pages; needs
              *     the admin scope (capability `portal.sessions.return`).
              */
-            delivery?: components["schemas"]["Delivery"];
+            delivery?: components["schemas"]["PortalLinkDelivery"];
             /**
              * @description https, on one of the workspace's `portal_origins`; the answer's `url` is it with the
              *     token in the fragment.
@@ -2861,7 +2861,7 @@ export interface components {
         };
         PortalLink: {
             contact_id: string;
-            delivery: components["schemas"]["Delivery"];
+            delivery: components["schemas"]["PortalLinkDelivery"];
             /** @description `email`: the email that carries the link. */
             email_id?: string | null;
             expires_at: string;
@@ -2875,6 +2875,11 @@ export interface components {
             /** @description `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it). */
             url?: string | null;
         };
+        /**
+         * @description How a login link reaches the customer, and so what a session proves.
+         * @enum {string}
+         */
+        PortalLinkDelivery: "email" | "return";
         PortalSession: {
             contact: components["schemas"]["Contact"];
             expires_at: string;
