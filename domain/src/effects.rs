@@ -70,6 +70,3 @@ effects! {
     /// The workspace's settings (name, portal origins, look).
     UpdateWorkspace = ("workspaces.update", Admin, "Change the workspace's settings", false);
 }
-
-/// Capability names of earlier releases, still honoured in a key's `requires_confirmation`.
-pub const ALIASES: &[(&str, &str)] = shared::auth::CAPABILITY_ALIASES;

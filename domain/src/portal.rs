@@ -130,13 +130,13 @@ pub async fn email_link(
         return Err(ApiError::validation("return_url", "is needed to email a link when the workspace has no portal_origins"));
     };
     let from = sender(app, ws).await?;
-    let (contact, token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email).await?;
+    // The token travels only inside the emailed URL.
+    let (contact, _token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email).await?;
     let url = url.unwrap_or_default();
     let text =
         format!("Sign in to {} with this link (valid 15 minutes, once):\n\n{url}\n\nIf you did not ask for it, ignore this email.", w.name);
     let email = mail_to(app, ws, &contact, &from, &format!("Your sign-in link for {}", w.name), text).await?;
     crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
-    drop(token);
     Ok(PortalLink {
         object: "portal_link".into(),
         delivery: Delivery::Email,
@@ -213,6 +213,33 @@ pub struct ErasureCode {
     pub expires_at: String,
 }
 
+/// One conditional update of a portal session's item: false when its condition failed.
+async fn update_session(
+    app: &App,
+    pk: &str,
+    update: &str,
+    condition: &str,
+    values: Vec<(&str, aws_sdk_dynamodb::types::AttributeValue)>,
+) -> ApiResult<bool> {
+    let mut req = app
+        .db
+        .client
+        .update_item()
+        .table_name(&app.db.table)
+        .key("pk", s(pk))
+        .key("sk", s(keys::PORTAL_SESSION.table.sk))
+        .update_expression(update)
+        .condition_expression(condition);
+    for (k, v) in values {
+        req = req.expression_attribute_values(k, v);
+    }
+    match req.send().await {
+        Ok(_) => Ok(true),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
+        Err(e) => Err(store::ddb_error(e)),
+    }
+}
+
 fn code_hash(session_pk: &str, code: &str) -> String {
     hash_api_key(&format!("{session_pk}/{code}"))
 }
@@ -236,20 +263,12 @@ pub async fn send_erasure_code(
         "Your code to confirm the erasure of your data: {code}\n\nIt is valid 15 minutes. Erasure cannot be undone. If you did not ask for it, ignore this email."
     );
     let email = mail_to(app, ws, contact, &from, "Confirm the erasure of your data", text).await?;
-    app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(&pk))
-        .key("sk", s(keys::PORTAL_SESSION.table.sk))
-        .update_expression("SET erase_code_hash = :h, erase_code_expires = :e, erase_code_tries = :z")
-        .condition_expression("attribute_exists(pk)")
-        .expression_attribute_values(":h", s(code_hash(&pk, &code)))
-        .expression_attribute_values(":e", n(expires))
-        .expression_attribute_values(":z", n(0))
-        .send()
-        .await
-        .map_err(store::ddb_error)?;
+    let values = vec![(":h", s(code_hash(&pk, &code))), (":e", n(expires)), (":z", n(0))];
+    if !update_session(app, &pk, "SET erase_code_hash = :h, erase_code_expires = :e, erase_code_tries = :z", "attribute_exists(pk)", values)
+        .await?
+    {
+        return Err(ApiError::unauthorized("X-Portal-Session is invalid or expired"));
+    }
     crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
     Ok(ErasureCode { object: "portal_erasure_code".into(), email_id: email.id, expires_at: time(expires) })
 }
@@ -272,41 +291,29 @@ pub async fn erase_self(
         || ApiError::validation("code", "the code is wrong, expired or used up; ask for a new one at POST /portal/me/erasure/code");
     let pk = shared::auth::portal_session_pk(session_token);
     let now = chrono::Utc::now().timestamp();
-    let guessed = app
-        .db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(&pk))
-        .key("sk", s(keys::PORTAL_SESSION.table.sk))
-        .update_expression("SET erase_code_tries = erase_code_tries + :one")
-        .condition_expression("attribute_exists(erase_code_hash) AND erase_code_expires > :now AND erase_code_tries < :max")
-        .expression_attribute_values(":one", n(1))
-        .expression_attribute_values(":now", n(now))
-        .expression_attribute_values(":max", n(ERASURE_CODE_TRIES))
-        .send()
-        .await;
-    match guessed {
-        Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => return Err(refused()),
-        Err(e) => return Err(store::ddb_error(e)),
+    // A guess counts before it is compared; the right code is then spent by a removal that only
+    // one request can make.
+    let counted = update_session(
+        app,
+        &pk,
+        "SET erase_code_tries = erase_code_tries + :one",
+        "attribute_exists(erase_code_hash) AND erase_code_expires > :now AND erase_code_tries < :max",
+        vec![(":one", n(1)), (":now", n(now)), (":max", n(ERASURE_CODE_TRIES))],
+    )
+    .await?;
+    if !counted {
+        return Err(refused());
     }
-    let spent = app
-        .db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(&pk))
-        .key("sk", s(keys::PORTAL_SESSION.table.sk))
-        .update_expression("REMOVE erase_code_hash, erase_code_expires, erase_code_tries")
-        .condition_expression("erase_code_hash = :h")
-        .expression_attribute_values(":h", s(code_hash(&pk, code.trim())))
-        .send()
-        .await;
-    match spent {
-        Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => return Err(refused()),
-        Err(e) => return Err(store::ddb_error(e)),
+    let spent = update_session(
+        app,
+        &pk,
+        "REMOVE erase_code_hash, erase_code_expires, erase_code_tries",
+        "erase_code_hash = :h",
+        vec![(":h", s(code_hash(&pk, code.trim())))],
+    )
+    .await?;
+    if !spent {
+        return Err(refused());
     }
     let subject = crate::gdpr::Subject::of(contact);
     crate::gdpr::erasure::begin(

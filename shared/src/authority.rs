@@ -143,11 +143,6 @@ impl Grant {
     pub fn requires_confirmation(&self) -> &RequiresConfirmation {
         &self.principal.requires_confirmation
     }
-
-    /// The credential's scopes (a new key may not have more).
-    pub fn scopes(&self) -> &[Scope] {
-        &self.principal.scopes
-    }
 }
 
 /// The capability a route checks a token against for this credential: the first declared

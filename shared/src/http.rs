@@ -136,7 +136,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
     let grant = crate::authority::Grant::new(
         principal.clone(),
         m.route.effects,
-        idempotency.1.clone(),
+        idempotency.confirmation.clone(),
         parts.method.as_str(),
         &m.relative_path,
         body.clone(),
@@ -194,8 +194,11 @@ fn is_json(ct: Option<&HeaderValue>) -> bool {
 
 /// Stage 3, around the handler: a write with `Idempotency-Key` reserves the key first (or
 /// replays the stored answer), and stores the handler's answer after it.
-/// The confirmation consumed with the reservation rides along for the grant.
-struct Idempotency(Option<Reservation>, Option<String>);
+struct Idempotency {
+    reservation: Option<Reservation>,
+    /// The confirmation consumed with the reservation, for the grant.
+    confirmation: Option<String>,
+}
 
 impl Idempotency {
     async fn begin(
@@ -208,10 +211,9 @@ impl Idempotency {
     ) -> ApiResult<Begin<Self>> {
         let relative_path = m.relative_path.as_str();
         let header = |name: &str| parts.headers.get(name).map(|v| v.to_str().unwrap_or("\u{7f}"));
-        // A confirmable write of a credential that needs confirmations: the token is consumed
-        // with the reservation (crate::confirmation).
-        // A request without a token runs on, and is refused at the first restricted effect it
-        // reaches (`crate::authority::Grant::authorize`).
+        // A token for a route reaching an effect this credential is restricted for is consumed
+        // with the reservation (crate::confirmation); a request without one runs on and is
+        // refused at the first restricted effect it reaches (`crate::authority::Grant::authorize`).
         let confirm = crate::authority::restricted_capability(m.route.effects, &principal.requires_confirmation)
             .filter(|_| parts.headers.contains_key(crate::confirmation::HEADER));
         // Credential-less routes share no workspace to keep replays in.
@@ -241,10 +243,10 @@ impl Idempotency {
             };
             idempotency::begin(&app.db, principal.workspace_id.as_deref().unwrap_or_default(), &key, fingerprint()).await?
         } else {
-            return Ok(Begin::Proceed(Self(None, None)));
+            return Ok(Begin::Proceed(Self { reservation: None, confirmation: None }));
         };
         Ok(match begun {
-            Begin::Proceed(r) => Begin::Proceed(Self(Some(r), confirmation)),
+            Begin::Proceed(r) => Begin::Proceed(Self { reservation: Some(r), confirmation }),
             Begin::Replay(stored) => Begin::Replay(stored),
         })
     }
@@ -252,7 +254,7 @@ impl Idempotency {
     /// A 4xx is stored like a success (the same request gets the same answer); a 5xx frees
     /// the key so the client's retry runs again.
     async fn finish(self, app: &App, result: ApiResult<Reply>, request_id: &str) -> ApiResult<Answer> {
-        let Some(r) = &self.0 else {
+        let Some(r) = &self.reservation else {
             return result.map(|r| Answer { status: r.status, body: r.body, replayed: false });
         };
         match result {

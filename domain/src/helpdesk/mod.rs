@@ -325,11 +325,22 @@ pub async fn compose_reply(
     Ok(OutgoingReply { email, token: token_item(ws, &token, &c.id) })
 }
 
-/// The effect `SendEmail` for a reply: the email and its reply-address token join the
-/// transaction that records the message, so the email exists only if the message does and
-/// reaches SES (after [`compose::Queued::after_commit`]) only once both are written.
-pub fn send_reply(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, r: OutgoingReply, tx: Tx) -> ApiResult<(Tx, compose::Queued)> {
-    compose::send_in(auth, app, ws, &r.email, chrono::Utc::now().timestamp(), tx.put(r.token))
+/// Commit the message's transaction; with a reply, the effect `SendEmail`: the email and its
+/// reply-address token join the transaction that records the message, so the email exists only
+/// if the message does, and is queued for SES only once both are written.
+pub async fn commit_with_reply(
+    app: &App,
+    ws: &str,
+    tx: Tx,
+    reply: Option<(Authority<effects::SendEmail>, OutgoingReply)>,
+) -> ApiResult<()> {
+    let Some((auth, r)) = reply else {
+        return tx.commit(app).await.map_err(TxError::stale);
+    };
+    let (tx, queued) = compose::send_in(&auth, app, ws, &r.email, chrono::Utc::now().timestamp(), tx.put(r.token))?;
+    tx.commit(app).await.map_err(TxError::stale)?;
+    queued.after_commit(app).await;
+    Ok(())
 }
 
 /// A message's bodies, its event and the reply's email each hold both bodies: bounded together

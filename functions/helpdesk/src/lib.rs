@@ -170,21 +170,13 @@ pub async fn create_conversation(app: &App, req: Req) -> ApiResult<Reply> {
     };
     c.updated_at = m.created_at.clone();
     let msg_event = if inbound { "helpdesk.message.received" } else { "helpdesk.message.sent" };
-    let mut tx = Tx::new()
+    let tx = Tx::new()
         .create(record(ws, &c)?.version(1))
         .put(message_record(ws, &m)?.item)
         .put(timeline(ws, &contact.id, &c, &m)?)
         .event(conversation_event(ws, "helpdesk.conversation.created", &c))
         .event(shared::events::Event::new(ws, msg_event, &m));
-    let mut queued = None;
-    if let Some((auth, out)) = reply {
-        let (with_email, q) = send_reply(&auth, app, ws, out, tx)?;
-        (tx, queued) = (with_email, Some(q));
-    }
-    tx.commit(app).await.map_err(TxError::stale)?;
-    if let Some(q) = queued {
-        q.after_commit(app).await;
-    }
+    commit_with_reply(app, ws, tx, reply).await?;
     Ok(Reply::created(&c))
 }
 
@@ -493,15 +485,7 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
     if c.status != old.status {
         tx = tx.event(conversation_event(ws, "helpdesk.conversation.updated", &c));
     }
-    let mut queued = None;
-    if let Some((auth, out)) = outgoing {
-        let (with_email, q) = send_reply(&auth, app, ws, out, tx)?;
-        (tx, queued) = (with_email, Some(q));
-    }
-    tx.commit(app).await.map_err(TxError::stale)?;
-    if let Some(q) = queued {
-        q.after_commit(app).await;
-    }
+    commit_with_reply(app, ws, tx, outgoing).await?;
     Ok(Reply::created(&m))
 }
 

@@ -97,7 +97,8 @@ pub async fn exchange_session(app: &App, req: Req) -> ApiResult<Reply> {
 /// The session's contact id, once its contact is known to exist: a session ends on every
 /// route as soon as its contact is deleted or erased.
 async fn me(app: &App, req: &Req) -> ApiResult<ContactId> {
-    Ok(ContactId::parse(&contact(app, req).await?.0.id).unwrap_or_else(|| unreachable!("a stored contact's id parses")))
+    contact(app, req).await?;
+    session_contact(req)
 }
 
 fn session_contact(req: &Req) -> ApiResult<ContactId> {
