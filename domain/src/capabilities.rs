@@ -5,6 +5,7 @@
 //! current. The pipeline's side (consuming a token) is `shared::confirmation`.
 
 use serde::{Deserialize, Serialize};
+use shared::confirmation::{BOUND_ATTR, BoundKey};
 use shared::keys::CAPABILITY_CONFIRMATION;
 use shared::store::{Item, get_i64, get_str, n, s, ws_pk};
 use shared::{ApiError, ApiResult};
@@ -108,7 +109,31 @@ pub struct Confirmation {
     /// Only in the response that created it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub confirmation_token: Option<String>,
+    /// The state the person approved: the objects that decide the effect, each at the version
+    /// they saw (the recipient's contact and address, the post, the template). If any of them
+    /// changes before the token is used, the write is refused with 428 and reason `stale`.
+    #[serde(default)]
+    pub bound: Vec<Bound>,
 }
+
+/// One object a confirmation binds, as it was when the person approved.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Eq)]
+#[schema(as = CapabilityConfirmationBound)]
+pub struct Bound {
+    /// `contact`, `post`, `email_template`, `conversation`, `webhook_endpoint`, `channel`,
+    /// `booking`, `sending_domain`.
+    pub object: String,
+    /// Its id (a template's slug).
+    pub id: String,
+    pub version: i64,
+    /// What the person saw of it: a contact's address, a post's opening words, a template's
+    /// subject as this request renders it.
+    pub preview: String,
+}
+
+/// At most this many objects bound by one confirmation (each is one condition of the
+/// transaction that uses it).
+pub const MAX_BOUND: usize = 25;
 
 pub fn sk(id: &str) -> String {
     CAPABILITY_CONFIRMATION.sk(&[id])
@@ -116,7 +141,7 @@ pub fn sk(id: &str) -> String {
 
 /// The stored item: the object's fields, with the token's expiry in ms and state for the
 /// pipeline's condition, the token's hash, and the audit's TTL in `expires_at`.
-pub fn item(ws: &str, c: &Confirmation, token_hash: &str, token_expires_ms: i64) -> Item {
+pub fn item(ws: &str, c: &Confirmation, bound: &[(Bound, String)], token_hash: &str, token_expires_ms: i64) -> Item {
     let mut item = Item::from([
         ("pk".into(), s(ws_pk(ws))),
         ("sk".into(), s(sk(&c.id))),
@@ -137,7 +162,100 @@ pub fn item(ws: &str, c: &Confirmation, token_hash: &str, token_expires_ms: i64)
         ("created_at".into(), s(&c.created_at)),
     ]);
     item.insert("expires_at".into(), n(token_expires_ms / 1000 + AUDIT_RETENTION_SECS));
+    if !bound.is_empty() {
+        // The pipeline checks the keys (shared::confirmation); the object shows the previews.
+        let previews = bound.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>();
+        let keys = bound.iter().map(|(b, sk)| BoundKey { object: b.object.clone(), id: b.id.clone(), sk: sk.clone(), version: b.version });
+        item.insert("bound".into(), s(serde_json::to_string(&previews).expect("bound serializes")));
+        item.insert(BOUND_ATTR.into(), s(serde_json::to_string(&keys.collect::<Vec<_>>()).expect("keys serialize")));
+    }
     item
+}
+
+/// The objects whose state decides the effect of the confirmed request, each with its sort key:
+/// the object the path names (the post to publish, the webhook to change, the conversation to
+/// reply in and its contact), and, when the approving app sends the body, the contacts and
+/// templates it names (for each email of a batch). Objects that do not exist bind nothing: the
+/// request itself will answer 404.
+pub async fn bind(
+    app: &shared::App,
+    ws: &str,
+    pattern: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> ApiResult<Vec<(Bound, String)>> {
+    use crate::{bookings, channels, contacts, emails, helpdesk, posts, webhooks};
+    let mut out = Bindings { app, ws, bound: vec![] };
+    let id = path.split('/').nth(pattern.split('/').position(|p| p == "{id}").unwrap_or(usize::MAX)).unwrap_or_default();
+    let _ = match pattern.split('/').nth(1).unwrap_or_default() {
+        _ if id.is_empty() => None,
+        "posts" => out.add("post", id, posts::sk(id), |i| text(i, "content")).await?,
+        "webhooks" => out.add("webhook_endpoint", id, webhooks::endpoint_sk(id), |i| text(i, "url")).await?,
+        "channels" => out.add("channel", id, channels::sk(id), |i| text(i, "name")).await?,
+        "bookings" => out.add("booking", id, bookings::booking_sk(id), |i| text(i, "starts_at")).await?,
+        "emails" if pattern.starts_with("/emails/domains/") => {
+            out.add("sending_domain", id, emails::domains::sk(id), |i| text(i, "name")).await?
+        }
+        "helpdesk" => match out.add("conversation", id, helpdesk::conversation_sk(id), |i| text(i, "subject")).await? {
+            Some(c) => {
+                let contact = text(&c, "contact_id");
+                out.add("contact", &contact, contacts::contact_sk(&contact), |i| text(i, "email")).await?
+            }
+            None => None,
+        },
+        _ => None,
+    };
+    let Some(body) = body else { return Ok(out.bound) };
+    let entries: Vec<&serde_json::Value> = match body.get("emails").and_then(|e| e.as_array()) {
+        Some(list) => list.iter().collect(),
+        None => vec![body],
+    };
+    for e in entries {
+        if let Some(contact) = e.get("contact_id").and_then(|c| c.as_str()).filter(|c| shared::ids::is_valid("ct", c)) {
+            out.add("contact", contact, contacts::contact_sk(contact), |i| text(i, "email")).await?;
+        }
+        if let Some(slug) = e.get("template_slug").and_then(|c| c.as_str()).filter(|s| emails::templates::valid_slug(s)) {
+            let vars = e.get("variables").and_then(|v| v.as_object()).cloned().unwrap_or_default();
+            let locale = e.get("locale").and_then(|v| v.as_str()).map(String::from);
+            out.add("email_template", slug, emails::templates::sk(slug), move |i| {
+                shared::store::from_item::<emails::templates::Template>(i.clone())
+                    .map(|t| emails::templates::render(&emails::templates::pick(&t, locale.as_deref()).1.subject, &vars, false))
+                    .unwrap_or_default()
+            })
+            .await?;
+        }
+    }
+    Ok(out.bound)
+}
+
+fn text(item: &Item, name: &str) -> String {
+    get_str(item, name).unwrap_or_default().chars().take(200).collect()
+}
+
+struct Bindings<'a> {
+    app: &'a shared::App,
+    ws: &'a str,
+    bound: Vec<(Bound, String)>,
+}
+
+impl Bindings<'_> {
+    /// Bind the object at `sk` (once), when it exists and is versioned; answers its item.
+    async fn add(&mut self, object: &str, id: &str, sk: String, preview: impl FnOnce(&Item) -> String) -> ApiResult<Option<Item>> {
+        if id.is_empty() || self.bound.iter().any(|(_, k)| *k == sk) {
+            return Ok(None);
+        }
+        let Some(item) = self.app.db.get(&ws_pk(self.ws), &sk).await? else { return Ok(None) };
+        let Some(version) = get_i64(&item, "version") else { return Ok(Some(item)) };
+        if self.bound.len() == MAX_BOUND {
+            return Err(ApiError::validation(
+                "body",
+                format!("the request names more than {MAX_BOUND} objects to bind; confirm it in smaller requests"),
+            ));
+        }
+        let b = Bound { object: object.into(), id: id.into(), version, preview: preview(&item) };
+        self.bound.push((b, sk));
+        Ok(Some(item))
+    }
 }
 
 /// The object of a stored item (an erased preview reads as empty).
@@ -167,6 +285,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
         used_at: get_str(item, "used_at").map(String::from),
         used_by_request_id: get_str(item, "used_by_request_id").map(String::from),
         confirmation_token: None,
+        bound: get_str(item, "bound").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
     })
 }
 
@@ -227,11 +346,12 @@ mod tests {
             used_at: None,
             used_by_request_id: None,
             confirmation_token: None,
+            bound: vec![],
         };
         let future = shared::ids::now_ms() + 60_000;
-        assert_eq!(from_item(&item("ws_1", &c, "h", future)).unwrap().status, ConfirmationStatus::Issued);
-        assert_eq!(from_item(&item("ws_1", &c, "h", 1)).unwrap().status, ConfirmationStatus::Expired);
-        let mut used = item("ws_1", &c, "h", 1);
+        assert_eq!(from_item(&item("ws_1", &c, &[], "h", future)).unwrap().status, ConfirmationStatus::Issued);
+        assert_eq!(from_item(&item("ws_1", &c, &[], "h", 1)).unwrap().status, ConfirmationStatus::Expired);
+        let mut used = item("ws_1", &c, &[], "h", 1);
         used.insert("state".into(), s("used"));
         assert_eq!(from_item(&used).unwrap().status, ConfirmationStatus::Used);
     }

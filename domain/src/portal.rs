@@ -98,13 +98,13 @@ pub fn allowed_return(url: &str, origins: &[String]) -> bool {
 
 /// The effect `OpenPortalSession`: a login link whose token goes to the caller.
 pub async fn return_link(
-    _auth: &Authority<OpenPortalSession>,
+    auth: &Authority<OpenPortalSession>,
     app: &App,
     ws: &str,
     contact_id: &ContactId,
     return_url: Option<String>,
 ) -> ApiResult<PortalLink> {
-    let (_, token, url, expires) = create_link(app, ws, contact_id, return_url, Delivery::Return).await?;
+    let (_, token, url, expires) = create_link(app, ws, contact_id, return_url, Delivery::Return, auth.by()).await?;
     Ok(PortalLink {
         object: "portal_link".into(),
         delivery: Delivery::Return,
@@ -131,7 +131,7 @@ pub async fn email_link(
     };
     let from = sender(app, ws).await?;
     // The token travels only inside the emailed URL.
-    let (contact, _token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email).await?;
+    let (contact, _token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email, auth.by()).await?;
     let url = url.unwrap_or_default();
     let text =
         format!("Sign in to {} with this link (valid 15 minutes, once):\n\n{url}\n\nIf you did not ask for it, ignore this email.", w.name);
@@ -173,6 +173,7 @@ async fn create_link(
     contact_id: &ContactId,
     return_url: Option<String>,
     delivery: Delivery,
+    opened_by: &str,
 ) -> ApiResult<(Contact, String, Option<String>, i64)> {
     if let Some(u) = &return_url {
         let (w, _) = crate::workspaces::load(app, ws).await?;
@@ -192,6 +193,7 @@ async fn create_link(
         ("workspace_id".into(), s(ws)),
         ("contact_id".into(), s(contact_id.to_string())),
         ("delivery".into(), s(delivery.as_str())),
+        ("opened_by".into(), s(opened_by)),
         ("expires_at".into(), n(now + LINK_SECS)),
     ]);
     Tx::new().put_if(item, "attribute_not_exists(pk)", vec![]).commit(app).await.map_err(store::TxError::stale)?;
@@ -199,8 +201,21 @@ async fn create_link(
     Ok((contact, token, url, now + LINK_SECS))
 }
 
-/// How long an erasure code lives, and how many guesses it allows.
+/// How the session behind `session_token` was opened: the proof a portal consent carries.
+pub async fn proof(app: &App, session_token: &str) -> ApiResult<crate::gdpr::consents::PortalProof> {
+    let item = app
+        .db
+        .get(&shared::auth::portal_session_pk(session_token), keys::PORTAL_SESSION.table.sk)
+        .await?
+        .ok_or_else(|| ApiError::unauthorized("X-Portal-Session is invalid or expired"))?;
+    let text = |k: &str| store::get_str(&item, k).unwrap_or_default().to_string();
+    Ok(crate::gdpr::consents::PortalProof { session_id: text("session_id"), delivery: text("delivery"), opened_by: text("opened_by") })
+}
+
+/// How long an erasure code lives; how many codes one session may ask for, and how many
+/// guesses it has in all (a new code does not give new guesses).
 pub const ERASURE_CODE_SECS: i64 = 15 * 60;
+pub const ERASURE_CODES_PER_SESSION: i64 = 3;
 pub const ERASURE_CODE_TRIES: i64 = 5;
 
 /// What `POST /portal/me/erasure/code` answers.
@@ -244,9 +259,20 @@ fn code_hash(session_pk: &str, code: &str) -> String {
     hash_api_key(&format!("{session_pk}/{code}"))
 }
 
+/// Proof of the address is proof of the person only if nobody without the right to erase has
+/// rewritten it: else a `write` key could point a contact at its own inbox and erase them.
+fn vouched(contact: &Contact) -> ApiResult<()> {
+    if crate::contacts::EmailChange::unvouched(contact) {
+        return Err(ApiError::forbidden(
+            "this address was changed by the workspace after the contact was created, so it cannot confirm an erasure here; ask the workspace to erase your data",
+        ));
+    }
+    Ok(())
+}
+
 /// Irreversible self-service asks for proof from the customer's inbox, however the session
-/// was opened: a 6-digit code (15 minutes, 5 guesses) sent to the contact's own address and
-/// kept, hashed, on the session. A new code replaces the old one.
+/// was opened: a 6-digit code (15 minutes) sent to the contact's own address and kept, hashed,
+/// on the session. A new code replaces the old one; a session gets 3 codes and 5 guesses in all.
 pub async fn send_erasure_code(
     auth: &Authority<SendEmail>,
     app: &App,
@@ -255,6 +281,7 @@ pub async fn send_erasure_code(
     contact: &Contact,
 ) -> ApiResult<ErasureCode> {
     use rand::RngExt;
+    vouched(contact)?;
     let code = format!("{:06}", rand::rng().random_range(0..1_000_000u32));
     let pk = shared::auth::portal_session_pk(session_token);
     let expires = chrono::Utc::now().timestamp() + ERASURE_CODE_SECS;
@@ -263,11 +290,24 @@ pub async fn send_erasure_code(
         "Your code to confirm the erasure of your data: {code}\n\nIt is valid 15 minutes. Erasure cannot be undone. If you did not ask for it, ignore this email."
     );
     let email = mail_to(app, ws, contact, &from, "Confirm the erasure of your data", text).await?;
-    let values = vec![(":h", s(code_hash(&pk, &code))), (":e", n(expires)), (":z", n(0))];
-    if !update_session(app, &pk, "SET erase_code_hash = :h, erase_code_expires = :e, erase_code_tries = :z", "attribute_exists(pk)", values)
-        .await?
+    let values =
+        vec![(":h", s(code_hash(&pk, &code))), (":e", n(expires)), (":z", n(0)), (":one", n(1)), (":max", n(ERASURE_CODES_PER_SESSION))];
+    if !update_session(
+        app,
+        &pk,
+        "SET erase_code_hash = :h, erase_code_expires = :e, erase_code_tries = if_not_exists(erase_code_tries, :z), \
+         erase_codes_sent = if_not_exists(erase_codes_sent, :z) + :one",
+        "attribute_exists(pk) AND (attribute_not_exists(erase_codes_sent) OR erase_codes_sent < :max)",
+        values,
+    )
+    .await?
     {
-        return Err(ApiError::unauthorized("X-Portal-Session is invalid or expired"));
+        return Err(match app.db.get(&pk, keys::PORTAL_SESSION.table.sk).await? {
+            Some(_) => {
+                ApiError::conflict(format!("this session has asked for {ERASURE_CODES_PER_SESSION} codes; sign in again for another"))
+            }
+            None => ApiError::unauthorized("X-Portal-Session is invalid or expired"),
+        });
     }
     crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
     Ok(ErasureCode { object: "portal_erasure_code".into(), email_id: email.id, expires_at: time(expires) })
@@ -287,6 +327,7 @@ pub async fn erase_self(
     if auth.customer() != Some(contact.id.as_str()) {
         return Err(ApiError::forbidden("a customer erases only themselves"));
     }
+    vouched(contact)?;
     let refused =
         || ApiError::validation("code", "the code is wrong, expired or used up; ask for a new one at POST /portal/me/erasure/code");
     let pk = shared::auth::portal_session_pk(session_token);
@@ -307,7 +348,7 @@ pub async fn erase_self(
     let spent = update_session(
         app,
         &pk,
-        "REMOVE erase_code_hash, erase_code_expires, erase_code_tries",
+        "REMOVE erase_code_hash, erase_code_expires",
         "erase_code_hash = :h",
         vec![(":h", s(code_hash(&pk, code.trim())))],
     )
@@ -354,6 +395,7 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
         Err(e) => return Err(store::ddb_error(e)),
     };
     let delivery = store::get_str(&old, "delivery").unwrap_or("return").to_string();
+    let opened_by = store::get_str(&old, "opened_by").unwrap_or_default().to_string();
     let (Some(ws), Some(ct)) = (store::get_str(&old, "workspace_id"), store::get_str(&old, "contact_id").and_then(ContactId::parse)) else {
         return Err(no());
     };
@@ -371,6 +413,7 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
         ("contact_id".into(), s(ct.to_string())),
         ("session_id".into(), s(&session_id)),
         ("delivery".into(), s(&delivery)),
+        ("opened_by".into(), s(&opened_by)),
         ("created_at".into(), s(shared::ids::now_rfc3339())),
         ("expires_at".into(), n(expires)),
         ("hard_expires_at".into(), n(now + PORTAL_SESSION_MAX_SECS)),

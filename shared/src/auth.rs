@@ -17,7 +17,6 @@ pub use crate::oauth::{Claims, JwtVerifier};
 use crate::store::{self, Db, get_str};
 use rand::RngExt;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 pub const API_KEY_PREFIX: &str = "wsp_";
 const API_KEY_RANDOM_LEN: usize = 43;
@@ -173,7 +172,7 @@ pub fn generate_api_key() -> String {
 }
 
 pub fn hash_api_key(key: &str) -> String {
-    crate::crypto::hex(&Sha256::digest(key.as_bytes()))
+    crate::crypto::sha256_hex(key.as_bytes())
 }
 
 fn looks_like_api_key(token: &str) -> bool {

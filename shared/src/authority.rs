@@ -14,6 +14,7 @@
 //! reaches it fails.
 
 use crate::auth::{Credential, Principal, RequiresConfirmation, Scope};
+use crate::confirmation::{Consumed, Refusal};
 use crate::error::ApiError;
 use std::marker::PhantomData;
 
@@ -41,7 +42,7 @@ pub trait Effect: 'static {
 pub struct Grant {
     principal: Principal,
     declared: &'static [EffectInfo],
-    confirmation: Option<String>,
+    confirmation: Option<Consumed>,
     /// The request, for the 428 that names what to confirm.
     method: String,
     path: String,
@@ -90,7 +91,7 @@ impl Grant {
     pub(crate) fn new(
         principal: Principal,
         declared: &'static [EffectInfo],
-        confirmation: Option<String>,
+        confirmation: Option<Consumed>,
         method: &str,
         path: &str,
         body: bytes::Bytes,
@@ -121,15 +122,27 @@ impl Grant {
                 info.summary.to_lowercase()
             )));
         }
-        if self.principal.requires_confirmation.covers(info.capability) && self.confirmation.is_none() {
+        let confirmation = if self.principal.requires_confirmation.covers(info.capability) {
             // A request that brought no token runs until it reaches a restricted effect (a PATCH
             // of a draft needs none; of a scheduled post it does). Handlers authorise before
-            // they write, and the pipeline frees the Idempotency-Key after a 428.
+            // they write, and the pipeline frees the Idempotency-Key after a 428. A token
+            // approves one effect: on a route that reaches several, it covers only its own.
+            let refusal = match &self.confirmation {
+                None => Refusal::Missing,
+                Some(c) if c.capability != info.capability => Refusal::Mismatch("capability"),
+                Some(c) => return Ok(self.authority(customer, Some(c.id.clone()))),
+            };
             let req =
                 crate::confirmation::Request { capability: info.capability, method: &self.method, path: &self.path, body: &self.body };
-            return Err(crate::confirmation::required(&req, crate::confirmation::Refusal::Missing));
-        }
-        Ok(Authority { by: self.by(), customer, confirmation: self.confirmation.clone(), _effect: PhantomData })
+            return Err(crate::confirmation::required(&req, refusal));
+        } else {
+            self.confirmation.as_ref().map(|c| c.id.clone())
+        };
+        Ok(self.authority(customer, confirmation))
+    }
+
+    fn authority<E: Effect>(&self, customer: Option<String>, confirmation: Option<String>) -> Authority<E> {
+        Authority { by: self.by(), customer, confirmation, _effect: PhantomData }
     }
 
     fn by(&self) -> String {
@@ -145,10 +158,10 @@ impl Grant {
     }
 }
 
-/// The capability a route checks a token against for this credential: the first declared
-/// effect the credential is restricted for.
-pub fn restricted_capability(declared: &[EffectInfo], restricted: &RequiresConfirmation) -> Option<&'static str> {
-    declared.iter().map(|d| d.capability).find(|c| restricted.covers(c))
+/// The capabilities a route may reach that this credential needs a person's confirmation for
+/// (a token must confirm one of them; the first is named in a 428).
+pub fn restricted_capabilities(declared: &[EffectInfo], restricted: &RequiresConfirmation) -> Vec<&'static str> {
+    declared.iter().map(|d| d.capability).filter(|c| restricted.covers(c)).collect()
 }
 
 #[cfg(test)]
@@ -181,7 +194,8 @@ mod tests {
         static SEND: [EffectInfo; 1] = [Send::INFO];
         let write = principal(vec![Scope::Read, Scope::Write], RequiresConfirmation::All(false));
         let grant = |p: &Principal, d: &'static [EffectInfo], c: Option<&str>| {
-            Grant::new(p.clone(), d, c.map(String::from), "POST", "/emails", bytes::Bytes::from_static(b"{}"))
+            let c = c.map(|id| Consumed { id: id.into(), capability: "emails.send".into() });
+            Grant::new(p.clone(), d, c, "POST", "/emails", bytes::Bytes::from_static(b"{}"))
         };
         assert!(grant(&write, &SEND, None).authorize::<Send>().is_ok());
         assert_eq!(grant(&write, &SEND, None).authorize::<Erase>().unwrap_err().status().as_u16(), 500);
@@ -193,6 +207,10 @@ mod tests {
         assert_eq!(refused.details[0].meta.as_ref().unwrap()["capability"], "emails.send");
         let a = grant(&restricted, &SEND, Some("cc_1")).authorize::<Send>().unwrap();
         assert_eq!((a.by(), a.confirmation(), a.customer()), ("key:key_1", Some("cc_1"), None));
+        // A token for one effect does not approve another the route can reach.
+        let all = principal(vec![Scope::Write, Scope::Admin], RequiresConfirmation::All(true));
+        let other = grant(&all, &BOTH, Some("cc_1")).authorize::<Erase>().unwrap_err();
+        assert_eq!(other.details[0].meta.as_ref().unwrap()["mismatch"], "capability");
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! Capability confirmations, the pipeline's side (api.md): a credential created with
+//! Capability confirmations, the pipeline's side (docs/authority.md): a credential created with
 //! `requires_confirmation` may run a confirmable write only with a single-use token a person
 //! minted for exactly that request (`X-Capability-Confirmation`). The token is consumed in the
-//! same DynamoDB transaction that reserves the request's `Idempotency-Key`, so the write runs
-//! at most once, an idempotent replay needs no new token, and a confirmed write costs no extra
-//! round trip (the reservation's PutItem becomes a TransactWriteItems).
+//! same DynamoDB transaction that reserves the request's `Idempotency-Key` and checks that the
+//! objects the person approved are unchanged, so the write runs at most once, on what the
+//! person saw, and an idempotent replay needs no new token. A confirmed write costs one read of
+//! the confirmation (which effect, which objects) and no extra write round trip (the
+//! reservation's PutItem becomes a TransactWriteItems).
 //!
 //! A token is `cct_<ULID of its confirmation><43 base62 characters>`: the ULID names the
 //! item in the caller's workspace partition, so another workspace's token names nothing
@@ -18,7 +20,6 @@ use crate::keys::CAPABILITY_CONFIRMATION;
 use crate::outbox::Tx;
 use crate::store::{self, Item, TxError, get_i64, get_str, n, s};
 use aws_sdk_dynamodb::types::Update;
-use sha2::{Digest, Sha256};
 
 pub const HEADER: &str = "x-capability-confirmation";
 pub const TOKEN_PREFIX: &str = "cct_";
@@ -33,7 +34,7 @@ pub fn new_token(confirmation_id: &str) -> (String, String) {
 }
 
 pub fn hash(token: &str) -> String {
-    crate::crypto::hex(&Sha256::digest(token.as_bytes()))
+    crate::crypto::sha256_hex(token.as_bytes())
 }
 
 /// The confirmation id a well-formed token names.
@@ -58,23 +59,29 @@ pub fn normalise_path(path: &str) -> String {
 }
 
 /// Why a request was refused: the `reason` of the 428's detail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// No `X-Capability-Confirmation` header.
     Missing,
     /// Not a token, or no confirmation of this workspace has it.
     Unknown,
     Expired,
-    /// Consumed by another request.
+    /// Consumed by another request, or by an earlier execution of this one.
     Used,
     /// Minted for another API key.
     Credential,
-    /// Minted for another request: the field that differs.
+    /// Minted for another request: the field that differs (`capability` when it confirms
+    /// another effect of a route that can reach several).
     Mismatch(&'static str),
+    /// Something the person approved changed since: the object and its id.
+    Stale {
+        object: String,
+        id: String,
+    },
 }
 
 impl Refusal {
-    fn reason(self) -> &'static str {
+    fn reason(&self) -> &'static str {
         match self {
             Refusal::Missing => "missing",
             Refusal::Unknown => "unknown",
@@ -82,23 +89,28 @@ impl Refusal {
             Refusal::Used => "used",
             Refusal::Credential => "credential",
             Refusal::Mismatch(_) => "mismatch",
+            Refusal::Stale { .. } => "stale",
         }
     }
 
-    fn message(self) -> String {
+    fn message(&self) -> String {
         match self {
             Refusal::Missing => "this credential needs a person's confirmation for this write: mint one at POST /capability-confirmations and send it as X-Capability-Confirmation with the confirmed Idempotency-Key".into(),
             Refusal::Unknown => "the X-Capability-Confirmation token is not a confirmation of this workspace".into(),
             Refusal::Expired => "the confirmation has expired; ask for a new one".into(),
-            Refusal::Used => "the confirmation was already used by another request; ask for a new one".into(),
+            Refusal::Used => "the confirmation was already used (a confirmation runs one execution); ask for a new one".into(),
             Refusal::Credential => "the confirmation was minted for another API key".into(),
             Refusal::Mismatch(field) => format!("the confirmation was minted for another request: its {field} differs"),
+            Refusal::Stale { object, id } => {
+                format!("the {object} {id} changed after the person approved this write; ask them to approve it as it is now")
+            }
         }
     }
 }
 
 /// The request a route's capability needs confirmed.
 pub struct Request<'a> {
+    /// The capability named in a 428 (the first the credential is restricted for).
     pub capability: &'static str,
     pub method: &'a str,
     /// From the root noun on (`/webhooks/wh_1`).
@@ -112,11 +124,13 @@ pub fn required(req: &Request<'_>, refusal: Refusal) -> ApiError {
         "capability": req.capability,
         "method": req.method,
         "path": req.path,
-        "body_sha256": crate::crypto::hex(&Sha256::digest(req.body)),
+        "body_sha256": crate::crypto::sha256_hex(req.body),
         "reason": refusal.reason(),
     });
-    if let Refusal::Mismatch(field) = refusal {
-        meta["mismatch"] = serde_json::Value::from(field);
+    match &refusal {
+        Refusal::Mismatch(field) => meta["mismatch"] = serde_json::Value::from(*field),
+        Refusal::Stale { object, id } => meta["stale"] = serde_json::json!({"object": object, "id": id}),
+        _ => {}
     }
     ApiError::new(ErrorCode::ConfirmationRequired, refusal.message()).with_details(vec![ErrorDetail {
         field: Some("X-Capability-Confirmation".into()),
@@ -125,20 +139,45 @@ pub fn required(req: &Request<'_>, refusal: Refusal) -> ApiError {
     }])
 }
 
+/// The confirmation a request consumed: which effect the person approved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consumed {
+    pub id: String,
+    /// The capability's current name (`emails.send`).
+    pub capability: String,
+}
+
+/// One object whose state the person approved (`bound` on the confirmation item, written when
+/// it was minted): the write runs only while the object is still at that version.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BoundKey {
+    pub object: String,
+    pub id: String,
+    pub sk: String,
+    pub version: i64,
+}
+
+/// The item attribute holding the bound objects (JSON of `[BoundKey]`).
+pub const BOUND_ATTR: &str = "bound_keys";
+
 /// Reserve the Idempotency-Key and consume the token in one transaction, with the
-/// `capability.used` event. The reservation wins: a completed request with the same key and
-/// body is replayed whatever the token's state (a replay needs no new token). The token may be
-/// taken again only by its own Idempotency-Key, whose reservation this transaction holds, so a
-/// retry after a 5xx (which frees the key) runs with the same token.
+/// `capability.used` event and a check that every object the person approved is still at the
+/// version they saw. The reservation wins: a completed request with the same key and body is
+/// replayed whatever the token's state (a replay needs no new token). A token runs one
+/// execution: once consumed it is never accepted again, not even by its own key after a 5xx
+/// or a lost reservation (the pipeline stores a confirmed request's 5xx for replay instead).
+/// `accepts` are the capabilities this route reaches for which the credential is restricted.
+#[allow(clippy::too_many_arguments)]
 pub async fn begin(
     app: &App,
     principal: &Principal,
     req: &Request<'_>,
+    accepts: &[&'static str],
     token: Option<&str>,
     idempotency_key: Option<&str>,
     fingerprint: String,
     request_id: &str,
-) -> Result<Begin, ApiError> {
+) -> Result<(Begin, Consumed), ApiError> {
     let ws = principal.workspace_id.as_deref().unwrap_or_default();
     let token = token.ok_or_else(|| required(req, Refusal::Missing))?;
     let id = confirmation_id(token).ok_or_else(|| required(req, Refusal::Unknown))?;
@@ -147,11 +186,24 @@ pub async fn begin(
         crate::auth::Credential::ApiKey { key_id } => key_id.as_str(),
         _ => "",
     };
-    let body_sha256 = crate::crypto::hex(&Sha256::digest(req.body));
+    let body_sha256 = crate::crypto::sha256_hex(req.body);
     let (reservation, item, cond, values) = idempotency::reservation(ws, key, fingerprint);
     let now_ms = crate::ids::now_ms();
     let pk = store::ws_pk(ws);
     let sk = CAPABILITY_CONFIRMATION.sk(&[&id]);
+    // One read first: which effect it confirms and which objects it binds decide the
+    // transaction. A used token may still name a completed request to replay.
+    let stored = app.db.get(&pk, &sk).await?.unwrap_or_default();
+    let check = Check { token, credential, req, key, body_sha256: &body_sha256, now_ms };
+    match check.diagnose(&stored) {
+        None | Some(Refusal::Used) => {}
+        Some(refusal) => return Err(required(req, refusal)),
+    }
+    let capability = crate::auth::capability_name(get_str(&stored, "capability").unwrap_or_default()).to_string();
+    if !accepts.contains(&capability.as_str()) {
+        return Err(required(req, Refusal::Mismatch("capability")));
+    }
+    let bound: Vec<BoundKey> = get_str(&stored, BOUND_ATTR).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
     let used_at = crate::ids::now_rfc3339();
     let consume = Update::builder()
         .key("pk", s(&pk))
@@ -159,7 +211,7 @@ pub async fn begin(
         .update_expression("SET #state = :used, used_at = :at, used_by_request_id = :rid")
         .condition_expression(
             "token_hash = :h AND api_key_id = :cred AND #method = :m AND #path = :p AND idempotency_key = :k \
-             AND body_sha256 = :b AND token_expires_ms > :now AND #state IN (:issued, :used)",
+             AND body_sha256 = :b AND token_expires_ms > :now AND #state = :issued",
         )
         .expression_attribute_names("#state", "state")
         .expression_attribute_names("#method", "method")
@@ -175,21 +227,28 @@ pub async fn begin(
         .expression_attribute_values(":k", s(key))
         .expression_attribute_values(":b", s(&body_sha256))
         .expression_attribute_values(":now", n(now_ms));
+    let mut tx = Tx::new().put_if_named(item, cond, &[("#state", "state")], values).update(consume);
+    for b in &bound {
+        tx = tx.check_if(pk.clone(), b.sk.clone(), "version = :v", vec![(":v", n(b.version))]);
+    }
     let event = Event::new(
         ws,
         "capability.used",
         &serde_json::json!({
-            "id": id, "object": "capability_confirmation", "capability": req.capability, "method": req.method,
+            "id": id, "object": "capability_confirmation", "capability": capability, "method": req.method,
             "path": req.path, "idempotency_key": key, "api_key_id": credential, "used_at": used_at, "used_by_request_id": request_id,
         }),
     );
-    let tx = Tx::new().put_if_named(item, cond, &[("#state", "state")], values).update(consume).event(event);
-    match tx.commit(app).await {
-        Ok(()) => Ok(Begin::Proceed(reservation)),
-        Err(TxError::Condition(0)) => refused_reservation(app, &reservation).await,
-        Err(TxError::Condition(_)) => {
+    match tx.event(event).commit(app).await {
+        Ok(()) => Ok((Begin::Proceed(reservation), Consumed { id, capability })),
+        Err(TxError::Condition(0)) => Ok((refused_reservation(app, &reservation).await?, Consumed { id, capability })),
+        Err(TxError::Condition(1)) => {
             let item = app.db.get(&pk, &sk).await?.unwrap_or_default();
-            Err(required(req, diagnose(&item, token, credential, req, key, &body_sha256, now_ms)))
+            Err(required(req, check.diagnose(&item).unwrap_or(Refusal::Used)))
+        }
+        Err(TxError::Condition(i)) => {
+            let b = bound.get(i - 2).ok_or_else(|| ApiError::internal("a confirmation's transaction failed an unknown condition"))?;
+            Err(required(req, Refusal::Stale { object: b.object.clone(), id: b.id.clone() }))
         }
         Err(TxError::Api(e)) => Err(e),
     }
@@ -203,25 +262,38 @@ async fn refused_reservation(app: &App, r: &Reservation) -> Result<Begin, ApiErr
     }
 }
 
-/// Which condition of the token's update failed, from the item as stored.
-fn diagnose(item: &Item, token: &str, credential: &str, req: &Request<'_>, key: &str, body_sha256: &str, now_ms: i64) -> Refusal {
-    let (state, expires) = (get_str(item, "state"), get_i64(item, "token_expires_ms").unwrap_or(0));
-    if get_str(item, "token_hash") != Some(hash(token).as_str()) {
-        return Refusal::Unknown;
-    }
-    if state == Some("used") && get_str(item, "idempotency_key") != Some(key) {
-        return Refusal::Used;
-    }
-    if expires <= now_ms {
-        return Refusal::Expired;
-    }
-    if get_str(item, "api_key_id") != Some(credential) {
-        return Refusal::Credential;
-    }
-    let fields = [("method", req.method), ("path", req.path), ("idempotency_key", key), ("body_sha256", body_sha256)];
-    match fields.into_iter().find(|(f, v)| get_str(item, f) != Some(*v)) {
-        Some((f, _)) => Refusal::Mismatch(f),
-        None => Refusal::Used,
+/// What a request brings, against a stored confirmation.
+struct Check<'a> {
+    token: &'a str,
+    credential: &'a str,
+    req: &'a Request<'a>,
+    key: &'a str,
+    body_sha256: &'a str,
+    now_ms: i64,
+}
+
+impl Check<'_> {
+    /// Why the stored confirmation does not admit this request (None: it does, if unused).
+    fn diagnose(&self, item: &Item) -> Option<Refusal> {
+        let (state, expires) = (get_str(item, "state"), get_i64(item, "token_expires_ms").unwrap_or(0));
+        if get_str(item, "token_hash") != Some(hash(self.token).as_str()) {
+            return Some(Refusal::Unknown);
+        }
+        if state == Some("used") && get_str(item, "idempotency_key") != Some(self.key) {
+            return Some(Refusal::Used);
+        }
+        if expires <= self.now_ms && state != Some("used") {
+            return Some(Refusal::Expired);
+        }
+        if get_str(item, "api_key_id") != Some(self.credential) {
+            return Some(Refusal::Credential);
+        }
+        let fields =
+            [("method", self.req.method), ("path", self.req.path), ("idempotency_key", self.key), ("body_sha256", self.body_sha256)];
+        if let Some((f, _)) = fields.into_iter().find(|(f, v)| get_str(item, f) != Some(*v)) {
+            return Some(Refusal::Mismatch(f));
+        }
+        (state == Some("used")).then_some(Refusal::Used)
     }
 }
 
@@ -251,7 +323,7 @@ mod tests {
     #[test]
     fn the_failed_condition_is_named() {
         let req = Request { capability: "emails.send", method: "POST", path: "/emails", body: b"{}" };
-        let body = crate::crypto::hex(&Sha256::digest(b"{}"));
+        let body = crate::crypto::sha256_hex(b"{}");
         let token = new_token(&crate::ids::new_id("cc")).0;
         let item = Item::from([
             ("token_hash".into(), s(hash(&token))),
@@ -263,14 +335,19 @@ mod tests {
             ("idempotency_key".into(), s("k1")),
             ("body_sha256".into(), s(&body)),
         ]);
-        let d = |item: &Item, cred: &str, key: &str, body: &str, now: i64| diagnose(item, &token, cred, &req, key, body, now);
-        assert_eq!(d(&Item::new(), "key_1", "k1", &body, 1_000), Refusal::Unknown);
-        assert_eq!(d(&item, "key_1", "k1", &body, 3_000), Refusal::Expired);
-        assert_eq!(d(&item, "key_2", "k1", &body, 1_000), Refusal::Credential);
-        assert_eq!(d(&item, "key_1", "k2", &body, 1_000), Refusal::Mismatch("idempotency_key"));
-        assert_eq!(d(&item, "key_1", "k1", "00", 1_000), Refusal::Mismatch("body_sha256"));
+        let d = |item: &Item, credential: &str, key: &str, body_sha256: &str, now_ms: i64| {
+            Check { token: &token, credential, req: &req, key, body_sha256, now_ms }.diagnose(item)
+        };
+        assert_eq!(d(&Item::new(), "key_1", "k1", &body, 1_000), Some(Refusal::Unknown));
+        assert_eq!(d(&item, "key_1", "k1", &body, 1_000), None);
+        assert_eq!(d(&item, "key_1", "k1", &body, 3_000), Some(Refusal::Expired));
+        assert_eq!(d(&item, "key_2", "k1", &body, 1_000), Some(Refusal::Credential));
+        assert_eq!(d(&item, "key_1", "k2", &body, 1_000), Some(Refusal::Mismatch("idempotency_key")));
+        assert_eq!(d(&item, "key_1", "k1", "00", 1_000), Some(Refusal::Mismatch("body_sha256")));
         let mut used = item.clone();
         used.insert("state".into(), s("used"));
-        assert_eq!(d(&used, "key_1", "k2", &body, 1_000), Refusal::Used);
+        assert_eq!(d(&used, "key_1", "k2", &body, 1_000), Some(Refusal::Used));
+        // Its own request again: used, whatever the clock (the reservation may replay it).
+        assert_eq!(d(&used, "key_1", "k1", &body, 3_000), Some(Refusal::Used));
     }
 }

@@ -107,6 +107,12 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Lower-case hex SHA-256 (a stored token's or key's hash, a body's fingerprint).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(bytes))
+}
+
 fn key(k: &[u8]) -> LessSafeKey {
     LessSafeKey::new(UnboundKey::new(&AES_256_GCM, k).expect("the derived key is 32 bytes"))
 }

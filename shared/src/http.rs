@@ -197,7 +197,7 @@ fn is_json(ct: Option<&HeaderValue>) -> bool {
 struct Idempotency {
     reservation: Option<Reservation>,
     /// The confirmation consumed with the reservation, for the grant.
-    confirmation: Option<String>,
+    confirmation: Option<crate::confirmation::Consumed>,
 }
 
 impl Idempotency {
@@ -214,8 +214,8 @@ impl Idempotency {
         // A token for a route reaching an effect this credential is restricted for is consumed
         // with the reservation (crate::confirmation); a request without one runs on and is
         // refused at the first restricted effect it reaches (`crate::authority::Grant::authorize`).
-        let confirm = crate::authority::restricted_capability(m.route.effects, &principal.requires_confirmation)
-            .filter(|_| parts.headers.contains_key(crate::confirmation::HEADER));
+        let restricted = crate::authority::restricted_capabilities(m.route.effects, &principal.requires_confirmation);
+        let confirm = restricted.first().copied().filter(|_| parts.headers.contains_key(crate::confirmation::HEADER));
         // Credential-less routes share no workspace to keep replays in.
         let key = header("idempotency-key").filter(|_| parts.method != Method::GET && principal.workspace_id.is_some());
         // A non-ASCII key fails validation.
@@ -233,8 +233,10 @@ impl Idempotency {
         let begun = if let Some(capability) = confirm {
             let req = crate::confirmation::Request { capability, method: parts.method.as_str(), path: relative_path, body };
             let token = header(crate::confirmation::HEADER);
-            confirmation = token.and_then(crate::confirmation::confirmation_id);
-            crate::confirmation::begin(app, principal, &req, token, key, fingerprint(), request_id).await?
+            let (begun, consumed) =
+                crate::confirmation::begin(app, principal, &req, &restricted, token, key, fingerprint(), request_id).await?;
+            confirmation = Some(consumed);
+            begun
         } else if let Some(key) = key {
             // A portal customer's keys live apart from the workspace's own.
             let key = match &principal.credential {
@@ -252,7 +254,9 @@ impl Idempotency {
     }
 
     /// A 4xx is stored like a success (the same request gets the same answer); a 5xx frees
-    /// the key so the client's retry runs again.
+    /// the key so the client's retry runs again, except after a person's confirmation was
+    /// consumed: that request may have had its effect, and a confirmation runs one execution,
+    /// so its 5xx is stored and replayed too (as Stripe does for every 5xx).
     async fn finish(self, app: &App, result: ApiResult<Reply>, request_id: &str) -> ApiResult<Answer> {
         let Some(r) = &self.reservation else {
             return result.map(|r| Answer { status: r.status, body: r.body, replayed: false });
@@ -267,7 +271,7 @@ impl Idempotency {
                 Ok(Answer { status: reply.status, body: reply.body, replayed: false })
             }
             // A 428 too: the same key comes back with the person's token.
-            Err(e) if e.status().is_server_error() || e.code == ErrorCode::ConfirmationRequired => {
+            Err(e) if (e.status().is_server_error() && self.confirmation.is_none()) || e.code == ErrorCode::ConfirmationRequired => {
                 idempotency::release(&app.db, r).await;
                 Err(e)
             }

@@ -70,7 +70,7 @@ pub(crate) fn reservation(
     fingerprint: String,
 ) -> (Reservation, Item, &'static str, Vec<(&'static str, AttributeValue)>) {
     let pk = store::ws_pk(ws);
-    let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::crypto::hex(&Sha256::digest(key.as_bytes()))]);
+    let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::crypto::sha256_hex(key.as_bytes())]);
     let now_ms = crate::ids::now_ms();
     let item = Item::from([
         ("pk".into(), s(&pk)),

@@ -30,7 +30,7 @@ type Names = Vec<(String, String)>;
 enum Op {
     Put { item: Item, cond: Option<(String, Values)>, names: Names },
     Delete { pk: String, sk: String, cond: Option<(String, Values)> },
-    Check { pk: String, sk: String, cond: String },
+    Check { pk: String, sk: String, cond: String, values: Values },
     Update(UpdateBuilder),
 }
 
@@ -92,7 +92,13 @@ impl Tx {
 
     /// A condition on an item this transaction does not write (e.g. "the contact exists").
     pub fn check(self, pk: String, sk: String, cond: &str) -> Self {
-        self.op(Op::Check { pk, sk, cond: cond.into() })
+        self.check_if(pk, sk, cond, vec![])
+    }
+
+    /// A condition with values on an item this transaction does not write (e.g. "still at
+    /// the version a person approved").
+    pub fn check_if(self, pk: String, sk: String, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
+        self.op(Op::Check { pk, sk, cond: cond.into(), values: owned(vals) })
     }
 
     /// An update expression (key, expression and values set; the table is added on commit).
@@ -140,12 +146,13 @@ impl Tx {
                         .map_err(ApiError::internal)?,
                 )
             }
-            Op::Check { pk, sk, cond } => w.condition_check(
+            Op::Check { pk, sk, cond, values } => w.condition_check(
                 ConditionCheck::builder()
                     .table_name(table)
                     .key("pk", s(pk))
                     .key("sk", s(sk))
                     .condition_expression(cond)
+                    .set_expression_attribute_values((!values.is_empty()).then(|| values.into_iter().collect()))
                     .build()
                     .map_err(ApiError::internal)?,
             ),

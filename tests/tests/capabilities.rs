@@ -327,7 +327,7 @@ async fn only_a_person_with_the_confirm_scope_mints_and_the_request_must_fit_the
 /// The token is consumed in the transaction that reserves the Idempotency-Key: a confirmed
 /// write makes as many DynamoDB round trips as the same write with a key that needs none.
 #[tokio::test]
-async fn a_confirmed_write_costs_no_extra_dynamodb_round_trip() {
+async fn a_confirmed_write_costs_one_read_and_no_extra_write_round_trip() {
     let h = harness();
     let s = setup(&h.base, "confirm calls", json!(true)).await;
     let plain = {
@@ -342,7 +342,128 @@ async fn a_confirmed_write_costs_no_extra_dynamodb_round_trip() {
     let (_, token) = mint(&s, "webhooks.create", "POST", "/webhooks", "c-2", body).await;
     let confirmed = send(&s.agent, "POST", "/webhooks", body, Some("c-2"), Some(&token)).await;
     assert_eq!((unconfirmed.status, confirmed.status), (201, 201), "{} / {}", unconfirmed.json, confirmed.json);
-    assert_eq!(confirmed.ddb_calls(), unconfirmed.ddb_calls(), "no extra round trip for the token");
+    // The confirmation is read once (which effect, which objects it binds); the token is
+    // consumed in the reservation's own transaction.
+    assert_eq!(confirmed.ddb_calls(), unconfirmed.ddb_calls() + 1, "one read for the token");
+}
+
+/// A confirmation binds the state the person approved: the contact a reply goes to, the
+/// template's subject, the post's content. Any change before use is a 428 `stale` and no effect;
+/// a fresh approval shows the new state and runs once.
+#[tokio::test]
+async fn an_approval_binds_the_state_the_person_saw() {
+    let h = harness();
+    let s = setup(&h.base, "confirm stale", json!(true)).await;
+    let domain = e2e::verified_domain(&s.owner, &s.ws).await;
+    let count = |v: Value| v["data"].as_array().unwrap().len();
+    let stale = |r: &Resp, object: &str, what: &str| {
+        refused(r, r.json["error"]["details"][0]["meta"]["capability"].as_str().unwrap_or("?"), "stale", what);
+        assert_eq!(r.json["error"]["details"][0]["meta"]["stale"]["object"], object, "{what}: {}", r.json);
+    };
+
+    // A reply: the conversation's contact is bound by the path alone.
+    let ct = e2e::created(&s.owner, "/contacts", json!({"email": "before@example.org"}), 201).await;
+    let ct_id = ct["id"].as_str().unwrap();
+    let conv = e2e::created(
+        &s.owner,
+        "/helpdesk/conversations",
+        json!({"subject": "Help", "mailbox": format!("support@{domain}"), "contact": {"email": "before@example.org"},
+            "message": {"type": "inbound", "body_text": "I need help"}}),
+        201,
+    )
+    .await;
+    let path = format!("/helpdesk/conversations/{}/messages", conv["id"].as_str().unwrap());
+    let reply = serde_json::to_vec(&json!({"type": "reply", "body_text": "Here is your answer"})).unwrap();
+    let minted = s
+        .person
+        .post(
+            "/capability-confirmations",
+            &json!({"capability": "emails.send", "method": "POST", "path": path, "idempotency_key": "stale-1", "body_sha256": sha(&reply),
+                "preview_summary": "Reply", "approved_by": "Ada", "api_key_id": s.agent_key_id}),
+        )
+        .await;
+    assert_eq!(minted.status, 201, "{}", minted.json);
+    let bound = minted.json["data"]["bound"].as_array().unwrap().clone();
+    assert!(bound.iter().any(|b| b["object"] == "contact" && b["id"] == ct_id && b["preview"] == "before@example.org"), "{bound:?}");
+    let token = minted.json["data"]["confirmation_token"].as_str().unwrap().to_string();
+    let emails = count(s.owner.get("/emails?limit=100").await.json);
+    let r = s.owner.patch(&format!("/contacts/{ct_id}"), &json!({"email": "after@example.org"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    stale(&send(&s.agent, "POST", &path, &reply, Some("stale-1"), Some(&token)).await, "contact", "a changed recipient");
+    assert_eq!(count(s.owner.get("/emails?limit=100").await.json), emails, "no email");
+    let (_, token) = mint(&s, "emails.send", "POST", &path, "stale-2", &reply).await;
+    let r = send(&s.agent, "POST", &path, &reply, Some("stale-2"), Some(&token)).await;
+    assert_eq!(r.status, 201, "approved as it is now: {}", r.json);
+    let sent = s.owner.get("/emails?limit=100").await.json;
+    assert_eq!(count(sent.clone()), emails + 1);
+    assert!(sent["data"].as_array().unwrap().iter().any(|e| e["to"][0] == "after@example.org"), "{sent}");
+
+    // A template send: with the body, the template is bound and its subject rendered.
+    let t = json!({"slug": "welcome", "subject": "Welcome, {{name}}", "text": "Hi {{name}}"});
+    e2e::created(&s.owner, "/emails/templates", t, 201).await;
+    let send_body = serde_json::to_vec(&json!({"from": format!("a@{domain}"), "to": ["x@example.org"], "template_slug": "welcome",
+        "variables": {"name": "Ada"}}))
+    .unwrap();
+    let body_text = String::from_utf8(send_body.clone()).unwrap();
+    let minted = s
+        .person
+        .post(
+            "/capability-confirmations",
+            &json!({"capability": "emails.send", "method": "POST", "path": "/emails", "idempotency_key": "stale-3",
+                "body_sha256": sha(&send_body), "body": body_text, "preview_summary": "Welcome mail", "approved_by": "Ada",
+                "api_key_id": s.agent_key_id}),
+        )
+        .await;
+    assert_eq!(minted.status, 201, "{}", minted.json);
+    assert_eq!(minted.json["data"]["bound"][0]["object"], "email_template", "{}", minted.json);
+    assert_eq!(minted.json["data"]["bound"][0]["preview"], "Welcome, Ada", "the subject as this request renders it");
+    let token = minted.json["data"]["confirmation_token"].as_str().unwrap().to_string();
+    let r = s.owner.patch("/emails/templates/welcome", &json!({"subject": "Your account is closed, {{name}}"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    stale(&send(&s.agent, "POST", "/emails", &send_body, Some("stale-3"), Some(&token)).await, "email_template", "a changed template");
+    let mut wrong = json!({"capability": "emails.send", "method": "POST", "path": "/emails", "idempotency_key": "stale-4",
+        "body_sha256": sha(b"{}"), "body": body_text, "preview_summary": "x", "approved_by": "Ada", "api_key_id": s.agent_key_id});
+    let r = s.person.post("/capability-confirmations", &wrong).await;
+    assert_eq!(
+        (r.status, r.json["error"]["details"][0]["field"].as_str()),
+        (400, Some("body")),
+        "a body that is not the hashed one: {}",
+        r.json
+    );
+    wrong["body_sha256"] = json!(sha(&send_body));
+    assert_eq!(s.person.post("/capability-confirmations", &wrong).await.status, 201);
+
+    // A post: its content (and channels) are bound by the path.
+    let ch = e2e::channel(&s.owner, "stale").await;
+    let post = e2e::created(&s.owner, "/posts", json!({"content": "Approved words", "channel_ids": [ch]}), 201).await;
+    let post_path = format!("/posts/{}/publish", post["id"].as_str().unwrap());
+    let (_, token) = mint(&s, "posts.publish", "POST", &post_path, "stale-5", b"{}").await;
+    let r = s.owner.patch(&format!("/posts/{}", post["id"].as_str().unwrap()), &json!({"content": "Other words"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    stale(&send(&s.agent, "POST", &post_path, b"{}", Some("stale-5"), Some(&token)).await, "post", "a changed post");
+    assert_eq!(s.owner.get(&format!("/posts/{}", post["id"].as_str().unwrap())).await.json["data"]["status"], "draft");
+}
+
+/// On a route that can reach several effects, a token approves the one it was minted for.
+#[tokio::test]
+async fn a_token_approves_one_effect_of_a_route_that_reaches_several() {
+    let h = harness();
+    let s = setup(&h.base, "confirm one effect", json!(true)).await;
+    e2e::verified_domain(&s.owner, &s.ws).await;
+    let ct = e2e::created(&s.owner, "/contacts", json!({"email": "one@example.org"}), 201).await;
+    // Approved: an emailed sign-in link. Used for: the token handed to the caller.
+    let body = serde_json::to_vec(&json!({"contact_id": ct["id"], "delivery": "return"})).unwrap();
+    let (_, token) = mint(&s, "emails.send", "POST", "/portal/sessions", "one-1", &body).await;
+    let r = send(&s.agent, "POST", "/portal/sessions", &body, Some("one-1"), Some(&token)).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["meta"]["mismatch"].as_str()), (428, Some("capability")), "{}", r.json);
+    assert!(r.json.get("data").is_none());
+    // The token ran its one execution.
+    let r = send(&s.agent, "POST", "/portal/sessions", &body, Some("one-1"), Some(&token)).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["meta"]["reason"].as_str()), (428, Some("used")), "{}", r.json);
+    let (_, token) = mint(&s, "portal.sessions.return", "POST", "/portal/sessions", "one-2", &body).await;
+    let r = send(&s.agent, "POST", "/portal/sessions", &body, Some("one-2"), Some(&token)).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    assert!(r.json["data"]["token"].is_string());
 }
 
 /// The routes that reached effects without a confirmation before effects carried their

@@ -282,7 +282,72 @@ async fn a_code_is_spent_once_and_guesses_are_limited() {
     }
     let r = p.post("/portal/me/erasure", &json!({"code": code})).await;
     assert_eq!(r.status, 400, "after 5 guesses even the right code is refused: {}", r.json);
+    // A new code brings no new guesses: the session has spent them.
+    let sent = created(&p, "/portal/me/erasure/code", json!({}), 202).await;
+    let code = emailed_code(&c, sent["email_id"].as_str().unwrap()).await;
+    let r = p.post("/portal/me/erasure", &json!({"code": code})).await;
+    assert_eq!(r.status, 400, "the guesses are the session's, not the code's: {}", r.json);
+    // And a session gets three codes.
+    created(&p, "/portal/me/erasure/code", json!({}), 202).await;
+    let r = p.post("/portal/me/erasure/code", &json!({})).await;
+    assert_eq!((r.status, r.code()), (409, "CONFLICT"), "a fourth code: {}", r.json);
     assert_eq!(c.get(&format!("/contacts/{me}")).await.status, 200);
+}
+
+/// A `write` key cannot erase people, so it must not be able to point a contact at its own
+/// inbox and erase them through the portal: an address rewritten by such a credential does
+/// not confirm an erasure; one an admin set does.
+#[tokio::test]
+async fn an_address_rewritten_by_a_credential_that_cannot_erase_does_not_confirm_an_erasure() {
+    let h = harness();
+    let (ws, key) = h.workspace("portal rewritten address").await;
+    let admin = Client::new(&h.base_bulk, &key);
+    e2e::verified_domain(&admin, &ws).await;
+    let r = admin.post("/workspaces/current/api-keys", &json!({"name": "writer", "scopes": ["read", "write"]})).await;
+    let writer = Client::new(&h.base_bulk, r.json["data"]["secret"].as_str().unwrap());
+    let me = id(&created(&admin, "/contacts", json!({"email": "victim@example.org"}), 201).await);
+    let r = writer.patch(&format!("/contacts/{me}"), &json!({"email": "attacker@example.org"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["data"]["email_changed"]["by_admin"], false, "{}", r.json);
+    let p = Client::portal(&h.base_bulk, &e2e::portal_session(&admin, &me).await);
+    let r = p.post("/portal/me/erasure/code", &json!({})).await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.json);
+    let r = p.post("/portal/me/erasure", &json!({"code": "123456"})).await;
+    assert_eq!(r.status, 403, "{}", r.json);
+    assert_eq!(admin.get(&format!("/contacts/{me}")).await.status, 200, "nothing erased");
+    // An admin's change vouches for the address.
+    let r = admin.patch(&format!("/contacts/{me}"), &json!({"email": "new-home@example.org"})).await;
+    assert_eq!((r.status, &r.json["data"]["email_changed"]["by_admin"]), (200, &json!(true)), "{}", r.json);
+    let sent = created(&p, "/portal/me/erasure/code", json!({}), 202).await;
+    let to = admin.get(&format!("/emails/{}", sent["email_id"].as_str().unwrap())).await.json["data"]["to"][0].clone();
+    assert_eq!(to, "new-home@example.org");
+}
+
+/// A consent given in the portal says which session recorded it and how that session was
+/// opened, so the ledger tells a customer's own choice from one made through a session a
+/// workspace's server held.
+#[tokio::test]
+async fn a_portal_consent_records_the_session_that_gave_it() {
+    let h = harness();
+    let (_, key) = h.workspace("portal consent proof").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let me = id(&created(&c, "/contacts", json!({"email": "proof@example.org"}), 201).await);
+    let p = Client::portal(&h.base_bulk, &e2e::portal_session(&c, &me).await);
+    let r = p.patch("/portal/me", &json!({"marketing_consent": true})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let ledger = c.get(&format!("/gdpr/consents?contact_id={me}")).await;
+    let entry = &ledger.json["data"]["history"][0];
+    assert_eq!(entry["source"], "portal", "{}", ledger.json);
+    assert_eq!(entry["proof"]["delivery"], "return", "{}", ledger.json);
+    assert!(entry["proof"]["session_id"].as_str().unwrap().starts_with("psess_"), "{}", ledger.json);
+    assert!(entry["proof"]["opened_by"].as_str().unwrap().starts_with("key:"), "{}", ledger.json);
+    let api = c
+        .post(
+            "/gdpr/consents",
+            &json!({"contact_id": me, "purpose": "analytics", "granted": true, "source": "form", "text_shown": "Stats?", "text_version": "1"}),
+        )
+        .await;
+    assert_eq!((api.status, &api.json["data"]["proof"]), (201, &Value::Null), "{}", api.json);
 }
 
 #[tokio::test]

@@ -216,6 +216,11 @@ pub struct CapabilityConfirmation {
     pub approved_by: String,
     /// Hex SHA-256 of the exact request body bytes.
     pub body_sha256: String,
+    /// The state the person approved: the objects that decide the effect, each at the version
+    /// they saw (the recipient's contact and address, the post, the template). If any of them
+    /// changes before the token is used, the write is refused with 428 and reason `stale`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Vec<CapabilityConfirmationBound>>,
     pub capability: String,
     /// Only in the response that created it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,6 +246,20 @@ pub struct CapabilityConfirmation {
     /// The `Request-Id` of the request that used it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used_by_request_id: Option<String>,
+}
+
+/// One object a confirmation binds, as it was when the person approved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct CapabilityConfirmationBound {
+    /// Its id (a template's slug).
+    pub id: String,
+    /// `contact`, `post`, `email_template`, `conversation`, `webhook_endpoint`, `channel`,
+    /// `booking`, `sending_domain`.
+    pub object: String,
+    /// What the person saw of it: a contact's address, a post's opening words, a template's
+    /// subject as this request renders it.
+    pub preview: String,
+    pub version: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -341,6 +360,8 @@ pub struct Consent {
     pub ip_address: Option<String>,
     /// Always `consent`.
     pub object: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<ConsentPortalProof>,
     /// `marketing_email`, `analytics`, `third_party_sharing` or a custom slug.
     pub purpose: String,
     pub source: ConsentSource,
@@ -362,6 +383,16 @@ pub struct ConsentEvidence {
     pub text_version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_agent: Option<String>,
+}
+
+/// The portal session behind a consent the customer gave in the portal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ConsentPortalProof {
+    /// `email` or `return`.
+    pub delivery: String,
+    /// The credential that opened the session (`key:<id>`, a person's `sub`).
+    pub opened_by: String,
+    pub session_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -400,6 +431,8 @@ pub struct Contact {
     pub custom_fields: serde_json::Map<String, serde_json::Value>,
     /// Lower-cased; unique in the workspace.
     pub email: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email_changed: Option<ContactEmailChange>,
     pub email_status: ContactEmailStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_name: Option<String>,
@@ -418,6 +451,16 @@ pub struct Contact {
     pub phone: Option<String>,
     pub status: ContactStatus,
     pub updated_at: String,
+}
+
+/// Who changed a contact's address, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ContactEmailChange {
+    pub at: String,
+    /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
+    pub by: String,
+    /// The credential could erase people itself (the admin scope).
+    pub by_admin: bool,
 }
 
 /// Named `ContactEmailStatus` in the contract: the email object has its own `EmailStatus`.
@@ -563,6 +606,12 @@ pub struct CreateConfirmation {
     pub api_key_id: String,
     /// The person, as the approving app names them.
     pub approved_by: String,
+    /// The exact request body (its SHA-256 must be `body_sha256`). With it, the confirmation
+    /// also binds the contacts and templates the body names and answers what they resolve to
+    /// (`bound`): the address the email goes to, the subject it renders. Objects named by the
+    /// path (the post, the conversation and its contact, the webhook) are bound in any case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
     /// Hex SHA-256 of the exact request body bytes (of the empty body for a DELETE).
     pub body_sha256: String,
     /// One of `GET /capabilities`.
@@ -2448,7 +2497,7 @@ impl Client {
         self.call(reqwest::Method::POST, &"/channels".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<Channel>| d.data)
     }
 
-    /// `POST /capability-confirmations`: Confirm one exact write (capability, method, path, idempotency key, body) for one API key.
+    /// `POST /capability-confirmations`: Confirm one exact write (capability, method, path, idempotency key, body) for one API key,
     pub async fn create_confirmation(&self, body: &CreateConfirmation) -> Result<CapabilityConfirmation> {
         self.call(reqwest::Method::POST, &"/capability-confirmations".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<CapabilityConfirmation>| d.data)
     }

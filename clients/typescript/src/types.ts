@@ -283,9 +283,10 @@ export interface paths {
         get: operations["list_confirmations"];
         put?: never;
         /**
-         * Confirm one exact write (capability, method, path, idempotency key, body) for one API key.
-         *     Needs the `confirm` scope (a person's OAuth token). The token in the answer is shown once
-         *     and works once. Event `capability.confirmed`.
+         * Confirm one exact write (capability, method, path, idempotency key, body) for one API key,
+         *     on the state it was approved on (`bound`). Needs the `confirm` scope (a person's OAuth
+         *     token). The token in the answer is shown once and runs one execution. Event
+         *     `capability.confirmed`.
          */
         post: operations["create_confirmation"];
         delete?: never;
@@ -1662,6 +1663,12 @@ export interface components {
             approved_by: string;
             /** @description Hex SHA-256 of the exact request body bytes. */
             body_sha256: string;
+            /**
+             * @description The state the person approved: the objects that decide the effect, each at the version
+             *     they saw (the recipient's contact and address, the post, the template). If any of them
+             *     changes before the token is used, the write is refused with 428 and reason `stale`.
+             */
+            bound?: components["schemas"]["CapabilityConfirmationBound"][];
             capability: string;
             /** @description Only in the response that created it. */
             confirmation_token?: string | null;
@@ -1684,6 +1691,23 @@ export interface components {
             used_at?: string | null;
             /** @description The `Request-Id` of the request that used it. */
             used_by_request_id?: string | null;
+        };
+        /** @description One object a confirmation binds, as it was when the person approved. */
+        CapabilityConfirmationBound: {
+            /** @description Its id (a template's slug). */
+            id: string;
+            /**
+             * @description `contact`, `post`, `email_template`, `conversation`, `webhook_endpoint`, `channel`,
+             *     `booking`, `sending_domain`.
+             */
+            object: string;
+            /**
+             * @description What the person saw of it: a contact's address, a post's opening words, a template's
+             *     subject as this request renders it.
+             */
+            preview: string;
+            /** Format: int64 */
+            version: number;
         };
         /** @enum {string} */
         Category: "security" | "seo" | "performance" | "ai_readiness" | "privacy" | "email";
@@ -1724,6 +1748,7 @@ export interface components {
             ip_address?: string | null;
             /** @description Always `consent`. */
             object: string;
+            proof?: components["schemas"]["ConsentPortalProof"] | null;
             /** @description `marketing_email`, `analytics`, `third_party_sharing` or a custom slug. */
             purpose: string;
             source: components["schemas"]["ConsentSource"];
@@ -1739,6 +1764,14 @@ export interface components {
             text_shown: string;
             text_version: string;
             user_agent?: string | null;
+        };
+        /** @description The portal session behind a consent the customer gave in the portal. */
+        ConsentPortalProof: {
+            /** @description `email` or `return`. */
+            delivery: string;
+            /** @description The credential that opened the session (`key:<id>`, a person's `sub`). */
+            opened_by: string;
+            session_id: string;
         };
         /** @enum {string} */
         ConsentSource: "api" | "portal" | "import" | "form";
@@ -1760,6 +1793,7 @@ export interface components {
             custom_fields: Record<string, never>;
             /** @description Lower-cased; unique in the workspace. */
             email: string;
+            email_changed?: components["schemas"]["ContactEmailChange"] | null;
             email_status: components["schemas"]["ContactEmailStatus"];
             first_name?: string | null;
             /** @description `ct_...` */
@@ -1776,6 +1810,14 @@ export interface components {
             phone?: string | null;
             status: components["schemas"]["ContactStatus"];
             updated_at: string;
+        };
+        /** @description Who changed a contact's address, and when. */
+        ContactEmailChange: {
+            at: string;
+            /** @description The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`). */
+            by: string;
+            /** @description The credential could erase people itself (the admin scope). */
+            by_admin: boolean;
         };
         /**
          * @description Named `ContactEmailStatus` in the contract: the email object has its own `EmailStatus`.
@@ -1863,6 +1905,13 @@ export interface components {
             api_key_id: string;
             /** @description The person, as the approving app names them. */
             approved_by: string;
+            /**
+             * @description The exact request body (its SHA-256 must be `body_sha256`). With it, the confirmation
+             *     also binds the contacts and templates the body names and answers what they resolve to
+             *     (`bound`): the address the email goes to, the subject it renders. Objects named by the
+             *     path (the post, the conversation and its contact, the webhook) are bound in any case.
+             */
+            body?: string | null;
             /** @description Hex SHA-256 of the exact request body bytes (of the empty body for a DELETE). */
             body_sha256: string;
             /** @description One of `GET /capabilities`. */

@@ -72,6 +72,7 @@ impl CreateContact {
             metadata: self.metadata,
             created_at: now.clone(),
             updated_at: now,
+            email_changed: None,
         };
         model::validate(errs, &c);
         c

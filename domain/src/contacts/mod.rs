@@ -132,6 +132,38 @@ pub struct Contact {
     pub metadata: BTreeMap<String, String>,
     pub created_at: String,
     pub updated_at: String,
+    /// The last change of `email` after the contact was created; null when it never changed.
+    /// The portal's self-service erasure needs an address nobody without the right to erase
+    /// has rewritten (docs/authority.md).
+    #[serde(default)]
+    pub email_changed: Option<EmailChange>,
+}
+
+/// Who changed a contact's address, and when.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[schema(as = ContactEmailChange)]
+pub struct EmailChange {
+    pub at: String,
+    /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
+    pub by: String,
+    /// The credential could erase people itself (the admin scope).
+    pub by_admin: bool,
+}
+
+impl EmailChange {
+    pub fn by(principal: &shared::auth::Principal) -> Self {
+        Self {
+            at: shared::ids::now_rfc3339(),
+            by: principal.subject.clone(),
+            by_admin: principal.scopes.contains(&shared::auth::Scope::Admin),
+        }
+    }
+
+    /// Did someone who could not erase the person rewrite the address? Then proof of the
+    /// address is not proof of being the person the contact's data is about.
+    pub fn unvouched(c: &Contact) -> bool {
+        c.email_changed.as_ref().is_some_and(|e| !e.by_admin)
+    }
 }
 
 pub fn contact_sk(id: &str) -> String {
@@ -420,6 +452,7 @@ mod tests {
             metadata: BTreeMap::new(),
             created_at: String::new(),
             updated_at: String::new(),
+            email_changed: None,
         }
     }
 

@@ -59,7 +59,7 @@ pub struct SendingDomain {
     pub verified_at: Option<String>,
 }
 
-fn sk(id: &str) -> String {
+pub fn sk(id: &str) -> String {
     keys::SENDING_DOMAIN.sk(&[id])
 }
 

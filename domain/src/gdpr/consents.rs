@@ -54,6 +54,23 @@ pub struct Consent {
     pub ip_address: Option<String>,
     pub user_agent: Option<String>,
     pub created_at: String,
+    /// How the person was known when the platform recorded it (source `portal`): which portal
+    /// session, how it was opened (`email`: a link sent to the contact's address; `return`: a
+    /// token a workspace admin's server embedded) and by which credential. Null for consents a
+    /// workspace recorded through the API, whose own records are the evidence.
+    #[serde(default)]
+    pub proof: Option<PortalProof>,
+}
+
+/// The portal session behind a consent the customer gave in the portal.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[schema(as = ConsentPortalProof)]
+pub struct PortalProof {
+    pub session_id: String,
+    /// `email` or `return`.
+    pub delivery: String,
+    /// The credential that opened the session (`key:<id>`, a person's `sub`).
+    pub opened_by: String,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -135,6 +152,7 @@ pub fn build(input: RecordConsent, subject: &Subject) -> ApiResult<Consent> {
         ip_address: input.ip_address,
         user_agent: input.user_agent,
         created_at: shared::ids::now_rfc3339(),
+        proof: None,
     })
 }
 

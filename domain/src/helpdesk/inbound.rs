@@ -15,7 +15,6 @@
 //! SES's id of our reply.
 
 use super::*;
-use sha2::Digest;
 
 /// How a machine's message is recognised.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +87,7 @@ pub enum Outcome {
 }
 
 pub fn ref_hash(message_id: &str) -> String {
-    shared::crypto::hex(&sha2::Sha256::digest(message_id.trim().to_ascii_lowercase().as_bytes()))
+    shared::crypto::sha256_hex(message_id.trim().to_ascii_lowercase().as_bytes())
 }
 
 fn ref_sk(message_id: &str) -> String {

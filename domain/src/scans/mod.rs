@@ -13,7 +13,6 @@ pub mod rules;
 use crate::keys;
 use rules::{Category, Finding};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{Item, Record, n, s, ws_pk};
@@ -158,7 +157,7 @@ pub fn normalise_url(raw: &str, policy: shared::outbound::UrlPolicy) -> Result<u
 }
 
 fn url_claim_sk(url: &str) -> String {
-    keys::SCAN_URL_CLAIM.sk(&[&shared::crypto::hex(&Sha256::digest(url.as_bytes()))])
+    keys::SCAN_URL_CLAIM.sk(&[&shared::crypto::sha256_hex(url.as_bytes())])
 }
 
 /// What `POST /scans` did: a new scan, or the one of the same URL from the last 10 minutes.

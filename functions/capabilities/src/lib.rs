@@ -26,7 +26,7 @@ shared::area! {
         create_confirmation [needs = Scope::Confirm],
         list_confirmations, get_confirmation,
     ],
-    schemas = [Capability, Confirmation, ConfirmationStatus, CreateConfirmation],
+    schemas = [Capability, Confirmation, ConfirmationStatus, CreateConfirmation, domain::capabilities::Bound],
 }
 
 /// Every confirmable write: each capability with every method and path that can cause it.
@@ -67,11 +67,18 @@ pub struct CreateConfirmation {
     /// Seconds the token lives, 60 to 900 (default 300).
     #[schema(minimum = 60, maximum = 900)]
     pub expires_in: Option<i64>,
+    /// The exact request body (its SHA-256 must be `body_sha256`). With it, the confirmation
+    /// also binds the contacts and templates the body names and answers what they resolve to
+    /// (`bound`): the address the email goes to, the subject it renders. Objects named by the
+    /// path (the post, the conversation and its contact, the webhook) are bound in any case.
+    #[schema(max_length = 1048576)]
+    pub body: Option<String>,
 }
 
-/// Confirm one exact write (capability, method, path, idempotency key, body) for one API key.
-/// Needs the `confirm` scope (a person's OAuth token). The token in the answer is shown once
-/// and works once. Event `capability.confirmed`.
+/// Confirm one exact write (capability, method, path, idempotency key, body) for one API key,
+/// on the state it was approved on (`bound`). Needs the `confirm` scope (a person's OAuth
+/// token). The token in the answer is shown once and runs one execution. Event
+/// `capability.confirmed`.
 #[utoipa::path(post, path = "/capability-confirmations", tag = "capabilities", request_body = CreateConfirmation,
     responses((status = 201, body = shared::openapi::Data<Confirmation>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
@@ -99,6 +106,21 @@ pub async fn create_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
     if !(MIN_LIFETIME_SECS..=MAX_LIFETIME_SECS).contains(&lifetime) {
         errs.add("expires_in", format!("must be {MIN_LIFETIME_SECS} to {MAX_LIFETIME_SECS} seconds"));
     }
+    let body = match &input.body {
+        Some(b) if shared::crypto::sha256_hex(b.as_bytes()) != input.body_sha256 => {
+            errs.add("body", "its SHA-256 is not body_sha256");
+            None
+        }
+        Some(b) if b.is_empty() => None,
+        Some(b) => match serde_json::from_str::<serde_json::Value>(b) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                errs.add("body", "must be the JSON body the request will send");
+                None
+            }
+        },
+        None => None,
+    };
     let key_id = shared::ids::is_valid("key", &input.api_key_id).then_some(input.api_key_id.as_str());
     if key_id.is_none() {
         errs.add("api_key_id", "not an API key id (key_...)");
@@ -127,14 +149,17 @@ pub async fn create_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
         used_at: None,
         used_by_request_id: None,
         confirmation_token: None,
+        bound: vec![],
     };
     let key = app.db.get(&ws_pk(ws), &keys::API_KEY.sk(&[key_id])).await?;
     let live = key.as_ref().is_some_and(|k| store::get_str(k, "revoked_at").is_none());
     if !live {
         return Err(ApiError::validation("api_key_id", "no live API key of this workspace has this id"));
     }
+    let bound = domain::capabilities::bind(app, ws, &capability.path, &c.path, body.as_ref()).await?;
+    let c = Confirmation { bound: bound.iter().map(|(b, _)| b.clone()).collect(), ..c };
     Tx::new()
-        .create(store::Record { item: domain::capabilities::item(ws, &c, &token_hash, expires.timestamp_millis()) })
+        .create(store::Record { item: domain::capabilities::item(ws, &c, &bound, &token_hash, expires.timestamp_millis()) })
         .event(Event::new(ws, "capability.confirmed", &c))
         .commit(app)
         .await

@@ -26,7 +26,7 @@ shared::area! {
         create_import [class = Class::ContactImport, max_body = import::MAX_IMPORT_BODY],
         get_import, list_import_errors,
     ],
-    schemas = [Contact, ContactStatus, EmailStatus, CreateContact, UpdateContact, CreateNote, model::Activity,
+    schemas = [Contact, model::EmailChange, ContactStatus, EmailStatus, CreateContact, UpdateContact, CreateNote, model::Activity,
         import::CreateImport, import::ImportJob, import::ImportStatus, import::OnConflict, import::RowError],
 }
 
@@ -178,6 +178,9 @@ pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
     errs.finish()?;
     if model::changed_fields(&old, &c).is_empty() {
         return Ok(Reply::ok(&old));
+    }
+    if c.email != old.email {
+        c.email_changed = Some(model::EmailChange::by(&req.principal));
     }
     c.updated_at = shared::ids::now_rfc3339();
     commit_update(app, ws, &old, &c, version).await?;

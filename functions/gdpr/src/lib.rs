@@ -24,7 +24,7 @@ shared::area! {
         list_exports, get_export,
         create_erasure [needs = Scope::Admin, effects = &[fx::EraseSubject::INFO]], list_erasures, get_erasure,
     ],
-    schemas = [Consent, ConsentSource, ConsentState, PurposeState, RecordConsent, SubjectRef, ExportJob, ExportScope, JobStatus, JobError,
+    schemas = [Consent, domain::gdpr::consents::PortalProof, ConsentSource, ConsentState, PurposeState, RecordConsent, SubjectRef, ExportJob, ExportScope, JobStatus, JobError,
         CreateExport, Erasure, CreateErasure],
 }
 

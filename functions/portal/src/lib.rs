@@ -37,7 +37,7 @@ shared::area! {
         erase_me [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::EraseSubject::INFO]],
         logout [auth = Auth::PortalSession, class = Class::Portal],
     ],
-    schemas = [CreateSession, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine,
+    schemas = [CreateSession, contacts::EmailChange, domain::gdpr::consents::PortalProof, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine,
         portal::ErasureCode, EraseMe],
 }
 
@@ -185,7 +185,8 @@ pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
             ip_address: None,
             user_agent: req.headers.get("user-agent").and_then(|v| v.to_str().ok()).map(|s| s.chars().take(512).collect()),
         };
-        let consent = evidence.consent(&subject, "marketing_email", granted)?;
+        let mut consent = evidence.consent(&subject, "marketing_email", granted)?;
+        consent.proof = Some(domain::portal::proof(app, session_token(&req)).await?);
         domain::gdpr::consents::record(app, ws, &consent).await?;
     }
     let (c, _) = contact(app, &req).await?;
