@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde::Serialize;
 use shared::config::{Config, OAuthConfig};
+use std::collections::BTreeMap;
 
 /// Resource names of one local deployment.
 #[derive(Clone, Debug, Serialize)]
@@ -67,6 +68,59 @@ impl Names {
             secret_id: get("PLATFORM_SECRET_ID", d.secret_id),
         }
     }
+}
+
+/// The stack outputs the admin CLI reads (`--outputs FILE`), each with the configuration
+/// variable of the functions it sets. The file is what `sam list stack-outputs --output json`
+/// (or `aws cloudformation describe-stacks --query 'Stacks[0].Outputs'`) prints; the local
+/// stack writes the same file (`.local/stack-outputs.json`), so the README's onboarding runs
+/// the same way against both. `tools/tests/template.rs` checks the template outputs each one.
+pub const STACK_OUTPUTS: &[(&str, &str)] = &[
+    ("Region", "AWS_REGION"),
+    ("TableName", "TABLE_NAME"),
+    ("EventsQueueUrl", "EVENTS_QUEUE_URL"),
+    ("DeliveriesQueueUrl", "DELIVERIES_QUEUE_URL"),
+    ("ContactImportsQueueUrl", "CONTACT_IMPORTS_QUEUE_URL"),
+    ("EmailsQueueUrl", "EMAILS_QUEUE_URL"),
+    ("PublishQueueUrl", "PUBLISH_QUEUE_URL"),
+    ("GdprQueueUrl", "GDPR_QUEUE_URL"),
+    ("ScansQueueUrl", "SCANS_QUEUE_URL"),
+    ("ExportsBucketName", "EXPORTS_BUCKET"),
+    ("MailBucketName", "MAIL_BUCKET"),
+    ("PlatformSecretArn", "PLATFORM_SECRET_ID"),
+];
+
+/// The configuration variables a stack-outputs file sets (unknown outputs are ignored).
+pub fn vars_from_outputs(json: &str) -> Result<BTreeMap<String, String>, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Output {
+        output_key: String,
+        output_value: String,
+    }
+    let outputs: Vec<Output> =
+        serde_json::from_str(json).map_err(|e| format!("not a list of {{\"OutputKey\", \"OutputValue\"}} objects: {e}"))?;
+    let mut vars = BTreeMap::new();
+    for o in outputs {
+        if let Some((_, var)) = STACK_OUTPUTS.iter().find(|(k, _)| *k == o.output_key) {
+            vars.insert(var.to_string(), o.output_value);
+        }
+    }
+    match STACK_OUTPUTS.iter().find(|(_, v)| !vars.contains_key(*v)) {
+        Some((key, _)) => Err(format!("the stack outputs have no {key} (is this the platform's stack, deployed from this template?)")),
+        None => Ok(vars),
+    }
+}
+
+/// A stack-outputs file for configuration variables (the local stack's, from its environment).
+pub fn outputs_json(vars: &[(&str, String)]) -> String {
+    let outputs: Vec<serde_json::Value> = STACK_OUTPUTS
+        .iter()
+        .filter_map(|(key, var)| {
+            vars.iter().find(|(v, _)| v == var).map(|(_, value)| serde_json::json!({"OutputKey": key, "OutputValue": value}))
+        })
+        .collect();
+    serde_json::to_string_pretty(&outputs).expect("outputs serialize")
 }
 
 /// What bootstrap created (or found).

@@ -196,6 +196,12 @@ impl DevStack {
         ]
     }
 
+    /// This stack's outputs, as `sam list stack-outputs --output json` prints a deployed
+    /// stack's: what the admin CLI's `--outputs` reads.
+    pub fn outputs_json(&self) -> String {
+        admin::outputs_json(&self.env())
+    }
+
     pub async fn stop(self) {
         for g in &self.gateways {
             g.abort();

@@ -57,3 +57,13 @@ fn every_binary_is_packaged_and_deployed_by_a_function() {
         }
     }
 }
+
+/// The outputs the admin CLI's `--outputs` reads are outputs of the template.
+#[test]
+fn the_stack_outputs_every_value_the_admin_cli_needs() {
+    let t = std::fs::read_to_string(tools::localstack::repo_root().join("template.yaml")).unwrap();
+    let outputs = &t[t.find("\nOutputs:\n").expect("an Outputs section")..];
+    for (key, var) in tools::admin::STACK_OUTPUTS {
+        assert!(outputs.contains(&format!("\n  {key}:\n")), "template.yaml outputs no {key} (the admin CLI's {var})");
+    }
+}

@@ -1,6 +1,11 @@
-//! Admin CLI. Reads the same environment as the functions (TABLE_NAME, EVENTS_QUEUE_URL,
-//! PLATFORM_SECRET_ID, AWS_ENDPOINT_URL[_DYNAMODB], ...; `make dev` writes them to .local/dev.env).
+//! Admin CLI. Configured by a stack's outputs (`--outputs FILE`: what `sam list
+//! stack-outputs --output json` prints; `make dev` writes `.local/stack-outputs.json`), or by the
+//! functions' own environment variables (TABLE_NAME, EVENTS_QUEUE_URL, PLATFORM_SECRET_ID, ...;
+//! `.local/dev.env`), which win over the file. Credentials and region come from the AWS SDK's
+//! default chain (environment, profiles, SSO, credential processes, container and instance
+//! roles), unlike the functions, whose credentials are always in their environment.
 //!
+//!   admin [--outputs FILE] <command>
 //!   admin bootstrap
 //!   admin create-workspace --name NAME        -> {"workspace_id": ..., "api_key": ...}
 //!   admin add-member --workspace W --subject S --role owner|admin|member|viewer
@@ -9,6 +14,7 @@
 //!                                                 recipients default to the To and Cc headers)
 
 use shared::App;
+use std::collections::BTreeMap;
 use tools::admin;
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -19,11 +25,32 @@ fn need(args: &[String], name: &str) -> Result<String, String> {
     arg(args, name).ok_or_else(|| format!("missing {name}"))
 }
 
-async fn app() -> Result<App, String> {
-    App::from_env().await
+/// The variables of `--outputs FILE` under the environment's.
+fn vars(args: &mut Vec<String>) -> Result<BTreeMap<String, String>, String> {
+    let Some(i) = args.iter().position(|a| a == "--outputs") else { return Ok(BTreeMap::new()) };
+    let file = args.get(i + 1).cloned().ok_or("--outputs needs a file")?;
+    args.drain(i..=i + 1);
+    let json = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+    admin::vars_from_outputs(&json).map_err(|e| format!("{file}: {e}"))
 }
 
-async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
+async fn app(outputs: &BTreeMap<String, String>) -> Result<App, String> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()).or_else(|| outputs.get(k).cloned());
+    let cfg = shared::config::Config::from_vars(&var)?;
+    let mut sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(shared::sdk_http::client());
+    if let Some(region) = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")) {
+        sdk = sdk.region(aws_config::Region::new(region));
+    }
+    let sdk = sdk.load().await;
+    if sdk.region().is_none() {
+        return Err("no AWS region: use --outputs, AWS_REGION or a profile's region".into());
+    }
+    App::with_dynamodb_endpoint(cfg, &sdk, var("AWS_ENDPOINT_URL_DYNAMODB").as_deref())
+}
+
+async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
+    let outputs = vars(&mut args)?;
+    let app = || app(&outputs);
     let cmd = args.first().map(String::as_str).unwrap_or("");
     match cmd {
         "bootstrap" => {
@@ -78,7 +105,7 @@ async fn run(args: Vec<String>) -> Result<serde_json::Value, String> {
             Ok(serde_json::json!({"queued": true, "recipients": to}))
         }
         _ => Err(
-            "usage: admin bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S | send-inbound FILE.eml [--to A]"
+            "usage: admin [--outputs FILE] bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S | send-inbound FILE.eml [--to A]"
                 .into(),
         ),
     }

@@ -38,6 +38,10 @@ async fn main() {
             (None, String::new())
         }
     };
+    // The admin CLI reads these as it reads a deployed stack's (`admin --outputs FILE`).
+    if let Err(e) = std::fs::write(local.join("stack-outputs.json"), stack.outputs_json()) {
+        eprintln!("dev: cannot write .local/stack-outputs.json: {e}");
+    }
     let env_file = local.join("dev.env");
     if let Err(e) = std::fs::write(&env_file, tools::dev_env_file(&stack.env(), &ws, &key) + &bluesky) {
         eprintln!("dev: cannot write {}: {e}", env_file.display());
