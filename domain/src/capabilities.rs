@@ -125,6 +125,7 @@ pub struct Bound {
     pub object: String,
     /// Its id (a template's slug).
     pub id: String,
+    /// 0: it did not exist, and must not exist when the token is used.
     pub version: i64,
     /// What the person saw of it: a contact's address, a post's opening words, a template's
     /// subject as this request renders it.
@@ -174,9 +175,10 @@ pub fn item(ws: &str, c: &Confirmation, bound: &[(Bound, String)], token_hash: &
 
 /// The objects whose state decides the effect of the confirmed request, each with its sort key:
 /// the object the path names (the post to publish, the webhook to change, the conversation to
-/// reply in and its contact), and, when the approving app sends the body, the contacts and
-/// templates it names (for each email of a batch). Objects that do not exist bind nothing: the
-/// request itself will answer 404.
+/// reply in and its contact, the booking to confirm with its contact, service and templates),
+/// and, when the approving app sends the body, the contacts (`contact_id`, `subject.contact_id`)
+/// and templates it names (for each email of a batch). An object that does not exist is bound
+/// as absent: creating it before the token is used makes the approval stale too.
 pub async fn bind(
     app: &shared::App,
     ws: &str,
@@ -187,32 +189,53 @@ pub async fn bind(
     use crate::{bookings, channels, contacts, emails, helpdesk, posts, webhooks};
     let mut out = Bindings { app, ws, bound: vec![] };
     let id = path.split('/').nth(pattern.split('/').position(|p| p == "{id}").unwrap_or(usize::MAX)).unwrap_or_default();
-    let _ = match pattern.split('/').nth(1).unwrap_or_default() {
-        _ if id.is_empty() => None,
-        "posts" => out.add("post", id, posts::sk(id), |i| text(i, "content")).await?,
-        "webhooks" => out.add("webhook_endpoint", id, webhooks::endpoint_sk(id), |i| text(i, "url")).await?,
-        "channels" => out.add("channel", id, channels::sk(id), |i| text(i, "name")).await?,
-        "bookings" => out.add("booking", id, bookings::booking_sk(id), |i| text(i, "starts_at")).await?,
-        "emails" if pattern.starts_with("/emails/domains/") => {
-            out.add("sending_domain", id, emails::domains::sk(id), |i| text(i, "name")).await?
+    let contact = |item: &Item| text(item, "contact_id");
+    match pattern.split('/').nth(1).unwrap_or_default() {
+        _ if id.is_empty() => {}
+        "posts" => {
+            out.add("post", id, posts::sk(id), |i| text(i, "content")).await?;
         }
-        "helpdesk" => match out.add("conversation", id, helpdesk::conversation_sk(id), |i| text(i, "subject")).await? {
-            Some(c) => {
-                let contact = text(&c, "contact_id");
-                out.add("contact", &contact, contacts::contact_sk(&contact), |i| text(i, "email")).await?
+        "webhooks" => {
+            out.add("webhook_endpoint", id, webhooks::endpoint_sk(id), |i| text(i, "url")).await?;
+        }
+        "channels" => {
+            out.add("channel", id, channels::sk(id), |i| text(i, "name")).await?;
+        }
+        "emails" if pattern.starts_with("/emails/domains/") => {
+            out.add("sending_domain", id, emails::domains::sk(id), |i| text(i, "name")).await?;
+        }
+        "bookings" => {
+            // The notice goes to the booking's contact, from the service's sender, in its template.
+            if let Some(b) = out.add("booking", id, bookings::booking_sk(id), |i| text(i, "start")).await? {
+                let (c, s) = (contact(&b), text(&b, "service_id"));
+                out.add("contact", &c, contacts::contact_sk(&c), |i| text(i, "email")).await?;
+                out.add("service", &s, bookings::service_sk(&s), |i| text(i, "name")).await?;
+                for slug in ["booking_confirmation", "booking_reminder"] {
+                    out.add("email_template", slug, emails::templates::sk(slug), |i| text(i, "subject")).await?;
+                }
             }
-            None => None,
-        },
-        _ => None,
-    };
+        }
+        "helpdesk" => {
+            if let Some(c) = out.add("conversation", id, helpdesk::conversation_sk(id), |i| text(i, "subject")).await? {
+                let c = contact(&c);
+                out.add("contact", &c, contacts::contact_sk(&c), |i| text(i, "email")).await?;
+            }
+        }
+        _ => {}
+    }
     let Some(body) = body else { return Ok(out.bound) };
     let entries: Vec<&serde_json::Value> = match body.get("emails").and_then(|e| e.as_array()) {
         Some(list) => list.iter().collect(),
         None => vec![body],
     };
     for e in entries {
-        if let Some(contact) = e.get("contact_id").and_then(|c| c.as_str()).filter(|c| shared::ids::is_valid("ct", c)) {
-            out.add("contact", contact, contacts::contact_sk(contact), |i| text(i, "email")).await?;
+        // An email goes to its `to` (in the hashed body); its `contact_id` only files it on a
+        // timeline. Elsewhere the contact is whom the effect reaches (a portal link, an erasure).
+        let named = [e.get("contact_id"), e.get("subject").and_then(|s| s.get("contact_id"))];
+        for c in named.into_iter().flatten().filter_map(|c| c.as_str()).filter(|_| e.get("to").is_none()) {
+            if shared::ids::is_valid("ct", c) {
+                out.add("contact", c, contacts::contact_sk(c), |i| text(i, "email")).await?;
+            }
         }
         if let Some(slug) = e.get("template_slug").and_then(|c| c.as_str()).filter(|s| emails::templates::valid_slug(s)) {
             let vars = e.get("variables").and_then(|v| v.as_object()).cloned().unwrap_or_default();
@@ -239,22 +262,25 @@ struct Bindings<'a> {
 }
 
 impl Bindings<'_> {
-    /// Bind the object at `sk` (once), when it exists and is versioned; answers its item.
+    /// Bind the object at `sk` (once): at its version, or as absent (version 0) when it does
+    /// not exist. Answers its item.
     async fn add(&mut self, object: &str, id: &str, sk: String, preview: impl FnOnce(&Item) -> String) -> ApiResult<Option<Item>> {
         if id.is_empty() || self.bound.iter().any(|(_, k)| *k == sk) {
             return Ok(None);
         }
-        let Some(item) = self.app.db.get(&ws_pk(self.ws), &sk).await? else { return Ok(None) };
-        let Some(version) = get_i64(&item, "version") else { return Ok(Some(item)) };
+        let item = self.app.db.get(&ws_pk(self.ws), &sk).await?;
         if self.bound.len() == MAX_BOUND {
             return Err(ApiError::validation(
                 "body",
                 format!("the request names more than {MAX_BOUND} objects to bind; confirm it in smaller requests"),
             ));
         }
-        let b = Bound { object: object.into(), id: id.into(), version, preview: preview(&item) };
-        self.bound.push((b, sk));
-        Ok(Some(item))
+        let (version, preview) = match &item {
+            Some(i) => (get_i64(i, "version").unwrap_or(0).max(1), preview(i)),
+            None => (0, "(does not exist)".to_string()),
+        };
+        self.bound.push((Bound { object: object.into(), id: id.into(), version, preview }, sk));
+        Ok(item)
     }
 }
 

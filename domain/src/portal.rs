@@ -202,14 +202,19 @@ async fn create_link(
 }
 
 /// How the session behind `session_token` was opened: the proof a portal consent carries.
-pub async fn proof(app: &App, session_token: &str) -> ApiResult<crate::gdpr::consents::PortalProof> {
+pub async fn proof(app: &App, session_token: &str, contact: &Contact) -> ApiResult<crate::gdpr::consents::PortalProof> {
     let item = app
         .db
         .get(&shared::auth::portal_session_pk(session_token), keys::PORTAL_SESSION.table.sk)
         .await?
         .ok_or_else(|| ApiError::unauthorized("X-Portal-Session is invalid or expired"))?;
     let text = |k: &str| store::get_str(&item, k).unwrap_or_default().to_string();
-    Ok(crate::gdpr::consents::PortalProof { session_id: text("session_id"), delivery: text("delivery"), opened_by: text("opened_by") })
+    Ok(crate::gdpr::consents::PortalProof {
+        session_id: text("session_id"),
+        delivery: text("delivery"),
+        opened_by: text("opened_by"),
+        address_vouched: !crate::contacts::EmailChange::unvouched(contact),
+    })
 }
 
 /// How long an erasure code lives; how many codes one session may ask for, and how many
@@ -259,17 +264,6 @@ fn code_hash(session_pk: &str, code: &str) -> String {
     hash_api_key(&format!("{session_pk}/{code}"))
 }
 
-/// Proof of the address is proof of the person only if nobody without the right to erase has
-/// rewritten it: else a `write` key could point a contact at its own inbox and erase them.
-fn vouched(contact: &Contact) -> ApiResult<()> {
-    if crate::contacts::EmailChange::unvouched(contact) {
-        return Err(ApiError::forbidden(
-            "this address was changed by the workspace after the contact was created, so it cannot confirm an erasure here; ask the workspace to erase your data",
-        ));
-    }
-    Ok(())
-}
-
 /// Irreversible self-service asks for proof from the customer's inbox, however the session
 /// was opened: a 6-digit code (15 minutes) sent to the contact's own address and kept, hashed,
 /// on the session. A new code replaces the old one; a session gets 3 codes and 5 guesses in all.
@@ -281,7 +275,7 @@ pub async fn send_erasure_code(
     contact: &Contact,
 ) -> ApiResult<ErasureCode> {
     use rand::RngExt;
-    vouched(contact)?;
+    crate::contacts::EmailChange::vouched(contact)?;
     let code = format!("{:06}", rand::rng().random_range(0..1_000_000u32));
     let pk = shared::auth::portal_session_pk(session_token);
     let expires = chrono::Utc::now().timestamp() + ERASURE_CODE_SECS;
@@ -327,7 +321,7 @@ pub async fn erase_self(
     if auth.customer() != Some(contact.id.as_str()) {
         return Err(ApiError::forbidden("a customer erases only themselves"));
     }
-    vouched(contact)?;
+    crate::contacts::EmailChange::vouched(contact)?;
     let refused =
         || ApiError::validation("code", "the code is wrong, expired or used up; ask for a new one at POST /portal/me/erasure/code");
     let pk = shared::auth::portal_session_pk(session_token);

@@ -98,11 +98,18 @@ pub struct EmailSettings {
     /// A queued email not sent this long after its queue message went out is enqueued again by
     /// the schedule tick (`EMAIL_REQUEUE_AFTER_SECS`).
     pub requeue_after_secs: i64,
+    /// The value of the `platform-stack` tag on the SES identities this stack creates
+    /// (`SES_IDENTITY_TAG`, the stack's name): its IAM policy may read and delete only identities
+    /// carrying it, never another application's in the same account.
+    pub identity_tag: Option<String>,
 }
+
+/// The tag key of the SES identities a stack manages (template.yaml's policy names it too).
+pub const SES_IDENTITY_TAG_KEY: &str = "platform-stack";
 
 impl Default for EmailSettings {
     fn default() -> Self {
-        Self { allowed_domains: vec![], configuration_set: None, requeue_after_secs: 120 }
+        Self { allowed_domains: vec![], configuration_set: None, requeue_after_secs: 120, identity_tag: None }
     }
 }
 
@@ -116,7 +123,7 @@ impl EmailSettings {
             .collect();
         let configuration_set = var("SES_CONFIGURATION_SET");
         let requeue_after_secs = var("EMAIL_REQUEUE_AFTER_SECS").and_then(|v| v.parse().ok()).unwrap_or(120);
-        Self { allowed_domains, configuration_set, requeue_after_secs }
+        Self { allowed_domains, configuration_set, requeue_after_secs, identity_tag: var("SES_IDENTITY_TAG") }
     }
 
     /// May a workspace add `domain` (lower-cased) as a sending domain?

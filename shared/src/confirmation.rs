@@ -229,7 +229,10 @@ pub async fn begin(
         .expression_attribute_values(":now", n(now_ms));
     let mut tx = Tx::new().put_if_named(item, cond, &[("#state", "state")], values).update(consume);
     for b in &bound {
-        tx = tx.check_if(pk.clone(), b.sk.clone(), "version = :v", vec![(":v", n(b.version))]);
+        tx = match b.version {
+            0 => tx.check(pk.clone(), b.sk.clone(), "attribute_not_exists(pk)"),
+            v => tx.check_if(pk.clone(), b.sk.clone(), "version = :v", vec![(":v", n(v))]),
+        };
     }
     let event = Event::new(
         ws,

@@ -41,13 +41,21 @@ pub async fn count_ddb_calls<F: Future>(fut: F) -> (F::Output, u32) {
         .await
 }
 
-/// Count one occurrence of `metric` with one dimension, as a CloudWatch embedded-metric log
-/// line (Lambda's log stream turns it into a metric; no API call, no extra permission).
+/// The stack's own metric namespace (`METRICS_NAMESPACE`, which template.yaml sets to
+/// `WorkspacePlatform/<stack name>`), so two stacks in one account never mix their metrics.
+pub fn namespace() -> &'static str {
+    static NS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NS.get_or_init(|| std::env::var("METRICS_NAMESPACE").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| "WorkspacePlatform".into()))
+}
+
+/// Count one occurrence of `metric` with one dimension of few values (a status, a reason), as
+/// a CloudWatch embedded-metric log line (Lambda's log stream turns it into a metric; no API
+/// call, no extra permission).
 pub fn count(metric: &str, dimension: &str, value: &str) {
     let line = serde_json::json!({
         "_aws": {
             "Timestamp": chrono::Utc::now().timestamp_millis(),
-            "CloudWatchMetrics": [{"Namespace": "WorkspacePlatform", "Dimensions": [[dimension]], "Metrics": [{"Name": metric, "Unit": "Count"}]}],
+            "CloudWatchMetrics": [{"Namespace": namespace(), "Dimensions": [[dimension]], "Metrics": [{"Name": metric, "Unit": "Count"}]}],
         },
         dimension: value,
         metric: 1,
@@ -55,10 +63,13 @@ pub fn count(metric: &str, dimension: &str, value: &str) {
     println!("{line}");
 }
 
-/// One API request as CloudWatch embedded metrics, by route and in total: Requests, Latency,
-/// DynamoDBCalls, ClientErrors (4xx but 429), Throttled (429), ServerErrors (5xx). Written to
-/// stdout only inside Lambda (`AWS_LAMBDA_FUNCTION_NAME`), where the log stream becomes
-/// metrics; the local stack and tests keep their output to the request log.
+/// One API request as CloudWatch embedded metrics for the whole API: Requests, Latency,
+/// DynamoDBCalls, ClientErrors (4xx but 429), Throttled (429), ServerErrors (5xx): six custom
+/// metrics per stack. The route rides along as a log property, not a dimension (a dimension per
+/// route would be ~700 metrics, some $200 a month): per-route figures come from Logs Insights
+/// over the same lines, per-function ones from AWS/Lambda. Written to stdout only inside Lambda
+/// (`AWS_LAMBDA_FUNCTION_NAME`), where the log stream becomes metrics; the local stack and
+/// tests keep their output to the request log.
 pub fn request(route: &str, status: u16, duration_ms: u64, ddb_calls: u32) {
     static IN_LAMBDA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if *IN_LAMBDA.get_or_init(|| std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some()) {
@@ -72,9 +83,8 @@ pub fn request_line(route: &str, status: u16, duration_ms: u64, ddb_calls: u32, 
         "_aws": {
             "Timestamp": at_ms,
             "CloudWatchMetrics": [{
-                "Namespace": "WorkspacePlatform",
-                // Per route, and the whole API (the alarms watch the total).
-                "Dimensions": [["Route"], []],
+                "Namespace": namespace(),
+                "Dimensions": [[]],
                 "Metrics": [
                     {"Name": "Requests", "Unit": "Count"},
                     {"Name": "Latency", "Unit": "Milliseconds"},
@@ -106,6 +116,7 @@ mod tests {
             assert!(line[m["Name"].as_str().unwrap()].is_number(), "{m}");
         }
         assert_eq!(line["Route"], "GET /posts/{id}");
+        assert_eq!(spec["Dimensions"], serde_json::json!([[]]), "no metric per route: the route is a property");
         assert_eq!((line["Throttled"].as_u64(), line["ClientErrors"].as_u64(), line["ServerErrors"].as_u64()), (Some(1), Some(0), Some(0)));
         assert_eq!(super::request_line("GET /x", 503, 1, 0, 0)["ServerErrors"], 1);
         assert_eq!(super::request_line("GET /x", 404, 1, 0, 0)["ClientErrors"], 1);

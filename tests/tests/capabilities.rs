@@ -431,7 +431,38 @@ async fn an_approval_binds_the_state_the_person_saw() {
         r.json
     );
     wrong["body_sha256"] = json!(sha(&send_body));
-    assert_eq!(s.person.post("/capability-confirmations", &wrong).await.status, 201);
+    let minted = s.person.post("/capability-confirmations", &wrong).await;
+    assert_eq!(minted.status, 201, "{}", minted.json);
+    // A template deleted and created again under its slug is another template.
+    let token = minted.json["data"]["confirmation_token"].as_str().unwrap().to_string();
+    assert_eq!(s.owner.delete("/emails/templates/welcome").await.status, 200);
+    e2e::created(&s.owner, "/emails/templates", json!({"slug": "welcome", "subject": "Hi {{name}}", "text": "x"}), 201).await;
+    stale(&send(&s.agent, "POST", "/emails", &send_body, Some("stale-4"), Some(&token)).await, "email_template", "a recreated template");
+    // One that did not exist when approved must not exist when used.
+    let later = serde_json::to_vec(&json!({"from": format!("a@{domain}"), "to": ["x@example.org"], "template_slug": "later"})).unwrap();
+    let minted = s
+        .person
+        .post(
+            "/capability-confirmations",
+            &json!({"capability": "emails.send", "method": "POST", "path": "/emails", "idempotency_key": "stale-6",
+                "body_sha256": sha(&later), "body": String::from_utf8(later.clone()).unwrap(), "preview_summary": "x", "approved_by": "Ada",
+                "api_key_id": s.agent_key_id}),
+        )
+        .await;
+    assert_eq!((minted.status, minted.json["data"]["bound"][0]["version"].as_i64()), (201, Some(0)), "{}", minted.json);
+    let token = minted.json["data"]["confirmation_token"].as_str().unwrap().to_string();
+    e2e::created(&s.owner, "/emails/templates", json!({"slug": "later", "subject": "Surprise", "text": "x"}), 201).await;
+    stale(&send(&s.agent, "POST", "/emails", &later, Some("stale-6"), Some(&token)).await, "email_template", "a template created after");
+    // A percent-escaped path would name the object differently from the route: refused.
+    let r = s
+        .person
+        .post(
+            "/capability-confirmations",
+            &json!({"capability": "emails.send", "method": "POST", "path": path.replace("conv_", "conv%5F"), "idempotency_key": "stale-7",
+                "body_sha256": sha(&reply), "preview_summary": "x", "approved_by": "Ada", "api_key_id": s.agent_key_id}),
+        )
+        .await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("path")), "{}", r.json);
 
     // A post: its content (and channels) are bound by the path.
     let ch = e2e::channel(&s.owner, "stale").await;

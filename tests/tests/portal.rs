@@ -315,6 +315,19 @@ async fn an_address_rewritten_by_a_credential_that_cannot_erase_does_not_confirm
     let r = p.post("/portal/me/erasure", &json!({"code": "123456"})).await;
     assert_eq!(r.status, 403, "{}", r.json);
     assert_eq!(admin.get(&format!("/contacts/{me}")).await.status, 200, "nothing erased");
+    let r = p.post("/portal/me/export", &json!({})).await;
+    assert_eq!(r.status, 403, "nor take their data out: {}", r.json);
+    // Nor does an admin key that needs a person's approval to erase.
+    let r = admin
+        .post(
+            "/workspaces/current/api-keys",
+            &json!({"name": "agent", "scopes": ["read", "write", "admin"], "requires_confirmation": ["gdpr.erasure"]}),
+        )
+        .await;
+    let agent = Client::new(&h.base_bulk, r.json["data"]["secret"].as_str().unwrap());
+    let r = agent.patch(&format!("/contacts/{me}"), &json!({"email": "agent-inbox@example.org"})).await;
+    assert_eq!((r.status, &r.json["data"]["email_changed"]["by_admin"]), (200, &json!(false)), "{}", r.json);
+    assert_eq!(p.post("/portal/me/erasure/code", &json!({})).await.status, 403);
     // An admin's change vouches for the address.
     let r = admin.patch(&format!("/contacts/{me}"), &json!({"email": "new-home@example.org"})).await;
     assert_eq!((r.status, &r.json["data"]["email_changed"]["by_admin"]), (200, &json!(true)), "{}", r.json);

@@ -67,3 +67,127 @@ fn the_stack_outputs_every_value_the_admin_cli_needs() {
         assert!(outputs.contains(&format!("\n  {key}:\n")), "template.yaml outputs no {key} (the admin CLI's {var})");
     }
 }
+
+// ---------- a deploy that works the first time and a stack that is safe to run ----------
+
+use serde_norway::Value;
+
+fn template() -> Value {
+    let t = std::fs::read_to_string(tools::localstack::repo_root().join("template.yaml")).unwrap();
+    serde_norway::from_str(&t).expect("template.yaml is YAML")
+}
+
+/// `!Ref X` / `!GetAtt X.Attr` as (tag, argument).
+fn intrinsic(v: &Value) -> Option<(String, String)> {
+    match v {
+        Value::Tagged(t) => Some((t.tag.to_string().trim_start_matches('!').to_string(), t.value.as_str().unwrap_or_default().to_string())),
+        _ => None,
+    }
+}
+
+fn resources(t: &Value) -> Vec<(String, &Value)> {
+    t["Resources"].as_mapping().unwrap().iter().map(|(k, v)| (k.as_str().unwrap().to_string(), v)).collect()
+}
+
+fn of_type<'a>(t: &'a Value, ty: &str) -> Vec<(String, &'a Value)> {
+    resources(t).into_iter().filter(|(_, r)| r["Type"] == ty).collect()
+}
+
+#[test]
+fn schedules_and_functions_carry_no_fixed_names_and_no_reserved_concurrency() {
+    let t = template();
+    for (name, f) in of_type(&t, "AWS::Serverless::Function") {
+        assert!(f["Properties"].get("FunctionName").is_none(), "{name}: a fixed name overflows 64 characters with a long stack name");
+        assert!(f["Properties"].get("ReservedConcurrentExecutions").is_none(), "{name}: reserved concurrency (ScalingConfig instead)");
+        for (event, e) in f["Properties"]["Events"].as_mapping().into_iter().flatten() {
+            if e["Type"] == "ScheduleV2" {
+                assert_eq!(e["Properties"]["OmitName"], Value::Bool(true), "{name}.{event:?}: a named schedule collides in a second stack");
+            }
+        }
+    }
+    let scanner = &t["Resources"]["ScannerFunction"]["Properties"]["Events"]["Jobs"]["Properties"];
+    assert_eq!(scanner["ScalingConfig"]["MaximumConcurrency"], Value::from(5), "scans are limited on the event source");
+}
+
+#[test]
+fn the_receipt_rule_set_exists_only_with_inbound_domains() {
+    let t = template();
+    for r in ["InboundMailRuleSet", "InboundMailRule"] {
+        assert_eq!(t["Resources"][r]["Condition"], "HasInboundMailDomains", "{r}: regions without SES receiving fail otherwise");
+    }
+    assert_eq!(t["Outputs"]["InboundMailRuleSetName"]["Condition"], "HasInboundMailDomains");
+}
+
+#[test]
+fn every_function_outlives_the_request_budget() {
+    let t = template();
+    let globals = &t["Globals"]["Function"];
+    let budget_ms: u64 = globals["Environment"]["Variables"]["REQUEST_TIMEOUT_MS"].as_str().unwrap().parse().unwrap();
+    assert!(budget_ms <= 25_000, "under API Gateway's 30 s");
+    for (name, f) in of_type(&t, "AWS::Serverless::Function") {
+        let timeout_s = f["Properties"].get("Timeout").unwrap_or(&globals["Timeout"]).as_u64().unwrap();
+        assert!(timeout_s * 1000 >= budget_ms + 3000, "{name}: {timeout_s} s leaves the {budget_ms} ms budget no margin to answer 503");
+    }
+}
+
+#[test]
+fn every_worker_and_every_dead_letter_queue_is_alarmed_and_alarms_notify() {
+    let t = template();
+    let alarms = of_type(&t, "AWS::CloudWatch::Alarm");
+    let watched = |dimension: &str, target: &str| {
+        alarms.iter().any(|(_, a)| {
+            a["Properties"]["Dimensions"].as_sequence().into_iter().flatten().any(|d| {
+                d["Name"] == dimension
+                    && intrinsic(&d["Value"]).is_some_and(|(_, arg)| arg == target || arg == format!("{target}.QueueName"))
+            })
+        })
+    };
+    let mut checked = (0, 0);
+    for (name, q) in of_type(&t, "AWS::SQS::Queue") {
+        if let Some((_, dlq)) = intrinsic(&q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]) {
+            let dlq = dlq.trim_end_matches(".Arn");
+            assert!(watched("QueueName", dlq), "{name}'s dead-letter queue {dlq} has no alarm");
+            checked.0 += 1;
+        }
+    }
+    for (name, f) in of_type(&t, "AWS::Serverless::Function") {
+        let queue_driven = f["Properties"]["Events"].as_mapping().into_iter().flatten().any(|(_, e)| e["Type"] == "SQS");
+        if queue_driven {
+            assert!(watched("FunctionName", &name), "{name} consumes a queue and has no Errors alarm");
+            checked.1 += 1;
+        }
+    }
+    assert_eq!(checked, (9, 7), "dead-letter queues and queue-driven functions seen");
+    for (name, a) in &alarms {
+        assert!(a["Properties"].get("AlarmActions").is_some(), "{name} notifies nobody");
+    }
+    let api = alarms.iter().find(|(n, _)| n == "ApiServerErrorsAlarm").expect("an API 5xx alarm");
+    assert!(
+        format!("{:?}", api.1).contains("AWS/ApiGateway"),
+        "the 5xx alarm counts what the gateway answered, not only what functions logged"
+    );
+    let ns = t["Globals"]["Function"]["Environment"]["Variables"]["METRICS_NAMESPACE"].clone();
+    assert!(format!("{ns:?}").contains("AWS::StackName"), "a metric namespace per stack: {ns:?}");
+}
+
+#[test]
+fn logs_expire_and_the_data_outlives_the_stack() {
+    let t = template();
+    let retention = |group: &str| t["Resources"][group]["Properties"]["RetentionInDays"].clone();
+    for (name, f) in of_type(&t, "AWS::Serverless::Function") {
+        let group = intrinsic(&f["Properties"]["LoggingConfig"]["LogGroup"]).map(|(_, g)| g).unwrap_or_default();
+        assert_eq!(intrinsic(&retention(&group)).map(|(_, p)| p), Some("LogRetentionDays".into()), "{name}: its logs never expire");
+    }
+    let access = intrinsic(&t["Resources"]["HttpApi"]["Properties"]["AccessLogSettings"]["DestinationArn"]).unwrap().1;
+    assert_eq!(intrinsic(&retention(access.trim_end_matches(".Arn"))).map(|(_, p)| p), Some("LogRetentionDays".into()));
+    let secret = &t["Resources"]["PlatformSecret"];
+    assert_eq!(
+        (secret["DeletionPolicy"].as_str(), secret["UpdateReplacePolicy"].as_str()),
+        (Some("Retain"), Some("Retain")),
+        "the keys to the table's data"
+    );
+    let table = &t["Resources"]["Table"];
+    assert_eq!(table["DeletionPolicy"], "Retain");
+    assert_eq!(table["Properties"]["DeletionProtectionEnabled"], Value::Bool(true));
+    assert_eq!(table["Properties"]["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"], Value::Bool(true));
+}

@@ -146,7 +146,8 @@ pub struct EmailChange {
     pub at: String,
     /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
     pub by: String,
-    /// The credential could erase people itself (the admin scope).
+    /// The credential could erase people itself (the admin scope, with no confirmation
+    /// required for `gdpr.erasure`).
     pub by_admin: bool,
 }
 
@@ -155,7 +156,8 @@ impl EmailChange {
         Self {
             at: shared::ids::now_rfc3339(),
             by: principal.subject.clone(),
-            by_admin: principal.scopes.contains(&shared::auth::Scope::Admin),
+            // A restricted admin key cannot erase on its own either.
+            by_admin: principal.scopes.contains(&shared::auth::Scope::Admin) && !principal.requires_confirmation.covers("gdpr.erasure"),
         }
     }
 
@@ -163,6 +165,18 @@ impl EmailChange {
     /// address is not proof of being the person the contact's data is about.
     pub fn unvouched(c: &Contact) -> bool {
         c.email_changed.as_ref().is_some_and(|e| !e.by_admin)
+    }
+
+    /// The customer's self-service that cannot be undone or that takes their data out (portal
+    /// erasure, portal export) needs an address nobody without the right to erase has
+    /// rewritten: else a `write` key could point a contact at its own inbox and act as them.
+    pub fn vouched(c: &Contact) -> ApiResult<()> {
+        if Self::unvouched(c) {
+            return Err(ApiError::forbidden(
+                "this address was changed by the workspace after the contact was created, so it cannot confirm an erasure or an export here; ask the workspace",
+            ));
+        }
+        Ok(())
     }
 }
 

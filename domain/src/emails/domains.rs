@@ -146,7 +146,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
                 _ => ApiError::conflict("the domain was created concurrently"),
             })
         })?;
-    let created = app.ses().create_identity(&d.name).await;
+    let created = app.ses().create_identity(&d.name, app.cfg.email.identity_tag.as_deref()).await;
     let out = match created {
         Ok(out) => out,
         Err(e) => {

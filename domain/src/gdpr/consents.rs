@@ -71,6 +71,9 @@ pub struct PortalProof {
     pub delivery: String,
     /// The credential that opened the session (`key:<id>`, a person's `sub`).
     pub opened_by: String,
+    /// False when a credential that cannot erase people last rewrote the contact's address:
+    /// then an emailed session proves the inbox, not the person.
+    pub address_vouched: bool,
 }
 
 #[derive(Deserialize, ToSchema)]

@@ -93,6 +93,10 @@ pub async fn start_subject(auth: &Authority<ExportSubject>, app: &App, ws: &str,
     {
         return Err(ApiError::forbidden("a portal customer exports only their own data"));
     }
+    if let Some(c) = auth.customer() {
+        let id = <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(c).ok_or_else(|| ApiError::forbidden("not a contact"))?;
+        crate::contacts::EmailChange::vouched(&crate::contacts::load(app, ws, &id).await?.0)?;
+    }
     start(app, ws, ExportScope::Subject, Some(subject), auth.by()).await
 }
 

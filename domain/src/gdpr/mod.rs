@@ -158,7 +158,7 @@ const PLATFORM: &[Rule] = &[
         area: "capability_confirmations",
         find: Find::Mentions,
         export: true,
-        erase: Erase::Remove(&["preview_summary", "bound", "bound_keys"]),
+        erase: Erase::Remove(&["preview_summary", "bound"]),
     },
     Rule {
         kind: keys::OUTBOX_EVENT,

@@ -89,6 +89,10 @@ pub async fn create_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
     let capability = routes.iter().find(|c| input.method == c.method && domain::capabilities::path_fits(&c.path, &path)).copied();
     if routes.is_empty() {
         errs.add("capability", "not a capability (see GET /capabilities)");
+    } else if input.path.len() > 1000 || input.path.contains('%') {
+        // Ids never need escaping; an escaped path would name the object differently from the
+        // route that decodes it, and bind nothing.
+        errs.add("path", "must be at most 1000 characters, without percent-escapes");
     } else if capability.is_none() || input.path.contains('?') {
         let forms: Vec<String> = routes.iter().map(|c| format!("{} {}", c.method, c.path)).collect();
         let field = if routes.iter().any(|c| c.method == input.method) { "path" } else { "method" };

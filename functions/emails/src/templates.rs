@@ -56,8 +56,10 @@ pub async fn create_template(app: &App, req: Req) -> ApiResult<Reply> {
     check(&mut errs, &t);
     errs.finish()?;
     let ws = req.ws();
+    // Versions start at the creation time in ms, not 1: a slug deleted and created again never
+    // repeats a version, so an approval bound to a template cannot be met by its replacement.
     Tx::new()
-        .create(record(ws, &t)?.version(1))
+        .create(record(ws, &t)?.version(shared::ids::now_ms()))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::conflict(format!("a template with slug `{}` exists", t.slug))))?;

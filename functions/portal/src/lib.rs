@@ -186,7 +186,7 @@ pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
             user_agent: req.headers.get("user-agent").and_then(|v| v.to_str().ok()).map(|s| s.chars().take(512).collect()),
         };
         let mut consent = evidence.consent(&subject, "marketing_email", granted)?;
-        consent.proof = Some(domain::portal::proof(app, session_token(&req)).await?);
+        consent.proof = Some(domain::portal::proof(app, session_token(&req), &c).await?);
         domain::gdpr::consents::record(app, ws, &consent).await?;
     }
     let (c, _) = contact(app, &req).await?;

@@ -43,9 +43,14 @@ impl Ses<'_> {
         self.aws.json(("SESv2", "ses"), op, method, url, headers, body).await
     }
 
-    /// Create a domain identity with Easy DKIM (`AlreadyExistsException`, `LimitExceededException`).
-    pub async fn create_identity(&self, name: &str) -> Result<Identity, AwsError> {
-        let out = self.call("CreateEmailIdentity", "POST", None, Some(json!({"EmailIdentity": name}))).await?;
+    /// Create a domain identity with Easy DKIM (`AlreadyExistsException`, `LimitExceededException`),
+    /// tagged `platform-stack=<tag>` when given (the policy that lets this stack manage it).
+    pub async fn create_identity(&self, name: &str, tag: Option<&str>) -> Result<Identity, AwsError> {
+        let mut body = json!({"EmailIdentity": name});
+        if let Some(tag) = tag {
+            body["Tags"] = json!([{"Key": crate::config::SES_IDENTITY_TAG_KEY, "Value": tag}]);
+        }
+        let out = self.call("CreateEmailIdentity", "POST", None, Some(body)).await?;
         Ok(Identity::from_json(&out))
     }
 
