@@ -17,11 +17,18 @@ REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
 REDOCLY_VERSION := 2.77.0
 TS_CLIENT := clients/typescript/node_modules/.package-lock.json
 
-deps: $(VENV)/.installed $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) java nginx
+deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) java nginx
 
 $(VENV)/.installed: requirements-dev.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+# checkov (the infrastructure scanner) in a venv of its own: its pins are not SAM's or moto's.
+CHECKOV := .local/checkov/.installed
+$(CHECKOV): requirements-checkov.txt
+	python3 -m venv .local/checkov
+	.local/checkov/bin/pip install -q -r requirements-checkov.txt
 	touch $@
 
 # cargo-lambda (with zig) only for make package and make watch, not for every make test.
@@ -92,6 +99,10 @@ test:
 	$(CLIPPY_BUILD) cargo run -q -p tools --bin iam -- --check target/aws-calls
 	# SAM would check PyPI for a newer version: the proxy keeps it on loopback (it fails fast).
 	SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=us-east-1 HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 $(VENV)/bin/sam validate --lint --template template.yaml
+	# Every check passes or is skipped on its resource with a reason (docs/deploy.md); no
+	# download of the vendor's guidelines (the proxy keeps it on loopback).
+	HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 BC_SKIP_MAPPING=TRUE .local/checkov/bin/checkov -f template.yaml \
+		--framework cloudformation --quiet --compact --skip-download
 
 # Format, lints, and every test binary compiled (nothing here needs the dependencies). Clippy
 # runs inside the test build, as `cargo clippy` runs it (the workspace crates through
