@@ -116,14 +116,14 @@ impl StoredEndpoint {
 
     /// The signing keys valid now, newest first.
     pub async fn signing_keys(&self, app: &App, ws: &str) -> ApiResult<Vec<Vec<u8>>> {
-        let key = &app.platform_secret().await?.encryption_key;
+        let platform = app.platform_secret().await?;
         let now = chrono::Utc::now().timestamp();
         let aad = secret_aad(ws, &self.endpoint.id);
         self.secrets
             .iter()
             .filter(|s| s.expires_at.is_none_or(|t| t > now))
             .map(|s| {
-                let secret = String::from_utf8(shared::crypto::open(key, &aad, &s.sealed)?).map_err(ApiError::internal)?;
+                let secret = String::from_utf8(platform.open(&aad, &s.sealed)?).map_err(ApiError::internal)?;
                 shared::signing::secret_key(&secret).map_err(ApiError::internal)
             })
             .collect()
@@ -132,9 +132,9 @@ impl StoredEndpoint {
 
 /// Seal a new `whsec_` secret for an endpoint; returns (shown-once secret, stored form).
 pub async fn new_secret(app: &App, ws: &str, endpoint_id: &str) -> ApiResult<(String, StoredSecret)> {
-    let key = &app.platform_secret().await?.encryption_key;
+    let platform = app.platform_secret().await?;
     let secret = shared::signing::generate_secret();
-    let sealed = shared::crypto::seal(key, &secret_aad(ws, endpoint_id), secret.as_bytes());
+    let sealed = platform.seal(&secret_aad(ws, endpoint_id), secret.as_bytes());
     Ok((secret, StoredSecret { sealed, expires_at: None }))
 }
 

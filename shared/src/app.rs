@@ -30,14 +30,25 @@ pub struct App {
 }
 
 /// Key material shared by every function, stored in Secrets Manager as
-/// `{"root_key": "<at least 32 random characters>"}` (SAM generates it at deploy time).
-/// Purpose-specific keys are derived from it, so rotating one secret rotates them all.
+/// `{"root_key": "<at least 32 random characters>", "retired_root_keys": ["<older>", ...]}`
+/// (SAM generates the first `root_key` at deploy time). Purpose-specific keys are derived from
+/// the roots. Rotation needs no migration (docs/deploy.md): put a new `root_key` and move the old
+/// one to the front of `retired_root_keys`; new values are sealed with the new root, and values
+/// sealed under any retired root still open (AES-GCM's tag tells which key fits). Cursors are
+/// signed with the current root only (a page link from before a rotation is refused once).
+/// Tombstones are keyed by the oldest root, the last of `retired_root_keys` (or `root_key`
+/// while there is none), so an erased address stays findable across rotations: never remove it.
 #[derive(Clone)]
 pub struct PlatformSecret {
     pub cursor_key: Vec<u8>,
-    pub encryption_key: Vec<u8>,
+    encryption_key: Vec<u8>,
+    /// The retired roots' encryption keys, newest first: they open, never seal.
+    retired_encryption_keys: Vec<Vec<u8>>,
     /// Keys the hash of an erased address (per workspace), so a tombstone names no one.
     pub tombstone_key: Vec<u8>,
+    /// Keys the helpdesk's reply-address tokens (stored as look-ups, so a rotation only changes
+    /// the tokens of replies sent after it).
+    pub reply_token_key: Vec<u8>,
 }
 
 impl std::fmt::Debug for PlatformSecret {
@@ -57,14 +68,36 @@ impl PlatformSecret {
     pub fn parse(json: &str) -> Result<Self, String> {
         let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("platform secret is not JSON: {e}"))?;
         let root = v["root_key"].as_str().ok_or("platform secret lacks root_key")?;
-        if root.len() < 32 {
-            return Err("root_key must be at least 32 characters".into());
+        let retired: Vec<&str> = match &v["retired_root_keys"] {
+            serde_json::Value::Null => vec![],
+            serde_json::Value::Array(keys) => {
+                keys.iter().map(|k| k.as_str().ok_or("retired_root_keys holds strings only")).collect::<Result<_, _>>()?
+            }
+            _ => return Err("retired_root_keys must be a list of strings".into()),
+        };
+        if std::iter::once(&root).chain(&retired).any(|r| r.len() < 32) {
+            return Err("every root key must be at least 32 characters".into());
         }
+        let oldest = retired.last().copied().unwrap_or(root);
         Ok(Self {
             cursor_key: derive(root.as_bytes(), "cursor/v1"),
             encryption_key: derive(root.as_bytes(), "encryption/v1"),
-            tombstone_key: derive(root.as_bytes(), "tombstone/v1"),
+            retired_encryption_keys: retired.iter().map(|r| derive(r.as_bytes(), "encryption/v1")).collect(),
+            tombstone_key: derive(oldest.as_bytes(), "tombstone/v1"),
+            reply_token_key: derive(root.as_bytes(), "helpdesk-reply/v1"),
         })
+    }
+
+    /// Seal `plaintext` under the current root, bound to `aad` (what it belongs to).
+    pub fn seal(&self, aad: &str, plaintext: &[u8]) -> String {
+        crate::crypto::seal(&self.encryption_key, aad, plaintext)
+    }
+
+    /// Open a value sealed under the current root or any retired one.
+    pub fn open(&self, aad: &str, sealed: &str) -> Result<Vec<u8>, ApiError> {
+        let mut keys = std::iter::once(&self.encryption_key).chain(&self.retired_encryption_keys);
+        let first = keys.next().expect("the current key");
+        crate::crypto::open(first, aad, sealed).or_else(|e| keys.find_map(|k| crate::crypto::open(k, aad, sealed).ok()).ok_or(e))
     }
 
     /// A fresh secret value for bootstrap: 64 random alphanumerics, like SAM's generator.
@@ -173,6 +206,25 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotated_root_seals_anew_and_still_opens_what_the_old_one_sealed() {
+        let (old, new) = ("a".repeat(40), "b".repeat(40));
+        let before = PlatformSecret::parse(&serde_json::json!({"root_key": old}).to_string()).unwrap();
+        let sealed = before.seal("ws_1/wh_1", b"whsec_1");
+        let after = PlatformSecret::parse(&serde_json::json!({"root_key": new, "retired_root_keys": [old]}).to_string()).unwrap();
+        assert_eq!(after.open("ws_1/wh_1", &sealed).unwrap(), b"whsec_1", "old data opens");
+        assert!(after.open("ws_1/other", &sealed).is_err(), "still bound to what it belongs to");
+        let resealed = after.seal("ws_1/wh_1", b"whsec_2");
+        assert!(before.open("ws_1/wh_1", &resealed).is_err(), "new data is under the new root");
+        assert_eq!(after.tombstone_key, before.tombstone_key, "erased addresses stay findable");
+        assert_ne!(after.cursor_key, before.cursor_key);
+        let newest =
+            PlatformSecret::parse(&serde_json::json!({"root_key": "c".repeat(40), "retired_root_keys": [new, old]}).to_string()).unwrap();
+        assert_eq!(newest.open("ws_1/wh_1", &sealed).unwrap(), b"whsec_1", "two rotations later");
+        assert!(PlatformSecret::parse(r#"{"root_key": "x", "retired_root_keys": []}"#).is_err());
+        assert!(PlatformSecret::parse(&serde_json::json!({"root_key": new, "retired_root_keys": "no"}).to_string()).is_err());
+    }
 
     #[test]
     fn generated_secret_parses_and_debug_hides_it() {

@@ -98,14 +98,11 @@ pub struct EmailSettings {
     /// A queued email not sent this long after its queue message went out is enqueued again by
     /// the schedule tick (`EMAIL_REQUEUE_AFTER_SECS`).
     pub requeue_after_secs: i64,
-    /// The value of the `platform-stack` tag on the SES identities this stack creates
+    /// The value of the `platform-stack` tag (`aws::ses::IDENTITY_TAG_KEY`) on the SES identities this stack creates
     /// (`SES_IDENTITY_TAG`, the stack's name): its IAM policy may read and delete only identities
     /// carrying it, never another application's in the same account.
     pub identity_tag: Option<String>,
 }
-
-/// The tag key of the SES identities a stack manages (template.yaml's policy names it too).
-pub const SES_IDENTITY_TAG_KEY: &str = "platform-stack";
 
 impl Default for EmailSettings {
     fn default() -> Self {

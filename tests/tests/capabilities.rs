@@ -602,3 +602,40 @@ async fn a_restricted_key_only_mints_keys_as_restricted_as_itself() {
     let r = restricted.post("/workspaces/current/api-keys", &json!({"name": "y", "requires_confirmation": true})).await;
     assert_eq!((r.status, r.code()), (428, "CONFIRMATION_REQUIRED"), "minting is itself an effect to confirm: {}", r.json);
 }
+
+/// One approval, one execution: a confirmed request that fails after its token was consumed
+/// (here the platform secret is unreachable when the webhook's secret must be sealed) is not
+/// run again by a retry, not even once the dependency is back: the retry with its key replays
+/// the failure, and the token is spent for any other key.
+#[tokio::test]
+async fn a_confirmed_request_that_failed_is_replayed_not_run_again() {
+    let h = harness();
+    let s = setup(&h.base, "confirm once on failure", json!(true)).await;
+    let mut cfg = h.config.clone();
+    cfg.platform_secret_id = "no-such-secret".into();
+    let agent_key = s.agent.auth.clone().unwrap();
+    let broken_base = h.gateway_with(cfg).await;
+    let broken = Client::new(&broken_base, &agent_key).during_outage();
+    // The replay is the stored 503: this client may see it.
+    let agent = Client::new(&h.base, &agent_key).during_outage();
+    let body = br#"{"url":"http://127.0.0.1:9/hook"}"#;
+    let before = s.owner.get("/webhooks").await.json["data"].as_array().unwrap().len();
+    let (id, token) = mint(&s, "webhooks.create", "POST", "/webhooks", "fail-1", body).await;
+    let failed = send(&broken, "POST", "/webhooks", body, Some("fail-1"), Some(&token)).await;
+    assert_eq!(failed.status, 503, "the secret is unreachable: {}", failed.json);
+    // The dependency is back (the healthy gateway): the same key replays the failure.
+    let retry = send(&agent, "POST", "/webhooks", body, Some("fail-1"), Some(&token)).await;
+    assert_eq!((retry.status, retry.header("idempotent-replayed")), (failed.status, Some("true")), "{}", retry.json);
+    refused(&send(&s.agent, "POST", "/webhooks", body, Some("fail-2"), Some(&token)).await, "webhooks.create", "used", "another key");
+    assert_eq!(s.owner.get("/webhooks").await.json["data"].as_array().unwrap().len(), before, "no endpoint was made");
+    assert_eq!(s.person.get(&format!("/capability-confirmations/{id}")).await.json["data"]["status"], "used");
+    // A request without a token keeps today's rule: its 5xx frees the key for a retry.
+    let plain = {
+        let r = s.owner.post("/workspaces/current/api-keys", &json!({"name": "plain", "scopes": ["read", "write", "admin"]})).await;
+        r.json["data"]["secret"].as_str().unwrap().to_string()
+    };
+    let r = send(&Client::new(&broken_base, &plain).during_outage(), "POST", "/webhooks", body, Some("plain-1"), None).await;
+    assert_eq!(r.status, 503, "{}", r.json);
+    let r = send(&Client::new(&h.base, &plain), "POST", "/webhooks", body, Some("plain-1"), None).await;
+    assert_eq!((r.status, r.header("idempotent-replayed")), (201, None), "{}", r.json);
+}

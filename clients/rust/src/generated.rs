@@ -259,6 +259,7 @@ pub struct CapabilityConfirmationBound {
     /// What the person saw of it: a contact's address, a post's opening words, a template's
     /// subject as this request renders it.
     pub preview: String,
+    /// 0: it did not exist, and must not exist when the token is used.
     pub version: i64,
 }
 
@@ -388,6 +389,9 @@ pub struct ConsentEvidence {
 /// The portal session behind a consent the customer gave in the portal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ConsentPortalProof {
+    /// False when a credential that cannot erase people last rewrote the contact's address:
+    /// then an emailed session proves the inbox, not the person.
+    pub address_vouched: bool,
     /// `email` or `return`.
     pub delivery: String,
     /// The credential that opened the session (`key:<id>`, a person's `sub`).
@@ -459,7 +463,8 @@ pub struct ContactEmailChange {
     pub at: String,
     /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
     pub by: String,
-    /// The credential could erase people itself (the admin scope).
+    /// The credential could erase people itself (the admin scope, with no confirmation
+    /// required for `gdpr.erasure`).
     pub by_admin: bool,
 }
 

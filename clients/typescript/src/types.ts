@@ -1706,7 +1706,10 @@ export interface components {
              *     subject as this request renders it.
              */
             preview: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description 0: it did not exist, and must not exist when the token is used.
+             */
             version: number;
         };
         /** @enum {string} */
@@ -1767,6 +1770,11 @@ export interface components {
         };
         /** @description The portal session behind a consent the customer gave in the portal. */
         ConsentPortalProof: {
+            /**
+             * @description False when a credential that cannot erase people last rewrote the contact's address:
+             *     then an emailed session proves the inbox, not the person.
+             */
+            address_vouched: boolean;
             /** @description `email` or `return`. */
             delivery: string;
             /** @description The credential that opened the session (`key:<id>`, a person's `sub`). */
@@ -1816,7 +1824,10 @@ export interface components {
             at: string;
             /** @description The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`). */
             by: string;
-            /** @description The credential could erase people itself (the admin scope). */
+            /**
+             * @description The credential could erase people itself (the admin scope, with no confirmation
+             *     required for `gdpr.erasure`).
+             */
             by_admin: boolean;
         };
         /**

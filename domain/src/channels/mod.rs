@@ -163,15 +163,13 @@ impl Stored {
     }
 
     pub async fn open_creds(&self, app: &App, ws: &str) -> ApiResult<Creds> {
-        let key = &app.platform_secret().await?.encryption_key;
-        let raw = shared::crypto::open(key, &aad(ws, &self.channel.id, "credentials"), &self.creds)?;
+        let raw = app.platform_secret().await?.open(&aad(ws, &self.channel.id, "credentials"), &self.creds)?;
         serde_json::from_slice(&raw).map_err(ApiError::internal)
     }
 
     pub async fn open_session(&self, app: &App, ws: &str) -> ApiResult<Option<serde_json::Value>> {
         let Some(sealed) = &self.session else { return Ok(None) };
-        let key = &app.platform_secret().await?.encryption_key;
-        let raw = shared::crypto::open(key, &aad(ws, &self.channel.id, "session"), sealed)?;
+        let raw = app.platform_secret().await?.open(&aad(ws, &self.channel.id, "session"), sealed)?;
         Ok(serde_json::from_slice(&raw).ok())
     }
 
@@ -182,9 +180,9 @@ impl Stored {
         creds: &Creds,
         session: Option<&serde_json::Value>,
     ) -> ApiResult<(String, Option<String>)> {
-        let key = &app.platform_secret().await?.encryption_key;
-        let c = shared::crypto::seal(key, &aad(ws, id, "credentials"), &serde_json::to_vec(creds).map_err(ApiError::internal)?);
-        let s = session.map(|s| shared::crypto::seal(key, &aad(ws, id, "session"), s.to_string().as_bytes()));
+        let secret = app.platform_secret().await?;
+        let c = secret.seal(&aad(ws, id, "credentials"), &serde_json::to_vec(creds).map_err(ApiError::internal)?);
+        let s = session.map(|s| secret.seal(&aad(ws, id, "session"), s.to_string().as_bytes()));
         Ok((c, s))
     }
 }

@@ -72,7 +72,7 @@ pub(crate) async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, 
         completed_at: None,
         error: None,
     };
-    let sealed = shared::crypto::seal(&secret.encryption_key, &aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
+    let sealed = secret.seal(&aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
     Tx::new()
         .create(Record::new(ws_pk(ws), sk(&e.id), &e)?.attr("subject_sealed", s(sealed)))
         .commit(app)
@@ -96,8 +96,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
     let (_, stalled) = super::jobs::begin_run(app, ws, &sk(id)).await?;
     let secret = app.platform_secret().await?;
     let sealed = store::get_str(&item, "subject_sealed").ok_or_else(|| ApiError::internal("a running erasure lacks its subject"))?;
-    let subject: Subject =
-        serde_json::from_slice(&shared::crypto::open(&secret.encryption_key, &aad(ws, id), sealed)?).map_err(ApiError::internal)?;
+    let subject: Subject = serde_json::from_slice(&secret.open(&aad(ws, id), sealed)?).map_err(ApiError::internal)?;
     if stalled > super::jobs::MAX_RUNS {
         e.status = JobStatus::Failed;
         e.error = Some(JobError { code: "attempts_exhausted".into(), message: "the erasure failed repeatedly; start it again".into() });

@@ -224,7 +224,7 @@ pub async fn check_mailbox(app: &App, ws: &str, mailbox: &str) -> ApiResult<Stri
 /// workspace and conversation (stored as a look-up so inbound mail finds the conversation).
 pub async fn reply_address(app: &App, ws: &str, c: &Conversation) -> ApiResult<(String, String)> {
     use hmac::{KeyInit, Mac};
-    let key = &app.platform_secret().await?.encryption_key;
+    let key = &app.platform_secret().await?.reply_token_key;
     let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
     m.update(format!("helpdesk-reply/{ws}/{}", c.id).as_bytes());
     let token = shared::crypto::hex(&m.finalize().into_bytes()[..10]);

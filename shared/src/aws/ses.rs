@@ -5,6 +5,9 @@ use super::{Aws, AwsError};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
+/// The tag key of the SES identities a stack manages (template.yaml's policy names it too).
+pub const IDENTITY_TAG_KEY: &str = "platform-stack";
+
 /// The SES client of a container (`Aws::ses`).
 pub struct Ses<'a> {
     pub(super) aws: &'a Aws,
@@ -48,7 +51,7 @@ impl Ses<'_> {
     pub async fn create_identity(&self, name: &str, tag: Option<&str>) -> Result<Identity, AwsError> {
         let mut body = json!({"EmailIdentity": name});
         if let Some(tag) = tag {
-            body["Tags"] = json!([{"Key": crate::config::SES_IDENTITY_TAG_KEY, "Value": tag}]);
+            body["Tags"] = json!([{"Key": IDENTITY_TAG_KEY, "Value": tag}]);
         }
         let out = self.call("CreateEmailIdentity", "POST", None, Some(body)).await?;
         Ok(Identity::from_json(&out))
