@@ -3,7 +3,9 @@
 //! kinds), through a gateway with generous rate limits. Checks: no 5xx, every status code
 //! and content type documented, every response body matching its schema, and 405 with Allow
 //! for methods a path does not declare. A fixed seed and a
-//! bounded number of examples keep the run repeatable and within a few minutes.
+//! bounded number of examples keep the run repeatable and within a few minutes. A second run
+//! holds a key that needs a person's confirmation for everything, over every route that can
+//! reach an effect, and counts the effects before and after: none.
 
 use e2e::{Client, harness};
 use shared::ratelimit::{Class, Limit};
@@ -38,16 +40,123 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     let subject = format!("fuzzer-{}", shared::ids::new_id("u"));
     workspaces::add_member(&h.app().await, &ws, &subject, "owner").await.unwrap();
     let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
+    let config = config(&format!("Bearer {token}"), &ws, &sessions, &ids, &contract);
+    let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method";
+    let failed = schemathesis(&base, &config, "schemathesis.toml", checks, &shard_paths(&contract, shards())).await;
+    assert!(failed.is_empty(), "schemathesis found failures in shards {failed:?} (output above)");
+}
+
+/// The promise confirmations make, tested the way an agent would break it: the fuzzer, holding
+/// a key with every scope and `requires_confirmation: true`, sends whatever the contract allows
+/// to every operation that can reach an effect, in a workspace with data in every area. Nothing
+/// leaves or changes: no email, no new or revoked key or member, no changed webhook, channel,
+/// sending domain or workspace setting, no erasure or export, no post published or scheduled.
+#[tokio::test]
+async fn a_fully_restricted_key_causes_no_effect_whatever_it_sends() {
+    let h = harness();
+    let mut cfg = h.config.clone();
+    for class in Class::ALL {
+        cfg.limits.insert(class, Limit::parse("1000/s:1000").unwrap());
+    }
+    let base = h.gateway_with(cfg).await;
+    let (ws, key) = h.workspace("restricted fuzz").await;
+    let owner = Client::new(&base, &key);
+    let ids = e2e::seed_every_area(&owner, &ws).await;
+    let contact = e2e::created(&owner, "/contacts", serde_json::json!({"email": "restricted-fuzz@example.org"}), 201).await;
+    let sessions = vec![e2e::portal_session(&owner, contact["id"].as_str().unwrap()).await; 3];
+    let r = owner
+        .post(
+            "/workspaces/current/api-keys",
+            &serde_json::json!({"name": "agent", "scopes": ["read", "write", "admin"], "requires_confirmation": true}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let agent = r.json["data"]["secret"].as_str().unwrap().to_string();
+    let mut before = effects(&owner).await;
+
+    let root = tools::localstack::repo_root();
+    let contract: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("openapi/openapi.json")).unwrap()).unwrap();
+    // Every route that can reach an effect, by its pattern (`{id}` as the contract spells it),
+    // the portal's own aside (a session, not this key, acts there).
+    let patterns: std::collections::BTreeSet<String> = domain::capabilities::all()
+        .iter()
+        .filter(|c| !c.path.starts_with("/portal/me"))
+        .map(|c| format!("^{}$", c.path.replace('{', "\\{").replace('}', "\\}")))
+        .collect();
+    let regex = patterns.into_iter().collect::<Vec<_>>().join("|");
+    let config = config(&format!("Bearer {agent}"), &ws, &sessions, &ids, &contract);
+    let failed = schemathesis(&base, &config, "schemathesis-restricted.toml", "not_a_server_error", &[regex]).await;
+    assert!(failed.is_empty(), "schemathesis found failures (output above)");
+    let mut after = effects(&owner).await;
+    // Deleting a post is no effect (it cancels one): the posts left are as they were.
+    let posts = |v: &mut serde_json::Value| v.as_object_mut().unwrap().remove("posts").unwrap();
+    let (was, left) = (posts(&mut before), posts(&mut after));
+    for p in left.as_array().unwrap() {
+        assert!(was.as_array().unwrap().contains(p), "a post was scheduled or published: {p}");
+    }
+    assert_eq!(after, before, "a restricted key caused an effect");
+}
+
+/// What effects change, as the workspace's owner reads it, once two readings agree (some lists
+/// read an index, which DynamoDB updates a moment after the write).
+async fn effects(c: &Client) -> serde_json::Value {
+    let mut last = reading(c).await;
+    for _ in 0..20 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        let next = reading(c).await;
+        if next == last {
+            return next;
+        }
+        last = next;
+    }
+    last
+}
+
+async fn reading(c: &Client) -> serde_json::Value {
+    let list = |v: &serde_json::Value, fields: &[&str]| -> Vec<serde_json::Value> {
+        let mut out: Vec<serde_json::Value> = v["data"]
+            .as_array()
+            .unwrap_or(&vec![])
+            .iter()
+            .map(|item| fields.iter().map(|f| item[*f].clone()).collect::<Vec<_>>().into())
+            .collect();
+        out.sort_by_key(|v| v.to_string());
+        out
+    };
+    let get = |path: &'static str| async move { c.get(path).await.json };
+    serde_json::json!({
+        "emails": list(&get("/emails?limit=100").await, &["id", "status", "to"]),
+        "keys": list(&get("/workspaces/current/api-keys?limit=100").await, &["id", "scopes", "revoked_at", "requires_confirmation"]),
+        "members": list(&get("/workspaces/current/members?limit=100").await, &["subject", "role"]),
+        "webhooks": list(&get("/webhooks?limit=100").await, &["id", "url", "events", "disabled"]),
+        "channels": list(&get("/channels?limit=100").await, &["id", "name", "type"]),
+        "domains": list(&get("/emails/domains?limit=100").await, &["id", "name"]),
+        "erasures": list(&get("/gdpr/erasures?limit=100").await, &["id"]),
+        "exports": list(&get("/gdpr/exports?limit=100").await, &["id"]),
+        "posts": list(&get("/posts?limit=100").await, &["id", "status", "scheduled_at"]),
+        "workspace": get("/workspaces/current").await["data"].clone(),
+    })
+}
+
+/// The schemathesis configuration: every request with `auth` (and the workspace and a portal
+/// session), the seeded ids for path and query parameters.
+fn config(
+    auth: &str,
+    ws: &str,
+    sessions: &[String],
+    ids: &std::collections::BTreeMap<&'static str, String>,
+    contract: &serde_json::Value,
+) -> String {
     // Every header in the file: an operation's own headers rank above these, so those two get
     // their sessions, while `--header` on the command line would replace them all.
     let mut config = format!(
-        "headers = {{ \"Authorization\" = \"Bearer {token}\", \"X-Workspace-Id\" = \"{ws}\", \"X-Portal-Session\" = \"{}\" }}\n\n",
+        "headers = {{ \"Authorization\" = \"{auth}\", \"X-Workspace-Id\" = \"{ws}\", \"X-Portal-Session\" = \"{}\" }}\n\n",
         sessions[0]
     );
     for (path, session) in [("/portal/logout", &sessions[1]), ("/portal/me/erasure", &sessions[2])] {
         config.push_str(&format!("[[operations]]\ninclude-path = \"{path}\"\nheaders = {{ \"X-Portal-Session\" = \"{session}\" }}\n\n"));
     }
-    for (path, id) in &ids {
+    for (path, id) in ids {
         if *path == e2e::PORTAL_SESSION {
             continue;
         }
@@ -84,7 +193,17 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
             config.push_str(&format!("[[operations]]\ninclude-path = \"{p}\"\nparameters = {{ \"path.{param}\" = \"{id}\" }}\n\n"));
         }
     }
-    let config_file = root.join("target/schemathesis.toml");
+    config
+}
+
+fn shards() -> usize {
+    std::env::var("FUZZ_SHARDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1)
+}
+
+/// Run schemathesis over the path sets (one process each, at once); answers the failed ones.
+async fn schemathesis(base: &str, config: &str, file: &str, default_checks: &str, paths: &[String]) -> Vec<usize> {
+    let root = tools::localstack::repo_root();
+    let config_file = root.join("target").join(file);
     std::fs::write(&config_file, config).unwrap();
 
     let examples = std::env::var("FUZZ_EXAMPLES").unwrap_or_else(|_| "5".into());
@@ -92,16 +211,13 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     // its `--workers`: those are threads, and two of them building Python ASTs at once met
     // CPython 3.11's race (`SystemError: AST constructor recursion depth mismatch`), a runtime
     // error that failed the run one time in a few. Processes share no interpreter.
-    let shards: usize = std::env::var("FUZZ_SHARDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1);
-    let checks = std::env::var("FUZZ_CHECKS").unwrap_or_else(|_| {
-        "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method".into()
-    });
-    let runs = shard_paths(&contract, shards).into_iter().map(|regex| {
+    let checks = std::env::var("FUZZ_CHECKS").unwrap_or_else(|_| default_checks.into());
+    let runs = paths.iter().map(|regex| {
         tokio::process::Command::new(root.join(".venv/bin/schemathesis"))
             .current_dir(&root)
             .env("NO_COLOR", "1")
-            .args(["--config-file", config_file.to_str().unwrap(), "run", "openapi/openapi.json", "--url", &base])
-            .args(["--include-path-regex", &regex])
+            .args(["--config-file", config_file.to_str().unwrap(), "run", "openapi/openapi.json", "--url", base])
+            .args(["--include-path-regex", regex])
             .args(["--checks", &checks])
             .args(["--phases", "examples,coverage,fuzzing", "--max-examples", &examples, "--seed", "20261122"])
             .args(["--workers", "1", "--request-timeout", "20"])
@@ -115,7 +231,7 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
             failed.push(i);
         }
     }
-    assert!(failed.is_empty(), "schemathesis found failures in shards {failed:?} (output above)");
+    failed
 }
 
 /// `n` regular expressions over the contract's paths, one per shard: whole resource areas
