@@ -78,6 +78,16 @@ async fn mint_with(s: &Setup, capability: &str, method: &str, path: &str, key: &
     (r.json["data"]["id"].as_str().unwrap().to_string(), token)
 }
 
+/// Mint with the body itself, so the confirmation binds what the body names; answers (bound, token).
+async fn mint_with_body(s: &Setup, path: &str, key: &str, body: &[u8], capability: &str) -> (Value, String) {
+    let req = json!({"capability": capability, "method": "POST", "path": path, "idempotency_key": key,
+        "body_sha256": sha(body), "body": String::from_utf8(body.to_vec()).unwrap(), "preview_summary": "x", "approved_by": "Ada",
+        "api_key_id": s.agent_key_id});
+    let r = s.person.post("/capability-confirmations", &req).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    (r.json["data"]["bound"].clone(), r.json["data"]["confirmation_token"].as_str().unwrap().to_string())
+}
+
 async fn send(c: &Client, method: &str, path: &str, body: &[u8], key: Option<&str>, token: Option<&str>) -> Resp {
     let mut r = c.request(method, path);
     if !body.is_empty() {
@@ -463,6 +473,18 @@ async fn an_approval_binds_the_state_the_person_saw() {
         )
         .await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("path")), "{}", r.json);
+
+    // Whom a portal link or an erasure reaches: the body's contact, bound with the body.
+    let link = serde_json::to_vec(&json!({"contact_id": ct_id, "delivery": "return"})).unwrap();
+    let (bound, token) = mint_with_body(&s, "/portal/sessions", "stale-8", &link, "portal.sessions.return").await;
+    assert_eq!((bound[0]["object"].as_str(), bound[0]["preview"].as_str()), (Some("contact"), Some("after@example.org")), "{bound}");
+    assert_eq!(s.owner.patch(&format!("/contacts/{ct_id}"), &json!({"email": "third@example.org"})).await.status, 200);
+    stale(&send(&s.agent, "POST", "/portal/sessions", &link, Some("stale-8"), Some(&token)).await, "contact", "a portal link");
+    let erase = serde_json::to_vec(&json!({"subject": {"contact_id": ct_id}, "reason": "asked"})).unwrap();
+    let (bound, token) = mint_with_body(&s, "/gdpr/erasures", "stale-9", &erase, "gdpr.erasure").await;
+    assert_eq!(bound[0]["preview"], "third@example.org", "{bound}");
+    let r = send(&s.agent, "POST", "/gdpr/erasures", &erase, Some("stale-9"), Some(&token)).await;
+    assert_eq!(r.status, 202, "unchanged since approved: {}", r.json);
 
     // A post: its content (and channels) are bound by the path.
     let ch = e2e::channel(&s.owner, "stale").await;
