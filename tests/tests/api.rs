@@ -711,3 +711,27 @@ async fn members_are_set_by_put_and_a_workspace_always_keeps_an_owner() {
         members.json["data"].as_array().unwrap().iter().filter(|m| m["role"] == "owner").map(|m| m["subject"].as_str().unwrap()).collect();
     assert!(!owners.is_empty() && owners.contains(&admin.as_str()), "{owners:?}");
 }
+
+/// An empty filter is no filter (a form's empty field), on every list; a required parameter left
+/// empty is named as required.
+#[tokio::test]
+async fn empty_filters_mean_no_filter() {
+    let (c, _) = new_client("empty filters").await;
+    create_post(&c, "one").await;
+    let all = c.get("/posts").await;
+    let empty = c.get("/posts?status=&channel_id=&limit=&cursor=").await;
+    assert_eq!((empty.status, &empty.json["data"]), (200, &all.json["data"]), "{}", empty.json);
+    for path in ["/emails?tag=&batch_id=&status=", "/contacts?q=&label=&status=", "/webhooks?limit=", "/gdpr/erasures?status="] {
+        let r = c.get(path).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.json);
+    }
+    let r = c.get("/bookings/availability?service_id=&from=&to=").await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("service_id")), "{}", r.json);
+    let r = c.get("/bookings/availability?service_id=svc_01J00000000000000000000000&from=&to=2027-01-01").await;
+    assert_eq!(
+        (r.status, r.json["error"]["details"][0]["field"].as_str(), r.json["error"]["details"][0]["message"].as_str()),
+        (400, Some("from"), Some("is required")),
+        "{}",
+        r.json
+    );
+}

@@ -264,6 +264,26 @@ async fn availability_keeps_local_hours_across_daylight_saving_changes() {
         .flat_map(|d| d.as_array().unwrap().iter().map(|s| s["start"].as_str().unwrap().to_string()))
         .collect();
     assert_eq!(starts, ["2027-03-27T09:00:00+01:00", "2027-03-28T09:00:00+02:00", "2027-03-29T09:00:00+02:00"]);
+    // Days as people write them: a date is the whole day, in the asked zone or the resource's.
+    let starts_of = |r: &e2e::Resp| -> Vec<String> {
+        r.json["data"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|d| d.as_array().unwrap().iter().map(|s| s["start"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    let sid = svc["id"].as_str().unwrap();
+    for zone in ["&timezone=Europe/Oslo", ""] {
+        let r = c.get(&format!("/bookings/availability?service_id={sid}&from=2027-03-29&to=2027-03-29{zone}")).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        let expected = if zone.is_empty() { "2027-03-29T07:00:00+00:00" } else { "2027-03-29T09:00:00+02:00" };
+        assert_eq!(starts_of(&r), [expected], "{zone}: {}", r.json);
+    }
+    let r = c.get(&format!("/bookings/availability?service_id={sid}&from=2027-03-28&to=2027-03-29&timezone=Europe/Oslo")).await;
+    assert_eq!(starts_of(&r).len(), 2, "two whole days: {}", r.json);
+    let r = c.get(&format!("/bookings/availability?service_id={sid}&from=2027-03-32&to=2027-03-29")).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("from")), "{}", r.json);
 
     // America/New_York: 02:00-03:00 is missing on 2027-03-14 and repeated on 2027-11-07.
     let ny =

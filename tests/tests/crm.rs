@@ -526,3 +526,24 @@ async fn numbers_dynamodb_cannot_store_are_validation_errors() {
     assert_eq!((job["status"].as_str(), job["created"].as_u64(), job["failed"].as_u64()), (Some("completed"), Some(1), Some(1)), "{job}");
     contact(&c, json!({"email": "row1@numbers.test"})).await;
 }
+
+/// A row's error names its field in the API's own words, whatever kind of fault it is, and a
+/// row that is not an object is refused at the door.
+#[tokio::test]
+async fn an_import_row_error_names_its_field_in_the_apis_words() {
+    let (c, _) = bulk_client("import wording").await;
+    let csv = "first_name,email\nAnn,\nBo,bo@example.org\nCy,not-an-address\n";
+    let r = c.post("/contacts/imports", &json!({"csv": csv})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let id = r.json["data"]["id"].as_str().unwrap().to_string();
+    wait_import(&c, &id, 60).await;
+    let errors = all_pages(&c, &format!("/contacts/imports/{id}/errors")).await;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for e in &errors {
+        assert_eq!(e["field"], "email", "{e}");
+        let m = e["message"].as_str().unwrap();
+        assert!(!m.contains('`') && !m.contains("missing field"), "serde's wording: {m}");
+    }
+    let r = c.post("/contacts/imports", &json!({"rows": [[null, null]]})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("rows[0]")), "{}", r.json);
+}

@@ -374,6 +374,25 @@ pub fn check_slot(svc: &Service, res: &Resource, start: DateTime<Utc>, now: Now)
     Ok(())
 }
 
+/// A bound of a range asked for: an instant, or a date meaning the whole day in `zone` (its
+/// start, or for the end of a range the start of the next day).
+pub fn parse_bound(field: &str, v: &str, zone: &shared::zone::Zone, end: bool) -> ApiResult<DateTime<Utc>> {
+    use chrono::TimeZone;
+    let Ok(date) = chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d") else {
+        return parse_time(field, v).map_err(|_| {
+            ApiError::validation(field, "must be an RFC 3339 time such as 2026-03-15T10:00:00Z or a date such as 2026-03-15")
+        });
+    };
+    let day = if end { date.succ_opt().unwrap_or(date) } else { date };
+    // A day that starts in a DST gap starts at the gap's end.
+    let midnight = day.and_hms_opt(0, 0, 0).expect("midnight exists");
+    zone.from_local_datetime(&midnight)
+        .earliest()
+        .or_else(|| zone.from_local_datetime(&(midnight + chrono::Duration::hours(1))).earliest())
+        .map(|t| t.with_timezone(&Utc))
+        .ok_or_else(|| ApiError::validation(field, "is not a day of this time zone"))
+}
+
 pub fn parse_time(field: &str, v: &str) -> ApiResult<DateTime<Utc>> {
     chrono::DateTime::parse_from_rfc3339(v)
         .map(|t| t.with_timezone(&Utc))

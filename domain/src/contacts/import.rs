@@ -59,7 +59,7 @@ pub struct CreateImport {
     /// Contacts as objects with the fields of `POST /contacts`. Either this or `csv`.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub rows: Option<Vec<serde_json::Value>>,
+    pub rows: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
     /// CSV text with a header row: `email` (required), `first_name`, `last_name`, `phone`,
     /// `company`, `job_title`, `status`, `email_status`, `labels` (`;`-separated), and
     /// `custom.<key>` columns for custom fields. RFC 4180 quoting; a UTF-8 BOM is ignored.
@@ -188,7 +188,7 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
         return Err(ApiError::validation("delimiter", "applies only to csv"));
     }
     let rows = match (input.rows, input.csv) {
-        (Some(rows), None) => rows.into_iter().enumerate().map(|(i, data)| Row { row: (i + 1) as u32, data }).collect(),
+        (Some(rows), None) => rows.into_iter().enumerate().map(|(i, data)| Row { row: (i + 1) as u32, data: data.into() }).collect(),
         (None, Some(csv)) if csv.len() > MAX_CSV_BYTES => return Err(ApiError::validation("csv", "at most 2 MiB")),
         (None, Some(csv)) => csv_rows(&csv, input.delimiter)?,
         _ => return Err(ApiError::validation("rows", "send either rows or csv")),
@@ -430,10 +430,12 @@ async fn process_chunk(app: &App, ws: &str, job: &ImportJob, rows: &[Row]) -> Ap
             counts.failed += 1;
             continue;
         }
-        let input: CreateContact = match serde_json::from_value(data.clone()) {
+        // Read as the API reads a body, so a row's error names its field in the API's words
+        // (`email`: "is required"), never serde's.
+        let input: CreateContact = match shared::validate::parse_json(data.to_string().as_bytes()) {
             Ok(i) => i,
             Err(e) => {
-                errors.push(RowError { row: r.row, field: None, message: e.to_string() });
+                errors.extend(e.details.into_iter().map(|d| RowError { row: r.row, field: d.field, message: d.message }));
                 counts.failed += 1;
                 continue;
             }

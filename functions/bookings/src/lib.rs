@@ -187,29 +187,36 @@ struct AvailabilityQuery {
 
 /// Free start times per local date of `timezone` (default UTC), from opening hours,
 /// exceptions, buffers, notice and advance limits, bookings and live holds. At most 31 days.
+/// `from` and `to` are instants or dates: a date is the whole day in `timezone` (or, without
+/// one, in the zone of the service's first resource), so `from=2027-03-29&to=2027-03-29` is that day.
 #[utoipa::path(get, path = "/bookings/availability", tag = "bookings",
     params(("service_id" = String, Query, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
-        ("from" = String, Query, format = DateTime), ("to" = String, Query, format = DateTime),
+        ("from" = String, Query, description = "An RFC 3339 instant, or a date (YYYY-MM-DD): from the start of that day", example = "2027-03-29"),
+        ("to" = String, Query, description = "An RFC 3339 instant, or a date (YYYY-MM-DD): to the end of that day", example = "2027-03-29"),
         ("timezone" = Option<String>, Query, example = "Europe/Oslo")),
     responses((status = 200, body = shared::openapi::Data<Availability>), shared::openapi::CommonErrors))]
 pub async fn availability(app: &App, req: Req) -> ApiResult<Reply> {
     let q: AvailabilityQuery = req.query_as()?;
     let sid = q.service_id.ok_or_else(|| ApiError::validation("service_id", "is required"))?;
-    let (from, to) = (ops::parse_time("from", &q.from)?, ops::parse_time("to", &q.to)?);
+    let asked = q
+        .timezone
+        .as_deref()
+        .map(|t| ops::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo")))
+        .transpose()?;
+    let (svc, _) = ops::load_service(app, req.ws(), &sid)
+        .await?
+        .ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
+    let resources = ops::resources_of(app, req.ws(), &svc).await?;
+    // Dates are days of the asked zone, or of where the service happens.
+    let days_in = asked.clone().or_else(|| resources.first().and_then(|r| ops::tz(&r.timezone))).unwrap_or_else(shared::zone::Zone::utc);
+    let (from, to) = (ops::parse_bound("from", &q.from, &days_in, false)?, ops::parse_bound("to", &q.to, &days_in, true)?);
     if to <= from {
         return Err(ApiError::validation("to", "must be after from"));
     }
     if to - from > chrono::Duration::days(schedule::MAX_RANGE_DAYS) {
         return Err(ApiError::validation("to", format!("at most {} days after from", schedule::MAX_RANGE_DAYS)));
     }
-    let out = match q.timezone.as_deref() {
-        None => shared::zone::Zone::utc(),
-        Some(t) => ops::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo"))?,
-    };
-    let (svc, _) = ops::load_service(app, req.ws(), &sid)
-        .await?
-        .ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
-    let resources = ops::resources_of(app, req.ws(), &svc).await?;
+    let out = asked.unwrap_or_else(shared::zone::Zone::utc);
     Ok(Reply::ok(&Availability(
         ops::availability(app, req.ws(), &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?,
     )))
