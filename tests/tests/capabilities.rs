@@ -257,7 +257,11 @@ async fn expired_foreign_and_other_key_tokens_are_refused() {
     let other = setup(&h.base, "confirm other ws", json!(true)).await;
     let (_, foreign) = mint(&other, "webhooks.create", "POST", "/webhooks", "f-1", body).await;
     refused(&send(&s.agent, "POST", "/webhooks", body, Some("f-1"), Some(&foreign)).await, "webhooks.create", "unknown", "foreign");
-    refused(&send(&s.agent, "POST", "/webhooks", body, Some("f-1"), Some("cct_garbage")).await, "webhooks.create", "unknown", "garbage");
+    // Not a token at all: the request's own fault, for any credential.
+    for c in [&s.agent, &s.owner] {
+        let r = send(c, "POST", "/webhooks", body, Some("f-1"), Some("cct_garbage")).await;
+        assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("X-Capability-Confirmation")), "{}", r.json);
+    }
 
     // Minted for another key of the same workspace.
     let r = s

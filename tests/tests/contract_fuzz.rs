@@ -41,7 +41,7 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     workspaces::add_member(&h.app().await, &ws, &subject, "owner").await.unwrap();
     let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
     let config = config(&format!("Bearer {token}"), &ws, &sessions, &ids, &contract);
-    let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method";
+    let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method,negative_data_rejection";
     let failed = schemathesis(&base, &config, "schemathesis.toml", checks, &shard_paths(&contract, shards())).await;
     assert!(failed.is_empty(), "schemathesis found failures in shards {failed:?} (output above)");
 }

@@ -272,6 +272,15 @@ async fn batches_are_strict_by_default_and_permissive_on_request() {
     assert!(fields.contains(&"emails[1].to[0]") && fields.iter().any(|f| f.starts_with("emails[3].")), "{fields:?}");
     assert_eq!(c.get("/emails").await.json["data"], json!([]), "strict: nothing accepted");
 
+    // Permissive lists the sends it cannot send; an entry that is not a send (a wrong type, an
+    // unknown field) refuses the request in either mode.
+    let r = c.post("/emails/batch", &json!({"emails": emails, "validation": "permissive"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("emails[1].to[0]")), "{}", r.json);
+    assert!(r.json["error"]["details"].as_array().unwrap().iter().any(|d| d["field"] == "emails[3].to"), "{}", r.json);
+    let strange = json!([good(0), {"from": from, "to": ["x@example.org"], "subject": "s", "text": "t", "colour": "red"}]);
+    let r = c.post("/emails/batch", &json!({"emails": strange, "validation": "permissive"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("emails[1].colour")), "{}", r.json);
+    let emails = json!([good(0), {"from": from, "to": ["broken"], "subject": "s", "text": "t"}, good(2), {"from": from, "to": ["bad@"], "subject": "s", "text": "t"}]);
     let r = c.post("/emails/batch", &json!({"emails": emails, "validation": "permissive"})).await;
     assert_eq!(r.status, 202, "{}", r.json);
     let b = &r.json["data"];

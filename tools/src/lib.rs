@@ -359,6 +359,13 @@ fn finish(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     for (path, item) in v["paths"].as_object_mut().expect("paths") {
         for (method, op) in item.as_object_mut().expect("path item") {
             let Some(op) = op.as_object_mut() else { continue };
+            // An empty query value is refused (400 naming it), never read as "no filter": the
+            // contract says so, so generated clients leave an unset filter out.
+            for p in op.get_mut("parameters").and_then(|p| p.as_array_mut()).into_iter().flatten() {
+                if p["in"] == "query" && p["schema"]["type"] == "string" && p["schema"].get("minLength").is_none() {
+                    p["schema"]["minLength"] = 1.into();
+                }
+            }
             let id = op.get("operationId").and_then(|i| i.as_str()).unwrap_or_default().to_string();
             for (status, response) in op.get_mut("responses").and_then(|r| r.as_object_mut()).into_iter().flatten() {
                 if response.get("$ref").is_none() && response.get("description").is_none_or(|d| d == "") {
@@ -431,7 +438,7 @@ fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
                     .description(Some(format!(
                         "A confirmation token (cct_...) for {capability}, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key"
                     )))
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some("^cct_[0-7][0-9A-HJKMNP-TV-Z]{25}[0-9A-Za-z]{43}$"))))
                     .build(),
             ));
         }

@@ -3674,10 +3674,12 @@ pub struct ListResourcesQuery {
 /// The query of `availability`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct AvailabilityQuery {
+    /// An RFC 3339 instant, or a date (YYYY-MM-DD): from the start of that day
     pub from: String,
     pub service_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    /// An RFC 3339 instant, or a date (YYYY-MM-DD): to the end of that day
     pub to: String,
 }
 

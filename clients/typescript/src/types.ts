@@ -41,6 +41,8 @@ export interface paths {
         /**
          * Free start times per local date of `timezone` (default UTC), from opening hours,
          *     exceptions, buffers, notice and advance limits, bookings and live holds. At most 31 days.
+         *     `from` and `to` are instants or dates: a date is the whole day in `timezone` (or, without
+         *     one, in the zone of the service's first resource), so `from=2027-03-29&to=2027-03-29` is that day.
          */
         get: operations["availability"];
         put?: never;
@@ -584,7 +586,8 @@ export interface paths {
         put?: never;
         /**
          * Send up to 100 emails in one request (rate class email_batch). Strict validation (the
-         *     default) accepts all or none; permissive accepts the valid ones and lists the others.
+         *     default) accepts all or none; permissive accepts the valid ones and lists the others. An
+         *     entry that is not a send (an unknown field, a wrong type) refuses the request in either mode.
          */
         post: operations["send_batch"];
         delete?: never;
@@ -3787,7 +3790,15 @@ export interface operations {
         parameters: {
             query: {
                 service_id: string;
+                /**
+                 * @description An RFC 3339 instant, or a date (YYYY-MM-DD): from the start of that day
+                 * @example 2027-03-29
+                 */
                 from: string;
+                /**
+                 * @description An RFC 3339 instant, or a date (YYYY-MM-DD): to the end of that day
+                 * @example 2027-03-29
+                 */
                 to: string;
                 /** @example Europe/Oslo */
                 timezone?: string;

@@ -280,9 +280,13 @@ pub fn text_length(kind: ChannelType, text: &str) -> usize {
 }
 
 /// The answer to a refused connect: the network's reason as a 400 on `credentials`, or 503
-/// when the network could not be reached.
+/// when the network could not be reached. An address that does not resolve, or resolves where
+/// this platform may not go, is the caller's: 400.
 pub fn connect_error(e: NetError) -> ApiError {
     use network::ErrorCategory as C;
+    if matches!(e.cause, Some("dns" | "blocked_address")) {
+        return ApiError::validation("credentials", "the network's address does not resolve to one this platform may reach");
+    }
     match e.category {
         C::Network | C::PlatformError | C::RateLimited => {
             ApiError::new(shared::error::ErrorCode::Unavailable, format!("the network did not answer: {}", e.message))

@@ -35,16 +35,20 @@ pub struct NetError {
     pub message: String,
     /// Seconds the network asked us to wait (Retry-After, X-RateLimit-Reset).
     pub retry_after: Option<u64>,
+    /// A transport failure's cause (`shared::outbound::error_kind`): `dns` and
+    /// `blocked_address` mean the address given cannot be reached from here at all.
+    pub cause: Option<&'static str>,
 }
 
 impl NetError {
     pub fn new(category: ErrorCategory, message: impl Into<String>) -> Self {
-        Self { category, message: message.into(), retry_after: None }
+        Self { category, message: message.into(), retry_after: None, cause: None }
     }
 
     /// A failed request: the SSRF guard's refusal, a timeout or a refused connection.
     pub fn transport(e: &reqwest::Error) -> Self {
-        Self::new(ErrorCategory::Network, format!("request failed: {}", shared::outbound::error_kind(e)))
+        let kind = shared::outbound::error_kind(e);
+        Self { cause: Some(kind), ..Self::new(ErrorCategory::Network, format!("request failed: {kind}")) }
     }
 
     /// From a non-success status: 401/403 are refused credentials, 429 a rate limit, 5xx the
@@ -57,7 +61,7 @@ impl NetError {
             422 => ErrorCategory::UserContent,
             _ => ErrorCategory::PlatformRejected,
         };
-        Self { category, message, retry_after }
+        Self { category, message, retry_after, cause: None }
     }
 }
 

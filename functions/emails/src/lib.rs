@@ -121,7 +121,8 @@ pub struct EmailBatch {
 }
 
 /// Send up to 100 emails in one request (rate class email_batch). Strict validation (the
-/// default) accepts all or none; permissive accepts the valid ones and lists the others.
+/// default) accepts all or none; permissive accepts the valid ones and lists the others. An
+/// entry that is not a send (an unknown field, a wrong type) refuses the request in either mode.
 #[utoipa::path(post, path = "/emails/batch", tag = "emails", request_body = SendBatch,
     responses((status = 202, body = shared::openapi::Data<EmailBatch>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
@@ -139,12 +140,31 @@ pub async fn accept_batch(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &s
     let batch_id = shared::ids::new_id("eb");
     let mut errors: Vec<BatchError> = vec![];
     let mut drafts = vec![];
+    // An entry that is not a send at all (an unknown field, a wrong type) is the caller's bug,
+    // not a send to list as rejected: the request is refused in either mode, naming
+    // `emails[i].<field>`, with every other entry's field problems beside it.
+    let mut malformed = vec![];
     for (index, raw) in input.emails.into_iter().enumerate() {
-        let parsed = serde_json::from_value::<SendEmail>(raw).map_err(|e| vec![ErrorDetail::field("body", e.to_string())]);
-        match parsed.and_then(|i| compose::check(i, now)) {
-            Ok(d) => drafts.push((index, d)),
-            Err(errs) => errors.push(BatchError { index, errors: errs }),
+        match shared::validate::parse_json::<SendEmail>(raw.to_string().as_bytes()) {
+            Ok(i) => match compose::check(i, now) {
+                Ok(d) => drafts.push((index, d)),
+                Err(errs) => errors.push(BatchError { index, errors: errs }),
+            },
+            Err(e) => malformed.push(BatchError {
+                index,
+                errors: e.details.into_iter().map(|d| ErrorDetail { field: d.field.filter(|f| f != "body"), ..d }).collect(),
+            }),
         }
+    }
+    if !malformed.is_empty() {
+        let strict = input.validation == Validation::Strict;
+        errors.extend(malformed);
+        errors.sort_by_key(|e| e.index);
+        let mut e = batch_validation(errors);
+        if !strict {
+            e.message = e.message.replacen("(strict validation)", "(an entry is not a send, whatever the mode)", 1);
+        }
+        return Err(e);
     }
     // Strict: report every field problem found without reads before doing any.
     if input.validation == Validation::Strict && !errors.is_empty() {
