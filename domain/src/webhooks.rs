@@ -458,3 +458,59 @@ pub async fn enqueue(app: &App, job: &DeliveryJob, delay_secs: u64) -> ApiResult
         .await
         .map_err(|e| ApiError::unavailable(format!("deliveries queue: {e}")))
 }
+
+// ---------- the effects: where the workspace's events go ----------
+
+use crate::effects::{Authority, CreateWebhook, DeleteWebhook, RotateWebhookSecret, UpdateWebhook};
+use shared::events::Event;
+use shared::outbox::Tx;
+
+fn count_update(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    store::capped_count(ws_pk(ws), COUNT_SK, "endpoints", delta, MAX_ENDPOINTS)
+}
+
+/// The effect `CreateWebhook`: a new destination (within the workspace's cap), with its event.
+pub async fn create_endpoint(_auth: &Authority<CreateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+    Tx::new()
+        .update(count_update(ws, 1))
+        .create(rec.record(ws)?.version(1))
+        .event(Event::new(ws, "webhook.endpoint.created", &rec.endpoint))
+        .commit(app)
+        .await
+        .map_err(|e| {
+            e.on_condition(|i| match i {
+                0 => ApiError::conflict(format!("a workspace can have at most {MAX_ENDPOINTS} webhook endpoints")),
+                _ => ApiError::conflict("the endpoint was created concurrently"),
+            })
+        })
+}
+
+/// The effect `UpdateWebhook`: a changed destination (URL, events, state), as read at `rec.version`.
+pub async fn update_endpoint(_auth: &Authority<UpdateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+    save_endpoint(app, ws, rec, "webhook.endpoint.updated").await
+}
+
+/// The effect `RotateWebhookSecret`: the endpoint with its new secret list.
+pub async fn rotate_endpoint_secret(_auth: &Authority<RotateWebhookSecret>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+    save_endpoint(app, ws, rec, "webhook.endpoint.secret_rotated").await
+}
+
+async fn save_endpoint(app: &App, ws: &str, rec: &StoredEndpoint, event: &str) -> ApiResult<()> {
+    Tx::new()
+        .replace(rec.record(ws)?, rec.version)
+        .event(Event::new(ws, event, &rec.endpoint))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)
+}
+
+/// The effect `DeleteWebhook`.
+pub async fn delete_endpoint(_auth: &Authority<DeleteWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+    Tx::new()
+        .delete_versioned(ws_pk(ws), endpoint_sk(&rec.endpoint.id), rec.version)
+        .update(count_update(ws, -1))
+        .event(Event::new(ws, "webhook.endpoint.deleted", &rec.endpoint))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)
+}

@@ -79,3 +79,115 @@ pub struct Member {
 pub async fn load(app: &App, ws: &str) -> ApiResult<(Workspace, i64)> {
     app.db.get_object(ws, WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))
 }
+
+// ---------- the effects: the workspace's settings, members and keys ----------
+
+use crate::effects::{Authority, ChangeMember, CreateApiKey, RevokeApiKey, UpdateWorkspace};
+use shared::events::Event;
+use shared::outbox::Tx;
+use shared::store::{self, Record, s, ws_pk};
+
+pub fn slug_pk(slug: &str) -> String {
+    keys::SLUG_CLAIM.pk(&[slug])
+}
+
+/// The claim that makes a slug one workspace's across the platform.
+pub fn slug_item(slug: &str, ws: &str) -> store::Item {
+    store::Item::from([("pk".into(), s(slug_pk(slug))), ("sk".into(), s(keys::SLUG_CLAIM.sk(&[]))), ("workspace_id".into(), s(ws))])
+}
+
+/// The effect `UpdateWorkspace`: the settings as changed (read at `version`), the slug's claim
+/// moved with them when it changed.
+pub async fn save_settings(_auth: &Authority<UpdateWorkspace>, app: &App, ws: &Workspace, version: i64, old_slug: &str) -> ApiResult<()> {
+    let mut tx = Tx::new().replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), ws)?, version);
+    if ws.slug != old_slug {
+        tx = tx.put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
+            slug_pk(old_slug),
+            keys::SLUG_CLAIM.sk(&[]),
+            "workspace_id = :ws",
+            vec![(":ws", s(&ws.id))],
+        );
+    }
+    tx.event(Event::new(&ws.id, "workspace.updated", ws)).commit(app).await.map_err(|e| {
+        e.on_condition(|i| match i {
+            1 => ApiError::conflict("this slug is taken").with_details(vec![shared::error::ErrorDetail::field("slug", "is taken")]),
+            _ => ApiError::conflict("the workspace was changed concurrently; read it again and retry"),
+        })
+    })
+}
+
+/// The effect `ChangeMember`: `member` written over the role it had (`old_role`), and, when an
+/// owner's role is touched, `acting_owner` still an owner as it commits.
+pub async fn set_member(
+    _auth: &Authority<ChangeMember>,
+    app: &App,
+    member: &Member,
+    old_role: Option<&str>,
+    acting_owner: Option<&str>,
+) -> ApiResult<()> {
+    let ws = member.workspace_id.as_str();
+    let rec = Record::new(ws_pk(ws), shared::auth::member_sk(&member.subject), member)?
+        .gsi1(keys::MEMBER.gsi1_pk(&[&member.subject]), keys::MEMBER.gsi1_sk(&[ws]));
+    // The member is as read (no concurrent change is lost).
+    let mut tx = match old_role {
+        Some(old) => Tx::new().put_if_named(rec.item, "#role = :old", &[("#role", "role")], vec![(":old", s(old))]),
+        None => Tx::new().put_if(rec.item, "attribute_not_exists(pk)", vec![]),
+    };
+    if let Some(owner) = acting_owner {
+        tx = tx.update(
+            aws_sdk_dynamodb::types::Update::builder()
+                .key("pk", s(ws_pk(ws)))
+                .key("sk", s(shared::auth::member_sk(owner)))
+                .update_expression("SET checked_at = :now")
+                .condition_expression("#role = :owner")
+                .expression_attribute_names("#role", "role")
+                .expression_attribute_values(":owner", s("owner"))
+                .expression_attribute_values(":now", s(shared::ids::now_rfc3339())),
+        );
+    }
+    let kind = if old_role.is_some() { "workspace.member.updated" } else { "workspace.member.added" };
+    tx.event(Event::new(ws, kind, member))
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| ApiError::conflict("the member or your own role changed meanwhile; read them again and retry")))
+}
+
+/// The effect `CreateApiKey`: the key's listing and look-up items (its secret only hashed).
+pub async fn create_api_key(_auth: &Authority<CreateApiKey>, app: &App, ws: &str, key: &ApiKey, items: Vec<store::Item>) -> ApiResult<()> {
+    let mut tx = Tx::new();
+    for item in items {
+        tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);
+    }
+    tx.event(Event::new(ws, "api_key.created", key)).commit(app).await.map_err(store::TxError::stale)
+}
+
+/// The effect `RevokeApiKey`: requests with the key get 403 from then on (other containers may
+/// accept it for up to `auth::KEY_CACHE_TTL` more). Revoking a revoked key changes nothing.
+pub async fn revoke_api_key(_auth: &Authority<RevokeApiKey>, app: &App, ws: &str, id: &ApiKeyId) -> ApiResult<ApiKey> {
+    let sk = keys::API_KEY.sk(&[id]);
+    let item = app.db.get(&ws_pk(ws), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
+    let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
+    let version = store::get_i64(&item, "version").unwrap_or(0);
+    let mut key: ApiKey = store::from_item(item)?;
+    if key.revoked_at.is_some() {
+        return Ok(key);
+    }
+    key.revoked_at = Some(shared::ids::now_rfc3339());
+    let revoke_lookup = aws_sdk_dynamodb::types::Update::builder()
+        .key("pk", s(shared::auth::api_key_lookup_pk(&hash)))
+        .key("sk", s(shared::auth::API_KEY_LOOKUP_SK))
+        .update_expression("SET revoked = :t")
+        .condition_expression("attribute_exists(pk)")
+        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true));
+    let listing = Record::new(ws_pk(ws), sk, &key)?.attr("hash", s(&hash));
+    Tx::new()
+        .replace(listing, version)
+        .update(revoke_lookup)
+        .event(Event::new(ws, "api_key.revoked", &key))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
+    // This container stops trusting the key now; the others within auth::KEY_CACHE_TTL.
+    app.keys.forget(&hash);
+    Ok(key)
+}

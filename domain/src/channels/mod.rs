@@ -129,6 +129,7 @@ pub struct UpdateChannel {
 }
 
 /// A channel as stored, with its sealed credentials and session.
+#[derive(Clone)]
 pub struct Stored {
     pub channel: Channel,
     pub creds: String,
@@ -293,4 +294,65 @@ pub fn connect_error(e: NetError) -> ApiError {
         }
         _ => ApiError::validation("credentials", e.message),
     }
+}
+
+// ---------- the effects: where the workspace's posts go ----------
+
+use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
+use shared::events::Event;
+use shared::outbox::Tx;
+
+fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    store::capped_count(ws_pk(ws), keys::CHANNEL_COUNT.table.sk, "channels", delta, MAX_CHANNELS)
+}
+
+/// The effect `ConnectChannel`: a new destination (within the workspace's cap), its sealed
+/// credentials checked with the network by the caller, and its event.
+pub async fn connect_new(_auth: &Authority<ConnectChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
+    Tx::new()
+        .update(count(ws, 1))
+        .create(stored.record(ws)?.version(1))
+        .event(Event::new(ws, "channel.connected", &stored.channel))
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| ApiError::conflict(format!("a workspace has at most {MAX_CHANNELS} channels"))))
+}
+
+/// The effect `UpdateChannel`: the channel as changed (new credentials, name, metadata), read
+/// at `stored.version`, with `event`.
+pub async fn update(_auth: &Authority<UpdateChannelEffect>, app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
+    save(app, ws, stored, event).await
+}
+
+/// Record what a check with the network found (state, identity, limits, a refreshed session)
+/// on the credentials the channel already has: no destination changes, so no authority.
+pub async fn record_check(app: &App, ws: &str, before: &Stored, checked: &Stored, event: &str) -> ApiResult<()> {
+    let same = before.channel.id == checked.channel.id
+        && before.channel.kind == checked.channel.kind
+        && serde_json::to_value(before.open_creds(app, ws).await?).ok() == serde_json::to_value(checked.open_creds(app, ws).await?).ok();
+    if !same {
+        return Err(ApiError::internal("a verification may not change where a channel posts"));
+    }
+    save(app, ws, checked, event).await
+}
+
+async fn save(app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
+    Tx::new()
+        .replace(stored.record(ws)?, stored.version)
+        .event(Event::new(ws, event, &stored.channel))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)
+}
+
+/// The effect `DeleteChannel`: draft and scheduled posts lose their variant for it.
+pub async fn delete(_auth: &Authority<DeleteChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
+    Tx::new()
+        .delete_versioned(ws_pk(ws), sk(&stored.channel.id), stored.version)
+        .update(count(ws, -1))
+        .event(Event::new(ws, "channel.deleted", &stored.channel))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
+    crate::posts::detach_channel(app, ws, &stored.channel.id).await
 }

@@ -5,9 +5,6 @@
 use domain::channels::{self as model, Channel, ChannelId, ChannelState, CreateChannel, Creds, Stored, UpdateChannel};
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
-use shared::events::Event;
-use shared::outbox::Tx;
-use shared::store::{self, TxError, ws_pk};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::sync::OnceLock;
 
@@ -38,17 +35,13 @@ async fn load(app: &App, req: &Req) -> ApiResult<Stored> {
     model::load(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("channel"))
 }
 
-fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
-    store::capped_count(ws_pk(ws), keys::CHANNEL_COUNT.table.sk, "channels", delta, model::MAX_CHANNELS)
-}
-
 /// Connect a channel (owners and admins): the credentials are checked with the network now
 /// (a refusal is a 400 with the network's reason), then sealed. Webhook channels answer their
 /// signing secret here, once.
 #[utoipa::path(post, path = "/channels", tag = "channels", request_body = CreateChannel,
     responses((status = 201, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::ConnectChannel>()?;
+    let authority = req.grant.authorize::<fx::ConnectChannel>()?;
     let input: CreateChannel = req.json()?;
     let mut errs = shared::validate::Errors::new();
     if let Some(n) = &input.name {
@@ -78,13 +71,7 @@ pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
         secret: None,
     };
     let stored = Stored { channel, creds: sealed, session, version: 1 };
-    Tx::new()
-        .update(count(ws, 1))
-        .create(stored.record(ws)?.version(1))
-        .event(Event::new(ws, "channel.connected", &stored.channel))
-        .commit(app)
-        .await
-        .map_err(|e| e.on_condition(|_| ApiError::conflict(format!("a workspace has at most {} channels", model::MAX_CHANNELS))))?;
+    model::connect_new(&authority, app, ws, &stored).await?;
     let mut shown = stored.channel.clone();
     if let Creds::Webhook(w) = &creds {
         shown.secret = Some(w.secret.clone());
@@ -106,16 +93,6 @@ pub async fn list_channels(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors))]
 pub async fn get_channel(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&load(app, &req).await?.channel))
-}
-
-/// Write a changed channel and its event.
-async fn save(app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
-    Tx::new()
-        .replace(stored.record(ws)?, stored.version)
-        .event(Event::new(ws, event, &stored.channel))
-        .commit(app)
-        .await
-        .map_err(TxError::stale)
 }
 
 /// Check a channel against the network now, and record what it says: `active`,
@@ -156,7 +133,7 @@ async fn check(app: &App, ws: &str, stored: &mut Stored, creds: &Creds) -> ApiRe
 #[utoipa::path(patch, path = "/channels/{id}", tag = "channels", request_body = UpdateChannel, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_channel(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::UpdateChannel>()?;
+    let authority = req.grant.authorize::<fx::UpdateChannel>()?;
     let input: UpdateChannel = req.json()?;
     let mut errs = shared::validate::Errors::new();
     if let Some(n) = &input.name {
@@ -187,7 +164,7 @@ pub async fn update_channel(app: &App, req: Req) -> ApiResult<Reply> {
         stored.channel.metadata = m;
     }
     stored.channel.updated_at = shared::ids::now_rfc3339();
-    save(app, ws, &stored, event).await?;
+    model::update(&authority, app, ws, &stored, event).await?;
     Ok(Reply::ok(&stored.channel))
 }
 
@@ -196,10 +173,11 @@ pub async fn update_channel(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn verify_channel(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
-    let mut stored = load(app, &req).await?;
+    let before = load(app, &req).await?;
+    let mut stored = before.clone();
     let creds = stored.open_creds(app, ws).await?;
     let event = check(app, ws, &mut stored, &creds).await?;
-    save(app, ws, &stored, event).await?;
+    model::record_check(app, ws, &before, &stored, event).await?;
     Ok(Reply::ok(&stored.channel))
 }
 
@@ -208,16 +186,8 @@ pub async fn verify_channel(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/channels/{id}", tag = "channels", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_channel(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::DeleteChannel>()?;
-    let ws = req.ws();
+    let authority = req.grant.authorize::<fx::DeleteChannel>()?;
     let stored = load(app, &req).await?;
-    Tx::new()
-        .delete_versioned(ws_pk(ws), model::sk(&stored.channel.id), stored.version)
-        .update(count(ws, -1))
-        .event(Event::new(ws, "channel.deleted", &stored.channel))
-        .commit(app)
-        .await
-        .map_err(TxError::stale)?;
-    domain::posts::detach_channel(app, ws, &stored.channel.id).await?;
+    model::delete(&authority, app, req.ws(), &stored).await?;
     Ok(Reply::deleted(&stored.channel.id, "channel"))
 }

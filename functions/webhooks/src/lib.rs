@@ -2,17 +2,15 @@
 //! sealed at rest, rotated with a grace period), and the delivery history with manual retry.
 //! The delivering itself is `functions/dispatcher`; the stored model is in [`model`].
 
-use aws_sdk_dynamodb::types::builders::UpdateBuilder;
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use domain::webhooks::{
-    self as model, COUNT_SK, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_ENDPOINTS, MAX_GRACE_SECS, StoredDelivery,
-    StoredEndpoint,
+    self as model, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_GRACE_SECS, StoredDelivery, StoredEndpoint,
 };
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::outbox::Tx;
-use shared::store::{self, ws_pk};
+use shared::store::ws_pk;
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -74,10 +72,6 @@ fn check_description(errs: &mut Errors, d: &str) {
     errs.text("description", d, 0, MAX_DESCRIPTION_CHARS);
 }
 
-fn count_update(ws: &str, delta: i64) -> UpdateBuilder {
-    store::capped_count(ws_pk(ws), COUNT_SK, "endpoints", delta, MAX_ENDPOINTS)
-}
-
 // ---------- routes ----------
 
 #[derive(Deserialize, ToSchema)]
@@ -105,7 +99,7 @@ fn yes() -> bool {
 #[utoipa::path(post, path = "/webhooks", tag = "webhooks", request_body = CreateEndpoint,
     responses((status = 201, body = shared::openapi::Data<EndpointWithSecret>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::CreateWebhook>()?;
+    let authority = req.grant.authorize::<fx::CreateWebhook>()?;
     let input: CreateEndpoint = req.json()?;
     let mut errs = Errors::new();
     check_url(&mut errs, app, &input.url).await;
@@ -132,18 +126,7 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     };
     let (secret, stored) = model::new_secret(app, ws, &endpoint.id).await?;
     let rec = StoredEndpoint { endpoint, secrets: vec![stored], version: 1 };
-    Tx::new()
-        .update(count_update(ws, 1))
-        .create(rec.record(ws)?.version(1))
-        .event(Event::new(ws, "webhook.endpoint.created", &rec.endpoint))
-        .commit(app)
-        .await
-        .map_err(|e| {
-            e.on_condition(|i| match i {
-                0 => ApiError::conflict(format!("a workspace can have at most {MAX_ENDPOINTS} webhook endpoints")),
-                _ => ApiError::conflict("the endpoint was created concurrently"),
-            })
-        })?;
+    model::create_endpoint(&authority, app, ws, &rec).await?;
     let shown = EndpointWithSecret { endpoint: rec.endpoint.clone(), secret, previous_secret_expires_at: None };
     Ok(Reply::created(&shown).replay_as(&rec.endpoint))
 }
@@ -191,7 +174,7 @@ pub struct UpdateEndpoint {
 #[utoipa::path(patch, path = "/webhooks/{id}", tag = "webhooks", request_body = UpdateEndpoint, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Endpoint>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::UpdateWebhook>()?;
+    let authority = req.grant.authorize::<fx::UpdateWebhook>()?;
     let input: UpdateEndpoint = req.json()?;
     let mut rec = load(app, &req).await?;
     let ep = &mut rec.endpoint;
@@ -224,13 +207,7 @@ pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     errs.patch_metadata("metadata", input.metadata, &mut ep.metadata);
     errs.finish()?;
     ep.updated_at = shared::ids::now_rfc3339();
-    let ws = req.ws();
-    Tx::new()
-        .replace(rec.record(ws)?, rec.version)
-        .event(Event::new(ws, "webhook.endpoint.updated", &rec.endpoint))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
+    model::update_endpoint(&authority, app, req.ws(), &rec).await?;
     Ok(Reply::ok(&rec.endpoint))
 }
 
@@ -238,16 +215,9 @@ pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::DeleteWebhook>()?;
+    let authority = req.grant.authorize::<fx::DeleteWebhook>()?;
     let rec = load(app, &req).await?;
-    let ws = req.ws();
-    Tx::new()
-        .delete_versioned(ws_pk(ws), model::endpoint_sk(&rec.endpoint.id), rec.version)
-        .update(count_update(ws, -1))
-        .event(Event::new(ws, "webhook.endpoint.deleted", &rec.endpoint))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
+    model::delete_endpoint(&authority, app, req.ws(), &rec).await?;
     Ok(Reply::deleted(&rec.endpoint.id, "webhook_endpoint"))
 }
 
@@ -267,7 +237,7 @@ pub struct RotateSecret {
     params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<EndpointWithSecret>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn rotate_secret(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::RotateWebhookSecret>()?;
+    let authority = req.grant.authorize::<fx::RotateWebhookSecret>()?;
     let input: RotateSecret = if req.body.is_empty() { RotateSecret::default() } else { req.json()? };
     let grace = input.grace_period_seconds.unwrap_or(DEFAULT_GRACE_SECS);
     if !(0..=MAX_GRACE_SECS).contains(&grace) {
@@ -291,12 +261,7 @@ pub async fn rotate_secret(app: &App, req: Req) -> ApiResult<Reply> {
     secrets.truncate(3);
     rec.secrets = secrets;
     rec.endpoint.updated_at = shared::ids::now_rfc3339();
-    Tx::new()
-        .replace(rec.record(ws)?, rec.version)
-        .event(Event::new(ws, "webhook.endpoint.secret_rotated", &rec.endpoint))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
+    model::rotate_endpoint_secret(&authority, app, ws, &rec).await?;
     let previous =
         rec.secrets.get(1).and_then(|s| s.expires_at).and_then(|t| chrono::DateTime::from_timestamp(t, 0)).map(shared::ids::format_time);
     let shown = EndpointWithSecret { endpoint: rec.endpoint.clone(), secret, previous_secret_expires_at: previous };

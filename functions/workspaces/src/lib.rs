@@ -33,13 +33,7 @@ shared::area! {
     schemas = [Workspace, ApiKey, Member, UpdateWorkspace, CreateApiKey, Scope, RequiresConfirmation, SetMember],
 }
 
-fn slug_pk(slug: &str) -> String {
-    keys::SLUG_CLAIM.pk(&[slug])
-}
-
-fn slug_item(slug: &str, ws: &str) -> store::Item {
-    store::Item::from([("pk".into(), s(slug_pk(slug))), ("sk".into(), s(keys::SLUG_CLAIM.sk(&[]))), ("workspace_id".into(), s(ws))])
-}
+use domain::workspaces::slug_item;
 
 fn valid_slug(slug: &str) -> bool {
     (3..=48).contains(&slug.len())
@@ -213,7 +207,7 @@ pub struct UpdateWorkspace {
 #[utoipa::path(patch, path = "/workspaces/current", tag = "workspaces", request_body = UpdateWorkspace,
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::UpdateWorkspace>()?;
+    let authority = req.grant.authorize::<fx::UpdateWorkspace>()?;
     let input: UpdateWorkspace = req.json()?;
     let (mut ws, version) = domain::workspaces::load(app, req.ws()).await?;
     let old_slug = ws.slug.clone();
@@ -264,21 +258,7 @@ pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
     }
     errs.finish()?;
     ws.updated_at = shared::ids::now_rfc3339();
-    let mut tx = Tx::new().replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?, version);
-    if ws.slug != old_slug {
-        tx = tx.put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
-            slug_pk(&old_slug),
-            keys::SLUG_CLAIM.sk(&[]),
-            "workspace_id = :ws",
-            vec![(":ws", s(&ws.id))],
-        );
-    }
-    tx.event(Event::new(&ws.id, "workspace.updated", &ws)).commit(app).await.map_err(|e| {
-        e.on_condition(|i| match i {
-            1 => ApiError::conflict("this slug is taken").with_details(vec![shared::error::ErrorDetail::field("slug", "is taken")]),
-            _ => ApiError::conflict("the workspace was changed concurrently; read it again and retry"),
-        })
-    })?;
+    domain::workspaces::save_settings(&authority, app, &ws, version, &old_slug).await?;
     Ok(Reply::ok(&ws))
 }
 
@@ -339,7 +319,7 @@ pub struct SetMember {
     params(("subject" = String, Path, description = "the identity provider's subject (`sub`), percent-encoded")),
     responses((status = 200, body = shared::openapi::Data<Member>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn set_member(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::ChangeMember>()?;
+    let authority = req.grant.authorize::<fx::ChangeMember>()?;
     let input: SetMember = req.json()?;
     let subject = req.param("subject").to_string();
     let mut errs = Errors::new();
@@ -380,31 +360,9 @@ pub async fn set_member(app: &App, req: Req) -> ApiResult<Reply> {
         workspace_id: ws.into(),
         created_at: current.as_ref().and_then(|i| store::get_str(i, "created_at")).map_or_else(shared::ids::now_rfc3339, String::from),
     };
-    let rec =
-        Record::new(ws_pk(ws), auth::member_sk(&subject), &member)?.gsi1(keys::MEMBER.gsi1_pk(&[&subject]), keys::MEMBER.gsi1_sk(&[ws]));
-    // The member is as read (no concurrent change is lost), and an owner acting on owners is
-    // still one when this commits.
-    let mut tx = match &old_role {
-        Some(old) => Tx::new().put_if_named(rec.item, "#role = :old", &[("#role", "role")], vec![(":old", s(old))]),
-        None => Tx::new().put_if(rec.item, "attribute_not_exists(pk)", vec![]),
-    };
-    if touches_owner {
-        tx = tx.update(
-            aws_sdk_dynamodb::types::Update::builder()
-                .key("pk", s(ws_pk(ws)))
-                .key("sk", s(auth::member_sk(caller)))
-                .update_expression("SET checked_at = :now")
-                .condition_expression("#role = :owner")
-                .expression_attribute_names("#role", "role")
-                .expression_attribute_values(":owner", s("owner"))
-                .expression_attribute_values(":now", s(shared::ids::now_rfc3339())),
-        );
-    }
-    let kind = if old_role.is_some() { "workspace.member.updated" } else { "workspace.member.added" };
-    tx.event(Event::new(ws, kind, &member))
-        .commit(app)
-        .await
-        .map_err(|e| e.on_condition(|_| ApiError::conflict("the member or your own role changed meanwhile; read them again and retry")))?;
+    // An owner acting on owners is still one when this commits.
+    let acting_owner = touches_owner.then_some(caller.as_str());
+    domain::workspaces::set_member(&authority, app, &member, old_role.as_deref(), acting_owner).await?;
     Ok(Reply::ok(&member))
 }
 
@@ -469,13 +427,9 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
         );
     }
     errs.finish()?;
-    let _authority = req.grant.authorize::<fx::CreateApiKey>()?;
+    let authority = req.grant.authorize::<fx::CreateApiKey>()?;
     let (key, secret, items) = new_api_key(req.ws(), &input.name, scopes, requires_confirmation, Some(&req.principal.subject))?;
-    let mut tx = Tx::new();
-    for item in items {
-        tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);
-    }
-    tx.event(Event::new(req.ws(), "api_key.created", &key)).commit(app).await.map_err(store::TxError::stale)?;
+    domain::workspaces::create_api_key(&authority, app, req.ws(), &key, items).await?;
     let shown = ApiKey { secret: Some(secret), ..key.clone() };
     Ok(Reply::with_status(http::StatusCode::CREATED, &shown).replay_as(&key))
 }
@@ -486,33 +440,9 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     params(("id" = String, Path, description = "key_...")),
     responses((status = 200, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
-    let _authority = req.grant.authorize::<fx::RevokeApiKey>()?;
+    let authority = req.grant.authorize::<fx::RevokeApiKey>()?;
     let id: domain::workspaces::ApiKeyId = req.path_id("id")?;
-    let sk = keys::API_KEY.sk(&[&id]);
-    let item = app.db.get(&ws_pk(req.ws()), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
-    let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
-    let version = store::get_i64(&item, "version").unwrap_or(0);
-    let mut key: ApiKey = store::from_item(item)?;
-    if key.revoked_at.is_some() {
-        return Ok(Reply::ok(&key));
-    }
-    key.revoked_at = Some(shared::ids::now_rfc3339());
-    let revoke_lookup = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(auth::api_key_lookup_pk(&hash)))
-        .key("sk", s(auth::API_KEY_LOOKUP_SK))
-        .update_expression("SET revoked = :t")
-        .condition_expression("attribute_exists(pk)")
-        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true));
-    let listing = Record::new(ws_pk(req.ws()), sk, &key)?.attr("hash", s(&hash));
-    Tx::new()
-        .replace(listing, version)
-        .update(revoke_lookup)
-        .event(Event::new(req.ws(), "api_key.revoked", &key))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
-    // This container stops trusting the key now; the others within auth::KEY_CACHE_TTL.
-    app.keys.forget(&hash);
+    let key = domain::workspaces::revoke_api_key(&authority, app, req.ws(), &id).await?;
     Ok(Reply::ok(&key))
 }
 
