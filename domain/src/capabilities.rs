@@ -205,14 +205,13 @@ pub async fn bind(
             out.add("sending_domain", id, emails::domains::sk(id), |i| text(i, "name")).await?;
         }
         "bookings" => {
-            // The notice goes to the booking's contact, from the service's sender, in its template.
-            if let Some(b) = out.add("booking", id, bookings::booking_sk(id), |i| text(i, "start")).await? {
+            // The notice goes to the booking's contact, from the service's sender, in its
+            // template. The booking itself is not bound: confirming it is the write that
+            // changes it (and its times change only by a reschedule, itself an effect).
+            if let Some(b) = app.db.get(&ws_pk(ws), &bookings::booking_sk(id)).await? {
                 let (c, s) = (contact(&b), text(&b, "service_id"));
                 out.add("contact", &c, contacts::contact_sk(&c), |i| text(i, "email")).await?;
-                out.add("service", &s, bookings::service_sk(&s), |i| text(i, "name")).await?;
-                for slug in ["booking_confirmation", "booking_reminder"] {
-                    out.add("email_template", slug, emails::templates::sk(slug), |i| text(i, "subject")).await?;
-                }
+                out.booking_service(&s).await?;
             }
         }
         "helpdesk" => {
@@ -223,7 +222,10 @@ pub async fn bind(
         }
         _ => {}
     }
-    let Some(body) = body else { return Ok(out.bound) };
+    // Only routes whose bodies name contacts, templates or services bind from the body.
+    const BODY_BOUND: [&str; 7] =
+        ["/emails", "/emails/batch", "/bookings", "/helpdesk/conversations", "/portal/sessions", "/gdpr/erasures", "/gdpr/exports"];
+    let Some(body) = body.filter(|_| BODY_BOUND.contains(&pattern)) else { return Ok(out.bound) };
     let entries: Vec<&serde_json::Value> = match body.get("emails").and_then(|e| e.as_array()) {
         Some(list) => list.iter().collect(),
         None => vec![body],
@@ -236,6 +238,9 @@ pub async fn bind(
             if shared::ids::is_valid("ct", c) {
                 out.add("contact", c, contacts::contact_sk(c), |i| text(i, "email")).await?;
             }
+        }
+        if let Some(svc) = e.get("service_id").and_then(|c| c.as_str()).filter(|s| shared::ids::is_valid("svc", s)) {
+            out.booking_service(svc).await?;
         }
         if let Some(slug) = e.get("template_slug").and_then(|c| c.as_str()).filter(|s| emails::templates::valid_slug(s)) {
             let vars = e.get("variables").and_then(|v| v.as_object()).cloned().unwrap_or_default();
@@ -262,6 +267,15 @@ struct Bindings<'a> {
 }
 
 impl Bindings<'_> {
+    /// A booking's notices: the service (its sender) and the templates they are written in.
+    async fn booking_service(&mut self, service: &str) -> ApiResult<()> {
+        self.add("service", service, crate::bookings::service_sk(service), |i| text(i, "name")).await?;
+        for slug in ["booking_confirmation", "booking_reminder"] {
+            self.add("email_template", slug, crate::emails::templates::sk(slug), |i| text(i, "subject")).await?;
+        }
+        Ok(())
+    }
+
     /// Bind the object at `sk` (once): at its version, or as absent (version 0) when it does
     /// not exist. Answers its item.
     async fn add(&mut self, object: &str, id: &str, sk: String, preview: impl FnOnce(&Item) -> String) -> ApiResult<Option<Item>> {

@@ -104,7 +104,8 @@ pub async fn return_link(
     contact_id: &ContactId,
     return_url: Option<String>,
 ) -> ApiResult<PortalLink> {
-    let (_, token, url, expires) = create_link(app, ws, contact_id, return_url, Delivery::Return, auth.by()).await?;
+    let (_, token, url, expires) =
+        create_link(app, ws, contact_id, return_url, Delivery::Return, auth.by(), auth.guard(Tx::new(), &[])).await?;
     Ok(PortalLink {
         object: "portal_link".into(),
         delivery: Delivery::Return,
@@ -131,7 +132,8 @@ pub async fn email_link(
     };
     let from = sender(app, ws).await?;
     // The token travels only inside the emailed URL.
-    let (contact, _token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email, auth.by()).await?;
+    let (contact, _token, url, expires) =
+        create_link(app, ws, contact_id, Some(base), Delivery::Email, auth.by(), auth.guard(Tx::new(), &[])).await?;
     let url = url.unwrap_or_default();
     let text =
         format!("Sign in to {} with this link (valid 15 minutes, once):\n\n{url}\n\nIf you did not ask for it, ignore this email.", w.name);
@@ -174,6 +176,7 @@ async fn create_link(
     return_url: Option<String>,
     delivery: Delivery,
     opened_by: &str,
+    guard: Tx,
 ) -> ApiResult<(Contact, String, Option<String>, i64)> {
     if let Some(u) = &return_url {
         let (w, _) = crate::workspaces::load(app, ws).await?;
@@ -196,7 +199,8 @@ async fn create_link(
         ("opened_by".into(), s(opened_by)),
         ("expires_at".into(), n(now + LINK_SECS)),
     ]);
-    Tx::new().put_if(item, "attribute_not_exists(pk)", vec![]).commit(app).await.map_err(store::TxError::stale)?;
+    // With the authority's guard: the contact is still the one the person approved.
+    guard.put_if(item, "attribute_not_exists(pk)", vec![]).commit(app).await.map_err(store::TxError::stale)?;
     let url = return_url.map(|u| format!("{}#portal_token={token}", u.split('#').next().unwrap_or_default()));
     Ok((contact, token, url, now + LINK_SECS))
 }
@@ -357,6 +361,7 @@ pub async fn erase_self(
         &subject,
         "requested by the customer in the portal, confirmed by a code sent to their address",
         auth.by(),
+        auth.guard(Tx::new(), &[]),
     )
     .await
 }

@@ -420,14 +420,16 @@ pub async fn save_unpublished(app: &App, ws: &str, change: &posts::Change, versi
     if change.post.status != PostStatus::Draft {
         return Err(ApiError::internal("a change that publishes a post needs its authority (publishing::schedule)"));
     }
-    write(app, ws, change, version).await
+    write(app, ws, change, version, Tx::new()).await
 }
 
 /// The effect `PublishPost`: a change that leaves a post `scheduled` (scheduling a draft,
 /// publishing it now, or editing what a scheduled post will publish); the tick or the queue
 /// message sent here (when it is due now) publishes it.
-pub async fn schedule(_auth: &Authority<PublishPost>, app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
-    write(app, ws, change, version).await?;
+pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
+    let sk = posts::sk(&change.post.id);
+    auth.approved(&sk, version)?;
+    write(app, ws, change, version, auth.guard(Tx::new(), &[&sk])).await?;
     let due = change.post.scheduled_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
     if due.is_some_and(|t| t.timestamp() <= chrono::Utc::now().timestamp()) {
         enqueue(app, ws, &change.post.id, 0).await;
@@ -435,15 +437,15 @@ pub async fn schedule(_auth: &Authority<PublishPost>, app: &App, ws: &str, chang
     Ok(())
 }
 
-async fn write(app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
+async fn write(app: &App, ws: &str, change: &posts::Change, version: i64, tx: Tx) -> ApiResult<()> {
     let (post, event) = (&change.post, change.event);
-    Tx::new().replace(posts::record(ws, post)?, version).event(Event::new(ws, event, post)).commit(app).await.map_err(TxError::stale)
+    tx.replace(posts::record(ws, post)?, version).event(Event::new(ws, event, post)).commit(app).await.map_err(TxError::stale)
 }
 
 /// `POST /posts/{id}/variants/{channel_id}/retry`: a failed variant goes back to pending and
 /// the post to publishing; its old outcome record is removed in the same transaction.
 pub async fn retry_variant(
-    _auth: &Authority<PublishPost>,
+    auth: &Authority<PublishPost>,
     app: &App,
     ws: &str,
     post: &Post,
@@ -461,7 +463,9 @@ pub async fn retry_variant(
     p.variants[i].error = None;
     p.status = PostStatus::Publishing;
     p.updated_at = shared::ids::now_rfc3339();
-    Tx::new()
+    let sk = posts::sk(&p.id);
+    auth.approved(&sk, version)?;
+    auth.guard(Tx::new(), &[&sk])
         .replace(posts::record(ws, &p)?, version)
         .delete_if(ws_pk(ws), variant_sk(&p.id, channel_id), "", vec![])
         .event(Event::new(ws, "post.publishing", &p))

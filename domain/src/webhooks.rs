@@ -470,8 +470,8 @@ fn count_update(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::Upda
 }
 
 /// The effect `CreateWebhook`: a new destination (within the workspace's cap), with its event.
-pub async fn create_endpoint(_auth: &Authority<CreateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
-    Tx::new()
+pub async fn create_endpoint(auth: &Authority<CreateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+    auth.guard(Tx::new(), &[])
         .update(count_update(ws, 1))
         .create(rec.record(ws)?.version(1))
         .event(Event::new(ws, "webhook.endpoint.created", &rec.endpoint))
@@ -486,28 +486,29 @@ pub async fn create_endpoint(_auth: &Authority<CreateWebhook>, app: &App, ws: &s
 }
 
 /// The effect `UpdateWebhook`: a changed destination (URL, events, state), as read at `rec.version`.
-pub async fn update_endpoint(_auth: &Authority<UpdateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
-    save_endpoint(app, ws, rec, "webhook.endpoint.updated").await
+pub async fn update_endpoint(auth: &Authority<UpdateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+    let sk = endpoint_sk(&rec.endpoint.id);
+    auth.approved(&sk, rec.version)?;
+    save_endpoint(app, ws, rec, "webhook.endpoint.updated", auth.guard(Tx::new(), &[&sk])).await
 }
 
 /// The effect `RotateWebhookSecret`: the endpoint with its new secret list.
-pub async fn rotate_endpoint_secret(_auth: &Authority<RotateWebhookSecret>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
-    save_endpoint(app, ws, rec, "webhook.endpoint.secret_rotated").await
+pub async fn rotate_endpoint_secret(auth: &Authority<RotateWebhookSecret>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+    let sk = endpoint_sk(&rec.endpoint.id);
+    auth.approved(&sk, rec.version)?;
+    save_endpoint(app, ws, rec, "webhook.endpoint.secret_rotated", auth.guard(Tx::new(), &[&sk])).await
 }
 
-async fn save_endpoint(app: &App, ws: &str, rec: &StoredEndpoint, event: &str) -> ApiResult<()> {
-    Tx::new()
-        .replace(rec.record(ws)?, rec.version)
-        .event(Event::new(ws, event, &rec.endpoint))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)
+async fn save_endpoint(app: &App, ws: &str, rec: &StoredEndpoint, event: &str, tx: Tx) -> ApiResult<()> {
+    tx.replace(rec.record(ws)?, rec.version).event(Event::new(ws, event, &rec.endpoint)).commit(app).await.map_err(store::TxError::stale)
 }
 
 /// The effect `DeleteWebhook`.
-pub async fn delete_endpoint(_auth: &Authority<DeleteWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
-    Tx::new()
-        .delete_versioned(ws_pk(ws), endpoint_sk(&rec.endpoint.id), rec.version)
+pub async fn delete_endpoint(auth: &Authority<DeleteWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+    let sk = endpoint_sk(&rec.endpoint.id);
+    auth.approved(&sk, rec.version)?;
+    auth.guard(Tx::new(), &[&sk])
+        .delete_versioned(ws_pk(ws), sk.clone(), rec.version)
         .update(count_update(ws, -1))
         .event(Event::new(ws, "webhook.endpoint.deleted", &rec.endpoint))
         .commit(app)

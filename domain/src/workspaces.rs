@@ -98,8 +98,8 @@ pub fn slug_item(slug: &str, ws: &str) -> store::Item {
 
 /// The effect `UpdateWorkspace`: the settings as changed (read at `version`), the slug's claim
 /// moved with them when it changed.
-pub async fn save_settings(_auth: &Authority<UpdateWorkspace>, app: &App, ws: &Workspace, version: i64, old_slug: &str) -> ApiResult<()> {
-    let mut tx = Tx::new().replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), ws)?, version);
+pub async fn save_settings(auth: &Authority<UpdateWorkspace>, app: &App, ws: &Workspace, version: i64, old_slug: &str) -> ApiResult<()> {
+    let mut tx = auth.guard(Tx::new(), &[]).replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), ws)?, version);
     if ws.slug != old_slug {
         tx = tx.put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
             slug_pk(old_slug),
@@ -119,7 +119,7 @@ pub async fn save_settings(_auth: &Authority<UpdateWorkspace>, app: &App, ws: &W
 /// The effect `ChangeMember`: `member` written over the role it had (`old_role`), and, when an
 /// owner's role is touched, `acting_owner` still an owner as it commits.
 pub async fn set_member(
-    _auth: &Authority<ChangeMember>,
+    auth: &Authority<ChangeMember>,
     app: &App,
     member: &Member,
     old_role: Option<&str>,
@@ -129,9 +129,10 @@ pub async fn set_member(
     let rec = Record::new(ws_pk(ws), shared::auth::member_sk(&member.subject), member)?
         .gsi1(keys::MEMBER.gsi1_pk(&[&member.subject]), keys::MEMBER.gsi1_sk(&[ws]));
     // The member is as read (no concurrent change is lost).
+    let tx = auth.guard(Tx::new(), &[]);
     let mut tx = match old_role {
-        Some(old) => Tx::new().put_if_named(rec.item, "#role = :old", &[("#role", "role")], vec![(":old", s(old))]),
-        None => Tx::new().put_if(rec.item, "attribute_not_exists(pk)", vec![]),
+        Some(old) => tx.put_if_named(rec.item, "#role = :old", &[("#role", "role")], vec![(":old", s(old))]),
+        None => tx.put_if(rec.item, "attribute_not_exists(pk)", vec![]),
     };
     if let Some(owner) = acting_owner {
         tx = tx.update(
@@ -153,8 +154,8 @@ pub async fn set_member(
 }
 
 /// The effect `CreateApiKey`: the key's listing and look-up items (its secret only hashed).
-pub async fn create_api_key(_auth: &Authority<CreateApiKey>, app: &App, ws: &str, key: &ApiKey, items: Vec<store::Item>) -> ApiResult<()> {
-    let mut tx = Tx::new();
+pub async fn create_api_key(auth: &Authority<CreateApiKey>, app: &App, ws: &str, key: &ApiKey, items: Vec<store::Item>) -> ApiResult<()> {
+    let mut tx = auth.guard(Tx::new(), &[]);
     for item in items {
         tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);
     }
@@ -163,7 +164,7 @@ pub async fn create_api_key(_auth: &Authority<CreateApiKey>, app: &App, ws: &str
 
 /// The effect `RevokeApiKey`: requests with the key get 403 from then on (other containers may
 /// accept it for up to `auth::KEY_CACHE_TTL` more). Revoking a revoked key changes nothing.
-pub async fn revoke_api_key(_auth: &Authority<RevokeApiKey>, app: &App, ws: &str, id: &ApiKeyId) -> ApiResult<ApiKey> {
+pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &str, id: &ApiKeyId) -> ApiResult<ApiKey> {
     let sk = keys::API_KEY.sk(&[id]);
     let item = app.db.get(&ws_pk(ws), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
     let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
@@ -180,7 +181,7 @@ pub async fn revoke_api_key(_auth: &Authority<RevokeApiKey>, app: &App, ws: &str
         .condition_expression("attribute_exists(pk)")
         .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true));
     let listing = Record::new(ws_pk(ws), sk, &key)?.attr("hash", s(&hash));
-    Tx::new()
+    auth.guard(Tx::new(), &[])
         .replace(listing, version)
         .update(revoke_lookup)
         .event(Event::new(ws, "api_key.revoked", &key))

@@ -68,21 +68,25 @@ impl PlatformSecret {
     pub fn parse(json: &str) -> Result<Self, String> {
         let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("platform secret is not JSON: {e}"))?;
         let root = v["root_key"].as_str().ok_or("platform secret lacks root_key")?;
-        let retired: Vec<&str> = match &v["retired_root_keys"] {
-            serde_json::Value::Null => vec![],
-            serde_json::Value::Array(keys) => {
-                keys.iter().map(|k| k.as_str().ok_or("retired_root_keys holds strings only")).collect::<Result<_, _>>()?
+        let list = |name: &str| -> Result<Vec<&str>, String> {
+            match &v[name] {
+                serde_json::Value::Null => Ok(vec![]),
+                serde_json::Value::Array(keys) => keys.iter().map(|k| k.as_str().ok_or(format!("{name} holds strings only"))).collect(),
+                _ => Err(format!("{name} must be a list of strings")),
             }
-            _ => return Err("retired_root_keys must be a list of strings".into()),
         };
-        if std::iter::once(&root).chain(&retired).any(|r| r.len() < 32) {
+        let retired = list("retired_root_keys")?;
+        // A rotation's first phase: every container learns to open under the next root before
+        // any seals with it (docs/deploy.md).
+        let pending = list("pending_root_keys")?;
+        if std::iter::once(&root).chain(&retired).chain(&pending).any(|r| r.len() < 32) {
             return Err("every root key must be at least 32 characters".into());
         }
         let oldest = retired.last().copied().unwrap_or(root);
         Ok(Self {
             cursor_key: derive(root.as_bytes(), "cursor/v1"),
             encryption_key: derive(root.as_bytes(), "encryption/v1"),
-            retired_encryption_keys: retired.iter().map(|r| derive(r.as_bytes(), "encryption/v1")).collect(),
+            retired_encryption_keys: retired.iter().chain(&pending).map(|r| derive(r.as_bytes(), "encryption/v1")).collect(),
             tombstone_key: derive(oldest.as_bytes(), "tombstone/v1"),
             reply_token_key: derive(root.as_bytes(), "helpdesk-reply/v1"),
         })
@@ -223,6 +227,11 @@ mod tests {
             PlatformSecret::parse(&serde_json::json!({"root_key": "c".repeat(40), "retired_root_keys": [new, old]}).to_string()).unwrap();
         assert_eq!(newest.open("ws_1/wh_1", &sealed).unwrap(), b"whsec_1", "two rotations later");
         assert!(PlatformSecret::parse(r#"{"root_key": "x", "retired_root_keys": []}"#).is_err());
+        // Phase one of a rotation: an old container that already knows the next root as
+        // pending opens what a new container sealed with it.
+        let pending = PlatformSecret::parse(&serde_json::json!({"root_key": old, "pending_root_keys": [new]}).to_string()).unwrap();
+        assert_eq!(pending.open("ws_1/wh_1", &resealed).unwrap(), b"whsec_2");
+        assert_eq!(pending.tombstone_key, before.tombstone_key);
         assert!(PlatformSecret::parse(&serde_json::json!({"root_key": new, "retired_root_keys": "no"}).to_string()).is_err());
     }
 

@@ -54,6 +54,9 @@ pub struct Authority<E: Effect> {
     by: String,
     customer: Option<String>,
     confirmation: Option<String>,
+    /// The workspace's partition and the objects the person approved (none without a token).
+    pk: String,
+    bound: Vec<crate::confirmation::BoundKey>,
     _effect: PhantomData<E>,
 }
 
@@ -81,7 +84,29 @@ impl<E: Effect> Authority<E> {
     /// `functions/` and `domain/`: no handler or worker may name it.
     #[doc(hidden)]
     pub fn operator(what: &str) -> Self {
-        Self { by: format!("operator:{what}"), customer: None, confirmation: None, _effect: PhantomData }
+        Self { by: format!("operator:{what}"), customer: None, confirmation: None, pk: String::new(), bound: vec![], _effect: PhantomData }
+    }
+
+    /// The effect changes the object at `sk`, read at `version`: it must still be the version
+    /// the person approved (428 `stale` otherwise). Objects nobody bound pass.
+    pub fn approved(&self, sk: &str, version: i64) -> Result<(), ApiError> {
+        match self.bound.iter().find(|b| b.sk == sk) {
+            Some(b) if b.version != version => Err(crate::confirmation::stale(E::INFO.capability, &b.object, &b.id)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The effect's own transaction, with a condition that every other object the person
+    /// approved is still at its approved version (or still absent). `except`: the objects the
+    /// transaction writes itself, checked by [`Authority::approved`] and its own conditions.
+    pub fn guard(&self, mut tx: crate::outbox::Tx, except: &[&str]) -> crate::outbox::Tx {
+        for b in self.bound.iter().filter(|b| !except.contains(&b.sk.as_str())) {
+            tx = match b.version {
+                0 => tx.check(self.pk.clone(), b.sk.clone(), "attribute_not_exists(pk)"),
+                v => tx.check_if(self.pk.clone(), b.sk.clone(), "version = :bound_version", vec![(":bound_version", crate::store::n(v))]),
+            };
+        }
+        tx
     }
 }
 
@@ -130,19 +155,27 @@ impl Grant {
             let refusal = match &self.confirmation {
                 None => Refusal::Missing,
                 Some(c) if c.capability != info.capability => Refusal::Mismatch("capability"),
-                Some(c) => return Ok(self.authority(customer, Some(c.id.clone()))),
+                Some(c) => return Ok(self.authority(customer, Some(c))),
             };
             let req =
                 crate::confirmation::Request { capability: info.capability, method: &self.method, path: &self.path, body: &self.body };
             return Err(crate::confirmation::required(&req, refusal));
         } else {
-            self.confirmation.as_ref().map(|c| c.id.clone())
+            self.confirmation.as_ref()
         };
         Ok(self.authority(customer, confirmation))
     }
 
-    fn authority<E: Effect>(&self, customer: Option<String>, confirmation: Option<String>) -> Authority<E> {
-        Authority { by: self.by(), customer, confirmation, _effect: PhantomData }
+    fn authority<E: Effect>(&self, customer: Option<String>, confirmation: Option<&Consumed>) -> Authority<E> {
+        Authority {
+            by: self.by(),
+            customer,
+            confirmation: confirmation.map(|c| c.id.clone()),
+            pk: crate::store::ws_pk(self.principal.workspace_id.as_deref().unwrap_or_default()),
+            // Only a token that approved this very effect binds it.
+            bound: confirmation.filter(|c| c.capability == E::INFO.capability).map(|c| c.bound.clone()).unwrap_or_default(),
+            _effect: PhantomData,
+        }
     }
 
     fn by(&self) -> String {
@@ -194,7 +227,7 @@ mod tests {
         static SEND: [EffectInfo; 1] = [Send::INFO];
         let write = principal(vec![Scope::Read, Scope::Write], RequiresConfirmation::All(false));
         let grant = |p: &Principal, d: &'static [EffectInfo], c: Option<&str>| {
-            let c = c.map(|id| Consumed { id: id.into(), capability: "emails.send".into() });
+            let c = c.map(|id| Consumed { id: id.into(), capability: "emails.send".into(), bound: vec![] });
             Grant::new(p.clone(), d, c, "POST", "/emails", bytes::Bytes::from_static(b"{}"))
         };
         assert!(grant(&write, &SEND, None).authorize::<Send>().is_ok());
@@ -211,6 +244,25 @@ mod tests {
         let all = principal(vec![Scope::Write, Scope::Admin], RequiresConfirmation::All(true));
         let other = grant(&all, &BOTH, Some("cc_1")).authorize::<Erase>().unwrap_err();
         assert_eq!(other.details[0].meta.as_ref().unwrap()["mismatch"], "capability");
+    }
+
+    #[test]
+    fn the_effect_checks_again_what_the_person_approved() {
+        static SEND: [EffectInfo; 1] = [Send::INFO];
+        let bound = |sk: &str, version| crate::confirmation::BoundKey { object: "contact".into(), id: sk.into(), sk: sk.into(), version };
+        let c = Consumed { id: "cc_1".into(), capability: "emails.send".into(), bound: vec![bound("CT#1", 3), bound("TPL#a", 0)] };
+        let p = principal(vec![Scope::Write], RequiresConfirmation::All(true));
+        let a = Grant::new(p, &SEND, Some(c), "POST", "/emails", bytes::Bytes::new()).authorize::<Send>().unwrap();
+        assert!(a.approved("CT#1", 3).is_ok() && a.approved("OTHER", 9).is_ok());
+        let stale = a.approved("CT#1", 4).unwrap_err();
+        assert_eq!((stale.status().as_u16(), &stale.details[0].meta.as_ref().unwrap()["reason"]), (428, &serde_json::json!("stale")));
+        // Every approved object but the ones the effect writes itself joins its transaction.
+        assert_eq!(a.guard(crate::outbox::Tx::new(), &[]).len(), 2);
+        assert_eq!(a.guard(crate::outbox::Tx::new(), &["CT#1"]).len(), 1);
+        // Without a token nothing is bound.
+        let free = principal(vec![Scope::Write], RequiresConfirmation::All(false));
+        let a = Grant::new(free, &SEND, None, "POST", "/emails", bytes::Bytes::new()).authorize::<Send>().unwrap();
+        assert!(a.guard(crate::outbox::Tx::new(), &[]).is_empty());
     }
 
     #[test]

@@ -139,12 +139,27 @@ pub fn required(req: &Request<'_>, refusal: Refusal) -> ApiError {
     }])
 }
 
-/// The confirmation a request consumed: which effect the person approved.
+/// The confirmation a request consumed: which effect the person approved, on which objects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Consumed {
     pub id: String,
     /// The capability's current name (`emails.send`).
     pub capability: String,
+    /// The objects bound at approval: the effect's own transaction checks them again
+    /// (`crate::authority::Authority::guard`), so a change between consuming the token and
+    /// the effect is refused too.
+    pub bound: Vec<BoundKey>,
+}
+
+/// `428` with reason `stale`: an object the person approved changed.
+pub fn stale(capability: &str, object: &str, id: &str) -> ApiError {
+    ApiError::new(ErrorCode::ConfirmationRequired, Refusal::Stale { object: object.into(), id: id.into() }.message()).with_details(vec![
+        ErrorDetail {
+            field: Some("X-Capability-Confirmation".into()),
+            message: format!("confirm the capability {capability} again"),
+            meta: Some(serde_json::json!({"capability": capability, "reason": "stale", "stale": {"object": object, "id": id}})),
+        },
+    ])
 }
 
 /// One object whose state the person approved (`bound` on the confirmation item, written when
@@ -243,8 +258,8 @@ pub async fn begin(
         }),
     );
     match tx.event(event).commit(app).await {
-        Ok(()) => Ok((Begin::Proceed(reservation), Consumed { id, capability })),
-        Err(TxError::Condition(0)) => Ok((refused_reservation(app, &reservation).await?, Consumed { id, capability })),
+        Ok(()) => Ok((Begin::Proceed(reservation), Consumed { id, capability, bound })),
+        Err(TxError::Condition(0)) => Ok((refused_reservation(app, &reservation).await?, Consumed { id, capability, bound })),
         Err(TxError::Condition(1)) => {
             let item = app.db.get(&pk, &sk).await?.unwrap_or_default();
             Err(required(req, check.diagnose(&item).unwrap_or(Refusal::Used)))

@@ -308,8 +308,8 @@ fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuild
 
 /// The effect `ConnectChannel`: a new destination (within the workspace's cap), its sealed
 /// credentials checked with the network by the caller, and its event.
-pub async fn connect_new(_auth: &Authority<ConnectChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
-    Tx::new()
+pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
+    auth.guard(Tx::new(), &[])
         .update(count(ws, 1))
         .create(stored.record(ws)?.version(1))
         .event(Event::new(ws, "channel.connected", &stored.channel))
@@ -320,8 +320,10 @@ pub async fn connect_new(_auth: &Authority<ConnectChannel>, app: &App, ws: &str,
 
 /// The effect `UpdateChannel`: the channel as changed (new credentials, name, metadata), read
 /// at `stored.version`, with `event`.
-pub async fn update(_auth: &Authority<UpdateChannelEffect>, app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
-    save(app, ws, stored, event).await
+pub async fn update(auth: &Authority<UpdateChannelEffect>, app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
+    let key = sk(&stored.channel.id);
+    auth.approved(&key, stored.version)?;
+    save(app, ws, stored, event, auth.guard(Tx::new(), &[&key])).await
 }
 
 /// Record what a check with the network found (state, identity, limits, a refreshed session)
@@ -333,12 +335,11 @@ pub async fn record_check(app: &App, ws: &str, before: &Stored, checked: &Stored
     if !same {
         return Err(ApiError::internal("a verification may not change where a channel posts"));
     }
-    save(app, ws, checked, event).await
+    save(app, ws, checked, event, Tx::new()).await
 }
 
-async fn save(app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
-    Tx::new()
-        .replace(stored.record(ws)?, stored.version)
+async fn save(app: &App, ws: &str, stored: &Stored, event: &str, tx: Tx) -> ApiResult<()> {
+    tx.replace(stored.record(ws)?, stored.version)
         .event(Event::new(ws, event, &stored.channel))
         .commit(app)
         .await
@@ -346,9 +347,11 @@ async fn save(app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()
 }
 
 /// The effect `DeleteChannel`: draft and scheduled posts lose their variant for it.
-pub async fn delete(_auth: &Authority<DeleteChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
-    Tx::new()
-        .delete_versioned(ws_pk(ws), sk(&stored.channel.id), stored.version)
+pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
+    let key = sk(&stored.channel.id);
+    auth.approved(&key, stored.version)?;
+    auth.guard(Tx::new(), &[&key])
+        .delete_versioned(ws_pk(ws), key.clone(), stored.version)
         .update(count(ws, -1))
         .event(Event::new(ws, "channel.deleted", &stored.channel))
         .commit(app)

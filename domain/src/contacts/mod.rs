@@ -146,8 +146,8 @@ pub struct EmailChange {
     pub at: String,
     /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
     pub by: String,
-    /// The credential could erase people itself (the admin scope, with no confirmation
-    /// required for `gdpr.erasure`).
+    /// The credential could erase and export people itself (the admin scope, with no
+    /// confirmation required for `gdpr.erasure` or `gdpr.export.subject`).
     pub by_admin: bool,
 }
 
@@ -156,8 +156,10 @@ impl EmailChange {
         Self {
             at: shared::ids::now_rfc3339(),
             by: principal.subject.clone(),
-            // A restricted admin key cannot erase on its own either.
-            by_admin: principal.scopes.contains(&shared::auth::Scope::Admin) && !principal.requires_confirmation.covers("gdpr.erasure"),
+            // A restricted admin key cannot erase or export on its own either.
+            by_admin: principal.scopes.contains(&shared::auth::Scope::Admin)
+                && !principal.requires_confirmation.covers("gdpr.erasure")
+                && !principal.requires_confirmation.covers("gdpr.export.subject"),
         }
     }
 

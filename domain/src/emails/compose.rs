@@ -504,7 +504,7 @@ fn for_whom(auth: &Authority<effects::SendEmail>, e: &Email) -> ApiResult<()> {
 /// suppression and template decisions already made) and then queued for SES; nothing reaches
 /// SES that was not recorded first, so no later failure can send it twice.
 pub async fn send(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<()> {
-    let (tx, queued) = send_in(auth, app, ws, e, now_secs, Tx::new())?;
+    let (tx, queued) = send_in(auth, app, ws, e, now_secs, Tx::new(), &[])?;
     tx.commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
     queued.after_commit(app).await;
     Ok(())
@@ -512,8 +512,22 @@ pub async fn send(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, e: 
 
 /// The effect `SendEmail` inside the caller's transaction (a helpdesk reply and its message
 /// are one write): the email's writes join `tx`; call [`Queued::after_commit`] once it committed.
-pub fn send_in(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, e: &Email, now_secs: i64, mut tx: Tx) -> ApiResult<(Tx, Queued)> {
+/// `writes`: the objects `tx` itself writes, with the versions they were read at. Every object
+/// the person approved is checked in the same transaction (`Authority::guard`).
+pub fn send_in(
+    auth: &Authority<effects::SendEmail>,
+    app: &App,
+    ws: &str,
+    e: &Email,
+    now_secs: i64,
+    tx: Tx,
+    writes: &[(&str, i64)],
+) -> ApiResult<(Tx, Queued)> {
     for_whom(auth, e)?;
+    for (sk, version) in writes {
+        auth.approved(sk, *version)?;
+    }
+    let mut tx = auth.guard(tx, &writes.iter().map(|(sk, _)| *sk).collect::<Vec<_>>());
     let (items, ev) = items(app, ws, e, now_secs)?;
     for (i, item) in items.into_iter().enumerate() {
         tx = if i == 0 { tx.put_if(item, "attribute_not_exists(pk)", vec![]) } else { tx.put(item) };

@@ -233,8 +233,10 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
 
 /// Remove the SES identity first (nothing changes if SES is unreachable), then the domain,
 /// its claim and its count.
-pub async fn delete(_auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
+pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
+    // Checked before the identity goes: it is the domain the person approved removing.
+    auth.approved(&sk(&d.id), version)?;
     match app.ses().delete_identity(&d.name).await {
         Ok(()) => {}
         Err(e) if e.code == "NotFoundException" => {}

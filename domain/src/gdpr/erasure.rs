@@ -54,10 +54,11 @@ pub async fn start(auth: &Authority<EraseSubject>, app: &App, ws: &str, subject:
     if auth.customer().is_some() {
         return Err(ApiError::internal("a customer's erasure goes through portal::erase_self"));
     }
-    begin(app, ws, subject, reason, auth.by()).await
+    begin(app, ws, subject, reason, auth.by(), auth.guard(Tx::new(), &[])).await
 }
 
-pub(crate) async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_by: &str) -> ApiResult<Erasure> {
+/// `tx`: the authority's guard on the objects the person approved (`Authority::guard`).
+pub(crate) async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_by: &str, tx: Tx) -> ApiResult<Erasure> {
     let secret = app.platform_secret().await?;
     let e = Erasure {
         id: shared::ids::new_id("ge"),
@@ -73,11 +74,10 @@ pub(crate) async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, 
         error: None,
     };
     let sealed = secret.seal(&aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
-    Tx::new()
-        .create(Record::new(ws_pk(ws), sk(&e.id), &e)?.attr("subject_sealed", s(sealed)))
+    tx.create(Record::new(ws_pk(ws), sk(&e.id), &e)?.attr("subject_sealed", s(sealed)))
         .commit(app)
         .await
-        .map_err(|e| e.on_condition(|_| ApiError::conflict("the erasure exists")))?;
+        .map_err(|e| e.on_condition(|_| ApiError::conflict("the erasure exists, or what was approved changed")))?;
     super::jobs::enqueue(app, JobKind::Erasure, ws, &e.id).await?;
     Ok(e)
 }

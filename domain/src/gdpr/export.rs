@@ -97,16 +97,17 @@ pub async fn start_subject(auth: &Authority<ExportSubject>, app: &App, ws: &str,
         let id = <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(c).ok_or_else(|| ApiError::forbidden("not a contact"))?;
         crate::contacts::EmailChange::vouched(&crate::contacts::load(app, ws, &id).await?.0)?;
     }
-    start(app, ws, ExportScope::Subject, Some(subject), auth.by()).await
+    start(app, ws, ExportScope::Subject, Some(subject), auth.by(), auth.guard(Tx::new(), &[])).await
 }
 
 /// The effect `ExportWorkspace`: everything the workspace holds.
 pub async fn start_workspace(auth: &Authority<ExportWorkspace>, app: &App, ws: &str) -> ApiResult<ExportJob> {
-    start(app, ws, ExportScope::Workspace, None, auth.by()).await
+    start(app, ws, ExportScope::Workspace, None, auth.by(), auth.guard(Tx::new(), &[])).await
 }
 
 /// Create the job and queue it.
-async fn start(app: &App, ws: &str, scope: ExportScope, subject: Option<&Subject>, requested_by: &str) -> ApiResult<ExportJob> {
+/// `tx`: the authority's guard on the objects the person approved.
+async fn start(app: &App, ws: &str, scope: ExportScope, subject: Option<&Subject>, requested_by: &str, tx: Tx) -> ApiResult<ExportJob> {
     let now = chrono::Utc::now();
     let job = ExportJob {
         id: shared::ids::new_id("gx"),
@@ -129,7 +130,10 @@ async fn start(app: &App, ws: &str, scope: ExportScope, subject: Option<&Subject
     if let Some(s) = subject {
         rec = rec.attr("subject_full", s_json(s));
     }
-    Tx::new().create(rec).commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the export exists")))?;
+    tx.create(rec)
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| ApiError::conflict("the export exists, or what was approved changed")))?;
     super::jobs::enqueue(app, JobKind::Export, ws, &job.id).await?;
     Ok(job)
 }

@@ -332,12 +332,15 @@ pub async fn commit_with_reply(
     app: &App,
     ws: &str,
     tx: Tx,
+    conversation: (&str, i64),
     reply: Option<(Authority<effects::SendEmail>, OutgoingReply)>,
 ) -> ApiResult<()> {
     let Some((auth, r)) = reply else {
         return tx.commit(app).await.map_err(TxError::stale);
     };
-    let (tx, queued) = compose::send_in(&auth, app, ws, &r.email, chrono::Utc::now().timestamp(), tx.put(r.token))?;
+    let now = chrono::Utc::now().timestamp();
+    let (tx, queued) =
+        compose::send_in(&auth, app, ws, &r.email, now, tx.put(r.token), &[(&conversation_sk(conversation.0), conversation.1)])?;
     tx.commit(app).await.map_err(TxError::stale)?;
     queued.after_commit(app).await;
     Ok(())

@@ -176,7 +176,7 @@ pub async fn create_conversation(app: &App, req: Req) -> ApiResult<Reply> {
         .put(timeline(ws, &contact.id, &c, &m)?)
         .event(conversation_event(ws, "helpdesk.conversation.created", &c))
         .event(shared::events::Event::new(ws, msg_event, &m));
-    commit_with_reply(app, ws, tx, reply).await?;
+    commit_with_reply(app, ws, tx, (&c.id, 1), reply).await?;
     Ok(Reply::created(&c))
 }
 
@@ -485,7 +485,7 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
     if c.status != old.status {
         tx = tx.event(conversation_event(ws, "helpdesk.conversation.updated", &c));
     }
-    commit_with_reply(app, ws, tx, outgoing).await?;
+    commit_with_reply(app, ws, tx, (&c.id, version), outgoing).await?;
     Ok(Reply::created(&m))
 }
 

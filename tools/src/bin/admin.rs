@@ -1,7 +1,7 @@
 //! Admin CLI. Configured by a stack's outputs (`--outputs FILE`: what `sam list
 //! stack-outputs --output json` prints; `make dev` writes `.local/stack-outputs.json`), or by the
 //! functions' own environment variables (TABLE_NAME, EVENTS_QUEUE_URL, PLATFORM_SECRET_ID, ...;
-//! `.local/dev.env`), which win over the file. Credentials and region come from the AWS SDK's
+//! `.local/dev.env`) for what the file does not give. Credentials and region come from the AWS SDK's
 //! default chain (environment, profiles, SSO, credential processes, container and instance
 //! roles), unlike the functions, whose credentials are always in their environment.
 //!
@@ -35,7 +35,9 @@ fn vars(args: &mut Vec<String>) -> Result<BTreeMap<String, String>, String> {
 }
 
 async fn app(outputs: &BTreeMap<String, String>) -> Result<App, String> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()).or_else(|| outputs.get(k).cloned());
+    // The file named on the command line wins: exported variables of another stack must not
+    // mix into it.
+    let var = |k: &str| outputs.get(k).cloned().or_else(|| std::env::var(k).ok().filter(|v| !v.is_empty()));
     let cfg = shared::config::Config::from_vars(&var)?;
     let mut sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(shared::sdk_http::client());
     if let Some(region) = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")) {
