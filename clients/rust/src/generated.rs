@@ -463,8 +463,8 @@ pub struct ContactEmailChange {
     pub at: String,
     /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
     pub by: String,
-    /// The credential could erase people itself (the admin scope, with no confirmation
-    /// required for `gdpr.erasure`).
+    /// The credential could erase and export people itself (the admin scope, with no
+    /// confirmation required for `gdpr.erasure` or `gdpr.export.subject`).
     pub by_admin: bool,
 }
 

@@ -1828,8 +1828,8 @@ export interface components {
             /** @description The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`). */
             by: string;
             /**
-             * @description The credential could erase people itself (the admin scope, with no confirmation
-             *     required for `gdpr.erasure`).
+             * @description The credential could erase and export people itself (the admin scope, with no
+             *     confirmation required for `gdpr.erasure` or `gdpr.export.subject`).
              */
             by_admin: boolean;
         };
