@@ -19,6 +19,12 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         return Err(ApiError::new(ErrorCode::ValidationError, "the request body must be a JSON object")
             .with_details(vec![ErrorDetail::field("body", "required")]));
     }
+    // Every body of the contract is an object; serde would also read a struct from an array
+    // (`[]` as an empty PATCH), so the shape is checked first.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::new(ErrorCode::ValidationError, "the request body must be a JSON object")
+            .with_details(vec![ErrorDetail::field("body", "must be a JSON object")]));
+    }
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -353,6 +359,8 @@ mod tests {
         assert_eq!(e.details[0].field.as_deref(), Some("name"));
         let e = parse_json::<In>(br#"{"name": "a", "bogus": 1}"#).unwrap_err();
         assert!(e.message.contains("bogus"), "{}", e.message);
+        let e = parse_json::<In>(b" []").unwrap_err();
+        assert_eq!(e.details[0].field.as_deref(), Some("body"), "an array is not an object, even for a struct serde could read from one");
         let e = parse_json::<In>(b"{not json").unwrap_err();
         assert!(e.message.starts_with("malformed JSON"));
         let e = parse_json::<In>(b"").unwrap_err();
