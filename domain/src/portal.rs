@@ -104,8 +104,7 @@ pub async fn return_link(
     contact_id: &ContactId,
     return_url: Option<String>,
 ) -> ApiResult<PortalLink> {
-    let (_, token, url, expires) =
-        create_link(app, ws, contact_id, return_url, Delivery::Return, auth.by(), auth.guard(Tx::new(), &[])).await?;
+    let (_, token, url, expires) = create_link(app, ws, contact_id, return_url, Delivery::Return, auth.by(), auth.tx(&[])?).await?;
     Ok(PortalLink {
         object: "portal_link".into(),
         delivery: Delivery::Return,
@@ -132,8 +131,7 @@ pub async fn email_link(
     };
     let from = sender(app, ws).await?;
     // The token travels only inside the emailed URL.
-    let (contact, _token, url, expires) =
-        create_link(app, ws, contact_id, Some(base), Delivery::Email, auth.by(), auth.guard(Tx::new(), &[])).await?;
+    let (contact, _token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email, auth.by(), auth.tx(&[])?).await?;
     let url = url.unwrap_or_default();
     let text =
         format!("Sign in to {} with this link (valid 15 minutes, once):\n\n{url}\n\nIf you did not ask for it, ignore this email.", w.name);
@@ -361,7 +359,7 @@ pub async fn erase_self(
         &subject,
         "requested by the customer in the portal, confirmed by a code sent to their address",
         auth.by(),
-        auth.guard(Tx::new(), &[]),
+        auth.tx(&[])?,
     )
     .await
 }

@@ -428,8 +428,7 @@ pub async fn save_unpublished(app: &App, ws: &str, change: &posts::Change, versi
 /// message sent here (when it is due now) publishes it.
 pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
     let sk = posts::sk(&change.post.id);
-    auth.approved(&sk, version)?;
-    write(app, ws, change, version, auth.guard(Tx::new(), &[&sk])).await?;
+    write(app, ws, change, version, auth.tx(&[(&sk, version)])?).await?;
     let due = change.post.scheduled_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
     if due.is_some_and(|t| t.timestamp() <= chrono::Utc::now().timestamp()) {
         enqueue(app, ws, &change.post.id, 0).await;
@@ -464,8 +463,7 @@ pub async fn retry_variant(
     p.status = PostStatus::Publishing;
     p.updated_at = shared::ids::now_rfc3339();
     let sk = posts::sk(&p.id);
-    auth.approved(&sk, version)?;
-    auth.guard(Tx::new(), &[&sk])
+    auth.tx(&[(&sk, version)])?
         .replace(posts::record(ws, &p)?, version)
         .delete_if(ws_pk(ws), variant_sk(&p.id, channel_id), "", vec![])
         .event(Event::new(ws, "post.publishing", &p))

@@ -471,7 +471,7 @@ fn count_update(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::Upda
 
 /// The effect `CreateWebhook`: a new destination (within the workspace's cap), with its event.
 pub async fn create_endpoint(auth: &Authority<CreateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
-    auth.guard(Tx::new(), &[])
+    auth.tx(&[])?
         .update(count_update(ws, 1))
         .create(rec.record(ws)?.version(1))
         .event(Event::new(ws, "webhook.endpoint.created", &rec.endpoint))
@@ -488,15 +488,13 @@ pub async fn create_endpoint(auth: &Authority<CreateWebhook>, app: &App, ws: &st
 /// The effect `UpdateWebhook`: a changed destination (URL, events, state), as read at `rec.version`.
 pub async fn update_endpoint(auth: &Authority<UpdateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
     let sk = endpoint_sk(&rec.endpoint.id);
-    auth.approved(&sk, rec.version)?;
-    save_endpoint(app, ws, rec, "webhook.endpoint.updated", auth.guard(Tx::new(), &[&sk])).await
+    save_endpoint(app, ws, rec, "webhook.endpoint.updated", auth.tx(&[(&sk, rec.version)])?).await
 }
 
 /// The effect `RotateWebhookSecret`: the endpoint with its new secret list.
 pub async fn rotate_endpoint_secret(auth: &Authority<RotateWebhookSecret>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
     let sk = endpoint_sk(&rec.endpoint.id);
-    auth.approved(&sk, rec.version)?;
-    save_endpoint(app, ws, rec, "webhook.endpoint.secret_rotated", auth.guard(Tx::new(), &[&sk])).await
+    save_endpoint(app, ws, rec, "webhook.endpoint.secret_rotated", auth.tx(&[(&sk, rec.version)])?).await
 }
 
 async fn save_endpoint(app: &App, ws: &str, rec: &StoredEndpoint, event: &str, tx: Tx) -> ApiResult<()> {
@@ -506,8 +504,7 @@ async fn save_endpoint(app: &App, ws: &str, rec: &StoredEndpoint, event: &str, t
 /// The effect `DeleteWebhook`.
 pub async fn delete_endpoint(auth: &Authority<DeleteWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
     let sk = endpoint_sk(&rec.endpoint.id);
-    auth.approved(&sk, rec.version)?;
-    auth.guard(Tx::new(), &[&sk])
+    auth.tx(&[(&sk, rec.version)])?
         .delete_versioned(ws_pk(ws), sk.clone(), rec.version)
         .update(count_update(ws, -1))
         .event(Event::new(ws, "webhook.endpoint.deleted", &rec.endpoint))

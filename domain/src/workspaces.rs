@@ -84,7 +84,6 @@ pub async fn load(app: &App, ws: &str) -> ApiResult<(Workspace, i64)> {
 
 use crate::effects::{Authority, ChangeMember, CreateApiKey, RevokeApiKey, UpdateWorkspace};
 use shared::events::Event;
-use shared::outbox::Tx;
 use shared::store::{self, Record, s, ws_pk};
 
 pub fn slug_pk(slug: &str) -> String {
@@ -99,7 +98,7 @@ pub fn slug_item(slug: &str, ws: &str) -> store::Item {
 /// The effect `UpdateWorkspace`: the settings as changed (read at `version`), the slug's claim
 /// moved with them when it changed.
 pub async fn save_settings(auth: &Authority<UpdateWorkspace>, app: &App, ws: &Workspace, version: i64, old_slug: &str) -> ApiResult<()> {
-    let mut tx = auth.guard(Tx::new(), &[]).replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), ws)?, version);
+    let mut tx = auth.tx(&[])?.replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), ws)?, version);
     if ws.slug != old_slug {
         tx = tx.put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
             slug_pk(old_slug),
@@ -129,7 +128,7 @@ pub async fn set_member(
     let rec = Record::new(ws_pk(ws), shared::auth::member_sk(&member.subject), member)?
         .gsi1(keys::MEMBER.gsi1_pk(&[&member.subject]), keys::MEMBER.gsi1_sk(&[ws]));
     // The member is as read (no concurrent change is lost).
-    let tx = auth.guard(Tx::new(), &[]);
+    let tx = auth.tx(&[])?;
     let mut tx = match old_role {
         Some(old) => tx.put_if_named(rec.item, "#role = :old", &[("#role", "role")], vec![(":old", s(old))]),
         None => tx.put_if(rec.item, "attribute_not_exists(pk)", vec![]),
@@ -155,7 +154,7 @@ pub async fn set_member(
 
 /// The effect `CreateApiKey`: the key's listing and look-up items (its secret only hashed).
 pub async fn create_api_key(auth: &Authority<CreateApiKey>, app: &App, ws: &str, key: &ApiKey, items: Vec<store::Item>) -> ApiResult<()> {
-    let mut tx = auth.guard(Tx::new(), &[]);
+    let mut tx = auth.tx(&[])?;
     for item in items {
         tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);
     }
@@ -181,7 +180,7 @@ pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &str,
         .condition_expression("attribute_exists(pk)")
         .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true));
     let listing = Record::new(ws_pk(ws), sk, &key)?.attr("hash", s(&hash));
-    auth.guard(Tx::new(), &[])
+    auth.tx(&[])?
         .replace(listing, version)
         .update(revoke_lookup)
         .event(Event::new(ws, "api_key.revoked", &key))

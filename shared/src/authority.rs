@@ -96,17 +96,26 @@ impl<E: Effect> Authority<E> {
         }
     }
 
-    /// The effect's own transaction, with a condition that every other object the person
-    /// approved is still at its approved version (or still absent). `except`: the objects the
-    /// transaction writes itself, checked by [`Authority::approved`] and its own conditions.
-    pub fn guard(&self, mut tx: crate::outbox::Tx, except: &[&str]) -> crate::outbox::Tx {
-        for b in self.bound.iter().filter(|b| !except.contains(&b.sk.as_str())) {
+    /// The effect's own transaction: `writes` are the objects it writes itself, each read at a
+    /// version, which must be the approved one ([`Authority::approved`]); every other object
+    /// the person approved gets a condition that it is still at its approved version (or still
+    /// absent), so a change after the token was consumed is refused with the write.
+    pub fn guarded(&self, mut tx: crate::outbox::Tx, writes: &[(&str, i64)]) -> Result<crate::outbox::Tx, ApiError> {
+        for (sk, version) in writes {
+            self.approved(sk, *version)?;
+        }
+        for b in self.bound.iter().filter(|b| !writes.iter().any(|(sk, _)| *sk == b.sk)) {
             tx = match b.version {
                 0 => tx.check(self.pk.clone(), b.sk.clone(), "attribute_not_exists(pk)"),
                 v => tx.check_if(self.pk.clone(), b.sk.clone(), "version = :bound_version", vec![(":bound_version", crate::store::n(v))]),
             };
         }
-        tx
+        Ok(tx)
+    }
+
+    /// [`Authority::guarded`] on a new transaction.
+    pub fn tx(&self, writes: &[(&str, i64)]) -> Result<crate::outbox::Tx, ApiError> {
+        self.guarded(crate::outbox::Tx::new(), writes)
     }
 }
 
@@ -257,12 +266,13 @@ mod tests {
         let stale = a.approved("CT#1", 4).unwrap_err();
         assert_eq!((stale.status().as_u16(), &stale.details[0].meta.as_ref().unwrap()["reason"]), (428, &serde_json::json!("stale")));
         // Every approved object but the ones the effect writes itself joins its transaction.
-        assert_eq!(a.guard(crate::outbox::Tx::new(), &[]).len(), 2);
-        assert_eq!(a.guard(crate::outbox::Tx::new(), &["CT#1"]).len(), 1);
+        assert_eq!(a.tx(&[]).unwrap().len(), 2);
+        assert_eq!(a.tx(&[("CT#1", 3)]).unwrap().len(), 1);
+        assert_eq!(a.tx(&[("CT#1", 4)]).err().map(|e| e.status().as_u16()), Some(428));
         // Without a token nothing is bound.
         let free = principal(vec![Scope::Write], RequiresConfirmation::All(false));
         let a = Grant::new(free, &SEND, None, "POST", "/emails", bytes::Bytes::new()).authorize::<Send>().unwrap();
-        assert!(a.guard(crate::outbox::Tx::new(), &[]).is_empty());
+        assert!(a.tx(&[]).unwrap().is_empty());
     }
 
     #[test]

@@ -127,8 +127,9 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
     let query_string = parts.uri.query().unwrap_or("").to_string();
     // An empty query value is refused by name on every route (the contract says `minLength:
     // 1`): read as a filter it matches nothing, read as "no filter" it hides a client's bug.
-    if let Some((name, _)) = url::form_urlencoded::parse(query_string.as_bytes()).find(|(_, v)| v.is_empty()) {
-        return Err(ApiError::validation(&name, "must not be empty: leave the parameter out for no filter"));
+    let query: Vec<(String, String)> = url::form_urlencoded::parse(query_string.as_bytes()).into_owned().collect();
+    if let Some((name, _)) = query.iter().find(|(_, v)| v.is_empty()) {
+        return Err(ApiError::validation(name, "must not be empty: leave the parameter out for no filter"));
     }
     let idempotency = match Idempotency::begin(app, &parts, &m, &body, &principal, request_id).await? {
         Begin::Replay(stored) => {
@@ -151,7 +152,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         principal,
         method: parts.method,
         params: m.params,
-        query: url::form_urlencoded::parse(query_string.as_bytes()).into_owned().collect(),
+        query,
         query_string,
         headers: parts.headers,
         body,

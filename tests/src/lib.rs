@@ -159,6 +159,16 @@ impl Harness {
         format!("http://{addr}{}", tools::gateway::BASE_PATH)
     }
 
+    /// A gateway whose every rate class is generous (1000/s): for tests that send many
+    /// requests to routes whose class allows few (`gdpr_export`), such as the fuzzer's.
+    pub async fn generous_gateway(&self) -> String {
+        let mut cfg = self.config.clone();
+        for class in shared::ratelimit::Class::ALL {
+            cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
+        }
+        self.gateway_with(cfg).await
+    }
+
     /// An email sender of this stack, for tests that invoke it directly (as Lambda would).
     pub async fn sender(&self) -> email_sender::Sender {
         let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;

@@ -16,17 +16,6 @@ struct Setup {
     base: String,
 }
 
-/// A gateway whose every rate class is generous: the per-route walk sends a dozen requests to
-/// routes whose class allows two (`gdpr_export`).
-async fn generous_gateway() -> String {
-    let h = harness();
-    let mut cfg = h.config.clone();
-    for class in shared::ratelimit::Class::ALL {
-        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
-    }
-    h.gateway_with(cfg).await
-}
-
 async fn setup(base: &str, name: &str, requires: Value) -> Setup {
     let h = harness();
     let (ws, key) = h.workspace(name).await;
@@ -111,7 +100,7 @@ fn refused(r: &Resp, capability: &str, reason: &str, what: &str) {
 
 #[tokio::test]
 async fn every_confirmable_route_needs_its_exact_confirmation_once() {
-    let base = generous_gateway().await;
+    let base = harness().generous_gateway().await;
     let s = setup(&base, "confirm every route", json!(true)).await;
     let caps = s.agent.get("/capabilities").await;
     assert_eq!(caps.status, 200, "{}", caps.json);
@@ -419,19 +408,9 @@ async fn an_approval_binds_the_state_the_person_saw() {
         "variables": {"name": "Ada"}}))
     .unwrap();
     let body_text = String::from_utf8(send_body.clone()).unwrap();
-    let minted = s
-        .person
-        .post(
-            "/capability-confirmations",
-            &json!({"capability": "emails.send", "method": "POST", "path": "/emails", "idempotency_key": "stale-3",
-                "body_sha256": sha(&send_body), "body": body_text, "preview_summary": "Welcome mail", "approved_by": "Ada",
-                "api_key_id": s.agent_key_id}),
-        )
-        .await;
-    assert_eq!(minted.status, 201, "{}", minted.json);
-    assert_eq!(minted.json["data"]["bound"][0]["object"], "email_template", "{}", minted.json);
-    assert_eq!(minted.json["data"]["bound"][0]["preview"], "Welcome, Ada", "the subject as this request renders it");
-    let token = minted.json["data"]["confirmation_token"].as_str().unwrap().to_string();
+    let (bound, token) = mint_with_body(&s, "/emails", "stale-3", &send_body, "emails.send").await;
+    assert_eq!(bound[0]["object"], "email_template", "{bound}");
+    assert_eq!(bound[0]["preview"], "Welcome, Ada", "the subject as this request renders it");
     let r = s.owner.patch("/emails/templates/welcome", &json!({"subject": "Your account is closed, {{name}}"})).await;
     assert_eq!(r.status, 200, "{}", r.json);
     stale(&send(&s.agent, "POST", "/emails", &send_body, Some("stale-3"), Some(&token)).await, "email_template", "a changed template");
@@ -454,17 +433,8 @@ async fn an_approval_binds_the_state_the_person_saw() {
     stale(&send(&s.agent, "POST", "/emails", &send_body, Some("stale-4"), Some(&token)).await, "email_template", "a recreated template");
     // One that did not exist when approved must not exist when used.
     let later = serde_json::to_vec(&json!({"from": format!("a@{domain}"), "to": ["x@example.org"], "template_slug": "later"})).unwrap();
-    let minted = s
-        .person
-        .post(
-            "/capability-confirmations",
-            &json!({"capability": "emails.send", "method": "POST", "path": "/emails", "idempotency_key": "stale-6",
-                "body_sha256": sha(&later), "body": String::from_utf8(later.clone()).unwrap(), "preview_summary": "x", "approved_by": "Ada",
-                "api_key_id": s.agent_key_id}),
-        )
-        .await;
-    assert_eq!((minted.status, minted.json["data"]["bound"][0]["version"].as_i64()), (201, Some(0)), "{}", minted.json);
-    let token = minted.json["data"]["confirmation_token"].as_str().unwrap().to_string();
+    let (bound, token) = mint_with_body(&s, "/emails", "stale-6", &later, "emails.send").await;
+    assert_eq!(bound[0]["version"].as_i64(), Some(0), "{bound}");
     e2e::created(&s.owner, "/emails/templates", json!({"slug": "later", "subject": "Surprise", "text": "x"}), 201).await;
     stale(&send(&s.agent, "POST", "/emails", &later, Some("stale-6"), Some(&token)).await, "email_template", "a template created after");
     // A percent-escaped path would name the object differently from the route: refused.

@@ -8,16 +8,11 @@
 //! reach an effect, and counts the effects before and after: none.
 
 use e2e::{Client, harness};
-use shared::ratelimit::{Class, Limit};
 
 #[tokio::test]
 async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     let h = harness();
-    let mut cfg = h.config.clone();
-    for class in Class::ALL {
-        cfg.limits.insert(class, Limit::parse("1000/s:1000").unwrap());
-    }
-    let base = h.gateway_with(cfg).await;
+    let base = h.generous_gateway().await;
     let (ws, key) = h.workspace("contract fuzz").await;
     let client = Client::new(&base, &key);
     let ids = e2e::seed_every_area(&client, &ws).await;
@@ -54,11 +49,7 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
 #[tokio::test]
 async fn a_fully_restricted_key_causes_no_effect_whatever_it_sends() {
     let h = harness();
-    let mut cfg = h.config.clone();
-    for class in Class::ALL {
-        cfg.limits.insert(class, Limit::parse("1000/s:1000").unwrap());
-    }
-    let base = h.gateway_with(cfg).await;
+    let base = h.generous_gateway().await;
     let (ws, key) = h.workspace("restricted fuzz").await;
     let owner = Client::new(&base, &key);
     let ids = e2e::seed_every_area(&owner, &ws).await;

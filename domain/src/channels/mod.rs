@@ -309,7 +309,7 @@ fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuild
 /// The effect `ConnectChannel`: a new destination (within the workspace's cap), its sealed
 /// credentials checked with the network by the caller, and its event.
 pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
-    auth.guard(Tx::new(), &[])
+    auth.tx(&[])?
         .update(count(ws, 1))
         .create(stored.record(ws)?.version(1))
         .event(Event::new(ws, "channel.connected", &stored.channel))
@@ -322,8 +322,7 @@ pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &str, 
 /// at `stored.version`, with `event`.
 pub async fn update(auth: &Authority<UpdateChannelEffect>, app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
     let key = sk(&stored.channel.id);
-    auth.approved(&key, stored.version)?;
-    save(app, ws, stored, event, auth.guard(Tx::new(), &[&key])).await
+    save(app, ws, stored, event, auth.tx(&[(&key, stored.version)])?).await
 }
 
 /// Record what a check with the network found (state, identity, limits, a refreshed session)
@@ -349,8 +348,7 @@ async fn save(app: &App, ws: &str, stored: &Stored, event: &str, tx: Tx) -> ApiR
 /// The effect `DeleteChannel`: draft and scheduled posts lose their variant for it.
 pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
     let key = sk(&stored.channel.id);
-    auth.approved(&key, stored.version)?;
-    auth.guard(Tx::new(), &[&key])
+    auth.tx(&[(&key, stored.version)])?
         .delete_versioned(ws_pk(ws), key.clone(), stored.version)
         .update(count(ws, -1))
         .event(Event::new(ws, "channel.deleted", &stored.channel))

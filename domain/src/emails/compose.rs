@@ -524,10 +524,7 @@ pub fn send_in(
     writes: &[(&str, i64)],
 ) -> ApiResult<(Tx, Queued)> {
     for_whom(auth, e)?;
-    for (sk, version) in writes {
-        auth.approved(sk, *version)?;
-    }
-    let mut tx = auth.guard(tx, &writes.iter().map(|(sk, _)| *sk).collect::<Vec<_>>());
+    let mut tx = auth.guarded(tx, writes)?;
     let (items, ev) = items(app, ws, e, now_secs)?;
     for (i, item) in items.into_iter().enumerate() {
         tx = if i == 0 { tx.put_if(item, "attribute_not_exists(pk)", vec![]) } else { tx.put(item) };

@@ -54,7 +54,7 @@ pub async fn start(auth: &Authority<EraseSubject>, app: &App, ws: &str, subject:
     if auth.customer().is_some() {
         return Err(ApiError::internal("a customer's erasure goes through portal::erase_self"));
     }
-    begin(app, ws, subject, reason, auth.by(), auth.guard(Tx::new(), &[])).await
+    begin(app, ws, subject, reason, auth.by(), auth.tx(&[])?).await
 }
 
 /// `tx`: the authority's guard on the objects the person approved (`Authority::guard`).

@@ -97,12 +97,12 @@ pub async fn start_subject(auth: &Authority<ExportSubject>, app: &App, ws: &str,
         let id = <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(c).ok_or_else(|| ApiError::forbidden("not a contact"))?;
         crate::contacts::EmailChange::vouched(&crate::contacts::load(app, ws, &id).await?.0)?;
     }
-    start(app, ws, ExportScope::Subject, Some(subject), auth.by(), auth.guard(Tx::new(), &[])).await
+    start(app, ws, ExportScope::Subject, Some(subject), auth.by(), auth.tx(&[])?).await
 }
 
 /// The effect `ExportWorkspace`: everything the workspace holds.
 pub async fn start_workspace(auth: &Authority<ExportWorkspace>, app: &App, ws: &str) -> ApiResult<ExportJob> {
-    start(app, ws, ExportScope::Workspace, None, auth.by(), auth.guard(Tx::new(), &[])).await
+    start(app, ws, ExportScope::Workspace, None, auth.by(), auth.tx(&[])?).await
 }
 
 /// Create the job and queue it.
