@@ -16,6 +16,8 @@ PDS := .local/pds/.installed
 REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
 REDOCLY_VERSION := 2.77.0
 TS_CLIENT := clients/typescript/node_modules/.package-lock.json
+# Defined before `deps` names it: make expands a rule's prerequisites as it reads the rule.
+CHECKOV := .local/checkov/.installed
 
 deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) java nginx
 
@@ -26,7 +28,6 @@ $(VENV)/.installed: requirements-dev.txt
 	touch $@
 
 # checkov (the infrastructure scanner) in a venv of its own: its pins are not SAM's or moto's.
-CHECKOV := .local/checkov/.installed
 $(CHECKOV): requirements-checkov.txt
 	@echo "installing checkov into .local/checkov"
 	python3 -m venv .local/checkov
