@@ -72,6 +72,13 @@ pub const CONTACT_SEARCH: Kind = Kind::on(
     "terms: email, \"first last\", last name (lower case); `q` is a prefix Query",
 )
 .personal();
+pub const CONTACT_FORMER: Kind = Kind::on(
+    "contact former identity",
+    WORKSPACE_PK,
+    "CFORMER#<ct id>#<field>#<lower-cased former value>",
+    "an address, phone or name the contact had before a change (`field`, `value`): written with the change, so an erasure finds the person by every identity they had",
+)
+.personal();
 pub const ACTIVITY: Kind =
     Kind::on("activity", WORKSPACE_PK, "ACT#<ct id>#<act id>", "the contact's timeline, listed newest first").personal();
 pub const IMPORT_JOB: Kind =
@@ -122,6 +129,13 @@ pub const EMAIL_SUPPRESSION: Kind = Kind::on(
     "an address that bounced permanently or complained, contact or not; consulted on accept and before sending",
 )
 .personal();
+pub const ERASED_SUPPRESSION: Kind = Kind::on(
+    "erased address's suppression",
+    WORKSPACE_PK,
+    "HSUPPRESSION#<HMAC-SHA256 of the address, as the tombstone>",
+    "`reason`: a suppression that outlives the erasure of its address, read with the tombstones when an email is accepted",
+)
+.internal();
 pub const SENDING_DOMAIN: Kind = Kind::on(
     "sending domain",
     WORKSPACE_PK,
@@ -188,6 +202,13 @@ pub const CONSENT: Kind = Kind::on(
     "append-only ledger: purpose, granted, source, the text shown and its version; the current state is the newest per purpose",
 )
 .personal();
+pub const ERASED_CONSENT: Kind = Kind::on(
+    "erased address's consent event",
+    WORKSPACE_PK,
+    "HCONSENT#<HMAC-SHA256 of the address, as the tombstone>#<cons id>",
+    "a ledger entry of an erased address without the address, contact, IP or user agent: the proof of what was granted or withdrawn stays",
+)
+.internal();
 pub const EXPORT_JOB: Kind = Kind::on(
     "GDPR export",
     WORKSPACE_PK,
@@ -270,6 +291,7 @@ pub fn all() -> Vec<Kind> {
         CONTACT,
         CONTACT_EMAIL_CLAIM,
         CONTACT_SEARCH,
+        CONTACT_FORMER,
         ACTIVITY,
         IMPORT_JOB,
         IMPORT_ROWS,
@@ -280,6 +302,7 @@ pub fn all() -> Vec<Kind> {
         EMAIL_BATCH,
         EMAIL_TEMPLATE,
         EMAIL_SUPPRESSION,
+        ERASED_SUPPRESSION,
         SENDING_DOMAIN,
         SENDING_DOMAIN_COUNT,
         SENDING_DOMAIN_CLAIM,
@@ -290,6 +313,7 @@ pub fn all() -> Vec<Kind> {
         WEBHOOK_DELIVERY,
         FANOUT_MARKER,
         CONSENT,
+        ERASED_CONSENT,
         EXPORT_JOB,
         ERASURE,
         TOMBSTONE,
@@ -389,6 +413,8 @@ pub const WEBHOOK_DELIVERIES_BY_STATUS: List = List::of(WEBHOOK_DELIVERY, Index:
 pub const DUE_POSTS: List = List::of(POST, Index::Gsi2);
 pub const OUTBOX: List = List::of(OUTBOX_EVENT, Index::Table);
 pub const CONSENTS: List = List::of(CONSENT, Index::Table);
+pub const ERASED_CONSENTS: List = List::of(ERASED_CONSENT, Index::Table);
+pub const CONTACT_FORMERS: List = List::of(CONTACT_FORMER, Index::Table);
 pub const EXPORT_JOBS: List = List::of(EXPORT_JOB, Index::Table);
 pub const ERASURES: List = List::of(ERASURE, Index::Table);
 pub const PORTAL_SESSIONS_OF_CONTACT: List = List::of(PORTAL_SESSION, Index::Gsi1);
@@ -431,6 +457,8 @@ pub const LISTS: &[List] = &[
     DUE_POSTS,
     OUTBOX,
     CONSENTS,
+    ERASED_CONSENTS,
+    CONTACT_FORMERS,
     EXPORT_JOBS,
     ERASURES,
     PORTAL_SESSIONS_OF_CONTACT,

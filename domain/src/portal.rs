@@ -352,7 +352,7 @@ pub async fn erase_self(
     if !spent {
         return Err(refused());
     }
-    let subject = crate::gdpr::Subject::of(contact);
+    let subject = crate::gdpr::subject_of(app, ws, contact).await?;
     crate::gdpr::erasure::begin(
         app,
         ws,

@@ -183,6 +183,51 @@ impl Harness {
         v["ses"]["Message"].as_array().cloned().unwrap_or_default()
     }
 
+    /// Every object under `prefix` in a bucket of the stack, with its bytes (moto's S3 lists
+    /// without a signature).
+    pub async fn bucket_objects(&self, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
+        let url = format!("{}/{bucket}?list-type=2&max-keys=1000&prefix={prefix}", self.moto_endpoint);
+        let xml = reqwest::get(url).await.expect("moto list").text().await.expect("list body");
+        let app = self.app().await;
+        let mut out = vec![];
+        for part in xml.split("<Key>").skip(1) {
+            let key = part.split("</Key>").next().unwrap_or_default().replace("&amp;", "&");
+            let body = app.s3().get_object(bucket, &key).await.expect("get object").unwrap_or_default();
+            out.push((key, body));
+        }
+        out
+    }
+
+    /// Every table item and object of both buckets in which one of the needles occurs (case
+    /// insensitive), named by key: what an erasure must leave none of.
+    pub async fn traces(&self, needles: &[String]) -> Vec<String> {
+        let app = self.app().await;
+        let mut hits = vec![];
+        let mut start = None;
+        loop {
+            let out = app.db.client.scan().table_name(&app.db.table).set_exclusive_start_key(start).send().await.unwrap();
+            for i in out.items() {
+                if domain::gdpr::mentions(i, needles) {
+                    hits.push(domain::gdpr::exported(i.clone()).to_string());
+                }
+            }
+            start = out.last_evaluated_key().cloned();
+            if start.is_none() {
+                break;
+            }
+        }
+        let lower: Vec<String> = needles.iter().map(|n| n.to_lowercase()).collect();
+        for bucket in [&self.resources.mail_bucket, &self.resources.exports_bucket] {
+            for (key, body) in self.bucket_objects(bucket, "").await {
+                let text = String::from_utf8_lossy(&body).to_lowercase();
+                if lower.iter().any(|n| text.contains(n.as_str())) {
+                    hits.push(format!("s3://{bucket}/{key}"));
+                }
+            }
+        }
+        hits
+    }
+
     pub async fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&tools::admin::local_sdk_config(&self.moto_endpoint).await)
     }

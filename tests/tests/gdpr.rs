@@ -318,8 +318,119 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     )
     .await;
     let ledger = c.get(&format!("/gdpr/consents?contact_id={}", back["id"].as_str().unwrap())).await;
-    assert_eq!(ledger.json["data"]["history"].as_array().unwrap().len(), 1, "{}", ledger.json);
+    let history = ledger.json["data"]["history"].as_array().unwrap();
+    // The consent from before the erasure, kept hashed, and the new one.
+    assert_eq!(history.len(), 2, "{}", ledger.json);
+    assert_eq!((history[0]["erased"].as_bool(), history[0]["contact_id"].is_null()), (Some(true), true), "{}", ledger.json);
+    assert_eq!((history[1]["erased"].as_bool(), history[1]["text_shown"].as_str()), (Some(false), Some("Yes, again")));
     assert_eq!(ledger.json["data"]["purposes"]["marketing_email"]["granted"], true);
+}
+
+/// Raw MIME from `from` to `to`, with a file, for the inbound path.
+fn inbound_message(from: &str, name: &str, to: &str, text: &str) -> String {
+    let id = ulid::Ulid::generate().to_string().to_lowercase();
+    format!(
+        "From: {name} <{from}>\r\nTo: {to}\r\nSubject: Help for {name}\r\nMessage-ID: <{id}@mail.example.org>\r\n\
+         MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n{text}\r\n\
+         --b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=\"id.pdf\"\r\n\r\n%PDF-1.4 {text}\r\n--b--\r\n"
+    )
+}
+
+async fn deliver_inbound(raw: &str, to: &str) {
+    let h = harness();
+    let app = h.app().await;
+    let body =
+        tools::admin::store_inbound(&app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[to.to_string()], "PASS", "PASS").await.unwrap();
+    inbound_mail::handle(&app, &inbound_mail::receipt(&body).unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_erasure_finds_the_person_by_every_address_phone_and_name_they_ever_had() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr identities").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let domain = e2e::verified_domain(&c, &ws).await;
+    let (from, mailbox) = (format!("a@{domain}"), format!("support@{domain}"));
+    let u = ulid::Ulid::generate().to_string().to_lowercase();
+    let (old, new) = (format!("old-{u}@example.org"), format!("new-{u}@example.org"));
+    let (first, last, later_last) = (format!("Adaqz{}", &u[20..]), format!("Lovelacexy{}", &u[20..]), format!("Byronqq{}", &u[20..]));
+    let (phone, later_phone) =
+        (format!("+47900{}", &u.bytes().take(5).map(|b| (b % 10).to_string()).collect::<String>()), "+4790033344".to_string());
+    let free = format!("freetext-{u}");
+
+    // Who they were: the old address, name and phone, in every area that names people.
+    let ct = created(&c, "/contacts", json!({"email": old, "first_name": first, "last_name": last, "phone": phone}), 201).await;
+    let ct = ct["id"].as_str().unwrap().to_string();
+    created(
+        &c,
+        "/emails",
+        json!({"from": from, "to": [old], "subject": format!("Welcome, {first} {last}"), "text": "hi",
+            "contact_id": ct, "headers": {"X-Customer": format!("{first} {last}")}, "metadata": {"who": format!("{first} {last}")}}),
+        202,
+    )
+    .await;
+    created(&c, "/gdpr/consents", json!({"email": old, "purpose": "marketing_email", "granted": false, "source": "form", "text_shown": "News?", "text_version": "1", "ip_address": "192.0.2.7"}), 201).await;
+    let app = h.app().await;
+    domain::emails::suppressions::add(&app, &ws, std::slice::from_ref(&old), "bounced", None).await.unwrap();
+    deliver_inbound(&inbound_message(&old, &format!("{first} {last}"), &mailbox, &format!("{free} call {phone}")), &mailbox).await;
+    let convs = c.get(&format!("/helpdesk/conversations?contact_id={ct}")).await;
+    assert_eq!(convs.json["data"].as_array().unwrap().len(), 1, "{}", convs.json);
+
+    // Who they became.
+    let r = c.patch(&format!("/contacts/{ct}"), &json!({"email": new, "last_name": later_last, "phone": later_phone})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let day = json!([{"start": "00:00", "end": "24:00"}]);
+    let hours = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let res = created(&c, "/bookings/resources", json!({"name": "Room", "timezone": "UTC", "opening_hours": hours}), 201).await;
+    let svc = created(&c, "/bookings/services", json!({"name": "Talk", "duration_minutes": 30, "resource_ids": [res["id"]]}), 201).await;
+    let start = format!("{}T11:00:00Z", (chrono::Utc::now() + chrono::Duration::days(4)).format("%Y-%m-%d"));
+    let b = created(
+        &c,
+        "/bookings",
+        json!({"service_id": svc["id"], "start": start, "contact_id": ct, "notes": free, "metadata": {"k": free}}),
+        201,
+    )
+    .await;
+    let b_path = format!("/bookings/{}", b["id"].as_str().unwrap());
+    let r = c.post(&format!("{b_path}/cancel"), &json!({"reason": free})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+
+    let needles =
+        vec![old.clone(), new.clone(), first.clone(), last.clone(), later_last.clone(), phone.clone(), later_phone.clone(), free.clone()];
+    let before = h.traces(&needles).await;
+    assert!(before.iter().any(|t| t.contains(&old)) && before.iter().any(|t| t.starts_with("s3://")), "the setup named them: {before:?}");
+
+    let e = created(&c, "/gdpr/erasures", json!({"subject": {"contact_id": ct}, "reason": "Art. 17"}), 202).await;
+    let done = finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let left = h.traces(&needles).await;
+    assert!(left.is_empty(), "traces of the person after the erasure: {left:?}");
+
+    // What stays names no one, and still works.
+    let bk = c.get(&b_path).await.json["data"].clone();
+    assert_eq!(
+        (bk["status"].as_str(), bk["cancel_reason"].is_null(), bk["metadata"].as_object().map(|m| m.is_empty())),
+        (Some("cancelled"), true, Some(true)),
+        "{bk}"
+    );
+    let tombs = app.db.query_page(keys_query(&ws, "TOMBSTONE#")).await.unwrap();
+    assert_eq!(tombs.items.len(), 2, "a tombstone for each address they had");
+    let ledger = c.get(&format!("/gdpr/consents?email={old}")).await;
+    let history = ledger.json["data"]["history"].as_array().unwrap();
+    assert_eq!(history.len(), 1, "{}", ledger.json);
+    assert_eq!(
+        (history[0]["erased"].as_bool(), history[0]["granted"].as_bool(), history[0]["ip_address"].is_null()),
+        (Some(true), Some(false), true)
+    );
+    // The old address comes back with new consent; it bounced before, so it stays suppressed.
+    created(&c, "/contacts", json!({"email": old, "resubscribe": true, "consent": {"text_shown": "Yes", "text_version": "2"}}), 201).await;
+    let mail =
+        created(&c, "/emails", json!({"from": from, "to": [old], "subject": "Back?", "text": "x", "transactional": true}), 202).await;
+    assert_eq!(
+        (mail["status"].as_str(), mail["suppressed_recipients"][0]["reason"].as_str()),
+        (Some("suppressed"), Some("bounced")),
+        "{mail}"
+    );
 }
 
 fn keys_query(ws: &str, prefix: &str) -> shared::store::QuerySpec<'static> {

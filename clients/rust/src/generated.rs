@@ -354,6 +354,10 @@ pub struct Consent {
     pub contact_id: Option<String>,
     pub created_at: String,
     pub email: String,
+    /// True for an event of an address that was erased since: the ledger keeps it hashed,
+    /// without the contact, IP or user agent, and shows it to whoever asks by the address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erased: Option<bool>,
     pub granted: bool,
     /// `cons_...`
     pub id: String,
@@ -526,7 +530,10 @@ pub struct Conversation {
     pub assignee: Option<String>,
     /// `email` (the only channel so far).
     pub channel: String,
-    pub contact_id: String,
+    /// Null when the conversation was started by a message whose sender failed
+    /// authentication (`unverified`): its From address is not attributed to anyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact_id: Option<String>,
     pub created_at: String,
     /// `conv_...`
     pub id: String,
@@ -542,6 +549,11 @@ pub struct Conversation {
     pub status: ConversationStatus,
     pub subject: String,
     pub tags: Vec<String>,
+    /// Started by a message that failed DMARC (or SPF and DKIM both): the From address may be
+    /// forged, so the conversation is linked to no contact and cannot be replied to until a
+    /// person checks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified: Option<bool>,
     pub updated_at: String,
 }
 
@@ -1360,6 +1372,37 @@ pub struct HelpdeskDeliveryUpdate {
     pub object: String,
 }
 
+/// SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct HelpdeskSenderAuthentication {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dkim: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dmarc: Option<String>,
+    /// `PASS`, `FAIL`, `GRAY` or `PROCESSING_FAILED`; null when SES gave none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spf: Option<String>,
+    /// False when DMARC failed, or SPF and DKIM both failed: the From address may be forged,
+    /// so the message is attributed to no contact by it.
+    pub verified: bool,
+}
+
+/// What was cut from an inbound message to keep it within an item's limits. The message is
+/// recorded either way; the raw original is not kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct HelpdeskTruncation {
+    /// Files beyond [`MAX_LISTED_FILES`], neither stored nor listed.
+    pub files_omitted: i64,
+    /// The HTML body's size in bytes before it was cut (over [`MAX_HTML_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html_bytes: Option<i64>,
+    /// Recipients beyond [`MAX_RECIPIENTS`], not listed.
+    pub recipients_omitted: i64,
+    /// The text body's size in bytes before it was cut (over [`MAX_TEXT_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_bytes: Option<i64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Hold {
     pub created_at: String,
@@ -1494,6 +1537,8 @@ pub struct Message {
     /// Files that came with an inbound email.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachments: Option<Vec<HelpdeskAttachment>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<HelpdeskSenderAuthentication>,
     /// Who wrote it (staff) for replies and notes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,
@@ -1520,6 +1565,8 @@ pub struct Message {
     /// Always `helpdesk_message`.
     pub object: String,
     pub to: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<HelpdeskTruncation>,
     pub r#type: MessageType,
 }
 

@@ -1748,6 +1748,11 @@ export interface components {
             contact_id?: string | null;
             created_at: string;
             email: string;
+            /**
+             * @description True for an event of an address that was erased since: the ledger keeps it hashed,
+             *     without the contact, IP or user agent, and shows it to whoever asks by the address.
+             */
+            erased?: boolean;
             granted: boolean;
             /** @description `cons_...` */
             id: string;
@@ -1856,7 +1861,11 @@ export interface components {
             assignee?: string | null;
             /** @description `email` (the only channel so far). */
             channel: string;
-            contact_id: string;
+            /**
+             * @description Null when the conversation was started by a message whose sender failed
+             *     authentication (`unverified`): its From address is not attributed to anyone.
+             */
+            contact_id?: string | null;
             created_at: string;
             /** @description `conv_...` */
             id: string;
@@ -1872,6 +1881,12 @@ export interface components {
             status: components["schemas"]["ConversationStatus"];
             subject: string;
             tags: string[];
+            /**
+             * @description Started by a message that failed DMARC (or SPF and DKIM both): the From address may be
+             *     forged, so the conversation is linked to no contact and cannot be replied to until a
+             *     person checks it.
+             */
+            unverified?: boolean;
             updated_at: string;
         };
         /** @enum {string} */
@@ -2592,6 +2607,44 @@ export interface components {
             /** @description Always `helpdesk_delivery`. */
             object: string;
         };
+        /** @description SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin). */
+        HelpdeskSenderAuthentication: {
+            dkim?: string | null;
+            dmarc?: string | null;
+            /** @description `PASS`, `FAIL`, `GRAY` or `PROCESSING_FAILED`; null when SES gave none. */
+            spf?: string | null;
+            /**
+             * @description False when DMARC failed, or SPF and DKIM both failed: the From address may be forged,
+             *     so the message is attributed to no contact by it.
+             */
+            verified: boolean;
+        };
+        /**
+         * @description What was cut from an inbound message to keep it within an item's limits. The message is
+         *     recorded either way; the raw original is not kept.
+         */
+        HelpdeskTruncation: {
+            /**
+             * Format: int32
+             * @description Files beyond [`MAX_LISTED_FILES`], neither stored nor listed.
+             */
+            files_omitted: number;
+            /**
+             * Format: int64
+             * @description The HTML body's size in bytes before it was cut (over [`MAX_HTML_BYTES`]).
+             */
+            html_bytes?: number | null;
+            /**
+             * Format: int32
+             * @description Recipients beyond [`MAX_RECIPIENTS`], not listed.
+             */
+            recipients_omitted: number;
+            /**
+             * Format: int64
+             * @description The text body's size in bytes before it was cut (over [`MAX_TEXT_BYTES`]).
+             */
+            text_bytes?: number | null;
+        };
         Hold: {
             created_at: string;
             end: string;
@@ -2857,6 +2910,7 @@ export interface components {
         Message: {
             /** @description Files that came with an inbound email. */
             attachments?: components["schemas"]["HelpdeskAttachment"][];
+            authentication?: components["schemas"]["HelpdeskSenderAuthentication"] | null;
             /** @description Who wrote it (staff) for replies and notes. */
             author?: string | null;
             automatic?: components["schemas"]["Automatic"] | null;
@@ -2877,6 +2931,7 @@ export interface components {
             /** @description Always `helpdesk_message`. */
             object: string;
             to: string[];
+            truncated?: components["schemas"]["HelpdeskTruncation"] | null;
             type: components["schemas"]["MessageType"];
         };
         /** @enum {string} */

@@ -26,8 +26,9 @@ shared::prefixed_id!(HoldId, "hold", "hold");
 pub const MAX_CAPACITY: u32 = 20;
 pub const DEFAULT_HOLD_SECS: i64 = 300;
 
-/// What this area holds about a person: their bookings (contact and notes). An erasure keeps
-/// the booking (the slot stays taken or history stays true) and removes the person from it.
+/// What this area holds about a person: their bookings (contact, notes, cancellation reason,
+/// metadata). An erasure keeps the booking (the slot stays taken or history stays true) and
+/// removes the person and every free text from it.
 pub const PRIVACY: &[crate::gdpr::Rule] = {
     use crate::gdpr::{Erase, Find, Rule};
     &[
@@ -36,12 +37,13 @@ pub const PRIVACY: &[crate::gdpr::Rule] = {
             area: "bookings",
             find: Find::Mentions,
             export: true,
-            erase: Erase::Remove(&["contact_id", "notes"]),
+            // The person and what they or staff wrote about them go; the slot and its times stay.
+            erase: Erase::Remove(&["contact_id", "notes", "cancel_reason", "metadata"]),
         },
         Rule {
             kind: crate::keys::CONTACT_BOOKING,
             area: "bookings",
-            find: Find::Prefix(|s| s.contact_id.as_deref().map(|c| crate::keys::CONTACT_BOOKING.sk_prefix(&[c]))),
+            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| crate::keys::CONTACT_BOOKING.sk_prefix(&[c])).collect()),
             export: false,
             erase: Erase::Delete,
         },
@@ -236,6 +238,8 @@ pub struct Booking {
     pub start: String,
     pub end: String,
     pub notes: Option<String>,
+    /// Empty once an erasure has removed the person (it may name them).
+    #[serde(default)]
     pub metadata: BTreeMap<String, String>,
     pub cancelled_by: Option<CancelledBy>,
     pub cancel_reason: Option<String>,

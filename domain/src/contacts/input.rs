@@ -116,6 +116,20 @@ pub async fn commit_create(app: &App, ws: &str, c: &Contact, resubscribe: Option
     Err(ApiError::conflict("the contact was changed concurrently; retry"))
 }
 
+/// Create a contact for an erased address whose owner wrote to the workspace again (inbound
+/// mail): the tombstone is lifted in the same transaction, with no consent recorded, so the
+/// caller creates it unsubscribed from marketing. Nothing links it to the erased contact.
+pub async fn commit_return(app: &App, ws: &str, c: &Contact) -> ApiResult<()> {
+    let tomb = crate::gdpr::tombstone_sk(app, ws, &c.email).await?;
+    let tx = Tx::new().delete_if(shared::store::ws_pk(ws), tomb, "", vec![]);
+    let claim = tx.len();
+    match model::create_tx(ws, c, tx)?.commit(app).await {
+        Ok(()) => Ok(()),
+        Err(TxError::Condition(i)) if i == claim => Err(model::duplicate(&c.email, model::email_owner(app, ws, &c.email).await?)),
+        Err(e) => Err(e.stale()),
+    }
+}
+
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateContact {

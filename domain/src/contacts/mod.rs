@@ -44,9 +44,19 @@ pub const PRIVACY: &[crate::gdpr::Rule] = {
         Rule {
             kind: keys::CONTACT_EMAIL_CLAIM,
             area: "contacts",
-            find: Find::Key(|s| Some(email_sk(&s.email))),
+            find: Find::Keys(|s| s.emails().map(email_sk).collect()),
             export: false,
-            erase: Erase::Delete,
+            // Only the subject's own claims: a former address may belong to someone else now.
+            erase: Erase::Custom(|a, w, i, s| {
+                Box::pin(async move {
+                    match (store::get_str(&i, "contact_id"), &s.contact_id) {
+                        (Some(owner), Some(me)) if owner == me => {
+                            a.db.delete(&ws_pk(w), store::get_str(&i, "sk").unwrap_or_default()).await
+                        }
+                        _ => Ok(()),
+                    }
+                })
+            }),
         },
         Rule {
             kind: keys::CONTACT_SEARCH,
@@ -59,9 +69,16 @@ pub const PRIVACY: &[crate::gdpr::Rule] = {
             erase: Erase::Delete,
         },
         Rule {
+            kind: keys::CONTACT_FORMER,
+            area: "contacts",
+            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| keys::CONTACT_FORMER.sk_prefix(&[c])).collect()),
+            export: true,
+            erase: Erase::Delete,
+        },
+        Rule {
             kind: keys::ACTIVITY,
             area: "contacts",
-            find: Find::Prefix(|s| s.contact_id.as_deref().map(activity_prefix)),
+            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| activity_prefix(c)).collect()),
             export: true,
             erase: Erase::Delete,
         },
@@ -387,6 +404,9 @@ pub fn update_tx(ws: &str, old: &Contact, new: &Contact, version: i64, tx: Tx) -
         );
     }
     tx = tx.replace(record(ws, new)?, version);
+    for item in former_items(ws, old, new) {
+        tx = tx.put(item);
+    }
     let (before, after) = (search_terms(old), search_terms(new));
     for t in before.iter().filter(|t| !after.contains(t)) {
         tx = tx.delete_if(ws_pk(ws), search_sk(t, &old.id), "", vec![]);
@@ -401,6 +421,61 @@ pub fn update_tx(ws: &str, old: &Contact, new: &Contact, version: i64, tx: Tx) -
         "contact.updated",
         new,
     )))
+}
+
+/// A contact's former identity: a value of `email`, `phone` or `name` it had before a change.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Former {
+    pub contact_id: String,
+    /// `email`, `phone` or `name`.
+    pub field: String,
+    pub value: String,
+    pub changed_at: String,
+}
+
+fn full_name(c: &Contact) -> Option<String> {
+    let n = [c.first_name.as_deref(), c.last_name.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+    (!n.trim().is_empty()).then_some(n)
+}
+
+/// What `old` was and `new` no longer is (address, phone, full name), as items under the
+/// contact's own keys: an erasure finds the person by every identity they had. Keyed by the
+/// value, so a change back and forth writes one item.
+fn former_items(ws: &str, old: &Contact, new: &Contact) -> Vec<Item> {
+    let now = shared::ids::now_rfc3339();
+    let changed = [
+        ("email", Some(old.email.clone()), Some(new.email.clone())),
+        ("phone", old.phone.clone(), new.phone.clone()),
+        ("name", full_name(old), full_name(new)),
+    ];
+    changed
+        .into_iter()
+        .filter_map(|(field, was, is)| {
+            let was = was?;
+            (Some(&was) != is.as_ref()).then(|| {
+                let key: String = was.to_lowercase().chars().take(300).collect();
+                let f = Former { contact_id: old.id.clone(), field: field.into(), value: was, changed_at: now.clone() };
+                Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk(&[&old.id, field, &key]), &f).map(|r| r.item)
+            })
+        })
+        .filter_map(Result::ok)
+        .collect()
+}
+
+/// Every former identity of a contact (one Query; a contact has few).
+pub async fn formers(app: &App, ws: &str, id: &str) -> ApiResult<Vec<Former>> {
+    let mut out = vec![];
+    let mut after = None;
+    loop {
+        let page = app.db.query_page(keys::CONTACT_FORMERS.query(&[ws], &[id], after, 100)).await?;
+        for i in page.items {
+            out.push(store::from_item(i)?);
+        }
+        after = page.next_after;
+        if after.is_none() {
+            return Ok(out);
+        }
+    }
 }
 
 pub fn changed_fields(old: &Contact, new: &Contact) -> Vec<String> {

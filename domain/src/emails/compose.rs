@@ -264,14 +264,30 @@ pub struct Recipients {
 pub async fn recipients_of(app: &App, ws: &str, ids: Vec<String>, addrs: Vec<String>, erased: bool) -> ApiResult<Recipients> {
     let mut claim_keys: Vec<(String, String)> = addrs.iter().map(|a| (ws_pk(ws), email_sk(a))).collect();
     claim_keys.extend(super::suppressions::keys_of(ws, &addrs));
-    // Erased addresses are suppressed by their tombstones, read in the same batch.
-    let tombs = if addrs.is_empty() || !erased { Default::default() } else { crate::gdpr::tombstone_keys(app, ws, &addrs).await? };
-    claim_keys.extend(tombs.keys().map(|sk| (ws_pk(ws), sk.clone())));
+    // Erased addresses are suppressed by their tombstones, and an address that bounced or
+    // complained before it was erased by its hashed suppression (it may have come back with
+    // new consent since), both read in the same batch.
+    let hashes = if addrs.is_empty() || !erased { Default::default() } else { crate::gdpr::address_hashes(app, ws, &addrs).await? };
+    let mut hashed: HashMap<String, (&String, &str)> = HashMap::new();
+    for (h, addr) in &hashes {
+        hashed.insert(crate::keys::TOMBSTONE.sk(&[h]), (addr, "erased"));
+        hashed.insert(super::suppressions::erased_sk(h), (addr, ""));
+    }
+    claim_keys.extend(hashed.keys().map(|sk| (ws_pk(ws), sk.clone())));
     let claims = app.db.batch_get(&claim_keys).await?;
     let mut suppressed = super::suppressions::from_items(&claims);
     for c in &claims {
-        if let Some(addr) = store::get_str(c, "sk").and_then(|sk| tombs.get(sk)) {
-            suppressed.insert(addr.clone(), "erased".into());
+        if let Some((addr, why)) = store::get_str(c, "sk").and_then(|sk| hashed.get(sk)) {
+            let why = if why.is_empty() { store::get_str(c, "reason").unwrap_or("bounced") } else { why };
+            // The tombstone's "erased" wins: it says why the address may not be mailed at all.
+            suppressed
+                .entry((*addr).clone())
+                .and_modify(|r| {
+                    if *why == *"erased" {
+                        *r = why.to_string()
+                    }
+                })
+                .or_insert_with(|| why.to_string());
         }
     }
     let mut owners = HashMap::new();

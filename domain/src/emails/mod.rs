@@ -50,9 +50,9 @@ pub const PRIVACY: &[crate::gdpr::Rule] = {
         Rule {
             kind: keys::EMAIL_SUPPRESSION,
             area: "emails",
-            find: Find::Key(|s| Some(suppressions::sk(&s.email))),
+            find: Find::Keys(|s| s.emails().map(suppressions::sk).collect()),
             export: true,
-            erase: Erase::Delete,
+            erase: Erase::Custom(|a, w, i, _| Box::pin(suppressions::hash_entry(a, w, i))),
         },
     ]
 };
@@ -60,9 +60,14 @@ pub const PRIVACY: &[crate::gdpr::Rule] = {
 /// What an erased address becomes in an email's recipient lists.
 pub const ERASED_ADDRESS: &str = "erased@erased.invalid";
 
-/// Erasure of one email: cancelled if it has not left (its due entry goes), the address
-/// replaced in every list and the subject line, the contact link removed. The bodies go with
-/// their own rule. An email being sent right now is retried by the job's next run.
+/// What an erased email's subject line becomes.
+pub const ERASED_SUBJECT: &str = "[erased]";
+
+/// Erasure of one email: cancelled if it has not left (its due entry goes); every address of
+/// the subject replaced in every list; the subject line, headers, metadata, error text and
+/// diagnostic gone (they may name the person: "Welcome, Ada"); the contact link removed. What
+/// stays is what names no one: status, timestamps, attempts, tags, the template used. The
+/// bodies go with their own rule. An email being sent right now is retried by the job's next run.
 async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::gdpr::Subject) -> ApiResult<()> {
     use shared::outbox::Tx;
     let version = store::get_i64(&item, "version").unwrap_or(0);
@@ -79,10 +84,10 @@ async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::gdpr::Sub
         tx = tx.delete_if(pk, sk, "", vec![]);
         e.set_status(EmailStatus::Cancelled, &now);
     }
-    let addr = subject.email.as_str();
+    let theirs = |a: &str| subject.named_in(a);
     let redact = |v: &mut Vec<String>| {
         for a in v.iter_mut() {
-            if a.to_lowercase().contains(addr) {
+            if theirs(a) {
                 *a = ERASED_ADDRESS.into();
             }
         }
@@ -91,7 +96,7 @@ async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::gdpr::Sub
         redact(l);
     }
     for r in &mut e.suppressed_recipients {
-        if r.email.to_lowercase().contains(addr) {
+        if theirs(&r.email) {
             r.email = ERASED_ADDRESS.into();
             r.contact_id = None;
         }
@@ -100,7 +105,12 @@ async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::gdpr::Sub
         redact(&mut f.recipients);
         f.diagnostic = None;
     }
-    e.subject = replace_ci(&e.subject, addr, ERASED_ADDRESS);
+    e.subject = ERASED_SUBJECT.into();
+    e.headers.clear();
+    e.metadata.clear();
+    if let Some(err) = &mut e.error {
+        err.message = "[erased]".into();
+    }
     if e.contact_id.is_some() && e.contact_id == subject.contact_id {
         e.contact_id = None;
     }
@@ -110,23 +120,6 @@ async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::gdpr::Sub
         tx = tx.event(shared::events::Event::new(ws, "email.cancelled", &e));
     }
     tx.commit(app).await.map_err(store::TxError::stale)
-}
-
-/// `text` with every case-insensitive occurrence of the lower-case `needle` replaced.
-fn replace_ci(text: &str, needle: &str, with: &str) -> String {
-    let lower = text.to_lowercase();
-    if needle.is_empty() || lower.len() != text.len() || !lower.contains(needle) {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while let Some(at) = lower[i..].find(needle) {
-        out.push_str(&text[i..i + at]);
-        out.push_str(with);
-        i += at + needle.len();
-    }
-    out.push_str(&text[i..]);
-    out
 }
 
 pub const DUE_SHARDS: u32 = 8;

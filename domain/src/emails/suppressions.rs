@@ -5,6 +5,7 @@
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::outbox::Tx;
 use shared::store::{self, Item, Record, ws_pk};
 use shared::{ApiResult, App};
 use std::collections::HashMap;
@@ -69,4 +70,25 @@ pub fn from_items(items: &[Item]) -> HashMap<String, String> {
             Some((addr.to_string(), store::get_str(i, "reason").unwrap_or("bounced").to_string()))
         })
         .collect()
+}
+
+/// An erased address's suppression: kept as the tombstone's hash of the address, so the address
+/// stays suppressed if it ever comes back (new consent lifts the tombstone, not this).
+pub async fn hash_entry(app: &App, ws: &str, item: Item) -> ApiResult<()> {
+    let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
+    let Some(address) = address_of(&sk) else { return Ok(()) };
+    let hash = crate::gdpr::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, address);
+    let reason = store::get_str(&item, "reason").unwrap_or("bounced");
+    let hashed = Record::new(
+        ws_pk(ws),
+        keys::ERASED_SUPPRESSION.sk(&[&hash]),
+        &serde_json::json!({"object": "erased_suppression", "reason": reason, "created_at": store::get_str(&item, "created_at")}),
+    )?
+    .item;
+    Tx::new().put(hashed).delete_if(ws_pk(ws), sk, "", vec![]).commit(app).await.map_err(store::TxError::stale)
+}
+
+/// The hashed suppression's key of an address whose tombstone hash is `hash`.
+pub fn erased_sk(hash: &str) -> String {
+    keys::ERASED_SUPPRESSION.sk(&[hash])
 }

@@ -16,13 +16,34 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
+/// Every address's ledger is found; an erasure turns each event into a hashed one
+/// (`ERASED_CONSENT`): what was granted or withdrawn, when, with what text, stays provable for
+/// whoever knows the address, and the table names no one.
 pub const PRIVACY: &[Rule] = &[Rule {
     kind: keys::CONSENT,
     area: "consents",
-    find: Find::Prefix(|s| Some(keys::CONSENT.sk_prefix(&[&s.email]))),
+    find: Find::Prefixes(|s| s.emails().map(|e| keys::CONSENT.sk_prefix(&[e])).collect()),
     export: true,
-    erase: Erase::Delete,
+    erase: Erase::Custom(|a, w, i, _| Box::pin(hash_entry(a, w, i))),
 }];
+
+/// An erased address's consent event: kept without the address, contact, IP or user agent,
+/// under the tombstone's hash of the address.
+async fn hash_entry(app: &App, ws: &str, item: store::Item) -> ApiResult<()> {
+    let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
+    let mut c: Consent = store::from_item(item)?;
+    let hash = super::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, &c.email);
+    c.email = String::new();
+    c.contact_id = None;
+    c.ip_address = None;
+    c.user_agent = None;
+    c.proof = None;
+    c.erased = true;
+    let hashed = Record::new(ws_pk(ws), keys::ERASED_CONSENT.sk(&[&hash, &c.id]), &c)?.item;
+    // One transaction: a rerun after a crash finds the original still there and writes the
+    // same hashed item again.
+    Tx::new().put(hashed).delete_if(ws_pk(ws), sk, "", vec![]).commit(app).await.map_err(store::TxError::stale)
+}
 
 /// At most this many events are read for one subject's history.
 pub const MAX_HISTORY: usize = 1000;
@@ -60,6 +81,10 @@ pub struct Consent {
     /// workspace recorded through the API, whose own records are the evidence.
     #[serde(default)]
     pub proof: Option<PortalProof>,
+    /// True for an event of an address that was erased since: the ledger keeps it hashed,
+    /// without the contact, IP or user agent, and shows it to whoever asks by the address.
+    #[serde(default)]
+    pub erased: bool,
 }
 
 /// The portal session behind a consent the customer gave in the portal.
@@ -156,6 +181,7 @@ pub fn build(input: RecordConsent, subject: &Subject) -> ApiResult<Consent> {
         user_agent: input.user_agent,
         created_at: shared::ids::now_rfc3339(),
         proof: None,
+        erased: false,
     })
 }
 
@@ -241,17 +267,26 @@ pub async fn record(app: &App, ws: &str, consent: &Consent) -> ApiResult<()> {
 /// The subject's history (oldest first, at most [`MAX_HISTORY`]) and current state per purpose.
 pub async fn state(app: &App, ws: &str, subject: &Subject) -> ApiResult<ConsentState> {
     let mut history: Vec<Consent> = vec![];
-    let mut after = None;
-    loop {
-        let out = app.db.query_page(keys::CONSENTS.query(&[ws], &[&subject.email], after, 100)).await?;
-        for item in out.items {
-            history.push(store::from_item(item)?);
-        }
-        after = out.next_after;
-        if after.is_none() || history.len() >= MAX_HISTORY {
-            break;
+    // The address's own ledger, then what is left of it from before an erasure (hashed).
+    let hash = super::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, &subject.email);
+    for (list, part) in [(keys::CONSENTS, subject.email.as_str()), (keys::ERASED_CONSENTS, hash.as_str())] {
+        let mut after = None;
+        loop {
+            let out = app.db.query_page(list.query(&[ws], &[part], after, 100)).await?;
+            for item in out.items {
+                let mut c: Consent = store::from_item(item)?;
+                if c.erased {
+                    c.email = subject.email.clone();
+                }
+                history.push(c);
+            }
+            after = out.next_after;
+            if after.is_none() || history.len() >= MAX_HISTORY {
+                break;
+            }
         }
     }
+    history.sort_by(|a, b| a.created_at.cmp(&b.created_at));
     let mut purposes = BTreeMap::new();
     for c in &history {
         purposes.insert(

@@ -103,11 +103,14 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
         e.completed_at = Some(shared::ids::now_rfc3339());
         return finish(app, ws, &e, "gdpr.erasure.failed", None).await;
     }
-    // First, so that nothing re-creates the address meanwhile.
-    let tomb = super::tombstone_sk(app, ws, &subject.email).await?;
-    let tomb_item =
-        Record::new(ws_pk(ws), tomb, &serde_json::json!({"object": "erasure_tombstone", "erasure_id": id, "created_at": e.created_at}))?;
-    app.db.batch_put(vec![tomb_item.item]).await?;
+    // First, so that nothing re-creates any of their addresses meanwhile.
+    let mut tombs = vec![];
+    for email in subject.emails() {
+        let tomb = super::tombstone_sk(app, ws, email).await?;
+        let body = serde_json::json!({"object": "erasure_tombstone", "erasure_id": id, "created_at": e.created_at});
+        tombs.push(Record::new(ws_pk(ws), tomb, &body)?.item);
+    }
+    app.db.batch_put(tombs).await?;
 
     let rules = super::rules();
     let mut next = store::get_i64(&item, "next_rule").unwrap_or(0) as usize;

@@ -317,7 +317,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
         w.write(&format!("{},\"sections\":{{", &head[..head.len() - 1]))?;
         r.header = true;
     }
-    let none = Subject { email: String::new(), contact_id: None, terms: vec![] };
+    let none = Subject::default();
     let subj = subject.as_ref().unwrap_or(&none);
     while r.source < srcs.len() {
         let src = &srcs[r.source];

@@ -36,29 +36,91 @@ pub struct SubjectRef {
     pub contact_id: Option<String>,
 }
 
-/// A resolved subject: the address (lower-cased), the contact when there is one, and the
-/// contact's search terms (their entries are keyed by them). Kept sealed in an erasure job, so a
-/// restarted erasure finds what it has not erased yet even after the contact is gone.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// A resolved subject: the address (lower-cased), the contact when there is one, the
+/// contact's search terms (their entries are keyed by them), and every identity the contact had
+/// before (former addresses, phones and names, from `contacts::formers`). Kept sealed in an
+/// erasure job, so a restarted erasure finds what it has not erased yet even after the contact
+/// is gone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Subject {
     pub email: String,
     pub contact_id: Option<String>,
     #[serde(default)]
     pub terms: Vec<String>,
+    /// Addresses the contact had before, lower-cased (not those another contact holds now).
+    #[serde(default)]
+    pub former_emails: Vec<String>,
+    /// Phones, current first (E.164).
+    #[serde(default)]
+    pub phones: Vec<String>,
+    /// Full names, current first, as written.
+    #[serde(default)]
+    pub names: Vec<String>,
 }
 
 impl Subject {
-    /// A contact as a subject: their address, id and search terms.
+    /// A contact as a subject: their address, id, search terms, phone and name (no history:
+    /// see [`with_history`]).
     pub fn of(c: &crate::contacts::Contact) -> Self {
-        Subject { terms: crate::contacts::search_terms(c), email: c.email.clone(), contact_id: Some(c.id.clone()) }
+        let name = [c.first_name.as_deref(), c.last_name.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        Subject {
+            terms: crate::contacts::search_terms(c),
+            email: c.email.clone(),
+            contact_id: Some(c.id.clone()),
+            phones: c.phone.iter().cloned().collect(),
+            names: (!name.trim().is_empty()).then_some(name).into_iter().collect(),
+            former_emails: vec![],
+        }
     }
 
-    /// The strings whose presence in an item names the subject.
+    /// Every address: the current one first.
+    pub fn emails(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.email.as_str()).chain(self.former_emails.iter().map(String::as_str)).filter(|e| !e.is_empty())
+    }
+
+    /// The strings whose presence in an item names the subject: every address, the contact id,
+    /// every phone. (Names are not: another person may share one. Items found by these lose
+    /// the names too, see the areas' erase functions.)
     pub fn needles(&self) -> Vec<String> {
-        let mut n = vec![self.email.clone()];
+        let mut n: Vec<String> = self.emails().map(String::from).collect();
         n.extend(self.contact_id.clone());
+        n.extend(self.phones.iter().filter(|p| p.len() >= 6).cloned());
         n
     }
+
+    /// Does this text name the subject (an address, phone, name or the contact id)?
+    pub fn named_in(&self, text: &str) -> bool {
+        let t = text.to_lowercase();
+        self.needles().iter().chain(&self.names).any(|n| !n.is_empty() && t.contains(&n.to_lowercase()))
+    }
+}
+
+/// A contact as a subject with its history: the identities recorded on each change (one Query),
+/// without addresses another contact holds now (one BatchGetItem of their claims).
+pub async fn subject_of(app: &App, ws: &str, c: &crate::contacts::Contact) -> ApiResult<Subject> {
+    let mut s = Subject::of(c);
+    let formers = crate::contacts::formers(app, ws, &c.id).await?;
+    let mut emails: Vec<String> = formers.iter().filter(|f| f.field == "email").map(|f| f.value.to_lowercase()).collect();
+    emails.retain(|e| *e != s.email);
+    emails.sort();
+    emails.dedup();
+    if !emails.is_empty() {
+        let refs: Vec<&str> = emails.iter().map(String::as_str).collect();
+        let owners = crate::contacts::email_owners(app, ws, &refs).await?;
+        emails.retain(|e| owners.get(e).is_none_or(|o| *o == c.id));
+    }
+    s.former_emails = emails;
+    for f in formers {
+        let list = match f.field.as_str() {
+            "phone" => &mut s.phones,
+            "name" => &mut s.names,
+            _ => continue,
+        };
+        if !list.contains(&f.value) {
+            list.push(f.value);
+        }
+    }
+    Ok(s)
 }
 
 /// Resolve `{email | contact_id}` (exactly one) in the workspace. An address with no contact
@@ -70,15 +132,15 @@ pub async fn resolve(app: &App, ws: &str, r: &SubjectRef, field: &str) -> ApiRes
             let email = shared::validate::normalise_email(e)
                 .ok_or_else(|| ApiError::validation(&format!("{field}.email"), "not an email address"))?;
             let Some(id) = contacts::email_owner(app, ws, &email).await? else {
-                return Ok(Subject { email, contact_id: None, terms: vec![] });
+                return Ok(Subject { email, ..Default::default() });
             };
             let id = ContactId::parse(&id).ok_or_else(|| ApiError::internal("an email claim names a bad contact id"))?;
-            Ok(Subject::of(&contacts::load(app, ws, &id).await?.0))
+            subject_of(app, ws, &contacts::load(app, ws, &id).await?.0).await
         }
         (None, Some(id)) => {
             let id =
                 ContactId::parse(id).ok_or_else(|| ApiError::validation(&format!("{field}.contact_id"), "not a contact id (ct_...)"))?;
-            Ok(Subject::of(&contacts::load(app, ws, &id).await?.0))
+            subject_of(app, ws, &contacts::load(app, ws, &id).await?.0).await
         }
         _ => Err(ApiError::validation(field, "give exactly one of email or contact_id")),
     }
@@ -91,8 +153,9 @@ pub enum Find {
     Key(fn(&Subject) -> Option<String>),
     /// Several items by their sort keys.
     Keys(fn(&Subject) -> Vec<String>),
-    /// The items whose sort key starts with this (the kind's prefix and the subject's part).
-    Prefix(fn(&Subject) -> Option<String>),
+    /// The items whose sort keys start with one of these (the kind's prefix and the subject's
+    /// part: their contact id, each of their addresses).
+    Prefixes(fn(&Subject) -> Vec<String>),
     /// A list on an index partitioned by the subject's contact (`pk` parts: workspace, contact).
     ContactIndex(List),
     /// Every item of the kind that names the address or the contact id anywhere in it: copies
@@ -103,6 +166,9 @@ pub enum Find {
     /// email, an event's deliveries with the event): the parent's kind name, and the sort keys
     /// of the companions from the parent item.
     WithParent(&'static str, fn(&Item) -> Vec<String>),
+    /// Erased by the parent kind's own `Erase::Custom`, which derives their keys with the
+    /// platform's keys (a conversation's reply-address token).
+    ErasedByParent(&'static str),
 }
 
 pub type EraseFn = for<'a> fn(&'a App, &'a str, Item, &'a Subject) -> BoxFuture<'a, ApiResult<()>>;
@@ -253,13 +319,20 @@ pub async fn page(app: &App, ws: &str, rule: &Rule, subject: &Subject, at: &Curs
     let pk = ws_pk(ws);
     let keyed = |sks: Vec<String>| sks.into_iter().map(|sk| (pk.clone(), sk)).collect::<Vec<_>>();
     match rule.find {
-        Find::WithParent(..) => Ok((vec![], None)),
+        Find::WithParent(..) | Find::ErasedByParent(_) => Ok((vec![], None)),
         Find::Key(f) => Ok((app.db.batch_get(&keyed(f(subject).into_iter().collect())).await?, None)),
         Find::Keys(f) => Ok((app.db.batch_get(&keyed(f(subject))).await?, None)),
-        Find::Prefix(f) => {
-            let Some(prefix) = f(subject) else { return Ok((vec![], None)) };
-            let out = app.db.query_page(shared::store::QuerySpec::new(pk, prefix, at.after.clone(), PAGE)).await?;
-            Ok((out.items, out.next_after.map(|a| Cursor { partition: 0, after: Some(a) })))
+        Find::Prefixes(f) => {
+            // `partition` counts the prefixes.
+            let prefixes = f(subject);
+            let Some(prefix) = prefixes.get(at.partition) else { return Ok((vec![], None)) };
+            let out = app.db.query_page(shared::store::QuerySpec::new(pk, prefix.clone(), at.after.clone(), PAGE)).await?;
+            let next = match out.next_after {
+                Some(a) => Some(Cursor { partition: at.partition, after: Some(a) }),
+                None if at.partition + 1 < prefixes.len() => Some(Cursor { partition: at.partition + 1, after: None }),
+                None => None,
+            };
+            Ok((out.items, next))
         }
         Find::ContactIndex(list) => {
             let Some(ct) = &subject.contact_id else { return Ok((vec![], None)) };
@@ -377,6 +450,13 @@ pub async fn erased(app: &App, ws: &str, emails: &[&str]) -> ApiResult<std::coll
     Ok(found.iter().filter_map(|i| by_sk.get(store::get_str(i, "sk")?).cloned()).collect())
 }
 
+/// The tombstone hashes of these addresses (hash -> address): the keys of their tombstones and
+/// of what outlives their erasure (hashed suppressions and consents).
+pub async fn address_hashes(app: &App, ws: &str, emails: &[String]) -> ApiResult<std::collections::HashMap<String, String>> {
+    let key = &app.platform_secret().await?.tombstone_key;
+    Ok(emails.iter().map(|e| (tombstone_hash(key, ws, e), e.clone())).collect())
+}
+
 /// The tombstone keys of these addresses, for a caller's own batch read, by sort key.
 pub async fn tombstone_keys(app: &App, ws: &str, emails: &[String]) -> ApiResult<std::collections::HashMap<String, String>> {
     let key = &app.platform_secret().await?.tombstone_key;
@@ -414,6 +494,13 @@ mod tests {
             assert_eq!(r.kind.data, Data::Personal, "{}: a rule for a kind not marked personal", r.kind.name);
             if let Find::WithParent(parent, _) = r.find {
                 assert!(rules.iter().any(|p| p.kind.name == parent), "{}: parent {parent} has no rule", r.kind.name);
+            }
+            if let Find::ErasedByParent(parent) = r.find {
+                assert!(
+                    rules.iter().any(|p| p.kind.name == parent && matches!(p.erase, Erase::Custom(_))),
+                    "{}: parent {parent} needs a rule with its own erase",
+                    r.kind.name
+                );
             }
             if matches!(r.find, Find::Mentions) {
                 partitions(&r.kind, "ws_1");

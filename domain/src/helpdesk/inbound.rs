@@ -45,9 +45,120 @@ pub struct Attachment {
     pub download_url: Option<String>,
 }
 
-/// The object key of a message's file: derived, so nothing stores it.
-pub fn attachment_key(ws: &str, conv: &str, message: &str, index: usize) -> String {
-    format!("attachments/{ws}/{conv}/{message}/{index}")
+/// The object key of an inbound message's file: derived from the message's own Message-ID,
+/// so every attempt at recording one email writes the same objects (a retry or a second
+/// delivery overwrites, never adds) and nothing stores the key.
+pub fn attachment_key(ws: &str, message_id: &str, index: usize) -> String {
+    format!("attachments/{ws}/{}/{index}", ref_hash(message_id))
+}
+
+/// Every key a message's file may have been stored under: today's, and the one messages
+/// recorded before keys were derived from the Message-ID used (conversation and message ids).
+pub fn attachment_keys(ws: &str, m: &Message, index: usize) -> Vec<String> {
+    let mut keys = vec![format!("attachments/{ws}/{}/{}/{index}", m.conversation_id, m.id)];
+    keys.extend(m.message_id.as_deref().map(|id| attachment_key(ws, id, index)));
+    keys
+}
+
+/// Stored files are tagged `unlinked` until the message that names them is recorded; the mail
+/// bucket's lifecycle rule removes tagged objects after a day, so a message that is never
+/// recorded (refused, or given up on) leaves no copy of its files behind.
+pub const UNLINKED_TAG: &str = "state=unlinked";
+
+/// What a file's link downloads as: a type from this list, or `application/octet-stream`, and
+/// always as an attachment, so nothing a stranger sent renders (HTML, SVG, XML run script in a
+/// browser that opens them inline from our bucket's origin).
+pub const INERT_TYPES: &[&str] = &[
+    "application/pdf",
+    "application/zip",
+    "application/msword",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "application/vnd.ms-excel",
+    "application/vnd.oasis.opendocument.text",
+    "application/vnd.oasis.opendocument.spreadsheet",
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/heic",
+    "text/plain",
+    "text/csv",
+    "text/calendar",
+    "audio/mpeg",
+    "video/mp4",
+];
+
+/// The type a file downloads as.
+pub fn download_type(content_type: &str) -> &'static str {
+    let t = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    INERT_TYPES.iter().find(|i| **i == t).copied().unwrap_or("application/octet-stream")
+}
+
+/// `attachment; filename="..."` with the name reduced to safe characters (quotes, controls and
+/// path separators go) and RFC 6266's `filename*` for the rest.
+pub fn content_disposition(filename: &str) -> String {
+    use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+    let ascii: String =
+        filename.chars().map(|c| if c.is_ascii_alphanumeric() || " ._-()".contains(c) { c } else { '_' }).take(150).collect();
+    let ascii = if ascii.trim().is_empty() { "attachment".to_string() } else { ascii };
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{}", utf8_percent_encode(filename, NON_ALPHANUMERIC))
+}
+
+/// SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin).
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Default)]
+#[schema(as = HelpdeskSenderAuthentication)]
+pub struct Authentication {
+    /// `PASS`, `FAIL`, `GRAY` or `PROCESSING_FAILED`; null when SES gave none.
+    pub spf: Option<String>,
+    pub dkim: Option<String>,
+    pub dmarc: Option<String>,
+    /// False when DMARC failed, or SPF and DKIM both failed: the From address may be forged,
+    /// so the message is attributed to no contact by it.
+    pub verified: bool,
+}
+
+impl Authentication {
+    pub fn of(spf: Option<String>, dkim: Option<String>, dmarc: Option<String>) -> Self {
+        let fail = |v: &Option<String>| v.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("FAIL"));
+        let verified = !(fail(&dmarc) || (fail(&spf) && fail(&dkim)));
+        Self { spf, dkim, dmarc, verified }
+    }
+}
+
+/// What was cut from an inbound message to keep it within an item's limits. The message is
+/// recorded either way; the raw original is not kept.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Default)]
+#[schema(as = HelpdeskTruncation)]
+pub struct Truncation {
+    /// The HTML body's size in bytes before it was cut (over [`MAX_HTML_BYTES`]).
+    pub html_bytes: Option<u64>,
+    /// The text body's size in bytes before it was cut (over [`MAX_TEXT_BYTES`]).
+    pub text_bytes: Option<u64>,
+    /// Files beyond [`MAX_LISTED_FILES`], neither stored nor listed.
+    pub files_omitted: u32,
+    /// Recipients beyond [`MAX_RECIPIENTS`], not listed.
+    pub recipients_omitted: u32,
+}
+
+/// The limits of what one inbound message records, chosen so the message item stays well
+/// inside DynamoDB's 400 KB with every field at its limit.
+pub const MAX_HTML_BYTES: usize = 128 * 1024;
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+pub const MAX_LISTED_FILES: usize = 100;
+pub const MAX_RECIPIENTS: usize = 50;
+
+/// `s` cut to at most `max` bytes at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// An inbound email, parsed, for one workspace.
@@ -69,6 +180,7 @@ pub struct Incoming {
     pub attachments: Vec<(Attachment, Option<Vec<u8>>)>,
     pub automatic: Option<Automatic>,
     pub spam: bool,
+    pub authentication: Authentication,
 }
 
 #[derive(Debug, PartialEq)]
@@ -90,7 +202,7 @@ pub fn ref_hash(message_id: &str) -> String {
     shared::crypto::sha256_hex(message_id.trim().to_ascii_lowercase().as_bytes())
 }
 
-fn ref_sk(message_id: &str) -> String {
+pub fn ref_sk(message_id: &str) -> String {
     keys::MESSAGE_REF.sk(&[&ref_hash(message_id)])
 }
 
@@ -100,13 +212,17 @@ fn ses_id(message_id: &str) -> Option<&str> {
     (domain == "amazonses.com" || domain.ends_with(".amazonses.com")).then_some(local)
 }
 
-pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
+pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcome> {
+    let verified = inc.authentication.verified;
     let own = ref_sk(&inc.message_id);
     let mut keys_: Vec<(String, String)> = vec![(ws_pk(ws), own.clone())];
     if let Some(t) = &inc.token {
         keys_.push((ws_pk(ws), keys::CONVERSATION_TOKEN.sk(&[t])));
     }
-    for r in &inc.references {
+    // A sender that failed authentication threads only by the reply address (a secret of the
+    // conversation), never by Message-IDs, which others may know.
+    let references: Vec<String> = if verified { inc.references.clone() } else { vec![] };
+    for r in &references {
         keys_.push((ws_pk(ws), ref_sk(r)));
         if let Some(id) = ses_id(r) {
             keys_.push((crate::emails::provider_pk(id), crate::emails::PROVIDER_SK.to_string()));
@@ -125,7 +241,7 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
         .and_then(|t| by_key(&ws_pk(ws), &keys::CONVERSATION_TOKEN.sk(&[t])))
         .and_then(|i| store::get_str(i, "conversation_id"))
         .map(String::from);
-    for r in &inc.references {
+    for r in &references {
         if conv_id.is_some() {
             break;
         }
@@ -149,32 +265,66 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
     }
     let contact_id = match &existing {
         Some((c, _)) => c.contact_id.clone(),
-        None => Box::pin(contact_for(app, ws, None, Some(&inc.from), inc.from_name.as_deref())).await?.id,
+        // A forged From must not put words in a contact's mouth: no contact by that address.
+        None if !verified => None,
+        None => Some(Box::pin(contact_for_sender(app, ws, &inc.from, inc.from_name.as_deref())).await?.id),
     };
     let now = shared::ids::now_rfc3339();
+    let mut truncated = Truncation::default();
+    let text = cut(&inc.text, MAX_TEXT_BYTES);
+    if text.len() < inc.text.len() {
+        truncated.text_bytes = Some(inc.text.len() as u64);
+    }
+    // Cut, then sanitised (which closes what the cut leaves open and may grow the text by
+    // escaping it): cut shorter until it fits.
+    let body_html = inc.html.as_deref().map(|h| {
+        let mut limit = MAX_HTML_BYTES;
+        let mut clean = sanitise_html(cut(h, limit));
+        while clean.len() > MAX_HTML_BYTES && limit > 1024 {
+            limit /= 2;
+            clean = sanitise_html(cut(h, limit));
+        }
+        if h.len() > MAX_HTML_BYTES {
+            truncated.html_bytes = Some(h.len() as u64);
+        }
+        clean
+    });
+    if inc.attachments.len() > MAX_LISTED_FILES {
+        truncated.files_omitted = (inc.attachments.len() - MAX_LISTED_FILES) as u32;
+        inc.attachments.truncate(MAX_LISTED_FILES);
+    }
+    let mut to = inc.to.clone();
+    if to.len() > MAX_RECIPIENTS {
+        truncated.recipients_omitted = (to.len() - MAX_RECIPIENTS) as u32;
+        to.truncate(MAX_RECIPIENTS);
+    }
     let m = Message {
         id: shared::ids::new_id("hm"),
         object: "helpdesk_message".into(),
         conversation_id: existing.as_ref().map_or_else(|| shared::ids::new_id("conv"), |(c, _)| c.id.clone()),
         r#type: MessageType::Inbound,
         from: inc.from.clone(),
-        to: inc.to.clone(),
-        body_text: inc.text.chars().take(MAX_BODY_CHARS).collect(),
-        body_html: inc.html.as_deref().map(sanitise_html).filter(|h| !h.trim().is_empty()),
+        to,
+        body_text: text.to_string(),
+        body_html: body_html.filter(|h| !h.trim().is_empty()),
         delivery_status: None,
         email_id: None,
         author: None,
         message_id: Some(inc.message_id.clone()),
         attachments: inc.attachments.iter().map(|(a, _)| a.clone()).collect(),
         automatic: inc.automatic,
+        authentication: Some(inc.authentication.clone()),
+        truncated: (truncated != Truncation::default()).then_some(truncated),
         created_at: now.clone(),
     };
+    let s3 = app.s3();
+    let unavailable = |what: &str, e: shared::aws::AwsError| ApiError::unavailable(format!("s3 {what} attachment: {e}"));
     for (i, (_, bytes)) in inc.attachments.iter().enumerate() {
         if let Some(b) = bytes {
-            app.s3()
-                .put_object(&app.cfg.mail_bucket, &attachment_key(ws, &m.conversation_id, &m.id, i), b.clone(), &[])
+            let key = attachment_key(ws, &inc.message_id, i);
+            s3.put_object(&app.cfg.mail_bucket, &key, b.clone(), &[("x-amz-tagging", UNLINKED_TAG)])
                 .await
-                .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {e}")))?;
+                .map_err(|e| unavailable("put", e))?;
         }
     }
     let quiet = inc.spam || inc.automatic.is_some();
@@ -196,7 +346,9 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
                 c.snoozed_until = None;
             }
             tx = snooze::changes(tx, ws, &old, &c).replace(record(ws, &c)?, version).put(message_record(ws, &m)?.item);
-            tx = tx.put(timeline(ws, &contact_id, &c, &m)?);
+            if let Some(ct) = &contact_id {
+                tx = tx.put(timeline(ws, ct, &c, &m)?);
+            }
             if !quiet {
                 tx = tx.event(Event::new(ws, "helpdesk.message.received", &m));
                 if c.status != old.status {
@@ -211,6 +363,13 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
         None => {
             let subject =
                 if inc.subject.trim().is_empty() { "(no subject)".to_string() } else { inc.subject.trim().chars().take(300).collect() };
+            let mut tags: Vec<String> = vec![];
+            if inc.spam {
+                tags.push("spam".into());
+            }
+            if !verified {
+                tags.push("unverified".into());
+            }
             let c = Conversation {
                 id: m.conversation_id.clone(),
                 object: "helpdesk_conversation".into(),
@@ -218,8 +377,9 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
                 status: if inc.spam { ConversationStatus::Closed } else { ConversationStatus::Open },
                 priority: Priority::Normal,
                 assignee: None,
-                tags: if inc.spam { vec!["spam".into()] } else { vec![] },
+                tags,
                 contact_id: contact_id.clone(),
+                unverified: !verified,
                 channel: "email".into(),
                 mailbox: inc.mailbox.clone(),
                 snoozed_until: None,
@@ -228,7 +388,10 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
                 created_at: now.clone(),
                 updated_at: now,
             };
-            tx = tx.create(record(ws, &c)?.version(1)).put(message_record(ws, &m)?.item).put(timeline(ws, &contact_id, &c, &m)?);
+            tx = tx.create(record(ws, &c)?.version(1)).put(message_record(ws, &m)?.item);
+            if let Some(ct) = &contact_id {
+                tx = tx.put(timeline(ws, ct, &c, &m)?);
+            }
             if !quiet {
                 tx = tx.event(conversation_event(ws, "helpdesk.conversation.created", &c)).event(Event::new(
                     ws,
@@ -239,20 +402,54 @@ pub async fn receive(app: &App, ws: &str, inc: Incoming) -> ApiResult<Outcome> {
             Outcome::Created { conversation_id: c.id, message_id: m.id.clone() }
         }
     };
-    match tx.commit(app).await {
-        Ok(()) => Ok(outcome),
-        Err(TxError::Condition(0)) => Ok(Outcome::Duplicate),
+    let outcome = match tx.commit(app).await {
+        Ok(()) => outcome,
+        // Another delivery recorded it meanwhile: the files it names are the ones just written
+        // (same keys, same bytes), so they are linked all the same.
+        Err(TxError::Condition(0)) => Outcome::Duplicate,
         // The conversation changed meanwhile: the queue brings the message back, and the next
-        // try reads it afresh.
-        Err(e) => Err(TxError::stale(e)),
+        // try reads it afresh (and writes the same files again).
+        Err(e) => return Err(TxError::stale(e)),
+    };
+    for (i, (_, bytes)) in inc.attachments.iter().enumerate() {
+        if bytes.is_some() {
+            s3.delete_object_tagging(&app.cfg.mail_bucket, &attachment_key(ws, &inc.message_id, i))
+                .await
+                .map_err(|e| unavailable("link", e))?;
+        }
+    }
+    Ok(outcome)
+}
+
+/// The contact of a new conversation's sender: found by address, or created. An address that
+/// was erased comes back as a new contact, unrelated to the erased one: the person wrote to
+/// the workspace again. Its tombstone is lifted for that (replies must reach them), and the new
+/// contact starts unsubscribed from marketing; a suppression kept from before the erasure
+/// (hashed) still holds.
+async fn contact_for_sender(app: &App, ws: &str, from: &str, name: Option<&str>) -> ApiResult<Contact> {
+    match contact_for(app, ws, None, Some(from), name).await {
+        Err(e) if e.message == crate::gdpr::ERASED_MESSAGE => {
+            let c = new_contact(from, name)?;
+            let c = Contact { email_status: contacts::EmailStatus::Unsubscribed, ..c };
+            match contacts::commit_return(app, ws, &c).await {
+                Ok(()) => Ok(c),
+                Err(e) => match contacts::email_owner(app, ws, &c.email).await?.as_deref().and_then(ContactId::parse) {
+                    Some(id) => Ok(contacts::load(app, ws, &id).await?.0),
+                    None => Err(e),
+                },
+            }
+        }
+        other => other,
     }
 }
 
 /// Presigned links (1 hour) for a message's stored files.
 pub async fn with_links(app: &App, ws: &str, m: &mut Message) -> ApiResult<()> {
+    let m_ = m.clone();
     for (i, a) in m.attachments.iter_mut().enumerate().filter(|(_, a)| a.stored) {
-        let key = attachment_key(ws, &m.conversation_id, &m.id, i);
-        let response = [("response-content-type", a.content_type.as_str())];
+        let Some(key) = attachment_keys(ws, &m_, i).pop() else { continue };
+        let disposition = content_disposition(&a.filename);
+        let response = [("response-content-type", download_type(&a.content_type)), ("response-content-disposition", disposition.as_str())];
         let url = app
             .s3()
             .presigned_get(&app.cfg.mail_bucket, &key, &response, std::time::Duration::from_secs(3600))

@@ -54,8 +54,20 @@ pub const PRIVACY: &[Rule] = &[
         export: true,
         erase: Erase::Custom(|a, w, i, _| Box::pin(delete_message(a, w, i))),
     },
-    Rule { kind: keys::CONVERSATION_TOKEN, area: "helpdesk", find: Find::Mentions, export: false, erase: Erase::Delete },
-    Rule { kind: keys::MESSAGE_REF, area: "helpdesk", find: Find::Mentions, export: false, erase: Erase::Delete },
+    Rule {
+        kind: keys::CONVERSATION_TOKEN,
+        area: "helpdesk",
+        find: Find::ErasedByParent(keys::CONVERSATION.name),
+        export: false,
+        erase: Erase::Delete,
+    },
+    Rule {
+        kind: keys::MESSAGE_REF,
+        area: "helpdesk",
+        find: Find::WithParent(keys::HELPDESK_MESSAGE.name, |m| store::get_str(m, "message_id").map(inbound::ref_sk).into_iter().collect()),
+        export: false,
+        erase: Erase::Delete,
+    },
 ];
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -103,7 +115,14 @@ pub struct Conversation {
     /// A member's subject (`sub` of their access token), or null.
     pub assignee: Option<String>,
     pub tags: Vec<String>,
-    pub contact_id: String,
+    /// Null when the conversation was started by a message whose sender failed
+    /// authentication (`unverified`): its From address is not attributed to anyone.
+    pub contact_id: Option<String>,
+    /// Started by a message that failed DMARC (or SPF and DKIM both): the From address may be
+    /// forged, so the conversation is linked to no contact and cannot be replied to until a
+    /// person checks it.
+    #[serde(default)]
+    pub unverified: bool,
     /// `email` (the only channel so far).
     pub channel: String,
     /// The address the customer writes to, at a verified sending domain of the workspace.
@@ -181,6 +200,12 @@ pub struct Message {
     /// Set when a machine sent it (it reopened nothing and notified no one).
     #[serde(default)]
     pub automatic: Option<inbound::Automatic>,
+    /// Inbound only: SES's verdicts on the sender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<inbound::Authentication>,
+    /// Inbound only: what was cut to keep the message within the limits (null: nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<inbound::Truncation>,
     pub created_at: String,
 }
 
@@ -236,6 +261,25 @@ pub fn token_item(ws: &str, token: &str, conv: &str) -> Item {
     Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(keys::CONVERSATION_TOKEN.sk(&[token]))), ("conversation_id".into(), s(conv))])
 }
 
+/// A new contact for an address and a display name ("Kari Nordmann": first and last name,
+/// each cut to what a contact takes, so a stranger's long name never fails the message).
+pub fn new_contact(addr: &str, name: Option<&str>) -> ApiResult<Contact> {
+    let short = |v: &str| v.trim().chars().take(200).collect::<String>();
+    let (first, last) = match name.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(n) => match n.rsplit_once(' ') {
+            Some((f, l)) => (Some(short(f)), Some(short(l))),
+            None => (Some(short(n)), None),
+        },
+        None => (None, None),
+    };
+    let input: contacts::CreateContact = serde_json::from_value(serde_json::json!({"email": addr, "first_name": first, "last_name": last}))
+        .map_err(|e| ApiError::validation("contact", e.to_string()))?;
+    let mut errs = Errors::new();
+    let c = input.build(&mut errs);
+    errs.finish().map_err(|e| e.prefixed("contact"))?;
+    Ok(c)
+}
+
 /// The contact a conversation is with: by id, or found or created by email.
 pub async fn contact_for(app: &App, ws: &str, id: Option<&str>, email: Option<&str>, name: Option<&str>) -> ApiResult<Contact> {
     if let Some(id) = id {
@@ -252,18 +296,7 @@ pub async fn contact_for(app: &App, ws: &str, id: Option<&str>, email: Option<&s
     {
         return Ok(contacts::load(app, ws, &id).await?.0);
     }
-    let (first, last) = match name.map(str::trim).filter(|n| !n.is_empty()) {
-        Some(n) => match n.rsplit_once(' ') {
-            Some((f, l)) => (Some(f.to_string()), Some(l.to_string())),
-            None => (Some(n.to_string()), None),
-        },
-        None => (None, None),
-    };
-    let input: contacts::CreateContact = serde_json::from_value(serde_json::json!({"email": addr, "first_name": first, "last_name": last}))
-        .map_err(|e| ApiError::validation("contact", e.to_string()))?;
-    let mut errs = Errors::new();
-    let c = input.build(&mut errs);
-    errs.finish().map_err(|e| e.prefixed("contact"))?;
+    let c = new_contact(&addr, name)?;
     match contacts::commit_create(app, ws, &c, None).await {
         Ok(()) => Ok(c),
         Err(e) => match contacts::email_owner(app, ws, &c.email).await?.as_deref().and_then(ContactId::parse) {
@@ -368,6 +401,11 @@ pub fn check_size(m: &Message) -> ApiResult<()> {
 /// when they name the subject; this removes the rest of the thread, which is about them).
 async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::gdpr::Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
+    // The reply-address look-up leads here: it goes first (its key is derived, never stored).
+    if let Ok(c) = store::from_item::<Conversation>(item.clone()) {
+        let (_, token) = reply_address(app, ws, &c).await?;
+        app.db.delete(&ws_pk(ws), &keys::CONVERSATION_TOKEN.sk(&[&token])).await?;
+    }
     let mut after = None;
     loop {
         let out = app.db.query_page(keys::HELPDESK_MESSAGES.query(&[ws], &[id], after, 100)).await?;
@@ -382,16 +420,21 @@ async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::g
     app.db.delete(&ws_pk(ws), &conversation_sk(id)).await
 }
 
-/// A message goes with its stored files.
+/// A message goes with every file it came with (stored or not: a file listed as not stored
+/// may still have an object from an earlier attempt) and its Message-ID look-up.
 async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
     let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
     if let Ok(m) = store::from_item::<Message>(item) {
-        for (i, _) in m.attachments.iter().enumerate().filter(|(_, a)| a.stored) {
-            let key = inbound::attachment_key(ws, &m.conversation_id, &m.id, i);
-            app.s3()
-                .delete_object(&app.cfg.mail_bucket, &key)
-                .await
-                .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {e}")))?;
+        for i in 0..m.attachments.len() {
+            for key in inbound::attachment_keys(ws, &m, i) {
+                app.s3()
+                    .delete_object(&app.cfg.mail_bucket, &key)
+                    .await
+                    .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {e}")))?;
+            }
+        }
+        if let Some(mid) = &m.message_id {
+            app.db.delete(&ws_pk(ws), &inbound::ref_sk(mid)).await?;
         }
     }
     app.db.delete(&ws_pk(ws), &sk).await
@@ -432,6 +475,7 @@ pub fn conversation_event(ws: &str, kind: &str, c: &Conversation) -> Event {
 
 /// The contact's timeline entry for a message.
 pub fn timeline(ws: &str, contact_id: &str, c: &Conversation, m: &Message) -> ApiResult<Item> {
+    // (A conversation without a contact has no timeline: callers skip it.)
     let what = match m.r#type {
         MessageType::Inbound => "Message received",
         MessageType::Reply => "Reply sent",

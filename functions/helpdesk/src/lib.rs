@@ -20,7 +20,8 @@ shared::area! {
         list_messages, add_message [effects = &[fx::SendEmail::INFO]],
     ],
     schemas = [Conversation, ConversationStatus, Priority, Message, MessageType, DeliveryStatus, CreateConversation, FirstMessage,
-        NewContact, UpdateConversation, AddMessage, domain::helpdesk::inbound::Attachment, domain::helpdesk::inbound::Automatic, DeliveryUpdate],
+        NewContact, UpdateConversation, AddMessage, domain::helpdesk::inbound::Attachment, domain::helpdesk::inbound::Automatic, DeliveryUpdate,
+        domain::helpdesk::inbound::Authentication, domain::helpdesk::inbound::Truncation],
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -130,7 +131,8 @@ pub async fn create_conversation(app: &App, req: Req) -> ApiResult<Reply> {
         priority: input.priority.unwrap_or_default(),
         assignee: input.assignee,
         tags: input.tags,
-        contact_id: contact.id.clone(),
+        contact_id: Some(contact.id.clone()),
+        unverified: false,
         channel: "email".into(),
         mailbox: mailbox.clone(),
         snoozed_until: None,
@@ -154,6 +156,8 @@ pub async fn create_conversation(app: &App, req: Req) -> ApiResult<Reply> {
         message_id: None,
         attachments: vec![],
         automatic: None,
+        authentication: None,
+        truncated: None,
         created_at: now,
     };
     check_size(&m)?;
@@ -239,7 +243,7 @@ pub async fn list_conversations(app: &App, req: Req) -> ApiResult<Reply> {
             list.sort_by(|a, b| (&b.last_message_at, &b.id).cmp(&(&a.last_message_at, &a.id)));
             list.retain(|c| {
                 q.assignee.as_ref().is_none_or(|a| c.assignee.as_ref() == Some(a))
-                    && q.contact_id.as_ref().is_none_or(|x| c.contact_id == **x)
+                    && q.contact_id.as_ref().is_none_or(|x| c.contact_id.as_deref() == Some(&**x))
                     && q.tag.as_ref().is_none_or(|t| c.tags.contains(t))
                     && mailbox.as_ref().is_none_or(|m| &c.mailbox == m)
             });
@@ -435,19 +439,38 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ConversationId = req.path_id("id")?;
     let ws = req.ws();
     let (old, version) = load(app, ws, &id).await?;
-    let cid = <domain::contacts::ContactId as shared::ids::PrefixedId>::parse(&old.contact_id)
-        .ok_or_else(|| ApiError::conflict("the conversation's contact was erased"))?;
-    let contact =
-        domain::contacts::load(app, ws, &cid).await.map_err(|_| ApiError::conflict("the conversation's contact no longer exists"))?.0;
-    let now = shared::ids::now_rfc3339();
     let reply = input.r#type == MessageType::Reply;
+    // A conversation started by a sender who failed authentication has no contact: notes are
+    // fine, a reply would go to whoever really owns the forged address.
+    let contact = match old.contact_id.as_deref() {
+        Some(id) => {
+            let cid = <domain::contacts::ContactId as shared::ids::PrefixedId>::parse(id)
+                .ok_or_else(|| ApiError::conflict("the conversation's contact was erased"))?;
+            Some(
+                domain::contacts::load(app, ws, &cid)
+                    .await
+                    .map_err(|_| ApiError::conflict("the conversation's contact no longer exists"))?
+                    .0,
+            )
+        }
+        None if reply => {
+            return Err(ApiError::conflict(
+                "the conversation's sender failed authentication (unverified), so it has no contact to reply to; start a conversation with the contact instead",
+            ));
+        }
+        None => None,
+    };
+    let now = shared::ids::now_rfc3339();
     let mut m = Message {
         id: shared::ids::new_id("hm"),
         object: "helpdesk_message".into(),
         conversation_id: old.id.clone(),
         r#type: input.r#type,
         from: if reply { old.mailbox.clone() } else { req.principal.subject.clone() },
-        to: if reply { vec![contact.email.clone()] } else { vec![] },
+        to: match (&contact, reply) {
+            (Some(ct), true) => vec![ct.email.clone()],
+            _ => vec![],
+        },
         body_text: input.body_text,
         body_html: sanitised(input.body_html),
         delivery_status: None,
@@ -456,6 +479,8 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
         message_id: None,
         attachments: vec![],
         automatic: None,
+        authentication: None,
+        truncated: None,
         created_at: now.clone(),
     };
     check_size(&m)?;
@@ -465,7 +490,8 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
     if reply {
         let auth = req.grant.authorize::<fx::SendEmail>()?;
         let last_inbound = last_inbound_message_id(app, ws, &old.id).await?;
-        let out = compose_reply(app, ws, &old, &contact, &m, last_inbound.as_deref()).await?;
+        let contact = contact.as_ref().ok_or_else(|| ApiError::internal("a reply without a contact"))?;
+        let out = compose_reply(app, ws, &old, contact, &m, last_inbound.as_deref()).await?;
         m.email_id = Some(out.email.id.clone());
         m.delivery_status = Some(DeliveryStatus::of(out.email.status));
         outgoing = Some((auth, out));
@@ -480,8 +506,10 @@ pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
     let mut tx = domain::helpdesk::snooze::changes(Tx::new(), ws, &old, &c)
         .replace(record(ws, &c)?, version)
         .put(message_record(ws, &m)?.item)
-        .put(timeline(ws, &contact.id, &c, &m)?)
         .event(shared::events::Event::new(ws, kind, &m));
+    if let Some(ct) = &contact {
+        tx = tx.put(timeline(ws, &ct.id, &c, &m)?);
+    }
     if c.status != old.status {
         tx = tx.event(conversation_event(ws, "helpdesk.conversation.updated", &c));
     }

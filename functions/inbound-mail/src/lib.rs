@@ -26,6 +26,8 @@ pub struct Receipt {
     pub recipients: Vec<String>,
     pub spam: bool,
     pub virus: bool,
+    /// SES's SPF, DKIM and DMARC verdicts on the sender.
+    pub authentication: inbound::Authentication,
 }
 
 pub fn receipt(body: &str) -> Option<Receipt> {
@@ -33,7 +35,8 @@ pub fn receipt(body: &str) -> Option<Receipt> {
     if v.get("notificationType").and_then(Value::as_str) != Some("Received") {
         return None;
     }
-    let verdict = |name: &str| v.pointer(&format!("/receipt/{name}/status")).and_then(Value::as_str) == Some("FAIL");
+    let status = |name: &str| v.pointer(&format!("/receipt/{name}/status")).and_then(Value::as_str).map(String::from);
+    let verdict = |name: &str| status(name).as_deref() == Some("FAIL");
     Some(Receipt {
         ses_message_id: v.pointer("/mail/messageId")?.as_str()?.to_string(),
         bucket: v.pointer("/receipt/action/bucketName")?.as_str()?.to_string(),
@@ -41,6 +44,7 @@ pub fn receipt(body: &str) -> Option<Receipt> {
         recipients: v.pointer("/receipt/recipients")?.as_array()?.iter().filter_map(Value::as_str).map(String::from).collect(),
         spam: verdict("spamVerdict"),
         virus: verdict("virusVerdict"),
+        authentication: inbound::Authentication::of(status("spfVerdict"), status("dkimVerdict"), status("dmarcVerdict")),
     })
 }
 
@@ -130,6 +134,7 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
             attachments,
             automatic: parsed.automatic,
             spam: r.spam,
+            authentication: r.authentication.clone(),
         };
         // Boxed: the recording future is large (contact creation, the transaction).
         match Box::pin(inbound::receive(app, &ws, inc)).await.map_err(|e| e.to_string())? {

@@ -280,7 +280,7 @@ pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 202, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
-    let subject = Subject::of(&c);
+    let subject = domain::gdpr::subject_of(app, req.ws(), &c).await?;
     Ok(Reply::accepted(&export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, req.ws(), &subject).await?))
 }
 

@@ -49,7 +49,17 @@ impl<'a> Op<'a> {
 
 impl S3<'_> {
     pub async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> Result<(), AwsError> {
+        if headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("x-amz-tagging")) {
+            // Tags set with the object need this permission as well.
+            record_action("s3:PutObjectTagging");
+        }
         let call = Op { headers: headers.to_vec(), body, ..Op::new("PutObject", "PUT", bucket, key) };
+        self.call(call).await.map(|_| ())
+    }
+
+    /// Remove every tag of an object (the lifecycle rules that match tags no longer do).
+    pub async fn delete_object_tagging(&self, bucket: &str, key: &str) -> Result<(), AwsError> {
+        let call = Op { query: vec![("tagging", "")], ..Op::new("DeleteObjectTagging", "DELETE", bucket, key) };
         self.call(call).await.map(|_| ())
     }
 
