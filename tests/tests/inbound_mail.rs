@@ -286,3 +286,225 @@ async fn a_snoozed_conversation_wakes_up_on_time() {
     let conv = conversation(c, &id).await;
     assert_eq!((conv["status"].as_str(), conv["message_count"].as_u64()), (Some("open"), Some(2)), "{conv}");
 }
+
+/// A multipart message from `from` to `to` with these extra parts (each `(headers, body)`).
+fn multipart(from: &str, to: &str, subject: &str, text: &str, parts: &[(String, String)]) -> String {
+    let id = ulid::Ulid::generate().to_string().to_lowercase();
+    let mut m = format!(
+        "From: Kari <{from}>\r\nTo: {to}\r\nSubject: {subject}\r\nMessage-ID: <{id}@mail.example.org>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=\"bnd\"\r\n\r\n--bnd\r\nContent-Type: text/plain\r\n\r\n{text}\r\n"
+    );
+    for (headers, body) in parts {
+        m.push_str(&format!("--bnd\r\n{headers}\r\n\r\n{body}\r\n"));
+    }
+    m.push_str("--bnd--\r\n");
+    m
+}
+
+/// The receipt notification with SES's authentication verdicts set.
+async fn deliver_with_verdicts(raw: &str, to: &str, spf: &str, dkim: &str, dmarc: &str) {
+    let h = harness();
+    let app = h.app().await;
+    let body =
+        tools::admin::store_inbound(&app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[to.to_string()], "PASS", "PASS").await.unwrap();
+    let verdict = |name: &str, v: &str| {
+        (format!("\\\"{name}\\\":{{\\\"status\\\":\\\"PASS\\\"}}"), format!("\\\"{name}\\\":{{\\\"status\\\":\\\"{v}\\\"}}"))
+    };
+    let mut body = body;
+    for (name, v) in [("spfVerdict", spf), ("dkimVerdict", dkim), ("dmarcVerdict", dmarc)] {
+        let (from, to) = verdict(name, v);
+        assert!(body.contains(&from), "{body}");
+        body = body.replace(&from, &to);
+    }
+    let receipt = inbound_mail::receipt(&body).unwrap();
+    assert_eq!(receipt.authentication.dmarc.as_deref(), Some(dmarc));
+    inbound_mail::handle(&app, &receipt).await.unwrap();
+}
+
+/// An object's tags as moto answers them (it wants a SigV4-shaped header, not a valid one).
+async fn tagging(url: &str) -> String {
+    let auth = "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0";
+    let r = reqwest::Client::new().get(format!("{url}?tagging")).header("authorization", auth).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap()
+}
+
+/// Objects under the workspace's attachments, and whether each is still tagged unlinked.
+async fn attachment_objects(ws: &str) -> Vec<(String, bool)> {
+    let h = harness();
+    // The emulator keeps tags (else "linked" below would prove nothing).
+    let probe = format!("attachments/{ws}/probe");
+    let app = h.app().await;
+    app.s3()
+        .put_object(&h.resources.mail_bucket, &probe, b"x".to_vec(), &[("x-amz-tagging", domain::helpdesk::inbound::UNLINKED_TAG)])
+        .await
+        .unwrap();
+    let tags = tagging(&format!("{}/{}/{probe}", h.moto_endpoint, h.resources.mail_bucket)).await;
+    assert!(tags.contains("unlinked"), "{tags}");
+    app.s3().delete_object(&h.resources.mail_bucket, &probe).await.unwrap();
+    let mut out = vec![];
+    for (key, _) in h.bucket_objects(&h.resources.mail_bucket, &format!("attachments/{ws}/")).await {
+        let tags = tagging(&format!("{}/{}/{key}", h.moto_endpoint, h.resources.mail_bucket)).await;
+        out.push((key, tags.contains("unlinked")));
+    }
+    out
+}
+
+#[tokio::test]
+async fn oversized_bodies_and_thousands_of_parts_are_recorded_with_a_visible_truncation() {
+    let s = setup("inbound limits").await;
+    let c = &s.c;
+    // 2 MB of HTML.
+    let html = format!("<p>start</p>{}<p>end</p>", "<div>Lorem ipsum dolor sit amet</div>".repeat(2 * 1024 * 1024 / 34));
+    let big = multipart(&s.customer, &s.mailbox, "Huge HTML", "see html", &[("Content-Type: text/html".into(), html.clone())]);
+    deliver(&big, &[&s.mailbox], "PASS", "PASS").await;
+    // 5,000 tiny files.
+    let parts: Vec<(String, String)> = (0..5000)
+        .map(|i| (format!("Content-Type: text/plain\r\nContent-Disposition: attachment; filename=\"f{i}.txt\""), format!("{i}")))
+        .collect();
+    deliver(&multipart(&s.customer, &s.mailbox, "Many parts", "files", &parts), &[&s.mailbox], "PASS", "PASS").await;
+
+    let list = conversations(c, "limit=10").await;
+    let find = |sub: &str| {
+        list.iter().find(|v| v["subject"] == sub).unwrap_or_else(|| panic!("{sub} in {list:?}"))["id"].as_str().unwrap().to_string()
+    };
+    let m = &messages(c, &find("Huge HTML")).await[0];
+    let kept = m["body_html"].as_str().unwrap();
+    assert!(kept.len() <= domain::helpdesk::inbound::MAX_HTML_BYTES && kept.contains("start"), "{} bytes", kept.len());
+    assert_eq!(m["truncated"]["html_bytes"].as_u64(), Some(html.len() as u64), "{}", m["truncated"]);
+    let m = &messages(c, &find("Many parts")).await[0];
+    let files = m["attachments"].as_array().unwrap();
+    assert_eq!(files.len(), domain::helpdesk::inbound::MAX_LISTED_FILES);
+    assert_eq!(m["truncated"]["files_omitted"].as_u64(), Some(5000 - 100), "{}", m["truncated"]);
+    assert_eq!(files.iter().filter(|f| f["stored"] == true).count(), inbound_mail::parse::MAX_ATTACHMENTS);
+    let objects = attachment_objects(&s.ws).await;
+    assert_eq!(objects.len(), inbound_mail::parse::MAX_ATTACHMENTS, "{objects:?}");
+    assert!(objects.iter().all(|(_, unlinked)| !unlinked), "recorded files are linked: {objects:?}");
+}
+
+#[tokio::test]
+async fn one_delivery_three_times_at_once_is_one_message_and_its_files_once() {
+    let s = setup("inbound race").await;
+    let h = harness();
+    let app = h.app().await;
+    let raw = multipart(
+        &s.customer,
+        &s.mailbox,
+        "Thrice",
+        "once please",
+        &[("Content-Type: application/pdf\r\nContent-Disposition: attachment; filename=\"a.pdf\"".into(), "%PDF-1.4 a".into())],
+    );
+    let body =
+        tools::admin::store_inbound(&app.s3(), &h.resources.mail_bucket, raw.as_bytes(), std::slice::from_ref(&s.mailbox), "PASS", "PASS")
+            .await
+            .unwrap();
+    let receipt = inbound_mail::receipt(&body).unwrap();
+    let (a, b, c3) =
+        tokio::join!(inbound_mail::handle(&app, &receipt), inbound_mail::handle(&app, &receipt), inbound_mail::handle(&app, &receipt));
+    for r in [a, b, c3] {
+        r.expect("every delivery is handled (recorded, or found recorded)");
+    }
+    let list = conversations(&s.c, "").await;
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(messages(&s.c, list[0]["id"].as_str().unwrap()).await.len(), 1);
+    let contacts = s.c.get(&format!("/contacts?q={}", s.customer)).await;
+    assert_eq!(contacts.json["data"].as_array().unwrap().len(), 1, "one contact: {}", contacts.json);
+    assert_eq!(attachment_objects(&s.ws).await.iter().map(|(_, u)| *u).collect::<Vec<_>>(), [false], "one object, linked");
+    assert!(h.bucket_objects(&h.resources.mail_bucket, &receipt.key).await.is_empty(), "the raw message is gone");
+}
+
+#[tokio::test]
+async fn files_download_as_attachments_of_an_inert_type() {
+    let s = setup("inbound files").await;
+    let raw = multipart(
+        &s.customer,
+        &s.mailbox,
+        "Risky files",
+        "two files",
+        &[
+            (
+                "Content-Type: text/html\r\nContent-Disposition: attachment; filename=\"page.html\"".into(),
+                "<script>alert(1)</script>".into(),
+            ),
+            (
+                "Content-Type: image/svg+xml\r\nContent-Disposition: attachment; filename=\"x\\\".svg\"".into(),
+                "<svg onload=\"alert(1)\"/>".into(),
+            ),
+            ("Content-Type: application/pdf\r\nContent-Disposition: attachment; filename=\"ok.pdf\"".into(), "%PDF-1.4".into()),
+        ],
+    );
+    deliver(&raw, &[&s.mailbox], "PASS", "PASS").await;
+    let conv = conversations(&s.c, "").await[0]["id"].as_str().unwrap().to_string();
+    let m = &messages(&s.c, &conv).await[0];
+    let files = m["attachments"].as_array().unwrap();
+    assert_eq!(files.len(), 3, "{m}");
+    let mut seen = vec![];
+    for f in files {
+        let r = reqwest::get(f["download_url"].as_str().unwrap()).await.unwrap();
+        assert_eq!(r.status(), 200);
+        let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        let disposition = header("content-disposition");
+        assert!(disposition.starts_with("attachment;"), "{disposition}");
+        assert!(!disposition.contains("x\".svg"), "the name is quoted safely: {disposition}");
+        seen.push(header("content-type"));
+    }
+    assert_eq!(seen, ["application/octet-stream", "application/octet-stream", "application/pdf"]);
+}
+
+#[tokio::test]
+async fn a_forged_sender_is_not_attributed_and_an_erased_one_starts_afresh() {
+    let s = setup("inbound trust").await;
+    let c = &s.c;
+    let known =
+        c.post("/contacts", &json!({"email": s.customer, "first_name": "Kari"})).await.json["data"]["id"].as_str().unwrap().to_string();
+
+    // DMARC fails: recorded, visible, linked to no one.
+    deliver_with_verdicts(&multipart(&s.customer, &s.mailbox, "Wire the money", "now", &[]), &s.mailbox, "FAIL", "PASS", "FAIL").await;
+    let conv = conversations(c, "").await[0].clone();
+    assert_eq!((conv["contact_id"].is_null(), conv["unverified"].as_bool()), (true, Some(true)), "{conv}");
+    assert!(conv["tags"].as_array().unwrap().iter().any(|t| t == "unverified"));
+    let m = &messages(c, conv["id"].as_str().unwrap()).await[0];
+    assert_eq!((m["authentication"]["dmarc"].as_str(), m["authentication"]["verified"].as_bool()), (Some("FAIL"), Some(false)), "{m}");
+    assert_eq!(c.get(&format!("/helpdesk/conversations?contact_id={known}")).await.json["data"].as_array().unwrap().len(), 0);
+    let r = c
+        .post(&format!("/helpdesk/conversations/{}/messages", conv["id"].as_str().unwrap()), &json!({"type": "reply", "body_text": "ok"}))
+        .await;
+    assert_eq!(r.status, 409, "no reply to a forged address: {}", r.json);
+    let r = c
+        .post(
+            &format!("/helpdesk/conversations/{}/messages", conv["id"].as_str().unwrap()),
+            &json!({"type": "note", "body_text": "fraud?"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    // SPF and DKIM both failing is the same; one of them failing is not.
+    deliver_with_verdicts(&multipart(&s.customer, &s.mailbox, "Both fail", "x", &[]), &s.mailbox, "FAIL", "FAIL", "GRAY").await;
+    deliver_with_verdicts(&multipart(&s.customer, &s.mailbox, "SPF only", "x", &[]), &s.mailbox, "FAIL", "PASS", "PASS").await;
+    let list = conversations(c, "").await;
+    let by = |sub: &str| list.iter().find(|v| v["subject"] == sub).unwrap().clone();
+    assert!(by("Both fail")["contact_id"].is_null());
+    assert_eq!(by("SPF only")["contact_id"].as_str(), Some(known.as_str()));
+
+    // Erased, then they write again: a new contact, nothing of the old one.
+    let e = c.post("/gdpr/erasures", &json!({"subject": {"contact_id": known}, "reason": "asked"})).await;
+    assert_eq!(e.status, 202, "{}", e.json);
+    let path = format!("/gdpr/erasures/{}", e.json["data"]["id"].as_str().unwrap());
+    for _ in 0..150 {
+        if c.get(&path).await.json["data"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(c.get(&path).await.json["data"]["status"], "completed");
+    deliver(&multipart(&s.customer, &s.mailbox, "Me again", "hello", &[]), &[&s.mailbox], "PASS", "PASS").await;
+    let list = conversations(c, "").await;
+    let again = list.iter().find(|v| v["subject"] == "Me again").expect("a new conversation");
+    let ct = again["contact_id"].as_str().expect("a new contact");
+    assert_ne!(ct, known);
+    let contact = c.get(&format!("/contacts/{ct}")).await.json["data"].clone();
+    assert_eq!(
+        (contact["email"].as_str(), contact["email_status"].as_str()),
+        (Some(s.customer.as_str()), Some("unsubscribed")),
+        "{contact}"
+    );
+}
