@@ -4,6 +4,7 @@
 //! fresh workspaces, so they never depend on each other or on order.
 
 pub mod receiver;
+pub mod ses_proxy;
 
 use serde_json::Value;
 use shared::App;
@@ -151,6 +152,14 @@ impl Harness {
     pub async fn app_with(&self, cfg: Config) -> App {
         let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
         App::with_dynamodb_endpoint(cfg, &sdk, Some(&self.dynamodb_endpoint)).expect("app")
+    }
+
+    /// A gateway whose AWS calls other than DynamoDB go to `endpoint` (a proxy in front of moto).
+    pub async fn gateway_via(&self, endpoint: &str) -> String {
+        let sdk = tools::admin::local_sdk_config(endpoint).await;
+        let app = App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app");
+        let (addr, _task) = tools::gateway::start(std::sync::Arc::new(app), 0).await.expect("gateway");
+        format!("http://{addr}{}", tools::gateway::BASE_PATH)
     }
 
     /// A gateway with its own configuration in the caller's runtime (it stops with it).

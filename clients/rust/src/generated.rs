@@ -132,7 +132,9 @@ pub struct Booking {
     pub end: String,
     /// `bk_...`
     pub id: String,
-    pub metadata: std::collections::BTreeMap<String, String>,
+    /// Empty once an erasure has removed the person (it may name them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
     /// Always `booking`.

@@ -1617,7 +1617,8 @@ export interface components {
             end: string;
             /** @description `bk_...` */
             id: string;
-            metadata: {
+            /** @description Empty once an erasure has removed the person (it may name them). */
+            metadata?: {
                 [key: string]: string;
             };
             notes?: string | null;

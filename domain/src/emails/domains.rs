@@ -4,9 +4,17 @@
 //!
 //! Creating one writes the domain, its platform-wide claim (`keys::SENDING_DOMAIN_CLAIM`) and
 //! the workspace's count in one transaction before SES is asked, so two workspaces racing for
-//! a name cannot both get it; if SES then refuses, the three are removed again. An SES
-//! identity that exists without a claim was made outside the API (by an operator) and is not
-//! handed to a workspace. Status is refreshed from SES when one domain is read.
+//! a name cannot both get it; if SES then refuses, the three are removed again.
+//!
+//! A claim is `pending` until the domain verifies, and a pending claim expires
+//! ([`CLAIM_PENDING_SECS`]): a name nobody proves within three days is free for the next
+//! workspace, which takes the identity over (the former claimant's domain reads `failed` and
+//! its deletion leaves the identity alone). A subdomain of a domain another workspace has
+//! verified is refused (inbound routing prefers the closest claim, so it would take their
+//! mail). Identities are tagged with the workspace they were made for: one whose creation
+//! answer was lost (the create is retried and SES says it exists) is recognised by the tag and
+//! taken over; one without it was made outside the API and is not handed to a workspace.
+//! Status is refreshed from SES when one domain is read.
 
 use crate::effects::{Authority, CreateSendingDomain, DeleteSendingDomain};
 use crate::keys;
@@ -22,6 +30,8 @@ shared::prefixed_id!(DomainId, "dom", "sending domain");
 
 /// Per workspace (a counter item keeps the cap under concurrent creates).
 pub const MAX_DOMAINS: i64 = 50;
+/// How long an unverified claim holds a name against other workspaces.
+pub const CLAIM_PENDING_SECS: i64 = 72 * 3600;
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -77,7 +87,40 @@ fn claim_item(ws: &str, d: &SendingDomain) -> Item {
         ("sk".into(), s(keys::SENDING_DOMAIN_CLAIM.sk(&[]))),
         ("workspace_id".into(), s(ws)),
         ("domain_id".into(), s(&d.id)),
+        ("verified".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(false)),
+        ("pending_until".into(), store::n(chrono::Utc::now().timestamp() + CLAIM_PENDING_SECS)),
     ])
+}
+
+/// The claim of a name, as stored.
+struct Claim {
+    workspace_id: String,
+    domain_id: String,
+    /// Claims from before claims expired carry no state and count as verified.
+    verified: bool,
+}
+
+impl Claim {
+    fn of(i: &Item) -> Option<Self> {
+        Some(Self {
+            workspace_id: store::get_str(i, "workspace_id")?.to_string(),
+            domain_id: store::get_str(i, "domain_id")?.to_string(),
+            verified: !matches!(i.get("verified"), Some(aws_sdk_dynamodb::types::AttributeValue::Bool(false))),
+        })
+    }
+    fn holds(&self, ws: &str, d: &SendingDomain) -> bool {
+        self.workspace_id == ws && self.domain_id == d.id
+    }
+}
+
+async fn claim_of(app: &App, name: &str) -> ApiResult<Option<Claim>> {
+    Ok(app.db.get(&claim_pk(name), keys::SENDING_DOMAIN_CLAIM.table.sk).await?.as_ref().and_then(Claim::of))
+}
+
+/// The parents of a name (`a.b.example.com` -> `b.example.com`, `example.com`).
+fn parents(name: &str) -> Vec<String> {
+    let labels: Vec<&str> = name.split('.').collect();
+    (1..labels.len().saturating_sub(1)).map(|i| labels[i..].join(".")).collect()
 }
 
 fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
@@ -132,9 +175,27 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
         updated_at: now,
         verified_at: None,
     };
+    // A subdomain of another workspace's verified domain would take its inbound mail.
+    let parent_keys: Vec<(String, String)> =
+        parents(&d.name).iter().map(|p| (claim_pk(p), keys::SENDING_DOMAIN_CLAIM.table.sk.to_string())).collect();
+    if !parent_keys.is_empty() {
+        for i in app.db.batch_get(&parent_keys).await? {
+            if let Some(c) = Claim::of(&i)
+                && c.workspace_id != ws
+                && c.verified
+            {
+                return Err(ApiError::conflict(format!("{} is under a domain another workspace has verified", d.name))
+                    .with_details(vec![shared::error::ErrorDetail::field("name", "is a subdomain of another workspace's domain")]));
+            }
+        }
+    }
     Tx::new()
         .create(record(ws, &d)?.version(1))
-        .put_if(claim_item(ws, &d), "attribute_not_exists(pk)", vec![])
+        .put_if(
+            claim_item(ws, &d),
+            "attribute_not_exists(pk) OR (verified = :unverified AND pending_until < :now)",
+            vec![(":unverified", aws_sdk_dynamodb::types::AttributeValue::Bool(false)), (":now", store::n(chrono::Utc::now().timestamp()))],
+        )
         .update(count(ws, 1))
         .commit(app)
         .await
@@ -146,7 +207,19 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
                 _ => ApiError::conflict("the domain was created concurrently"),
             })
         })?;
-    let created = app.ses().create_identity(&d.name, app.cfg.email.identity_tag.as_deref()).await;
+    let mut tags = vec![(shared::aws::ses::WORKSPACE_TAG_KEY, ws)];
+    if let Some(stack) = app.cfg.email.identity_tag.as_deref() {
+        tags.push((shared::aws::ses::IDENTITY_TAG_KEY, stack));
+    }
+    let created = match app.ses().create_identity(&d.name, &tags).await {
+        // This stack made it (a create whose answer was lost, or a claim that expired): the
+        // claim is this workspace's now, so the identity is too.
+        Err(e) if e.code == "AlreadyExistsException" => match app.ses().get_identity(&d.name).await {
+            Ok(existing) if made_here(app, &existing) => Ok(existing),
+            _ => Err(e),
+        },
+        other => other,
+    };
     let out = match created {
         Ok(out) => out,
         Err(e) => {
@@ -176,6 +249,12 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
     Ok(d)
 }
 
+/// Did this stack's API create the identity (its tags say so)?
+fn made_here(app: &App, i: &shared::aws::ses::Identity) -> bool {
+    let tag = |k: &str| i.tags.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    tag(shared::aws::ses::WORKSPACE_TAG_KEY).is_some() && tag(shared::aws::ses::IDENTITY_TAG_KEY) == app.cfg.email.identity_tag.as_deref()
+}
+
 /// Undo a create whose SES identity could not be made (best effort: a leftover claim is
 /// released by deleting the domain).
 async fn release(app: &App, ws: &str, d: &SendingDomain, version: i64) {
@@ -192,15 +271,38 @@ async fn release(app: &App, ws: &str, d: &SendingDomain, version: i64) {
 
 /// Ask SES for the domain's state; store and announce a change.
 pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> ApiResult<SendingDomain> {
-    let got = app.ses().get_identity(&d.name).await;
-    let (status, tokens) = match got {
-        Ok(out) => (status_of(out.verification_status.as_deref(), out.verified_for_sending), out.dkim_tokens),
-        Err(e) if e.code == "NotFoundException" => (DomainStatus::Failed, vec![]),
-        Err(e) => {
-            tracing::warn!(domain = %d.name, error = %e, "SES status unavailable; answering the stored one");
-            return Ok(d);
+    let claim = claim_of(app, &d.name).await?;
+    let (status, tokens) = if !claim.as_ref().is_some_and(|c| c.holds(ws, &d)) {
+        // Its claim expired unverified and another workspace took the name.
+        (DomainStatus::Failed, vec![])
+    } else {
+        match app.ses().get_identity(&d.name).await {
+            Ok(out) => (status_of(out.verification_status.as_deref(), out.verified_for_sending), out.dkim_tokens),
+            Err(e) if e.code == "NotFoundException" => (DomainStatus::Failed, vec![]),
+            Err(e) => {
+                tracing::warn!(domain = %d.name, error = %e, "SES status unavailable; answering the stored one");
+                return Ok(d);
+            }
         }
     };
+    // Verified, the claim stops expiring (also for a domain verified before claims did).
+    if status == DomainStatus::Verified
+        && let Some(c) = &claim
+        && !c.verified
+    {
+        let u = aws_sdk_dynamodb::types::Update::builder()
+            .key("pk", s(claim_pk(&d.name)))
+            .key("sk", s(keys::SENDING_DOMAIN_CLAIM.table.sk))
+            .update_expression("SET verified = :t REMOVE pending_until")
+            .condition_expression("workspace_id = :ws AND domain_id = :id")
+            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+            .expression_attribute_values(":ws", s(ws))
+            .expression_attribute_values(":id", s(&d.id));
+        if let Err(e) = Tx::new().update(u).commit(app).await {
+            tracing::info!(domain = %d.name, error = ?e, "claim not marked verified (taken meanwhile); the next read retries");
+            return Ok(d);
+        }
+    }
     let mut next = d.clone();
     next.status = status;
     if !tokens.is_empty() {
@@ -237,19 +339,25 @@ pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, 
     let (d, version) = load(app, ws, id).await?;
     // Checked before the identity goes: it is the domain the person approved removing.
     auth.approved(&sk(&d.id), version)?;
-    match app.ses().delete_identity(&d.name).await {
-        Ok(()) => {}
-        Err(e) if e.code == "NotFoundException" => {}
-        Err(e) => return Err(ses_error(e)),
+    // A domain whose expired claim another workspace took leaves that workspace's identity.
+    let holds = claim_of(app, &d.name).await?.is_some_and(|c| c.holds(ws, &d));
+    if holds {
+        match app.ses().delete_identity(&d.name).await {
+            Ok(()) => {}
+            Err(e) if e.code == "NotFoundException" => {}
+            Err(e) => return Err(ses_error(e)),
+        }
     }
-    Tx::new()
-        .delete_versioned(ws_pk(ws), sk(&d.id), version)
-        .delete_if(claim_pk(&d.name), keys::SENDING_DOMAIN_CLAIM.sk(&[]), "workspace_id = :ws", vec![(":ws", s(ws))])
-        .update(count(ws, -1))
-        .event(Event::new(ws, "email.domain.deleted", &d))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
+    let mut tx = Tx::new().delete_versioned(ws_pk(ws), sk(&d.id), version);
+    if holds {
+        tx = tx.delete_if(
+            claim_pk(&d.name),
+            keys::SENDING_DOMAIN_CLAIM.sk(&[]),
+            "workspace_id = :ws AND domain_id = :id",
+            vec![(":ws", s(ws)), (":id", s(&d.id))],
+        );
+    }
+    tx.update(count(ws, -1)).event(Event::new(ws, "email.domain.deleted", &d)).commit(app).await.map_err(store::TxError::stale)?;
     Ok(d)
 }
 

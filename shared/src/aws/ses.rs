@@ -7,6 +7,9 @@ use serde_json::{Value, json};
 
 /// The tag key of the SES identities a stack manages (template.yaml's policy names it too).
 pub const IDENTITY_TAG_KEY: &str = "platform-stack";
+/// The tag key naming the workspace an identity was created for: it marks an identity the API
+/// made (one whose creation answer was lost is recognised by it and taken over).
+pub const WORKSPACE_TAG_KEY: &str = "platform-workspace";
 
 /// The SES client of a container (`Aws::ses`).
 pub struct Ses<'a> {
@@ -22,6 +25,8 @@ pub struct Identity {
     pub verification_status: Option<String>,
     /// The Easy DKIM tokens to publish as CNAME records.
     pub dkim_tokens: Vec<String>,
+    /// Its tags (GetEmailIdentity answers them; CreateEmailIdentity does not).
+    pub tags: Vec<(String, String)>,
 }
 
 impl Identity {
@@ -31,6 +36,13 @@ impl Identity {
             verified_for_sending: v["VerifiedForSendingStatus"].as_bool().unwrap_or(false),
             verification_status: v["VerificationStatus"].as_str().map(String::from),
             dkim_tokens: tokens.iter().filter_map(|t| t.as_str().map(String::from)).collect(),
+            tags: v["Tags"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|t| Some((t["Key"].as_str()?.to_string(), t["Value"].as_str()?.to_string())))
+                .collect(),
         }
     }
 }
@@ -46,12 +58,12 @@ impl Ses<'_> {
         self.aws.json(("SESv2", "ses"), op, method, url, headers, body).await
     }
 
-    /// Create a domain identity with Easy DKIM (`AlreadyExistsException`, `LimitExceededException`),
-    /// tagged `platform-stack=<tag>` when given (the policy that lets this stack manage it).
-    pub async fn create_identity(&self, name: &str, tag: Option<&str>) -> Result<Identity, AwsError> {
+    /// Create a domain identity with Easy DKIM (`AlreadyExistsException`, `LimitExceededException`)
+    /// with these tags (`platform-stack` is what the policy lets this stack manage).
+    pub async fn create_identity(&self, name: &str, tags: &[(&str, &str)]) -> Result<Identity, AwsError> {
         let mut body = json!({"EmailIdentity": name});
-        if let Some(tag) = tag {
-            body["Tags"] = json!([{"Key": IDENTITY_TAG_KEY, "Value": tag}]);
+        if !tags.is_empty() {
+            body["Tags"] = tags.iter().map(|(k, v)| json!({"Key": k, "Value": v})).collect();
         }
         let out = self.call("CreateEmailIdentity", "POST", None, Some(body)).await?;
         Ok(Identity::from_json(&out))
@@ -80,7 +92,7 @@ mod tests {
         assert_eq!((i.verified_for_sending, i.verification_status.as_deref()), (false, Some("PENDING")));
         assert_eq!(
             Identity::from_json(&Value::Null),
-            Identity { verified_for_sending: false, verification_status: None, dkim_tokens: vec![] }
+            Identity { verified_for_sending: false, verification_status: None, dkim_tokens: vec![], tags: vec![] }
         );
     }
 }
