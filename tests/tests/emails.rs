@@ -634,8 +634,8 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
 async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a_lost_create_is_taken_over() {
     let h = harness();
     let app = h.app().await;
-    let (a, ws_a) = sender_workspace("claim squatter").await;
-    let (b, ws_b) = sender_workspace("claim owner").await;
+    let (a, _) = sender_workspace("claim squatter").await;
+    let (b, _) = sender_workspace("claim owner").await;
     let u = ulid::Ulid::generate().to_string().to_lowercase();
     let name = format!("squat-{u}.example.test");
 
@@ -695,5 +695,4 @@ async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a
     app.ses().create_identity(&foreign, &[]).await.unwrap();
     let r = via.post("/emails/domains", &json!({"name": foreign})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
-    let _ = ws_a;
 }
