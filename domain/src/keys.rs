@@ -75,7 +75,7 @@ pub const CONTACT_SEARCH: Kind = Kind::on(
 pub const CONTACT_FORMER: Kind = Kind::on(
     "contact former identity",
     WORKSPACE_PK,
-    "CFORMER#<ct id>#<field>#<lower-cased former value>",
+    "CFORMER#<ct id>#<field>#<sha256 of the lower-cased former value>",
     "an address, phone or name the contact had before a change (`field`, `value`): written with the change, so an erasure finds the person by every identity they had",
 )
 .personal();

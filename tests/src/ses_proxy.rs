@@ -1,7 +1,8 @@
 //! SES as AWS documents it where moto differs, in front of moto: `CreateEmailIdentity` of a name
-//! that exists answers `AlreadyExistsException` (moto overwrites it), and the answer to the
-//! next create can be dropped after SES acted on it (the connection closes), as a network
-//! that loses a reply does. Everything else is passed to moto unchanged. Bound to 127.0.0.1.
+//! that exists answers `AlreadyExistsException` (moto overwrites it); an identity can be held
+//! unverified (moto verifies every identity at once); and the answer to the next create can be
+//! dropped after SES acted on it (the connection closes), as a network that loses a reply does.
+//! Everything else is passed to moto unchanged. Bound to 127.0.0.1.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -13,6 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct SesProxy {
     pub url: String,
+    /// Names whose identity answers PENDING (their DNS records not seen yet).
+    pending: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     drop_next_create: Arc<AtomicBool>,
     /// Creates answered `AlreadyExistsException`.
     pub refused: Arc<std::sync::atomic::AtomicU32>,
@@ -24,27 +27,39 @@ impl SesProxy {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let drop_next_create = Arc::new(AtomicBool::new(false));
         let refused = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let pending = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
         let (flag, moto, count) = (drop_next_create.clone(), moto.trim_end_matches('/').to_string(), refused.clone());
+        let held = pending.clone();
         let client = reqwest::Client::new();
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
-                let (flag, moto, client, count) = (flag.clone(), moto.clone(), client.clone(), count.clone());
+                let (flag, moto, client, count, held) = (flag.clone(), moto.clone(), client.clone(), count.clone(), held.clone());
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let (flag, moto, client, count) = (flag.clone(), moto.clone(), client.clone(), count.clone());
-                        async move { handle(req, &moto, &client, &flag, &count).await }
+                        let (flag, moto, client, count, held) = (flag.clone(), moto.clone(), client.clone(), count.clone(), held.clone());
+                        async move { handle(req, &moto, &client, &flag, &count, &held).await }
                     });
                     let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
                 });
             }
         });
-        Self { url, drop_next_create, refused }
+        Self { url, pending, drop_next_create, refused }
     }
 
     /// SES creates the next identity, and its answer never arrives.
     pub fn drop_next_create(&self) {
         self.drop_next_create.store(true, Ordering::SeqCst);
+    }
+
+    /// Hold (or release) an identity unverified.
+    pub fn hold_pending(&self, name: &str, held: bool) {
+        let mut p = self.pending.lock().unwrap();
+        if held {
+            p.insert(name.to_string());
+        } else {
+            p.remove(name);
+        }
     }
 
     /// Was the dropped answer dropped (the flag consumed)?
@@ -59,6 +74,7 @@ async fn handle(
     client: &reqwest::Client,
     drop_next: &AtomicBool,
     refused: &std::sync::atomic::AtomicU32,
+    held: &std::sync::Mutex<std::collections::HashSet<String>>,
 ) -> Result<http::Response<Full<Bytes>>, String> {
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
@@ -100,6 +116,20 @@ async fn handle(
             out = out.header(k.as_str(), v.as_bytes());
         }
     }
-    let bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+    let mut bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+    let name = parts.uri.path().strip_prefix("/v2/email/identities/").map(|n| percent_decode(n));
+    if parts.method == http::Method::GET
+        && let Some(name) = name
+        && held.lock().unwrap().contains(&name)
+        && let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&bytes)
+    {
+        v["VerificationStatus"] = "PENDING".into();
+        v["VerifiedForSendingStatus"] = false.into();
+        bytes = Bytes::from(v.to_string());
+    }
     Ok(out.body(Full::new(bytes)).unwrap())
+}
+
+fn percent_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_default()
 }

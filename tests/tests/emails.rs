@@ -630,37 +630,52 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
     assert_eq!(ok["status"], "queued");
 }
 
-#[tokio::test]
-async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a_lost_create_is_taken_over() {
-    let h = harness();
-    let app = h.app().await;
-    let (a, _) = sender_workspace("claim squatter").await;
-    let (b, _) = sender_workspace("claim owner").await;
-    let u = ulid::Ulid::generate().to_string().to_lowercase();
-    let name = format!("squat-{u}.example.test");
-
-    // A claims a name and never proves it; B is refused while the claim holds.
-    let r = a.post("/emails/domains", &json!({"name": name})).await;
-    assert_eq!((r.status, r.json["data"]["status"].as_str()), (201, Some("pending")), "{}", r.json);
-    let a_dom = r.json["data"]["id"].as_str().unwrap().to_string();
-    assert_eq!(b.post("/emails/domains", &json!({"name": name})).await.status, 409);
-    // Three days pass (the claim's expiry, moved into the past).
-    let claim = domain::keys::SENDING_DOMAIN_CLAIM.pk(&[&name]);
+/// Move a name's claim expiry into the past (three days pass).
+async fn expire_claim(name: &str) {
+    let app = harness().app().await;
     app.db
         .client
         .update_item()
         .table_name(&app.db.table)
-        .key("pk", shared::store::s(&claim))
+        .key("pk", shared::store::s(domain::keys::SENDING_DOMAIN_CLAIM.pk(&[name])))
         .key("sk", shared::store::s(domain::keys::SENDING_DOMAIN_CLAIM.table.sk))
         .update_expression("SET pending_until = :past")
         .expression_attribute_values(":past", shared::store::n(chrono::Utc::now().timestamp() - 1))
         .send()
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a_lost_create_is_taken_over() {
+    let h = harness();
+    let app = h.app().await;
+    // SES as AWS documents it (moto overwrites an existing identity instead of refusing, and
+    // verifies every identity at once): through a proxy in front of moto.
+    let proxy = e2e::ses_proxy::SesProxy::start(&h.moto_endpoint).await;
+    let base = h.gateway_via(&proxy.url).await;
+    let (a0, _) = sender_workspace("claim squatter").await;
+    let (b0, ws_b) = sender_workspace("claim owner").await;
+    let a = Client::new(&base, a0.auth.as_deref().unwrap()).during_outage();
+    let b = Client::new(&base, b0.auth.as_deref().unwrap()).during_outage();
+    let u = ulid::Ulid::generate().to_string().to_lowercase();
+    let name = format!("squat-{u}.example.test");
+
+    // A claims a name and never proves it; B is refused while the claim holds.
+    proxy.hold_pending(&name, true);
+    let r = a.post("/emails/domains", &json!({"name": name})).await;
+    assert_eq!((r.status, r.json["data"]["status"].as_str()), (201, Some("pending")), "{}", r.json);
+    let a_dom = r.json["data"]["id"].as_str().unwrap().to_string();
+    assert_eq!(a.get(&format!("/emails/domains/{a_dom}")).await.json["data"]["status"], "pending");
+    assert_eq!(b.post("/emails/domains", &json!({"name": name})).await.status, 409);
+    // Three days pass: the unproved claim blocks no one, and B gets a new identity of its own.
+    expire_claim(&name).await;
     let r = b.post("/emails/domains", &json!({"name": name})).await;
     assert_eq!(r.status, 201, "an expired claim blocks no one: {}", r.json);
     let b_dom = r.json["data"]["id"].as_str().unwrap().to_string();
-    // (moto's GetEmailIdentity answers no DKIM tokens, so the records SES would list stay empty here.)
+    let identity = app.ses().get_identity(&name).await.unwrap();
+    assert!(identity.tags.iter().any(|(k, v)| k == shared::aws::ses::WORKSPACE_TAG_KEY && *v == ws_b), "{identity:?}");
+    proxy.hold_pending(&name, false);
     assert_eq!(b.get(&format!("/emails/domains/{b_dom}")).await.json["data"]["status"], "verified");
     assert_eq!(a.get(&format!("/emails/domains/{a_dom}")).await.json["data"]["status"], "failed", "A lost it");
     // A's deletion leaves B's identity and claim alone; a verified claim never expires.
@@ -668,31 +683,35 @@ async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a
     assert_eq!(b.get(&format!("/emails/domains/{b_dom}")).await.json["data"]["status"], "verified");
     let mail = b.post("/emails", &json!({"from": format!("x@{name}"), "to": ["r@example.org"], "subject": "s", "text": "t"})).await;
     assert_eq!(mail.status, 202, "{}", mail.json);
+    expire_claim(&name).await;
     assert_eq!(a.post("/emails/domains", &json!({"name": name})).await.status, 409);
+
+    // A claim whose domain SES verified (nobody has read it since, so its flag is still
+    // unset) is not taken when it "expires": SES is asked.
+    let held = format!("held-{u}.example.test");
+    assert_eq!(a.post("/emails/domains", &json!({"name": held})).await.status, 201);
+    expire_claim(&held).await;
+    let r = b.post("/emails/domains", &json!({"name": held})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
 
     // Under B's verified domain, another workspace gets no subdomain; B does.
     let r = a.post("/emails/domains", &json!({"name": format!("help.{name}")})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
     assert_eq!(b.post("/emails/domains", &json!({"name": format!("help.{name}")})).await.status, 201);
 
-    // Through SES as AWS documents it (moto overwrites an existing identity instead of
-    // refusing): a create whose answer is lost is retried, SES says the identity exists, and the
-    // API recognises its own by its tag and takes it over instead of refusing a name nobody
-    // manages.
-    let proxy = e2e::ses_proxy::SesProxy::start(&h.moto_endpoint).await;
-    let via = Client::new(&h.gateway_via(&proxy.url).await, b.auth.as_deref().unwrap()).during_outage();
+    // A create whose answer is lost is retried, SES says the identity exists, and the API
+    // recognises its own by its tag and takes it over instead of refusing a name nobody
+    // manages. (The SES client retries the lost call itself.)
     let lost = format!("lost-{u}.example.test");
     proxy.drop_next_create();
-    // (The SES client retries the lost call itself; the retry meets the identity the first
-    // call made. Before identities were recognised this answered 409 and left it orphaned.)
-    let r = via.post("/emails/domains", &json!({"name": lost})).await;
+    let r = b.post("/emails/domains", &json!({"name": lost})).await;
     assert_eq!(r.status, 201, "{}", r.json);
-    assert!(proxy.dropped() && proxy.refused.load(std::sync::atomic::Ordering::SeqCst) == 1, "the answer was lost, the retry refused");
+    assert!(proxy.dropped() && proxy.refused.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the answer was lost, the retry refused");
     let id = r.json["data"]["id"].as_str().unwrap();
-    assert_eq!(via.get(&format!("/emails/domains/{id}")).await.json["data"]["status"], "verified");
+    assert_eq!(b.get(&format!("/emails/domains/{id}")).await.json["data"]["status"], "verified");
     // One made outside the API (without the API's tag) is still not handed to anyone.
     let foreign = format!("foreign-{u}.example.test");
     app.ses().create_identity(&foreign, &[]).await.unwrap();
-    let r = via.post("/emails/domains", &json!({"name": foreign})).await;
+    let r = b.post("/emails/domains", &json!({"name": foreign})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
 }

@@ -596,3 +596,31 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     assert!(doc["sections"]["workspace"]["api_key_listing"].to_string().contains("\"prefix\""));
     assert!(!doc.to_string().contains("\"hash\""), "no key hashes");
 }
+
+#[tokio::test]
+async fn an_address_someone_else_holds_now_is_theirs_when_its_former_owner_is_erased() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr former address").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let from = format!("a@{}", e2e::verified_domain(&c, &ws).await);
+    let u = ulid::Ulid::generate().to_string().to_lowercase();
+    let (shared_addr, a_now) = (format!("shared-{u}@example.org"), format!("a-now-{u}@example.org"));
+    let a = created(&c, "/contacts", json!({"email": shared_addr, "phone": "+4791234567"}), 201).await["id"].as_str().unwrap().to_string();
+    assert_eq!(c.patch(&format!("/contacts/{a}"), &json!({"email": a_now})).await.status, 200);
+    // B takes the address A left, with the same phone (a switchboard), and is mailed at it.
+    let b = created(&c, "/contacts", json!({"email": shared_addr, "phone": "+4791234567"}), 201).await["id"].as_str().unwrap().to_string();
+    let mail =
+        created(&c, "/emails", json!({"from": from, "to": [shared_addr], "subject": "For B", "text": "x", "contact_id": b}), 202).await;
+
+    let e = created(&c, "/gdpr/erasures", json!({"subject": {"contact_id": a}, "reason": "Art. 17"}), 202).await;
+    assert_eq!(finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await["status"], "completed");
+    // B, B's address and B's email are untouched; only A's own address is tombstoned.
+    assert_eq!(c.get(&format!("/contacts/{b}")).await.json["data"]["email"], shared_addr.as_str());
+    let m = c.get(&format!("/emails/{}", mail["id"].as_str().unwrap())).await.json["data"].clone();
+    assert_eq!((m["to"][0].as_str(), m["subject"].as_str()), (Some(shared_addr.as_str()), Some("For B")), "{m}");
+    let app = h.app().await;
+    assert_eq!(app.db.query_page(keys_query(&ws, "TOMBSTONE#")).await.unwrap().items.len(), 1);
+    let again = created(&c, "/emails", json!({"from": from, "to": [shared_addr], "subject": "Still B", "text": "x"}), 202).await;
+    assert_ne!(again["status"], "suppressed", "{again}");
+    assert!(h.traces(&[a_now.clone()]).await.is_empty());
+}

@@ -1339,6 +1339,10 @@ pub struct HelpdeskAttachment {
     pub download_url: Option<String>,
     pub filename: String,
     pub inline: bool,
+    /// SHA-256 of the stored file (hex); null when it was not stored (or was stored before
+    /// files were named by their content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// Bytes, decoded.
     pub size: i64,
     /// False when it was over the size or count limit: listed, not kept.

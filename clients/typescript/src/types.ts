@@ -2587,6 +2587,11 @@ export interface components {
             filename: string;
             inline: boolean;
             /**
+             * @description SHA-256 of the stored file (hex); null when it was not stored (or was stored before
+             *     files were named by their content).
+             */
+            sha256?: string | null;
+            /**
              * Format: int64
              * @description Bytes, decoded.
              */

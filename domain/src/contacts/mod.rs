@@ -453,7 +453,7 @@ fn former_items(ws: &str, old: &Contact, new: &Contact) -> Vec<Item> {
         .filter_map(|(field, was, is)| {
             let was = was?;
             (Some(&was) != is.as_ref()).then(|| {
-                let key: String = was.to_lowercase().chars().take(300).collect();
+                let key = shared::crypto::sha256_hex(was.to_lowercase().as_bytes());
                 let f = Former { contact_id: old.id.clone(), field: field.into(), value: was, changed_at: now.clone() };
                 Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk(&[&old.id, field, &key]), &f).map(|r| r.item)
             })

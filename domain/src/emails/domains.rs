@@ -98,6 +98,7 @@ struct Claim {
     domain_id: String,
     /// Claims from before claims expired carry no state and count as verified.
     verified: bool,
+    pending_until: Option<i64>,
 }
 
 impl Claim {
@@ -106,11 +107,28 @@ impl Claim {
             workspace_id: store::get_str(i, "workspace_id")?.to_string(),
             domain_id: store::get_str(i, "domain_id")?.to_string(),
             verified: !matches!(i.get("verified"), Some(aws_sdk_dynamodb::types::AttributeValue::Bool(false))),
+            pending_until: store::get_i64(i, "pending_until"),
         })
     }
     fn holds(&self, ws: &str, d: &SendingDomain) -> bool {
         self.workspace_id == ws && self.domain_id == d.id
     }
+}
+
+/// Mark a name's claim verified (it stops expiring), if `ws`'s domain `id` still holds it.
+fn verify_claim(name: &str, ws: &str, id: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    aws_sdk_dynamodb::types::Update::builder()
+        .key("pk", s(claim_pk(name)))
+        .key("sk", s(keys::SENDING_DOMAIN_CLAIM.table.sk))
+        .update_expression("SET verified = :t REMOVE pending_until")
+        .condition_expression("workspace_id = :ws AND domain_id = :id")
+        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+        .expression_attribute_values(":ws", s(ws))
+        .expression_attribute_values(":id", s(id))
+}
+
+fn is_verified(i: &shared::aws::ses::Identity) -> bool {
+    status_of(i.verification_status.as_deref(), i.verified_for_sending) == DomainStatus::Verified
 }
 
 async fn claim_of(app: &App, name: &str) -> ApiResult<Option<Claim>> {
@@ -189,6 +207,20 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
             }
         }
     }
+    // An expired claim of another workspace is taken only if SES has not verified its domain
+    // meanwhile (its flag is set when the domain is next read; SES is the truth).
+    if let Some(c) = claim_of(app, &d.name).await?
+        && c.workspace_id != ws
+        && !c.verified
+        && c.pending_until.is_some_and(|t| t < chrono::Utc::now().timestamp())
+        && app.ses().get_identity(&d.name).await.is_ok_and(|i| is_verified(&i))
+    {
+        if let Err(e) = Tx::new().update(verify_claim(&d.name, &c.workspace_id, &c.domain_id)).commit(app).await {
+            tracing::info!(domain = %d.name, error = ?e, "claim not marked verified");
+        }
+        return Err(ApiError::conflict(format!("{} is already a sending domain of a workspace", d.name))
+            .with_details(vec![shared::error::ErrorDetail::field("name", "is taken")]));
+    }
     Tx::new()
         .create(record(ws, &d)?.version(1))
         .put_if(
@@ -212,10 +244,18 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
         tags.push((shared::aws::ses::IDENTITY_TAG_KEY, stack));
     }
     let created = match app.ses().create_identity(&d.name, &tags).await {
-        // This stack made it (a create whose answer was lost, or a claim that expired): the
-        // claim is this workspace's now, so the identity is too.
         Err(e) if e.code == "AlreadyExistsException" => match app.ses().get_identity(&d.name).await {
-            Ok(existing) if made_here(app, &existing) => Ok(existing),
+            // This workspace's own, whose creation answer was lost: take it over.
+            Ok(existing) if made_for(app, &existing) == Some(ws) => Ok(existing),
+            // Another workspace's, whose claim expired unverified (the claim is this one's
+            // now): a new identity, so DKIM records the former claimant published or will
+            // publish verify nothing for anyone.
+            Ok(existing) if made_for(app, &existing).is_some() && !is_verified(&existing) => {
+                match app.ses().delete_identity(&d.name).await {
+                    Ok(()) => app.ses().create_identity(&d.name, &tags).await,
+                    Err(e) => Err(e),
+                }
+            }
             _ => Err(e),
         },
         other => other,
@@ -236,23 +276,24 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
         }
     };
     d.dns_records = dkim_records(&d.name, &out.dkim_tokens);
-    d.status = if out.verified_for_sending { DomainStatus::Verified } else { DomainStatus::Pending };
+    d.status = if is_verified(&out) { DomainStatus::Verified } else { DomainStatus::Pending };
+    let mut tx = Tx::new().replace(record(ws, &d)?, 1).event(Event::new(ws, "email.domain.created", &d));
     if d.status == DomainStatus::Verified {
         d.verified_at = Some(d.updated_at.clone());
+        tx = tx.update(verify_claim(&d.name, ws, &d.id));
     }
-    Tx::new()
-        .replace(record(ws, &d)?, 1)
-        .event(Event::new(ws, "email.domain.created", &d))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
+    tx.commit(app).await.map_err(store::TxError::stale)?;
     Ok(d)
 }
 
-/// Did this stack's API create the identity (its tags say so)?
-fn made_here(app: &App, i: &shared::aws::ses::Identity) -> bool {
+/// The workspace this stack's API created the identity for (its tags say so); None for an
+/// identity made outside the API.
+fn made_for<'a>(app: &App, i: &'a shared::aws::ses::Identity) -> Option<&'a str> {
     let tag = |k: &str| i.tags.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-    tag(shared::aws::ses::WORKSPACE_TAG_KEY).is_some() && tag(shared::aws::ses::IDENTITY_TAG_KEY) == app.cfg.email.identity_tag.as_deref()
+    if tag(shared::aws::ses::IDENTITY_TAG_KEY) != app.cfg.email.identity_tag.as_deref() {
+        return None;
+    }
+    tag(shared::aws::ses::WORKSPACE_TAG_KEY)
 }
 
 /// Undo a create whose SES identity could not be made (best effort: a leftover claim is
@@ -289,19 +330,10 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
     if status == DomainStatus::Verified
         && let Some(c) = &claim
         && !c.verified
+        && let Err(e) = Tx::new().update(verify_claim(&d.name, ws, &d.id)).commit(app).await
     {
-        let u = aws_sdk_dynamodb::types::Update::builder()
-            .key("pk", s(claim_pk(&d.name)))
-            .key("sk", s(keys::SENDING_DOMAIN_CLAIM.table.sk))
-            .update_expression("SET verified = :t REMOVE pending_until")
-            .condition_expression("workspace_id = :ws AND domain_id = :id")
-            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
-            .expression_attribute_values(":ws", s(ws))
-            .expression_attribute_values(":id", s(&d.id));
-        if let Err(e) = Tx::new().update(u).commit(app).await {
-            tracing::info!(domain = %d.name, error = ?e, "claim not marked verified (taken meanwhile); the next read retries");
-            return Ok(d);
-        }
+        tracing::info!(domain = %d.name, error = ?e, "claim not marked verified (taken meanwhile); the next read retries");
+        return Ok(d);
     }
     let mut next = d.clone();
     next.status = status;
@@ -333,21 +365,13 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
     Ok(next)
 }
 
-/// Remove the SES identity first (nothing changes if SES is unreachable), then the domain,
-/// its claim and its count.
+/// Remove the domain, its claim and its count, then the SES identity.
 pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
     // Checked before the identity goes: it is the domain the person approved removing.
     auth.approved(&sk(&d.id), version)?;
     // A domain whose expired claim another workspace took leaves that workspace's identity.
     let holds = claim_of(app, &d.name).await?.is_some_and(|c| c.holds(ws, &d));
-    if holds {
-        match app.ses().delete_identity(&d.name).await {
-            Ok(()) => {}
-            Err(e) if e.code == "NotFoundException" => {}
-            Err(e) => return Err(ses_error(e)),
-        }
-    }
     let mut tx = Tx::new().delete_versioned(ws_pk(ws), sk(&d.id), version);
     if holds {
         tx = tx.delete_if(
@@ -358,6 +382,16 @@ pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, 
         );
     }
     tx.update(count(ws, -1)).event(Event::new(ws, "email.domain.deleted", &d)).commit(app).await.map_err(store::TxError::stale)?;
+    // The identity goes after the claim, and only while nobody has claimed the name since: a
+    // workspace that claims it in between gets (and may rebuild) the identity instead. One left
+    // behind when SES is unreachable is tagged, so the name's next claimant replaces it.
+    if holds && claim_of(app, &d.name).await?.is_none() {
+        match app.ses().delete_identity(&d.name).await {
+            Ok(()) => {}
+            Err(e) if e.code == "NotFoundException" => {}
+            Err(e) => tracing::warn!(domain = %d.name, error = %e, "SES identity left behind; the name's next claimant replaces it"),
+        }
+    }
     Ok(d)
 }
 

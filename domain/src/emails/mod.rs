@@ -84,7 +84,7 @@ async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::gdpr::Sub
         tx = tx.delete_if(pk, sk, "", vec![]);
         e.set_status(EmailStatus::Cancelled, &now);
     }
-    let theirs = |a: &str| subject.named_in(a);
+    let theirs = |a: &str| subject.addressed(a);
     let redact = |v: &mut Vec<String>| {
         for a in v.iter_mut() {
             if theirs(a) {

@@ -288,7 +288,9 @@ pub async fn state(app: &App, ws: &str, subject: &Subject) -> ApiResult<ConsentS
     }
     history.sort_by(|a, b| a.created_at.cmp(&b.created_at));
     let mut purposes = BTreeMap::new();
-    for c in &history {
+    // What an erased address had granted is evidence, not today's state: whoever holds the
+    // address now starts from their own events.
+    for c in history.iter().filter(|c| !c.erased) {
         purposes.insert(
             c.purpose.clone(),
             PurposeState {

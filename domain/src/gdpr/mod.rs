@@ -78,20 +78,31 @@ impl Subject {
         std::iter::once(self.email.as_str()).chain(self.former_emails.iter().map(String::as_str)).filter(|e| !e.is_empty())
     }
 
-    /// The strings whose presence in an item names the subject: every address, the contact id,
-    /// every phone. (Names are not: another person may share one. Items found by these lose
-    /// the names too, see the areas' erase functions.)
+    /// The strings whose presence in an item names the subject: every address and the contact
+    /// id. Not phones or names: a customer may set their phone to a prefix of other people's
+    /// numbers (the portal lets them), and people share names; items found by these lose the
+    /// names too (see the areas' erase functions).
     pub fn needles(&self) -> Vec<String> {
         let mut n: Vec<String> = self.emails().map(String::from).collect();
         n.extend(self.contact_id.clone());
-        n.extend(self.phones.iter().filter(|p| p.len() >= 6).cloned());
         n
     }
 
-    /// Does this text name the subject (an address, phone, name or the contact id)?
-    pub fn named_in(&self, text: &str) -> bool {
-        let t = text.to_lowercase();
-        self.needles().iter().chain(&self.names).any(|n| !n.is_empty() && t.contains(&n.to_lowercase()))
+    /// Does this address (or recipient entry, `Name <addr>`) name one of the subject's addresses?
+    pub fn addressed(&self, entry: &str) -> bool {
+        let e = entry.to_lowercase();
+        self.emails().any(|a| e.contains(a))
+    }
+
+    /// Is this item someone else's: linked to another contact and naming the subject only by a
+    /// former address (which may have been another person's before or after)?
+    pub fn others(&self, item: &Item) -> bool {
+        let Some(owner) = store::get_str(item, "contact_id").filter(|c| !c.is_empty()) else { return false };
+        if self.contact_id.as_deref() == Some(owner) {
+            return false;
+        }
+        let current: Vec<String> = std::iter::once(self.email.clone()).chain(self.contact_id.clone()).collect();
+        !mentions(item, &current)
     }
 }
 
@@ -348,7 +359,7 @@ pub async fn page(app: &App, ws: &str, rule: &Rule, subject: &Subject, at: &Curs
             let out = app.db.query_page(shared::store::QuerySpec::new(part.clone(), prefix, at.after.clone(), PAGE)).await?;
             let needles = subject.needles();
             let own = |i: &Item| rule.kind.table.pk == keys::WORKSPACE_PK || store::get_str(i, "workspace_id") == Some(ws);
-            let items = out.items.into_iter().filter(|i| own(i) && mentions(i, &needles)).collect();
+            let items = out.items.into_iter().filter(|i| own(i) && mentions(i, &needles) && !subject.others(i)).collect();
             let next = match out.next_after {
                 Some(a) => Some(Cursor { partition: at.partition, after: Some(a) }),
                 None if at.partition + 1 < parts.len() => Some(Cursor { partition: at.partition + 1, after: None }),

@@ -43,21 +43,28 @@ pub struct Attachment {
     /// A link valid 1 hour, minted on each read of the messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub download_url: Option<String>,
+    /// SHA-256 of the stored file (hex); null when it was not stored (or was stored before
+    /// files were named by their content).
+    #[serde(default)]
+    pub sha256: Option<String>,
 }
 
-/// The object key of an inbound message's file: derived from the message's own Message-ID,
-/// so every attempt at recording one email writes the same objects (a retry or a second
-/// delivery overwrites, never adds) and nothing stores the key.
-pub fn attachment_key(ws: &str, message_id: &str, index: usize) -> String {
-    format!("attachments/{ws}/{}/{index}", ref_hash(message_id))
+/// The object key of an inbound message's file: derived from the message's own Message-ID and
+/// the file's content, so every attempt at recording one email writes the same objects (a
+/// retry or a second delivery overwrites with the same bytes, never adds), a different message
+/// claiming the same Message-ID cannot overwrite them, and nothing stores the key.
+pub fn attachment_key(ws: &str, message_id: &str, sha256: &str) -> String {
+    format!("attachments/{ws}/{}/{sha256}", ref_hash(message_id))
 }
 
-/// Every key a message's file may have been stored under: today's, and the one messages
-/// recorded before keys were derived from the Message-ID used (conversation and message ids).
-pub fn attachment_keys(ws: &str, m: &Message, index: usize) -> Vec<String> {
-    let mut keys = vec![format!("attachments/{ws}/{}/{}/{index}", m.conversation_id, m.id)];
-    keys.extend(m.message_id.as_deref().map(|id| attachment_key(ws, id, index)));
-    keys
+/// Where a message's file is: under its content's key, or (files stored before keys were
+/// derived from the content, with no `sha256`) under the message's ids.
+pub fn attachment_location(ws: &str, m: &Message, index: usize) -> Option<String> {
+    let a = m.attachments.get(index)?;
+    match (&a.sha256, &m.message_id) {
+        (Some(sum), Some(id)) => Some(attachment_key(ws, id, sum)),
+        _ => a.stored.then(|| format!("attachments/{ws}/{}/{}/{index}", m.conversation_id, m.id)),
+    }
 }
 
 /// Stored files are tagged `unlinked` until the message that names them is recorded; the mail
@@ -144,10 +151,21 @@ pub struct Truncation {
 
 /// The limits of what one inbound message records, chosen so the message item stays well
 /// inside DynamoDB's 400 KB with every field at its limit.
-pub const MAX_HTML_BYTES: usize = 128 * 1024;
-pub const MAX_TEXT_BYTES: usize = 64 * 1024;
-pub const MAX_LISTED_FILES: usize = 100;
+/// The budget: the message item (bodies, 50 files of at most 600 bytes of metadata, 50
+/// recipients) is under 160 KB, and its `helpdesk.message.received` event (the same message as
+/// JSON, where escaping can at most double it once control characters are gone) under 320 KB.
+pub const MAX_HTML_BYTES: usize = 64 * 1024;
+pub const MAX_TEXT_BYTES: usize = 32 * 1024;
+pub const MAX_LISTED_FILES: usize = 50;
 pub const MAX_RECIPIENTS: usize = 50;
+/// A file's name, type and Content-ID are cut to this many bytes each.
+pub const MAX_FILE_FIELD_BYTES: usize = 200;
+
+/// Text without control characters other than newline and tab (they would fail validation or
+/// grow sixfold as JSON escapes).
+pub fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
+}
 
 /// `s` cut to at most `max` bytes at a character boundary.
 fn cut(s: &str, max: usize) -> &str {
@@ -232,6 +250,8 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
     let found = app.db.batch_get(&keys_).await?;
     let by_key = |pk: &str, sk: &str| found.iter().find(|i| store::get_str(i, "pk") == Some(pk) && store::get_str(i, "sk") == Some(sk));
     if by_key(&ws_pk(ws), &own).is_some() {
+        // Recorded by an earlier attempt that may have died before it untagged the files.
+        link_files(app, ws, &inc).await?;
         return Ok(Outcome::Duplicate);
     }
     // The reply address first (it names one conversation), then references, newest first.
@@ -267,12 +287,15 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
         Some((c, _)) => c.contact_id.clone(),
         // A forged From must not put words in a contact's mouth: no contact by that address.
         None if !verified => None,
-        None => Some(Box::pin(contact_for_sender(app, ws, &inc.from, inc.from_name.as_deref())).await?.id),
+        None => Box::pin(contact_for_sender(app, ws, &inc.from, inc.from_name.as_deref(), !inc.spam)).await?.map(|c| c.id),
     };
+    // Only a sender who passed authentication writes on a contact's timeline.
+    let timeline_contact = contact_id.clone().filter(|_| verified);
     let now = shared::ids::now_rfc3339();
     let mut truncated = Truncation::default();
-    let text = cut(&inc.text, MAX_TEXT_BYTES);
-    if text.len() < inc.text.len() {
+    let clean_text = printable(&inc.text);
+    let text = cut(&clean_text, MAX_TEXT_BYTES);
+    if text.len() < clean_text.len() {
         truncated.text_bytes = Some(inc.text.len() as u64);
     }
     // Cut, then sanitised (which closes what the cut leaves open and may grow the text by
@@ -292,6 +315,13 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
     if inc.attachments.len() > MAX_LISTED_FILES {
         truncated.files_omitted = (inc.attachments.len() - MAX_LISTED_FILES) as u32;
         inc.attachments.truncate(MAX_LISTED_FILES);
+    }
+    for (a, bytes) in &mut inc.attachments {
+        let field = |v: &str| cut(&printable(v), MAX_FILE_FIELD_BYTES).to_string();
+        a.filename = field(&a.filename);
+        a.content_type = field(&a.content_type);
+        a.content_id = a.content_id.as_deref().map(field);
+        a.sha256 = bytes.as_deref().map(shared::crypto::sha256_hex);
     }
     let mut to = inc.to.clone();
     if to.len() > MAX_RECIPIENTS {
@@ -318,13 +348,12 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
         created_at: now.clone(),
     };
     let s3 = app.s3();
-    let unavailable = |what: &str, e: shared::aws::AwsError| ApiError::unavailable(format!("s3 {what} attachment: {e}"));
-    for (i, (_, bytes)) in inc.attachments.iter().enumerate() {
-        if let Some(b) = bytes {
-            let key = attachment_key(ws, &inc.message_id, i);
+    for (a, bytes) in &inc.attachments {
+        if let (Some(b), Some(sum)) = (bytes, &a.sha256) {
+            let key = attachment_key(ws, &inc.message_id, sum);
             s3.put_object(&app.cfg.mail_bucket, &key, b.clone(), &[("x-amz-tagging", UNLINKED_TAG)])
                 .await
-                .map_err(|e| unavailable("put", e))?;
+                .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {e}")))?;
         }
     }
     let quiet = inc.spam || inc.automatic.is_some();
@@ -346,7 +375,7 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
                 c.snoozed_until = None;
             }
             tx = snooze::changes(tx, ws, &old, &c).replace(record(ws, &c)?, version).put(message_record(ws, &m)?.item);
-            if let Some(ct) = &contact_id {
+            if let Some(ct) = &timeline_contact {
                 tx = tx.put(timeline(ws, ct, &c, &m)?);
             }
             if !quiet {
@@ -389,7 +418,7 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
                 updated_at: now,
             };
             tx = tx.create(record(ws, &c)?.version(1)).put(message_record(ws, &m)?.item);
-            if let Some(ct) = &contact_id {
+            if let Some(ct) = &timeline_contact {
                 tx = tx.put(timeline(ws, ct, &c, &m)?);
             }
             if !quiet {
@@ -411,35 +440,48 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
         // try reads it afresh (and writes the same files again).
         Err(e) => return Err(TxError::stale(e)),
     };
-    for (i, (_, bytes)) in inc.attachments.iter().enumerate() {
-        if bytes.is_some() {
-            s3.delete_object_tagging(&app.cfg.mail_bucket, &attachment_key(ws, &inc.message_id, i))
-                .await
-                .map_err(|e| unavailable("link", e))?;
+    link_files(app, ws, &inc).await?;
+    Ok(outcome)
+}
+
+/// Untag a recorded message's files (idempotent): the lifecycle rule leaves them alone.
+async fn link_files(app: &App, ws: &str, inc: &Incoming) -> ApiResult<()> {
+    let s3 = app.s3();
+    for (a, bytes) in &inc.attachments {
+        let sum = a.sha256.clone().or_else(|| bytes.as_deref().map(shared::crypto::sha256_hex));
+        if let (Some(_), Some(sum)) = (bytes, sum) {
+            match s3.delete_object_tagging(&app.cfg.mail_bucket, &attachment_key(ws, &inc.message_id, &sum)).await {
+                Ok(()) => {}
+                // Never written (the attempt that recorded it had other limits or files).
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(ApiError::unavailable(format!("s3 link attachment: {e}"))),
+            }
         }
     }
-    Ok(outcome)
+    Ok(())
 }
 
 /// The contact of a new conversation's sender: found by address, or created. An address that
 /// was erased comes back as a new contact, unrelated to the erased one: the person wrote to
-/// the workspace again. Its tombstone is lifted for that (replies must reach them), and the new
-/// contact starts unsubscribed from marketing; a suppression kept from before the erasure
-/// (hashed) still holds.
-async fn contact_for_sender(app: &App, ws: &str, from: &str, name: Option<&str>) -> ApiResult<Contact> {
+/// the workspace again. Its tombstone is lifted for that (replies must reach them) only for
+/// mail that is not spam (`may_return`; the caller passes only authenticated senders); the new
+/// contact starts unsubscribed from marketing, and a suppression kept from before the erasure
+/// (hashed) still holds. Otherwise the conversation has no contact.
+async fn contact_for_sender(app: &App, ws: &str, from: &str, name: Option<&str>, may_return: bool) -> ApiResult<Option<Contact>> {
     match contact_for(app, ws, None, Some(from), name).await {
+        Err(e) if e.message == crate::gdpr::ERASED_MESSAGE && !may_return => Ok(None),
         Err(e) if e.message == crate::gdpr::ERASED_MESSAGE => {
             let c = new_contact(from, name)?;
             let c = Contact { email_status: contacts::EmailStatus::Unsubscribed, ..c };
             match contacts::commit_return(app, ws, &c).await {
-                Ok(()) => Ok(c),
+                Ok(()) => Ok(Some(c)),
                 Err(e) => match contacts::email_owner(app, ws, &c.email).await?.as_deref().and_then(ContactId::parse) {
-                    Some(id) => Ok(contacts::load(app, ws, &id).await?.0),
+                    Some(id) => Ok(Some(contacts::load(app, ws, &id).await?.0)),
                     None => Err(e),
                 },
             }
         }
-        other => other,
+        other => other.map(Some),
     }
 }
 
@@ -447,7 +489,7 @@ async fn contact_for_sender(app: &App, ws: &str, from: &str, name: Option<&str>)
 pub async fn with_links(app: &App, ws: &str, m: &mut Message) -> ApiResult<()> {
     let m_ = m.clone();
     for (i, a) in m.attachments.iter_mut().enumerate().filter(|(_, a)| a.stored) {
-        let Some(key) = attachment_keys(ws, &m_, i).pop() else { continue };
+        let Some(key) = attachment_location(ws, &m_, i) else { continue };
         let disposition = content_disposition(&a.filename);
         let response = [("response-content-type", download_type(&a.content_type)), ("response-content-disposition", disposition.as_str())];
         let url = app

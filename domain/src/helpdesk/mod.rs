@@ -264,7 +264,7 @@ pub fn token_item(ws: &str, token: &str, conv: &str) -> Item {
 /// A new contact for an address and a display name ("Kari Nordmann": first and last name,
 /// each cut to what a contact takes, so a stranger's long name never fails the message).
 pub fn new_contact(addr: &str, name: Option<&str>) -> ApiResult<Contact> {
-    let short = |v: &str| v.trim().chars().take(200).collect::<String>();
+    let short = |v: &str| inbound::printable(v).trim().chars().take(200).collect::<String>();
     let (first, last) = match name.map(str::trim).filter(|n| !n.is_empty()) {
         Some(n) => match n.rsplit_once(' ') {
             Some((f, l)) => (Some(short(f)), Some(short(l))),
@@ -426,7 +426,7 @@ async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
     let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
     if let Ok(m) = store::from_item::<Message>(item) {
         for i in 0..m.attachments.len() {
-            for key in inbound::attachment_keys(ws, &m, i) {
+            if let Some(key) = inbound::attachment_location(ws, &m, i) {
                 app.s3()
                     .delete_object(&app.cfg.mail_bucket, &key)
                     .await

@@ -97,8 +97,10 @@ pub fn parse(raw: &[u8]) -> Result<Parsed, Refused> {
     })
 }
 
+/// A Message-ID without its brackets, cut to 500 characters (RFC 5322 lines end at 998; the
+/// helpdesk keeps it on the message and in its events).
 fn bare_id(id: &str) -> String {
-    id.trim().trim_start_matches('<').trim_end_matches('>').trim().to_string()
+    id.trim().trim_start_matches('<').trim_end_matches('>').trim().chars().take(500).collect()
 }
 
 fn first_address(h: Option<&mailparse::MailHeader>) -> Option<(String, Option<String>)> {
@@ -187,6 +189,7 @@ fn collect(part: &ParsedMail, out: &mut Body) {
         inline: disposition.disposition == mailparse::DispositionType::Inline,
         stored,
         download_url: None,
+        sha256: None,
     };
     out.files.push((meta, stored.then_some(bytes)));
 }
