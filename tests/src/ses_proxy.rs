@@ -117,7 +117,7 @@ async fn handle(
         }
     }
     let mut bytes = resp.bytes().await.map_err(|e| e.to_string())?;
-    let name = parts.uri.path().strip_prefix("/v2/email/identities/").map(|n| percent_decode(n));
+    let name = parts.uri.path().strip_prefix("/v2/email/identities/").map(percent_decode);
     if parts.method == http::Method::GET
         && let Some(name) = name
         && held.lock().unwrap().contains(&name)

@@ -622,5 +622,5 @@ async fn an_address_someone_else_holds_now_is_theirs_when_its_former_owner_is_er
     assert_eq!(app.db.query_page(keys_query(&ws, "TOMBSTONE#")).await.unwrap().items.len(), 1);
     let again = created(&c, "/emails", json!({"from": from, "to": [shared_addr], "subject": "Still B", "text": "x"}), 202).await;
     assert_ne!(again["status"], "suppressed", "{again}");
-    assert!(h.traces(&[a_now.clone()]).await.is_empty());
+    assert!(h.traces(std::slice::from_ref(&a_now)).await.is_empty());
 }
