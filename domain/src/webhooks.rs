@@ -453,8 +453,7 @@ pub async fn load_delivery_for(app: &App, job: &DeliveryJob) -> ApiResult<Option
 /// dispatcher hides the message again until the delivery is due).
 pub async fn enqueue(app: &App, job: &DeliveryJob, delay_secs: u64) -> ApiResult<()> {
     let body = serde_json::to_string(job).expect("jobs serialize");
-    app.sqs()
-        .send(&app.cfg.deliveries_queue_url, &body, delay_secs.min(900) as i64)
+    app.enqueue(&app.cfg.deliveries_queue_url, &body, delay_secs.min(900) as i64)
         .await
         .map_err(|e| ApiError::unavailable(format!("deliveries queue: {e}")))
 }

@@ -16,12 +16,8 @@ pub struct App {
     /// The configuration the DynamoDB client was built from, for a function that builds an
     /// SDK client of its own (the email sender's SES).
     sdk: aws_config::SdkConfig,
-    /// The other services (`sqs()`, `s3()`, `ses()`, `secrets()`): its HTTP client is built on
-    /// first use, so a cold start does not pay for it, and a function that never calls a
-    /// service does not link its calls.
+    /// The other services' SDK clients (`sqs()`, `s3()`, `ses()`), each built on first use.
     aws: crate::aws::Aws,
-    /// Another SQS endpoint than `aws`'s (tests point one at a closed port).
-    sqs_endpoint: Option<String>,
     pub limiter: RateLimiter,
     /// API key look-ups this container trusts for `cfg.api_key_cache_secs`.
     pub keys: crate::auth::KeyCache,
@@ -149,8 +145,7 @@ impl App {
         Ok(Self {
             db: Db { client: aws_sdk_dynamodb::Client::from_conf(ddb_conf), table: cfg.table.clone() },
             sdk: sdk.clone(),
-            aws: crate::aws::Aws::new(sdk, dependency),
-            sqs_endpoint: None,
+            aws: crate::aws::Aws::new(sdk),
             limiter: RateLimiter::new(cfg.limits.clone()),
             keys: crate::auth::KeyCache::new(std::time::Duration::from_secs(cfg.api_key_cache_secs)),
             jwt,
@@ -173,24 +168,29 @@ impl App {
     }
 
     /// SQS: the events outbox and the work queues.
-    pub fn sqs(&self) -> crate::aws::sqs::Sqs<'_> {
-        crate::aws::sqs::Sqs { endpoint: self.sqs_endpoint.as_deref(), ..self.aws.sqs() }
+    pub fn sqs(&self) -> &aws_sdk_sqs::Client {
+        self.aws.sqs()
+    }
+
+    /// Send one message to a queue after `delay_secs` (0 to 900).
+    pub async fn enqueue(&self, queue_url: &str, body: &str, delay_secs: i64) -> Result<(), crate::aws::AwsError> {
+        crate::aws::enqueue(self.sqs(), queue_url, body, delay_secs).await
     }
 
     /// SES v2 for identity management (sending domains); the sender builds its own SDK client
     /// without retries for SendEmail.
-    pub fn ses(&self) -> crate::aws::ses::Ses<'_> {
+    pub fn ses(&self) -> &aws_sdk_sesv2::Client {
         self.aws.ses()
     }
 
     /// Export documents, inbound mail and its attachments.
-    pub fn s3(&self) -> crate::aws::S3<'_> {
+    pub fn s3(&self) -> &aws_sdk_s3::Client {
         self.aws.s3()
     }
 
     /// This app with another SQS endpoint (tests point one at a closed port).
     pub fn with_sqs_endpoint(self, endpoint: &str) -> Self {
-        Self { sqs_endpoint: Some(endpoint.trim_end_matches('/').to_string()), ..self }
+        Self { aws: self.aws.with_sqs_endpoint(endpoint), ..self }
     }
 
     pub async fn platform_secret(&self) -> Result<&PlatformSecret, ApiError> {
@@ -198,9 +198,9 @@ impl App {
         crate::metrics::record_action("secretsmanager:GetSecretValue");
         self.platform
             .get_or_try_init(|| async {
-                let got = self.aws.secrets().get_string(&self.cfg.platform_secret_id).await;
-                let s = got.map_err(|e| ApiError::unavailable(format!("secrets manager: {e}")))?;
-                let s = s.ok_or_else(|| ApiError::internal("platform secret has no string value"))?;
+                let got = self.aws.secrets().get_secret_value().secret_id(&self.cfg.platform_secret_id).send().await;
+                let got = got.map_err(|e| ApiError::unavailable(format!("secrets manager: {}", crate::aws::AwsError::from(e))))?;
+                let s = got.secret_string.ok_or_else(|| ApiError::internal("platform secret has no string value"))?;
                 PlatformSecret::parse(&s).map_err(ApiError::internal)
             })
             .await

@@ -208,7 +208,7 @@ pub async fn publish(app: &App, events: &[Event]) {
         }
     }
     for (body, count) in bodies {
-        match app.sqs().send(&app.cfg.events_queue_url, &body, 0).await {
+        match app.enqueue(&app.cfg.events_queue_url, &body, 0).await {
             Ok(()) => tracing::info!(count, first_event = %events.first().map(|e| e.id.as_str()).unwrap_or_default(), "events queued"),
             Err(e) => tracing::warn!(count, error = %e, "events not queued; left in outbox for the sweep"),
         }
@@ -255,12 +255,22 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
     }
     let mut sent = 0;
     for chunk in due.chunks(10) {
-        let bodies: Vec<&str> = chunk.iter().map(|(_, b)| b.as_str()).collect();
-        let taken = app
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (_, body))| aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body).build())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ApiError::internal)?;
+        let out = app
             .sqs()
-            .send_batch(&app.cfg.events_queue_url, &bodies)
+            .send_message_batch()
+            .queue_url(&app.cfg.events_queue_url)
+            .set_entries(Some(entries))
+            .send()
             .await
-            .map_err(|e| ApiError::unavailable(format!("events queue: {e}")))?;
+            .map_err(|e| ApiError::unavailable(format!("events queue: {}", crate::aws::AwsError::from(e))))?;
+        // The indexes (into `chunk`) SQS took.
+        let taken: Vec<usize> = out.successful().iter().filter_map(|e| e.id().parse().ok()).collect();
         sent += taken.len();
         // Note the re-send; an item the consumer deleted meanwhile stays deleted.
         let marks =

@@ -60,7 +60,7 @@ impl Connector {
     }
 }
 
-/// A reqwest client for AWS endpoints (the SDK's transport and `aws::Aws`): pooled connections
+/// A reqwest client for AWS endpoints (every SDK client's transport): pooled connections
 /// kept under the 60 s idle cut of AWS's load balancers.
 pub(crate) fn aws_http_client(connect: Option<Duration>, read: Option<Duration>) -> Result<reqwest::Client, String> {
     crate::crypto::install();

@@ -201,7 +201,7 @@ impl Harness {
         let mut out = vec![];
         for part in xml.split("<Key>").skip(1) {
             let key = part.split("</Key>").next().unwrap_or_default().replace("&amp;", "&");
-            let body = app.s3().get_object(bucket, &key).await.expect("get object").unwrap_or_default();
+            let body = shared::aws::get_object(app.s3(), bucket, &key).await.expect("get object").unwrap_or_default();
             out.push((key, body));
         }
         out

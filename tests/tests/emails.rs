@@ -673,8 +673,8 @@ async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a
     let r = b.post("/emails/domains", &json!({"name": name})).await;
     assert_eq!(r.status, 201, "an expired claim blocks no one: {}", r.json);
     let b_dom = r.json["data"]["id"].as_str().unwrap().to_string();
-    let identity = app.ses().get_identity(&name).await.unwrap();
-    assert!(identity.tags.iter().any(|(k, v)| k == shared::aws::ses::WORKSPACE_TAG_KEY && *v == ws_b), "{identity:?}");
+    let identity = domain::emails::domains::get_identity(&app, &name).await.unwrap();
+    assert!(identity.tags.iter().any(|(k, v)| k == shared::aws::WORKSPACE_TAG_KEY && *v == ws_b), "{identity:?}");
     proxy.hold_pending(&name, false);
     assert_eq!(b.get(&format!("/emails/domains/{b_dom}")).await.json["data"]["status"], "verified");
     assert_eq!(a.get(&format!("/emails/domains/{a_dom}")).await.json["data"]["status"], "failed", "A lost it");
@@ -711,7 +711,7 @@ async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a
     assert_eq!(b.get(&format!("/emails/domains/{id}")).await.json["data"]["status"], "verified");
     // One made outside the API (without the API's tag) is still not handed to anyone.
     let foreign = format!("foreign-{u}.example.test");
-    app.ses().create_identity(&foreign, &[]).await.unwrap();
+    domain::emails::domains::create_identity(&app, &foreign, &[]).await.unwrap();
     let r = b.post("/emails/domains", &json!({"name": foreign})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
 }

@@ -46,7 +46,7 @@ async fn deliver(raw: &str, recipients: &[&str], spam: &str, virus: &str) -> u32
     let h = harness();
     let app = h.app().await;
     let rcpts: Vec<String> = recipients.iter().map(|r| r.to_string()).collect();
-    let body = tools::admin::store_inbound(&app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &rcpts, spam, virus).await.unwrap();
+    let body = tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &rcpts, spam, virus).await.unwrap();
     let receipt = inbound_mail::receipt(&body).expect("an SES receipt notification");
     let (res, calls) =
         shared::metrics::count_ddb_calls(shared::metrics::as_function("inbound-mail", Box::pin(inbound_mail::handle(&app, &receipt))))
@@ -306,7 +306,7 @@ async fn deliver_with_verdicts(raw: &str, to: &str, spf: &str, dkim: &str, dmarc
     let h = harness();
     let app = h.app().await;
     let body =
-        tools::admin::store_inbound(&app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[to.to_string()], "PASS", "PASS").await.unwrap();
+        tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[to.to_string()], "PASS", "PASS").await.unwrap();
     let verdict = |name: &str, v: &str| {
         (format!("\\\"{name}\\\":{{\\\"status\\\":\\\"PASS\\\"}}"), format!("\\\"{name}\\\":{{\\\"status\\\":\\\"{v}\\\"}}"))
     };
@@ -335,13 +335,12 @@ async fn attachment_objects(ws: &str) -> Vec<(String, bool)> {
     // The emulator keeps tags (else "linked" below would prove nothing).
     let probe = format!("attachments/{ws}/probe");
     let app = h.app().await;
-    app.s3()
-        .put_object(&h.resources.mail_bucket, &probe, b"x".to_vec(), &[("x-amz-tagging", domain::helpdesk::inbound::UNLINKED_TAG)])
-        .await
-        .unwrap();
+    let bucket = &h.resources.mail_bucket;
+    let tag = domain::helpdesk::inbound::UNLINKED_TAG;
+    app.s3().put_object().bucket(bucket).key(&probe).tagging(tag).body(b"x".to_vec().into()).send().await.unwrap();
     let tags = tagging(&format!("{}/{}/{probe}", h.moto_endpoint, h.resources.mail_bucket)).await;
     assert!(tags.contains("unlinked"), "{tags}");
-    app.s3().delete_object(&h.resources.mail_bucket, &probe).await.unwrap();
+    app.s3().delete_object().bucket(bucket).key(&probe).send().await.unwrap();
     let mut out = vec![];
     for (key, _) in h.bucket_objects(&h.resources.mail_bucket, &format!("attachments/{ws}/")).await {
         let tags = tagging(&format!("{}/{}/{key}", h.moto_endpoint, h.resources.mail_bucket)).await;
@@ -400,7 +399,7 @@ async fn one_delivery_three_times_at_once_is_one_message_and_its_files_once() {
         &[("Content-Type: application/pdf\r\nContent-Disposition: attachment; filename=\"a.pdf\"".into(), "%PDF-1.4 a".into())],
     );
     let body =
-        tools::admin::store_inbound(&app.s3(), &h.resources.mail_bucket, raw.as_bytes(), std::slice::from_ref(&s.mailbox), "PASS", "PASS")
+        tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), std::slice::from_ref(&s.mailbox), "PASS", "PASS")
             .await
             .unwrap();
     let receipt = inbound_mail::receipt(&body).unwrap();

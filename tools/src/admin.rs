@@ -238,7 +238,7 @@ pub async fn bootstrap(
     ddb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
     sm: &aws_sdk_secretsmanager::Client,
-    s3: &shared::aws::S3<'_>,
+    s3: &aws_sdk_s3::Client,
     names: &Names,
 ) -> Result<Resources, String> {
     let created = ddb
@@ -328,9 +328,30 @@ pub async fn bootstrap(
 }
 
 /// A bucket as template.yaml makes it: objects under `prefix` expire after `days`.
-async fn create_bucket(s3: &shared::aws::S3<'_>, name: &str, prefix: &str, days: u32) -> Result<(), String> {
-    s3.create_bucket(name).await.map_err(|e| format!("create bucket {name}: {e}"))?;
-    s3.put_bucket_expiry(name, prefix, days).await.map_err(|e| format!("bucket lifecycle: {e}"))
+async fn create_bucket(s3: &aws_sdk_s3::Client, name: &str, prefix: &str, days: u32) -> Result<(), String> {
+    use aws_sdk_s3::types::{BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter};
+    match s3.create_bucket().bucket(name).send().await.map_err(shared::aws::AwsError::from) {
+        // us-east-1 answers BucketAlreadyExists to its owner as well.
+        Err(e) if e.code != "BucketAlreadyOwnedByYou" && e.code != "BucketAlreadyExists" => {
+            return Err(format!("create bucket {name}: {e}"));
+        }
+        _ => {}
+    }
+    let rule = LifecycleRule::builder()
+        .id(format!("expire-{}", prefix.trim_end_matches('/')))
+        .filter(LifecycleRuleFilter::builder().prefix(prefix).build())
+        .status(ExpirationStatus::Enabled)
+        .expiration(LifecycleExpiration::builder().days(days as i32).build())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let conf = BucketLifecycleConfiguration::builder().rules(rule).build().map_err(|e| e.to_string())?;
+    s3.put_bucket_lifecycle_configuration()
+        .bucket(name)
+        .lifecycle_configuration(conf)
+        .send()
+        .await
+        .map_err(|e| format!("bucket lifecycle: {}", shared::aws::AwsError::from(e)))?;
+    Ok(())
 }
 
 async fn create_queue_with_dlq(
@@ -418,7 +439,7 @@ pub fn dev_jwks_with_kid(kid: &str) -> serde_json::Value {
 /// answer the receipt notification SES would send (SNS envelope), naming `recipients`, with
 /// SES's spam and virus verdicts (`PASS` / `FAIL`).
 pub async fn store_inbound(
-    s3: &shared::aws::S3<'_>,
+    s3: &aws_sdk_s3::Client,
     bucket: &str,
     raw: &[u8],
     recipients: &[String],
@@ -427,16 +448,22 @@ pub async fn store_inbound(
 ) -> Result<String, String> {
     let id = shared::ids::new_id("local");
     let key = format!("inbound/{id}");
-    s3.put_object(bucket, &key, raw.to_vec(), &[]).await.map_err(|e| format!("store the message: {e}"))?;
+    s3.put_object()
+        .bucket(bucket)
+        .key(&key)
+        .body(raw.to_vec().into())
+        .send()
+        .await
+        .map_err(|e| format!("store the message: {}", shared::aws::AwsError::from(e)))?;
     Ok(inbound_mail::notification(&id, bucket, &key, recipients, spam, virus))
 }
 
 /// Feed one inbound message to the stack exactly as SES would: the raw MIME into the mail
 /// bucket, the notification into the inbound queue. Answers SES's message id.
 pub async fn send_inbound(app: &shared::App, res: &Resources, raw: &[u8], recipients: &[String]) -> Result<String, String> {
-    let body = store_inbound(&app.s3(), &res.mail_bucket, raw, recipients, "PASS", "PASS").await?;
+    let body = store_inbound(app.s3(), &res.mail_bucket, raw, recipients, "PASS", "PASS").await?;
     let id = inbound_mail::receipt(&body).map(|r| r.ses_message_id).unwrap_or_default();
-    app.sqs().send(&res.inbound_mail_queue_url, &body, 0).await.map_err(|e| e.to_string())?;
+    app.enqueue(&res.inbound_mail_queue_url, &body, 0).await.map_err(|e| e.to_string())?;
     Ok(id)
 }
 

@@ -49,8 +49,8 @@ impl DevStack {
         );
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let sm = aws_sdk_secretsmanager::Client::new(&sdk);
-        let aws = shared::aws::Aws::new(&sdk, std::time::Duration::from_secs(10));
-        let resources = admin::bootstrap(&ddb, &sqs, &sm, &aws.s3(), &Names::default()).await?;
+        let aws = shared::aws::Aws::new(&sdk);
+        let resources = admin::bootstrap(&ddb, &sqs, &sm, aws.s3(), &Names::default()).await?;
         let mut cfg = admin::local_config(&resources)?;
         adjust(&mut cfg);
         let app = Arc::new(App::with_dynamodb_endpoint(cfg.clone(), &sdk, Some(&emulators.dynamodb_endpoint))?);

@@ -227,7 +227,7 @@ pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<Import
         store::Record::new(ws_pk(ws), job_sk(&job.id), &job)?.attr("chunks", n(chunks.len() as i64)).attr("next_chunk", n(0)).version(1);
     Tx::new().create(rec).commit(app).await.map_err(TxError::stale)?;
     let msg = serde_json::json!({"workspace_id": ws, "import_id": job.id}).to_string();
-    if let Err(e) = app.sqs().send(&app.cfg.contact_imports_queue_url, &msg, 0).await {
+    if let Err(e) = app.enqueue(&app.cfg.contact_imports_queue_url, &msg, 0).await {
         tracing::error!(import_id = %job.id, error = %e, "import not queued");
         let _ = finish(app, ws, &job, ImportStatus::Failed, Some("the import could not be queued; start it again")).await;
         return Err(ApiError::unavailable("the import queue is unavailable"));

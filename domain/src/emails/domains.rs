@@ -127,7 +127,7 @@ fn verify_claim(name: &str, ws: &str, id: &str) -> aws_sdk_dynamodb::types::buil
         .expression_attribute_values(":id", s(id))
 }
 
-fn is_verified(i: &shared::aws::ses::Identity) -> bool {
+fn is_verified(i: &Identity) -> bool {
     status_of(i.verification_status.as_deref(), i.verified_for_sending) == DomainStatus::Verified
 }
 
@@ -164,6 +164,51 @@ fn status_of(v: Option<&str>, verified_for_sending: bool) -> DomainStatus {
         _ if verified_for_sending => DomainStatus::Verified,
         _ => DomainStatus::Pending,
     }
+}
+
+/// What SES says about an identity.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Identity {
+    /// Email may be sent from it.
+    pub verified_for_sending: bool,
+    /// `PENDING`, `SUCCESS`, `FAILED`, `TEMPORARY_FAILURE` or `NOT_STARTED` (absent on create).
+    pub verification_status: Option<String>,
+    /// The Easy DKIM tokens to publish as CNAME records.
+    pub dkim_tokens: Vec<String>,
+    /// Its tags (GetEmailIdentity answers them; CreateEmailIdentity does not).
+    pub tags: Vec<(String, String)>,
+}
+
+fn tokens(d: Option<&aws_sdk_sesv2::types::DkimAttributes>) -> Vec<String> {
+    d.map(|d| d.tokens().to_vec()).unwrap_or_default()
+}
+
+/// Create a domain identity with Easy DKIM and these tags (`platform-stack` is what the stack's
+/// policy lets it manage).
+pub async fn create_identity(app: &App, name: &str, tags: &[(&str, &str)]) -> Result<Identity, AwsError> {
+    let tags = tags
+        .iter()
+        .map(|(k, v)| aws_sdk_sesv2::types::Tag::builder().key(*k).value(*v).build())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| AwsError { code: "InvalidTag".into(), message: e.to_string() })?;
+    let out = app.ses().create_email_identity().email_identity(name).set_tags((!tags.is_empty()).then_some(tags)).send().await?;
+    Ok(Identity { verified_for_sending: out.verified_for_sending_status, dkim_tokens: tokens(out.dkim_attributes()), ..Default::default() })
+}
+
+/// The identity's state (`NotFoundException` when there is none).
+pub async fn get_identity(app: &App, name: &str) -> Result<Identity, AwsError> {
+    let out = app.ses().get_email_identity().email_identity(name).send().await?;
+    Ok(Identity {
+        verified_for_sending: out.verified_for_sending_status,
+        verification_status: out.verification_status().map(|s| s.as_str().to_string()),
+        dkim_tokens: tokens(out.dkim_attributes()),
+        tags: out.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect(),
+    })
+}
+
+pub async fn delete_identity(app: &App, name: &str) -> Result<(), AwsError> {
+    app.ses().delete_email_identity().email_identity(name).send().await?;
+    Ok(())
 }
 
 fn ses_error(e: AwsError) -> ApiError {
@@ -213,7 +258,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
         && c.workspace_id != ws
         && !c.verified
         && c.pending_until.is_some_and(|t| t < chrono::Utc::now().timestamp())
-        && app.ses().get_identity(&d.name).await.is_ok_and(|i| is_verified(&i))
+        && get_identity(app, &d.name).await.is_ok_and(|i| is_verified(&i))
     {
         if let Err(e) = Tx::new().update(verify_claim(&d.name, &c.workspace_id, &c.domain_id)).commit(app).await {
             tracing::info!(domain = %d.name, error = ?e, "claim not marked verified");
@@ -239,23 +284,21 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
                 _ => ApiError::conflict("the domain was created concurrently"),
             })
         })?;
-    let mut tags = vec![(shared::aws::ses::WORKSPACE_TAG_KEY, ws)];
+    let mut tags = vec![(shared::aws::WORKSPACE_TAG_KEY, ws)];
     if let Some(stack) = app.cfg.email.identity_tag.as_deref() {
-        tags.push((shared::aws::ses::IDENTITY_TAG_KEY, stack));
+        tags.push((shared::aws::IDENTITY_TAG_KEY, stack));
     }
-    let created = match app.ses().create_identity(&d.name, &tags).await {
-        Err(e) if e.code == "AlreadyExistsException" => match app.ses().get_identity(&d.name).await {
+    let created = match create_identity(app, &d.name, &tags).await {
+        Err(e) if e.code == "AlreadyExistsException" => match get_identity(app, &d.name).await {
             // This workspace's own, whose creation answer was lost: take it over.
             Ok(existing) if made_for(app, &existing) == Some(ws) => Ok(existing),
             // Another workspace's, whose claim expired unverified (the claim is this one's
             // now): a new identity, so DKIM records the former claimant published or will
             // publish verify nothing for anyone.
-            Ok(existing) if made_for(app, &existing).is_some() && !is_verified(&existing) => {
-                match app.ses().delete_identity(&d.name).await {
-                    Ok(()) => app.ses().create_identity(&d.name, &tags).await,
-                    Err(e) => Err(e),
-                }
-            }
+            Ok(existing) if made_for(app, &existing).is_some() && !is_verified(&existing) => match delete_identity(app, &d.name).await {
+                Ok(()) => create_identity(app, &d.name, &tags).await,
+                Err(e) => Err(e),
+            },
             _ => Err(e),
         },
         other => other,
@@ -288,12 +331,12 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
 
 /// The workspace this stack's API created the identity for (its tags say so); None for an
 /// identity made outside the API.
-fn made_for<'a>(app: &App, i: &'a shared::aws::ses::Identity) -> Option<&'a str> {
+fn made_for<'a>(app: &App, i: &'a Identity) -> Option<&'a str> {
     let tag = |k: &str| i.tags.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-    if tag(shared::aws::ses::IDENTITY_TAG_KEY) != app.cfg.email.identity_tag.as_deref() {
+    if tag(shared::aws::IDENTITY_TAG_KEY) != app.cfg.email.identity_tag.as_deref() {
         return None;
     }
-    tag(shared::aws::ses::WORKSPACE_TAG_KEY)
+    tag(shared::aws::WORKSPACE_TAG_KEY)
 }
 
 /// Undo a create whose SES identity could not be made (best effort: a leftover claim is
@@ -317,7 +360,7 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
         // Its claim expired unverified and another workspace took the name.
         (DomainStatus::Failed, vec![])
     } else {
-        match app.ses().get_identity(&d.name).await {
+        match get_identity(app, &d.name).await {
             Ok(out) => (status_of(out.verification_status.as_deref(), out.verified_for_sending), out.dkim_tokens),
             Err(e) if e.code == "NotFoundException" => (DomainStatus::Failed, vec![]),
             Err(e) => {
@@ -386,7 +429,7 @@ pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, 
     // workspace that claims it in between gets (and may rebuild) the identity instead. One left
     // behind when SES is unreachable is tagged, so the name's next claimant replaces it.
     if holds && claim_of(app, &d.name).await?.is_none() {
-        match app.ses().delete_identity(&d.name).await {
+        match delete_identity(app, &d.name).await {
             Ok(()) => {}
             Err(e) if e.code == "NotFoundException" => {}
             Err(e) => tracing::warn!(domain = %d.name, error = %e, "SES identity left behind; the name's next claimant replaces it"),

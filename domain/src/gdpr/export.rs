@@ -30,7 +30,13 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// How long a download link works, and how long an export can be downloaded at all.
 pub const URL_SECS: u64 = 3600;
 /// The stored document: gzipped JSON, served as such by its link.
-const DOCUMENT_HEADERS: [(&str, &str); 2] = [("content-type", "application/json"), ("content-encoding", "gzip")];
+/// The document's type and encoding, stored with it.
+const CONTENT_TYPE: &str = "application/json";
+const CONTENT_ENCODING: &str = "gzip";
+
+fn s3_error(what: &str, e: impl Into<shared::aws::AwsError>) -> ApiError {
+    ApiError::unavailable(format!("s3 {what}: {}", e.into()))
+}
 pub const KEEP_DAYS: i64 = 7;
 
 pub const PRIVACY: &[Rule] = &[Rule {
@@ -155,12 +161,17 @@ pub async fn with_link(app: &App, ws: &str, job: &mut ExportJob) -> ApiResult<()
     if job.status != JobStatus::Completed || !live {
         return Ok(());
     }
-    let response = [("response-content-type", "application/json"), ("response-content-encoding", "gzip")];
-    let url = app
-        .s3()
-        .presigned_get(&app.cfg.exports_bucket, &object_key(ws, &job.id), &response, std::time::Duration::from_secs(URL_SECS))
-        .await
-        .map_err(|e| ApiError::unavailable(format!("s3 presign: {e}")))?;
+    let url = shared::aws::presigned_get(
+        app.s3(),
+        &app.cfg.exports_bucket,
+        &object_key(ws, &job.id),
+        CONTENT_TYPE,
+        Some(CONTENT_ENCODING),
+        None,
+        std::time::Duration::from_secs(URL_SECS),
+    )
+    .await
+    .map_err(|e| s3_error("presign", e))?;
     job.download_url = Some(url);
     Ok(())
 }
@@ -242,10 +253,17 @@ impl Writer {
 }
 
 async fn create_upload(app: &App, key: &str) -> ApiResult<String> {
-    app.s3()
-        .create_multipart_upload(&app.cfg.exports_bucket, key, &DOCUMENT_HEADERS)
+    let out = app
+        .s3()
+        .create_multipart_upload()
+        .bucket(&app.cfg.exports_bucket)
+        .key(key)
+        .content_type(CONTENT_TYPE)
+        .content_encoding(CONTENT_ENCODING)
+        .send()
         .await
-        .map_err(|e| ApiError::unavailable(format!("s3 create upload: {e}")))
+        .map_err(|e| s3_error("create upload", e))?;
+    out.upload_id.ok_or_else(|| ApiError::unavailable("s3 create upload: no upload id"))
 }
 
 async fn upload_part(app: &App, key: &str, r: &mut Resume, bytes: Vec<u8>) -> ApiResult<()> {
@@ -253,9 +271,17 @@ async fn upload_part(app: &App, key: &str, r: &mut Resume, bytes: Vec<u8>) -> Ap
     r.bytes += bytes.len() as u64;
     let etag = app
         .s3()
-        .upload_part(&app.cfg.exports_bucket, key, &r.upload_id, n, bytes)
+        .upload_part()
+        .bucket(&app.cfg.exports_bucket)
+        .key(key)
+        .upload_id(&r.upload_id)
+        .part_number(n as i32)
+        .body(bytes.into())
+        .send()
         .await
-        .map_err(|e| ApiError::unavailable(format!("s3 upload part: {e}")))?;
+        .map_err(|e| s3_error("upload part", e))?
+        .e_tag
+        .ok_or_else(|| ApiError::unavailable("s3 upload part: no ETag"))?;
     r.parts.push((n, etag));
     Ok(())
 }
@@ -378,23 +404,43 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
         if r.upload_id.is_empty() {
             r.bytes = bytes.len() as u64;
             app.s3()
-                .put_object(&app.cfg.exports_bucket, &key, bytes, &DOCUMENT_HEADERS)
+                .put_object()
+                .bucket(&app.cfg.exports_bucket)
+                .key(&key)
+                .content_type(CONTENT_TYPE)
+                .content_encoding(CONTENT_ENCODING)
+                .body(bytes.into())
+                .send()
                 .await
-                .map_err(|e| ApiError::unavailable(format!("s3 put: {e}")))?;
+                .map_err(|e| s3_error("put", e))?;
             return Ok(());
         }
         upload_part(app, &key, &mut r, bytes).await?;
         app.s3()
-            .complete_multipart_upload(&app.cfg.exports_bucket, &key, &r.upload_id, &r.parts)
+            .complete_multipart_upload()
+            .bucket(&app.cfg.exports_bucket)
+            .key(&key)
+            .upload_id(&r.upload_id)
+            .multipart_upload(
+                aws_sdk_s3::types::CompletedMultipartUpload::builder()
+                    .set_parts(Some(
+                        r.parts
+                            .iter()
+                            .map(|(n, etag)| aws_sdk_s3::types::CompletedPart::builder().part_number(*n as i32).e_tag(etag).build())
+                            .collect(),
+                    ))
+                    .build(),
+            )
+            .send()
             .await
-            .map_err(|e| ApiError::unavailable(format!("s3 complete upload: {e}")))?;
+            .map_err(|e| s3_error("complete upload", e))?;
         Ok::<_, ApiError>(())
     }
     .await;
     if let Err(e) = finished {
         // A run that died after completing the upload left the document whole: the upload is
         // gone and the object is there.
-        let exists = app.s3().head_object(&app.cfg.exports_bucket, &key).await.unwrap_or(false);
+        let exists = app.s3().head_object().bucket(&app.cfg.exports_bucket).key(&key).send().await.is_ok();
         if !exists {
             return Err(e);
         }
@@ -432,7 +478,14 @@ async fn complete(app: &App, ws: &str, mut job: ExportJob, r: &Resume) -> ApiRes
 async fn fail(app: &App, ws: &str, job: &ExportJob, item: &Item, code: &str, message: &str) -> ApiResult<()> {
     if let Some(r) = store::get_str(item, "resume").and_then(|j| serde_json::from_str::<Resume>(j).ok()).filter(|r| !r.upload_id.is_empty())
     {
-        let _ = app.s3().abort_multipart_upload(&app.cfg.exports_bucket, &object_key(ws, &job.id), &r.upload_id).await;
+        let _ = app
+            .s3()
+            .abort_multipart_upload()
+            .bucket(&app.cfg.exports_bucket)
+            .key(object_key(ws, &job.id))
+            .upload_id(&r.upload_id)
+            .send()
+            .await;
     }
     let mut job = job.clone();
     job.status = JobStatus::Failed;
@@ -463,9 +516,6 @@ async fn finish(app: &App, ws: &str, job: &ExportJob, event: &str) -> ApiResult<
 /// Erasing a subject deletes the exports about them, document and job.
 async fn erase_job(app: &App, ws: &str, item: Item, _subject: &Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
-    app.s3()
-        .delete_object(&app.cfg.exports_bucket, &object_key(ws, id))
-        .await
-        .map_err(|e| ApiError::unavailable(format!("s3 delete: {e}")))?;
+    app.s3().delete_object().bucket(&app.cfg.exports_bucket).key(object_key(ws, id)).send().await.map_err(|e| s3_error("delete", e))?;
     app.db.delete(&ws_pk(ws), &sk(id)).await
 }

@@ -351,9 +351,16 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
     for (a, bytes) in &inc.attachments {
         if let (Some(b), Some(sum)) = (bytes, &a.sha256) {
             let key = attachment_key(ws, &inc.message_id, sum);
-            s3.put_object(&app.cfg.mail_bucket, &key, b.clone(), &[("x-amz-tagging", UNLINKED_TAG)])
+            // Tags set with the object need their own permission.
+            shared::metrics::record_action("s3:PutObjectTagging");
+            s3.put_object()
+                .bucket(&app.cfg.mail_bucket)
+                .key(&key)
+                .tagging(UNLINKED_TAG)
+                .body(b.clone().into())
+                .send()
                 .await
-                .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {e}")))?;
+                .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {}", shared::aws::AwsError::from(e))))?;
         }
     }
     let quiet = inc.spam || inc.automatic.is_some();
@@ -450,8 +457,15 @@ async fn link_files(app: &App, ws: &str, inc: &Incoming) -> ApiResult<()> {
     for (a, bytes) in &inc.attachments {
         let sum = a.sha256.clone().or_else(|| bytes.as_deref().map(shared::crypto::sha256_hex));
         if let (Some(_), Some(sum)) = (bytes, sum) {
-            match s3.delete_object_tagging(&app.cfg.mail_bucket, &attachment_key(ws, &inc.message_id, &sum)).await {
-                Ok(()) => {}
+            match s3
+                .delete_object_tagging()
+                .bucket(&app.cfg.mail_bucket)
+                .key(attachment_key(ws, &inc.message_id, &sum))
+                .send()
+                .await
+                .map_err(shared::aws::AwsError::from)
+            {
+                Ok(_) => {}
                 // Never written (the attempt that recorded it had other limits or files).
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(ApiError::unavailable(format!("s3 link attachment: {e}"))),
@@ -491,12 +505,18 @@ pub async fn with_links(app: &App, ws: &str, m: &mut Message) -> ApiResult<()> {
     for (i, a) in m.attachments.iter_mut().enumerate().filter(|(_, a)| a.stored) {
         let Some(key) = attachment_location(ws, &m_, i) else { continue };
         let disposition = content_disposition(&a.filename);
-        let response = [("response-content-type", download_type(&a.content_type)), ("response-content-disposition", disposition.as_str())];
-        let url = app
-            .s3()
-            .presigned_get(&app.cfg.mail_bucket, &key, &response, std::time::Duration::from_secs(3600))
-            .await
-            .map_err(|e| ApiError::unavailable(format!("s3 presign: {e}")))?;
+        let hour = std::time::Duration::from_secs(3600);
+        let url = shared::aws::presigned_get(
+            app.s3(),
+            &app.cfg.mail_bucket,
+            &key,
+            download_type(&a.content_type),
+            None,
+            Some(&disposition),
+            hour,
+        )
+        .await
+        .map_err(|e| ApiError::unavailable(format!("s3 presign: {e}")))?;
         a.download_url = Some(url);
     }
     Ok(())

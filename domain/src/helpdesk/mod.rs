@@ -428,9 +428,12 @@ async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
         for i in 0..m.attachments.len() {
             if let Some(key) = inbound::attachment_location(ws, &m, i) {
                 app.s3()
-                    .delete_object(&app.cfg.mail_bucket, &key)
+                    .delete_object()
+                    .bucket(&app.cfg.mail_bucket)
+                    .key(&key)
+                    .send()
                     .await
-                    .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {e}")))?;
+                    .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {}", shared::aws::AwsError::from(e))))?;
             }
         }
         if let Some(mid) = &m.message_id {

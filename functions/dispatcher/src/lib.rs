@@ -90,8 +90,13 @@ impl Dispatcher {
                 let res = self
                     .app
                     .sqs()
-                    .change_visibility(&self.app.cfg.deliveries_queue_url, &m.receipt_handle, (secs as i64).clamp(1, 43_200))
-                    .await;
+                    .change_message_visibility()
+                    .queue_url(&self.app.cfg.deliveries_queue_url)
+                    .receipt_handle(&m.receipt_handle)
+                    .visibility_timeout((secs as i64).clamp(1, 43_200) as i32)
+                    .send()
+                    .await
+                    .map_err(shared::aws::AwsError::from);
                 if let Err(e) = res {
                     // The message comes back after the queue's default visibility instead.
                     tracing::warn!(message_id = %m.message_id, error = %e, "could not reschedule");

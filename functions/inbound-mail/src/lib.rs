@@ -149,11 +149,14 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
 }
 
 async fn read_raw(app: &App, r: &Receipt) -> Result<Option<Vec<u8>>, String> {
-    app.s3().get_object(&r.bucket, &r.key).await.map_err(|e| format!("s3 get {}: {e}", r.key))
+    shared::aws::get_object(app.s3(), &r.bucket, &r.key).await.map_err(|e| format!("s3 get {}: {e}", r.key))
 }
 
 async fn delete_raw(app: &App, r: &Receipt) -> Result<(), String> {
-    app.s3().delete_object(&r.bucket, &r.key).await.map_err(|e| format!("s3 delete {}: {e}", r.key))
+    match app.s3().delete_object().bucket(&r.bucket).key(&r.key).send().await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("s3 delete {}: {}", r.key, shared::aws::AwsError::from(e))),
+    }
 }
 
 fn dropped(reason: &'static str) {

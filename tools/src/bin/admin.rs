@@ -63,7 +63,7 @@ async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
                 &ddb,
                 &aws_sdk_sqs::Client::new(&sdk),
                 &aws_sdk_secretsmanager::Client::new(&sdk),
-                &shared::aws::Aws::new(&sdk, std::time::Duration::from_secs(10)).s3(),
+                shared::aws::Aws::new(&sdk).s3(),
                 &admin::Names::from_env(),
             )
             .await?;
@@ -102,8 +102,8 @@ async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
             };
             let app = app().await?;
             let queue = std::env::var("INBOUND_MAIL_QUEUE_URL").map_err(|_| "INBOUND_MAIL_QUEUE_URL is not set (source .local/dev.env)")?;
-            let body = admin::store_inbound(&app.s3(), &app.cfg.mail_bucket, &raw, &to, "PASS", "PASS").await?;
-            app.sqs().send(&queue, &body, 0).await.map_err(|e| e.to_string())?;
+            let body = admin::store_inbound(app.s3(), &app.cfg.mail_bucket, &raw, &to, "PASS", "PASS").await?;
+            app.enqueue(&queue, &body, 0).await.map_err(|e| e.to_string())?;
             Ok(serde_json::json!({"queued": true, "recipients": to}))
         }
         _ => Err(

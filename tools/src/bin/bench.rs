@@ -805,7 +805,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
         let mut lat = vec![];
         for _ in 0..100 {
             let t = Instant::now();
-            stack.app.sqs().send(queue, "{}", 0).await.unwrap();
+            stack.app.enqueue(queue, "{}", 0).await.unwrap();
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         lat.sort_by(f64::total_cmp);
