@@ -91,21 +91,21 @@ impl Publisher {
 
     pub async fn handle_sqs(&self, ev: SqsEvent) -> BatchResponse {
         let runs = ev.records.iter().map(|m| async move {
-            let Ok(job) = serde_json::from_str::<PublishJob>(&m.body) else {
-                tracing::warn!(message_id = %m.message_id, "not a publish job; dropped");
+            let Ok(job) = serde_json::from_str::<PublishJob>(shared::sqs::body(m)) else {
+                tracing::warn!(message_id = %shared::sqs::id(m), "not a publish job; dropped");
                 return None;
             };
             match self.run(&job.workspace_id, &job.post_id).await {
                 Ok(None) => None,
-                Ok(Some(delay)) => (!enqueue(&self.app, &job.workspace_id, &job.post_id, delay).await).then_some(m.message_id.as_str()),
+                Ok(Some(delay)) => (!enqueue(&self.app, &job.workspace_id, &job.post_id, delay).await).then_some(shared::sqs::id(m)),
                 Err(e) => {
                     tracing::warn!(post_id = %job.post_id, error = %e, "publish run failed; message kept");
-                    Some(m.message_id.as_str())
+                    Some(shared::sqs::id(m))
                 }
             }
         });
         let kept: Vec<Option<&str>> = futures_util::future::join_all(runs).await;
-        BatchResponse::keep(kept.into_iter().flatten())
+        shared::sqs::keep(kept.into_iter().flatten())
     }
 
     /// Queue every post whose time comes before the next tick (scheduled, or publishing with

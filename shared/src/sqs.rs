@@ -1,40 +1,47 @@
-//! What SQS-triggered functions read and answer: the subset of Lambda's SQS event they need,
-//! and the `ReportBatchItemFailures` response (the messages that stay in the queue).
+//! What SQS-triggered functions read and answer: Lambda's SQS event and its
+//! `ReportBatchItemFailures` response (the messages that stay in the queue), as
+//! `aws_lambda_events` defines them, with the few helpers their optional fields want.
 
-use serde::{Deserialize, Serialize};
+pub use aws_lambda_events::sqs::{BatchItemFailure as ItemFailure, SqsBatchResponse as BatchResponse, SqsEvent, SqsMessage};
 
-#[derive(Deserialize, Debug, Clone)]
-pub struct SqsEvent {
-    #[serde(rename = "Records")]
-    pub records: Vec<SqsMessage>,
+/// Keep these messages (by id) for another delivery.
+pub fn keep<'a>(ids: impl IntoIterator<Item = &'a str>) -> BatchResponse {
+    let mut r = BatchResponse::default();
+    r.batch_item_failures = ids.into_iter().map(failure).collect();
+    r
 }
 
-#[derive(Deserialize, Serialize, Debug, Clone)]
-pub struct SqsMessage {
-    #[serde(rename = "messageId")]
-    pub message_id: String,
-    #[serde(rename = "receiptHandle")]
-    pub receipt_handle: String,
-    pub body: String,
+/// One message kept for another delivery.
+pub fn failure(id: &str) -> ItemFailure {
+    let mut f = ItemFailure::default();
+    f.item_identifier = id.to_string();
+    f
 }
 
-#[derive(Serialize, Deserialize, Debug, Default, PartialEq)]
-pub struct BatchResponse {
-    #[serde(rename = "batchItemFailures")]
-    pub batch_item_failures: Vec<ItemFailure>,
+/// A message's id ("" when Lambda gave none).
+pub fn id(m: &SqsMessage) -> &str {
+    m.message_id.as_deref().unwrap_or_default()
 }
 
-#[derive(Serialize, Deserialize, Debug, PartialEq)]
-pub struct ItemFailure {
-    #[serde(rename = "itemIdentifier")]
-    pub item_identifier: String,
+/// A message's body ("" when it has none).
+pub fn body(m: &SqsMessage) -> &str {
+    m.body.as_deref().unwrap_or_default()
 }
 
-impl BatchResponse {
-    /// Keep these messages (by id) for another delivery.
-    pub fn keep<'a>(ids: impl IntoIterator<Item = &'a str>) -> Self {
-        Self { batch_item_failures: ids.into_iter().map(|id| ItemFailure { item_identifier: id.to_string() }).collect() }
-    }
+/// A message as Lambda delivers it (tests and the local worker build them).
+pub fn message(id: &str, receipt_handle: &str, body: &str) -> SqsMessage {
+    let mut m = SqsMessage::default();
+    m.message_id = Some(id.to_string());
+    m.receipt_handle = Some(receipt_handle.to_string());
+    m.body = Some(body.to_string());
+    m
+}
+
+/// An event of these messages.
+pub fn event(records: Vec<SqsMessage>) -> SqsEvent {
+    let mut e = SqsEvent::default();
+    e.records = records;
+    e
 }
 
 /// The JSON an SQS body carries from SNS: the envelope's `Message` (SNS to SQS without raw

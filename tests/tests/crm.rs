@@ -256,13 +256,8 @@ async fn an_interrupted_import_resumes_without_duplicating_contacts() {
     let r = c.post("/contacts/imports", &json!({"rows": rows})).await;
     assert_eq!(r.status, 202, "{}", r.json);
     let raced_id = r.json["data"]["id"].as_str().unwrap().to_string();
-    let copy = |n: &str| shared::sqs::SqsEvent {
-        records: vec![shared::sqs::SqsMessage {
-            message_id: n.into(),
-            receipt_handle: n.into(),
-            body: json!({"workspace_id": ws, "import_id": raced_id}).to_string(),
-        }],
-    };
+    let copy =
+        |n: &str| shared::sqs::event(vec![shared::sqs::message(n, n, &json!({"workspace_id": ws, "import_id": raced_id}).to_string())]);
     // A copy that fails transiently is kept for redelivery, as the queue would: the state
     // below is what counts, once any copy finishes the job.
     tokio::join!(domain::contacts::import::handle_sqs(&app, copy("copy-1")), domain::contacts::import::handle_sqs(&app, copy("copy-2")));

@@ -386,16 +386,15 @@ async fn duplicate_queue_messages_send_an_email_once() {
     // Three more copies of the job race the one the worker received, as SQS may deliver them.
     let sender = h.sender().await;
     let job = serde_json::to_string(&domain::emails::SendJob { workspace_id: ws.clone(), email_ids: vec![id.clone()] }).unwrap();
-    let records: Vec<shared::sqs::SqsMessage> = (0..3)
-        .map(|i| shared::sqs::SqsMessage { message_id: format!("dup-{i}"), receipt_handle: format!("r{i}"), body: job.clone() })
-        .collect();
-    let copies = (0..3).map(|i| sender.handle_sqs(shared::sqs::SqsEvent { records: vec![records[i].clone()] }));
+    let records: Vec<shared::sqs::SqsMessage> =
+        (0..3).map(|i| shared::sqs::message(&format!("dup-{i}"), &format!("r{i}"), &job.clone())).collect();
+    let copies = (0..3).map(|i| sender.handle_sqs(shared::sqs::event(vec![records[i].clone()])));
     for resp in futures_util::future::join_all(copies).await {
         assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
     }
     let sent = wait_status(&c, &id, &["sent"], 30).await;
     // And one more after it was sent.
-    sender.handle_sqs(shared::sqs::SqsEvent { records: vec![records[0].clone()] }).await;
+    sender.handle_sqs(shared::sqs::event(vec![records[0].clone()])).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let msgs = ses_with_subject(&subject).await;
     assert_eq!(msgs.len(), 1, "sent exactly once: {msgs:?}");

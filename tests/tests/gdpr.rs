@@ -254,9 +254,7 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     let event_id = serde_json::from_str::<serde_json::Value>(&late).unwrap()["id"].as_str().unwrap().to_string();
     let copies = || rx.received().iter().filter(|r| String::from_utf8_lossy(&r.body).contains(&event_id)).count();
     let sent_before = copies();
-    let copy = dispatcher::SqsEvent {
-        records: vec![dispatcher::SqsMessage { message_id: "late-copy".into(), receipt_handle: "late-copy".into(), body: late }],
-    };
+    let copy = shared::sqs::event(vec![shared::sqs::message("late-copy", "late-copy", &late)]);
     assert!(h.dispatcher(h.config.clone()).await.handle_sqs(copy).await.batch_item_failures.is_empty());
     let hits = scan_hits().await;
     assert!(hits.is_empty(), "a late copy of an erased event stored it again: {hits:?}");

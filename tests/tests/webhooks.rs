@@ -311,9 +311,7 @@ async fn unsafe_urls_are_refused_at_creation_and_at_delivery() {
     let d = h.dispatcher(cfg).await;
     let ws_id = dev.get("/workspaces/current").await.json["data"]["id"].as_str().unwrap().to_string();
     let ev = shared::events::Event::new(&ws_id, "post.created", &json!({"id": "post_x"}));
-    let batch = dispatcher::SqsEvent {
-        records: vec![dispatcher::SqsMessage { message_id: "m1".into(), receipt_handle: "r1".into(), body: ev.body() }],
-    };
+    let batch = shared::sqs::event(vec![shared::sqs::message("m1", "r1", &ev.body())]);
     assert!(d.handle_sqs(batch).await.batch_item_failures.is_empty());
     let r = dev.get(&format!("/webhooks/{ep}/deliveries")).await;
     let first = &r.json["data"][0];
@@ -419,9 +417,7 @@ async fn an_endpoint_failing_for_the_configured_period_is_disabled() {
     let d = h.dispatcher(cfg).await;
     let invoke = |n: usize| {
         let ev = shared::events::Event::new(&ws, "post.deleted", &json!({"id": format!("post_{n}")}));
-        dispatcher::SqsEvent {
-            records: vec![dispatcher::SqsMessage { message_id: format!("m{n}"), receipt_handle: "r".into(), body: ev.body() }],
-        }
+        shared::sqs::event(vec![shared::sqs::message(&format!("m{n}"), "r", &ev.body())])
     };
     assert!(d.handle_sqs(invoke(1)).await.batch_item_failures.is_empty());
     let e = c.get(&format!("/webhooks/{ep}")).await.json["data"].clone();
@@ -536,8 +532,7 @@ async fn a_slow_receiver_cannot_run_an_invocation_past_its_budget() {
     // 80 events in one message: five groups of 16, 1.5 s each if all were attempted inline.
     let events: Vec<shared::events::Event> = (0..80).map(|i| shared::events::Event::new(&ws, "post.updated", &json!({"n": i}))).collect();
     let body = serde_json::to_string(&json!({ "events": events })).unwrap();
-    let batch =
-        dispatcher::SqsEvent { records: vec![dispatcher::SqsMessage { message_id: "m1".into(), receipt_handle: "r1".into(), body }] };
+    let batch = shared::sqs::event(vec![shared::sqs::message("m1", "r1", &body)]);
     let budget = std::time::Duration::from_secs(5);
     let started = std::time::Instant::now();
     let resp = d.handle_sqs_within(batch, dispatcher::Budget::new(budget)).await;

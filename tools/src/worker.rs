@@ -35,23 +35,25 @@ pub fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) -> to
             }
             let records: Vec<SqsMessage> = messages
                 .iter()
-                .map(|m| SqsMessage {
-                    message_id: m.message_id().unwrap_or_default().into(),
-                    receipt_handle: m.receipt_handle().unwrap_or_default().into(),
-                    body: m.body().unwrap_or_default().into(),
+                .map(|m| {
+                    shared::sqs::message(
+                        m.message_id().unwrap_or_default(),
+                        m.receipt_handle().unwrap_or_default(),
+                        m.body().unwrap_or_default(),
+                    )
                 })
                 .collect();
             let (sqs, queue_url, handler) = (sqs.clone(), queue_url.clone(), handler.clone());
             tokio::spawn(async move {
-                let resp = handler(SqsEvent { records: records.clone() }).await;
+                let resp = handler(shared::sqs::event(records.clone())).await;
                 let kept: HashSet<&str> = resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
                 let done: Vec<_> = records
                     .iter()
-                    .filter(|r| !kept.contains(r.message_id.as_str()))
+                    .filter(|r| !kept.contains(shared::sqs::id(r)))
                     .map(|r| {
                         aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
-                            .id(r.message_id.clone())
-                            .receipt_handle(&r.receipt_handle)
+                            .id(shared::sqs::id(r))
+                            .receipt_handle(r.receipt_handle.as_deref().unwrap_or_default())
                             .build()
                             .expect("id and handle set")
                     })

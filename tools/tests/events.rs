@@ -36,9 +36,9 @@ fn dispatcher_samples_are_sqs_batches_or_schedule_inputs() {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
         if v.get("Records").is_some() {
             let ev: dispatcher::SqsEvent = serde_json::from_value(v).unwrap();
-            for m in ev.records {
-                let job = serde_json::from_str::<domain::webhooks::DeliveryJob>(&m.body).is_ok();
-                let event = serde_json::from_str::<shared::events::Event>(&m.body).is_ok();
+            for m in &ev.records {
+                let job = serde_json::from_str::<domain::webhooks::DeliveryJob>(shared::sqs::body(m)).is_ok();
+                let event = serde_json::from_str::<shared::events::Event>(shared::sqs::body(m)).is_ok();
                 assert!(job ^ event, "{}: a delivery job or an event", f.path().display());
                 kinds.push(if job { "job" } else { "event" });
             }
@@ -55,8 +55,8 @@ fn import_worker_samples_are_sqs_batches_of_jobs() {
     let dir = tools::localstack::repo_root().join("events/contact-import");
     for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
         let ev: shared::sqs::SqsEvent = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
-        for m in ev.records {
-            let v: serde_json::Value = serde_json::from_str(&m.body).unwrap();
+        for m in &ev.records {
+            let v: serde_json::Value = serde_json::from_str(shared::sqs::body(m)).unwrap();
             assert!(v["workspace_id"].is_string() && v["import_id"].as_str().unwrap().starts_with("imp_"), "{}", f.path().display());
         }
     }
@@ -67,8 +67,9 @@ fn gdpr_worker_samples_are_sqs_batches_of_jobs() {
     let dir = tools::localstack::repo_root().join("events/gdpr-worker");
     for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
         let ev: shared::sqs::SqsEvent = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
-        for m in ev.records {
-            serde_json::from_str::<domain::gdpr::jobs::JobMessage>(&m.body).unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
+        for m in &ev.records {
+            serde_json::from_str::<domain::gdpr::jobs::JobMessage>(shared::sqs::body(m))
+                .unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
         }
     }
 }
@@ -84,8 +85,8 @@ fn inbound_mail_samples_are_ses_receipts_or_the_tick() {
             continue;
         }
         let ev: shared::sqs::SqsEvent = serde_json::from_value(v).unwrap();
-        for m in ev.records {
-            let r = inbound_mail::receipt(&m.body).unwrap_or_else(|| panic!("{}: not a receipt", f.path().display()));
+        for m in &ev.records {
+            let r = inbound_mail::receipt(shared::sqs::body(m)).unwrap_or_else(|| panic!("{}: not a receipt", f.path().display()));
             assert!(r.key.starts_with("inbound/") && !r.recipients.is_empty());
             receipts += 1;
         }
@@ -104,11 +105,12 @@ fn email_sender_samples_are_send_jobs_ses_notifications_or_the_tick() {
             continue;
         }
         let ev: shared::sqs::SqsEvent = serde_json::from_value(v).unwrap();
-        for m in ev.records {
-            if serde_json::from_str::<domain::emails::SendJob>(&m.body).is_ok() {
+        for m in &ev.records {
+            if serde_json::from_str::<domain::emails::SendJob>(shared::sqs::body(m)).is_ok() {
                 kinds.push("job");
             } else {
-                let n = email_sender::feedback::parse(&m.body).unwrap_or_else(|| panic!("{}: not a notification", f.path().display()));
+                let n = email_sender::feedback::parse(shared::sqs::body(m))
+                    .unwrap_or_else(|| panic!("{}: not a notification", f.path().display()));
                 assert_eq!(n.kind, "Bounce");
                 kinds.push("notification");
             }
@@ -126,8 +128,9 @@ fn publisher_samples_are_publish_jobs_or_the_tick() {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
         if v.get("Records").is_some() {
             let ev: shared::sqs::SqsEvent = serde_json::from_value(v).unwrap();
-            for m in ev.records {
-                serde_json::from_str::<domain::publishing::PublishJob>(&m.body).unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
+            for m in &ev.records {
+                serde_json::from_str::<domain::publishing::PublishJob>(shared::sqs::body(m))
+                    .unwrap_or_else(|e| panic!("{}: {e}", f.path().display()));
                 kinds.push("job");
             }
         } else {

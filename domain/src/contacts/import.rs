@@ -272,9 +272,9 @@ struct ImportMessage {
 pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
     let mut kept = vec![];
     for m in &ev.records {
-        let Ok(msg) = serde_json::from_str::<ImportMessage>(&m.body) else {
-            tracing::error!(message_id = %m.message_id, "not an import message");
-            kept.push(m.message_id.as_str());
+        let Ok(msg) = serde_json::from_str::<ImportMessage>(shared::sqs::body(m)) else {
+            tracing::error!(message_id = %shared::sqs::id(m), "not an import message");
+            kept.push(shared::sqs::id(m));
             continue;
         };
         let mut res = run(app, &msg.workspace_id, &msg.import_id).await;
@@ -291,10 +291,10 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
         }
         if let Err(e) = res {
             tracing::warn!(import_id = %msg.import_id, error = %e, "import interrupted; it resumes on the next delivery");
-            kept.push(m.message_id.as_str());
+            kept.push(shared::sqs::id(m));
         }
     }
-    BatchResponse::keep(kept)
+    shared::sqs::keep(kept)
 }
 
 #[derive(Default, Debug, Clone, Copy, PartialEq)]

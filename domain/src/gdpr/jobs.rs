@@ -94,8 +94,8 @@ pub async fn enqueue(app: &App, kind: JobKind, ws: &str, id: &str) -> ApiResult<
 pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
     let mut kept = vec![];
     for m in &ev.records {
-        let Ok(msg) = serde_json::from_str::<JobMessage>(&m.body) else {
-            tracing::error!(message_id = %m.message_id, "not a GDPR job message; dropped");
+        let Ok(msg) = serde_json::from_str::<JobMessage>(shared::sqs::body(m)) else {
+            tracing::error!(message_id = %shared::sqs::id(m), "not a GDPR job message; dropped");
             continue;
         };
         let res = match msg.kind {
@@ -104,8 +104,8 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
         };
         if let Err(e) = res {
             tracing::warn!(job = %msg.id, error = %e, "GDPR job interrupted; it resumes on the next delivery");
-            kept.push(m.message_id.as_str());
+            kept.push(shared::sqs::id(m));
         }
     }
-    BatchResponse::keep(kept)
+    shared::sqs::keep(kept)
 }

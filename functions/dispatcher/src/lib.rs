@@ -64,7 +64,7 @@ impl Dispatcher {
         let mut resp = BatchResponse::default();
         for (m, kept) in ev.records.iter().zip(results) {
             if kept {
-                resp.batch_item_failures.push(ItemFailure { item_identifier: m.message_id.clone() });
+                resp.batch_item_failures.push(shared::sqs::failure(shared::sqs::id(m)));
             }
         }
         resp
@@ -72,15 +72,15 @@ impl Dispatcher {
 
     /// True when the message must stay in the queue.
     async fn handle_message(&self, m: &SqsMessage, budget: Budget) -> bool {
-        let outcome = if let Ok(job) = serde_json::from_str::<DeliveryJob>(&m.body) {
+        let outcome = if let Ok(job) = serde_json::from_str::<DeliveryJob>(shared::sqs::body(m)) {
             attempt::process(self, &job, attempt::Mode::Job, budget).await
-        } else if let Ok(event) = serde_json::from_str::<shared::events::Event>(&m.body) {
+        } else if let Ok(event) = serde_json::from_str::<shared::events::Event>(shared::sqs::body(m)) {
             fanout::fan_out(self, &event, budget).await
-        } else if let Ok(batch) = serde_json::from_str::<shared::events::EventBatch>(&m.body) {
+        } else if let Ok(batch) = serde_json::from_str::<shared::events::EventBatch>(shared::sqs::body(m)) {
             fanout::fan_out_batch(self, &batch.events, budget).await
         } else {
             // Neither kind: leave it to the dead-letter queue for a human to look at.
-            tracing::error!(message_id = %m.message_id, "unrecognised message on a dispatcher queue");
+            tracing::error!(message_id = %shared::sqs::id(m), "unrecognised message on a dispatcher queue");
             return true;
         };
         match outcome {
@@ -92,19 +92,19 @@ impl Dispatcher {
                     .sqs()
                     .change_message_visibility()
                     .queue_url(&self.app.cfg.deliveries_queue_url)
-                    .receipt_handle(&m.receipt_handle)
+                    .receipt_handle(m.receipt_handle.as_deref().unwrap_or_default())
                     .visibility_timeout((secs as i64).clamp(1, 43_200) as i32)
                     .send()
                     .await
                     .map_err(shared::aws::AwsError::from);
                 if let Err(e) = res {
                     // The message comes back after the queue's default visibility instead.
-                    tracing::warn!(message_id = %m.message_id, error = %e, "could not reschedule");
+                    tracing::warn!(message_id = %shared::sqs::id(m), error = %e, "could not reschedule");
                 }
                 true
             }
             Err(e) => {
-                tracing::warn!(message_id = %m.message_id, error = %e, "message failed; it will be received again");
+                tracing::warn!(message_id = %shared::sqs::id(m), error = %e, "message failed; it will be received again");
                 true
             }
         }

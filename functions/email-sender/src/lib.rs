@@ -11,7 +11,7 @@ pub mod send;
 pub mod tick;
 
 use shared::App;
-use shared::sqs::{BatchResponse, ItemFailure, SqsEvent, SqsMessage};
+use shared::sqs::{BatchResponse, SqsEvent, SqsMessage};
 
 pub struct Sender {
     pub app: App,
@@ -54,18 +54,18 @@ impl Sender {
         let mut resp = BatchResponse::default();
         for (m, result) in ev.records.iter().zip(results) {
             if let Err(e) = result {
-                tracing::warn!(message_id = %m.message_id, error = %e, "message kept for another try");
-                resp.batch_item_failures.push(ItemFailure { item_identifier: m.message_id.clone() });
+                tracing::warn!(message_id = %shared::sqs::id(m), error = %e, "message kept for another try");
+                resp.batch_item_failures.push(shared::sqs::failure(shared::sqs::id(m)));
             }
         }
         resp
     }
 
     async fn handle_message(&self, m: &SqsMessage) -> Result<(), String> {
-        if let Ok(job) = serde_json::from_str::<domain::emails::SendJob>(&m.body) {
+        if let Ok(job) = serde_json::from_str::<domain::emails::SendJob>(shared::sqs::body(m)) {
             return send::run_job(self, &job).await.map_err(|e| e.to_string());
         }
-        if let Some(n) = feedback::parse(&m.body) {
+        if let Some(n) = feedback::parse(shared::sqs::body(m)) {
             return feedback::apply(self, &n).await;
         }
         // Neither kind: the dead-letter queue keeps it for a human to look at.

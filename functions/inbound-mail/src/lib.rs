@@ -53,17 +53,17 @@ pub fn receipt(body: &str) -> Option<Receipt> {
 pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
     let mut kept = vec![];
     for m in &ev.records {
-        let Some(r) = receipt(&m.body) else {
-            tracing::error!(message_id = %m.message_id, "not an SES receipt notification; dropped");
+        let Some(r) = receipt(shared::sqs::body(m)) else {
+            tracing::error!(message_id = %shared::sqs::id(m), "not an SES receipt notification; dropped");
             dropped("not_a_receipt");
             continue;
         };
         if let Err(e) = handle(app, &r).await {
             tracing::warn!(ses_message_id = %r.ses_message_id, error = %e, "inbound mail kept for another try");
-            kept.push(m.message_id.as_str());
+            kept.push(shared::sqs::id(m));
         }
     }
-    BatchResponse::keep(kept)
+    shared::sqs::keep(kept)
 }
 
 /// Either a scheduled tick (EventBridge) or an SQS batch.

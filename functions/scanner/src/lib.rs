@@ -33,16 +33,16 @@ fn http(app: &App) -> Result<&'static fetch::Http, String> {
 pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
     let mut kept = vec![];
     for m in &ev.records {
-        let Ok(job) = serde_json::from_str::<Job>(&m.body) else {
-            tracing::error!(message_id = %m.message_id, "not a scan job; dropped");
+        let Ok(job) = serde_json::from_str::<Job>(shared::sqs::body(m)) else {
+            tracing::error!(message_id = %shared::sqs::id(m), "not a scan job; dropped");
             continue;
         };
         if let Err(e) = run(app, &job).await {
             tracing::warn!(scan_id = %job.scan_id, error = %e, "scan kept for another try");
-            kept.push(m.message_id.as_str());
+            kept.push(shared::sqs::id(m));
         }
     }
-    BatchResponse::keep(kept)
+    shared::sqs::keep(kept)
 }
 
 pub async fn run(app: &App, job: &Job) -> Result<(), String> {

@@ -2,7 +2,7 @@
 //! written to docs/benchmarks.md. Nothing here asserts a speed; it reports one.
 
 use bytes::Bytes;
-use dispatcher::{Dispatcher, SqsEvent, SqsMessage};
+use dispatcher::{Dispatcher, SqsEvent};
 use futures_util::StreamExt;
 use http_body_util::Full;
 use hyper::server::conn::http1;
@@ -54,14 +54,14 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Instant>>>) {
 }
 
 fn batch(ws: &str, n: usize) -> SqsEvent {
-    SqsEvent {
-        records: (0..n)
+    shared::sqs::event(
+        (0..n)
             .map(|i| {
                 let ev = Event::new(ws, "post.created", &serde_json::json!({"id": format!("post_{i}"), "content": "x".repeat(500)}));
-                SqsMessage { message_id: format!("m{i}"), receipt_handle: format!("r{i}"), body: ev.body() }
+                shared::sqs::message(&format!("m{i}"), &format!("r{i}"), &ev.body())
             })
             .collect(),
-    }
+    )
 }
 
 /// Peak resident set size of this process (VmHWM), in KiB.
@@ -320,13 +320,7 @@ async fn main() {
     let accept_secs = t.elapsed().as_secs_f64();
     let sender = email_sender::Sender::new(stack.new_app(stack.config()).unwrap());
     let job = domain::emails::SendJob { workspace_id: ws.id.clone(), email_ids: batch.emails.iter().map(|e| e.id.clone()).collect() };
-    let ev = SqsEvent {
-        records: vec![shared::sqs::SqsMessage {
-            message_id: "bench".into(),
-            receipt_handle: "bench".into(),
-            body: serde_json::to_string(&job).unwrap(),
-        }],
-    };
+    let ev = shared::sqs::event(vec![shared::sqs::message("bench", "bench", &serde_json::to_string(&job).unwrap())]);
     let t = Instant::now();
     let (resp, send_calls) = shared::metrics::count_ddb_calls(sender.handle_sqs(ev)).await;
     assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
