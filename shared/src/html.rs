@@ -36,7 +36,9 @@ fn builder() -> &'static ammonia::Builder<'static> {
             .add_clean_content_tags(DROPPED_WITH_CONTENT.iter().copied().filter(|t| !["script", "style"].contains(t)))
             .attribute_filter(|element, attribute, value| {
                 // Images load from the message's own parts only.
-                if element == "img" && attribute == "src" && !value.trim_start().to_ascii_lowercase().starts_with("cid:") {
+                // Read as the browser reads it (`url`: only ASCII whitespace and controls are
+                // trimmed), so " cid:" behind a no-break space is a relative URL, not cid.
+                if element == "img" && attribute == "src" && !url::Url::parse(value).is_ok_and(|u| u.scheme() == "cid") {
                     return None;
                 }
                 Some(value.into())
@@ -45,14 +47,18 @@ fn builder() -> &'static ammonia::Builder<'static> {
     })
 }
 
-/// Open elements a body may nest; deeper HTML is shown as its text. html5ever's tree
-/// building is quadratic in some nestings (a formatting element reconstructed under each new
-/// one: 10,000 nested `<b>` take seconds), and no email needs this depth.
+/// Open elements a body may nest, and formatting elements (`<b>`, `<font>`, ...) it may
+/// leave unclosed; beyond either, HTML is shown as its text. html5ever's tree building is
+/// quadratic in both: each element looks through the open ones, and a formatting element that
+/// a block end closed is created again under every later one (10,000 nested `<b>` took
+/// seconds; 4,000 `<p><b x=N/></p>` would build some eight million nodes). No email needs
+/// either.
 pub const MAX_DEPTH: usize = 256;
+pub const MAX_UNCLOSED_FORMATTING: usize = 64;
 
 /// The HTML a message is stored and shown with (see the module's comment).
 pub fn sanitise(html: &str) -> String {
-    if depth(html) > MAX_DEPTH {
+    if too_complex(html) {
         let mut out = String::from("<p>");
         for (i, line) in text(html).lines().enumerate() {
             if i > 0 {
@@ -70,56 +76,137 @@ fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-/// The deepest nesting of start tags not yet closed by an end tag of the same name, as the
-/// tokenizer reads them (one linear pass; an upper bound of what the tree builder will hold).
-fn depth(html: &str) -> usize {
+/// One linear pass of the tokenizer (the tree builder's own input) estimating from above what
+/// the tree builder will hold: the nesting depth and the formatting elements left unclosed.
+fn too_complex(html: &str) -> bool {
     use html5ever::tendril::StrTendril;
     use html5ever::tokenizer::{BufferQueue, Tokenizer, TokenizerOpts};
-    let tokenizer = Tokenizer::new(DepthSink::default(), TokenizerOpts::default());
+    let tokenizer = Tokenizer::new(ComplexitySink::default(), TokenizerOpts::default());
     let input = BufferQueue::default();
     input.push_back(StrTendril::from_slice(html));
     let _ = tokenizer.feed(&input);
     tokenizer.end();
-    tokenizer.sink.max.get()
+    tokenizer.sink.too_complex.get()
 }
+
+/// Elements without content: a start tag opens nothing (`/>` on any other element opens it,
+/// as in a browser).
+const VOID: &[&str] = &["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"];
+/// Elements a later start tag of the same name closes (the next paragraph, item, cell, row).
+const SELF_CLOSING_SIBLINGS: &[&str] = &["p", "li", "dd", "dt", "option", "td", "th", "tr"];
+/// The formatting elements the tree builder re-creates after a block end closed them.
+const FORMATTING: &[&str] = &["a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u"];
+/// Elements an end tag of another name does not close past.
+const SPECIAL: &[&str] = &[
+    "address",
+    "applet",
+    "article",
+    "aside",
+    "blockquote",
+    "body",
+    "button",
+    "caption",
+    "center",
+    "dd",
+    "details",
+    "dir",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "html",
+    "li",
+    "main",
+    "marquee",
+    "menu",
+    "nav",
+    "object",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "select",
+    "summary",
+    "table",
+    "tbody",
+    "td",
+    "template",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+];
 
 #[derive(Default)]
-struct DepthSink {
+struct ComplexitySink {
     open: std::cell::RefCell<Vec<String>>,
-    max: std::cell::Cell<usize>,
+    unclosed_formatting: std::cell::Cell<usize>,
+    too_complex: std::cell::Cell<bool>,
 }
 
-impl html5ever::tokenizer::TokenSink for DepthSink {
+impl html5ever::tokenizer::TokenSink for ComplexitySink {
     type Handle = ();
 
     fn process_token(&self, token: html5ever::tokenizer::Token, _line: u64) -> html5ever::tokenizer::TokenSinkResult<()> {
+        use html5ever::tokenizer::states::RawKind;
         use html5ever::tokenizer::{TagKind, Token, TokenSinkResult};
-        const VOID: &[&str] = &[
-            "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "p", "li", "td", "tr",
-            "option",
-        ];
-        if let Token::TagToken(tag) = token
-            && self.max.get() <= MAX_DEPTH
-        {
-            let name: &str = &tag.name;
-            let mut open = self.open.borrow_mut();
-            match tag.kind {
-                // Elements a browser closes by themselves (void ones, and the next `p`, `li`,
-                // cell or row) do not deepen the tree.
-                TagKind::StartTag if !tag.self_closing && !VOID.contains(&name) => {
-                    open.push(name.to_string());
-                    self.max.set(self.max.get().max(open.len()));
+        let Token::TagToken(tag) = token else { return TokenSinkResult::Continue };
+        if self.too_complex.get() {
+            return TokenSinkResult::Continue;
+        }
+        let name: &str = &tag.name;
+        let mut open = self.open.borrow_mut();
+        let foreign = open.iter().any(|n| n == "svg" || n == "math");
+        match tag.kind {
+            TagKind::StartTag if VOID.contains(&name) => {}
+            TagKind::StartTag => {
+                if SELF_CLOSING_SIBLINGS.contains(&name)
+                    && let Some(at) = open.iter().rposition(|n| n == name)
+                {
+                    open.truncate(at);
                 }
-                TagKind::EndTag => {
-                    if let Some(at) = open.iter().rposition(|n| n == name) {
+                open.push(name.to_string());
+                if FORMATTING.contains(&name) {
+                    self.unclosed_formatting.set(self.unclosed_formatting.get() + 1);
+                }
+                if open.len() > MAX_DEPTH || self.unclosed_formatting.get() > MAX_UNCLOSED_FORMATTING {
+                    self.too_complex.set(true);
+                }
+            }
+            TagKind::EndTag => {
+                if let Some(at) = open.iter().rposition(|n| n == name) {
+                    let formatting = FORMATTING.contains(&name);
+                    // A special element in between keeps it open (the builder ignores the end tag).
+                    if formatting || !open[at + 1..].iter().any(|n| SPECIAL.contains(&n.as_str())) {
                         open.truncate(at);
+                        if formatting {
+                            self.unclosed_formatting.set(self.unclosed_formatting.get().saturating_sub(1));
+                        }
                     }
                 }
-                _ => {}
             }
-            if name == "script" && tag.kind == TagKind::StartTag {
-                return TokenSinkResult::RawData(html5ever::tokenizer::states::RawKind::ScriptData);
-            }
+        }
+        // Read raw text as the builder does, so its content is no markup (in HTML, not in SVG
+        // or MathML, where these are ordinary elements).
+        if tag.kind == TagKind::StartTag && !foreign {
+            return match name {
+                "script" => TokenSinkResult::RawData(RawKind::ScriptData),
+                "style" | "xmp" | "iframe" | "noembed" | "noframes" | "noscript" => TokenSinkResult::RawData(RawKind::Rawtext),
+                "textarea" | "title" => TokenSinkResult::RawData(RawKind::Rcdata),
+                _ => TokenSinkResult::Continue,
+            };
         }
         TokenSinkResult::Continue
     }
@@ -267,6 +354,8 @@ mod tests {
         assert_eq!(sanitise(r#"<img src="CID:x" onerror="alert(1)">"#), r#"<img src="CID:x">"#);
         assert_eq!(sanitise(r#"<img src="/relative.png">"#), "<img>");
         assert_eq!(sanitise(r#"<img src=" https://t.example/p.gif">"#), "<img>");
+        assert_eq!(sanitise(r#"<img src="&nbsp;cid:x/../../api/anything">"#), "<img>");
+        assert_eq!(sanitise(r#"<img src="c&#x69;d:x">"#), r#"<img src="cid:x">"#);
     }
 
     #[test]
@@ -337,6 +426,13 @@ mod tests {
             format!("<p {}>x</p>", "a ".repeat(n)),
             ">".repeat(n),
             "<a>".repeat(n),
+            // Shapes that hide nesting or re-created formatting from a naive count.
+            "<div/>".repeat(n),
+            "<span><div></span>".repeat(n / 3),
+            (0..4_000).map(|k| format!("<p><b x={k}/></p>")).collect::<String>(),
+            (0..4_000).map(|k| format!("<div><b id={k}></div>")).collect::<String>(),
+            "<div><style></div></style>".repeat(n / 5),
+            format!("<svg><script>{}</script></svg>", "<div>".repeat(n / 5)),
         ] {
             // On a thread with a Lambda-sized stack.
             let out = std::thread::Builder::new()

@@ -330,7 +330,12 @@ pub async fn bootstrap(
 /// A bucket as template.yaml makes it: objects under `prefix` expire after `days`.
 async fn create_bucket(s3: &aws_sdk_s3::Client, name: &str, prefix: &str, days: u32) -> Result<(), String> {
     use aws_sdk_s3::types::{BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter};
-    match s3.create_bucket().bucket(name).send().await.map_err(shared::aws::AwsError::from) {
+    use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
+    // Outside us-east-1, S3 wants the bucket's region named.
+    let region = s3.config().region().map(|r| r.to_string()).filter(|r| r != "us-east-1");
+    let location =
+        region.map(|r| CreateBucketConfiguration::builder().location_constraint(BucketLocationConstraint::from(r.as_str())).build());
+    match s3.create_bucket().bucket(name).set_create_bucket_configuration(location).send().await.map_err(shared::aws::AwsError::from) {
         // us-east-1 answers BucketAlreadyExists to its owner as well.
         Err(e) if e.code != "BucketAlreadyOwnedByYou" && e.code != "BucketAlreadyExists" => {
             return Err(format!("create bucket {name}: {e}"));
