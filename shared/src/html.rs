@@ -79,14 +79,32 @@ fn escape(s: &str) -> String {
 /// One linear pass of the tokenizer (the tree builder's own input) estimating from above what
 /// the tree builder will hold: the nesting depth and the formatting elements left unclosed.
 fn too_complex(html: &str) -> bool {
+    tokenize(html, ComplexitySink::default()).too_complex.get()
+}
+
+/// Run html5ever's tokenizer over the whole input into `sink`, and give the sink back.
+fn tokenize<S: html5ever::tokenizer::TokenSink>(html: &str, sink: S) -> S {
     use html5ever::tendril::StrTendril;
     use html5ever::tokenizer::{BufferQueue, Tokenizer, TokenizerOpts};
-    let tokenizer = Tokenizer::new(ComplexitySink::default(), TokenizerOpts::default());
+    let tokenizer = Tokenizer::new(sink, TokenizerOpts::default());
     let input = BufferQueue::default();
     input.push_back(StrTendril::from_slice(html));
     let _ = tokenizer.feed(&input);
     tokenizer.end();
-    tokenizer.sink.too_complex.get()
+    tokenizer.sink
+}
+
+/// How the tree builder reads the content of an element it reads as raw text (in HTML, not in
+/// SVG or MathML, where these are ordinary elements), so a `<` in a script or style is no tag.
+fn raw_text(name: &str) -> html5ever::tokenizer::TokenSinkResult<()> {
+    use html5ever::tokenizer::TokenSinkResult::{Continue, RawData};
+    use html5ever::tokenizer::states::RawKind;
+    match name {
+        "script" => RawData(RawKind::ScriptData),
+        "style" | "xmp" | "iframe" | "noembed" | "noframes" | "noscript" => RawData(RawKind::Rawtext),
+        "textarea" | "title" => RawData(RawKind::Rcdata),
+        _ => Continue,
+    }
 }
 
 /// Elements without content: a start tag opens nothing (`/>` on any other element opens it,
@@ -160,7 +178,6 @@ impl html5ever::tokenizer::TokenSink for ComplexitySink {
     type Handle = ();
 
     fn process_token(&self, token: html5ever::tokenizer::Token, _line: u64) -> html5ever::tokenizer::TokenSinkResult<()> {
-        use html5ever::tokenizer::states::RawKind;
         use html5ever::tokenizer::{TagKind, Token, TokenSinkResult};
         let Token::TagToken(tag) = token else { return TokenSinkResult::Continue };
         if self.too_complex.get() {
@@ -198,15 +215,8 @@ impl html5ever::tokenizer::TokenSink for ComplexitySink {
                 }
             }
         }
-        // Read raw text as the builder does, so its content is no markup (in HTML, not in SVG
-        // or MathML, where these are ordinary elements).
         if tag.kind == TagKind::StartTag && !foreign {
-            return match name {
-                "script" => TokenSinkResult::RawData(RawKind::ScriptData),
-                "style" | "xmp" | "iframe" | "noembed" | "noframes" | "noscript" => TokenSinkResult::RawData(RawKind::Rawtext),
-                "textarea" | "title" => TokenSinkResult::RawData(RawKind::Rcdata),
-                _ => TokenSinkResult::Continue,
-            };
+            return raw_text(name);
         }
         TokenSinkResult::Continue
     }
@@ -216,15 +226,7 @@ impl html5ever::tokenizer::TokenSink for ComplexitySink {
 /// with their content), character references decoded, a line break where a block ends and a
 /// space between table cells.
 pub fn text(html: &str) -> String {
-    use html5ever::tendril::StrTendril;
-    use html5ever::tokenizer::{BufferQueue, Tokenizer, TokenizerOpts};
-    let sink = TextSink::default();
-    let tokenizer = Tokenizer::new(sink, TokenizerOpts::default());
-    let input = BufferQueue::default();
-    input.push_back(StrTendril::from_slice(html));
-    let _ = tokenizer.feed(&input);
-    tokenizer.end();
-    let out = tokenizer.sink.out.into_inner();
+    let out = tokenize(html, TextSink::default()).out.into_inner();
     out.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n")
 }
 
@@ -239,7 +241,6 @@ impl html5ever::tokenizer::TokenSink for TextSink {
     type Handle = ();
 
     fn process_token(&self, token: html5ever::tokenizer::Token, _line: u64) -> html5ever::tokenizer::TokenSinkResult<()> {
-        use html5ever::tokenizer::states::RawKind;
         use html5ever::tokenizer::{TagKind, Token, TokenSinkResult};
         const BREAKS: &[&str] = &[
             "br",
@@ -278,13 +279,7 @@ impl html5ever::tokenizer::TokenSink for TextSink {
                     if !tag.self_closing {
                         *skipping = Some(name.to_string());
                     }
-                    // Read their content as the browser does, so a `<` in a script is no tag.
-                    return match name {
-                        "script" => TokenSinkResult::RawData(RawKind::ScriptData),
-                        "style" | "xmp" | "iframe" | "noembed" | "noframes" | "noscript" => TokenSinkResult::RawData(RawKind::Rawtext),
-                        "textarea" | "title" => TokenSinkResult::RawData(RawKind::Rcdata),
-                        _ => TokenSinkResult::Continue,
-                    };
+                    return raw_text(name);
                 }
                 if BREAKS.contains(&name) {
                     out.push('\n');

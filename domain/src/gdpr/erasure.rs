@@ -98,11 +98,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
     let sealed = store::get_str(&item, "subject_sealed").ok_or_else(|| ApiError::internal("a running erasure lacks its subject"))?;
     let mut subject: Subject = serde_json::from_slice(&secret.open(&aad(ws, id), sealed)?).map_err(ApiError::internal)?;
     // A former address another contact took since the erasure was asked for is theirs now.
-    if !subject.former_emails.is_empty() {
-        let refs: Vec<&str> = subject.former_emails.iter().map(String::as_str).collect();
-        let owners = crate::contacts::email_owners(app, ws, &refs).await?;
-        subject.former_emails.retain(|e| owners.get(e).is_none_or(|o| Some(o) == subject.contact_id.as_ref()));
-    }
+    subject.drop_others_addresses(app, ws).await?;
     if stalled > super::jobs::MAX_RUNS {
         e.status = JobStatus::Failed;
         e.error = Some(JobError { code: "attempts_exhausted".into(), message: "the erasure failed repeatedly; start it again".into() });

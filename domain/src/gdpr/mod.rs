@@ -94,6 +94,19 @@ impl Subject {
         self.emails().any(|a| e.contains(a))
     }
 
+    /// Leave out the former addresses another contact holds now (one BatchGetItem of their
+    /// claims): they are that contact's.
+    pub async fn drop_others_addresses(&mut self, app: &App, ws: &str) -> ApiResult<()> {
+        if self.former_emails.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&str> = self.former_emails.iter().map(String::as_str).collect();
+        let owners = crate::contacts::email_owners(app, ws, &refs).await?;
+        let me = self.contact_id.clone();
+        self.former_emails.retain(|e| owners.get(e).is_none_or(|o| Some(o) == me.as_ref()));
+        Ok(())
+    }
+
     /// Is this item someone else's: linked to another contact and naming the subject only by a
     /// former address (which may have been another person's before or after)?
     pub fn others(&self, item: &Item) -> bool {
@@ -115,12 +128,8 @@ pub async fn subject_of(app: &App, ws: &str, c: &crate::contacts::Contact) -> Ap
     emails.retain(|e| *e != s.email);
     emails.sort();
     emails.dedup();
-    if !emails.is_empty() {
-        let refs: Vec<&str> = emails.iter().map(String::as_str).collect();
-        let owners = crate::contacts::email_owners(app, ws, &refs).await?;
-        emails.retain(|e| owners.get(e).is_none_or(|o| *o == c.id));
-    }
     s.former_emails = emails;
+    s.drop_others_addresses(app, ws).await?;
     for f in formers {
         let list = match f.field.as_str() {
             "phone" => &mut s.phones,

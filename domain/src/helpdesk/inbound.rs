@@ -231,6 +231,19 @@ fn ses_id(message_id: &str) -> Option<&str> {
 }
 
 pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcome> {
+    // Files first: a duplicate delivery below links the same ones (names and hashes).
+    let mut truncated = Truncation::default();
+    if inc.attachments.len() > MAX_LISTED_FILES {
+        truncated.files_omitted = (inc.attachments.len() - MAX_LISTED_FILES) as u32;
+        inc.attachments.truncate(MAX_LISTED_FILES);
+    }
+    for (a, bytes) in &mut inc.attachments {
+        let field = |v: &str| cut(&printable(v), MAX_FILE_FIELD_BYTES).to_string();
+        a.filename = field(&a.filename);
+        a.content_type = field(&a.content_type);
+        a.content_id = a.content_id.as_deref().map(field);
+        a.sha256 = bytes.as_deref().map(shared::crypto::sha256_hex);
+    }
     let verified = inc.authentication.verified;
     let own = ref_sk(&inc.message_id);
     let mut keys_: Vec<(String, String)> = vec![(ws_pk(ws), own.clone())];
@@ -292,7 +305,6 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
     // Only a sender who passed authentication writes on a contact's timeline.
     let timeline_contact = contact_id.clone().filter(|_| verified);
     let now = shared::ids::now_rfc3339();
-    let mut truncated = Truncation::default();
     let clean_text = printable(&inc.text);
     let text = cut(&clean_text, MAX_TEXT_BYTES);
     if text.len() < clean_text.len() {
@@ -312,17 +324,6 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
         }
         clean
     });
-    if inc.attachments.len() > MAX_LISTED_FILES {
-        truncated.files_omitted = (inc.attachments.len() - MAX_LISTED_FILES) as u32;
-        inc.attachments.truncate(MAX_LISTED_FILES);
-    }
-    for (a, bytes) in &mut inc.attachments {
-        let field = |v: &str| cut(&printable(v), MAX_FILE_FIELD_BYTES).to_string();
-        a.filename = field(&a.filename);
-        a.content_type = field(&a.content_type);
-        a.content_id = a.content_id.as_deref().map(field);
-        a.sha256 = bytes.as_deref().map(shared::crypto::sha256_hex);
-    }
     let mut to = inc.to.clone();
     if to.len() > MAX_RECIPIENTS {
         truncated.recipients_omitted = (to.len() - MAX_RECIPIENTS) as u32;
@@ -454,13 +455,13 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
 /// Untag a recorded message's files (idempotent): the lifecycle rule leaves them alone.
 async fn link_files(app: &App, ws: &str, inc: &Incoming) -> ApiResult<()> {
     let s3 = app.s3();
-    for (a, bytes) in &inc.attachments {
-        let sum = a.sha256.clone().or_else(|| bytes.as_deref().map(shared::crypto::sha256_hex));
-        if let (Some(_), Some(sum)) = (bytes, sum) {
+    // A file has a hash exactly when it is stored.
+    for (a, _) in &inc.attachments {
+        if let Some(sum) = &a.sha256 {
             match s3
                 .delete_object_tagging()
                 .bucket(&app.cfg.mail_bucket)
-                .key(attachment_key(ws, &inc.message_id, &sum))
+                .key(attachment_key(ws, &inc.message_id, sum))
                 .send()
                 .await
                 .map_err(shared::aws::AwsError::from)
