@@ -135,7 +135,8 @@ watch: deps $(CARGO_LAMBDA)
 		$(VENV)/bin/cargo-lambda lambda watch --invoke-address 127.0.0.1 --invoke-port 9000 --package $(FUNCTION)
 
 # Every function the template deploys (one binary each).
-FUNCTIONS := workspaces posts webhooks dispatcher contacts contact-import deals emails email-sender channels publisher bookings gdpr portal gdpr-worker helpdesk inbound-mail capabilities scans scanner
+# Every crate under functions/ is one Lambda function (its folder's name is its binary's).
+FUNCTIONS := $(notdir $(wildcard functions/*))
 
 # Release binaries for SAM, for arm64: target/lambda/<function>/bootstrap and bootstrap.zip
 # (cross-compiled with zig from the .venv's ziglang, which cargo-lambda finds through its python3).

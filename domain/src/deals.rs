@@ -19,12 +19,12 @@ pub const MAX_VALUE: i64 = 1_000_000_000_000_000;
 
 /// What this area holds about a person: deals linked to their contact. An erasure keeps the
 /// deal (its value is the business's) and removes the link.
-pub const PRIVACY: &[crate::gdpr::Rule] = &[crate::gdpr::Rule {
+pub const PRIVACY: &[crate::privacy::Rule] = &[crate::privacy::Rule {
     kind: keys::DEAL,
     area: "deals",
-    find: crate::gdpr::Find::ContactIndex(keys::DEALS_OF_CONTACT),
+    find: crate::privacy::Find::ContactIndex(keys::DEALS_OF_CONTACT),
     export: true,
-    erase: crate::gdpr::Erase::Remove(&["contact_id", "gsi2pk", "gsi2sk"]),
+    erase: crate::privacy::Erase::Remove(&["contact_id", "gsi2pk", "gsi2sk"]),
 }];
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,6 +16,7 @@ pub mod helpdesk;
 pub mod keys;
 pub mod portal;
 pub mod posts;
+pub mod privacy;
 pub mod publishing;
 pub mod scans;
 pub mod webhooks;

@@ -6,8 +6,8 @@
 
 use crate::contacts::{self, Contact, ContactId};
 use crate::effects::{Authority, EraseSubject, OpenPortalSession, SendEmail};
-use crate::gdpr::{Erase, Find, Rule};
 use crate::keys;
+use crate::privacy::{Erase, Find, Rule};
 use serde::{Deserialize, Serialize};
 use shared::auth::{PORTAL_SESSION_IDLE_SECS, PORTAL_SESSION_MAX_SECS, PORTAL_SESSION_PREFIX, hash_api_key, random_base62};
 use shared::events::Event;
@@ -204,14 +204,14 @@ async fn create_link(
 }
 
 /// How the session behind `session_token` was opened: the proof a portal consent carries.
-pub async fn proof(app: &App, session_token: &str, contact: &Contact) -> ApiResult<crate::gdpr::consents::PortalProof> {
+pub async fn proof(app: &App, session_token: &str, contact: &Contact) -> ApiResult<crate::contacts::consents::PortalProof> {
     let item = app
         .db
         .get(&shared::auth::portal_session_pk(session_token), keys::PORTAL_SESSION.table.sk)
         .await?
         .ok_or_else(|| ApiError::unauthorized("X-Portal-Session is invalid or expired"))?;
     let text = |k: &str| store::get_str(&item, k).unwrap_or_default().to_string();
-    Ok(crate::gdpr::consents::PortalProof {
+    Ok(crate::contacts::consents::PortalProof {
         session_id: text("session_id"),
         delivery: text("delivery"),
         opened_by: text("opened_by"),
@@ -243,23 +243,11 @@ async fn update_session(
     condition: &str,
     values: Vec<(&str, aws_sdk_dynamodb::types::AttributeValue)>,
 ) -> ApiResult<bool> {
-    let mut req = app
-        .db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(pk))
-        .key("sk", s(keys::PORTAL_SESSION.table.sk))
-        .update_expression(update)
-        .condition_expression(condition);
+    let mut write = app.db.update(pk, keys::PORTAL_SESSION.table.sk, update).when(condition);
     for (k, v) in values {
-        req = req.expression_attribute_values(k, v);
+        write = write.value(k, v);
     }
-    match req.send().await {
-        Ok(_) => Ok(true),
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
-        Err(e) => Err(store::ddb_error(e)),
-    }
+    Ok(write.apply().await?.is_some())
 }
 
 fn code_hash(session_pk: &str, code: &str) -> String {
@@ -309,17 +297,16 @@ pub async fn send_erasure_code(
     Ok(ErasureCode { object: "portal_erasure_code".into(), email_id: email.id, expires_at: time(expires) })
 }
 
-/// The effect `EraseSubject` by the customer: the code from their inbox, taken once (a
-/// conditional update counts the guess, a conditional removal spends the code), then the
-/// erasure as `POST /gdpr/erasures` starts it.
-pub async fn erase_self(
+/// The customer's proof for `EraseSubject` (`gdpr::erasure::erase_self`): the code from their
+/// inbox, taken once (a conditional update counts the guess, a conditional removal spends the
+/// code).
+pub async fn spend_erasure_code(
     auth: &Authority<EraseSubject>,
     app: &App,
-    ws: &str,
     session_token: &str,
     contact: &Contact,
     code: &str,
-) -> ApiResult<crate::gdpr::erasure::Erasure> {
+) -> ApiResult<()> {
     if auth.customer() != Some(contact.id.as_str()) {
         return Err(ApiError::forbidden("a customer erases only themselves"));
     }
@@ -352,16 +339,7 @@ pub async fn erase_self(
     if !spent {
         return Err(refused());
     }
-    let subject = crate::gdpr::subject_of(app, ws, contact).await?;
-    crate::gdpr::erasure::begin(
-        app,
-        ws,
-        &subject,
-        "requested by the customer in the portal, confirmed by a code sent to their address",
-        auth.by(),
-        auth.tx(&[])?,
-    )
-    .await
+    Ok(())
 }
 
 /// Exchange a link token for a session: the link is deleted on the way (a conditional delete
@@ -374,23 +352,18 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
         return Err(no());
     }
     let now = chrono::Utc::now().timestamp();
-    let res = app
+    let old = app
         .db
-        .client
-        .delete_item()
-        .table_name(&app.db.table)
-        .key("pk", s(keys::PORTAL_LINK.pk(&[&hash_api_key(token)])))
-        .key("sk", s(keys::PORTAL_LINK.table.sk))
-        .condition_expression("attribute_exists(pk) AND expires_at > :now")
-        .expression_attribute_values(":now", n(now))
-        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
-        .send()
-        .await;
-    let old = match res {
-        Ok(o) => o.attributes.unwrap_or_default(),
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => return Err(no()),
-        Err(e) => return Err(store::ddb_error(e)),
-    };
+        .delete_when(
+            keys::PORTAL_LINK.pk(&[&hash_api_key(token)]),
+            keys::PORTAL_LINK.table.sk,
+            "attribute_exists(pk) AND expires_at > :now",
+        )
+        .value(":now", n(now))
+        .returning(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        .apply()
+        .await?
+        .ok_or_else(no)?;
     let delivery = store::get_str(&old, "delivery").unwrap_or("return").to_string();
     let opened_by = store::get_str(&old, "opened_by").unwrap_or_default().to_string();
     let (Some(ws), Some(ct)) = (store::get_str(&old, "workspace_id"), store::get_str(&old, "contact_id").and_then(ContactId::parse)) else {

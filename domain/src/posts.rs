@@ -10,9 +10,35 @@ use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
+// Posts name their channels, and their variants report how a network failed; the channels
+// area (above this one) connects to the networks and re-exports both.
+shared::prefixed_id!(ChannelId, "ch", "channel");
+
+/// Why a publish (or a connect) failed, as the API reports it.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCategory {
+    /// The credentials were refused: the channel needs reconnecting.
+    AuthExpired,
+    /// The content breaks the network's rules (length, media).
+    UserContent,
+    RateLimited,
+    /// The network refused the post for another reason.
+    PlatformRejected,
+    /// The network answered 5xx.
+    PlatformError,
+    /// Timeout, refused connection, DNS, blocked address.
+    Network,
+}
+
+impl ErrorCategory {
+    /// Worth trying again later.
+    pub fn retryable(self) -> bool {
+        matches!(self, Self::RateLimited | Self::PlatformError | Self::Network)
+    }
+}
+
 shared::prefixed_id!(PostId, "post", "post");
-pub use crate::channels::ChannelId;
-use crate::channels::network::ErrorCategory;
 
 pub const MAX_CONTENT_CHARS: usize = 10_000;
 pub const MAX_CHANNELS: usize = 20;
@@ -251,49 +277,6 @@ impl Post {
         }
         errs.finish()
     }
-
-    /// Check each variant against its channel: the channel is one of the workspace's and
-    /// active, and the text fits its limit (`variants[i].content` names the one that does
-    /// not). `channels` are the workspace's channels the post names, as loaded.
-    pub fn check_channels(&self, channels: &[crate::channels::Channel]) -> ApiResult<()> {
-        let mut errs = Errors::new();
-        for (i, v) in self.variants.iter().enumerate() {
-            let Some(ch) = channels.iter().find(|c| c.id == v.channel_id) else {
-                errs.add(format!("channel_ids[{i}]"), "no such channel in this workspace");
-                continue;
-            };
-            if ch.state != crate::channels::ChannelState::Active {
-                errs.add(format!("channel_ids[{i}]"), "the channel is not active (verify or reconnect it)");
-                continue;
-            }
-            let images = self.media_for(v).len();
-            // The variant is what does not fit, whether its text is its own or the post's.
-            if images > ch.limits.max_media as usize {
-                errs.add(
-                    format!("variants[{i}].media"),
-                    format!("{images} images; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_media),
-                );
-            }
-            let len = crate::channels::text_length(ch.kind, &self.text_for(v));
-            if len > ch.limits.max_characters as usize {
-                // The variant is what does not fit, whether its text is its own or the post's.
-                errs.add(
-                    format!("variants[{i}].content"),
-                    format!("{len} characters; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_characters),
-                );
-            }
-        }
-        errs.finish()
-    }
-}
-
-/// The channels a post names, read in one batch.
-pub async fn channels_of(app: &shared::App, ws: &str, post: &Post) -> ApiResult<Vec<crate::channels::Channel>> {
-    let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), crate::channels::sk(c))).collect();
-    if keys.is_empty() {
-        return Ok(vec![]);
-    }
-    app.db.batch_get(&keys).await?.into_iter().map(shared::store::from_item).collect()
 }
 
 /// A deleted channel leaves the draft and scheduled posts that named it (`post.updated`; a

@@ -47,14 +47,8 @@ pub async fn enqueue(app: &App, ws: &str, post_id: &str, delay: i64) -> bool {
 }
 
 /// An UpdateItem on a variant's item; `#st` names its `state`.
-fn variant_update(app: &App, key: &(String, String)) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
-    app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(&key.0))
-        .key("sk", s(&key.1))
-        .expression_attribute_names("#st", "state")
+fn variant_update<'a>(app: &'a App, key: &(String, String), expression: &str) -> store::Write<'a> {
+    app.db.update(&key.0, &key.1, expression).name("#st", "state")
 }
 
 pub fn variant_sk(post_id: &str, channel_id: &str) -> String {
@@ -187,23 +181,21 @@ impl Publisher {
         let app = &self.app;
         let now = chrono::Utc::now().timestamp();
         let key = (ws_pk(ws), variant_sk(&post.id, &v.channel_id));
-        let claim = variant_update(app, &key)
-            .update_expression("SET #st = :publishing, claim_until = :until, attempts = if_not_exists(attempts, :zero) + :one")
-            .condition_expression(
-                "attribute_not_exists(pk) OR (#st = :publishing AND claim_until < :now) OR (#st = :waiting AND retry_at <= :now)",
-            )
-            .expression_attribute_values(":publishing", s("publishing"))
-            .expression_attribute_values(":waiting", s("waiting"))
-            .expression_attribute_values(":until", n(now + LEASE_SECS))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
-            .send()
-            .await;
+        let claim =
+            variant_update(app, &key, "SET #st = :publishing, claim_until = :until, attempts = if_not_exists(attempts, :zero) + :one")
+                .when("attribute_not_exists(pk) OR (#st = :publishing AND claim_until < :now) OR (#st = :waiting AND retry_at <= :now)")
+                .value(":publishing", s("publishing"))
+                .value(":waiting", s("waiting"))
+                .value(":until", n(now + LEASE_SECS))
+                .value(":now", n(now))
+                .value(":zero", n(0))
+                .value(":one", n(1))
+                .returning(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+                .apply()
+                .await?;
         let attempts = match claim {
-            Ok(out) => out.attributes.as_ref().and_then(|a| store::get_i64(a, "attempts")).unwrap_or(1),
-            Err(e) if e.as_service_error().is_some_and(|x| x.is_conditional_check_failed_exception()) => {
+            Some(out) => store::get_i64(&out, "attempts").unwrap_or(1),
+            None => {
                 // Someone else's: finished (take its outcome), held, or waiting for its retry.
                 let item = app.db.get(&key.0, &key.1).await?.unwrap_or_default();
                 return Ok(outcome_of(&item, v).map_or_else(
@@ -215,7 +207,6 @@ impl Publisher {
                     Step::Done,
                 ));
             }
-            Err(e) => return Err(store::ddb_error(e)),
         };
         let result = match ch {
             None => Err(NetError::new(ErrorCategory::PlatformRejected, "the channel was deleted")),
@@ -237,14 +228,12 @@ impl Publisher {
             Err(e) if e.category.retryable() && attempts < MAX_ATTEMPTS => {
                 let delay = e.retry_after.map_or(5 << attempts.min(6), |r| r as i64).clamp(1, 900);
                 tracing::info!(post_id = %post.id, channel_id = %v.channel_id, attempts, delay, reason = %e.message, "variant will be retried");
-                variant_update(app, &key)
-                    .update_expression("SET #st = :waiting, retry_at = :at, last_error = :err")
-                    .expression_attribute_values(":waiting", s("waiting"))
-                    .expression_attribute_values(":at", n(now + delay))
-                    .expression_attribute_values(":err", s(&e.message))
-                    .send()
-                    .await
-                    .map_err(store::ddb_error)?;
+                variant_update(app, &key, "SET #st = :waiting, retry_at = :at, last_error = :err")
+                    .value(":waiting", s("waiting"))
+                    .value(":at", n(now + delay))
+                    .value(":err", s(&e.message))
+                    .required()
+                    .await?;
                 return Ok(Step::Later(delay));
             }
             Err(e) => {
@@ -262,11 +251,10 @@ impl Publisher {
         let outcome = serde_json::to_string(&out).map_err(ApiError::internal)?;
         let mut tries = 0;
         loop {
-            let res = variant_update(app, &key)
-                .update_expression("SET #st = :final, outcome = :o REMOVE claim_until, retry_at")
-                .expression_attribute_values(":final", s(if out.status == VariantStatus::Published { "published" } else { "failed" }))
-                .expression_attribute_values(":o", s(&outcome))
-                .send()
+            let res = variant_update(app, &key, "SET #st = :final, outcome = :o REMOVE claim_until, retry_at")
+                .value(":final", s(if out.status == VariantStatus::Published { "published" } else { "failed" }))
+                .value(":o", s(&outcome))
+                .required()
                 .await;
             match res {
                 Ok(_) => break,
@@ -274,10 +262,10 @@ impl Publisher {
                 // second run would find the remote post by its key anyway).
                 Err(e) if tries < 3 => {
                     tries += 1;
-                    tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "variant outcome not recorded; retrying");
+                    tracing::warn!(error = %e.message, "variant outcome not recorded; retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(200 << tries)).await;
                 }
-                Err(e) => return Err(store::ddb_error(e)),
+                Err(e) => return Err(e),
             }
         }
         Ok(Step::Done(out))

@@ -32,8 +32,8 @@ pub const DEFAULT_GRACE_SECS: i64 = 86_400;
 /// erasure deletes the deliveries and empties the event's record rather than deleting it: the
 /// record is what dedupes the event, and a late copy of it (SQS redelivery, the outbox sweep)
 /// would otherwise fan the erased body out again.
-pub const PRIVACY: &[crate::gdpr::Rule] = {
-    use crate::gdpr::{Erase, Find, Rule};
+pub const PRIVACY: &[crate::privacy::Rule] = {
+    use crate::privacy::{Erase, Find, Rule};
     &[
         Rule {
             kind: crate::keys::FANOUT_MARKER,
@@ -290,25 +290,12 @@ impl StoredDelivery {
     /// Save after an attempt: only if nobody else saved it since it was read.
     pub async fn save(&mut self, app: &App, ws: &str) -> ApiResult<bool> {
         let rec = self.record(ws, self.version + 1)?;
-        let res = app
-            .db
-            .client
-            .put_item()
-            .table_name(&app.db.table)
-            .set_item(Some(rec.item))
-            // Never re-creates a delivery that is gone (erased, or expired) mid-attempt.
-            .condition_expression("version = :v")
-            .expression_attribute_values(":v", n(self.version))
-            .send()
-            .await;
-        match res {
-            Ok(_) => {
-                self.version += 1;
-                Ok(true)
-            }
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(store::ddb_error(e)),
+        // Never re-creates a delivery that is gone (erased, or expired) mid-attempt.
+        let saved = app.db.put(rec.item).when("version = :v").value(":v", n(self.version)).apply().await?.is_some();
+        if saved {
+            self.version += 1;
         }
+        Ok(saved)
     }
 
     /// The queue message allowed to work on this delivery (its current token).
@@ -375,22 +362,10 @@ fn withdrawn_record(ws: &str, event_id: &str) -> Item {
 /// Erasure of an outbox event that names the subject: its fan-out record is written first
 /// without body or deliveries (if the event was not fanned out yet), so a copy still in the
 /// events queue finds the event done and sends nothing; then the outbox record goes.
-pub async fn withdraw_event(app: &App, ws: &str, item: Item, _subject: &crate::gdpr::Subject) -> ApiResult<()> {
+pub async fn withdraw_event(app: &App, ws: &str, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
     let (Some(pk), Some(id)) = (store::get_str(&item, "pk"), store::get_str(&item, "sk")) else { return Ok(()) };
-    let res = app
-        .db
-        .client
-        .put_item()
-        .table_name(&app.db.table)
-        .set_item(Some(withdrawn_record(ws, id)))
-        .condition_expression("attribute_not_exists(pk)")
-        .send()
-        .await;
-    if let Err(e) = res
-        && !e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
-    {
-        return Err(store::ddb_error(e));
-    }
+    // An existing record (the event fanned out meanwhile) stays as it is.
+    app.db.put(withdrawn_record(ws, id)).when("attribute_not_exists(pk)").apply().await?;
     app.db.delete(pk, id).await
 }
 

@@ -134,7 +134,7 @@ impl Principal {
     /// subject on routes without one.
     pub fn tenant_scope(&self) -> String {
         match (&self.credential, &self.workspace_id) {
-            // Per session (api.md): one customer cannot spend the workspace's buckets.
+            // Per session (docs/api.md): one customer cannot spend the workspace's buckets.
             (Credential::Portal { session_id, .. }, _) => format!("PORTAL#{session_id}"),
             (Credential::Public { source }, _) => format!("IP#{source}"),
             (_, Some(ws)) => ws.clone(),

@@ -147,7 +147,7 @@ impl Default for WebhookSettings {
     fn default() -> Self {
         Self {
             url_policy: crate::outbound::UrlPolicy::default(),
-            // api.md: about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+            // docs/api.md: about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
             retry_schedule: vec![5, 300, 1_800, 7_200, 18_000, 36_000, 36_000],
             disable_after_secs: 5 * 86_400,
             outbox_sweep_age_secs: 60,

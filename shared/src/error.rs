@@ -1,4 +1,4 @@
-//! The error envelope of api.md: every failure, however it arises, leaves as
+//! The error envelope of docs/api.md: every failure, however it arises, leaves as
 //! `{"error": {"code", "message", "details", "request_id"}}` with the documented status.
 
 use http::StatusCode;

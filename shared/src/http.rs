@@ -1,4 +1,4 @@
-//! The request pipeline every area function runs, in the order of architecture.md, as named
+//! The request pipeline every area function runs, in the order of docs/architecture.md, as named
 //! stages: route -> [`admit`] (authenticate, scope, rate limit) -> [`read_body`] (size, media
 //! type) -> [`Idempotency`] around the handler -> response with `Request-Id` and rate-limit
 //! headers. Each stage answers `Result<_, ApiError>`; [`handle`] is the one place that turns

@@ -47,7 +47,7 @@ impl Class {
         }
     }
 
-    /// The table of api.md.
+    /// The table of docs/api.md.
     pub fn defaults() -> HashMap<Class, Limit> {
         const MIN: i64 = 60_000;
         const HOUR: i64 = 3_600_000;

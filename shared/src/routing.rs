@@ -12,7 +12,7 @@ use http::Method;
 
 pub type Handler = for<'a> fn(&'a App, Req) -> BoxFuture<'a, ApiResult<Reply>>;
 
-/// The credential a route takes (api.md, Authentication).
+/// The credential a route takes (docs/api.md, Credentials).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Auth {
     /// `Authorization: Bearer` with an API key or an OAuth access token (every route but the portal's).

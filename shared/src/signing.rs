@@ -1,4 +1,4 @@
-//! Webhook signatures, as receivers verify them (see api.md, Webhooks):
+//! Webhook signatures, as receivers verify them (see docs/api.md, Webhooks):
 //! `X-Service-Signature: v1,<base64(HMAC-SHA256(key, "{timestamp}.{rawBody}"))>`, where key is
 //! the base64-decoded endpoint secret after `whsec_`. While a secret rotates the header holds
 //! one entry per valid secret, newest first, separated by one space.

@@ -25,8 +25,165 @@ pub use crate::keys::ws_pk;
 /// container by `App`).
 #[derive(Clone, Debug)]
 pub struct Db {
-    pub client: aws_sdk_dynamodb::Client,
+    // Only the store reaches DynamoDB: outside `shared`, everything goes through `Db`'s methods.
+    pub(crate) client: aws_sdk_dynamodb::Client,
     pub table: String,
+}
+
+/// One conditional write of one item, as the areas need them beside transactions: a put, an
+/// update expression or a delete, with its condition, names and values. `apply` answers
+/// `None` when the condition did not hold, `Some(attributes)` (those asked for with
+/// `returning`, else empty) when the write happened.
+#[must_use = "a write does nothing until applied"]
+pub struct Write<'a> {
+    db: &'a Db,
+    op: WriteOp,
+    condition: Option<String>,
+    names: Vec<(String, String)>,
+    values: Vec<(String, AttributeValue)>,
+    returns: Option<aws_sdk_dynamodb::types::ReturnValue>,
+}
+
+enum WriteOp {
+    Put(Item),
+    Update { pk: String, sk: String, expression: String },
+    Delete { pk: String, sk: String },
+}
+
+impl Write<'_> {
+    /// Only if `condition` holds (a DynamoDB condition expression).
+    pub fn when(mut self, condition: impl Into<String>) -> Self {
+        self.condition = Some(condition.into());
+        self
+    }
+    /// `#placeholder` for an attribute name (reserved words, or names built at run time).
+    pub fn name(mut self, placeholder: impl Into<String>, attribute: impl Into<String>) -> Self {
+        self.names.push((placeholder.into(), attribute.into()));
+        self
+    }
+    /// `:placeholder` for a value.
+    pub fn value(mut self, placeholder: impl Into<String>, v: AttributeValue) -> Self {
+        self.values.push((placeholder.into(), v));
+        self
+    }
+    /// Answer the item as it was before the write (`ALL_OLD`) or the updated attributes (`UPDATED_NEW`).
+    pub fn returning(mut self, r: aws_sdk_dynamodb::types::ReturnValue) -> Self {
+        self.returns = Some(r);
+        self
+    }
+
+    async fn send(self) -> Result<Item, SdkError<WriteError, aws_smithy_runtime_api::http::Response>> {
+        let (db, names, values) = (self.db, self.names, self.values);
+        let names = (!names.is_empty()).then(|| names.into_iter().collect::<HashMap<_, _>>());
+        let values = (!values.is_empty()).then(|| values.into_iter().collect::<HashMap<_, _>>());
+        let key = |pk: String, sk: String| HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))]);
+        match self.op {
+            WriteOp::Put(item) => db
+                .client
+                .put_item()
+                .table_name(&db.table)
+                .set_item(Some(item))
+                .set_condition_expression(self.condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values(self.returns)
+                .send()
+                .await
+                .map(|o| o.attributes.unwrap_or_default())
+                .map_err(|e| e.map_service_error(WriteError::Put)),
+            WriteOp::Update { pk, sk, expression } => db
+                .client
+                .update_item()
+                .table_name(&db.table)
+                .set_key(Some(key(pk, sk)))
+                .update_expression(expression)
+                .set_condition_expression(self.condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values(self.returns)
+                .send()
+                .await
+                .map(|o| o.attributes.unwrap_or_default())
+                .map_err(|e| e.map_service_error(WriteError::Update)),
+            WriteOp::Delete { pk, sk } => db
+                .client
+                .delete_item()
+                .table_name(&db.table)
+                .set_key(Some(key(pk, sk)))
+                .set_condition_expression(self.condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values(self.returns)
+                .send()
+                .await
+                .map(|o| o.attributes.unwrap_or_default())
+                .map_err(|e| e.map_service_error(WriteError::Delete)),
+        }
+    }
+
+    /// The write; `None` when its condition did not hold.
+    pub async fn apply(self) -> Result<Option<Item>, ApiError> {
+        match self.send().await {
+            Ok(attributes) => Ok(Some(attributes)),
+            Err(e) if e.as_service_error().is_some_and(WriteError::is_condition_failed) => Ok(None),
+            Err(e) => Err(ddb_error(e)),
+        }
+    }
+
+    /// The write, where a failed condition is a fault like any other (a 500).
+    pub async fn required(self) -> Result<Item, ApiError> {
+        self.send().await.map_err(ddb_error)
+    }
+}
+
+/// What one conditional write can fail with, whichever its kind.
+#[derive(Debug)]
+enum WriteError {
+    Put(aws_sdk_dynamodb::operation::put_item::PutItemError),
+    Update(aws_sdk_dynamodb::operation::update_item::UpdateItemError),
+    Delete(aws_sdk_dynamodb::operation::delete_item::DeleteItemError),
+}
+
+impl WriteError {
+    fn is_condition_failed(&self) -> bool {
+        match self {
+            WriteError::Put(e) => e.is_conditional_check_failed_exception(),
+            WriteError::Update(e) => e.is_conditional_check_failed_exception(),
+            WriteError::Delete(e) => e.is_conditional_check_failed_exception(),
+        }
+    }
+    fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        match self {
+            WriteError::Put(e) => e,
+            WriteError::Update(e) => e,
+            WriteError::Delete(e) => e,
+        }
+    }
+    fn meta(&self) -> &aws_sdk_dynamodb::error::ErrorMetadata {
+        match self {
+            WriteError::Put(e) => e.meta(),
+            WriteError::Update(e) => e.meta(),
+            WriteError::Delete(e) => e.meta(),
+        }
+    }
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self.inner(), f)
+    }
+}
+
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.inner())
+    }
+}
+
+impl ProvideErrorMetadata for WriteError {
+    fn meta(&self) -> &aws_sdk_dynamodb::error::ErrorMetadata {
+        WriteError::meta(self)
+    }
 }
 
 pub fn s(v: impl Into<String>) -> AttributeValue {
@@ -238,6 +395,69 @@ pub fn is_expired(item: &Item) -> bool {
 }
 
 impl Db {
+    /// Write `item` whole (see [`Write`] for the condition).
+    pub fn put(&self, item: Item) -> Write<'_> {
+        self.write(WriteOp::Put(item))
+    }
+
+    /// Apply an update expression to the item `pk`/`sk`.
+    pub fn update(&self, pk: impl Into<String>, sk: impl Into<String>, expression: impl Into<String>) -> Write<'_> {
+        self.write(WriteOp::Update { pk: pk.into(), sk: sk.into(), expression: expression.into() })
+    }
+
+    /// Delete the item `pk`/`sk` under a condition (an unconditional one is [`Db::delete`]).
+    pub fn delete_when(&self, pk: impl Into<String>, sk: impl Into<String>, condition: impl Into<String>) -> Write<'_> {
+        self.write(WriteOp::Delete { pk: pk.into(), sk: sk.into() }).when(condition)
+    }
+
+    fn write(&self, op: WriteOp) -> Write<'_> {
+        Write { db: self, op, condition: None, names: vec![], values: vec![], returns: None }
+    }
+
+    /// The items of partition `pk` with sort keys between `lo` and `hi` (inclusive), in key
+    /// order (`forward`) or reversed, strongly consistent: up to `limit` of them, or all.
+    pub async fn query_between(&self, pk: &str, lo: &str, hi: &str, forward: bool, limit: Option<usize>) -> Result<Vec<Item>, ApiError> {
+        let mut out = vec![];
+        let mut start = None;
+        loop {
+            let res = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":lo", s(lo))
+                .expression_attribute_values(":hi", s(hi))
+                .scan_index_forward(forward)
+                .consistent_read(true)
+                .set_limit(limit.map(|l| (l - out.len()).min(i32::MAX as usize) as i32))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(ddb_error)?;
+            out.extend(res.items.unwrap_or_default());
+            start = res.last_evaluated_key;
+            if start.is_none() || limit.is_some_and(|l| out.len() >= l) {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Every item of the table, page by page: for the tests and the operator's tools, which
+    /// look at a whole (local) table. No request or worker reads a table whole.
+    pub async fn scan_all(&self) -> Result<Vec<Item>, ApiError> {
+        let mut out = vec![];
+        let mut start = None;
+        loop {
+            let res = self.client.scan().table_name(&self.table).set_exclusive_start_key(start).send().await.map_err(ddb_error)?;
+            out.extend(res.items.unwrap_or_default());
+            start = res.last_evaluated_key;
+            if start.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Consistent read of one item by its full key; an expired item counts as absent.
     pub async fn get(&self, pk: &str, sk: &str) -> Result<Option<Item>, ApiError> {
         let out = self

@@ -588,7 +588,7 @@ async fn workspace_settings_and_round_trips() {
     let _ = h;
 }
 
-/// api.md's roles, per route class: `read` (GET), content writes (`write`), and what changes
+/// docs/api.md's roles, per route class: `read` (GET), content writes (`write`), and what changes
 /// who can do what or where data goes (`admin`: API keys, workspace settings, webhooks).
 #[tokio::test]
 async fn roles_and_scopes_limit_each_route_class() {

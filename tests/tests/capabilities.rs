@@ -229,14 +229,9 @@ async fn expired_foreign_and_other_key_tokens_are_refused() {
     let (id, token) = mint_with(&s, "webhooks.create", "POST", "/webhooks", "exp-1", body, json!({"expires_in": 60})).await;
     let app = h.app().await;
     app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", shared::store::s(shared::store::ws_pk(&s.ws)))
-        .key("sk", shared::store::s(domain::capabilities::sk(&id)))
-        .update_expression("SET token_expires_ms = :past")
-        .expression_attribute_values(":past", shared::store::n(shared::ids::now_ms() - 1_000))
-        .send()
+        .update(shared::store::ws_pk(&s.ws), domain::capabilities::sk(&id), "SET token_expires_ms = :past")
+        .value(":past", shared::store::n(shared::ids::now_ms() - 1_000))
+        .required()
         .await
         .unwrap();
     refused(&send(&s.agent, "POST", "/webhooks", body, Some("exp-1"), Some(&token)).await, "webhooks.create", "expired", "expired");

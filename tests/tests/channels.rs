@@ -265,18 +265,14 @@ async fn a_publisher_that_died_after_the_remote_call_does_not_post_twice() {
     assert_eq!(sent.status(), 200);
     let first: Value = sent.json().await.unwrap();
     let app = h.app().await;
-    app.db
-        .client
-        .put_item()
-        .table_name(&app.db.table)
-        .item("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("WS#{ws}")))
-        .item("sk", aws_sdk_dynamodb::types::AttributeValue::S(domain::publishing::variant_sk(&id, &a)))
-        .item("state", aws_sdk_dynamodb::types::AttributeValue::S("publishing".into()))
-        .item("claim_until", aws_sdk_dynamodb::types::AttributeValue::N((chrono::Utc::now().timestamp() - 1).to_string()))
-        .item("attempts", aws_sdk_dynamodb::types::AttributeValue::N("1".into()))
-        .send()
-        .await
-        .unwrap();
+    let claim = shared::store::Item::from([
+        ("pk".to_string(), aws_sdk_dynamodb::types::AttributeValue::S(format!("WS#{ws}"))),
+        ("sk".to_string(), aws_sdk_dynamodb::types::AttributeValue::S(domain::publishing::variant_sk(&id, &a))),
+        ("state".to_string(), aws_sdk_dynamodb::types::AttributeValue::S("publishing".into())),
+        ("claim_until".to_string(), aws_sdk_dynamodb::types::AttributeValue::N((chrono::Utc::now().timestamp() - 1).to_string())),
+        ("attempts".to_string(), aws_sdk_dynamodb::types::AttributeValue::N("1".into())),
+    ]);
+    app.db.put(claim).required().await.unwrap();
     assert_eq!(c.post(&format!("/posts/{id}/publish"), &json!({})).await.status, 202);
     let post = wait_post(&c, &id, &["published", "failed"]).await;
     assert_eq!(post["status"], "published", "{post}");

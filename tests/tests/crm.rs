@@ -227,21 +227,20 @@ async fn an_interrupted_import_resumes_without_duplicating_contacts() {
     // runs the whole job again and finds its own contacts instead of creating new ones.
     let app = h.app().await;
     app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("WS#{ws}")))
-        .key("sk", aws_sdk_dynamodb::types::AttributeValue::S(format!("IMPORT#{id}")))
-        .update_expression("SET next_chunk = :z, #pr = :z, #cr = :z, #up = :z, #sk = :z, #fa = :z, #s = :p")
-        .expression_attribute_names("#s", "status")
-        .expression_attribute_names("#pr", "processed")
-        .expression_attribute_names("#cr", "created")
-        .expression_attribute_names("#up", "updated")
-        .expression_attribute_names("#sk", "skipped")
-        .expression_attribute_names("#fa", "failed")
-        .expression_attribute_values(":z", aws_sdk_dynamodb::types::AttributeValue::N("0".into()))
-        .expression_attribute_values(":p", aws_sdk_dynamodb::types::AttributeValue::S("processing".into()))
-        .send()
+        .update(
+            format!("WS#{ws}"),
+            format!("IMPORT#{id}"),
+            "SET next_chunk = :z, #pr = :z, #cr = :z, #up = :z, #sk = :z, #fa = :z, #s = :p",
+        )
+        .name("#s", "status")
+        .name("#pr", "processed")
+        .name("#cr", "created")
+        .name("#up", "updated")
+        .name("#sk", "skipped")
+        .name("#fa", "failed")
+        .value(":z", aws_sdk_dynamodb::types::AttributeValue::N("0".into()))
+        .value(":p", aws_sdk_dynamodb::types::AttributeValue::S("processing".into()))
+        .required()
         .await
         .unwrap();
     domain::contacts::import::run(&app, &ws, &id).await.unwrap();

@@ -633,14 +633,9 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
 async fn expire_claim(name: &str) {
     let app = harness().app().await;
     app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", shared::store::s(domain::keys::SENDING_DOMAIN_CLAIM.pk(&[name])))
-        .key("sk", shared::store::s(domain::keys::SENDING_DOMAIN_CLAIM.table.sk))
-        .update_expression("SET pending_until = :past")
-        .expression_attribute_values(":past", shared::store::n(chrono::Utc::now().timestamp() - 1))
-        .send()
+        .update(domain::keys::SENDING_DOMAIN_CLAIM.pk(&[name]), domain::keys::SENDING_DOMAIN_CLAIM.table.sk, "SET pending_until = :past")
+        .value(":past", shared::store::n(chrono::Utc::now().timestamp() - 1))
+        .required()
         .await
         .unwrap();
 }

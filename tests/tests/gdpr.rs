@@ -140,14 +140,9 @@ async fn a_subject_export_holds_every_area_about_them_and_nothing_of_anyone_else
     // After its 7 days the job mints no link (S3's lifecycle rule deletes the object then).
     let app = h.app().await;
     app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", shared::store::s(shared::store::ws_pk(&ws)))
-        .key("sk", shared::store::s(domain::gdpr::export::sk(job["id"].as_str().unwrap())))
-        .update_expression("SET expires_at = :past")
-        .expression_attribute_values(":past", shared::store::s("2020-01-01T00:00:00Z"))
-        .send()
+        .update(shared::store::ws_pk(&ws), domain::gdpr::export::sk(job["id"].as_str().unwrap()), "SET expires_at = :past")
+        .value(":past", shared::store::s("2020-01-01T00:00:00Z"))
+        .required()
         .await
         .unwrap();
     let r = c.get(&path).await;
@@ -220,18 +215,15 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     quiet(&rx).await;
     let app = h.app().await;
     let scan_items = || async {
-        let mut hits = vec![];
-        let mut start = None;
-        loop {
-            let out = app.db.client.scan().table_name(&app.db.table).set_exclusive_start_key(start).send().await.unwrap();
-            hits.extend(out.items().iter().filter(|i| domain::gdpr::mentions(i, std::slice::from_ref(&addr))).cloned());
-            start = out.last_evaluated_key().cloned();
-            if start.is_none() {
-                return hits;
-            }
-        }
+        app.db
+            .scan_all()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|i| domain::privacy::mentions(i, std::slice::from_ref(&addr)))
+            .collect::<Vec<_>>()
     };
-    let scan_hits = || async { scan_items().await.into_iter().map(|i| domain::gdpr::exported(i).to_string()).collect::<Vec<_>>() };
+    let scan_hits = || async { scan_items().await.into_iter().map(|i| domain::privacy::exported(i).to_string()).collect::<Vec<_>>() };
     let before = scan_items().await;
     assert!(before.len() > 15, "the setup put the address in many items");
     // An event that names them, as queued: fanned out already (its record) or not yet (outbox).

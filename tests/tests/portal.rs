@@ -49,14 +49,13 @@ async fn a_login_link_is_exchanged_once_and_expires() {
     let stale_token = stale["token"].as_str().unwrap();
     let app = h.app().await;
     app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", shared::store::s(domain::keys::PORTAL_LINK.pk(&[&shared::auth::hash_api_key(stale_token)])))
-        .key("sk", shared::store::s(domain::keys::PORTAL_LINK.table.sk))
-        .update_expression("SET expires_at = :past")
-        .expression_attribute_values(":past", shared::store::n(chrono::Utc::now().timestamp() - 1))
-        .send()
+        .update(
+            domain::keys::PORTAL_LINK.pk(&[&shared::auth::hash_api_key(stale_token)]),
+            domain::keys::PORTAL_LINK.table.sk,
+            "SET expires_at = :past",
+        )
+        .value(":past", shared::store::n(chrono::Utc::now().timestamp() - 1))
+        .required()
         .await
         .unwrap();
     let r = anon.post("/portal/sessions/exchange", &json!({"token": stale_token})).await;
@@ -65,8 +64,8 @@ async fn a_login_link_is_exchanged_once_and_expires() {
     // A link for no contact of this workspace is 404; the token is stored only hashed.
     let r = c.post("/portal/sessions", &json!({"contact_id": "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D", "delivery": "return"})).await;
     assert_eq!(r.status, 404);
-    let out = app.db.client.scan().table_name(&app.db.table).send().await.unwrap();
-    assert!(out.items().iter().all(|i| !format!("{i:?}").contains(stale_token)), "a token is never stored");
+    let items = app.db.scan_all().await.unwrap();
+    assert!(items.iter().all(|i| !format!("{i:?}").contains(stale_token)), "a token is never stored");
 }
 
 #[tokio::test]
@@ -437,15 +436,10 @@ async fn a_session_slides_with_use_up_to_its_hard_limit_and_then_ends() {
         let (app, pk) = (&app, pk.clone());
         async move {
             app.db
-                .client
-                .update_item()
-                .table_name(&app.db.table)
-                .key("pk", shared::store::s(pk))
-                .key("sk", shared::store::s(sk))
-                .update_expression("SET expires_at = :e, hard_expires_at = :h")
-                .expression_attribute_values(":e", shared::store::n(expires))
-                .expression_attribute_values(":h", shared::store::n(hard))
-                .send()
+                .update(pk, sk, "SET expires_at = :e, hard_expires_at = :h")
+                .value(":e", shared::store::n(expires))
+                .value(":h", shared::store::n(hard))
+                .required()
                 .await
                 .unwrap();
         }

@@ -1,4 +1,4 @@
-//! The README's curl tour, run as a user runs it: the ```sh blocks of `## A curl tour`, in one
+//! The curl tour of docs/tour.md, run as a user runs it: the ```sh blocks of `## A curl tour`, in one
 //! bash process, against this binary's local stack, from a directory whose `.local/dev.env`
 //! describes that stack and a demo workspace made as `make dev` makes it.
 //!
@@ -7,7 +7,7 @@
 //! a function that runs the real cargo from the repository root. The test fails when a command
 //! exits non-zero, when a call answers 4xx/5xx (or nothing) and its command does not announce
 //! that status with a trailing `# expect NNN`, and when an announced status never occurs. The
-//! only change to the README text: the webhook receiver's port 8099 becomes a free port.
+//! only change to the tour's text: the webhook receiver's port 8099 becomes a free port.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -34,9 +34,9 @@ trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 "#;
 
 /// The ```sh blocks of the tour section, up to the next `## ` heading.
-fn tour_blocks(readme: &str) -> Vec<String> {
-    let mut lines = readme.lines().skip_while(|l| l.trim_end() != SECTION);
-    assert!(lines.next().is_some(), "README.md has no `{SECTION}` section");
+fn tour_blocks(text: &str) -> Vec<String> {
+    let mut lines = text.lines().skip_while(|l| l.trim_end() != SECTION);
+    assert!(lines.next().is_some(), "docs/tour.md has no `{SECTION}` section");
     let (mut blocks, mut current): (Vec<String>, Option<String>) = (vec![], None);
     for line in lines.take_while(|l| !l.starts_with("## ")) {
         match current.as_mut() {
@@ -164,7 +164,7 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn new() -> Self {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = std::env::temp_dir().join(format!("readme-tour-{}-{nanos}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("curl-tour-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(dir.join(".local")).expect("temp dir");
         Self(dir)
     }
@@ -183,11 +183,26 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// The README's first request is the tour's opening lines, so the front door runs as tested.
 #[test]
-fn the_readme_curl_tour_runs() {
+fn the_readmes_first_request_is_the_tours_beginning() {
     let root = tools::localstack::repo_root();
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-    let blocks = tour_blocks(&readme);
+    let tour = std::fs::read_to_string(root.join("docs/tour.md")).expect("docs/tour.md");
+    let first = tour_blocks(&tour).into_iter().next().expect("the tour's first block");
+    let snippets: Vec<&str> =
+        readme.split("```sh\n").skip(1).filter_map(|b| b.split("```").next()).filter(|b| b.contains("curl ")).collect();
+    assert!(!snippets.is_empty(), "the README shows a first request");
+    for s in snippets {
+        assert!(first.starts_with(s), "the README's first request is not how docs/tour.md begins:\n{s}");
+    }
+}
+
+#[test]
+fn the_curl_tour_runs() {
+    let root = tools::localstack::repo_root();
+    let text = std::fs::read_to_string(root.join("docs/tour.md")).expect("docs/tour.md");
+    let blocks = tour_blocks(&text);
     assert!(blocks.len() >= 4, "the tour has its posts, contacts, emails and webhooks blocks: {}", blocks.len());
     assert!(blocks[0].starts_with("set -a; . .local/dev.env; set +a"), "the tour starts by loading .local/dev.env");
     let tour = blocks.join("\n");
@@ -285,7 +300,7 @@ fn the_readme_curl_tour_runs() {
     }
     let transcript = format!("--- stdout\n{}\n--- stderr\n{}", read(&stdout), read(&stderr));
     println!("{} curl calls in {:?}", calls.len(), started.elapsed());
-    assert!(found.is_empty(), "the README tour failed:\n\n{}\n\n{transcript}", found.join("\n\n"));
+    assert!(found.is_empty(), "the tour of docs/tour.md failed:\n\n{}\n\n{transcript}", found.join("\n\n"));
 }
 
 #[test]

@@ -366,7 +366,7 @@ async fn endpoint_crud_and_limits() {
     assert_eq!(c.patch(&format!("/webhooks/{ep}"), &json!({"url": null})).await.status, 400);
     assert_eq!(c.patch(&format!("/webhooks/{ep}"), &json!({"secret": "whsec_x"})).await.status, 400, "unknown fields are refused");
     assert_eq!(c.get("/webhooks/wh_nope").await.status, 404);
-    // Round trips (README, Measured): create = bucket, one transaction; history = bucket, endpoint, Query.
+    // Round trips (docs/architecture.md, DynamoDB round trips): create = bucket, one transaction; history = bucket, endpoint, Query.
     let r = c.post("/webhooks", &json!({"url": rx.url, "event_types": ["post.deleted"]})).await;
     assert_eq!((r.status, r.ddb_calls()), (201, 2));
     let extra = r.json["data"]["id"].as_str().unwrap().to_string();

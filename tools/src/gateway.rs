@@ -21,21 +21,7 @@ const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
 
 /// Each area function's binary name and routes (in AWS each function sees only its own).
 pub fn areas() -> Vec<(&'static str, &'static [Route])> {
-    vec![
-        ("workspaces", workspaces::routes()),
-        ("posts", posts::routes()),
-        ("channels", channels::routes()),
-        ("bookings", bookings::routes()),
-        ("webhooks", webhooks::routes()),
-        ("contacts", contacts::routes()),
-        ("deals", deals::routes()),
-        ("emails", emails::routes()),
-        ("gdpr", gdpr::routes()),
-        ("portal", portal::routes()),
-        ("helpdesk", helpdesk::routes()),
-        ("capabilities", capabilities::routes()),
-        ("scans", scans::routes()),
-    ]
+    crate::api_areas().into_iter().map(|a| (a.name, (a.routes)())).collect()
 }
 
 /// The function API Gateway would send this request to (its `$default` route: workspaces):

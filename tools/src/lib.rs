@@ -112,7 +112,7 @@ impl DevStack {
         let gdpr_app = Arc::new(self.new_app(cfg.clone())?);
         let gdpr: worker::Handler = Arc::new(move |ev| {
             let app = gdpr_app.clone();
-            Box::pin(shared::metrics::as_function("gdpr-worker", async move { domain::gdpr::jobs::handle_sqs(&app, ev).await }))
+            Box::pin(shared::metrics::as_function("gdpr-worker", async move { domain::gdpr::worker::handle_sqs(&app, ev).await }))
         });
         self.gateways.push(worker::poll(sqs.clone(), self.resources.gdpr_queue_url.clone(), gdpr));
         let scanner_app = Arc::new(self.new_app(cfg.clone())?);
@@ -241,13 +241,19 @@ pub fn as_a_user_shell(cmd: &mut std::process::Command) {
     }
 }
 
-/// Every function the template deploys, by binary name: the Makefile's `FUNCTIONS`, which
-/// `make package` and `make bench` build (`tools/tests/template.rs` checks it against the
-/// workspace's binaries and template.yaml).
+/// Every function the template deploys, by binary name: the crates under `functions/`, which
+/// are the workspace's function members and the Makefile's `FUNCTIONS` (`make package`, `make
+/// bench`); `tools/tests/template.rs` checks them against the binaries and template.yaml.
 pub fn functions() -> Vec<String> {
-    let makefile = std::fs::read_to_string(localstack::repo_root().join("Makefile")).expect("the Makefile");
-    let line = makefile.lines().find_map(|l| l.strip_prefix("FUNCTIONS := ")).expect("FUNCTIONS in the Makefile");
-    line.split_whitespace().map(String::from).collect()
+    let dir = localstack::repo_root().join("functions");
+    let mut out: Vec<String> = std::fs::read_dir(&dir)
+        .expect("functions/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
 }
 
 /// The OAuth subject `make dev` makes owner of its demo workspace, for
@@ -257,7 +263,7 @@ pub const DEV_USER: &str = "dev-user";
 /// The demo workspace's verified sending domain (one workspace per stack can own it).
 pub const DEMO_SENDING_DOMAIN: &str = "example.com";
 
-/// The demo workspace of `make dev` (and of the README tour's test): a workspace with an API
+/// The demo workspace of `make dev` (and of the tour's test, tests/tests/tour.rs): a workspace with an API
 /// key, and `DEV_USER` as its owner so that development access tokens reach it. Returns the
 /// workspace id and the key.
 pub async fn demo_workspace(app: &App) -> Result<(String, String), String> {
@@ -293,24 +299,30 @@ pub fn dev_env_file(stack_env: &[(&str, String)], workspace_id: &str, api_key: &
     stack_env.iter().map(|(k, v)| (*k, v.as_str())).chain(demo).map(|(k, v)| format!("{k}={v}\n")).collect()
 }
 
+/// An API area as the tools see it: its function's binary name, its routes and its part of
+/// the contract.
+pub struct Area {
+    pub name: &'static str,
+    pub routes: fn() -> &'static [shared::routing::Route],
+    pub doc: fn() -> utoipa::openapi::OpenApi,
+}
+
+/// The one list of API areas (each a crate under `functions/` declaring `shared::area!`): the
+/// dev gateway's routes, the contract and the template's checks read it; the workspace takes
+/// every crate under `functions/`, the Makefile's `FUNCTIONS` every folder there, and
+/// `tools/tests/template.rs` fails when a crate declaring an area is missing here.
+macro_rules! api_areas {
+    ($($area:ident),* $(,)?) => {
+        pub fn api_areas() -> Vec<Area> {
+            vec![$(Area { name: stringify!($area), routes: $area::routes, doc: <$area::ApiDoc as utoipa::OpenApi>::openapi }),*]
+        }
+    };
+}
+api_areas!(workspaces, posts, channels, bookings, webhooks, contacts, deals, emails, gdpr, portal, helpdesk, capabilities, scans);
+
 /// Every area's part of the contract, by area.
 pub fn area_docs() -> Vec<(&'static str, utoipa::openapi::OpenApi)> {
-    use utoipa::OpenApi;
-    vec![
-        ("workspaces", workspaces::ApiDoc::openapi()),
-        ("posts", posts::ApiDoc::openapi()),
-        ("channels", channels::ApiDoc::openapi()),
-        ("bookings", bookings::ApiDoc::openapi()),
-        ("webhooks", webhooks::ApiDoc::openapi()),
-        ("contacts", contacts::ApiDoc::openapi()),
-        ("deals", deals::ApiDoc::openapi()),
-        ("emails", emails::ApiDoc::openapi()),
-        ("gdpr", gdpr::ApiDoc::openapi()),
-        ("portal", portal::ApiDoc::openapi()),
-        ("helpdesk", helpdesk::ApiDoc::openapi()),
-        ("capabilities", capabilities::ApiDoc::openapi()),
-        ("scans", scans::ApiDoc::openapi()),
-    ]
+    api_areas().into_iter().map(|a| (a.name, (a.doc)())).collect()
 }
 
 /// The whole contract: shared pieces plus every area's paths, as generated from the code.

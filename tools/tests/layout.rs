@@ -1,4 +1,4 @@
-//! The crate graph of architecture.md: function crates depend on `shared` and `domain`, never
+//! The crate graph of docs/architecture.md: function crates depend on `shared` and `domain`, never
 //! on each other; `domain` depends on `shared`, and `shared` on no crate of the workspace.
 //! Inside `shared`, modules form the layers listed in `shared/src/lib.rs`.
 
@@ -259,4 +259,141 @@ fn only_the_operator_tools_make_an_operator_authority() {
         }
     }
     assert!(offenders.is_empty(), "operator authority outside tools/: {offenders:?}");
+}
+
+/// The repository stands alone: no tracked file points at a design or a file beside the
+/// clone, and every relative link of the README and `docs/` opens a file in the repository.
+#[test]
+fn the_repository_refers_to_nothing_outside_it() {
+    let root = tools::localstack::repo_root();
+    let out = std::process::Command::new("git").args(["ls-files", "-z"]).current_dir(&root).output().expect("git ls-files");
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout).split('\0').filter(|f| !f.is_empty()).map(String::from).collect();
+    assert!(files.len() > 100, "listed the tracked files: {}", files.len());
+    let canonical_root = root.canonicalize().expect("root");
+    let mut offenders = vec![];
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else { continue };
+        // The guidance a project once grew from lived in a sibling folder; nothing may lean on it.
+        // (Spelled in pieces so this file does not name them itself.)
+        for needle in [["shared", "design/"].join("/"), ["..", "shared", "vectors"].join("/")] {
+            if text.contains(&needle) {
+                offenders.push(format!("{file}: names {needle}"));
+            }
+        }
+        if !(file.ends_with(".md") && (file == "README.md" || file.starts_with("docs/"))) {
+            continue;
+        }
+        let dir = root.join(file).parent().expect("parent").to_path_buf();
+        for (i, _) in text.match_indices("](") {
+            let target: String = text[i + 2..].chars().take_while(|c| *c != ')' && !c.is_whitespace()).collect();
+            let path = target.split('#').next().unwrap_or("");
+            if path.is_empty() || path.contains("://") || path.starts_with("mailto:") {
+                continue;
+            }
+            match dir.join(path).canonicalize() {
+                Ok(p) if p.starts_with(&canonical_root) => {}
+                Ok(_) => offenders.push(format!("{file}: links outside the repository: {target}")),
+                Err(_) => offenders.push(format!("{file}: links to a missing file: {target}")),
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+}
+
+/// A whole-table scan is for the tests and the operator's tools: no request or worker reads a
+/// table whole (DynamoDB's client itself is private to `shared`, so the store is the only way in).
+#[test]
+fn no_function_or_domain_code_scans_the_table() {
+    let root = tools::localstack::repo_root();
+    let mut files = rust_files(&root.join("domain/src"));
+    files.extend(rust_files(&root.join("functions")));
+    assert!(files.len() > 50, "read the sources: {}", files.len());
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|f| std::fs::read_to_string(f).expect("source").contains(".scan_all("))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(offenders.is_empty(), "a table scan outside tests and tools: {offenders:?}");
+}
+
+/// The areas of `domain`, bottom first: a module uses only its own layer or lower ones, without
+/// cycles. Personal data's vocabulary (`privacy`) is below the areas and the GDPR jobs above
+/// them, so no area depends on the jobs that read it.
+const DOMAIN_LAYERS: &[&[&str]] = &[
+    &["keys", "effects", "privacy"],
+    &["posts", "contacts", "workspaces", "scans", "webhooks"],
+    &["channels", "deals", "emails"],
+    &["bookings", "helpdesk", "portal", "publishing"],
+    &["capabilities", "gdpr"],
+];
+
+/// The modules a source names as `crate::x` (comments aside).
+fn crate_uses(src: &str) -> std::collections::BTreeSet<String> {
+    shared_uses(src)
+}
+
+/// A module's source: its file, or every file of its folder.
+fn module_sources(path: &std::path::Path) -> Vec<(String, String)> {
+    if path.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(path).expect("module folder").map(|e| e.expect("entry").path()).collect();
+        files.sort();
+        files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+            .map(|f| (f.file_stem().expect("name").to_string_lossy().into_owned(), std::fs::read_to_string(f).expect("source")))
+            .collect()
+    } else {
+        vec![("mod".into(), std::fs::read_to_string(path).expect("source"))]
+    }
+}
+
+/// Remove nodes whose uses are all removed; what is left is a cycle.
+fn cycles(graph: &[(String, Vec<String>)]) -> Vec<(String, Vec<String>)> {
+    let mut left = graph.to_vec();
+    while let Some(i) = left.iter().position(|(_, uses)| uses.iter().all(|u| !left.iter().any(|(m, _)| m == u))) {
+        left.remove(i);
+    }
+    left
+}
+
+#[test]
+fn domain_modules_use_only_their_layer_or_lower_without_cycles() {
+    let dir = tools::localstack::repo_root().join("domain/src");
+    let layer_of = |m: &str| DOMAIN_LAYERS.iter().position(|l| l.contains(&m));
+    let mut graph: Vec<(String, Vec<String>)> = vec![];
+    for entry in std::fs::read_dir(&dir).expect("domain/src") {
+        let path = entry.expect("entry").path();
+        let module = path.file_stem().expect("name").to_string_lossy().to_string();
+        if module == "lib" {
+            continue;
+        }
+        let own = layer_of(&module).unwrap_or_else(|| panic!("domain/src/{module} is in no layer of DOMAIN_LAYERS"));
+        let files = module_sources(&path);
+        let source: String = files.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>().join("\n");
+        let uses: Vec<String> = crate_uses(&source).into_iter().filter(|u| *u != module && layer_of(u).is_some()).collect();
+        for u in &uses {
+            let theirs = layer_of(u).expect("filtered");
+            assert!(
+                theirs <= own,
+                "domain::{module} (layer {}) uses domain::{u} (layer {}): a lower layer may not use a higher one",
+                own + 1,
+                theirs + 1
+            );
+        }
+        graph.push((module.clone(), uses));
+        // Inside a folder, its files (beside mod.rs, the folder's own interface) form no cycle either.
+        let siblings: Vec<String> = files.iter().map(|(n, _)| n.clone()).filter(|n| n != "mod").collect();
+        let inner: Vec<(String, Vec<String>)> = files
+            .iter()
+            .filter(|(n, _)| n != "mod")
+            .map(|(n, src)| {
+                let code: String = src.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+                let named = |s: &String| code.contains(&format!("super::{s}")) || code.contains(&format!("crate::{module}::{s}"));
+                (n.clone(), siblings.iter().filter(|s| *s != n && named(s)).cloned().collect())
+            })
+            .collect();
+        assert!(cycles(&inner).is_empty(), "domain::{module}: its files use each other in a cycle: {:?}", cycles(&inner));
+    }
+    assert!(graph.len() >= 15, "read the modules: {}", graph.len());
+    assert!(cycles(&graph).is_empty(), "domain's modules use each other in a cycle: {:?}", cycles(&graph));
 }

@@ -20,7 +20,7 @@ async fn a_rotated_platform_secret_still_opens_what_the_old_root_sealed() {
     assert_eq!(r.status(), 201);
     let created: serde_json::Value = r.json().await.unwrap();
     let (endpoint, secret) = (created["data"]["id"].as_str().unwrap().to_string(), created["data"]["secret"].as_str().unwrap().to_string());
-    let erased_before = domain::gdpr::tombstone_sk(&stack.app, &ws, "gone@example.org").await.unwrap();
+    let erased_before = domain::privacy::tombstone_sk(&stack.app, &ws, "gone@example.org").await.unwrap();
 
     // The operator's rotation: a new root, the old one retired.
     let secrets = aws_sdk_secretsmanager::Client::new(&stack.sdk);
@@ -35,7 +35,7 @@ async fn a_rotated_platform_secret_still_opens_what_the_old_root_sealed() {
     let stored = domain::webhooks::load_endpoint(&fresh, &ws, &endpoint).await.unwrap().expect("the endpoint");
     let keys = stored.signing_keys(&fresh, &ws).await.expect("the old seal opens");
     assert_eq!(keys, vec![shared::signing::secret_key(&secret).unwrap()]);
-    assert_eq!(domain::gdpr::tombstone_sk(&fresh, &ws, "gone@example.org").await.unwrap(), erased_before, "tombstones keep their keys");
+    assert_eq!(domain::privacy::tombstone_sk(&fresh, &ws, "gone@example.org").await.unwrap(), erased_before, "tombstones keep their keys");
 
     // New seals are the new root's: a container that knows only the old root cannot open them.
     let (_, sealed) = domain::webhooks::new_secret(&fresh, &ws, &endpoint).await.unwrap();

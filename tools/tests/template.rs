@@ -40,11 +40,34 @@ fn every_area_function_gets_exactly_its_root_nouns() {
     assert!(t.contains("WEBHOOK_ALLOW_LOOPBACK: \"false\""), "production URL rules");
 }
 
+/// A crate under `functions/` that declares an API area is in the tools' one list of areas
+/// (so the dev gateway serves it and the contract has it).
+#[test]
+fn every_area_crate_is_in_the_list_of_areas() {
+    let root = tools::localstack::repo_root();
+    let listed: BTreeSet<&str> = tools::api_areas().iter().map(|a| a.name).collect();
+    let mut declaring = BTreeSet::new();
+    for f in tools::functions() {
+        let lib = std::fs::read_to_string(root.join("functions").join(&f).join("src/lib.rs")).unwrap_or_default();
+        if lib.contains("shared::area!") {
+            declaring.insert(f);
+        }
+    }
+    assert!(declaring.len() >= 13, "found the area crates: {declaring:?}");
+    assert_eq!(
+        declaring.iter().map(String::as_str).collect::<BTreeSet<_>>(),
+        listed,
+        "tools::api_areas against the crates declaring an area"
+    );
+}
+
 #[test]
 fn every_binary_is_packaged_and_deployed_by_a_function() {
     let t = std::fs::read_to_string(tools::localstack::repo_root().join("template.yaml")).unwrap();
     let meta = std::process::Command::new(env!("CARGO")).args(["metadata", "--format-version", "1", "--no-deps"]).output().unwrap();
     let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
+    let makefile = std::fs::read_to_string(tools::localstack::repo_root().join("Makefile")).unwrap();
+    assert!(makefile.contains("FUNCTIONS := $(notdir $(wildcard functions/*))"), "`make package` builds every folder of functions/");
     let makefile_functions = tools::functions();
     for p in meta["packages"].as_array().unwrap() {
         if !p["manifest_path"].as_str().unwrap().contains("/functions/") {

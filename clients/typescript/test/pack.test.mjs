@@ -27,4 +27,6 @@ test("the package holds the client, its types and the contract, nothing else", (
   const contract = JSON.parse(readFileSync(new URL("../openapi.json", import.meta.url), "utf8"));
   assert.equal(manifest.version, contract.info.version, "the package version carries the API version");
   assert.deepEqual(manifest.dependencies ?? {}, {}, "no runtime dependencies");
+  // `npm pack` and `npm publish` from a clean checkout build dist/ and copy the contract first.
+  assert.equal(manifest.scripts.prepack, "npm run build", "prepack builds the package");
 });

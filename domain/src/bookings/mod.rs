@@ -29,8 +29,8 @@ pub const DEFAULT_HOLD_SECS: i64 = 300;
 /// What this area holds about a person: their bookings (contact, notes, cancellation reason,
 /// metadata). An erasure keeps the booking (the slot stays taken or history stays true) and
 /// removes the person and every free text from it.
-pub const PRIVACY: &[crate::gdpr::Rule] = {
-    use crate::gdpr::{Erase, Find, Rule};
+pub const PRIVACY: &[crate::privacy::Rule] = {
+    use crate::privacy::{Erase, Find, Rule};
     &[
         Rule {
             kind: crate::keys::BOOKING,
@@ -382,4 +382,9 @@ pub fn booking_sk(id: &str) -> String {
 }
 pub fn hold_sk(id: &str) -> String {
     keys::BOOKING_HOLD.sk(&[id])
+}
+
+/// A resource's or a customer's IANA time zone, by name.
+pub fn tz(name: &str) -> Option<shared::zone::Zone> {
+    shared::zone::Zone::named(name)
 }

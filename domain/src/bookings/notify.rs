@@ -67,7 +67,7 @@ async fn send(
     let cid =
         <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(&b.contact_id).ok_or_else(|| ApiError::internal("contact id"))?;
     let (contact, _) = crate::contacts::load(app, ws, &cid).await?;
-    let tz = super::ops::tz(&res.timezone).unwrap_or_else(shared::zone::Zone::utc);
+    let tz = super::tz(&res.timezone).unwrap_or_else(shared::zone::Zone::utc);
     let local = |t: &str| {
         DateTime::parse_from_rfc3339(t)
             .map(|d| d.with_timezone(&tz).format("%A %e %B %Y, %H:%M %Z").to_string())

@@ -14,10 +14,6 @@ use std::collections::{BTreeMap, HashMap};
 
 type Now = DateTime<Utc>;
 
-pub fn tz(name: &str) -> Option<Zone> {
-    Zone::named(name)
-}
-
 fn check_capacity(errs: &mut Errors, c: u32) {
     if !(1..=MAX_CAPACITY).contains(&c) {
         errs.add("capacity", format!("must be 1 to {MAX_CAPACITY}"));
@@ -253,36 +249,17 @@ async fn held_cells(app: &App, ws: &str, res: &str, first: &str, last: &str) -> 
     let prefix = keys::BOOKING_CELL.sk_prefix(&[res]);
     let (lo, hi) = (format!("{prefix}{first}"), format!("{prefix}{last}#~"));
     let mut out: HashMap<String, Vec<Held>> = HashMap::new();
-    let mut start = None;
-    loop {
-        let r = app
-            .db
-            .client
-            .query()
-            .table_name(&app.db.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-            .expression_attribute_values(":pk", s(ws_pk(ws)))
-            .expression_attribute_values(":lo", s(&lo))
-            .expression_attribute_values(":hi", s(&hi))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(st::ddb_error)?;
-        for item in r.items.unwrap_or_default() {
-            let Some(sk) = st::get_str(&item, "sk") else { continue };
-            let rest = &sk[prefix.len()..];
-            let Some((cell, unit)) = rest.split_once('#') else { continue };
-            out.entry(cell.to_string()).or_default().push(Held {
-                unit: unit.parse().unwrap_or(0),
-                holder: st::get_str(&item, "holder").unwrap_or_default().into(),
-                expires_at: st::get_i64(&item, "expires_at"),
-            });
-        }
-        start = r.last_evaluated_key;
-        if start.is_none() {
-            return Ok(out);
-        }
+    for item in app.db.query_between(&ws_pk(ws), &lo, &hi, true, None).await? {
+        let Some(sk) = st::get_str(&item, "sk") else { continue };
+        let rest = &sk[prefix.len()..];
+        let Some((cell, unit)) = rest.split_once('#') else { continue };
+        out.entry(cell.to_string()).or_default().push(Held {
+            unit: unit.parse().unwrap_or(0),
+            holder: st::get_str(&item, "holder").unwrap_or_default().into(),
+            expires_at: st::get_i64(&item, "expires_at"),
+        });
     }
+    Ok(out)
 }
 
 fn live(h: &Held, now: i64) -> bool {
@@ -508,24 +485,12 @@ pub async fn of_contact(
 ) -> ApiResult<(Vec<Booking>, Option<String>)> {
     let prefix = keys::CONTACT_BOOKING.sk_prefix(&[contact_id]);
     let bound = format!("{prefix}{from}");
-    let mut q = app
-        .db
-        .client
-        .query()
-        .table_name(&app.db.table)
-        .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-        .expression_attribute_values(":pk", s(ws_pk(ws)))
-        .scan_index_forward(upcoming)
-        .limit(limit as i32 + 1)
-        .consistent_read(true);
     let (lo, hi) = if upcoming {
         (after.clone().unwrap_or(bound.clone()), format!("{prefix}\u{10ffff}"))
     } else {
         (prefix.clone(), after.clone().unwrap_or(bound.clone()))
     };
-    q = q.expression_attribute_values(":lo", s(lo)).expression_attribute_values(":hi", s(hi));
-    let out = q.send().await.map_err(st::ddb_error)?;
-    let mut links: Vec<Item> = out.items.unwrap_or_default();
+    let mut links: Vec<Item> = app.db.query_between(&ws_pk(ws), &lo, &hi, upcoming, Some(limit + 1)).await?;
     // BETWEEN is inclusive: a cursor names the last item shown.
     links.retain(|l| after.as_deref() != st::get_str(l, "sk"));
     let more = links.len() > limit;

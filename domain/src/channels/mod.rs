@@ -19,7 +19,7 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-shared::prefixed_id!(ChannelId, "ch", "channel");
+pub use crate::posts::ChannelId;
 
 pub const MAX_CHANNELS: i64 = 50;
 
@@ -297,6 +297,49 @@ pub fn connect_error(e: NetError) -> ApiError {
 }
 
 // ---------- the effects: where the workspace's posts go ----------
+
+/// Check each variant of a post against its channel: the channel is one of the workspace's and
+/// active, and the text fits its limit (`variants[i].content` names the one that does
+/// not). `channels` are the workspace's channels the post names, as loaded.
+pub fn check_post(post: &crate::posts::Post, channels: &[Channel]) -> ApiResult<()> {
+    let mut errs = shared::validate::Errors::new();
+    for (i, v) in post.variants.iter().enumerate() {
+        let Some(ch) = channels.iter().find(|c| c.id == v.channel_id) else {
+            errs.add(format!("channel_ids[{i}]"), "no such channel in this workspace");
+            continue;
+        };
+        if ch.state != ChannelState::Active {
+            errs.add(format!("channel_ids[{i}]"), "the channel is not active (verify or reconnect it)");
+            continue;
+        }
+        let images = post.media_for(v).len();
+        // The variant is what does not fit, whether its text is its own or the post's.
+        if images > ch.limits.max_media as usize {
+            errs.add(
+                format!("variants[{i}].media"),
+                format!("{images} images; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_media),
+            );
+        }
+        let len = text_length(ch.kind, &post.text_for(v));
+        if len > ch.limits.max_characters as usize {
+            // The variant is what does not fit, whether its text is its own or the post's.
+            errs.add(
+                format!("variants[{i}].content"),
+                format!("{len} characters; this channel ({}) takes at most {}", ch.masked_identity, ch.limits.max_characters),
+            );
+        }
+    }
+    errs.finish()
+}
+
+/// The channels a post names, read in one batch.
+pub async fn of_post(app: &App, ws: &str, post: &crate::posts::Post) -> ApiResult<Vec<Channel>> {
+    let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), sk(c))).collect();
+    if keys.is_empty() {
+        return Ok(vec![]);
+    }
+    app.db.batch_get(&keys).await?.into_iter().map(shared::store::from_item).collect()
+}
 
 use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
 use shared::events::Event;

@@ -1,33 +1,10 @@
 //! What every network adapter provides (one module per network: `bluesky`, `mastodon`,
 //! `webhook`), and the error categories publishing records.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use shared::outbound::Client;
-use utoipa::ToSchema;
 
-/// Why a publish (or a connect) failed, as the API reports it.
-#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCategory {
-    /// The credentials were refused: the channel needs reconnecting.
-    AuthExpired,
-    /// The content breaks the network's rules (length, media).
-    UserContent,
-    RateLimited,
-    /// The network refused the post for another reason.
-    PlatformRejected,
-    /// The network answered 5xx.
-    PlatformError,
-    /// Timeout, refused connection, DNS, blocked address.
-    Network,
-}
-
-impl ErrorCategory {
-    /// Worth trying again later.
-    pub fn retryable(self) -> bool {
-        matches!(self, Self::RateLimited | Self::PlatformError | Self::Network)
-    }
-}
+pub use crate::posts::ErrorCategory;
 
 #[derive(Debug, Clone)]
 pub struct NetError {

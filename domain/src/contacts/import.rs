@@ -239,7 +239,7 @@ shared::prefixed_id!(ImportId, "imp", "import");
 
 /// Erasure: the chunk keeps its other rows; the subject's are dropped (a row names the subject
 /// when any of its values contains the address or the contact id).
-pub async fn erase_rows(app: &App, _ws: &str, item: Item, subject: &crate::gdpr::Subject) -> ApiResult<()> {
+pub async fn erase_rows(app: &App, _ws: &str, item: Item, subject: &crate::privacy::Subject) -> ApiResult<()> {
     let Some(raw) = store::get_str(&item, "rows") else { return Ok(()) };
     let rows: Vec<Row> = serde_json::from_str(raw).map_err(ApiError::internal)?;
     let needles: Vec<String> = subject.needles().iter().map(|n| n.to_lowercase()).collect();
@@ -333,42 +333,34 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
 }
 
 async fn save_progress(app: &App, ws: &str, id: &str, chunk: usize, rows: u64, c: Counts) -> ApiResult<()> {
-    let res = app
-        .db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(job_sk(id)))
-        .update_expression(
+    app.db
+        .update(
+            ws_pk(ws),
+            job_sk(id),
             "SET next_chunk = :next, #status = :processing, updated_at = :now, #p = #p + :rows, #c = #c + :c, \
              #u = #u + :u, #s = #s + :s, #f = #f + :f",
         )
-        .condition_expression("next_chunk = :chunk")
+        // Another run saved this chunk first when this fails: its counts stand.
+        .when("next_chunk = :chunk")
         // Several of these names are DynamoDB reserved words.
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_names("#p", "processed")
-        .expression_attribute_names("#c", "created")
-        .expression_attribute_names("#u", "updated")
-        .expression_attribute_names("#s", "skipped")
-        .expression_attribute_names("#f", "failed")
-        .expression_attribute_values(":next", n(chunk as i64 + 1))
-        .expression_attribute_values(":chunk", n(chunk as i64))
-        .expression_attribute_values(":processing", s("processing"))
-        .expression_attribute_values(":now", s(shared::ids::now_rfc3339()))
-        .expression_attribute_values(":rows", n(rows as i64))
-        .expression_attribute_values(":c", n(c.created as i64))
-        .expression_attribute_values(":u", n(c.updated as i64))
-        .expression_attribute_values(":s", n(c.skipped as i64))
-        .expression_attribute_values(":f", n(c.failed as i64))
-        .send()
-        .await;
-    match res {
-        Ok(_) => Ok(()),
-        // Another run saved this chunk first: its counts stand.
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
-        Err(e) => Err(store::ddb_error(e)),
-    }
+        .name("#status", "status")
+        .name("#p", "processed")
+        .name("#c", "created")
+        .name("#u", "updated")
+        .name("#s", "skipped")
+        .name("#f", "failed")
+        .value(":next", n(chunk as i64 + 1))
+        .value(":chunk", n(chunk as i64))
+        .value(":processing", s("processing"))
+        .value(":now", s(shared::ids::now_rfc3339()))
+        .value(":rows", n(rows as i64))
+        .value(":c", n(c.created as i64))
+        .value(":u", n(c.updated as i64))
+        .value(":s", n(c.skipped as i64))
+        .value(":f", n(c.failed as i64))
+        .apply()
+        .await?;
+    Ok(())
 }
 
 async fn finish(app: &App, ws: &str, job: &ImportJob, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
@@ -452,10 +444,10 @@ async fn process_chunk(app: &App, ws: &str, job: &ImportJob, rows: &[Row]) -> Ap
     }
     // An erased address is not re-created by an import (one batch read of tombstones).
     let emails: Vec<&str> = built.iter().map(|(_, c, _)| c.email.as_str()).collect();
-    let erased = crate::gdpr::erased(app, ws, &emails).await?;
+    let erased = crate::privacy::erased(app, ws, &emails).await?;
     for (row, c, data) in built {
         if erased.contains(&c.email) {
-            errors.push(RowError { row, field: Some("email".into()), message: crate::gdpr::ERASED_MESSAGE.into() });
+            errors.push(RowError { row, field: Some("email".into()), message: crate::privacy::ERASED_MESSAGE.into() });
             counts.failed += 1;
         } else if first_row_of.contains_key(&c.email) {
             plan.push(Planned::Existing(data, c.email));

@@ -44,7 +44,7 @@ pub struct CreateContact {
     #[serde(default)]
     pub resubscribe: bool,
     #[serde(default)]
-    pub consent: Option<crate::gdpr::consents::ConsentEvidence>,
+    pub consent: Option<crate::contacts::consents::ConsentEvidence>,
 }
 
 impl CreateContact {
@@ -82,13 +82,13 @@ impl CreateContact {
 /// Commit a create, retrying transactions that collided with a concurrent one; a taken email
 /// is 409 with the holder's id. An erased address is 409 unless `resubscribe` carries new
 /// consent: then the transaction also records it and lifts the tombstone.
-pub async fn commit_create(app: &App, ws: &str, c: &Contact, resubscribe: Option<&crate::gdpr::consents::Consent>) -> ApiResult<()> {
-    let tomb = crate::gdpr::tombstone_sk(app, ws, &c.email).await?;
+pub async fn commit_create(app: &App, ws: &str, c: &Contact, resubscribe: Option<&crate::contacts::consents::Consent>) -> ApiResult<()> {
+    let tomb = crate::privacy::tombstone_sk(app, ws, &c.email).await?;
     for attempt in 0..=CONFLICT_RETRIES {
         let tx = match resubscribe {
             None => Tx::new().check(shared::store::ws_pk(ws), tomb.clone(), "attribute_not_exists(pk)"),
             Some(consent) => {
-                let (item, ev) = crate::gdpr::consents::writes(ws, consent)?;
+                let (item, ev) = crate::contacts::consents::writes(ws, consent)?;
                 Tx::new().delete_if(shared::store::ws_pk(ws), tomb.clone(), "", vec![]).put(item).event(ev)
             }
         };
@@ -96,7 +96,7 @@ pub async fn commit_create(app: &App, ws: &str, c: &Contact, resubscribe: Option
         match model::create_tx(ws, c, tx)?.commit(app).await {
             Ok(()) => return Ok(()),
             Err(TxError::Condition(0)) if resubscribe.is_none() => {
-                return Err(ApiError::conflict(crate::gdpr::ERASED_MESSAGE).with_details(vec![shared::error::ErrorDetail::field(
+                return Err(ApiError::conflict(crate::privacy::ERASED_MESSAGE).with_details(vec![shared::error::ErrorDetail::field(
                     "email",
                     "was erased; send \"resubscribe\": true with \"consent\" to create it again",
                 )]));
@@ -120,7 +120,7 @@ pub async fn commit_create(app: &App, ws: &str, c: &Contact, resubscribe: Option
 /// mail): the tombstone is lifted in the same transaction, with no consent recorded, so the
 /// caller creates it unsubscribed from marketing. Nothing links it to the erased contact.
 pub async fn commit_return(app: &App, ws: &str, c: &Contact) -> ApiResult<()> {
-    let tomb = crate::gdpr::tombstone_sk(app, ws, &c.email).await?;
+    let tomb = crate::privacy::tombstone_sk(app, ws, &c.email).await?;
     let tx = Tx::new().delete_if(shared::store::ws_pk(ws), tomb, "", vec![]);
     let claim = tx.len();
     match model::create_tx(ws, c, tx)?.commit(app).await {

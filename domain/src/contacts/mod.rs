@@ -11,6 +11,7 @@
 //! - `ACT#<contact id>#<activity id>`: the contact's timeline (this area's changes, notes, and
 //!   other areas' changes that reference the contact, via [`activity`]).
 
+pub mod consents;
 pub mod csv;
 pub mod import;
 mod input;
@@ -31,8 +32,8 @@ shared::prefixed_id!(ContactId, "ct", "contact");
 
 /// What this area holds about a person (see `gdpr`): the contact, its claim, search entries
 /// and timeline (notes included), and the rows and errors of imports that named the address.
-pub const PRIVACY: &[crate::gdpr::Rule] = {
-    use crate::gdpr::{Erase, Find, Rule};
+pub const PRIVACY: &[crate::privacy::Rule] = {
+    use crate::privacy::{Erase, Find, Rule};
     &[
         Rule {
             kind: keys::CONTACT,
@@ -520,6 +521,37 @@ pub fn status_str(s: ContactStatus) -> String {
 
 pub fn email_status_str(s: EmailStatus) -> String {
     enum_str(s)
+}
+
+// A contact as the subject of a GDPR request (`privacy::Subject` is below this area; what makes
+// one from a contact is the contacts area's).
+impl crate::privacy::Subject {
+    /// A contact as a subject: their address, id, search terms, phone and name (no history:
+    /// see `gdpr::subject_of`).
+    pub fn of(c: &Contact) -> Self {
+        let name = [c.first_name.as_deref(), c.last_name.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        crate::privacy::Subject {
+            terms: search_terms(c),
+            email: c.email.clone(),
+            contact_id: Some(c.id.clone()),
+            phones: c.phone.iter().cloned().collect(),
+            names: (!name.trim().is_empty()).then_some(name).into_iter().collect(),
+            former_emails: vec![],
+        }
+    }
+
+    /// Leave out the former addresses another contact holds now (one BatchGetItem of their
+    /// claims): they are that contact's.
+    pub async fn drop_others_addresses(&mut self, app: &App, ws: &str) -> ApiResult<()> {
+        if self.former_emails.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&str> = self.former_emails.iter().map(String::as_str).collect();
+        let owners = email_owners(app, ws, &refs).await?;
+        let me = self.contact_id.clone();
+        self.former_emails.retain(|e| owners.get(e).is_none_or(|o| Some(o) == me.as_ref()));
+        Ok(())
+    }
 }
 
 #[cfg(test)]

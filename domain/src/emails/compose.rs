@@ -267,7 +267,7 @@ pub async fn recipients_of(app: &App, ws: &str, ids: Vec<String>, addrs: Vec<Str
     // Erased addresses are suppressed by their tombstones, and an address that bounced or
     // complained before it was erased by its hashed suppression (it may have come back with
     // new consent since), both read in the same batch.
-    let hashes = if addrs.is_empty() || !erased { Default::default() } else { crate::gdpr::address_hashes(app, ws, &addrs).await? };
+    let hashes = if addrs.is_empty() || !erased { Default::default() } else { crate::privacy::address_hashes(app, ws, &addrs).await? };
     let mut hashed: HashMap<String, (&String, &str)> = HashMap::new();
     for (h, addr) in &hashes {
         hashed.insert(crate::keys::TOMBSTONE.sk(&[h]), (addr, "erased"));

@@ -29,8 +29,8 @@ shared::prefixed_id!(EmailBatchId, "eb", "email batch");
 
 /// What this area holds about a person: emails to (or naming) the address with their bodies,
 /// batches whose errors name it, and its suppression entry.
-pub const PRIVACY: &[crate::gdpr::Rule] = {
-    use crate::gdpr::{Erase, Find, Rule};
+pub const PRIVACY: &[crate::privacy::Rule] = {
+    use crate::privacy::{Erase, Find, Rule};
     &[
         Rule {
             kind: keys::EMAIL,
@@ -68,7 +68,7 @@ pub const ERASED_SUBJECT: &str = "[erased]";
 /// diagnostic gone (they may name the person: "Welcome, Ada"); the contact link removed. What
 /// stays is what names no one: status, timestamps, attempts, tags, the template used. The
 /// bodies go with their own rule. An email being sent right now is retried by the job's next run.
-async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::gdpr::Subject) -> ApiResult<()> {
+async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::privacy::Subject) -> ApiResult<()> {
     use shared::outbox::Tx;
     let version = store::get_i64(&item, "version").unwrap_or(0);
     let claimed = store::get_i64(&item, "claim_until").is_some_and(|t| t > chrono::Utc::now().timestamp());

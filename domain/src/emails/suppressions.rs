@@ -77,7 +77,7 @@ pub fn from_items(items: &[Item]) -> HashMap<String, String> {
 pub async fn hash_entry(app: &App, ws: &str, item: Item) -> ApiResult<()> {
     let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
     let Some(address) = address_of(&sk) else { return Ok(()) };
-    let hash = crate::gdpr::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, address);
+    let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, address);
     let reason = store::get_str(&item, "reason").unwrap_or("bounced");
     let hashed = Record::new(
         ws_pk(ws),

@@ -7,10 +7,11 @@
 //! after each one, and a run that dies is finished by the queue's next delivery. The subject
 //! itself is kept sealed on the job only while it runs.
 
+use super::Cursor;
 use super::jobs::{JobError, JobKind, JobStatus};
-use super::{Cursor, Subject};
 use crate::effects::{Authority, EraseSubject};
 use crate::keys;
+use crate::privacy::Subject;
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::outbox::Tx;
@@ -48,23 +49,39 @@ fn aad(ws: &str, id: &str) -> String {
 }
 
 /// The effect `EraseSubject` by a workspace credential: the audit record (with the sealed
-/// subject) and the queued job. A customer erases themselves through `crate::portal::erase_self`,
-/// which asks for the code sent to their address first.
+/// subject) and the queued job. A customer erases themselves through [`erase_self`], which
+/// asks for the code sent to their address first.
 pub async fn start(auth: &Authority<EraseSubject>, app: &App, ws: &str, subject: &Subject, reason: &str) -> ApiResult<Erasure> {
     if auth.customer().is_some() {
-        return Err(ApiError::internal("a customer's erasure goes through portal::erase_self"));
+        return Err(ApiError::internal("a customer's erasure goes through gdpr::erasure::erase_self"));
     }
     begin(app, ws, subject, reason, auth.by(), auth.tx(&[])?).await
 }
 
+/// The effect `EraseSubject` by the customer: the code from their inbox, spent once
+/// (`portal::spend_erasure_code`), then the erasure as `POST /gdpr/erasures` starts it.
+pub async fn erase_self(
+    auth: &Authority<EraseSubject>,
+    app: &App,
+    ws: &str,
+    session_token: &str,
+    contact: &crate::contacts::Contact,
+    code: &str,
+) -> ApiResult<Erasure> {
+    crate::portal::spend_erasure_code(auth, app, session_token, contact, code).await?;
+    let subject = super::subject_of(app, ws, contact).await?;
+    begin(app, ws, &subject, "requested by the customer in the portal, confirmed by a code sent to their address", auth.by(), auth.tx(&[])?)
+        .await
+}
+
 /// `tx`: the authority's guard on the objects the person approved (`Authority::guard`).
-pub(crate) async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_by: &str, tx: Tx) -> ApiResult<Erasure> {
+async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_by: &str, tx: Tx) -> ApiResult<Erasure> {
     let secret = app.platform_secret().await?;
     let e = Erasure {
         id: shared::ids::new_id("ge"),
         object: "gdpr_erasure".into(),
         status: JobStatus::Pending,
-        subject_hash: super::tombstone_hash(&secret.tombstone_key, ws, &subject.email),
+        subject_hash: crate::privacy::tombstone_hash(&secret.tombstone_key, ws, &subject.email),
         reason: reason.into(),
         requested_by: requested_by.into(),
         counts: BTreeMap::new(),
@@ -108,7 +125,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
     // First, so that nothing re-creates any of their addresses meanwhile.
     let mut tombs = vec![];
     for email in subject.emails() {
-        let tomb = super::tombstone_sk(app, ws, email).await?;
+        let tomb = crate::privacy::tombstone_sk(app, ws, email).await?;
         let body = serde_json::json!({"object": "erasure_tombstone", "erasure_id": id, "created_at": e.created_at});
         tombs.push(Record::new(ws_pk(ws), tomb, &body)?.item);
     }
@@ -152,19 +169,13 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
 
 async fn save(app: &App, ws: &str, id: &str, next: usize, counts: &BTreeMap<String, u64>) -> ApiResult<()> {
     app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(sk(id)))
-        .update_expression("SET next_rule = :next, counts = :c, stalled = :zero")
-        .condition_expression("attribute_exists(pk)")
-        .expression_attribute_values(":next", n(next as i64))
-        .expression_attribute_values(":zero", n(0))
-        .expression_attribute_values(":c", aws_sdk_dynamodb::types::AttributeValue::M(store::to_item(counts)?))
-        .send()
-        .await
-        .map_err(store::ddb_error)?;
+        .update(ws_pk(ws), sk(id), "SET next_rule = :next, counts = :c, stalled = :zero")
+        .when("attribute_exists(pk)")
+        .value(":next", n(next as i64))
+        .value(":zero", n(0))
+        .value(":c", aws_sdk_dynamodb::types::AttributeValue::M(store::to_item(counts)?))
+        .required()
+        .await?;
     Ok(())
 }
 

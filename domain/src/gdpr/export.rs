@@ -296,23 +296,17 @@ fn flat_progress(p: &BTreeMap<String, BTreeMap<String, u64>>) -> BTreeMap<String
 async fn save(app: &App, ws: &str, id: &str, run: i64, r: &Resume) -> ApiResult<()> {
     let progress = store::to_item(&flat_progress(&r.progress))?;
     app.db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(sk(id)))
-        .update_expression("SET #resume = :r, progress = :p, stalled = :zero")
-        .condition_expression("#status = :running AND runs = :run")
-        .expression_attribute_names("#resume", "resume")
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_values(":r", s(serde_json::to_string(r).expect("serializes")))
-        .expression_attribute_values(":p", aws_sdk_dynamodb::types::AttributeValue::M(progress))
-        .expression_attribute_values(":running", s("running"))
-        .expression_attribute_values(":run", n(run))
-        .expression_attribute_values(":zero", n(0))
-        .send()
-        .await
-        .map_err(store::ddb_error)?;
+        .update(ws_pk(ws), sk(id), "SET #resume = :r, progress = :p, stalled = :zero")
+        .when("#status = :running AND runs = :run")
+        .name("#resume", "resume")
+        .name("#status", "status")
+        .value(":r", s(serde_json::to_string(r).expect("serializes")))
+        .value(":p", aws_sdk_dynamodb::types::AttributeValue::M(progress))
+        .value(":running", s("running"))
+        .value(":run", n(run))
+        .value(":zero", n(0))
+        .required()
+        .await?;
     Ok(())
 }
 
@@ -367,7 +361,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
         };
         let items = match &src.rule {
             Some(rule) => with_companions(app, rule, items).await?,
-            None => items.into_iter().map(super::exported).collect(),
+            None => items.into_iter().map(crate::privacy::exported).collect(),
         };
         for v in &items {
             if r.in_source > 0 {
@@ -453,11 +447,11 @@ async fn with_companions(app: &App, rule: &Rule, items: Vec<Item>) -> ApiResult<
     let children: Vec<Rule> = super::children_of(rule).into_iter().filter(|c| c.export).collect();
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let mut v = super::exported(item.clone());
+        let mut v = crate::privacy::exported(item.clone());
         for child in &children {
             let keys = super::companion_keys(child, &item);
             let found = if keys.is_empty() { vec![] } else { app.db.batch_get(&keys).await? };
-            v[kind_key(&child.kind)] = serde_json::Value::Array(found.into_iter().map(super::exported).collect());
+            v[kind_key(&child.kind)] = serde_json::Value::Array(found.into_iter().map(crate::privacy::exported).collect());
         }
         out.push(v);
     }

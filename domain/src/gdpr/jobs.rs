@@ -3,7 +3,6 @@
 //! [`MAX_RUNS`] runs without progress a job is failed (and its message then goes).
 
 use serde::{Deserialize, Serialize};
-use shared::sqs::{BatchResponse, SqsEvent};
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
@@ -60,23 +59,17 @@ pub async fn begin_run(app: &App, ws: &str, sk: &str) -> ApiResult<(i64, i64)> {
     use shared::store::{self, n, s};
     let out = app
         .db
-        .client
-        .update_item()
-        .table_name(&app.db.table)
-        .key("pk", s(store::ws_pk(ws)))
-        .key("sk", s(sk))
-        .update_expression("SET #status = :running, started_at = if_not_exists(started_at, :now) ADD runs :one, stalled :one")
-        .condition_expression("#status IN (:pending, :running)")
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_values(":running", s("running"))
-        .expression_attribute_values(":pending", s("pending"))
-        .expression_attribute_values(":now", s(shared::ids::now_rfc3339()))
-        .expression_attribute_values(":one", n(1))
-        .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
-        .send()
-        .await
-        .map_err(store::ddb_error)?;
-    let get = |k: &str| out.attributes().and_then(|a| store::get_i64(a, k)).unwrap_or(1);
+        .update(store::ws_pk(ws), sk, "SET #status = :running, started_at = if_not_exists(started_at, :now) ADD runs :one, stalled :one")
+        .when("#status IN (:pending, :running)")
+        .name("#status", "status")
+        .value(":running", s("running"))
+        .value(":pending", s("pending"))
+        .value(":now", s(shared::ids::now_rfc3339()))
+        .value(":one", n(1))
+        .returning(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
+        .required()
+        .await?;
+    let get = |k: &str| store::get_i64(&out, k).unwrap_or(1);
     Ok((get("runs"), get("stalled")))
 }
 
@@ -87,25 +80,4 @@ pub async fn enqueue(app: &App, kind: JobKind, ws: &str, id: &str) -> ApiResult<
         tracing::error!(job = id, error = %e, "GDPR job not queued");
         ApiError::unavailable("the GDPR job queue is unavailable; retry")
     })
-}
-
-/// The worker's Lambda handler: a job that stops on an error keeps its message, and the next
-/// delivery resumes it.
-pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
-    let mut kept = vec![];
-    for m in &ev.records {
-        let Ok(msg) = serde_json::from_str::<JobMessage>(shared::sqs::body(m)) else {
-            tracing::error!(message_id = %shared::sqs::id(m), "not a GDPR job message; dropped");
-            continue;
-        };
-        let res = match msg.kind {
-            JobKind::Export => super::export::run(app, &msg.workspace_id, &msg.id).await,
-            JobKind::Erasure => super::erasure::run(app, &msg.workspace_id, &msg.id).await,
-        };
-        if let Err(e) = res {
-            tracing::warn!(job = %msg.id, error = %e, "GDPR job interrupted; it resumes on the next delivery");
-            kept.push(shared::sqs::id(m));
-        }
-    }
-    shared::sqs::keep(kept)
 }

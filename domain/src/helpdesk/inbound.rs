@@ -484,8 +484,8 @@ async fn link_files(app: &App, ws: &str, inc: &Incoming) -> ApiResult<()> {
 /// (hashed) still holds. Otherwise the conversation has no contact.
 async fn contact_for_sender(app: &App, ws: &str, from: &str, name: Option<&str>, may_return: bool) -> ApiResult<Option<Contact>> {
     match contact_for(app, ws, None, Some(from), name).await {
-        Err(e) if e.message == crate::gdpr::ERASED_MESSAGE && !may_return => Ok(None),
-        Err(e) if e.message == crate::gdpr::ERASED_MESSAGE => {
+        Err(e) if e.message == crate::privacy::ERASED_MESSAGE && !may_return => Ok(None),
+        Err(e) if e.message == crate::privacy::ERASED_MESSAGE => {
             let c = new_contact(from, name)?;
             let c = Contact { email_status: contacts::EmailStatus::Unsubscribed, ..c };
             match contacts::commit_return(app, ws, &c).await {

@@ -19,8 +19,8 @@ pub mod snooze;
 use crate::contacts::{self, Contact, ContactId};
 use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
-use crate::gdpr::{Erase, Find, Rule};
 use crate::keys;
+use crate::privacy::{Erase, Find, Rule};
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::ids::PrefixedId;
@@ -399,7 +399,7 @@ pub fn check_size(m: &Message) -> ApiResult<()> {
 
 /// An erased subject's conversation goes with its messages (they are found by their own rule
 /// when they name the subject; this removes the rest of the thread, which is about them).
-async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::gdpr::Subject) -> ApiResult<()> {
+async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
     // The reply-address look-up leads here: it goes first (its key is derived, never stored).
     if let Ok(c) = store::from_item::<Conversation>(item.clone()) {

@@ -225,25 +225,23 @@ pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Scan, i64)
 pub async fn take_host_slot(app: &App, host: &str, scan_id: &str) -> ApiResult<Option<usize>> {
     let now = shared::ids::now_ms();
     for slot in 0..SLOTS_PER_HOST {
-        let res = app
+        let item = Item::from([
+            ("pk".to_string(), s(keys::SCAN_HOST_SLOT.pk(&[host]))),
+            ("sk".to_string(), s(keys::SCAN_HOST_SLOT.sk(&[&slot.to_string()]))),
+            ("scan_id".to_string(), s(scan_id)),
+            ("lease_until".to_string(), n(now + SLOT_LEASE_MS)),
+            ("expires_at".to_string(), n((now + SLOT_LEASE_MS) / 1000 + 60)),
+        ]);
+        let taken = app
             .db
-            .client
-            .put_item()
-            .table_name(&app.db.table)
-            .item("pk", s(keys::SCAN_HOST_SLOT.pk(&[host])))
-            .item("sk", s(keys::SCAN_HOST_SLOT.sk(&[&slot.to_string()])))
-            .item("scan_id", s(scan_id))
-            .item("lease_until", n(now + SLOT_LEASE_MS))
-            .item("expires_at", n((now + SLOT_LEASE_MS) / 1000 + 60))
-            .condition_expression("attribute_not_exists(pk) OR lease_until < :now OR scan_id = :me")
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":me", s(scan_id))
-            .send()
-            .await;
-        match res {
-            Ok(_) => return Ok(Some(slot)),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => continue,
-            Err(e) => return Err(shared::store::ddb_error(e)),
+            .put(item)
+            .when("attribute_not_exists(pk) OR lease_until < :now OR scan_id = :me")
+            .value(":now", n(now))
+            .value(":me", s(scan_id))
+            .apply()
+            .await?;
+        if taken.is_some() {
+            return Ok(Some(slot));
         }
     }
     Ok(None)
@@ -253,19 +251,12 @@ pub async fn take_host_slot(app: &App, host: &str, scan_id: &str) -> ApiResult<O
 pub async fn release_host_slot(app: &App, host: &str, slot: usize, scan_id: &str) {
     let res = app
         .db
-        .client
-        .delete_item()
-        .table_name(&app.db.table)
-        .key("pk", s(keys::SCAN_HOST_SLOT.pk(&[host])))
-        .key("sk", s(keys::SCAN_HOST_SLOT.sk(&[&slot.to_string()])))
-        .condition_expression("scan_id = :me")
-        .expression_attribute_values(":me", s(scan_id))
-        .send()
+        .delete_when(keys::SCAN_HOST_SLOT.pk(&[host]), keys::SCAN_HOST_SLOT.sk(&[&slot.to_string()]), "scan_id = :me")
+        .value(":me", s(scan_id))
+        .apply()
         .await;
-    if let Err(e) = res
-        && !e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
-    {
-        tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not release a scan host slot; its lease will end");
+    if let Err(e) = res {
+        tracing::warn!(error = %e.message, "could not release a scan host slot; its lease will end");
     }
 }
 

@@ -201,14 +201,15 @@ pub async fn availability(app: &App, req: Req) -> ApiResult<Reply> {
     let asked = q
         .timezone
         .as_deref()
-        .map(|t| ops::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo")))
+        .map(|t| domain::bookings::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo")))
         .transpose()?;
     let (svc, _) = ops::load_service(app, req.ws(), &sid)
         .await?
         .ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
     let resources = ops::resources_of(app, req.ws(), &svc).await?;
     // Dates are days of the asked zone, or of where the service happens.
-    let days_in = asked.clone().or_else(|| resources.first().and_then(|r| ops::tz(&r.timezone))).unwrap_or_else(shared::zone::Zone::utc);
+    let days_in =
+        asked.clone().or_else(|| resources.first().and_then(|r| domain::bookings::tz(&r.timezone))).unwrap_or_else(shared::zone::Zone::utc);
     let (from, to) = (ops::parse_bound("from", &q.from, &days_in, false)?, ops::parse_bound("to", &q.to, &days_in, true)?);
     if to <= from {
         return Err(ApiError::validation("to", "must be after from"));

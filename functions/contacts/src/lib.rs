@@ -57,7 +57,7 @@ pub async fn create_contact(app: &App, req: Req) -> ApiResult<Reply> {
         errs.add("consent", "only with resubscribe: true (record other consent at POST /gdpr/consents)");
     }
     errs.finish()?;
-    let subject = domain::gdpr::Subject::of(&c);
+    let subject = domain::privacy::Subject::of(&c);
     let consent = evidence.map(|e| e.consent(&subject, "marketing_email", true)).transpose()?;
     commit_create(app, req.ws(), &c, consent.as_ref()).await?;
     Ok(Reply::created(&c))

@@ -140,19 +140,20 @@ async fn give_up(d: &Dispatcher, ws: &str, x: &mut StoredDelivery, why: &str) ->
     Ok(())
 }
 
-fn endpoint_update(
+/// An update of an endpoint that still exists (one deleted meanwhile has no health to keep).
+async fn endpoint_update(
     d: &Dispatcher,
     ws: &str,
     endpoint_id: &str,
-) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
-    d.app
-        .db
-        .client
-        .update_item()
-        .table_name(&d.app.db.table)
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(model::endpoint_sk(endpoint_id)))
-        .expression_attribute_values(":one", n(1))
+    expression: &str,
+    values: Vec<(&str, AttributeValue)>,
+) -> ApiResult<()> {
+    let mut write =
+        d.app.db.update(ws_pk(ws), model::endpoint_sk(endpoint_id), expression).when("attribute_exists(pk)").value(":one", n(1));
+    for (k, v) in values {
+        write = write.value(k, v);
+    }
+    write.apply().await.map(|_| ())
 }
 
 /// Keep `failing_since` current and disable an endpoint that answered 410 or has failed for
@@ -162,12 +163,7 @@ async fn health(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, success: bool, go
     let now = chrono::Utc::now();
     if success {
         if e.failing_since.is_some() {
-            endpoint_update(d, ws, &e.id)
-                .update_expression("REMOVE failing_since SET version = version + :one")
-                .condition_expression("attribute_exists(pk)")
-                .send()
-                .await
-                .map_err(store::ddb_error)?;
+            endpoint_update(d, ws, &e.id, "REMOVE failing_since SET version = version + :one", vec![]).await?;
         }
         return Ok(());
     }
@@ -178,14 +174,14 @@ async fn health(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, success: bool, go
     }
     match failing_for {
         None => {
-            endpoint_update(d, ws, &e.id)
-                .update_expression("SET failing_since = :now, version = version + :one")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":now", s(shared::ids::format_time(now)))
-                .send()
-                .await
-                .map_err(store::ddb_error)?;
-            Ok(())
+            endpoint_update(
+                d,
+                ws,
+                &e.id,
+                "SET failing_since = :now, version = version + :one",
+                vec![(":now", s(shared::ids::format_time(now)))],
+            )
+            .await
         }
         Some(secs) if secs >= d.app.cfg.webhooks.disable_after_secs => disable(d, ws, ep, "failing").await,
         Some(_) => Ok(()),

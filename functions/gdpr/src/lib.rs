@@ -4,8 +4,8 @@
 //! GDPR worker; what each area exports and erases is declared in its domain module
 //! (`domain::gdpr::rules`).
 
+use domain::contacts::consents::{self, Consent, ConsentSource, ConsentState, PurposeState, RecordConsent};
 use domain::effects::{self as fx, Effect as _};
-use domain::gdpr::consents::{self, Consent, ConsentSource, ConsentState, PurposeState, RecordConsent};
 use domain::gdpr::erasure::{self, Erasure};
 use domain::gdpr::export::{self, ExportJob, ExportScope};
 use domain::gdpr::jobs::{JobError, JobStatus};
@@ -24,7 +24,7 @@ shared::area! {
         list_exports, get_export,
         create_erasure [needs = Scope::Admin, effects = &[fx::EraseSubject::INFO]], list_erasures, get_erasure,
     ],
-    schemas = [Consent, domain::gdpr::consents::PortalProof, ConsentSource, ConsentState, PurposeState, RecordConsent, SubjectRef, ExportJob, ExportScope, JobStatus, JobError,
+    schemas = [Consent, domain::contacts::consents::PortalProof, ConsentSource, ConsentState, PurposeState, RecordConsent, SubjectRef, ExportJob, ExportScope, JobStatus, JobError,
         CreateExport, Erasure, CreateErasure],
 }
 

@@ -11,10 +11,11 @@ use domain::bookings::{Booking, BookingId, CancelledBy};
 use domain::contacts::{self, Contact, ContactId};
 use domain::effects::{self as fx, Effect as _};
 use domain::emails::EmailStatus;
+use domain::gdpr::ExportId;
 use domain::gdpr::export::{self, ExportJob};
-use domain::gdpr::{ExportId, Subject};
 use domain::keys;
 use domain::portal::{self, PortalLink, PortalSession};
+use domain::privacy::Subject;
 use serde::{Deserialize, Serialize};
 use shared::ids::PrefixedId;
 use shared::validate::{Errors, Patch};
@@ -37,7 +38,7 @@ shared::area! {
         erase_me [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::EraseSubject::INFO]],
         logout [auth = Auth::PortalSession, class = Class::Portal],
     ],
-    schemas = [CreateSession, contacts::EmailChange, domain::gdpr::consents::PortalProof, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine,
+    schemas = [CreateSession, contacts::EmailChange, domain::contacts::consents::PortalProof, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine,
         portal::ErasureCode, EraseMe],
 }
 
@@ -123,7 +124,7 @@ pub struct Me {
 
 async fn me_view(app: &App, ws: &str, c: Contact) -> ApiResult<Me> {
     let subject = Subject::of(&c);
-    let state = domain::gdpr::consents::state(app, ws, &subject).await?;
+    let state = domain::contacts::consents::state(app, ws, &subject).await?;
     Ok(Me { object: "portal_me".into(), marketing_consent: state.purposes.get("marketing_email").map(|p| p.granted), contact: c })
 }
 
@@ -178,16 +179,16 @@ pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
     }
     if let (Some(granted), text, text_version) = consent {
         let subject = Subject::of(&c);
-        let evidence = domain::gdpr::consents::ConsentEvidence {
+        let evidence = domain::contacts::consents::ConsentEvidence {
             text_shown: text.unwrap_or_else(|| "Marketing emails: changed by the customer in the portal".into()),
             text_version: text_version.unwrap_or_else(|| "portal".into()),
-            source: Some(domain::gdpr::consents::ConsentSource::Portal),
+            source: Some(domain::contacts::consents::ConsentSource::Portal),
             ip_address: None,
             user_agent: req.headers.get("user-agent").and_then(|v| v.to_str().ok()).map(|s| s.chars().take(512).collect()),
         };
         let mut consent = evidence.consent(&subject, "marketing_email", granted)?;
         consent.proof = Some(domain::portal::proof(app, session_token(&req), &c).await?);
-        domain::gdpr::consents::record(app, ws, &consent).await?;
+        domain::contacts::consents::record(app, ws, &consent).await?;
     }
     let (c, _) = contact(app, &req).await?;
     Ok(Reply::ok(&me_view(app, ws, c).await?))
@@ -327,7 +328,7 @@ pub async fn erase_me(app: &App, req: Req) -> ApiResult<Reply> {
     }
     let (c, _) = contact(app, &req).await?;
     let auth = req.grant.authorize::<fx::EraseSubject>()?;
-    let e = portal::erase_self(&auth, app, req.ws(), session_token(&req), &c, &input.code).await?;
+    let e = domain::gdpr::erasure::erase_self(&auth, app, req.ws(), session_token(&req), &c, &input.code).await?;
     portal::revoke(app, session_token(&req)).await?;
     Ok(Reply::accepted(&e))
 }

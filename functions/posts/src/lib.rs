@@ -37,7 +37,7 @@ async fn check_channels(app: &App, ws: &str, post: &Post) -> ApiResult<()> {
     if post.channel_ids.is_empty() {
         return Ok(());
     }
-    post.check_channels(&channels_of(app, ws, post).await?)
+    domain::channels::check_post(post, &domain::channels::of_post(app, ws, post).await?)
 }
 
 /// Write a change and its event.

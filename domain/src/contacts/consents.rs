@@ -3,9 +3,9 @@
 //! Withdrawing `marketing_email` unsubscribes the address's contact in the same transaction (and
 //! granting it subscribes an unsubscribed one again); bounced and complained stay as they are.
 
-use super::{Erase, Find, Rule, Subject};
 use crate::contacts::{self, Contact, ContactId, EmailStatus};
 use crate::keys;
+use crate::privacy::{Erase, Find, Rule, Subject};
 use serde::{Deserialize, Serialize};
 use shared::events::Event;
 use shared::ids::PrefixedId;
@@ -32,7 +32,7 @@ pub const PRIVACY: &[Rule] = &[Rule {
 async fn hash_entry(app: &App, ws: &str, item: store::Item) -> ApiResult<()> {
     let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
     let mut c: Consent = store::from_item(item)?;
-    let hash = super::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, &c.email);
+    let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, &c.email);
     c.email = String::new();
     c.contact_id = None;
     c.ip_address = None;
@@ -268,7 +268,7 @@ pub async fn record(app: &App, ws: &str, consent: &Consent) -> ApiResult<()> {
 pub async fn state(app: &App, ws: &str, subject: &Subject) -> ApiResult<ConsentState> {
     let mut history: Vec<Consent> = vec![];
     // The address's own ledger, then what is left of it from before an erasure (hashed).
-    let hash = super::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, &subject.email);
+    let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, &subject.email);
     for (list, part) in [(keys::CONSENTS, subject.email.as_str()), (keys::ERASED_CONSENTS, hash.as_str())] {
         let mut after = None;
         loop {

@@ -1,0 +1,26 @@
+//! The GDPR worker's entry: each queued job runs its kind's code (`export`, `erasure`).
+
+use super::jobs::{JobKind, JobMessage};
+use shared::App;
+use shared::sqs::{BatchResponse, SqsEvent};
+
+/// The worker's Lambda handler: a job that stops on an error keeps its message, and the next
+/// delivery resumes it.
+pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
+    let mut kept = vec![];
+    for m in &ev.records {
+        let Ok(msg) = serde_json::from_str::<JobMessage>(shared::sqs::body(m)) else {
+            tracing::error!(message_id = %shared::sqs::id(m), "not a GDPR job message; dropped");
+            continue;
+        };
+        let res = match msg.kind {
+            JobKind::Export => super::export::run(app, &msg.workspace_id, &msg.id).await,
+            JobKind::Erasure => super::erasure::run(app, &msg.workspace_id, &msg.id).await,
+        };
+        if let Err(e) = res {
+            tracing::warn!(job = %msg.id, error = %e, "GDPR job interrupted; it resumes on the next delivery");
+            kept.push(shared::sqs::id(m));
+        }
+    }
+    shared::sqs::keep(kept)
+}
