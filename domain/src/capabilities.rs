@@ -81,6 +81,7 @@ pub enum ConfirmationStatus {
 #[schema(as = CapabilityConfirmation)]
 pub struct Confirmation {
     /// `cc_...`
+    #[schema(pattern = "^cc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `capability_confirmation`.
     pub object: String,
@@ -98,11 +99,15 @@ pub struct Confirmation {
     /// The subject of the credential that minted the confirmation.
     pub confirmed_by: String,
     /// The API key that may use it.
+    #[schema(pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub api_key_id: String,
     pub status: ConfirmationStatus,
+    #[schema(format = DateTime)]
     pub created_at: String,
     /// The token's end of life.
+    #[schema(format = DateTime)]
     pub expires_at: String,
+    #[schema(format = DateTime)]
     pub used_at: Option<String>,
     /// The `Request-Id` of the request that used it.
     pub used_by_request_id: Option<String>,
@@ -136,16 +141,12 @@ pub struct Bound {
 /// transaction that uses it).
 pub const MAX_BOUND: usize = 25;
 
-pub fn sk(id: &str) -> String {
-    CAPABILITY_CONFIRMATION.sk(&[id])
-}
-
 /// The stored item: the object's fields, with the token's expiry in ms and state for the
 /// pipeline's condition, the token's hash, and the audit's TTL in `expires_at`.
 pub fn item(ws: &str, c: &Confirmation, bound: &[(Bound, String)], token_hash: &str, token_expires_ms: i64) -> Item {
     let mut item = Item::from([
         ("pk".into(), s(ws_pk(ws))),
-        ("sk".into(), s(sk(&c.id))),
+        ("sk".into(), s(CAPABILITY_CONFIRMATION.sk(&[&c.id]))),
         ("id".into(), s(&c.id)),
         ("capability".into(), s(&c.capability)),
         ("method".into(), s(&c.method)),
@@ -186,23 +187,23 @@ pub async fn bind(
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> ApiResult<Vec<(Bound, String)>> {
-    use crate::{bookings, channels, contacts, emails, helpdesk, posts, webhooks};
+    use crate::{bookings, contacts, emails, helpdesk, webhooks};
     let mut out = Bindings { app, ws, bound: vec![] };
     let id = path.split('/').nth(pattern.split('/').position(|p| p == "{id}").unwrap_or(usize::MAX)).unwrap_or_default();
     let contact = |item: &Item| text(item, "contact_id");
     match pattern.split('/').nth(1).unwrap_or_default() {
         _ if id.is_empty() => {}
         "posts" => {
-            out.add("post", id, posts::sk(id), |i| text(i, "content")).await?;
+            out.add("post", id, crate::keys::POST.sk(&[id]), |i| text(i, "content")).await?;
         }
         "webhooks" => {
             out.add("webhook_endpoint", id, webhooks::endpoint_sk(id), |i| text(i, "url")).await?;
         }
         "channels" => {
-            out.add("channel", id, channels::sk(id), |i| text(i, "name")).await?;
+            out.add("channel", id, crate::keys::CHANNEL.sk(&[id]), |i| text(i, "name")).await?;
         }
         "emails" if pattern.starts_with("/emails/domains/") => {
-            out.add("sending_domain", id, emails::domains::sk(id), |i| text(i, "name")).await?;
+            out.add("sending_domain", id, crate::keys::SENDING_DOMAIN.sk(&[id]), |i| text(i, "name")).await?;
         }
         "bookings" => {
             // The notice goes to the booking's contact, from the service's sender, in its
@@ -245,7 +246,7 @@ pub async fn bind(
         if let Some(slug) = e.get("template_slug").and_then(|c| c.as_str()).filter(|s| emails::templates::valid_slug(s)) {
             let vars = e.get("variables").and_then(|v| v.as_object()).cloned().unwrap_or_default();
             let locale = e.get("locale").and_then(|v| v.as_str()).map(String::from);
-            out.add("email_template", slug, emails::templates::sk(slug), move |i| {
+            out.add("email_template", slug, crate::keys::EMAIL_TEMPLATE.sk(&[slug]), move |i| {
                 shared::store::from_item::<emails::templates::Template>(i.clone())
                     .map(|t| emails::templates::render(&emails::templates::pick(&t, locale.as_deref()).1.subject, &vars, false))
                     .unwrap_or_default()
@@ -271,7 +272,7 @@ impl Bindings<'_> {
     async fn booking_service(&mut self, service: &str) -> ApiResult<()> {
         self.add("service", service, crate::bookings::service_sk(service), |i| text(i, "name")).await?;
         for slug in ["booking_confirmation", "booking_reminder"] {
-            self.add("email_template", slug, crate::emails::templates::sk(slug), |i| text(i, "subject")).await?;
+            self.add("email_template", slug, crate::keys::EMAIL_TEMPLATE.sk(&[slug]), |i| text(i, "subject")).await?;
         }
         Ok(())
     }
@@ -331,7 +332,8 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
 
 /// Load one confirmation of the workspace.
 pub async fn load(app: &shared::App, ws: &str, id: &ConfirmationId) -> ApiResult<Confirmation> {
-    let item = app.db.get(&ws_pk(ws), &sk(id)).await?.ok_or_else(|| ApiError::not_found("capability confirmation"))?;
+    let item =
+        app.db.get(&ws_pk(ws), &CAPABILITY_CONFIRMATION.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("capability confirmation"))?;
     from_item(&item)
 }
 

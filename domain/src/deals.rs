@@ -48,6 +48,7 @@ impl DealStatus {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Deal {
     /// `deal_...`
+    #[schema(pattern = "^deal_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `deal`.
     pub object: String,
@@ -59,26 +60,28 @@ pub struct Deal {
     pub stage: String,
     pub status: DealStatus,
     /// `ct_...`; null when unlinked (also when the contact was deleted).
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
     /// `YYYY-MM-DD`.
     pub expected_close_date: Option<String>,
     /// Required when lost.
     pub lost_reason: Option<String>,
     /// Set when the deal is won or lost, cleared when reopened.
+    #[schema(format = DateTime)]
     pub closed_at: Option<String>,
     /// The last time a closed deal was reopened.
+    #[schema(format = DateTime)]
     pub reopened_at: Option<String>,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
-pub fn sk(id: &str) -> String {
-    keys::DEAL.sk(&[id])
-}
-
 pub fn record(ws: &str, d: &Deal) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), sk(&d.id), d)?.gsi1(keys::DEAL.gsi1_pk(&[ws, d.status.as_str()]), keys::DEAL.gsi1_sk(&[&d.id]));
+    let mut rec = Record::new(ws_pk(ws), keys::DEAL.sk(&[&d.id]), d)?
+        .gsi1(keys::DEAL.gsi1_pk(&[ws, d.status.as_str()]), keys::DEAL.gsi1_sk(&[&d.id]));
     if let Some(c) = &d.contact_id {
         rec = rec.gsi2(keys::DEAL.gsi2_pk(&[ws, c]), keys::DEAL.gsi2_sk(&[&d.id]));
     }
@@ -135,7 +138,7 @@ pub struct UpdateDeal {
     pub status: Patch<DealStatus>,
     /// `null` unlinks.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]

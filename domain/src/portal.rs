@@ -70,9 +70,12 @@ pub struct PortalLink {
     pub token: Option<String>,
     /// `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
     pub url: Option<String>,
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: String,
     /// `email`: the email that carries the link.
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<String>,
+    #[schema(format = DateTime)]
     pub expires_at: String,
 }
 
@@ -82,6 +85,7 @@ pub struct PortalSession {
     pub object: String,
     /// Send as `X-Portal-Session`; valid 1 hour from its last use, 8 hours at most.
     pub session_token: String,
+    #[schema(format = DateTime)]
     pub expires_at: String,
     pub contact: Contact,
 }
@@ -231,7 +235,9 @@ pub struct ErasureCode {
     /// Always `portal_erasure_code`.
     pub object: String,
     /// The email that carries the code.
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: String,
+    #[schema(format = DateTime)]
     pub expires_at: String,
 }
 

@@ -96,6 +96,7 @@ pub struct VariantError {
 /// The post as one channel gets it, and how publishing it went.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Variant {
+    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_id: String,
     /// This channel's text instead of the post's `content`.
     #[serde(default)]
@@ -114,6 +115,7 @@ pub struct Variant {
     pub remote_id: Option<String>,
     pub permalink: Option<String>,
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub published_at: Option<String>,
     pub error: Option<VariantError>,
 }
@@ -156,12 +158,14 @@ pub struct VariantInput {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Post {
     /// `post_...`
+    #[schema(pattern = "^post_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `post`.
     pub object: String,
     pub status: PostStatus,
     pub content: String,
     /// `ch_...` ids of the channels to publish to.
+    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_ids: Vec<String>,
     /// Images to attach (each channel fetches and uploads them when it publishes).
     #[serde(default)]
@@ -170,22 +174,22 @@ pub struct Post {
     #[serde(default)]
     pub language: Option<String>,
     /// When the post is (to be) published, RFC 3339 UTC.
+    #[schema(format = DateTime)]
     pub scheduled_at: Option<String>,
     /// One per channel, with that channel's publishing state.
     pub variants: Vec<Variant>,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
+    #[schema(format = DateTime)]
     pub published_at: Option<String>,
 }
 
-pub fn sk(id: &str) -> String {
-    keys::POST.sk(&[id])
-}
-
 pub fn record(ws: &str, post: &Post) -> ApiResult<Record> {
-    let mut rec =
-        Record::new(ws_pk(ws), sk(&post.id), post)?.gsi1(keys::POST.gsi1_pk(&[ws, post.status.as_str()]), keys::POST.gsi1_sk(&[&post.id]));
+    let mut rec = Record::new(ws_pk(ws), keys::POST.sk(&[&post.id]), post)?
+        .gsi1(keys::POST.gsi1_pk(&[ws, post.status.as_str()]), keys::POST.gsi1_sk(&[&post.id]));
     // Due while scheduled, and while publishing, so the tick hands a post whose publisher died
     // to another one.
     if matches!(post.status, PostStatus::Scheduled | PostStatus::Publishing)
@@ -293,7 +297,7 @@ pub async fn detach_channel(app: &shared::App, ws: &str, channel_id: &str) -> Ap
                 let key = shared::store::get_str(&item, "id").map(String::from);
                 let Some(id) = key else { continue };
                 for _ in 0..3 {
-                    let Some((post, version)) = app.db.get_object::<Post>(ws, &sk(&id)).await? else { break };
+                    let Some((post, version)) = app.db.get_object::<Post>(ws, &keys::POST.sk(&[&id])).await? else { break };
                     let mut p = post.clone();
                     p.channel_ids.retain(|c| c != channel_id);
                     p.variants.retain(|v| v.channel_id != channel_id);
@@ -398,6 +402,7 @@ pub struct CreatePost {
     #[schema(min_length = 1, max_length = 10000, pattern = "\\S")]
     pub content: String,
     #[serde(default)]
+    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_ids: Vec<String>,
     #[serde(default)]
     pub media: Vec<Media>,
@@ -407,6 +412,7 @@ pub struct CreatePost {
     pub language: Option<String>,
     /// Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`.
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub scheduled_at: Option<String>,
     /// Per-channel texts, for channels among `channel_ids`.
     #[serde(default)]
@@ -422,7 +428,7 @@ pub struct UpdatePost {
     #[schema(value_type = Option<String>)]
     pub content: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<String>>, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_ids: Patch<Vec<String>>,
     #[serde(default)]
     #[schema(value_type = Option<Vec<Media>>)]
@@ -433,7 +439,7 @@ pub struct UpdatePost {
     pub language: Patch<String>,
     /// `null` clears it (not allowed while scheduled).
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub scheduled_at: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
@@ -448,6 +454,7 @@ pub struct UpdatePost {
 pub struct SchedulePost {
     /// Overrides the post's `scheduled_at`; one of the two must be set and in the future.
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub scheduled_at: Option<String>,
 }
 

@@ -129,7 +129,7 @@ impl Publisher {
     /// Publish what is due of one post. `Some(delay)`: come back then (a variant waits).
     pub async fn run(&self, ws: &str, post_id: &str) -> ApiResult<Option<i64>> {
         let app = &self.app;
-        let Some((mut post, version)) = app.db.get_object::<Post>(ws, &posts::sk(post_id)).await? else { return Ok(None) };
+        let Some((mut post, version)) = app.db.get_object::<Post>(ws, &crate::keys::POST.sk(&[post_id])).await? else { return Ok(None) };
         let now = chrono::Utc::now();
         match post.status {
             PostStatus::Scheduled => {
@@ -154,7 +154,7 @@ impl Publisher {
             _ => return Ok(None),
         }
         // The channels with their sealed credentials, in one read for every variant.
-        let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), channels::sk(c))).collect();
+        let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), crate::keys::CHANNEL.sk(&[c]))).collect();
         let channels: Vec<StoredChannel> =
             app.db.batch_get(&keys).await?.into_iter().map(StoredChannel::from_item).collect::<ApiResult<_>>()?;
         let steps = futures_util::future::join_all(
@@ -333,7 +333,7 @@ impl Publisher {
     async fn record(&self, ws: &str, post_id: &str, done: Vec<Variant>, finished: bool) -> ApiResult<()> {
         let app = &self.app;
         for _ in 0..5 {
-            let Some((mut post, version)) = app.db.get_object::<Post>(ws, &posts::sk(post_id)).await? else { return Ok(()) };
+            let Some((mut post, version)) = app.db.get_object::<Post>(ws, &crate::keys::POST.sk(&[post_id])).await? else { return Ok(()) };
             if post.status != PostStatus::Publishing {
                 return Ok(());
             }
@@ -415,7 +415,7 @@ pub async fn save_unpublished(app: &App, ws: &str, change: &posts::Change, versi
 /// publishing it now, or editing what a scheduled post will publish); the tick or the queue
 /// message sent here (when it is due now) publishes it.
 pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
-    let sk = posts::sk(&change.post.id);
+    let sk = crate::keys::POST.sk(&[&change.post.id]);
     write(app, ws, change, version, auth.tx(&[(&sk, version)])?).await?;
     let due = change.post.scheduled_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
     if due.is_some_and(|t| t.timestamp() <= chrono::Utc::now().timestamp()) {
@@ -450,7 +450,7 @@ pub async fn retry_variant(
     p.variants[i].error = None;
     p.status = PostStatus::Publishing;
     p.updated_at = shared::ids::now_rfc3339();
-    let sk = posts::sk(&p.id);
+    let sk = crate::keys::POST.sk(&[&p.id]);
     auth.tx(&[(&sk, version)])?
         .replace(posts::record(ws, &p)?, version)
         .delete_if(ws_pk(ws), variant_sk(&p.id, channel_id), "", vec![])

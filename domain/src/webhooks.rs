@@ -58,6 +58,7 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Endpoint {
     /// `wh_...`
+    #[schema(pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `webhook_endpoint`.
     pub object: String,
@@ -72,7 +73,9 @@ pub struct Endpoint {
     /// Start of the current run of failed attempts.
     pub failing_since: Option<String>,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
@@ -198,18 +201,24 @@ pub struct Attempt {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Delivery {
     /// `whd_...`
+    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `webhook_delivery`.
     pub object: String,
+    #[schema(pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub endpoint_id: String,
+    #[schema(pattern = "^evt_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub event_id: String,
     pub event_type: String,
     pub status: DeliveryStatus,
     /// Attempts so far (the most recent 20 are listed in `attempts`).
     pub attempt_count: u32,
     pub attempts: Vec<Attempt>,
+    #[schema(format = DateTime)]
     pub next_attempt_at: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 

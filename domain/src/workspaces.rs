@@ -16,6 +16,7 @@ pub const WORKSPACE_SK: &str = keys::WORKSPACE.table.sk;
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Workspace {
     /// `ws_...`
+    #[schema(pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `workspace`.
     pub object: String,
@@ -32,13 +33,16 @@ pub struct Workspace {
     #[serde(default)]
     pub portal_origins: Vec<String>,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ApiKey {
     /// `key_...`
+    #[schema(pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `api_key`.
     pub object: String,
@@ -55,8 +59,11 @@ pub struct ApiKey {
     /// created with.
     #[serde(default)]
     pub created_by: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub last_used_at: Option<String>,
+    #[schema(format = DateTime)]
     pub revoked_at: Option<String>,
     /// The full key: present only in the response that created it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -71,7 +78,9 @@ pub struct Member {
     pub subject: String,
     /// owner, admin, member or viewer.
     pub role: String,
+    #[schema(pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub workspace_id: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 

@@ -229,7 +229,7 @@ async fn expired_foreign_and_other_key_tokens_are_refused() {
     let (id, token) = mint_with(&s, "webhooks.create", "POST", "/webhooks", "exp-1", body, json!({"expires_in": 60})).await;
     let app = h.app().await;
     app.db
-        .update(shared::store::ws_pk(&s.ws), domain::capabilities::sk(&id), "SET token_expires_ms = :past")
+        .update(shared::store::ws_pk(&s.ws), domain::keys::CAPABILITY_CONFIRMATION.sk(&[&id]), "SET token_expires_ms = :past")
         .value(":past", shared::store::n(shared::ids::now_ms() - 1_000))
         .required()
         .await

@@ -140,7 +140,7 @@ async fn a_subject_export_holds_every_area_about_them_and_nothing_of_anyone_else
     // After its 7 days the job mints no link (S3's lifecycle rule deletes the object then).
     let app = h.app().await;
     app.db
-        .update(shared::store::ws_pk(&ws), domain::gdpr::export::sk(job["id"].as_str().unwrap()), "SET expires_at = :past")
+        .update(shared::store::ws_pk(&ws), domain::keys::EXPORT_JOB.sk(&[job["id"].as_str().unwrap()]), "SET expires_at = :past")
         .value(":past", shared::store::s("2020-01-01T00:00:00Z"))
         .required()
         .await
@@ -546,7 +546,7 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     // it awaits, as a killed process stops) once it has saved a part more than the last one,
     // so every death lands between uploads however fast the machine is; then a run to the end.
     let parts = || async {
-        let item = app.db.get(&shared::store::ws_pk(&ws), &domain::gdpr::export::sk(&job.id)).await.unwrap().unwrap_or_default();
+        let item = app.db.get(&shared::store::ws_pk(&ws), &domain::keys::EXPORT_JOB.sk(&[&job.id])).await.unwrap().unwrap_or_default();
         let resume: Value = shared::store::get_str(&item, "resume").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
         resume["parts"].as_array().map_or(0, Vec::len)
     };

@@ -185,6 +185,8 @@ impl Gen {
             return camel(hint);
         }
         match schema.get("type").and_then(|t| t.as_str()) {
+            // Times are typed (RFC 3339 in the contract, `format: date-time`).
+            Some("string") if schema.get("format").and_then(|f| f.as_str()) == Some("date-time") => "chrono::DateTime<chrono::Utc>".into(),
             Some("string") => "String".into(),
             Some("integer") => "i64".into(),
             Some("number") => "f64".into(),

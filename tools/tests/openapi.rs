@@ -54,3 +54,58 @@ fn no_two_areas_name_different_schemas_alike() {
         }
     }
 }
+
+/// Every time in the contract says so (`format: date-time`), and the opening hours' days are the
+/// closed set of weekdays: generated clients get typed values, not free strings.
+#[test]
+fn every_timestamp_is_a_date_time_and_weekdays_are_a_closed_set() {
+    let doc: serde_json::Value = serde_json::to_value(tools::openapi_doc()).expect("contract");
+    let mut missing = vec![];
+    for (name, schema) in doc["components"]["schemas"].as_object().expect("schemas") {
+        for (prop, v) in schema["properties"].as_object().into_iter().flatten() {
+            let time = prop.ends_with("_at") || (name != "Interval" && ["start", "end"].contains(&prop.as_str()));
+            if time && v["format"] != "date-time" {
+                missing.push(format!("{name}.{prop}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "times without format: date-time: {missing:?}");
+    let hours = &doc["components"]["schemas"]["OpeningHours"];
+    assert_eq!(hours["additionalProperties"], false, "{hours}");
+    let days: Vec<&String> = hours["properties"].as_object().expect("days").keys().collect();
+    assert_eq!(days.len(), 7, "{days:?}");
+}
+
+/// Every id of ours has its pattern (`<prefix>_<ULID>`) in the contract; what is left out is
+/// someone else's identifier or any object's.
+#[test]
+fn every_id_of_ours_has_its_pattern() {
+    // Identifiers made elsewhere (SES, a network, a Message-ID header, a scan rule, a request id)
+    // or naming any kind of object.
+    const OTHERS: &[&str] = &[
+        "HelpdeskAttachment.content_id",
+        "HelpdeskDeliveryUpdate.message_id",
+        "Message.message_id",
+        "Email.provider_message_id",
+        "Variant.remote_id",
+        "ErrorBody.request_id",
+        "CapabilityConfirmation.used_by_request_id",
+        "ScanFinding.rule_id",
+        "ConsentPortalProof.session_id",
+        "CapabilityConfirmationBound.id",
+        "Deleted.id",
+    ];
+    let doc: serde_json::Value = serde_json::to_value(tools::openapi_doc()).expect("contract");
+    let mut missing = vec![];
+    for (name, schema) in doc["components"]["schemas"].as_object().expect("schemas") {
+        for (prop, v) in schema["properties"].as_object().into_iter().flatten() {
+            let id = prop == "id" || prop.ends_with("_id") || prop.ends_with("_ids");
+            let pattern = v.get("pattern").or_else(|| v["items"].get("pattern"));
+            let key = format!("{name}.{prop}");
+            if id && pattern.is_none() && !OTHERS.contains(&key.as_str()) {
+                missing.push(key);
+            }
+        }
+    }
+    assert!(missing.is_empty(), "ids without their pattern: {missing:?}");
+}

@@ -5,10 +5,10 @@ use crate::{Client, Page, Result};
 use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Activity {
     pub contact_id: String,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub data: serde_json::Map<String, serde_json::Value>,
     /// `act_...`
     pub id: String,
@@ -30,9 +30,9 @@ pub struct AddMessage {
     pub r#type: MessageType,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiKey {
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// Who made it: `key:<key id>` or an OAuth subject; absent for the key a workspace is
     /// created with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -40,7 +40,7 @@ pub struct ApiKey {
     /// `key_...`
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_used_at: Option<String>,
+    pub last_used_at: Option<chrono::DateTime<chrono::Utc>>,
     pub name: String,
     /// Always `api_key`.
     pub object: String,
@@ -52,7 +52,7 @@ pub struct ApiKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires_confirmation: Option<RequiresConfirmation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<String>,
+    pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
     pub scopes: Vec<Scope>,
     /// The full key: present only in the response that created it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,14 +122,14 @@ pub struct Booking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancelled_at: Option<String>,
+    pub cancelled_at: Option<chrono::DateTime<chrono::Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_by: Option<CancelledBy>,
     /// Empty once an erasure has removed the person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<String>,
-    pub created_at: String,
-    pub end: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub end: chrono::DateTime<chrono::Utc>,
     /// `bk_...`
     pub id: String,
     /// Empty once an erasure has removed the person (it may name them).
@@ -149,9 +149,9 @@ pub struct Booking {
     pub resource_id: String,
     pub service_id: String,
     /// RFC 3339 UTC.
-    pub start: String,
+    pub start: chrono::DateTime<chrono::Utc>,
     pub status: BookingStatus,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -229,9 +229,9 @@ pub struct CapabilityConfirmation {
     pub confirmation_token: Option<String>,
     /// The subject of the credential that minted the confirmation.
     pub confirmed_by: String,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// The token's end of life.
-    pub expires_at: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
     /// `cc_...`
     pub id: String,
     pub idempotency_key: String,
@@ -244,7 +244,7 @@ pub struct CapabilityConfirmation {
     pub preview_summary: String,
     pub status: ConfirmationStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub used_at: Option<String>,
+    pub used_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The `Request-Id` of the request that used it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used_by_request_id: Option<String>,
@@ -286,13 +286,13 @@ pub enum Category {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Channel {
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// `ch_...`
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_verified_at: Option<String>,
+    pub last_verified_at: Option<chrono::DateTime<chrono::Utc>>,
     pub limits: Limits,
     /// Who posts appear as, e.g. `@ada.bsky.social`; credentials are never shown.
     pub masked_identity: String,
@@ -306,7 +306,7 @@ pub struct Channel {
     pub secret: Option<String>,
     pub state: ChannelState,
     pub r#type: ChannelType,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -354,7 +354,7 @@ pub enum ConfirmationStatus {
 pub struct Consent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<String>,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub email: String,
     /// True for an event of an address that was erased since: the ledger keeps it hashed,
     /// without the contact, IP or user agent, and shows it to whoever asks by the address.
@@ -436,7 +436,7 @@ pub struct ConsentState {
 pub struct Contact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub company: Option<String>,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// Up to 50 keys with string, number, boolean or null values; 8 KiB in all.
     pub custom_fields: serde_json::Map<String, serde_json::Value>,
     /// Lower-cased; unique in the workspace.
@@ -460,7 +460,7 @@ pub struct Contact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phone: Option<String>,
     pub status: ContactStatus,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Who changed a contact's address, and when.
@@ -536,10 +536,10 @@ pub struct Conversation {
     /// authentication (`unverified`): its From address is not attributed to anyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<String>,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// `conv_...`
     pub id: String,
-    pub last_message_at: String,
+    pub last_message_at: chrono::DateTime<chrono::Utc>,
     /// The address the customer writes to, at a verified sending domain of the workspace.
     pub mailbox: String,
     pub message_count: i64,
@@ -556,7 +556,7 @@ pub struct Conversation {
     /// person checks it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unverified: Option<bool>,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -585,7 +585,7 @@ pub struct CreateApiKey {
     pub scopes: Option<Vec<Scope>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateBooking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact: Option<ContactInput>,
@@ -604,7 +604,7 @@ pub struct CreateBooking {
     pub resource_id: Option<String>,
     pub service_id: String,
     /// A slot start from `GET /bookings/availability` (RFC 3339).
-    pub start: String,
+    pub start: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -752,7 +752,7 @@ pub struct CreateExport {
     pub subject: Option<SubjectRef>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateHold {
     /// How long the hold lasts: 5 to 1800 seconds, default 300.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -760,7 +760,7 @@ pub struct CreateHold {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_id: Option<String>,
     pub service_id: String,
-    pub start: String,
+    pub start: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -800,7 +800,7 @@ pub struct CreatePost {
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
     /// Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_at: Option<String>,
+    pub scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Per-channel texts, for channels among `channel_ids`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variants: Option<Vec<VariantInput>>,
@@ -874,11 +874,11 @@ pub type CredentialsInput = serde_json::Value;
 pub struct Deal {
     /// Set when the deal is won or lost, cleared when reopened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub closed_at: Option<String>,
+    pub closed_at: Option<chrono::DateTime<chrono::Utc>>,
     /// `ct_...`; null when unlinked (also when the contact was deleted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<String>,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// ISO 4217, e.g. `EUR`.
     pub currency: String,
     /// `YYYY-MM-DD`.
@@ -894,11 +894,11 @@ pub struct Deal {
     pub object: String,
     /// The last time a closed deal was reopened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reopened_at: Option<String>,
+    pub reopened_at: Option<chrono::DateTime<chrono::Utc>>,
     pub stage: String,
     pub status: DealStatus,
     pub title: String,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
     /// In minor units of `currency` (cents for EUR), 0 or more.
     pub value: i64,
 }
@@ -942,18 +942,18 @@ pub struct Delivery {
     /// Attempts so far (the most recent 20 are listed in `attempts`).
     pub attempt_count: i64,
     pub attempts: Vec<Attempt>,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub endpoint_id: String,
     pub event_id: String,
     pub event_type: String,
     /// `whd_...`
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_attempt_at: Option<String>,
+    pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Always `webhook_delivery`.
     pub object: String,
     pub status: DeliveryStatus,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1002,7 +1002,7 @@ pub struct Email {
     pub cc: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<String>,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<SendError>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1025,7 +1025,7 @@ pub struct Email {
     pub provider_message_id: Option<String>,
     pub reply_to: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_at: Option<String>,
+    pub scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
     pub status: EmailStatus,
     pub subject: String,
     pub suppressed_recipients: Vec<SuppressedRecipient>,
@@ -1041,12 +1041,12 @@ pub struct Email {
     pub to: Vec<String>,
     /// Transactional emails still go to unsubscribed contacts (never to bounced or complained).
     pub transactional: bool,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EmailBatch {
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// The accepted emails, in request order.
     pub emails: Vec<BatchEntry>,
     /// The rejected ones (permissive only).
@@ -1083,9 +1083,9 @@ pub enum EmailStatus {
     Other,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Endpoint {
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Why the platform disabled it (`gone`: the receiver answered 410; `failing`: failed
@@ -1103,7 +1103,7 @@ pub struct Endpoint {
     pub metadata: std::collections::BTreeMap<String, String>,
     /// Always `webhook_endpoint`.
     pub object: String,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
     pub url: String,
 }
 
@@ -1114,7 +1114,7 @@ pub struct EndpointWithSecret {
     pub base: Endpoint,
     /// Until when the previous secret keeps signing alongside (rotate-secret only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_secret_expires_at: Option<String>,
+    pub previous_secret_expires_at: Option<chrono::DateTime<chrono::Utc>>,
     /// `whsec_...`: shown once; store it to verify signatures.
     pub secret: String,
 }
@@ -1128,10 +1128,10 @@ pub struct EraseMe {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Erasure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<String>,
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Items erased or anonymised, per area.
     pub counts: std::collections::BTreeMap<String, i64>,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<JobError>,
     /// `ge_...`
@@ -1141,7 +1141,7 @@ pub struct Erasure {
     pub reason: String,
     pub requested_by: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
     pub status: JobStatus,
     /// HMAC-SHA256 of the address, keyed per workspace (the tombstone's value): lets an auditor
     /// who knows the address confirm it was erased, and names no one otherwise.
@@ -1149,11 +1149,11 @@ pub struct Erasure {
 }
 
 /// What `POST /portal/me/erasure/code` answers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErasureCode {
     /// The email that carries the code.
     pub email_id: String,
-    pub expires_at: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
     /// Always `portal_erasure_code`.
     pub object: String,
 }
@@ -1256,18 +1256,18 @@ pub struct Exchange {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExportJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<String>,
-    pub created_at: String,
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// A presigned link valid 1 hour, minted on every read of a completed, unexpired export.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub download_url: Option<String>,
     /// The legal deadline: received + 30 days.
-    pub due_at: String,
+    pub due_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<JobError>,
     /// Until when the document can be downloaded (completed + 7 days); S3 deletes it then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<String>,
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
     /// `gx_...`
     pub id: String,
     /// Always `gdpr_export`.
@@ -1281,7 +1281,7 @@ pub struct ExportJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
     pub status: JobStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<SubjectRef>,
@@ -1409,26 +1409,26 @@ pub struct HelpdeskTruncation {
     pub text_bytes: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hold {
-    pub created_at: String,
-    pub end: String,
-    pub expires_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub end: chrono::DateTime<chrono::Utc>,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
     /// `hold_...`
     pub id: String,
     /// Always `booking_hold`.
     pub object: String,
     pub resource_id: String,
     pub service_id: String,
-    pub start: String,
+    pub start: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ImportJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<String>,
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
     pub created: i64,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Rows with invalid fields; see `/errors`.
@@ -1445,7 +1445,7 @@ pub struct ImportJob {
     /// Rows in the import.
     pub total: i64,
     pub updated: i64,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1526,9 +1526,9 @@ pub struct Media {
     pub url: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Member {
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// Always `member`.
     pub object: String,
     /// owner, admin, member or viewer.
@@ -1555,7 +1555,7 @@ pub struct Message {
     pub body_html: Option<String>,
     pub body_text: String,
     pub conversation_id: String,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_status: Option<HelpdeskDeliveryStatus>,
     /// Replies only: the email that carries it (`GET /emails/{id}`).
@@ -1622,20 +1622,37 @@ pub enum OnConflict {
     Other,
 }
 
-/// Opening hours per weekday (`mon` .. `sun`), each day any number of local intervals.
-pub type OpeningHours = std::collections::BTreeMap<String, Vec<Interval>>;
+/// Opening hours per weekday (`mon` .. `sun`), each day any number of local intervals; a day
+/// left out is closed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct OpeningHours {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fri: Option<Vec<Interval>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mon: Option<Vec<Interval>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sat: Option<Vec<Interval>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sun: Option<Vec<Interval>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thu: Option<Vec<Interval>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tue: Option<Vec<Interval>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wed: Option<Vec<Interval>>,
+}
 
 /// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortalEmail {
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub from: String,
     pub id: String,
     /// Always `email`.
     pub object: String,
     pub status: EmailStatus,
     pub subject: String,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1645,7 +1662,7 @@ pub struct PortalLink {
     /// `email`: the email that carries the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email_id: Option<String>,
-    pub expires_at: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
     /// Always `portal_link`.
     pub object: String,
     /// `return`: the one-time login token, shown once, valid 15 minutes, exchanged once.
@@ -1672,7 +1689,7 @@ pub enum PortalLinkDelivery {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortalSession {
     pub contact: Contact,
-    pub expires_at: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
     /// Always `portal_session`.
     pub object: String,
     /// Send as `X-Portal-Session`; valid 1 hour from its last use, 8 hours at most.
@@ -1684,7 +1701,7 @@ pub struct Post {
     /// `ch_...` ids of the channels to publish to.
     pub channel_ids: Vec<String>,
     pub content: String,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// `post_...`
     pub id: String,
     /// ISO 639-1 language of the text (Mastodon `language`, Bluesky `langs`).
@@ -1697,12 +1714,12 @@ pub struct Post {
     /// Always `post`.
     pub object: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_at: Option<String>,
+    pub published_at: Option<chrono::DateTime<chrono::Utc>>,
     /// When the post is (to be) published, RFC 3339 UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_at: Option<String>,
+    pub scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
     pub status: PostStatus,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
     /// One per channel, with that channel's publishing state.
     pub variants: Vec<Variant>,
 }
@@ -1787,16 +1804,16 @@ pub struct RemoveSuppression {
 /// `requires_confirmation`): `true` every one, `false` none, or a list of capabilities.
 pub type RequiresConfirmation = serde_json::Value;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RescheduleBooking {
-    pub start: String,
+    pub start: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Resource {
     /// Bookings it can hold at once.
     pub capacity: i64,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub exceptions: Vec<Exception>,
     /// `res_...`
     pub id: String,
@@ -1807,7 +1824,7 @@ pub struct Resource {
     pub opening_hours: OpeningHours,
     /// IANA time zone of the opening hours, e.g. `Europe/Oslo`.
     pub timezone: String,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -1834,8 +1851,8 @@ pub struct Scan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub categories: Option<ScanCategories>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<String>,
-    pub created_at: String,
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ScanError>,
     /// Where the redirects ended.
@@ -1857,9 +1874,9 @@ pub struct Scan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scoring_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
     pub status: ScanStatus,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
     /// The URL asked for, normalised.
     pub url: String,
 }
@@ -1924,7 +1941,7 @@ pub enum ScanStatus {
 pub struct SchedulePost {
     /// Overrides the post's `scheduled_at`; one of the two must be set and in the future.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_at: Option<String>,
+    pub scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// What a credential may do. `read`: every GET. `write`: content (posts, contacts, deals,
@@ -1981,7 +1998,7 @@ pub struct SendEmail {
     pub reply_to: Option<Vec<String>>,
     /// Send later: in the future, at most 30 days ahead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_at: Option<String>,
+    pub scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Raw content: `subject` and `html` and/or `text` (not with `template_slug`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
@@ -2012,7 +2029,7 @@ pub struct SendError {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SendingDomain {
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// The records to publish in the domain's DNS for SES to verify it.
     pub dns_records: Vec<DnsRecord>,
     /// `dom_...`
@@ -2022,18 +2039,18 @@ pub struct SendingDomain {
     /// Always `email_domain`.
     pub object: String,
     pub status: DomainStatus,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verified_at: Option<String>,
+    pub verified_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Service {
     pub buffer_after_minutes: i64,
     pub buffer_before_minutes: i64,
     /// Customers cannot cancel later than this before the start.
     pub cancellation_window_minutes: i64,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub duration_minutes: i64,
     /// `svc_...`
     pub id: String,
@@ -2052,7 +2069,7 @@ pub struct Service {
     /// Any one of them can serve it.
     pub resource_ids: Vec<String>,
     pub slot_interval_minutes: i64,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -2111,11 +2128,11 @@ pub enum Severity {
 }
 
 /// `GET /bookings/availability`: free starts per local date of `timezone`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Slot {
     pub resource_ids: Vec<String>,
     /// RFC 3339 in the requested time zone.
-    pub start: String,
+    pub start: chrono::DateTime<chrono::Utc>,
 }
 
 /// Whom a GDPR request is about, as the API names them.
@@ -2139,11 +2156,11 @@ pub struct SuppressedRecipient {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Suppression {
     /// Lower-cased.
     pub address: String,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// The email whose feedback put it here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email_id: Option<String>,
@@ -2157,7 +2174,7 @@ pub struct Suppression {
 pub struct Template {
     #[serde(flatten)]
     pub base: Content,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// The locale of the base content; also the fallback when no variant matches.
     pub locale: String,
     pub metadata: std::collections::BTreeMap<String, String>,
@@ -2168,7 +2185,7 @@ pub struct Template {
     pub required_variables: Vec<String>,
     /// Unique in the workspace: lowercase letters, digits, `-` and `_`; used as the id.
     pub slug: String,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
     /// Content per locale (`de`, `de-AT`, ...). A send's `locale` picks the exact variant, then
     /// its language (`de` for `de-AT`), then the base content.
     pub variants: serde_json::Map<String, serde_json::Value>,
@@ -2304,7 +2321,7 @@ pub struct UpdatePost {
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
     /// `null` clears it (not allowed while scheduled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_at: Option<String>,
+    pub scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Per-channel texts to set (others keep theirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variants: Option<Vec<VariantInput>>,
@@ -2393,7 +2410,7 @@ pub struct Variant {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permalink: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_at: Option<String>,
+    pub published_at: Option<chrono::DateTime<chrono::Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2470,9 +2487,9 @@ pub struct WebhookChannelInput {
     pub url: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Workspace {
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     /// ISO 4217 code.
     pub default_currency: String,
     /// `ws_...`
@@ -2490,7 +2507,7 @@ pub struct Workspace {
     pub slug: String,
     /// IANA time zone, e.g. `Europe/Berlin`.
     pub timezone: String,
-    pub updated_at: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Every operation of the contract, by operationId.
@@ -3658,7 +3675,7 @@ pub struct ListImportErrorsQuery {
 pub struct ListContactsQuery {
     /// RFC 3339
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_after: Option<String>,
+    pub created_after: Option<chrono::DateTime<chrono::Utc>>,
     /// `next_cursor` of the previous page, unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -3745,7 +3762,7 @@ pub struct ListBookingsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
     /// Items per page, default 50.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<i64>,
@@ -3756,6 +3773,6 @@ pub struct ListBookingsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<BookingStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
+    pub to: Option<chrono::DateTime<chrono::Utc>>,
 }
 

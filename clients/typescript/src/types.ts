@@ -1512,6 +1512,7 @@ export interface components {
     schemas: {
         Activity: {
             contact_id: string;
+            /** Format: date-time */
             created_at: string;
             data: Record<string, never>;
             /** @description `act_...` */
@@ -1530,6 +1531,7 @@ export interface components {
             type: components["schemas"]["MessageType"];
         };
         ApiKey: {
+            /** Format: date-time */
             created_at: string;
             /**
              * @description Who made it: `key:<key id>` or an OAuth subject; absent for the key a workspace is
@@ -1538,6 +1540,7 @@ export interface components {
             created_by?: string | null;
             /** @description `key_...` */
             id: string;
+            /** Format: date-time */
             last_used_at?: string | null;
             name: string;
             /** @description Always `api_key`. */
@@ -1550,6 +1553,7 @@ export interface components {
              *     capabilities (`GET /capabilities`).
              */
             requires_confirmation?: components["schemas"]["RequiresConfirmation"];
+            /** Format: date-time */
             revoked_at?: string | null;
             scopes: components["schemas"]["Scope"][];
             /** @description The full key: present only in the response that created it. */
@@ -1609,11 +1613,14 @@ export interface components {
         };
         Booking: {
             cancel_reason?: string | null;
+            /** Format: date-time */
             cancelled_at?: string | null;
             cancelled_by?: components["schemas"]["CancelledBy"] | null;
             /** @description Empty once an erasure has removed the person. */
             contact_id?: string;
+            /** Format: date-time */
             created_at: string;
+            /** Format: date-time */
             end: string;
             /** @description `bk_...` */
             id: string;
@@ -1630,9 +1637,13 @@ export interface components {
             rescheduled_to?: string | null;
             resource_id: string;
             service_id: string;
-            /** @description RFC 3339 UTC. */
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC.
+             */
             start: string;
             status: components["schemas"]["BookingStatus"];
+            /** Format: date-time */
             updated_at: string;
         };
         /** @enum {string} */
@@ -1678,8 +1689,12 @@ export interface components {
             confirmation_token?: string | null;
             /** @description The subject of the credential that minted the confirmation. */
             confirmed_by: string;
+            /** Format: date-time */
             created_at: string;
-            /** @description The token's end of life. */
+            /**
+             * Format: date-time
+             * @description The token's end of life.
+             */
             expires_at: string;
             /** @description `cc_...` */
             id: string;
@@ -1692,6 +1707,7 @@ export interface components {
             /** @description What the person saw when approving. */
             preview_summary: string;
             status: components["schemas"]["ConfirmationStatus"];
+            /** Format: date-time */
             used_at?: string | null;
             /** @description The `Request-Id` of the request that used it. */
             used_by_request_id?: string | null;
@@ -1719,10 +1735,12 @@ export interface components {
         /** @enum {string} */
         Category: "security" | "seo" | "performance" | "ai_readiness" | "privacy" | "email";
         Channel: {
+            /** Format: date-time */
             created_at: string;
             /** @description `ch_...` */
             id: string;
             last_error?: string | null;
+            /** Format: date-time */
             last_verified_at?: string | null;
             limits: components["schemas"]["Limits"];
             /** @description Who posts appear as, e.g. `@ada.bsky.social`; credentials are never shown. */
@@ -1737,6 +1755,7 @@ export interface components {
             secret?: string | null;
             state: components["schemas"]["ChannelState"];
             type: components["schemas"]["ChannelType"];
+            /** Format: date-time */
             updated_at: string;
         };
         /** @enum {string} */
@@ -1747,6 +1766,7 @@ export interface components {
         ConfirmationStatus: "issued" | "used" | "expired";
         Consent: {
             contact_id?: string | null;
+            /** Format: date-time */
             created_at: string;
             email: string;
             /**
@@ -1805,6 +1825,7 @@ export interface components {
         };
         Contact: {
             company?: string | null;
+            /** Format: date-time */
             created_at: string;
             /** @description Up to 50 keys with string, number, boolean or null values; 8 KiB in all. */
             custom_fields: Record<string, never>;
@@ -1826,6 +1847,7 @@ export interface components {
             /** @description E.164, e.g. `+4930123456`. */
             phone?: string | null;
             status: components["schemas"]["ContactStatus"];
+            /** Format: date-time */
             updated_at: string;
         };
         /** @description Who changed a contact's address, and when. */
@@ -1867,9 +1889,11 @@ export interface components {
              *     authentication (`unverified`): its From address is not attributed to anyone.
              */
             contact_id?: string | null;
+            /** Format: date-time */
             created_at: string;
             /** @description `conv_...` */
             id: string;
+            /** Format: date-time */
             last_message_at: string;
             /** @description The address the customer writes to, at a verified sending domain of the workspace. */
             mailbox: string;
@@ -1888,6 +1912,7 @@ export interface components {
              *     person checks it.
              */
             unverified?: boolean;
+            /** Format: date-time */
             updated_at: string;
         };
         /** @enum {string} */
@@ -2086,7 +2111,10 @@ export interface components {
             metadata?: {
                 [key: string]: string;
             };
-            /** @description Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`. */
+            /**
+             * Format: date-time
+             * @description Planned publication time; the post stays a draft until `POST /posts/{id}/schedule`.
+             */
             scheduled_at?: string | null;
             /** @description Per-channel texts, for channels among `channel_ids`. */
             variants?: components["schemas"]["VariantInput"][];
@@ -2284,10 +2312,14 @@ export interface components {
             data: components["schemas"]["Workspace"];
         };
         Deal: {
-            /** @description Set when the deal is won or lost, cleared when reopened. */
+            /**
+             * Format: date-time
+             * @description Set when the deal is won or lost, cleared when reopened.
+             */
             closed_at?: string | null;
             /** @description `ct_...`; null when unlinked (also when the contact was deleted). */
             contact_id?: string | null;
+            /** Format: date-time */
             created_at: string;
             /** @description ISO 4217, e.g. `EUR`. */
             currency: string;
@@ -2302,11 +2334,15 @@ export interface components {
             };
             /** @description Always `deal`. */
             object: string;
-            /** @description The last time a closed deal was reopened. */
+            /**
+             * Format: date-time
+             * @description The last time a closed deal was reopened.
+             */
             reopened_at?: string | null;
             stage: string;
             status: components["schemas"]["DealStatus"];
             title: string;
+            /** Format: date-time */
             updated_at: string;
             /**
              * Format: int64
@@ -2331,16 +2367,19 @@ export interface components {
              */
             attempt_count: number;
             attempts: components["schemas"]["Attempt"][];
+            /** Format: date-time */
             created_at: string;
             endpoint_id: string;
             event_id: string;
             event_type: string;
             /** @description `whd_...` */
             id: string;
+            /** Format: date-time */
             next_attempt_at?: string | null;
             /** @description Always `webhook_delivery`. */
             object: string;
             status: components["schemas"]["DeliveryStatus"];
+            /** Format: date-time */
             updated_at: string;
         };
         /** @enum {string} */
@@ -2363,6 +2402,7 @@ export interface components {
             bcc: string[];
             cc: string[];
             contact_id?: string | null;
+            /** Format: date-time */
             created_at: string;
             error?: components["schemas"]["SendError"] | null;
             feedback?: components["schemas"]["Feedback"] | null;
@@ -2384,6 +2424,7 @@ export interface components {
             /** @description SES's message id once sent. */
             provider_message_id?: string | null;
             reply_to: string[];
+            /** Format: date-time */
             scheduled_at?: string | null;
             status: components["schemas"]["EmailStatus"];
             subject: string;
@@ -2400,9 +2441,11 @@ export interface components {
             to: string[];
             /** @description Transactional emails still go to unsubscribed contacts (never to bounced or complained). */
             transactional: boolean;
+            /** Format: date-time */
             updated_at: string;
         };
         EmailBatch: {
+            /** Format: date-time */
             created_at: string;
             /** @description The accepted emails, in request order. */
             emails: components["schemas"]["BatchEntry"][];
@@ -2417,6 +2460,7 @@ export interface components {
         /** @enum {string} */
         EmailStatus: "scheduled" | "queued" | "sent" | "delivered" | "bounced" | "complained" | "failed" | "cancelled" | "suppressed";
         Endpoint: {
+            /** Format: date-time */
             created_at: string;
             description?: string | null;
             /**
@@ -2436,12 +2480,16 @@ export interface components {
             };
             /** @description Always `webhook_endpoint`. */
             object: string;
+            /** Format: date-time */
             updated_at: string;
             url: string;
         };
         /** @description An endpoint together with its secret: only in the responses of create and rotate-secret. */
         EndpointWithSecret: components["schemas"]["Endpoint"] & {
-            /** @description Until when the previous secret keeps signing alongside (rotate-secret only). */
+            /**
+             * Format: date-time
+             * @description Until when the previous secret keeps signing alongside (rotate-secret only).
+             */
             previous_secret_expires_at?: string | null;
             /** @description `whsec_...`: shown once; store it to verify signatures. */
             secret: string;
@@ -2451,11 +2499,13 @@ export interface components {
             code: string;
         };
         Erasure: {
+            /** Format: date-time */
             completed_at?: string | null;
             /** @description Items erased or anonymised, per area. */
             counts: {
                 [key: string]: number;
             };
+            /** Format: date-time */
             created_at: string;
             error?: components["schemas"]["JobError"] | null;
             /** @description `ge_...` */
@@ -2464,6 +2514,7 @@ export interface components {
             object: string;
             reason: string;
             requested_by: string;
+            /** Format: date-time */
             started_at?: string | null;
             status: components["schemas"]["JobStatus"];
             /**
@@ -2476,6 +2527,7 @@ export interface components {
         ErasureCode: {
             /** @description The email that carries the code. */
             email_id: string;
+            /** Format: date-time */
             expires_at: string;
             /** @description Always `portal_erasure_code`. */
             object: string;
@@ -2521,14 +2573,22 @@ export interface components {
             token: string;
         };
         ExportJob: {
+            /** Format: date-time */
             completed_at?: string | null;
+            /** Format: date-time */
             created_at: string;
             /** @description A presigned link valid 1 hour, minted on every read of a completed, unexpired export. */
             download_url?: string | null;
-            /** @description The legal deadline: received + 30 days. */
+            /**
+             * Format: date-time
+             * @description The legal deadline: received + 30 days.
+             */
             due_at: string;
             error?: components["schemas"]["JobError"] | null;
-            /** @description Until when the document can be downloaded (completed + 7 days); S3 deletes it then. */
+            /**
+             * Format: date-time
+             * @description Until when the document can be downloaded (completed + 7 days); S3 deletes it then.
+             */
             expires_at?: string | null;
             /** @description `gx_...` */
             id: string;
@@ -2546,6 +2606,7 @@ export interface components {
              * @description Compressed size of the document.
              */
             size_bytes?: number | null;
+            /** Format: date-time */
             started_at?: string | null;
             status: components["schemas"]["JobStatus"];
             subject?: components["schemas"]["SubjectRef"] | null;
@@ -2652,8 +2713,11 @@ export interface components {
             text_bytes?: number | null;
         };
         Hold: {
+            /** Format: date-time */
             created_at: string;
+            /** Format: date-time */
             end: string;
+            /** Format: date-time */
             expires_at: string;
             /** @description `hold_...` */
             id: string;
@@ -2661,12 +2725,15 @@ export interface components {
             object: string;
             resource_id: string;
             service_id: string;
+            /** Format: date-time */
             start: string;
         };
         ImportJob: {
+            /** Format: date-time */
             completed_at?: string | null;
             /** Format: int64 */
             created: number;
+            /** Format: date-time */
             created_at: string;
             error?: string | null;
             /**
@@ -2694,6 +2761,7 @@ export interface components {
             total: number;
             /** Format: int64 */
             updated: number;
+            /** Format: date-time */
             updated_at: string;
         };
         /** @enum {string} */
@@ -2904,6 +2972,7 @@ export interface components {
             url: string;
         };
         Member: {
+            /** Format: date-time */
             created_at: string;
             /** @description Always `member`. */
             object: string;
@@ -2924,6 +2993,7 @@ export interface components {
             body_html?: string | null;
             body_text: string;
             conversation_id: string;
+            /** Format: date-time */
             created_at: string;
             delivery_status?: components["schemas"]["HelpdeskDeliveryStatus"] | null;
             /** @description Replies only: the email that carries it (`GET /emails/{id}`). */
@@ -2968,12 +3038,22 @@ export interface components {
         };
         /** @enum {string} */
         OnConflict: "skip" | "update";
-        /** @description Opening hours per weekday (`mon` .. `sun`), each day any number of local intervals. */
+        /**
+         * @description Opening hours per weekday (`mon` .. `sun`), each day any number of local intervals; a day
+         *     left out is closed.
+         */
         OpeningHours: {
-            [key: string]: components["schemas"]["Interval"][];
+            fri?: components["schemas"]["Interval"][];
+            mon?: components["schemas"]["Interval"][];
+            sat?: components["schemas"]["Interval"][];
+            sun?: components["schemas"]["Interval"][];
+            thu?: components["schemas"]["Interval"][];
+            tue?: components["schemas"]["Interval"][];
+            wed?: components["schemas"]["Interval"][];
         };
         /** @description An email as the customer sees it: what, from whom, when, and where it stands; no bodies. */
         PortalEmail: {
+            /** Format: date-time */
             created_at: string;
             from: string;
             id: string;
@@ -2981,6 +3061,7 @@ export interface components {
             object: string;
             status: components["schemas"]["EmailStatus"];
             subject: string;
+            /** Format: date-time */
             updated_at: string;
         };
         PortalLink: {
@@ -2988,6 +3069,7 @@ export interface components {
             delivery: components["schemas"]["PortalLinkDelivery"];
             /** @description `email`: the email that carries the link. */
             email_id?: string | null;
+            /** Format: date-time */
             expires_at: string;
             /** @description Always `portal_link`. */
             object: string;
@@ -3006,6 +3088,7 @@ export interface components {
         PortalLinkDelivery: "email" | "return";
         PortalSession: {
             contact: components["schemas"]["Contact"];
+            /** Format: date-time */
             expires_at: string;
             /** @description Always `portal_session`. */
             object: string;
@@ -3016,6 +3099,7 @@ export interface components {
             /** @description `ch_...` ids of the channels to publish to. */
             channel_ids: string[];
             content: string;
+            /** Format: date-time */
             created_at: string;
             /** @description `post_...` */
             id: string;
@@ -3028,10 +3112,15 @@ export interface components {
             };
             /** @description Always `post`. */
             object: string;
+            /** Format: date-time */
             published_at?: string | null;
-            /** @description When the post is (to be) published, RFC 3339 UTC. */
+            /**
+             * Format: date-time
+             * @description When the post is (to be) published, RFC 3339 UTC.
+             */
             scheduled_at?: string | null;
             status: components["schemas"]["PostStatus"];
+            /** Format: date-time */
             updated_at: string;
             /** @description One per channel, with that channel's publishing state. */
             variants: components["schemas"]["Variant"][];
@@ -3092,6 +3181,7 @@ export interface components {
              * @description Bookings it can hold at once.
              */
             capacity: number;
+            /** Format: date-time */
             created_at: string;
             exceptions: components["schemas"]["Exception"][];
             /** @description `res_...` */
@@ -3105,6 +3195,7 @@ export interface components {
             opening_hours: components["schemas"]["OpeningHours"];
             /** @description IANA time zone of the opening hours, e.g. `Europe/Oslo`. */
             timezone: string;
+            /** Format: date-time */
             updated_at: string;
         };
         RotateSecret: {
@@ -3128,7 +3219,9 @@ export interface components {
             /** Format: int32 */
             attempts?: number;
             categories?: components["schemas"]["ScanCategories"] | null;
+            /** Format: date-time */
             completed_at?: string | null;
+            /** Format: date-time */
             created_at: string;
             error?: components["schemas"]["ScanError"] | null;
             /** @description Where the redirects ended. */
@@ -3147,8 +3240,10 @@ export interface components {
              */
             score?: number | null;
             scoring_version?: string | null;
+            /** Format: date-time */
             started_at?: string | null;
             status: components["schemas"]["ScanStatus"];
+            /** Format: date-time */
             updated_at: string;
             /** @description The URL asked for, normalised. */
             url: string;
@@ -3195,7 +3290,10 @@ export interface components {
         /** @enum {string} */
         ScanStatus: "queued" | "running" | "completed" | "failed";
         SchedulePost: {
-            /** @description Overrides the post's `scheduled_at`; one of the two must be set and in the future. */
+            /**
+             * Format: date-time
+             * @description Overrides the post's `scheduled_at`; one of the two must be set and in the future.
+             */
             scheduled_at?: string | null;
         };
         /**
@@ -3233,7 +3331,10 @@ export interface components {
             };
             /** @description At most 5. */
             reply_to?: string[];
-            /** @description Send later: in the future, at most 30 days ahead. */
+            /**
+             * Format: date-time
+             * @description Send later: in the future, at most 30 days ahead.
+             */
             scheduled_at?: string | null;
             /** @description Raw content: `subject` and `html` and/or `text` (not with `template_slug`). */
             subject?: string | null;
@@ -3257,6 +3358,7 @@ export interface components {
             message: string;
         };
         SendingDomain: {
+            /** Format: date-time */
             created_at: string;
             /** @description The records to publish in the domain's DNS for SES to verify it. */
             dns_records: components["schemas"]["DnsRecord"][];
@@ -3267,7 +3369,9 @@ export interface components {
             /** @description Always `email_domain`. */
             object: string;
             status: components["schemas"]["DomainStatus"];
+            /** Format: date-time */
             updated_at: string;
+            /** Format: date-time */
             verified_at?: string | null;
         };
         Service: {
@@ -3280,6 +3384,7 @@ export interface components {
              * @description Customers cannot cancel later than this before the start.
              */
             cancellation_window_minutes: number;
+            /** Format: date-time */
             created_at: string;
             /** Format: int64 */
             duration_minutes: number;
@@ -3303,6 +3408,7 @@ export interface components {
             resource_ids: string[];
             /** Format: int64 */
             slot_interval_minutes: number;
+            /** Format: date-time */
             updated_at: string;
         };
         ServiceInput: {
@@ -3344,7 +3450,10 @@ export interface components {
         /** @description `GET /bookings/availability`: free starts per local date of `timezone`. */
         Slot: {
             resource_ids: string[];
-            /** @description RFC 3339 in the requested time zone. */
+            /**
+             * Format: date-time
+             * @description RFC 3339 in the requested time zone.
+             */
             start: string;
         };
         /** @description Whom a GDPR request is about, as the API names them. */
@@ -3367,6 +3476,7 @@ export interface components {
         Suppression: {
             /** @description Lower-cased. */
             address: string;
+            /** Format: date-time */
             created_at: string;
             /** @description The email whose feedback put it here. */
             email_id?: string | null;
@@ -3376,6 +3486,7 @@ export interface components {
             reason: string;
         };
         Template: components["schemas"]["Content"] & {
+            /** Format: date-time */
             created_at: string;
             /** @description The locale of the base content; also the fallback when no variant matches. */
             locale: string;
@@ -3389,6 +3500,7 @@ export interface components {
             required_variables: string[];
             /** @description Unique in the workspace: lowercase letters, digits, `-` and `_`; used as the id. */
             slug: string;
+            /** Format: date-time */
             updated_at: string;
             /**
              * @description Content per locale (`de`, `de-AT`, ...). A send's `locale` picks the exact variant, then
@@ -3477,7 +3589,10 @@ export interface components {
             metadata?: {
                 [key: string]: string;
             } | null;
-            /** @description `null` clears it (not allowed while scheduled). */
+            /**
+             * Format: date-time
+             * @description `null` clears it (not allowed while scheduled).
+             */
             scheduled_at?: string | null;
             /** @description Per-channel texts to set (others keep theirs). */
             variants?: components["schemas"]["VariantInput"][] | null;
@@ -3530,6 +3645,7 @@ export interface components {
             /** @description This channel's images instead of the post's `media`. */
             media?: components["schemas"]["Media"][] | null;
             permalink?: string | null;
+            /** Format: date-time */
             published_at?: string | null;
             remote_id?: string | null;
             sensitive?: boolean | null;
@@ -3569,6 +3685,7 @@ export interface components {
             url: string;
         };
         Workspace: {
+            /** Format: date-time */
             created_at: string;
             /** @description ISO 4217 code. */
             default_currency: string;
@@ -3588,6 +3705,7 @@ export interface components {
             slug: string;
             /** @description IANA time zone, e.g. `Europe/Berlin`. */
             timezone: string;
+            /** Format: date-time */
             updated_at: string;
         };
     };

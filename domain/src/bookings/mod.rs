@@ -53,6 +53,7 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Resource {
     /// `res_...`
+    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `booking_resource`.
     pub object: String,
@@ -65,7 +66,9 @@ pub struct Resource {
     /// Bookings it can hold at once.
     pub capacity: u32,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
@@ -117,6 +120,7 @@ pub struct Price {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Service {
     /// `svc_...`
+    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `booking_service`.
     pub object: String,
@@ -125,6 +129,7 @@ pub struct Service {
     pub buffer_before_minutes: i64,
     pub buffer_after_minutes: i64,
     /// Any one of them can serve it.
+    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_ids: Vec<String>,
     pub price: Option<Price>,
     pub min_notice_minutes: i64,
@@ -138,7 +143,9 @@ pub struct Service {
     #[serde(default)]
     pub notifications: Option<Notifications>,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
@@ -175,7 +182,7 @@ pub struct ServiceInput {
     pub buffer_before_minutes: Option<i64>,
     #[schema(minimum = 0, maximum = 120)]
     pub buffer_after_minutes: Option<i64>,
-    #[schema(min_items = 1, max_items = 20)]
+    #[schema(min_items = 1, max_items = 20, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_ids: Option<Vec<String>>,
     pub price: Option<Price>,
     #[schema(minimum = 0, maximum = 525600)]
@@ -225,17 +232,23 @@ pub enum CancelledBy {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Booking {
     /// `bk_...`
+    #[schema(pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `booking`.
     pub object: String,
     pub status: BookingStatus,
+    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub service_id: String,
+    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_id: String,
     /// Empty once an erasure has removed the person.
     #[serde(default)]
+    #[schema(pattern = "^(ct_[0-7][0-9A-HJKMNP-TV-Z]{25})?$")]
     pub contact_id: String,
     /// RFC 3339 UTC.
+    #[schema(format = DateTime)]
     pub start: String,
+    #[schema(format = DateTime)]
     pub end: String,
     pub notes: Option<String>,
     /// Empty once an erasure has removed the person (it may name them).
@@ -243,13 +256,17 @@ pub struct Booking {
     pub metadata: BTreeMap<String, String>,
     pub cancelled_by: Option<CancelledBy>,
     pub cancel_reason: Option<String>,
+    #[schema(format = DateTime)]
     pub cancelled_at: Option<String>,
     pub rescheduled_from: Option<String>,
     pub rescheduled_to: Option<String>,
     /// The scheduled reminder (`em_...`), cancelled with the booking.
     #[serde(default)]
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub reminder_email_id: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
@@ -318,14 +335,21 @@ pub struct CreateBooking {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Hold {
     /// `hold_...`
+    #[schema(pattern = "^hold_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `booking_hold`.
     pub object: String,
+    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub service_id: String,
+    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_id: String,
+    #[schema(format = DateTime)]
     pub start: String,
+    #[schema(format = DateTime)]
     pub end: String,
+    #[schema(format = DateTime)]
     pub expires_at: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -363,7 +387,9 @@ pub struct RescheduleBooking {
 #[derive(Serialize, ToSchema)]
 pub struct Slot {
     /// RFC 3339 in the requested time zone.
+    #[schema(format = DateTime)]
     pub start: String,
+    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_ids: Vec<String>,
 }
 

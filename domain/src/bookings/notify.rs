@@ -6,7 +6,7 @@
 use super::{Booking, BookingStatus, Resource, Service};
 use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
-use crate::emails::templates;
+
 use chrono::{DateTime, Duration, Utc};
 use shared::store::ws_pk;
 use shared::{ApiError, ApiResult, App};
@@ -74,7 +74,7 @@ async fn send(
             .unwrap_or_else(|_| t.to_string())
     };
     let (start, end) = (local(&b.start), local(&b.end));
-    let has_template = app.db.get(&ws_pk(ws), &templates::sk(slug)).await?.is_some();
+    let has_template = app.db.get(&ws_pk(ws), &crate::keys::EMAIL_TEMPLATE.sk(&[slug])).await?.is_some();
     let mut body = serde_json::json!({
         "from": n.from,
         "to": [contact.email],

@@ -2,7 +2,11 @@
 //! transaction, availability from one query per resource.
 
 use super::schedule::{self, GRANULE_MINUTES, MAX_SPAN_MINUTES};
-use super::*;
+use super::{
+    Booking, BookingStatus, CancelledBy, ContactInput, CreateResource, Hold, MAX_CAPACITY, Resource, ResourceId, Service, ServiceInput,
+    Slot, UpdateResource, booking_sk, hold_sk, resource_sk, service_sk, tz,
+};
+use crate::keys;
 use chrono::{DateTime, Duration, Utc};
 use shared::events::Event;
 use shared::outbox::Tx;

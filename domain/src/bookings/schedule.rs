@@ -34,10 +34,27 @@ pub struct Interval {
 pub type Week = BTreeMap<String, Vec<Interval>>;
 
 // `Week`'s name in the contract: an alias has none of its own (it would be called `BTreeMap`).
-/// Opening hours per weekday (`mon` .. `sun`), each day any number of local intervals.
-#[derive(ToSchema)]
-#[allow(dead_code)] // only the contract's shape
-pub struct OpeningHours(BTreeMap<String, Vec<Interval>>);
+/// Opening hours per weekday (`mon` .. `sun`), each day any number of local intervals; a day
+/// left out is closed.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // only the contract's shape: the days are the closed set `validate` accepts
+pub struct OpeningHours {
+    #[serde(default)]
+    mon: Vec<Interval>,
+    #[serde(default)]
+    tue: Vec<Interval>,
+    #[serde(default)]
+    wed: Vec<Interval>,
+    #[serde(default)]
+    thu: Vec<Interval>,
+    #[serde(default)]
+    fri: Vec<Interval>,
+    #[serde(default)]
+    sat: Vec<Interval>,
+    #[serde(default)]
+    sun: Vec<Interval>,
+}
 
 pub const WEEKDAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 

@@ -53,6 +53,7 @@ pub struct Limits {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Channel {
     /// `ch_...`
+    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `channel`.
     pub object: String,
@@ -63,10 +64,13 @@ pub struct Channel {
     pub masked_identity: String,
     pub state: ChannelState,
     pub last_error: Option<String>,
+    #[schema(format = DateTime)]
     pub last_verified_at: Option<String>,
     pub limits: Limits,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
     /// Webhook channels: the `whsec_` signing secret, in the create response only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,10 +141,6 @@ pub struct Stored {
     pub version: i64,
 }
 
-pub fn sk(id: &str) -> String {
-    keys::CHANNEL.sk(&[id])
-}
-
 fn aad(ws: &str, id: &str, what: &str) -> String {
     format!("{ws}/{id}/{what}")
 }
@@ -156,7 +156,7 @@ impl Stored {
     pub fn record(&self, ws: &str) -> ApiResult<Record> {
         let mut c = self.channel.clone();
         c.secret = None;
-        let mut rec = Record::new(ws_pk(ws), sk(&c.id), &c)?.attr("credentials", store::s(&self.creds));
+        let mut rec = Record::new(ws_pk(ws), keys::CHANNEL.sk(&[&c.id]), &c)?.attr("credentials", store::s(&self.creds));
         if let Some(s) = &self.session {
             rec = rec.attr("session", store::s(s));
         }
@@ -189,7 +189,7 @@ impl Stored {
 }
 
 pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Stored>> {
-    app.db.get(&ws_pk(ws), &sk(id)).await?.map(Stored::from_item).transpose()
+    app.db.get(&ws_pk(ws), &keys::CHANNEL.sk(&[id])).await?.map(Stored::from_item).transpose()
 }
 
 /// Parse a client's credentials for `kind`; errors name `credentials.<field>`. A webhook
@@ -334,7 +334,7 @@ pub fn check_post(post: &crate::posts::Post, channels: &[Channel]) -> ApiResult<
 
 /// The channels a post names, read in one batch.
 pub async fn of_post(app: &App, ws: &str, post: &crate::posts::Post) -> ApiResult<Vec<Channel>> {
-    let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), sk(c))).collect();
+    let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), keys::CHANNEL.sk(&[c]))).collect();
     if keys.is_empty() {
         return Ok(vec![]);
     }
@@ -364,7 +364,7 @@ pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &str, 
 /// The effect `UpdateChannel`: the channel as changed (new credentials, name, metadata), read
 /// at `stored.version`, with `event`.
 pub async fn update(auth: &Authority<UpdateChannelEffect>, app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
-    let key = sk(&stored.channel.id);
+    let key = keys::CHANNEL.sk(&[&stored.channel.id]);
     save(app, ws, stored, event, auth.tx(&[(&key, stored.version)])?).await
 }
 
@@ -390,7 +390,7 @@ async fn save(app: &App, ws: &str, stored: &Stored, event: &str, tx: Tx) -> ApiR
 
 /// The effect `DeleteChannel`: draft and scheduled posts lose their variant for it.
 pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
-    let key = sk(&stored.channel.id);
+    let key = keys::CHANNEL.sk(&[&stored.channel.id]);
     auth.tx(&[(&key, stored.version)])?
         .delete_versioned(ws_pk(ws), key.clone(), stored.version)
         .update(count(ws, -1))

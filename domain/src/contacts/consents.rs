@@ -60,10 +60,12 @@ pub enum ConsentSource {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Consent {
     /// `cons_...`
+    #[schema(pattern = "^cons_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `consent`.
     pub object: String,
     pub email: String,
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
     /// `marketing_email`, `analytics`, `third_party_sharing` or a custom slug.
     pub purpose: String,
@@ -74,6 +76,7 @@ pub struct Consent {
     pub text_version: String,
     pub ip_address: Option<String>,
     pub user_agent: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
     /// How the person was known when the platform recorded it (source `portal`): which portal
     /// session, how it was opened (`email`: a link sent to the contact's address; `return`: a
@@ -126,6 +129,7 @@ pub struct RecordConsent {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct PurposeState {
     pub granted: bool,
+    #[schema(pattern = "^cons_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub consent_id: String,
     pub source: ConsentSource,
     pub text_version: String,
@@ -137,6 +141,7 @@ pub struct ConsentState {
     /// Always `consent_state`.
     pub object: String,
     pub email: String,
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
     pub purposes: BTreeMap<String, PurposeState>,
     /// Every event, oldest first.

@@ -76,6 +76,7 @@ pub struct CreateImport {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ImportJob {
     /// `imp_...`
+    #[schema(pattern = "^imp_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `contact_import`.
     pub object: String,
@@ -91,8 +92,11 @@ pub struct ImportJob {
     /// Rows with invalid fields; see `/errors`.
     pub failed: u64,
     pub error: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
+    #[schema(format = DateTime)]
     pub completed_at: Option<String>,
 }
 

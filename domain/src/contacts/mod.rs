@@ -130,6 +130,7 @@ fn enum_str<T: Serialize>(v: T) -> String {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Contact {
     /// `ct_...`
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `contact`.
     pub object: String,
@@ -148,7 +149,9 @@ pub struct Contact {
     #[schema(value_type = Object)]
     pub custom_fields: BTreeMap<String, serde_json::Value>,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
     /// The last change of `email` after the contact was created; null when it never changed.
     /// The portal's self-service erasure needs an address nobody without the right to erase
@@ -311,9 +314,11 @@ fn search_item(ws: &str, term: &str, id: &str) -> Item {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Activity {
     /// `act_...`
+    #[schema(pattern = "^act_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `activity`.
     pub object: String,
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: String,
     /// What happened: an event type (`contact.created`, `deal.won`, ...) or `note`.
     #[serde(rename = "type")]
@@ -321,6 +326,7 @@ pub struct Activity {
     pub summary: String,
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 

@@ -64,9 +64,11 @@ pub struct SendEmail {
     pub tags: Vec<String>,
     /// Send later: in the future, at most 30 days ahead.
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub scheduled_at: Option<String>,
     /// Links the email to a contact's timeline (the contact must exist).
     #[serde(default)]
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
     /// Also send to unsubscribed contacts (receipts, password resets). Bounced and complained
     /// addresses are suppressed regardless.

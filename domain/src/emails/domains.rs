@@ -56,6 +56,7 @@ pub struct DnsRecord {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct SendingDomain {
     /// `dom_...`
+    #[schema(pattern = "^dom_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `email_domain`.
     pub object: String,
@@ -64,17 +65,16 @@ pub struct SendingDomain {
     pub status: DomainStatus,
     /// The records to publish in the domain's DNS for SES to verify it.
     pub dns_records: Vec<DnsRecord>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
+    #[schema(format = DateTime)]
     pub verified_at: Option<String>,
 }
 
-pub fn sk(id: &str) -> String {
-    keys::SENDING_DOMAIN.sk(&[id])
-}
-
 fn record(ws: &str, d: &SendingDomain) -> ApiResult<Record> {
-    Record::new(ws_pk(ws), sk(&d.id), d)
+    Record::new(ws_pk(ws), keys::SENDING_DOMAIN.sk(&[&d.id]), d)
 }
 
 fn claim_pk(name: &str) -> String {
@@ -216,7 +216,7 @@ fn ses_error(e: AwsError) -> ApiError {
 }
 
 pub async fn load(app: &App, ws: &str, id: &DomainId) -> ApiResult<(SendingDomain, i64)> {
-    app.db.get_object(ws, &sk(id)).await?.ok_or_else(|| ApiError::not_found("sending domain"))
+    app.db.get_object(ws, &keys::SENDING_DOMAIN.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("sending domain"))
 }
 
 /// Add a domain: validate, claim, create the SES identity, store its DNS records.
@@ -343,7 +343,7 @@ fn made_for<'a>(app: &App, i: &'a Identity) -> Option<&'a str> {
 /// released by deleting the domain).
 async fn release(app: &App, ws: &str, d: &SendingDomain, version: i64) {
     let undone = Tx::new()
-        .delete_versioned(ws_pk(ws), sk(&d.id), version)
+        .delete_versioned(ws_pk(ws), keys::SENDING_DOMAIN.sk(&[&d.id]), version)
         .delete_if(claim_pk(&d.name), keys::SENDING_DOMAIN_CLAIM.sk(&[]), "workspace_id = :ws", vec![(":ws", s(ws))])
         .update(count(ws, -1))
         .commit(app)
@@ -412,10 +412,10 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
 pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
     // Checked before the identity goes: it is the domain the person approved removing.
-    auth.approved(&sk(&d.id), version)?;
+    auth.approved(&keys::SENDING_DOMAIN.sk(&[&d.id]), version)?;
     // A domain whose expired claim another workspace took leaves that workspace's identity.
     let holds = claim_of(app, &d.name).await?.is_some_and(|c| c.holds(ws, &d));
-    let mut tx = Tx::new().delete_versioned(ws_pk(ws), sk(&d.id), version);
+    let mut tx = Tx::new().delete_versioned(ws_pk(ws), keys::SENDING_DOMAIN.sk(&[&d.id]), version);
     if holds {
         tx = tx.delete_if(
             claim_pk(&d.name),
@@ -460,7 +460,7 @@ pub async fn mailbox_owner(app: &App, address: &str) -> ApiResult<Option<(String
         return Ok(None);
     };
     let (Some(ws), Some(id)) = (store::get_str(claim, "workspace_id"), store::get_str(claim, "domain_id")) else { return Ok(None) };
-    let Some((d, _)) = app.db.get_object::<SendingDomain>(ws, &sk(id)).await? else { return Ok(None) };
+    let Some((d, _)) = app.db.get_object::<SendingDomain>(ws, &keys::SENDING_DOMAIN.sk(&[id])).await? else { return Ok(None) };
     if d.status != DomainStatus::Verified {
         return Ok(None);
     }

@@ -50,7 +50,7 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
         Rule {
             kind: keys::EMAIL_SUPPRESSION,
             area: "emails",
-            find: Find::Keys(|s| s.emails().map(suppressions::sk).collect()),
+            find: Find::Keys(|s| s.emails().map(|e| keys::EMAIL_SUPPRESSION.sk(&[e])).collect()),
             export: true,
             erase: Erase::Custom(|a, w, i, _| Box::pin(suppressions::hash_entry(a, w, i))),
         },
@@ -173,6 +173,7 @@ pub struct SuppressedRecipient {
     pub reason: String,
     /// The contact of the address, when it has one (the suppression list also holds
     /// addresses of no contact).
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
 }
 
@@ -200,6 +201,7 @@ pub struct SendError {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Email {
     /// `em_...`
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `email`.
     pub object: String,
@@ -222,8 +224,11 @@ pub struct Email {
     pub locale: Option<String>,
     pub headers: BTreeMap<String, String>,
     pub tags: Vec<String>,
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
+    #[schema(pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub batch_id: Option<String>,
+    #[schema(format = DateTime)]
     pub scheduled_at: Option<String>,
     /// Transactional emails still go to unsubscribed contacts (never to bounced or complained).
     pub transactional: bool,
@@ -237,7 +242,9 @@ pub struct Email {
     /// When each status was reached, by status name.
     pub timestamps: BTreeMap<String, String>,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
@@ -274,9 +281,6 @@ impl Email {
     }
 }
 
-pub fn sk(id: &str) -> String {
-    keys::EMAIL.sk(&[id])
-}
 pub fn body_sk(id: &str) -> String {
     keys::EMAIL_BODY.sk(&[id])
 }
@@ -290,7 +294,7 @@ pub const PROVIDER_SK: &str = keys::SES_MESSAGE.table.sk;
 
 /// The email item (without bodies) and its index keys.
 pub fn record(ws: &str, e: &Email) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), sk(&e.id), &e.without_bodies())?
+    let mut rec = Record::new(ws_pk(ws), keys::EMAIL.sk(&[&e.id]), &e.without_bodies())?
         .gsi1(keys::EMAIL.gsi1_pk(&[ws, e.status.as_str()]), keys::EMAIL.gsi1_sk(&[&e.id]));
     if let Some(c) = &e.contact_id {
         rec = rec.gsi2(keys::EMAIL.gsi2_pk(&[ws, c]), keys::EMAIL.gsi2_sk(&[&e.id]));
@@ -388,7 +392,7 @@ impl Stored {
 
 /// `id` comes from a path ([`EmailId`]) or from the email's own queue message.
 pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Stored>> {
-    app.db.get(&ws_pk(ws), &sk(id)).await?.map(Stored::from_item).transpose()
+    app.db.get(&ws_pk(ws), &keys::EMAIL.sk(&[id])).await?.map(Stored::from_item).transpose()
 }
 
 pub fn not_found() -> ApiError {

@@ -20,12 +20,10 @@ pub struct Suppression {
     /// `bounced` or `complained`.
     pub reason: String,
     /// The email whose feedback put it here.
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
-}
-
-pub fn sk(address: &str) -> String {
-    keys::EMAIL_SUPPRESSION.sk(&[address])
 }
 
 /// The address a suppression's sort key names.
@@ -34,7 +32,7 @@ pub fn address_of(sk: &str) -> Option<&str> {
 }
 
 pub fn item(ws: &str, s: &Suppression) -> ApiResult<Item> {
-    Ok(Record::new(ws_pk(ws), sk(&s.address), s)?.item)
+    Ok(Record::new(ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(&[&s.address]), s)?.item)
 }
 
 /// Suppress these addresses (an upsert: a second bounce or a complaint updates the reason).
@@ -58,7 +56,7 @@ pub async fn add(app: &App, ws: &str, addresses: &[String], reason: &str, email_
 
 /// The suppression keys of these addresses, to read with other look-ups in one BatchGetItem.
 pub fn keys_of<'a>(ws: &str, addresses: impl IntoIterator<Item = &'a String>) -> Vec<(String, String)> {
-    addresses.into_iter().map(|a| (ws_pk(ws), sk(a))).collect()
+    addresses.into_iter().map(|a| (ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(&[a]))).collect()
 }
 
 /// Address -> reason, from items a BatchGetItem returned (other kinds are ignored).

@@ -46,12 +46,10 @@ pub struct Template {
     /// Sends without one of these variables are rejected, naming it.
     pub required_variables: Vec<String>,
     pub metadata: BTreeMap<String, String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
-}
-
-pub fn sk(slug: &str) -> String {
-    crate::keys::EMAIL_TEMPLATE.sk(&[slug])
 }
 
 pub fn valid_slug(slug: &str) -> bool {
@@ -296,12 +294,13 @@ pub async fn load(app: &App, ws: &str, slug: &str) -> ApiResult<(Template, i64)>
     if !valid_slug(slug) {
         return Err(ApiError::not_found("email template"));
     }
-    app.db.get_object(ws, &sk(slug)).await?.ok_or_else(|| ApiError::not_found("email template"))
+    app.db.get_object(ws, &crate::keys::EMAIL_TEMPLATE.sk(&[slug])).await?.ok_or_else(|| ApiError::not_found("email template"))
 }
 
 /// Templates by slug (for a batch of sends); missing ones are absent from the map.
 pub async fn load_many(app: &App, ws: &str, slugs: &[&str]) -> ApiResult<BTreeMap<String, Template>> {
-    let mut keys: Vec<(String, String)> = slugs.iter().filter(|s| valid_slug(s)).map(|s| (ws_pk(ws), sk(s))).collect();
+    let mut keys: Vec<(String, String)> =
+        slugs.iter().filter(|s| valid_slug(s)).map(|s| (ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[s]))).collect();
     keys.sort();
     keys.dedup();
     let items = app.db.batch_get(&keys).await?;
@@ -309,7 +308,7 @@ pub async fn load_many(app: &App, ws: &str, slugs: &[&str]) -> ApiResult<BTreeMa
 }
 
 pub fn record(ws: &str, t: &Template) -> ApiResult<Record> {
-    Record::new(ws_pk(ws), sk(&t.slug), t)
+    Record::new(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[&t.slug]), t)
 }
 
 #[cfg(test)]

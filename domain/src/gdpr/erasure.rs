@@ -23,6 +23,7 @@ use utoipa::ToSchema;
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Erasure {
     /// `ge_...`
+    #[schema(pattern = "^ge_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `gdpr_erasure`.
     pub object: String,
@@ -34,14 +35,13 @@ pub struct Erasure {
     pub requested_by: String,
     /// Items erased or anonymised, per area.
     pub counts: BTreeMap<String, u64>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub started_at: Option<String>,
+    #[schema(format = DateTime)]
     pub completed_at: Option<String>,
     pub error: Option<JobError>,
-}
-
-pub fn sk(id: &str) -> String {
-    keys::ERASURE.sk(&[id])
 }
 
 fn aad(ws: &str, id: &str) -> String {
@@ -91,7 +91,7 @@ async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_b
         error: None,
     };
     let sealed = secret.seal(&aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
-    tx.create(Record::new(ws_pk(ws), sk(&e.id), &e)?.attr("subject_sealed", s(sealed)))
+    tx.create(Record::new(ws_pk(ws), keys::ERASURE.sk(&[&e.id]), &e)?.attr("subject_sealed", s(sealed)))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::conflict("the erasure exists, or what was approved changed")))?;
@@ -100,17 +100,17 @@ async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_b
 }
 
 pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Erasure>> {
-    app.db.get(&ws_pk(ws), &sk(id)).await?.map(store::from_item).transpose()
+    app.db.get(&ws_pk(ws), &keys::ERASURE.sk(&[id])).await?.map(store::from_item).transpose()
 }
 
 /// Run (or resume) an erasure to the end.
 pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
-    let Some(item) = app.db.get(&ws_pk(ws), &sk(id)).await? else { return Ok(()) };
+    let Some(item) = app.db.get(&ws_pk(ws), &keys::ERASURE.sk(&[id])).await? else { return Ok(()) };
     let mut e: Erasure = store::from_item(item.clone())?;
     if e.status.finished() {
         return Ok(());
     }
-    let (_, stalled) = super::jobs::begin_run(app, ws, &sk(id)).await?;
+    let (_, stalled) = super::jobs::begin_run(app, ws, &keys::ERASURE.sk(&[id])).await?;
     let secret = app.platform_secret().await?;
     let sealed = store::get_str(&item, "subject_sealed").ok_or_else(|| ApiError::internal("a running erasure lacks its subject"))?;
     let mut subject: Subject = serde_json::from_slice(&secret.open(&aad(ws, id), sealed)?).map_err(ApiError::internal)?;
@@ -169,7 +169,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
 
 async fn save(app: &App, ws: &str, id: &str, next: usize, counts: &BTreeMap<String, u64>) -> ApiResult<()> {
     app.db
-        .update(ws_pk(ws), sk(id), "SET next_rule = :next, counts = :c, stalled = :zero")
+        .update(ws_pk(ws), keys::ERASURE.sk(&[id]), "SET next_rule = :next, counts = :c, stalled = :zero")
         .when("attribute_exists(pk)")
         .value(":next", n(next as i64))
         .value(":zero", n(0))
@@ -182,7 +182,7 @@ async fn save(app: &App, ws: &str, id: &str, next: usize, counts: &BTreeMap<Stri
 /// The final state, without the sealed subject, and its event (no personal data: the job, its
 /// counts, and the erased contact's id so that integrations can erase their copies).
 async fn finish(app: &App, ws: &str, e: &Erasure, event: &str, contact_id: Option<&str>) -> ApiResult<()> {
-    let update = super::set_all(ws_pk(ws), sk(&e.id), store::to_item(e)?, &["subject_sealed"])
+    let update = super::set_all(ws_pk(ws), keys::ERASURE.sk(&[&e.id]), store::to_item(e)?, &["subject_sealed"])
         .condition_expression("#status = :running")
         .expression_attribute_names("#status", "status")
         .expression_attribute_values(":running", s("running"));

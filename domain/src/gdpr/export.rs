@@ -57,6 +57,7 @@ pub enum ExportScope {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ExportJob {
     /// `gx_...`
+    #[schema(pattern = "^gx_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `gdpr_export`.
     pub object: String,
@@ -69,11 +70,16 @@ pub struct ExportJob {
     /// Who asked: `key:<id>`, a member's subject, or `portal:<contact id>`.
     pub requested_by: String,
     /// The legal deadline: received + 30 days.
+    #[schema(format = DateTime)]
     pub due_at: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub started_at: Option<String>,
+    #[schema(format = DateTime)]
     pub completed_at: Option<String>,
     /// Until when the document can be downloaded (completed + 7 days); S3 deletes it then.
+    #[schema(format = DateTime)]
     pub expires_at: Option<String>,
     /// Compressed size of the document.
     pub size_bytes: Option<u64>,
@@ -81,10 +87,6 @@ pub struct ExportJob {
     /// A presigned link valid 1 hour, minted on every read of a completed, unexpired export.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub download_url: Option<String>,
-}
-
-pub fn sk(id: &str) -> String {
-    keys::EXPORT_JOB.sk(&[id])
 }
 
 fn object_key(ws: &str, id: &str) -> String {
@@ -132,7 +134,7 @@ async fn start(app: &App, ws: &str, scope: ExportScope, subject: Option<&Subject
         error: None,
         download_url: None,
     };
-    let mut rec = Record::new(ws_pk(ws), sk(&job.id), &job)?;
+    let mut rec = Record::new(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), &job)?;
     if let Some(s) = subject {
         rec = rec.attr("subject_full", s_json(s));
     }
@@ -150,7 +152,7 @@ fn s_json(s: &Subject) -> aws_sdk_dynamodb::types::AttributeValue {
 
 /// The job as the API shows it: with a fresh download link while the document exists.
 pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<ExportJob>> {
-    let Some(item) = app.db.get(&ws_pk(ws), &sk(id)).await? else { return Ok(None) };
+    let Some(item) = app.db.get(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await? else { return Ok(None) };
     let mut job: ExportJob = store::from_item(item)?;
     with_link(app, ws, &mut job).await?;
     Ok(Some(job))
@@ -296,7 +298,7 @@ fn flat_progress(p: &BTreeMap<String, BTreeMap<String, u64>>) -> BTreeMap<String
 async fn save(app: &App, ws: &str, id: &str, run: i64, r: &Resume) -> ApiResult<()> {
     let progress = store::to_item(&flat_progress(&r.progress))?;
     app.db
-        .update(ws_pk(ws), sk(id), "SET #resume = :r, progress = :p, stalled = :zero")
+        .update(ws_pk(ws), keys::EXPORT_JOB.sk(&[id]), "SET #resume = :r, progress = :p, stalled = :zero")
         .when("#status = :running AND runs = :run")
         .name("#resume", "resume")
         .name("#status", "status")
@@ -312,12 +314,12 @@ async fn save(app: &App, ws: &str, id: &str, run: i64, r: &Resume) -> ApiResult<
 
 /// Run (or resume) an export to the end.
 pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
-    let Some(item) = app.db.get(&ws_pk(ws), &sk(id)).await? else { return Ok(()) };
+    let Some(item) = app.db.get(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await? else { return Ok(()) };
     let job: ExportJob = store::from_item(item.clone())?;
     if job.status.finished() {
         return Ok(());
     }
-    let (runs, stalled) = super::jobs::begin_run(app, ws, &sk(id)).await?;
+    let (runs, stalled) = super::jobs::begin_run(app, ws, &keys::EXPORT_JOB.sk(&[id])).await?;
     if stalled > super::jobs::MAX_RUNS {
         return fail(app, ws, &job, &item, "attempts_exhausted", "the export failed repeatedly; start a new one").await;
     }
@@ -491,7 +493,7 @@ async fn fail(app: &App, ws: &str, job: &ExportJob, item: &Item, code: &str, mes
 /// The final state, without the resume record, and its event, in one transaction; only a
 /// running job finishes (a second worker on the same job finds it finished).
 async fn finish(app: &App, ws: &str, job: &ExportJob, event: &str) -> ApiResult<()> {
-    let update = super::set_all(ws_pk(ws), sk(&job.id), store::to_item(job)?, &["resume", "subject_full"])
+    let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), store::to_item(job)?, &["resume", "subject_full"])
         .condition_expression("#status = :running")
         .expression_attribute_names("#status", "status")
         .expression_attribute_values(":running", s("running"));
@@ -511,5 +513,5 @@ async fn finish(app: &App, ws: &str, job: &ExportJob, event: &str) -> ApiResult<
 async fn erase_job(app: &App, ws: &str, item: Item, _subject: &Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
     app.s3().delete_object().bucket(&app.cfg.exports_bucket).key(object_key(ws, id)).send().await.map_err(|e| s3_error("delete", e))?;
-    app.db.delete(&ws_pk(ws), &sk(id)).await
+    app.db.delete(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await
 }

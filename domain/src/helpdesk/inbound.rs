@@ -14,7 +14,19 @@
 //! contact of a new one), the transaction; one more GetItem only when the thread is found by
 //! SES's id of our reply.
 
-use super::*;
+use super::{
+    Conversation, ConversationStatus, Message, MessageType, Priority, contact_for, conversation_event, conversation_sk, message_record,
+    new_contact, record, sanitise_html, snooze, timeline,
+};
+use crate::contacts::{self, Contact, ContactId};
+use crate::keys;
+use serde::{Deserialize, Serialize};
+use shared::events::Event;
+use shared::ids::PrefixedId;
+use shared::outbox::Tx;
+use shared::store::{self, Item, TxError, s, ws_pk};
+use shared::{ApiError, ApiResult, App};
+use utoipa::ToSchema;
 
 /// How a machine's message is recognised.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,7 +296,7 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
             && let Some(i) = by_key(&crate::emails::provider_pk(id), crate::emails::PROVIDER_SK)
             && store::get_str(i, "workspace_id") == Some(ws)
             && let Some(email_id) = store::get_str(i, "email_id")
-            && let Some(email) = app.db.get_object::<crate::emails::Email>(ws, &crate::emails::sk(email_id)).await?
+            && let Some(email) = app.db.get_object::<crate::emails::Email>(ws, &crate::keys::EMAIL.sk(&[email_id])).await?
         {
             conv_id = email.0.metadata.get("conversation_id").cloned();
         }

@@ -106,6 +106,7 @@ pub enum Priority {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Conversation {
     /// `conv_...`
+    #[schema(pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `helpdesk_conversation`.
     pub object: String,
@@ -117,6 +118,7 @@ pub struct Conversation {
     pub tags: Vec<String>,
     /// Null when the conversation was started by a message whose sender failed
     /// authentication (`unverified`): its From address is not attributed to anyone.
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
     /// Started by a message that failed DMARC (or SPF and DKIM both): the From address may be
     /// forged, so the conversation is linked to no contact and cannot be replied to until a
@@ -128,9 +130,12 @@ pub struct Conversation {
     /// The address the customer writes to, at a verified sending domain of the workspace.
     pub mailbox: String,
     pub snoozed_until: Option<String>,
+    #[schema(format = DateTime)]
     pub last_message_at: String,
     pub message_count: u32,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
@@ -174,9 +179,11 @@ impl DeliveryStatus {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Message {
     /// `hm_...`
+    #[schema(pattern = "^hm_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `helpdesk_message`.
     pub object: String,
+    #[schema(pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub conversation_id: String,
     pub r#type: MessageType,
     /// The sender's address (inbound, reply) or the member who wrote a note.
@@ -188,6 +195,7 @@ pub struct Message {
     /// Replies only: where the email stands.
     pub delivery_status: Option<DeliveryStatus>,
     /// Replies only: the email that carries it (`GET /emails/{id}`).
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<String>,
     /// Who wrote it (staff) for replies and notes.
     pub author: Option<String>,
@@ -206,6 +214,7 @@ pub struct Message {
     /// Inbound only: what was cut to keep the message within the limits (null: nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<inbound::Truncation>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -449,8 +458,10 @@ async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
 pub struct DeliveryUpdate {
     /// Always `helpdesk_delivery`.
     pub object: String,
+    #[schema(pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub conversation_id: String,
     pub message_id: String,
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: String,
     pub delivery_status: DeliveryStatus,
 }

@@ -2,9 +2,12 @@
 //! its time), written and removed in the same transaction as the conversation's change; the
 //! minute tick reads the entries that are due and reopens their conversations.
 
-use super::*;
+use super::{Conversation, ConversationStatus, conversation_event, conversation_sk, record};
+use crate::keys;
 use shared::outbox::Tx;
 use shared::store::TxError;
+use shared::store::{self, Item, s};
+use shared::{ApiResult, App};
 
 const SHARDS: u32 = 4;
 

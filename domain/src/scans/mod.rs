@@ -88,6 +88,7 @@ impl Categories {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Scan {
     /// `scan_...`
+    #[schema(pattern = "^scan_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `scan`.
     pub object: String,
@@ -108,18 +109,18 @@ pub struct Scan {
     pub scoring_version: Option<String>,
     #[serde(default)]
     pub attempts: u32,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub started_at: Option<String>,
+    #[schema(format = DateTime)]
     pub completed_at: Option<String>,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
-pub fn sk(id: &str) -> String {
-    keys::SCAN.sk(&[id])
-}
-
 pub fn record(ws: &str, scan: &Scan) -> ApiResult<Record> {
-    Ok(Record::new(ws_pk(ws), sk(&scan.id), scan)?
+    Ok(Record::new(ws_pk(ws), keys::SCAN.sk(&[&scan.id]), scan)?
         .gsi1(keys::SCAN.gsi1_pk(&[ws, &scan.host]), keys::SCAN.gsi1_sk(&[&scan.id]))
         .gsi2(keys::SCAN.gsi2_pk(&[ws, scan.status.as_str()]), keys::SCAN.gsi2_sk(&[&scan.id])))
 }
@@ -217,7 +218,7 @@ pub async fn request(app: &App, ws: &str, url: &url::Url, force: bool) -> ApiRes
 }
 
 pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Scan, i64)>> {
-    app.db.get_object::<Scan>(ws, &sk(id)).await
+    app.db.get_object::<Scan>(ws, &keys::SCAN.sk(&[id])).await
 }
 
 /// Take one of the host's slots for this scan (a conditional put per slot: free, expired, or

@@ -3,7 +3,11 @@
 
 use domain::bookings::notify;
 use domain::bookings::ops::{self, StoredBooking};
-use domain::bookings::*;
+use domain::bookings::{
+    Availability, Booking, BookingId, BookingStatus, CancelBooking, CancelledBy, ContactInput, CreateBooking, CreateHold, CreateResource,
+    DEFAULT_HOLD_SECS, Hold, HoldId, Notifications, Price, RescheduleBooking, Resource, ResourceId, Service, ServiceId, ServiceInput, Slot,
+    UpdateResource, resource_sk, schedule, service_sk,
+};
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use serde::Deserialize;

@@ -4,13 +4,13 @@
 
 mod imports;
 
-use imports::*;
-
 use domain::contacts::import;
 use domain::contacts::{
     self as model, Contact, ContactStatus, CreateContact, EmailStatus, UpdateContact, commit_create, commit_update, contact_sk,
 };
 use domain::keys;
+// `area!` names handlers by identifier (and utoipa's `__path_` types with them).
+use imports::*;
 use serde::Deserialize;
 use shared::events::Event;
 use shared::outbox::Tx;

@@ -7,7 +7,7 @@
 //! contacts area unlink a deleted contact's deals.
 
 use domain::contacts::{activity, contact_sk};
-use domain::deals::*;
+use domain::deals::{Change, Deal, DealId, DealStatus, UpdateDeal, check_common, record};
 use domain::keys;
 use serde::Deserialize;
 use shared::events::Event;
@@ -39,7 +39,7 @@ fn no_contact() -> ApiError {
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Deal, i64)> {
     let id: DealId = req.path_id("id")?;
-    app.db.get_object(req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("deal"))
+    app.db.get_object(req.ws(), &keys::DEAL.sk(&[&id])).await?.ok_or_else(|| ApiError::not_found("deal"))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -55,6 +55,7 @@ pub struct CreateDeal {
     #[serde(default)]
     pub stage: Option<String>,
     #[serde(default)]
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
     #[serde(default)]
     pub expected_close_date: Option<String>,
@@ -170,7 +171,7 @@ pub async fn delete_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let (d, version) = load(app, &req).await?;
     let ws = req.ws();
     Tx::new()
-        .delete_versioned(ws_pk(ws), sk(&d.id), version)
+        .delete_versioned(ws_pk(ws), keys::DEAL.sk(&[&d.id]), version)
         .event(Event::new(ws, "deal.deleted", &d))
         .commit(app)
         .await

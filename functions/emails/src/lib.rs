@@ -9,6 +9,7 @@ mod domains;
 mod templates;
 
 use domain::emails::templates::{Content, Template};
+// `area!` names handlers by identifier (and utoipa's `__path_` types with them).
 use domains::*;
 use templates::*;
 
@@ -96,6 +97,7 @@ pub struct SendBatch {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct BatchEntry {
     pub index: usize,
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     pub status: EmailStatus,
 }
@@ -109,6 +111,7 @@ pub struct BatchError {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct EmailBatch {
     /// `eb_...`
+    #[schema(pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `email_batch`.
     pub object: String,
@@ -117,6 +120,7 @@ pub struct EmailBatch {
     pub emails: Vec<BatchEntry>,
     /// The rejected ones (permissive only).
     pub errors: Vec<BatchError>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -218,7 +222,7 @@ fn batch_validation(errors: Vec<BatchError>) -> ApiError {
 pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
     let id: model::EmailId = req.path_id("id")?;
     let ws = req.ws();
-    let items = app.db.batch_get(&[(ws_pk(ws), model::sk(&id)), (ws_pk(ws), model::body_sk(&id))]).await?;
+    let items = app.db.batch_get(&[(ws_pk(ws), domain::keys::EMAIL.sk(&[&id])), (ws_pk(ws), model::body_sk(&id))]).await?;
     let mut email: Option<Email> = None;
     let mut body = None;
     for item in items {
@@ -259,7 +263,7 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
         let ids: Vec<&String> = batch.emails.iter().map(|e| &e.id).collect();
         let start = page.after.as_ref().and_then(|a| ids.iter().position(|id| *id == a).map(|p| p + 1)).unwrap_or(0);
         let slice: Vec<&String> = ids.iter().skip(start).take(page.limit).copied().collect();
-        let keys: Vec<(String, String)> = slice.iter().map(|id| (ws_pk(ws), model::sk(id))).collect();
+        let keys: Vec<(String, String)> = slice.iter().map(|id| (ws_pk(ws), domain::keys::EMAIL.sk(&[id]))).collect();
         let emails: Vec<Email> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
         let next = (start + slice.len() < ids.len()).then(|| page.cursor_for(slice.last().expect("a full page")));
         return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), next));
@@ -323,7 +327,7 @@ pub async fn remove_suppression(app: &App, req: Req) -> ApiResult<Reply> {
     errs.finish()?;
     let ws = req.ws();
     let address = req.param("address").to_ascii_lowercase();
-    let sk = model::suppressions::sk(&address);
+    let sk = domain::keys::EMAIL_SUPPRESSION.sk(&[&address]);
     let (s, _): (model::suppressions::Suppression, i64) =
         app.db.get_object(ws, &sk).await?.ok_or_else(|| ApiError::not_found("suppression"))?;
     let data =

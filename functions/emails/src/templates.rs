@@ -1,6 +1,6 @@
 //! Email template routes; the model and rendering are `domain::emails::templates`.
 
-use domain::emails::templates::*;
+use domain::emails::templates::{Content, Template, check, load, record};
 use serde::Deserialize;
 
 use shared::outbox::Tx;
@@ -154,6 +154,10 @@ pub async fn update_template(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn delete_template(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     let (t, version) = load(app, ws, req.param("slug")).await?;
-    Tx::new().delete_versioned(ws_pk(ws), sk(&t.slug), version).commit(app).await.map_err(TxError::stale)?;
+    Tx::new()
+        .delete_versioned(ws_pk(ws), domain::keys::EMAIL_TEMPLATE.sk(&[&t.slug]), version)
+        .commit(app)
+        .await
+        .map_err(TxError::stale)?;
     Ok(Reply::deleted(&t.slug, "email_template"))
 }

@@ -4,7 +4,11 @@
 //! address), internal notes (never sent). Every message lands on the contact's timeline.
 
 use domain::effects::{self as fx, Effect as _};
-use domain::helpdesk::*;
+use domain::helpdesk::{
+    Conversation, ConversationId, ConversationStatus, DeliveryStatus, DeliveryUpdate, MAX_BODY_CHARS, MAX_TAGS, Message, MessageType,
+    Priority, check_mailbox, check_size, commit_with_reply, compose_reply, contact_for, conversation_event, load, message_record, record,
+    timeline,
+};
 use domain::keys;
 use serde::Deserialize;
 use shared::outbox::Tx;
@@ -394,7 +398,8 @@ pub async fn list_messages(app: &App, req: Req) -> ApiResult<Reply> {
         domain::helpdesk::inbound::with_links(app, ws, m).await?;
     }
     // The replies' emails, in one read.
-    let keys: Vec<(String, String)> = list.iter().filter_map(|m| m.email_id.as_ref()).map(|e| (ws_pk(ws), domain::emails::sk(e))).collect();
+    let keys: Vec<(String, String)> =
+        list.iter().filter_map(|m| m.email_id.as_ref()).map(|e| (ws_pk(ws), domain::keys::EMAIL.sk(&[e]))).collect();
     if !keys.is_empty() {
         let emails: Vec<domain::emails::Email> =
             app.db.batch_get(&keys).await?.into_iter().filter_map(|i| store::from_item(i).ok()).collect();

@@ -252,13 +252,16 @@ pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
 /// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct PortalEmail {
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: String,
     /// Always `email`.
     pub object: String,
     pub from: String,
     pub subject: String,
     pub status: EmailStatus,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 

@@ -8,7 +8,10 @@
 
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
-use domain::posts::*;
+use domain::posts::{
+    Change, ChannelId, CreatePost, Media, Post, PostId, PostStatus, SchedulePost, UpdatePost, Variant, VariantError, VariantInput,
+    VariantStatus, record,
+};
 use serde::Deserialize;
 use shared::events::Event;
 use shared::outbox::Tx;
@@ -27,7 +30,7 @@ shared::area! {
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
     let id: PostId = req.path_id("id")?;
-    app.db.get_object(req.ws(), &sk(&id)).await?.ok_or_else(|| ApiError::not_found("post"))
+    app.db.get_object(req.ws(), &keys::POST.sk(&[&id])).await?.ok_or_else(|| ApiError::not_found("post"))
 }
 
 /// A post's channels must be active channels of the workspace and its texts within their
@@ -123,7 +126,7 @@ pub async fn delete_post(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(ApiError::conflict("a post cannot be deleted while it is publishing"));
     }
     Tx::new()
-        .delete_versioned(ws_pk(req.ws()), sk(&post.id), version)
+        .delete_versioned(ws_pk(req.ws()), keys::POST.sk(&[&post.id]), version)
         .event(Event::new(req.ws(), "post.deleted", &post))
         .commit(app)
         .await

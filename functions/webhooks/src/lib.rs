@@ -41,6 +41,7 @@ pub struct EndpointWithSecret {
     /// `whsec_...`: shown once; store it to verify signatures.
     pub secret: String,
     /// Until when the previous secret keeps signing alongside (rotate-secret only).
+    #[schema(format = DateTime)]
     pub previous_secret_expires_at: Option<String>,
 }
 

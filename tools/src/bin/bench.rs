@@ -601,7 +601,7 @@ async fn in_process(app: Arc<shared::App>, how: InProcess, key: &str, ws: &str, 
                     let (found, calls) = shared::metrics::count_ddb_calls(async {
                         let d = app.limiter.acquire(&app.db, "bench-direct", shared::ratelimit::Class::Read).await.unwrap();
                         assert!(d.allowed, "the raised limit admits the load");
-                        app.db.get_object::<domain::posts::Post>(&ws, &domain::posts::sk(&post)).await.unwrap()
+                        app.db.get_object::<domain::posts::Post>(&ws, &domain::keys::POST.sk(&[&post])).await.unwrap()
                     })
                     .await;
                     assert!(found.is_some());
