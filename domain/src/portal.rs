@@ -306,7 +306,7 @@ pub async fn send_erasure_code(
 /// The customer's proof for `EraseSubject` (`gdpr::erasure::erase_self`): the code from their
 /// inbox, taken once (a conditional update counts the guess, a conditional removal spends the
 /// code).
-pub async fn spend_erasure_code(
+pub(crate) async fn spend_erasure_code(
     auth: &Authority<EraseSubject>,
     app: &App,
     session_token: &str,

@@ -71,6 +71,7 @@ pub struct Endpoint {
     /// continuously for 5 days). Cleared when it is enabled again.
     pub disabled_reason: Option<String>,
     /// Start of the current run of failed attempts.
+    #[schema(format = DateTime)]
     pub failing_since: Option<String>,
     pub metadata: BTreeMap<String, String>,
     #[schema(format = DateTime)]
@@ -187,6 +188,7 @@ pub struct Attempt {
     /// 1 for the first attempt of the delivery.
     pub number: u32,
     /// When the request was sent.
+    #[schema(format = DateTime)]
     pub at: String,
     pub duration_ms: u64,
     /// The receiver's HTTP status, when it answered.

@@ -68,6 +68,11 @@ impl Tx {
         self.op(Op::Put { item, cond: None, names: vec![] })
     }
 
+    /// Unconditional puts of each item (none for an empty `Option` or list).
+    pub fn put_all(self, items: impl IntoIterator<Item = Item>) -> Self {
+        items.into_iter().fold(self, Self::put)
+    }
+
     pub fn put_if(self, item: Item, cond: &str, vals: Vec<(&str, AttributeValue)>) -> Self {
         self.put_if_named(item, cond, &[], vals)
     }

@@ -374,3 +374,42 @@ async fn a_confirmed_booking_emails_its_contact_and_cancelling_cancels_the_remin
     created(&c, "/bookings", booking(&other, &at("16:00"), "notify2@example.org")).await;
     assert_eq!(c.get("/emails?limit=100").await.json["data"].as_array().unwrap().len(), 2);
 }
+
+/// A booking whose person was erased keeps its slot and its lifecycle, and its changes write
+/// no timeline entry or contact link for nobody (an empty contact id in a key).
+#[tokio::test]
+async fn a_booking_whose_person_was_erased_changes_without_writing_for_nobody() {
+    let c = client("bookings erased person").await;
+    let (_, svc) = setup(&c, 1, json!({"slot_interval_minutes": 15})).await;
+    let b = created(&c, "/bookings", booking(&svc, &at("13:00"), "gone@example.org")).await;
+    let id = b["id"].as_str().unwrap();
+    let r = c.post("/gdpr/erasures", &json!({"subject": {"email": "gone@example.org"}, "reason": "Art. 17"})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let path = format!("/gdpr/erasures/{}", r.json["data"]["id"].as_str().unwrap());
+    let mut status = Value::Null;
+    for _ in 0..240 {
+        status = c.get(&path).await.json["data"]["status"].clone();
+        if status == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(status, "completed");
+    assert_eq!(c.get(&format!("/bookings/{id}")).await.json["data"]["contact_id"], "", "the person is gone from the booking");
+
+    let r = c.post(&format!("/bookings/{id}/reschedule"), &json!({"start": at("14:00")})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let moved = r.json["data"]["id"].as_str().unwrap().to_string();
+    let r = c.post(&format!("/bookings/{moved}/cancel"), &json!({"reason": "closed"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+
+    let app = harness().app().await;
+    let nobody = [domain::keys::CONTACT_BOOKING.sk_prefix(&[""]), domain::keys::ACTIVITY.sk_prefix(&[""])];
+    let items = app.db.scan_all().await.unwrap();
+    let orphans: Vec<&str> = items
+        .iter()
+        .filter_map(|i| shared::store::get_str(i, "sk"))
+        .filter(|sk| nobody.iter().any(|p| sk.starts_with(p.as_str())))
+        .collect();
+    assert!(orphans.is_empty(), "items keyed by an empty contact id: {orphans:?}");
+}

@@ -63,7 +63,9 @@ fn every_timestamp_is_a_date_time_and_weekdays_are_a_closed_set() {
     let mut missing = vec![];
     for (name, schema) in doc["components"]["schemas"].as_object().expect("schemas") {
         for (prop, v) in schema["properties"].as_object().into_iter().flatten() {
-            let time = prop.ends_with("_at") || (name != "Interval" && ["start", "end"].contains(&prop.as_str()));
+            let named_as_time = prop == "at" || ["_at", "_until", "_since"].iter().any(|s| prop.ends_with(s));
+            // Opening hours' intervals are local `HH:MM` (their own pattern), not instants.
+            let time = named_as_time || (name != "Interval" && ["start", "end"].contains(&prop.as_str()));
             if time && v["format"] != "date-time" {
                 missing.push(format!("{name}.{prop}"));
             }

@@ -59,10 +59,10 @@ pub struct ApiKey {
     pub secret: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     /// When the request was sent.
-    pub at: String,
+    pub at: chrono::DateTime<chrono::Utc>,
     pub duration_ms: i64,
     /// Why there is no usable answer: `timeout`, `connect` (including TLS), `dns`,
     /// `blocked_address`, `invalid_url`, `request`, `endpoint_disabled`, `endpoint_deleted`.
@@ -464,9 +464,9 @@ pub struct Contact {
 }
 
 /// Who changed a contact's address, and when.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContactEmailChange {
-    pub at: String,
+    pub at: chrono::DateTime<chrono::Utc>,
     /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
     pub by: String,
     /// The credential could erase and export people itself (the admin scope, with no
@@ -547,7 +547,7 @@ pub struct Conversation {
     pub object: String,
     pub priority: Priority,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snoozed_until: Option<String>,
+    pub snoozed_until: Option<chrono::DateTime<chrono::Utc>>,
     pub status: ConversationStatus,
     pub subject: String,
     pub tags: Vec<String>,
@@ -1097,7 +1097,7 @@ pub struct Endpoint {
     pub event_types: Vec<String>,
     /// Start of the current run of failed attempts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failing_since: Option<String>,
+    pub failing_since: Option<chrono::DateTime<chrono::Utc>>,
     /// `wh_...`
     pub id: String,
     pub metadata: std::collections::BTreeMap<String, String>,
@@ -1299,9 +1299,9 @@ pub enum ExportScope {
 }
 
 /// What SES reported after sending (bounce or complaint details).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Feedback {
-    pub at: String,
+    pub at: chrono::DateTime<chrono::Utc>,
     /// The receiving server's diagnostic, when SES passes it on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnostic: Option<String>,
@@ -1768,7 +1768,7 @@ pub enum Priority {
 /// One purpose's current state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PurposeState {
-    pub at: String,
+    pub at: chrono::DateTime<chrono::Utc>,
     pub consent_id: String,
     pub granted: bool,
     pub source: ConsentSource,
@@ -2237,7 +2237,7 @@ pub struct UpdateConversation {
     pub priority: Option<Priority>,
     /// Required with `status: snoozed`: when it reopens by itself (RFC 3339, in the future).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snoozed_until: Option<String>,
+    pub snoozed_until: Option<chrono::DateTime<chrono::Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ConversationStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

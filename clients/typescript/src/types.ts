@@ -1560,7 +1560,10 @@ export interface components {
             secret?: string | null;
         };
         Attempt: {
-            /** @description When the request was sent. */
+            /**
+             * Format: date-time
+             * @description When the request was sent.
+             */
             at: string;
             /** Format: int64 */
             duration_ms: number;
@@ -1852,6 +1855,7 @@ export interface components {
         };
         /** @description Who changed a contact's address, and when. */
         ContactEmailChange: {
+            /** Format: date-time */
             at: string;
             /** @description The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`). */
             by: string;
@@ -1902,6 +1906,7 @@ export interface components {
             /** @description Always `helpdesk_conversation`. */
             object: string;
             priority: components["schemas"]["Priority"];
+            /** Format: date-time */
             snoozed_until?: string | null;
             status: components["schemas"]["ConversationStatus"];
             subject: string;
@@ -2471,7 +2476,10 @@ export interface components {
             enabled: boolean;
             /** @description Subscribed types or `<noun>.*` patterns; empty = every event. */
             event_types: string[];
-            /** @description Start of the current run of failed attempts. */
+            /**
+             * Format: date-time
+             * @description Start of the current run of failed attempts.
+             */
             failing_since?: string | null;
             /** @description `wh_...` */
             id: string;
@@ -2615,6 +2623,7 @@ export interface components {
         ExportScope: "subject" | "workspace";
         /** @description What SES reported after sending (bounce or complaint details). */
         Feedback: {
+            /** Format: date-time */
             at: string;
             /** @description The receiving server's diagnostic, when SES passes it on. */
             diagnostic?: string | null;
@@ -3140,6 +3149,7 @@ export interface components {
         Priority: "low" | "normal" | "high" | "urgent";
         /** @description One purpose's current state. */
         PurposeState: {
+            /** Format: date-time */
             at: string;
             consent_id: string;
             granted: boolean;
@@ -3535,7 +3545,10 @@ export interface components {
             /** @description A member's subject; null unassigns. */
             assignee?: string | null;
             priority?: components["schemas"]["Priority"] | null;
-            /** @description Required with `status: snoozed`: when it reopens by itself (RFC 3339, in the future). */
+            /**
+             * Format: date-time
+             * @description Required with `status: snoozed`: when it reopens by itself (RFC 3339, in the future).
+             */
             snoozed_until?: string | null;
             status?: components["schemas"]["ConversationStatus"] | null;
             subject?: string | null;

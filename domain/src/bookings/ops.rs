@@ -467,13 +467,16 @@ fn booking_record(ws: &str, b: &Booking, cells: &[String]) -> ApiResult<Record> 
 }
 
 /// The contact's entry for this booking (`CTBOOKING#<ct>#<start>#<bk>`), so a customer's
-/// bookings are a prefix Query in start order, not a scan.
-fn contact_link(ws: &str, b: &Booking) -> Item {
-    Item::from([
-        ("pk".into(), s(ws_pk(ws))),
-        ("sk".into(), s(keys::CONTACT_BOOKING.sk(&[&b.contact_id, &b.start, &b.id]))),
-        ("booking_id".into(), s(&b.id)),
-    ])
+/// bookings are a prefix Query in start order, not a scan. None once an erasure removed the
+/// person from the booking.
+fn contact_link(ws: &str, b: &Booking) -> Option<Item> {
+    (!b.contact_id.is_empty()).then(|| {
+        Item::from([
+            ("pk".into(), s(ws_pk(ws))),
+            ("sk".into(), s(keys::CONTACT_BOOKING.sk(&[&b.contact_id, &b.start, &b.id]))),
+            ("booking_id".into(), s(&b.id)),
+        ])
+    })
 }
 
 /// A contact's bookings starting after `from` (upcoming, soonest first) or before it (past,
@@ -536,8 +539,13 @@ pub async fn cancel(app: &App, ws: &str, sb: &StoredBooking, by: CancelledBy, re
     Ok(next)
 }
 
-fn timeline(ws: &str, b: &Booking, kind: &str, summary: String) -> ApiResult<Item> {
-    crate::contacts::activity(ws, &b.contact_id, kind, summary, serde_json::json!({"booking_id": b.id, "start": b.start}))
+/// The contact's timeline entry for a change of this booking (none once an erasure removed the
+/// person from it).
+fn timeline(ws: &str, b: &Booking, kind: &str, summary: String) -> ApiResult<Option<Item>> {
+    if b.contact_id.is_empty() {
+        return Ok(None);
+    }
+    crate::contacts::activity(ws, &b.contact_id, kind, summary, serde_json::json!({"booking_id": b.id, "start": b.start})).map(Some)
 }
 
 /// Book `start` on the first of `candidates` with room: its cells, the booking, the hold it
@@ -567,8 +575,8 @@ pub async fn book(
             }
             tx = tx
                 .create(booking_record(ws, &booking, &plan_keys(&res.id, &plan))?.version(1))
-                .put(contact_link(ws, &booking))
-                .put(timeline(ws, &booking, "booking.created", format!("Booked for {}", booking.start))?)
+                .put_all(contact_link(ws, &booking))
+                .put_all(timeline(ws, &booking, "booking.created", format!("Booked for {}", booking.start))?)
                 .event(Event::new(ws, "booking.created", &booking));
             match tx.commit(app).await {
                 Ok(()) => return Ok(booking),
@@ -626,7 +634,7 @@ pub async fn transition(app: &App, ws: &str, sb: &StoredBooking, next: Booking, 
     }
     let cells: &[String] = if release { &[] } else { &sb.cells };
     tx.replace(booking_record(ws, &next, cells)?, sb.version)
-        .put(timeline(ws, &next, event, format!("{} ({})", event.trim_start_matches("booking."), next.start))?)
+        .put_all(timeline(ws, &next, event, format!("{} ({})", event.trim_start_matches("booking."), next.start))?)
         .event(Event::new(ws, event, &next))
         .commit(app)
         .await
@@ -672,8 +680,8 @@ pub async fn reschedule(app: &App, ws: &str, svc: &Service, res: &Resource, sb: 
         let res = tx
             .replace(booking_record(ws, &moved, &[])?, sb.version)
             .create(booking_record(ws, &new, &new_keys)?.version(1))
-            .put(contact_link(ws, &new))
-            .put(timeline(ws, &new, "booking.rescheduled", format!("Moved from {} to {}", old.start, new.start))?)
+            .put_all(contact_link(ws, &new))
+            .put_all(timeline(ws, &new, "booking.rescheduled", format!("Moved from {} to {}", old.start, new.start))?)
             .event(Event::new(ws, "booking.rescheduled", &serde_json::json!({"from": moved, "to": new})))
             .commit(app)
             .await;

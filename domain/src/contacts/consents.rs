@@ -133,6 +133,7 @@ pub struct PurposeState {
     pub consent_id: String,
     pub source: ConsentSource,
     pub text_version: String,
+    #[schema(format = DateTime)]
     pub at: String,
 }
 

@@ -164,6 +164,7 @@ pub struct Contact {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[schema(as = ContactEmailChange)]
 pub struct EmailChange {
+    #[schema(format = DateTime)]
     pub at: String,
     /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
     pub by: String,

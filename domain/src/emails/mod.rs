@@ -188,6 +188,7 @@ pub struct Feedback {
     pub recipients: Vec<String>,
     /// The receiving server's diagnostic, when SES passes it on.
     pub diagnostic: Option<String>,
+    #[schema(format = DateTime)]
     pub at: String,
 }
 

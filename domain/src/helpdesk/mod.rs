@@ -129,6 +129,7 @@ pub struct Conversation {
     pub channel: String,
     /// The address the customer writes to, at a verified sending domain of the workspace.
     pub mailbox: String,
+    #[schema(format = DateTime)]
     pub snoozed_until: Option<String>,
     #[schema(format = DateTime)]
     pub last_message_at: String,

@@ -284,7 +284,7 @@ pub struct UpdateConversation {
     pub status: Patch<ConversationStatus>,
     /// Required with `status: snoozed`: when it reopens by itself (RFC 3339, in the future).
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub snoozed_until: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<Priority>)]
