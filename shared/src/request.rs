@@ -78,6 +78,14 @@ impl Req {
     }
 }
 
+/// One page of a keys-only index: the page's keys, then its items in the index's order (one
+/// BatchGetItem), decoded; and the sort key to continue after.
+pub async fn keyed_page<T: DeserializeOwned>(app: &App, spec: crate::store::QuerySpec<'_>) -> ApiResult<(Vec<T>, Option<String>)> {
+    let out = app.db.query_keys_then_get(spec).await?;
+    let items = out.items.into_iter().map(crate::store::from_item::<T>).collect::<ApiResult<Vec<_>>>()?;
+    Ok((items, out.next_after))
+}
+
 /// One page of a list: run the query, decode the items, mint the next cursor.
 pub async fn list_page<T: DeserializeOwned + Serialize>(
     app: &App,

@@ -175,7 +175,8 @@ pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
     errs.finish()?;
     if !contacts::changed_fields(&old, &c).is_empty() {
         c.updated_at = shared::ids::now_rfc3339();
-        contacts::update_tx(ws, &old, &c, version, shared::outbox::Tx::new())?.commit(app).await.map_err(shared::store::TxError::stale)?;
+        // The address stays as it was (the customer changes it by the vouched email change).
+        contacts::commit_update(app, ws, &old, &c, version).await?;
     }
     if let (Some(granted), text, text_version) = consent {
         let subject = Subject::of(&c);
@@ -272,10 +273,9 @@ pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "portal_emails", &[]).await?;
     let ct = me(app, &req).await?;
     let spec = keys::EMAILS_OF_CONTACT.query(&[req.ws(), &ct], &[], page.after.clone(), page.limit).descending();
-    let out = app.db.query_keys_then_get(spec).await?;
-    let mut list: Vec<PortalEmail> = out.items.into_iter().map(shared::store::from_item).collect::<ApiResult<_>>()?;
+    let (mut list, next) = shared::request::keyed_page::<PortalEmail>(app, spec).await?;
     list.sort_by(|a, b| b.id.cmp(&a.id));
-    Ok(Reply::list(&list, out.next_after.map(|a| page.cursor_for(&a))))
+    Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
 }
 
 /// An export of everything the workspace holds about the customer (rate class `gdpr_export`);

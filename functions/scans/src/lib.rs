@@ -74,9 +74,8 @@ pub async fn list_scans(app: &App, req: Req) -> ApiResult<Reply> {
     }
     if host.is_none() && status.is_some() {
         // The status index holds keys only: the page's keys, then its scans by key.
-        let out = app.db.query_keys_then_get(spec).await?;
-        let scans: Vec<Scan> = out.items.into_iter().map(shared::store::from_item).collect::<ApiResult<_>>()?;
-        return Ok(Reply::list(&scans, out.next_after.map(|a| page.cursor_for(&a))));
+        let (scans, next) = shared::request::keyed_page::<Scan>(app, spec).await?;
+        return Ok(Reply::list(&scans, next.map(|a| page.cursor_for(&a))));
     }
     shared::request::list_page::<Scan>(app, &page, spec).await
 }

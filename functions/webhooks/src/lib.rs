@@ -4,13 +4,8 @@
 
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
-use domain::webhooks::{
-    self as model, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_GRACE_SECS, StoredDelivery, StoredEndpoint,
-};
+use domain::webhooks::{self as model, DEFAULT_GRACE_SECS, Delivery, DeliveryStatus, Endpoint, MAX_GRACE_SECS, StoredEndpoint};
 use serde::{Deserialize, Serialize};
-use shared::events::Event;
-use shared::outbox::Tx;
-use shared::store::ws_pk;
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -278,18 +273,7 @@ pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     if !rec.endpoint.enabled {
         return Err(ApiError::conflict("the endpoint is disabled; enable it first"));
     }
-    let ws = req.ws();
-    let event = Event::new(ws, "webhook.test", &serde_json::json!({"endpoint_id": rec.endpoint.id, "message": "This is a test event."}));
-    let d = StoredDelivery::new(&rec.endpoint.id, &event);
-    // As a fan-out does: the event's body in its record, the delivery beside it.
-    let record = model::event_record(ws, &event, vec![format!("{}/{}", rec.endpoint.id, d.delivery.id)]);
-    Tx::new()
-        .put_if(record, "attribute_not_exists(pk)", vec![])
-        .create(d.record(ws, 1)?)
-        .commit(app)
-        .await
-        .map_err(|e| e.on_condition(|_| ApiError::conflict("the delivery exists already")))?;
-    model::enqueue(app, &d.job(ws), 0).await?;
+    let d = model::queue_test(app, req.ws(), &rec.endpoint.id).await?;
     Ok(Reply::accepted(&d.delivery))
 }
 
@@ -308,7 +292,7 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
     let id: model::EndpointId = req.path_id("id")?;
     let id = id.as_ref();
     // The endpoint must exist in this workspace (deliveries of a deleted endpoint are gone with it).
-    if app.db.get(&ws_pk(req.ws()), &model::endpoint_sk(id)).await?.is_none() {
+    if model::load_endpoint(app, req.ws(), id).await?.is_none() {
         return Err(ApiError::not_found("webhook endpoint"));
     }
     let list = format!("webhooks/{id}/deliveries");
