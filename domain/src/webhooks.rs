@@ -435,16 +435,10 @@ pub async fn load_delivery_for(app: &App, job: &DeliveryJob) -> ApiResult<Option
     Ok(Some(x))
 }
 
-/// Queue a delivery attempt after `delay_secs` (SQS allows at most 15 minutes of delay; the
-/// dispatcher hides the message again until the delivery is due).
 /// A `webhook.test` event for one endpoint only (whatever its event types), written as a
 /// fan-out writes one (the event's body in its record, the delivery beside it) and queued.
 pub async fn queue_test(app: &App, ws: &str, endpoint_id: &str) -> ApiResult<StoredDelivery> {
-    let event = shared::events::Event::new(
-        ws,
-        "webhook.test",
-        &serde_json::json!({"endpoint_id": endpoint_id, "message": "This is a test event."}),
-    );
+    let event = Event::new(ws, "webhook.test", &serde_json::json!({"endpoint_id": endpoint_id, "message": "This is a test event."}));
     let d = StoredDelivery::new(endpoint_id, &event);
     let record = event_record(ws, &event, vec![format!("{endpoint_id}/{}", d.delivery.id)]);
     Tx::new()
@@ -457,6 +451,8 @@ pub async fn queue_test(app: &App, ws: &str, endpoint_id: &str) -> ApiResult<Sto
     Ok(d)
 }
 
+/// Queue a delivery attempt after `delay_secs` (SQS allows at most 15 minutes of delay; the
+/// dispatcher hides the message again until the delivery is due).
 pub async fn enqueue(app: &App, job: &DeliveryJob, delay_secs: u64) -> ApiResult<()> {
     let body = serde_json::to_string(job).expect("jobs serialize");
     app.enqueue(&app.cfg.deliveries_queue_url, &body, delay_secs.min(900) as i64)

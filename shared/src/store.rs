@@ -72,7 +72,7 @@ impl Write<'_> {
         self
     }
 
-    async fn send(self) -> Result<Item, SdkError<WriteError, aws_smithy_runtime_api::http::Response>> {
+    async fn send(self) -> Result<Item, Failed> {
         let (db, names, values) = (self.db, self.names, self.values);
         let names = (!names.is_empty()).then(|| names.into_iter().collect::<HashMap<_, _>>());
         let values = (!values.is_empty()).then(|| values.into_iter().collect::<HashMap<_, _>>());
@@ -90,7 +90,7 @@ impl Write<'_> {
                 .send()
                 .await
                 .map(|o| o.attributes.unwrap_or_default())
-                .map_err(|e| e.map_service_error(WriteError::Put)),
+                .map_err(Failed::from),
             WriteOp::Update { pk, sk, expression } => db
                 .client
                 .update_item()
@@ -104,7 +104,7 @@ impl Write<'_> {
                 .send()
                 .await
                 .map(|o| o.attributes.unwrap_or_default())
-                .map_err(|e| e.map_service_error(WriteError::Update)),
+                .map_err(Failed::from),
             WriteOp::Delete { pk, sk } => db
                 .client
                 .delete_item()
@@ -117,7 +117,7 @@ impl Write<'_> {
                 .send()
                 .await
                 .map(|o| o.attributes.unwrap_or_default())
-                .map_err(|e| e.map_service_error(WriteError::Delete)),
+                .map_err(Failed::from),
         }
     }
 
@@ -125,64 +125,31 @@ impl Write<'_> {
     pub async fn apply(self) -> Result<Option<Item>, ApiError> {
         match self.send().await {
             Ok(attributes) => Ok(Some(attributes)),
-            Err(e) if e.as_service_error().is_some_and(WriteError::is_condition_failed) => Ok(None),
-            Err(e) => Err(ddb_error(e)),
+            Err(Failed { condition: true, .. }) => Ok(None),
+            Err(f) => Err(f.error),
         }
     }
 
     /// The write, where a failed condition is a fault like any other (a 500).
     pub async fn required(self) -> Result<Item, ApiError> {
-        self.send().await.map_err(ddb_error)
+        self.send().await.map_err(|f| f.error)
     }
 }
 
-/// What one conditional write can fail with, whichever its kind.
-#[derive(Debug)]
-enum WriteError {
-    Put(aws_sdk_dynamodb::operation::put_item::PutItemError),
-    Update(aws_sdk_dynamodb::operation::update_item::UpdateItemError),
-    Delete(aws_sdk_dynamodb::operation::delete_item::DeleteItemError),
+/// A failed write, whichever its kind: whether its condition did not hold, and the failure as
+/// the envelope's error.
+struct Failed {
+    condition: bool,
+    error: ApiError,
 }
 
-impl WriteError {
-    fn is_condition_failed(&self) -> bool {
-        match self {
-            WriteError::Put(e) => e.is_conditional_check_failed_exception(),
-            WriteError::Update(e) => e.is_conditional_check_failed_exception(),
-            WriteError::Delete(e) => e.is_conditional_check_failed_exception(),
-        }
-    }
-    fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        match self {
-            WriteError::Put(e) => e,
-            WriteError::Update(e) => e,
-            WriteError::Delete(e) => e,
-        }
-    }
-    fn meta(&self) -> &aws_sdk_dynamodb::error::ErrorMetadata {
-        match self {
-            WriteError::Put(e) => e.meta(),
-            WriteError::Update(e) => e.meta(),
-            WriteError::Delete(e) => e.meta(),
-        }
-    }
-}
-
-impl std::fmt::Display for WriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(self.inner(), f)
-    }
-}
-
-impl std::error::Error for WriteError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(self.inner())
-    }
-}
-
-impl ProvideErrorMetadata for WriteError {
-    fn meta(&self) -> &aws_sdk_dynamodb::error::ErrorMetadata {
-        WriteError::meta(self)
+impl<E, R> From<SdkError<E, R>> for Failed
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    fn from(e: SdkError<E, R>) -> Self {
+        Failed { condition: e.code() == Some("ConditionalCheckFailedException"), error: ddb_error(e) }
     }
 }
 

@@ -78,7 +78,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
 ];
 
 /// Which modules of `shared` a module's code names (`crate::x`, `$crate::x`; comments aside).
-fn shared_uses(src: &str) -> std::collections::BTreeSet<String> {
+fn crate_uses(src: &str) -> std::collections::BTreeSet<String> {
     let mut out = std::collections::BTreeSet::new();
     let code: String = src.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
     let src = code.as_str();
@@ -103,43 +103,44 @@ fn shared_uses(src: &str) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
-    let dir = tools::localstack::repo_root().join("shared/src");
-    let layer_of = |m: &str| SHARED_LAYERS.iter().position(|l| l.contains(&m));
-    let mut graph: Vec<(String, Vec<String>)> = vec![];
-    for entry in std::fs::read_dir(&dir).expect("shared/src") {
+    let (graph, _) = layered_modules("shared", SHARED_LAYERS, "SHARED_LAYERS and lib.rs");
+    assert!(graph.len() >= 20, "read the modules: {}", graph.len());
+    assert!(cycles(&graph).is_empty(), "shared modules in a cycle: {:?}", cycles(&graph));
+}
+
+/// A module and the modules it uses; a module and its files by name (`mod` for a file module).
+type Graph = Vec<(String, Vec<String>)>;
+type Sources = Vec<(String, Vec<(String, String)>)>;
+
+/// Every module of `<krate>/src` (a file, or the files of its folder) with the modules of
+/// `layers` it uses, and its sources; fails when one is in no layer or uses a higher layer.
+fn layered_modules(krate: &str, layers: &[&[&str]], listed_in: &str) -> (Graph, Sources) {
+    let dir = tools::localstack::repo_root().join(krate).join("src");
+    let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));
+    let (mut graph, mut sources) = (vec![], vec![]);
+    for entry in std::fs::read_dir(&dir).expect("src") {
         let path = entry.expect("entry").path();
         let module = path.file_stem().expect("name").to_string_lossy().to_string();
         if module == "lib" {
             continue;
         }
-        let own = layer_of(&module).unwrap_or_else(|| panic!("shared/src/{module}.rs is in no layer of SHARED_LAYERS and lib.rs"));
-        // A module with submodules is a folder: its files together.
-        let source = if path.is_dir() {
-            let mut files: Vec<_> = std::fs::read_dir(&path).expect("module folder").map(|e| e.expect("entry").path()).collect();
-            files.sort();
-            files.iter().map(|f| std::fs::read_to_string(f).expect("source")).collect::<Vec<_>>().join("\n")
-        } else {
-            std::fs::read_to_string(&path).expect("source")
-        };
-        let uses: Vec<String> = shared_uses(&source).into_iter().filter(|u| *u != module && layer_of(u).is_some()).collect();
+        let own = layer_of(&module).unwrap_or_else(|| panic!("{krate}/src/{module} is in no layer of {listed_in}"));
+        let files = module_sources(&path);
+        let source: String = files.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>().join("\n");
+        let uses: Vec<String> = crate_uses(&source).into_iter().filter(|u| *u != module && layer_of(u).is_some()).collect();
         for u in &uses {
             let theirs = layer_of(u).expect("filtered");
             assert!(
                 theirs <= own,
-                "shared::{module} (layer {}) uses shared::{u} (layer {}): a lower layer may not use a higher one",
+                "{krate}::{module} (layer {}) uses {krate}::{u} (layer {}): a lower layer may not use a higher one",
                 own + 1,
                 theirs + 1
             );
         }
-        graph.push((module, uses));
+        graph.push((module.clone(), uses));
+        sources.push((module, files));
     }
-    assert!(graph.len() >= 20, "read the modules: {}", graph.len());
-    // Within a layer too: repeatedly remove modules whose uses are all removed; what is left is a cycle.
-    let mut left = graph.clone();
-    while let Some(i) = left.iter().position(|(_, uses)| uses.iter().all(|u| !left.iter().any(|(m, _)| m == u))) {
-        left.remove(i);
-    }
-    assert!(left.is_empty(), "shared modules in a cycle: {:?}", left.iter().map(|(m, _)| m).collect::<Vec<_>>());
+    (graph, sources)
 }
 
 /// What the deployed functions link, as `make package` builds them (the function crates
@@ -327,11 +328,6 @@ const DOMAIN_LAYERS: &[&[&str]] = &[
     &["capabilities", "gdpr"],
 ];
 
-/// The modules a source names as `crate::x` (comments aside).
-fn crate_uses(src: &str) -> std::collections::BTreeSet<String> {
-    shared_uses(src)
-}
-
 /// A module's source: its file, or every file of its folder.
 fn module_sources(path: &std::path::Path) -> Vec<(String, String)> {
     if path.is_dir() {
@@ -348,7 +344,7 @@ fn module_sources(path: &std::path::Path) -> Vec<(String, String)> {
 }
 
 /// Remove nodes whose uses are all removed; what is left is a cycle.
-fn cycles(graph: &[(String, Vec<String>)]) -> Vec<(String, Vec<String>)> {
+fn cycles(graph: &[(String, Vec<String>)]) -> Graph {
     let mut left = graph.to_vec();
     while let Some(i) = left.iter().position(|(_, uses)| uses.iter().all(|u| !left.iter().any(|(m, _)| m == u))) {
         left.remove(i);
@@ -358,29 +354,8 @@ fn cycles(graph: &[(String, Vec<String>)]) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn domain_modules_use_only_their_layer_or_lower_without_cycles() {
-    let dir = tools::localstack::repo_root().join("domain/src");
-    let layer_of = |m: &str| DOMAIN_LAYERS.iter().position(|l| l.contains(&m));
-    let mut graph: Vec<(String, Vec<String>)> = vec![];
-    for entry in std::fs::read_dir(&dir).expect("domain/src") {
-        let path = entry.expect("entry").path();
-        let module = path.file_stem().expect("name").to_string_lossy().to_string();
-        if module == "lib" {
-            continue;
-        }
-        let own = layer_of(&module).unwrap_or_else(|| panic!("domain/src/{module} is in no layer of DOMAIN_LAYERS"));
-        let files = module_sources(&path);
-        let source: String = files.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>().join("\n");
-        let uses: Vec<String> = crate_uses(&source).into_iter().filter(|u| *u != module && layer_of(u).is_some()).collect();
-        for u in &uses {
-            let theirs = layer_of(u).expect("filtered");
-            assert!(
-                theirs <= own,
-                "domain::{module} (layer {}) uses domain::{u} (layer {}): a lower layer may not use a higher one",
-                own + 1,
-                theirs + 1
-            );
-        }
-        graph.push((module.clone(), uses));
+    let (graph, sources) = layered_modules("domain", DOMAIN_LAYERS, "DOMAIN_LAYERS");
+    for (module, files) in &sources {
         // Inside a folder, its files (beside mod.rs, the folder's own interface) form no cycle either.
         let siblings: Vec<String> = files.iter().map(|(n, _)| n.clone()).filter(|n| n != "mod").collect();
         let inner: Vec<(String, Vec<String>)> = files

@@ -296,8 +296,6 @@ pub fn connect_error(e: NetError) -> ApiError {
     }
 }
 
-// ---------- the effects: where the workspace's posts go ----------
-
 /// Check each variant of a post against its channel: the channel is one of the workspace's and
 /// active, and the text fits its limit (`variants[i].content` names the one that does
 /// not). `channels` are the workspace's channels the post names, as loaded.
@@ -340,6 +338,8 @@ pub async fn of_post(app: &App, ws: &str, post: &crate::posts::Post) -> ApiResul
     }
     app.db.batch_get(&keys).await?.into_iter().map(shared::store::from_item).collect()
 }
+
+// ---------- the effects: where the workspace's posts go ----------
 
 use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
 use shared::events::Event;

@@ -384,11 +384,10 @@ pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     if order == Order::Soonest {
         // Start-time order: keys from the start index (after `from`), then the bookings.
         let after = page.after.clone().or_else(|| from.as_ref().map(|f| format!("{}{f}", keys::BOOKINGS_BY_START.prefix(&[]))));
-        let out = app.db.query_keys_then_get(keys::BOOKINGS_BY_START.query(&[req.ws()], &[], after, page.limit)).await?;
-        let mut next = out.next_after;
+        let (bookings, mut next) =
+            shared::request::keyed_page::<Booking>(app, keys::BOOKINGS_BY_START.query(&[req.ws()], &[], after, page.limit)).await?;
         let mut list = vec![];
-        for item in out.items {
-            let b: Booking = shared::store::from_item(item)?;
+        for b in bookings {
             if to.as_ref().is_some_and(|t| &b.start >= t) {
                 next = None;
                 break;

@@ -12,7 +12,7 @@ use domain::keys;
 use serde::Deserialize;
 use shared::events::Event;
 use shared::outbox::Tx;
-use shared::store::{self, TxError, s, ws_pk};
+use shared::store::{TxError, s, ws_pk};
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::collections::BTreeMap;
@@ -130,11 +130,10 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     if let Some(c) = contact {
         // The contact's deals by index (keys only), then the deals by key; other filters apply to the page.
         let spec = keys::DEALS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit);
-        let out = app.db.query_keys_then_get(spec).await?;
-        let deals: Vec<Deal> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
+        let (deals, next) = shared::request::keyed_page::<Deal>(app, spec).await?;
         let deals: Vec<Deal> =
             deals.into_iter().filter(|d| parsed.is_none_or(|p| d.status == p) && stage.is_none_or(|st| d.stage == st)).collect();
-        return Ok(Reply::list(&deals, out.next_after.map(|a| page.cursor_for(&a))));
+        return Ok(Reply::list(&deals, next.map(|a| page.cursor_for(&a))));
     }
     let mut spec = match status {
         Some(st) => keys::DEALS_BY_STATUS.query(&[ws, st], &[], page.after.clone(), page.limit),

@@ -270,9 +270,8 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
     }
     if let Some(c) = contact {
         let spec = keys::EMAILS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit).descending();
-        let out = app.db.query_keys_then_get(spec).await?;
-        let emails: Vec<Email> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
-        return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), out.next_after.map(|a| page.cursor_for(&a))));
+        let (emails, next) = shared::request::keyed_page::<Email>(app, spec).await?;
+        return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), next.map(|a| page.cursor_for(&a))));
     }
     let mut spec = match parsed {
         Some(st) => keys::EMAILS_BY_STATUS.query(&[ws, st.as_str()], &[], page.after.clone(), page.limit),

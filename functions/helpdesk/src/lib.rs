@@ -239,11 +239,8 @@ pub async fn list_conversations(app: &App, req: Req) -> ApiResult<Reply> {
     let out = match status {
         // Keys only on GSI2, then the conversations; the other filters apply to the page.
         Some(st) => {
-            let out = app
-                .db
-                .query_keys_then_get(keys::CONVERSATIONS_BY_STATUS.query(&[ws, st], &[], page.after.clone(), page.limit).descending())
-                .await?;
-            let mut list: Vec<Conversation> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
+            let spec = keys::CONVERSATIONS_BY_STATUS.query(&[ws, st], &[], page.after.clone(), page.limit).descending();
+            let (mut list, next) = shared::request::keyed_page::<Conversation>(app, spec).await?;
             list.sort_by(|a, b| (&b.last_message_at, &b.id).cmp(&(&a.last_message_at, &a.id)));
             list.retain(|c| {
                 q.assignee.as_ref().is_none_or(|a| c.assignee.as_ref() == Some(a))
@@ -251,7 +248,7 @@ pub async fn list_conversations(app: &App, req: Req) -> ApiResult<Reply> {
                     && q.tag.as_ref().is_none_or(|t| c.tags.contains(t))
                     && mailbox.as_ref().is_none_or(|m| &c.mailbox == m)
             });
-            return Ok(Reply::list(&list, out.next_after.map(|a| page.cursor_for(&a))));
+            return Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))));
         }
         None => {
             let mut spec = keys::CONVERSATIONS.query(&[ws], &[], page.after.clone(), page.limit).descending();
