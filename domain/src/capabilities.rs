@@ -337,6 +337,161 @@ pub async fn load(app: &shared::App, ws: &str, id: &ConfirmationId) -> ApiResult
     from_item(&item)
 }
 
+// ---------- operations ----------
+
+/// One exact write to confirm for one API key.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateConfirmation {
+    /// One of `GET /capabilities`.
+    #[schema(min_length = 1, max_length = 100)]
+    pub capability: String,
+    /// The capability's method.
+    #[schema(min_length = 1, max_length = 10)]
+    pub method: String,
+    /// The concrete path of the request, relative to the API base or with it
+    /// (`/webhooks/wh_...` or `/api/v1/webhooks/wh_...`), fitting the capability's path.
+    #[schema(min_length = 1, max_length = 1000)]
+    pub path: String,
+    /// The `Idempotency-Key` the request will carry.
+    #[schema(min_length = 1, max_length = 255)]
+    pub idempotency_key: String,
+    /// Hex SHA-256 of the exact request body bytes (of the empty body for a DELETE).
+    #[schema(pattern = "^[0-9a-f]{64}$")]
+    pub body_sha256: String,
+    /// What the person saw and approved, kept for the audit.
+    #[schema(min_length = 1, max_length = 4000)]
+    pub preview_summary: String,
+    /// The person, as the approving app names them.
+    #[schema(min_length = 1, max_length = 200)]
+    pub approved_by: String,
+    /// The API key (`key_...`) that will send the request.
+    #[schema(pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub api_key_id: String,
+    /// Seconds the token lives, 60 to 900 (default 300).
+    #[schema(minimum = 60, maximum = 900)]
+    pub expires_in: Option<i64>,
+    /// The exact request body (its SHA-256 must be `body_sha256`). With it, the confirmation
+    /// also binds the contacts and templates the body names and answers what they resolve to
+    /// (`bound`): the address the email goes to, the subject it renders. Objects named by the
+    /// path (the post, the conversation and its contact, the webhook) are bound in any case.
+    #[schema(max_length = 1048576)]
+    pub body: Option<String>,
+}
+
+/// Validate and store a confirmation (`capability.confirmed`): the one shown with its token,
+/// once, and the one kept (without it) for replays and the audit.
+pub async fn create(app: &shared::App, ws: &str, confirmed_by: &str, input: CreateConfirmation) -> ApiResult<(Confirmation, Confirmation)> {
+    let mut errs = shared::validate::Errors::new();
+    let path = shared::confirmation::normalise_path(&input.path);
+    let routes: Vec<_> = routes_of(&input.capability).collect();
+    let capability = routes.iter().find(|c| input.method == c.method && path_fits(&c.path, &path)).copied();
+    if routes.is_empty() {
+        errs.add("capability", "not a capability (see GET /capabilities)");
+    } else if input.path.len() > 1000 || input.path.contains('%') {
+        // Ids never need escaping; an escaped path would name the object differently from the
+        // route that decodes it, and bind nothing.
+        errs.add("path", "must be at most 1000 characters, without percent-escapes");
+    } else if capability.is_none() || input.path.contains('?') {
+        let forms: Vec<String> = routes.iter().map(|c| format!("{} {}", c.method, c.path)).collect();
+        let field = if routes.iter().any(|c| c.method == input.method) { "path" } else { "method" };
+        errs.add(field, format!("{} is confirmed for requests of the form {} (no query)", routes[0].capability, forms.join(", ")));
+    }
+    if shared::idempotency::validate_key(&input.idempotency_key).is_err() {
+        errs.add("idempotency_key", "must be 1 to 255 printable ASCII characters");
+    }
+    if input.body_sha256.len() != 64 || !input.body_sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        errs.add("body_sha256", "must be the lower-case hex SHA-256 of the request body (64 characters)");
+    }
+    errs.text("preview_summary", &input.preview_summary, 1, 4000);
+    errs.text("approved_by", &input.approved_by, 1, 200);
+    let lifetime = input.expires_in.unwrap_or(DEFAULT_LIFETIME_SECS);
+    if !(MIN_LIFETIME_SECS..=MAX_LIFETIME_SECS).contains(&lifetime) {
+        errs.add("expires_in", format!("must be {MIN_LIFETIME_SECS} to {MAX_LIFETIME_SECS} seconds"));
+    }
+    let body = match &input.body {
+        Some(b) if shared::crypto::sha256_hex(b.as_bytes()) != input.body_sha256 => {
+            errs.add("body", "its SHA-256 is not body_sha256");
+            None
+        }
+        Some(b) if b.is_empty() => None,
+        Some(b) => match serde_json::from_str::<serde_json::Value>(b) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                errs.add("body", "must be the JSON body the request will send");
+                None
+            }
+        },
+        None => None,
+    };
+    let key_id = shared::ids::is_valid("key", &input.api_key_id).then_some(input.api_key_id.as_str());
+    if key_id.is_none() {
+        errs.add("api_key_id", "not an API key id (key_...)");
+    }
+    errs.finish()?;
+    let key_id = key_id.unwrap_or_default();
+    let (Some(capability), now) = (capability, chrono::Utc::now()) else { return Err(ApiError::internal("validated above")) };
+    let id = shared::ids::new_id("cc");
+    let (token, token_hash) = shared::confirmation::new_token(&id);
+    let expires = now + chrono::Duration::seconds(lifetime);
+    let c = Confirmation {
+        id,
+        object: "capability_confirmation".into(),
+        capability: capability.capability.clone(),
+        method: capability.method.clone(),
+        path,
+        idempotency_key: input.idempotency_key,
+        body_sha256: input.body_sha256,
+        preview_summary: input.preview_summary,
+        approved_by: input.approved_by.trim().to_string(),
+        confirmed_by: confirmed_by.to_string(),
+        api_key_id: key_id.to_string(),
+        status: ConfirmationStatus::Issued,
+        created_at: shared::ids::format_time(now),
+        expires_at: shared::ids::format_time(expires),
+        used_at: None,
+        used_by_request_id: None,
+        confirmation_token: None,
+        bound: vec![],
+    };
+    let key = app.db.get(&ws_pk(ws), &crate::keys::API_KEY.sk(&[key_id])).await?;
+    let live = key.as_ref().is_some_and(|k| get_str(k, "revoked_at").is_none());
+    if !live {
+        return Err(ApiError::validation("api_key_id", "no live API key of this workspace has this id"));
+    }
+    let bound = bind(app, ws, &capability.path, &c.path, body.as_ref()).await?;
+    let c = Confirmation { bound: bound.iter().map(|(b, _)| b.clone()).collect(), ..c };
+    shared::outbox::Tx::new()
+        .create(shared::store::Record { item: item(ws, &c, &bound, &token_hash, expires.timestamp_millis()) })
+        .event(shared::events::Event::new(ws, "capability.confirmed", &c))
+        .commit(app)
+        .await
+        .map_err(shared::store::TxError::stale)?;
+    let shown = Confirmation { confirmation_token: Some(token), ..c.clone() };
+    Ok((shown, c))
+}
+
+/// The audit trail, oldest first, filtered by capability and key; the page and its next key.
+pub async fn list(
+    app: &shared::App,
+    ws: &str,
+    capability: Option<&str>,
+    api_key_id: Option<&str>,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<Confirmation>, Option<String>)> {
+    let mut spec = crate::keys::CAPABILITY_CONFIRMATIONS.query(&[ws], &[], after, limit);
+    spec = match (capability, api_key_id) {
+        (Some(c), Some(k)) => spec.filter("capability = :c AND api_key_id = :k", vec![(":c", s(c)), (":k", s(k))]),
+        (Some(c), None) => spec.filter("capability = :c", vec![(":c", s(c))]),
+        (None, Some(k)) => spec.filter("api_key_id = :k", vec![(":k", s(k))]),
+        (None, None) => spec,
+    };
+    let out = app.db.query_page(spec).await?;
+    let items = out.items.iter().map(from_item).collect::<ApiResult<Vec<_>>>()?;
+    Ok((items, out.next_after))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

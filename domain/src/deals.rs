@@ -254,6 +254,109 @@ impl Deal {
     }
 }
 
+// ---------- operations ----------
+
+/// A new open deal.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDeal {
+    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
+    pub title: String,
+    /// Minor units; default 0.
+    #[serde(default)]
+    pub value: i64,
+    pub currency: String,
+    /// Default `new`.
+    #[serde(default)]
+    pub stage: Option<String>,
+    #[serde(default)]
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<String>,
+    #[serde(default)]
+    pub expected_close_date: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The contact must exist when the deal is written (the transaction's first item), and its
+/// timeline records the change.
+fn with_contact(ws: &str, d: &Deal, kind: &str, summary: String, mut tx: Tx) -> ApiResult<Tx> {
+    if let Some(c) = &d.contact_id {
+        tx = tx.check(ws_pk(ws), crate::contacts::contact_sk(c), "attribute_exists(pk)");
+        tx = tx.put(crate::contacts::activity(
+            ws,
+            c,
+            kind,
+            summary,
+            serde_json::json!({"deal_id": d.id, "title": d.title, "status": d.status}),
+        )?);
+    }
+    Ok(tx)
+}
+
+fn no_contact() -> shared::ApiError {
+    shared::ApiError::validation("contact_id", "no such contact in this workspace")
+}
+
+/// A deal of the workspace with its version; 404 when there is none.
+pub async fn load(app: &App, ws: &str, id: &DealId) -> ApiResult<(Deal, i64)> {
+    app.db.get_object(ws, &keys::DEAL.sk(&[id])).await?.ok_or_else(|| shared::ApiError::not_found("deal"))
+}
+
+/// Validate and write a new open deal with `deal.created`.
+pub async fn create(app: &App, ws: &str, input: CreateDeal) -> ApiResult<Deal> {
+    let now = shared::ids::now_rfc3339();
+    let d = Deal {
+        id: shared::ids::new_id("deal"),
+        object: "deal".into(),
+        title: input.title.trim().to_string(),
+        value: input.value,
+        currency: input.currency.trim().to_ascii_uppercase(),
+        stage: input.stage.map(|s| s.trim().to_string()).unwrap_or_else(|| "new".into()),
+        status: DealStatus::Open,
+        contact_id: input.contact_id,
+        expected_close_date: input.expected_close_date,
+        lost_reason: None,
+        closed_at: None,
+        reopened_at: None,
+        metadata: input.metadata,
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let mut errs = Errors::new();
+    check_common(&mut errs, &d);
+    errs.finish()?;
+    let tx = with_contact(ws, &d, "deal.created", format!("Deal created: {}", d.title), Tx::new())?;
+    let has_contact = d.contact_id.is_some();
+    tx.create(record(ws, &d)?.version(1)).event(Event::new(ws, "deal.created", &d)).commit(app).await.map_err(|e| {
+        e.on_condition(|i| if has_contact && i == 0 { no_contact() } else { shared::ApiError::conflict("the deal exists") })
+    })?;
+    Ok(d)
+}
+
+/// Apply a patch to a loaded deal and write it with its transition's event; the deal as it
+/// now is (unchanged when the patch changes nothing).
+pub async fn update(app: &App, ws: &str, old: Deal, version: i64, input: UpdateDeal) -> ApiResult<Deal> {
+    let Some(Change { deal: d, transition }) = old.apply(input, &shared::ids::now_rfc3339())? else { return Ok(old) };
+    let has_contact = d.contact_id.is_some();
+    let tx = with_contact(ws, &d, transition.event_type(), transition.summary(&d), Tx::new())?;
+    tx.replace(record(ws, &d)?, version).event(Event::new(ws, transition.event_type(), &d)).commit(app).await.map_err(|e| match e {
+        TxError::Condition(0) if has_contact => no_contact(),
+        other => other.stale(),
+    })?;
+    Ok(d)
+}
+
+/// Delete a deal with `deal.deleted`.
+pub async fn delete(app: &App, ws: &str, d: &Deal, version: i64) -> ApiResult<()> {
+    Tx::new()
+        .delete_versioned(ws_pk(ws), keys::DEAL.sk(&[&d.id]), version)
+        .event(Event::new(ws, "deal.deleted", d))
+        .commit(app)
+        .await
+        .map_err(TxError::stale)
+}
+
 /// A deleted contact's deals stay, unlinked (`contact_id` null, out of GSI2), each in its own
 /// transaction with its `deal.updated` event.
 pub async fn unlink_contact(app: &App, ws: &str, contact_id: &str) -> ApiResult<()> {

@@ -1,8 +1,8 @@
 //! The areas' data and rules, below every function crate: models, the key registry, state
-//! transitions, and the operations one area performs on another's data (a contact's
-//! suppression status, unlinking a contact's deals, a workspace's email senders, the webhook
-//! endpoints of a workspace). Function crates depend on this crate and `shared`, never on
-//! each other.
+//! transitions, every operation a route performs (validation, transactions, effects), the
+//! operations one area performs on another's data, and the workers (`publishing`, `sending`,
+//! `webhooks::dispatch`, `contacts::import`, `gdpr::worker`). Function crates parse, call one
+//! operation here and answer; they depend on this crate and `shared`, never on each other.
 
 pub mod bookings;
 pub mod capabilities;
@@ -19,5 +19,6 @@ pub mod posts;
 pub mod privacy;
 pub mod publishing;
 pub mod scans;
+pub mod sending;
 pub mod webhooks;
 pub mod workspaces;

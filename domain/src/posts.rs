@@ -326,6 +326,34 @@ pub async fn detach_channel(app: &shared::App, ws: &str, channel_id: &str) -> Ap
     Ok(())
 }
 
+/// A post of the workspace with its version; 404 when there is none.
+pub async fn load(app: &shared::App, ws: &str, id: &PostId) -> ApiResult<(Post, i64)> {
+    app.db.get_object(ws, &keys::POST.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("post"))
+}
+
+/// Write a new draft and its `post.created`.
+pub async fn create(app: &shared::App, ws: &str, post: &Post) -> ApiResult<()> {
+    shared::outbox::Tx::new()
+        .create(record(ws, post)?.version(1))
+        .event(shared::events::Event::new(ws, "post.created", post))
+        .commit(app)
+        .await
+        .map_err(shared::store::TxError::stale)
+}
+
+/// Delete a post that is not publishing (a publisher holds it), with `post.deleted`.
+pub async fn delete(app: &shared::App, ws: &str, post: &Post, version: i64) -> ApiResult<()> {
+    if post.status == PostStatus::Publishing {
+        return Err(ApiError::conflict("a post cannot be deleted while it is publishing"));
+    }
+    shared::outbox::Tx::new()
+        .delete_versioned(ws_pk(ws), keys::POST.sk(&[&post.id]), version)
+        .event(shared::events::Event::new(ws, "post.deleted", post))
+        .commit(app)
+        .await
+        .map_err(shared::store::TxError::stale)
+}
+
 pub fn check_channels(errs: &mut Errors, ids: &[String]) {
     if ids.len() > MAX_CHANNELS {
         errs.add("channel_ids", format!("at most {MAX_CHANNELS} channels"));

@@ -138,9 +138,9 @@ fn closed_port() -> u16 {
 impl Harness {
     /// A dispatcher of this stack with the given configuration, for tests that invoke it
     /// directly (as Lambda would) rather than through the worker.
-    pub async fn dispatcher(&self, cfg: Config) -> dispatcher::Dispatcher {
+    pub async fn dispatcher(&self, cfg: Config) -> domain::webhooks::dispatch::Dispatcher {
         let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
-        dispatcher::Dispatcher::new(App::with_dynamodb_endpoint(cfg, &sdk, Some(&self.dynamodb_endpoint)).expect("app"))
+        domain::webhooks::dispatch::Dispatcher::new(App::with_dynamodb_endpoint(cfg, &sdk, Some(&self.dynamodb_endpoint)).expect("app"))
             .expect("dispatcher")
     }
 
@@ -179,9 +179,9 @@ impl Harness {
     }
 
     /// An email sender of this stack, for tests that invoke it directly (as Lambda would).
-    pub async fn sender(&self) -> email_sender::Sender {
+    pub async fn sender(&self) -> domain::sending::Sender {
         let sdk = tools::admin::local_sdk_config(&self.moto_endpoint).await;
-        email_sender::Sender::new(App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app"))
+        domain::sending::Sender::new(App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app"))
     }
 
     /// Every message moto's SES recorded as sent (`id`, `source`, `subject`, `body`,
@@ -250,7 +250,7 @@ impl Harness {
 
     /// A fresh workspace and its API key.
     pub async fn workspace(&self, name: &str) -> (String, String) {
-        let (ws, key) = workspaces::create_workspace(&self.app().await, name).await.expect("create workspace");
+        let (ws, key) = domain::workspaces::create_workspace(&self.app().await, name).await.expect("create workspace");
         (ws.id, key)
     }
 }
@@ -469,7 +469,7 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
     .await;
     // A person's approval of a write of the read-only key (the audit trail holds one).
     let person = format!("seed-{}", shared::ids::new_id("u"));
-    workspaces::add_member(&harness().app().await, ws, &person, "member").await.expect("member");
+    domain::workspaces::add_member(&harness().app().await, ws, &person, "member").await.expect("member");
     let mut approver = Client::new(&c.base, &tools::admin::mint_token(&person, "read confirm", 600).expect("token"));
     approver.workspace = Some(ws.to_string());
     let confirmation = created(

@@ -618,7 +618,7 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("reason")), "{}", r.json);
     let member = format!("member-{}", shared::ids::new_id("u"));
     let ws = c.get("/workspaces/current").await.json["data"]["id"].as_str().unwrap().to_string();
-    workspaces::add_member(&h.app().await, &ws, &member, "member").await.unwrap();
+    domain::workspaces::add_member(&h.app().await, &ws, &member, "member").await.unwrap();
     let mut m = Client::new(&h.base, &tools::admin::mint_token(&member, "read write admin", 600).unwrap());
     m.workspace = Some(ws);
     let why = json!({"reason": "the customer fixed their mailbox"});

@@ -331,7 +331,7 @@ async fn deliver_inbound(raw: &str, to: &str) {
     let app = h.app().await;
     let body =
         tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[to.to_string()], "PASS", "PASS").await.unwrap();
-    inbound_mail::handle(&app, &inbound_mail::receipt(&body).unwrap()).await.unwrap();
+    domain::helpdesk::mail::handle(&app, &domain::helpdesk::mail::receipt(&body).unwrap()).await.unwrap();
 }
 
 #[tokio::test]

@@ -75,13 +75,13 @@ async fn frozen_emulators_answer_503_in_time_and_recover() {
         .await;
     assert_eq!(r.status, 202, "{}", r.json);
     let id = r.json["data"]["id"].as_str().unwrap().to_string();
-    let sender = email_sender::Sender::new(h.app_with(cfg).await);
+    let sender = domain::sending::Sender::new(h.app_with(cfg).await);
     {
         let _frozen = h.freeze(h.moto_guard);
         tokio::time::sleep((due - chrono::Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(600)).await;
         let started = Instant::now();
-        let outcome = tokio::time::timeout(Duration::from_secs(30), email_sender::send::send_one(&sender, &ws, &id)).await;
-        assert!(matches!(outcome, Ok(Ok(email_sender::send::Outcome::Done))), "{outcome:?}");
+        let outcome = tokio::time::timeout(Duration::from_secs(30), domain::sending::send::send_one(&sender, &ws, &id)).await;
+        assert!(matches!(outcome, Ok(Ok(domain::sending::send::Outcome::Done))), "{outcome:?}");
         // SES and the two event publications each wait out their 5 s: well inside the claim.
         assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     }

@@ -47,10 +47,12 @@ async fn deliver(raw: &str, recipients: &[&str], spam: &str, virus: &str) -> u32
     let app = h.app().await;
     let rcpts: Vec<String> = recipients.iter().map(|r| r.to_string()).collect();
     let body = tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &rcpts, spam, virus).await.unwrap();
-    let receipt = inbound_mail::receipt(&body).expect("an SES receipt notification");
-    let (res, calls) =
-        shared::metrics::count_ddb_calls(shared::metrics::as_function("inbound-mail", Box::pin(inbound_mail::handle(&app, &receipt))))
-            .await;
+    let receipt = domain::helpdesk::mail::receipt(&body).expect("an SES receipt notification");
+    let (res, calls) = shared::metrics::count_ddb_calls(shared::metrics::as_function(
+        "inbound-mail",
+        Box::pin(domain::helpdesk::mail::handle(&app, &receipt)),
+    ))
+    .await;
     res.unwrap();
     calls
 }
@@ -219,7 +221,7 @@ async fn html_is_sanitised_files_are_kept_and_charsets_decode() {
     assert_eq!(outlook["body_text"], "That explains it, thank you.");
 
     // 20 MB with photos: parsed, its files stored within the limits.
-    let big = String::from_utf8(inbound_mail::fixtures::large_message(20 * 1024 * 1024)).unwrap();
+    let big = String::from_utf8(domain::helpdesk::mail::fixtures::large_message(20 * 1024 * 1024)).unwrap();
     deliver(&big.replace("support@example.com", &s.mailbox).replace("customer@example.org", &s.customer), &[&s.mailbox], "PASS", "PASS")
         .await;
     let list = conversations(c, "limit=10").await;
@@ -316,9 +318,9 @@ async fn deliver_with_verdicts(raw: &str, to: &str, spf: &str, dkim: &str, dmarc
         assert!(body.contains(&from), "{body}");
         body = body.replace(&from, &to);
     }
-    let receipt = inbound_mail::receipt(&body).unwrap();
+    let receipt = domain::helpdesk::mail::receipt(&body).unwrap();
     assert_eq!(receipt.authentication.dmarc.as_deref(), Some(dmarc));
-    inbound_mail::handle(&app, &receipt).await.unwrap();
+    domain::helpdesk::mail::handle(&app, &receipt).await.unwrap();
 }
 
 /// An object's tags as moto answers them (it wants a SigV4-shaped header, not a valid one).
@@ -380,9 +382,9 @@ async fn oversized_bodies_and_thousands_of_parts_are_recorded_with_a_visible_tru
         "{}",
         m["truncated"]
     );
-    assert_eq!(files.iter().filter(|f| f["stored"] == true).count(), inbound_mail::parse::MAX_ATTACHMENTS);
+    assert_eq!(files.iter().filter(|f| f["stored"] == true).count(), domain::helpdesk::mail::parse::MAX_ATTACHMENTS);
     let objects = attachment_objects(&s.ws).await;
-    assert_eq!(objects.len(), inbound_mail::parse::MAX_ATTACHMENTS, "{objects:?}");
+    assert_eq!(objects.len(), domain::helpdesk::mail::parse::MAX_ATTACHMENTS, "{objects:?}");
     assert!(objects.iter().all(|(_, unlinked)| !unlinked), "recorded files are linked: {objects:?}");
 }
 
@@ -402,9 +404,12 @@ async fn one_delivery_three_times_at_once_is_one_message_and_its_files_once() {
         tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), std::slice::from_ref(&s.mailbox), "PASS", "PASS")
             .await
             .unwrap();
-    let receipt = inbound_mail::receipt(&body).unwrap();
-    let (a, b, c3) =
-        tokio::join!(inbound_mail::handle(&app, &receipt), inbound_mail::handle(&app, &receipt), inbound_mail::handle(&app, &receipt));
+    let receipt = domain::helpdesk::mail::receipt(&body).unwrap();
+    let (a, b, c3) = tokio::join!(
+        domain::helpdesk::mail::handle(&app, &receipt),
+        domain::helpdesk::mail::handle(&app, &receipt),
+        domain::helpdesk::mail::handle(&app, &receipt)
+    );
     for r in [a, b, c3] {
         r.expect("every delivery is handled (recorded, or found recorded)");
     }

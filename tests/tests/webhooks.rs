@@ -535,7 +535,7 @@ async fn a_slow_receiver_cannot_run_an_invocation_past_its_budget() {
     let batch = shared::sqs::event(vec![shared::sqs::message("m1", "r1", &body)]);
     let budget = std::time::Duration::from_secs(5);
     let started = std::time::Instant::now();
-    let resp = d.handle_sqs_within(batch, dispatcher::Budget::new(budget)).await;
+    let resp = d.handle_sqs_within(batch, domain::webhooks::dispatch::Budget::new(budget)).await;
     let took = started.elapsed();
     assert!(resp.batch_item_failures.is_empty());
     assert!(took < budget, "the invocation took {took:?}");

@@ -460,14 +460,14 @@ pub async fn store_inbound(
         .send()
         .await
         .map_err(|e| format!("store the message: {}", shared::aws::AwsError::from(e)))?;
-    Ok(inbound_mail::notification(&id, bucket, &key, recipients, spam, virus))
+    Ok(domain::helpdesk::mail::notification(&id, bucket, &key, recipients, spam, virus))
 }
 
 /// Feed one inbound message to the stack exactly as SES would: the raw MIME into the mail
 /// bucket, the notification into the inbound queue. Answers SES's message id.
 pub async fn send_inbound(app: &shared::App, res: &Resources, raw: &[u8], recipients: &[String]) -> Result<String, String> {
     let body = store_inbound(app.s3(), &res.mail_bucket, raw, recipients, "PASS", "PASS").await?;
-    let id = inbound_mail::receipt(&body).map(|r| r.ses_message_id).unwrap_or_default();
+    let id = domain::helpdesk::mail::receipt(&body).map(|r| r.ses_message_id).unwrap_or_default();
     app.enqueue(&res.inbound_mail_queue_url, &body, 0).await.map_err(|e| e.to_string())?;
     Ok(id)
 }

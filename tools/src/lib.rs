@@ -90,7 +90,7 @@ impl DevStack {
     /// `sweep_every`), the email sender (emails and feedback queues, tick every
     /// `sweep_every`), and the publisher (publish queue, tick every `sweep_every`).
     pub fn start_worker(&mut self, cfg: Config, sweep_every: std::time::Duration) -> Result<(), String> {
-        let d = Arc::new(dispatcher::Dispatcher::new(self.new_app(cfg.clone())?)?);
+        let d = Arc::new(domain::webhooks::dispatch::Dispatcher::new(self.new_app(cfg.clone())?)?);
         // The local event source mappings poll with the SDK (ReceiveMessage, DeleteMessage).
         let sqs = self.sqs.clone();
         let dispatch: worker::Handler = {
@@ -118,7 +118,7 @@ impl DevStack {
         let scanner_app = Arc::new(self.new_app(cfg.clone())?);
         let scan: worker::Handler = Arc::new(move |ev| {
             let app = scanner_app.clone();
-            Box::pin(shared::metrics::as_function("scanner", async move { scanner::handle_sqs(&app, ev).await }))
+            Box::pin(shared::metrics::as_function("scanner", async move { domain::scans::scanner::handle_sqs(&app, ev).await }))
         });
         self.gateways.push(worker::poll(sqs.clone(), self.resources.scans_queue_url.clone(), scan));
         let helpdesk_app = Arc::new(self.new_app(cfg.clone())?);
@@ -126,7 +126,7 @@ impl DevStack {
             let app = helpdesk_app.clone();
             Arc::new(move |ev| {
                 let app = app.clone();
-                Box::pin(shared::metrics::as_function("inbound-mail", async move { inbound_mail::handle_sqs(&app, ev).await }))
+                Box::pin(shared::metrics::as_function("inbound-mail", async move { domain::helpdesk::mail::handle_sqs(&app, ev).await }))
             })
         };
         self.gateways.push(worker::poll(sqs.clone(), self.resources.inbound_mail_queue_url.clone(), inbound));
@@ -136,7 +136,7 @@ impl DevStack {
                 domain::helpdesk::snooze::tick(&app).await.map(|_| ()).map_err(|e| e.to_string())
             }))
         }));
-        let sender = Arc::new(email_sender::Sender::new(self.new_app(cfg.clone())?));
+        let sender = Arc::new(domain::sending::Sender::new(self.new_app(cfg.clone())?));
         let send: worker::Handler = {
             let sender = sender.clone();
             Arc::new(move |ev| {
@@ -162,7 +162,7 @@ impl DevStack {
         self.gateways.push(worker::tick("email tick", sweep_every, move || {
             let sender = sender.clone();
             Box::pin(shared::metrics::as_function("email-sender", async move {
-                email_sender::tick::tick(&sender).await.map(|_| ()).map_err(|e| e.to_string())
+                domain::sending::tick::tick(&sender).await.map(|_| ()).map_err(|e| e.to_string())
             }))
         }));
         Ok(())
@@ -267,8 +267,8 @@ pub const DEMO_SENDING_DOMAIN: &str = "example.com";
 /// key, and `DEV_USER` as its owner so that development access tokens reach it. Returns the
 /// workspace id and the key.
 pub async fn demo_workspace(app: &App) -> Result<(String, String), String> {
-    let (ws, key) = workspaces::create_workspace(app, "Demo workspace").await.map_err(|e| e.to_string())?;
-    workspaces::add_member(app, &ws.id, DEV_USER, "owner").await.map_err(|e| e.to_string())?;
+    let (ws, key) = domain::workspaces::create_workspace(app, "Demo workspace").await.map_err(|e| e.to_string())?;
+    domain::workspaces::add_member(app, &ws.id, DEV_USER, "owner").await.map_err(|e| e.to_string())?;
     // moto verifies an identity as soon as it exists: reading the domain once makes it
     // `verified`, so the demo can send from example.com at once.
     use domain::emails::domains;

@@ -2,7 +2,7 @@
 //! batch to the same handler the Lambda runs (the dispatcher's, the import worker's), deletes
 //! what it finished (as Lambda does with `ReportBatchItemFailures`), and ticks the outbox sweep.
 
-use dispatcher::Dispatcher;
+use domain::webhooks::dispatch::Dispatcher;
 use futures_util::future::BoxFuture;
 use shared::sqs::{BatchResponse, SqsEvent, SqsMessage};
 use std::collections::HashSet;

@@ -35,7 +35,7 @@ fn dispatcher_samples_are_sqs_batches_or_schedule_inputs() {
     for f in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
         if v.get("Records").is_some() {
-            let ev: dispatcher::SqsEvent = serde_json::from_value(v).unwrap();
+            let ev: domain::webhooks::dispatch::SqsEvent = serde_json::from_value(v).unwrap();
             for m in &ev.records {
                 let job = serde_json::from_str::<domain::webhooks::DeliveryJob>(shared::sqs::body(m)).is_ok();
                 let event = serde_json::from_str::<shared::events::Event>(shared::sqs::body(m)).is_ok();
@@ -86,7 +86,8 @@ fn inbound_mail_samples_are_ses_receipts_or_the_tick() {
         }
         let ev: shared::sqs::SqsEvent = serde_json::from_value(v).unwrap();
         for m in &ev.records {
-            let r = inbound_mail::receipt(shared::sqs::body(m)).unwrap_or_else(|| panic!("{}: not a receipt", f.path().display()));
+            let r =
+                domain::helpdesk::mail::receipt(shared::sqs::body(m)).unwrap_or_else(|| panic!("{}: not a receipt", f.path().display()));
             assert!(r.key.starts_with("inbound/") && !r.recipients.is_empty());
             receipts += 1;
         }
@@ -109,7 +110,7 @@ fn email_sender_samples_are_send_jobs_ses_notifications_or_the_tick() {
             if serde_json::from_str::<domain::emails::SendJob>(shared::sqs::body(m)).is_ok() {
                 kinds.push("job");
             } else {
-                let n = email_sender::feedback::parse(shared::sqs::body(m))
+                let n = domain::sending::feedback::parse(shared::sqs::body(m))
                     .unwrap_or_else(|| panic!("{}: not a notification", f.path().display()));
                 assert_eq!(n.kind, "Bounce");
                 kinds.push("notification");

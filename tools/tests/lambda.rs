@@ -9,7 +9,7 @@ use tools::runtime_api::{cold_start, http_event};
 async fn an_area_function_answers_api_gateway_events() {
     let logs = tools::localstack::repo_root().join("target/e2e-logs/lambda");
     let stack = tools::DevStack::start(&logs, 0).await.expect("local stack");
-    let (_, key) = workspaces::create_workspace(&stack.app, "lambda runtime").await.unwrap();
+    let (_, key) = domain::workspaces::create_workspace(&stack.app, "lambda runtime").await.unwrap();
     let binary = Path::new(env!("CARGO_BIN_EXE_area-lambda"));
     let mut env = stack.env();
     env.push(("AREA", "posts".into()));

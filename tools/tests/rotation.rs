@@ -7,7 +7,7 @@
 async fn a_rotated_platform_secret_still_opens_what_the_old_root_sealed() {
     let root = tools::localstack::repo_root();
     let stack = tools::DevStack::start(&root.join("target/e2e-logs/rotation"), 0).await.expect("local stack");
-    let (ws, key) = workspaces::create_workspace(&stack.app, "rotation").await.unwrap();
+    let (ws, key) = domain::workspaces::create_workspace(&stack.app, "rotation").await.unwrap();
     let ws = ws.id;
     let http = reqwest::Client::new();
     let r = http

@@ -574,6 +574,7 @@ pub enum ConversationStatus {
     Other,
 }
 
+/// A new API key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateApiKey {
     /// 1 to 100 characters.
@@ -619,6 +620,7 @@ pub struct CreateChannel {
     pub r#type: ChannelType,
 }
 
+/// One exact write to confirm for one API key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateConfirmation {
     /// The API key (`key_...`) that will send the request.
@@ -698,6 +700,7 @@ pub struct CreateConversation {
     pub tags: Option<Vec<String>>,
 }
 
+/// A new open deal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateDeal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -779,6 +782,7 @@ pub struct CreateImport {
     pub rows: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
 }
 
+/// A note on a contact's timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateNote {
     /// 1 to 10,000 characters.
@@ -845,6 +849,7 @@ pub struct CreateSession {
     pub return_url: Option<String>,
 }
 
+/// A new template; its slug is its id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1793,6 +1798,7 @@ pub struct RecordConsent {
     pub user_agent: Option<String>,
 }
 
+/// Why an address comes off the list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RemoveSuppression {
     /// Why the address may receive email again (1 to 500 characters); kept in the
@@ -1964,6 +1970,7 @@ pub enum Scope {
     Other,
 }
 
+/// What `POST /emails/batch` takes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SendBatch {
     /// 1 to 100 emails, each like `POST /emails`.
@@ -2104,6 +2111,7 @@ pub struct ServiceInput {
     pub slot_interval_minutes: Option<i64>,
 }
 
+/// A member's role.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SetMember {
     /// owner, admin, member or viewer.
@@ -2343,6 +2351,7 @@ pub struct UpdateResource {
     pub timezone: Option<String>,
 }
 
+/// A change to a template; null removes an optional field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct UpdateTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2364,6 +2373,7 @@ pub struct UpdateTemplate {
     pub variants: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// A change to the workspace's settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct UpdateWorkspace {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1922,6 +1922,7 @@ export interface components {
         };
         /** @enum {string} */
         ConversationStatus: "open" | "pending" | "snoozed" | "closed";
+        /** @description A new API key. */
         CreateApiKey: {
             /** @description 1 to 100 characters. */
             name: string;
@@ -1960,6 +1961,7 @@ export interface components {
             name?: string | null;
             type: components["schemas"]["ChannelType"];
         };
+        /** @description One exact write to confirm for one API key. */
         CreateConfirmation: {
             /** @description The API key (`key_...`) that will send the request. */
             api_key_id: string;
@@ -2032,6 +2034,7 @@ export interface components {
             subject: string;
             tags?: string[];
         };
+        /** @description A new open deal. */
         CreateDeal: {
             contact_id?: string | null;
             currency: string;
@@ -2102,6 +2105,7 @@ export interface components {
             /** @description Contacts as objects with the fields of `POST /contacts`. Either this or `csv`. */
             rows?: Record<string, never>[] | null;
         };
+        /** @description A note on a contact's timeline. */
         CreateNote: {
             /** @description 1 to 10,000 characters. */
             body: string;
@@ -2163,6 +2167,7 @@ export interface components {
              */
             return_url?: string | null;
         };
+        /** @description A new template; its slug is its id. */
         CreateTemplate: {
             html?: string | null;
             /** @description Default `en`. */
@@ -3169,6 +3174,7 @@ export interface components {
             text_version: string;
             user_agent?: string | null;
         };
+        /** @description Why an address comes off the list. */
         RemoveSuppression: {
             /**
              * @description Why the address may receive email again (1 to 500 characters); kept in the
@@ -3315,6 +3321,7 @@ export interface components {
          * @enum {string}
          */
         Scope: "read" | "write" | "admin" | "confirm";
+        /** @description What `POST /emails/batch` takes. */
         SendBatch: {
             /** @description 1 to 100 emails, each like `POST /emails`. */
             emails: components["schemas"]["SendEmail"][];
@@ -3451,6 +3458,7 @@ export interface components {
              */
             slot_interval_minutes?: number | null;
         };
+        /** @description A member's role. */
         SetMember: {
             /** @description owner, admin, member or viewer. */
             role: string;
@@ -3621,6 +3629,7 @@ export interface components {
             opening_hours?: components["schemas"]["OpeningHours"] | null;
             timezone?: string | null;
         };
+        /** @description A change to a template; null removes an optional field. */
         UpdateTemplate: {
             html?: string | null;
             locale?: string | null;
@@ -3634,6 +3643,7 @@ export interface components {
             /** @description Replaces all variants; null removes them. */
             variants?: Record<string, never> | null;
         };
+        /** @description A change to the workspace's settings. */
         UpdateWorkspace: {
             default_currency?: string | null;
             locale?: string | null;

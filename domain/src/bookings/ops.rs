@@ -244,6 +244,76 @@ struct Held {
     expires_at: Option<i64>,
 }
 
+/// Write a resource or service (created at version 1, or replacing `version`) with its event.
+async fn save<T: serde::Serialize>(app: &App, ws: &str, sk: String, obj: &T, version: Option<i64>, event: &str) -> ApiResult<()> {
+    let rec = Record::new(ws_pk(ws), sk, obj)?;
+    let tx = match version {
+        Some(v) => Tx::new().replace(rec, v),
+        None => Tx::new().create(rec.version(1)),
+    };
+    tx.event(Event::new(ws, event, obj)).commit(app).await.map_err(TxError::stale)
+}
+
+/// Delete a resource or service read at `version`, with its event.
+async fn remove<T: serde::Serialize>(app: &App, ws: &str, sk: String, obj: &T, version: i64, event: &str) -> ApiResult<()> {
+    Tx::new().delete_versioned(ws_pk(ws), sk, version).event(Event::new(ws, event, obj)).commit(app).await.map_err(TxError::stale)
+}
+
+/// A new bookable resource (`booking.resource.created`).
+pub async fn create_resource(app: &App, ws: &str, input: CreateResource) -> ApiResult<Resource> {
+    let r = Resource::create(input, &shared::ids::now_rfc3339())?;
+    save(app, ws, resource_sk(&r.id), &r, None, "booking.resource.created").await?;
+    Ok(r)
+}
+
+/// Change a loaded resource (`booking.resource.updated`).
+pub async fn update_resource(app: &App, ws: &str, r: Resource, version: i64, patch: UpdateResource) -> ApiResult<Resource> {
+    let r = r.apply(patch, &shared::ids::now_rfc3339())?;
+    save(app, ws, resource_sk(&r.id), &r, Some(version), "booking.resource.updated").await?;
+    Ok(r)
+}
+
+/// Delete a resource: services stop offering it, its bookings stay as they are.
+pub async fn delete_resource(app: &App, ws: &str, r: &Resource, version: i64) -> ApiResult<()> {
+    remove(app, ws, resource_sk(&r.id), r, version, "booking.resource.deleted").await
+}
+
+/// Every resource a service names must be one of the workspace's.
+async fn check_resources(app: &App, ws: &str, svc: &Service) -> ApiResult<()> {
+    let found = resources_of(app, ws, svc).await?;
+    let mut errs = Errors::new();
+    for (i, id) in svc.resource_ids.iter().enumerate() {
+        if !found.iter().any(|r| &r.id == id) {
+            errs.add(format!("resource_ids[{i}]"), "no such resource in this workspace");
+        }
+    }
+    errs.finish()
+}
+
+/// A new service (`booking.service.created`).
+pub async fn create_service(app: &App, ws: &str, input: ServiceInput) -> ApiResult<Service> {
+    let svc = Service::build(None, input, &shared::ids::now_rfc3339())?;
+    check_resources(app, ws, &svc).await?;
+    save(app, ws, service_sk(&svc.id), &svc, None, "booking.service.created").await?;
+    Ok(svc)
+}
+
+/// Change a loaded service (`booking.service.updated`); named resources are checked again.
+pub async fn update_service(app: &App, ws: &str, old: Service, version: i64, input: ServiceInput) -> ApiResult<Service> {
+    let changed_resources = input.resource_ids.is_some();
+    let svc = Service::build(Some(&old), input, &shared::ids::now_rfc3339())?;
+    if changed_resources {
+        check_resources(app, ws, &svc).await?;
+    }
+    save(app, ws, service_sk(&svc.id), &svc, Some(version), "booking.service.updated").await?;
+    Ok(svc)
+}
+
+/// Delete a service; bookings keep their copy of it.
+pub async fn delete_service(app: &App, ws: &str, svc: &Service, version: i64) -> ApiResult<()> {
+    remove(app, ws, service_sk(&svc.id), svc, version, "booking.service.deleted").await
+}
+
 fn cell_sk(res: &str, cell: &str, unit: u32) -> String {
     keys::BOOKING_CELL.sk(&[res, cell, &format!("{unit:02}")])
 }

@@ -15,6 +15,7 @@ pub mod consents;
 pub mod csv;
 pub mod import;
 mod input;
+pub mod ops;
 
 pub use input::*;
 

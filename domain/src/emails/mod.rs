@@ -12,6 +12,7 @@
 //!   reaches a final state.
 //! - `SESMSG#<provider message id>` (own partition): maps SES notifications back to the email.
 
+pub mod batch;
 pub mod compose;
 pub mod domains;
 pub mod suppressions;
@@ -394,6 +395,25 @@ impl Stored {
 /// `id` comes from a path ([`EmailId`]) or from the email's own queue message.
 pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Stored>> {
     app.db.get(&ws_pk(ws), &keys::EMAIL.sk(&[id])).await?.map(Stored::from_item).transpose()
+}
+
+/// One email with its bodies (one BatchGetItem).
+pub async fn load_with_body(app: &App, ws: &str, id: &EmailId) -> ApiResult<Email> {
+    let items = app.db.batch_get(&[(ws_pk(ws), keys::EMAIL.sk(&[id])), (ws_pk(ws), body_sk(id))]).await?;
+    let mut email: Option<Email> = None;
+    let mut body = None;
+    for item in items {
+        if store::get_str(&item, "sk").is_some_and(|sk| sk == body_sk(id)) {
+            body = Some(item);
+        } else {
+            email = Some(store::from_item(item)?);
+        }
+    }
+    let mut email = email.ok_or_else(not_found)?;
+    if let Some(b) = body {
+        attach_body(&mut email, &b);
+    }
+    Ok(email)
 }
 
 pub fn not_found() -> ApiError {

@@ -90,3 +90,32 @@ pub async fn hash_entry(app: &App, ws: &str, item: Item) -> ApiResult<()> {
 pub fn erased_sk(hash: &str) -> String {
     keys::ERASED_SUPPRESSION.sk(&[hash])
 }
+
+/// Why an address comes off the list.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveSuppression {
+    /// Why the address may receive email again (1 to 500 characters); kept in the
+    /// `email.suppression.removed` event.
+    #[schema(min_length = 1, max_length = 500, pattern = "\\S")]
+    pub reason: String,
+}
+
+/// Take an address off the suppression list, with the reason kept in
+/// `email.suppression.removed`; the entry removed.
+pub async fn remove(app: &App, ws: &str, address: &str, reason: &str, removed_by: &str) -> ApiResult<Suppression> {
+    let mut errs = shared::validate::Errors::new();
+    errs.text("reason", reason, 1, 500);
+    errs.finish()?;
+    let address = address.to_ascii_lowercase();
+    let sk = keys::EMAIL_SUPPRESSION.sk(&[&address]);
+    let (s, _): (Suppression, i64) = app.db.get_object(ws, &sk).await?.ok_or_else(|| shared::ApiError::not_found("suppression"))?;
+    let data = serde_json::json!({"address": s.address, "previous_reason": s.reason, "reason": reason, "removed_by": removed_by});
+    Tx::new()
+        .delete_if(ws_pk(ws), sk, "attribute_exists(pk)", vec![])
+        .event(shared::events::Event::new(ws, "email.suppression.removed", &data))
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| shared::ApiError::not_found("suppression")))?;
+    Ok(s)
+}

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::store::{self, Record, ws_pk};
-use shared::validate::Errors;
+use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
@@ -309,6 +309,131 @@ pub async fn load_many(app: &App, ws: &str, slugs: &[&str]) -> ApiResult<BTreeMa
 
 pub fn record(ws: &str, t: &Template) -> ApiResult<Record> {
     Record::new(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[&t.slug]), t)
+}
+
+// ---------- operations ----------
+
+/// A new template; its slug is its id.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTemplate {
+    pub slug: String,
+    /// Default: the slug.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Default `en`.
+    #[serde(default)]
+    pub locale: Option<String>,
+    pub subject: String,
+    #[serde(default)]
+    pub html: Option<String>,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub variants: BTreeMap<String, Content>,
+    #[serde(default)]
+    pub required_variables: Vec<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Validate and write a new template (409 when the slug is taken).
+pub async fn create(app: &App, ws: &str, input: CreateTemplate) -> ApiResult<Template> {
+    let now = shared::ids::now_rfc3339();
+    let t = Template {
+        name: input.name.unwrap_or_else(|| input.slug.clone()),
+        slug: input.slug,
+        object: "email_template".into(),
+        locale: input.locale.unwrap_or_else(|| "en".into()),
+        base: Content { subject: input.subject, html: input.html, text: input.text },
+        variants: input.variants,
+        required_variables: input.required_variables,
+        metadata: input.metadata,
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let mut errs = Errors::new();
+    check(&mut errs, &t);
+    errs.finish()?;
+    // Versions start at the creation time in ms, not 1: a slug deleted and created again never
+    // repeats a version, so an approval bound to a template cannot be met by its replacement.
+    shared::outbox::Tx::new()
+        .create(record(ws, &t)?.version(shared::ids::now_ms()))
+        .commit(app)
+        .await
+        .map_err(|e| e.on_condition(|_| ApiError::conflict(format!("a template with slug `{}` exists", t.slug))))?;
+    Ok(t)
+}
+
+/// A change to a template; null removes an optional field.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateTemplate {
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub name: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub locale: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub subject: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub html: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub text: Patch<String>,
+    /// Replaces all variants; null removes them.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub variants: Patch<BTreeMap<String, Content>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub required_variables: Patch<Vec<String>>,
+    #[serde(default)]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub metadata: Patch<BTreeMap<String, String>>,
+}
+
+/// Apply a change to a loaded template; emails already accepted keep what they were rendered with.
+pub async fn update(app: &App, ws: &str, old: Template, version: i64, input: UpdateTemplate) -> ApiResult<Template> {
+    let mut t = old.clone();
+    let mut errs = Errors::new();
+    for (field, patch, target) in
+        [("name", input.name, &mut t.name), ("locale", input.locale, &mut t.locale), ("subject", input.subject, &mut t.base.subject)]
+    {
+        if let Some(v) = patch.required(&mut errs, field) {
+            *target = v;
+        }
+    }
+    input.html.apply_to(&mut t.base.html);
+    input.text.apply_to(&mut t.base.text);
+    if let Some(v) = input.variants.or_empty() {
+        t.variants = v;
+    }
+    if let Some(v) = input.required_variables.or_empty() {
+        t.required_variables = v;
+    }
+    errs.patch_metadata("metadata", input.metadata, &mut t.metadata);
+    check(&mut errs, &t);
+    errs.finish()?;
+    if t == old {
+        return Ok(t);
+    }
+    t.updated_at = shared::ids::now_rfc3339();
+    shared::outbox::Tx::new().replace(record(ws, &t)?, version).commit(app).await.map_err(store::TxError::stale)?;
+    Ok(t)
+}
+
+/// Delete a template (emails already accepted are not affected).
+pub async fn delete(app: &App, ws: &str, t: &Template, version: i64) -> ApiResult<()> {
+    shared::outbox::Tx::new()
+        .delete_versioned(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[&t.slug]), version)
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@
 //!   inbound mail by In-Reply-To / References, and deduplication of inbound messages).
 
 pub mod inbound;
+pub mod mail;
+pub mod ops;
 pub mod snooze;
 
 use crate::contacts::{self, Contact, ContactId};

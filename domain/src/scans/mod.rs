@@ -9,6 +9,7 @@
 
 pub mod html;
 pub mod rules;
+pub mod scanner;
 
 use crate::keys;
 use rules::{Category, Finding};

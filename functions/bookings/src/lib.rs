@@ -6,14 +6,11 @@ use domain::bookings::ops::{self, StoredBooking};
 use domain::bookings::{
     Availability, Booking, BookingId, BookingStatus, CancelBooking, CancelledBy, ContactInput, CreateBooking, CreateHold, CreateResource,
     DEFAULT_HOLD_SECS, Hold, HoldId, Notifications, Price, RescheduleBooking, Resource, ResourceId, Service, ServiceId, ServiceInput, Slot,
-    UpdateResource, resource_sk, schedule, service_sk,
+    UpdateResource, schedule,
 };
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use serde::Deserialize;
-use shared::events::Event;
-use shared::outbox::Tx;
-use shared::store::{TxError, ws_pk};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 
 shared::area! {
@@ -50,24 +47,13 @@ async fn booking(app: &App, req: &Req) -> ApiResult<StoredBooking> {
     ops::load_booking(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("booking"))
 }
 
-async fn save_object<T: serde::Serialize>(app: &App, ws: &str, sk: String, obj: &T, version: Option<i64>, event: &str) -> ApiResult<()> {
-    let rec = shared::store::Record::new(ws_pk(ws), sk, obj)?;
-    let tx = match version {
-        Some(v) => Tx::new().replace(rec, v),
-        None => Tx::new().create(rec.version(1)),
-    };
-    tx.event(Event::new(ws, event, obj)).commit(app).await.map_err(TxError::stale)
-}
-
 // ---------- resources ----------
 
 /// Create a bookable resource with its time zone, opening hours and capacity.
 #[utoipa::path(post, path = "/bookings/resources", tag = "bookings", request_body = CreateResource,
     responses((status = 201, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_resource(app: &App, req: Req) -> ApiResult<Reply> {
-    let r = Resource::create(req.json()?, &now_s())?;
-    save_object(app, req.ws(), resource_sk(&r.id), &r, None, "booking.resource.created").await?;
-    Ok(Reply::created(&r))
+    Ok(Reply::created(&ops::create_resource(app, req.ws(), req.json()?).await?))
 }
 
 /// Bookable resources (people, rooms, equipment) in creation order.
@@ -92,9 +78,7 @@ pub async fn get_resource(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn update_resource(app: &App, req: Req) -> ApiResult<Reply> {
     let patch: UpdateResource = req.json()?;
     let (r, version) = resource(app, &req).await?;
-    let r = r.apply(patch, &now_s())?;
-    save_object(app, req.ws(), resource_sk(&r.id), &r, Some(version), "booking.resource.updated").await?;
-    Ok(Reply::ok(&r))
+    Ok(Reply::ok(&ops::update_resource(app, req.ws(), r, version, patch).await?))
 }
 
 /// Delete a resource; services stop offering it, and its bookings stay as they are.
@@ -102,36 +86,17 @@ pub async fn update_resource(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_resource(app: &App, req: Req) -> ApiResult<Reply> {
     let (r, version) = resource(app, &req).await?;
-    Tx::new()
-        .delete_versioned(ws_pk(req.ws()), resource_sk(&r.id), version)
-        .event(Event::new(req.ws(), "booking.resource.deleted", &r))
-        .commit(app)
-        .await
-        .map_err(TxError::stale)?;
+    ops::delete_resource(app, req.ws(), &r, version).await?;
     Ok(Reply::deleted(&r.id, "booking_resource"))
 }
 
 // ---------- services ----------
 
-async fn check_resources(app: &App, ws: &str, svc: &Service) -> ApiResult<()> {
-    let found = ops::resources_of(app, ws, svc).await?;
-    let mut errs = shared::validate::Errors::new();
-    for (i, id) in svc.resource_ids.iter().enumerate() {
-        if !found.iter().any(|r| &r.id == id) {
-            errs.add(format!("resource_ids[{i}]"), "no such resource in this workspace");
-        }
-    }
-    errs.finish()
-}
-
 /// Create a service: its duration, buffers, notice, advance window and resources.
 #[utoipa::path(post, path = "/bookings/services", tag = "bookings", request_body = ServiceInput,
     responses((status = 201, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_service(app: &App, req: Req) -> ApiResult<Reply> {
-    let svc = Service::build(None, req.json()?, &now_s())?;
-    check_resources(app, req.ws(), &svc).await?;
-    save_object(app, req.ws(), service_sk(&svc.id), &svc, None, "booking.service.created").await?;
-    Ok(Reply::created(&svc))
+    Ok(Reply::created(&ops::create_service(app, req.ws(), req.json()?).await?))
 }
 
 /// Bookable services in creation order.
@@ -155,13 +120,7 @@ pub async fn get_service(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn update_service(app: &App, req: Req) -> ApiResult<Reply> {
     let input: ServiceInput = req.json()?;
     let (svc, version) = service(app, &req).await?;
-    let changed_resources = input.resource_ids.is_some();
-    let svc = Service::build(Some(&svc), input, &now_s())?;
-    if changed_resources {
-        check_resources(app, req.ws(), &svc).await?;
-    }
-    save_object(app, req.ws(), service_sk(&svc.id), &svc, Some(version), "booking.service.updated").await?;
-    Ok(Reply::ok(&svc))
+    Ok(Reply::ok(&ops::update_service(app, req.ws(), svc, version, input).await?))
 }
 
 /// Delete a service; existing bookings keep their copy of it.
@@ -169,12 +128,7 @@ pub async fn update_service(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_service(app: &App, req: Req) -> ApiResult<Reply> {
     let (svc, version) = service(app, &req).await?;
-    Tx::new()
-        .delete_versioned(ws_pk(req.ws()), service_sk(&svc.id), version)
-        .event(Event::new(req.ws(), "booking.service.deleted", &svc))
-        .commit(app)
-        .await
-        .map_err(TxError::stale)?;
+    ops::delete_service(app, req.ws(), &svc, version).await?;
     Ok(Reply::deleted(&svc.id, "booking_service"))
 }
 

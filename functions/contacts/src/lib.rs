@@ -5,19 +5,15 @@
 mod imports;
 
 use domain::contacts::import;
-use domain::contacts::{
-    self as model, Contact, ContactStatus, CreateContact, EmailStatus, UpdateContact, commit_create, commit_update, contact_sk,
-};
+use domain::contacts::ops::{self, CreateNote};
+use domain::contacts::{self as model, Contact, ContactStatus, CreateContact, EmailStatus, UpdateContact, contact_sk};
 use domain::keys;
 // `area!` names handlers by identifier (and utoipa's `__path_` types with them).
 use imports::*;
 use serde::Deserialize;
-use shared::events::Event;
-use shared::outbox::Tx;
-use shared::store::{self, TxError, s, ws_pk};
-use shared::validate::{Errors, parse_enum};
-use shared::{ApiError, ApiResult, App, Reply, Req};
-use utoipa::ToSchema;
+use shared::store::s;
+use shared::validate::Errors;
+use shared::{ApiResult, App, Reply, Req};
 
 shared::area! {
     tag = "contacts", description = "Contacts, their timeline, and bulk imports",
@@ -46,21 +42,7 @@ struct ListContacts {
 #[utoipa::path(post, path = "/contacts", tag = "contacts", request_body = CreateContact,
     responses((status = 201, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_contact(app: &App, req: Req) -> ApiResult<Reply> {
-    let mut input: CreateContact = req.json()?;
-    let (resubscribe, evidence) = (input.resubscribe, input.consent.take());
-    let mut errs = Errors::new();
-    let c = input.build(&mut errs);
-    if resubscribe && evidence.is_none() {
-        errs.add("consent", "required with resubscribe: the new consent (text_shown, text_version)");
-    }
-    if !resubscribe && evidence.is_some() {
-        errs.add("consent", "only with resubscribe: true (record other consent at POST /gdpr/consents)");
-    }
-    errs.finish()?;
-    let subject = domain::privacy::Subject::of(&c);
-    let consent = evidence.map(|e| e.consent(&subject, "marketing_email", true)).transpose()?;
-    commit_create(app, req.ws(), &c, consent.as_ref()).await?;
-    Ok(Reply::created(&c))
+    Ok(Reply::created(&ops::create(app, req.ws(), req.json()?).await?))
 }
 
 /// One contact.
@@ -93,7 +75,9 @@ pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "contacts", &filters).await?;
     let ws = req.ws();
     if let Some(q) = q {
-        return search(app, &page, ws, &q.trim().to_lowercase(), status, email_status, label, created_after.and(after_time)).await;
+        let filters = ops::SearchFilters { status, email_status, label, created_after: created_after.and(after_time) };
+        let (contacts, next) = ops::search(app, ws, &q.trim().to_lowercase(), &filters, page.after.clone(), page.limit).await?;
+        return Ok(Reply::list(&contacts, next.map(|a| page.cursor_for(&a))));
     }
     // created_after: ids are time-ordered, so it is a seek to the first id of that millisecond.
     let mut after = page.after.clone();
@@ -124,46 +108,6 @@ pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
     shared::request::list_page::<Contact>(app, &page, spec).await
 }
 
-/// `q`: one Query over the search entries, then the contacts by key. Other filters apply to
-/// the page found; a contact matching on two terms is listed once (at its first term).
-#[allow(clippy::too_many_arguments)]
-async fn search(
-    app: &App,
-    page: &shared::cursor::PageRequest,
-    ws: &str,
-    q: &str,
-    status: Option<&str>,
-    email_status: Option<&str>,
-    label: Option<&str>,
-    created_after: Option<chrono::DateTime<chrono::Utc>>,
-) -> ApiResult<Reply> {
-    let term = q.replace('#', "");
-    let out = app.db.query_page(keys::CONTACT_SEARCHES.query_partial(&[ws], &[], &term, page.after.clone(), page.limit)).await?;
-    let entries: Vec<(String, String)> = out
-        .items
-        .iter()
-        .filter_map(|i| Some((store::get_str(i, "sk")?.to_string(), store::get_str(i, "contact_id")?.to_string())))
-        .collect();
-    let keys: Vec<(String, String)> = entries.iter().map(|(_, id)| (ws_pk(ws), contact_sk(id))).collect();
-    let found: Vec<Contact> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
-    let mut contacts = vec![];
-    for (sk, id) in &entries {
-        let Some(c) = found.iter().find(|c| &c.id == id) else { continue };
-        let term = model::search_term_of(sk).unwrap_or_default();
-        if model::matched_earlier(c, q, term)
-            || status.is_some_and(|s| model::status_str(c.status) != s)
-            || email_status.is_some_and(|s| parse_enum::<EmailStatus>(s) != Some(c.email_status))
-            || label.is_some_and(|l| !c.labels.iter().any(|x| x == l))
-            || created_after.is_some_and(|t| c.created_at.as_str() < shared::ids::format_time(t).as_str())
-            || contacts.iter().any(|x: &Contact| x.id == c.id)
-        {
-            continue;
-        }
-        contacts.push(c.clone());
-    }
-    Ok(Reply::list(&contacts, out.next_after.map(|a| page.cursor_for(&a))))
-}
-
 /// Change a contact's fields; email_status is never lowered from bounced or complained.
 #[utoipa::path(patch, path = "/contacts/{id}", tag = "contacts", request_body = UpdateContact, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
@@ -171,20 +115,7 @@ pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateContact = req.json()?;
     let ws = req.ws();
     let (old, version) = model::load(app, ws, &req.path_id("id")?).await?;
-    let mut c = old.clone();
-    let mut errs = Errors::new();
-    input.apply(&mut c, &mut errs);
-    model::validate(&mut errs, &c);
-    errs.finish()?;
-    if model::changed_fields(&old, &c).is_empty() {
-        return Ok(Reply::ok(&old));
-    }
-    if c.email != old.email {
-        c.email_changed = Some(model::EmailChange::by(&req.principal));
-    }
-    c.updated_at = shared::ids::now_rfc3339();
-    commit_update(app, ws, &old, &c, version).await?;
-    Ok(Reply::ok(&c))
+    Ok(Reply::ok(&ops::update(app, ws, &req.principal, old, version, input).await?))
 }
 
 /// Delete a contact: its deals stay, unlinked (`contact_id` null), each with a `deal.updated`
@@ -194,43 +125,17 @@ pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn delete_contact(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws();
     let (c, version) = model::load(app, ws, &req.path_id("id")?).await?;
-    model::delete_tx(ws, &c, version).commit(app).await.map_err(TxError::stale)?;
+    ops::delete(app, ws, &c, version).await?;
     domain::deals::unlink_contact(app, ws, &c.id).await?;
     Ok(Reply::deleted(&c.id, "contact"))
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateNote {
-    /// 1 to 10,000 characters.
-    #[schema(min_length = 1, max_length = 10000, pattern = "\\S")]
-    pub body: String,
 }
 
 /// Add a note to the contact's timeline.
 #[utoipa::path(post, path = "/contacts/{id}/notes", tag = "contacts", request_body = CreateNote, params(("id" = String, Path)),
     responses((status = 201, body = shared::openapi::Data<model::Activity>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn add_note(app: &App, req: Req) -> ApiResult<Reply> {
-    let input: CreateNote = req.json()?;
-    let mut errs = Errors::new();
-    errs.text("body", &input.body, 1, 10_000);
-    if input.body.trim().is_empty() && !input.body.is_empty() {
-        errs.add("body", "must not be blank");
-    }
-    errs.finish()?;
-    let ws = req.ws();
     let id: model::ContactId = req.path_id("id")?;
-    let note_id = shared::ids::new_id("note");
-    let item = model::activity(ws, &id, "note", "Note added", serde_json::json!({"note_id": note_id, "body": input.body}))?;
-    let activity: model::Activity = store::from_item(item.clone())?;
-    Tx::new()
-        .check(ws_pk(ws), contact_sk(&id), "attribute_exists(pk)")
-        .put(item)
-        .event(Event::new(ws, "contact.note.added", &activity))
-        .commit(app)
-        .await
-        .map_err(|e| e.on_condition(|_| ApiError::not_found("contact")))?;
-    Ok(Reply::created(&activity))
+    Ok(Reply::created(&ops::add_note(app, req.ws(), &id, req.json()?).await?))
 }
 
 /// The contact's timeline, newest first: its own changes, notes, and other areas' changes

@@ -6,17 +6,11 @@
 //! filter; GSI2 `WS#<ws>#DEALS#<contact>` (only while linked) serves `contact_id` and lets the
 //! contacts area unlink a deleted contact's deals.
 
-use domain::contacts::{activity, contact_sk};
-use domain::deals::{Change, Deal, DealId, DealStatus, UpdateDeal, check_common, record};
+use domain::deals::{CreateDeal, Deal, DealId, DealStatus, UpdateDeal};
 use domain::keys;
 use serde::Deserialize;
-use shared::events::Event;
-use shared::outbox::Tx;
-use shared::store::{TxError, s, ws_pk};
-use shared::validate::Errors;
-use shared::{ApiError, ApiResult, App, Reply, Req};
-use std::collections::BTreeMap;
-use utoipa::ToSchema;
+use shared::store::s;
+use shared::{ApiResult, App, Reply, Req};
 
 shared::area! {
     tag = "deals", description = "Deals and their open -> won | lost lifecycle",
@@ -24,80 +18,15 @@ shared::area! {
     schemas = [Deal, DealStatus, CreateDeal, UpdateDeal],
 }
 
-/// The contact must exist when the deal is written, and its timeline records the change.
-fn with_contact(ws: &str, d: &Deal, kind: &str, summary: String, mut tx: Tx) -> ApiResult<Tx> {
-    if let Some(c) = &d.contact_id {
-        tx = tx.check(ws_pk(ws), contact_sk(c), "attribute_exists(pk)");
-        tx = tx.put(activity(ws, c, kind, summary, serde_json::json!({"deal_id": d.id, "title": d.title, "status": d.status}))?);
-    }
-    Ok(tx)
-}
-
-fn no_contact() -> ApiError {
-    ApiError::validation("contact_id", "no such contact in this workspace")
-}
-
 async fn load(app: &App, req: &Req) -> ApiResult<(Deal, i64)> {
-    let id: DealId = req.path_id("id")?;
-    app.db.get_object(req.ws(), &keys::DEAL.sk(&[&id])).await?.ok_or_else(|| ApiError::not_found("deal"))
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateDeal {
-    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
-    pub title: String,
-    /// Minor units; default 0.
-    #[serde(default)]
-    pub value: i64,
-    pub currency: String,
-    /// Default `new`.
-    #[serde(default)]
-    pub stage: Option<String>,
-    #[serde(default)]
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Option<String>,
-    #[serde(default)]
-    pub expected_close_date: Option<String>,
-    #[serde(default)]
-    pub metadata: BTreeMap<String, String>,
+    domain::deals::load(app, req.ws(), &req.path_id::<DealId>("id")?).await
 }
 
 /// Create an open deal.
 #[utoipa::path(post, path = "/deals", tag = "deals", request_body = CreateDeal,
     responses((status = 201, body = shared::openapi::Data<Deal>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_deal(app: &App, req: Req) -> ApiResult<Reply> {
-    let input: CreateDeal = req.json()?;
-    let now = shared::ids::now_rfc3339();
-    let d = Deal {
-        id: shared::ids::new_id("deal"),
-        object: "deal".into(),
-        title: input.title.trim().to_string(),
-        value: input.value,
-        currency: input.currency.trim().to_ascii_uppercase(),
-        stage: input.stage.map(|s| s.trim().to_string()).unwrap_or_else(|| "new".into()),
-        status: DealStatus::Open,
-        contact_id: input.contact_id,
-        expected_close_date: input.expected_close_date,
-        lost_reason: None,
-        closed_at: None,
-        reopened_at: None,
-        metadata: input.metadata,
-        created_at: now.clone(),
-        updated_at: now,
-    };
-    let mut errs = Errors::new();
-    check_common(&mut errs, &d);
-    errs.finish()?;
-    let ws = req.ws();
-    let tx = with_contact(ws, &d, "deal.created", format!("Deal created: {}", d.title), Tx::new())?;
-    let has_contact = d.contact_id.is_some();
-    tx.create(record(ws, &d)?.version(1))
-        .event(Event::new(ws, "deal.created", &d))
-        .commit(app)
-        .await
-        .map_err(|e| e.on_condition(|i| if has_contact && i == 0 { no_contact() } else { ApiError::conflict("the deal exists") }))?;
-    Ok(Reply::created(&d))
+    Ok(Reply::created(&domain::deals::create(app, req.ws(), req.json()?).await?))
 }
 
 /// One deal.
@@ -152,15 +81,7 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateDeal = req.json()?;
     let (old, version) = load(app, &req).await?;
-    let Some(Change { deal: d, transition }) = old.apply(input, &shared::ids::now_rfc3339())? else { return Ok(Reply::ok(&old)) };
-    let ws = req.ws();
-    let has_contact = d.contact_id.is_some();
-    let tx = with_contact(ws, &d, transition.event_type(), transition.summary(&d), Tx::new())?;
-    tx.replace(record(ws, &d)?, version).event(Event::new(ws, transition.event_type(), &d)).commit(app).await.map_err(|e| match e {
-        TxError::Condition(0) if has_contact => no_contact(),
-        other => other.stale(),
-    })?;
-    Ok(Reply::ok(&d))
+    Ok(Reply::ok(&domain::deals::update(app, req.ws(), old, version, input).await?))
 }
 
 /// Delete a deal.
@@ -168,12 +89,6 @@ pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let (d, version) = load(app, &req).await?;
-    let ws = req.ws();
-    Tx::new()
-        .delete_versioned(ws_pk(ws), keys::DEAL.sk(&[&d.id]), version)
-        .event(Event::new(ws, "deal.deleted", &d))
-        .commit(app)
-        .await
-        .map_err(TxError::stale)?;
+    domain::deals::delete(app, req.ws(), &d, version).await?;
     Ok(Reply::deleted(&d.id, "deal"))
 }

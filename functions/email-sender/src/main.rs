@@ -1,11 +1,14 @@
-//! One container: SDK clients (DynamoDB, SQS, SES) built once, then the runtime loop.
+//! One container: SDK clients (DynamoDB, SQS, SES) built once, then the runtime loop. The work
+//! is `domain::sending`.
+
+use domain::sending::Sender;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     shared::telemetry::init();
     let app = shared::App::from_env().await?;
     // Leaked on purpose: lives as long as the container, borrowed by every invocation.
-    let sender: &'static email_sender::Sender = Box::leak(Box::new(email_sender::Sender::new(app)));
+    let sender: &'static Sender = Box::leak(Box::new(Sender::new(app)));
     lambda_runtime::run(lambda_runtime::service_fn(move |ev: lambda_runtime::LambdaEvent<serde_json::Value>| async move {
         sender.handle(ev.payload).await.map_err(lambda_runtime::Error::from)
     }))

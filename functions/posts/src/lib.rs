@@ -10,13 +10,11 @@ use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use domain::posts::{
     Change, ChannelId, CreatePost, Media, Post, PostId, PostStatus, SchedulePost, UpdatePost, Variant, VariantError, VariantInput,
-    VariantStatus, record,
+    VariantStatus,
 };
 use serde::Deserialize;
-use shared::events::Event;
-use shared::outbox::Tx;
-use shared::store::{self, s, ws_pk};
-use shared::{ApiError, ApiResult, App, Reply, Req};
+use shared::store::s;
+use shared::{ApiResult, App, Reply, Req};
 
 shared::area! {
     tag = "posts", description = "Posts for channels: drafts and schedules",
@@ -29,8 +27,7 @@ shared::area! {
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
-    let id: PostId = req.path_id("id")?;
-    app.db.get_object(req.ws(), &keys::POST.sk(&[&id])).await?.ok_or_else(|| ApiError::not_found("post"))
+    domain::posts::load(app, req.ws(), &req.path_id::<PostId>("id")?).await
 }
 
 /// A post's channels must be active channels of the workspace and its texts within their
@@ -61,12 +58,7 @@ async fn save(app: &App, req: &Req, change: &Change, version: i64) -> ApiResult<
 pub async fn create_post(app: &App, req: Req) -> ApiResult<Reply> {
     let post = Post::draft(req.json()?, chrono::Utc::now())?;
     check_channels(app, req.ws(), &post).await?;
-    Tx::new()
-        .create(record(req.ws(), &post)?.version(1))
-        .event(Event::new(req.ws(), "post.created", &post))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
+    domain::posts::create(app, req.ws(), &post).await?;
     Ok(Reply::created(&post))
 }
 
@@ -122,15 +114,7 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_post(app: &App, req: Req) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
-    if post.status == PostStatus::Publishing {
-        return Err(ApiError::conflict("a post cannot be deleted while it is publishing"));
-    }
-    Tx::new()
-        .delete_versioned(ws_pk(req.ws()), keys::POST.sk(&[&post.id]), version)
-        .event(Event::new(req.ws(), "post.deleted", &post))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
+    domain::posts::delete(app, req.ws(), &post, version).await?;
     Ok(Reply::deleted(&post.id, "post"))
 }
 

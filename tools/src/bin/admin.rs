@@ -71,12 +71,12 @@ async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
         }
         "create-workspace" => {
             let name = need(&args, "--name")?;
-            let (ws, key) = workspaces::create_workspace(&app().await?, &name).await.map_err(|e| e.to_string())?;
+            let (ws, key) = domain::workspaces::create_workspace(&app().await?, &name).await.map_err(|e| e.to_string())?;
             Ok(serde_json::json!({"workspace_id": ws.id, "api_key": key}))
         }
         "add-member" => {
             let (ws, sub, role) = (need(&args, "--workspace")?, need(&args, "--subject")?, need(&args, "--role")?);
-            let m = workspaces::add_member(&app().await?, &ws, &sub, &role).await.map_err(|e| e.to_string())?;
+            let m = domain::workspaces::add_member(&app().await?, &ws, &sub, &role).await.map_err(|e| e.to_string())?;
             Ok(serde_json::to_value(m).expect("serializes"))
         }
         "mint-token" => {
@@ -98,7 +98,7 @@ async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
             let raw = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
             let to = match arg(&args, "--to") {
                 Some(t) => vec![t],
-                None => inbound_mail::parse::parse(&raw).map_err(|e| format!("{file}: {e}"))?.to,
+                None => domain::helpdesk::mail::parse::parse(&raw).map_err(|e| format!("{file}: {e}"))?.to,
             };
             let app = app().await?;
             let queue = std::env::var("INBOUND_MAIL_QUEUE_URL").map_err(|_| "INBOUND_MAIL_QUEUE_URL is not set (source .local/dev.env)")?;

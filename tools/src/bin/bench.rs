@@ -2,7 +2,7 @@
 //! written to docs/benchmarks.md. Nothing here asserts a speed; it reports one.
 
 use bytes::Bytes;
-use dispatcher::{Dispatcher, SqsEvent};
+use domain::webhooks::dispatch::{Dispatcher, SqsEvent};
 use futures_util::StreamExt;
 use http_body_util::Full;
 use hyper::server::conn::http1;
@@ -90,7 +90,7 @@ async fn create_post(http: &reqwest::Client, base: &str, key: &str, content: &st
 
 /// Workspace with `endpoints` endpoints, all pointing at `url`.
 async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
-    let (ws, _) = workspaces::create_workspace(&stack.app, "bench").await.unwrap();
+    let (ws, _) = domain::workspaces::create_workspace(&stack.app, "bench").await.unwrap();
     for _ in 0..endpoints {
         let now = shared::ids::now_rfc3339();
         let ep = domain::webhooks::Endpoint {
@@ -161,13 +161,13 @@ async fn main() {
     }
 
     // Before anything else holds memory, so the peak RSS moves only by what parsing needs.
-    let raw = inbound_mail::fixtures::large_message(20 * 1024 * 1024);
+    let raw = domain::helpdesk::mail::fixtures::large_message(20 * 1024 * 1024);
     let hwm_before = peak_rss_kib();
     let mut times = vec![];
     let mut files = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        let parsed = inbound_mail::parse::parse(&raw).expect("the large message parses");
+        let parsed = domain::helpdesk::mail::parse::parse(&raw).expect("the large message parses");
         times.push(t.elapsed().as_secs_f64() * 1e3);
         files = parsed.attachments.len();
     }
@@ -253,7 +253,7 @@ async fn main() {
     eprintln!("added latency p50 {:.1} ms p99 {:.1} ms", pct(&total, 0.5), pct(&total, 0.99));
 
     // Contact import: the worker's run over 10,000 CSV rows (no other load on the stack).
-    let (ws, _) = workspaces::create_workspace(&stack.app, "bench import").await.unwrap();
+    let (ws, _) = domain::workspaces::create_workspace(&stack.app, "bench import").await.unwrap();
     let mut csv = String::from("email,first_name,last_name,company,labels\n");
     for i in 0..10_000 {
         csv.push_str(&format!("person{i}@bench.test,First{i},\"Last, {i}\",Company {i},lead;bench\n"));
@@ -300,7 +300,7 @@ async fn main() {
     writeln!(out, "\nThe worker holds one page (100 items) and one part (5 MiB of gzip) at a time, whatever the workspace holds; the document goes to S3 (moto) as one PutObject when it is smaller than a part, as a multipart upload otherwise.").unwrap();
 
     // Emails: accept a batch of 100, then one sender invocation sends them through moto's SES.
-    let (ws, _) = workspaces::create_workspace(&stack.app, "bench emails").await.unwrap();
+    let (ws, _) = domain::workspaces::create_workspace(&stack.app, "bench emails").await.unwrap();
     let d = domain::emails::domains::create(&shared::authority::Authority::operator("bench"), &stack.app, &ws.id, "bench.example.com")
         .await
         .unwrap();
@@ -311,14 +311,18 @@ async fn main() {
                 "html": "<p>Hello</p>", "text": "Hello"})
         })
         .collect();
-    let input: emails::SendBatch = serde_json::from_value(serde_json::json!({ "emails": list })).unwrap();
+    let input: domain::emails::batch::SendBatch = serde_json::from_value(serde_json::json!({ "emails": list })).unwrap();
     let t = Instant::now();
-    let (batch, accept_calls) =
-        shared::metrics::count_ddb_calls(emails::accept_batch(&shared::authority::Authority::operator("bench"), &stack.app, &ws.id, input))
-            .await;
+    let (batch, accept_calls) = shared::metrics::count_ddb_calls(domain::emails::batch::accept(
+        &shared::authority::Authority::operator("bench"),
+        &stack.app,
+        &ws.id,
+        input,
+    ))
+    .await;
     let batch = batch.unwrap();
     let accept_secs = t.elapsed().as_secs_f64();
-    let sender = email_sender::Sender::new(stack.new_app(stack.config()).unwrap());
+    let sender = domain::sending::Sender::new(stack.new_app(stack.config()).unwrap());
     let job = domain::emails::SendJob { workspace_id: ws.id.clone(), email_ids: batch.emails.iter().map(|e| e.id.clone()).collect() };
     let ev = shared::sqs::event(vec![shared::sqs::message("bench", "bench", &serde_json::to_string(&job).unwrap())]);
     let t = Instant::now();
@@ -367,7 +371,7 @@ const KEPT: &str = "## Kept between runs";
 async fn bench_bookings(stack: &DevStack, out: &mut String) {
     use domain::bookings::{ops, *};
     let app = &stack.app;
-    let (ws, _) = workspaces::create_workspace(app, "bench bookings").await.unwrap();
+    let (ws, _) = domain::workspaces::create_workspace(app, "bench bookings").await.unwrap();
     let ws = ws.id;
     let day = serde_json::json!([{"start": "00:00", "end": "24:00"}]);
     let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
@@ -467,11 +471,11 @@ async fn bench_scanner(out: &mut String) {
         }
     };
     let policy = shared::outbound::UrlPolicy { allow_loopback: true, loopback_only: true, allow_http: true };
-    let http = scanner::fetch::Http::new(policy).expect("scanner clients");
+    let http = domain::scans::scanner::fetch::Http::new(policy).expect("scanner clients");
     let scan_once = |name: &'static str| {
         let (http, url) = (&http, url::Url::parse(sites.url(name)).unwrap());
         async move {
-            let site = scanner::fetch::site(http, &url).await.expect("the fixture site scans");
+            let site = domain::scans::scanner::fetch::site(http, &url).await.expect("the fixture site scans");
             domain::scans::rules::evaluate(&site).len()
         }
     };
@@ -498,7 +502,7 @@ async fn bench_scanner(out: &mut String) {
         let before = rss_kib();
         let url = url::Url::parse(sites.url(name)).unwrap();
         let t = Instant::now();
-        let outcome = match scanner::fetch::site(&http, &url).await {
+        let outcome = match domain::scans::scanner::fetch::site(&http, &url).await {
             Ok(site) => format!("completed, {} elements read", site.html.elements),
             Err(f) => format!("failed: {}", f.code),
         };
@@ -708,7 +712,7 @@ async fn bench_load(stack: &mut DevStack, out: &mut String) {
         cfg.limits.insert(class, shared::ratelimit::Limit::parse("100/s:1000000").unwrap());
     }
     let base = stack.extra_gateway(cfg.clone()).await.expect("load gateway");
-    let (ws, key) = workspaces::create_workspace(&stack.app, "bench load").await.unwrap();
+    let (ws, key) = domain::workspaces::create_workspace(&stack.app, "bench load").await.unwrap();
     let http = reqwest::Client::new();
     let mut post_id = String::new();
     for i in 0..60 {
@@ -833,7 +837,7 @@ async fn bench_list_cost(stack: &DevStack, out: &mut String) {
     writeln!(out, "| posts in the workspace | DynamoDB calls for the first page | for a page deep in the list | time of a page (median of 20) |\n|---|---|---|---|").unwrap();
     let table = stack.config().table;
     for n in [100usize, 100_000] {
-        let (ws, key) = workspaces::create_workspace(&stack.app, "bench list").await.unwrap();
+        let (ws, key) = domain::workspaces::create_workspace(&stack.app, "bench list").await.unwrap();
         // Posts written as items directly (the API would spend the write budget): the same
         // keys and attributes the posts area writes.
         let http = reqwest::Client::new();
@@ -941,7 +945,7 @@ async fn bench_cold_starts(stack: &DevStack, out: &mut String) {
         writeln!(out, "Not measured: `make bench` builds `target/release/<function>` first.").unwrap();
         return;
     }
-    let (_, key) = workspaces::create_workspace(&stack.app, "bench cold start").await.unwrap();
+    let (_, key) = domain::workspaces::create_workspace(&stack.app, "bench cold start").await.unwrap();
     let post_id = create_post(&reqwest::Client::new(), &stack.base_url, &key, "cold start").await;
     // Limits raised: 21 rounds of every area in one workspace would spend its read budget.
     let mut env = stack.env();

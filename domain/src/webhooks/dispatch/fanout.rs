@@ -1,7 +1,7 @@
 //! An event from the events queue becomes one delivery per enabled, subscribed endpoint.
 
-use crate::{Budget, Dispatcher, Outcome, attempt};
-use domain::webhooks::{self as model, DeliveryJob, StoredDelivery, StoredEndpoint};
+use super::{Budget, Dispatcher, Outcome, attempt};
+use crate::webhooks::{self as model, DeliveryJob, StoredDelivery, StoredEndpoint};
 use shared::ApiResult;
 use shared::events::Event;
 use shared::outbox::Tx;

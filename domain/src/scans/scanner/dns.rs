@@ -3,7 +3,7 @@
 //! answer (no resolver, a timeout, a server failure) is `None`: the email category is then
 //! not measured rather than guessed.
 
-use domain::scans::rules::MailDns;
+use crate::scans::rules::MailDns;
 use std::net::SocketAddr;
 use std::time::Duration;
 

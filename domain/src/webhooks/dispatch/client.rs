@@ -1,7 +1,7 @@
 //! The HTTP side of a delivery: one `shared::outbound::Client` per container (no redirects,
 //! non-public addresses refused at resolution) with the webhook timeout.
 
-use domain::webhooks::Attempt;
+use crate::webhooks::Attempt;
 use shared::config::WebhookSettings;
 use shared::outbound::UrlError;
 use std::time::{Duration, Instant};

@@ -4,8 +4,8 @@
 //! read stops there), robots.txt is honoured for everything beyond the page itself, and at
 //! most 20 same-site assets are measured with HEAD.
 
-use domain::scans::html;
-use domain::scans::rules::{Asset, Site};
+use crate::scans::html;
+use crate::scans::rules::{Asset, Site};
 use shared::outbound::{Client, UrlError, UrlPolicy};
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -276,7 +276,7 @@ pub async fn site(http: &Http, asked: &url::Url) -> Result<Site, Failure> {
     // Mail authentication: only where DNS may be asked (never from the local stack).
     let host = current.host_str().unwrap_or_default().to_string();
     let is_ip = host.parse::<std::net::IpAddr>().is_ok() || host.starts_with('[');
-    let mail_dns = if http.policy.loopback_only || is_ip { None } else { crate::dns::mail_records(&host).await };
+    let mail_dns = if http.policy.loopback_only || is_ip { None } else { super::dns::mail_records(&host).await };
 
     Ok(Site {
         final_url: current.to_string(),

@@ -3,7 +3,7 @@
 //! quote it), its HTML (sanitised later, by the domain), its files, and whether a machine sent
 //! it (auto-replies and bounces never reopen a conversation nor notify anyone).
 
-use domain::helpdesk::inbound::{Attachment, Automatic};
+use crate::helpdesk::inbound::{Attachment, Automatic};
 use mailparse::{MailHeaderMap, ParsedMail};
 
 /// The largest message taken (SES itself stops at 40 MB for S3 actions).
@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn a_large_message_keeps_its_files_within_the_limits() {
-        let p = parse(&crate::fixtures::large_message(20 * 1024 * 1024)).unwrap();
+        let p = parse(&super::super::fixtures::large_message(20 * 1024 * 1024)).unwrap();
         assert!(p.attachments.len() >= 3);
         assert!(p.attachments.iter().all(|(a, b)| a.stored && b.as_ref().map(Vec::len) == Some(a.size as usize)));
         let total: u64 = p.attachments.iter().map(|(a, _)| a.size).sum();

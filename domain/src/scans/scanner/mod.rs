@@ -9,7 +9,7 @@
 pub mod dns;
 pub mod fetch;
 
-use domain::scans::{Job, ScanStatus};
+use crate::scans::{Job, ScanStatus};
 use shared::App;
 use shared::sqs::{BatchResponse, SqsEvent};
 use std::sync::OnceLock;
@@ -47,25 +47,25 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
 
 pub async fn run(app: &App, job: &Job) -> Result<(), String> {
     let ws = job.workspace_id.as_str();
-    let Some((mut scan, version)) = domain::scans::load(app, ws, &job.scan_id).await.map_err(|e| e.to_string())? else {
+    let Some((mut scan, version)) = crate::scans::load(app, ws, &job.scan_id).await.map_err(|e| e.to_string())? else {
         return Ok(());
     };
     if matches!(scan.status, ScanStatus::Completed | ScanStatus::Failed) {
         return Ok(());
     }
-    if scan.attempts >= domain::scans::MAX_ATTEMPTS {
+    if scan.attempts >= crate::scans::MAX_ATTEMPTS {
         let message = format!("the scanner stopped {} times on this site", scan.attempts);
-        domain::scans::fail(&mut scan, "internal", message);
-        return domain::scans::save(app, ws, &scan, version).await.map_err(|e| e.to_string());
+        crate::scans::fail(&mut scan, "internal", message);
+        return crate::scans::save(app, ws, &scan, version).await.map_err(|e| e.to_string());
     }
     // At most SLOTS_PER_HOST scans hit one host at once; the others wait in the queue.
-    let Some(slot) = domain::scans::take_host_slot(app, &scan.host, &scan.id).await.map_err(|e| e.to_string())? else {
-        domain::scans::enqueue_after(app, ws, &scan.id, HOST_BUSY_DELAY_SECS).await.map_err(|e| e.to_string())?;
+    let Some(slot) = crate::scans::take_host_slot(app, &scan.host, &scan.id).await.map_err(|e| e.to_string())? else {
+        crate::scans::enqueue_after(app, ws, &scan.id, HOST_BUSY_DELAY_SECS).await.map_err(|e| e.to_string())?;
         return Ok(());
     };
     let host = scan.host.clone();
     let result = scan_with_slot(app, ws, scan, version).await;
-    domain::scans::release_host_slot(app, &host, slot, &job.scan_id).await;
+    crate::scans::release_host_slot(app, &host, slot, &job.scan_id).await;
     result
 }
 
@@ -73,12 +73,12 @@ pub async fn run(app: &App, job: &Job) -> Result<(), String> {
 pub const HOST_BUSY_DELAY_SECS: i64 = 5;
 
 /// Claim, scan and save.
-async fn scan_with_slot(app: &App, ws: &str, mut scan: domain::scans::Scan, version: i64) -> Result<(), String> {
+async fn scan_with_slot(app: &App, ws: &str, mut scan: crate::scans::Scan, version: i64) -> Result<(), String> {
     scan.status = ScanStatus::Running;
     scan.attempts += 1;
     scan.started_at = Some(shared::ids::now_rfc3339());
     scan.updated_at = shared::ids::now_rfc3339();
-    if let Err(e) = domain::scans::save(app, ws, &scan, version).await {
+    if let Err(e) = crate::scans::save(app, ws, &scan, version).await {
         // Another delivery took it (or finished it) meanwhile, or the table is unreachable:
         // the message comes back either way, and the scan's state decides.
         tracing::info!(scan_id = %scan.id, error = %e, "scan not claimed");
@@ -87,12 +87,12 @@ async fn scan_with_slot(app: &App, ws: &str, mut scan: domain::scans::Scan, vers
     let url = url::Url::parse(&scan.url).map_err(|e| e.to_string())?;
     match tokio::time::timeout(SCAN_BUDGET, fetch::site(http(app)?, &url)).await {
         Ok(Ok(site)) => {
-            let findings = domain::scans::rules::evaluate(&site);
-            domain::scans::complete(&mut scan, site.final_url, findings);
+            let findings = crate::scans::rules::evaluate(&site);
+            crate::scans::complete(&mut scan, site.final_url, findings);
         }
-        Ok(Err(f)) => domain::scans::fail(&mut scan, f.code, f.message),
-        Err(_) => domain::scans::fail(&mut scan, "timeout", format!("the scan ran past {} s", SCAN_BUDGET.as_secs())),
+        Ok(Err(f)) => crate::scans::fail(&mut scan, f.code, f.message),
+        Err(_) => crate::scans::fail(&mut scan, "timeout", format!("the scan ran past {} s", SCAN_BUDGET.as_secs())),
     }
     shared::metrics::count("ScansFinished", "Status", scan.status.as_str());
-    domain::scans::save(app, ws, &scan, version + 1).await.map_err(|e| e.to_string())
+    crate::scans::save(app, ws, &scan, version + 1).await.map_err(|e| e.to_string())
 }

@@ -12,7 +12,7 @@
 pub mod fixtures;
 pub mod parse;
 
-use domain::helpdesk::inbound::{self, Incoming, Outcome};
+use crate::helpdesk::inbound::{self, Incoming, Outcome};
 use serde_json::Value;
 use shared::App;
 use shared::sqs::{BatchResponse, SqsEvent};
@@ -72,7 +72,7 @@ pub async fn handle_event(app: &App, ev: Value) -> Result<Value, String> {
         let batch: SqsEvent = serde_json::from_value(ev).map_err(|e| e.to_string())?;
         return serde_json::to_value(handle_sqs(app, batch).await).map_err(|e| e.to_string());
     }
-    let woke = domain::helpdesk::snooze::tick(app).await.map_err(|e| e.to_string())?;
+    let woke = crate::helpdesk::snooze::tick(app).await.map_err(|e| e.to_string())?;
     Ok(serde_json::json!({ "woke": woke }))
 }
 
@@ -90,7 +90,7 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
     }
     let mut targets = vec![];
     for rcpt in &r.recipients {
-        match domain::emails::domains::mailbox_owner(app, rcpt).await.map_err(|e| e.to_string())? {
+        match crate::emails::domains::mailbox_owner(app, rcpt).await.map_err(|e| e.to_string())? {
             Some(t) if !targets.iter().any(|(ws, _, _): &(String, String, Option<String>)| *ws == t.0) => targets.push(t),
             Some(_) => {}
             None => dropped("unknown_recipient"),

@@ -9,6 +9,8 @@
 //! - `WHEVENT#<event>`: the fan-out marker, so an event delivered twice to the dispatcher
 //!   creates its deliveries once.
 
+pub mod dispatch;
+
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::store::{self, Item, Record, n, s, ws_pk};

@@ -11,11 +11,11 @@
 //! outage longer than the claim) between SES accepting the message and that write; then the
 //! claim expires and the email is sent again (at-least-once rather than lost).
 
-use crate::Sender;
+use super::Sender;
+use crate::emails::compose;
+use crate::emails::{self as model, Email, EmailStatus, SendError, SendJob, Stored};
 use aws_sdk_sesv2::error::SdkError;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
-use domain::emails::compose;
-use domain::emails::{self as model, Email, EmailStatus, SendError, SendJob, Stored};
 use shared::ApiResult;
 use shared::events::Event;
 use shared::outbox::Tx;
@@ -157,7 +157,7 @@ async fn recheck(sd: &Sender, ws: &str, held: &Stored) -> Result<(Email, Option<
     let (body, recipients, domains) = futures_util::future::try_join3(
         app.db.get(&ws_pk(ws), &model::body_sk(&e.id)),
         compose::recipients_of(app, ws, vec![], all.clone(), false),
-        domain::emails::domains::verified_names(app, ws),
+        crate::emails::domains::verified_names(app, ws),
     )
     .await?;
     let mut email = e.clone();
@@ -167,7 +167,7 @@ async fn recheck(sd: &Sender, ws: &str, held: &Stored) -> Result<(Email, Option<
         }
     }
     let from = compose::parse_mailbox(&email.from).map(|(_, addr)| addr).unwrap_or_default();
-    let verified = domain::emails::domains::covers(&domains, &from);
+    let verified = crate::emails::domains::covers(&domains, &from);
     Ok((email, body, verified))
 }
 
@@ -245,7 +245,7 @@ async fn finish(sd: &Sender, ws: &str, held: &Stored, email: Email, message_id: 
         tx = tx.put(lookup);
     }
     tx = with_activity(ws, &email, tx.event(Event::new(ws, &email.status.event(), &email)))?;
-    if let Some(ev) = domain::helpdesk::delivery_event(ws, &email) {
+    if let Some(ev) = crate::helpdesk::delivery_event(ws, &email) {
         tx = tx.event(ev);
     }
     // After SES took the email, losing this write would let the claim expire and the email go

@@ -7,10 +7,10 @@
 //! notifications change nothing. A permanent bounce marks the recipient's contact `bounced`, a
 //! complaint `complained`; later sends to them are suppressed.
 
-use crate::Sender;
-use domain::contacts::{Contact, EmailStatus as ContactEmailStatus};
-use domain::emails::compose;
-use domain::emails::{self as model, EmailStatus, Feedback};
+use super::Sender;
+use crate::contacts::{Contact, EmailStatus as ContactEmailStatus};
+use crate::emails::compose;
+use crate::emails::{self as model, EmailStatus, Feedback};
 use serde_json::Value;
 use shared::events::Event;
 use shared::outbox::Tx;
@@ -73,7 +73,7 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
         let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
         if moved {
             tx = tx.event(Event::new(&ws, &e.status.event(), &e));
-            if let Some(ev) = domain::helpdesk::delivery_event(&ws, &e) {
+            if let Some(ev) = crate::helpdesk::delivery_event(&ws, &e) {
                 tx = tx.event(ev);
             }
             if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
@@ -178,17 +178,17 @@ fn parse_time(t: &str) -> chrono::DateTime<chrono::Utc> {
 async fn mark_contacts(sd: &Sender, ws: &str, addrs: &[String], status: ContactEmailStatus) -> shared::ApiResult<()> {
     let app = &sd.app;
     for addr in addrs {
-        let Some(id) = domain::contacts::email_owner(app, ws, addr).await? else { continue };
+        let Some(id) = crate::contacts::email_owner(app, ws, addr).await? else { continue };
         // Read with its version, so a concurrent edit is not overwritten.
         let (old, version): (Contact, i64) =
-            domain::contacts::load(app, ws, &<domain::contacts::ContactId as shared::ids::PrefixedId>::new_unchecked(id)).await?;
+            crate::contacts::load(app, ws, &<crate::contacts::ContactId as shared::ids::PrefixedId>::new_unchecked(id)).await?;
         if contact_rank(old.email_status) >= contact_rank(status) {
             continue;
         }
         let mut new = old.clone();
         new.email_status = status;
         new.updated_at = shared::ids::now_rfc3339();
-        domain::contacts::update_tx(ws, &old, &new, version, Tx::new())?.commit(app).await.map_err(TxError::stale)?;
+        crate::contacts::update_tx(ws, &old, &new, version, Tx::new())?.commit(app).await.map_err(TxError::stale)?;
     }
     Ok(())
 }

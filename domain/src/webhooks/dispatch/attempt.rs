@@ -1,9 +1,9 @@
 //! One attempt of one delivery: sign, send, record, and decide what comes next (done, retry
 //! after a delay, dead), keeping the endpoint's health (failing since, disabled) up to date.
 
-use crate::{Budget, Dispatcher, Outcome};
+use super::{Budget, Dispatcher, Outcome};
+use crate::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
 use shared::ApiResult;
 use shared::events::Event;
 use shared::outbox::Tx;

@@ -4,8 +4,8 @@
 //! email whose message was lost, or whose sender died, is thereby enqueued again; the sender
 //! drops copies of emails that already left.
 
-use crate::Sender;
-use domain::emails::{self as model, DUE_SHARDS, ENQUEUE_AHEAD_SECS};
+use super::Sender;
+use crate::emails::{self as model, DUE_SHARDS, ENQUEUE_AHEAD_SECS};
 use shared::store::{self, n};
 use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;

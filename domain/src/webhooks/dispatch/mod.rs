@@ -12,7 +12,7 @@ pub mod attempt;
 pub mod client;
 pub mod fanout;
 
-use domain::webhooks::DeliveryJob;
+use crate::webhooks::DeliveryJob;
 use shared::App;
 
 pub struct Dispatcher {

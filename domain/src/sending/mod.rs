@@ -62,7 +62,7 @@ impl Sender {
     }
 
     async fn handle_message(&self, m: &SqsMessage) -> Result<(), String> {
-        if let Ok(job) = serde_json::from_str::<domain::emails::SendJob>(shared::sqs::body(m)) {
+        if let Ok(job) = serde_json::from_str::<crate::emails::SendJob>(shared::sqs::body(m)) {
             return send::run_job(self, &job).await.map_err(|e| e.to_string());
         }
         if let Some(n) = feedback::parse(shared::sqs::body(m)) {
