@@ -237,12 +237,12 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Vec<u8> {
-        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mail").join(name)).unwrap()
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/mail").join(name)).unwrap()
     }
 
     #[test]
     fn every_fixture_parses_or_is_refused_with_a_reason() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mail");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/mail");
         let mut n = 0;
         for e in std::fs::read_dir(dir).unwrap() {
             let path = e.unwrap().path();
