@@ -5,7 +5,7 @@
 use e2e::{Client as RawClient, harness};
 use futures_util::StreamExt;
 use std::time::{Duration, Instant};
-use workspace_platform_client::{Client, CreateContact, Error, ListContactsQuery, Options};
+use workspace_platform_client::{Client, ContactId, CreateContact, Error, ListContactsQuery, Options};
 
 fn contact(email: &str) -> CreateContact {
     CreateContact { email: email.into(), first_name: Some("Ada".into()), ..Default::default() }
@@ -42,7 +42,7 @@ async fn rust_client_pages_a_list_across_three_pages_and_streams_it() {
         query.cursor = page.next_cursor;
     }
     assert_eq!(pages, 3);
-    let streamed: Vec<String> =
+    let streamed: Vec<ContactId> =
         client.list_contacts_all(&ListContactsQuery { limit: Some(3), ..Default::default() }).map(|c| c.unwrap().id).collect().await;
     let (mut a, mut b) = (seen.clone(), streamed.clone());
     a.sort();

@@ -7,11 +7,51 @@
 //! The mapping is deliberately small: objects become structs (optional or nullable fields are
 //! `Option`), string enums become enums with an `Other` variant for values added later,
 //! `allOf [base, extra]` flattens the base in, `[T, null]` becomes `Option<T>`, and any other
-//! composition stays `serde_json::Value` with the schema's description.
+//! composition stays `serde_json::Value` with the schema's description. Times
+//! (`format: date-time`) are `chrono::DateTime<Utc>`, and ids (a pattern `^<prefix>_<ULID>$`)
+//! newtypes by kind (`PostId`) that read as `&str`.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// The id types, by the prefix the contract's patterns give them (`^post_[0-7]...$`). A
+/// prefix missing here fails the generation, so a new kind of id gets its name.
+const ID_TYPES: &[(&str, &str, &str)] = &[
+    ("act", "ActivityId", "an activity on a contact's timeline"),
+    ("bk", "BookingId", "a booking"),
+    ("cc", "ConfirmationId", "a capability confirmation"),
+    ("ch", "ChannelId", "a channel"),
+    ("cons", "ConsentId", "a consent ledger entry"),
+    ("conv", "ConversationId", "a helpdesk conversation"),
+    ("ct", "ContactId", "a contact"),
+    ("deal", "DealId", "a deal"),
+    ("dom", "DomainId", "a sending domain"),
+    ("eb", "EmailBatchId", "an email batch"),
+    ("em", "EmailId", "an email"),
+    ("evt", "EventId", "an event"),
+    ("ge", "ErasureId", "a GDPR erasure"),
+    ("gx", "ExportId", "a GDPR export"),
+    ("hm", "HelpdeskMessageId", "a helpdesk message"),
+    ("hold", "HoldId", "a booking hold"),
+    ("imp", "ImportId", "a contact import"),
+    ("key", "ApiKeyId", "an API key"),
+    ("post", "PostId", "a post"),
+    ("res", "ResourceId", "a bookable resource"),
+    ("scan", "ScanId", "a website scan"),
+    ("svc", "ServiceId", "a bookable service"),
+    ("wh", "WebhookEndpointId", "a webhook endpoint"),
+    ("whd", "WebhookDeliveryId", "a webhook delivery"),
+    ("ws", "WorkspaceId", "a workspace"),
+];
+
+/// The id type of a string schema whose pattern is an id of ours.
+fn id_type(schema: &Value) -> Option<&'static str> {
+    let pattern = schema.get("pattern")?.as_str()?;
+    let prefix = pattern.strip_prefix('^')?.strip_suffix("_[0-7][0-9A-HJKMNP-TV-Z]{25}$")?;
+    let found = ID_TYPES.iter().find(|(p, _, _)| *p == prefix).map(|(_, name, _)| *name);
+    Some(found.unwrap_or_else(|| panic!("the contract has ids `{prefix}_...`: name their type in ID_TYPES")))
+}
 
 pub fn generate(doc: &Value) -> String {
     let mut g = Gen {
@@ -27,6 +67,20 @@ pub fn generate(doc: &Value) -> String {
          use futures_util::Stream;\n\
          use serde::{Deserialize, Serialize};\n\n",
     );
+    for (prefix, name, what) in ID_TYPES {
+        let _ = writeln!(
+            g.out,
+            "/// The id of {what} (`{prefix}_...`).\n\
+             #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]\n\
+             #[serde(transparent)]\n\
+             pub struct {name}(pub String);\n\
+             impl std::ops::Deref for {name} {{\n    type Target = str;\n    fn deref(&self) -> &str {{\n        &self.0\n    }}\n}}\n\
+             impl AsRef<str> for {name} {{\n    fn as_ref(&self) -> &str {{\n        &self.0\n    }}\n}}\n\
+             impl std::fmt::Display for {name} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{\n        f.write_str(&self.0)\n    }}\n}}\n\
+             impl From<String> for {name} {{\n    fn from(id: String) -> Self {{\n        Self(id)\n    }}\n}}\n\
+             impl From<&str> for {name} {{\n    fn from(id: &str) -> Self {{\n        Self(id.to_string())\n    }}\n}}\n"
+        );
+    }
     let names: Vec<String> = g.schemas.keys().filter(|n| !is_envelope(n)).cloned().collect();
     for name in names {
         let schema = g.schemas[&name].clone();
@@ -146,7 +200,8 @@ impl Gen {
             } else {
                 let _ = writeln!(body, "    pub {ident}: {inner},");
                 defaultable &=
-                    ["String", "i64", "f64", "bool", "Vec<", "std::collections::", "serde_json::"].iter().any(|p| inner.starts_with(p));
+                    ["String", "i64", "f64", "bool", "Vec<", "std::collections::", "serde_json::"].iter().any(|p| inner.starts_with(p))
+                        || ID_TYPES.iter().any(|(_, name, _)| inner == *name);
             }
         }
         let _ = writeln!(
@@ -187,6 +242,8 @@ impl Gen {
         match schema.get("type").and_then(|t| t.as_str()) {
             // Times are typed (RFC 3339 in the contract, `format: date-time`).
             Some("string") if schema.get("format").and_then(|f| f.as_str()) == Some("date-time") => "chrono::DateTime<chrono::Utc>".into(),
+            // Ids are typed by their kind (`PostId`), so one kind cannot be passed for another.
+            Some("string") if id_type(schema).is_some() => id_type(schema).unwrap_or_default().into(),
             Some("string") => "String".into(),
             Some("integer") => "i64".into(),
             Some("number") => "f64".into(),

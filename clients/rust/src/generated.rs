@@ -5,13 +5,788 @@ use crate::{Client, Page, Result};
 use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 
+/// The id of an activity on a contact's timeline (`act_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ActivityId(pub String);
+impl std::ops::Deref for ActivityId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ActivityId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ActivityId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ActivityId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ActivityId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a booking (`bk_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BookingId(pub String);
+impl std::ops::Deref for BookingId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for BookingId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for BookingId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for BookingId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for BookingId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a capability confirmation (`cc_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConfirmationId(pub String);
+impl std::ops::Deref for ConfirmationId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ConfirmationId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ConfirmationId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ConfirmationId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ConfirmationId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a channel (`ch_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChannelId(pub String);
+impl std::ops::Deref for ChannelId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ChannelId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ChannelId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ChannelId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ChannelId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a consent ledger entry (`cons_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConsentId(pub String);
+impl std::ops::Deref for ConsentId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ConsentId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ConsentId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ConsentId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ConsentId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a helpdesk conversation (`conv_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConversationId(pub String);
+impl std::ops::Deref for ConversationId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ConversationId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ConversationId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ConversationId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ConversationId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a contact (`ct_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ContactId(pub String);
+impl std::ops::Deref for ContactId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ContactId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ContactId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ContactId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ContactId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a deal (`deal_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DealId(pub String);
+impl std::ops::Deref for DealId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for DealId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for DealId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for DealId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for DealId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a sending domain (`dom_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DomainId(pub String);
+impl std::ops::Deref for DomainId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for DomainId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for DomainId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for DomainId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for DomainId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of an email batch (`eb_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EmailBatchId(pub String);
+impl std::ops::Deref for EmailBatchId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for EmailBatchId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for EmailBatchId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for EmailBatchId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for EmailBatchId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of an email (`em_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EmailId(pub String);
+impl std::ops::Deref for EmailId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for EmailId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for EmailId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for EmailId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for EmailId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of an event (`evt_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EventId(pub String);
+impl std::ops::Deref for EventId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for EventId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for EventId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for EventId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a GDPR erasure (`ge_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ErasureId(pub String);
+impl std::ops::Deref for ErasureId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ErasureId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ErasureId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ErasureId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ErasureId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a GDPR export (`gx_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ExportId(pub String);
+impl std::ops::Deref for ExportId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ExportId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ExportId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ExportId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ExportId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a helpdesk message (`hm_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HelpdeskMessageId(pub String);
+impl std::ops::Deref for HelpdeskMessageId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for HelpdeskMessageId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for HelpdeskMessageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for HelpdeskMessageId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for HelpdeskMessageId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a booking hold (`hold_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HoldId(pub String);
+impl std::ops::Deref for HoldId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for HoldId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for HoldId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for HoldId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for HoldId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a contact import (`imp_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ImportId(pub String);
+impl std::ops::Deref for ImportId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ImportId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ImportId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ImportId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ImportId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of an API key (`key_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ApiKeyId(pub String);
+impl std::ops::Deref for ApiKeyId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ApiKeyId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ApiKeyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ApiKeyId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ApiKeyId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a post (`post_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PostId(pub String);
+impl std::ops::Deref for PostId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for PostId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for PostId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for PostId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for PostId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a bookable resource (`res_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ResourceId(pub String);
+impl std::ops::Deref for ResourceId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ResourceId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ResourceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ResourceId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ResourceId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a website scan (`scan_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ScanId(pub String);
+impl std::ops::Deref for ScanId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ScanId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ScanId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ScanId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ScanId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a bookable service (`svc_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ServiceId(pub String);
+impl std::ops::Deref for ServiceId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ServiceId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ServiceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ServiceId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ServiceId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a webhook endpoint (`wh_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WebhookEndpointId(pub String);
+impl std::ops::Deref for WebhookEndpointId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for WebhookEndpointId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for WebhookEndpointId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for WebhookEndpointId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for WebhookEndpointId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a webhook delivery (`whd_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WebhookDeliveryId(pub String);
+impl std::ops::Deref for WebhookDeliveryId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for WebhookDeliveryId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for WebhookDeliveryId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for WebhookDeliveryId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for WebhookDeliveryId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// The id of a workspace (`ws_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WorkspaceId(pub String);
+impl std::ops::Deref for WorkspaceId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for WorkspaceId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for WorkspaceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for WorkspaceId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for WorkspaceId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Activity {
-    pub contact_id: String,
+    pub contact_id: ContactId,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub data: serde_json::Map<String, serde_json::Value>,
     /// `act_...`
-    pub id: String,
+    pub id: ActivityId,
     /// Always `activity`.
     pub object: String,
     pub summary: String,
@@ -38,7 +813,7 @@ pub struct ApiKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
     /// `key_...`
-    pub id: String,
+    pub id: ApiKeyId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_used_at: Option<chrono::DateTime<chrono::Utc>>,
     pub name: String,
@@ -95,7 +870,7 @@ pub type Availability = std::collections::BTreeMap<String, Vec<Slot>>;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BatchEntry {
-    pub id: String,
+    pub id: EmailId,
     pub index: i64,
     pub status: EmailStatus,
 }
@@ -131,7 +906,7 @@ pub struct Booking {
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub end: chrono::DateTime<chrono::Utc>,
     /// `bk_...`
-    pub id: String,
+    pub id: BookingId,
     /// Empty once an erasure has removed the person (it may name them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
@@ -141,13 +916,13 @@ pub struct Booking {
     pub object: String,
     /// The scheduled reminder (`em_...`), cancelled with the booking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reminder_email_id: Option<String>,
+    pub reminder_email_id: Option<EmailId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rescheduled_from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rescheduled_to: Option<String>,
-    pub resource_id: String,
-    pub service_id: String,
+    pub resource_id: ResourceId,
+    pub service_id: ServiceId,
     /// RFC 3339 UTC.
     pub start: chrono::DateTime<chrono::Utc>,
     pub status: BookingStatus,
@@ -213,7 +988,7 @@ pub struct Capability {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapabilityConfirmation {
     /// The API key that may use it.
-    pub api_key_id: String,
+    pub api_key_id: ApiKeyId,
     /// The person, as the approving app names them.
     pub approved_by: String,
     /// Hex SHA-256 of the exact request body bytes.
@@ -233,7 +1008,7 @@ pub struct CapabilityConfirmation {
     /// The token's end of life.
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// `cc_...`
-    pub id: String,
+    pub id: ConfirmationId,
     pub idempotency_key: String,
     pub method: String,
     /// Always `capability_confirmation`.
@@ -288,7 +1063,7 @@ pub enum Category {
 pub struct Channel {
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// `ch_...`
-    pub id: String,
+    pub id: ChannelId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -353,7 +1128,7 @@ pub enum ConfirmationStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Consent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub email: String,
     /// True for an event of an address that was erased since: the ledger keeps it hashed,
@@ -362,7 +1137,7 @@ pub struct Consent {
     pub erased: Option<bool>,
     pub granted: bool,
     /// `cons_...`
-    pub id: String,
+    pub id: ConsentId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_address: Option<String>,
     /// Always `consent`.
@@ -423,7 +1198,7 @@ pub enum ConsentSource {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ConsentState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     pub email: String,
     /// Every event, oldest first.
     pub history: Vec<Consent>,
@@ -447,7 +1222,7 @@ pub struct Contact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_name: Option<String>,
     /// `ct_...`
-    pub id: String,
+    pub id: ContactId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_title: Option<String>,
     pub labels: Vec<String>,
@@ -535,10 +1310,10 @@ pub struct Conversation {
     /// Null when the conversation was started by a message whose sender failed
     /// authentication (`unverified`): its From address is not attributed to anyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// `conv_...`
-    pub id: String,
+    pub id: ConversationId,
     pub last_message_at: chrono::DateTime<chrono::Utc>,
     /// The address the customer writes to, at a verified sending domain of the workspace.
     pub mailbox: String,
@@ -592,18 +1367,18 @@ pub struct CreateBooking {
     pub contact: Option<ContactInput>,
     /// An existing contact, or `contact` to find or create one by email.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     /// Converts this hold (same service and start) into the booking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hold_id: Option<String>,
+    pub hold_id: Option<HoldId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
     /// Default: the first free resource of the service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_id: Option<String>,
-    pub service_id: String,
+    pub resource_id: Option<ResourceId>,
+    pub service_id: ServiceId,
     /// A slot start from `GET /bookings/availability` (RFC 3339).
     pub start: chrono::DateTime<chrono::Utc>,
 }
@@ -624,7 +1399,7 @@ pub struct CreateChannel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateConfirmation {
     /// The API key (`key_...`) that will send the request.
-    pub api_key_id: String,
+    pub api_key_id: ApiKeyId,
     /// The person, as the approving app names them.
     pub approved_by: String,
     /// The exact request body (its SHA-256 must be `body_sha256`). With it, the confirmation
@@ -689,7 +1464,7 @@ pub struct CreateConversation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact: Option<NewContact>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     /// An address at a verified sending domain of the workspace, e.g. `support@acme.com`.
     pub mailbox: String,
     pub message: FirstMessage,
@@ -704,7 +1479,7 @@ pub struct CreateConversation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateDeal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     pub currency: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_close_date: Option<String>,
@@ -761,8 +1536,8 @@ pub struct CreateHold {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_id: Option<String>,
-    pub service_id: String,
+    pub resource_id: Option<ResourceId>,
+    pub service_id: ServiceId,
     pub start: chrono::DateTime<chrono::Utc>,
 }
 
@@ -792,7 +1567,7 @@ pub struct CreateNote {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreatePost {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel_ids: Option<Vec<String>>,
+    pub channel_ids: Option<Vec<ChannelId>>,
     /// 1 to 10,000 characters.
     pub content: String,
     /// ISO 639-1 language of the text, e.g. `nb` or `en`.
@@ -837,7 +1612,7 @@ pub struct CreateScan {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateSession {
-    pub contact_id: String,
+    pub contact_id: ContactId,
     /// `email` (default): the link goes to the contact's address and the answer holds no
     /// token. `return`: the token comes back to the caller, for its own signed-in pages; needs
     /// the admin scope (capability `portal.sessions.return`).
@@ -882,7 +1657,7 @@ pub struct Deal {
     pub closed_at: Option<chrono::DateTime<chrono::Utc>>,
     /// `ct_...`; null when unlinked (also when the contact was deleted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// ISO 4217, e.g. `EUR`.
     pub currency: String,
@@ -890,7 +1665,7 @@ pub struct Deal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_close_date: Option<String>,
     /// `deal_...`
-    pub id: String,
+    pub id: DealId,
     /// Required when lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_reason: Option<String>,
@@ -948,11 +1723,11 @@ pub struct Delivery {
     pub attempt_count: i64,
     pub attempts: Vec<Attempt>,
     pub created_at: chrono::DateTime<chrono::Utc>,
-    pub endpoint_id: String,
-    pub event_id: String,
+    pub endpoint_id: WebhookEndpointId,
+    pub event_id: EventId,
     pub event_type: String,
     /// `whd_...`
-    pub id: String,
+    pub id: WebhookDeliveryId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Always `webhook_delivery`.
@@ -1002,11 +1777,11 @@ pub struct Email {
     /// Send attempts so far.
     pub attempts: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_id: Option<String>,
+    pub batch_id: Option<EmailBatchId>,
     pub bcc: Vec<String>,
     pub cc: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<SendError>,
@@ -1019,7 +1794,7 @@ pub struct Email {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
     /// `em_...`
-    pub id: String,
+    pub id: EmailId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locale: Option<String>,
     pub metadata: std::collections::BTreeMap<String, String>,
@@ -1057,7 +1832,7 @@ pub struct EmailBatch {
     /// The rejected ones (permissive only).
     pub errors: Vec<BatchError>,
     /// `eb_...`
-    pub id: String,
+    pub id: EmailBatchId,
     /// Always `email_batch`.
     pub object: String,
     pub validation: Validation,
@@ -1104,7 +1879,7 @@ pub struct Endpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_since: Option<chrono::DateTime<chrono::Utc>>,
     /// `wh_...`
-    pub id: String,
+    pub id: WebhookEndpointId,
     pub metadata: std::collections::BTreeMap<String, String>,
     /// Always `webhook_endpoint`.
     pub object: String,
@@ -1140,7 +1915,7 @@ pub struct Erasure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<JobError>,
     /// `ge_...`
-    pub id: String,
+    pub id: ErasureId,
     /// Always `gdpr_erasure`.
     pub object: String,
     pub reason: String,
@@ -1157,7 +1932,7 @@ pub struct Erasure {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErasureCode {
     /// The email that carries the code.
-    pub email_id: String,
+    pub email_id: EmailId,
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// Always `portal_erasure_code`.
     pub object: String,
@@ -1274,7 +2049,7 @@ pub struct ExportJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
     /// `gx_...`
-    pub id: String,
+    pub id: ExportId,
     /// Always `gdpr_export`.
     pub object: String,
     /// Items collected so far, per area.
@@ -1375,9 +2150,9 @@ pub enum HelpdeskDeliveryStatus {
 /// The payload of `helpdesk.message.delivery_updated`: where a reply's email stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HelpdeskDeliveryUpdate {
-    pub conversation_id: String,
+    pub conversation_id: ConversationId,
     pub delivery_status: HelpdeskDeliveryStatus,
-    pub email_id: String,
+    pub email_id: EmailId,
     pub message_id: String,
     /// Always `helpdesk_delivery`.
     pub object: String,
@@ -1420,11 +2195,11 @@ pub struct Hold {
     pub end: chrono::DateTime<chrono::Utc>,
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// `hold_...`
-    pub id: String,
+    pub id: HoldId,
     /// Always `booking_hold`.
     pub object: String,
-    pub resource_id: String,
-    pub service_id: String,
+    pub resource_id: ResourceId,
+    pub service_id: ServiceId,
     pub start: chrono::DateTime<chrono::Utc>,
 }
 
@@ -1439,7 +2214,7 @@ pub struct ImportJob {
     /// Rows with invalid fields; see `/errors`.
     pub failed: i64,
     /// `imp_...`
-    pub id: String,
+    pub id: ImportId,
     /// Always `contact_import`.
     pub object: String,
     pub on_conflict: OnConflict,
@@ -1540,7 +2315,7 @@ pub struct Member {
     pub role: String,
     /// The identity provider's subject (`sub` claim).
     pub subject: String,
-    pub workspace_id: String,
+    pub workspace_id: WorkspaceId,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1559,17 +2334,17 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_html: Option<String>,
     pub body_text: String,
-    pub conversation_id: String,
+    pub conversation_id: ConversationId,
     pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_status: Option<HelpdeskDeliveryStatus>,
     /// Replies only: the email that carries it (`GET /emails/{id}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub email_id: Option<String>,
+    pub email_id: Option<EmailId>,
     /// The sender's address (inbound, reply) or the member who wrote a note.
     pub from: String,
     /// `hm_...`
-    pub id: String,
+    pub id: HelpdeskMessageId,
     /// The RFC 5322 Message-ID of an inbound email (threading and deduplication).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
@@ -1652,7 +2427,7 @@ pub struct OpeningHours {
 pub struct PortalEmail {
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub from: String,
-    pub id: String,
+    pub id: EmailId,
     /// Always `email`.
     pub object: String,
     pub status: EmailStatus,
@@ -1662,11 +2437,11 @@ pub struct PortalEmail {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortalLink {
-    pub contact_id: String,
+    pub contact_id: ContactId,
     pub delivery: PortalLinkDelivery,
     /// `email`: the email that carries the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub email_id: Option<String>,
+    pub email_id: Option<EmailId>,
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// Always `portal_link`.
     pub object: String,
@@ -1704,11 +2479,11 @@ pub struct PortalSession {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Post {
     /// `ch_...` ids of the channels to publish to.
-    pub channel_ids: Vec<String>,
+    pub channel_ids: Vec<ChannelId>,
     pub content: String,
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// `post_...`
-    pub id: String,
+    pub id: PostId,
     /// ISO 639-1 language of the text (Mastodon `language`, Bluesky `langs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
@@ -1774,7 +2549,7 @@ pub enum Priority {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PurposeState {
     pub at: chrono::DateTime<chrono::Utc>,
-    pub consent_id: String,
+    pub consent_id: ConsentId,
     pub granted: bool,
     pub source: ConsentSource,
     pub text_version: String,
@@ -1783,7 +2558,7 @@ pub struct PurposeState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordConsent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
     pub granted: bool,
@@ -1822,7 +2597,7 @@ pub struct Resource {
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub exceptions: Vec<Exception>,
     /// `res_...`
-    pub id: String,
+    pub id: ResourceId,
     pub metadata: std::collections::BTreeMap<String, String>,
     pub name: String,
     /// Always `booking_resource`.
@@ -1871,7 +2646,7 @@ pub struct Scan {
     pub grade: Option<String>,
     pub host: String,
     /// `scan_...`
-    pub id: String,
+    pub id: ScanId,
     /// Always `scan`.
     pub object: String,
     /// 0-100, when completed.
@@ -1987,7 +2762,7 @@ pub struct SendEmail {
     pub cc: Option<Vec<String>>,
     /// Links the email to a contact's timeline (the contact must exist).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     /// `addr@domain` or `Name <addr@domain>`; the domain must be a verified sending domain of
     /// the workspace (`/emails/domains`) or a subdomain of one.
     pub from: String,
@@ -2040,7 +2815,7 @@ pub struct SendingDomain {
     /// The records to publish in the domain's DNS for SES to verify it.
     pub dns_records: Vec<DnsRecord>,
     /// `dom_...`
-    pub id: String,
+    pub id: DomainId,
     /// Lower-cased, without a trailing dot.
     pub name: String,
     /// Always `email_domain`.
@@ -2060,7 +2835,7 @@ pub struct Service {
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub duration_minutes: i64,
     /// `svc_...`
-    pub id: String,
+    pub id: ServiceId,
     pub max_advance_days: i64,
     pub metadata: std::collections::BTreeMap<String, String>,
     pub min_notice_minutes: i64,
@@ -2074,7 +2849,7 @@ pub struct Service {
     /// Bookings start `pending` until confirmed.
     pub requires_confirmation: bool,
     /// Any one of them can serve it.
-    pub resource_ids: Vec<String>,
+    pub resource_ids: Vec<ResourceId>,
     pub slot_interval_minutes: i64,
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
@@ -2105,7 +2880,7 @@ pub struct ServiceInput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires_confirmation: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_ids: Option<Vec<String>>,
+    pub resource_ids: Option<Vec<ResourceId>>,
     /// Default: the duration. 5 to 240, a multiple of 5.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_interval_minutes: Option<i64>,
@@ -2138,7 +2913,7 @@ pub enum Severity {
 /// `GET /bookings/availability`: free starts per local date of `timezone`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Slot {
-    pub resource_ids: Vec<String>,
+    pub resource_ids: Vec<ResourceId>,
     /// RFC 3339 in the requested time zone.
     pub start: chrono::DateTime<chrono::Utc>,
 }
@@ -2147,7 +2922,7 @@ pub struct Slot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SubjectRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
 }
@@ -2158,7 +2933,7 @@ pub struct SuppressedRecipient {
     /// The contact of the address, when it has one (the suppression list also holds
     /// addresses of no contact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     pub email: String,
     /// The contact's `email_status`: unsubscribed, bounced or complained.
     pub reason: String,
@@ -2171,7 +2946,7 @@ pub struct Suppression {
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// The email whose feedback put it here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub email_id: Option<String>,
+    pub email_id: Option<EmailId>,
     /// Always `email_suppression`.
     pub object: String,
     /// `bounced` or `complained`.
@@ -2259,7 +3034,7 @@ pub struct UpdateConversation {
 pub struct UpdateDeal {
     /// `null` unlinks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2317,7 +3092,7 @@ pub struct UpdateMe {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct UpdatePost {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel_ids: Option<Vec<String>>,
+    pub channel_ids: Option<Vec<ChannelId>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     /// ISO 639-1; `null` clears it.
@@ -2408,7 +3183,7 @@ pub enum Validation {
 /// The post as one channel gets it, and how publishing it went.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Variant {
-    pub channel_id: String,
+    pub channel_id: ChannelId,
     /// This channel's text instead of the post's `content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
@@ -2443,7 +3218,7 @@ pub struct VariantError {
 /// A per-channel override in a create or update.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct VariantInput {
-    pub channel_id: String,
+    pub channel_id: ChannelId,
     /// The text for this channel (1 to 10,000 characters, within the channel's limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
@@ -2503,7 +3278,7 @@ pub struct Workspace {
     /// ISO 4217 code.
     pub default_currency: String,
     /// `ws_...`
-    pub id: String,
+    pub id: WorkspaceId,
     /// BCP 47 tag, e.g. `en` or `de-AT`.
     pub locale: String,
     pub metadata: std::collections::BTreeMap<String, String>,
@@ -3489,7 +4264,7 @@ pub struct ListScansQuery {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ListPostsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel_id: Option<String>,
+    pub channel_id: Option<ChannelId>,
     /// `next_cursor` of the previous page, unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -3542,7 +4317,7 @@ pub struct ListConversationsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignee: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     /// `next_cursor` of the previous page, unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -3583,7 +4358,7 @@ pub struct ListErasuresQuery {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct GetConsentsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
 }
@@ -3628,7 +4403,7 @@ pub struct ListEmailsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     /// `next_cursor` of the previous page, unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -3645,7 +4420,7 @@ pub struct ListEmailsQuery {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ListDealsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     /// `next_cursor` of the previous page, unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -3756,7 +4531,7 @@ pub struct ListResourcesQuery {
 pub struct AvailabilityQuery {
     /// An RFC 3339 instant, or a date (YYYY-MM-DD): from the start of that day
     pub from: String,
-    pub service_id: String,
+    pub service_id: ServiceId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
     /// An RFC 3339 instant, or a date (YYYY-MM-DD): to the end of that day
@@ -3767,7 +4542,7 @@ pub struct AvailabilityQuery {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ListBookingsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     /// `next_cursor` of the previous page, unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -3779,7 +4554,7 @@ pub struct ListBookingsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_id: Option<String>,
+    pub resource_id: Option<ResourceId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<BookingStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
