@@ -117,10 +117,52 @@ impl RequiresConfirmation {
     }
 }
 
+/// A workspace's id as the platform vouches for it: the workspace a credential reaches, or one
+/// read back from the platform's own records. Never made from what a request says (its path,
+/// query or body), so an operation that takes one acts in a workspace the caller may reach.
+/// Reads as `&str`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct WorkspaceId(String);
+
+impl WorkspaceId {
+    /// An id from the platform's own records: an item, a queue message the platform wrote, the
+    /// workspace the admin CLI just created. Not for ids a request names.
+    pub fn trusted(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+}
+
+impl std::ops::Deref for WorkspaceId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for WorkspaceId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for WorkspaceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for WorkspaceId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Principal {
-    /// None only for OAuth calls to routes that need no workspace (GET /workspaces).
-    pub workspace_id: Option<String>,
+    /// The workspace the credential reaches; None only for OAuth calls to routes that need no
+    /// workspace (GET /workspaces).
+    pub workspace_id: Option<WorkspaceId>,
     /// `key:<key id>` or the token's `sub`.
     pub subject: String,
     pub scopes: Vec<Scope>,
@@ -137,7 +179,7 @@ impl Principal {
             // Per session (docs/api.md): one customer cannot spend the workspace's buckets.
             (Credential::Portal { session_id, .. }, _) => format!("PORTAL#{session_id}"),
             (Credential::Public { source }, _) => format!("IP#{source}"),
-            (_, Some(ws)) => ws.clone(),
+            (_, Some(ws)) => ws.to_string(),
             (_, None) => format!("SUB#{}", self.subject),
         }
     }
@@ -301,7 +343,7 @@ async fn authenticate_key(db: &Db, hash: &str) -> Result<Principal, ApiError> {
         .unwrap_or_default();
     let requires_confirmation = item.get("requires_confirmation").and_then(|v| crate::store::from_attribute(v).ok()).unwrap_or_default();
     Ok(Principal {
-        workspace_id: Some(ws.to_string()),
+        workspace_id: Some(WorkspaceId(ws.to_string())),
         subject: format!("key:{key_id}"),
         scopes,
         credential: Credential::ApiKey { key_id: key_id.to_string() },
@@ -345,7 +387,7 @@ async fn authenticate_token(
     let allowed = role_scopes(get_str(&member, "role").unwrap_or(""));
     let scopes = token_scopes.into_iter().filter(|s| allowed.contains(s)).collect();
     Ok(Principal {
-        workspace_id: Some(ws.to_string()),
+        workspace_id: Some(WorkspaceId(ws.to_string())),
         subject: claims.sub,
         scopes,
         credential: Credential::OAuth,
@@ -412,7 +454,7 @@ pub async fn authenticate_portal(db: &Db, headers: &http::HeaderMap) -> Result<P
         }
     }
     Ok(Principal {
-        workspace_id: Some(ws.to_string()),
+        workspace_id: Some(WorkspaceId(ws.to_string())),
         subject: format!("portal:{contact_id}"),
         scopes: vec![Scope::Read, Scope::Write],
         credential: Credential::Portal { session_id: session_id.to_string(), contact_id: contact_id.to_string() },
@@ -462,7 +504,7 @@ mod tests {
 
     fn principal(key_id: &str) -> Principal {
         Principal {
-            workspace_id: Some("ws_1".into()),
+            workspace_id: Some(WorkspaceId::trusted("ws_1")),
             subject: format!("key:{key_id}"),
             scopes: vec![Scope::Read],
             credential: Credential::ApiKey { key_id: key_id.into() },

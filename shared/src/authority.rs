@@ -222,7 +222,7 @@ mod tests {
 
     fn principal(scopes: Vec<Scope>, restricted: RequiresConfirmation) -> Principal {
         Principal {
-            workspace_id: Some("ws_1".into()),
+            workspace_id: Some(crate::auth::WorkspaceId::trusted("ws_1")),
             subject: "key:key_1".into(),
             scopes,
             credential: Credential::ApiKey { key_id: "key_1".into() },
@@ -279,7 +279,7 @@ mod tests {
     fn a_portal_session_reaches_only_self_service_effects_for_itself() {
         static BOTH: [EffectInfo; 2] = [Send::INFO, Erase::INFO];
         let p = Principal {
-            workspace_id: Some("ws_1".into()),
+            workspace_id: Some(crate::auth::WorkspaceId::trusted("ws_1")),
             subject: "portal".into(),
             scopes: vec![],
             credential: Credential::Portal { session_id: "ps_1".into(), contact_id: "ct_1".into() },

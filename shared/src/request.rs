@@ -36,9 +36,11 @@ pub struct Req {
 }
 
 impl Req {
-    /// The caller's workspace. The pipeline guarantees one for every route that needs it.
-    pub fn ws(&self) -> &str {
-        self.principal.workspace_id.as_deref().unwrap_or_default()
+    /// The caller's workspace. The pipeline answers 403 before the handler on every route that
+    /// needs one and has none; a route declared without (`needs_workspace = false`) gets the
+    /// same answer here.
+    pub fn ws(&self) -> ApiResult<&crate::auth::WorkspaceId> {
+        self.principal.workspace_id.as_ref().ok_or_else(|| ApiError::forbidden("this route needs a credential that reaches a workspace"))
     }
     pub fn param(&self, name: &str) -> &str {
         self.params.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str()).unwrap_or_default()

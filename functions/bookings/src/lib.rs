@@ -34,17 +34,17 @@ fn now_s() -> String {
 
 async fn resource(app: &App, req: &Req) -> ApiResult<(Resource, i64)> {
     let id: ResourceId = req.path_id("id")?;
-    ops::load_resource(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("resource"))
+    ops::load_resource(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("resource"))
 }
 
 async fn service(app: &App, req: &Req) -> ApiResult<(Service, i64)> {
     let id: ServiceId = req.path_id("id")?;
-    ops::load_service(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("service"))
+    ops::load_service(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("service"))
 }
 
 async fn booking(app: &App, req: &Req) -> ApiResult<StoredBooking> {
     let id: BookingId = req.path_id("id")?;
-    ops::load_booking(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("booking"))
+    ops::load_booking(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("booking"))
 }
 
 // ---------- resources ----------
@@ -53,7 +53,7 @@ async fn booking(app: &App, req: &Req) -> ApiResult<StoredBooking> {
 #[utoipa::path(post, path = "/bookings/resources", tag = "bookings", request_body = CreateResource,
     responses((status = 201, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_resource(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::created(&ops::create_resource(app, req.ws(), req.json()?).await?))
+    Ok(Reply::created(&ops::create_resource(app, req.ws()?, req.json()?).await?))
 }
 
 /// Bookable resources (people, rooms, equipment) in creation order.
@@ -61,7 +61,7 @@ pub async fn create_resource(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Resource>), shared::openapi::CommonErrors))]
 pub async fn list_resources(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "booking_resources", &[]).await?;
-    shared::request::list_page::<Resource>(app, &page, keys::BOOKING_RESOURCES.query(&[req.ws()], &[], page.after.clone(), page.limit))
+    shared::request::list_page::<Resource>(app, &page, keys::BOOKING_RESOURCES.query(&[req.ws()?], &[], page.after.clone(), page.limit))
         .await
 }
 
@@ -78,7 +78,7 @@ pub async fn get_resource(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn update_resource(app: &App, req: Req) -> ApiResult<Reply> {
     let patch: UpdateResource = req.json()?;
     let (r, version) = resource(app, &req).await?;
-    Ok(Reply::ok(&ops::update_resource(app, req.ws(), r, version, patch).await?))
+    Ok(Reply::ok(&ops::update_resource(app, req.ws()?, r, version, patch).await?))
 }
 
 /// Delete a resource; services stop offering it, and its bookings stay as they are.
@@ -86,7 +86,7 @@ pub async fn update_resource(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_resource(app: &App, req: Req) -> ApiResult<Reply> {
     let (r, version) = resource(app, &req).await?;
-    ops::delete_resource(app, req.ws(), &r, version).await?;
+    ops::delete_resource(app, req.ws()?, &r, version).await?;
     Ok(Reply::deleted(&r.id, "booking_resource"))
 }
 
@@ -96,7 +96,7 @@ pub async fn delete_resource(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/bookings/services", tag = "bookings", request_body = ServiceInput,
     responses((status = 201, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_service(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::created(&ops::create_service(app, req.ws(), req.json()?).await?))
+    Ok(Reply::created(&ops::create_service(app, req.ws()?, req.json()?).await?))
 }
 
 /// Bookable services in creation order.
@@ -104,7 +104,7 @@ pub async fn create_service(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Service>), shared::openapi::CommonErrors))]
 pub async fn list_services(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "booking_services", &[]).await?;
-    shared::request::list_page::<Service>(app, &page, keys::BOOKING_SERVICES.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
+    shared::request::list_page::<Service>(app, &page, keys::BOOKING_SERVICES.query(&[req.ws()?], &[], page.after.clone(), page.limit)).await
 }
 
 /// One bookable service.
@@ -120,7 +120,7 @@ pub async fn get_service(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn update_service(app: &App, req: Req) -> ApiResult<Reply> {
     let input: ServiceInput = req.json()?;
     let (svc, version) = service(app, &req).await?;
-    Ok(Reply::ok(&ops::update_service(app, req.ws(), svc, version, input).await?))
+    Ok(Reply::ok(&ops::update_service(app, req.ws()?, svc, version, input).await?))
 }
 
 /// Delete a service; existing bookings keep their copy of it.
@@ -128,7 +128,7 @@ pub async fn update_service(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_service(app: &App, req: Req) -> ApiResult<Reply> {
     let (svc, version) = service(app, &req).await?;
-    ops::delete_service(app, req.ws(), &svc, version).await?;
+    ops::delete_service(app, req.ws()?, &svc, version).await?;
     Ok(Reply::deleted(&svc.id, "booking_service"))
 }
 
@@ -161,10 +161,10 @@ pub async fn availability(app: &App, req: Req) -> ApiResult<Reply> {
         .as_deref()
         .map(|t| domain::bookings::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo")))
         .transpose()?;
-    let (svc, _) = ops::load_service(app, req.ws(), &sid)
+    let (svc, _) = ops::load_service(app, req.ws()?, &sid)
         .await?
         .ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
-    let resources = ops::resources_of(app, req.ws(), &svc).await?;
+    let resources = ops::resources_of(app, req.ws()?, &svc).await?;
     // Dates are days of the asked zone, or of where the service happens.
     let days_in =
         asked.clone().or_else(|| resources.first().and_then(|r| domain::bookings::tz(&r.timezone))).unwrap_or_else(shared::zone::Zone::utc);
@@ -177,7 +177,7 @@ pub async fn availability(app: &App, req: Req) -> ApiResult<Reply> {
     }
     let out = asked.unwrap_or_else(shared::zone::Zone::utc);
     Ok(Reply::ok(&Availability(
-        ops::availability(app, req.ws(), &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?,
+        ops::availability(app, req.ws()?, &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?,
     )))
 }
 
@@ -228,8 +228,8 @@ pub async fn create_hold(app: &App, req: Req) -> ApiResult<Reply> {
     if !(5..=1800).contains(&secs) {
         return Err(ApiError::validation("hold_seconds", "must be 5 to 1800"));
     }
-    let (svc, resources, start) = slot_for(app, req.ws(), &input.service_id, &input.start, input.resource_id.as_deref()).await?;
-    Ok(Reply::created(&ops::hold(app, req.ws(), &svc, &resources, start, secs).await?))
+    let (svc, resources, start) = slot_for(app, req.ws()?, &input.service_id, &input.start, input.resource_id.as_deref()).await?;
+    Ok(Reply::created(&ops::hold(app, req.ws()?, &svc, &resources, start, secs).await?))
 }
 
 // ---------- bookings ----------
@@ -242,7 +242,7 @@ pub async fn create_hold(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateBooking = req.json()?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let mut errs = shared::validate::Errors::new();
     if let Some(n) = &input.notes {
         errs.text("notes", n, 0, 2000);
@@ -339,7 +339,7 @@ pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
         // Start-time order: keys from the start index (after `from`), then the bookings.
         let after = page.after.clone().or_else(|| from.as_ref().map(|f| format!("{}{f}", keys::BOOKINGS_BY_START.prefix(&[]))));
         let (bookings, mut next) =
-            shared::request::keyed_page::<Booking>(app, keys::BOOKINGS_BY_START.query(&[req.ws()], &[], after, page.limit)).await?;
+            shared::request::keyed_page::<Booking>(app, keys::BOOKINGS_BY_START.query(&[req.ws()?], &[], after, page.limit)).await?;
         let mut list = vec![];
         for b in bookings {
             if to.as_ref().is_some_and(|t| &b.start >= t) {
@@ -356,8 +356,8 @@ pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
         return Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))));
     }
     let mut spec = match status {
-        Some(st) => keys::BOOKINGS_BY_STATUS.query(&[req.ws(), st], &[], page.after.clone(), page.limit),
-        None => keys::BOOKINGS.query(&[req.ws()], &[], page.after.clone(), page.limit),
+        Some(st) => keys::BOOKINGS_BY_STATUS.query(&[req.ws()?, st], &[], page.after.clone(), page.limit),
+        None => keys::BOOKINGS.query(&[req.ws()?], &[], page.after.clone(), page.limit),
     };
     if order == Order::Newest {
         spec = spec.descending();
@@ -406,7 +406,7 @@ async fn move_to(app: &App, req: &Req, from: &[BookingStatus], to: BookingStatus
     let mut next = sb.booking.clone();
     next.status = to;
     next.updated_at = now_s();
-    Ok(Reply::ok(&ops::transition(app, req.ws(), &sb, next, event, false).await?))
+    Ok(Reply::ok(&ops::transition(app, req.ws()?, &sb, next, event, false).await?))
 }
 
 /// pending -> confirmed (sends the service's confirmation and schedules its reminder).
@@ -414,7 +414,7 @@ async fn move_to(app: &App, req: &Req, from: &[BookingStatus], to: BookingStatus
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn confirm_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let send = req.grant.authorize::<fx::SendEmail>()?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let sb = booking(app, &req).await?;
     if sb.booking.status != BookingStatus::Pending {
         return Err(illegal(&sb.booking, "confirmed"));
@@ -458,7 +458,7 @@ pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
         errs.finish()?;
     }
     let sb = booking(app, &req).await?;
-    let next = ops::cancel(app, req.ws(), &sb, input.cancelled_by.unwrap_or(CancelledBy::Staff), input.reason).await?;
+    let next = ops::cancel(app, req.ws()?, &sb, input.cancelled_by.unwrap_or(CancelledBy::Staff), input.reason).await?;
     Ok(Reply::ok(&next))
 }
 
@@ -474,9 +474,9 @@ pub async fn reschedule_booking(app: &App, req: Req) -> ApiResult<Reply> {
     if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
         return Err(illegal(&sb.booking, "rescheduled"));
     }
-    let (svc, resources, start) = slot_for(app, req.ws(), &sb.booking.service_id, &input.start, Some(&sb.booking.resource_id)).await?;
-    let new = ops::reschedule(app, req.ws(), &svc, &resources[0], &sb, start).await?;
-    notify::cancel_reminder(app, req.ws(), &sb.booking).await;
-    notify::scheduled(&send, app, req.ws(), &svc, &resources[0], &new).await;
+    let (svc, resources, start) = slot_for(app, req.ws()?, &sb.booking.service_id, &input.start, Some(&sb.booking.resource_id)).await?;
+    let new = ops::reschedule(app, req.ws()?, &svc, &resources[0], &sb, start).await?;
+    notify::cancel_reminder(app, req.ws()?, &sb.booking).await;
+    notify::scheduled(&send, app, req.ws()?, &svc, &resources[0], &new).await;
     Ok(Reply::ok(&new))
 }

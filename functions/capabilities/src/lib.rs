@@ -35,7 +35,7 @@ pub async fn list_capabilities(_app: &App, _req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/capability-confirmations", tag = "capabilities", request_body = CreateConfirmation,
     responses((status = 201, body = shared::openapi::Data<Confirmation>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
-    let (shown, stored) = domain::capabilities::create(app, req.ws(), &req.principal.subject, req.json()?).await?;
+    let (shown, stored) = domain::capabilities::create(app, req.ws()?, &req.principal.subject, req.json()?).await?;
     Ok(Reply::created(&shown).replay_as(&stored))
 }
 
@@ -56,7 +56,8 @@ pub async fn list_confirmations(app: &App, req: Req) -> ApiResult<Reply> {
         .page(app, "capability_confirmations", &[("capability", q.capability.as_deref()), ("api_key_id", q.api_key_id.as_deref())])
         .await?;
     let (items, next) =
-        domain::capabilities::list(app, req.ws(), q.capability.as_deref(), q.api_key_id.as_deref(), page.after.clone(), page.limit).await?;
+        domain::capabilities::list(app, req.ws()?, q.capability.as_deref(), q.api_key_id.as_deref(), page.after.clone(), page.limit)
+            .await?;
     Ok(Reply::list(&items, next.map(|a| page.cursor_for(&a))))
 }
 
@@ -65,5 +66,5 @@ pub async fn list_confirmations(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Confirmation>), shared::openapi::CommonErrors))]
 pub async fn get_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ConfirmationId = req.path_id("id")?;
-    Ok(Reply::ok(&domain::capabilities::load(app, req.ws(), &id).await?))
+    Ok(Reply::ok(&domain::capabilities::load(app, req.ws()?, &id).await?))
 }

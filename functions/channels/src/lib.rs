@@ -32,7 +32,7 @@ fn http(app: &App) -> ApiResult<&'static shared::outbound::Client> {
 
 async fn load(app: &App, req: &Req) -> ApiResult<Stored> {
     let id: ChannelId = req.path_id("id")?;
-    model::load(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("channel"))
+    model::load(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("channel"))
 }
 
 /// Connect a channel (owners and admins): the credentials are checked with the network now
@@ -51,7 +51,7 @@ pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
     errs.finish()?;
     let creds = model::parse_credentials(input.kind, input.credentials, None, app.cfg.webhooks.url_policy)?;
     let connected = model::connect(http(app)?, &creds).await.map_err(model::connect_error)?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let now = shared::ids::now_rfc3339();
     let id = shared::ids::new_id("ch");
     let (sealed, session) = Stored::seal(app, ws, &id, &creds, connected.session.as_ref()).await?;
@@ -84,7 +84,7 @@ pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Channel>), shared::openapi::CommonErrors))]
 pub async fn list_channels(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "channels", &[]).await?;
-    let spec = keys::CHANNELS.query(&[req.ws()], &[], page.after.clone(), page.limit);
+    let spec = keys::CHANNELS.query(&[req.ws()?], &[], page.after.clone(), page.limit);
     shared::request::list_page::<Channel>(app, &page, spec).await
 }
 
@@ -143,7 +143,7 @@ pub async fn update_channel(app: &App, req: Req) -> ApiResult<Reply> {
         errs.metadata("metadata", m);
     }
     errs.finish()?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let mut stored = load(app, &req).await?;
     let mut event = "channel.updated";
     if let Some(v) = input.credentials {
@@ -172,7 +172,7 @@ pub async fn update_channel(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/channels/{id}/verify", tag = "channels", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn verify_channel(app: &App, req: Req) -> ApiResult<Reply> {
-    let ws = req.ws();
+    let ws = req.ws()?;
     let before = load(app, &req).await?;
     let mut stored = before.clone();
     let creds = stored.open_creds(app, ws).await?;
@@ -188,6 +188,6 @@ pub async fn verify_channel(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn delete_channel(app: &App, req: Req) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::DeleteChannel>()?;
     let stored = load(app, &req).await?;
-    model::delete(&authority, app, req.ws(), &stored).await?;
+    model::delete(&authority, app, req.ws()?, &stored).await?;
     Ok(Reply::deleted(&stored.channel.id, "channel"))
 }

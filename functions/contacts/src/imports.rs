@@ -9,7 +9,7 @@ use shared::{ApiError, ApiResult, App, Reply, Req};
     responses((status = 202, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_import(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateImport = req.json()?;
-    let job = import::start(app, req.ws(), input).await?;
+    let job = import::start(app, req.ws()?, input).await?;
     Ok(Reply::accepted(&job))
 }
 
@@ -18,7 +18,7 @@ pub async fn create_import(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<ImportJob>), shared::openapi::CommonErrors))]
 pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {
     let id: import::ImportId = req.path_id("id")?;
-    let (job, _, _) = import::load_job(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("import"))?;
+    let (job, _, _) = import::load_job(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("import"))?;
     Ok(Reply::ok(&job))
 }
 
@@ -28,7 +28,8 @@ pub async fn get_import(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<RowError>), shared::openapi::CommonErrors))]
 pub async fn list_import_errors(app: &App, req: Req) -> ApiResult<Reply> {
     let id: import::ImportId = req.path_id("id")?;
-    import::load_job(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("import"))?;
+    import::load_job(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("import"))?;
     let page = req.page(app, &format!("contacts/imports/{id}/errors"), &[]).await?;
-    shared::request::list_page::<RowError>(app, &page, keys::IMPORT_ERRORS.query(&[req.ws()], &[&id], page.after.clone(), page.limit)).await
+    shared::request::list_page::<RowError>(app, &page, keys::IMPORT_ERRORS.query(&[req.ws()?], &[&id], page.after.clone(), page.limit))
+        .await
 }

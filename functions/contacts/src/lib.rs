@@ -42,14 +42,14 @@ struct ListContacts {
 #[utoipa::path(post, path = "/contacts", tag = "contacts", request_body = CreateContact,
     responses((status = 201, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_contact(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::created(&ops::create(app, req.ws(), req.json()?).await?))
+    Ok(Reply::created(&ops::create(app, req.ws()?, req.json()?).await?))
 }
 
 /// One contact.
 #[utoipa::path(get, path = "/contacts/{id}", tag = "contacts", params(("id" = String, Path, description = "ct_...")),
     responses((status = 200, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors))]
 pub async fn get_contact(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&model::load(app, req.ws(), &req.path_id("id")?).await?.0))
+    Ok(Reply::ok(&model::load(app, req.ws()?, &req.path_id("id")?).await?.0))
 }
 
 /// Contacts, oldest first. `q` is a case-insensitive prefix of the email, the full name or the
@@ -73,7 +73,7 @@ pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
     errs.finish()?;
     let filters = [("status", status), ("email_status", email_status), ("label", label), ("q", q), ("created_after", created_after)];
     let page = req.page(app, "contacts", &filters).await?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     if let Some(q) = q {
         let filters = ops::SearchFilters { status, email_status, label, created_after: created_after.and(after_time) };
         let (contacts, next) = ops::search(app, ws, &q.trim().to_lowercase(), &filters, page.after.clone(), page.limit).await?;
@@ -113,7 +113,7 @@ pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Contact>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateContact = req.json()?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let (old, version) = model::load(app, ws, &req.path_id("id")?).await?;
     Ok(Reply::ok(&ops::update(app, ws, &req.principal, old, version, input).await?))
 }
@@ -123,7 +123,7 @@ pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/contacts/{id}", tag = "contacts", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_contact(app: &App, req: Req) -> ApiResult<Reply> {
-    let ws = req.ws();
+    let ws = req.ws()?;
     let (c, version) = model::load(app, ws, &req.path_id("id")?).await?;
     ops::delete(app, ws, &c, version).await?;
     domain::deals::unlink_contact(app, ws, &c.id).await?;
@@ -135,7 +135,7 @@ pub async fn delete_contact(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 201, body = shared::openapi::Data<model::Activity>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn add_note(app: &App, req: Req) -> ApiResult<Reply> {
     let id: model::ContactId = req.path_id("id")?;
-    Ok(Reply::created(&ops::add_note(app, req.ws(), &id, req.json()?).await?))
+    Ok(Reply::created(&ops::add_note(app, req.ws()?, &id, req.json()?).await?))
 }
 
 /// The contact's timeline, newest first: its own changes, notes, and other areas' changes
@@ -144,7 +144,7 @@ pub async fn add_note(app: &App, req: Req) -> ApiResult<Reply> {
     params(("id" = String, Path), shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<model::Activity>), shared::openapi::CommonErrors))]
 pub async fn list_activities(app: &App, req: Req) -> ApiResult<Reply> {
-    let ws = req.ws();
+    let ws = req.ws()?;
     let (c, _) = model::load(app, ws, &req.path_id("id")?).await?;
     let page = req.page(app, &format!("contacts/{}/activities", c.id), &[]).await?;
     let spec = keys::ACTIVITIES.query(&[ws], &[&c.id], page.after.clone(), page.limit).descending();

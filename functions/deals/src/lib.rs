@@ -19,14 +19,14 @@ shared::area! {
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Deal, i64)> {
-    domain::deals::load(app, req.ws(), &req.path_id::<DealId>("id")?).await
+    domain::deals::load(app, req.ws()?, &req.path_id::<DealId>("id")?).await
 }
 
 /// Create an open deal.
 #[utoipa::path(post, path = "/deals", tag = "deals", request_body = CreateDeal,
     responses((status = 201, body = shared::openapi::Data<Deal>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_deal(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::created(&domain::deals::create(app, req.ws(), req.json()?).await?))
+    Ok(Reply::created(&domain::deals::create(app, req.ws()?, req.json()?).await?))
 }
 
 /// One deal.
@@ -55,7 +55,7 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     let parsed = q.status;
     let (status, stage, contact) = (parsed.map(DealStatus::as_str), q.stage.as_deref(), q.contact_id.as_deref());
     let page = req.page(app, "deals", &[("status", status), ("stage", stage), ("contact_id", contact)]).await?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     if let Some(c) = contact {
         // The contact's deals by index (keys only), then the deals by key; other filters apply to the page.
         let spec = keys::DEALS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit);
@@ -81,7 +81,7 @@ pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateDeal = req.json()?;
     let (old, version) = load(app, &req).await?;
-    Ok(Reply::ok(&domain::deals::update(app, req.ws(), old, version, input).await?))
+    Ok(Reply::ok(&domain::deals::update(app, req.ws()?, old, version, input).await?))
 }
 
 /// Delete a deal.
@@ -89,6 +89,6 @@ pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_deal(app: &App, req: Req) -> ApiResult<Reply> {
     let (d, version) = load(app, &req).await?;
-    domain::deals::delete(app, req.ws(), &d, version).await?;
+    domain::deals::delete(app, req.ws()?, &d, version).await?;
     Ok(Reply::deleted(&d.id, "deal"))
 }

@@ -25,7 +25,7 @@ pub struct CreateDomain {
     responses((status = 201, body = shared::openapi::Data<SendingDomain>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_domain(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateDomain = req.json()?;
-    Ok(Reply::created(&model::create(&req.grant.authorize::<domain::effects::CreateSendingDomain>()?, app, req.ws(), &input.name).await?))
+    Ok(Reply::created(&model::create(&req.grant.authorize::<domain::effects::CreateSendingDomain>()?, app, req.ws()?, &input.name).await?))
 }
 
 /// The workspace's sending domains with their last known status (read one to refresh it).
@@ -34,7 +34,7 @@ pub async fn create_domain(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<SendingDomain>), shared::openapi::CommonErrors))]
 pub async fn list_domains(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "email_domains", &[]).await?;
-    let spec = domain::keys::SENDING_DOMAINS.query(&[req.ws()], &[], page.after.clone(), page.limit);
+    let spec = domain::keys::SENDING_DOMAINS.query(&[req.ws()?], &[], page.after.clone(), page.limit);
     shared::request::list_page::<SendingDomain>(app, &page, spec).await
 }
 
@@ -44,8 +44,8 @@ pub async fn list_domains(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<SendingDomain>), shared::openapi::CommonErrors))]
 pub async fn get_domain(app: &App, req: Req) -> ApiResult<Reply> {
     let id: DomainId = req.path_id("id")?;
-    let (d, version) = model::load(app, req.ws(), &id).await?;
-    Ok(Reply::ok(&model::refresh(app, req.ws(), d, version).await?))
+    let (d, version) = model::load(app, req.ws()?, &id).await?;
+    Ok(Reply::ok(&model::refresh(app, req.ws()?, d, version).await?))
 }
 
 /// Remove a sending domain (owners and admins) and its SES identity. Emails from it that have
@@ -54,6 +54,6 @@ pub async fn get_domain(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_domain(app: &App, req: Req) -> ApiResult<Reply> {
     let id: DomainId = req.path_id("id")?;
-    let d = model::delete(&req.grant.authorize::<domain::effects::DeleteSendingDomain>()?, app, req.ws(), &id).await?;
+    let d = model::delete(&req.grant.authorize::<domain::effects::DeleteSendingDomain>()?, app, req.ws()?, &id).await?;
     Ok(Reply::deleted(&d.id, "email_domain"))
 }

@@ -57,7 +57,7 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     let now = chrono::Utc::now();
     let now_secs = now.timestamp();
     let draft = compose::check(input, now).map_err(validation)?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let ctx = compose::load_context(app, ws, &[&draft]).await?;
     let email = compose::finish(draft, &ctx, None, now).map_err(validation)?;
     compose::send(&req.grant.authorize::<fx::SendEmail>()?, app, ws, &email, now_secs).await?;
@@ -74,7 +74,7 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 202, body = shared::openapi::Data<EmailBatch>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
     let input: SendBatch = req.json()?;
-    let batch = batch::accept(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws(), input).await?;
+    let batch = batch::accept(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws()?, input).await?;
     Ok(Reply::accepted(&batch))
 }
 
@@ -82,7 +82,7 @@ pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/emails/{id}", tag = "emails", params(("id" = String, Path, description = "em_...")),
     responses((status = 200, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors))]
 pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&model::load_with_body(app, req.ws(), &req.path_id("id")?).await?))
+    Ok(Reply::ok(&model::load_with_body(app, req.ws()?, &req.path_id("id")?).await?))
 }
 
 /// Emails, newest first; filters combine. Bodies are left out (see `GET /emails/{id}`).
@@ -96,7 +96,7 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let parsed = q.status;
     let (status, contact, tag, batch) = (parsed.map(EmailStatus::as_str), q.contact_id.as_deref(), q.tag.as_deref(), q.batch_id.as_deref());
     let page = req.page(app, "emails", &[("status", status), ("contact_id", contact), ("tag", tag), ("batch_id", batch)]).await?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let keep = |e: &Email| {
         parsed.is_none_or(|p| e.status == p)
             && contact.is_none_or(|c| e.contact_id.as_deref() == Some(c))
@@ -141,7 +141,7 @@ struct ListEmails {
     responses((status = 200, body = shared::openapi::ListOf<model::suppressions::Suppression>), shared::openapi::CommonErrors))]
 pub async fn list_suppressions(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "emails/suppressions", &[]).await?;
-    let spec = keys::EMAIL_SUPPRESSIONS.query(&[req.ws()], &[], page.after.clone(), page.limit);
+    let spec = keys::EMAIL_SUPPRESSIONS.query(&[req.ws()?], &[], page.after.clone(), page.limit);
     shared::request::list_page::<model::suppressions::Suppression>(app, &page, spec).await
 }
 
@@ -151,7 +151,7 @@ pub async fn list_suppressions(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn remove_suppression(app: &App, req: Req) -> ApiResult<Reply> {
     let input: RemoveSuppression = req.json()?;
-    let removed = suppressions::remove(app, req.ws(), req.param("address"), &input.reason, &req.principal.subject).await?;
+    let removed = suppressions::remove(app, req.ws()?, req.param("address"), &input.reason, &req.principal.subject).await?;
     Ok(Reply::deleted(&removed.address, "email_suppression"))
 }
 
@@ -159,7 +159,7 @@ pub async fn remove_suppression(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/emails/{id}/cancel", tag = "emails", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn cancel_email(app: &App, req: Req) -> ApiResult<Reply> {
-    let ws = req.ws();
+    let ws = req.ws()?;
     let id: model::EmailId = req.path_id("id")?;
     let e = compose::cancel(app, ws, &id).await?;
     Ok(Reply::ok(&e))

@@ -7,14 +7,14 @@ use shared::{ApiResult, App, Reply, Req};
 #[utoipa::path(post, path = "/emails/templates", tag = "emails", request_body = CreateTemplate,
     responses((status = 201, body = shared::openapi::Data<Template>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_template(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::created(&templates::create(app, req.ws(), req.json()?).await?))
+    Ok(Reply::created(&templates::create(app, req.ws()?, req.json()?).await?))
 }
 
 /// One email template by its slug.
 #[utoipa::path(get, path = "/emails/templates/{slug}", tag = "emails", params(("slug" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Template>), shared::openapi::CommonErrors))]
 pub async fn get_template(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&templates::load(app, req.ws(), req.param("slug")).await?.0))
+    Ok(Reply::ok(&templates::load(app, req.ws()?, req.param("slug")).await?.0))
 }
 
 /// Templates by slug.
@@ -23,7 +23,7 @@ pub async fn get_template(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Template>), shared::openapi::CommonErrors))]
 pub async fn list_templates(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "email_templates", &[]).await?;
-    let spec = domain::keys::EMAIL_TEMPLATES.query(&[req.ws()], &[], page.after.clone(), page.limit);
+    let spec = domain::keys::EMAIL_TEMPLATES.query(&[req.ws()?], &[], page.after.clone(), page.limit);
     shared::request::list_page::<Template>(app, &page, spec).await
 }
 
@@ -32,7 +32,7 @@ pub async fn list_templates(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Template>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_template(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateTemplate = req.json()?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let (old, version) = templates::load(app, ws, req.param("slug")).await?;
     Ok(Reply::ok(&templates::update(app, ws, old, version, input).await?))
 }
@@ -41,7 +41,7 @@ pub async fn update_template(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/emails/templates/{slug}", tag = "emails", params(("slug" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_template(app: &App, req: Req) -> ApiResult<Reply> {
-    let ws = req.ws();
+    let ws = req.ws()?;
     let (t, version) = templates::load(app, ws, req.param("slug")).await?;
     templates::delete(app, ws, &t, version).await?;
     Ok(Reply::deleted(&t.slug, "email_template"))

@@ -37,9 +37,9 @@ shared::area! {
 pub async fn record_consent(app: &App, req: Req) -> ApiResult<Reply> {
     let mut input: RecordConsent = req.json()?;
     let r = SubjectRef { email: input.email.take(), contact_id: input.contact_id.take() };
-    let subject = domain::gdpr::resolve(app, req.ws(), &r, "subject").await.map_err(unprefix)?;
+    let subject = domain::gdpr::resolve(app, req.ws()?, &r, "subject").await.map_err(unprefix)?;
     let consent = consents::build(input, &subject)?;
-    consents::record(app, req.ws(), &consent).await?;
+    consents::record(app, req.ws()?, &consent).await?;
     Ok(Reply::created(&consent))
 }
 
@@ -67,10 +67,10 @@ struct ConsentQuery {
     responses((status = 200, body = shared::openapi::Data<ConsentState>), shared::openapi::CommonErrors))]
 pub async fn get_consents(app: &App, req: Req) -> ApiResult<Reply> {
     let q: ConsentQuery = req.query_as()?;
-    let subject = domain::gdpr::resolve(app, req.ws(), &SubjectRef { email: q.email, contact_id: q.contact_id }, "subject")
+    let subject = domain::gdpr::resolve(app, req.ws()?, &SubjectRef { email: q.email, contact_id: q.contact_id }, "subject")
         .await
         .map_err(unprefix)?;
-    Ok(Reply::ok(&consents::state(app, req.ws(), &subject).await?))
+    Ok(Reply::ok(&consents::state(app, req.ws()?, &subject).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -90,7 +90,7 @@ pub struct CreateExport {
     responses((status = 202, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_export(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateExport = req.json()?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let job = match (input.subject, input.scope) {
         (Some(r), None | Some(ExportScope::Subject)) => {
             let subject = domain::gdpr::resolve(app, ws, &r, "subject").await?;
@@ -110,7 +110,7 @@ pub async fn list_exports(app: &App, req: Req) -> ApiResult<Reply> {
     shared::request::list_page::<ExportJob>(
         app,
         &page,
-        keys::EXPORT_JOBS.query(&[req.ws()], &[], page.after.clone(), page.limit).descending(),
+        keys::EXPORT_JOBS.query(&[req.ws()?], &[], page.after.clone(), page.limit).descending(),
     )
     .await
 }
@@ -120,7 +120,7 @@ pub async fn list_exports(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors))]
 pub async fn get_export(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ExportId = req.path_id("id")?;
-    let mut job = export::load(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("export"))?;
+    let mut job = export::load(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("export"))?;
     // The link only to whoever could have made the export: admin for the workspace's.
     let may_create = match job.scope {
         ExportScope::Workspace => req.principal.scopes.contains(&Scope::Admin),
@@ -154,8 +154,8 @@ pub async fn create_erasure(app: &App, req: Req) -> ApiResult<Reply> {
     errs.text("reason", &input.reason, 1, 1000);
     errs.finish()?;
     let auth = req.grant.authorize::<fx::EraseSubject>()?;
-    let subject = domain::gdpr::resolve(app, req.ws(), &input.subject, "subject").await?;
-    let e = erasure::start(&auth, app, req.ws(), &subject, input.reason.trim()).await?;
+    let subject = domain::gdpr::resolve(app, req.ws()?, &input.subject, "subject").await?;
+    let e = erasure::start(&auth, app, req.ws()?, &subject, input.reason.trim()).await?;
     Ok(Reply::accepted(&e))
 }
 
@@ -164,7 +164,7 @@ pub async fn create_erasure(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Erasure>), shared::openapi::CommonErrors))]
 pub async fn list_erasures(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "gdpr_erasures", &[]).await?;
-    shared::request::list_page::<Erasure>(app, &page, keys::ERASURES.query(&[req.ws()], &[], page.after.clone(), page.limit).descending())
+    shared::request::list_page::<Erasure>(app, &page, keys::ERASURES.query(&[req.ws()?], &[], page.after.clone(), page.limit).descending())
         .await
 }
 
@@ -173,5 +173,5 @@ pub async fn list_erasures(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Erasure>), shared::openapi::CommonErrors))]
 pub async fn get_erasure(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ErasureId = req.path_id("id")?;
-    Ok(Reply::ok(&erasure::load(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("erasure"))?))
+    Ok(Reply::ok(&erasure::load(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("erasure"))?))
 }

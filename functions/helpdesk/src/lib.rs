@@ -25,7 +25,7 @@ shared::area! {
 #[utoipa::path(post, path = "/helpdesk/conversations", tag = "helpdesk", request_body = CreateConversation,
     responses((status = 201, body = shared::openapi::Data<Conversation>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_conversation(app: &App, req: Req) -> ApiResult<Reply> {
-    let c = ops::create_conversation(app, req.ws(), &req.grant, &req.principal.subject, req.json()?).await?;
+    let c = ops::create_conversation(app, req.ws()?, &req.grant, &req.principal.subject, req.json()?).await?;
     Ok(Reply::created(&c))
 }
 
@@ -40,7 +40,7 @@ pub async fn list_conversations(app: &App, req: Req) -> ApiResult<Reply> {
     let bound = q.bound();
     let filters: Vec<(&str, Option<&str>)> = bound.iter().map(|(k, v)| (*k, v.as_deref())).collect();
     let page = req.page(app, "helpdesk_conversations", &filters).await?;
-    let (list, next) = ops::list_conversations(app, req.ws(), &q, page.after.clone(), page.limit).await?;
+    let (list, next) = ops::list_conversations(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
     Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
 }
 
@@ -49,7 +49,7 @@ pub async fn list_conversations(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Conversation>), shared::openapi::CommonErrors))]
 pub async fn get_conversation(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ConversationId = req.path_id("id")?;
-    Ok(Reply::ok(&domain::helpdesk::load(app, req.ws(), &id).await?.0))
+    Ok(Reply::ok(&domain::helpdesk::load(app, req.ws()?, &id).await?.0))
 }
 
 /// Change status (`open`, `pending`, `snoozed` with `snoozed_until`, `closed`), priority,
@@ -61,7 +61,7 @@ pub async fn get_conversation(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn update_conversation(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateConversation = req.json()?;
     let id: ConversationId = req.path_id("id")?;
-    Ok(Reply::ok(&ops::update_conversation(app, req.ws(), &id, input).await?))
+    Ok(Reply::ok(&ops::update_conversation(app, req.ws()?, &id, input).await?))
 }
 
 /// Messages of a conversation, oldest first; a reply shows where its email stands.
@@ -71,7 +71,7 @@ pub async fn update_conversation(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn list_messages(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ConversationId = req.path_id("id")?;
     let page = req.page(app, &format!("helpdesk_messages/{}", &*id), &[]).await?;
-    let (list, next) = ops::list_messages(app, req.ws(), &id, page.after.clone(), page.limit).await?;
+    let (list, next) = ops::list_messages(app, req.ws()?, &id, page.after.clone(), page.limit).await?;
     Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
 }
 
@@ -83,5 +83,5 @@ pub async fn list_messages(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn add_message(app: &App, req: Req) -> ApiResult<Reply> {
     let input: AddMessage = req.json()?;
     let id: ConversationId = req.path_id("id")?;
-    Ok(Reply::created(&ops::add_message(app, req.ws(), &req.grant, &req.principal.subject, &id, input).await?))
+    Ok(Reply::created(&ops::add_message(app, req.ws()?, &req.grant, &req.principal.subject, &id, input).await?))
 }

@@ -67,10 +67,10 @@ pub async fn create_session(app: &App, req: Req) -> ApiResult<Reply> {
     let id = ContactId::parse(&input.contact_id).ok_or_else(|| ApiError::validation("contact_id", "not a contact id (ct_...)"))?;
     let link = match input.delivery {
         portal::Delivery::Email => {
-            portal::email_link(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws(), &id, input.return_url).await?
+            portal::email_link(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws()?, &id, input.return_url).await?
         }
         portal::Delivery::Return => {
-            portal::return_link(&req.grant.authorize::<fx::OpenPortalSession>()?, app, req.ws(), &id, input.return_url).await?
+            portal::return_link(&req.grant.authorize::<fx::OpenPortalSession>()?, app, req.ws()?, &id, input.return_url).await?
         }
     };
     // The token is a credential: a replay shows the link without it.
@@ -108,7 +108,7 @@ fn session_contact(req: &Req) -> ApiResult<ContactId> {
 
 /// The session's contact, or 401 once it is gone (erased or deleted).
 async fn contact(app: &App, req: &Req) -> ApiResult<(Contact, i64)> {
-    contacts::load(app, req.ws(), &session_contact(req)?)
+    contacts::load(app, req.ws()?, &session_contact(req)?)
         .await
         .map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))
 }
@@ -133,7 +133,7 @@ async fn me_view(app: &App, ws: &str, c: Contact) -> ApiResult<Me> {
     responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors))]
 pub async fn get_me(app: &App, req: Req) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
-    Ok(Reply::ok(&me_view(app, req.ws(), c).await?))
+    Ok(Reply::ok(&me_view(app, req.ws()?, c).await?))
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -163,7 +163,7 @@ pub struct UpdateMe {
     responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateMe = req.json()?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let (old, version) = contact(app, &req).await?;
     let consent = (input.marketing_consent, input.consent_text, input.consent_text_version);
     let change =
@@ -219,7 +219,7 @@ pub async fn my_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "portal_bookings", &[("when", Some(name))]).await?;
     let ct = me(app, &req).await?;
     let now = shared::ids::now_rfc3339();
-    let (list, next) = ops::of_contact(app, req.ws(), &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?;
+    let (list, next) = ops::of_contact(app, req.ws()?, &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?;
     Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
 }
 
@@ -243,11 +243,11 @@ pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
     }
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
-    let sb = ops::load_booking(app, req.ws(), &id)
+    let sb = ops::load_booking(app, req.ws()?, &id)
         .await?
         .filter(|b| b.booking.contact_id == *ct)
         .ok_or_else(|| ApiError::not_found("booking"))?;
-    Ok(Reply::ok(&ops::cancel(app, req.ws(), &sb, CancelledBy::Customer, input.reason).await?))
+    Ok(Reply::ok(&ops::cancel(app, req.ws()?, &sb, CancelledBy::Customer, input.reason).await?))
 }
 
 /// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
@@ -272,7 +272,7 @@ pub struct PortalEmail {
 pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "portal_emails", &[]).await?;
     let ct = me(app, &req).await?;
-    let spec = keys::EMAILS_OF_CONTACT.query(&[req.ws(), &ct], &[], page.after.clone(), page.limit).descending();
+    let spec = keys::EMAILS_OF_CONTACT.query(&[req.ws()?, &ct], &[], page.after.clone(), page.limit).descending();
     let (mut list, next) = shared::request::keyed_page::<PortalEmail>(app, spec).await?;
     list.sort_by(|a, b| b.id.cmp(&a.id));
     Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
@@ -284,8 +284,8 @@ pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 202, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
-    let subject = domain::gdpr::subject_of(app, req.ws(), &c).await?;
-    Ok(Reply::accepted(&export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, req.ws(), &subject).await?))
+    let subject = domain::gdpr::subject_of(app, req.ws()?, &c).await?;
+    Ok(Reply::accepted(&export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, req.ws()?, &subject).await?))
 }
 
 /// One of the customer's exports, with its download link once completed.
@@ -295,7 +295,7 @@ pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn my_export(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ExportId = req.path_id("id")?;
     let ct = me(app, &req).await?;
-    let job = export::load(app, req.ws(), &id)
+    let job = export::load(app, req.ws()?, &id)
         .await?
         .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(&*ct))
         .ok_or_else(|| ApiError::not_found("export"))?;
@@ -309,7 +309,7 @@ pub async fn my_export(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn erasure_code(app: &App, req: Req) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
     let auth = req.grant.authorize::<fx::SendEmail>()?;
-    Ok(Reply::accepted(&portal::send_erasure_code(&auth, app, req.ws(), session_token(&req), &c).await?))
+    Ok(Reply::accepted(&portal::send_erasure_code(&auth, app, req.ws()?, session_token(&req), &c).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -331,7 +331,7 @@ pub async fn erase_me(app: &App, req: Req) -> ApiResult<Reply> {
     }
     let (c, _) = contact(app, &req).await?;
     let auth = req.grant.authorize::<fx::EraseSubject>()?;
-    let e = domain::gdpr::erasure::erase_self(&auth, app, req.ws(), session_token(&req), &c, &input.code).await?;
+    let e = domain::gdpr::erasure::erase_self(&auth, app, req.ws()?, session_token(&req), &c, &input.code).await?;
     portal::revoke(app, session_token(&req)).await?;
     Ok(Reply::accepted(&e))
 }

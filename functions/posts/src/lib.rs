@@ -27,7 +27,7 @@ shared::area! {
 }
 
 async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
-    domain::posts::load(app, req.ws(), &req.path_id::<PostId>("id")?).await
+    domain::posts::load(app, req.ws()?, &req.path_id::<PostId>("id")?).await
 }
 
 /// A post's channels must be active channels of the workspace and its texts within their
@@ -44,9 +44,9 @@ async fn check_channels(app: &App, ws: &str, post: &Post) -> ApiResult<()> {
 /// A change that leaves the post scheduled is the effect `PublishPost`; any other is not.
 async fn save(app: &App, req: &Req, change: &Change, version: i64) -> ApiResult<()> {
     if change.post.status == PostStatus::Scheduled {
-        domain::publishing::schedule(&req.grant.authorize::<fx::PublishPost>()?, app, req.ws(), change, version).await
+        domain::publishing::schedule(&req.grant.authorize::<fx::PublishPost>()?, app, req.ws()?, change, version).await
     } else {
-        domain::publishing::save_unpublished(app, req.ws(), change, version).await
+        domain::publishing::save_unpublished(app, req.ws()?, change, version).await
     }
 }
 
@@ -57,8 +57,8 @@ async fn save(app: &App, req: &Req, change: &Change, version: i64) -> ApiResult<
     responses((status = 201, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_post(app: &App, req: Req) -> ApiResult<Reply> {
     let post = Post::draft(req.json()?, chrono::Utc::now())?;
-    check_channels(app, req.ws(), &post).await?;
-    domain::posts::create(app, req.ws(), &post).await?;
+    check_channels(app, req.ws()?, &post).await?;
+    domain::posts::create(app, req.ws()?, &post).await?;
     Ok(Reply::created(&post))
 }
 
@@ -80,8 +80,8 @@ pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
     let channel = q.channel_id.as_deref();
     let page = req.page(app, "posts", &[("status", status), ("channel_id", channel)]).await?;
     let mut spec = match status {
-        Some(st) => keys::POSTS_BY_STATUS.query(&[req.ws(), st], &[], page.after.clone(), page.limit),
-        None => keys::POSTS.query(&[req.ws()], &[], page.after.clone(), page.limit),
+        Some(st) => keys::POSTS_BY_STATUS.query(&[req.ws()?, st], &[], page.after.clone(), page.limit),
+        None => keys::POSTS.query(&[req.ws()?], &[], page.after.clone(), page.limit),
     };
     if let Some(c) = channel {
         spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", s(c))]);
@@ -104,7 +104,7 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
     let patch: UpdatePost = req.json()?;
     let (post, version) = load(app, &req).await?;
     let change = post.apply(patch, chrono::Utc::now())?;
-    check_channels(app, req.ws(), &change.post).await?;
+    check_channels(app, req.ws()?, &change.post).await?;
     save(app, &req, &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
@@ -114,7 +114,7 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_post(app: &App, req: Req) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
-    domain::posts::delete(app, req.ws(), &post, version).await?;
+    domain::posts::delete(app, req.ws()?, &post, version).await?;
     Ok(Reply::deleted(&post.id, "post"))
 }
 
@@ -126,7 +126,7 @@ pub async fn schedule_post(app: &App, req: Req) -> ApiResult<Reply> {
     let input: SchedulePost = if req.body.is_empty() { SchedulePost::default() } else { req.json()? };
     let (post, version) = load(app, &req).await?;
     let change = post.schedule(input.scheduled_at, chrono::Utc::now())?;
-    check_channels(app, req.ws(), &change.post).await?;
+    check_channels(app, req.ws()?, &change.post).await?;
     save(app, &req, &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
@@ -148,7 +148,7 @@ pub async fn cancel_post(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn publish_post(app: &App, req: Req) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.publish_now(chrono::Utc::now())?;
-    check_channels(app, req.ws(), &change.post).await?;
+    check_channels(app, req.ws()?, &change.post).await?;
     save(app, &req, &change, version).await?;
     Ok(Reply::accepted(&change.post))
 }
@@ -161,6 +161,6 @@ pub async fn retry_variant(app: &App, req: Req) -> ApiResult<Reply> {
     let channel: ChannelId = req.path_id("channel_id")?;
     let (post, version) = load(app, &req).await?;
     let auth = req.grant.authorize::<fx::PublishPost>()?;
-    let post = domain::publishing::retry_variant(&auth, app, req.ws(), &post, version, &channel).await?;
+    let post = domain::publishing::retry_variant(&auth, app, req.ws()?, &post, version, &channel).await?;
     Ok(Reply::accepted(&post))
 }

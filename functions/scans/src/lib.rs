@@ -36,9 +36,9 @@ pub struct CreateScan {
 pub async fn create_scan(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateScan = req.json()?;
     let url = domain::scans::normalise_url(&input.url, app.cfg.webhooks.url_policy).map_err(|m| ApiError::validation("url", m))?;
-    match domain::scans::request(app, req.ws(), &url, input.force).await? {
+    match domain::scans::request(app, req.ws()?, &url, input.force).await? {
         Requested::Created(scan) => {
-            domain::scans::enqueue(app, req.ws(), &scan.id).await?;
+            domain::scans::enqueue(app, req.ws()?, &scan.id).await?;
             Ok(Reply::accepted(&scan))
         }
         Requested::Existing(scan) => Ok(Reply::ok(&scan)),
@@ -62,7 +62,7 @@ pub async fn list_scans(app: &App, req: Req) -> ApiResult<Reply> {
     let host = q.host.map(|h| h.trim().to_ascii_lowercase());
     let status = q.status.map(ScanStatus::as_str);
     let page = req.page(app, "scans", &[("status", status), ("host", host.as_deref())]).await?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let mut spec = match (&host, status) {
         (Some(h), _) => keys::SCANS_BY_HOST.query(&[ws, h], &[], page.after.clone(), page.limit),
         (None, Some(st)) => keys::SCANS_BY_STATUS.query(&[ws, st], &[], page.after.clone(), page.limit),
@@ -85,6 +85,6 @@ pub async fn list_scans(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Scan>), shared::openapi::CommonErrors))]
 pub async fn get_scan(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ScanId = req.path_id("id")?;
-    let (scan, _) = domain::scans::load(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("scan"))?;
+    let (scan, _) = domain::scans::load(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("scan"))?;
     Ok(Reply::ok(&scan))
 }

@@ -42,7 +42,7 @@ pub struct EndpointWithSecret {
 
 async fn load(app: &App, req: &Req) -> ApiResult<StoredEndpoint> {
     let id: model::EndpointId = req.path_id("id")?;
-    model::load_endpoint(app, req.ws(), &id).await?.ok_or_else(|| ApiError::not_found("webhook endpoint"))
+    model::load_endpoint(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("webhook endpoint"))
 }
 
 async fn check_url(errs: &mut Errors, app: &App, url: &str) {
@@ -105,7 +105,7 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     check_event_types(&mut errs, &input.event_types);
     errs.metadata("metadata", &input.metadata);
     errs.finish()?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let now = shared::ids::now_rfc3339();
     let endpoint = Endpoint {
         id: shared::ids::new_id("wh"),
@@ -133,7 +133,7 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Endpoint>), shared::openapi::CommonErrors))]
 pub async fn list_endpoints(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "webhooks", &[]).await?;
-    shared::request::list_page::<Endpoint>(app, &page, keys::WEBHOOK_ENDPOINTS.query(&[req.ws()], &[], page.after.clone(), page.limit))
+    shared::request::list_page::<Endpoint>(app, &page, keys::WEBHOOK_ENDPOINTS.query(&[req.ws()?], &[], page.after.clone(), page.limit))
         .await
 }
 
@@ -203,7 +203,7 @@ pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     errs.patch_metadata("metadata", input.metadata, &mut ep.metadata);
     errs.finish()?;
     ep.updated_at = shared::ids::now_rfc3339();
-    model::update_endpoint(&authority, app, req.ws(), &rec).await?;
+    model::update_endpoint(&authority, app, req.ws()?, &rec).await?;
     Ok(Reply::ok(&rec.endpoint))
 }
 
@@ -213,7 +213,7 @@ pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn delete_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::DeleteWebhook>()?;
     let rec = load(app, &req).await?;
-    model::delete_endpoint(&authority, app, req.ws(), &rec).await?;
+    model::delete_endpoint(&authority, app, req.ws()?, &rec).await?;
     Ok(Reply::deleted(&rec.endpoint.id, "webhook_endpoint"))
 }
 
@@ -240,7 +240,7 @@ pub async fn rotate_secret(app: &App, req: Req) -> ApiResult<Reply> {
         return Err(ApiError::validation("grace_period_seconds", format!("must be between 0 and {MAX_GRACE_SECS}")));
     }
     let mut rec = load(app, &req).await?;
-    let ws = req.ws();
+    let ws = req.ws()?;
     let now = chrono::Utc::now().timestamp();
     let until = now + grace;
     // Old secrets stop at the end of this grace period at the latest; expired ones go.
@@ -273,7 +273,7 @@ pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     if !rec.endpoint.enabled {
         return Err(ApiError::conflict("the endpoint is disabled; enable it first"));
     }
-    let d = model::queue_test(app, req.ws(), &rec.endpoint.id).await?;
+    let d = model::queue_test(app, req.ws()?, &rec.endpoint.id).await?;
     Ok(Reply::accepted(&d.delivery))
 }
 
@@ -292,14 +292,14 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
     let id: model::EndpointId = req.path_id("id")?;
     let id = id.as_ref();
     // The endpoint must exist in this workspace (deliveries of a deleted endpoint are gone with it).
-    if model::load_endpoint(app, req.ws(), id).await?.is_none() {
+    if model::load_endpoint(app, req.ws()?, id).await?.is_none() {
         return Err(ApiError::not_found("webhook endpoint"));
     }
     let list = format!("webhooks/{id}/deliveries");
     let page = req.page(app, &list, &[("status", status)]).await?;
     let spec = match parsed {
-        Some(st) => keys::WEBHOOK_DELIVERIES_BY_STATUS.query(&[req.ws(), id, st.as_str()], &[id], page.after.clone(), page.limit),
-        None => keys::WEBHOOK_DELIVERIES.query(&[req.ws()], &[id], page.after.clone(), page.limit),
+        Some(st) => keys::WEBHOOK_DELIVERIES_BY_STATUS.query(&[req.ws()?, id, st.as_str()], &[id], page.after.clone(), page.limit),
+        None => keys::WEBHOOK_DELIVERIES.query(&[req.ws()?], &[id], page.after.clone(), page.limit),
     };
     shared::request::list_page::<Delivery>(app, &page, spec.descending()).await
 }
@@ -310,7 +310,7 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
     params(("id" = String, Path), ("delivery_id" = String, Path, description = "whd_...")),
     responses((status = 202, body = shared::openapi::Data<Delivery>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn retry_delivery(app: &App, req: Req) -> ApiResult<Reply> {
-    let ws = req.ws();
+    let ws = req.ws()?;
     // Either id malformed: no such delivery.
     let (id, delivery_id): (model::EndpointId, model::DeliveryId) = match (req.path_id("id"), req.path_id("delivery_id")) {
         (Ok(e), Ok(d)) => (e, d),

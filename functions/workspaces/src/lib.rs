@@ -33,7 +33,7 @@ shared::area! {
 #[utoipa::path(get, path = "/workspaces/current", tag = "workspaces",
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors))]
 pub async fn get_current(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&domain::workspaces::load(app, req.ws()).await?.0))
+    Ok(Reply::ok(&domain::workspaces::load(app, req.ws()?).await?.0))
 }
 
 /// Change name, slug, time zone, locale, default currency, portal origins or metadata. (Sending domains are
@@ -43,7 +43,7 @@ pub async fn get_current(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::UpdateWorkspace>()?;
     let input: UpdateWorkspace = req.json()?;
-    Ok(Reply::ok(&domain::workspaces::update(&authority, app, req.ws(), input).await?))
+    Ok(Reply::ok(&domain::workspaces::update(&authority, app, req.ws()?, input).await?))
 }
 
 /// The workspaces the caller can use: with an OAuth token, every workspace its subject is a
@@ -55,7 +55,7 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "workspaces", &[]).await?;
     if req.principal.credential != Credential::OAuth {
         // Cursors are honoured (and validated) even though a key has exactly one workspace.
-        let items = if page.after.is_some() { vec![] } else { vec![domain::workspaces::load(app, req.ws()).await?.0] };
+        let items = if page.after.is_some() { vec![] } else { vec![domain::workspaces::load(app, req.ws()?).await?.0] };
         return Ok(Reply::list(&items, None));
     }
     let (workspaces, next) = domain::workspaces::of_subject(app, &req.principal.subject, page.after.clone(), page.limit).await?;
@@ -80,7 +80,7 @@ pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
 
 async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req: &Req, name: &str, list: keys::List) -> ApiResult<Reply> {
     let page = req.page(app, name, &[]).await?;
-    shared::request::list_page::<T>(app, &page, list.query(&[req.ws()], &[], page.after.clone(), page.limit)).await
+    shared::request::list_page::<T>(app, &page, list.query(&[req.ws()?], &[], page.after.clone(), page.limit)).await
 }
 
 /// Add a member or change a member's role (owners and admins). Only an owner grants `owner` or
@@ -93,14 +93,14 @@ async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req:
 pub async fn set_member(app: &App, req: Req) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::ChangeMember>()?;
     let input: SetMember = req.json()?;
-    Ok(Reply::ok(&domain::workspaces::change_member(&authority, app, req.ws(), &req.principal, req.param("subject"), input).await?))
+    Ok(Reply::ok(&domain::workspaces::change_member(&authority, app, req.ws()?, &req.principal, req.param("subject"), input).await?))
 }
 
 /// Create an API key. The response's `secret` is the only time the key is shown.
 #[utoipa::path(post, path = "/workspaces/current/api-keys", tag = "workspaces", request_body = CreateApiKey,
     responses((status = 201, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
-    let (shown, key) = domain::workspaces::issue_api_key(app, req.ws(), &req.grant, &req.principal, req.json()?).await?;
+    let (shown, key) = domain::workspaces::issue_api_key(app, req.ws()?, &req.grant, &req.principal, req.json()?).await?;
     Ok(Reply::with_status(http::StatusCode::CREATED, &shown).replay_as(&key))
 }
 
@@ -112,6 +112,6 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::RevokeApiKey>()?;
     let id: domain::workspaces::ApiKeyId = req.path_id("id")?;
-    let key = domain::workspaces::revoke_api_key(&authority, app, req.ws(), &id).await?;
+    let key = domain::workspaces::revoke_api_key(&authority, app, req.ws()?, &id).await?;
     Ok(Reply::ok(&key))
 }
