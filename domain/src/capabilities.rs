@@ -5,6 +5,7 @@
 //! current. The pipeline's side (consuming a token) is `shared::confirmation`.
 
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::confirmation::{BOUND_ATTR, BoundKey};
 use shared::keys::CAPABILITY_CONFIRMATION;
 use shared::store::{Item, get_i64, get_str, n, s, ws_pk};
@@ -143,7 +144,7 @@ pub const MAX_BOUND: usize = 25;
 
 /// The stored item: the object's fields, with the token's expiry in ms and state for the
 /// pipeline's condition, the token's hash, and the audit's TTL in `expires_at`.
-pub fn item(ws: &str, c: &Confirmation, bound: &[(Bound, String)], token_hash: &str, token_expires_ms: i64) -> Item {
+pub fn item(ws: &WorkspaceId, c: &Confirmation, bound: &[(Bound, String)], token_hash: &str, token_expires_ms: i64) -> Item {
     let mut item = Item::from([
         ("pk".into(), s(ws_pk(ws))),
         ("sk".into(), s(CAPABILITY_CONFIRMATION.sk(&[&c.id]))),
@@ -182,7 +183,7 @@ pub fn item(ws: &str, c: &Confirmation, bound: &[(Bound, String)], token_hash: &
 /// as absent: creating it before the token is used makes the approval stale too.
 pub async fn bind(
     app: &shared::App,
-    ws: &str,
+    ws: &WorkspaceId,
     pattern: &str,
     path: &str,
     body: Option<&serde_json::Value>,
@@ -331,7 +332,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
 }
 
 /// Load one confirmation of the workspace.
-pub async fn load(app: &shared::App, ws: &str, id: &ConfirmationId) -> ApiResult<Confirmation> {
+pub async fn load(app: &shared::App, ws: &WorkspaceId, id: &ConfirmationId) -> ApiResult<Confirmation> {
     let item =
         app.db.get(&ws_pk(ws), &CAPABILITY_CONFIRMATION.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("capability confirmation"))?;
     from_item(&item)
@@ -381,7 +382,12 @@ pub struct CreateConfirmation {
 
 /// Validate and store a confirmation (`capability.confirmed`): the one shown with its token,
 /// once, and the one kept (without it) for replays and the audit.
-pub async fn create(app: &shared::App, ws: &str, confirmed_by: &str, input: CreateConfirmation) -> ApiResult<(Confirmation, Confirmation)> {
+pub async fn create(
+    app: &shared::App,
+    ws: &WorkspaceId,
+    confirmed_by: &str,
+    input: CreateConfirmation,
+) -> ApiResult<(Confirmation, Confirmation)> {
     let mut errs = shared::validate::Errors::new();
     let path = shared::confirmation::normalise_path(&input.path);
     let routes: Vec<_> = routes_of(&input.capability).collect();
@@ -474,7 +480,7 @@ pub async fn create(app: &shared::App, ws: &str, confirmed_by: &str, input: Crea
 /// The audit trail, oldest first, filtered by capability and key; the page and its next key.
 pub async fn list(
     app: &shared::App,
-    ws: &str,
+    ws: &WorkspaceId,
     capability: Option<&str>,
     api_key_id: Option<&str>,
     after: Option<String>,
@@ -546,9 +552,9 @@ mod tests {
             bound: vec![],
         };
         let future = shared::ids::now_ms() + 60_000;
-        assert_eq!(from_item(&item("ws_1", &c, &[], "h", future)).unwrap().status, ConfirmationStatus::Issued);
-        assert_eq!(from_item(&item("ws_1", &c, &[], "h", 1)).unwrap().status, ConfirmationStatus::Expired);
-        let mut used = item("ws_1", &c, &[], "h", 1);
+        assert_eq!(from_item(&item(&WorkspaceId::trusted("ws_1"), &c, &[], "h", future)).unwrap().status, ConfirmationStatus::Issued);
+        assert_eq!(from_item(&item(&WorkspaceId::trusted("ws_1"), &c, &[], "h", 1)).unwrap().status, ConfirmationStatus::Expired);
+        let mut used = item(&WorkspaceId::trusted("ws_1"), &c, &[], "h", 1);
         used.insert("state".into(), s("used"));
         assert_eq!(from_item(&used).unwrap().status, ConfirmationStatus::Used);
     }

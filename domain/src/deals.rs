@@ -5,6 +5,7 @@
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, Record, TxError, n, s, ws_pk};
@@ -79,7 +80,7 @@ pub struct Deal {
     pub updated_at: String,
 }
 
-pub fn record(ws: &str, d: &Deal) -> ApiResult<Record> {
+pub fn record(ws: &WorkspaceId, d: &Deal) -> ApiResult<Record> {
     let mut rec = Record::new(ws_pk(ws), keys::DEAL.sk(&[&d.id]), d)?
         .gsi1(keys::DEAL.gsi1_pk(&[ws, d.status.as_str()]), keys::DEAL.gsi1_sk(&[&d.id]));
     if let Some(c) = &d.contact_id {
@@ -280,7 +281,7 @@ pub struct CreateDeal {
 
 /// The contact must exist when the deal is written (the transaction's first item), and its
 /// timeline records the change.
-fn with_contact(ws: &str, d: &Deal, kind: &str, summary: String, mut tx: Tx) -> ApiResult<Tx> {
+fn with_contact(ws: &WorkspaceId, d: &Deal, kind: &str, summary: String, mut tx: Tx) -> ApiResult<Tx> {
     if let Some(c) = &d.contact_id {
         tx = tx.check(ws_pk(ws), crate::contacts::contact_sk(c), "attribute_exists(pk)");
         tx = tx.put(crate::contacts::activity(
@@ -299,12 +300,12 @@ fn no_contact() -> shared::ApiError {
 }
 
 /// A deal of the workspace with its version; 404 when there is none.
-pub async fn load(app: &App, ws: &str, id: &DealId) -> ApiResult<(Deal, i64)> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &DealId) -> ApiResult<(Deal, i64)> {
     app.db.get_object(ws, &keys::DEAL.sk(&[id])).await?.ok_or_else(|| shared::ApiError::not_found("deal"))
 }
 
 /// Validate and write a new open deal with `deal.created`.
-pub async fn create(app: &App, ws: &str, input: CreateDeal) -> ApiResult<Deal> {
+pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult<Deal> {
     let now = shared::ids::now_rfc3339();
     let d = Deal {
         id: shared::ids::new_id("deal"),
@@ -336,7 +337,7 @@ pub async fn create(app: &App, ws: &str, input: CreateDeal) -> ApiResult<Deal> {
 
 /// Apply a patch to a loaded deal and write it with its transition's event; the deal as it
 /// now is (unchanged when the patch changes nothing).
-pub async fn update(app: &App, ws: &str, old: Deal, version: i64, input: UpdateDeal) -> ApiResult<Deal> {
+pub async fn update(app: &App, ws: &WorkspaceId, old: Deal, version: i64, input: UpdateDeal) -> ApiResult<Deal> {
     let Some(Change { deal: d, transition }) = old.apply(input, &shared::ids::now_rfc3339())? else { return Ok(old) };
     let has_contact = d.contact_id.is_some();
     let tx = with_contact(ws, &d, transition.event_type(), transition.summary(&d), Tx::new())?;
@@ -348,7 +349,7 @@ pub async fn update(app: &App, ws: &str, old: Deal, version: i64, input: UpdateD
 }
 
 /// Delete a deal with `deal.deleted`.
-pub async fn delete(app: &App, ws: &str, d: &Deal, version: i64) -> ApiResult<()> {
+pub async fn delete(app: &App, ws: &WorkspaceId, d: &Deal, version: i64) -> ApiResult<()> {
     Tx::new()
         .delete_versioned(ws_pk(ws), keys::DEAL.sk(&[&d.id]), version)
         .event(Event::new(ws, "deal.deleted", d))
@@ -359,7 +360,7 @@ pub async fn delete(app: &App, ws: &str, d: &Deal, version: i64) -> ApiResult<()
 
 /// A deleted contact's deals stay, unlinked (`contact_id` null, out of GSI2), each in its own
 /// transaction with its `deal.updated` event.
-pub async fn unlink_contact(app: &App, ws: &str, contact_id: &str) -> ApiResult<()> {
+pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> ApiResult<()> {
     let mut after = None;
     loop {
         let spec = keys::DEALS_OF_CONTACT.query(&[ws, contact_id], &[], after, 100);

@@ -9,6 +9,7 @@ use crate::effects::{Authority, EraseSubject, OpenPortalSession, SendEmail};
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule};
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::auth::{PORTAL_SESSION_IDLE_SECS, PORTAL_SESSION_MAX_SECS, PORTAL_SESSION_PREFIX, hash_api_key, random_base62};
 use shared::events::Event;
 use shared::ids::PrefixedId;
@@ -104,7 +105,7 @@ pub fn allowed_return(url: &str, origins: &[String]) -> bool {
 pub async fn return_link(
     auth: &Authority<OpenPortalSession>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     contact_id: &ContactId,
     return_url: Option<String>,
 ) -> ApiResult<PortalLink> {
@@ -125,7 +126,7 @@ pub async fn return_link(
 pub async fn email_link(
     auth: &Authority<SendEmail>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     contact_id: &ContactId,
     return_url: Option<String>,
 ) -> ApiResult<PortalLink> {
@@ -153,7 +154,7 @@ pub async fn email_link(
 }
 
 /// The address the portal's own mail leaves from: `no-reply@` the first verified sending domain.
-async fn sender(app: &App, ws: &str) -> ApiResult<String> {
+async fn sender(app: &App, ws: &WorkspaceId) -> ApiResult<String> {
     let names = crate::emails::domains::verified_names(app, ws).await?;
     names
         .first()
@@ -161,7 +162,14 @@ async fn sender(app: &App, ws: &str) -> ApiResult<String> {
         .ok_or_else(|| ApiError::conflict("the workspace has no verified sending domain to email the customer from"))
 }
 
-async fn mail_to(app: &App, ws: &str, contact: &Contact, from: &str, subject: &str, text: String) -> ApiResult<crate::emails::Email> {
+async fn mail_to(
+    app: &App,
+    ws: &WorkspaceId,
+    contact: &Contact,
+    from: &str,
+    subject: &str,
+    text: String,
+) -> ApiResult<crate::emails::Email> {
     let input: crate::emails::compose::SendEmail = serde_json::from_value(serde_json::json!({
         "from": from, "to": [contact.email], "contact_id": contact.id, "transactional": true, "tags": ["portal"],
         "subject": subject, "text": text,
@@ -173,7 +181,7 @@ async fn mail_to(app: &App, ws: &str, contact: &Contact, from: &str, subject: &s
 /// A one-time login link for a contact of the workspace: (contact, token, url, expiry).
 async fn create_link(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     contact_id: &ContactId,
     return_url: Option<String>,
     delivery: Delivery,
@@ -266,7 +274,7 @@ fn code_hash(session_pk: &str, code: &str) -> String {
 pub async fn send_erasure_code(
     auth: &Authority<SendEmail>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     session_token: &str,
     contact: &Contact,
 ) -> ApiResult<ErasureCode> {
@@ -376,7 +384,8 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
         return Err(no());
     };
     // The contact may have been erased since the link was made.
-    let contact = contacts::load(app, ws, &ct).await.map_err(|_| no())?.0;
+    let wid = WorkspaceId::trusted(ws);
+    let contact = contacts::load(app, &wid, &ct).await.map_err(|_| no())?.0;
     let session = format!("{PORTAL_SESSION_PREFIX}{}", random_base62(43));
     let session_id = shared::ids::new_id("psess");
     let expires = now + PORTAL_SESSION_IDLE_SECS;

@@ -4,6 +4,7 @@
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::store::{Record, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult};
@@ -187,7 +188,7 @@ pub struct Post {
     pub published_at: Option<String>,
 }
 
-pub fn record(ws: &str, post: &Post) -> ApiResult<Record> {
+pub fn record(ws: &WorkspaceId, post: &Post) -> ApiResult<Record> {
     let mut rec = Record::new(ws_pk(ws), keys::POST.sk(&[&post.id]), post)?
         .gsi1(keys::POST.gsi1_pk(&[ws, post.status.as_str()]), keys::POST.gsi1_sk(&[&post.id]));
     // Due while scheduled, and while publishing, so the tick hands a post whose publisher died
@@ -285,7 +286,7 @@ impl Post {
 
 /// A deleted channel leaves the draft and scheduled posts that named it (`post.updated`; a
 /// scheduled post left without channels goes back to draft). Published variants stay.
-pub async fn detach_channel(app: &shared::App, ws: &str, channel_id: &str) -> ApiResult<()> {
+pub async fn detach_channel(app: &shared::App, ws: &WorkspaceId, channel_id: &str) -> ApiResult<()> {
     for status in [PostStatus::Draft, PostStatus::Scheduled] {
         let mut after = None;
         loop {
@@ -327,12 +328,12 @@ pub async fn detach_channel(app: &shared::App, ws: &str, channel_id: &str) -> Ap
 }
 
 /// A post of the workspace with its version; 404 when there is none.
-pub async fn load(app: &shared::App, ws: &str, id: &PostId) -> ApiResult<(Post, i64)> {
+pub async fn load(app: &shared::App, ws: &WorkspaceId, id: &PostId) -> ApiResult<(Post, i64)> {
     app.db.get_object(ws, &keys::POST.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("post"))
 }
 
 /// Write a new draft and its `post.created`.
-pub async fn create(app: &shared::App, ws: &str, post: &Post) -> ApiResult<()> {
+pub async fn create(app: &shared::App, ws: &WorkspaceId, post: &Post) -> ApiResult<()> {
     shared::outbox::Tx::new()
         .create(record(ws, post)?.version(1))
         .event(shared::events::Event::new(ws, "post.created", post))
@@ -342,7 +343,7 @@ pub async fn create(app: &shared::App, ws: &str, post: &Post) -> ApiResult<()> {
 }
 
 /// Delete a post that is not publishing (a publisher holds it), with `post.deleted`.
-pub async fn delete(app: &shared::App, ws: &str, post: &Post, version: i64) -> ApiResult<()> {
+pub async fn delete(app: &shared::App, ws: &WorkspaceId, post: &Post, version: i64) -> ApiResult<()> {
     if post.status == PostStatus::Publishing {
         return Err(ApiError::conflict("a post cannot be deleted while it is publishing"));
     }

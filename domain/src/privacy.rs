@@ -10,6 +10,7 @@
 use crate::keys::{self, Kind, List};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::store::{self, Item, ws_pk};
 use shared::{ApiResult, App};
 
@@ -94,7 +95,7 @@ pub enum Find {
     ErasedByParent(&'static str),
 }
 
-pub type EraseFn = for<'a> fn(&'a App, &'a str, Item, &'a Subject) -> BoxFuture<'a, ApiResult<()>>;
+pub type EraseFn = for<'a> fn(&'a App, &'a WorkspaceId, Item, &'a Subject) -> BoxFuture<'a, ApiResult<()>>;
 
 /// How one found item is erased.
 #[derive(Clone, Copy)]
@@ -177,13 +178,13 @@ pub fn mentions(item: &Item, needles: &[String]) -> bool {
 
 /// The tombstone's key for an address: HMAC-SHA256 keyed per workspace, so the table names no
 /// one and the same address in two workspaces gives two unrelated values.
-pub async fn tombstone_sk(app: &App, ws: &str, email: &str) -> ApiResult<String> {
+pub async fn tombstone_sk(app: &App, ws: &WorkspaceId, email: &str) -> ApiResult<String> {
     let key = &app.platform_secret().await?.tombstone_key;
     Ok(keys::TOMBSTONE.sk(&[&tombstone_hash(key, ws, email)]))
 }
 
 /// Which of these addresses were erased here (one BatchGetItem of their tombstones).
-pub async fn erased(app: &App, ws: &str, emails: &[&str]) -> ApiResult<std::collections::HashSet<String>> {
+pub async fn erased(app: &App, ws: &WorkspaceId, emails: &[&str]) -> ApiResult<std::collections::HashSet<String>> {
     if emails.is_empty() {
         return Ok(Default::default());
     }
@@ -196,20 +197,20 @@ pub async fn erased(app: &App, ws: &str, emails: &[&str]) -> ApiResult<std::coll
 
 /// The tombstone hashes of these addresses (hash -> address): the keys of their tombstones and
 /// of what outlives their erasure (hashed suppressions and consents).
-pub async fn address_hashes(app: &App, ws: &str, emails: &[String]) -> ApiResult<std::collections::HashMap<String, String>> {
+pub async fn address_hashes(app: &App, ws: &WorkspaceId, emails: &[String]) -> ApiResult<std::collections::HashMap<String, String>> {
     let key = &app.platform_secret().await?.tombstone_key;
     Ok(emails.iter().map(|e| (tombstone_hash(key, ws, e), e.clone())).collect())
 }
 
 /// The tombstone keys of these addresses, for a caller's own batch read, by sort key.
-pub async fn tombstone_keys(app: &App, ws: &str, emails: &[String]) -> ApiResult<std::collections::HashMap<String, String>> {
+pub async fn tombstone_keys(app: &App, ws: &WorkspaceId, emails: &[String]) -> ApiResult<std::collections::HashMap<String, String>> {
     let key = &app.platform_secret().await?.tombstone_key;
     Ok(emails.iter().map(|e| (keys::TOMBSTONE.sk(&[&tombstone_hash(key, ws, e)]), e.clone())).collect())
 }
 
 pub const ERASED_MESSAGE: &str = "this address was erased (GDPR); it can only come back with new consent (resubscribe)";
 
-pub fn tombstone_hash(key: &[u8], ws: &str, email: &str) -> String {
+pub fn tombstone_hash(key: &[u8], ws: &WorkspaceId, email: &str) -> String {
     use hmac::{KeyInit, Mac};
     let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
     m.update(ws.as_bytes());
@@ -237,9 +238,10 @@ mod tests {
     #[test]
     fn tombstones_differ_per_workspace_and_ignore_case() {
         let k = b"0123456789abcdef0123456789abcdef";
-        assert_eq!(tombstone_hash(k, "ws_1", "A@x.org"), tombstone_hash(k, "ws_1", "a@x.org"));
-        assert_ne!(tombstone_hash(k, "ws_1", "a@x.org"), tombstone_hash(k, "ws_2", "a@x.org"));
-        assert!(!tombstone_hash(k, "ws_1", "a@x.org").contains('@'));
+        let ws1 = WorkspaceId::trusted("ws_1");
+        assert_eq!(tombstone_hash(k, &ws1, "A@x.org"), tombstone_hash(k, &ws1, "a@x.org"));
+        assert_ne!(tombstone_hash(k, &ws1, "a@x.org"), tombstone_hash(k, &WorkspaceId::trusted("ws_2"), "a@x.org"));
+        assert!(!tombstone_hash(k, &ws1, "a@x.org").contains('@'));
     }
 
     #[test]

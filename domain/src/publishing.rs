@@ -16,6 +16,7 @@ use crate::effects::{Authority, PublishPost};
 use crate::keys;
 use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus};
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::sqs::{BatchResponse, SqsEvent};
@@ -31,13 +32,13 @@ pub const MAX_ATTEMPTS: i64 = 5;
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct PublishJob {
-    pub workspace_id: String,
+    pub workspace_id: WorkspaceId,
     pub post_id: String,
 }
 
 /// Queue a post for the publisher (after `delay` seconds, at most SQS's 15 minutes). A lost
 /// message costs a delay only: the tick finds due posts again.
-pub async fn enqueue(app: &App, ws: &str, post_id: &str, delay: i64) -> bool {
+pub async fn enqueue(app: &App, ws: &WorkspaceId, post_id: &str, delay: i64) -> bool {
     let body = serde_json::to_string(&PublishJob { workspace_id: ws.into(), post_id: post_id.into() }).expect("serializes");
     let res = app.enqueue(&app.cfg.publish_queue_url, &body, delay).await;
     if let Err(e) = &res {
@@ -116,7 +117,7 @@ impl Publisher {
             let mut parts = sk.rsplitn(3, '#');
             let (Some(post), Some(ws), Some(at)) = (parts.next(), parts.next(), parts.next()) else { continue };
             let delay = chrono::DateTime::parse_from_rfc3339(at).map_or(0, |t| (t.timestamp() - now.timestamp()).max(0));
-            if enqueue(&self.app, ws, post, delay).await {
+            if enqueue(&self.app, &WorkspaceId::trusted(ws), post, delay).await {
                 n += 1;
             }
         }
@@ -127,7 +128,7 @@ impl Publisher {
     }
 
     /// Publish what is due of one post. `Some(delay)`: come back then (a variant waits).
-    pub async fn run(&self, ws: &str, post_id: &str) -> ApiResult<Option<i64>> {
+    pub async fn run(&self, ws: &WorkspaceId, post_id: &str) -> ApiResult<Option<i64>> {
         let app = &self.app;
         let Some((mut post, version)) = app.db.get_object::<Post>(ws, &crate::keys::POST.sk(&[post_id])).await? else { return Ok(None) };
         let now = chrono::Utc::now();
@@ -177,7 +178,7 @@ impl Publisher {
     }
 
     /// Claim, publish and record one variant.
-    async fn variant(&self, ws: &str, post: &Post, v: &Variant, ch: Option<&StoredChannel>) -> ApiResult<Step> {
+    async fn variant(&self, ws: &WorkspaceId, post: &Post, v: &Variant, ch: Option<&StoredChannel>) -> ApiResult<Step> {
         let app = &self.app;
         let now = chrono::Utc::now().timestamp();
         let key = (ws_pk(ws), variant_sk(&post.id, &v.channel_id));
@@ -271,7 +272,13 @@ impl Publisher {
         Ok(Step::Done(out))
     }
 
-    async fn publish(&self, ws: &str, post: &Post, v: &Variant, stored: &StoredChannel) -> Result<channels::network::Published, NetError> {
+    async fn publish(
+        &self,
+        ws: &WorkspaceId,
+        post: &Post,
+        v: &Variant,
+        stored: &StoredChannel,
+    ) -> Result<channels::network::Published, NetError> {
         let internal = |e: ApiError| NetError::new(ErrorCategory::PlatformError, format!("could not read the channel: {}", e.message));
         let creds = stored.open_creds(&self.app, ws).await.map_err(internal)?;
         let session = stored.open_session(&self.app, ws).await.map_err(internal)?;
@@ -296,7 +303,7 @@ impl Publisher {
     }
 
     /// Keep a renewed network session (best effort: the next run can log in again).
-    async fn save_session(&self, ws: &str, channel_id: &str, creds: &channels::Creds, session: Option<&serde_json::Value>) {
+    async fn save_session(&self, ws: &WorkspaceId, channel_id: &str, creds: &channels::Creds, session: Option<&serde_json::Value>) {
         let Ok(Some(mut stored)) = channels::load(&self.app, ws, channel_id).await else { return };
         if let Ok((c, s)) = StoredChannel::seal(&self.app, ws, &stored.channel.id, creds, session).await {
             (stored.creds, stored.session) = (c, s);
@@ -307,7 +314,7 @@ impl Publisher {
     }
 
     /// The network refused the channel's credentials: it needs reconnecting.
-    async fn disconnect(&self, ws: &str, channel_id: &str, why: &str) {
+    async fn disconnect(&self, ws: &WorkspaceId, channel_id: &str, why: &str) {
         for _ in 0..3 {
             let Ok(Some(mut stored)) = channels::load(&self.app, ws, channel_id).await else { return };
             if stored.channel.state == ChannelState::Disconnected {
@@ -330,7 +337,7 @@ impl Publisher {
 
     /// Write finished variants onto the post, with their events; when every variant has
     /// ended (`finished`), the post's own outcome too.
-    async fn record(&self, ws: &str, post_id: &str, done: Vec<Variant>, finished: bool) -> ApiResult<()> {
+    async fn record(&self, ws: &WorkspaceId, post_id: &str, done: Vec<Variant>, finished: bool) -> ApiResult<()> {
         let app = &self.app;
         for _ in 0..5 {
             let Some((mut post, version)) = app.db.get_object::<Post>(ws, &crate::keys::POST.sk(&[post_id])).await? else { return Ok(()) };
@@ -404,7 +411,7 @@ fn state_name(s: ChannelState) -> &'static str {
 }
 
 /// A change that leaves a post unpublished (a draft's edit, a schedule taken back).
-pub async fn save_unpublished(app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
+pub async fn save_unpublished(app: &App, ws: &WorkspaceId, change: &posts::Change, version: i64) -> ApiResult<()> {
     if change.post.status != PostStatus::Draft {
         return Err(ApiError::internal("a change that publishes a post needs its authority (publishing::schedule)"));
     }
@@ -414,7 +421,7 @@ pub async fn save_unpublished(app: &App, ws: &str, change: &posts::Change, versi
 /// The effect `PublishPost`: a change that leaves a post `scheduled` (scheduling a draft,
 /// publishing it now, or editing what a scheduled post will publish); the tick or the queue
 /// message sent here (when it is due now) publishes it.
-pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &str, change: &posts::Change, version: i64) -> ApiResult<()> {
+pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &WorkspaceId, change: &posts::Change, version: i64) -> ApiResult<()> {
     let sk = crate::keys::POST.sk(&[&change.post.id]);
     write(app, ws, change, version, auth.tx(&[(&sk, version)])?).await?;
     let due = change.post.scheduled_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
@@ -424,7 +431,7 @@ pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &str, change
     Ok(())
 }
 
-async fn write(app: &App, ws: &str, change: &posts::Change, version: i64, tx: Tx) -> ApiResult<()> {
+async fn write(app: &App, ws: &WorkspaceId, change: &posts::Change, version: i64, tx: Tx) -> ApiResult<()> {
     let (post, event) = (&change.post, change.event);
     tx.replace(posts::record(ws, post)?, version).event(Event::new(ws, event, post)).commit(app).await.map_err(TxError::stale)
 }
@@ -434,7 +441,7 @@ async fn write(app: &App, ws: &str, change: &posts::Change, version: i64, tx: Tx
 pub async fn retry_variant(
     auth: &Authority<PublishPost>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     post: &Post,
     version: i64,
     channel_id: &str,

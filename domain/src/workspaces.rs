@@ -4,6 +4,7 @@
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::Scope;
+use shared::auth::WorkspaceId;
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 
@@ -16,8 +17,8 @@ pub const WORKSPACE_SK: &str = keys::WORKSPACE.table.sk;
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Workspace {
     /// `ws_...`
-    #[schema(pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: WorkspaceId,
     /// Always `workspace`.
     pub object: String,
     pub name: String,
@@ -78,14 +79,14 @@ pub struct Member {
     pub subject: String,
     /// owner, admin, member or viewer.
     pub role: String,
-    #[schema(pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub workspace_id: String,
+    #[schema(value_type = String, pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub workspace_id: WorkspaceId,
     #[schema(format = DateTime)]
     pub created_at: String,
 }
 
 /// The workspace item, with its version.
-pub async fn load(app: &App, ws: &str) -> ApiResult<(Workspace, i64)> {
+pub async fn load(app: &App, ws: &WorkspaceId) -> ApiResult<(Workspace, i64)> {
     app.db.get_object(ws, WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))
 }
 
@@ -139,7 +140,7 @@ pub async fn set_member(
     old_role: Option<&str>,
     acting_owner: Option<&str>,
 ) -> ApiResult<()> {
-    let ws = member.workspace_id.as_str();
+    let ws = &member.workspace_id;
     let rec = Record::new(ws_pk(ws), shared::auth::member_sk(&member.subject), member)?
         .gsi1(keys::MEMBER.gsi1_pk(&[&member.subject]), keys::MEMBER.gsi1_sk(&[ws]));
     // The member is as read (no concurrent change is lost).
@@ -171,7 +172,7 @@ pub async fn set_member(
 pub async fn create_api_key(
     auth: &Authority<fx::CreateApiKey>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     key: &ApiKey,
     items: Vec<store::Item>,
 ) -> ApiResult<()> {
@@ -184,7 +185,7 @@ pub async fn create_api_key(
 
 /// The effect `RevokeApiKey`: requests with the key get 403 from then on (other containers may
 /// accept it for up to `auth::KEY_CACHE_TTL` more). Revoking a revoked key changes nothing.
-pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &str, id: &ApiKeyId) -> ApiResult<ApiKey> {
+pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &WorkspaceId, id: &ApiKeyId) -> ApiResult<ApiKey> {
     let sk = keys::API_KEY.sk(&[id]);
     let item = app.db.get(&ws_pk(ws), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
     let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
@@ -260,7 +261,7 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
         };
         let now = shared::ids::now_rfc3339();
         let ws = Workspace {
-            id: shared::ids::new_id("ws"),
+            id: WorkspaceId::trusted(shared::ids::new_id("ws")),
             object: "workspace".into(),
             name: name.into(),
             slug: slug.clone(),
@@ -291,7 +292,7 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
 }
 
 /// Add (or change the role of) an OAuth subject in a workspace.
-pub async fn add_member(app: &App, ws: &str, subject: &str, role: &str) -> ApiResult<Member> {
+pub async fn add_member(app: &App, ws: &WorkspaceId, subject: &str, role: &str) -> ApiResult<Member> {
     let mut errs = Errors::new();
     errs.text("subject", subject, 1, 255);
     if !auth::ROLES.contains(&role) {
@@ -316,7 +317,7 @@ pub async fn add_member(app: &App, ws: &str, subject: &str, role: &str) -> ApiRe
 
 /// A new key: the object, its secret, and the two items (listing + look-up by hash) to write.
 fn new_api_key(
-    ws: &str,
+    ws: &WorkspaceId,
     name: &str,
     scopes: Vec<Scope>,
     requires_confirmation: RequiresConfirmation,
@@ -380,7 +381,7 @@ pub struct UpdateWorkspace {
 }
 
 /// Change the settings (the effect `UpdateWorkspace`); the workspace as it now is.
-pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &str, input: UpdateWorkspace) -> ApiResult<Workspace> {
+pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &WorkspaceId, input: UpdateWorkspace) -> ApiResult<Workspace> {
     let (mut ws, version) = load(app, ws_id).await?;
     let old_slug = ws.slug.clone();
     let mut errs = Errors::new();
@@ -459,7 +460,7 @@ pub struct SetMember {
 pub async fn change_member(
     auth: &Authority<ChangeMember>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     by: &Principal,
     subject: &str,
     input: SetMember,
@@ -527,7 +528,7 @@ pub struct CreateApiKey {
 /// Validate and create an API key no stronger than the credential `by` that asks for it (the
 /// effect `CreateApiKey`, asked of `grant` once the request is valid): the key shown once with
 /// its secret, and the key as kept.
-pub async fn issue_api_key(app: &App, ws: &str, grant: &Grant, by: &Principal, input: CreateApiKey) -> ApiResult<(ApiKey, ApiKey)> {
+pub async fn issue_api_key(app: &App, ws: &WorkspaceId, grant: &Grant, by: &Principal, input: CreateApiKey) -> ApiResult<(ApiKey, ApiKey)> {
     let mut errs = Errors::new();
     errs.text("name", &input.name, 1, 100);
     let mut scopes = input.scopes.unwrap_or_else(|| vec![Scope::Read, Scope::Write]);

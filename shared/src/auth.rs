@@ -152,6 +152,30 @@ impl std::fmt::Display for WorkspaceId {
     }
 }
 
+impl From<&WorkspaceId> for WorkspaceId {
+    fn from(ws: &WorkspaceId) -> WorkspaceId {
+        ws.clone()
+    }
+}
+
+impl From<&WorkspaceId> for String {
+    fn from(ws: &WorkspaceId) -> String {
+        ws.0.clone()
+    }
+}
+
+impl PartialEq<String> for WorkspaceId {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<WorkspaceId> for String {
+    fn eq(&self, other: &WorkspaceId) -> bool {
+        self == &other.0
+    }
+}
+
 impl PartialEq<str> for WorkspaceId {
     fn eq(&self, other: &str) -> bool {
         self.0 == other

@@ -251,7 +251,7 @@ impl Harness {
     /// A fresh workspace and its API key.
     pub async fn workspace(&self, name: &str) -> (String, String) {
         let (ws, key) = domain::workspaces::create_workspace(&self.app().await, name).await.expect("create workspace");
-        (ws.id, key)
+        (ws.id.to_string(), key)
     }
 }
 
@@ -469,7 +469,9 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
     .await;
     // A person's approval of a write of the read-only key (the audit trail holds one).
     let person = format!("seed-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&harness().app().await, ws, &person, "member").await.expect("member");
+    domain::workspaces::add_member(&harness().app().await, &shared::auth::WorkspaceId::trusted(ws), &person, "member")
+        .await
+        .expect("member");
     let mut approver = Client::new(&c.base, &tools::admin::mint_token(&person, "read confirm", 600).expect("token"));
     approver.workspace = Some(ws.to_string());
     let confirmation = created(

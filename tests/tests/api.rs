@@ -125,7 +125,7 @@ async fn oauth_tokens_need_membership_and_a_workspace_header() {
     let (other_ws, _) = h.workspace("oauth other").await;
     let app = h.app().await;
     let subject = format!("user-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&app, &ws, &subject, "member").await.unwrap();
+    domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, "member").await.unwrap();
     let token = tools::admin::mint_token(&subject, "read write", 600).unwrap();
 
     let mut c = Client::new(&h.base, &token);
@@ -140,8 +140,8 @@ async fn oauth_tokens_need_membership_and_a_workspace_header() {
 
     // A subject in two workspaces pages through them; its cursor is bound to it.
     let both = format!("both-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&app, &ws, &both, "viewer").await.unwrap();
-    domain::workspaces::add_member(&app, &other_ws, &both, "viewer").await.unwrap();
+    domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &both, "viewer").await.unwrap();
+    domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(other_ws.clone()), &both, "viewer").await.unwrap();
     let b = Client::new(&h.base, &tools::admin::mint_token(&both, "read", 600).unwrap());
     let first = b.get("/workspaces?limit=1").await;
     assert_eq!(first.json["data"].as_array().unwrap().len(), 1);
@@ -168,7 +168,7 @@ async fn oauth_tokens_need_membership_and_a_workspace_header() {
 
     // A viewer reads but cannot write; a read-only token cannot write either.
     let viewer = format!("viewer-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&app, &ws, &viewer, "viewer").await.unwrap();
+    domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &viewer, "viewer").await.unwrap();
     let mut v = Client::new(&h.base, &tools::admin::mint_token(&viewer, "read write", 600).unwrap());
     v.workspace = Some(ws.clone());
     assert_eq!(v.get("/posts").await.status, 200);
@@ -199,7 +199,7 @@ async fn oauth_keys_come_from_the_issuer_and_refresh_once_when_a_kid_is_unknown(
     let base = h.gateway_with(cfg.clone()).await;
     let (ws, _) = h.workspace("oauth keys").await;
     let subject = format!("idp-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&h.app().await, &ws, &subject, "member").await.unwrap();
+    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, "member").await.unwrap();
     let now = chrono::Utc::now().timestamp();
     let token = |kid: &str, nbf: i64| {
         let claims = json!({"iss": issuer, "aud": "api", "sub": subject, "exp": now + 600, "nbf": nbf, "scope": "read"});
@@ -600,7 +600,7 @@ async fn roles_and_scopes_limit_each_route_class() {
     // Each role with a token that asks for every scope: the role decides.
     for (role, content, admin) in [("owner", true, true), ("admin", true, true), ("member", true, false), ("viewer", false, false)] {
         let subject = format!("{role}-{}", shared::ids::new_id("u"));
-        domain::workspaces::add_member(&app, &ws, &subject, role).await.unwrap();
+        domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, role).await.unwrap();
         let mut c = Client::new(&h.base, &tools::admin::mint_token(&subject, "read write admin", 600).unwrap());
         c.workspace = Some(ws.clone());
         let expect = |allowed: bool, ok: u16| if allowed { ok } else { 403 };
@@ -641,7 +641,7 @@ async fn roles_and_scopes_limit_each_route_class() {
 
     // No credential mints one with more rights than its own.
     let owner_sub = format!("owner-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&app, &ws, &owner_sub, "owner").await.unwrap();
+    domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &owner_sub, "owner").await.unwrap();
     let mut narrow = Client::new(&h.base, &tools::admin::mint_token(&owner_sub, "read admin", 600).unwrap());
     narrow.workspace = Some(ws.clone());
     let r = narrow.post("/workspaces/current/api-keys", &json!({"name": "wider", "scopes": ["read", "write"]})).await;
@@ -673,9 +673,9 @@ async fn members_are_set_by_put_and_a_workspace_always_keeps_an_owner() {
         format!("o2-{}", shared::ids::new_id("u")),
         format!("ad-{}", shared::ids::new_id("u")),
     );
-    domain::workspaces::add_member(&app, &ws, &first, "owner").await.unwrap();
-    domain::workspaces::add_member(&app, &ws, &second, "owner").await.unwrap();
-    domain::workspaces::add_member(&app, &ws, &admin, "admin").await.unwrap();
+    domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &first, "owner").await.unwrap();
+    domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &second, "owner").await.unwrap();
+    domain::workspaces::add_member(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &admin, "admin").await.unwrap();
     let person = |sub: &str| {
         let mut c = Client::new(&h.base, &tools::admin::mint_token(sub, "read write admin", 600).unwrap());
         c.workspace = Some(ws.clone());

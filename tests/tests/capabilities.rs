@@ -31,7 +31,7 @@ async fn setup(base: &str, name: &str, requires: Value) -> Setup {
     let agent = Client::new(base, r.json["data"]["secret"].as_str().unwrap());
     let agent_key_id = r.json["data"]["id"].as_str().unwrap().to_string();
     let subject = format!("person-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&h.app().await, &ws, &subject, "admin").await.unwrap();
+    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, "admin").await.unwrap();
     let mut person = Client::new(base, &tools::admin::mint_token(&subject, "read confirm", 600).unwrap());
     person.workspace = Some(ws.clone());
     Setup { ws, owner, agent, agent_key_id, person, base: base.to_string() }
@@ -280,7 +280,7 @@ async fn only_a_person_with_the_confirm_scope_mints_and_the_request_must_fit_the
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("requires_confirmation[0]")), "{}", r.json);
     // A viewer's token asks for confirm in vain: the role does not grant it.
     let viewer = format!("viewer-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&h.app().await, &s.ws, &viewer, "viewer").await.unwrap();
+    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(s.ws.clone()), &viewer, "viewer").await.unwrap();
     let mut v = Client::new(&h.base, &tools::admin::mint_token(&viewer, "read confirm", 600).unwrap());
     v.workspace = Some(s.ws.clone());
     assert_eq!(v.post("/capability-confirmations", &ok).await.status, 403);

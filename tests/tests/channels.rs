@@ -232,9 +232,10 @@ async fn a_post_to_three_channels_publishes_once_to_each_even_when_runs_repeat()
     // Copies of the message and extra runs afterwards change nothing.
     let publisher = domain::publishing::Publisher::new(h.app().await).unwrap();
     for _ in 0..3 {
-        domain::publishing::enqueue(&publisher.app, &ws, &id, 0).await;
+        domain::publishing::enqueue(&publisher.app, &shared::auth::WorkspaceId::trusted(ws.clone()), &id, 0).await;
     }
-    let (r1, r2) = tokio::join!(publisher.run(&ws, &id), publisher.run(&ws, &id));
+    let wid = shared::auth::WorkspaceId::trusted(ws.clone());
+    let (r1, r2) = tokio::join!(publisher.run(&wid, &id), publisher.run(&wid, &id));
     assert!(r1.is_ok() && r2.is_ok());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let statuses = m.statuses().await;
@@ -397,7 +398,7 @@ async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
 
     // Runs repeated after the fact find the record instead of creating another.
     let publisher = domain::publishing::Publisher::new(harness().app().await).unwrap();
-    let _ = publisher.run(&ws, &id).await;
+    let _ = publisher.run(&shared::auth::WorkspaceId::trusted(ws.clone()), &id).await;
     assert_eq!(pds.posts(&ada.did).await.unwrap().len(), 1);
 
     // A run that died after createRecord: the record with the variant's key exists, nothing

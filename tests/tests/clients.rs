@@ -196,7 +196,7 @@ async fn typescript_client_passes_its_suite_against_the_local_stack() {
     let limited = limited_gateway().await;
     // A member who approves agents' writes (the confirm scope), for the confirmation test.
     let person = format!("approver-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&h.app().await, &ws, &person, "member").await.unwrap();
+    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &person, "member").await.unwrap();
     let approver = tools::admin::mint_token(&person, "read confirm", 600).unwrap();
     let dir = tools::localstack::repo_root().join("clients/typescript");
     let out = tokio::process::Command::new("npm")

@@ -33,7 +33,7 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     // An owner's access token rather than an API key: the fuzzer reuses ids it finds in
     // responses, and it would revoke an API key it is using (403 for the rest of the run).
     let subject = format!("fuzzer-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&h.app().await, &ws, &subject, "owner").await.unwrap();
+    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, "owner").await.unwrap();
     let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
     let config = config(&format!("Bearer {token}"), &ws, &sessions, &ids, &contract);
     let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method,negative_data_rejection";

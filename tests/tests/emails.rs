@@ -385,7 +385,11 @@ async fn duplicate_queue_messages_send_an_email_once() {
     let id = e["id"].as_str().unwrap().to_string();
     // Three more copies of the job race the one the worker received, as SQS may deliver them.
     let sender = h.sender().await;
-    let job = serde_json::to_string(&domain::emails::SendJob { workspace_id: ws.clone(), email_ids: vec![id.clone()] }).unwrap();
+    let job = serde_json::to_string(&domain::emails::SendJob {
+        workspace_id: shared::auth::WorkspaceId::trusted(ws.clone()),
+        email_ids: vec![id.clone()],
+    })
+    .unwrap();
     let records: Vec<shared::sqs::SqsMessage> =
         (0..3).map(|i| shared::sqs::message(&format!("dup-{i}"), &format!("r{i}"), &job.clone())).collect();
     let copies = (0..3).map(|i| sender.handle_sqs(shared::sqs::event(vec![records[i].clone()])));
@@ -618,7 +622,7 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("reason")), "{}", r.json);
     let member = format!("member-{}", shared::ids::new_id("u"));
     let ws = c.get("/workspaces/current").await.json["data"]["id"].as_str().unwrap().to_string();
-    domain::workspaces::add_member(&h.app().await, &ws, &member, "member").await.unwrap();
+    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &member, "member").await.unwrap();
     let mut m = Client::new(&h.base, &tools::admin::mint_token(&member, "read write admin", 600).unwrap());
     m.workspace = Some(ws);
     let why = json!({"reason": "the customer fixed their mailbox"});

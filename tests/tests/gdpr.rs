@@ -361,7 +361,9 @@ async fn an_erasure_finds_the_person_by_every_address_phone_and_name_they_ever_h
     .await;
     created(&c, "/gdpr/consents", json!({"email": old, "purpose": "marketing_email", "granted": false, "source": "form", "text_shown": "News?", "text_version": "1", "ip_address": "192.0.2.7"}), 201).await;
     let app = h.app().await;
-    domain::emails::suppressions::add(&app, &ws, std::slice::from_ref(&old), "bounced", None).await.unwrap();
+    domain::emails::suppressions::add(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), std::slice::from_ref(&old), "bounced", None)
+        .await
+        .unwrap();
     deliver_inbound(&inbound_message(&old, &format!("{first} {last}"), &mailbox, &format!("{free} call {phone}")), &mailbox).await;
     let convs = c.get(&format!("/helpdesk/conversations?contact_id={ct}")).await;
     assert_eq!(convs.json["data"].as_array().unwrap().len(), 1, "{}", convs.json);
@@ -541,7 +543,13 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     cfg.gdpr_queue_url = q;
     cfg.export_part_bytes = 1024;
     let app = h.app_with(cfg).await;
-    let job = domain::gdpr::export::start_workspace(&shared::authority::Authority::operator("test"), &app, &ws).await.unwrap();
+    let job = domain::gdpr::export::start_workspace(
+        &shared::authority::Authority::operator("test"),
+        &app,
+        &shared::auth::WorkspaceId::trusted(ws.clone()),
+    )
+    .await
+    .unwrap();
     // A worker killed mid-way, three times: each run is stopped (its future dropped at whatever
     // it awaits, as a killed process stops) once it has saved a part more than the last one,
     // so every death lands between uploads however fast the machine is; then a run to the end.
@@ -554,7 +562,8 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     let mut finished = false;
     while !finished {
         let before = parts().await;
-        let run = shared::metrics::as_function("gdpr-worker", domain::gdpr::export::run(&app, &ws, &job.id));
+        let wid = shared::auth::WorkspaceId::trusted(ws.clone());
+        let run = shared::metrics::as_function("gdpr-worker", domain::gdpr::export::run(&app, &wid, &job.id));
         tokio::pin!(run);
         loop {
             tokio::select! {
@@ -573,7 +582,7 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
         }
     }
     assert!(deaths >= 2, "the worker died mid-way at least twice ({deaths})");
-    let done = domain::gdpr::export::load(&app, &ws, &job.id).await.unwrap().unwrap();
+    let done = domain::gdpr::export::load(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &job.id).await.unwrap().unwrap();
     assert_eq!(done.status, domain::gdpr::jobs::JobStatus::Completed, "{done:?}");
     let doc = document(done.download_url.as_deref().unwrap()).await;
     let contacts = doc["sections"]["workspace"]["contact"].as_array().unwrap();

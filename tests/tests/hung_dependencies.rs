@@ -80,7 +80,11 @@ async fn frozen_emulators_answer_503_in_time_and_recover() {
         let _frozen = h.freeze(h.moto_guard);
         tokio::time::sleep((due - chrono::Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(600)).await;
         let started = Instant::now();
-        let outcome = tokio::time::timeout(Duration::from_secs(30), domain::sending::send::send_one(&sender, &ws, &id)).await;
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(30),
+            domain::sending::send::send_one(&sender, &shared::auth::WorkspaceId::trusted(ws.clone()), &id),
+        )
+        .await;
         assert!(matches!(outcome, Ok(Ok(domain::sending::send::Outcome::Done))), "{outcome:?}");
         // SES and the two event publications each wait out their 5 s: well inside the claim.
         assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());

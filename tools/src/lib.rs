@@ -276,7 +276,7 @@ pub async fn demo_workspace(app: &App) -> Result<(String, String), String> {
         .await
         .map_err(|e| format!("sending domain {DEMO_SENDING_DOMAIN}: {e}"))?;
     domains::refresh(app, &ws.id, d, 2).await.map_err(|e| e.to_string())?;
-    Ok((ws.id, key))
+    Ok((ws.id.to_string(), key))
 }
 
 /// Start the local PDS, make `platformdemo.test` with an app password, connect it to the demo

@@ -6,6 +6,7 @@
 use super::{Booking, BookingStatus, Resource, Service};
 use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
+use shared::auth::WorkspaceId;
 
 use chrono::{DateTime, Duration, Utc};
 use shared::store::ws_pk;
@@ -21,7 +22,7 @@ pub fn reminder_id(svc: &Service, b: &Booking) -> Option<String> {
 }
 
 /// After a booking became confirmed: its confirmation now and its reminder at its time.
-pub async fn confirmed(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, svc: &Service, res: &Resource, b: &Booking) {
+pub async fn confirmed(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, b: &Booking) {
     let Some(n) = &svc.notifications else { return };
     if n.confirmation
         && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_confirmation", None)).await
@@ -32,7 +33,7 @@ pub async fn confirmed(auth: &Authority<effects::SendEmail>, app: &App, ws: &str
 }
 
 /// Schedule the booking's reminder (its id is already on the booking).
-pub async fn scheduled(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, svc: &Service, res: &Resource, b: &Booking) {
+pub async fn scheduled(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, b: &Booking) {
     let (Some(n), Some(id)) = (&svc.notifications, &b.reminder_email_id) else { return };
     let Some(before) = n.reminder_minutes_before else { return };
     let Ok(start) = DateTime::parse_from_rfc3339(&b.start) else { return };
@@ -44,7 +45,7 @@ pub async fn scheduled(auth: &Authority<effects::SendEmail>, app: &App, ws: &str
 }
 
 /// Cancel a booking's reminder, if it has one that has not left.
-pub async fn cancel_reminder(app: &App, ws: &str, b: &Booking) {
+pub async fn cancel_reminder(app: &App, ws: &WorkspaceId, b: &Booking) {
     if let Some(id) = &b.reminder_email_id
         && let Err(e) = Box::pin(compose::cancel(app, ws, id)).await
     {
@@ -56,7 +57,7 @@ pub async fn cancel_reminder(app: &App, ws: &str, b: &Booking) {
 async fn send(
     auth: &Authority<effects::SendEmail>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     svc: &Service,
     res: &Resource,
     b: &Booking,

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::keys;
 use chrono::{DateTime, Duration, Utc};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self as st, Item, Record, TxError, n, s, ws_pk};
@@ -222,15 +223,15 @@ impl Service {
     }
 }
 
-pub async fn load_resource(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Resource, i64)>> {
+pub async fn load_resource(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(Resource, i64)>> {
     app.db.get_object(ws, &resource_sk(id)).await
 }
-pub async fn load_service(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Service, i64)>> {
+pub async fn load_service(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(Service, i64)>> {
     app.db.get_object(ws, &service_sk(id)).await
 }
 
 /// The resources of a service that still exist, in its order.
-pub async fn resources_of(app: &App, ws: &str, svc: &Service) -> ApiResult<Vec<Resource>> {
+pub async fn resources_of(app: &App, ws: &WorkspaceId, svc: &Service) -> ApiResult<Vec<Resource>> {
     let keys: Vec<(String, String)> = svc.resource_ids.iter().map(|r| (ws_pk(ws), resource_sk(r))).collect();
     app.db.batch_get(&keys).await?.into_iter().map(st::from_item).collect()
 }
@@ -245,7 +246,7 @@ struct Held {
 }
 
 /// Write a resource or service (created at version 1, or replacing `version`) with its event.
-async fn save<T: serde::Serialize>(app: &App, ws: &str, sk: String, obj: &T, version: Option<i64>, event: &str) -> ApiResult<()> {
+async fn save<T: serde::Serialize>(app: &App, ws: &WorkspaceId, sk: String, obj: &T, version: Option<i64>, event: &str) -> ApiResult<()> {
     let rec = Record::new(ws_pk(ws), sk, obj)?;
     let tx = match version {
         Some(v) => Tx::new().replace(rec, v),
@@ -255,31 +256,31 @@ async fn save<T: serde::Serialize>(app: &App, ws: &str, sk: String, obj: &T, ver
 }
 
 /// Delete a resource or service read at `version`, with its event.
-async fn remove<T: serde::Serialize>(app: &App, ws: &str, sk: String, obj: &T, version: i64, event: &str) -> ApiResult<()> {
+async fn remove<T: serde::Serialize>(app: &App, ws: &WorkspaceId, sk: String, obj: &T, version: i64, event: &str) -> ApiResult<()> {
     Tx::new().delete_versioned(ws_pk(ws), sk, version).event(Event::new(ws, event, obj)).commit(app).await.map_err(TxError::stale)
 }
 
 /// A new bookable resource (`booking.resource.created`).
-pub async fn create_resource(app: &App, ws: &str, input: CreateResource) -> ApiResult<Resource> {
+pub async fn create_resource(app: &App, ws: &WorkspaceId, input: CreateResource) -> ApiResult<Resource> {
     let r = Resource::create(input, &shared::ids::now_rfc3339())?;
     save(app, ws, resource_sk(&r.id), &r, None, "booking.resource.created").await?;
     Ok(r)
 }
 
 /// Change a loaded resource (`booking.resource.updated`).
-pub async fn update_resource(app: &App, ws: &str, r: Resource, version: i64, patch: UpdateResource) -> ApiResult<Resource> {
+pub async fn update_resource(app: &App, ws: &WorkspaceId, r: Resource, version: i64, patch: UpdateResource) -> ApiResult<Resource> {
     let r = r.apply(patch, &shared::ids::now_rfc3339())?;
     save(app, ws, resource_sk(&r.id), &r, Some(version), "booking.resource.updated").await?;
     Ok(r)
 }
 
 /// Delete a resource: services stop offering it, its bookings stay as they are.
-pub async fn delete_resource(app: &App, ws: &str, r: &Resource, version: i64) -> ApiResult<()> {
+pub async fn delete_resource(app: &App, ws: &WorkspaceId, r: &Resource, version: i64) -> ApiResult<()> {
     remove(app, ws, resource_sk(&r.id), r, version, "booking.resource.deleted").await
 }
 
 /// Every resource a service names must be one of the workspace's.
-async fn check_resources(app: &App, ws: &str, svc: &Service) -> ApiResult<()> {
+async fn check_resources(app: &App, ws: &WorkspaceId, svc: &Service) -> ApiResult<()> {
     let found = resources_of(app, ws, svc).await?;
     let mut errs = Errors::new();
     for (i, id) in svc.resource_ids.iter().enumerate() {
@@ -291,7 +292,7 @@ async fn check_resources(app: &App, ws: &str, svc: &Service) -> ApiResult<()> {
 }
 
 /// A new service (`booking.service.created`).
-pub async fn create_service(app: &App, ws: &str, input: ServiceInput) -> ApiResult<Service> {
+pub async fn create_service(app: &App, ws: &WorkspaceId, input: ServiceInput) -> ApiResult<Service> {
     let svc = Service::build(None, input, &shared::ids::now_rfc3339())?;
     check_resources(app, ws, &svc).await?;
     save(app, ws, service_sk(&svc.id), &svc, None, "booking.service.created").await?;
@@ -299,7 +300,7 @@ pub async fn create_service(app: &App, ws: &str, input: ServiceInput) -> ApiResu
 }
 
 /// Change a loaded service (`booking.service.updated`); named resources are checked again.
-pub async fn update_service(app: &App, ws: &str, old: Service, version: i64, input: ServiceInput) -> ApiResult<Service> {
+pub async fn update_service(app: &App, ws: &WorkspaceId, old: Service, version: i64, input: ServiceInput) -> ApiResult<Service> {
     let changed_resources = input.resource_ids.is_some();
     let svc = Service::build(Some(&old), input, &shared::ids::now_rfc3339())?;
     if changed_resources {
@@ -310,7 +311,7 @@ pub async fn update_service(app: &App, ws: &str, old: Service, version: i64, inp
 }
 
 /// Delete a service; bookings keep their copy of it.
-pub async fn delete_service(app: &App, ws: &str, svc: &Service, version: i64) -> ApiResult<()> {
+pub async fn delete_service(app: &App, ws: &WorkspaceId, svc: &Service, version: i64) -> ApiResult<()> {
     remove(app, ws, service_sk(&svc.id), svc, version, "booking.service.deleted").await
 }
 
@@ -319,7 +320,7 @@ fn cell_sk(res: &str, cell: &str, unit: u32) -> String {
 }
 
 /// What holds the cells of a resource from `first` to `last` (inclusive): one Query.
-async fn held_cells(app: &App, ws: &str, res: &str, first: &str, last: &str) -> ApiResult<HashMap<String, Vec<Held>>> {
+async fn held_cells(app: &App, ws: &WorkspaceId, res: &str, first: &str, last: &str) -> ApiResult<HashMap<String, Vec<Held>>> {
     let prefix = keys::BOOKING_CELL.sk_prefix(&[res]);
     let (lo, hi) = (format!("{prefix}{first}"), format!("{prefix}{last}#~"));
     let mut out: HashMap<String, Vec<Held>> = HashMap::new();
@@ -459,7 +460,13 @@ pub struct Window {
 }
 
 /// Free starts in a window: one cell Query per resource.
-pub async fn availability(app: &App, ws: &str, svc: &Service, resources: &[Resource], w: Window) -> ApiResult<BTreeMap<String, Vec<Slot>>> {
+pub async fn availability(
+    app: &App,
+    ws: &WorkspaceId,
+    svc: &Service,
+    resources: &[Resource],
+    w: Window,
+) -> ApiResult<BTreeMap<String, Vec<Slot>>> {
     let Window { from, to, out, now } = w;
     let (dur, before, after) = svc.span();
     let lo = from.max(now + Duration::minutes(svc.min_notice_minutes));
@@ -498,7 +505,7 @@ pub async fn availability(app: &App, ws: &str, svc: &Service, resources: &[Resou
 
 /// A hold, if it exists and has not expired. Its item carries `expires_at` as the table's TTL
 /// (epoch seconds) in place of the API's RFC 3339 field.
-pub async fn load_hold(app: &App, ws: &str, id: &str) -> ApiResult<Option<Hold>> {
+pub async fn load_hold(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Hold>> {
     let Some(mut item) = app.db.get(&ws_pk(ws), &hold_sk(id)).await? else { return Ok(None) };
     let exp = st::get_i64(&item, "expires_at").unwrap_or(0);
     if exp < Utc::now().timestamp() {
@@ -516,7 +523,7 @@ pub struct StoredBooking {
     pub version: i64,
 }
 
-pub async fn load_booking(app: &App, ws: &str, id: &str) -> ApiResult<Option<StoredBooking>> {
+pub async fn load_booking(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<StoredBooking>> {
     let Some(item) = app.db.get(&ws_pk(ws), &booking_sk(id)).await? else { return Ok(None) };
     let version = st::get_i64(&item, "version").unwrap_or(0);
     let cells = match item.get("cells") {
@@ -526,7 +533,7 @@ pub async fn load_booking(app: &App, ws: &str, id: &str) -> ApiResult<Option<Sto
     Ok(Some(StoredBooking { booking: st::from_item(item)?, cells, version }))
 }
 
-fn booking_record(ws: &str, b: &Booking, cells: &[String]) -> ApiResult<Record> {
+fn booking_record(ws: &WorkspaceId, b: &Booking, cells: &[String]) -> ApiResult<Record> {
     let list = aws_sdk_dynamodb::types::AttributeValue::L(cells.iter().map(s).collect());
     Ok(Record::new(ws_pk(ws), booking_sk(&b.id), b)?
         .gsi1(keys::BOOKING.gsi1_pk(&[ws, b.status.as_str()]), keys::BOOKING.gsi1_sk(&[&b.id]))
@@ -539,7 +546,7 @@ fn booking_record(ws: &str, b: &Booking, cells: &[String]) -> ApiResult<Record> 
 /// The contact's entry for this booking (`CTBOOKING#<ct>#<start>#<bk>`), so a customer's
 /// bookings are a prefix Query in start order, not a scan. None once an erasure removed the
 /// person from the booking.
-fn contact_link(ws: &str, b: &Booking) -> Option<Item> {
+fn contact_link(ws: &WorkspaceId, b: &Booking) -> Option<Item> {
     (!b.contact_id.is_empty()).then(|| {
         Item::from([
             ("pk".into(), s(ws_pk(ws))),
@@ -553,7 +560,7 @@ fn contact_link(ws: &str, b: &Booking) -> Option<Item> {
 /// latest first): one page of links, then the bookings (one BatchGetItem).
 pub async fn of_contact(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     contact_id: &str,
     from: &str,
     upcoming: bool,
@@ -582,7 +589,7 @@ pub async fn of_contact(
 
 /// Cancel a pending or confirmed booking; a customer cannot cancel inside the service's
 /// cancellation window (409). The slot is free again at once.
-pub async fn cancel(app: &App, ws: &str, sb: &StoredBooking, by: CancelledBy, reason: Option<String>) -> ApiResult<Booking> {
+pub async fn cancel(app: &App, ws: &WorkspaceId, sb: &StoredBooking, by: CancelledBy, reason: Option<String>) -> ApiResult<Booking> {
     if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
         return Err(ApiError::conflict(format!("a {} booking cannot be cancelled", sb.booking.status.as_str())));
     }
@@ -611,7 +618,7 @@ pub async fn cancel(app: &App, ws: &str, sb: &StoredBooking, by: CancelledBy, re
 
 /// The contact's timeline entry for a change of this booking (none once an erasure removed the
 /// person from it).
-fn timeline(ws: &str, b: &Booking, kind: &str, summary: String) -> ApiResult<Option<Item>> {
+fn timeline(ws: &WorkspaceId, b: &Booking, kind: &str, summary: String) -> ApiResult<Option<Item>> {
     if b.contact_id.is_empty() {
         return Ok(None);
     }
@@ -622,7 +629,7 @@ fn timeline(ws: &str, b: &Booking, kind: &str, summary: String) -> ApiResult<Opt
 /// converts (deleted), the contact's timeline entry and the event, in one transaction.
 pub async fn book(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     svc: &Service,
     candidates: &[Resource],
     start: Now,
@@ -659,7 +666,7 @@ pub async fn book(
 }
 
 /// Hold a slot for `secs`: its cells with an expiry, and the hold.
-pub async fn hold(app: &App, ws: &str, svc: &Service, candidates: &[Resource], start: Now, secs: i64) -> ApiResult<Hold> {
+pub async fn hold(app: &App, ws: &WorkspaceId, svc: &Service, candidates: &[Resource], start: Now, secs: i64) -> ApiResult<Hold> {
     let (dur, before, after) = svc.span();
     let needed = schedule::cells(start, dur, before, after);
     let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
@@ -695,7 +702,7 @@ pub async fn hold(app: &App, ws: &str, svc: &Service, candidates: &[Resource], s
 
 /// A state change without time changes (`confirm`, `complete`, `no_show`, `cancel`): the
 /// booking, its timeline entry and event; `release` deletes its cells in the same transaction.
-pub async fn transition(app: &App, ws: &str, sb: &StoredBooking, next: Booking, event: &str, release: bool) -> ApiResult<Booking> {
+pub async fn transition(app: &App, ws: &WorkspaceId, sb: &StoredBooking, next: Booking, event: &str, release: bool) -> ApiResult<Booking> {
     let mut tx = Tx::new();
     if release {
         for c in &sb.cells {
@@ -715,7 +722,7 @@ pub async fn transition(app: &App, ws: &str, sb: &StoredBooking, next: Booking, 
 /// Move a booking: one transaction releases the old cells, takes the new ones (cells in both
 /// change holder), cancels the old booking with `rescheduled_to` and creates the new one with
 /// `rescheduled_from`. If the new time is taken, nothing changes.
-pub async fn reschedule(app: &App, ws: &str, svc: &Service, res: &Resource, sb: &StoredBooking, start: Now) -> ApiResult<Booking> {
+pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, sb: &StoredBooking, start: Now) -> ApiResult<Booking> {
     let (dur, before, after) = svc.span();
     let needed = schedule::cells(start, dur, before, after);
     let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
@@ -773,7 +780,7 @@ pub async fn reschedule(app: &App, ws: &str, svc: &Service, res: &Resource, sb: 
 
 /// The booking's contact: `contact_id` (it must exist), or the contact holding `contact.email`,
 /// created when there is none. Errors name the field.
-pub async fn contact_for(app: &App, ws: &str, contact_id: Option<&str>, contact: Option<&ContactInput>) -> ApiResult<String> {
+pub async fn contact_for(app: &App, ws: &WorkspaceId, contact_id: Option<&str>, contact: Option<&ContactInput>) -> ApiResult<String> {
     use crate::contacts as ct;
     match (contact_id, contact) {
         (Some(id), None) => {

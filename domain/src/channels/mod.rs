@@ -14,6 +14,7 @@ pub mod webhook;
 use crate::keys;
 use network::{Connected, NetError, Network, Outgoing, Published};
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::store::{self, Item, Record, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -141,7 +142,7 @@ pub struct Stored {
     pub version: i64,
 }
 
-fn aad(ws: &str, id: &str, what: &str) -> String {
+fn aad(ws: &WorkspaceId, id: &str, what: &str) -> String {
     format!("{ws}/{id}/{what}")
 }
 
@@ -153,7 +154,7 @@ impl Stored {
         Ok(Self { channel: store::from_item(item)?, creds, session, version })
     }
 
-    pub fn record(&self, ws: &str) -> ApiResult<Record> {
+    pub fn record(&self, ws: &WorkspaceId) -> ApiResult<Record> {
         let mut c = self.channel.clone();
         c.secret = None;
         let mut rec = Record::new(ws_pk(ws), keys::CHANNEL.sk(&[&c.id]), &c)?.attr("credentials", store::s(&self.creds));
@@ -163,12 +164,12 @@ impl Stored {
         Ok(rec)
     }
 
-    pub async fn open_creds(&self, app: &App, ws: &str) -> ApiResult<Creds> {
+    pub async fn open_creds(&self, app: &App, ws: &WorkspaceId) -> ApiResult<Creds> {
         let raw = app.platform_secret().await?.open(&aad(ws, &self.channel.id, "credentials"), &self.creds)?;
         serde_json::from_slice(&raw).map_err(ApiError::internal)
     }
 
-    pub async fn open_session(&self, app: &App, ws: &str) -> ApiResult<Option<serde_json::Value>> {
+    pub async fn open_session(&self, app: &App, ws: &WorkspaceId) -> ApiResult<Option<serde_json::Value>> {
         let Some(sealed) = &self.session else { return Ok(None) };
         let raw = app.platform_secret().await?.open(&aad(ws, &self.channel.id, "session"), sealed)?;
         Ok(serde_json::from_slice(&raw).ok())
@@ -176,7 +177,7 @@ impl Stored {
 
     pub async fn seal(
         app: &App,
-        ws: &str,
+        ws: &WorkspaceId,
         id: &str,
         creds: &Creds,
         session: Option<&serde_json::Value>,
@@ -188,7 +189,7 @@ impl Stored {
     }
 }
 
-pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Stored>> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Stored>> {
     app.db.get(&ws_pk(ws), &keys::CHANNEL.sk(&[id])).await?.map(Stored::from_item).transpose()
 }
 
@@ -331,7 +332,7 @@ pub fn check_post(post: &crate::posts::Post, channels: &[Channel]) -> ApiResult<
 }
 
 /// The channels a post names, read in one batch.
-pub async fn of_post(app: &App, ws: &str, post: &crate::posts::Post) -> ApiResult<Vec<Channel>> {
+pub async fn of_post(app: &App, ws: &WorkspaceId, post: &crate::posts::Post) -> ApiResult<Vec<Channel>> {
     let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), keys::CHANNEL.sk(&[c]))).collect();
     if keys.is_empty() {
         return Ok(vec![]);
@@ -345,13 +346,13 @@ use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as 
 use shared::events::Event;
 use shared::outbox::Tx;
 
-fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+fn count(ws: &WorkspaceId, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
     store::capped_count(ws_pk(ws), keys::CHANNEL_COUNT.table.sk, "channels", delta, MAX_CHANNELS)
 }
 
 /// The effect `ConnectChannel`: a new destination (within the workspace's cap), its sealed
 /// credentials checked with the network by the caller, and its event.
-pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
+pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &WorkspaceId, stored: &Stored) -> ApiResult<()> {
     auth.tx(&[])?
         .update(count(ws, 1))
         .create(stored.record(ws)?.version(1))
@@ -363,14 +364,14 @@ pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &str, 
 
 /// The effect `UpdateChannel`: the channel as changed (new credentials, name, metadata), read
 /// at `stored.version`, with `event`.
-pub async fn update(auth: &Authority<UpdateChannelEffect>, app: &App, ws: &str, stored: &Stored, event: &str) -> ApiResult<()> {
+pub async fn update(auth: &Authority<UpdateChannelEffect>, app: &App, ws: &WorkspaceId, stored: &Stored, event: &str) -> ApiResult<()> {
     let key = keys::CHANNEL.sk(&[&stored.channel.id]);
     save(app, ws, stored, event, auth.tx(&[(&key, stored.version)])?).await
 }
 
 /// Record what a check with the network found (state, identity, limits, a refreshed session)
 /// on the credentials the channel already has: no destination changes, so no authority.
-pub async fn record_check(app: &App, ws: &str, before: &Stored, checked: &Stored, event: &str) -> ApiResult<()> {
+pub async fn record_check(app: &App, ws: &WorkspaceId, before: &Stored, checked: &Stored, event: &str) -> ApiResult<()> {
     let same = before.channel.id == checked.channel.id
         && before.channel.kind == checked.channel.kind
         && serde_json::to_value(before.open_creds(app, ws).await?).ok() == serde_json::to_value(checked.open_creds(app, ws).await?).ok();
@@ -380,7 +381,7 @@ pub async fn record_check(app: &App, ws: &str, before: &Stored, checked: &Stored
     save(app, ws, checked, event, Tx::new()).await
 }
 
-async fn save(app: &App, ws: &str, stored: &Stored, event: &str, tx: Tx) -> ApiResult<()> {
+async fn save(app: &App, ws: &WorkspaceId, stored: &Stored, event: &str, tx: Tx) -> ApiResult<()> {
     tx.replace(stored.record(ws)?, stored.version)
         .event(Event::new(ws, event, &stored.channel))
         .commit(app)
@@ -389,7 +390,7 @@ async fn save(app: &App, ws: &str, stored: &Stored, event: &str, tx: Tx) -> ApiR
 }
 
 /// The effect `DeleteChannel`: draft and scheduled posts lose their variant for it.
-pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &str, stored: &Stored) -> ApiResult<()> {
+pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &WorkspaceId, stored: &Stored) -> ApiResult<()> {
     let key = keys::CHANNEL.sk(&[&stored.channel.id]);
     auth.tx(&[(&key, stored.version)])?
         .delete_versioned(ws_pk(ws), key.clone(), stored.version)

@@ -7,6 +7,7 @@ use crate::contacts::{self, Contact, ContactId, EmailStatus};
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule, Subject};
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::PrefixedId;
 use shared::outbox::Tx;
@@ -29,7 +30,7 @@ pub const PRIVACY: &[Rule] = &[Rule {
 
 /// An erased address's consent event: kept without the address, contact, IP or user agent,
 /// under the tombstone's hash of the address.
-async fn hash_entry(app: &App, ws: &str, item: store::Item) -> ApiResult<()> {
+async fn hash_entry(app: &App, ws: &WorkspaceId, item: store::Item) -> ApiResult<()> {
     let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
     let mut c: Consent = store::from_item(item)?;
     let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, &c.email);
@@ -240,7 +241,7 @@ impl ConsentEvidence {
 }
 
 /// The ledger item and event of a consent, for a caller's transaction.
-pub fn writes(ws: &str, consent: &Consent) -> ApiResult<(store::Item, Event)> {
+pub fn writes(ws: &WorkspaceId, consent: &Consent) -> ApiResult<(store::Item, Event)> {
     let item = Record::new(ws_pk(ws), keys::CONSENT.sk(&[&consent.email, &consent.id]), consent)?.item;
     let kind = if consent.granted { "gdpr.consent.granted" } else { "gdpr.consent.withdrawn" };
     Ok((item, Event::new(ws, kind, consent)))
@@ -248,7 +249,7 @@ pub fn writes(ws: &str, consent: &Consent) -> ApiResult<(store::Item, Event)> {
 
 /// Record one consent event; a `marketing_email` change updates the contact in the same
 /// transaction (optimistically: a concurrent contact edit is retried once).
-pub async fn record(app: &App, ws: &str, consent: &Consent) -> ApiResult<()> {
+pub async fn record(app: &App, ws: &WorkspaceId, consent: &Consent) -> ApiResult<()> {
     let (item, ev) = writes(ws, consent)?;
     for attempt in 0..2 {
         let mut tx = Tx::new().put_if(item.clone(), "attribute_not_exists(pk)", vec![]).event(ev.clone());
@@ -271,7 +272,7 @@ pub async fn record(app: &App, ws: &str, consent: &Consent) -> ApiResult<()> {
 }
 
 /// The subject's history (oldest first, at most [`MAX_HISTORY`]) and current state per purpose.
-pub async fn state(app: &App, ws: &str, subject: &Subject) -> ApiResult<ConsentState> {
+pub async fn state(app: &App, ws: &WorkspaceId, subject: &Subject) -> ApiResult<ConsentState> {
     let mut history: Vec<Consent> = vec![];
     // The address's own ledger, then what is left of it from before an erasure (hashed).
     let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, &subject.email);

@@ -14,6 +14,7 @@
 use super::{self as model, Contact, CreateContact, UpdateContact};
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::sqs::{BatchResponse, SqsEvent};
@@ -187,7 +188,7 @@ fn csv_rows(text: &str, delimiter: Option<super::csv::Delimiter>) -> ApiResult<V
 }
 
 /// Validate, store the rows in chunks, create the job and queue it for the worker.
-pub async fn start(app: &App, ws: &str, input: CreateImport) -> ApiResult<ImportJob> {
+pub async fn start(app: &App, ws: &WorkspaceId, input: CreateImport) -> ApiResult<ImportJob> {
     if input.delimiter.is_some() && input.csv.is_none() {
         return Err(ApiError::validation("delimiter", "applies only to csv"));
     }
@@ -255,7 +256,7 @@ pub async fn erase_rows(app: &App, _ws: &str, item: Item, subject: &crate::priva
 
 /// An import job with its chunk count and the next chunk to process. `id` comes from a path
 /// ([`ImportId`]) or from the job's own queue message.
-pub async fn load_job(app: &App, ws: &str, id: &str) -> ApiResult<Option<(ImportJob, usize, usize)>> {
+pub async fn load_job(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(ImportJob, usize, usize)>> {
     let Some(item) = app.db.get(&ws_pk(ws), &job_sk(id)).await? else { return Ok(None) };
     let chunks = store::get_i64(&item, "chunks").unwrap_or(0) as usize;
     let next = store::get_i64(&item, "next_chunk").unwrap_or(0) as usize;
@@ -267,7 +268,7 @@ pub async fn load_job(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Import
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ImportMessage {
-    workspace_id: String,
+    workspace_id: WorkspaceId,
     import_id: String,
 }
 
@@ -310,7 +311,7 @@ pub struct Counts {
 }
 
 /// Process an import from its saved position to the end.
-pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
+pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     loop {
         let Some((job, chunks, next)) = load_job(app, ws, id).await? else { return Ok(()) };
         if matches!(job.status, ImportStatus::Completed | ImportStatus::Failed) {
@@ -336,7 +337,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
     }
 }
 
-async fn save_progress(app: &App, ws: &str, id: &str, chunk: usize, rows: u64, c: Counts) -> ApiResult<()> {
+async fn save_progress(app: &App, ws: &WorkspaceId, id: &str, chunk: usize, rows: u64, c: Counts) -> ApiResult<()> {
     app.db
         .update(
             ws_pk(ws),
@@ -367,7 +368,7 @@ async fn save_progress(app: &App, ws: &str, id: &str, chunk: usize, rows: u64, c
     Ok(())
 }
 
-async fn finish(app: &App, ws: &str, job: &ImportJob, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
+async fn finish(app: &App, ws: &WorkspaceId, job: &ImportJob, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
     let id = job.id.as_str();
     let now = shared::ids::now_rfc3339();
     let u = aws_sdk_dynamodb::types::Update::builder()
@@ -413,7 +414,7 @@ enum Planned {
     Existing(serde_json::Value, String),
 }
 
-async fn process_chunk(app: &App, ws: &str, job: &ImportJob, rows: &[Row]) -> ApiResult<(Counts, Vec<RowError>)> {
+async fn process_chunk(app: &App, ws: &WorkspaceId, job: &ImportJob, rows: &[Row]) -> ApiResult<(Counts, Vec<RowError>)> {
     let mut counts = Counts::default();
     let mut errors = vec![];
     let mut plan = vec![];
@@ -499,7 +500,7 @@ async fn process_chunk(app: &App, ws: &str, job: &ImportJob, rows: &[Row]) -> Ap
 /// request) is set aside and its transaction retried without it. A claim that already names
 /// the row's contact (an interrupted run) passes, and the run rewrites what it left half done.
 /// Returns how many were created and the ones whose address belongs to another contact.
-async fn create_many(app: &App, ws: &str, contacts: Vec<Contact>) -> ApiResult<(u64, Vec<Contact>)> {
+async fn create_many(app: &App, ws: &WorkspaceId, contacts: Vec<Contact>) -> ApiResult<(u64, Vec<Contact>)> {
     use futures_util::stream::{self, StreamExt, TryStreamExt};
     let emails: Vec<&str> = contacts.iter().map(|c| c.email.as_str()).collect();
     let owners = model::email_owners(app, ws, &emails).await?;
@@ -527,7 +528,7 @@ const TXS_IN_FLIGHT: usize = 4;
 const TX_BYTES: usize = 3 * 1024 * 1024;
 
 /// The longest prefix of `todo` that fits one transaction, and the rest.
-fn take_group(ws: &str, mut todo: Vec<Contact>) -> ApiResult<(Vec<Contact>, Vec<Contact>)> {
+fn take_group(ws: &WorkspaceId, mut todo: Vec<Contact>) -> ApiResult<(Vec<Contact>, Vec<Contact>)> {
     let (mut writes, mut bytes, mut n) = (0, 0, 0);
     for c in &todo {
         let w = model::bulk_create_tx(ws, c, Tx::new())?.len();
@@ -551,7 +552,7 @@ fn transient(e: &ApiError) -> bool {
 /// Tries of one group when DynamoDB cancels it for a concurrent transaction or throttles it.
 const TX_TRIES: u32 = 8;
 
-async fn commit_group(app: &App, ws: &str, mut group: Vec<Contact>) -> ApiResult<(u64, Vec<Contact>)> {
+async fn commit_group(app: &App, ws: &WorkspaceId, mut group: Vec<Contact>) -> ApiResult<(u64, Vec<Contact>)> {
     let mut lost = vec![];
     let mut tries = 0;
     while !group.is_empty() {
@@ -585,7 +586,7 @@ async fn commit_group(app: &App, ws: &str, mut group: Vec<Contact>) -> ApiResult
 }
 
 /// `on_conflict: update`: set the row's non-empty fields on the contact holding the email.
-async fn update_existing(app: &App, ws: &str, email: &str, mut data: serde_json::Value) -> ApiResult<()> {
+async fn update_existing(app: &App, ws: &WorkspaceId, email: &str, mut data: serde_json::Value) -> ApiResult<()> {
     if let Some(o) = data.as_object_mut() {
         o.remove("email");
     }

@@ -3,6 +3,7 @@
 
 use super::{self as model, Contact, ContactStatus, EmailStatus};
 use serde::Deserialize;
+use shared::auth::WorkspaceId;
 use shared::outbox::Tx;
 use shared::store::TxError;
 use shared::validate::{Errors, Patch};
@@ -82,7 +83,12 @@ impl CreateContact {
 /// Commit a create, retrying transactions that collided with a concurrent one; a taken email
 /// is 409 with the holder's id. An erased address is 409 unless `resubscribe` carries new
 /// consent: then the transaction also records it and lifts the tombstone.
-pub async fn commit_create(app: &App, ws: &str, c: &Contact, resubscribe: Option<&crate::contacts::consents::Consent>) -> ApiResult<()> {
+pub async fn commit_create(
+    app: &App,
+    ws: &WorkspaceId,
+    c: &Contact,
+    resubscribe: Option<&crate::contacts::consents::Consent>,
+) -> ApiResult<()> {
     let tomb = crate::privacy::tombstone_sk(app, ws, &c.email).await?;
     for attempt in 0..=CONFLICT_RETRIES {
         let tx = match resubscribe {
@@ -119,7 +125,7 @@ pub async fn commit_create(app: &App, ws: &str, c: &Contact, resubscribe: Option
 /// Create a contact for an erased address whose owner wrote to the workspace again (inbound
 /// mail): the tombstone is lifted in the same transaction, with no consent recorded, so the
 /// caller creates it unsubscribed from marketing. Nothing links it to the erased contact.
-pub async fn commit_return(app: &App, ws: &str, c: &Contact) -> ApiResult<()> {
+pub async fn commit_return(app: &App, ws: &WorkspaceId, c: &Contact) -> ApiResult<()> {
     let tomb = crate::privacy::tombstone_sk(app, ws, &c.email).await?;
     let tx = Tx::new().delete_if(shared::store::ws_pk(ws), tomb, "", vec![]);
     let claim = tx.len();
@@ -221,7 +227,7 @@ impl UpdateContact {
 }
 
 /// Commit an update; a taken new email is 409 with the holder's id.
-pub async fn commit_update(app: &App, ws: &str, old: &Contact, new: &Contact, version: i64) -> ApiResult<()> {
+pub async fn commit_update(app: &App, ws: &WorkspaceId, old: &Contact, new: &Contact, version: i64) -> ApiResult<()> {
     match model::update_tx(ws, old, new, version, Tx::new())?.commit(app).await {
         Ok(()) => Ok(()),
         // With a new email, write 0 is its claim.

@@ -21,6 +21,7 @@ pub use input::*;
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, s, ws_pk};
@@ -298,16 +299,16 @@ pub fn validate(errs: &mut Errors, c: &Contact) {
     errs.metadata("metadata", &c.metadata);
 }
 
-pub fn record(ws: &str, c: &Contact) -> ApiResult<Record> {
+pub fn record(ws: &WorkspaceId, c: &Contact) -> ApiResult<Record> {
     Ok(Record::new(ws_pk(ws), contact_sk(&c.id), c)?
         .gsi1(keys::CONTACT.gsi1_pk(&[ws, &enum_str(c.status)]), keys::CONTACT.gsi1_sk(&[&c.id])))
 }
 
-fn claim_item(ws: &str, email: &str, id: &str) -> Item {
+fn claim_item(ws: &WorkspaceId, email: &str, id: &str) -> Item {
     Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(email_sk(email))), ("contact_id".into(), s(id))])
 }
 
-fn search_item(ws: &str, term: &str, id: &str) -> Item {
+fn search_item(ws: &WorkspaceId, term: &str, id: &str) -> Item {
     Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(search_sk(term, id))), ("contact_id".into(), s(id))])
 }
 
@@ -338,7 +339,7 @@ pub fn activity_prefix(contact_id: &str) -> String {
 
 /// A timeline entry for a contact, to add to the transaction of the change it records. Other
 /// areas (deals, later emails and bookings) call this too.
-pub fn activity(ws: &str, contact_id: &str, kind: &str, summary: impl Into<String>, data: serde_json::Value) -> ApiResult<Item> {
+pub fn activity(ws: &WorkspaceId, contact_id: &str, kind: &str, summary: impl Into<String>, data: serde_json::Value) -> ApiResult<Item> {
     let a = Activity {
         id: shared::ids::new_id("act"),
         object: "activity".into(),
@@ -360,7 +361,7 @@ fn summary_of(c: &Contact) -> serde_json::Value {
 
 /// What a new contact writes besides its claim and itself: search entries and the first
 /// timeline entry.
-fn side_items(ws: &str, c: &Contact) -> ApiResult<Vec<Item>> {
+fn side_items(ws: &WorkspaceId, c: &Contact) -> ApiResult<Vec<Item>> {
     let mut items: Vec<Item> = search_terms(c).iter().map(|t| search_item(ws, t, &c.id)).collect();
     items.push(activity(ws, &c.id, "contact.created", "Contact created", summary_of(c))?);
     Ok(items)
@@ -368,7 +369,7 @@ fn side_items(ws: &str, c: &Contact) -> ApiResult<Vec<Item>> {
 
 /// A create: claim, contact, search entries, timeline entry, event. Condition index 0 is the
 /// email claim.
-pub fn create_tx(ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
+pub fn create_tx(ws: &WorkspaceId, c: &Contact, tx: Tx) -> ApiResult<Tx> {
     let mut tx = tx.put_if(claim_item(ws, &c.email, &c.id), "attribute_not_exists(pk)", vec![]).create(record(ws, c)?.version(1));
     for item in side_items(ws, c)? {
         tx = tx.put(item);
@@ -379,7 +380,7 @@ pub fn create_tx(ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
 /// Bulk create (imports), added to a transaction shared with other rows: the claim may
 /// already name this contact (an interrupted run wrote it), so the contact and its side items
 /// are plain puts that a second run repeats harmlessly. The claim is the first write added.
-pub fn bulk_create_tx(ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
+pub fn bulk_create_tx(ws: &WorkspaceId, c: &Contact, tx: Tx) -> ApiResult<Tx> {
     let mut tx = tx.put_if(claim_item(ws, &c.email, &c.id), "attribute_not_exists(pk) OR contact_id = :me", vec![(":me", s(&c.id))]);
     tx = tx.put(record(ws, c)?.version(1).item);
     for item in side_items(ws, c)? {
@@ -389,7 +390,7 @@ pub fn bulk_create_tx(ws: &str, c: &Contact, tx: Tx) -> ApiResult<Tx> {
 }
 
 /// The owners of these addresses' claims, in one consistent batch read.
-pub async fn email_owners(app: &App, ws: &str, emails: &[&str]) -> ApiResult<HashMap<String, String>> {
+pub async fn email_owners(app: &App, ws: &WorkspaceId, emails: &[&str]) -> ApiResult<HashMap<String, String>> {
     let keys: Vec<(String, String)> = emails.iter().map(|e| (ws_pk(ws), email_sk(e))).collect();
     let mut owners = HashMap::new();
     for item in app.db.batch_get(&keys).await? {
@@ -402,7 +403,7 @@ pub async fn email_owners(app: &App, ws: &str, emails: &[&str]) -> ApiResult<Has
 
 /// An update from `old` (read at `version`) to `new`: moves the claim when the email changes
 /// (the new claim's condition is the first write), swaps search entries, records the change.
-pub fn update_tx(ws: &str, old: &Contact, new: &Contact, version: i64, tx: Tx) -> ApiResult<Tx> {
+pub fn update_tx(ws: &WorkspaceId, old: &Contact, new: &Contact, version: i64, tx: Tx) -> ApiResult<Tx> {
     let mut tx = tx;
     if old.email != new.email {
         tx = tx.put_if(claim_item(ws, &new.email, &new.id), "attribute_not_exists(pk)", vec![]).delete_if(
@@ -450,7 +451,7 @@ fn full_name(c: &Contact) -> Option<String> {
 /// What `old` was and `new` no longer is (address, phone, full name), as items under the
 /// contact's own keys: an erasure finds the person by every identity they had. Keyed by the
 /// value, so a change back and forth writes one item.
-fn former_items(ws: &str, old: &Contact, new: &Contact) -> Vec<Item> {
+fn former_items(ws: &WorkspaceId, old: &Contact, new: &Contact) -> Vec<Item> {
     let now = shared::ids::now_rfc3339();
     let changed = [
         ("email", Some(old.email.clone()), Some(new.email.clone())),
@@ -472,7 +473,7 @@ fn former_items(ws: &str, old: &Contact, new: &Contact) -> Vec<Item> {
 }
 
 /// Every former identity of a contact (one Query; a contact has few).
-pub async fn formers(app: &App, ws: &str, id: &str) -> ApiResult<Vec<Former>> {
+pub async fn formers(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Vec<Former>> {
     let mut out = vec![];
     let mut after = None;
     loop {
@@ -495,7 +496,7 @@ pub fn changed_fields(old: &Contact, new: &Contact) -> Vec<String> {
 
 /// A delete: the contact, its claim and search entries (its timeline stays for audits until
 /// an erasure removes it).
-pub fn delete_tx(ws: &str, c: &Contact, version: i64) -> Tx {
+pub fn delete_tx(ws: &WorkspaceId, c: &Contact, version: i64) -> Tx {
     let mut tx = Tx::new().delete_versioned(ws_pk(ws), contact_sk(&c.id), version).delete_if(
         ws_pk(ws),
         email_sk(&c.email),
@@ -509,7 +510,7 @@ pub fn delete_tx(ws: &str, c: &Contact, version: i64) -> Tx {
 }
 
 /// Who holds this email now (consistent read of the claim).
-pub async fn email_owner(app: &App, ws: &str, email: &str) -> ApiResult<Option<String>> {
+pub async fn email_owner(app: &App, ws: &WorkspaceId, email: &str) -> ApiResult<Option<String>> {
     Ok(app.db.get(&ws_pk(ws), &email_sk(email)).await?.and_then(|i| store::get_str(&i, "contact_id").map(String::from)))
 }
 
@@ -519,7 +520,7 @@ pub fn duplicate(email: &str, existing: Option<String>) -> ApiError {
     ApiError::conflict("a contact with this email exists").with_details(vec![d])
 }
 
-pub async fn load(app: &App, ws: &str, id: &ContactId) -> ApiResult<(Contact, i64)> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &ContactId) -> ApiResult<(Contact, i64)> {
     app.db.get_object(ws, &contact_sk(id)).await?.ok_or_else(|| ApiError::not_found("contact"))
 }
 
@@ -550,7 +551,7 @@ impl crate::privacy::Subject {
 
     /// Leave out the former addresses another contact holds now (one BatchGetItem of their
     /// claims): they are that contact's.
-    pub async fn drop_others_addresses(&mut self, app: &App, ws: &str) -> ApiResult<()> {
+    pub async fn drop_others_addresses(&mut self, app: &App, ws: &WorkspaceId) -> ApiResult<()> {
         if self.former_emails.is_empty() {
             return Ok(());
         }

@@ -6,6 +6,7 @@ use super::{
 };
 use crate::keys;
 use serde::Deserialize;
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, ws_pk};
@@ -14,7 +15,7 @@ use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
 /// Create a contact; with `resubscribe`, an erased address comes back with its new consent.
-pub async fn create(app: &App, ws: &str, mut input: CreateContact) -> ApiResult<Contact> {
+pub async fn create(app: &App, ws: &WorkspaceId, mut input: CreateContact) -> ApiResult<Contact> {
     let (resubscribe, evidence) = (input.resubscribe, input.consent.take());
     let mut errs = Errors::new();
     let c = input.build(&mut errs);
@@ -44,7 +45,7 @@ pub struct SearchFilters<'a> {
 /// term). The page and the key to go on from.
 pub async fn search(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     q: &str,
     f: &SearchFilters<'_>,
     after: Option<String>,
@@ -81,7 +82,7 @@ pub async fn search(
 /// complained); a changed address records who changed it.
 pub async fn update(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     by: &shared::auth::Principal,
     old: Contact,
     version: i64,
@@ -105,7 +106,7 @@ pub async fn update(
 
 /// Delete a contact with its claim and search entries (`contact.deleted`). Its deals are the
 /// deals area's to unlink (`deals::unlink_contact`).
-pub async fn delete(app: &App, ws: &str, c: &Contact, version: i64) -> ApiResult<()> {
+pub async fn delete(app: &App, ws: &WorkspaceId, c: &Contact, version: i64) -> ApiResult<()> {
     model::delete_tx(ws, c, version).commit(app).await.map_err(TxError::stale)
 }
 
@@ -119,7 +120,7 @@ pub struct CreateNote {
 }
 
 /// Add a note to an existing contact's timeline (`contact.note.added`).
-pub async fn add_note(app: &App, ws: &str, id: &ContactId, input: CreateNote) -> ApiResult<Activity> {
+pub async fn add_note(app: &App, ws: &WorkspaceId, id: &ContactId, input: CreateNote) -> ApiResult<Activity> {
     let mut errs = Errors::new();
     errs.text("body", &input.body, 1, 10_000);
     if input.body.trim().is_empty() && !input.body.is_empty() {

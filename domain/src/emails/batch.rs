@@ -6,6 +6,7 @@ use super::{Email, EmailStatus, batch_sk};
 use crate::effects as fx;
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::error::ErrorDetail;
 use shared::store::{self, ws_pk};
 use shared::validate::validation_error as validation;
@@ -66,7 +67,7 @@ pub struct EmailBatch {
 }
 
 /// Check, render and store a batch, then enqueue it (also used by `make bench`).
-pub async fn accept(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &str, input: SendBatch) -> ApiResult<EmailBatch> {
+pub async fn accept(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &WorkspaceId, input: SendBatch) -> ApiResult<EmailBatch> {
     if input.emails.is_empty() || input.emails.len() > MAX_BATCH {
         return Err(ApiError::validation("emails", format!("must hold 1 to {MAX_BATCH} emails")));
     }
@@ -149,7 +150,13 @@ fn batch_validation(errors: Vec<BatchError>) -> ApiError {
 
 /// A page of a batch's emails in request order, after the email id `after`; the page and the
 /// last id when more follow (the batch item lists them, so a page is a slice of it).
-pub async fn page(app: &App, ws: &str, batch_id: &str, after: Option<&str>, limit: usize) -> ApiResult<(Vec<Email>, Option<String>)> {
+pub async fn page(
+    app: &App,
+    ws: &WorkspaceId,
+    batch_id: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> ApiResult<(Vec<Email>, Option<String>)> {
     let item = app.db.get(&ws_pk(ws), &batch_sk(batch_id)).await?.ok_or_else(|| ApiError::not_found("email batch"))?;
     let batch: EmailBatch = store::from_item(item)?;
     let ids: Vec<&String> = batch.emails.iter().map(|e| &e.id).collect();

@@ -8,6 +8,7 @@ use crate::contacts::{Contact, EmailStatus as ContactEmailStatus, contact_sk, em
 use crate::effects::{self, Authority};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use shared::auth::WorkspaceId;
 use shared::error::ErrorDetail;
 use shared::events::Event;
 use shared::outbox::Tx;
@@ -263,7 +264,7 @@ pub struct Recipients {
 /// With `erased`, the addresses' tombstones are read in the same batch (when an email is
 /// accepted; the sender need not: an erasure cancels what was accepted before it, and what is
 /// accepted after it never stores the address).
-pub async fn recipients_of(app: &App, ws: &str, ids: Vec<String>, addrs: Vec<String>, erased: bool) -> ApiResult<Recipients> {
+pub async fn recipients_of(app: &App, ws: &WorkspaceId, ids: Vec<String>, addrs: Vec<String>, erased: bool) -> ApiResult<Recipients> {
     let mut claim_keys: Vec<(String, String)> = addrs.iter().map(|a| (ws_pk(ws), email_sk(a))).collect();
     claim_keys.extend(super::suppressions::keys_of(ws, &addrs));
     // Erased addresses are suppressed by their tombstones, and an address that bounced or
@@ -311,7 +312,7 @@ pub async fn recipients_of(app: &App, ws: &str, ids: Vec<String>, addrs: Vec<Str
     Ok(Recipients { contacts, owners, suppressed })
 }
 
-pub async fn load_context(app: &App, ws: &str, drafts: &[&Draft]) -> ApiResult<Context> {
+pub async fn load_context(app: &App, ws: &WorkspaceId, drafts: &[&Draft]) -> ApiResult<Context> {
     let slugs: Vec<&str> = drafts.iter().filter_map(|d| d.input.template_slug.as_deref()).collect();
     let ids: Vec<String> = drafts.iter().filter_map(|d| d.input.contact_id.clone()).collect();
     let mut addrs: Vec<String> = drafts.iter().flat_map(|d| d.recipients().cloned()).collect();
@@ -403,7 +404,7 @@ fn initial_status(d: &Draft, suppressed_recipients: &[SuppressedRecipient]) -> E
 
 /// One email built from its input, as a handler's single send does it: checked, its context
 /// loaded, finished. Not written; the caller decides (and may refuse a suppressed one).
-pub async fn build_one(app: &App, ws: &str, input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> ApiResult<Email> {
+pub async fn build_one(app: &App, ws: &WorkspaceId, input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> ApiResult<Email> {
     let to_error = |d: Vec<ErrorDetail>| shared::validate::validation_error(d);
     let draft = check(input, now).map_err(to_error)?;
     // Boxed: the context future is large, and callers sit deep in handler futures (the debug
@@ -489,7 +490,7 @@ pub fn plan(app: &App, e: &Email, now_secs: i64) -> (Option<i64>, i64) {
 }
 
 /// The timeline entry on the linked contact for a status change.
-pub fn activity(ws: &str, e: &Email) -> ApiResult<Option<Item>> {
+pub fn activity(ws: &WorkspaceId, e: &Email) -> ApiResult<Option<Item>> {
     let Some(c) = &e.contact_id else { return Ok(None) };
     let summary = format!("Email {}: {}", e.status.as_str(), e.subject);
     crate::contacts::activity(ws, c, &e.status.event(), summary, e.summary()).map(Some)
@@ -497,7 +498,7 @@ pub fn activity(ws: &str, e: &Email) -> ApiResult<Option<Item>> {
 
 /// Everything an accepted email writes besides its event: the email (first), its bodies, its
 /// due entry and the timeline entry.
-fn items(app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<(Vec<Item>, Event)> {
+fn items(app: &App, ws: &WorkspaceId, e: &Email, now_secs: i64) -> ApiResult<(Vec<Item>, Event)> {
     let ev = Event::new(ws, &e.status.event(), &e.without_bodies());
     let mut items = vec![model::record(ws, e)?.version(1).item, model::body_item(ws, e)];
     if e.status.pending() {
@@ -521,7 +522,7 @@ fn for_whom(auth: &Authority<effects::SendEmail>, e: &Email) -> ApiResult<()> {
 /// The effect `SendEmail`: the email is recorded (all writes in one transaction, the
 /// suppression and template decisions already made) and then queued for SES; nothing reaches
 /// SES that was not recorded first, so no later failure can send it twice.
-pub async fn send(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, e: &Email, now_secs: i64) -> ApiResult<()> {
+pub async fn send(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, e: &Email, now_secs: i64) -> ApiResult<()> {
     let (tx, queued) = send_in(auth, app, ws, e, now_secs, Tx::new(), &[])?;
     tx.commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
     queued.after_commit(app).await;
@@ -535,7 +536,7 @@ pub async fn send(auth: &Authority<effects::SendEmail>, app: &App, ws: &str, e: 
 pub fn send_in(
     auth: &Authority<effects::SendEmail>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     e: &Email,
     now_secs: i64,
     tx: Tx,
@@ -548,7 +549,7 @@ pub fn send_in(
         tx = if i == 0 { tx.put_if(item, "attribute_not_exists(pk)", vec![]) } else { tx.put(item) };
     }
     let delay = plan(app, e, now_secs).0;
-    Ok((tx.event(ev), Queued { ws: ws.to_string(), ids: vec![e.id.clone()], delay }))
+    Ok((tx.event(ev), Queued { ws: ws.clone(), ids: vec![e.id.clone()], delay }))
 }
 
 /// The effect `SendEmail` for a batch: each email's writes (and `extra`, the batch's own
@@ -556,7 +557,7 @@ pub fn send_in(
 pub async fn send_many(
     auth: &Authority<effects::SendEmail>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     emails: &[Email],
     extra: Vec<Item>,
     now_secs: i64,
@@ -588,7 +589,7 @@ pub async fn send_many(
 /// An email recorded in a transaction, waiting for its queue message.
 #[must_use = "queue the email once its transaction committed"]
 pub struct Queued {
-    ws: String,
+    ws: WorkspaceId,
     ids: Vec<String>,
     delay: Option<i64>,
 }
@@ -604,7 +605,7 @@ impl Queued {
 
 /// Cancel a scheduled or queued email that is not being sent right now (`email.cancelled`):
 /// the email, its due entry and its timeline entry in one transaction.
-pub async fn cancel(app: &App, ws: &str, id: &str) -> ApiResult<Email> {
+pub async fn cancel(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Email> {
     use shared::outbox::Tx;
     let stored = super::load(app, ws, id).await?.ok_or_else(super::not_found)?;
     let now = chrono::Utc::now();

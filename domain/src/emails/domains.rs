@@ -19,6 +19,7 @@
 use crate::effects::{Authority, CreateSendingDomain, DeleteSendingDomain};
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::aws::AwsError;
 use shared::events::Event;
 use shared::outbox::Tx;
@@ -73,7 +74,7 @@ pub struct SendingDomain {
     pub verified_at: Option<String>,
 }
 
-fn record(ws: &str, d: &SendingDomain) -> ApiResult<Record> {
+fn record(ws: &WorkspaceId, d: &SendingDomain) -> ApiResult<Record> {
     Record::new(ws_pk(ws), keys::SENDING_DOMAIN.sk(&[&d.id]), d)
 }
 
@@ -81,7 +82,7 @@ fn claim_pk(name: &str) -> String {
     keys::SENDING_DOMAIN_CLAIM.pk(&[name])
 }
 
-fn claim_item(ws: &str, d: &SendingDomain) -> Item {
+fn claim_item(ws: &WorkspaceId, d: &SendingDomain) -> Item {
     Item::from([
         ("pk".into(), s(claim_pk(&d.name))),
         ("sk".into(), s(keys::SENDING_DOMAIN_CLAIM.sk(&[]))),
@@ -110,13 +111,13 @@ impl Claim {
             pending_until: store::get_i64(i, "pending_until"),
         })
     }
-    fn holds(&self, ws: &str, d: &SendingDomain) -> bool {
-        self.workspace_id == ws && self.domain_id == d.id
+    fn holds(&self, ws: &WorkspaceId, d: &SendingDomain) -> bool {
+        *self.workspace_id == **ws && self.domain_id == d.id
     }
 }
 
 /// Mark a name's claim verified (it stops expiring), if `ws`'s domain `id` still holds it.
-fn verify_claim(name: &str, ws: &str, id: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+fn verify_claim(name: &str, ws: &WorkspaceId, id: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
     aws_sdk_dynamodb::types::Update::builder()
         .key("pk", s(claim_pk(name)))
         .key("sk", s(keys::SENDING_DOMAIN_CLAIM.table.sk))
@@ -141,7 +142,7 @@ fn parents(name: &str) -> Vec<String> {
     (1..labels.len().saturating_sub(1)).map(|i| labels[i..].join(".")).collect()
 }
 
-fn count(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+fn count(ws: &WorkspaceId, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
     store::capped_count(ws_pk(ws), keys::SENDING_DOMAIN_COUNT.table.sk, "domains", delta, MAX_DOMAINS)
 }
 
@@ -215,12 +216,12 @@ fn ses_error(e: AwsError) -> ApiError {
     ApiError::unavailable(format!("SES {e}"))
 }
 
-pub async fn load(app: &App, ws: &str, id: &DomainId) -> ApiResult<(SendingDomain, i64)> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &DomainId) -> ApiResult<(SendingDomain, i64)> {
     app.db.get_object(ws, &keys::SENDING_DOMAIN.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("sending domain"))
 }
 
 /// Add a domain: validate, claim, create the SES identity, store its DNS records.
-pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str, raw_name: &str) -> ApiResult<SendingDomain> {
+pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &WorkspaceId, raw_name: &str) -> ApiResult<SendingDomain> {
     let Some(name) = shared::validate::domain_name(raw_name) else {
         return Err(ApiError::validation("name", "must be a domain name such as mail.example.com"));
     };
@@ -244,7 +245,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
     if !parent_keys.is_empty() {
         for i in app.db.batch_get(&parent_keys).await? {
             if let Some(c) = Claim::of(&i)
-                && c.workspace_id != ws
+                && *c.workspace_id != **ws
                 && c.verified
             {
                 return Err(ApiError::conflict(format!("{} is under a domain another workspace has verified", d.name))
@@ -255,12 +256,14 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
     // An expired claim of another workspace is taken only if SES has not verified its domain
     // meanwhile (its flag is set when the domain is next read; SES is the truth).
     if let Some(c) = claim_of(app, &d.name).await?
-        && c.workspace_id != ws
+        && *c.workspace_id != **ws
         && !c.verified
         && c.pending_until.is_some_and(|t| t < chrono::Utc::now().timestamp())
         && get_identity(app, &d.name).await.is_ok_and(|i| is_verified(&i))
     {
-        if let Err(e) = Tx::new().update(verify_claim(&d.name, &c.workspace_id, &c.domain_id)).commit(app).await {
+        if let Err(e) =
+            Tx::new().update(verify_claim(&d.name, &WorkspaceId::trusted(c.workspace_id.clone()), &c.domain_id)).commit(app).await
+        {
             tracing::info!(domain = %d.name, error = ?e, "claim not marked verified");
         }
         return Err(ApiError::conflict(format!("{} is already a sending domain of a workspace", d.name))
@@ -284,7 +287,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &str,
                 _ => ApiError::conflict("the domain was created concurrently"),
             })
         })?;
-    let mut tags = vec![(shared::aws::WORKSPACE_TAG_KEY, ws)];
+    let mut tags = vec![(shared::aws::WORKSPACE_TAG_KEY, &**ws)];
     if let Some(stack) = app.cfg.email.identity_tag.as_deref() {
         tags.push((shared::aws::IDENTITY_TAG_KEY, stack));
     }
@@ -341,7 +344,7 @@ fn made_for<'a>(app: &App, i: &'a Identity) -> Option<&'a str> {
 
 /// Undo a create whose SES identity could not be made (best effort: a leftover claim is
 /// released by deleting the domain).
-async fn release(app: &App, ws: &str, d: &SendingDomain, version: i64) {
+async fn release(app: &App, ws: &WorkspaceId, d: &SendingDomain, version: i64) {
     let undone = Tx::new()
         .delete_versioned(ws_pk(ws), keys::SENDING_DOMAIN.sk(&[&d.id]), version)
         .delete_if(claim_pk(&d.name), keys::SENDING_DOMAIN_CLAIM.sk(&[]), "workspace_id = :ws", vec![(":ws", s(ws))])
@@ -354,7 +357,7 @@ async fn release(app: &App, ws: &str, d: &SendingDomain, version: i64) {
 }
 
 /// Ask SES for the domain's state; store and announce a change.
-pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> ApiResult<SendingDomain> {
+pub async fn refresh(app: &App, ws: &WorkspaceId, d: SendingDomain, version: i64) -> ApiResult<SendingDomain> {
     let claim = claim_of(app, &d.name).await?;
     let (status, tokens) = if !claim.as_ref().is_some_and(|c| c.holds(ws, &d)) {
         // Its claim expired unverified and another workspace took the name.
@@ -409,7 +412,7 @@ pub async fn refresh(app: &App, ws: &str, d: SendingDomain, version: i64) -> Api
 }
 
 /// Remove the domain, its claim and its count, then the SES identity.
-pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, id: &DomainId) -> ApiResult<SendingDomain> {
+pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &WorkspaceId, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
     // Checked before the identity goes: it is the domain the person approved removing.
     auth.approved(&keys::SENDING_DOMAIN.sk(&[&d.id]), version)?;
@@ -439,7 +442,7 @@ pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &str, 
 }
 
 /// The names of the workspace's verified domains (one Query: at most `MAX_DOMAINS` items).
-pub async fn verified_names(app: &App, ws: &str) -> ApiResult<Vec<String>> {
+pub async fn verified_names(app: &App, ws: &WorkspaceId) -> ApiResult<Vec<String>> {
     let out = app.db.query_page(keys::SENDING_DOMAINS.query(&[ws], &[], None, MAX_DOMAINS as usize)).await?;
     let all = out.items.into_iter().map(store::from_item::<SendingDomain>).collect::<ApiResult<Vec<_>>>()?;
     Ok(all.into_iter().filter(|d| d.status == DomainStatus::Verified).map(|d| d.name).collect())

@@ -20,6 +20,7 @@ pub mod templates;
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -69,7 +70,7 @@ pub const ERASED_SUBJECT: &str = "[erased]";
 /// diagnostic gone (they may name the person: "Welcome, Ada"); the contact link removed. What
 /// stays is what names no one: status, timestamps, attempts, tags, the template used. The
 /// bodies go with their own rule. An email being sent right now is retried by the job's next run.
-async fn erase_email(app: &App, ws: &str, item: Item, subject: &crate::privacy::Subject) -> ApiResult<()> {
+async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::privacy::Subject) -> ApiResult<()> {
     use shared::outbox::Tx;
     let version = store::get_i64(&item, "version").unwrap_or(0);
     let claimed = store::get_i64(&item, "claim_until").is_some_and(|t| t > chrono::Utc::now().timestamp());
@@ -295,7 +296,7 @@ pub fn provider_pk(message_id: &str) -> String {
 pub const PROVIDER_SK: &str = keys::SES_MESSAGE.table.sk;
 
 /// The email item (without bodies) and its index keys.
-pub fn record(ws: &str, e: &Email) -> ApiResult<Record> {
+pub fn record(ws: &WorkspaceId, e: &Email) -> ApiResult<Record> {
     let mut rec = Record::new(ws_pk(ws), keys::EMAIL.sk(&[&e.id]), &e.without_bodies())?
         .gsi1(keys::EMAIL.gsi1_pk(&[ws, e.status.as_str()]), keys::EMAIL.gsi1_sk(&[&e.id]));
     if let Some(c) = &e.contact_id {
@@ -304,7 +305,7 @@ pub fn record(ws: &str, e: &Email) -> ApiResult<Record> {
     Ok(rec)
 }
 
-pub fn body_item(ws: &str, e: &Email) -> Item {
+pub fn body_item(ws: &WorkspaceId, e: &Email) -> Item {
     let mut item = Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(body_sk(&e.id)))]);
     if let Some(h) = &e.html {
         item.insert("html".into(), s(h));
@@ -330,12 +331,12 @@ pub fn due_shard_pk(shard: u32) -> String {
 }
 
 /// The due entry's key: derived from the email alone, so any writer can delete it.
-pub fn due_key(ws: &str, e: &Email) -> (String, String) {
+pub fn due_key(ws: &WorkspaceId, e: &Email) -> (String, String) {
     (due_shard_pk(shard(&e.id)), keys::EMAIL_DUE.sk(&[&format!("{:013}", e.due_ms().max(0)), ws, &e.id]))
 }
 
 /// `next_check` (epoch s): when the tick should look at this email again.
-pub fn due_item(ws: &str, e: &Email, next_check: i64) -> Item {
+pub fn due_item(ws: &WorkspaceId, e: &Email, next_check: i64) -> Item {
     let (pk, sk) = due_key(ws, e);
     Item::from([
         ("pk".into(), s(pk)),
@@ -349,13 +350,13 @@ pub fn due_item(ws: &str, e: &Email, next_check: i64) -> Item {
 /// The sender's queue message: emails of one workspace to send (at most 100).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct SendJob {
-    pub workspace_id: String,
+    pub workspace_id: WorkspaceId,
     pub email_ids: Vec<String>,
 }
 
 /// Enqueue send jobs, `delay` seconds from now (0..=900). Errors are logged, not returned: the
 /// due entries make the schedule tick enqueue them again.
-pub async fn enqueue(app: &App, ws: &str, ids: &[String], delay: i64) -> bool {
+pub async fn enqueue(app: &App, ws: &WorkspaceId, ids: &[String], delay: i64) -> bool {
     let mut ok = true;
     for chunk in ids.chunks(100) {
         let job = SendJob { workspace_id: ws.into(), email_ids: chunk.to_vec() };
@@ -393,12 +394,12 @@ impl Stored {
 }
 
 /// `id` comes from a path ([`EmailId`]) or from the email's own queue message.
-pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Stored>> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Stored>> {
     app.db.get(&ws_pk(ws), &keys::EMAIL.sk(&[id])).await?.map(Stored::from_item).transpose()
 }
 
 /// One email with its bodies (one BatchGetItem).
-pub async fn load_with_body(app: &App, ws: &str, id: &EmailId) -> ApiResult<Email> {
+pub async fn load_with_body(app: &App, ws: &WorkspaceId, id: &EmailId) -> ApiResult<Email> {
     let items = app.db.batch_get(&[(ws_pk(ws), keys::EMAIL.sk(&[id])), (ws_pk(ws), body_sk(id))]).await?;
     let mut email: Option<Email> = None;
     let mut body = None;

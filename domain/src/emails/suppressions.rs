@@ -5,6 +5,7 @@
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, ws_pk};
 use shared::{ApiResult, App};
@@ -31,12 +32,12 @@ pub fn address_of(sk: &str) -> Option<&str> {
     sk.strip_prefix(keys::EMAIL_SUPPRESSION.sk_prefix(&[]).as_str())
 }
 
-pub fn item(ws: &str, s: &Suppression) -> ApiResult<Item> {
+pub fn item(ws: &WorkspaceId, s: &Suppression) -> ApiResult<Item> {
     Ok(Record::new(ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(&[&s.address]), s)?.item)
 }
 
 /// Suppress these addresses (an upsert: a second bounce or a complaint updates the reason).
-pub async fn add(app: &App, ws: &str, addresses: &[String], reason: &str, email_id: Option<&str>) -> ApiResult<()> {
+pub async fn add(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str, email_id: Option<&str>) -> ApiResult<()> {
     let now = shared::ids::now_rfc3339();
     let items = addresses
         .iter()
@@ -55,7 +56,7 @@ pub async fn add(app: &App, ws: &str, addresses: &[String], reason: &str, email_
 }
 
 /// The suppression keys of these addresses, to read with other look-ups in one BatchGetItem.
-pub fn keys_of<'a>(ws: &str, addresses: impl IntoIterator<Item = &'a String>) -> Vec<(String, String)> {
+pub fn keys_of<'a>(ws: &WorkspaceId, addresses: impl IntoIterator<Item = &'a String>) -> Vec<(String, String)> {
     addresses.into_iter().map(|a| (ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(&[a]))).collect()
 }
 
@@ -72,7 +73,7 @@ pub fn from_items(items: &[Item]) -> HashMap<String, String> {
 
 /// An erased address's suppression: kept as the tombstone's hash of the address, so the address
 /// stays suppressed if it ever comes back (new consent lifts the tombstone, not this).
-pub async fn hash_entry(app: &App, ws: &str, item: Item) -> ApiResult<()> {
+pub async fn hash_entry(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()> {
     let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
     let Some(address) = address_of(&sk) else { return Ok(()) };
     let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, address);
@@ -103,7 +104,7 @@ pub struct RemoveSuppression {
 
 /// Take an address off the suppression list, with the reason kept in
 /// `email.suppression.removed`; the entry removed.
-pub async fn remove(app: &App, ws: &str, address: &str, reason: &str, removed_by: &str) -> ApiResult<Suppression> {
+pub async fn remove(app: &App, ws: &WorkspaceId, address: &str, reason: &str, removed_by: &str) -> ApiResult<Suppression> {
     let mut errs = shared::validate::Errors::new();
     errs.text("reason", reason, 1, 500);
     errs.finish()?;

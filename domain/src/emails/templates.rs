@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use shared::auth::WorkspaceId;
 use shared::store::{self, Record, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App};
@@ -290,7 +291,7 @@ pub fn check(errs: &mut Errors, t: &Template) {
     }
 }
 
-pub async fn load(app: &App, ws: &str, slug: &str) -> ApiResult<(Template, i64)> {
+pub async fn load(app: &App, ws: &WorkspaceId, slug: &str) -> ApiResult<(Template, i64)> {
     if !valid_slug(slug) {
         return Err(ApiError::not_found("email template"));
     }
@@ -298,7 +299,7 @@ pub async fn load(app: &App, ws: &str, slug: &str) -> ApiResult<(Template, i64)>
 }
 
 /// Templates by slug (for a batch of sends); missing ones are absent from the map.
-pub async fn load_many(app: &App, ws: &str, slugs: &[&str]) -> ApiResult<BTreeMap<String, Template>> {
+pub async fn load_many(app: &App, ws: &WorkspaceId, slugs: &[&str]) -> ApiResult<BTreeMap<String, Template>> {
     let mut keys: Vec<(String, String)> =
         slugs.iter().filter(|s| valid_slug(s)).map(|s| (ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[s]))).collect();
     keys.sort();
@@ -307,7 +308,7 @@ pub async fn load_many(app: &App, ws: &str, slugs: &[&str]) -> ApiResult<BTreeMa
     items.into_iter().map(|i| store::from_item::<Template>(i).map(|t| (t.slug.clone(), t))).collect()
 }
 
-pub fn record(ws: &str, t: &Template) -> ApiResult<Record> {
+pub fn record(ws: &WorkspaceId, t: &Template) -> ApiResult<Record> {
     Record::new(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[&t.slug]), t)
 }
 
@@ -339,7 +340,7 @@ pub struct CreateTemplate {
 }
 
 /// Validate and write a new template (409 when the slug is taken).
-pub async fn create(app: &App, ws: &str, input: CreateTemplate) -> ApiResult<Template> {
+pub async fn create(app: &App, ws: &WorkspaceId, input: CreateTemplate) -> ApiResult<Template> {
     let now = shared::ids::now_rfc3339();
     let t = Template {
         name: input.name.unwrap_or_else(|| input.slug.clone()),
@@ -398,7 +399,7 @@ pub struct UpdateTemplate {
 }
 
 /// Apply a change to a loaded template; emails already accepted keep what they were rendered with.
-pub async fn update(app: &App, ws: &str, old: Template, version: i64, input: UpdateTemplate) -> ApiResult<Template> {
+pub async fn update(app: &App, ws: &WorkspaceId, old: Template, version: i64, input: UpdateTemplate) -> ApiResult<Template> {
     let mut t = old.clone();
     let mut errs = Errors::new();
     for (field, patch, target) in
@@ -428,7 +429,7 @@ pub async fn update(app: &App, ws: &str, old: Template, version: i64, input: Upd
 }
 
 /// Delete a template (emails already accepted are not affected).
-pub async fn delete(app: &App, ws: &str, t: &Template, version: i64) -> ApiResult<()> {
+pub async fn delete(app: &App, ws: &WorkspaceId, t: &Template, version: i64) -> ApiResult<()> {
     shared::outbox::Tx::new()
         .delete_versioned(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[&t.slug]), version)
         .commit(app)

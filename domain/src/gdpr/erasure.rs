@@ -13,6 +13,7 @@ use crate::effects::{Authority, EraseSubject};
 use crate::keys;
 use crate::privacy::Subject;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, Record, n, s, ws_pk};
@@ -44,14 +45,14 @@ pub struct Erasure {
     pub error: Option<JobError>,
 }
 
-fn aad(ws: &str, id: &str) -> String {
+fn aad(ws: &WorkspaceId, id: &str) -> String {
     format!("{ws}/{id}/subject")
 }
 
 /// The effect `EraseSubject` by a workspace credential: the audit record (with the sealed
 /// subject) and the queued job. A customer erases themselves through [`erase_self`], which
 /// asks for the code sent to their address first.
-pub async fn start(auth: &Authority<EraseSubject>, app: &App, ws: &str, subject: &Subject, reason: &str) -> ApiResult<Erasure> {
+pub async fn start(auth: &Authority<EraseSubject>, app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str) -> ApiResult<Erasure> {
     if auth.customer().is_some() {
         return Err(ApiError::internal("a customer's erasure goes through gdpr::erasure::erase_self"));
     }
@@ -63,7 +64,7 @@ pub async fn start(auth: &Authority<EraseSubject>, app: &App, ws: &str, subject:
 pub async fn erase_self(
     auth: &Authority<EraseSubject>,
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     session_token: &str,
     contact: &crate::contacts::Contact,
     code: &str,
@@ -75,7 +76,7 @@ pub async fn erase_self(
 }
 
 /// `tx`: the authority's guard on the objects the person approved (`Authority::guard`).
-async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_by: &str, tx: Tx) -> ApiResult<Erasure> {
+async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, requested_by: &str, tx: Tx) -> ApiResult<Erasure> {
     let secret = app.platform_secret().await?;
     let e = Erasure {
         id: shared::ids::new_id("ge"),
@@ -99,12 +100,12 @@ async fn begin(app: &App, ws: &str, subject: &Subject, reason: &str, requested_b
     Ok(e)
 }
 
-pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<Erasure>> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Erasure>> {
     app.db.get(&ws_pk(ws), &keys::ERASURE.sk(&[id])).await?.map(store::from_item).transpose()
 }
 
 /// Run (or resume) an erasure to the end.
-pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
+pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     let Some(item) = app.db.get(&ws_pk(ws), &keys::ERASURE.sk(&[id])).await? else { return Ok(()) };
     let mut e: Erasure = store::from_item(item.clone())?;
     if e.status.finished() {
@@ -167,7 +168,7 @@ pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
     finish(app, ws, &e, "gdpr.erasure.completed", subject.contact_id.as_deref()).await
 }
 
-async fn save(app: &App, ws: &str, id: &str, next: usize, counts: &BTreeMap<String, u64>) -> ApiResult<()> {
+async fn save(app: &App, ws: &WorkspaceId, id: &str, next: usize, counts: &BTreeMap<String, u64>) -> ApiResult<()> {
     app.db
         .update(ws_pk(ws), keys::ERASURE.sk(&[id]), "SET next_rule = :next, counts = :c, stalled = :zero")
         .when("attribute_exists(pk)")
@@ -181,7 +182,7 @@ async fn save(app: &App, ws: &str, id: &str, next: usize, counts: &BTreeMap<Stri
 
 /// The final state, without the sealed subject, and its event (no personal data: the job, its
 /// counts, and the erased contact's id so that integrations can erase their copies).
-async fn finish(app: &App, ws: &str, e: &Erasure, event: &str, contact_id: Option<&str>) -> ApiResult<()> {
+async fn finish(app: &App, ws: &WorkspaceId, e: &Erasure, event: &str, contact_id: Option<&str>) -> ApiResult<()> {
     let update = super::set_all(ws_pk(ws), keys::ERASURE.sk(&[&e.id]), store::to_item(e)?, &["subject_sealed"])
         .condition_expression("#status = :running")
         .expression_attribute_names("#status", "status")

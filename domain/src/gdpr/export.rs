@@ -18,6 +18,7 @@ use crate::keys::{self, Data, Kind};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, n, s, ws_pk};
@@ -89,13 +90,13 @@ pub struct ExportJob {
     pub download_url: Option<String>,
 }
 
-fn object_key(ws: &str, id: &str) -> String {
+fn object_key(ws: &WorkspaceId, id: &str) -> String {
     format!("exports/{ws}/{id}.json.gz")
 }
 
 /// The effect `ExportSubject`: one person's data. A portal customer's authority exports only
 /// the customer.
-pub async fn start_subject(auth: &Authority<ExportSubject>, app: &App, ws: &str, subject: &Subject) -> ApiResult<ExportJob> {
+pub async fn start_subject(auth: &Authority<ExportSubject>, app: &App, ws: &WorkspaceId, subject: &Subject) -> ApiResult<ExportJob> {
     if let Some(c) = auth.customer()
         && subject.contact_id.as_deref() != Some(c)
     {
@@ -109,13 +110,20 @@ pub async fn start_subject(auth: &Authority<ExportSubject>, app: &App, ws: &str,
 }
 
 /// The effect `ExportWorkspace`: everything the workspace holds.
-pub async fn start_workspace(auth: &Authority<ExportWorkspace>, app: &App, ws: &str) -> ApiResult<ExportJob> {
+pub async fn start_workspace(auth: &Authority<ExportWorkspace>, app: &App, ws: &WorkspaceId) -> ApiResult<ExportJob> {
     start(app, ws, ExportScope::Workspace, None, auth.by(), auth.tx(&[])?).await
 }
 
 /// Create the job and queue it.
 /// `tx`: the authority's guard on the objects the person approved.
-async fn start(app: &App, ws: &str, scope: ExportScope, subject: Option<&Subject>, requested_by: &str, tx: Tx) -> ApiResult<ExportJob> {
+async fn start(
+    app: &App,
+    ws: &WorkspaceId,
+    scope: ExportScope,
+    subject: Option<&Subject>,
+    requested_by: &str,
+    tx: Tx,
+) -> ApiResult<ExportJob> {
     let now = chrono::Utc::now();
     let job = ExportJob {
         id: shared::ids::new_id("gx"),
@@ -151,14 +159,14 @@ fn s_json(s: &Subject) -> aws_sdk_dynamodb::types::AttributeValue {
 }
 
 /// The job as the API shows it: with a fresh download link while the document exists.
-pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<ExportJob>> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<ExportJob>> {
     let Some(item) = app.db.get(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await? else { return Ok(None) };
     let mut job: ExportJob = store::from_item(item)?;
     with_link(app, ws, &mut job).await?;
     Ok(Some(job))
 }
 
-pub async fn with_link(app: &App, ws: &str, job: &mut ExportJob) -> ApiResult<()> {
+pub async fn with_link(app: &App, ws: &WorkspaceId, job: &mut ExportJob) -> ApiResult<()> {
     let live = job.expires_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).is_some_and(|t| t > chrono::Utc::now());
     if job.status != JobStatus::Completed || !live {
         return Ok(());
@@ -295,7 +303,7 @@ fn flat_progress(p: &BTreeMap<String, BTreeMap<String, u64>>) -> BTreeMap<String
 /// Save the position. Only the newest run may (`runs` fences off a run that a redelivered
 /// message overtook: its next save fails and it stops, and a part it still uploaded makes the
 /// completion fail on its ETag, so the newest run redoes that part).
-async fn save(app: &App, ws: &str, id: &str, run: i64, r: &Resume) -> ApiResult<()> {
+async fn save(app: &App, ws: &WorkspaceId, id: &str, run: i64, r: &Resume) -> ApiResult<()> {
     let progress = store::to_item(&flat_progress(&r.progress))?;
     app.db
         .update(ws_pk(ws), keys::EXPORT_JOB.sk(&[id]), "SET #resume = :r, progress = :p, stalled = :zero")
@@ -313,7 +321,7 @@ async fn save(app: &App, ws: &str, id: &str, run: i64, r: &Resume) -> ApiResult<
 }
 
 /// Run (or resume) an export to the end.
-pub async fn run(app: &App, ws: &str, id: &str) -> ApiResult<()> {
+pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     let Some(item) = app.db.get(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await? else { return Ok(()) };
     let job: ExportJob = store::from_item(item.clone())?;
     if job.status.finished() {
@@ -460,7 +468,7 @@ async fn with_companions(app: &App, rule: &Rule, items: Vec<Item>) -> ApiResult<
     Ok(out)
 }
 
-async fn complete(app: &App, ws: &str, mut job: ExportJob, r: &Resume) -> ApiResult<()> {
+async fn complete(app: &App, ws: &WorkspaceId, mut job: ExportJob, r: &Resume) -> ApiResult<()> {
     let now = chrono::Utc::now();
     job.status = JobStatus::Completed;
     job.progress = flat_progress(&r.progress);
@@ -471,7 +479,7 @@ async fn complete(app: &App, ws: &str, mut job: ExportJob, r: &Resume) -> ApiRes
     finish(app, ws, &job, "gdpr.export.completed").await
 }
 
-async fn fail(app: &App, ws: &str, job: &ExportJob, item: &Item, code: &str, message: &str) -> ApiResult<()> {
+async fn fail(app: &App, ws: &WorkspaceId, job: &ExportJob, item: &Item, code: &str, message: &str) -> ApiResult<()> {
     if let Some(r) = store::get_str(item, "resume").and_then(|j| serde_json::from_str::<Resume>(j).ok()).filter(|r| !r.upload_id.is_empty())
     {
         let _ = app
@@ -492,7 +500,7 @@ async fn fail(app: &App, ws: &str, job: &ExportJob, item: &Item, code: &str, mes
 
 /// The final state, without the resume record, and its event, in one transaction; only a
 /// running job finishes (a second worker on the same job finds it finished).
-async fn finish(app: &App, ws: &str, job: &ExportJob, event: &str) -> ApiResult<()> {
+async fn finish(app: &App, ws: &WorkspaceId, job: &ExportJob, event: &str) -> ApiResult<()> {
     let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), store::to_item(job)?, &["resume", "subject_full"])
         .condition_expression("#status = :running")
         .expression_attribute_names("#status", "status")
@@ -510,7 +518,7 @@ async fn finish(app: &App, ws: &str, job: &ExportJob, event: &str) -> ApiResult<
 }
 
 /// Erasing a subject deletes the exports about them, document and job.
-async fn erase_job(app: &App, ws: &str, item: Item, _subject: &Subject) -> ApiResult<()> {
+async fn erase_job(app: &App, ws: &WorkspaceId, item: Item, _subject: &Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
     app.s3().delete_object().bucket(&app.cfg.exports_bucket).key(object_key(ws, id)).send().await.map_err(|e| s3_error("delete", e))?;
     app.db.delete(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await

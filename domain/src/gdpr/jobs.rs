@@ -3,6 +3,7 @@
 //! [`MAX_RUNS`] runs without progress a job is failed (and its message then goes).
 
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
@@ -48,14 +49,14 @@ pub enum JobKind {
 #[serde(deny_unknown_fields)]
 pub struct JobMessage {
     pub kind: JobKind,
-    pub workspace_id: String,
+    pub workspace_id: WorkspaceId,
     pub id: String,
 }
 
 /// Count a run of a job (at `sk` in the workspace), which must be pending or running: `runs`
 /// numbers the run (a fence for its saves), `stalled` counts the runs since the job last
 /// saved progress (its saves reset it); too many stalled runs fail the job.
-pub async fn begin_run(app: &App, ws: &str, sk: &str) -> ApiResult<(i64, i64)> {
+pub async fn begin_run(app: &App, ws: &WorkspaceId, sk: &str) -> ApiResult<(i64, i64)> {
     use shared::store::{self, n, s};
     let out = app
         .db
@@ -74,7 +75,7 @@ pub async fn begin_run(app: &App, ws: &str, sk: &str) -> ApiResult<(i64, i64)> {
 }
 
 /// Queue a job for the worker.
-pub async fn enqueue(app: &App, kind: JobKind, ws: &str, id: &str) -> ApiResult<()> {
+pub async fn enqueue(app: &App, kind: JobKind, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     let body = serde_json::to_string(&JobMessage { kind, workspace_id: ws.into(), id: id.into() }).expect("serializes");
     app.enqueue(&app.cfg.gdpr_queue_url, &body, 0).await.map_err(|e| {
         tracing::error!(job = id, error = %e, "GDPR job not queued");

@@ -14,6 +14,7 @@ pub mod worker;
 use crate::keys::{self, Kind};
 use crate::privacy::{Erase, Find, Rule, Subject, mentions};
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::ids::PrefixedId;
 use shared::store::{self, Item, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -36,7 +37,7 @@ pub struct SubjectRef {
 
 /// A contact as a subject with its history: the identities recorded on each change (one Query),
 /// without addresses another contact holds now (one BatchGetItem of their claims).
-pub async fn subject_of(app: &App, ws: &str, c: &crate::contacts::Contact) -> ApiResult<Subject> {
+pub async fn subject_of(app: &App, ws: &WorkspaceId, c: &crate::contacts::Contact) -> ApiResult<Subject> {
     let mut s = Subject::of(c);
     let formers = crate::contacts::formers(app, ws, &c.id).await?;
     let mut emails: Vec<String> = formers.iter().filter(|f| f.field == "email").map(|f| f.value.to_lowercase()).collect();
@@ -60,7 +61,7 @@ pub async fn subject_of(app: &App, ws: &str, c: &crate::contacts::Contact) -> Ap
 
 /// Resolve `{email | contact_id}` (exactly one) in the workspace. An address with no contact
 /// is a subject too (emails to it, consents, suppressions).
-pub async fn resolve(app: &App, ws: &str, r: &SubjectRef, field: &str) -> ApiResult<Subject> {
+pub async fn resolve(app: &App, ws: &WorkspaceId, r: &SubjectRef, field: &str) -> ApiResult<Subject> {
     use crate::contacts::{self, ContactId};
     match (&r.email, &r.contact_id) {
         (Some(e), None) => {
@@ -123,7 +124,7 @@ const PLATFORM: &[Rule] = &[
 
 /// The partitions a kind's items of this workspace live in: the workspace's, or (outbox
 /// events) the kind's shards, whose items carry `workspace_id`.
-fn partitions(kind: &Kind, ws: &str) -> Vec<String> {
+fn partitions(kind: &Kind, ws: &WorkspaceId) -> Vec<String> {
     if kind.table.pk == keys::WORKSPACE_PK {
         vec![ws_pk(ws)]
     } else if kind.name == keys::OUTBOX_EVENT.name {
@@ -144,7 +145,7 @@ pub const PAGE: usize = 100;
 
 /// One page of a rule's items for the subject, and where the next page starts (None: done).
 /// Every page reads O(PAGE) items; the Mentions scan of a large kind is many pages.
-pub async fn page(app: &App, ws: &str, rule: &Rule, subject: &Subject, at: &Cursor) -> ApiResult<(Vec<Item>, Option<Cursor>)> {
+pub async fn page(app: &App, ws: &WorkspaceId, rule: &Rule, subject: &Subject, at: &Cursor) -> ApiResult<(Vec<Item>, Option<Cursor>)> {
     let pk = ws_pk(ws);
     let keyed = |sks: Vec<String>| sks.into_iter().map(|sk| (pk.clone(), sk)).collect::<Vec<_>>();
     match rule.find {
@@ -189,7 +190,7 @@ pub async fn page(app: &App, ws: &str, rule: &Rule, subject: &Subject, at: &Curs
 }
 
 /// Erase one found item as its rule says. Idempotent: an item already gone is no error.
-pub async fn erase_item(app: &App, ws: &str, rule: &Rule, item: Item, subject: &Subject) -> ApiResult<()> {
+pub async fn erase_item(app: &App, ws: &WorkspaceId, rule: &Rule, item: Item, subject: &Subject) -> ApiResult<()> {
     let (Some(pk), Some(sk)) = (store::get_str(&item, "pk").map(String::from), store::get_str(&item, "sk").map(String::from)) else {
         return Ok(());
     };
@@ -280,7 +281,7 @@ mod tests {
                 );
             }
             if matches!(r.find, Find::Mentions) {
-                partitions(&r.kind, "ws_1");
+                partitions(&r.kind, &WorkspaceId::trusted("ws_1"));
             }
         }
     }

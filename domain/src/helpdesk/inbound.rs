@@ -21,6 +21,7 @@ use super::{
 use crate::contacts::{self, Contact, ContactId};
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::PrefixedId;
 use shared::outbox::Tx;
@@ -65,13 +66,13 @@ pub struct Attachment {
 /// the file's content, so every attempt at recording one email writes the same objects (a
 /// retry or a second delivery overwrites with the same bytes, never adds), a different message
 /// claiming the same Message-ID cannot overwrite them, and nothing stores the key.
-pub fn attachment_key(ws: &str, message_id: &str, sha256: &str) -> String {
+pub fn attachment_key(ws: &WorkspaceId, message_id: &str, sha256: &str) -> String {
     format!("attachments/{ws}/{}/{sha256}", ref_hash(message_id))
 }
 
 /// Where a message's file is: under its content's key, or (files stored before keys were
 /// derived from the content, with no `sha256`) under the message's ids.
-pub fn attachment_location(ws: &str, m: &Message, index: usize) -> Option<String> {
+pub fn attachment_location(ws: &WorkspaceId, m: &Message, index: usize) -> Option<String> {
     let a = m.attachments.get(index)?;
     match (&a.sha256, &m.message_id) {
         (Some(sum), Some(id)) => Some(attachment_key(ws, id, sum)),
@@ -242,7 +243,7 @@ fn ses_id(message_id: &str) -> Option<&str> {
     (domain == "amazonses.com" || domain.ends_with(".amazonses.com")).then_some(local)
 }
 
-pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcome> {
+pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResult<Outcome> {
     // Files first: a duplicate delivery below links the same ones (names and hashes).
     let mut truncated = Truncation::default();
     if inc.attachments.len() > MAX_LISTED_FILES {
@@ -465,7 +466,7 @@ pub async fn receive(app: &App, ws: &str, mut inc: Incoming) -> ApiResult<Outcom
 }
 
 /// Untag a recorded message's files (idempotent): the lifecycle rule leaves them alone.
-async fn link_files(app: &App, ws: &str, inc: &Incoming) -> ApiResult<()> {
+async fn link_files(app: &App, ws: &WorkspaceId, inc: &Incoming) -> ApiResult<()> {
     let s3 = app.s3();
     // A file has a hash exactly when it is stored.
     for (a, _) in &inc.attachments {
@@ -494,7 +495,7 @@ async fn link_files(app: &App, ws: &str, inc: &Incoming) -> ApiResult<()> {
 /// mail that is not spam (`may_return`; the caller passes only authenticated senders); the new
 /// contact starts unsubscribed from marketing, and a suppression kept from before the erasure
 /// (hashed) still holds. Otherwise the conversation has no contact.
-async fn contact_for_sender(app: &App, ws: &str, from: &str, name: Option<&str>, may_return: bool) -> ApiResult<Option<Contact>> {
+async fn contact_for_sender(app: &App, ws: &WorkspaceId, from: &str, name: Option<&str>, may_return: bool) -> ApiResult<Option<Contact>> {
     match contact_for(app, ws, None, Some(from), name).await {
         Err(e) if e.message == crate::privacy::ERASED_MESSAGE && !may_return => Ok(None),
         Err(e) if e.message == crate::privacy::ERASED_MESSAGE => {
@@ -513,7 +514,7 @@ async fn contact_for_sender(app: &App, ws: &str, from: &str, name: Option<&str>,
 }
 
 /// Presigned links (1 hour) for a message's stored files.
-pub async fn with_links(app: &App, ws: &str, m: &mut Message) -> ApiResult<()> {
+pub async fn with_links(app: &App, ws: &WorkspaceId, m: &mut Message) -> ApiResult<()> {
     let m_ = m.clone();
     for (i, a) in m.attachments.iter_mut().enumerate().filter(|(_, a)| a.stored) {
         let Some(key) = attachment_location(ws, &m_, i) else { continue };

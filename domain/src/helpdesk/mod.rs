@@ -24,6 +24,7 @@ use crate::emails::compose::{self, SendEmail};
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule};
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::PrefixedId;
 use shared::outbox::Tx;
@@ -229,23 +230,23 @@ pub fn message_sk(conv: &str, id: &str) -> String {
 }
 
 /// The conversation item with its index keys.
-pub fn record(ws: &str, c: &Conversation) -> ApiResult<Record> {
+pub fn record(ws: &WorkspaceId, c: &Conversation) -> ApiResult<Record> {
     let last = keys::CONVERSATION.gsi1_sk(&[&c.last_message_at, &c.id]);
     Ok(Record::new(ws_pk(ws), conversation_sk(&c.id), c)?
         .gsi1(keys::CONVERSATION.gsi1_pk(&[ws]), last.clone())
         .gsi2(keys::CONVERSATION.gsi2_pk(&[ws, c.status.as_str()]), last))
 }
 
-pub fn message_record(ws: &str, m: &Message) -> ApiResult<Record> {
+pub fn message_record(ws: &WorkspaceId, m: &Message) -> ApiResult<Record> {
     Record::new(ws_pk(ws), message_sk(&m.conversation_id, &m.id), m)
 }
 
-pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<(Conversation, i64)> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<(Conversation, i64)> {
     app.db.get_object(ws, &conversation_sk(id)).await?.ok_or_else(|| ApiError::not_found("conversation"))
 }
 
 /// The mailbox must be an address at a verified sending domain of the workspace.
-pub async fn check_mailbox(app: &App, ws: &str, mailbox: &str) -> ApiResult<String> {
+pub async fn check_mailbox(app: &App, ws: &WorkspaceId, mailbox: &str) -> ApiResult<String> {
     let addr = shared::validate::normalise_email(mailbox).ok_or_else(|| ApiError::validation("mailbox", "not an email address"))?;
     let domains = crate::emails::domains::verified_names(app, ws).await?;
     if !crate::emails::domains::covers(&domains, &addr) {
@@ -259,7 +260,7 @@ pub async fn check_mailbox(app: &App, ws: &str, mailbox: &str) -> ApiResult<Stri
 
 /// The reply address of a conversation: `local+<token>@domain`, the token an HMAC of the
 /// workspace and conversation (stored as a look-up so inbound mail finds the conversation).
-pub async fn reply_address(app: &App, ws: &str, c: &Conversation) -> ApiResult<(String, String)> {
+pub async fn reply_address(app: &App, ws: &WorkspaceId, c: &Conversation) -> ApiResult<(String, String)> {
     use hmac::{KeyInit, Mac};
     let key = &app.platform_secret().await?.reply_token_key;
     let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
@@ -269,7 +270,7 @@ pub async fn reply_address(app: &App, ws: &str, c: &Conversation) -> ApiResult<(
     Ok((format!("{local}+{token}@{domain}"), token))
 }
 
-pub fn token_item(ws: &str, token: &str, conv: &str) -> Item {
+pub fn token_item(ws: &WorkspaceId, token: &str, conv: &str) -> Item {
     Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(keys::CONVERSATION_TOKEN.sk(&[token]))), ("conversation_id".into(), s(conv))])
 }
 
@@ -293,7 +294,7 @@ pub fn new_contact(addr: &str, name: Option<&str>) -> ApiResult<Contact> {
 }
 
 /// The contact a conversation is with: by id, or found or created by email.
-pub async fn contact_for(app: &App, ws: &str, id: Option<&str>, email: Option<&str>, name: Option<&str>) -> ApiResult<Contact> {
+pub async fn contact_for(app: &App, ws: &WorkspaceId, id: Option<&str>, email: Option<&str>, name: Option<&str>) -> ApiResult<Contact> {
     if let Some(id) = id {
         let id = ContactId::parse(id).ok_or_else(|| ApiError::validation("contact_id", "not a contact id (ct_...)"))?;
         return Ok(contacts::load(app, ws, &id)
@@ -328,7 +329,7 @@ pub struct OutgoingReply {
 /// Build the reply's email (reads only). A suppressed address is 409.
 pub async fn compose_reply(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     c: &Conversation,
     contact: &Contact,
     m: &Message,
@@ -375,7 +376,7 @@ pub async fn compose_reply(
 /// if the message does, and is queued for SES only once both are written.
 pub async fn commit_with_reply(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     tx: Tx,
     conversation: (&str, i64),
     reply: Option<(Authority<effects::SendEmail>, OutgoingReply)>,
@@ -411,7 +412,7 @@ pub fn check_size(m: &Message) -> ApiResult<()> {
 
 /// An erased subject's conversation goes with its messages (they are found by their own rule
 /// when they name the subject; this removes the rest of the thread, which is about them).
-async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
+async fn erase_conversation(app: &App, ws: &WorkspaceId, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
     // The reply-address look-up leads here: it goes first (its key is derived, never stored).
     if let Ok(c) = store::from_item::<Conversation>(item.clone()) {
@@ -434,7 +435,7 @@ async fn erase_conversation(app: &App, ws: &str, item: Item, _subject: &crate::p
 
 /// A message goes with every file it came with (stored or not: a file listed as not stored
 /// may still have an object from an earlier attempt) and its Message-ID look-up.
-async fn delete_message(app: &App, ws: &str, item: Item) -> ApiResult<()> {
+async fn delete_message(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()> {
     let Some(sk) = store::get_str(&item, "sk").map(String::from) else { return Ok(()) };
     if let Ok(m) = store::from_item::<Message>(item) {
         for i in 0..m.attachments.len() {
@@ -471,7 +472,7 @@ pub struct DeliveryUpdate {
 
 /// The helpdesk's event for a change of a reply's email (sent, delivered, bounced, failed),
 /// for whoever moves the email: `None` for emails that carry no helpdesk reply.
-pub fn delivery_event(ws: &str, e: &crate::emails::Email) -> Option<Event> {
+pub fn delivery_event(ws: &WorkspaceId, e: &crate::emails::Email) -> Option<Event> {
     if !e.tags.iter().any(|t| t == "helpdesk") {
         return None;
     }
@@ -486,12 +487,12 @@ pub fn delivery_event(ws: &str, e: &crate::emails::Email) -> Option<Event> {
 }
 
 /// The event of a change to a conversation.
-pub fn conversation_event(ws: &str, kind: &str, c: &Conversation) -> Event {
+pub fn conversation_event(ws: &WorkspaceId, kind: &str, c: &Conversation) -> Event {
     Event::new(ws, kind, c)
 }
 
 /// The contact's timeline entry for a message.
-pub fn timeline(ws: &str, contact_id: &str, c: &Conversation, m: &Message) -> ApiResult<Item> {
+pub fn timeline(ws: &WorkspaceId, contact_id: &str, c: &Conversation, m: &Message) -> ApiResult<Item> {
     // (A conversation without a contact has no timeline: callers skip it.)
     let what = match m.r#type {
         MessageType::Inbound => "Message received",

@@ -11,6 +11,7 @@ use crate::contacts::{self, ContactId};
 use crate::effects::SendEmail;
 use crate::keys;
 use serde::Deserialize;
+use shared::auth::WorkspaceId;
 use shared::authority::Grant;
 use shared::ids::PrefixedId;
 use shared::outbox::Tx;
@@ -91,7 +92,13 @@ fn sanitised(html: Option<String>) -> Option<String> {
 /// Start a conversation: a customer's message recorded from an integration (`inbound`), or
 /// staff writing first (`reply`, sent by email). Events `helpdesk.conversation.created` and
 /// `helpdesk.message.received` / `helpdesk.message.sent`.
-pub async fn create_conversation(app: &App, ws: &str, grant: &Grant, by: &str, input: CreateConversation) -> ApiResult<Conversation> {
+pub async fn create_conversation(
+    app: &App,
+    ws: &WorkspaceId,
+    grant: &Grant,
+    by: &str,
+    input: CreateConversation,
+) -> ApiResult<Conversation> {
     let mut errs = Errors::new();
     errs.text("subject", input.subject.trim(), 1, 300);
     check_tags(&mut errs, &input.tags);
@@ -203,7 +210,7 @@ impl ListConversations {
 /// go on from.
 pub async fn list_conversations(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     q: &ListConversations,
     after: Option<String>,
     limit: usize,
@@ -284,7 +291,7 @@ pub struct UpdateConversation {
 /// Change status (`open`, `pending`, `snoozed` with `snoozed_until`, `closed`), priority,
 /// assignee, tags or subject. Events `helpdesk.conversation.updated`, plus `assigned`,
 /// `closed` and `reopened` when those happen.
-pub async fn update_conversation(app: &App, ws: &str, id: &ConversationId, input: UpdateConversation) -> ApiResult<Conversation> {
+pub async fn update_conversation(app: &App, ws: &WorkspaceId, id: &ConversationId, input: UpdateConversation) -> ApiResult<Conversation> {
     let (old, version) = load(app, ws, id).await?;
     let mut c = old.clone();
     let mut errs = Errors::new();
@@ -358,7 +365,7 @@ pub async fn update_conversation(app: &App, ws: &str, id: &ConversationId, input
 /// Messages of a conversation, oldest first; a reply shows where its email stands.
 pub async fn list_messages(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     id: &ConversationId,
     after: Option<String>,
     limit: usize,
@@ -400,7 +407,14 @@ pub struct AddMessage {
 
 /// Add a reply (sent through SES from the mailbox, threaded; 409 when the contact's address
 /// is suppressed) or an internal note.
-pub async fn add_message(app: &App, ws: &str, grant: &Grant, by: &str, id: &ConversationId, input: AddMessage) -> ApiResult<Message> {
+pub async fn add_message(
+    app: &App,
+    ws: &WorkspaceId,
+    grant: &Grant,
+    by: &str,
+    id: &ConversationId,
+    input: AddMessage,
+) -> ApiResult<Message> {
     let mut errs = Errors::new();
     check_body(&mut errs, &input.body_text, input.body_html.as_deref());
     if input.r#type == MessageType::Inbound {
@@ -484,7 +498,7 @@ pub async fn add_message(app: &App, ws: &str, grant: &Grant, by: &str, id: &Conv
 }
 
 /// The Message-ID of the customer's latest message, for In-Reply-To.
-async fn last_inbound_message_id(app: &App, ws: &str, conv: &str) -> ApiResult<Option<String>> {
+async fn last_inbound_message_id(app: &App, ws: &WorkspaceId, conv: &str) -> ApiResult<Option<String>> {
     let out = app.db.query_page(keys::HELPDESK_MESSAGES.query(&[ws], &[conv], None, 20).descending()).await?;
     Ok(out.items.iter().find_map(|i| store::get_str(i, "message_id").map(String::from)))
 }

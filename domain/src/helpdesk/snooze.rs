@@ -4,6 +4,7 @@
 
 use super::{Conversation, ConversationStatus, conversation_event, conversation_sk, record};
 use crate::keys;
+use shared::auth::WorkspaceId;
 use shared::outbox::Tx;
 use shared::store::TxError;
 use shared::store::{self, Item, s};
@@ -15,13 +16,13 @@ fn shard(conv: &str) -> u32 {
     conv.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % SHARDS
 }
 
-fn due_key(ws: &str, conv: &str, until: &str) -> Option<(String, String)> {
+fn due_key(ws: &WorkspaceId, conv: &str, until: &str) -> Option<(String, String)> {
     let ms = chrono::DateTime::parse_from_rfc3339(until).ok()?.timestamp_millis().max(0);
     Some((keys::SNOOZE_DUE.pk(&[&shard(conv).to_string()]), keys::SNOOZE_DUE.sk(&[&format!("{ms:013}"), ws, conv])))
 }
 
 /// The due entries to add to `tx` when a conversation goes from `old` to `new`.
-pub fn changes(mut tx: Tx, ws: &str, old: &Conversation, new: &Conversation) -> Tx {
+pub fn changes(mut tx: Tx, ws: &WorkspaceId, old: &Conversation, new: &Conversation) -> Tx {
     if old.snoozed_until == new.snoozed_until {
         return tx;
     }
@@ -52,7 +53,7 @@ pub async fn tick(app: &App) -> ApiResult<usize> {
             else {
                 continue;
             };
-            if wake(app, ws, conv).await? {
+            if wake(app, &WorkspaceId::trusted(ws), conv).await? {
                 woke += 1;
             } else {
                 // The conversation is gone or no longer snoozed until then: the entry is stale.
@@ -66,7 +67,7 @@ pub async fn tick(app: &App) -> ApiResult<usize> {
     Ok(woke)
 }
 
-async fn wake(app: &App, ws: &str, conv: &str) -> ApiResult<bool> {
+async fn wake(app: &App, ws: &WorkspaceId, conv: &str) -> ApiResult<bool> {
     let Some((old, version)) = app.db.get_object::<Conversation>(ws, &conversation_sk(conv)).await? else { return Ok(false) };
     let due =
         old.snoozed_until.as_deref().and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok()).is_some_and(|u| u <= chrono::Utc::now());

@@ -14,6 +14,7 @@ pub mod scanner;
 use crate::keys;
 use rules::{Category, Finding};
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{Item, Record, n, s, ws_pk};
@@ -120,7 +121,7 @@ pub struct Scan {
     pub updated_at: String,
 }
 
-pub fn record(ws: &str, scan: &Scan) -> ApiResult<Record> {
+pub fn record(ws: &WorkspaceId, scan: &Scan) -> ApiResult<Record> {
     Ok(Record::new(ws_pk(ws), keys::SCAN.sk(&[&scan.id]), scan)?
         .gsi1(keys::SCAN.gsi1_pk(&[ws, &scan.host]), keys::SCAN.gsi1_sk(&[&scan.id]))
         .gsi2(keys::SCAN.gsi2_pk(&[ws, scan.status.as_str()]), keys::SCAN.gsi2_sk(&[&scan.id])))
@@ -170,7 +171,7 @@ pub enum Requested {
 
 /// Create a scan (and claim its URL for the dedup window), or answer the URL's recent one.
 /// `force` takes the claim over. The caller queues a created scan.
-pub async fn request(app: &App, ws: &str, url: &url::Url, force: bool) -> ApiResult<Requested> {
+pub async fn request(app: &App, ws: &WorkspaceId, url: &url::Url, force: bool) -> ApiResult<Requested> {
     let now = chrono::Utc::now();
     let scan = Scan {
         id: shared::ids::new_id("scan"),
@@ -218,7 +219,7 @@ pub async fn request(app: &App, ws: &str, url: &url::Url, force: bool) -> ApiRes
     }
 }
 
-pub async fn load(app: &App, ws: &str, id: &str) -> ApiResult<Option<(Scan, i64)>> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(Scan, i64)>> {
     app.db.get_object::<Scan>(ws, &keys::SCAN.sk(&[id])).await
 }
 
@@ -265,22 +266,22 @@ pub async fn release_host_slot(app: &App, host: &str, slot: usize, scan_id: &str
 /// The scanner's message: which scan to run.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Job {
-    pub workspace_id: String,
+    pub workspace_id: WorkspaceId,
     pub scan_id: String,
 }
 
-pub async fn enqueue(app: &App, ws: &str, scan_id: &str) -> ApiResult<()> {
+pub async fn enqueue(app: &App, ws: &WorkspaceId, scan_id: &str) -> ApiResult<()> {
     enqueue_after(app, ws, scan_id, 0).await
 }
 
 /// Queue the job again in `delay_secs` (its host was busy).
-pub async fn enqueue_after(app: &App, ws: &str, scan_id: &str, delay_secs: i64) -> ApiResult<()> {
+pub async fn enqueue_after(app: &App, ws: &WorkspaceId, scan_id: &str, delay_secs: i64) -> ApiResult<()> {
     let body = serde_json::to_string(&Job { workspace_id: ws.into(), scan_id: scan_id.into() }).map_err(ApiError::internal)?;
     app.enqueue(&app.cfg.scans_queue_url, &body, delay_secs).await.map_err(|e| ApiError::unavailable(format!("scans queue: {e}")))
 }
 
 /// Save a scan at `version` with its new state, and its event when it ended.
-pub async fn save(app: &App, ws: &str, scan: &Scan, version: i64) -> ApiResult<()> {
+pub async fn save(app: &App, ws: &WorkspaceId, scan: &Scan, version: i64) -> ApiResult<()> {
     let mut tx = Tx::new().replace(record(ws, scan)?, version);
     match scan.status {
         ScanStatus::Completed => tx = tx.event(Event::new(ws, "scan.completed", &summary(scan))),

@@ -12,6 +12,7 @@ use crate::contacts::{Contact, EmailStatus as ContactEmailStatus};
 use crate::emails::compose;
 use crate::emails::{self as model, EmailStatus, Feedback};
 use serde_json::Value;
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, TxError};
@@ -139,7 +140,7 @@ fn read(n: &Notification, now: &str) -> Option<Reading> {
 
 /// The email a notification is about, through the provider-id look-up written with the send.
 /// Unknown yet but tagged as ours: the send is still being recorded, so try again (an error).
-async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<(String, model::Stored)>, String> {
+async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<(WorkspaceId, model::Stored)>, String> {
     let app = &sd.app;
     let lookup = app.db.get(&model::provider_pk(&n.message_id), model::PROVIDER_SK).await.map_err(|e| e.to_string())?;
     let Some(lookup) = lookup else {
@@ -148,7 +149,7 @@ async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<(String, mod
             None => Ok(None),
         };
     };
-    let ws = store::get_str(&lookup, "workspace_id").unwrap_or_default().to_string();
+    let ws = WorkspaceId::trusted(store::get_str(&lookup, "workspace_id").unwrap_or_default());
     let id = store::get_str(&lookup, "email_id").unwrap_or_default().to_string();
     let stored = model::load(app, &ws, &id).await.map_err(|e| e.to_string())?.ok_or("the email of a notification is gone")?;
     Ok(Some((ws, stored)))
@@ -175,7 +176,7 @@ fn parse_time(t: &str) -> chrono::DateTime<chrono::Utc> {
 }
 
 /// Raise the contacts of these addresses to `status` (never lowering: a complaint stays).
-async fn mark_contacts(sd: &Sender, ws: &str, addrs: &[String], status: ContactEmailStatus) -> shared::ApiResult<()> {
+async fn mark_contacts(sd: &Sender, ws: &WorkspaceId, addrs: &[String], status: ContactEmailStatus) -> shared::ApiResult<()> {
     let app = &sd.app;
     for addr in addrs {
         let Some(id) = crate::contacts::email_owner(app, ws, addr).await? else { continue };

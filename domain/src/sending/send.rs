@@ -17,6 +17,7 @@ use crate::emails::{self as model, Email, EmailStatus, SendError, SendJob, Store
 use aws_sdk_sesv2::error::SdkError;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
 use shared::ApiResult;
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, n, s, ws_pk};
@@ -34,7 +35,7 @@ pub use shared::worker::{Outcome, WorkError};
 /// Every email of the job; the ones to look at again go back to the queue as a new job with
 /// their delay, so the finished ones are not processed twice.
 pub async fn run_job(sd: &Sender, job: &SendJob) -> Result<(), WorkError> {
-    let ws = job.workspace_id.as_str();
+    let ws = &job.workspace_id;
     let mut later: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
     let mut failed = None;
     for chunk in job.email_ids.chunks(CONCURRENCY) {
@@ -80,7 +81,7 @@ enum SesFailure {
 
 /// Send one email if it is due and nobody else holds it: check, claim, look at the
 /// recipients again, call SES once, record the result under the claim.
-pub async fn send_one(sd: &Sender, ws: &str, id: &str) -> Result<Outcome, WorkError> {
+pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome, WorkError> {
     let app = &sd.app;
     let Some(stored) = model::load(app, ws, id).await? else { return Ok(Outcome::Done) };
     let (now_s, now_secs) = now();
@@ -129,7 +130,7 @@ fn not_ready(stored: &Stored, now_secs: i64) -> Option<Outcome> {
 
 /// Stamp a claim token on the email (a versioned write: one copy wins). A scheduled email
 /// becomes queued with its event here. A lost race is `WorkError::Stale`.
-async fn claim(sd: &Sender, ws: &str, stored: &Stored, now_s: &str, now_secs: i64) -> Result<Stored, WorkError> {
+async fn claim(sd: &Sender, ws: &WorkspaceId, stored: &Stored, now_s: &str, now_secs: i64) -> Result<Stored, WorkError> {
     let token = shared::ids::new_id("claim");
     let mut claimed = stored.email.clone();
     claimed.attempts += 1;
@@ -150,7 +151,7 @@ async fn claim(sd: &Sender, ws: &str, stored: &Stored, now_s: &str, now_secs: i6
 /// What may have changed since the email was accepted: its recipients may have unsubscribed,
 /// bounced or complained, and its sending domain may be gone. Answers the email with its
 /// suppressed recipients updated, its stored bodies, and whether its domain is still verified.
-async fn recheck(sd: &Sender, ws: &str, held: &Stored) -> Result<(Email, Option<store::Item>, bool), WorkError> {
+async fn recheck(sd: &Sender, ws: &WorkspaceId, held: &Stored) -> Result<(Email, Option<store::Item>, bool), WorkError> {
     let app = &sd.app;
     let e = &held.email;
     let all: Vec<String> = e.to.iter().chain(&e.cc).chain(&e.bcc).cloned().collect();
@@ -174,7 +175,7 @@ async fn recheck(sd: &Sender, ws: &str, held: &Stored) -> Result<(Email, Option<
 /// Record what SES said. Only a send SES certainly did not take is tried again.
 async fn record(
     sd: &Sender,
-    ws: &str,
+    ws: &WorkspaceId,
     held: &Stored,
     mut email: Email,
     result: Result<String, SesFailure>,
@@ -216,7 +217,7 @@ async fn record(
     Ok(Outcome::Done)
 }
 
-fn with_activity(ws: &str, e: &Email, tx: Tx) -> ApiResult<Tx> {
+fn with_activity(ws: &WorkspaceId, e: &Email, tx: Tx) -> ApiResult<Tx> {
     Ok(match compose::activity(ws, e)? {
         Some(a) => tx.put(a),
         None => tx,
@@ -225,7 +226,7 @@ fn with_activity(ws: &str, e: &Email, tx: Tx) -> ApiResult<Tx> {
 
 /// Record a final state reached under our claim: the email, its due entry gone, the provider
 /// id look-up (when sent), the event and the contact's timeline.
-async fn finish(sd: &Sender, ws: &str, held: &Stored, email: Email, message_id: Option<String>) -> ApiResult<()> {
+async fn finish(sd: &Sender, ws: &WorkspaceId, held: &Stored, email: Email, message_id: Option<String>) -> ApiResult<()> {
     let app = &sd.app;
     let (due_pk, due_sk) = model::due_key(ws, &held.email);
     let mut tx = Tx::new()
@@ -284,7 +285,14 @@ pub fn format_from(raw: &str) -> String {
     }
 }
 
-async fn ses_send(sd: &Sender, ws: &str, e: &Email, to: Vec<String>, cc: Vec<String>, bcc: Vec<String>) -> Result<String, SesFailure> {
+async fn ses_send(
+    sd: &Sender,
+    ws: &WorkspaceId,
+    e: &Email,
+    to: Vec<String>,
+    cc: Vec<String>,
+    bcc: Vec<String>,
+) -> Result<String, SesFailure> {
     let build_err =
         |e: aws_sdk_sesv2::error::BuildError| SesFailure::Permanent(SendError { code: "invalid_message".into(), message: e.to_string() });
     let text = |d: &str| Content::builder().data(d).charset("UTF-8").build();

@@ -13,6 +13,7 @@ pub mod dispatch;
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -101,7 +102,7 @@ pub fn endpoint_sk(id: &str) -> String {
 }
 pub const COUNT_SK: &str = keys::WEBHOOK_COUNT.table.sk;
 
-fn secret_aad(ws: &str, endpoint_id: &str) -> String {
+fn secret_aad(ws: &WorkspaceId, endpoint_id: &str) -> String {
     format!("{ws}/{endpoint_id}")
 }
 
@@ -115,13 +116,13 @@ impl StoredEndpoint {
         Ok(Self { endpoint: store::from_item(item)?, secrets, version })
     }
 
-    pub fn record(&self, ws: &str) -> ApiResult<Record> {
+    pub fn record(&self, ws: &WorkspaceId) -> ApiResult<Record> {
         let secrets = store::to_attribute(&self.secrets)?;
         Ok(Record::new(ws_pk(ws), endpoint_sk(&self.endpoint.id), &self.endpoint)?.attr("secrets", secrets))
     }
 
     /// The signing keys valid now, newest first.
-    pub async fn signing_keys(&self, app: &App, ws: &str) -> ApiResult<Vec<Vec<u8>>> {
+    pub async fn signing_keys(&self, app: &App, ws: &WorkspaceId) -> ApiResult<Vec<Vec<u8>>> {
         let platform = app.platform_secret().await?;
         let now = chrono::Utc::now().timestamp();
         let aad = secret_aad(ws, &self.endpoint.id);
@@ -137,14 +138,14 @@ impl StoredEndpoint {
 }
 
 /// Seal a new `whsec_` secret for an endpoint; returns (shown-once secret, stored form).
-pub async fn new_secret(app: &App, ws: &str, endpoint_id: &str) -> ApiResult<(String, StoredSecret)> {
+pub async fn new_secret(app: &App, ws: &WorkspaceId, endpoint_id: &str) -> ApiResult<(String, StoredSecret)> {
     let platform = app.platform_secret().await?;
     let secret = shared::signing::generate_secret();
     let sealed = platform.seal(&secret_aad(ws, endpoint_id), secret.as_bytes());
     Ok((secret, StoredSecret { sealed, expires_at: None }))
 }
 
-pub async fn load_endpoint(app: &App, ws: &str, id: &str) -> ApiResult<Option<StoredEndpoint>> {
+pub async fn load_endpoint(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<StoredEndpoint>> {
     match app.db.get(&ws_pk(ws), &endpoint_sk(id)).await? {
         Some(item) => Ok(Some(StoredEndpoint::from_item(item)?)),
         None => Ok(None),
@@ -152,7 +153,7 @@ pub async fn load_endpoint(app: &App, ws: &str, id: &str) -> ApiResult<Option<St
 }
 
 /// Every endpoint of a workspace (at most `MAX_ENDPOINTS`, so one Query page).
-pub async fn workspace_endpoints(app: &App, ws: &str) -> ApiResult<Vec<StoredEndpoint>> {
+pub async fn workspace_endpoints(app: &App, ws: &WorkspaceId) -> ApiResult<Vec<StoredEndpoint>> {
     let out = app.db.query_page(keys::WEBHOOK_ENDPOINTS.query(&[ws], &[], None, 100)).await?;
     out.items.into_iter().map(StoredEndpoint::from_item).collect()
 }
@@ -246,7 +247,7 @@ pub fn delivery_sk(endpoint_id: &str, delivery_id: &str) -> String {
     keys::WEBHOOK_DELIVERY.sk(&[endpoint_id, delivery_id])
 }
 
-pub fn deliveries_gsi1(ws: &str, endpoint_id: &str, status: DeliveryStatus) -> String {
+pub fn deliveries_gsi1(ws: &WorkspaceId, endpoint_id: &str, status: DeliveryStatus) -> String {
     keys::WEBHOOK_DELIVERY.gsi1_pk(&[ws, endpoint_id, status.as_str()])
 }
 
@@ -288,7 +289,7 @@ impl StoredDelivery {
     }
 
     /// The item at `version` (the caller's condition decides what it may replace).
-    pub fn record(&self, ws: &str, version: i64) -> ApiResult<Record> {
+    pub fn record(&self, ws: &WorkspaceId, version: i64) -> ApiResult<Record> {
         let created = chrono::DateTime::parse_from_rfc3339(&self.delivery.created_at).map(|t| t.timestamp()).unwrap_or(0);
         let rec = Record::new(ws_pk(ws), self.sk(), &self.delivery)?
             .gsi1(deliveries_gsi1(ws, &self.delivery.endpoint_id, self.delivery.status), self.sk());
@@ -301,7 +302,7 @@ impl StoredDelivery {
     }
 
     /// Save after an attempt: only if nobody else saved it since it was read.
-    pub async fn save(&mut self, app: &App, ws: &str) -> ApiResult<bool> {
+    pub async fn save(&mut self, app: &App, ws: &WorkspaceId) -> ApiResult<bool> {
         let rec = self.record(ws, self.version + 1)?;
         // Never re-creates a delivery that is gone (erased, or expired) mid-attempt.
         let saved = app.db.put(rec.item).when("version = :v").value(":v", n(self.version)).apply().await?.is_some();
@@ -312,7 +313,7 @@ impl StoredDelivery {
     }
 
     /// The queue message allowed to work on this delivery (its current token).
-    pub fn job(&self, ws: &str) -> DeliveryJob {
+    pub fn job(&self, ws: &WorkspaceId) -> DeliveryJob {
         DeliveryJob {
             workspace_id: ws.into(),
             endpoint_id: self.delivery.endpoint_id.clone(),
@@ -332,7 +333,7 @@ impl StoredDelivery {
     }
 }
 
-pub async fn load_delivery(app: &App, ws: &str, endpoint_id: &str, delivery_id: &str) -> ApiResult<Option<StoredDelivery>> {
+pub async fn load_delivery(app: &App, ws: &WorkspaceId, endpoint_id: &str, delivery_id: &str) -> ApiResult<Option<StoredDelivery>> {
     match app.db.get(&ws_pk(ws), &delivery_sk(endpoint_id, delivery_id)).await? {
         Some(item) => Ok(Some(StoredDelivery::from_item(item)?)),
         None => Ok(None),
@@ -347,7 +348,7 @@ pub fn new_job() -> String {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryJob {
-    pub workspace_id: String,
+    pub workspace_id: WorkspaceId,
     pub endpoint_id: String,
     pub delivery_id: String,
     pub job: String,
@@ -363,7 +364,7 @@ pub fn event_record_sk(event_id: &str) -> String {
 
 /// A fan-out record with neither body nor deliveries: the event counts as fanned out, so any
 /// copy of it still queued sends nothing.
-fn withdrawn_record(ws: &str, event_id: &str) -> Item {
+fn withdrawn_record(ws: &WorkspaceId, event_id: &str) -> Item {
     Item::from([
         ("pk".into(), s(ws_pk(ws))),
         ("sk".into(), s(event_record_sk(event_id))),
@@ -375,7 +376,7 @@ fn withdrawn_record(ws: &str, event_id: &str) -> Item {
 /// Erasure of an outbox event that names the subject: its fan-out record is written first
 /// without body or deliveries (if the event was not fanned out yet), so a copy still in the
 /// events queue finds the event done and sends nothing; then the outbox record goes.
-pub async fn withdraw_event(app: &App, ws: &str, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
+pub async fn withdraw_event(app: &App, ws: &WorkspaceId, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
     let (Some(pk), Some(id)) = (store::get_str(&item, "pk"), store::get_str(&item, "sk")) else { return Ok(()) };
     // An existing record (the event fanned out meanwhile) stays as it is.
     app.db.put(withdrawn_record(ws, id)).when("attribute_not_exists(pk)").apply().await?;
@@ -384,7 +385,7 @@ pub async fn withdraw_event(app: &App, ws: &str, item: Item, _subject: &crate::p
 
 /// Erasure of an event already fanned out (its deliveries are erased before it): the record
 /// is replaced by a withdrawn one, which keeps deduplicating the event.
-async fn empty_event_record(app: &App, ws: &str, item: Item) -> ApiResult<()> {
+async fn empty_event_record(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()> {
     let Some(event_id) = store::get_str(&item, "sk").and_then(|sk| sk.strip_prefix(keys::literal_prefix(keys::FANOUT_MARKER.table.sk)))
     else {
         return Ok(());
@@ -393,7 +394,7 @@ async fn empty_event_record(app: &App, ws: &str, item: Item) -> ApiResult<()> {
 }
 
 /// The fan-out record of one event: its body, once, and the deliveries it created.
-pub fn event_record(ws: &str, ev: &shared::events::Event, deliveries: Vec<String>) -> Item {
+pub fn event_record(ws: &WorkspaceId, ev: &shared::events::Event, deliveries: Vec<String>) -> Item {
     Item::from([
         ("pk".into(), s(ws_pk(ws))),
         ("sk".into(), s(event_record_sk(&ev.id))),
@@ -405,7 +406,7 @@ pub fn event_record(ws: &str, ev: &shared::events::Event, deliveries: Vec<String
 }
 
 /// Read the event body of `x` unless it has one (new deliveries keep it in the event record).
-pub async fn load_event_body(app: &App, ws: &str, x: &mut StoredDelivery) -> ApiResult<()> {
+pub async fn load_event_body(app: &App, ws: &WorkspaceId, x: &mut StoredDelivery) -> ApiResult<()> {
     if !x.body.is_empty() {
         return Ok(());
     }
@@ -419,7 +420,7 @@ pub async fn load_event_body(app: &App, ws: &str, x: &mut StoredDelivery) -> Api
 
 /// A delivery with its event's body, read in one round trip when the job names the event.
 pub async fn load_delivery_for(app: &App, job: &DeliveryJob) -> ApiResult<Option<StoredDelivery>> {
-    let ws = job.workspace_id.as_str();
+    let ws = &job.workspace_id;
     let Some(event_id) = &job.event_id else {
         let Some(mut x) = load_delivery(app, ws, &job.endpoint_id, &job.delivery_id).await? else { return Ok(None) };
         load_event_body(app, ws, &mut x).await?;
@@ -439,7 +440,7 @@ pub async fn load_delivery_for(app: &App, job: &DeliveryJob) -> ApiResult<Option
 
 /// A `webhook.test` event for one endpoint only (whatever its event types), written as a
 /// fan-out writes one (the event's body in its record, the delivery beside it) and queued.
-pub async fn queue_test(app: &App, ws: &str, endpoint_id: &str) -> ApiResult<StoredDelivery> {
+pub async fn queue_test(app: &App, ws: &WorkspaceId, endpoint_id: &str) -> ApiResult<StoredDelivery> {
     let event = Event::new(ws, "webhook.test", &serde_json::json!({"endpoint_id": endpoint_id, "message": "This is a test event."}));
     let d = StoredDelivery::new(endpoint_id, &event);
     let record = event_record(ws, &event, vec![format!("{endpoint_id}/{}", d.delivery.id)]);
@@ -468,12 +469,12 @@ use crate::effects::{Authority, CreateWebhook, DeleteWebhook, RotateWebhookSecre
 use shared::events::Event;
 use shared::outbox::Tx;
 
-fn count_update(ws: &str, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+fn count_update(ws: &WorkspaceId, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
     store::capped_count(ws_pk(ws), COUNT_SK, "endpoints", delta, MAX_ENDPOINTS)
 }
 
 /// The effect `CreateWebhook`: a new destination (within the workspace's cap), with its event.
-pub async fn create_endpoint(auth: &Authority<CreateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+pub async fn create_endpoint(auth: &Authority<CreateWebhook>, app: &App, ws: &WorkspaceId, rec: &StoredEndpoint) -> ApiResult<()> {
     auth.tx(&[])?
         .update(count_update(ws, 1))
         .create(rec.record(ws)?.version(1))
@@ -489,23 +490,28 @@ pub async fn create_endpoint(auth: &Authority<CreateWebhook>, app: &App, ws: &st
 }
 
 /// The effect `UpdateWebhook`: a changed destination (URL, events, state), as read at `rec.version`.
-pub async fn update_endpoint(auth: &Authority<UpdateWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+pub async fn update_endpoint(auth: &Authority<UpdateWebhook>, app: &App, ws: &WorkspaceId, rec: &StoredEndpoint) -> ApiResult<()> {
     let sk = endpoint_sk(&rec.endpoint.id);
     save_endpoint(app, ws, rec, "webhook.endpoint.updated", auth.tx(&[(&sk, rec.version)])?).await
 }
 
 /// The effect `RotateWebhookSecret`: the endpoint with its new secret list.
-pub async fn rotate_endpoint_secret(auth: &Authority<RotateWebhookSecret>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+pub async fn rotate_endpoint_secret(
+    auth: &Authority<RotateWebhookSecret>,
+    app: &App,
+    ws: &WorkspaceId,
+    rec: &StoredEndpoint,
+) -> ApiResult<()> {
     let sk = endpoint_sk(&rec.endpoint.id);
     save_endpoint(app, ws, rec, "webhook.endpoint.secret_rotated", auth.tx(&[(&sk, rec.version)])?).await
 }
 
-async fn save_endpoint(app: &App, ws: &str, rec: &StoredEndpoint, event: &str, tx: Tx) -> ApiResult<()> {
+async fn save_endpoint(app: &App, ws: &WorkspaceId, rec: &StoredEndpoint, event: &str, tx: Tx) -> ApiResult<()> {
     tx.replace(rec.record(ws)?, rec.version).event(Event::new(ws, event, &rec.endpoint)).commit(app).await.map_err(store::TxError::stale)
 }
 
 /// The effect `DeleteWebhook`.
-pub async fn delete_endpoint(auth: &Authority<DeleteWebhook>, app: &App, ws: &str, rec: &StoredEndpoint) -> ApiResult<()> {
+pub async fn delete_endpoint(auth: &Authority<DeleteWebhook>, app: &App, ws: &WorkspaceId, rec: &StoredEndpoint) -> ApiResult<()> {
     let sk = endpoint_sk(&rec.endpoint.id);
     auth.tx(&[(&sk, rec.version)])?
         .delete_versioned(ws_pk(ws), sk.clone(), rec.version)

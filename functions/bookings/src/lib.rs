@@ -11,6 +11,7 @@ use domain::bookings::{
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use serde::Deserialize;
+use shared::auth::WorkspaceId;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 
 shared::area! {
@@ -184,7 +185,7 @@ pub async fn availability(app: &App, req: Req) -> ApiResult<Reply> {
 /// The service and the resources a booking or hold may take, with the slot checked.
 async fn slot_for(
     app: &App,
-    ws: &str,
+    ws: &WorkspaceId,
     service_id: &str,
     start: &str,
     resource_id: Option<&str>,

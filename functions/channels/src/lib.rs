@@ -5,6 +5,7 @@
 use domain::channels::{self as model, Channel, ChannelId, ChannelState, CreateChannel, Creds, Stored, UpdateChannel};
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
+use shared::auth::WorkspaceId;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use std::sync::OnceLock;
 
@@ -97,7 +98,7 @@ pub async fn get_channel(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// Check a channel against the network now, and record what it says: `active`,
 /// `disconnected` (the credentials were refused) or `error`.
-async fn check(app: &App, ws: &str, stored: &mut Stored, creds: &Creds) -> ApiResult<&'static str> {
+async fn check(app: &App, ws: &WorkspaceId, stored: &mut Stored, creds: &Creds) -> ApiResult<&'static str> {
     let now = shared::ids::now_rfc3339();
     let before = stored.channel.state;
     match model::connect(http(app)?, creds).await {

@@ -17,6 +17,7 @@ use domain::keys;
 use domain::portal::{self, PortalLink, PortalSession};
 use domain::privacy::Subject;
 use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
 use shared::ids::PrefixedId;
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
@@ -122,7 +123,7 @@ pub struct Me {
     pub marketing_consent: Option<bool>,
 }
 
-async fn me_view(app: &App, ws: &str, c: Contact) -> ApiResult<Me> {
+async fn me_view(app: &App, ws: &WorkspaceId, c: Contact) -> ApiResult<Me> {
     let subject = Subject::of(&c);
     let state = domain::contacts::consents::state(app, ws, &subject).await?;
     Ok(Me { object: "portal_me".into(), marketing_consent: state.purposes.get("marketing_email").map(|p| p.granted), contact: c })

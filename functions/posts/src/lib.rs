@@ -13,6 +13,7 @@ use domain::posts::{
     VariantStatus,
 };
 use serde::Deserialize;
+use shared::auth::WorkspaceId;
 use shared::store::s;
 use shared::{ApiResult, App, Reply, Req};
 
@@ -32,7 +33,7 @@ async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
 
 /// A post's channels must be active channels of the workspace and its texts within their
 /// limits (one BatchGetItem, only when it names channels).
-async fn check_channels(app: &App, ws: &str, post: &Post) -> ApiResult<()> {
+async fn check_channels(app: &App, ws: &WorkspaceId, post: &Post) -> ApiResult<()> {
     post.check_media_urls(app.cfg.webhooks.url_policy)?;
     if post.channel_ids.is_empty() {
         return Ok(());

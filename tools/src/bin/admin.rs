@@ -76,6 +76,8 @@ async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
         }
         "add-member" => {
             let (ws, sub, role) = (need(&args, "--workspace")?, need(&args, "--subject")?, need(&args, "--role")?);
+            // The operator names the workspace (add_member answers 404 for one that does not exist).
+            let ws = shared::auth::WorkspaceId::trusted(ws);
             let m = domain::workspaces::add_member(&app().await?, &ws, &sub, &role).await.map_err(|e| e.to_string())?;
             Ok(serde_json::to_value(m).expect("serializes"))
         }

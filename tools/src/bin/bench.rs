@@ -110,7 +110,7 @@ async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
         let rec = domain::webhooks::StoredEndpoint { endpoint: ep, secrets: vec![stored], version: 1 };
         shared::outbox::Tx::new().create(rec.record(&ws.id).unwrap().version(1)).commit(&stack.app).await.map_err(|_| "seed").unwrap();
     }
-    ws.id
+    ws.id.to_string()
 }
 
 #[tokio::main]
@@ -401,7 +401,7 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let starts: Vec<_> = (0..1000).map(|i| base + chrono::Duration::minutes(45 * i)).collect();
     let t = Instant::now();
     let made = futures_util::stream::iter(starts.iter().map(|s| {
-        let (svc, resources, b, ws) = (&svc, &resources, template(*s), ws.as_str());
+        let (svc, resources, b, ws) = (&svc, &resources, template(*s), &ws);
         async move { ops::book(app, ws, svc, resources, *s, b, None).await.is_ok() }
     }))
     .buffer_unordered(8)
@@ -432,7 +432,7 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let attempts: Vec<_> = (0..400).map(|i| later + chrono::Duration::minutes(30 * (i % 40))).collect();
     let t = Instant::now();
     let results = futures_util::stream::iter(attempts.iter().map(|s| {
-        let (svc, resources, b, ws) = (&svc, &resources, template(*s), ws.as_str());
+        let (svc, resources, b, ws) = (&svc, &resources, template(*s), &ws);
         async move { ops::book(app, ws, svc, resources, *s, b, None).await.is_ok() }
     }))
     .buffer_unordered(16)

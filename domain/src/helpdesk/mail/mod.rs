@@ -15,6 +15,7 @@ pub mod parse;
 use crate::helpdesk::inbound::{self, Incoming, Outcome};
 use serde_json::Value;
 use shared::App;
+use shared::auth::WorkspaceId;
 use shared::sqs::{BatchResponse, SqsEvent};
 
 /// The SES receipt notification in an SQS message body (SNS envelope or raw delivery).
@@ -118,6 +119,7 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
     drop(raw);
     let last = targets.len() - 1;
     for (i, (ws, mailbox, token)) in targets.into_iter().enumerate() {
+        let ws = WorkspaceId::trusted(ws);
         // The files move into the last workspace's message instead of being copied.
         let attachments = if i == last { std::mem::take(&mut parsed.attachments) } else { parsed.attachments.clone() };
         let inc = Incoming {

@@ -11,6 +11,7 @@ pub mod fetch;
 
 use crate::scans::{Job, ScanStatus};
 use shared::App;
+use shared::auth::WorkspaceId;
 use shared::sqs::{BatchResponse, SqsEvent};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -46,7 +47,7 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
 }
 
 pub async fn run(app: &App, job: &Job) -> Result<(), String> {
-    let ws = job.workspace_id.as_str();
+    let ws = &job.workspace_id;
     let Some((mut scan, version)) = crate::scans::load(app, ws, &job.scan_id).await.map_err(|e| e.to_string())? else {
         return Ok(());
     };
@@ -73,7 +74,7 @@ pub async fn run(app: &App, job: &Job) -> Result<(), String> {
 pub const HOST_BUSY_DELAY_SECS: i64 = 5;
 
 /// Claim, scan and save.
-async fn scan_with_slot(app: &App, ws: &str, mut scan: crate::scans::Scan, version: i64) -> Result<(), String> {
+async fn scan_with_slot(app: &App, ws: &WorkspaceId, mut scan: crate::scans::Scan, version: i64) -> Result<(), String> {
     scan.status = ScanStatus::Running;
     scan.attempts += 1;
     scan.started_at = Some(shared::ids::now_rfc3339());

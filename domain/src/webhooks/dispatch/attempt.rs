@@ -5,6 +5,7 @@ use super::{Budget, Dispatcher, Outcome};
 use crate::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::ApiResult;
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, n, s, ws_pk};
@@ -22,7 +23,7 @@ pub enum Mode {
 /// Attempt a delivery if it is due; `Later(secs)` keeps the job's message hidden until then.
 pub async fn process(d: &Dispatcher, job: &DeliveryJob, mode: Mode, budget: Budget) -> ApiResult<Outcome> {
     let app = &d.app;
-    let ws = job.workspace_id.as_str();
+    let ws = &job.workspace_id;
     let (ep, x) = tokio::join!(model::load_endpoint(app, ws, &job.endpoint_id), model::load_delivery_for(app, job));
     let Some(mut x) = x? else { return Ok(Outcome::Done) };
     let current = match mode {
@@ -69,7 +70,7 @@ pub async fn process(d: &Dispatcher, job: &DeliveryJob, mode: Mode, budget: Budg
 }
 
 /// Queue the next attempt of a delivery that has no message of its own yet.
-pub async fn schedule(d: &Dispatcher, ws: &str, x: &StoredDelivery, delay: u64) {
+pub async fn schedule(d: &Dispatcher, ws: &WorkspaceId, x: &StoredDelivery, delay: u64) {
     if let Err(e) = model::enqueue(&d.app, &x.job(ws), delay).await {
         tracing::error!(delivery_id = %x.delivery.id, error = %e, "retry not queued");
     }
@@ -85,7 +86,7 @@ pub fn retry_delay(schedule: &[u64], n: usize, retry_after: Option<u64>) -> Opti
 }
 
 /// Send one attempt and save its outcome. Returns the delay of the next attempt, if any.
-pub async fn attempt_and_record(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, x: &mut StoredDelivery) -> ApiResult<Option<u64>> {
+pub async fn attempt_and_record(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEndpoint, x: &mut StoredDelivery) -> ApiResult<Option<u64>> {
     let app = &d.app;
     let keys = ep.signing_keys(app, ws).await?;
     let number = x.delivery.attempt_count + 1;
@@ -124,7 +125,7 @@ pub async fn attempt_and_record(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, x
     Ok(next)
 }
 
-async fn give_up(d: &Dispatcher, ws: &str, x: &mut StoredDelivery, why: &str) -> ApiResult<()> {
+async fn give_up(d: &Dispatcher, ws: &WorkspaceId, x: &mut StoredDelivery, why: &str) -> ApiResult<()> {
     let number = x.delivery.attempt_count + 1;
     x.push_attempt(Attempt {
         number,
@@ -143,7 +144,7 @@ async fn give_up(d: &Dispatcher, ws: &str, x: &mut StoredDelivery, why: &str) ->
 /// An update of an endpoint that still exists (one deleted meanwhile has no health to keep).
 async fn endpoint_update(
     d: &Dispatcher,
-    ws: &str,
+    ws: &WorkspaceId,
     endpoint_id: &str,
     expression: &str,
     values: Vec<(&str, AttributeValue)>,
@@ -158,7 +159,7 @@ async fn endpoint_update(
 
 /// Keep `failing_since` current and disable an endpoint that answered 410 or has failed for
 /// longer than the configured period. Writes only when the state changes.
-async fn health(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, success: bool, gone: bool) -> ApiResult<()> {
+async fn health(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEndpoint, success: bool, gone: bool) -> ApiResult<()> {
     let e = &ep.endpoint;
     let now = chrono::Utc::now();
     if success {
@@ -189,7 +190,7 @@ async fn health(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, success: bool, go
 }
 
 /// Disable once (the condition makes concurrent attempts agree) and record the event.
-async fn disable(d: &Dispatcher, ws: &str, ep: &StoredEndpoint, reason: &str) -> ApiResult<()> {
+async fn disable(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEndpoint, reason: &str) -> ApiResult<()> {
     let app = &d.app;
     let mut endpoint = ep.endpoint.clone();
     endpoint.enabled = false;

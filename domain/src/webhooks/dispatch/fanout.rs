@@ -3,24 +3,25 @@
 use super::{Budget, Dispatcher, Outcome, attempt};
 use crate::webhooks::{self as model, DeliveryJob, StoredDelivery, StoredEndpoint};
 use shared::ApiResult;
+use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{TxError, ws_pk};
 
 pub async fn fan_out(d: &Dispatcher, ev: &Event, budget: Budget) -> ApiResult<Outcome> {
-    let endpoints = model::workspace_endpoints(&d.app, &ev.workspace_id).await?;
+    let endpoints = model::workspace_endpoints(&d.app, &WorkspaceId::trusted(ev.workspace_id.clone())).await?;
     fan_out_to(d, ev, &endpoints, budget).await
 }
 
 /// Many events in one message: the endpoints of each workspace are read once, events nobody
 /// subscribes to are acknowledged together, the rest fan out as single events do.
 pub async fn fan_out_batch(d: &Dispatcher, events: &[Event], budget: Budget) -> ApiResult<Outcome> {
-    let mut by_ws: std::collections::BTreeMap<&str, Vec<&Event>> = Default::default();
+    let mut by_ws: std::collections::BTreeMap<WorkspaceId, Vec<&Event>> = Default::default();
     for ev in events {
-        by_ws.entry(ev.workspace_id.as_str()).or_default().push(ev);
+        by_ws.entry(WorkspaceId::trusted(ev.workspace_id.clone())).or_default().push(ev);
     }
     for (ws, evs) in by_ws {
-        let endpoints = model::workspace_endpoints(&d.app, ws).await?;
+        let endpoints = model::workspace_endpoints(&d.app, &ws).await?;
         let (quiet, busy): (Vec<&Event>, Vec<&Event>) = evs
             .into_iter()
             .partition(|ev| !endpoints.iter().any(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)));
@@ -39,7 +40,7 @@ pub async fn fan_out_batch(d: &Dispatcher, events: &[Event], budget: Budget) -> 
 
 async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint], budget: Budget) -> ApiResult<Outcome> {
     let app = &d.app;
-    let ws = ev.workspace_id.as_str();
+    let ws = &WorkspaceId::trusted(ev.workspace_id.clone());
     let targets: Vec<&StoredEndpoint> =
         endpoints.iter().filter(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)).collect();
     if targets.is_empty() {
@@ -87,7 +88,7 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint], bu
 /// The event was fanned out before (this is a duplicate): finish any delivery still waiting
 /// for its first attempt, in case the earlier run stopped between commit and attempt.
 async fn resume(d: &Dispatcher, ev: &Event, budget: Budget) -> ApiResult<Outcome> {
-    let ws = ev.workspace_id.as_str();
+    let ws = &WorkspaceId::trusted(ev.workspace_id.clone());
     let marker = d.app.db.get(&ws_pk(ws), &model::event_record_sk(&ev.id)).await?;
     let keys = marker.as_ref().and_then(|m| m.get("deliveries")).and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default();
     let work = keys.iter().filter_map(|k| k.split_once('/')).map(|(endpoint_id, delivery_id)| async move {
