@@ -32,6 +32,7 @@ pub const MAX_ATTEMPTS: i64 = 5;
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct PublishJob {
+    #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
     pub post_id: String,
 }

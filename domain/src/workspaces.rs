@@ -18,6 +18,7 @@ pub const WORKSPACE_SK: &str = keys::WORKSPACE.table.sk;
 pub struct Workspace {
     /// `ws_...`
     #[schema(value_type = String, pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub id: WorkspaceId,
     /// Always `workspace`.
     pub object: String,
@@ -80,6 +81,7 @@ pub struct Member {
     /// owner, admin, member or viewer.
     pub role: String,
     #[schema(value_type = String, pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
     #[schema(format = DateTime)]
     pub created_at: String,

@@ -120,8 +120,9 @@ impl RequiresConfirmation {
 /// A workspace's id as the platform vouches for it: the workspace a credential reaches, or one
 /// read back from the platform's own records. Never made from what a request says (its path,
 /// query or body), so an operation that takes one acts in a workspace the caller may reach.
-/// Reads as `&str`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+/// Reads as `&str`. Not `Deserialize`: a record that carries one reads it with
+/// [`WorkspaceId::from_record`], by name, so no request body or query can yield one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(transparent)]
 pub struct WorkspaceId(String);
 
@@ -130,6 +131,12 @@ impl WorkspaceId {
     /// workspace the admin CLI just created. Not for ids a request names.
     pub fn trusted(id: impl Into<String>) -> Self {
         Self(id.into())
+    }
+
+    /// `#[serde(deserialize_with = "WorkspaceId::from_record")]` on a field of a record the
+    /// platform wrote (an item, a queue message), as [`WorkspaceId::trusted`] is for one value.
+    pub fn from_record<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <String as serde::Deserialize>::deserialize(d).map(Self)
     }
 }
 

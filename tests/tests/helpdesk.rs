@@ -185,3 +185,31 @@ async fn status_assignment_filters_suppression_and_isolation() {
     assert_eq!(o.patch(&format!("/helpdesk/conversations/{a}"), &json!({"status": "closed"})).await.status, 404);
     assert!(ids(&o.get("/helpdesk/conversations").await.json).is_empty());
 }
+
+/// Starting a conversation with a reply is the effect "send an email": a key that needs a
+/// person's confirmation for it is refused before anything is written, so the new address it
+/// named does not become a contact.
+#[tokio::test]
+async fn a_refused_reply_leaves_no_contact_behind() {
+    let h = harness();
+    let (ws, key) = h.workspace("helpdesk refused reply").await;
+    let owner = Client::new(&h.base_bulk, &key);
+    let domain = e2e::verified_domain(&owner, &ws).await;
+    let r = owner
+        .post("/workspaces/current/api-keys", &json!({"name": "agent", "scopes": ["read", "write"], "requires_confirmation": true}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let agent = Client::new(&h.base_bulk, r.json["data"]["secret"].as_str().unwrap());
+    let customer = format!("never-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let r = agent
+        .post(
+            "/helpdesk/conversations",
+            &json!({"subject": "Hello", "mailbox": format!("support@{domain}"), "contact": {"email": customer},
+                "message": {"type": "reply", "body_text": "Hi there"}}),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (428, "CONFIRMATION_REQUIRED"), "{}", r.json);
+    let found = owner.get(&format!("/contacts?q={}", customer.split('@').next().unwrap())).await;
+    assert_eq!(found.json["data"].as_array().map(Vec::len), Some(0), "{}", found.json);
+    assert!(sent_to(&h, &customer).await.is_empty());
+}

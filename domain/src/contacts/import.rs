@@ -268,6 +268,7 @@ pub async fn load_job(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ImportMessage {
+    #[serde(deserialize_with = "WorkspaceId::from_record")]
     workspace_id: WorkspaceId,
     import_id: String,
 }

@@ -350,6 +350,7 @@ pub fn due_item(ws: &WorkspaceId, e: &Email, next_check: i64) -> Item {
 /// The sender's queue message: emails of one workspace to send (at most 100).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct SendJob {
+    #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
     pub email_ids: Vec<String>,
 }

@@ -49,6 +49,7 @@ pub enum JobKind {
 #[serde(deny_unknown_fields)]
 pub struct JobMessage {
     pub kind: JobKind,
+    #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
     pub id: String,
 }

@@ -110,6 +110,8 @@ pub async fn create_conversation(
         errs.add("contact_id", "give exactly one of contact_id and contact");
     }
     errs.finish()?;
+    // A reply is the effect: asked for before anything is written (a new contact included).
+    let auth = (input.message.r#type == MessageType::Reply).then(|| grant.authorize::<SendEmail>()).transpose()?;
     let mailbox = check_mailbox(app, ws, &input.mailbox).await?;
     let contact = contact_for(
         app,
@@ -161,14 +163,13 @@ pub async fn create_conversation(
     check_size(&m)?;
     // A staff reply's email is written with the conversation and queued only after: no
     // failure of the conversation's write can leave an email on its way.
-    let reply = if inbound {
-        None
-    } else {
-        let auth = grant.authorize::<SendEmail>()?;
+    let reply = if let Some(auth) = auth {
         let out = compose_reply(app, ws, &c, &contact, &m, None).await?;
         m.email_id = Some(out.email.id.clone());
         m.delivery_status = Some(DeliveryStatus::of(out.email.status));
         Some((auth, out))
+    } else {
+        None
     };
     c.updated_at = m.created_at.clone();
     let msg_event = if inbound { "helpdesk.message.received" } else { "helpdesk.message.sent" };

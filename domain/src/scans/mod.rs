@@ -266,6 +266,7 @@ pub async fn release_host_slot(app: &App, host: &str, slot: usize, scan_id: &str
 /// The scanner's message: which scan to run.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Job {
+    #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
     pub scan_id: String,
 }

@@ -348,6 +348,7 @@ pub fn new_job() -> String {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryJob {
+    #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
     pub endpoint_id: String,
     pub delivery_id: String,

@@ -334,7 +334,7 @@ async fn main() {
     writeln!(out, "| step | time | emails/s | DynamoDB calls |\n|---|---|---|---|").unwrap();
     writeln!(
         out,
-        "| accept (`emails::accept_batch`: checks, reads, BatchWriteItem, one queue message) | {:.0} ms | {:.0} | {accept_calls} |",
+        "| accept (`domain::emails::batch::accept`: checks, reads, BatchWriteItem, one queue message) | {:.0} ms | {:.0} | {accept_calls} |",
         accept_secs * 1e3,
         100.0 / accept_secs
     )
