@@ -211,5 +211,5 @@ async fn a_refused_reply_leaves_no_contact_behind() {
     assert_eq!((r.status, r.code()), (428, "CONFIRMATION_REQUIRED"), "{}", r.json);
     let found = owner.get(&format!("/contacts?q={}", customer.split('@').next().unwrap())).await;
     assert_eq!(found.json["data"].as_array().map(Vec::len), Some(0), "{}", found.json);
-    assert!(sent_to(&h, &customer).await.is_empty());
+    assert!(sent_to(h, &customer).await.is_empty());
 }
