@@ -64,6 +64,7 @@ pub struct Deal {
     #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
     /// `YYYY-MM-DD`.
+    #[schema(format = Date)]
     pub expected_close_date: Option<String>,
     /// Required when lost.
     pub lost_reason: Option<String>,
@@ -121,28 +122,28 @@ pub fn check_common(errs: &mut Errors, d: &Deal) {
 #[serde(deny_unknown_fields)]
 pub struct UpdateDeal {
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, min_length = 1, max_length = 200, pattern = "\\S")]
     pub title: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = i64, minimum = 0, maximum = 1000000000000000_i64)]
     pub value: Patch<i64>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, pattern = "^\\s*[A-Za-z]{3}\\s*$")]
     pub currency: Patch<String>,
     /// Only while open.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, min_length = 1, max_length = 100, pattern = "\\S")]
     pub stage: Patch<String>,
     /// `won`, `lost` (needs `lost_reason`) or `open` (reopen).
     #[serde(default)]
-    #[schema(value_type = Option<DealStatus>)]
+    #[schema(value_type = DealStatus)]
     pub status: Patch<DealStatus>,
     /// `null` unlinks.
     #[serde(default)]
     #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Date)]
     pub expected_close_date: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -265,15 +266,20 @@ pub struct CreateDeal {
     pub title: String,
     /// Minor units; default 0.
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000000000000000_i64)]
     pub value: i64,
+    /// ISO 4217, e.g. `EUR`.
+    #[schema(pattern = "^\\s*[A-Za-z]{3}\\s*$")]
     pub currency: String,
     /// Default `new`.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
     pub stage: Option<String>,
     #[serde(default)]
     #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
     #[serde(default)]
+    #[schema(format = Date)]
     pub expected_close_date: Option<String>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,

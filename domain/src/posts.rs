@@ -454,7 +454,7 @@ pub struct CreatePost {
 #[serde(deny_unknown_fields)]
 pub struct UpdatePost {
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub content: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<Vec<String>>, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]

@@ -358,19 +358,19 @@ fn new_api_key(
 #[serde(deny_unknown_fields)]
 pub struct UpdateWorkspace {
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub name: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub slug: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub timezone: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub locale: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub default_currency: Patch<String>,
     /// Origins a portal login link may return to (`https://shop.example.com`); replaces the list.
     #[serde(default)]

@@ -1,8 +1,10 @@
 //! schemathesis over the whole contract (`openapi/openapi.json`) against the local stack: every
 //! operation, in a workspace that holds data in every area (lists and look-ups see mixed item
 //! kinds), through a gateway with generous rate limits. Checks: no 5xx, every status code
-//! and content type documented, every response body matching its schema, and 405 with Allow
-//! for methods a path does not declare. A fixed seed and a
+//! and content type documented, every response body matching its schema, 405 with Allow for
+//! methods a path does not declare, invalid data refused, and valid data accepted unless a
+//! rule no schema can state refuses it (`tests/schemathesis_hooks.py` lists them). The
+//! stateful phase follows the contract's links from creates to what they made. A fixed seed and a
 //! bounded number of examples keep the run repeatable and within a few minutes. A second run
 //! holds a key that needs a person's confirmation for everything, over every route that can
 //! reach an effect, and counts the effects before and after: none.
@@ -36,7 +38,7 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, "owner").await.unwrap();
     let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
     let config = config(&format!("Bearer {token}"), &ws, &sessions, &ids, &contract);
-    let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method,negative_data_rejection";
+    let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method,negative_data_rejection,positive_data_within_stated_rules";
     let failed = schemathesis(&base, &config, "schemathesis.toml", checks, &shard_paths(&contract, shards())).await;
     assert!(failed.is_empty(), "schemathesis found failures in shards {failed:?} (output above)");
 }
@@ -203,14 +205,18 @@ async fn schemathesis(base: &str, config: &str, file: &str, default_checks: &str
     // CPython 3.11's race (`SystemError: AST constructor recursion depth mismatch`), a runtime
     // error that failed the run one time in a few. Processes share no interpreter.
     let checks = std::env::var("FUZZ_CHECKS").unwrap_or_else(|_| default_checks.into());
+    // The stateful phase follows the contract's links from each create to its object.
+    let phases = std::env::var("FUZZ_PHASES").unwrap_or_else(|_| "examples,coverage,fuzzing,stateful".into());
     let runs = paths.iter().map(|regex| {
         tokio::process::Command::new(root.join(".venv/bin/schemathesis"))
             .current_dir(&root)
             .env("NO_COLOR", "1")
+            // The positive-data check with the rules no schema can state.
+            .env("SCHEMATHESIS_HOOKS", root.join("tests/schemathesis_hooks.py"))
             .args(["--config-file", config_file.to_str().unwrap(), "run", "openapi/openapi.json", "--url", base])
             .args(["--include-path-regex", regex])
             .args(["--checks", &checks])
-            .args(["--phases", "examples,coverage,fuzzing", "--max-examples", &examples, "--seed", "20261122"])
+            .args(["--phases", &phases, "--max-examples", &examples, "--seed", "20261122"])
             .args(["--workers", "1", "--request-timeout", "20"])
             .output()
     });

@@ -392,7 +392,84 @@ fn finish(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         }
     }
     assert!(examples.is_empty(), "request_examples.json names operations without a JSON body: {:?}", examples.keys());
+    bound_metadata(&mut v);
+    link_creates(&mut v);
+    // Lists whose items the code refuses twice (`is listed twice`); utoipa has no attribute
+    // for `uniqueItems`.
+    for (schema, property) in [("ServiceInput", "resource_ids"), ("CreateContact", "labels"), ("UpdateContact", "labels")] {
+        let p = v["components"]["schemas"][schema]["properties"].get_mut(property).unwrap_or_else(|| panic!("{schema}.{property}"));
+        p["uniqueItems"] = true.into();
+    }
+    // A template's variants: content by locale (`value_type = Object` hides the map's values).
+    for schema in ["CreateTemplate", "UpdateTemplate"] {
+        let p = v["components"]["schemas"][schema]["properties"].get_mut("variants").unwrap_or_else(|| panic!("{schema}.variants"));
+        p["additionalProperties"] = serde_json::json!({"$ref": "#/components/schemas/Content"});
+    }
     serde_json::from_value(v).expect("the finished document is still an OpenAPI document")
+}
+
+/// Every `metadata` map says what `Errors::metadata` enforces (at most 50 keys of 1 to 40
+/// characters, values of at most 500), and every `custom_fields` map what contacts enforce.
+fn bound_metadata(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(o) => {
+            if let Some(m) = o.get_mut("properties").and_then(|p| p.get_mut("metadata")).and_then(|m| m.as_object_mut())
+                && m.get("additionalProperties").is_some_and(|a| a["type"] == "string")
+            {
+                m.insert("maxProperties".into(), 50.into());
+                m.insert("propertyNames".into(), serde_json::json!({"type": "string", "minLength": 1, "maxLength": 40}));
+                m["additionalProperties"]["maxLength"] = 500.into();
+            }
+            // A contact's custom fields: at most 50, keys of 1 to 40 characters, scalar values.
+            if let Some(m) = o.get_mut("properties").and_then(|p| p.get_mut("custom_fields")).and_then(|m| m.as_object_mut())
+                && m.get("properties").is_none()
+            {
+                m.insert("maxProperties".into(), 50.into());
+                m.insert("propertyNames".into(), serde_json::json!({"type": "string", "minLength": 1, "maxLength": 40}));
+                m.insert("additionalProperties".into(), serde_json::json!({"type": ["string", "number", "boolean", "null"]}));
+            }
+            o.values_mut().for_each(bound_metadata);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(bound_metadata),
+        _ => {}
+    }
+}
+
+/// OpenAPI links from each create to the operations on what it made: `POST /posts` answers
+/// `data.id`, which `GET`, `PATCH` and `DELETE /posts/{id}` (and the actions below it) take.
+/// Generated clients and schemathesis's stateful phase follow them.
+fn link_creates(v: &mut serde_json::Value) {
+    let paths = v["paths"].as_object().cloned().expect("paths");
+    for (path, item) in &paths {
+        let Some((status, created)) = ["201", "202"].iter().find_map(|s| item.pointer(&format!("/post/responses/{s}")).map(|r| (*s, r)))
+        else {
+            continue;
+        };
+        let schema = created.pointer("/content/application~1json/schema/$ref").and_then(|r| r.as_str()).unwrap_or_default();
+        let object = v["components"]["schemas"][schema.rsplit('/').next().unwrap_or_default()].clone();
+        let object = match object.pointer("/properties/data/$ref").and_then(|r| r.as_str()) {
+            Some(r) => v["components"]["schemas"][r.rsplit('/').next().unwrap_or_default()].clone(),
+            None => object["properties"]["data"].clone(),
+        };
+        let mut links = serde_json::Map::new();
+        for (other, other_item) in &paths {
+            let Some(rest) = other.strip_prefix(path.as_str()).and_then(|r| r.strip_prefix("/{")) else { continue };
+            let Some((param, _)) = rest.split_once('}') else { continue };
+            // The created object must carry what the path takes (`id`, or a template's `slug`).
+            if object["properties"].get(param).is_none() {
+                continue;
+            }
+            for op in other_item.as_object().into_iter().flatten().map(|(_, op)| op) {
+                let Some(op_id) = op.get("operationId").and_then(|i| i.as_str()) else { continue };
+                let mut parameters = serde_json::Map::new();
+                parameters.insert(param.to_string(), format!("$response.body#/data/{param}").into());
+                links.insert(op_id.to_string(), serde_json::json!({"operationId": op_id, "parameters": parameters}));
+            }
+        }
+        if !links.is_empty() {
+            v["paths"][path]["post"]["responses"][status]["links"] = serde_json::Value::Object(links);
+        }
+    }
 }
 
 /// A 2xx's description, from its status and body.

@@ -1213,7 +1213,7 @@ pub struct Contact {
     pub company: Option<String>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// Up to 50 keys with string, number, boolean or null values; 8 KiB in all.
-    pub custom_fields: serde_json::Map<String, serde_json::Value>,
+    pub custom_fields: std::collections::BTreeMap<String, serde_json::Value>,
     /// Lower-cased; unique in the workspace.
     pub email: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1270,6 +1270,7 @@ pub struct ContactInput {
     pub email: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// E.164, e.g. `+4930123456`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phone: Option<String>,
 }
@@ -1433,7 +1434,7 @@ pub struct CreateContact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consent: Option<ConsentEvidence>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom_fields: Option<serde_json::Map<String, serde_json::Value>>,
+    pub custom_fields: Option<std::collections::BTreeMap<String, serde_json::Value>>,
     pub email: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email_status: Option<ContactEmailStatus>,
@@ -1441,12 +1442,14 @@ pub struct CreateContact {
     pub first_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_title: Option<String>,
+    /// At most 20, each 1 to 50 characters, each once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
+    /// E.164, e.g. `+4930123456`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phone: Option<String>,
     /// Re-create an address that was erased (GDPR): needs `consent`, the new opt-in, which is
@@ -1471,6 +1474,7 @@ pub struct CreateConversation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<Priority>,
     pub subject: String,
+    /// At most 20, each 1 to 50 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
 }
@@ -1480,6 +1484,7 @@ pub struct CreateConversation {
 pub struct CreateDeal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<ContactId>,
+    /// ISO 4217, e.g. `EUR`.
     pub currency: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_close_date: Option<String>,
@@ -1639,12 +1644,13 @@ pub struct CreateTemplate {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_variables: Option<Vec<String>>,
+    /// 1 to 64 lowercase letters, digits, `-` and `_`, starting with a letter or digit.
     pub slug: String,
     pub subject: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variants: Option<serde_json::Map<String, serde_json::Value>>,
+    pub variants: Option<std::collections::BTreeMap<String, Content>>,
 }
 
 /// The credentials a client sends, by `type` (the webhook secret is generated).
@@ -2525,7 +2531,7 @@ pub enum PostStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Price {
-    /// Minor units (cents).
+    /// Minor units (cents), at most 10^11.
     pub amount: i64,
     pub currency: String,
 }
@@ -2990,7 +2996,7 @@ pub struct UpdateContact {
     pub company: Option<String>,
     /// Merged: a key set to `null` is removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom_fields: Option<serde_json::Map<String, serde_json::Value>>,
+    pub custom_fields: Option<std::collections::BTreeMap<String, serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -3025,7 +3031,7 @@ pub struct UpdateConversation {
     pub status: Option<ConversationStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
-    /// Replaces the list.
+    /// Replaces the list: at most 20, each 1 to 50 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
 }
@@ -3046,6 +3052,7 @@ pub struct UpdateDeal {
     /// Only while open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
+    /// `won`, `lost` (needs `lost_reason`) or `open` (reopen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<DealStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -3145,7 +3152,7 @@ pub struct UpdateTemplate {
     pub text: Option<String>,
     /// Replaces all variants; null removes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variants: Option<serde_json::Map<String, serde_json::Value>>,
+    pub variants: Option<std::collections::BTreeMap<String, Content>>,
 }
 
 /// A change to the workspace's settings.
@@ -4401,7 +4408,7 @@ pub struct ListDomainsQuery {
 pub struct ListEmailsQuery {
     /// eb_...: the batch's emails in request order
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_id: Option<String>,
+    pub batch_id: Option<EmailBatchId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<ContactId>,
     /// `next_cursor` of the previous page, unchanged.

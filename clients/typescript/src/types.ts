@@ -1831,7 +1831,9 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             /** @description Up to 50 keys with string, number, boolean or null values; 8 KiB in all. */
-            custom_fields: Record<string, never>;
+            custom_fields: {
+                [key: string]: string | number | boolean | null;
+            };
             /** @description Lower-cased; unique in the workspace. */
             email: string;
             email_changed?: components["schemas"]["ContactEmailChange"] | null;
@@ -1874,6 +1876,7 @@ export interface components {
             /** Format: email */
             email: string;
             name?: string | null;
+            /** @description E.164, e.g. `+4930123456`. */
             phone?: string | null;
         };
         /** @enum {string} */
@@ -1998,7 +2001,9 @@ export interface components {
         CreateContact: {
             company?: string | null;
             consent?: components["schemas"]["ConsentEvidence"] | null;
-            custom_fields?: Record<string, never>;
+            custom_fields?: {
+                [key: string]: string | number | boolean | null;
+            };
             /**
              * Format: email
              * @example ada@example.com
@@ -2007,11 +2012,13 @@ export interface components {
             email_status?: components["schemas"]["ContactEmailStatus"] | null;
             first_name?: string | null;
             job_title?: string | null;
+            /** @description At most 20, each 1 to 50 characters, each once. */
             labels?: string[];
             last_name?: string | null;
             metadata?: {
                 [key: string]: string;
             };
+            /** @description E.164, e.g. `+4930123456`. */
             phone?: string | null;
             /**
              * @description Re-create an address that was erased (GDPR): needs `consent`, the new opt-in, which is
@@ -2032,12 +2039,15 @@ export interface components {
             message: components["schemas"]["FirstMessage"];
             priority?: components["schemas"]["Priority"] | null;
             subject: string;
+            /** @description At most 20, each 1 to 50 characters. */
             tags?: string[];
         };
         /** @description A new open deal. */
         CreateDeal: {
             contact_id?: string | null;
+            /** @description ISO 4217, e.g. `EUR`. */
             currency: string;
+            /** Format: date */
             expected_close_date?: string | null;
             metadata?: {
                 [key: string]: string;
@@ -2178,10 +2188,13 @@ export interface components {
             /** @description Default: the slug. */
             name?: string | null;
             required_variables?: string[];
+            /** @description 1 to 64 lowercase letters, digits, `-` and `_`, starting with a letter or digit. */
             slug: string;
             subject: string;
             text?: string | null;
-            variants?: Record<string, never>;
+            variants?: {
+                [key: string]: components["schemas"]["Content"];
+            };
         };
         /** @description The credentials a client sends, by `type` (the webhook secret is generated). */
         CredentialsInput: components["schemas"]["BlueskyCredentials"] | components["schemas"]["MastodonCredentials"] | components["schemas"]["WebhookChannelInput"];
@@ -2333,7 +2346,10 @@ export interface components {
             created_at: string;
             /** @description ISO 4217, e.g. `EUR`. */
             currency: string;
-            /** @description `YYYY-MM-DD`. */
+            /**
+             * Format: date
+             * @description `YYYY-MM-DD`.
+             */
             expected_close_date?: string | null;
             /** @description `deal_...` */
             id: string;
@@ -3144,7 +3160,7 @@ export interface components {
         Price: {
             /**
              * Format: int64
-             * @description Minor units (cents).
+             * @description Minor units (cents), at most 10^11.
              */
             amount: number;
             /** @example EUR */
@@ -3536,9 +3552,11 @@ export interface components {
         UpdateContact: {
             company?: string | null;
             /** @description Merged: a key set to `null` is removed. */
-            custom_fields?: Record<string, never> | null;
-            email?: string | null;
-            email_status?: components["schemas"]["ContactEmailStatus"] | null;
+            custom_fields?: {
+                [key: string]: string | number | boolean | null;
+            } | null;
+            email?: string;
+            email_status?: components["schemas"]["ContactEmailStatus"];
             first_name?: string | null;
             job_title?: string | null;
             labels?: string[] | null;
@@ -3547,48 +3565,50 @@ export interface components {
                 [key: string]: string;
             } | null;
             phone?: string | null;
-            status?: components["schemas"]["ContactStatus"] | null;
+            status?: components["schemas"]["ContactStatus"];
         };
         UpdateConversation: {
             /** @description A member's subject; null unassigns. */
             assignee?: string | null;
-            priority?: components["schemas"]["Priority"] | null;
+            priority?: components["schemas"]["Priority"];
             /**
              * Format: date-time
              * @description Required with `status: snoozed`: when it reopens by itself (RFC 3339, in the future).
              */
             snoozed_until?: string | null;
-            status?: components["schemas"]["ConversationStatus"] | null;
-            subject?: string | null;
-            /** @description Replaces the list. */
+            status?: components["schemas"]["ConversationStatus"];
+            subject?: string;
+            /** @description Replaces the list: at most 20, each 1 to 50 characters. */
             tags?: string[] | null;
         };
         UpdateDeal: {
             /** @description `null` unlinks. */
             contact_id?: string | null;
-            currency?: string | null;
+            currency?: string;
+            /** Format: date */
             expected_close_date?: string | null;
             lost_reason?: string | null;
             metadata?: {
                 [key: string]: string;
             } | null;
             /** @description Only while open. */
-            stage?: string | null;
-            status?: components["schemas"]["DealStatus"] | null;
-            title?: string | null;
+            stage?: string;
+            /** @description `won`, `lost` (needs `lost_reason`) or `open` (reopen). */
+            status?: components["schemas"]["DealStatus"];
+            title?: string;
             /** Format: int64 */
-            value?: number | null;
+            value?: number;
         };
         UpdateEndpoint: {
             description?: string | null;
             /** @description Enabling clears `disabled_reason` and `failing_since`. */
-            enabled?: boolean | null;
+            enabled?: boolean;
             /** @description `null` or `[]`: every event. */
             event_types?: string[] | null;
             metadata?: {
                 [key: string]: string;
             } | null;
-            url?: string | null;
+            url?: string;
         };
         UpdateMe: {
             /** @description The wording the customer saw next to the choice (default: a generic portal text). */
@@ -3603,7 +3623,7 @@ export interface components {
         };
         UpdatePost: {
             channel_ids?: string[] | null;
-            content?: string | null;
+            content?: string;
             /** @description ISO 639-1; `null` clears it. */
             language?: string | null;
             media?: components["schemas"]["Media"][] | null;
@@ -3632,30 +3652,32 @@ export interface components {
         /** @description A change to a template; null removes an optional field. */
         UpdateTemplate: {
             html?: string | null;
-            locale?: string | null;
+            locale?: string;
             metadata?: {
                 [key: string]: string;
             } | null;
-            name?: string | null;
+            name?: string;
             required_variables?: string[] | null;
-            subject?: string | null;
+            subject?: string;
             text?: string | null;
             /** @description Replaces all variants; null removes them. */
-            variants?: Record<string, never> | null;
+            variants?: {
+                [key: string]: components["schemas"]["Content"];
+            } | null;
         };
         /** @description A change to the workspace's settings. */
         UpdateWorkspace: {
-            default_currency?: string | null;
-            locale?: string | null;
+            default_currency?: string;
+            locale?: string;
             /** @description Replaces the whole map. */
             metadata?: {
                 [key: string]: string;
             } | null;
-            name?: string | null;
+            name?: string;
             /** @description Origins a portal login link may return to (`https://shop.example.com`); replaces the list. */
             portal_origins?: string[] | null;
-            slug?: string | null;
-            timezone?: string | null;
+            slug?: string;
+            timezone?: string;
         };
         /** @enum {string} */
         Validation: "strict" | "permissive";

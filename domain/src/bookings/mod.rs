@@ -110,8 +110,8 @@ pub struct UpdateResource {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
-    /// Minor units (cents).
-    #[schema(minimum = 0)]
+    /// Minor units (cents), at most 10^11.
+    #[schema(minimum = 0, maximum = 100000000000_i64)]
     pub amount: i64,
     #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]
     pub currency: String,
@@ -304,7 +304,8 @@ pub struct ContactInput {
     pub email: String,
     #[schema(max_length = 200)]
     pub name: Option<String>,
-    #[schema(max_length = 50)]
+    /// E.164, e.g. `+4930123456`.
+    #[schema(max_length = 16, pattern = "^(\\+[1-9][0-9]{1,14})?$")]
     pub phone: Option<String>,
 }
 

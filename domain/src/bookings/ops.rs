@@ -118,6 +118,8 @@ impl Service {
             created_at: now.into(),
             updated_at: now.into(),
         });
+        // A missing duration is "is required", not also out of range.
+        let has_duration = base.is_some() || input.duration_minutes.is_some();
         if base.is_none() {
             for (f, missing) in [
                 ("name", input.name.is_none()),
@@ -163,7 +165,7 @@ impl Service {
         }
         if let Some(p) = input.price {
             if p.amount < 0 || p.amount > 100_000_000_000 {
-                errs.add("price.amount", "must be 0 or more (minor units)");
+                errs.add("price.amount", "must be 0 to 10^11 (minor units)");
             }
             if p.currency.len() != 3 || !p.currency.chars().all(|c| c.is_ascii_uppercase()) {
                 errs.add("price.currency", "must be an ISO 4217 code such as EUR");
@@ -196,16 +198,20 @@ impl Service {
             svc.metadata = v;
         }
         if !svc.name.is_empty() || base.is_some() {
-            range(&mut errs, "duration_minutes", svc.duration_minutes, 5, MAX_SPAN_MINUTES);
-            if svc.duration_minutes % GRANULE_MINUTES != 0 {
-                errs.add("duration_minutes", "must be a multiple of 5");
+            if has_duration {
+                range(&mut errs, "duration_minutes", svc.duration_minutes, 5, MAX_SPAN_MINUTES);
+                if svc.duration_minutes % GRANULE_MINUTES != 0 {
+                    errs.add("duration_minutes", "must be a multiple of 5");
+                }
             }
             range(&mut errs, "buffer_before_minutes", svc.buffer_before_minutes, 0, 120);
             range(&mut errs, "buffer_after_minutes", svc.buffer_after_minutes, 0, 120);
             if svc.buffer_before_minutes + svc.duration_minutes + svc.buffer_after_minutes > MAX_SPAN_MINUTES {
                 errs.add("duration_minutes", format!("with its buffers at most {MAX_SPAN_MINUTES} minutes"));
             }
-            range(&mut errs, "slot_interval_minutes", svc.slot_interval_minutes, 5, 240);
+            if has_duration {
+                range(&mut errs, "slot_interval_minutes", svc.slot_interval_minutes, 5, 240);
+            }
             if svc.slot_interval_minutes % GRANULE_MINUTES != 0 {
                 errs.add("slot_interval_minutes", "must be a multiple of 5");
             }

@@ -26,7 +26,7 @@ pub const MAX_RANGE_DAYS: i64 = 31;
 pub struct Interval {
     #[schema(pattern = "^([01][0-9]|2[0-3]):[0-5][0-9]$", example = "09:00")]
     pub start: String,
-    #[schema(pattern = "^([01][0-9]|2[0-4]):[0-5][0-9]$", example = "17:00")]
+    #[schema(pattern = "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$", example = "17:00")]
     pub end: String,
 }
 

@@ -23,7 +23,9 @@ pub struct CreateContact {
     pub first_name: Option<String>,
     #[serde(default)]
     pub last_name: Option<String>,
+    /// E.164, e.g. `+4930123456`.
     #[serde(default)]
+    #[schema(pattern = "^(\\+[1-9][0-9]{1,14})?$")]
     pub phone: Option<String>,
     #[serde(default)]
     pub company: Option<String>,
@@ -33,7 +35,9 @@ pub struct CreateContact {
     pub status: Option<ContactStatus>,
     #[serde(default)]
     pub email_status: Option<EmailStatus>,
+    /// At most 20, each 1 to 50 characters, each once.
     #[serde(default)]
+    #[schema(max_items = 20, min_length = 1, max_length = 50)]
     pub labels: Vec<String>,
     #[serde(default)]
     #[schema(value_type = Object)]
@@ -140,7 +144,7 @@ pub async fn commit_return(app: &App, ws: &WorkspaceId, c: &Contact) -> ApiResul
 #[serde(deny_unknown_fields)]
 pub struct UpdateContact {
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub email: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -149,7 +153,7 @@ pub struct UpdateContact {
     #[schema(value_type = Option<String>)]
     pub last_name: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = "^(\\+[1-9][0-9]{1,14})?$")]
     pub phone: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -158,13 +162,13 @@ pub struct UpdateContact {
     #[schema(value_type = Option<String>)]
     pub job_title: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<ContactStatus>)]
+    #[schema(value_type = ContactStatus)]
     pub status: Patch<ContactStatus>,
     #[serde(default)]
-    #[schema(value_type = Option<EmailStatus>)]
+    #[schema(value_type = EmailStatus)]
     pub email_status: Patch<EmailStatus>,
     #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<String>>, max_items = 20, min_length = 1, max_length = 50)]
     pub labels: Patch<Vec<String>>,
     /// Merged: a key set to `null` is removed.
     #[serde(default)]

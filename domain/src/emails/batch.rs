@@ -30,7 +30,7 @@ pub enum Validation {
 #[serde(deny_unknown_fields)]
 pub struct SendBatch {
     /// 1 to 100 emails, each like `POST /emails`.
-    #[schema(value_type = Vec<SendEmail>)]
+    #[schema(value_type = Vec<SendEmail>, min_items = 1, max_items = 100)]
     pub emails: Vec<serde_json::Value>,
     #[serde(default)]
     pub validation: Validation,

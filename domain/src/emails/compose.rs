@@ -51,6 +51,7 @@ pub struct SendEmail {
     pub text: Option<String>,
     /// Templated content instead of raw: rendered on accept with `variables` and `locale`.
     #[serde(default)]
+    #[schema(pattern = "^[a-z0-9][a-z0-9_-]{0,63}$")]
     pub template_slug: Option<String>,
     #[serde(default)]
     #[schema(value_type = Object)]
@@ -62,6 +63,7 @@ pub struct SendEmail {
     pub headers: BTreeMap<String, String>,
     /// Up to 10 labels for filtering (`GET /emails?tag=`).
     #[serde(default)]
+    #[schema(max_items = 10, pattern = "^[A-Za-z0-9_.:-]{1,64}$")]
     pub tags: Vec<String>,
     /// Send later: in the future, at most 30 days ahead.
     #[serde(default)]

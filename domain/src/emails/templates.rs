@@ -23,6 +23,7 @@ const MAX_TEMPLATE_BYTES: usize = 350_000;
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Content {
+    #[schema(min_length = 1, pattern = "\\S")]
     pub subject: String,
     pub html: Option<String>,
     pub text: Option<String>,
@@ -318,6 +319,8 @@ pub fn record(ws: &WorkspaceId, t: &Template) -> ApiResult<Record> {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTemplate {
+    /// 1 to 64 lowercase letters, digits, `-` and `_`, starting with a letter or digit.
+    #[schema(pattern = "^[a-z0-9][a-z0-9_-]{0,63}$")]
     pub slug: String,
     /// Default: the slug.
     #[serde(default)]
@@ -334,6 +337,7 @@ pub struct CreateTemplate {
     #[schema(value_type = Object)]
     pub variants: BTreeMap<String, Content>,
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")]
     pub required_variables: Vec<String>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
@@ -372,13 +376,13 @@ pub async fn create(app: &App, ws: &WorkspaceId, input: CreateTemplate) -> ApiRe
 #[serde(deny_unknown_fields)]
 pub struct UpdateTemplate {
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, min_length = 1, max_length = 200, pattern = "\\S")]
     pub name: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub locale: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub subject: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -391,7 +395,7 @@ pub struct UpdateTemplate {
     #[schema(value_type = Option<Object>)]
     pub variants: Patch<BTreeMap<String, Content>>,
     #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<String>>, pattern = "^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")]
     pub required_variables: Patch<Vec<String>>,
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]

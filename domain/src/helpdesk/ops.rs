@@ -45,7 +45,7 @@ pub struct FirstMessage {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversation {
-    #[schema(min_length = 1, max_length = 300)]
+    #[schema(min_length = 1, max_length = 300, pattern = "\\S")]
     pub subject: String,
     /// An address at a verified sending domain of the workspace, e.g. `support@acme.com`.
     #[schema(format = Email, max_length = 254)]
@@ -56,9 +56,11 @@ pub struct CreateConversation {
     pub contact: Option<NewContact>,
     pub message: FirstMessage,
     pub priority: Option<Priority>,
+    /// At most 20, each 1 to 50 characters.
     #[serde(default)]
+    #[schema(max_items = 20, min_length = 1, max_length = 50)]
     pub tags: Vec<String>,
-    #[schema(max_length = 200)]
+    #[schema(min_length = 1, max_length = 200)]
     pub assignee: Option<String>,
 }
 
@@ -67,8 +69,10 @@ fn check_tags(errs: &mut Errors, tags: &[String]) {
         errs.add("tags", format!("at most {MAX_TAGS}"));
     }
     for (i, t) in tags.iter().enumerate() {
-        if t.is_empty() || t.chars().count() > 50 || t.chars().any(char::is_control) {
+        if t.is_empty() || t.chars().count() > 50 {
             errs.add(format!("tags[{i}]"), "1 to 50 characters");
+        } else if t.chars().any(char::is_control) {
+            errs.add(format!("tags[{i}]"), "must not contain control characters");
         }
     }
 }
@@ -267,25 +271,25 @@ pub async fn list_conversations(
 #[serde(deny_unknown_fields)]
 pub struct UpdateConversation {
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, min_length = 1, max_length = 300, pattern = "\\S")]
     pub subject: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<ConversationStatus>)]
+    #[schema(value_type = ConversationStatus)]
     pub status: Patch<ConversationStatus>,
     /// Required with `status: snoozed`: when it reopens by itself (RFC 3339, in the future).
     #[serde(default)]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub snoozed_until: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<Priority>)]
+    #[schema(value_type = Priority)]
     pub priority: Patch<Priority>,
     /// A member's subject; null unassigns.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     pub assignee: Patch<String>,
-    /// Replaces the list.
+    /// Replaces the list: at most 20, each 1 to 50 characters.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<String>>, max_items = 20, min_length = 1, max_length = 50)]
     pub tags: Patch<Vec<String>>,
 }
 

@@ -89,7 +89,7 @@ pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/emails", tag = "emails",
     params(shared::openapi::PageParams,
         ("status" = Option<EmailStatus>, Query), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"), ("tag" = Option<String>, Query),
-        ("batch_id" = Option<String>, Query, description = "eb_...: the batch's emails in request order")),
+        ("batch_id" = Option<String>, Query, pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "eb_...: the batch's emails in request order")),
     responses((status = 200, body = shared::openapi::ListOf<Email>), shared::openapi::CommonErrors))]
 pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let q: ListEmails = req.query_as()?;

@@ -141,14 +141,14 @@ pub async fn get_me(app: &App, req: Req) -> ApiResult<Reply> {
 #[serde(deny_unknown_fields)]
 pub struct UpdateMe {
     #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 100)]
+    #[schema(value_type = Option<String>, max_length = 200)]
     pub first_name: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 100)]
+    #[schema(value_type = Option<String>, max_length = 200)]
     pub last_name: Patch<String>,
     /// E.164.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = "^(\\+[1-9][0-9]{1,14})?$")]
     pub phone: Patch<String>,
     /// Records a `marketing_email` consent event with source `portal`.
     pub marketing_consent: Option<bool>,
@@ -173,6 +173,13 @@ pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
     let mut errs = Errors::new();
     change.apply(&mut c, &mut errs);
     contacts::validate(&mut errs, &c);
+    // The wording's limits hold whether or not a choice comes with it.
+    if consent.1.as_ref().is_some_and(|t| t.chars().count() > 10_000) {
+        errs.add("consent_text", "must be at most 10000 characters");
+    }
+    if consent.2.as_ref().is_some_and(|t| t.chars().count() > 100) {
+        errs.add("consent_text_version", "must be at most 100 characters");
+    }
     errs.finish()?;
     if !contacts::changed_fields(&old, &c).is_empty() {
         c.updated_at = shared::ids::now_rfc3339();
@@ -211,7 +218,7 @@ enum When {
 
 /// The customer's bookings: `when=upcoming` (default, soonest first) or `when=past` (latest first).
 #[utoipa::path(get, path = "/portal/me/bookings", tag = "portal", security(("portal_session" = [])),
-    params(shared::openapi::PageParams, ("when" = Option<String>, Query, description = "upcoming (default) or past")),
+    params(shared::openapi::PageParams, ("when" = Option<String>, Query, pattern = "^(upcoming|past)$", description = "upcoming (default) or past")),
     responses((status = 200, body = shared::openapi::ListOf<Booking>), shared::openapi::CommonErrors))]
 pub async fn my_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     let q: BookingsQuery = req.query_as()?;

@@ -148,7 +148,7 @@ pub async fn get_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
 #[serde(deny_unknown_fields)]
 pub struct UpdateEndpoint {
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub url: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -159,7 +159,7 @@ pub struct UpdateEndpoint {
     pub event_types: Patch<Vec<String>>,
     /// Enabling clears `disabled_reason` and `failing_since`.
     #[serde(default)]
-    #[schema(value_type = Option<bool>)]
+    #[schema(value_type = bool)]
     pub enabled: Patch<bool>,
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
