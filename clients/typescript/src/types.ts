@@ -12478,7 +12478,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "first_name": "Ada",
-                 *       "phone": "+47 22 00 00 00"
+                 *       "phone": "+4722000000"
                  *     }
                  */
                 "application/json": components["schemas"]["UpdateMe"];
