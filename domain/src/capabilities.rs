@@ -82,8 +82,8 @@ pub enum ConfirmationStatus {
 #[schema(as = CapabilityConfirmation)]
 pub struct Confirmation {
     /// `cc_...`
-    #[schema(pattern = "^cc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^cc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ConfirmationId,
     /// Always `capability_confirmation`.
     pub object: String,
     pub capability: String,
@@ -310,7 +310,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
         _ => ConfirmationStatus::Issued,
     };
     Ok(Confirmation {
-        id: id.to_string(),
+        id: id.to_string().into(),
         object: "capability_confirmation".into(),
         capability: text("capability"),
         method: text("method"),
@@ -441,7 +441,7 @@ pub async fn create(
     let (token, token_hash) = shared::confirmation::new_token(&id);
     let expires = now + chrono::Duration::seconds(lifetime);
     let c = Confirmation {
-        id,
+        id: id.into(),
         object: "capability_confirmation".into(),
         capability: capability.capability.clone(),
         method: capability.method.clone(),

@@ -49,8 +49,8 @@ impl DealStatus {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Deal {
     /// `deal_...`
-    #[schema(pattern = "^deal_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^deal_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: DealId,
     /// Always `deal`.
     pub object: String,
     pub title: String,
@@ -314,7 +314,7 @@ pub async fn load(app: &App, ws: &WorkspaceId, id: &DealId) -> ApiResult<(Deal, 
 pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult<Deal> {
     let now = shared::ids::now_rfc3339();
     let d = Deal {
-        id: shared::ids::new_id("deal"),
+        id: DealId::generate(),
         object: "deal".into(),
         title: input.title.trim().to_string(),
         value: input.value,
@@ -408,7 +408,7 @@ mod tests {
 
     fn deal() -> Deal {
         Deal {
-            id: "deal_1".into(),
+            id: <DealId as shared::ids::PrefixedId>::new_unchecked("deal_1".into()),
             object: "deal".into(),
             title: "Plan".into(),
             value: 100,

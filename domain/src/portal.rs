@@ -148,7 +148,7 @@ pub async fn email_link(
         token: None,
         url: None,
         contact_id: contact_id.to_string(),
-        email_id: Some(email.id),
+        email_id: Some(String::from(email.id)),
         expires_at: time(expires),
     })
 }
@@ -308,7 +308,7 @@ pub async fn send_erasure_code(
         });
     }
     crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
-    Ok(ErasureCode { object: "portal_erasure_code".into(), email_id: email.id, expires_at: time(expires) })
+    Ok(ErasureCode { object: "portal_erasure_code".into(), email_id: String::from(email.id), expires_at: time(expires) })
 }
 
 /// The customer's proof for `EraseSubject` (`gdpr::erasure::erase_self`): the code from their

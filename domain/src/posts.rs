@@ -159,8 +159,8 @@ pub struct VariantInput {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Post {
     /// `post_...`
-    #[schema(pattern = "^post_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^post_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: PostId,
     /// Always `post`.
     pub object: String,
     pub status: PostStatus,
@@ -518,7 +518,7 @@ impl Post {
         errs.finish()?;
         let at = shared::ids::format_time(now);
         Ok(Post {
-            id: shared::ids::new_id("post"),
+            id: PostId::generate(),
             object: "post".into(),
             status: PostStatus::Draft,
             variants,

@@ -285,7 +285,7 @@ impl Publisher {
         let session = stored.open_session(&self.app, ws).await.map_err(internal)?;
         let out = Outgoing {
             workspace_id: ws.into(),
-            post_id: post.id.clone(),
+            post_id: post.id.to_string(),
             channel_id: v.channel_id.clone(),
             text: post.text_for(v),
             media: post.media_for(v),

@@ -44,8 +44,8 @@ pub struct Workspace {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ApiKey {
     /// `key_...`
-    #[schema(pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ApiKeyId,
     /// Always `api_key`.
     pub object: String,
     pub name: String,
@@ -328,7 +328,7 @@ fn new_api_key(
     let secret = auth::generate_api_key();
     let hash = auth::hash_api_key(&secret);
     let key = ApiKey {
-        id: shared::ids::new_id("key"),
+        id: shared::ids::new_id("key").into(),
         object: "api_key".into(),
         name: name.into(),
         prefix: secret[..12].to_string(),

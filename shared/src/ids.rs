@@ -35,8 +35,56 @@ pub trait PrefixedId: Sized {
 #[macro_export]
 macro_rules! prefixed_id {
     ($name:ident, $prefix:literal, $object:literal) => {
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        /// Serialized as its string (`#[serde(transparent)]`); a model field of this type says
+        /// `#[schema(value_type = String, pattern = ...)]` for the contract.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize, ::serde::Deserialize)]
+        #[serde(transparent)]
         pub struct $name(String);
+        impl $name {
+            /// A fresh id of this kind.
+            pub fn generate() -> Self {
+                Self($crate::ids::new_id($prefix))
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+        impl ::std::cmp::PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+        impl ::std::cmp::PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                &self.0 == other
+            }
+        }
+        impl ::std::cmp::PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                self == &other.0
+            }
+        }
+        impl ::std::convert::From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+        impl ::std::convert::From<&$name> for String {
+            fn from(id: &$name) -> String {
+                id.0.clone()
+            }
+        }
+        /// For ids the platform's own records hold (as deserializing one does): unchecked.
+        impl ::std::convert::From<String> for $name {
+            fn from(id: String) -> Self {
+                Self(id)
+            }
+        }
+        impl ::std::convert::From<&str> for $name {
+            fn from(id: &str) -> Self {
+                Self(id.to_string())
+            }
+        }
         impl $crate::ids::PrefixedId for $name {
             const PREFIX: &'static str = $prefix;
             const OBJECT: &'static str = $object;

@@ -53,8 +53,8 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Resource {
     /// `res_...`
-    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ResourceId,
     /// Always `booking_resource`.
     pub object: String,
     pub name: String,
@@ -120,8 +120,8 @@ pub struct Price {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Service {
     /// `svc_...`
-    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ServiceId,
     /// Always `booking_service`.
     pub object: String,
     pub name: String,
@@ -232,8 +232,8 @@ pub enum CancelledBy {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Booking {
     /// `bk_...`
-    #[schema(pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: BookingId,
     /// Always `booking`.
     pub object: String,
     pub status: BookingStatus,
@@ -275,10 +275,10 @@ impl Booking {
     /// or `pending` when the service requires confirmation.
     pub fn new(svc: &Service, contact_id: String, start: chrono::DateTime<chrono::Utc>, now: &str) -> Booking {
         Booking {
-            id: shared::ids::new_id("bk"),
+            id: shared::ids::new_id("bk").into(),
             object: "booking".into(),
             status: if svc.requires_confirmation { BookingStatus::Pending } else { BookingStatus::Confirmed },
-            service_id: svc.id.clone(),
+            service_id: svc.id.to_string(),
             resource_id: String::new(),
             contact_id,
             start: shared::ids::format_time(start),
@@ -336,8 +336,8 @@ pub struct CreateBooking {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Hold {
     /// `hold_...`
-    #[schema(pattern = "^hold_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^hold_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: HoldId,
     /// Always `booking_hold`.
     pub object: String,
     #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]

@@ -101,7 +101,7 @@ async fn send(
     let now = Utc::now();
     let mut email = Box::pin(compose::build_one(app, ws, input, now)).await?;
     if let Some((id, _)) = reminder {
-        email.id = id.clone();
+        email.id = id.clone().into();
     }
     compose::send(auth, app, ws, &email, now.timestamp()).await
 }

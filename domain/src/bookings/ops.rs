@@ -38,7 +38,7 @@ impl Resource {
         errs.metadata("metadata", &input.metadata);
         errs.finish()?;
         Ok(Resource {
-            id: shared::ids::new_id("res"),
+            id: shared::ids::new_id("res").into(),
             object: "booking_resource".into(),
             name: input.name,
             timezone: input.timezone,
@@ -100,7 +100,7 @@ impl Service {
     pub fn build(base: Option<&Service>, input: ServiceInput, now: &str) -> ApiResult<Service> {
         let mut errs = Errors::new();
         let mut svc = base.cloned().unwrap_or(Service {
-            id: shared::ids::new_id("svc"),
+            id: shared::ids::new_id("svc").into(),
             object: "booking_service".into(),
             name: String::new(),
             duration_minutes: 0,
@@ -495,7 +495,7 @@ pub async fn availability(
                     let fits =
                         schedule::cells(start, dur, before, after).iter().all(|c| busy.get(c).copied().unwrap_or(0) < r.capacity as usize);
                     if fits {
-                        free.entry(start).or_default().push(r.id.clone());
+                        free.entry(start).or_default().push(r.id.to_string());
                     }
                 }
             }
@@ -587,8 +587,14 @@ pub async fn of_contact(
     links.truncate(limit);
     let next = if more { links.last().and_then(|l| st::get_str(l, "sk")).map(String::from) } else { None };
     let keys: Vec<(String, String)> = links.iter().filter_map(|l| Some((ws_pk(ws), booking_sk(st::get_str(l, "booking_id")?)))).collect();
-    let mut by_id: HashMap<String, Booking> =
-        app.db.batch_get(&keys).await?.into_iter().filter_map(|i| st::from_item::<Booking>(i).ok()).map(|b| (b.id.clone(), b)).collect();
+    let mut by_id: HashMap<String, Booking> = app
+        .db
+        .batch_get(&keys)
+        .await?
+        .into_iter()
+        .filter_map(|i| st::from_item::<Booking>(i).ok())
+        .map(|b| (b.id.to_string(), b))
+        .collect();
     let list = links.iter().filter_map(|l| by_id.remove(st::get_str(l, "booking_id")?)).collect();
     Ok((list, next))
 }
@@ -651,7 +657,7 @@ pub async fn book(
             let held = held_cells(app, ws, &res.id, &first, &last).await?;
             let own = hold.map(|h| h.id.as_str());
             let Some(plan) = choose(&needed, &held, res.capacity, own, now) else { break };
-            booking.resource_id = res.id.clone();
+            booking.resource_id = res.id.to_string();
             let mut tx = take(Tx::new(), &Taker { ws, res: &res.id, holder: &booking.id, own, expires: None, now }, &plan);
             if let Some(h) = hold {
                 tx = tx.delete_if(ws_pk(ws), hold_sk(&h.id), "", vec![]);
@@ -684,10 +690,10 @@ pub async fn hold(app: &App, ws: &WorkspaceId, svc: &Service, candidates: &[Reso
             let held = held_cells(app, ws, &res.id, &first, &last).await?;
             let Some(plan) = choose(&needed, &held, res.capacity, None, now.timestamp()) else { break };
             let h = Hold {
-                id: id.clone(),
+                id: id.clone().into(),
                 object: "booking_hold".into(),
-                service_id: svc.id.clone(),
-                resource_id: res.id.clone(),
+                service_id: svc.id.to_string(),
+                resource_id: res.id.to_string(),
                 start: shared::ids::format_time(start),
                 end: shared::ids::format_time(start + Duration::minutes(dur)),
                 expires_at: shared::ids::format_time(now + Duration::seconds(secs)),
@@ -739,10 +745,10 @@ pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resour
         let Some(plan) = choose(&needed, &held, res.capacity, Some(&old.id), now.timestamp()) else { break };
         let at = shared::ids::format_time(now);
         let mut new = old.clone();
-        new.id = shared::ids::new_id("bk");
+        new.id = shared::ids::new_id("bk").into();
         new.start = shared::ids::format_time(start);
         new.end = shared::ids::format_time(start + Duration::minutes(dur));
-        new.rescheduled_from = Some(old.id.clone());
+        new.rescheduled_from = Some(old.id.to_string());
         new.rescheduled_to = None;
         new.reminder_email_id = super::notify::reminder_id(svc, &new);
         new.created_at = at.clone();
@@ -752,7 +758,7 @@ pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resour
         moved.cancelled_at = Some(at.clone());
         moved.cancelled_by = Some(CancelledBy::Staff);
         moved.cancel_reason = Some("rescheduled".into());
-        moved.rescheduled_to = Some(new.id.clone());
+        moved.rescheduled_to = Some(new.id.to_string());
         moved.updated_at = at;
         let new_keys = plan_keys(&res.id, &plan);
         let mut tx =
@@ -815,7 +821,7 @@ pub async fn contact_for(app: &App, ws: &WorkspaceId, contact_id: Option<&str>, 
                 return Ok(id);
             }
             match ct::commit_create(app, ws, &built, None).await {
-                Ok(()) => Ok(built.id),
+                Ok(()) => Ok(String::from(built.id)),
                 // Created meanwhile by someone else: link to it (an erased address stays refused).
                 Err(e) => ct::email_owner(app, ws, &built.email).await?.ok_or(e),
             }

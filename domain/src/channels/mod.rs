@@ -54,8 +54,8 @@ pub struct Limits {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Channel {
     /// `ch_...`
-    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ChannelId,
     /// Always `channel`.
     pub object: String,
     #[serde(rename = "type")]

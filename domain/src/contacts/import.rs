@@ -77,8 +77,8 @@ pub struct CreateImport {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ImportJob {
     /// `imp_...`
-    #[schema(pattern = "^imp_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^imp_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ImportId,
     /// Always `contact_import`.
     pub object: String,
     pub status: ImportStatus,
@@ -112,7 +112,7 @@ pub struct RowError {
 impl ImportJob {
     fn new(id: String, on_conflict: OnConflict, total: u64, now: String) -> Self {
         Self {
-            id,
+            id: id.into(),
             object: "contact_import".into(),
             status: ImportStatus::Queued,
             on_conflict,
@@ -445,7 +445,7 @@ async fn process_chunk(app: &App, ws: &WorkspaceId, job: &ImportJob, rows: &[Row
             counts.failed += 1;
             continue;
         }
-        c.id = row_contact_id(job, r.row);
+        c.id = row_contact_id(job, r.row).into();
         built.push((r.row, c, data));
     }
     // An erased address is not re-created by an import (one batch read of tombstones).

@@ -62,7 +62,7 @@ impl CreateContact {
         let now = shared::ids::now_rfc3339();
         let trim = |v: Option<String>| v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let c = Contact {
-            id: shared::ids::new_id("ct"),
+            id: shared::ids::new_id("ct").into(),
             object: "contact".into(),
             email,
             first_name: trim(self.first_name),

@@ -132,8 +132,8 @@ fn enum_str<T: Serialize>(v: T) -> String {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Contact {
     /// `ct_...`
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ContactId,
     /// Always `contact`.
     pub object: String,
     /// Lower-cased; unique in the workspace.
@@ -464,7 +464,7 @@ fn former_items(ws: &WorkspaceId, old: &Contact, new: &Contact) -> Vec<Item> {
             let was = was?;
             (Some(&was) != is.as_ref()).then(|| {
                 let key = shared::crypto::sha256_hex(was.to_lowercase().as_bytes());
-                let f = Former { contact_id: old.id.clone(), field: field.into(), value: was, changed_at: now.clone() };
+                let f = Former { contact_id: old.id.to_string(), field: field.into(), value: was, changed_at: now.clone() };
                 Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk(&[&old.id, field, &key]), &f).map(|r| r.item)
             })
         })
@@ -542,7 +542,7 @@ impl crate::privacy::Subject {
         crate::privacy::Subject {
             terms: search_terms(c),
             email: c.email.clone(),
-            contact_id: Some(c.id.clone()),
+            contact_id: Some(c.id.to_string()),
             phones: c.phone.iter().cloned().collect(),
             names: (!name.trim().is_empty()).then_some(name).into_iter().collect(),
             former_emails: vec![],

@@ -2,7 +2,7 @@
 //! own (permissive), and the batch item that lists its emails in request order.
 
 use super::compose::{self, SendEmail};
-use super::{Email, EmailStatus, batch_sk};
+use super::{Email, EmailBatchId, EmailId, EmailStatus, batch_sk};
 use crate::effects as fx;
 use crate::keys;
 use serde::{Deserialize, Serialize};
@@ -39,8 +39,8 @@ pub struct SendBatch {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct BatchEntry {
     pub index: usize,
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: EmailId,
     pub status: EmailStatus,
 }
 
@@ -53,8 +53,8 @@ pub struct BatchError {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct EmailBatch {
     /// `eb_...`
-    #[schema(pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: EmailBatchId,
     /// Always `email_batch`.
     pub object: String,
     pub validation: Validation,
@@ -120,7 +120,7 @@ pub async fn accept(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &Workspa
         return Err(batch_validation(errors));
     }
     let batch = EmailBatch {
-        id: batch_id,
+        id: batch_id.into(),
         object: "email_batch".into(),
         validation: input.validation,
         emails: accepted.iter().map(|(index, e)| BatchEntry { index: *index, id: e.id.clone(), status: e.status }).collect(),
@@ -159,9 +159,9 @@ pub async fn page(
 ) -> ApiResult<(Vec<Email>, Option<String>)> {
     let item = app.db.get(&ws_pk(ws), &batch_sk(batch_id)).await?.ok_or_else(|| ApiError::not_found("email batch"))?;
     let batch: EmailBatch = store::from_item(item)?;
-    let ids: Vec<&String> = batch.emails.iter().map(|e| &e.id).collect();
+    let ids: Vec<&str> = batch.emails.iter().map(|e| e.id.as_str()).collect();
     let start = after.and_then(|a| ids.iter().position(|id| *id == a).map(|p| p + 1)).unwrap_or(0);
-    let slice: Vec<&String> = ids.iter().skip(start).take(limit).copied().collect();
+    let slice: Vec<&str> = ids.iter().skip(start).take(limit).copied().collect();
     let keys: Vec<(String, String)> = slice.iter().map(|id| (ws_pk(ws), keys::EMAIL.sk(&[id]))).collect();
     let emails: Vec<Email> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
     let next = (start + slice.len() < ids.len()).then(|| slice.last().map(|id| id.to_string())).flatten();

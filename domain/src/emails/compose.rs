@@ -309,7 +309,7 @@ pub async fn recipients_of(app: &App, ws: &WorkspaceId, ids: Vec<String>, addrs:
         .batch_get(&keys)
         .await?
         .into_iter()
-        .map(|i| store::from_item::<Contact>(i).map(|c| (c.id.clone(), c)))
+        .map(|i| store::from_item::<Contact>(i).map(|c| (c.id.to_string(), c)))
         .collect::<ApiResult<HashMap<_, _>>>()?;
     Ok(Recipients { contacts, owners, suppressed })
 }
@@ -337,7 +337,7 @@ pub fn suppressed(addrs: impl IntoIterator<Item = String>, transactional: bool, 
         .into_iter()
         .filter_map(|addr| {
             let contact = r.owners.get(&addr).and_then(|id| r.contacts.get(id));
-            let contact_id = contact.map(|c| c.id.clone());
+            let contact_id = contact.map(|c| c.id.to_string());
             if let Some(reason) = r.suppressed.get(&addr) {
                 return Some(SuppressedRecipient { email: addr, reason: reason.clone(), contact_id });
             }
@@ -446,7 +446,7 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
     let mut tags = input.tags.clone();
     tags.dedup();
     Ok(Email {
-        id: shared::ids::new_id("em"),
+        id: shared::ids::new_id("em").into(),
         object: "email".into(),
         status,
         from: input.from.trim().to_string(),
@@ -551,7 +551,7 @@ pub fn send_in(
         tx = if i == 0 { tx.put_if(item, "attribute_not_exists(pk)", vec![]) } else { tx.put(item) };
     }
     let delay = plan(app, e, now_secs).0;
-    Ok((tx.event(ev), Queued { ws: ws.clone(), ids: vec![e.id.clone()], delay }))
+    Ok((tx.event(ev), Queued { ws: ws.clone(), ids: vec![e.id.to_string()], delay }))
 }
 
 /// The effect `SendEmail` for a batch: each email's writes (and `extra`, the batch's own
@@ -579,7 +579,7 @@ pub async fn send_many(
     let mut by_delay: BTreeMap<i64, Vec<String>> = Default::default();
     for e in emails {
         if let (Some(delay), _) = plan(app, e, now_secs) {
-            by_delay.entry(delay).or_default().push(e.id.clone());
+            by_delay.entry(delay).or_default().push(e.id.to_string());
         }
     }
     for (delay, ids) in by_delay {

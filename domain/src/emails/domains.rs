@@ -57,8 +57,8 @@ pub struct DnsRecord {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct SendingDomain {
     /// `dom_...`
-    #[schema(pattern = "^dom_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^dom_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: DomainId,
     /// Always `email_domain`.
     pub object: String,
     /// Lower-cased, without a trailing dot.
@@ -230,7 +230,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
     }
     let now = shared::ids::now_rfc3339();
     let mut d = SendingDomain {
-        id: shared::ids::new_id(<DomainId as shared::ids::PrefixedId>::PREFIX),
+        id: shared::ids::new_id(<DomainId as shared::ids::PrefixedId>::PREFIX).into(),
         object: "email_domain".into(),
         name,
         status: DomainStatus::Pending,

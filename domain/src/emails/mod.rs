@@ -204,8 +204,8 @@ pub struct SendError {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Email {
     /// `em_...`
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: EmailId,
     /// Always `email`.
     pub object: String,
     pub status: EmailStatus,

@@ -7,8 +7,8 @@
 //! after each one, and a run that dies is finished by the queue's next delivery. The subject
 //! itself is kept sealed on the job only while it runs.
 
-use super::Cursor;
 use super::jobs::{JobError, JobKind, JobStatus};
+use super::{Cursor, ErasureId};
 use crate::effects::{Authority, EraseSubject};
 use crate::keys;
 use crate::privacy::Subject;
@@ -24,8 +24,8 @@ use utoipa::ToSchema;
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Erasure {
     /// `ge_...`
-    #[schema(pattern = "^ge_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^ge_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ErasureId,
     /// Always `gdpr_erasure`.
     pub object: String,
     pub status: JobStatus,
@@ -79,7 +79,7 @@ pub async fn erase_self(
 async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, requested_by: &str, tx: Tx) -> ApiResult<Erasure> {
     let secret = app.platform_secret().await?;
     let e = Erasure {
-        id: shared::ids::new_id("ge"),
+        id: ErasureId::generate(),
         object: "gdpr_erasure".into(),
         status: JobStatus::Pending,
         subject_hash: crate::privacy::tombstone_hash(&secret.tombstone_key, ws, &subject.email),

@@ -12,7 +12,7 @@
 //! secrets are never exported.
 
 use super::jobs::{JobError, JobKind, JobStatus};
-use super::{Cursor, Erase, Find, Rule, Subject, SubjectRef};
+use super::{Cursor, Erase, ExportId, Find, Rule, Subject, SubjectRef};
 use crate::effects::{Authority, ExportSubject, ExportWorkspace};
 use crate::keys::{self, Data, Kind};
 use flate2::Compression;
@@ -58,8 +58,8 @@ pub enum ExportScope {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ExportJob {
     /// `gx_...`
-    #[schema(pattern = "^gx_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^gx_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ExportId,
     /// Always `gdpr_export`.
     pub object: String,
     pub scope: ExportScope,
@@ -126,7 +126,7 @@ async fn start(
 ) -> ApiResult<ExportJob> {
     let now = chrono::Utc::now();
     let job = ExportJob {
-        id: shared::ids::new_id("gx"),
+        id: ExportId::generate(),
         object: "gdpr_export".into(),
         scope,
         subject: subject.map(|s| SubjectRef { email: Some(s.email.clone()), contact_id: s.contact_id.clone() }),

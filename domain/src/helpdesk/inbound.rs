@@ -313,7 +313,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
         Some((c, _)) => c.contact_id.clone(),
         // A forged From must not put words in a contact's mouth: no contact by that address.
         None if !verified => None,
-        None => Box::pin(contact_for_sender(app, ws, &inc.from, inc.from_name.as_deref(), !inc.spam)).await?.map(|c| c.id),
+        None => Box::pin(contact_for_sender(app, ws, &inc.from, inc.from_name.as_deref(), !inc.spam)).await?.map(|c| c.id.into()),
     };
     // Only a sender who passed authentication writes on a contact's timeline.
     let timeline_contact = contact_id.clone().filter(|_| verified);
@@ -343,9 +343,9 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
         to.truncate(MAX_RECIPIENTS);
     }
     let m = Message {
-        id: shared::ids::new_id("hm"),
+        id: shared::ids::new_id("hm").into(),
         object: "helpdesk_message".into(),
-        conversation_id: existing.as_ref().map_or_else(|| shared::ids::new_id("conv"), |(c, _)| c.id.clone()),
+        conversation_id: existing.as_ref().map_or_else(|| shared::ids::new_id("conv"), |(c, _)| c.id.to_string()),
         r#type: MessageType::Inbound,
         from: inc.from.clone(),
         to,
@@ -408,7 +408,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
                     }
                 }
             }
-            Outcome::Appended { conversation_id: c.id, message_id: m.id.clone() }
+            Outcome::Appended { conversation_id: String::from(c.id), message_id: m.id.to_string() }
         }
         None => {
             let subject =
@@ -421,7 +421,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
                 tags.push("unverified".into());
             }
             let c = Conversation {
-                id: m.conversation_id.clone(),
+                id: m.conversation_id.clone().into(),
                 object: "helpdesk_conversation".into(),
                 subject,
                 status: if inc.spam { ConversationStatus::Closed } else { ConversationStatus::Open },
@@ -449,7 +449,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
                     &m,
                 ));
             }
-            Outcome::Created { conversation_id: c.id, message_id: m.id.clone() }
+            Outcome::Created { conversation_id: String::from(c.id), message_id: m.id.to_string() }
         }
     };
     let outcome = match tx.commit(app).await {

@@ -109,8 +109,8 @@ pub enum Priority {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Conversation {
     /// `conv_...`
-    #[schema(pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ConversationId,
     /// Always `helpdesk_conversation`.
     pub object: String,
     pub subject: String,
@@ -183,8 +183,8 @@ impl DeliveryStatus {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Message {
     /// `hm_...`
-    #[schema(pattern = "^hm_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^hm_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: HelpdeskMessageId,
     /// Always `helpdesk_message`.
     pub object: String,
     #[schema(pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
@@ -359,9 +359,9 @@ pub async fn compose_reply(
         headers,
         tags: vec!["helpdesk".into()],
         scheduled_at: None,
-        contact_id: Some(contact.id.clone()),
+        contact_id: Some(contact.id.to_string()),
         transactional: true,
-        metadata: BTreeMap::from([("conversation_id".to_string(), c.id.clone()), ("message_id".to_string(), m.id.clone())]),
+        metadata: BTreeMap::from([("conversation_id".to_string(), c.id.to_string()), ("message_id".to_string(), m.id.to_string())]),
     };
     let email = Box::pin(compose::build_one(app, ws, input, chrono::Utc::now())).await?;
     if email.status == crate::emails::EmailStatus::Suppressed {
@@ -480,7 +480,7 @@ pub fn delivery_event(ws: &WorkspaceId, e: &crate::emails::Email) -> Option<Even
         object: "helpdesk_delivery".into(),
         conversation_id: e.metadata.get("conversation_id")?.clone(),
         message_id: e.metadata.get("message_id")?.clone(),
-        email_id: e.id.clone(),
+        email_id: e.id.to_string(),
         delivery_status: DeliveryStatus::of(e.status),
     };
     Some(Event::new(ws, "helpdesk.message.delivery_updated", &update))

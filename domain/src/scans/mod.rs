@@ -90,8 +90,8 @@ impl Categories {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Scan {
     /// `scan_...`
-    #[schema(pattern = "^scan_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^scan_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ScanId,
     /// Always `scan`.
     pub object: String,
     /// The URL asked for, normalised.
@@ -174,7 +174,7 @@ pub enum Requested {
 pub async fn request(app: &App, ws: &WorkspaceId, url: &url::Url, force: bool) -> ApiResult<Requested> {
     let now = chrono::Utc::now();
     let scan = Scan {
-        id: shared::ids::new_id("scan"),
+        id: shared::ids::new_id("scan").into(),
         object: "scan".into(),
         url: url.to_string(),
         host: url.host_str().unwrap_or_default().to_ascii_lowercase(),

@@ -61,8 +61,8 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Endpoint {
     /// `wh_...`
-    #[schema(pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: EndpointId,
     /// Always `webhook_endpoint`.
     pub object: String,
     pub url: String,
@@ -206,8 +206,8 @@ pub struct Attempt {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Delivery {
     /// `whd_...`
-    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: DeliveryId,
     /// Always `webhook_delivery`.
     pub object: String,
     #[schema(pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
@@ -256,7 +256,7 @@ impl StoredDelivery {
         let now = shared::ids::now_rfc3339();
         Self {
             delivery: Delivery {
-                id: shared::ids::new_id("whd"),
+                id: shared::ids::new_id("whd").into(),
                 object: "webhook_delivery".into(),
                 endpoint_id: endpoint_id.into(),
                 event_id: event.id.clone(),
@@ -317,7 +317,7 @@ impl StoredDelivery {
         DeliveryJob {
             workspace_id: ws.into(),
             endpoint_id: self.delivery.endpoint_id.clone(),
-            delivery_id: self.delivery.id.clone(),
+            delivery_id: self.delivery.id.to_string(),
             job: self.job.clone(),
             event_id: Some(self.delivery.event_id.clone()),
         }

@@ -198,7 +198,7 @@ async fn slot_for(
     let start = ops::parse_time("start", start)?;
     let mut resources = ops::resources_of(app, ws, &svc).await?;
     if let Some(r) = resource_id {
-        resources.retain(|x| x.id == r);
+        resources.retain(|x| x.id == *r);
         if resources.is_empty() {
             return Err(ApiError::validation("resource_id", "is not a resource of this service"));
         }

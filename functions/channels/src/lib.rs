@@ -57,7 +57,7 @@ pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
     let id = shared::ids::new_id("ch");
     let (sealed, session) = Stored::seal(app, ws, &id, &creds, connected.session.as_ref()).await?;
     let channel = Channel {
-        id: id.clone(),
+        id: id.clone().into(),
         object: "channel".into(),
         kind: input.kind,
         name: input.name,

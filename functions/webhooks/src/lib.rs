@@ -108,7 +108,7 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws()?;
     let now = shared::ids::now_rfc3339();
     let endpoint = Endpoint {
-        id: shared::ids::new_id("wh"),
+        id: shared::ids::new_id("wh").into(),
         object: "webhook_endpoint".into(),
         url: input.url,
         description: input.description,
