@@ -308,7 +308,7 @@ pub async fn add_member(app: &App, ws: &WorkspaceId, subject: &str, role: &str) 
         object: "member".into(),
         subject: subject.into(),
         role: role.into(),
-        workspace_id: ws.into(),
+        workspace_id: ws.clone(),
         created_at: shared::ids::now_rfc3339(),
     };
     let rec =
@@ -502,7 +502,7 @@ pub async fn change_member(
         object: "member".into(),
         subject: subject.clone(),
         role: input.role.clone(),
-        workspace_id: ws.into(),
+        workspace_id: ws.clone(),
         created_at: current.as_ref().and_then(|i| store::get_str(i, "created_at")).map_or_else(shared::ids::now_rfc3339, String::from),
     };
     // An owner acting on owners is still one when this commits.

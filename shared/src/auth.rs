@@ -159,12 +159,6 @@ impl std::fmt::Display for WorkspaceId {
     }
 }
 
-impl From<&WorkspaceId> for WorkspaceId {
-    fn from(ws: &WorkspaceId) -> WorkspaceId {
-        ws.clone()
-    }
-}
-
 impl From<&WorkspaceId> for String {
     fn from(ws: &WorkspaceId) -> String {
         ws.0.clone()

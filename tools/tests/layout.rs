@@ -77,10 +77,15 @@ const SHARED_LAYERS: &[&[&str]] = &[
     &["routing", "http", "lambda", "openapi"],
 ];
 
+/// A source without its comment lines: what the layout rules read.
+fn code_of(src: &str) -> String {
+    src.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
 /// Which modules of `shared` a module's code names (`crate::x`, `$crate::x`; comments aside).
 fn crate_uses(src: &str) -> std::collections::BTreeSet<String> {
     let mut out = std::collections::BTreeSet::new();
-    let code: String = src.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+    let code = code_of(src);
     let src = code.as_str();
     for (i, _) in src.match_indices("crate::") {
         let rest = &src[i + "crate::".len()..];
@@ -356,12 +361,7 @@ fn folder_cycles(module: &str, files: &[(String, String)]) -> Vec<String> {
     let inner: Vec<(String, Vec<String>)> = parts
         .iter()
         .map(|p| {
-            let code: String = files
-                .iter()
-                .filter(|(n, _)| part(n) == *p)
-                .flat_map(|(_, src)| src.lines().filter(|l| !l.trim_start().starts_with("//")))
-                .collect::<Vec<_>>()
-                .join("\n");
+            let code: String = files.iter().filter(|(n, _)| part(n) == *p).map(|(_, src)| code_of(src)).collect::<Vec<_>>().join("\n");
             let named = |s: &String| code.contains(&format!("super::{s}")) || code.contains(&format!("crate::{module}::{s}"));
             (p.clone(), parts.iter().filter(|s| *s != p && named(s)).cloned().collect())
         })
@@ -404,7 +404,7 @@ fn domain_modules_use_only_their_layer_or_lower_without_cycles() {
 fn function_crates_reach_the_store_only_through_domain() {
     let root = tools::localstack::repo_root();
     let reaches = |src: &str| {
-        let code: String = src.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+        let code = code_of(src);
         ["Tx::", ".db.", ".commit(", "Record::new(", "aws_sdk_dynamodb", "WorkspaceId::trusted", "from_record"]
             .iter()
             .any(|p| code.contains(p))

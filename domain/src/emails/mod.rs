@@ -360,7 +360,7 @@ pub struct SendJob {
 pub async fn enqueue(app: &App, ws: &WorkspaceId, ids: &[String], delay: i64) -> bool {
     let mut ok = true;
     for chunk in ids.chunks(100) {
-        let job = SendJob { workspace_id: ws.into(), email_ids: chunk.to_vec() };
+        let job = SendJob { workspace_id: ws.clone(), email_ids: chunk.to_vec() };
         let body = serde_json::to_string(&job).expect("job serializes");
         if let Err(e) = app.enqueue(&app.cfg.emails_queue_url, &body, delay).await {
             tracing::warn!(error = %e, "email job not enqueued; the schedule tick will retry");

@@ -77,7 +77,7 @@ pub async fn begin_run(app: &App, ws: &WorkspaceId, sk: &str) -> ApiResult<(i64,
 
 /// Queue a job for the worker.
 pub async fn enqueue(app: &App, kind: JobKind, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
-    let body = serde_json::to_string(&JobMessage { kind, workspace_id: ws.into(), id: id.into() }).expect("serializes");
+    let body = serde_json::to_string(&JobMessage { kind, workspace_id: ws.clone(), id: id.into() }).expect("serializes");
     app.enqueue(&app.cfg.gdpr_queue_url, &body, 0).await.map_err(|e| {
         tracing::error!(job = id, error = %e, "GDPR job not queued");
         ApiError::unavailable("the GDPR job queue is unavailable; retry")

@@ -277,7 +277,7 @@ pub async fn enqueue(app: &App, ws: &WorkspaceId, scan_id: &str) -> ApiResult<()
 
 /// Queue the job again in `delay_secs` (its host was busy).
 pub async fn enqueue_after(app: &App, ws: &WorkspaceId, scan_id: &str, delay_secs: i64) -> ApiResult<()> {
-    let body = serde_json::to_string(&Job { workspace_id: ws.into(), scan_id: scan_id.into() }).map_err(ApiError::internal)?;
+    let body = serde_json::to_string(&Job { workspace_id: ws.clone(), scan_id: scan_id.into() }).map_err(ApiError::internal)?;
     app.enqueue(&app.cfg.scans_queue_url, &body, delay_secs).await.map_err(|e| ApiError::unavailable(format!("scans queue: {e}")))
 }
 

@@ -315,7 +315,7 @@ impl StoredDelivery {
     /// The queue message allowed to work on this delivery (its current token).
     pub fn job(&self, ws: &WorkspaceId) -> DeliveryJob {
         DeliveryJob {
-            workspace_id: ws.into(),
+            workspace_id: ws.clone(),
             endpoint_id: self.delivery.endpoint_id.clone(),
             delivery_id: self.delivery.id.to_string(),
             job: self.job.clone(),

@@ -9,8 +9,9 @@ use shared::outbox::Tx;
 use shared::store::{TxError, ws_pk};
 
 pub async fn fan_out(d: &Dispatcher, ev: &Event, budget: Budget) -> ApiResult<Outcome> {
-    let endpoints = model::workspace_endpoints(&d.app, &WorkspaceId::trusted(ev.workspace_id.clone())).await?;
-    fan_out_to(d, ev, &endpoints, budget).await
+    let ws = WorkspaceId::trusted(ev.workspace_id.clone());
+    let endpoints = model::workspace_endpoints(&d.app, &ws).await?;
+    fan_out_to(d, &ws, ev, &endpoints, budget).await
 }
 
 /// Many events in one message: the endpoints of each workspace are read once, events nobody
@@ -30,7 +31,7 @@ pub async fn fan_out_batch(d: &Dispatcher, events: &[Event], budget: Budget) -> 
             tracing::warn!(error = %e, "outbox acks failed; the sweep re-sends those events");
         }
         for group in busy.chunks(16) {
-            for r in futures_util::future::join_all(group.iter().map(|ev| fan_out_to(d, ev, &endpoints, budget))).await {
+            for r in futures_util::future::join_all(group.iter().map(|ev| fan_out_to(d, &ws, ev, &endpoints, budget))).await {
                 r?;
             }
         }
@@ -38,9 +39,9 @@ pub async fn fan_out_batch(d: &Dispatcher, events: &[Event], budget: Budget) -> 
     Ok(Outcome::Done)
 }
 
-async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint], budget: Budget) -> ApiResult<Outcome> {
+/// `ws` is the event's own workspace.
+async fn fan_out_to(d: &Dispatcher, ws: &WorkspaceId, ev: &Event, endpoints: &[StoredEndpoint], budget: Budget) -> ApiResult<Outcome> {
     let app = &d.app;
-    let ws = &WorkspaceId::trusted(ev.workspace_id.clone());
     let targets: Vec<&StoredEndpoint> =
         endpoints.iter().filter(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)).collect();
     if targets.is_empty() {
@@ -59,7 +60,7 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint], bu
     }
     match tx.commit(app).await {
         Ok(()) => {}
-        Err(TxError::Condition(0)) => return resume(d, ev, budget).await,
+        Err(TxError::Condition(0)) => return resume(d, ws, ev, budget).await,
         Err(TxError::Condition(_)) => return Ok(Outcome::Done),
         Err(TxError::Api(e)) => return Err(e),
     }
@@ -87,13 +88,12 @@ async fn fan_out_to(d: &Dispatcher, ev: &Event, endpoints: &[StoredEndpoint], bu
 
 /// The event was fanned out before (this is a duplicate): finish any delivery still waiting
 /// for its first attempt, in case the earlier run stopped between commit and attempt.
-async fn resume(d: &Dispatcher, ev: &Event, budget: Budget) -> ApiResult<Outcome> {
-    let ws = &WorkspaceId::trusted(ev.workspace_id.clone());
+async fn resume(d: &Dispatcher, ws: &WorkspaceId, ev: &Event, budget: Budget) -> ApiResult<Outcome> {
     let marker = d.app.db.get(&ws_pk(ws), &model::event_record_sk(&ev.id)).await?;
     let keys = marker.as_ref().and_then(|m| m.get("deliveries")).and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default();
     let work = keys.iter().filter_map(|k| k.split_once('/')).map(|(endpoint_id, delivery_id)| async move {
         let job = DeliveryJob {
-            workspace_id: ws.into(),
+            workspace_id: ws.clone(),
             endpoint_id: endpoint_id.into(),
             delivery_id: delivery_id.into(),
             job: String::new(),
