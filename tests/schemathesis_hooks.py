@@ -54,6 +54,7 @@ UNSTATED = {
     ("subject", "comes from the template"): "subject, html and text come from the template when one is named",
     ("html", "comes from the template"): "subject, html and text come from the template when one is named",
     ("text", "comes from the template"): "subject, html and text come from the template when one is named",
+    ("snoozed_until", "required with status snoozed"): "a snoozed conversation has a time to reopen",
     ("consent", "required with resubscribe"): "resubscribe needs the new consent",
     ("consent", "only with resubscribe"): "consent is given only with resubscribe",
     ("text_shown", "must not be empty"): "a recorded consent choice carries the wording shown",
@@ -83,6 +84,9 @@ UNSTATED = {
     ("", "intervals overlap"): "a day's intervals do not overlap",
     ("", "at most 12 intervals a day"): "at most 12 intervals a day",
     ("duration_minutes", "with its buffers at most"): "a service with its buffers is at most 3 hours",
+    # A credential makes keys no stronger than itself.
+    ("scopes", "cannot exceed the scopes of the calling credential"): "a key's scopes are within its maker's",
+    ("requires_confirmation", "must require at least"): "a key needs at least its maker's confirmations",
     # The world and the deployment's policy.
     ("url", ""): "a URL the outbound policy allows: https, a public host that resolves",
     ("credentials", "resolve"): "a server address the outbound policy allows",

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::confirmation::{BOUND_ATTR, BoundKey};
+use shared::ids::Timestamp;
 use shared::keys::CAPABILITY_CONFIRMATION;
 use shared::store::{Item, get_i64, get_str, n, s, ws_pk};
 use shared::{ApiError, ApiResult};
@@ -103,13 +104,13 @@ pub struct Confirmation {
     #[schema(pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub api_key_id: String,
     pub status: ConfirmationStatus,
-    #[schema(format = DateTime)]
-    pub created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
     /// The token's end of life.
-    #[schema(format = DateTime)]
-    pub expires_at: String,
-    #[schema(format = DateTime)]
-    pub used_at: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub used_at: Option<Timestamp>,
     /// The `Request-Id` of the request that used it.
     pub used_by_request_id: Option<String>,
     /// Only in the response that created it.
@@ -161,8 +162,8 @@ pub fn item(ws: &WorkspaceId, c: &Confirmation, bound: &[(Bound, String)], token
         ("state".into(), s("issued")),
         ("token_hash".into(), s(token_hash)),
         ("token_expires_ms".into(), n(token_expires_ms)),
-        ("token_expires_at".into(), s(&c.expires_at)),
-        ("created_at".into(), s(&c.created_at)),
+        ("token_expires_at".into(), s(c.expires_at.to_string())),
+        ("created_at".into(), s(c.created_at.to_string())),
     ]);
     item.insert("expires_at".into(), n(token_expires_ms / 1000 + AUDIT_RETENTION_SECS));
     if !bound.is_empty() {
@@ -303,6 +304,8 @@ impl Bindings<'_> {
 /// The object of a stored item (an erased preview reads as empty).
 pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
     let text = |k: &str| get_str(item, k).unwrap_or_default().to_string();
+    let time = |k: &str| get_str(item, k).and_then(shared::ids::Timestamp::parse);
+    let at = |k: &str| time(k).ok_or_else(|| ApiError::internal(format!("capability confirmation item without {k}")));
     let id = get_str(item, "id").ok_or_else(|| ApiError::internal("capability confirmation item without id"))?;
     let status = match get_str(item, "state") {
         Some("used") => ConfirmationStatus::Used,
@@ -322,9 +325,9 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
         confirmed_by: text("confirmed_by"),
         api_key_id: text("api_key_id"),
         status,
-        created_at: text("created_at"),
-        expires_at: text("token_expires_at"),
-        used_at: get_str(item, "used_at").map(String::from),
+        created_at: at("created_at")?,
+        expires_at: at("token_expires_at")?,
+        used_at: time("used_at"),
         used_by_request_id: get_str(item, "used_by_request_id").map(String::from),
         confirmation_token: None,
         bound: get_str(item, "bound").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
@@ -453,8 +456,8 @@ pub async fn create(
         confirmed_by: confirmed_by.to_string(),
         api_key_id: key_id.to_string(),
         status: ConfirmationStatus::Issued,
-        created_at: shared::ids::format_time(now),
-        expires_at: shared::ids::format_time(expires),
+        created_at: shared::ids::Timestamp::from(now),
+        expires_at: shared::ids::Timestamp::from(expires),
         used_at: None,
         used_by_request_id: None,
         confirmation_token: None,
@@ -544,8 +547,8 @@ mod tests {
             confirmed_by: "sub".into(),
             api_key_id: "key_1".into(),
             status: ConfirmationStatus::Issued,
-            created_at: "t".into(),
-            expires_at: "t".into(),
+            created_at: shared::ids::Timestamp::now(),
+            expires_at: shared::ids::Timestamp::now(),
             used_at: None,
             used_by_request_id: None,
             confirmation_token: None,

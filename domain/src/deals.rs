@@ -7,6 +7,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Record, TxError, n, s, ws_pk};
 use shared::validate::{Errors, Patch};
@@ -69,16 +70,16 @@ pub struct Deal {
     /// Required when lost.
     pub lost_reason: Option<String>,
     /// Set when the deal is won or lost, cleared when reopened.
-    #[schema(format = DateTime)]
-    pub closed_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub closed_at: Option<Timestamp>,
     /// The last time a closed deal was reopened.
-    #[schema(format = DateTime)]
-    pub reopened_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub reopened_at: Option<Timestamp>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 pub fn record(ws: &WorkspaceId, d: &Deal) -> ApiResult<Record> {
@@ -200,7 +201,7 @@ impl Deal {
     /// Apply a patch at time `now`: `Ok(None)` when nothing changes, field errors as
     /// `VALIDATION_ERROR`. Closing sets `closed_at`, reopening clears it and sets `reopened_at`;
     /// the stage is frozen while the deal stays closed.
-    pub fn apply(&self, input: UpdateDeal, now: &str) -> ApiResult<Option<Change>> {
+    pub fn apply(&self, input: UpdateDeal, now: shared::ids::Timestamp) -> ApiResult<Option<Change>> {
         let old = self;
         let mut d = old.clone();
         let mut errs = Errors::new();
@@ -234,16 +235,16 @@ impl Deal {
                 d.closed_at = None;
                 d.lost_reason = None;
                 if transition == Transition::Reopened {
-                    d.reopened_at = Some(now.to_string());
+                    d.reopened_at = Some(now);
                 }
             }
             DealStatus::Won => {
                 d.lost_reason = None;
                 if old.status != DealStatus::Won {
-                    d.closed_at = Some(now.to_string());
+                    d.closed_at = Some(now);
                 }
             }
-            DealStatus::Lost if old.status != DealStatus::Lost => d.closed_at = Some(now.to_string()),
+            DealStatus::Lost if old.status != DealStatus::Lost => d.closed_at = Some(now),
             DealStatus::Lost => {}
         }
         check_common(&mut errs, &d);
@@ -251,7 +252,7 @@ impl Deal {
         if &d == old {
             return Ok(None);
         }
-        d.updated_at = now.to_string();
+        d.updated_at = now;
         Ok(Some(Change { deal: d, transition }))
     }
 }
@@ -312,7 +313,7 @@ pub async fn load(app: &App, ws: &WorkspaceId, id: &DealId) -> ApiResult<(Deal, 
 
 /// Validate and write a new open deal with `deal.created`.
 pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult<Deal> {
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let d = Deal {
         id: DealId::generate(),
         object: "deal".into(),
@@ -327,7 +328,7 @@ pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult
         closed_at: None,
         reopened_at: None,
         metadata: input.metadata,
-        created_at: now.clone(),
+        created_at: now,
         updated_at: now,
     };
     let mut errs = Errors::new();
@@ -344,7 +345,7 @@ pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult
 /// Apply a patch to a loaded deal and write it with its transition's event; the deal as it
 /// now is (unchanged when the patch changes nothing).
 pub async fn update(app: &App, ws: &WorkspaceId, old: Deal, version: i64, input: UpdateDeal) -> ApiResult<Deal> {
-    let Some(Change { deal: d, transition }) = old.apply(input, &shared::ids::now_rfc3339())? else { return Ok(old) };
+    let Some(Change { deal: d, transition }) = old.apply(input, shared::ids::Timestamp::now())? else { return Ok(old) };
     let has_contact = d.contact_id.is_some();
     let tx = with_contact(ws, &d, transition.event_type(), transition.summary(&d), Tx::new())?;
     tx.replace(record(ws, &d)?, version).event(Event::new(ws, transition.event_type(), &d)).commit(app).await.map_err(|e| match e {
@@ -373,9 +374,9 @@ pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> Ap
         let out = app.db.query_keys_then_get(spec).await?;
         let work = out.items.into_iter().map(|item| async move {
             let mut deal = store::item_json(item.clone());
-            let now = shared::ids::now_rfc3339();
+            let now = shared::ids::Timestamp::now();
             deal["contact_id"] = serde_json::Value::Null;
-            deal["updated_at"] = serde_json::Value::String(now.clone());
+            deal["updated_at"] = serde_json::Value::String(now.to_string());
             let sk = store::get_str(&item, "sk").unwrap_or_default().to_string();
             let u = aws_sdk_dynamodb::types::Update::builder()
                 .key("pk", s(ws_pk(ws)))
@@ -383,7 +384,7 @@ pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> Ap
                 .update_expression("SET contact_id = :null, updated_at = :now, version = version + :one REMOVE gsi2pk, gsi2sk")
                 .condition_expression("contact_id = :cid")
                 .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
-                .expression_attribute_values(":now", s(&now))
+                .expression_attribute_values(":now", s(now.to_string()))
                 .expression_attribute_values(":one", n(1))
                 .expression_attribute_values(":cid", s(contact_id));
             if let Some(o) = deal.as_object_mut() {
@@ -406,6 +407,11 @@ pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> Ap
 mod tests {
     use super::*;
 
+    /// A distinct time per name: t0, t1, ... are seconds after 2026-01-01.
+    fn at(name: &str) -> shared::ids::Timestamp {
+        shared::ids::Timestamp::from_unix(1_767_225_600 + name[1..].parse::<i64>().unwrap()).unwrap()
+    }
+
     fn deal() -> Deal {
         Deal {
             id: <DealId as shared::ids::PrefixedId>::new_unchecked("deal_1".into()),
@@ -421,8 +427,8 @@ mod tests {
             closed_at: None,
             reopened_at: None,
             metadata: BTreeMap::new(),
-            created_at: "t0".into(),
-            updated_at: "t0".into(),
+            created_at: at("t0"),
+            updated_at: at("t0"),
         }
     }
 
@@ -432,24 +438,24 @@ mod tests {
 
     #[test]
     fn lifecycle_transitions_and_their_events() {
-        let lost = deal().apply(patch(serde_json::json!({"status": "lost", "lost_reason": "budget"})), "t1").unwrap().unwrap();
-        assert_eq!((lost.transition.event_type(), lost.deal.closed_at.as_deref()), ("deal.lost", Some("t1")));
-        let won = lost.deal.apply(patch(serde_json::json!({"status": "won"})), "t2").unwrap().unwrap();
-        assert_eq!((won.transition, won.deal.lost_reason.clone(), won.deal.closed_at.as_deref()), (Transition::Won, None, Some("t2")));
-        let reopened = won.deal.apply(patch(serde_json::json!({"status": "open"})), "t3").unwrap().unwrap();
+        let lost = deal().apply(patch(serde_json::json!({"status": "lost", "lost_reason": "budget"})), at("t1")).unwrap().unwrap();
+        assert_eq!((lost.transition.event_type(), lost.deal.closed_at), ("deal.lost", Some(at("t1"))));
+        let won = lost.deal.apply(patch(serde_json::json!({"status": "won"})), at("t2")).unwrap().unwrap();
+        assert_eq!((won.transition, won.deal.lost_reason.clone(), won.deal.closed_at), (Transition::Won, None, Some(at("t2"))));
+        let reopened = won.deal.apply(patch(serde_json::json!({"status": "open"})), at("t3")).unwrap().unwrap();
         assert_eq!(reopened.transition, Transition::Reopened);
-        assert_eq!((reopened.deal.closed_at.as_deref(), reopened.deal.reopened_at.as_deref()), (None, Some("t3")));
+        assert_eq!((reopened.deal.closed_at, reopened.deal.reopened_at), (None, Some(at("t3"))));
         assert_eq!(reopened.transition.summary(&reopened.deal), "Deal reopened: Plan");
     }
 
     #[test]
     fn refusals_and_no_ops() {
-        let e = deal().apply(patch(serde_json::json!({"status": "lost"})), "t1").unwrap_err();
+        let e = deal().apply(patch(serde_json::json!({"status": "lost"})), at("t1")).unwrap_err();
         assert_eq!(e.details[0].field.as_deref(), Some("lost_reason"));
-        assert!(deal().apply(patch(serde_json::json!({"title": "Plan"})), "t1").unwrap().is_none(), "same values: no change");
-        let won = deal().apply(patch(serde_json::json!({"status": "won"})), "t1").unwrap().unwrap().deal;
-        let e = won.apply(patch(serde_json::json!({"stage": "other"})), "t2").unwrap_err();
+        assert!(deal().apply(patch(serde_json::json!({"title": "Plan"})), at("t1")).unwrap().is_none(), "same values: no change");
+        let won = deal().apply(patch(serde_json::json!({"status": "won"})), at("t1")).unwrap().unwrap().deal;
+        let e = won.apply(patch(serde_json::json!({"stage": "other"})), at("t2")).unwrap_err();
         assert_eq!(e.details[0].field.as_deref(), Some("stage"));
-        assert!(deal().apply(patch(serde_json::json!({"title": null})), "t1").is_err(), "title cannot be null");
+        assert!(deal().apply(patch(serde_json::json!({"title": null})), at("t1")).is_err(), "title cannot be null");
     }
 }

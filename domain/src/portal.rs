@@ -13,6 +13,7 @@ use shared::auth::WorkspaceId;
 use shared::auth::{PORTAL_SESSION_IDLE_SECS, PORTAL_SESSION_MAX_SECS, PORTAL_SESSION_PREFIX, hash_api_key, random_base62};
 use shared::events::Event;
 use shared::ids::PrefixedId;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, n, s};
 use shared::{ApiError, ApiResult, App};
@@ -76,8 +77,8 @@ pub struct PortalLink {
     /// `email`: the email that carries the link.
     #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<String>,
-    #[schema(format = DateTime)]
-    pub expires_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: Timestamp,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -86,13 +87,13 @@ pub struct PortalSession {
     pub object: String,
     /// Send as `X-Portal-Session`; valid 1 hour from its last use, 8 hours at most.
     pub session_token: String,
-    #[schema(format = DateTime)]
-    pub expires_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: Timestamp,
     pub contact: Contact,
 }
 
-fn time(secs: i64) -> String {
-    shared::ids::format_time(chrono::DateTime::from_timestamp(secs, 0).unwrap_or_default())
+fn time(secs: i64) -> shared::ids::Timestamp {
+    shared::ids::Timestamp::from(chrono::DateTime::from_timestamp(secs, 0).unwrap_or_default())
 }
 
 /// Is `url` https on one of the workspace's portal origins (`scheme://host[:port]`)?
@@ -245,8 +246,8 @@ pub struct ErasureCode {
     /// The email that carries the code.
     #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: String,
-    #[schema(format = DateTime)]
-    pub expires_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: Timestamp,
 }
 
 /// One conditional update of a portal session's item: false when its condition failed.
@@ -399,7 +400,7 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
         ("session_id".into(), s(&session_id)),
         ("delivery".into(), s(&delivery)),
         ("opened_by".into(), s(&opened_by)),
-        ("created_at".into(), s(shared::ids::now_rfc3339())),
+        ("created_at".into(), s(shared::ids::Timestamp::now().to_string())),
         ("expires_at".into(), n(expires)),
         ("hard_expires_at".into(), n(now + PORTAL_SESSION_MAX_SECS)),
     ]);

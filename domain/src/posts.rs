@@ -5,6 +5,7 @@
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::ids::Timestamp;
 use shared::store::{Record, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult};
@@ -116,8 +117,8 @@ pub struct Variant {
     pub remote_id: Option<String>,
     pub permalink: Option<String>,
     #[serde(default)]
-    #[schema(format = DateTime)]
-    pub published_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub published_at: Option<Timestamp>,
     pub error: Option<VariantError>,
 }
 
@@ -175,17 +176,17 @@ pub struct Post {
     #[serde(default)]
     pub language: Option<String>,
     /// When the post is (to be) published, RFC 3339 UTC.
-    #[schema(format = DateTime)]
-    pub scheduled_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub scheduled_at: Option<Timestamp>,
     /// One per channel, with that channel's publishing state.
     pub variants: Vec<Variant>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
-    #[schema(format = DateTime)]
-    pub published_at: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub published_at: Option<Timestamp>,
 }
 
 pub fn record(ws: &WorkspaceId, post: &Post) -> ApiResult<Record> {
@@ -196,7 +197,7 @@ pub fn record(ws: &WorkspaceId, post: &Post) -> ApiResult<Record> {
     if matches!(post.status, PostStatus::Scheduled | PostStatus::Publishing)
         && let Some(at) = &post.scheduled_at
     {
-        rec = rec.gsi2(keys::POST.gsi2_pk(&[]), keys::POST.gsi2_sk(&[at, ws, &post.id]));
+        rec = rec.gsi2(keys::POST.gsi2_pk(&[]), keys::POST.gsi2_sk(&[&at.to_string(), ws, &post.id]));
     }
     Ok(rec)
 }
@@ -305,7 +306,7 @@ pub async fn detach_channel(app: &shared::App, ws: &WorkspaceId, channel_id: &st
                     if p.status == PostStatus::Scheduled && p.channel_ids.is_empty() {
                         p.status = PostStatus::Draft;
                     }
-                    p.updated_at = shared::ids::now_rfc3339();
+                    p.updated_at = shared::ids::Timestamp::now();
                     let res = shared::outbox::Tx::new()
                         .replace(record(ws, &p)?, version)
                         .event(shared::events::Event::new(ws, "post.updated", &p))
@@ -405,7 +406,7 @@ pub fn check_media(errs: &mut Errors, field: &str, media: &[Media]) {
 }
 
 /// A schedule time: valid, after `now`, within the horizon. Returns it normalised.
-pub fn check_schedule(errs: &mut Errors, value: &str, now: Now) -> Option<String> {
+pub fn check_schedule(errs: &mut Errors, value: &str, now: Now) -> Option<shared::ids::Timestamp> {
     let t = errs.timestamp("scheduled_at", value)?;
     if t <= now {
         errs.add("scheduled_at", "must be in the future");
@@ -414,7 +415,7 @@ pub fn check_schedule(errs: &mut Errors, value: &str, now: Now) -> Option<String
         errs.add("scheduled_at", format!("must be within {MAX_SCHEDULE_DAYS} days"));
         None
     } else {
-        Some(shared::ids::format_time(t))
+        Some(shared::ids::Timestamp::from(t))
     }
 }
 
@@ -516,7 +517,7 @@ impl Post {
         let mut variants = variants_for(&input.channel_ids, &[]);
         apply_overrides(&mut errs, &mut variants, &input.variants);
         errs.finish()?;
-        let at = shared::ids::format_time(now);
+        let at = shared::ids::Timestamp::from(now);
         Ok(Post {
             id: PostId::generate(),
             object: "post".into(),
@@ -528,7 +529,7 @@ impl Post {
             language: input.language,
             scheduled_at,
             metadata: input.metadata,
-            created_at: at.clone(),
+            created_at: at,
             updated_at: at,
             published_at: None,
         })
@@ -581,7 +582,7 @@ impl Post {
             }
         }
         errs.finish()?;
-        post.updated_at = shared::ids::format_time(now);
+        post.updated_at = shared::ids::Timestamp::from(now);
         Ok(Change { post, event: "post.updated" })
     }
 
@@ -592,7 +593,7 @@ impl Post {
         }
         let mut post = self.clone();
         let mut errs = Errors::new();
-        match at.or(post.scheduled_at.clone()) {
+        match at.or(post.scheduled_at.map(|t| t.to_string())) {
             Some(at) => post.scheduled_at = check_schedule(&mut errs, &at, now),
             None => errs.add("scheduled_at", "is required to schedule a post"),
         }
@@ -601,7 +602,7 @@ impl Post {
         }
         errs.finish()?;
         post.status = PostStatus::Scheduled;
-        post.updated_at = shared::ids::format_time(now);
+        post.updated_at = shared::ids::Timestamp::from(now);
         Ok(Change { post, event: "post.scheduled" })
     }
 
@@ -618,8 +619,8 @@ impl Post {
         }
         let mut post = self.clone();
         post.status = PostStatus::Scheduled;
-        post.scheduled_at = Some(shared::ids::format_time(now));
-        post.updated_at = shared::ids::format_time(now);
+        post.scheduled_at = Some(shared::ids::Timestamp::from(now));
+        post.updated_at = shared::ids::Timestamp::from(now);
         Ok(Change { post, event: "post.scheduled" })
     }
 
@@ -630,7 +631,7 @@ impl Post {
         }
         let mut post = self.clone();
         post.status = PostStatus::Draft;
-        post.updated_at = shared::ids::format_time(now);
+        post.updated_at = shared::ids::Timestamp::from(now);
         Ok(Change { post, event: "post.unscheduled" })
     }
 }
@@ -645,10 +646,10 @@ mod tests {
         let mut e = Errors::new();
         assert!(check_schedule(&mut e, "2020-01-01T00:00:00Z", now).is_none());
         assert!(check_schedule(&mut e, "tomorrow", now).is_none());
-        let soon = shared::ids::format_time(now + chrono::Duration::hours(1));
-        assert_eq!(check_schedule(&mut e, &soon, now), Some(soon.clone()));
+        let soon = shared::ids::Timestamp::from(now + chrono::Duration::hours(1));
+        assert_eq!(check_schedule(&mut e, &soon.to_string(), now), Some(soon));
         let offset = (now + chrono::Duration::hours(2)).with_timezone(&chrono::FixedOffset::east_opt(3600).unwrap());
-        assert!(check_schedule(&mut e, &offset.to_rfc3339(), now).unwrap().ends_with('Z'));
+        assert!(check_schedule(&mut e, &offset.to_rfc3339(), now).unwrap().to_string().ends_with('Z'));
         assert_eq!(e.finish().unwrap_err().details.len(), 2);
     }
 
@@ -675,8 +676,8 @@ mod tests {
         assert_eq!(p.schedule(None, now).unwrap_err().details[0].field.as_deref(), Some("scheduled_at"));
         let s = p.schedule(Some(at.clone()), later).unwrap();
         assert_eq!(
-            (s.post.status, s.event, s.post.updated_at.clone()),
-            (PostStatus::Scheduled, "post.scheduled", shared::ids::format_time(later))
+            (s.post.status, s.event, s.post.updated_at),
+            (PostStatus::Scheduled, "post.scheduled", shared::ids::Timestamp::from(later))
         );
         assert_eq!(s.post.schedule(None, now).unwrap_err().code, shared::error::ErrorCode::Conflict, "only drafts");
 
@@ -691,7 +692,10 @@ mod tests {
 
         // Cancel takes it back to a draft, keeping the time; twice is a conflict.
         let c = s.post.unschedule(now).unwrap();
-        assert_eq!((c.post.status, c.event, c.post.scheduled_at.as_deref()), (PostStatus::Draft, "post.unscheduled", Some(at.as_str())));
+        assert_eq!(
+            (c.post.status, c.event, c.post.scheduled_at.map(|t| t.to_string())),
+            (PostStatus::Draft, "post.unscheduled", Some(at.clone()))
+        );
         assert!(c.post.unschedule(now).is_err());
 
         // Published posts are read-only; blank content is refused with every other problem.

@@ -135,14 +135,14 @@ impl Publisher {
         let now = chrono::Utc::now();
         match post.status {
             PostStatus::Scheduled => {
-                let at = post.scheduled_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+                let at = post.scheduled_at.map(|t| t.time());
                 if let Some(at) = at
                     && at > now
                 {
                     return Ok(Some((at.timestamp() - now.timestamp()).max(1)));
                 }
                 post.status = PostStatus::Publishing;
-                post.updated_at = shared::ids::format_time(now);
+                post.updated_at = shared::ids::Timestamp::from(now);
                 let res =
                     Tx::new().replace(posts::record(ws, &post)?, version).event(Event::new(ws, "post.publishing", &post)).commit(app).await;
                 match res {
@@ -218,7 +218,7 @@ impl Publisher {
             Some(c) => self.publish(ws, post, v, c).await,
         };
         let mut out = v.clone();
-        let now_s = shared::ids::now_rfc3339();
+        let now_s = shared::ids::Timestamp::now();
         match result {
             Ok(p) => {
                 out.status = VariantStatus::Published;
@@ -293,7 +293,7 @@ impl Publisher {
             visibility: v.visibility,
             spoiler_text: v.spoiler_text.clone(),
             sensitive: v.sensitive,
-            created_at: post.created_at.clone(),
+            created_at: post.created_at.to_string(),
             idempotency_key: format!("{}/{}", post.id, v.channel_id),
         };
         let published = channels::publish(&self.http, &creds, session.clone(), &out).await?;
@@ -323,7 +323,7 @@ impl Publisher {
             }
             stored.channel.state = ChannelState::Disconnected;
             stored.channel.last_error = Some(why.to_string());
-            stored.channel.updated_at = shared::ids::now_rfc3339();
+            stored.channel.updated_at = shared::ids::Timestamp::now();
             let Ok(rec) = stored.record(ws) else { return };
             let res = Tx::new()
                 .replace(rec, stored.version)
@@ -364,13 +364,13 @@ impl Publisher {
                     _ => PostStatus::PartiallyFailed,
                 };
                 if ok > 0 {
-                    post.published_at = Some(shared::ids::now_rfc3339());
+                    post.published_at = Some(shared::ids::Timestamp::now());
                 }
             }
             if events.is_empty() && post.status == PostStatus::Publishing {
                 return Ok(());
             }
-            post.updated_at = shared::ids::now_rfc3339();
+            post.updated_at = shared::ids::Timestamp::now();
             let mut tx = Tx::new().replace(posts::record(ws, &post)?, version);
             for ev in events {
                 tx = tx.event(ev);
@@ -425,7 +425,7 @@ pub async fn save_unpublished(app: &App, ws: &WorkspaceId, change: &posts::Chang
 pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &WorkspaceId, change: &posts::Change, version: i64) -> ApiResult<()> {
     let sk = crate::keys::POST.sk(&[&change.post.id]);
     write(app, ws, change, version, auth.tx(&[(&sk, version)])?).await?;
-    let due = change.post.scheduled_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    let due = change.post.scheduled_at.map(|t| t.time());
     if due.is_some_and(|t| t.timestamp() <= chrono::Utc::now().timestamp()) {
         enqueue(app, ws, &change.post.id, 0).await;
     }
@@ -457,7 +457,7 @@ pub async fn retry_variant(
     p.variants[i].status = VariantStatus::Pending;
     p.variants[i].error = None;
     p.status = PostStatus::Publishing;
-    p.updated_at = shared::ids::now_rfc3339();
+    p.updated_at = shared::ids::Timestamp::now();
     let sk = crate::keys::POST.sk(&[&p.id]);
     auth.tx(&[(&sk, version)])?
         .replace(posts::record(ws, &p)?, version)

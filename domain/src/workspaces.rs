@@ -35,10 +35,10 @@ pub struct Workspace {
     #[serde(default)]
     pub portal_origins: Vec<String>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
@@ -61,12 +61,12 @@ pub struct ApiKey {
     /// created with.
     #[serde(default)]
     pub created_by: Option<String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub last_used_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub revoked_at: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_used_at: Option<Timestamp>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub revoked_at: Option<Timestamp>,
     /// The full key: present only in the response that created it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub secret: Option<String>,
@@ -83,8 +83,8 @@ pub struct Member {
     #[schema(value_type = String, pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
-    #[schema(format = DateTime)]
-    pub created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
 }
 
 /// The workspace item, with its version.
@@ -160,7 +160,7 @@ pub async fn set_member(
                 .condition_expression("#role = :owner")
                 .expression_attribute_names("#role", "role")
                 .expression_attribute_values(":owner", s("owner"))
-                .expression_attribute_values(":now", s(shared::ids::now_rfc3339())),
+                .expression_attribute_values(":now", s(shared::ids::Timestamp::now().to_string())),
         );
     }
     let kind = if old_role.is_some() { "workspace.member.updated" } else { "workspace.member.added" };
@@ -196,7 +196,7 @@ pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &Work
     if key.revoked_at.is_some() {
         return Ok(key);
     }
-    key.revoked_at = Some(shared::ids::now_rfc3339());
+    key.revoked_at = Some(shared::ids::Timestamp::now());
     let revoke_lookup = aws_sdk_dynamodb::types::Update::builder()
         .key("pk", s(shared::auth::api_key_lookup_pk(&hash)))
         .key("sk", s(shared::auth::API_KEY_LOOKUP_SK))
@@ -220,6 +220,7 @@ pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &Work
 
 use shared::auth::{self, Credential, Principal, RequiresConfirmation};
 use shared::authority::Grant;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::validate::{self, Errors, Patch};
 
@@ -261,7 +262,7 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
             let id = shared::ids::new_id("x");
             format!("{base}-{}", id[id.len() - 6..].to_lowercase())
         };
-        let now = shared::ids::now_rfc3339();
+        let now = shared::ids::Timestamp::now();
         let ws = Workspace {
             id: WorkspaceId::trusted(shared::ids::new_id("ws")),
             object: "workspace".into(),
@@ -272,7 +273,7 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
             default_currency: "EUR".into(),
             portal_origins: vec![],
             metadata: BTreeMap::new(),
-            created_at: now.clone(),
+            created_at: now,
             updated_at: now,
         };
         let (key, secret, key_items) = new_api_key(&ws.id, "default", Scope::API_KEY_MAX.to_vec(), Default::default(), None)?;
@@ -309,7 +310,7 @@ pub async fn add_member(app: &App, ws: &WorkspaceId, subject: &str, role: &str) 
         subject: subject.into(),
         role: role.into(),
         workspace_id: ws.clone(),
-        created_at: shared::ids::now_rfc3339(),
+        created_at: shared::ids::Timestamp::now(),
     };
     let rec =
         Record::new(ws_pk(ws), auth::member_sk(subject), &member)?.gsi1(keys::MEMBER.gsi1_pk(&[subject]), keys::MEMBER.gsi1_sk(&[ws]));
@@ -335,7 +336,7 @@ fn new_api_key(
         scopes: scopes.clone(),
         requires_confirmation: requires_confirmation.clone(),
         created_by: created_by.map(String::from),
-        created_at: shared::ids::now_rfc3339(),
+        created_at: shared::ids::Timestamp::now(),
         last_used_at: None,
         revoked_at: None,
         secret: None,
@@ -432,7 +433,7 @@ pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &Wo
         }
     }
     errs.finish()?;
-    ws.updated_at = shared::ids::now_rfc3339();
+    ws.updated_at = shared::ids::Timestamp::now();
     save_settings(auth, app, &ws, version, &old_slug).await?;
     Ok(ws)
 }
@@ -503,7 +504,11 @@ pub async fn change_member(
         subject: subject.clone(),
         role: input.role.clone(),
         workspace_id: ws.clone(),
-        created_at: current.as_ref().and_then(|i| store::get_str(i, "created_at")).map_or_else(shared::ids::now_rfc3339, String::from),
+        created_at: current
+            .as_ref()
+            .and_then(|i| store::get_str(i, "created_at"))
+            .and_then(shared::ids::Timestamp::parse)
+            .unwrap_or_else(shared::ids::Timestamp::now),
     };
     // An owner acting on owners is still one when this commits.
     let acting_owner = touches_owner.then_some(caller.as_str());

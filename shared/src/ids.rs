@@ -111,9 +111,80 @@ macro_rules! prefixed_id {
     };
 }
 
+/// A moment, as the models hold it: UTC, to the second. It serializes as RFC 3339 with a `Z`
+/// (`2026-03-15T10:00:00Z`), the contract's time format, always the same length, so stored
+/// times that sort keys or conditions compare as text compare in time order. It reads any
+/// RFC 3339 time (another offset, fractions) and keeps it in UTC to the second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(chrono::DateTime<chrono::Utc>);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        Self::from(chrono::Utc::now())
+    }
+    /// Seconds since the Unix epoch; `None` outside chrono's range.
+    pub fn from_unix(secs: i64) -> Option<Self> {
+        chrono::DateTime::from_timestamp(secs, 0).map(Self)
+    }
+    /// An RFC 3339 time, or `None`.
+    pub fn parse(s: &str) -> Option<Self> {
+        chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| Self::from(t.with_timezone(&chrono::Utc)))
+    }
+    pub fn time(self) -> chrono::DateTime<chrono::Utc> {
+        self.0
+    }
+}
+
+impl From<chrono::DateTime<chrono::Utc>> for Timestamp {
+    fn from(t: chrono::DateTime<chrono::Utc>) -> Self {
+        use chrono::Timelike;
+        Self(t.with_nanosecond(0).unwrap_or(t))
+    }
+}
+
+impl std::ops::Deref for Timestamp {
+    type Target = chrono::DateTime<chrono::Utc>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::Add<chrono::Duration> for Timestamp {
+    type Output = Timestamp;
+    fn add(self, d: chrono::Duration) -> Timestamp {
+        Timestamp::from(self.0 + d)
+    }
+}
+
+impl std::ops::Sub<chrono::Duration> for Timestamp {
+    type Output = Timestamp;
+    fn sub(self, d: chrono::Duration) -> Timestamp {
+        Timestamp::from(self.0 - d)
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&format_time(self.0))
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Timestamp::parse(&s).ok_or_else(|| serde::de::Error::custom("must be an RFC 3339 timestamp such as 2026-03-15T10:00:00Z"))
+    }
+}
+
 /// Current time as RFC 3339 UTC with second precision, the contract's time format.
 pub fn now_rfc3339() -> String {
-    format_time(chrono::Utc::now())
+    Timestamp::now().to_string()
 }
 
 pub fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
@@ -127,6 +198,16 @@ pub fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_keep_one_text_form() {
+        let t = Timestamp::parse("2026-03-15T11:00:00.123+01:00").unwrap();
+        assert_eq!(t.to_string(), "2026-03-15T10:00:00Z");
+        assert_eq!(serde_json::to_value(t).unwrap(), serde_json::json!("2026-03-15T10:00:00Z"));
+        assert_eq!(serde_json::from_value::<Timestamp>(serde_json::json!("2026-03-15T10:00:00Z")).unwrap(), t);
+        assert!(serde_json::from_value::<Timestamp>(serde_json::json!("yesterday")).is_err());
+        assert!(Timestamp::parse("2026-03-15T10:00:01Z").unwrap() > t);
+    }
 
     #[test]
     fn ids_are_prefixed_valid_and_ordered() {

@@ -405,7 +405,49 @@ fn finish(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         let p = v["components"]["schemas"][schema]["properties"].get_mut("variants").unwrap_or_else(|| panic!("{schema}.variants"));
         p["additionalProperties"] = serde_json::json!({"$ref": "#/components/schemas/Content"});
     }
+    closed_sets(&mut v);
     serde_json::from_value(v).expect("the finished document is still an OpenAPI document")
+}
+
+/// The closed sets the code checks against lists rather than Rust enums: a member's role, an
+/// API key's scopes (never `confirm`), the capabilities a key may require confirmation of, and
+/// the event types (or `<noun>.*` patterns) an endpoint subscribes to.
+fn closed_sets(v: &mut serde_json::Value) {
+    let schemas = &mut v["components"]["schemas"];
+    let roles = serde_json::json!({"type": "string", "enum": shared::auth::ROLES});
+    for schema in ["SetMember", "Member"] {
+        let role = &mut schemas[schema]["properties"]["role"];
+        assert!(role.is_object(), "{schema}.role");
+        role["enum"] = roles["enum"].clone();
+    }
+    let scopes = &mut schemas["CreateApiKey"]["properties"]["scopes"];
+    scopes["items"] = serde_json::json!({"type": "string", "enum": ["read", "write", "admin"]});
+    scopes["minItems"] = 1.into();
+    let mut capabilities: Vec<String> = capability_list().into_iter().map(|c| c.capability).collect();
+    capabilities.dedup();
+    let only = schemas["RequiresConfirmation"]["oneOf"]
+        .as_array_mut()
+        .and_then(|o| o.iter_mut().find(|s| s["type"] == "array"))
+        .expect("RequiresConfirmation has a list form");
+    only["items"] = serde_json::json!({"type": "string", "enum": capabilities});
+    let mut patterns: Vec<String> = shared::events::EVENT_TYPES.iter().map(|t| t.to_string()).collect();
+    for t in shared::events::EVENT_TYPES {
+        patterns.extend(t.match_indices('.').map(|(i, _)| format!("{}.*", &t[..i])));
+    }
+    patterns.sort();
+    patterns.dedup();
+    schemas["EventTypePattern"] = serde_json::json!({
+        "type": "string",
+        "description": "An event type, or `<noun>.*` for every type under that noun.",
+        "enum": patterns,
+    });
+    for schema in ["CreateEndpoint", "UpdateEndpoint", "Endpoint"] {
+        let types = &mut schemas[schema]["properties"]["event_types"];
+        assert!(types.is_object(), "{schema}.event_types");
+        types["items"] = serde_json::json!({"$ref": "#/components/schemas/EventTypePattern"});
+        types["uniqueItems"] = true.into();
+        types["maxItems"] = domain::webhooks::ops::MAX_EVENT_TYPES.into();
+    }
 }
 
 /// Every `metadata` map says what `Errors::metadata` enforces (at most 50 keys of 1 to 40

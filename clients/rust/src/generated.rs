@@ -1359,7 +1359,7 @@ pub struct CreateApiKey {
     pub requires_confirmation: Option<RequiresConfirmation>,
     /// Defaults to `["read", "write"]`; never `confirm` (a key is not a person).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scopes: Option<Vec<Scope>>,
+    pub scopes: Option<Vec<CreateApiKeyScopesItem>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1513,7 +1513,7 @@ pub struct CreateEndpoint {
     pub enabled: Option<bool>,
     /// Types or `<noun>.*` patterns; empty or absent = every event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_types: Option<Vec<String>>,
+    pub event_types: Option<Vec<EventTypePattern>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
     /// https URL that receives POSTed events; must resolve to public addresses.
@@ -1880,7 +1880,7 @@ pub struct Endpoint {
     pub disabled_reason: Option<String>,
     pub enabled: bool,
     /// Subscribed types or `<noun>.*` patterns; empty = every event.
-    pub event_types: Vec<String>,
+    pub event_types: Vec<EventTypePattern>,
     /// Start of the current run of failed attempts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_since: Option<chrono::DateTime<chrono::Utc>>,
@@ -2023,6 +2023,242 @@ pub struct ErrorDetail {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorEnvelope {
     pub error: ErrorBody,
+}
+
+/// An event type, or `<noun>.*` for every type under that noun.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventTypePattern {
+    #[serde(rename = "api_key.*")]
+    ApiKey,
+    #[serde(rename = "api_key.created")]
+    ApiKeyCreated,
+    #[serde(rename = "api_key.revoked")]
+    ApiKeyRevoked,
+    #[serde(rename = "booking.*")]
+    Booking,
+    #[serde(rename = "booking.cancelled")]
+    BookingCancelled,
+    #[serde(rename = "booking.completed")]
+    BookingCompleted,
+    #[serde(rename = "booking.confirmed")]
+    BookingConfirmed,
+    #[serde(rename = "booking.created")]
+    BookingCreated,
+    #[serde(rename = "booking.no_show")]
+    BookingNoShow,
+    #[serde(rename = "booking.rescheduled")]
+    BookingRescheduled,
+    #[serde(rename = "booking.resource.*")]
+    BookingResource,
+    #[serde(rename = "booking.resource.created")]
+    BookingResourceCreated,
+    #[serde(rename = "booking.resource.deleted")]
+    BookingResourceDeleted,
+    #[serde(rename = "booking.resource.updated")]
+    BookingResourceUpdated,
+    #[serde(rename = "booking.service.*")]
+    BookingService,
+    #[serde(rename = "booking.service.created")]
+    BookingServiceCreated,
+    #[serde(rename = "booking.service.deleted")]
+    BookingServiceDeleted,
+    #[serde(rename = "booking.service.updated")]
+    BookingServiceUpdated,
+    #[serde(rename = "capability.*")]
+    Capability,
+    #[serde(rename = "capability.confirmed")]
+    CapabilityConfirmed,
+    #[serde(rename = "capability.used")]
+    CapabilityUsed,
+    #[serde(rename = "channel.*")]
+    Channel,
+    #[serde(rename = "channel.connected")]
+    ChannelConnected,
+    #[serde(rename = "channel.deleted")]
+    ChannelDeleted,
+    #[serde(rename = "channel.disconnected")]
+    ChannelDisconnected,
+    #[serde(rename = "channel.updated")]
+    ChannelUpdated,
+    #[serde(rename = "contact.*")]
+    Contact,
+    #[serde(rename = "contact.created")]
+    ContactCreated,
+    #[serde(rename = "contact.deleted")]
+    ContactDeleted,
+    #[serde(rename = "contact.import.*")]
+    ContactImport,
+    #[serde(rename = "contact.import.completed")]
+    ContactImportCompleted,
+    #[serde(rename = "contact.note.*")]
+    ContactNote,
+    #[serde(rename = "contact.note.added")]
+    ContactNoteAdded,
+    #[serde(rename = "contact.updated")]
+    ContactUpdated,
+    #[serde(rename = "deal.*")]
+    Deal,
+    #[serde(rename = "deal.created")]
+    DealCreated,
+    #[serde(rename = "deal.deleted")]
+    DealDeleted,
+    #[serde(rename = "deal.lost")]
+    DealLost,
+    #[serde(rename = "deal.reopened")]
+    DealReopened,
+    #[serde(rename = "deal.updated")]
+    DealUpdated,
+    #[serde(rename = "deal.won")]
+    DealWon,
+    #[serde(rename = "email.*")]
+    Email,
+    #[serde(rename = "email.bounced")]
+    EmailBounced,
+    #[serde(rename = "email.cancelled")]
+    EmailCancelled,
+    #[serde(rename = "email.complained")]
+    EmailComplained,
+    #[serde(rename = "email.delivered")]
+    EmailDelivered,
+    #[serde(rename = "email.domain.*")]
+    EmailDomain,
+    #[serde(rename = "email.domain.created")]
+    EmailDomainCreated,
+    #[serde(rename = "email.domain.deleted")]
+    EmailDomainDeleted,
+    #[serde(rename = "email.domain.failed")]
+    EmailDomainFailed,
+    #[serde(rename = "email.domain.verified")]
+    EmailDomainVerified,
+    #[serde(rename = "email.failed")]
+    EmailFailed,
+    #[serde(rename = "email.queued")]
+    EmailQueued,
+    #[serde(rename = "email.scheduled")]
+    EmailScheduled,
+    #[serde(rename = "email.sent")]
+    EmailSent,
+    #[serde(rename = "email.suppressed")]
+    EmailSuppressed,
+    #[serde(rename = "email.suppression.*")]
+    EmailSuppression,
+    #[serde(rename = "email.suppression.removed")]
+    EmailSuppressionRemoved,
+    #[serde(rename = "gdpr.*")]
+    Gdpr,
+    #[serde(rename = "gdpr.consent.*")]
+    GdprConsent,
+    #[serde(rename = "gdpr.consent.granted")]
+    GdprConsentGranted,
+    #[serde(rename = "gdpr.consent.withdrawn")]
+    GdprConsentWithdrawn,
+    #[serde(rename = "gdpr.erasure.*")]
+    GdprErasure,
+    #[serde(rename = "gdpr.erasure.completed")]
+    GdprErasureCompleted,
+    #[serde(rename = "gdpr.erasure.failed")]
+    GdprErasureFailed,
+    #[serde(rename = "gdpr.export.*")]
+    GdprExport,
+    #[serde(rename = "gdpr.export.completed")]
+    GdprExportCompleted,
+    #[serde(rename = "gdpr.export.failed")]
+    GdprExportFailed,
+    #[serde(rename = "helpdesk.*")]
+    Helpdesk,
+    #[serde(rename = "helpdesk.conversation.*")]
+    HelpdeskConversation,
+    #[serde(rename = "helpdesk.conversation.assigned")]
+    HelpdeskConversationAssigned,
+    #[serde(rename = "helpdesk.conversation.closed")]
+    HelpdeskConversationClosed,
+    #[serde(rename = "helpdesk.conversation.created")]
+    HelpdeskConversationCreated,
+    #[serde(rename = "helpdesk.conversation.reopened")]
+    HelpdeskConversationReopened,
+    #[serde(rename = "helpdesk.conversation.updated")]
+    HelpdeskConversationUpdated,
+    #[serde(rename = "helpdesk.message.*")]
+    HelpdeskMessage,
+    #[serde(rename = "helpdesk.message.delivery_updated")]
+    HelpdeskMessageDeliveryUpdated,
+    #[serde(rename = "helpdesk.message.received")]
+    HelpdeskMessageReceived,
+    #[serde(rename = "helpdesk.message.sent")]
+    HelpdeskMessageSent,
+    #[serde(rename = "helpdesk.note.*")]
+    HelpdeskNote,
+    #[serde(rename = "helpdesk.note.added")]
+    HelpdeskNoteAdded,
+    #[serde(rename = "portal.*")]
+    Portal,
+    #[serde(rename = "portal.session.*")]
+    PortalSession,
+    #[serde(rename = "portal.session.created")]
+    PortalSessionCreated,
+    #[serde(rename = "post.*")]
+    Post,
+    #[serde(rename = "post.created")]
+    PostCreated,
+    #[serde(rename = "post.deleted")]
+    PostDeleted,
+    #[serde(rename = "post.failed")]
+    PostFailed,
+    #[serde(rename = "post.partially_failed")]
+    PostPartiallyFailed,
+    #[serde(rename = "post.published")]
+    PostPublished,
+    #[serde(rename = "post.publishing")]
+    PostPublishing,
+    #[serde(rename = "post.scheduled")]
+    PostScheduled,
+    #[serde(rename = "post.unscheduled")]
+    PostUnscheduled,
+    #[serde(rename = "post.updated")]
+    PostUpdated,
+    #[serde(rename = "post.variant.*")]
+    PostVariant,
+    #[serde(rename = "post.variant.failed")]
+    PostVariantFailed,
+    #[serde(rename = "post.variant.published")]
+    PostVariantPublished,
+    #[serde(rename = "scan.*")]
+    Scan,
+    #[serde(rename = "scan.completed")]
+    ScanCompleted,
+    #[serde(rename = "scan.failed")]
+    ScanFailed,
+    #[serde(rename = "webhook.*")]
+    Webhook,
+    #[serde(rename = "webhook.endpoint.*")]
+    WebhookEndpoint,
+    #[serde(rename = "webhook.endpoint.created")]
+    WebhookEndpointCreated,
+    #[serde(rename = "webhook.endpoint.deleted")]
+    WebhookEndpointDeleted,
+    #[serde(rename = "webhook.endpoint.disabled")]
+    WebhookEndpointDisabled,
+    #[serde(rename = "webhook.endpoint.secret_rotated")]
+    WebhookEndpointSecretRotated,
+    #[serde(rename = "webhook.endpoint.updated")]
+    WebhookEndpointUpdated,
+    #[serde(rename = "webhook.test")]
+    WebhookTest,
+    #[serde(rename = "workspace.*")]
+    Workspace,
+    #[serde(rename = "workspace.created")]
+    WorkspaceCreated,
+    #[serde(rename = "workspace.member.*")]
+    WorkspaceMember,
+    #[serde(rename = "workspace.member.added")]
+    WorkspaceMemberAdded,
+    #[serde(rename = "workspace.member.updated")]
+    WorkspaceMemberUpdated,
+    #[serde(rename = "workspace.updated")]
+    WorkspaceUpdated,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
 }
 
 /// A date with other hours than the week says; no intervals = closed.
@@ -2318,7 +2554,7 @@ pub struct Member {
     /// Always `member`.
     pub object: String,
     /// owner, admin, member or viewer.
-    pub role: String,
+    pub role: MemberRole,
     /// The identity provider's subject (`sub` claim).
     pub subject: String,
     pub workspace_id: WorkspaceId,
@@ -2893,10 +3129,10 @@ pub struct ServiceInput {
 }
 
 /// A member's role.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SetMember {
     /// owner, admin, member or viewer.
-    pub role: String,
+    pub role: SetMemberRole,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -3070,9 +3306,10 @@ pub struct UpdateEndpoint {
     pub enabled: Option<bool>,
     /// `null` or `[]`: every event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_types: Option<Vec<String>>,
+    pub event_types: Option<Vec<EventTypePattern>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
+    /// https URL that receives POSTed events; must resolve to public addresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
 }
@@ -3300,6 +3537,51 @@ pub struct Workspace {
     /// IANA time zone, e.g. `Europe/Berlin`.
     pub timezone: String,
     pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// owner, admin, member or viewer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SetMemberRole {
+    #[serde(rename = "owner")]
+    Owner,
+    #[serde(rename = "admin")]
+    Admin,
+    #[serde(rename = "member")]
+    Member,
+    #[serde(rename = "viewer")]
+    Viewer,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
+}
+
+/// owner, admin, member or viewer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MemberRole {
+    #[serde(rename = "owner")]
+    Owner,
+    #[serde(rename = "admin")]
+    Admin,
+    #[serde(rename = "member")]
+    Member,
+    #[serde(rename = "viewer")]
+    Viewer,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CreateApiKeyScopesItem {
+    #[serde(rename = "read")]
+    Read,
+    #[serde(rename = "write")]
+    Write,
+    #[serde(rename = "admin")]
+    Admin,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
 }
 
 /// Every operation of the contract, by operationId.

@@ -1931,7 +1931,7 @@ export interface components {
             name: string;
             requires_confirmation?: components["schemas"]["RequiresConfirmation"] | null;
             /** @description Defaults to `["read", "write"]`; never `confirm` (a key is not a person). */
-            scopes?: components["schemas"]["Scope"][] | null;
+            scopes?: ("read" | "write" | "admin")[] | null;
         };
         CreateBooking: {
             contact?: components["schemas"]["ContactInput"] | null;
@@ -2072,7 +2072,7 @@ export interface components {
             description?: string | null;
             enabled?: boolean;
             /** @description Types or `<noun>.*` patterns; empty or absent = every event. */
-            event_types?: string[];
+            event_types?: components["schemas"]["EventTypePattern"][];
             metadata?: {
                 [key: string]: string;
             };
@@ -2496,7 +2496,7 @@ export interface components {
             disabled_reason?: string | null;
             enabled: boolean;
             /** @description Subscribed types or `<noun>.*` patterns; empty = every event. */
-            event_types: string[];
+            event_types: components["schemas"]["EventTypePattern"][];
             /**
              * Format: date-time
              * @description Start of the current run of failed attempts.
@@ -2588,6 +2588,11 @@ export interface components {
         ErrorEnvelope: {
             error: components["schemas"]["ErrorBody"];
         };
+        /**
+         * @description An event type, or `<noun>.*` for every type under that noun.
+         * @enum {string}
+         */
+        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated";
         /** @description A date with other hours than the week says; no intervals = closed. */
         Exception: {
             /**
@@ -3006,8 +3011,11 @@ export interface components {
             created_at: string;
             /** @description Always `member`. */
             object: string;
-            /** @description owner, admin, member or viewer. */
-            role: string;
+            /**
+             * @description owner, admin, member or viewer.
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member" | "viewer";
             /** @description The identity provider's subject (`sub` claim). */
             subject: string;
             workspace_id: string;
@@ -3202,7 +3210,7 @@ export interface components {
          * @description Which confirmable writes of a credential need a capability confirmation (an API key's
          *     `requires_confirmation`): `true` every one, `false` none, or a list of capabilities.
          */
-        RequiresConfirmation: boolean | string[];
+        RequiresConfirmation: boolean | ("api_keys.create" | "api_keys.revoke" | "channels.connect" | "channels.delete" | "channels.update" | "emails.domains.create" | "emails.domains.delete" | "emails.send" | "gdpr.erasure" | "gdpr.export.subject" | "gdpr.export.workspace" | "members.change" | "portal.sessions.return" | "posts.publish" | "webhooks.create" | "webhooks.delete" | "webhooks.rotate_secret" | "webhooks.update" | "workspaces.update")[];
         RescheduleBooking: {
             /** Format: date-time */
             start: string;
@@ -3476,8 +3484,11 @@ export interface components {
         };
         /** @description A member's role. */
         SetMember: {
-            /** @description owner, admin, member or viewer. */
-            role: string;
+            /**
+             * @description owner, admin, member or viewer.
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member" | "viewer";
         };
         /** @enum {string} */
         Severity: "critical" | "high" | "medium" | "low" | "info";
@@ -3604,10 +3615,14 @@ export interface components {
             /** @description Enabling clears `disabled_reason` and `failing_since`. */
             enabled?: boolean;
             /** @description `null` or `[]`: every event. */
-            event_types?: string[] | null;
+            event_types?: components["schemas"]["EventTypePattern"][] | null;
             metadata?: {
                 [key: string]: string;
             } | null;
+            /**
+             * Format: uri
+             * @description https URL that receives POSTed events; must resolve to public addresses.
+             */
             url?: string;
         };
         UpdateMe: {

@@ -15,6 +15,7 @@ pub mod schedule;
 use crate::keys;
 use schedule::{Exception, Week};
 use serde::{Deserialize, Serialize};
+use shared::ids::Timestamp;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
@@ -66,10 +67,10 @@ pub struct Resource {
     /// Bookings it can hold at once.
     pub capacity: u32,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -143,10 +144,10 @@ pub struct Service {
     #[serde(default)]
     pub notifications: Option<Notifications>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 /// Emails sent through the emails area when a booking is confirmed, and before it starts. The
@@ -246,34 +247,34 @@ pub struct Booking {
     #[schema(pattern = "^(ct_[0-7][0-9A-HJKMNP-TV-Z]{25})?$")]
     pub contact_id: String,
     /// RFC 3339 UTC.
-    #[schema(format = DateTime)]
-    pub start: String,
-    #[schema(format = DateTime)]
-    pub end: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub start: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub end: Timestamp,
     pub notes: Option<String>,
     /// Empty once an erasure has removed the person (it may name them).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
     pub cancelled_by: Option<CancelledBy>,
     pub cancel_reason: Option<String>,
-    #[schema(format = DateTime)]
-    pub cancelled_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub cancelled_at: Option<Timestamp>,
     pub rescheduled_from: Option<String>,
     pub rescheduled_to: Option<String>,
     /// The scheduled reminder (`em_...`), cancelled with the booking.
     #[serde(default)]
     #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub reminder_email_id: Option<String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 impl Booking {
     /// A new booking of `svc` at `start` (its resource is set when it is booked): `confirmed`,
     /// or `pending` when the service requires confirmation.
-    pub fn new(svc: &Service, contact_id: String, start: chrono::DateTime<chrono::Utc>, now: &str) -> Booking {
+    pub fn new(svc: &Service, contact_id: String, start: chrono::DateTime<chrono::Utc>, now: Timestamp) -> Booking {
         Booking {
             id: shared::ids::new_id("bk").into(),
             object: "booking".into(),
@@ -281,8 +282,8 @@ impl Booking {
             service_id: svc.id.to_string(),
             resource_id: String::new(),
             contact_id,
-            start: shared::ids::format_time(start),
-            end: shared::ids::format_time(start + chrono::Duration::minutes(svc.duration_minutes)),
+            start: Timestamp::from(start),
+            end: Timestamp::from(start + chrono::Duration::minutes(svc.duration_minutes)),
             notes: None,
             metadata: BTreeMap::new(),
             cancelled_by: None,
@@ -291,8 +292,8 @@ impl Booking {
             rescheduled_from: None,
             rescheduled_to: None,
             reminder_email_id: None,
-            created_at: now.into(),
-            updated_at: now.into(),
+            created_at: now,
+            updated_at: now,
         }
     }
 }
@@ -344,14 +345,14 @@ pub struct Hold {
     pub service_id: String,
     #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_id: String,
-    #[schema(format = DateTime)]
-    pub start: String,
-    #[schema(format = DateTime)]
-    pub end: String,
-    #[schema(format = DateTime)]
-    pub expires_at: String,
-    #[schema(format = DateTime)]
-    pub created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub start: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub end: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
 }
 
 #[derive(Deserialize, ToSchema)]

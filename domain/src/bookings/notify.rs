@@ -7,6 +7,7 @@ use super::{Booking, BookingStatus, Resource, Service};
 use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
 use shared::auth::WorkspaceId;
+use shared::ids::Timestamp;
 
 use chrono::{DateTime, Duration, Utc};
 use shared::store::ws_pk;
@@ -16,7 +17,7 @@ use shared::{ApiError, ApiResult, App};
 pub fn reminder_id(svc: &Service, b: &Booking) -> Option<String> {
     let n = svc.notifications.as_ref()?;
     let before = n.reminder_minutes_before?;
-    let start = DateTime::parse_from_rfc3339(&b.start).ok()?.with_timezone(&Utc);
+    let start = b.start.time();
     (b.status == BookingStatus::Confirmed && start - Duration::minutes(before) > Utc::now() + Duration::minutes(1))
         .then(|| shared::ids::new_id("em"))
 }
@@ -36,8 +37,7 @@ pub async fn confirmed(auth: &Authority<effects::SendEmail>, app: &App, ws: &Wor
 pub async fn scheduled(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, b: &Booking) {
     let (Some(n), Some(id)) = (&svc.notifications, &b.reminder_email_id) else { return };
     let Some(before) = n.reminder_minutes_before else { return };
-    let Ok(start) = DateTime::parse_from_rfc3339(&b.start) else { return };
-    let at = start.with_timezone(&Utc) - Duration::minutes(before);
+    let at = b.start.time() - Duration::minutes(before);
     // Boxed: the email pipeline's future is large, and this runs inside a request's.
     if let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_reminder", Some((id, at)))).await {
         tracing::warn!(booking_id = %b.id, error = %e.message, "booking reminder not scheduled");
@@ -69,11 +69,7 @@ async fn send(
         <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(&b.contact_id).ok_or_else(|| ApiError::internal("contact id"))?;
     let (contact, _) = crate::contacts::load(app, ws, &cid).await?;
     let tz = super::tz(&res.timezone).unwrap_or_else(shared::zone::Zone::utc);
-    let local = |t: &str| {
-        DateTime::parse_from_rfc3339(t)
-            .map(|d| d.with_timezone(&tz).format("%A %e %B %Y, %H:%M %Z").to_string())
-            .unwrap_or_else(|_| t.to_string())
-    };
+    let local = |t: &Timestamp| t.with_timezone(&tz).format("%A %e %B %Y, %H:%M %Z").to_string();
     let (start, end) = (local(&b.start), local(&b.end));
     let has_template = app.db.get(&ws_pk(ws), &crate::keys::EMAIL_TEMPLATE.sk(&[slug])).await?.is_some();
     let mut body = serde_json::json!({

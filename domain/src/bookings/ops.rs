@@ -10,6 +10,7 @@ use crate::keys;
 use chrono::{DateTime, Duration, Utc};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self as st, Item, Record, TxError, n, s, ws_pk};
 use shared::validate::Errors;
@@ -26,7 +27,7 @@ fn check_capacity(errs: &mut Errors, c: u32) {
 }
 
 impl Resource {
-    pub fn create(input: CreateResource, now: &str) -> ApiResult<Resource> {
+    pub fn create(input: CreateResource, now: Timestamp) -> ApiResult<Resource> {
         let mut errs = Errors::new();
         errs.text("name", &input.name, 1, 200);
         if tz(&input.timezone).is_none() {
@@ -46,12 +47,12 @@ impl Resource {
             exceptions: input.exceptions,
             capacity,
             metadata: input.metadata,
-            created_at: now.into(),
-            updated_at: now.into(),
+            created_at: now,
+            updated_at: now,
         })
     }
 
-    pub fn apply(&self, p: UpdateResource, now: &str) -> ApiResult<Resource> {
+    pub fn apply(&self, p: UpdateResource, now: Timestamp) -> ApiResult<Resource> {
         let mut r = self.clone();
         let mut errs = Errors::new();
         if let Some(v) = p.name {
@@ -80,7 +81,7 @@ impl Resource {
             r.metadata = v;
         }
         errs.finish()?;
-        r.updated_at = now.into();
+        r.updated_at = now;
         Ok(r)
     }
 
@@ -97,7 +98,7 @@ fn range(errs: &mut Errors, field: &str, v: i64, lo: i64, hi: i64) {
 
 impl Service {
     /// A new service (`base` None) or a change of one; the rules hold either way.
-    pub fn build(base: Option<&Service>, input: ServiceInput, now: &str) -> ApiResult<Service> {
+    pub fn build(base: Option<&Service>, input: ServiceInput, now: Timestamp) -> ApiResult<Service> {
         let mut errs = Errors::new();
         let mut svc = base.cloned().unwrap_or(Service {
             id: shared::ids::new_id("svc").into(),
@@ -115,8 +116,8 @@ impl Service {
             requires_confirmation: false,
             notifications: None,
             metadata: BTreeMap::new(),
-            created_at: now.into(),
-            updated_at: now.into(),
+            created_at: now,
+            updated_at: now,
         });
         // A missing duration is "is required", not also out of range.
         let has_duration = base.is_some() || input.duration_minutes.is_some();
@@ -220,7 +221,7 @@ impl Service {
             range(&mut errs, "cancellation_window_minutes", svc.cancellation_window_minutes, 0, 525_600);
         }
         errs.finish()?;
-        svc.updated_at = now.into();
+        svc.updated_at = now;
         Ok(svc)
     }
 
@@ -268,14 +269,14 @@ async fn remove<T: serde::Serialize>(app: &App, ws: &WorkspaceId, sk: String, ob
 
 /// A new bookable resource (`booking.resource.created`).
 pub async fn create_resource(app: &App, ws: &WorkspaceId, input: CreateResource) -> ApiResult<Resource> {
-    let r = Resource::create(input, &shared::ids::now_rfc3339())?;
+    let r = Resource::create(input, shared::ids::Timestamp::now())?;
     save(app, ws, resource_sk(&r.id), &r, None, "booking.resource.created").await?;
     Ok(r)
 }
 
 /// Change a loaded resource (`booking.resource.updated`).
 pub async fn update_resource(app: &App, ws: &WorkspaceId, r: Resource, version: i64, patch: UpdateResource) -> ApiResult<Resource> {
-    let r = r.apply(patch, &shared::ids::now_rfc3339())?;
+    let r = r.apply(patch, shared::ids::Timestamp::now())?;
     save(app, ws, resource_sk(&r.id), &r, Some(version), "booking.resource.updated").await?;
     Ok(r)
 }
@@ -299,7 +300,7 @@ async fn check_resources(app: &App, ws: &WorkspaceId, svc: &Service) -> ApiResul
 
 /// A new service (`booking.service.created`).
 pub async fn create_service(app: &App, ws: &WorkspaceId, input: ServiceInput) -> ApiResult<Service> {
-    let svc = Service::build(None, input, &shared::ids::now_rfc3339())?;
+    let svc = Service::build(None, input, shared::ids::Timestamp::now())?;
     check_resources(app, ws, &svc).await?;
     save(app, ws, service_sk(&svc.id), &svc, None, "booking.service.created").await?;
     Ok(svc)
@@ -308,7 +309,7 @@ pub async fn create_service(app: &App, ws: &WorkspaceId, input: ServiceInput) ->
 /// Change a loaded service (`booking.service.updated`); named resources are checked again.
 pub async fn update_service(app: &App, ws: &WorkspaceId, old: Service, version: i64, input: ServiceInput) -> ApiResult<Service> {
     let changed_resources = input.resource_ids.is_some();
-    let svc = Service::build(Some(&old), input, &shared::ids::now_rfc3339())?;
+    let svc = Service::build(Some(&old), input, shared::ids::Timestamp::now())?;
     if changed_resources {
         check_resources(app, ws, &svc).await?;
     }
@@ -407,7 +408,7 @@ fn plan_keys(res: &str, plan: &[(String, u32, bool)]) -> Vec<String> {
     plan.iter().map(|(c, u, _)| cell_sk(res, c, *u)).collect()
 }
 
-fn taken(start: &str) -> ApiError {
+fn taken(start: &Timestamp) -> ApiError {
     ApiError::conflict(format!("the slot at {start} is taken"))
         .with_details(vec![shared::error::ErrorDetail::field("start", "no free resource at this time")])
 }
@@ -543,10 +544,10 @@ fn booking_record(ws: &WorkspaceId, b: &Booking, cells: &[String]) -> ApiResult<
     let list = aws_sdk_dynamodb::types::AttributeValue::L(cells.iter().map(s).collect());
     Ok(Record::new(ws_pk(ws), booking_sk(&b.id), b)?
         .gsi1(keys::BOOKING.gsi1_pk(&[ws, b.status.as_str()]), keys::BOOKING.gsi1_sk(&[&b.id]))
-        .gsi2(keys::BOOKING.gsi2_pk(&[ws]), keys::BOOKING.gsi2_sk(&[&b.start, &b.id]))
+        .gsi2(keys::BOOKING.gsi2_pk(&[ws]), keys::BOOKING.gsi2_sk(&[&b.start.to_string(), &b.id]))
         .attr("cells", list)
         // `start` is a reserved word in expressions: the list's time filter reads this copy.
-        .attr("starts_at", s(&b.start)))
+        .attr("starts_at", s(b.start.to_string())))
 }
 
 /// The contact's entry for this booking (`CTBOOKING#<ct>#<start>#<bk>`), so a customer's
@@ -556,7 +557,7 @@ fn contact_link(ws: &WorkspaceId, b: &Booking) -> Option<Item> {
     (!b.contact_id.is_empty()).then(|| {
         Item::from([
             ("pk".into(), s(ws_pk(ws))),
-            ("sk".into(), s(keys::CONTACT_BOOKING.sk(&[&b.contact_id, &b.start, &b.id]))),
+            ("sk".into(), s(keys::CONTACT_BOOKING.sk(&[&b.contact_id, &b.start.to_string(), &b.id]))),
             ("booking_id".into(), s(&b.id)),
         ])
     })
@@ -608,7 +609,7 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, sb: &StoredBooking, by: Cancell
     if by == CancelledBy::Customer
         && let Some((svc, _)) = load_service(app, ws, &sb.booking.service_id).await?
     {
-        let start = parse_time("start", &sb.booking.start)?;
+        let start = sb.booking.start.time();
         if Utc::now() > start - Duration::minutes(svc.cancellation_window_minutes) {
             return Err(ApiError::conflict(format!(
                 "customers cannot cancel later than {} minutes before the start",
@@ -616,12 +617,12 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, sb: &StoredBooking, by: Cancell
             )));
         }
     }
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let mut next = sb.booking.clone();
     next.status = BookingStatus::Cancelled;
     next.cancelled_by = Some(by);
     next.cancel_reason = reason;
-    next.cancelled_at = Some(now.clone());
+    next.cancelled_at = Some(now);
     next.updated_at = now;
     let next = transition(app, ws, sb, next, "booking.cancelled", true).await?;
     super::notify::cancel_reminder(app, ws, &next).await;
@@ -694,10 +695,10 @@ pub async fn hold(app: &App, ws: &WorkspaceId, svc: &Service, candidates: &[Reso
                 object: "booking_hold".into(),
                 service_id: svc.id.to_string(),
                 resource_id: res.id.to_string(),
-                start: shared::ids::format_time(start),
-                end: shared::ids::format_time(start + Duration::minutes(dur)),
-                expires_at: shared::ids::format_time(now + Duration::seconds(secs)),
-                created_at: shared::ids::format_time(now),
+                start: Timestamp::from(start),
+                end: Timestamp::from(start + Duration::minutes(dur)),
+                expires_at: Timestamp::from(now + Duration::seconds(secs)),
+                created_at: Timestamp::from(now),
             };
             let tx =
                 take(Tx::new(), &Taker { ws, res: &res.id, holder: &id, own: None, expires: Some(expires), now: now.timestamp() }, &plan)
@@ -709,7 +710,7 @@ pub async fn hold(app: &App, ws: &WorkspaceId, svc: &Service, candidates: &[Reso
             }
         }
     }
-    Err(taken(&shared::ids::format_time(start)))
+    Err(taken(&Timestamp::from(start)))
 }
 
 /// A state change without time changes (`confirm`, `complete`, `no_show`, `cancel`): the
@@ -743,19 +744,19 @@ pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resour
         let now = Utc::now();
         let held = held_cells(app, ws, &res.id, &first, &last).await?;
         let Some(plan) = choose(&needed, &held, res.capacity, Some(&old.id), now.timestamp()) else { break };
-        let at = shared::ids::format_time(now);
+        let at = Timestamp::from(now);
         let mut new = old.clone();
         new.id = shared::ids::new_id("bk").into();
-        new.start = shared::ids::format_time(start);
-        new.end = shared::ids::format_time(start + Duration::minutes(dur));
+        new.start = Timestamp::from(start);
+        new.end = Timestamp::from(start + Duration::minutes(dur));
         new.rescheduled_from = Some(old.id.to_string());
         new.rescheduled_to = None;
         new.reminder_email_id = super::notify::reminder_id(svc, &new);
-        new.created_at = at.clone();
-        new.updated_at = at.clone();
+        new.created_at = at;
+        new.updated_at = at;
         let mut moved = old.clone();
         moved.status = BookingStatus::Cancelled;
-        moved.cancelled_at = Some(at.clone());
+        moved.cancelled_at = Some(at);
         moved.cancelled_by = Some(CancelledBy::Staff);
         moved.cancel_reason = Some("rescheduled".into());
         moved.rescheduled_to = Some(new.id.to_string());
@@ -787,7 +788,7 @@ pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resour
             Err(TxError::Api(e)) => return Err(e),
         }
     }
-    Err(taken(&shared::ids::format_time(start)))
+    Err(taken(&Timestamp::from(start)))
 }
 
 /// The booking's contact: `contact_id` (it must exist), or the contact holding `contact.email`,

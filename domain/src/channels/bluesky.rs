@@ -184,7 +184,7 @@ async fn create(http: &Client, creds: &Credentials, s: &Session, rkey: &str, out
     if let Some(v) = existing(http, creds, s, rkey).await? {
         return Ok(published(s, rkey, v["uri"].as_str()));
     }
-    let mut record = json!({"$type": COLLECTION, "text": out.text, "createdAt": shared::ids::now_rfc3339()});
+    let mut record = json!({"$type": COLLECTION, "text": out.text, "createdAt": shared::ids::Timestamp::now()});
     let f = facets(http, creds, &out.text).await;
     if !f.is_empty() {
         record["facets"] = Value::Array(f);

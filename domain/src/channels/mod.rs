@@ -65,14 +65,14 @@ pub struct Channel {
     pub masked_identity: String,
     pub state: ChannelState,
     pub last_error: Option<String>,
-    #[schema(format = DateTime)]
-    pub last_verified_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_verified_at: Option<Timestamp>,
     pub limits: Limits,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
     /// Webhook channels: the `whsec_` signing secret, in the create response only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
@@ -344,6 +344,7 @@ pub async fn of_post(app: &App, ws: &WorkspaceId, post: &crate::posts::Post) -> 
 
 use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 
 fn count(ws: &WorkspaceId, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::PrefixedId;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Record, ws_pk};
 use shared::validate::Errors;
@@ -77,8 +78,8 @@ pub struct Consent {
     pub text_version: String,
     pub ip_address: Option<String>,
     pub user_agent: Option<String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
     /// How the person was known when the platform recorded it (source `portal`): which portal
     /// session, how it was opened (`email`: a link sent to the contact's address; `return`: a
     /// token a workspace admin's server embedded) and by which credential. Null for consents a
@@ -134,8 +135,8 @@ pub struct PurposeState {
     pub consent_id: String,
     pub source: ConsentSource,
     pub text_version: String,
-    #[schema(format = DateTime)]
-    pub at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub at: Timestamp,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -186,7 +187,7 @@ pub fn build(input: RecordConsent, subject: &Subject) -> ApiResult<Consent> {
         text_version: input.text_version,
         ip_address: input.ip_address,
         user_agent: input.user_agent,
-        created_at: shared::ids::now_rfc3339(),
+        created_at: shared::ids::Timestamp::now(),
         proof: None,
         erased: false,
     })
@@ -258,7 +259,7 @@ pub async fn record(app: &App, ws: &WorkspaceId, consent: &Consent) -> ApiResult
             if let Some(status) = email_status_after(&old, consent) {
                 let mut new = old.clone();
                 new.email_status = status;
-                new.updated_at = consent.created_at.clone();
+                new.updated_at = consent.created_at;
                 tx = contacts::update_tx(ws, &old, &new, version, tx)?;
             }
         }
@@ -293,7 +294,7 @@ pub async fn state(app: &App, ws: &WorkspaceId, subject: &Subject) -> ApiResult<
             }
         }
     }
-    history.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+    history.sort_by_key(|a| a.created_at);
     let mut purposes = BTreeMap::new();
     // What an erased address had granted is evidence, not today's state: whoever holds the
     // address now starts from their own events.
@@ -305,7 +306,7 @@ pub async fn state(app: &App, ws: &WorkspaceId, subject: &Subject) -> ApiResult<
                 consent_id: c.id.clone(),
                 source: c.source,
                 text_version: c.text_version.clone(),
-                at: c.created_at.clone(),
+                at: c.created_at,
             },
         );
     }

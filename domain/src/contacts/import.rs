@@ -20,6 +20,7 @@ use shared::outbox::Tx;
 use shared::sqs::{BatchResponse, SqsEvent};
 use shared::store::{self, Item, TxError, n, s, ws_pk};
 
+use shared::ids::Timestamp;
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
 use std::collections::HashMap;
@@ -93,12 +94,12 @@ pub struct ImportJob {
     /// Rows with invalid fields; see `/errors`.
     pub failed: u64,
     pub error: Option<String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
-    #[schema(format = DateTime)]
-    pub completed_at: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub completed_at: Option<Timestamp>,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
@@ -110,7 +111,7 @@ pub struct RowError {
 }
 
 impl ImportJob {
-    fn new(id: String, on_conflict: OnConflict, total: u64, now: String) -> Self {
+    fn new(id: String, on_conflict: OnConflict, total: u64, now: shared::ids::Timestamp) -> Self {
         Self {
             id: id.into(),
             object: "contact_import".into(),
@@ -123,7 +124,7 @@ impl ImportJob {
             skipped: 0,
             failed: 0,
             error: None,
-            created_at: now.clone(),
+            created_at: now,
             updated_at: now,
             completed_at: None,
         }
@@ -201,7 +202,7 @@ pub async fn start(app: &App, ws: &WorkspaceId, input: CreateImport) -> ApiResul
     if rows.is_empty() || rows.len() > MAX_ROWS {
         return Err(ApiError::validation("rows", format!("1 to {MAX_ROWS} rows")));
     }
-    let job = ImportJob::new(shared::ids::new_id("imp"), input.on_conflict, rows.len() as u64, shared::ids::now_rfc3339());
+    let job = ImportJob::new(shared::ids::new_id("imp"), input.on_conflict, rows.len() as u64, shared::ids::Timestamp::now());
     // Chunks of at most 500 rows and 300 KiB, far below the 400 KB item limit.
     let mut chunks: Vec<Vec<Row>> = vec![];
     let mut size = 0;
@@ -358,7 +359,7 @@ async fn save_progress(app: &App, ws: &WorkspaceId, id: &str, chunk: usize, rows
         .value(":next", n(chunk as i64 + 1))
         .value(":chunk", n(chunk as i64))
         .value(":processing", s("processing"))
-        .value(":now", s(shared::ids::now_rfc3339()))
+        .value(":now", s(shared::ids::Timestamp::now().to_string()))
         .value(":rows", n(rows as i64))
         .value(":c", n(c.created as i64))
         .value(":u", n(c.updated as i64))
@@ -371,7 +372,7 @@ async fn save_progress(app: &App, ws: &WorkspaceId, id: &str, chunk: usize, rows
 
 async fn finish(app: &App, ws: &WorkspaceId, job: &ImportJob, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
     let id = job.id.as_str();
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let u = aws_sdk_dynamodb::types::Update::builder()
         .key("pk", s(ws_pk(ws)))
         .key("sk", s(job_sk(id)))
@@ -380,7 +381,7 @@ async fn finish(app: &App, ws: &WorkspaceId, job: &ImportJob, status: ImportStat
         .expression_attribute_names("#status", "status")
         .expression_attribute_names("#error", "error")
         .expression_attribute_values(":status", s(if status == ImportStatus::Completed { "completed" } else { "failed" }))
-        .expression_attribute_values(":now", s(&now))
+        .expression_attribute_values(":now", s(now.to_string()))
         .expression_attribute_values(":queued", s("queued"))
         .expression_attribute_values(":processing", s("processing"))
         .expression_attribute_values(":error", error.map_or(aws_sdk_dynamodb::types::AttributeValue::Null(true), s));
@@ -389,7 +390,7 @@ async fn finish(app: &App, ws: &WorkspaceId, job: &ImportJob, status: ImportStat
         // The caller read the job after the last chunk was saved: its counts are final.
         let mut job = job.clone();
         job.status = status;
-        job.completed_at = Some(now.clone());
+        job.completed_at = Some(now);
         job.updated_at = now;
         tx = tx.event(Event::new(ws, "contact.import.completed", &job));
     }
@@ -403,7 +404,7 @@ async fn finish(app: &App, ws: &WorkspaceId, job: &ImportJob, status: ImportStat
 /// contacts it created before.
 pub fn row_contact_id(job: &ImportJob, row: u32) -> String {
     use sha2::Digest;
-    let ms = chrono::DateTime::parse_from_rfc3339(&job.created_at).map(|t| t.timestamp_millis()).unwrap_or(0).max(0) as u64;
+    let ms = job.created_at.timestamp_millis().max(0) as u64;
     let h = sha2::Sha256::digest(job.id.as_bytes());
     let tag = u64::from_be_bytes(h[..8].try_into().expect("8 bytes")) & 0xFFFF_FFFF_FFFF;
     format!("ct_{}", ulid::Ulid::from_parts(ms, ((tag as u128) << 32) | row as u128))
@@ -602,7 +603,7 @@ async fn update_existing(app: &App, ws: &WorkspaceId, email: &str, mut data: ser
         if !errs.is_empty() || model::changed_fields(&old, &c).is_empty() {
             return Ok(());
         }
-        c.updated_at = shared::ids::now_rfc3339();
+        c.updated_at = shared::ids::Timestamp::now();
         match model::commit_update(app, ws, &old, &c, version).await {
             Ok(()) => return Ok(()),
             Err(e) if e.code == shared::error::ErrorCode::Conflict => continue,
@@ -636,7 +637,12 @@ mod tests {
 
     #[test]
     fn row_ids_are_stable_per_job_and_row() {
-        let job = ImportJob::new("imp_01HF6Z3Q8M4W2T9K7R5N1B0C6D".into(), OnConflict::Skip, 2, "2026-11-22T10:00:00Z".into());
+        let job = ImportJob::new(
+            "imp_01HF6Z3Q8M4W2T9K7R5N1B0C6D".into(),
+            OnConflict::Skip,
+            2,
+            shared::ids::Timestamp::parse("2026-11-22T10:00:00Z").unwrap(),
+        );
         assert_eq!(row_contact_id(&job, 7), row_contact_id(&job, 7));
         assert_ne!(row_contact_id(&job, 7), row_contact_id(&job, 8));
         assert!(<crate::contacts::ContactId as shared::ids::PrefixedId>::parse(&row_contact_id(&job, 7)).is_some());

@@ -59,7 +59,7 @@ impl CreateContact {
             errs.add("email", "must be a valid email address");
             self.email.clone()
         });
-        let now = shared::ids::now_rfc3339();
+        let now = shared::ids::Timestamp::now();
         let trim = |v: Option<String>| v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let c = Contact {
             id: shared::ids::new_id("ct").into(),
@@ -75,7 +75,7 @@ impl CreateContact {
             labels: self.labels.into_iter().map(|l| l.trim().to_string()).collect(),
             custom_fields: self.custom_fields,
             metadata: self.metadata,
-            created_at: now.clone(),
+            created_at: now,
             updated_at: now,
             email_changed: None,
         };

@@ -23,6 +23,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, s, ws_pk};
 use shared::validate::Errors;
@@ -151,10 +152,10 @@ pub struct Contact {
     #[schema(value_type = Object)]
     pub custom_fields: BTreeMap<String, serde_json::Value>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
     /// The last change of `email` after the contact was created; null when it never changed.
     /// The portal's self-service erasure needs an address nobody without the right to erase
     /// has rewritten (docs/authority.md).
@@ -166,8 +167,8 @@ pub struct Contact {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[schema(as = ContactEmailChange)]
 pub struct EmailChange {
-    #[schema(format = DateTime)]
-    pub at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub at: Timestamp,
     /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
     pub by: String,
     /// The credential could erase and export people itself (the admin scope, with no
@@ -178,7 +179,7 @@ pub struct EmailChange {
 impl EmailChange {
     pub fn by(principal: &shared::auth::Principal) -> Self {
         Self {
-            at: shared::ids::now_rfc3339(),
+            at: shared::ids::Timestamp::now(),
             by: principal.subject.clone(),
             // A restricted admin key cannot erase or export on its own either.
             by_admin: principal.scopes.contains(&shared::auth::Scope::Admin)
@@ -329,8 +330,8 @@ pub struct Activity {
     pub summary: String,
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
-    #[schema(format = DateTime)]
-    pub created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
 }
 
 pub fn activity_prefix(contact_id: &str) -> String {
@@ -347,7 +348,7 @@ pub fn activity(ws: &WorkspaceId, contact_id: &str, kind: &str, summary: impl In
         kind: kind.into(),
         summary: summary.into(),
         data,
-        created_at: shared::ids::now_rfc3339(),
+        created_at: shared::ids::Timestamp::now(),
     };
     let sk = keys::ACTIVITY.sk(&[contact_id, &a.id]);
     Ok(Record::new(ws_pk(ws), sk, &a)?.item)
@@ -452,7 +453,7 @@ fn full_name(c: &Contact) -> Option<String> {
 /// contact's own keys: an erasure finds the person by every identity they had. Keyed by the
 /// value, so a change back and forth writes one item.
 fn former_items(ws: &WorkspaceId, old: &Contact, new: &Contact) -> Vec<Item> {
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let changed = [
         ("email", Some(old.email.clone()), Some(new.email.clone())),
         ("phone", old.phone.clone(), new.phone.clone()),
@@ -464,7 +465,7 @@ fn former_items(ws: &WorkspaceId, old: &Contact, new: &Contact) -> Vec<Item> {
             let was = was?;
             (Some(&was) != is.as_ref()).then(|| {
                 let key = shared::crypto::sha256_hex(was.to_lowercase().as_bytes());
-                let f = Former { contact_id: old.id.to_string(), field: field.into(), value: was, changed_at: now.clone() };
+                let f = Former { contact_id: old.id.to_string(), field: field.into(), value: was, changed_at: now.to_string() };
                 Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk(&[&old.id, field, &key]), &f).map(|r| r.item)
             })
         })
@@ -582,8 +583,8 @@ mod tests {
             labels: vec![],
             custom_fields: BTreeMap::new(),
             metadata: BTreeMap::new(),
-            created_at: String::new(),
-            updated_at: String::new(),
+            created_at: shared::ids::Timestamp::now(),
+            updated_at: shared::ids::Timestamp::now(),
             email_changed: None,
         }
     }

@@ -68,7 +68,7 @@ pub async fn search(
             || f.status.is_some_and(|s| model::status_str(c.status) != s)
             || f.email_status.is_some_and(|s| parse_enum::<EmailStatus>(s) != Some(c.email_status))
             || f.label.is_some_and(|l| !c.labels.iter().any(|x| x == l))
-            || f.created_after.is_some_and(|t| c.created_at.as_str() < shared::ids::format_time(t).as_str())
+            || f.created_after.is_some_and(|t| c.created_at < shared::ids::Timestamp::from(t))
             || contacts.iter().any(|x: &Contact| x.id == c.id)
         {
             continue;
@@ -99,7 +99,7 @@ pub async fn update(
     if c.email != old.email {
         c.email_changed = Some(model::EmailChange::by(by));
     }
-    c.updated_at = shared::ids::now_rfc3339();
+    c.updated_at = shared::ids::Timestamp::now();
     commit_update(app, ws, &old, &c, version).await?;
     Ok(c)
 }

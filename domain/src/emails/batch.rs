@@ -8,6 +8,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::error::ErrorDetail;
+use shared::ids::Timestamp;
 use shared::store::{self, ws_pk};
 use shared::validate::validation_error as validation;
 use shared::{ApiError, ApiResult, App};
@@ -62,8 +63,8 @@ pub struct EmailBatch {
     pub emails: Vec<BatchEntry>,
     /// The rejected ones (permissive only).
     pub errors: Vec<BatchError>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
 }
 
 /// Check, render and store a batch, then enqueue it (also used by `make bench`).
@@ -125,7 +126,7 @@ pub async fn accept(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &Workspa
         validation: input.validation,
         emails: accepted.iter().map(|(index, e)| BatchEntry { index: *index, id: e.id.clone(), status: e.status }).collect(),
         errors,
-        created_at: shared::ids::format_time(now),
+        created_at: shared::ids::Timestamp::from(now),
     };
     let emails: Vec<Email> = accepted.into_iter().map(|(_, e)| e).collect();
     let record = store::Record::new(ws_pk(ws), batch_sk(&batch.id), &batch)?.item;

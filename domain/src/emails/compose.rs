@@ -441,7 +441,7 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
             }
         }
     }
-    let now_s = shared::ids::format_time(now);
+    let now_s = shared::ids::Timestamp::from(now);
     let input = d.input;
     let mut tags = input.tags.clone();
     tags.dedup();
@@ -463,16 +463,16 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
         tags,
         contact_id: input.contact_id,
         batch_id: batch_id.map(String::from),
-        scheduled_at: d.scheduled_at.map(shared::ids::format_time),
+        scheduled_at: d.scheduled_at.map(shared::ids::Timestamp::from),
         transactional: input.transactional,
         provider_message_id: None,
         suppressed_recipients,
         feedback: None,
         error: None,
         attempts: 0,
-        timestamps: BTreeMap::from([(status.as_str().to_string(), now_s.clone())]),
+        timestamps: BTreeMap::from([(status.as_str().to_string(), now_s.to_string())]),
         metadata: input.metadata,
-        created_at: now_s.clone(),
+        created_at: now_s,
         updated_at: now_s,
     })
 }
@@ -618,7 +618,7 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Email> {
     if stored.claimed(now.timestamp()) {
         return Err(ApiError::conflict("the email is being sent right now"));
     }
-    e.set_status(super::EmailStatus::Cancelled, &shared::ids::format_time(now));
+    e.set_status(super::EmailStatus::Cancelled, shared::ids::Timestamp::from(now));
     let (due_pk, due_sk) = super::due_key(ws, &stored.email);
     let mut tx = Tx::new().replace(super::record(ws, &e)?, stored.version).delete_if(due_pk, due_sk, "", vec![]).event(Event::new(
         ws,

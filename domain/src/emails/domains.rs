@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::aws::AwsError;
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -66,12 +67,12 @@ pub struct SendingDomain {
     pub status: DomainStatus,
     /// The records to publish in the domain's DNS for SES to verify it.
     pub dns_records: Vec<DnsRecord>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
-    #[schema(format = DateTime)]
-    pub verified_at: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub verified_at: Option<Timestamp>,
 }
 
 fn record(ws: &WorkspaceId, d: &SendingDomain) -> ApiResult<Record> {
@@ -228,14 +229,14 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
     if !app.cfg.email.allows_domain(&name) {
         return Err(ApiError::validation("name", "is not under a domain this deployment allows (ALLOWED_SENDING_DOMAINS)"));
     }
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let mut d = SendingDomain {
         id: shared::ids::new_id(<DomainId as shared::ids::PrefixedId>::PREFIX).into(),
         object: "email_domain".into(),
         name,
         status: DomainStatus::Pending,
         dns_records: vec![],
-        created_at: now.clone(),
+        created_at: now,
         updated_at: now,
         verified_at: None,
     };
@@ -325,7 +326,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
     d.status = if is_verified(&out) { DomainStatus::Verified } else { DomainStatus::Pending };
     let mut tx = Tx::new().replace(record(ws, &d)?, 1).event(Event::new(ws, "email.domain.created", &d));
     if d.status == DomainStatus::Verified {
-        d.verified_at = Some(d.updated_at.clone());
+        d.verified_at = Some(d.updated_at);
         tx = tx.update(verify_claim(&d.name, ws, &d.id));
     }
     tx.commit(app).await.map_err(store::TxError::stale)?;
@@ -389,9 +390,9 @@ pub async fn refresh(app: &App, ws: &WorkspaceId, d: SendingDomain, version: i64
     if next == d {
         return Ok(d);
     }
-    next.updated_at = shared::ids::now_rfc3339();
+    next.updated_at = shared::ids::Timestamp::now();
     if status == DomainStatus::Verified && d.status != DomainStatus::Verified {
-        next.verified_at = Some(next.updated_at.clone());
+        next.verified_at = Some(next.updated_at);
     }
     let mut tx = Tx::new().replace(record(ws, &next)?, version);
     if status != d.status {

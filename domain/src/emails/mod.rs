@@ -21,6 +21,7 @@ pub mod templates;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::ids::Timestamp;
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -76,7 +77,7 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
     let claimed = store::get_i64(&item, "claim_until").is_some_and(|t| t > chrono::Utc::now().timestamp());
     let mut e: Email = store::from_item(item)?;
     let mut tx = Tx::new();
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let cancelled = e.status.pending();
     if cancelled {
         if claimed {
@@ -84,7 +85,7 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
         }
         let (pk, sk) = due_key(ws, &e);
         tx = tx.delete_if(pk, sk, "", vec![]);
-        e.set_status(EmailStatus::Cancelled, &now);
+        e.set_status(EmailStatus::Cancelled, now);
     }
     let theirs = |a: &str| subject.addressed(a);
     let redact = |v: &mut Vec<String>| {
@@ -190,8 +191,8 @@ pub struct Feedback {
     pub recipients: Vec<String>,
     /// The receiving server's diagnostic, when SES passes it on.
     pub diagnostic: Option<String>,
-    #[schema(format = DateTime)]
-    pub at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub at: Timestamp,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
@@ -231,8 +232,8 @@ pub struct Email {
     pub contact_id: Option<String>,
     #[schema(pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub batch_id: Option<String>,
-    #[schema(format = DateTime)]
-    pub scheduled_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub scheduled_at: Option<Timestamp>,
     /// Transactional emails still go to unsubscribed contacts (never to bounced or complained).
     pub transactional: bool,
     /// SES's message id once sent.
@@ -245,18 +246,18 @@ pub struct Email {
     /// When each status was reached, by status name.
     pub timestamps: BTreeMap<String, String>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 impl Email {
     /// Move to `status`, stamping the time it was reached.
-    pub fn set_status(&mut self, status: EmailStatus, now: &str) {
+    pub fn set_status(&mut self, status: EmailStatus, now: shared::ids::Timestamp) {
         self.status = status;
-        self.timestamps.insert(status.as_str().into(), now.into());
-        self.updated_at = now.into();
+        self.timestamps.insert(status.as_str().into(), now.to_string());
+        self.updated_at = now;
     }
 
     /// Recipients still to send to (to, cc, bcc without the suppressed ones).
@@ -269,8 +270,7 @@ impl Email {
 
     /// The time (epoch ms) this email is due to leave.
     pub fn due_ms(&self) -> i64 {
-        let at = self.scheduled_at.as_deref().unwrap_or(&self.created_at);
-        chrono::DateTime::parse_from_rfc3339(at).map(|t| t.timestamp_millis()).unwrap_or(0)
+        self.scheduled_at.unwrap_or(self.created_at).timestamp_millis()
     }
 
     /// As stored and as events carry it: without bodies.

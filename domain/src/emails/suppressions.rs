@@ -6,6 +6,7 @@
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, ws_pk};
 use shared::{ApiResult, App};
@@ -23,8 +24,8 @@ pub struct Suppression {
     /// The email whose feedback put it here.
     #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
 }
 
 /// The address a suppression's sort key names.
@@ -38,7 +39,7 @@ pub fn item(ws: &WorkspaceId, s: &Suppression) -> ApiResult<Item> {
 
 /// Suppress these addresses (an upsert: a second bounce or a complaint updates the reason).
 pub async fn add(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str, email_id: Option<&str>) -> ApiResult<()> {
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let items = addresses
         .iter()
         .map(|a| {
@@ -47,7 +48,7 @@ pub async fn add(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str
                 object: "email_suppression".into(),
                 reason: reason.into(),
                 email_id: email_id.map(String::from),
-                created_at: now.clone(),
+                created_at: now,
             };
             item(ws, &s)
         })

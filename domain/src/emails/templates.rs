@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::auth::WorkspaceId;
+use shared::ids::Timestamp;
 use shared::store::{self, Record, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App};
@@ -48,10 +49,10 @@ pub struct Template {
     /// Sends without one of these variables are rejected, naming it.
     pub required_variables: Vec<String>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 pub fn valid_slug(slug: &str) -> bool {
@@ -345,7 +346,7 @@ pub struct CreateTemplate {
 
 /// Validate and write a new template (409 when the slug is taken).
 pub async fn create(app: &App, ws: &WorkspaceId, input: CreateTemplate) -> ApiResult<Template> {
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let t = Template {
         name: input.name.unwrap_or_else(|| input.slug.clone()),
         slug: input.slug,
@@ -355,7 +356,7 @@ pub async fn create(app: &App, ws: &WorkspaceId, input: CreateTemplate) -> ApiRe
         variants: input.variants,
         required_variables: input.required_variables,
         metadata: input.metadata,
-        created_at: now.clone(),
+        created_at: now,
         updated_at: now,
     };
     let mut errs = Errors::new();
@@ -427,7 +428,7 @@ pub async fn update(app: &App, ws: &WorkspaceId, old: Template, version: i64, in
     if t == old {
         return Ok(t);
     }
-    t.updated_at = shared::ids::now_rfc3339();
+    t.updated_at = shared::ids::Timestamp::now();
     shared::outbox::Tx::new().replace(record(ws, &t)?, version).commit(app).await.map_err(store::TxError::stale)?;
     Ok(t)
 }
@@ -460,8 +461,8 @@ mod tests {
             variants: BTreeMap::from([("de".into(), Content { subject: "Hallo {{name}}".into(), html: None, text: Some("Hallo".into()) })]),
             required_variables: vec!["name".into()],
             metadata: BTreeMap::new(),
-            created_at: String::new(),
-            updated_at: String::new(),
+            created_at: shared::ids::Timestamp::now(),
+            updated_at: shared::ids::Timestamp::now(),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::privacy::Subject;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -36,12 +37,12 @@ pub struct Erasure {
     pub requested_by: String,
     /// Items erased or anonymised, per area.
     pub counts: BTreeMap<String, u64>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub started_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub completed_at: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<Timestamp>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub completed_at: Option<Timestamp>,
     pub error: Option<JobError>,
 }
 
@@ -86,7 +87,7 @@ async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, req
         reason: reason.into(),
         requested_by: requested_by.into(),
         counts: BTreeMap::new(),
-        created_at: shared::ids::now_rfc3339(),
+        created_at: shared::ids::Timestamp::now(),
         started_at: None,
         completed_at: None,
         error: None,
@@ -120,7 +121,7 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     if stalled > super::jobs::MAX_RUNS {
         e.status = JobStatus::Failed;
         e.error = Some(JobError { code: "attempts_exhausted".into(), message: "the erasure failed repeatedly; start it again".into() });
-        e.completed_at = Some(shared::ids::now_rfc3339());
+        e.completed_at = Some(shared::ids::Timestamp::now());
         return finish(app, ws, &e, "gdpr.erasure.failed", None).await;
     }
     // First, so that nothing re-creates any of their addresses meanwhile.
@@ -163,8 +164,8 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
         save(app, ws, id, next, &e.counts).await?;
     }
     e.status = JobStatus::Completed;
-    e.started_at = e.started_at.or_else(|| Some(shared::ids::now_rfc3339()));
-    e.completed_at = Some(shared::ids::now_rfc3339());
+    e.started_at = e.started_at.or_else(|| Some(shared::ids::Timestamp::now()));
+    e.completed_at = Some(shared::ids::Timestamp::now());
     finish(app, ws, &e, "gdpr.erasure.completed", subject.contact_id.as_deref()).await
 }
 

@@ -20,6 +20,7 @@ use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -71,17 +72,17 @@ pub struct ExportJob {
     /// Who asked: `key:<id>`, a member's subject, or `portal:<contact id>`.
     pub requested_by: String,
     /// The legal deadline: received + 30 days.
-    #[schema(format = DateTime)]
-    pub due_at: String,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub started_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub completed_at: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub due_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<Timestamp>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub completed_at: Option<Timestamp>,
     /// Until when the document can be downloaded (completed + 7 days); S3 deletes it then.
-    #[schema(format = DateTime)]
-    pub expires_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<Timestamp>,
     /// Compressed size of the document.
     pub size_bytes: Option<u64>,
     pub error: Option<JobError>,
@@ -134,7 +135,7 @@ async fn start(
         progress: BTreeMap::new(),
         requested_by: requested_by.into(),
         due_at: super::due_at(&now),
-        created_at: shared::ids::format_time(now),
+        created_at: shared::ids::Timestamp::from(now),
         started_at: None,
         completed_at: None,
         expires_at: None,
@@ -167,7 +168,7 @@ pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Exp
 }
 
 pub async fn with_link(app: &App, ws: &WorkspaceId, job: &mut ExportJob) -> ApiResult<()> {
-    let live = job.expires_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).is_some_and(|t| t > chrono::Utc::now());
+    let live = job.expires_at.is_some_and(|t| *t > chrono::Utc::now());
     if job.status != JobStatus::Completed || !live {
         return Ok(());
     }
@@ -338,7 +339,7 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     let mut r: Resume = store::get_str(&item, "resume").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
     let srcs = sources(job.scope);
     let mut w = Writer::new(app.cfg.export_part_bytes);
-    let generated_at = shared::ids::now_rfc3339();
+    let generated_at = shared::ids::Timestamp::now();
     if !r.header {
         let head = serde_json::json!({"object": "gdpr_export_document", "schema_version": SCHEMA_VERSION, "export_id": id,
             "generated_at": generated_at, "scope": job.scope, "subject": job.subject});
@@ -472,9 +473,9 @@ async fn complete(app: &App, ws: &WorkspaceId, mut job: ExportJob, r: &Resume) -
     let now = chrono::Utc::now();
     job.status = JobStatus::Completed;
     job.progress = flat_progress(&r.progress);
-    job.started_at = job.started_at.or_else(|| Some(shared::ids::format_time(now)));
-    job.completed_at = Some(shared::ids::format_time(now));
-    job.expires_at = Some(shared::ids::format_time(now + chrono::Duration::days(KEEP_DAYS)));
+    job.started_at = job.started_at.or_else(|| Some(shared::ids::Timestamp::from(now)));
+    job.completed_at = Some(shared::ids::Timestamp::from(now));
+    job.expires_at = Some(shared::ids::Timestamp::from(now + chrono::Duration::days(KEEP_DAYS)));
     job.size_bytes = Some(r.bytes);
     finish(app, ws, &job, "gdpr.export.completed").await
 }
@@ -493,7 +494,7 @@ async fn fail(app: &App, ws: &WorkspaceId, job: &ExportJob, item: &Item, code: &
     }
     let mut job = job.clone();
     job.status = JobStatus::Failed;
-    job.completed_at = Some(shared::ids::now_rfc3339());
+    job.completed_at = Some(shared::ids::Timestamp::now());
     job.error = Some(JobError { code: code.into(), message: message.into() });
     finish(app, ws, &job, "gdpr.export.failed").await
 }

@@ -66,7 +66,7 @@ pub async fn begin_run(app: &App, ws: &WorkspaceId, sk: &str) -> ApiResult<(i64,
         .name("#status", "status")
         .value(":running", s("running"))
         .value(":pending", s("pending"))
-        .value(":now", s(shared::ids::now_rfc3339()))
+        .value(":now", s(shared::ids::Timestamp::now().to_string()))
         .value(":one", n(1))
         .returning(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
         .required()

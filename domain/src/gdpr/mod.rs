@@ -252,8 +252,8 @@ pub fn set_all(pk: String, sk: String, mut item: Item, remove: &[&str]) -> aws_s
     u.update_expression(expr)
 }
 
-pub fn due_at(received: &chrono::DateTime<chrono::Utc>) -> String {
-    shared::ids::format_time(*received + chrono::Duration::days(30))
+pub fn due_at(received: &chrono::DateTime<chrono::Utc>) -> shared::ids::Timestamp {
+    shared::ids::Timestamp::from(*received + chrono::Duration::days(30))
 }
 
 #[cfg(test)]

@@ -317,7 +317,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
     };
     // Only a sender who passed authentication writes on a contact's timeline.
     let timeline_contact = contact_id.clone().filter(|_| verified);
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let clean_text = printable(&inc.text);
     let text = cut(&clean_text, MAX_TEXT_BYTES);
     if text.len() < clean_text.len() {
@@ -359,7 +359,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
         automatic: inc.automatic,
         authentication: Some(inc.authentication.clone()),
         truncated: (truncated != Truncation::default()).then_some(truncated),
-        created_at: now.clone(),
+        created_at: now,
     };
     let s3 = app.s3();
     for (a, bytes) in &inc.attachments {
@@ -389,9 +389,9 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
         Some((old, version)) => {
             let mut c = old.clone();
             c.message_count += 1;
-            c.updated_at = now.clone();
+            c.updated_at = now;
             if !quiet {
-                c.last_message_at = now.clone();
+                c.last_message_at = now;
                 c.status = ConversationStatus::Open;
                 c.snoozed_until = None;
             }
@@ -433,9 +433,9 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
                 channel: "email".into(),
                 mailbox: inc.mailbox.clone(),
                 snoozed_until: None,
-                last_message_at: now.clone(),
+                last_message_at: now,
                 message_count: 1,
-                created_at: now.clone(),
+                created_at: now,
                 updated_at: now,
             };
             tx = tx.create(record(ws, &c)?.version(1)).put(message_record(ws, &m)?.item);

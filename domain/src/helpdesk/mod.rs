@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::PrefixedId;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, TxError, s, ws_pk};
 use shared::validate::Errors;
@@ -132,15 +133,15 @@ pub struct Conversation {
     pub channel: String,
     /// The address the customer writes to, at a verified sending domain of the workspace.
     pub mailbox: String,
-    #[schema(format = DateTime)]
-    pub snoozed_until: Option<String>,
-    #[schema(format = DateTime)]
-    pub last_message_at: String,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub snoozed_until: Option<Timestamp>,
+    #[schema(value_type = String, format = DateTime)]
+    pub last_message_at: Timestamp,
     pub message_count: u32,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,8 +219,8 @@ pub struct Message {
     /// Inbound only: what was cut to keep the message within the limits (null: nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<inbound::Truncation>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
 }
 
 pub fn conversation_sk(id: &str) -> String {
@@ -231,7 +232,7 @@ pub fn message_sk(conv: &str, id: &str) -> String {
 
 /// The conversation item with its index keys.
 pub fn record(ws: &WorkspaceId, c: &Conversation) -> ApiResult<Record> {
-    let last = keys::CONVERSATION.gsi1_sk(&[&c.last_message_at, &c.id]);
+    let last = keys::CONVERSATION.gsi1_sk(&[&c.last_message_at.to_string(), &c.id]);
     Ok(Record::new(ws_pk(ws), conversation_sk(&c.id), c)?
         .gsi1(keys::CONVERSATION.gsi1_pk(&[ws]), last.clone())
         .gsi2(keys::CONVERSATION.gsi2_pk(&[ws, c.status.as_str()]), last))

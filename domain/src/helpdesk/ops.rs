@@ -125,7 +125,7 @@ pub async fn create_conversation(
         input.contact.as_ref().and_then(|c| c.name.as_deref()),
     )
     .await?;
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let inbound = input.message.r#type == MessageType::Inbound;
     let mut c = Conversation {
         id: shared::ids::new_id("conv").into(),
@@ -140,10 +140,10 @@ pub async fn create_conversation(
         channel: "email".into(),
         mailbox: mailbox.clone(),
         snoozed_until: None,
-        last_message_at: now.clone(),
+        last_message_at: now,
         message_count: 1,
-        created_at: now.clone(),
-        updated_at: now.clone(),
+        created_at: now,
+        updated_at: now,
     };
     let mut m = Message {
         id: shared::ids::new_id("hm").into(),
@@ -175,7 +175,7 @@ pub async fn create_conversation(
     } else {
         None
     };
-    c.updated_at = m.created_at.clone();
+    c.updated_at = m.created_at;
     let msg_event = if inbound { "helpdesk.message.received" } else { "helpdesk.message.sent" };
     let tx = Tx::new()
         .create(record(ws, &c)?.version(1))
@@ -334,7 +334,7 @@ pub async fn update_conversation(app: &App, ws: &WorkspaceId, id: &ConversationI
                 if at <= chrono::Utc::now() {
                     errs.add("snoozed_until", "must be in the future");
                 }
-                c.snoozed_until = Some(shared::ids::format_time(at));
+                c.snoozed_until = Some(shared::ids::Timestamp::from(at));
             }
         }
     }
@@ -348,7 +348,7 @@ pub async fn update_conversation(app: &App, ws: &WorkspaceId, id: &ConversationI
     if c == old {
         return Ok(old);
     }
-    c.updated_at = shared::ids::now_rfc3339();
+    c.updated_at = shared::ids::Timestamp::now();
     let mut tx = super::snooze::changes(Tx::new(), ws, &old, &c).replace(record(ws, &c)?, version).event(conversation_event(
         ws,
         "helpdesk.conversation.updated",
@@ -445,7 +445,7 @@ pub async fn add_message(
         }
         None => None,
     };
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let mut m = Message {
         id: shared::ids::new_id("hm").into(),
         object: "helpdesk_message".into(),
@@ -466,11 +466,11 @@ pub async fn add_message(
         automatic: None,
         authentication: None,
         truncated: None,
-        created_at: now.clone(),
+        created_at: now,
     };
     check_size(&m)?;
     let mut c = old.clone();
-    c.updated_at = now.clone();
+    c.updated_at = now;
     let mut outgoing = None;
     if reply {
         let auth = grant.authorize::<SendEmail>()?;
@@ -482,7 +482,7 @@ pub async fn add_message(
         outgoing = Some((auth, out));
         c.status = input.status.unwrap_or(ConversationStatus::Pending);
         c.snoozed_until = None;
-        c.last_message_at = now.clone();
+        c.last_message_at = now;
         c.message_count += 1;
     } else {
         c.message_count += 1;

@@ -16,8 +16,8 @@ fn shard(conv: &str) -> u32 {
     conv.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % SHARDS
 }
 
-fn due_key(ws: &WorkspaceId, conv: &str, until: &str) -> Option<(String, String)> {
-    let ms = chrono::DateTime::parse_from_rfc3339(until).ok()?.timestamp_millis().max(0);
+fn due_key(ws: &WorkspaceId, conv: &str, until: shared::ids::Timestamp) -> Option<(String, String)> {
+    let ms = until.timestamp_millis().max(0);
     Some((keys::SNOOZE_DUE.pk(&[&shard(conv).to_string()]), keys::SNOOZE_DUE.sk(&[&format!("{ms:013}"), ws, conv])))
 }
 
@@ -26,10 +26,10 @@ pub fn changes(mut tx: Tx, ws: &WorkspaceId, old: &Conversation, new: &Conversat
     if old.snoozed_until == new.snoozed_until {
         return tx;
     }
-    if let Some((pk, sk)) = old.snoozed_until.as_deref().and_then(|u| due_key(ws, &old.id, u)) {
+    if let Some((pk, sk)) = old.snoozed_until.and_then(|u| due_key(ws, &old.id, u)) {
         tx = tx.delete_if(pk, sk, "", vec![]);
     }
-    if let Some((pk, sk)) = new.snoozed_until.as_deref().and_then(|u| due_key(ws, &new.id, u)) {
+    if let Some((pk, sk)) = new.snoozed_until.and_then(|u| due_key(ws, &new.id, u)) {
         tx = tx.put(Item::from([
             ("pk".into(), s(pk)),
             ("sk".into(), s(sk)),
@@ -69,15 +69,14 @@ pub async fn tick(app: &App) -> ApiResult<usize> {
 
 async fn wake(app: &App, ws: &WorkspaceId, conv: &str) -> ApiResult<bool> {
     let Some((old, version)) = app.db.get_object::<Conversation>(ws, &conversation_sk(conv)).await? else { return Ok(false) };
-    let due =
-        old.snoozed_until.as_deref().and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok()).is_some_and(|u| u <= chrono::Utc::now());
+    let due = old.snoozed_until.is_some_and(|u| *u <= chrono::Utc::now());
     if old.status != ConversationStatus::Snoozed || !due {
         return Ok(false);
     }
     let mut c = old.clone();
     c.status = ConversationStatus::Open;
     c.snoozed_until = None;
-    c.updated_at = shared::ids::now_rfc3339();
+    c.updated_at = shared::ids::Timestamp::now();
     let tx = changes(Tx::new(), ws, &old, &c)
         .replace(record(ws, &c)?, version)
         .event(conversation_event(ws, "helpdesk.conversation.updated", &c))

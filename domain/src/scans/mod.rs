@@ -16,6 +16,7 @@ use rules::{Category, Finding};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -111,14 +112,14 @@ pub struct Scan {
     pub scoring_version: Option<String>,
     #[serde(default)]
     pub attempts: u32,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub started_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub completed_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<Timestamp>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub completed_at: Option<Timestamp>,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 pub fn record(ws: &WorkspaceId, scan: &Scan) -> ApiResult<Record> {
@@ -187,10 +188,10 @@ pub async fn request(app: &App, ws: &WorkspaceId, url: &url::Url, force: bool) -
         findings: vec![],
         scoring_version: None,
         attempts: 0,
-        created_at: shared::ids::format_time(now),
+        created_at: shared::ids::Timestamp::from(now),
         started_at: None,
         completed_at: None,
-        updated_at: shared::ids::format_time(now),
+        updated_at: shared::ids::Timestamp::from(now),
     };
     let claim_sk = url_claim_sk(&scan.url);
     let claim = Item::from([
@@ -305,7 +306,7 @@ fn summary(scan: &Scan) -> serde_json::Value {
 pub fn complete(scan: &mut Scan, final_url: String, findings: Vec<Finding>) {
     let cats = rules::category_scores(&findings);
     let score = rules::overall(&cats);
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     scan.final_url = Some(final_url);
     scan.status = ScanStatus::Completed;
     scan.score = Some(score);
@@ -314,15 +315,15 @@ pub fn complete(scan: &mut Scan, final_url: String, findings: Vec<Finding>) {
     scan.findings = findings;
     scan.scoring_version = Some(rules::SCORING_VERSION.into());
     scan.error = None;
-    scan.completed_at = Some(now.clone());
+    scan.completed_at = Some(now);
     scan.updated_at = now;
 }
 
 pub fn fail(scan: &mut Scan, code: &str, message: String) {
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     scan.status = ScanStatus::Failed;
     scan.error = Some(ScanFailure { code: code.into(), message });
-    scan.completed_at = Some(now.clone());
+    scan.completed_at = Some(now);
     scan.updated_at = now;
 }
 

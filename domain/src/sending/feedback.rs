@@ -45,6 +45,11 @@ fn text(v: &Value, pointer: &str) -> Option<String> {
     v.pointer(pointer).and_then(Value::as_str).map(String::from)
 }
 
+/// A time SES reports (RFC 3339, with milliseconds).
+fn time(v: &Value, pointer: &str) -> Option<shared::ids::Timestamp> {
+    v.pointer(pointer).and_then(Value::as_str).and_then(shared::ids::Timestamp::parse)
+}
+
 fn rank(s: EmailStatus) -> u8 {
     match s {
         EmailStatus::Sent => 1,
@@ -66,10 +71,10 @@ fn contact_rank(s: ContactEmailStatus) -> u8 {
 
 /// Apply one notification. `Err` keeps the message for another try.
 pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
-    let now = shared::ids::now_rfc3339();
-    let Some(reading) = read(n, &now) else { return Ok(()) };
+    let now = shared::ids::Timestamp::now();
+    let Some(reading) = read(n, now) else { return Ok(()) };
     let Some((ws, stored)) = find_email(sd, n).await? else { return Ok(()) };
-    let (e, moved) = advance(&stored.email, &reading, &now);
+    let (e, moved) = advance(&stored.email, &reading, now);
     if e != stored.email {
         let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
         if moved {
@@ -99,11 +104,11 @@ struct Reading {
     feedback: Option<Feedback>,
     contact_status: Option<ContactEmailStatus>,
     /// When it happened, by SES's clock.
-    at: String,
+    at: shared::ids::Timestamp,
 }
 
 /// Read a delivery, bounce or complaint; other kinds say nothing (`None`).
-fn read(n: &Notification, now: &str) -> Option<Reading> {
+fn read(n: &Notification, now: shared::ids::Timestamp) -> Option<Reading> {
     let b = &n.body;
     let (target, feedback, contact_status) = match n.kind.as_str() {
         "Delivery" => (Some(EmailStatus::Delivered), None, None),
@@ -116,7 +121,7 @@ fn read(n: &Notification, now: &str) -> Option<Reading> {
                 sub_type: text(b, "/bounce/bounceSubType"),
                 recipients: strings(b.pointer("/bounce/bouncedRecipients"), "emailAddress"),
                 diagnostic: text(b, "/bounce/bouncedRecipients/0/diagnosticCode"),
-                at: text(b, "/bounce/timestamp").unwrap_or_else(|| now.to_string()),
+                at: time(b, "/bounce/timestamp").unwrap_or(now),
             };
             // Transient bounces are recorded; SES keeps trying those itself.
             (permanent.then_some(EmailStatus::Bounced), Some(fb), permanent.then_some(ContactEmailStatus::Bounced))
@@ -128,13 +133,13 @@ fn read(n: &Notification, now: &str) -> Option<Reading> {
                 sub_type: text(b, "/complaint/complaintSubType"),
                 recipients: strings(b.pointer("/complaint/complainedRecipients"), "emailAddress"),
                 diagnostic: None,
-                at: text(b, "/complaint/timestamp").unwrap_or_else(|| now.to_string()),
+                at: time(b, "/complaint/timestamp").unwrap_or(now),
             };
             (Some(EmailStatus::Complained), Some(fb), Some(ContactEmailStatus::Complained))
         }
         _ => return None,
     };
-    let at = feedback.as_ref().map(|f| f.at.clone()).or_else(|| text(b, "/delivery/timestamp")).unwrap_or_else(|| now.to_string());
+    let at = feedback.as_ref().map(|f| f.at).or_else(|| time(b, "/delivery/timestamp")).unwrap_or(now);
     Some(Reading { target, feedback, contact_status, at })
 }
 
@@ -157,22 +162,18 @@ async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<(WorkspaceId
 
 /// The email after the reading: it moves forward only (late or repeated notifications change
 /// nothing), and keeps the first feedback unless a later one moves it. Also says if it moved.
-fn advance(email: &model::Email, r: &Reading, now: &str) -> (model::Email, bool) {
+fn advance(email: &model::Email, r: &Reading, now: shared::ids::Timestamp) -> (model::Email, bool) {
     let mut e = email.clone();
     let moved = r.target.is_some_and(|t| rank(t) > rank(e.status) && rank(e.status) > 0);
     if let Some(t) = r.target.filter(|_| moved) {
-        e.set_status(t, &shared::ids::format_time(parse_time(&r.at)));
-        e.updated_at = now.to_string();
+        e.set_status(t, r.at);
+        e.updated_at = now;
     }
     if r.feedback.is_some() && (moved || e.feedback.is_none()) {
         e.feedback = r.feedback.clone();
-        e.updated_at = now.to_string();
+        e.updated_at = now;
     }
     (e, moved)
-}
-
-fn parse_time(t: &str) -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::parse_from_rfc3339(t).map(|t| t.with_timezone(&chrono::Utc)).unwrap_or_else(|_| chrono::Utc::now())
 }
 
 /// Raise the contacts of these addresses to `status` (never lowering: a complaint stays).
@@ -188,7 +189,7 @@ async fn mark_contacts(sd: &Sender, ws: &WorkspaceId, addrs: &[String], status: 
         }
         let mut new = old.clone();
         new.email_status = status;
-        new.updated_at = shared::ids::now_rfc3339();
+        new.updated_at = shared::ids::Timestamp::now();
         crate::contacts::update_tx(ws, &old, &new, version, Tx::new())?.commit(app).await.map_err(TxError::stale)?;
     }
     Ok(())

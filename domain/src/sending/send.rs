@@ -63,9 +63,9 @@ pub async fn run_job(sd: &Sender, job: &SendJob) -> Result<(), WorkError> {
     Ok(())
 }
 
-fn now() -> (String, i64) {
-    let t = chrono::Utc::now();
-    (shared::ids::format_time(t), t.timestamp())
+fn now() -> (shared::ids::Timestamp, i64) {
+    let t = shared::ids::Timestamp::now();
+    (t, t.timestamp())
 }
 
 /// Why SES did not take the email, and whether another try can help.
@@ -88,19 +88,19 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
     if let Some(outcome) = not_ready(&stored, now_secs) {
         return Ok(outcome);
     }
-    let held = claim(sd, ws, &stored, &now_s, now_secs).await?;
+    let held = claim(sd, ws, &stored, now_s, now_secs).await?;
     let (mut email, body, domain_verified) = recheck(sd, ws, &held).await?;
     if !domain_verified {
         // The domain was deleted (or failed) since the email was accepted.
         let message = format!("{} is no longer at a verified sending domain of this workspace", email.from);
         email.error = Some(SendError { code: "sender_not_verified".into(), message });
-        email.set_status(EmailStatus::Failed, &now_s);
+        email.set_status(EmailStatus::Failed, now_s);
         finish(sd, ws, &held, email, None).await?;
         return Ok(Outcome::Done);
     }
     let (to, cc, bcc) = email.deliverable();
     if to.is_empty() {
-        email.set_status(EmailStatus::Suppressed, &now_s);
+        email.set_status(EmailStatus::Suppressed, now_s);
         finish(sd, ws, &held, email, None).await?;
         return Ok(Outcome::Done);
     }
@@ -110,7 +110,7 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
         model::attach_body(&mut outgoing, b);
     }
     let result = ses_send(sd, ws, &outgoing, to, cc, bcc).await;
-    record(sd, ws, &held, email, result, &now_s).await
+    record(sd, ws, &held, email, result, now_s).await
 }
 
 /// Finished, not due yet, or held by another copy's claim: what to do instead of sending.
@@ -130,11 +130,11 @@ fn not_ready(stored: &Stored, now_secs: i64) -> Option<Outcome> {
 
 /// Stamp a claim token on the email (a versioned write: one copy wins). A scheduled email
 /// becomes queued with its event here. A lost race is `WorkError::Stale`.
-async fn claim(sd: &Sender, ws: &WorkspaceId, stored: &Stored, now_s: &str, now_secs: i64) -> Result<Stored, WorkError> {
+async fn claim(sd: &Sender, ws: &WorkspaceId, stored: &Stored, now_s: shared::ids::Timestamp, now_secs: i64) -> Result<Stored, WorkError> {
     let token = shared::ids::new_id("claim");
     let mut claimed = stored.email.clone();
     claimed.attempts += 1;
-    claimed.updated_at = now_s.to_string();
+    claimed.updated_at = now_s;
     let was_scheduled = stored.email.status == EmailStatus::Scheduled;
     if was_scheduled {
         claimed.set_status(EmailStatus::Queued, now_s);
@@ -179,7 +179,7 @@ async fn record(
     held: &Stored,
     mut email: Email,
     result: Result<String, SesFailure>,
-    now_s: &str,
+    now_s: shared::ids::Timestamp,
 ) -> Result<Outcome, WorkError> {
     let fail = |email: &mut Email, code: &str, message: String| {
         email.error = Some(SendError { code: code.into(), message });

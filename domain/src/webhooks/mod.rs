@@ -10,6 +10,7 @@
 //!   creates its deliveries once.
 
 pub mod dispatch;
+pub mod ops;
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
@@ -74,13 +75,13 @@ pub struct Endpoint {
     /// continuously for 5 days). Cleared when it is enabled again.
     pub disabled_reason: Option<String>,
     /// Start of the current run of failed attempts.
-    #[schema(format = DateTime)]
-    pub failing_since: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub failing_since: Option<Timestamp>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 /// A secret as stored: sealed with the platform key, bound to its endpoint.
@@ -191,8 +192,8 @@ pub struct Attempt {
     /// 1 for the first attempt of the delivery.
     pub number: u32,
     /// When the request was sent.
-    #[schema(format = DateTime)]
-    pub at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub at: Timestamp,
     pub duration_ms: u64,
     /// The receiver's HTTP status, when it answered.
     pub status_code: Option<u16>,
@@ -219,12 +220,12 @@ pub struct Delivery {
     /// Attempts so far (the most recent 20 are listed in `attempts`).
     pub attempt_count: u32,
     pub attempts: Vec<Attempt>,
-    #[schema(format = DateTime)]
-    pub next_attempt_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub next_attempt_at: Option<Timestamp>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 /// A delivery with what only the dispatcher needs.
@@ -253,7 +254,7 @@ pub fn deliveries_gsi1(ws: &WorkspaceId, endpoint_id: &str, status: DeliveryStat
 
 impl StoredDelivery {
     pub fn new(endpoint_id: &str, event: &shared::events::Event) -> Self {
-        let now = shared::ids::now_rfc3339();
+        let now = shared::ids::Timestamp::now();
         Self {
             delivery: Delivery {
                 id: shared::ids::new_id("whd").into(),
@@ -264,8 +265,8 @@ impl StoredDelivery {
                 status: DeliveryStatus::Pending,
                 attempt_count: 0,
                 attempts: vec![],
-                next_attempt_at: Some(now.clone()),
-                created_at: now.clone(),
+                next_attempt_at: Some(now),
+                created_at: now,
                 updated_at: now,
             },
             body: event.body(),
@@ -290,7 +291,7 @@ impl StoredDelivery {
 
     /// The item at `version` (the caller's condition decides what it may replace).
     pub fn record(&self, ws: &WorkspaceId, version: i64) -> ApiResult<Record> {
-        let created = chrono::DateTime::parse_from_rfc3339(&self.delivery.created_at).map(|t| t.timestamp()).unwrap_or(0);
+        let created = self.delivery.created_at.timestamp();
         let rec = Record::new(ws_pk(ws), self.sk(), &self.delivery)?
             .gsi1(deliveries_gsi1(ws, &self.delivery.endpoint_id, self.delivery.status), self.sk());
         let rec = if self.body_inline { rec.attr("body", s(&self.body)) } else { rec };
@@ -329,7 +330,7 @@ impl StoredDelivery {
         if self.delivery.attempts.len() > MAX_ATTEMPTS_KEPT {
             self.delivery.attempts.remove(0);
         }
-        self.delivery.updated_at = shared::ids::now_rfc3339();
+        self.delivery.updated_at = shared::ids::Timestamp::now();
     }
 }
 
@@ -468,6 +469,7 @@ pub async fn enqueue(app: &App, job: &DeliveryJob, delay_secs: u64) -> ApiResult
 
 use crate::effects::{Authority, CreateWebhook, DeleteWebhook, RotateWebhookSecret, UpdateWebhook};
 use shared::events::Event;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 
 fn count_update(ws: &WorkspaceId, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {

@@ -29,10 +29,6 @@ shared::area! {
         Booking, BookingStatus, CancelledBy, Notifications, CreateBooking, ContactInput, Hold, CreateHold, CancelBooking, RescheduleBooking, Slot, Availability],
 }
 
-fn now_s() -> String {
-    shared::ids::now_rfc3339()
-}
-
 async fn resource(app: &App, req: &Req) -> ApiResult<(Resource, i64)> {
     let id: ResourceId = req.path_id("id")?;
     ops::load_resource(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("resource"))
@@ -257,7 +253,7 @@ pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
                 .ok_or_else(|| ApiError::validation("hold_id", "must be a hold id (hold_...)"))?;
             let hold =
                 ops::load_hold(app, ws, &hid).await?.ok_or_else(|| ApiError::validation("hold_id", "no such hold, or it has expired"))?;
-            if hold.service_id != input.service_id || ops::parse_time("start", &input.start)? != ops::parse_time("start", &hold.start)? {
+            if hold.service_id != input.service_id || ops::parse_time("start", &input.start)? != hold.start.time() {
                 return Err(ApiError::validation("hold_id", "holds another service or start"));
             }
             Some(hold)
@@ -266,7 +262,7 @@ pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone());
     let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, resource.as_deref()).await?;
     let contact_id = ops::contact_for(app, ws, input.contact_id.as_deref(), input.contact.as_ref()).await?;
-    let mut b = Booking::new(&svc, contact_id, start, &now_s());
+    let mut b = Booking::new(&svc, contact_id, start, shared::ids::Timestamp::now());
     (b.notes, b.metadata) = (input.notes, input.metadata);
     let b = Booking { reminder_email_id: notify::reminder_id(&svc, &b), ..b };
     let b = ops::book(app, ws, &svc, &resources, start, b, hold.as_ref()).await?;
@@ -343,7 +339,7 @@ pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
             shared::request::keyed_page::<Booking>(app, keys::BOOKINGS_BY_START.query(&[req.ws()?], &[], after, page.limit)).await?;
         let mut list = vec![];
         for b in bookings {
-            if to.as_ref().is_some_and(|t| &b.start >= t) {
+            if to.as_ref().is_some_and(|t| b.start.to_string() >= *t) {
                 next = None;
                 break;
             }
@@ -406,7 +402,7 @@ async fn move_to(app: &App, req: &Req, from: &[BookingStatus], to: BookingStatus
     }
     let mut next = sb.booking.clone();
     next.status = to;
-    next.updated_at = now_s();
+    next.updated_at = shared::ids::Timestamp::now();
     Ok(Reply::ok(&ops::transition(app, req.ws()?, &sb, next, event, false).await?))
 }
 
@@ -423,7 +419,7 @@ pub async fn confirm_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let svc = ops::load_service(app, ws, &sb.booking.service_id).await?.map(|s| s.0);
     let mut next = sb.booking.clone();
     next.status = BookingStatus::Confirmed;
-    next.updated_at = now_s();
+    next.updated_at = shared::ids::Timestamp::now();
     next.reminder_email_id = svc.as_ref().and_then(|s| notify::reminder_id(s, &next));
     let next = ops::transition(app, ws, &sb, next, "booking.confirmed", false).await?;
     if let (Some(svc), Some((res, _))) = (svc, ops::load_resource(app, ws, &next.resource_id).await?) {

@@ -53,7 +53,7 @@ pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
     let creds = model::parse_credentials(input.kind, input.credentials, None, app.cfg.webhooks.url_policy)?;
     let connected = model::connect(http(app)?, &creds).await.map_err(model::connect_error)?;
     let ws = req.ws()?;
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let id = shared::ids::new_id("ch");
     let (sealed, session) = Stored::seal(app, ws, &id, &creds, connected.session.as_ref()).await?;
     let channel = Channel {
@@ -64,10 +64,10 @@ pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
         masked_identity: connected.masked_identity,
         state: ChannelState::Active,
         last_error: None,
-        last_verified_at: Some(now.clone()),
+        last_verified_at: Some(now),
         limits: connected.limits,
         metadata: input.metadata,
-        created_at: now.clone(),
+        created_at: now,
         updated_at: now,
         secret: None,
     };
@@ -99,7 +99,7 @@ pub async fn get_channel(app: &App, req: Req) -> ApiResult<Reply> {
 /// Check a channel against the network now, and record what it says: `active`,
 /// `disconnected` (the credentials were refused) or `error`.
 async fn check(app: &App, ws: &WorkspaceId, stored: &mut Stored, creds: &Creds) -> ApiResult<&'static str> {
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let before = stored.channel.state;
     match model::connect(http(app)?, creds).await {
         Ok(c) => {
@@ -109,7 +109,7 @@ async fn check(app: &App, ws: &WorkspaceId, stored: &mut Stored, creds: &Creds) 
             stored.channel.limits = c.limits;
             stored.channel.state = ChannelState::Active;
             stored.channel.last_error = None;
-            stored.channel.last_verified_at = Some(now.clone());
+            stored.channel.last_verified_at = Some(now);
         }
         Err(e) if e.category == model::network::ErrorCategory::AuthExpired => {
             stored.channel.state = ChannelState::Disconnected;
@@ -164,7 +164,7 @@ pub async fn update_channel(app: &App, req: Req) -> ApiResult<Reply> {
     if let Some(m) = input.metadata {
         stored.channel.metadata = m;
     }
-    stored.channel.updated_at = shared::ids::now_rfc3339();
+    stored.channel.updated_at = shared::ids::Timestamp::now();
     model::update(&authority, app, ws, &stored, event).await?;
     Ok(Reply::ok(&stored.channel))
 }

@@ -19,6 +19,7 @@ use domain::privacy::Subject;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::ids::PrefixedId;
+use shared::ids::Timestamp;
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
@@ -182,7 +183,7 @@ pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
     }
     errs.finish()?;
     if !contacts::changed_fields(&old, &c).is_empty() {
-        c.updated_at = shared::ids::now_rfc3339();
+        c.updated_at = shared::ids::Timestamp::now();
         // The address stays as it was (the customer changes it by the vouched email change).
         contacts::commit_update(app, ws, &old, &c, version).await?;
     }
@@ -226,7 +227,7 @@ pub async fn my_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     let name = if when == When::Upcoming { "upcoming" } else { "past" };
     let page = req.page(app, "portal_bookings", &[("when", Some(name))]).await?;
     let ct = me(app, &req).await?;
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now().to_string();
     let (list, next) = ops::of_contact(app, req.ws()?, &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?;
     Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
 }
@@ -268,10 +269,10 @@ pub struct PortalEmail {
     pub from: String,
     pub subject: String,
     pub status: EmailStatus,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
 }
 
 /// The emails sent to the customer, newest first.

@@ -92,7 +92,7 @@ async fn create_post(http: &reqwest::Client, base: &str, key: &str, content: &st
 async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
     let (ws, _) = domain::workspaces::create_workspace(&stack.app, "bench").await.unwrap();
     for _ in 0..endpoints {
-        let now = shared::ids::now_rfc3339();
+        let now = shared::ids::Timestamp::now();
         let ep = domain::webhooks::Endpoint {
             id: shared::ids::new_id("wh").into(),
             object: "webhook_endpoint".into(),
@@ -103,7 +103,7 @@ async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
             disabled_reason: None,
             failing_since: None,
             metadata: Default::default(),
-            created_at: now.clone(),
+            created_at: now,
             updated_at: now,
         };
         let (_, stored) = domain::webhooks::new_secret(&stack.app, &ws.id, &ep.id).await.unwrap();
@@ -375,10 +375,10 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let ws = ws.id;
     let day = serde_json::json!([{"start": "00:00", "end": "24:00"}]);
     let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let res = Resource::create(
         serde_json::from_value(serde_json::json!({"name": "Chair", "timezone": "UTC", "opening_hours": hours})).unwrap(),
-        &now,
+        now,
     )
     .unwrap();
     let rec = shared::store::Record::new(shared::store::ws_pk(&ws), resource_sk(&res.id), &res).unwrap().version(1);
@@ -387,7 +387,7 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
         serde_json::json!({"name": "Cut", "duration_minutes": 30, "resource_ids": [res.id], "max_advance_days": 60}),
     )
     .unwrap();
-    let svc = Service::build(None, input, &now).unwrap();
+    let svc = Service::build(None, input, now).unwrap();
     let rec = shared::store::Record::new(shared::store::ws_pk(&ws), service_sk(&svc.id), &svc).unwrap().version(1);
     app.db.batch_put(vec![rec.item]).await.unwrap();
     let contact =
@@ -395,7 +395,7 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
             .await
             .unwrap();
     let base = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc() + chrono::Duration::days(1);
-    let template = |start: chrono::DateTime<chrono::Utc>| Booking::new(&svc, contact.clone(), start, &now);
+    let template = |start: chrono::DateTime<chrono::Utc>| Booking::new(&svc, contact.clone(), start, now);
     let resources = vec![res.clone()];
     // 1,000 bookings spread over 31 days (every 45 minutes: 30 booked, 15 free).
     let starts: Vec<_> = (0..1000).map(|i| base + chrono::Duration::minutes(45 * i)).collect();

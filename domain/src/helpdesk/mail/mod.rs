@@ -168,7 +168,7 @@ fn dropped(reason: &'static str) {
 /// The SES receipt notification for a message stored at `bucket`/`key`, in the SNS envelope
 /// SQS receives, as SES documents it (the fields this function and operators read).
 pub fn notification(ses_message_id: &str, bucket: &str, key: &str, recipients: &[String], spam: &str, virus: &str) -> String {
-    let now = shared::ids::now_rfc3339();
+    let now = shared::ids::Timestamp::now();
     let ses = serde_json::json!({
         "notificationType": "Received",
         "mail": {"timestamp": now, "source": "", "messageId": ses_message_id, "destination": recipients, "headersTruncated": false},

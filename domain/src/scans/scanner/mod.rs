@@ -77,8 +77,8 @@ pub const HOST_BUSY_DELAY_SECS: i64 = 5;
 async fn scan_with_slot(app: &App, ws: &WorkspaceId, mut scan: crate::scans::Scan, version: i64) -> Result<(), String> {
     scan.status = ScanStatus::Running;
     scan.attempts += 1;
-    scan.started_at = Some(shared::ids::now_rfc3339());
-    scan.updated_at = shared::ids::now_rfc3339();
+    scan.started_at = Some(shared::ids::Timestamp::now());
+    scan.updated_at = shared::ids::Timestamp::now();
     if let Err(e) = crate::scans::save(app, ws, &scan, version).await {
         // Another delivery took it (or finished it) meanwhile, or the table is unreachable:
         // the message comes back either way, and the scan's state decides.

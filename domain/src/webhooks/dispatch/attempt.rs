@@ -42,7 +42,7 @@ pub async fn process(d: &Dispatcher, job: &DeliveryJob, mode: Mode, budget: Budg
             return Ok(Outcome::Done);
         }
     };
-    if let Some(due) = x.delivery.next_attempt_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) {
+    if let Some(due) = x.delivery.next_attempt_at.map(|t| t.time()) {
         let wait = due.timestamp() - chrono::Utc::now().timestamp();
         if wait > DUE_SLACK_SECS {
             return Ok(Outcome::Later(wait as u64));
@@ -112,7 +112,7 @@ pub async fn attempt_and_record(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEnd
     } else {
         x.delivery.status = DeliveryStatus::Dead;
     }
-    x.delivery.next_attempt_at = next.map(|s| shared::ids::format_time(chrono::Utc::now() + chrono::Duration::seconds(s as i64)));
+    x.delivery.next_attempt_at = next.map(|s| shared::ids::Timestamp::from(chrono::Utc::now() + chrono::Duration::seconds(s as i64)));
     let (saved, health) = tokio::join!(x.save(app, ws), health(d, ws, ep, success, gone));
     if let Err(e) = health {
         tracing::warn!(endpoint_id = %ep.endpoint.id, error = %e, "endpoint health not updated");
@@ -129,7 +129,7 @@ async fn give_up(d: &Dispatcher, ws: &WorkspaceId, x: &mut StoredDelivery, why: 
     let number = x.delivery.attempt_count + 1;
     x.push_attempt(Attempt {
         number,
-        at: shared::ids::now_rfc3339(),
+        at: shared::ids::Timestamp::now(),
         duration_ms: 0,
         status_code: None,
         error: Some(why.into()),
@@ -168,8 +168,7 @@ async fn health(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEndpoint, success: 
         }
         return Ok(());
     }
-    let failing_for =
-        e.failing_since.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map(|t| (now - t.to_utc()).num_seconds());
+    let failing_for = e.failing_since.map(|t| (now - t.time()).num_seconds());
     if gone {
         return disable(d, ws, ep, "gone").await;
     }
@@ -195,7 +194,7 @@ async fn disable(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEndpoint, reason: 
     let mut endpoint = ep.endpoint.clone();
     endpoint.enabled = false;
     endpoint.disabled_reason = Some(reason.into());
-    endpoint.updated_at = shared::ids::now_rfc3339();
+    endpoint.updated_at = shared::ids::Timestamp::now();
     let update = aws_sdk_dynamodb::types::Update::builder()
         .key("pk", s(ws_pk(ws)))
         .key("sk", s(model::endpoint_sk(&endpoint.id)))
@@ -204,7 +203,7 @@ async fn disable(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEndpoint, reason: 
         .expression_attribute_values(":false", AttributeValue::Bool(false))
         .expression_attribute_values(":true", AttributeValue::Bool(true))
         .expression_attribute_values(":reason", s(reason))
-        .expression_attribute_values(":now", s(&endpoint.updated_at))
+        .expression_attribute_values(":now", s(endpoint.updated_at.to_string()))
         .expression_attribute_values(":one", n(1));
     match Tx::new().update(update).event(Event::new(ws, "webhook.endpoint.disabled", &endpoint)).commit(app).await {
         Ok(()) => {

@@ -32,12 +32,12 @@ impl Sender {
 
     /// POST the body, signed now with every key. Never fails: errors become the attempt's record.
     pub async fn send(&self, url: &str, keys: &[Vec<u8>], body: &str, headers: &[(&str, &str)], number: u32) -> Sent {
-        let at = shared::ids::now_rfc3339();
+        let at = shared::ids::Timestamp::now();
         let started = Instant::now();
         let sent = |status_code: Option<u16>, error: Option<&str>, excerpt: Option<String>, retry_after: Option<u64>| Sent {
             attempt: Attempt {
                 number,
-                at: at.clone(),
+                at,
                 duration_ms: started.elapsed().as_millis() as u64,
                 status_code,
                 error: error.map(String::from),
