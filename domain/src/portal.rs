@@ -16,6 +16,7 @@ use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, n, s};
+use shared::validate::Patch;
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
@@ -416,6 +417,95 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
 /// End a session (logout, or the customer's own erasure): its look-up item goes.
 pub async fn revoke(app: &App, session_token: &str) -> ApiResult<()> {
     app.db.delete(&shared::auth::portal_session_pk(session_token), keys::PORTAL_SESSION.table.sk).await
+}
+
+// ---------- the customer's own record ----------
+
+/// The signed-in customer: their contact and their marketing choice.
+#[derive(Serialize, ToSchema)]
+pub struct Me {
+    /// Always `portal_me`.
+    pub object: String,
+    pub contact: Contact,
+    /// The newest `marketing_email` consent event's answer; null when there is none.
+    pub marketing_consent: Option<bool>,
+}
+
+/// The customer's view of their contact.
+pub async fn me(app: &App, ws: &WorkspaceId, c: Contact) -> ApiResult<Me> {
+    let subject = crate::privacy::Subject::of(&c);
+    let state = contacts::consents::state(app, ws, &subject).await?;
+    Ok(Me { object: "portal_me".into(), marketing_consent: state.purposes.get("marketing_email").map(|p| p.granted), contact: c })
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMe {
+    #[serde(default)]
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub first_name: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub last_name: Patch<String>,
+    /// E.164.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^(\\+[1-9][0-9]{1,14})?$")]
+    pub phone: Patch<String>,
+    /// Records a `marketing_email` consent event with source `portal`.
+    pub marketing_consent: Option<bool>,
+    /// The wording the customer saw next to the choice (default: a generic portal text).
+    #[schema(max_length = 10000)]
+    pub consent_text: Option<String>,
+    #[schema(max_length = 100)]
+    pub consent_text_version: Option<String>,
+}
+
+/// The customer changes their name or phone (never their address: that is the vouched email
+/// change), and records their marketing choice: a consent event with source `portal`, the
+/// wording they saw, and the session's proof. `current` is the session's contact as read.
+pub async fn update_me(
+    app: &App,
+    ws: &WorkspaceId,
+    current: (Contact, i64),
+    session_token: &str,
+    user_agent: Option<&str>,
+    input: UpdateMe,
+) -> ApiResult<Me> {
+    let (old, version) = current;
+    let consent = (input.marketing_consent, input.consent_text, input.consent_text_version);
+    let change =
+        contacts::UpdateContact { first_name: input.first_name, last_name: input.last_name, phone: input.phone, ..Default::default() };
+    let mut c = old.clone();
+    let mut errs = shared::validate::Errors::new();
+    change.apply(&mut c, &mut errs);
+    contacts::validate(&mut errs, &c);
+    // The wording's limits hold whether or not a choice comes with it.
+    if consent.1.as_ref().is_some_and(|t| t.chars().count() > 10_000) {
+        errs.add("consent_text", "must be at most 10000 characters");
+    }
+    if consent.2.as_ref().is_some_and(|t| t.chars().count() > 100) {
+        errs.add("consent_text_version", "must be at most 100 characters");
+    }
+    errs.finish()?;
+    if !contacts::changed_fields(&old, &c).is_empty() {
+        c.updated_at = Timestamp::now();
+        contacts::commit_update(app, ws, &old, &c, version).await?;
+    }
+    if let (Some(granted), text, text_version) = consent {
+        let subject = crate::privacy::Subject::of(&c);
+        let evidence = contacts::consents::ConsentEvidence {
+            text_shown: text.unwrap_or_else(|| "Marketing emails: changed by the customer in the portal".into()),
+            text_version: text_version.unwrap_or_else(|| "portal".into()),
+            source: Some(contacts::consents::ConsentSource::Portal),
+            ip_address: None,
+            user_agent: user_agent.map(|s| s.chars().take(512).collect()),
+        };
+        let mut consent = evidence.consent(&subject, "marketing_email", granted)?;
+        consent.proof = Some(proof(app, session_token, &c).await?);
+        contacts::consents::record(app, ws, &consent).await?;
+    }
+    let (c, _) = contacts::load(app, ws, &c.id).await.map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))?;
+    me(app, ws, c).await
 }
 
 #[cfg(test)]

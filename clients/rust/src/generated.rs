@@ -2529,6 +2529,7 @@ pub struct MastodonCredentials {
     pub instance_url: String,
 }
 
+/// The signed-in customer: their contact and their marketing choice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Me {
     pub contact: Contact,

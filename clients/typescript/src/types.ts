@@ -2989,6 +2989,7 @@ export interface components {
              */
             instance_url: string;
         };
+        /** @description The signed-in customer: their contact and their marketing choice. */
         Me: {
             contact: components["schemas"]["Contact"];
             /** @description The newest `marketing_email` consent event's answer; null when there is none. */

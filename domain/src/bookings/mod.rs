@@ -8,6 +8,7 @@
 //! overlapping times cannot both commit; the loser re-reads and tries another unit or
 //! resource, and answers 409 when none is free.
 
+pub mod booking;
 pub mod notify;
 pub mod ops;
 pub mod schedule;

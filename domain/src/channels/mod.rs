@@ -9,6 +9,7 @@ pub mod bluesky;
 pub mod mastodon;
 pub mod media;
 pub mod network;
+pub mod ops;
 pub mod webhook;
 
 use crate::keys;

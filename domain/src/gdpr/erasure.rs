@@ -50,6 +50,26 @@ fn aad(ws: &WorkspaceId, id: &str) -> String {
     format!("{ws}/{id}/subject")
 }
 
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateErasure {
+    pub subject: super::SubjectRef,
+    /// Why (kept on the audit record), e.g. `Art. 17 request received 2026-03-01`.
+    #[schema(min_length = 1, max_length = 1000)]
+    pub reason: String,
+}
+
+/// Validate an erasure request, then ask `grant` for the effect (so a request that cannot
+/// succeed never asks a person to confirm it), find its subject and start erasing (`start`).
+pub async fn request(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId, input: CreateErasure) -> ApiResult<Erasure> {
+    let mut errs = shared::validate::Errors::new();
+    errs.text("reason", &input.reason, 1, 1000);
+    errs.finish()?;
+    let auth = grant.authorize::<EraseSubject>()?;
+    let subject = super::resolve(app, ws, &input.subject, "subject").await?;
+    start(&auth, app, ws, &subject, input.reason.trim()).await
+}
+
 /// The effect `EraseSubject` by a workspace credential: the audit record (with the sealed
 /// subject) and the queued job. A customer erases themselves through [`erase_self`], which
 /// asks for the code sent to their address first.

@@ -1,17 +1,14 @@
 //! Bookings: resources, services, availability, holds and bookings. The rules, the cells that
 //! make overlaps impossible and the slot arithmetic are `domain::bookings`.
 
-use domain::bookings::notify;
-use domain::bookings::ops::{self, StoredBooking};
 use domain::bookings::{
-    Availability, Booking, BookingId, BookingStatus, CancelBooking, CancelledBy, ContactInput, CreateBooking, CreateHold, CreateResource,
-    DEFAULT_HOLD_SECS, Hold, HoldId, Notifications, Price, RescheduleBooking, Resource, ResourceId, Service, ServiceId, ServiceInput, Slot,
-    UpdateResource, schedule,
+    Availability, Booking, BookingStatus, CancelBooking, CancelledBy, ContactInput, CreateBooking, CreateHold, CreateResource, Hold,
+    Notifications, Price, RescheduleBooking, Resource, ResourceId, Service, ServiceId, ServiceInput, Slot, UpdateResource, schedule,
 };
+use domain::bookings::{booking, ops};
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use serde::Deserialize;
-use shared::auth::WorkspaceId;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 
 shared::area! {
@@ -37,11 +34,6 @@ async fn resource(app: &App, req: &Req) -> ApiResult<(Resource, i64)> {
 async fn service(app: &App, req: &Req) -> ApiResult<(Service, i64)> {
     let id: ServiceId = req.path_id("id")?;
     ops::load_service(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("service"))
-}
-
-async fn booking(app: &App, req: &Req) -> ApiResult<StoredBooking> {
-    let id: BookingId = req.path_id("id")?;
-    ops::load_booking(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("booking"))
 }
 
 // ---------- resources ----------
@@ -152,66 +144,7 @@ struct AvailabilityQuery {
     responses((status = 200, body = shared::openapi::Data<Availability>), shared::openapi::CommonErrors))]
 pub async fn availability(app: &App, req: Req) -> ApiResult<Reply> {
     let q: AvailabilityQuery = req.query_as()?;
-    let sid = q.service_id.ok_or_else(|| ApiError::validation("service_id", "is required"))?;
-    let asked = q
-        .timezone
-        .as_deref()
-        .map(|t| domain::bookings::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo")))
-        .transpose()?;
-    let (svc, _) = ops::load_service(app, req.ws()?, &sid)
-        .await?
-        .ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
-    let resources = ops::resources_of(app, req.ws()?, &svc).await?;
-    // Dates are days of the asked zone, or of where the service happens.
-    let days_in =
-        asked.clone().or_else(|| resources.first().and_then(|r| domain::bookings::tz(&r.timezone))).unwrap_or_else(shared::zone::Zone::utc);
-    let (from, to) = (ops::parse_bound("from", &q.from, &days_in, false)?, ops::parse_bound("to", &q.to, &days_in, true)?);
-    if to <= from {
-        return Err(ApiError::validation("to", "must be after from"));
-    }
-    if to - from > chrono::Duration::days(schedule::MAX_RANGE_DAYS) {
-        return Err(ApiError::validation("to", format!("at most {} days after from", schedule::MAX_RANGE_DAYS)));
-    }
-    let out = asked.unwrap_or_else(shared::zone::Zone::utc);
-    Ok(Reply::ok(&Availability(
-        ops::availability(app, req.ws()?, &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?,
-    )))
-}
-
-/// The service and the resources a booking or hold may take, with the slot checked.
-async fn slot_for(
-    app: &App,
-    ws: &WorkspaceId,
-    service_id: &str,
-    start: &str,
-    resource_id: Option<&str>,
-) -> ApiResult<(Service, Vec<Resource>, chrono::DateTime<chrono::Utc>)> {
-    let Some(sid) = <ServiceId as shared::ids::PrefixedId>::parse(service_id) else {
-        return Err(ApiError::validation("service_id", "must be a service id (svc_...)"));
-    };
-    let (svc, _) =
-        ops::load_service(app, ws, &sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
-    let start = ops::parse_time("start", start)?;
-    let mut resources = ops::resources_of(app, ws, &svc).await?;
-    if let Some(r) = resource_id {
-        resources.retain(|x| x.id == *r);
-        if resources.is_empty() {
-            return Err(ApiError::validation("resource_id", "is not a resource of this service"));
-        }
-    }
-    let now = chrono::Utc::now();
-    let mut first_err = None;
-    resources.retain(|r| match ops::check_slot(&svc, r, start, now) {
-        Ok(()) => true,
-        Err(e) => {
-            first_err.get_or_insert(e);
-            false
-        }
-    });
-    if resources.is_empty() {
-        return Err(first_err.unwrap_or_else(|| ApiError::validation("service_id", "the service has no resources")));
-    }
-    Ok((svc, resources, start))
+    Ok(Reply::ok(&booking::availability(app, req.ws()?, q.service_id.as_ref(), &q.from, &q.to, q.timezone.as_deref()).await?))
 }
 
 /// Reserve a slot (5 minutes unless `hold_seconds` says otherwise); `POST /bookings` with
@@ -220,13 +153,7 @@ async fn slot_for(
 #[utoipa::path(post, path = "/bookings/holds", tag = "bookings", request_body = CreateHold,
     responses((status = 201, body = shared::openapi::Data<Hold>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_hold(app: &App, req: Req) -> ApiResult<Reply> {
-    let input: CreateHold = req.json()?;
-    let secs = input.hold_seconds.unwrap_or(DEFAULT_HOLD_SECS);
-    if !(5..=1800).contains(&secs) {
-        return Err(ApiError::validation("hold_seconds", "must be 5 to 1800"));
-    }
-    let (svc, resources, start) = slot_for(app, req.ws()?, &input.service_id, &input.start, input.resource_id.as_deref()).await?;
-    Ok(Reply::created(&ops::hold(app, req.ws()?, &svc, &resources, start, secs).await?))
+    Ok(Reply::created(&booking::create_hold(app, req.ws()?, req.json()?).await?))
 }
 
 // ---------- bookings ----------
@@ -239,39 +166,7 @@ pub async fn create_hold(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateBooking = req.json()?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
-    let ws = req.ws()?;
-    let mut errs = shared::validate::Errors::new();
-    if let Some(n) = &input.notes {
-        errs.text("notes", n, 0, 2000);
-    }
-    errs.metadata("metadata", &input.metadata);
-    errs.finish()?;
-    let hold = match input.hold_id.as_deref() {
-        None => None,
-        Some(h) => {
-            let hid = <HoldId as shared::ids::PrefixedId>::parse(h)
-                .ok_or_else(|| ApiError::validation("hold_id", "must be a hold id (hold_...)"))?;
-            let hold =
-                ops::load_hold(app, ws, &hid).await?.ok_or_else(|| ApiError::validation("hold_id", "no such hold, or it has expired"))?;
-            if hold.service_id != input.service_id || ops::parse_time("start", &input.start)? != hold.start.time() {
-                return Err(ApiError::validation("hold_id", "holds another service or start"));
-            }
-            Some(hold)
-        }
-    };
-    let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone());
-    let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, resource.as_deref()).await?;
-    let contact_id = ops::contact_for(app, ws, input.contact_id.as_deref(), input.contact.as_ref()).await?;
-    let mut b = Booking::new(&svc, contact_id, start, shared::ids::Timestamp::now());
-    (b.notes, b.metadata) = (input.notes, input.metadata);
-    let b = Booking { reminder_email_id: notify::reminder_id(&svc, &b), ..b };
-    let b = ops::book(app, ws, &svc, &resources, start, b, hold.as_ref()).await?;
-    if b.status == BookingStatus::Confirmed
-        && let Some(res) = resources.iter().find(|r| r.id == b.resource_id)
-    {
-        notify::confirmed(&send, app, ws, &svc, res, &b).await;
-    }
-    Ok(Reply::created(&b))
+    Ok(Reply::created(&booking::create(&send, app, req.ws()?, input).await?))
 }
 
 #[derive(Deserialize)]
@@ -388,22 +283,7 @@ pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/bookings/{id}", tag = "bookings", params(("id" = String, Path, description = "bk_...")),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors))]
 pub async fn get_booking(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&booking(app, &req).await?.booking))
-}
-
-fn illegal(b: &Booking, action: &str) -> ApiError {
-    ApiError::conflict(format!("a {} booking cannot be {action}", b.status.as_str()))
-}
-
-async fn move_to(app: &App, req: &Req, from: &[BookingStatus], to: BookingStatus, action: &str, event: &str) -> ApiResult<Reply> {
-    let sb = booking(app, req).await?;
-    if !from.contains(&sb.booking.status) {
-        return Err(illegal(&sb.booking, action));
-    }
-    let mut next = sb.booking.clone();
-    next.status = to;
-    next.updated_at = shared::ids::Timestamp::now();
-    Ok(Reply::ok(&ops::transition(app, req.ws()?, &sb, next, event, false).await?))
+    Ok(Reply::ok(&booking::load(app, req.ws()?, &req.path_id("id")?).await?.booking))
 }
 
 /// pending -> confirmed (sends the service's confirmation and schedules its reminder).
@@ -411,35 +291,21 @@ async fn move_to(app: &App, req: &Req, from: &[BookingStatus], to: BookingStatus
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn confirm_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let send = req.grant.authorize::<fx::SendEmail>()?;
-    let ws = req.ws()?;
-    let sb = booking(app, &req).await?;
-    if sb.booking.status != BookingStatus::Pending {
-        return Err(illegal(&sb.booking, "confirmed"));
-    }
-    let svc = ops::load_service(app, ws, &sb.booking.service_id).await?.map(|s| s.0);
-    let mut next = sb.booking.clone();
-    next.status = BookingStatus::Confirmed;
-    next.updated_at = shared::ids::Timestamp::now();
-    next.reminder_email_id = svc.as_ref().and_then(|s| notify::reminder_id(s, &next));
-    let next = ops::transition(app, ws, &sb, next, "booking.confirmed", false).await?;
-    if let (Some(svc), Some((res, _))) = (svc, ops::load_resource(app, ws, &next.resource_id).await?) {
-        notify::confirmed(&send, app, ws, &svc, &res, &next).await;
-    }
-    Ok(Reply::ok(&next))
+    Ok(Reply::ok(&booking::confirm(&send, app, req.ws()?, &req.path_id("id")?).await?))
 }
 
 /// confirmed -> completed.
 #[utoipa::path(post, path = "/bookings/{id}/complete", tag = "bookings", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn complete_booking(app: &App, req: Req) -> ApiResult<Reply> {
-    move_to(app, &req, &[BookingStatus::Confirmed], BookingStatus::Completed, "completed", "booking.completed").await
+    Ok(Reply::ok(&booking::close(app, req.ws()?, &req.path_id("id")?, booking::Outcome::Completed).await?))
 }
 
 /// confirmed -> no_show.
 #[utoipa::path(post, path = "/bookings/{id}/no-show", tag = "bookings", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn no_show_booking(app: &App, req: Req) -> ApiResult<Reply> {
-    move_to(app, &req, &[BookingStatus::Confirmed], BookingStatus::NoShow, "marked no-show", "booking.no_show").await
+    Ok(Reply::ok(&booking::close(app, req.ws()?, &req.path_id("id")?, booking::Outcome::NoShow).await?))
 }
 
 /// pending or confirmed -> cancelled; the slot is free again at once. A customer cannot
@@ -449,14 +315,8 @@ pub async fn no_show_booking(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CancelBooking = if req.body.is_empty() { CancelBooking::default() } else { req.json()? };
-    if let Some(r) = &input.reason {
-        let mut errs = shared::validate::Errors::new();
-        errs.text("reason", r, 0, 500);
-        errs.finish()?;
-    }
-    let sb = booking(app, &req).await?;
-    let next = ops::cancel(app, req.ws()?, &sb, input.cancelled_by.unwrap_or(CancelledBy::Staff), input.reason).await?;
-    Ok(Reply::ok(&next))
+    let by = booking::Canceller::Staff { recorded_as: input.cancelled_by.unwrap_or(CancelledBy::Staff) };
+    Ok(Reply::ok(&booking::cancel(app, req.ws()?, &req.path_id("id")?, by, input.reason).await?))
 }
 
 /// Move a pending or confirmed booking to another slot of its resource in one transaction:
@@ -467,13 +327,5 @@ pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn reschedule_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: RescheduleBooking = req.json()?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
-    let sb = booking(app, &req).await?;
-    if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
-        return Err(illegal(&sb.booking, "rescheduled"));
-    }
-    let (svc, resources, start) = slot_for(app, req.ws()?, &sb.booking.service_id, &input.start, Some(&sb.booking.resource_id)).await?;
-    let new = ops::reschedule(app, req.ws()?, &svc, &resources[0], &sb, start).await?;
-    notify::cancel_reminder(app, req.ws()?, &sb.booking).await;
-    notify::scheduled(&send, app, req.ws()?, &svc, &resources[0], &new).await;
-    Ok(Reply::ok(&new))
+    Ok(Reply::ok(&booking::reschedule(&send, app, req.ws()?, &req.path_id("id")?, &input.start).await?))
 }

@@ -25,7 +25,7 @@ shared::area! {
         create_erasure [needs = Scope::Admin, effects = &[fx::EraseSubject::INFO]], list_erasures, get_erasure,
     ],
     schemas = [Consent, domain::contacts::consents::PortalProof, ConsentSource, ConsentState, PurposeState, RecordConsent, SubjectRef, ExportJob, ExportScope, JobStatus, JobError,
-        CreateExport, Erasure, CreateErasure],
+        CreateExport, Erasure, erasure::CreateErasure],
 }
 
 /// Record one consent event (never updated or deleted, except by an erasure). Withdrawing
@@ -132,31 +132,16 @@ pub async fn get_export(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&job))
 }
 
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateErasure {
-    pub subject: SubjectRef,
-    /// Why (kept on the audit record), e.g. `Art. 17 request received 2026-03-01`.
-    #[schema(min_length = 1, max_length = 1000)]
-    pub reason: String,
-}
-
 /// Erase a subject everywhere (owner or admin): contact, timeline, claims and search entries,
 /// email recipients and bodies (queued emails are cancelled), bookings' and deals' links,
 /// consents, portal sessions, import rows, stored responses, events and webhook deliveries that
 /// name them. The address gets a hashed tombstone (it cannot be re-created without new
 /// consent); the audit record names no one. Answers 202; event `gdpr.erasure.completed`.
-#[utoipa::path(post, path = "/gdpr/erasures", tag = "gdpr", request_body = CreateErasure,
+#[utoipa::path(post, path = "/gdpr/erasures", tag = "gdpr", request_body = erasure::CreateErasure,
     responses((status = 202, body = shared::openapi::Data<Erasure>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_erasure(app: &App, req: Req) -> ApiResult<Reply> {
-    let input: CreateErasure = req.json()?;
-    let mut errs = shared::validate::Errors::new();
-    errs.text("reason", &input.reason, 1, 1000);
-    errs.finish()?;
-    let auth = req.grant.authorize::<fx::EraseSubject>()?;
-    let subject = domain::gdpr::resolve(app, req.ws()?, &input.subject, "subject").await?;
-    let e = erasure::start(&auth, app, req.ws()?, &subject, input.reason.trim()).await?;
-    Ok(Reply::accepted(&e))
+    let input: erasure::CreateErasure = req.json()?;
+    Ok(Reply::accepted(&erasure::request(&req.grant, app, req.ws()?, input).await?))
 }
 
 /// Erasure audit records, newest first.

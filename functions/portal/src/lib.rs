@@ -6,21 +6,19 @@
 //! erasure. A session reaches its own contact only; every other id is 404. Its routes have
 //! their own rate class, `portal`, per session.
 
+use domain::bookings::booking::Canceller;
 use domain::bookings::ops;
-use domain::bookings::{Booking, BookingId, CancelledBy};
+use domain::bookings::{Booking, BookingId};
 use domain::contacts::{self, Contact, ContactId};
 use domain::effects::{self as fx, Effect as _};
 use domain::emails::EmailStatus;
 use domain::gdpr::ExportId;
 use domain::gdpr::export::{self, ExportJob};
 use domain::keys;
-use domain::portal::{self, PortalLink, PortalSession};
-use domain::privacy::Subject;
+use domain::portal::{self, Me, PortalLink, PortalSession, UpdateMe};
 use serde::{Deserialize, Serialize};
-use shared::auth::WorkspaceId;
 use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
-use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
 
@@ -115,49 +113,12 @@ async fn contact(app: &App, req: &Req) -> ApiResult<(Contact, i64)> {
         .map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct Me {
-    /// Always `portal_me`.
-    pub object: String,
-    pub contact: Contact,
-    /// The newest `marketing_email` consent event's answer; null when there is none.
-    pub marketing_consent: Option<bool>,
-}
-
-async fn me_view(app: &App, ws: &WorkspaceId, c: Contact) -> ApiResult<Me> {
-    let subject = Subject::of(&c);
-    let state = domain::contacts::consents::state(app, ws, &subject).await?;
-    Ok(Me { object: "portal_me".into(), marketing_consent: state.purposes.get("marketing_email").map(|p| p.granted), contact: c })
-}
-
 /// The signed-in customer's own contact record.
 #[utoipa::path(get, path = "/portal/me", tag = "portal", security(("portal_session" = [])),
     responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors))]
 pub async fn get_me(app: &App, req: Req) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
-    Ok(Reply::ok(&me_view(app, req.ws()?, c).await?))
-}
-
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateMe {
-    #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 200)]
-    pub first_name: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 200)]
-    pub last_name: Patch<String>,
-    /// E.164.
-    #[serde(default)]
-    #[schema(value_type = Option<String>, pattern = "^(\\+[1-9][0-9]{1,14})?$")]
-    pub phone: Patch<String>,
-    /// Records a `marketing_email` consent event with source `portal`.
-    pub marketing_consent: Option<bool>,
-    /// The wording the customer saw next to the choice (default: a generic portal text).
-    #[schema(max_length = 10000)]
-    pub consent_text: Option<String>,
-    #[schema(max_length = 100)]
-    pub consent_text_version: Option<String>,
+    Ok(Reply::ok(&portal::me(app, req.ws()?, c).await?))
 }
 
 /// Change the customer's name or phone, and record their marketing choice.
@@ -165,43 +126,9 @@ pub struct UpdateMe {
     responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
     let input: UpdateMe = req.json()?;
-    let ws = req.ws()?;
-    let (old, version) = contact(app, &req).await?;
-    let consent = (input.marketing_consent, input.consent_text, input.consent_text_version);
-    let change =
-        contacts::UpdateContact { first_name: input.first_name, last_name: input.last_name, phone: input.phone, ..Default::default() };
-    let mut c = old.clone();
-    let mut errs = Errors::new();
-    change.apply(&mut c, &mut errs);
-    contacts::validate(&mut errs, &c);
-    // The wording's limits hold whether or not a choice comes with it.
-    if consent.1.as_ref().is_some_and(|t| t.chars().count() > 10_000) {
-        errs.add("consent_text", "must be at most 10000 characters");
-    }
-    if consent.2.as_ref().is_some_and(|t| t.chars().count() > 100) {
-        errs.add("consent_text_version", "must be at most 100 characters");
-    }
-    errs.finish()?;
-    if !contacts::changed_fields(&old, &c).is_empty() {
-        c.updated_at = shared::ids::Timestamp::now();
-        // The address stays as it was (the customer changes it by the vouched email change).
-        contacts::commit_update(app, ws, &old, &c, version).await?;
-    }
-    if let (Some(granted), text, text_version) = consent {
-        let subject = Subject::of(&c);
-        let evidence = domain::contacts::consents::ConsentEvidence {
-            text_shown: text.unwrap_or_else(|| "Marketing emails: changed by the customer in the portal".into()),
-            text_version: text_version.unwrap_or_else(|| "portal".into()),
-            source: Some(domain::contacts::consents::ConsentSource::Portal),
-            ip_address: None,
-            user_agent: req.headers.get("user-agent").and_then(|v| v.to_str().ok()).map(|s| s.chars().take(512).collect()),
-        };
-        let mut consent = evidence.consent(&subject, "marketing_email", granted)?;
-        consent.proof = Some(domain::portal::proof(app, session_token(&req), &c).await?);
-        domain::contacts::consents::record(app, ws, &consent).await?;
-    }
-    let (c, _) = contact(app, &req).await?;
-    Ok(Reply::ok(&me_view(app, ws, c).await?))
+    let current = contact(app, &req).await?;
+    let user_agent = req.headers.get("user-agent").and_then(|v| v.to_str().ok());
+    Ok(Reply::ok(&portal::update_me(app, req.ws()?, current, session_token(&req), user_agent, input).await?))
 }
 
 /// `limit` and `cursor` are the page's.
@@ -245,18 +172,10 @@ pub struct CancelMine {
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CancelMine = if req.body.is_empty() { CancelMine::default() } else { req.json()? };
-    if let Some(r) = &input.reason {
-        let mut errs = Errors::new();
-        errs.text("reason", r, 0, 500);
-        errs.finish()?;
-    }
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
-    let sb = ops::load_booking(app, req.ws()?, &id)
-        .await?
-        .filter(|b| b.booking.contact_id == *ct)
-        .ok_or_else(|| ApiError::not_found("booking"))?;
-    Ok(Reply::ok(&ops::cancel(app, req.ws()?, &sb, CancelledBy::Customer, input.reason).await?))
+    let b = domain::bookings::booking::cancel(app, req.ws()?, &id, Canceller::Customer(&ct), input.reason).await?;
+    Ok(Reply::ok(&b))
 }
 
 /// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.

@@ -1,0 +1,222 @@
+//! What the booking routes do: availability, holds, bookings and their state changes. Each
+//! validates its input, checks the slot, and changes the booking through `ops` (cells, the
+//! booking, its event in one transaction); notifications go out through `notify`.
+
+use super::ops::{self, StoredBooking};
+use super::{
+    Availability, Booking, BookingId, BookingStatus, CancelledBy, CreateBooking, CreateHold, DEFAULT_HOLD_SECS, Hold, HoldId, Resource,
+    Service, ServiceId, notify, schedule,
+};
+use crate::contacts::ContactId;
+use crate::effects::{Authority, SendEmail};
+use shared::auth::WorkspaceId;
+use shared::ids::{PrefixedId, Timestamp};
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App};
+
+/// Free start times per local date of `timezone` (default UTC) between `from` and `to`
+/// (instants, or dates: the whole day in `timezone`, or without one in the zone of the
+/// service's first resource). At most `schedule::MAX_RANGE_DAYS` days.
+pub async fn availability(
+    app: &App,
+    ws: &WorkspaceId,
+    service_id: Option<&ServiceId>,
+    from: &str,
+    to: &str,
+    timezone: Option<&str>,
+) -> ApiResult<Availability> {
+    let sid = service_id.ok_or_else(|| ApiError::validation("service_id", "is required"))?;
+    let asked = timezone
+        .map(|t| super::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo")))
+        .transpose()?;
+    let (svc, _) =
+        ops::load_service(app, ws, sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
+    let resources = ops::resources_of(app, ws, &svc).await?;
+    // Dates are days of the asked zone, or of where the service happens.
+    let days_in = asked.clone().or_else(|| resources.first().and_then(|r| super::tz(&r.timezone))).unwrap_or_else(shared::zone::Zone::utc);
+    let (from, to) = (ops::parse_bound("from", from, &days_in, false)?, ops::parse_bound("to", to, &days_in, true)?);
+    if to <= from {
+        return Err(ApiError::validation("to", "must be after from"));
+    }
+    if to - from > chrono::Duration::days(schedule::MAX_RANGE_DAYS) {
+        return Err(ApiError::validation("to", format!("at most {} days after from", schedule::MAX_RANGE_DAYS)));
+    }
+    let out = asked.unwrap_or_else(shared::zone::Zone::utc);
+    Ok(Availability(ops::availability(app, ws, &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?))
+}
+
+/// The service and the resources a booking or hold may take, with the slot checked.
+async fn slot_for(
+    app: &App,
+    ws: &WorkspaceId,
+    service_id: &str,
+    start: &str,
+    resource_id: Option<&str>,
+) -> ApiResult<(Service, Vec<Resource>, chrono::DateTime<chrono::Utc>)> {
+    let Some(sid) = ServiceId::parse(service_id) else {
+        return Err(ApiError::validation("service_id", "must be a service id (svc_...)"));
+    };
+    let (svc, _) =
+        ops::load_service(app, ws, &sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
+    let start = ops::parse_time("start", start)?;
+    let mut resources = ops::resources_of(app, ws, &svc).await?;
+    if let Some(r) = resource_id {
+        resources.retain(|x| x.id == *r);
+        if resources.is_empty() {
+            return Err(ApiError::validation("resource_id", "is not a resource of this service"));
+        }
+    }
+    let now = chrono::Utc::now();
+    let mut first_err = None;
+    resources.retain(|r| match ops::check_slot(&svc, r, start, now) {
+        Ok(()) => true,
+        Err(e) => {
+            first_err.get_or_insert(e);
+            false
+        }
+    });
+    if resources.is_empty() {
+        return Err(first_err.unwrap_or_else(|| ApiError::validation("service_id", "the service has no resources")));
+    }
+    Ok((svc, resources, start))
+}
+
+/// Reserve a slot for `hold_seconds` (default `DEFAULT_HOLD_SECS`).
+pub async fn create_hold(app: &App, ws: &WorkspaceId, input: CreateHold) -> ApiResult<Hold> {
+    let secs = input.hold_seconds.unwrap_or(DEFAULT_HOLD_SECS);
+    if !(5..=1800).contains(&secs) {
+        return Err(ApiError::validation("hold_seconds", "must be 5 to 1800"));
+    }
+    let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, input.resource_id.as_deref()).await?;
+    ops::hold(app, ws, &svc, &resources, start, secs).await
+}
+
+/// Book a slot: on `resource_id`, the hold's resource, or the first free resource of the
+/// service; a confirmed booking's confirmation goes out (the effect `SendEmail`).
+pub async fn create(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, input: CreateBooking) -> ApiResult<Booking> {
+    let mut errs = Errors::new();
+    if let Some(n) = &input.notes {
+        errs.text("notes", n, 0, 2000);
+    }
+    errs.metadata("metadata", &input.metadata);
+    errs.finish()?;
+    let hold = match input.hold_id.as_deref() {
+        None => None,
+        Some(h) => {
+            let hid = HoldId::parse(h).ok_or_else(|| ApiError::validation("hold_id", "must be a hold id (hold_...)"))?;
+            let hold =
+                ops::load_hold(app, ws, &hid).await?.ok_or_else(|| ApiError::validation("hold_id", "no such hold, or it has expired"))?;
+            if hold.service_id != input.service_id || ops::parse_time("start", &input.start)? != hold.start.time() {
+                return Err(ApiError::validation("hold_id", "holds another service or start"));
+            }
+            Some(hold)
+        }
+    };
+    let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone());
+    let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, resource.as_deref()).await?;
+    let contact_id = ops::contact_for(app, ws, input.contact_id.as_deref(), input.contact.as_ref()).await?;
+    let mut b = Booking::new(&svc, contact_id, start, Timestamp::now());
+    (b.notes, b.metadata) = (input.notes, input.metadata);
+    let b = Booking { reminder_email_id: notify::reminder_id(&svc, &b), ..b };
+    let b = ops::book(app, ws, &svc, &resources, start, b, hold.as_ref()).await?;
+    if b.status == BookingStatus::Confirmed
+        && let Some(res) = resources.iter().find(|r| r.id == b.resource_id)
+    {
+        notify::confirmed(send, app, ws, &svc, res, &b).await;
+    }
+    Ok(b)
+}
+
+/// The booking, or 404.
+pub async fn load(app: &App, ws: &WorkspaceId, id: &BookingId) -> ApiResult<StoredBooking> {
+    ops::load_booking(app, ws, id).await?.ok_or_else(|| ApiError::not_found("booking"))
+}
+
+fn illegal(b: &Booking, action: &str) -> ApiError {
+    ApiError::conflict(format!("a {} booking cannot be {action}", b.status.as_str()))
+}
+
+/// pending -> confirmed: the confirmation goes out and the reminder is scheduled.
+pub async fn confirm(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, id: &BookingId) -> ApiResult<Booking> {
+    let sb = load(app, ws, id).await?;
+    if sb.booking.status != BookingStatus::Pending {
+        return Err(illegal(&sb.booking, "confirmed"));
+    }
+    let svc = ops::load_service(app, ws, &sb.booking.service_id).await?.map(|s| s.0);
+    let mut next = sb.booking.clone();
+    next.status = BookingStatus::Confirmed;
+    next.updated_at = Timestamp::now();
+    next.reminder_email_id = svc.as_ref().and_then(|s| notify::reminder_id(s, &next));
+    let next = ops::transition(app, ws, &sb, next, "booking.confirmed", false).await?;
+    if let (Some(svc), Some((res, _))) = (svc, ops::load_resource(app, ws, &next.resource_id).await?) {
+        notify::confirmed(send, app, ws, &svc, &res, &next).await;
+    }
+    Ok(next)
+}
+
+/// What happened to a confirmed booking: it took place, or the customer did not come.
+#[derive(Clone, Copy)]
+pub enum Outcome {
+    Completed,
+    NoShow,
+}
+
+/// confirmed -> completed or no_show.
+pub async fn close(app: &App, ws: &WorkspaceId, id: &BookingId, outcome: Outcome) -> ApiResult<Booking> {
+    let (to, action, event) = match outcome {
+        Outcome::Completed => (BookingStatus::Completed, "completed", "booking.completed"),
+        Outcome::NoShow => (BookingStatus::NoShow, "marked no-show", "booking.no_show"),
+    };
+    let sb = load(app, ws, id).await?;
+    if sb.booking.status != BookingStatus::Confirmed {
+        return Err(illegal(&sb.booking, action));
+    }
+    let mut next = sb.booking.clone();
+    next.status = to;
+    next.updated_at = Timestamp::now();
+    ops::transition(app, ws, &sb, next, event, false).await
+}
+
+/// Who cancels: staff (recording it as theirs or, acting for the customer, as the customer's,
+/// which keeps the customer's cancellation window), or the customer of a portal session, who
+/// reaches only their own bookings.
+pub enum Canceller<'a> {
+    Staff { recorded_as: CancelledBy },
+    Customer(&'a ContactId),
+}
+
+/// Cancel a pending or confirmed booking; a customer's other bookings are 404, as if they did
+/// not exist.
+pub async fn cancel(app: &App, ws: &WorkspaceId, id: &BookingId, by: Canceller<'_>, reason: Option<String>) -> ApiResult<Booking> {
+    if let Some(r) = &reason {
+        let mut errs = Errors::new();
+        errs.text("reason", r, 0, 500);
+        errs.finish()?;
+    }
+    let sb = ops::load_booking(app, ws, id)
+        .await?
+        .filter(|b| match by {
+            Canceller::Staff { .. } => true,
+            Canceller::Customer(c) => b.booking.contact_id == c.as_str(),
+        })
+        .ok_or_else(|| ApiError::not_found("booking"))?;
+    let recorded_as = match by {
+        Canceller::Staff { recorded_as } => recorded_as,
+        Canceller::Customer(_) => CancelledBy::Customer,
+    };
+    ops::cancel(app, ws, &sb, recorded_as, reason).await
+}
+
+/// Move a pending or confirmed booking to another slot of its resource; the old reminder is
+/// withdrawn and the new one scheduled (the effect `SendEmail`).
+pub async fn reschedule(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, id: &BookingId, start: &str) -> ApiResult<Booking> {
+    let sb = load(app, ws, id).await?;
+    if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
+        return Err(illegal(&sb.booking, "rescheduled"));
+    }
+    let (svc, resources, start) = slot_for(app, ws, &sb.booking.service_id, start, Some(&sb.booking.resource_id)).await?;
+    let new = ops::reschedule(app, ws, &svc, &resources[0], &sb, start).await?;
+    notify::cancel_reminder(app, ws, &sb.booking).await;
+    notify::scheduled(send, app, ws, &svc, &resources[0], &new).await;
+    Ok(new)
+}
