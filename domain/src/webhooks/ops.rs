@@ -270,9 +270,7 @@ pub async fn deliveries_query(
     after: Option<String>,
     limit: usize,
 ) -> ApiResult<shared::store::QuerySpec<'static>> {
-    if load_endpoint(app, ws, id).await?.is_none() {
-        return Err(ApiError::not_found("webhook endpoint"));
-    }
+    load(app, ws, id).await?;
     let spec = match status {
         Some(st) => crate::keys::WEBHOOK_DELIVERIES_BY_STATUS.query(&[ws, id.as_str(), st.as_str()], &[id.as_str()], after, limit),
         None => crate::keys::WEBHOOK_DELIVERIES.query(&[ws], &[id.as_str()], after, limit),
