@@ -4,6 +4,7 @@
 //! to this file and into the contract (`x-capabilities`), and its drift check keeps the copy
 //! current. The pipeline's side (consuming a token) is `shared::confirmation`.
 
+use crate::ids::ApiKeyId;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::confirmation::{BOUND_ATTR, BoundKey};
@@ -14,7 +15,7 @@ use shared::{ApiError, ApiResult};
 use std::sync::LazyLock;
 use utoipa::ToSchema;
 
-shared::prefixed_id!(ConfirmationId, "cc", "capability confirmation");
+pub use crate::ids::ConfirmationId;
 
 /// A confirmable write: the capability (an effect of `crate::effects`) a person confirms, and
 /// one route that can cause it (a capability reached by several routes has a row for each).
@@ -101,8 +102,8 @@ pub struct Confirmation {
     /// The subject of the credential that minted the confirmation.
     pub confirmed_by: String,
     /// The API key that may use it.
-    #[schema(pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub api_key_id: String,
+    #[schema(value_type = String, pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub api_key_id: ApiKeyId,
     pub status: ConfirmationStatus,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
@@ -323,7 +324,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
         preview_summary: text("preview_summary"),
         approved_by: text("approved_by"),
         confirmed_by: text("confirmed_by"),
-        api_key_id: text("api_key_id"),
+        api_key_id: text("api_key_id").into(),
         status,
         created_at: at("created_at")?,
         expires_at: at("token_expires_at")?,
@@ -454,7 +455,7 @@ pub async fn create(
         preview_summary: input.preview_summary,
         approved_by: input.approved_by.trim().to_string(),
         confirmed_by: confirmed_by.to_string(),
-        api_key_id: key_id.to_string(),
+        api_key_id: key_id.into(),
         status: ConfirmationStatus::Issued,
         created_at: shared::ids::Timestamp::from(now),
         expires_at: shared::ids::Timestamp::from(expires),

@@ -3,6 +3,7 @@
 //! reopening allowed and recorded. Keys: `keys::DEAL` (GSI1 serves the status filter; GSI2,
 //! only while linked, a contact's deals). State changes are [`Deal::apply`], a pure function.
 
+use crate::ids::ContactId;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
@@ -15,7 +16,7 @@ use shared::{ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-shared::prefixed_id!(DealId, "deal", "deal");
+pub use crate::ids::DealId;
 
 pub const MAX_VALUE: i64 = 1_000_000_000_000_000;
 
@@ -62,8 +63,8 @@ pub struct Deal {
     pub stage: String,
     pub status: DealStatus,
     /// `ct_...`; null when unlinked (also when the contact was deleted).
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<ContactId>,
     /// `YYYY-MM-DD`.
     #[schema(format = Date)]
     pub expected_close_date: Option<String>,
@@ -225,7 +226,7 @@ impl Deal {
             }
             Some(st) => d.stage = st.trim().to_string(),
         }
-        input.contact_id.apply_to(&mut d.contact_id);
+        input.contact_id.map(ContactId::from).apply_to(&mut d.contact_id);
         input.expected_close_date.apply_to(&mut d.expected_close_date);
         input.lost_reason.apply_to(&mut d.lost_reason);
         errs.patch_metadata("metadata", input.metadata, &mut d.metadata);
@@ -322,7 +323,7 @@ pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult
         currency: input.currency.trim().to_ascii_uppercase(),
         stage: input.stage.map(|s| s.trim().to_string()).unwrap_or_else(|| "new".into()),
         status: DealStatus::Open,
-        contact_id: input.contact_id,
+        contact_id: input.contact_id.map(ContactId::from),
         expected_close_date: input.expected_close_date,
         lost_reason: None,
         closed_at: None,

@@ -13,6 +13,7 @@ pub mod effects;
 pub mod emails;
 pub mod gdpr;
 pub mod helpdesk;
+pub mod ids;
 pub mod keys;
 pub mod portal;
 pub mod posts;

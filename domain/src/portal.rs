@@ -6,6 +6,7 @@
 
 use crate::contacts::{self, Contact, ContactId};
 use crate::effects::{Authority, EraseSubject, OpenPortalSession, SendEmail};
+use crate::ids::EmailId;
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule};
 use serde::{Deserialize, Serialize};
@@ -73,11 +74,11 @@ pub struct PortalLink {
     pub token: Option<String>,
     /// `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
     pub url: Option<String>,
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: String,
+    #[schema(value_type = String, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: ContactId,
     /// `email`: the email that carries the link.
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub email_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub email_id: Option<EmailId>,
     #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
 }
@@ -117,7 +118,7 @@ pub async fn return_link(
         delivery: Delivery::Return,
         token: Some(token),
         url,
-        contact_id: contact_id.to_string(),
+        contact_id: contact_id.clone(),
         email_id: None,
         expires_at: time(expires),
     })
@@ -149,8 +150,8 @@ pub async fn email_link(
         delivery: Delivery::Email,
         token: None,
         url: None,
-        contact_id: contact_id.to_string(),
-        email_id: Some(String::from(email.id)),
+        contact_id: contact_id.clone(),
+        email_id: Some(email.id),
         expires_at: time(expires),
     })
 }
@@ -218,12 +219,19 @@ async fn create_link(
 }
 
 /// How the session behind `session_token` was opened: the proof a portal consent carries.
-pub async fn proof(app: &App, session_token: &str, contact: &Contact) -> ApiResult<crate::contacts::consents::PortalProof> {
-    let item = app
-        .db
-        .get(&shared::auth::portal_session_pk(session_token), keys::PORTAL_SESSION.table.sk)
-        .await?
-        .ok_or_else(|| ApiError::unauthorized("X-Portal-Session is invalid or expired"))?;
+pub async fn proof(
+    app: &App,
+    ws: &WorkspaceId,
+    session_token: &str,
+    contact: &Contact,
+) -> ApiResult<crate::contacts::consents::PortalProof> {
+    let invalid = || ApiError::unauthorized("X-Portal-Session is invalid or expired");
+    let item = app.db.get(&shared::auth::portal_session_pk(session_token), keys::PORTAL_SESSION.table.sk).await?.ok_or_else(invalid)?;
+    // The proof names the person who signed in: the session must be this contact's, here.
+    let owned = store::get_str(&item, "workspace_id") == Some(&**ws) && store::get_str(&item, "contact_id") == Some(contact.id.as_str());
+    if !owned {
+        return Err(invalid());
+    }
     let text = |k: &str| store::get_str(&item, k).unwrap_or_default().to_string();
     Ok(crate::contacts::consents::PortalProof {
         session_id: text("session_id"),
@@ -245,8 +253,8 @@ pub struct ErasureCode {
     /// Always `portal_erasure_code`.
     pub object: String,
     /// The email that carries the code.
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub email_id: String,
+    #[schema(value_type = String, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub email_id: EmailId,
     #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
 }
@@ -310,7 +318,7 @@ pub async fn send_erasure_code(
         });
     }
     crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
-    Ok(ErasureCode { object: "portal_erasure_code".into(), email_id: String::from(email.id), expires_at: time(expires) })
+    Ok(ErasureCode { object: "portal_erasure_code".into(), email_id: email.id, expires_at: time(expires) })
 }
 
 /// The customer's proof for `EraseSubject` (`gdpr::erasure::erase_self`): the code from their
@@ -501,7 +509,7 @@ pub async fn update_me(
             user_agent: user_agent.map(|s| s.chars().take(512).collect()),
         };
         let mut consent = evidence.consent(&subject, "marketing_email", granted)?;
-        consent.proof = Some(proof(app, session_token, &c).await?);
+        consent.proof = Some(proof(app, ws, session_token, &c).await?);
         contacts::consents::record(app, ws, &consent).await?;
     }
     let (c, _) = contacts::load(app, ws, &c.id).await.map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))?;

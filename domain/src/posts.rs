@@ -12,10 +12,10 @@ use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-// Posts name their channels, and their variants report how a network failed; the channels
-// area (above this one) connects to the networks and re-exports both.
-shared::prefixed_id!(ChannelId, "ch", "channel");
+pub use crate::ids::{ChannelId, PostId};
 
+// A post's variants report how a network failed; the channels area (above this one) connects
+// to the networks and re-exports the categories.
 /// Why a publish (or a connect) failed, as the API reports it.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -39,8 +39,6 @@ impl ErrorCategory {
         matches!(self, Self::RateLimited | Self::PlatformError | Self::Network)
     }
 }
-
-shared::prefixed_id!(PostId, "post", "post");
 
 pub const MAX_CONTENT_CHARS: usize = 10_000;
 pub const MAX_CHANNELS: usize = 20;
@@ -98,8 +96,8 @@ pub struct VariantError {
 /// The post as one channel gets it, and how publishing it went.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Variant {
-    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub channel_id: String,
+    #[schema(value_type = String, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub channel_id: ChannelId,
     /// This channel's text instead of the post's `content`.
     #[serde(default)]
     pub content: Option<String>,
@@ -167,8 +165,8 @@ pub struct Post {
     pub status: PostStatus,
     pub content: String,
     /// `ch_...` ids of the channels to publish to.
-    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub channel_ids: Vec<String>,
+    #[schema(value_type = Vec<String>, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub channel_ids: Vec<ChannelId>,
     /// Images to attach (each channel fetches and uploads them when it publishes).
     #[serde(default)]
     pub media: Vec<Media>,
@@ -202,7 +200,7 @@ pub fn record(ws: &WorkspaceId, post: &Post) -> ApiResult<Record> {
     Ok(rec)
 }
 
-pub fn variants_for(channel_ids: &[String], old: &[Variant]) -> Vec<Variant> {
+pub fn variants_for(channel_ids: &[ChannelId], old: &[Variant]) -> Vec<Variant> {
     channel_ids
         .iter()
         .map(|c| {
@@ -514,7 +512,8 @@ impl Post {
         check_language(&mut errs, input.language.as_deref());
         errs.metadata("metadata", &input.metadata);
         let scheduled_at = input.scheduled_at.as_deref().and_then(|v| check_schedule(&mut errs, v, now));
-        let mut variants = variants_for(&input.channel_ids, &[]);
+        let ids: Vec<ChannelId> = input.channel_ids.iter().map(|c| ChannelId::from(c.as_str())).collect();
+        let mut variants = variants_for(&ids, &[]);
         apply_overrides(&mut errs, &mut variants, &input.variants);
         errs.finish()?;
         let at = shared::ids::Timestamp::from(now);
@@ -524,7 +523,7 @@ impl Post {
             status: PostStatus::Draft,
             variants,
             content: input.content,
-            channel_ids: input.channel_ids,
+            channel_ids: input.channel_ids.into_iter().map(ChannelId::from).collect(),
             media: input.media,
             language: input.language,
             scheduled_at,
@@ -549,7 +548,7 @@ impl Post {
         }
         if let Some(ids) = patch.channel_ids.or_empty() {
             check_channels(&mut errs, &ids);
-            post.channel_ids = ids;
+            post.channel_ids = ids.into_iter().map(ChannelId::from).collect();
         }
         post.variants = variants_for(&post.channel_ids, &post.variants);
         if let Some(o) = &patch.variants {
@@ -708,8 +707,8 @@ mod tests {
 
     #[test]
     fn variants_follow_channels_and_keep_state() {
-        let a = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D".to_string();
-        let b = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E".to_string();
+        let a = ChannelId::from("ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D");
+        let b = ChannelId::from("ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E");
         let mut v = variants_for(std::slice::from_ref(&a), &[]);
         v[0].status = VariantStatus::Published;
         let v2 = variants_for(&[a, b], &v);

@@ -7,6 +7,7 @@
 //! GDPR jobs (`crate::gdpr`, above every area) run them. This module sits below the areas, so
 //! they can name a subject and declare their rules without depending on the jobs.
 
+use crate::ids::ContactId;
 use crate::keys::{self, Kind, List};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -22,7 +23,7 @@ use shared::{ApiResult, App};
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Subject {
     pub email: String,
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     #[serde(default)]
     pub terms: Vec<String>,
     /// Addresses the contact had before, lower-cased (not those another contact holds now).
@@ -48,7 +49,7 @@ impl Subject {
     /// names too (see the areas' erase functions).
     pub fn needles(&self) -> Vec<String> {
         let mut n: Vec<String> = self.emails().map(String::from).collect();
-        n.extend(self.contact_id.clone());
+        n.extend(self.contact_id.as_ref().map(String::from));
         n
     }
 
@@ -65,7 +66,7 @@ impl Subject {
         if self.contact_id.as_deref() == Some(owner) {
             return false;
         }
-        let current: Vec<String> = std::iter::once(self.email.clone()).chain(self.contact_id.clone()).collect();
+        let current: Vec<String> = std::iter::once(self.email.clone()).chain(self.contact_id.as_ref().map(String::from)).collect();
         !mentions(item, &current)
     }
 }

@@ -13,6 +13,7 @@
 use crate::channels::network::{ErrorCategory, NetError, Outgoing};
 use crate::channels::{self, ChannelState, Stored as StoredChannel};
 use crate::effects::{Authority, PublishPost};
+use crate::ids::PostId;
 use crate::keys;
 use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus};
 use serde::{Deserialize, Serialize};
@@ -34,7 +35,7 @@ pub const MAX_ATTEMPTS: i64 = 5;
 pub struct PublishJob {
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
-    pub post_id: String,
+    pub post_id: PostId,
 }
 
 /// Queue a post for the publisher (after `delay` seconds, at most SQS's 15 minutes). A lost
@@ -285,7 +286,7 @@ impl Publisher {
         let session = stored.open_session(&self.app, ws).await.map_err(internal)?;
         let out = Outgoing {
             workspace_id: ws.into(),
-            post_id: post.id.to_string(),
+            post_id: post.id.clone(),
             channel_id: v.channel_id.clone(),
             text: post.text_for(v),
             media: post.media_for(v),

@@ -8,7 +8,7 @@ use shared::auth::WorkspaceId;
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 
-shared::prefixed_id!(ApiKeyId, "key", "api key");
+pub use crate::ids::ApiKeyId;
 use utoipa::ToSchema;
 
 /// The workspace item's sort key (`keys::WORKSPACE` has no placeholder).
@@ -329,7 +329,7 @@ fn new_api_key(
     let secret = auth::generate_api_key();
     let hash = auth::hash_api_key(&secret);
     let key = ApiKey {
-        id: shared::ids::new_id("key").into(),
+        id: crate::ids::ApiKeyId::generate(),
         object: "api_key".into(),
         name: name.into(),
         prefix: secret[..12].to_string(),

@@ -119,12 +119,14 @@ pub fn subscribed(patterns: &[String], kind: &str) -> bool {
 /// Outbox items expire after 7 days even if never acknowledged (they are also in the DLQ then).
 const OUTBOX_TTL_SECS: i64 = 7 * 86_400;
 
+crate::prefixed_id!(EventId, "evt", "event");
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
-    pub id: String,
+    pub id: EventId,
     #[serde(rename = "type")]
     pub kind: String,
-    pub created_at: String,
+    pub created_at: crate::ids::Timestamp,
     pub workspace_id: String,
     pub data: serde_json::Value,
 }
@@ -133,9 +135,9 @@ impl Event {
     pub fn new(workspace_id: &str, kind: &str, data: &impl Serialize) -> Self {
         debug_assert!(EVENT_TYPES.contains(&kind), "event type {kind} is not registered in shared::events::EVENT_TYPES");
         Self {
-            id: crate::ids::new_id("evt"),
+            id: EventId::generate(),
             kind: kind.into(),
-            created_at: crate::ids::now_rfc3339(),
+            created_at: crate::ids::Timestamp::now(),
             workspace_id: workspace_id.into(),
             data: serde_json::to_value(data).unwrap_or(serde_json::Value::Null),
         }

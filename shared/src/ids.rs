@@ -54,6 +54,16 @@ macro_rules! prefixed_id {
                 self.0 == other
             }
         }
+        impl ::std::cmp::PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+        impl ::std::cmp::PartialEq<$name> for str {
+            fn eq(&self, other: &$name) -> bool {
+                self == other.0
+            }
+        }
         impl ::std::cmp::PartialEq<String> for $name {
             fn eq(&self, other: &String) -> bool {
                 &self.0 == other

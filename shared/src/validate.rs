@@ -95,6 +95,14 @@ impl<T> Patch<T> {
             Patch::Value(v) => Some(v),
         }
     }
+    /// The same change of another type (a checked string becoming its id type).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Patch<U> {
+        match self {
+            Patch::Absent => Patch::Absent,
+            Patch::Null => Patch::Null,
+            Patch::Value(v) => Patch::Value(f(v)),
+        }
+    }
     /// Apply to a nullable stored field.
     pub fn apply_to(self, target: &mut Option<T>) {
         match self {

@@ -918,9 +918,9 @@ pub struct Booking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reminder_email_id: Option<EmailId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rescheduled_from: Option<String>,
+    pub rescheduled_from: Option<BookingId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rescheduled_to: Option<String>,
+    pub rescheduled_to: Option<BookingId>,
     pub resource_id: ResourceId,
     pub service_id: ServiceId,
     /// RFC 3339 UTC.
@@ -2395,7 +2395,7 @@ pub struct HelpdeskDeliveryUpdate {
     pub conversation_id: ConversationId,
     pub delivery_status: HelpdeskDeliveryStatus,
     pub email_id: EmailId,
-    pub message_id: String,
+    pub message_id: HelpdeskMessageId,
     /// Always `helpdesk_delivery`.
     pub object: String,
 }

@@ -9,6 +9,7 @@ use super::{
 };
 use crate::contacts::ContactId;
 use crate::effects::{Authority, SendEmail};
+use crate::ids::ResourceId;
 use shared::auth::WorkspaceId;
 use shared::ids::{PrefixedId, Timestamp};
 use shared::validate::Errors;
@@ -112,7 +113,7 @@ pub async fn create(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, in
             Some(hold)
         }
     };
-    let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone());
+    let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone().map(ResourceId::from));
     let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, resource.as_deref()).await?;
     let contact_id = ops::contact_for(app, ws, input.contact_id.as_deref(), input.contact.as_ref()).await?;
     let mut b = Booking::new(&svc, contact_id, start, Timestamp::now());

@@ -9,10 +9,12 @@
 //! resource, and answers 409 when none is free.
 
 pub mod booking;
+pub mod list;
 pub mod notify;
 pub mod ops;
 pub mod schedule;
 
+use crate::ids::{ContactId, EmailId};
 use crate::keys;
 use schedule::{Exception, Week};
 use serde::{Deserialize, Serialize};
@@ -20,10 +22,7 @@ use shared::ids::Timestamp;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-shared::prefixed_id!(ResourceId, "res", "resource");
-shared::prefixed_id!(ServiceId, "svc", "service");
-shared::prefixed_id!(BookingId, "bk", "booking");
-shared::prefixed_id!(HoldId, "hold", "hold");
+pub use crate::ids::{BookingId, HoldId, ResourceId, ServiceId};
 
 pub const MAX_CAPACITY: u32 = 20;
 pub const DEFAULT_HOLD_SECS: i64 = 300;
@@ -131,8 +130,8 @@ pub struct Service {
     pub buffer_before_minutes: i64,
     pub buffer_after_minutes: i64,
     /// Any one of them can serve it.
-    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub resource_ids: Vec<String>,
+    #[schema(value_type = Vec<String>, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub resource_ids: Vec<ResourceId>,
     pub price: Option<Price>,
     pub min_notice_minutes: i64,
     pub max_advance_days: i64,
@@ -239,14 +238,14 @@ pub struct Booking {
     /// Always `booking`.
     pub object: String,
     pub status: BookingStatus,
-    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub service_id: String,
-    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub resource_id: String,
+    #[schema(value_type = String, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub service_id: ServiceId,
+    #[schema(value_type = String, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub resource_id: ResourceId,
     /// Empty once an erasure has removed the person.
-    #[serde(default)]
-    #[schema(pattern = "^(ct_[0-7][0-9A-HJKMNP-TV-Z]{25})?$")]
-    pub contact_id: String,
+    #[serde(default = "ContactId::erased")]
+    #[schema(value_type = String, pattern = "^(ct_[0-7][0-9A-HJKMNP-TV-Z]{25})?$")]
+    pub contact_id: ContactId,
     /// RFC 3339 UTC.
     #[schema(value_type = String, format = DateTime)]
     pub start: Timestamp,
@@ -260,12 +259,14 @@ pub struct Booking {
     pub cancel_reason: Option<String>,
     #[schema(value_type = Option<String>, format = DateTime)]
     pub cancelled_at: Option<Timestamp>,
-    pub rescheduled_from: Option<String>,
-    pub rescheduled_to: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub rescheduled_from: Option<BookingId>,
+    #[schema(value_type = Option<String>, pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub rescheduled_to: Option<BookingId>,
     /// The scheduled reminder (`em_...`), cancelled with the booking.
     #[serde(default)]
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub reminder_email_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub reminder_email_id: Option<EmailId>,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     #[schema(value_type = String, format = DateTime)]
@@ -275,13 +276,13 @@ pub struct Booking {
 impl Booking {
     /// A new booking of `svc` at `start` (its resource is set when it is booked): `confirmed`,
     /// or `pending` when the service requires confirmation.
-    pub fn new(svc: &Service, contact_id: String, start: chrono::DateTime<chrono::Utc>, now: Timestamp) -> Booking {
+    pub fn new(svc: &Service, contact_id: ContactId, start: chrono::DateTime<chrono::Utc>, now: Timestamp) -> Booking {
         Booking {
-            id: shared::ids::new_id("bk").into(),
+            id: crate::ids::BookingId::generate(),
             object: "booking".into(),
             status: if svc.requires_confirmation { BookingStatus::Pending } else { BookingStatus::Confirmed },
-            service_id: svc.id.to_string(),
-            resource_id: String::new(),
+            service_id: svc.id.clone(),
+            resource_id: ResourceId::from(String::new()),
             contact_id,
             start: Timestamp::from(start),
             end: Timestamp::from(start + chrono::Duration::minutes(svc.duration_minutes)),
@@ -342,10 +343,10 @@ pub struct Hold {
     pub id: HoldId,
     /// Always `booking_hold`.
     pub object: String,
-    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub service_id: String,
-    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub resource_id: String,
+    #[schema(value_type = String, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub service_id: ServiceId,
+    #[schema(value_type = String, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub resource_id: ResourceId,
     #[schema(value_type = String, format = DateTime)]
     pub start: Timestamp,
     #[schema(value_type = String, format = DateTime)]
@@ -392,8 +393,8 @@ pub struct Slot {
     /// RFC 3339 in the requested time zone.
     #[schema(format = DateTime)]
     pub start: String,
-    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub resource_ids: Vec<String>,
+    #[schema(value_type = Vec<String>, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub resource_ids: Vec<ResourceId>,
 }
 
 /// Free starts by local date (`YYYY-MM-DD`), each with the resources free then.

@@ -9,17 +9,17 @@ use crate::emails::compose::{self, SendEmail};
 use shared::auth::WorkspaceId;
 use shared::ids::Timestamp;
 
+use crate::ids::EmailId;
 use chrono::{DateTime, Duration, Utc};
 use shared::store::ws_pk;
 use shared::{ApiError, ApiResult, App};
 
 /// The reminder's id for a confirmed booking whose reminder is still in the future.
-pub fn reminder_id(svc: &Service, b: &Booking) -> Option<String> {
+pub fn reminder_id(svc: &Service, b: &Booking) -> Option<EmailId> {
     let n = svc.notifications.as_ref()?;
     let before = n.reminder_minutes_before?;
     let start = b.start.time();
-    (b.status == BookingStatus::Confirmed && start - Duration::minutes(before) > Utc::now() + Duration::minutes(1))
-        .then(|| shared::ids::new_id("em"))
+    (b.status == BookingStatus::Confirmed && start - Duration::minutes(before) > Utc::now() + Duration::minutes(1)).then(EmailId::generate)
 }
 
 /// After a booking became confirmed: its confirmation now and its reminder at its time.
@@ -62,11 +62,10 @@ async fn send(
     res: &Resource,
     b: &Booking,
     slug: &str,
-    reminder: Option<(&String, DateTime<Utc>)>,
+    reminder: Option<(&EmailId, DateTime<Utc>)>,
 ) -> ApiResult<()> {
     let n = svc.notifications.as_ref().ok_or_else(|| ApiError::internal("no notifications"))?;
-    let cid =
-        <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(&b.contact_id).ok_or_else(|| ApiError::internal("contact id"))?;
+    let cid = Some(b.contact_id.clone()).filter(|c| !c.is_empty()).ok_or_else(|| ApiError::internal("an erased booking has no contact"))?;
     let (contact, _) = crate::contacts::load(app, ws, &cid).await?;
     let tz = super::tz(&res.timezone).unwrap_or_else(shared::zone::Zone::utc);
     let local = |t: &Timestamp| t.with_timezone(&tz).format("%A %e %B %Y, %H:%M %Z").to_string();
@@ -97,7 +96,7 @@ async fn send(
     let now = Utc::now();
     let mut email = Box::pin(compose::build_one(app, ws, input, now)).await?;
     if let Some((id, _)) = reminder {
-        email.id = id.clone().into();
+        email.id = id.clone();
     }
     compose::send(auth, app, ws, &email, now.timestamp()).await
 }

@@ -6,6 +6,7 @@ use super::{
     Booking, BookingStatus, CancelledBy, ContactInput, CreateResource, Hold, MAX_CAPACITY, Resource, ResourceId, Service, ServiceInput,
     Slot, UpdateResource, booking_sk, hold_sk, resource_sk, service_sk, tz,
 };
+use crate::ids::ContactId;
 use crate::keys;
 use chrono::{DateTime, Duration, Utc};
 use shared::auth::WorkspaceId;
@@ -39,7 +40,7 @@ impl Resource {
         errs.metadata("metadata", &input.metadata);
         errs.finish()?;
         Ok(Resource {
-            id: shared::ids::new_id("res").into(),
+            id: crate::ids::ResourceId::generate(),
             object: "booking_resource".into(),
             name: input.name,
             timezone: input.timezone,
@@ -101,7 +102,7 @@ impl Service {
     pub fn build(base: Option<&Service>, input: ServiceInput, now: Timestamp) -> ApiResult<Service> {
         let mut errs = Errors::new();
         let mut svc = base.cloned().unwrap_or(Service {
-            id: shared::ids::new_id("svc").into(),
+            id: crate::ids::ServiceId::generate(),
             object: "booking_service".into(),
             name: String::new(),
             duration_minutes: 0,
@@ -162,7 +163,7 @@ impl Service {
             if v.is_empty() || v.len() > 20 {
                 errs.add("resource_ids", "1 to 20 resources");
             }
-            svc.resource_ids = v;
+            svc.resource_ids = v.into_iter().map(ResourceId::from).collect();
         }
         if let Some(p) = input.price {
             if p.amount < 0 || p.amount > 100_000_000_000 {
@@ -478,7 +479,7 @@ pub async fn availability(
     let (dur, before, after) = svc.span();
     let lo = from.max(now + Duration::minutes(svc.min_notice_minutes));
     let hi = to.min(now + Duration::days(svc.max_advance_days));
-    let mut free: BTreeMap<DateTime<Utc>, Vec<String>> = BTreeMap::new();
+    let mut free: BTreeMap<DateTime<Utc>, Vec<ResourceId>> = BTreeMap::new();
     if lo < hi {
         let first = schedule::cells(lo, 0, before, 0).first().cloned().unwrap_or_default();
         let last = schedule::cells(hi, dur, 0, after).last().cloned().unwrap_or_default();
@@ -496,7 +497,7 @@ pub async fn availability(
                     let fits =
                         schedule::cells(start, dur, before, after).iter().all(|c| busy.get(c).copied().unwrap_or(0) < r.capacity as usize);
                     if fits {
-                        free.entry(start).or_default().push(r.id.to_string());
+                        free.entry(start).or_default().push(r.id.clone());
                     }
                 }
             }
@@ -658,7 +659,7 @@ pub async fn book(
             let held = held_cells(app, ws, &res.id, &first, &last).await?;
             let own = hold.map(|h| h.id.as_str());
             let Some(plan) = choose(&needed, &held, res.capacity, own, now) else { break };
-            booking.resource_id = res.id.to_string();
+            booking.resource_id = res.id.clone();
             let mut tx = take(Tx::new(), &Taker { ws, res: &res.id, holder: &booking.id, own, expires: None, now }, &plan);
             if let Some(h) = hold {
                 tx = tx.delete_if(ws_pk(ws), hold_sk(&h.id), "", vec![]);
@@ -693,8 +694,8 @@ pub async fn hold(app: &App, ws: &WorkspaceId, svc: &Service, candidates: &[Reso
             let h = Hold {
                 id: id.clone().into(),
                 object: "booking_hold".into(),
-                service_id: svc.id.to_string(),
-                resource_id: res.id.to_string(),
+                service_id: svc.id.clone(),
+                resource_id: res.id.clone(),
                 start: Timestamp::from(start),
                 end: Timestamp::from(start + Duration::minutes(dur)),
                 expires_at: Timestamp::from(now + Duration::seconds(secs)),
@@ -746,10 +747,10 @@ pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resour
         let Some(plan) = choose(&needed, &held, res.capacity, Some(&old.id), now.timestamp()) else { break };
         let at = Timestamp::from(now);
         let mut new = old.clone();
-        new.id = shared::ids::new_id("bk").into();
+        new.id = crate::ids::BookingId::generate();
         new.start = Timestamp::from(start);
         new.end = Timestamp::from(start + Duration::minutes(dur));
-        new.rescheduled_from = Some(old.id.to_string());
+        new.rescheduled_from = Some(old.id.clone());
         new.rescheduled_to = None;
         new.reminder_email_id = super::notify::reminder_id(svc, &new);
         new.created_at = at;
@@ -759,7 +760,7 @@ pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resour
         moved.cancelled_at = Some(at);
         moved.cancelled_by = Some(CancelledBy::Staff);
         moved.cancel_reason = Some("rescheduled".into());
-        moved.rescheduled_to = Some(new.id.to_string());
+        moved.rescheduled_to = Some(new.id.clone());
         moved.updated_at = at;
         let new_keys = plan_keys(&res.id, &plan);
         let mut tx =
@@ -793,7 +794,7 @@ pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resour
 
 /// The booking's contact: `contact_id` (it must exist), or the contact holding `contact.email`,
 /// created when there is none. Errors name the field.
-pub async fn contact_for(app: &App, ws: &WorkspaceId, contact_id: Option<&str>, contact: Option<&ContactInput>) -> ApiResult<String> {
+pub async fn contact_for(app: &App, ws: &WorkspaceId, contact_id: Option<&str>, contact: Option<&ContactInput>) -> ApiResult<ContactId> {
     use crate::contacts as ct;
     match (contact_id, contact) {
         (Some(id), None) => {
@@ -801,7 +802,7 @@ pub async fn contact_for(app: &App, ws: &WorkspaceId, contact_id: Option<&str>, 
                 return Err(ApiError::validation("contact_id", "must be a contact id (ct_...)"));
             };
             ct::load(app, ws, &cid).await.map_err(|_| ApiError::validation("contact_id", "no such contact in this workspace"))?;
-            Ok(id.to_string())
+            Ok(cid)
         }
         (None, Some(c)) => {
             let (first, last) = match c.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
@@ -819,12 +820,12 @@ pub async fn contact_for(app: &App, ws: &WorkspaceId, contact_id: Option<&str>, 
             let built = input.build(&mut errs);
             errs.finish().map_err(|e| e.prefixed("contact"))?;
             if let Some(id) = ct::email_owner(app, ws, &built.email).await? {
-                return Ok(id);
+                return Ok(id.into());
             }
             match ct::commit_create(app, ws, &built, None).await {
-                Ok(()) => Ok(String::from(built.id)),
+                Ok(()) => Ok(built.id),
                 // Created meanwhile by someone else: link to it (an erased address stays refused).
-                Err(e) => ct::email_owner(app, ws, &built.email).await?.ok_or(e),
+                Err(e) => ct::email_owner(app, ws, &built.email).await?.map(ContactId::from).ok_or(e),
             }
         }
         _ => Err(ApiError::validation("contact", "give exactly one of contact_id and contact")),

@@ -1,6 +1,7 @@
 //! What every network adapter provides (one module per network: `bluesky`, `mastodon`,
 //! `webhook`), and the error categories publishing records.
 
+use crate::ids::{ChannelId, PostId};
 use serde::Serialize;
 use shared::outbound::Client;
 
@@ -67,8 +68,8 @@ pub struct Connected {
 #[derive(Debug, Clone, Serialize)]
 pub struct Outgoing {
     pub workspace_id: String,
-    pub post_id: String,
-    pub channel_id: String,
+    pub post_id: PostId,
+    pub channel_id: ChannelId,
     pub text: String,
     pub media: Vec<crate::posts::Media>,
     pub language: Option<String>,

@@ -4,6 +4,7 @@
 //! granting it subscribes an unsubscribed one again); bounced and complained stay as they are.
 
 use crate::contacts::{self, Contact, ContactId, EmailStatus};
+use crate::ids::ConsentId;
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule, Subject};
 use serde::{Deserialize, Serialize};
@@ -62,13 +63,13 @@ pub enum ConsentSource {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Consent {
     /// `cons_...`
-    #[schema(pattern = "^cons_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^cons_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ConsentId,
     /// Always `consent`.
     pub object: String,
     pub email: String,
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<ContactId>,
     /// `marketing_email`, `analytics`, `third_party_sharing` or a custom slug.
     pub purpose: String,
     pub granted: bool,
@@ -131,8 +132,8 @@ pub struct RecordConsent {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct PurposeState {
     pub granted: bool,
-    #[schema(pattern = "^cons_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub consent_id: String,
+    #[schema(value_type = String, pattern = "^cons_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub consent_id: ConsentId,
     pub source: ConsentSource,
     pub text_version: String,
     #[schema(value_type = String, format = DateTime)]
@@ -144,8 +145,8 @@ pub struct ConsentState {
     /// Always `consent_state`.
     pub object: String,
     pub email: String,
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<ContactId>,
     pub purposes: BTreeMap<String, PurposeState>,
     /// Every event, oldest first.
     pub history: Vec<Consent>,
@@ -176,7 +177,7 @@ pub fn build(input: RecordConsent, subject: &Subject) -> ApiResult<Consent> {
     }
     errs.finish()?;
     Ok(Consent {
-        id: shared::ids::new_id("cons"),
+        id: ConsentId::generate(),
         object: "consent".into(),
         email: subject.email.clone(),
         contact_id: subject.contact_id.clone(),

@@ -241,7 +241,7 @@ pub async fn start(app: &App, ws: &WorkspaceId, input: CreateImport) -> ApiResul
     Ok(job)
 }
 
-shared::prefixed_id!(ImportId, "imp", "import");
+pub use crate::ids::ImportId;
 
 /// Erasure: the chunk keeps its other rows; the subject's are dropped (a row names the subject
 /// when any of its values contains the address or the contact id).

@@ -62,7 +62,7 @@ impl CreateContact {
         let now = shared::ids::Timestamp::now();
         let trim = |v: Option<String>| v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let c = Contact {
-            id: shared::ids::new_id("ct").into(),
+            id: crate::ids::ContactId::generate(),
             object: "contact".into(),
             email,
             first_name: trim(self.first_name),

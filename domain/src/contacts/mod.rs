@@ -15,10 +15,12 @@ pub mod consents;
 pub mod csv;
 pub mod import;
 mod input;
+pub mod list;
 pub mod ops;
 
 pub use input::*;
 
+use crate::ids::ActivityId;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
@@ -31,7 +33,7 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::{BTreeMap, HashMap};
 use utoipa::ToSchema;
 
-shared::prefixed_id!(ContactId, "ct", "contact");
+pub use crate::ids::ContactId;
 
 /// What this area holds about a person (see `gdpr`): the contact, its claim, search entries
 /// and timeline (notes included), and the rows and errors of imports that named the address.
@@ -318,12 +320,12 @@ fn search_item(ws: &WorkspaceId, term: &str, id: &str) -> Item {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Activity {
     /// `act_...`
-    #[schema(pattern = "^act_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
+    #[schema(value_type = String, pattern = "^act_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: ActivityId,
     /// Always `activity`.
     pub object: String,
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: String,
+    #[schema(value_type = String, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: ContactId,
     /// What happened: an event type (`contact.created`, `deal.won`, ...) or `note`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -342,7 +344,7 @@ pub fn activity_prefix(contact_id: &str) -> String {
 /// areas (deals, later emails and bookings) call this too.
 pub fn activity(ws: &WorkspaceId, contact_id: &str, kind: &str, summary: impl Into<String>, data: serde_json::Value) -> ApiResult<Item> {
     let a = Activity {
-        id: shared::ids::new_id("act"),
+        id: ActivityId::generate(),
         object: "activity".into(),
         contact_id: contact_id.into(),
         kind: kind.into(),
@@ -437,7 +439,7 @@ pub fn update_tx(ws: &WorkspaceId, old: &Contact, new: &Contact, version: i64, t
 /// A contact's former identity: a value of `email`, `phone` or `name` it had before a change.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Former {
-    pub contact_id: String,
+    pub contact_id: ContactId,
     /// `email`, `phone` or `name`.
     pub field: String,
     pub value: String,
@@ -465,7 +467,7 @@ fn former_items(ws: &WorkspaceId, old: &Contact, new: &Contact) -> Vec<Item> {
             let was = was?;
             (Some(&was) != is.as_ref()).then(|| {
                 let key = shared::crypto::sha256_hex(was.to_lowercase().as_bytes());
-                let f = Former { contact_id: old.id.to_string(), field: field.into(), value: was, changed_at: now.to_string() };
+                let f = Former { contact_id: old.id.clone(), field: field.into(), value: was, changed_at: now.to_string() };
                 Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk(&[&old.id, field, &key]), &f).map(|r| r.item)
             })
         })
@@ -543,7 +545,7 @@ impl crate::privacy::Subject {
         crate::privacy::Subject {
             terms: search_terms(c),
             email: c.email.clone(),
-            contact_id: Some(c.id.to_string()),
+            contact_id: Some(c.id.clone()),
             phones: c.phone.iter().cloned().collect(),
             names: (!name.trim().is_empty()).then_some(name).into_iter().collect(),
             former_emails: vec![],
@@ -559,7 +561,7 @@ impl crate::privacy::Subject {
         let refs: Vec<&str> = self.former_emails.iter().map(String::as_str).collect();
         let owners = email_owners(app, ws, &refs).await?;
         let me = self.contact_id.clone();
-        self.former_emails.retain(|e| owners.get(e).is_none_or(|o| Some(o) == me.as_ref()));
+        self.former_emails.retain(|e| owners.get(e).is_none_or(|o| me.as_ref().is_some_and(|m| m == o)));
         Ok(())
     }
 }

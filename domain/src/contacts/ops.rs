@@ -1,16 +1,13 @@
 //! The contacts routes' operations: each validates, writes with its side items and events,
 //! and answers the contact (or activity) as it now is.
 
-use super::{
-    self as model, Activity, Contact, ContactId, CreateContact, EmailStatus, UpdateContact, commit_create, commit_update, contact_sk,
-};
-use crate::keys;
+use super::{self as model, Activity, Contact, ContactId, CreateContact, UpdateContact, commit_create, commit_update, contact_sk};
 use serde::Deserialize;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, ws_pk};
-use shared::validate::{Errors, parse_enum};
+use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
@@ -30,52 +27,6 @@ pub async fn create(app: &App, ws: &WorkspaceId, mut input: CreateContact) -> Ap
     let consent = evidence.map(|e| e.consent(&subject, "marketing_email", true)).transpose()?;
     commit_create(app, ws, &c, consent.as_ref()).await?;
     Ok(c)
-}
-
-/// The filters a search applies to the contacts its terms found.
-pub struct SearchFilters<'a> {
-    pub status: Option<&'a str>,
-    pub email_status: Option<&'a str>,
-    pub label: Option<&'a str>,
-    pub created_after: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-/// `q` (lower case): one Query over the search entries, then the contacts by key. The filters
-/// apply to the page found; a contact matching on two terms is listed once (at its first
-/// term). The page and the key to go on from.
-pub async fn search(
-    app: &App,
-    ws: &WorkspaceId,
-    q: &str,
-    f: &SearchFilters<'_>,
-    after: Option<String>,
-    limit: usize,
-) -> ApiResult<(Vec<Contact>, Option<String>)> {
-    let term = q.replace('#', "");
-    let out = app.db.query_page(keys::CONTACT_SEARCHES.query_partial(&[ws], &[], &term, after, limit)).await?;
-    let entries: Vec<(String, String)> = out
-        .items
-        .iter()
-        .filter_map(|i| Some((store::get_str(i, "sk")?.to_string(), store::get_str(i, "contact_id")?.to_string())))
-        .collect();
-    let keys: Vec<(String, String)> = entries.iter().map(|(_, id)| (ws_pk(ws), contact_sk(id))).collect();
-    let found: Vec<Contact> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
-    let mut contacts = vec![];
-    for (sk, id) in &entries {
-        let Some(c) = found.iter().find(|c| &c.id == id) else { continue };
-        let term = model::search_term_of(sk).unwrap_or_default();
-        if model::matched_earlier(c, q, term)
-            || f.status.is_some_and(|s| model::status_str(c.status) != s)
-            || f.email_status.is_some_and(|s| parse_enum::<EmailStatus>(s) != Some(c.email_status))
-            || f.label.is_some_and(|l| !c.labels.iter().any(|x| x == l))
-            || f.created_after.is_some_and(|t| c.created_at < shared::ids::Timestamp::from(t))
-            || contacts.iter().any(|x: &Contact| x.id == c.id)
-        {
-            continue;
-        }
-        contacts.push(c.clone());
-    }
-    Ok((contacts, out.next_after))
 }
 
 /// Apply a patch to a loaded contact (`email_status` is never lowered from bounced or

@@ -6,6 +6,8 @@ use super::templates::{self, Template};
 use super::{self as model, Email, EmailStatus, SuppressedRecipient};
 use crate::contacts::{Contact, EmailStatus as ContactEmailStatus, contact_sk, email_of_claim, email_sk};
 use crate::effects::{self, Authority};
+use crate::ids::EmailId;
+use crate::ids::{ContactId, EmailBatchId};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use shared::auth::WorkspaceId;
@@ -337,7 +339,7 @@ pub fn suppressed(addrs: impl IntoIterator<Item = String>, transactional: bool, 
         .into_iter()
         .filter_map(|addr| {
             let contact = r.owners.get(&addr).and_then(|id| r.contacts.get(id));
-            let contact_id = contact.map(|c| c.id.to_string());
+            let contact_id = contact.map(|c| c.id.clone());
             if let Some(reason) = r.suppressed.get(&addr) {
                 return Some(SuppressedRecipient { email: addr, reason: reason.clone(), contact_id });
             }
@@ -446,7 +448,7 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
     let mut tags = input.tags.clone();
     tags.dedup();
     Ok(Email {
-        id: shared::ids::new_id("em").into(),
+        id: crate::ids::EmailId::generate(),
         object: "email".into(),
         status,
         from: input.from.trim().to_string(),
@@ -461,8 +463,8 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
         locale,
         headers: input.headers,
         tags,
-        contact_id: input.contact_id,
-        batch_id: batch_id.map(String::from),
+        contact_id: input.contact_id.map(ContactId::from),
+        batch_id: batch_id.map(EmailBatchId::from),
         scheduled_at: d.scheduled_at.map(shared::ids::Timestamp::from),
         transactional: input.transactional,
         provider_message_id: None,
@@ -551,7 +553,7 @@ pub fn send_in(
         tx = if i == 0 { tx.put_if(item, "attribute_not_exists(pk)", vec![]) } else { tx.put(item) };
     }
     let delay = plan(app, e, now_secs).0;
-    Ok((tx.event(ev), Queued { ws: ws.clone(), ids: vec![e.id.to_string()], delay }))
+    Ok((tx.event(ev), Queued { ws: ws.clone(), ids: vec![e.id.clone()], delay }))
 }
 
 /// The effect `SendEmail` for a batch: each email's writes (and `extra`, the batch's own
@@ -576,10 +578,10 @@ pub async fn send_many(
     items.extend(extra);
     app.db.batch_put(items).await?;
     shared::outbox::publish(app, &events).await;
-    let mut by_delay: BTreeMap<i64, Vec<String>> = Default::default();
+    let mut by_delay: BTreeMap<i64, Vec<EmailId>> = Default::default();
     for e in emails {
         if let (Some(delay), _) = plan(app, e, now_secs) {
-            by_delay.entry(delay).or_default().push(e.id.to_string());
+            by_delay.entry(delay).or_default().push(e.id.clone());
         }
     }
     for (delay, ids) in by_delay {
@@ -592,7 +594,7 @@ pub async fn send_many(
 #[must_use = "queue the email once its transaction committed"]
 pub struct Queued {
     ws: WorkspaceId,
-    ids: Vec<String>,
+    ids: Vec<EmailId>,
     delay: Option<i64>,
 }
 

@@ -28,7 +28,7 @@ use shared::store::{self, Item, Record, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
-shared::prefixed_id!(DomainId, "dom", "sending domain");
+pub use crate::ids::DomainId;
 
 /// Per workspace (a counter item keeps the cap under concurrent creates).
 pub const MAX_DOMAINS: i64 = 50;

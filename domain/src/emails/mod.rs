@@ -18,6 +18,7 @@ pub mod domains;
 pub mod suppressions;
 pub mod templates;
 
+use crate::ids::ContactId;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
@@ -27,8 +28,7 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-shared::prefixed_id!(EmailId, "em", "email");
-shared::prefixed_id!(EmailBatchId, "eb", "email batch");
+pub use crate::ids::{EmailBatchId, EmailId};
 
 /// What this area holds about a person: emails to (or naming) the address with their bodies,
 /// batches whose errors name it, and its suppression entry.
@@ -176,8 +176,8 @@ pub struct SuppressedRecipient {
     pub reason: String,
     /// The contact of the address, when it has one (the suppression list also holds
     /// addresses of no contact).
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<ContactId>,
 }
 
 /// What SES reported after sending (bounce or complaint details).
@@ -228,10 +228,10 @@ pub struct Email {
     pub locale: Option<String>,
     pub headers: BTreeMap<String, String>,
     pub tags: Vec<String>,
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Option<String>,
-    #[schema(pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub batch_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<ContactId>,
+    #[schema(value_type = Option<String>, pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub batch_id: Option<EmailBatchId>,
     #[schema(value_type = Option<String>, format = DateTime)]
     pub scheduled_at: Option<Timestamp>,
     /// Transactional emails still go to unsubscribed contacts (never to bounced or complained).
@@ -352,12 +352,12 @@ pub fn due_item(ws: &WorkspaceId, e: &Email, next_check: i64) -> Item {
 pub struct SendJob {
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
-    pub email_ids: Vec<String>,
+    pub email_ids: Vec<EmailId>,
 }
 
 /// Enqueue send jobs, `delay` seconds from now (0..=900). Errors are logged, not returned: the
 /// due entries make the schedule tick enqueue them again.
-pub async fn enqueue(app: &App, ws: &WorkspaceId, ids: &[String], delay: i64) -> bool {
+pub async fn enqueue(app: &App, ws: &WorkspaceId, ids: &[EmailId], delay: i64) -> bool {
     let mut ok = true;
     for chunk in ids.chunks(100) {
         let job = SendJob { workspace_id: ws.clone(), email_ids: chunk.to_vec() };

@@ -3,6 +3,7 @@
 //! email is accepted and again before it is sent; removed only by an owner or admin, with a
 //! reason that is recorded (the `email.suppression.removed` event).
 
+use crate::ids::EmailId;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
@@ -22,8 +23,8 @@ pub struct Suppression {
     /// `bounced` or `complained`.
     pub reason: String,
     /// The email whose feedback put it here.
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub email_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub email_id: Option<EmailId>,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }
@@ -47,7 +48,7 @@ pub async fn add(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str
                 address: a.to_ascii_lowercase(),
                 object: "email_suppression".into(),
                 reason: reason.into(),
-                email_id: email_id.map(String::from),
+                email_id: email_id.map(EmailId::from),
                 created_at: now,
             };
             item(ws, &s)

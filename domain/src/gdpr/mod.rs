@@ -11,6 +11,7 @@ pub mod export;
 pub mod jobs;
 pub mod worker;
 
+use crate::ids::ContactId;
 use crate::keys::{self, Kind};
 use crate::privacy::{Erase, Find, Rule, Subject, mentions};
 use serde::{Deserialize, Serialize};
@@ -20,8 +21,7 @@ use shared::store::{self, Item, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
-shared::prefixed_id!(ExportId, "gx", "export");
-shared::prefixed_id!(ErasureId, "ge", "erasure");
+pub use crate::ids::{ErasureId, ExportId};
 
 /// Whom a GDPR request is about, as the API names them.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
@@ -30,9 +30,9 @@ pub struct SubjectRef {
     #[schema(format = Email, max_length = 254)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
 }
 
 /// A contact as a subject with its history: the identities recorded on each change (one Query),

@@ -19,6 +19,7 @@ use super::{
     new_contact, record, sanitise_html, snooze, timeline,
 };
 use crate::contacts::{self, Contact, ContactId};
+use crate::ids::ConversationId;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
@@ -313,7 +314,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
         Some((c, _)) => c.contact_id.clone(),
         // A forged From must not put words in a contact's mouth: no contact by that address.
         None if !verified => None,
-        None => Box::pin(contact_for_sender(app, ws, &inc.from, inc.from_name.as_deref(), !inc.spam)).await?.map(|c| c.id.into()),
+        None => Box::pin(contact_for_sender(app, ws, &inc.from, inc.from_name.as_deref(), !inc.spam)).await?.map(|c| c.id),
     };
     // Only a sender who passed authentication writes on a contact's timeline.
     let timeline_contact = contact_id.clone().filter(|_| verified);
@@ -343,9 +344,9 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
         to.truncate(MAX_RECIPIENTS);
     }
     let m = Message {
-        id: shared::ids::new_id("hm").into(),
+        id: crate::ids::HelpdeskMessageId::generate(),
         object: "helpdesk_message".into(),
-        conversation_id: existing.as_ref().map_or_else(|| shared::ids::new_id("conv"), |(c, _)| c.id.to_string()),
+        conversation_id: existing.as_ref().map_or_else(ConversationId::generate, |(c, _)| c.id.clone()),
         r#type: MessageType::Inbound,
         from: inc.from.clone(),
         to,
@@ -421,7 +422,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
                 tags.push("unverified".into());
             }
             let c = Conversation {
-                id: m.conversation_id.clone().into(),
+                id: m.conversation_id.clone(),
                 object: "helpdesk_conversation".into(),
                 subject,
                 status: if inc.spam { ConversationStatus::Closed } else { ConversationStatus::Open },

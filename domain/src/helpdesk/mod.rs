@@ -21,6 +21,7 @@ pub mod snooze;
 use crate::contacts::{self, Contact, ContactId};
 use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
+use crate::ids::EmailId;
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule};
 use serde::{Deserialize, Serialize};
@@ -35,8 +36,7 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-shared::prefixed_id!(ConversationId, "conv", "conversation");
-shared::prefixed_id!(HelpdeskMessageId, "hm", "message");
+pub use crate::ids::{ConversationId, HelpdeskMessageId};
 
 pub const MAX_TAGS: usize = 20;
 pub const MAX_BODY_CHARS: usize = 100_000;
@@ -122,8 +122,8 @@ pub struct Conversation {
     pub tags: Vec<String>,
     /// Null when the conversation was started by a message whose sender failed
     /// authentication (`unverified`): its From address is not attributed to anyone.
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub contact_id: Option<ContactId>,
     /// Started by a message that failed DMARC (or SPF and DKIM both): the From address may be
     /// forged, so the conversation is linked to no contact and cannot be replied to until a
     /// person checks it.
@@ -188,8 +188,8 @@ pub struct Message {
     pub id: HelpdeskMessageId,
     /// Always `helpdesk_message`.
     pub object: String,
-    #[schema(pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub conversation_id: String,
+    #[schema(value_type = String, pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub conversation_id: ConversationId,
     pub r#type: MessageType,
     /// The sender's address (inbound, reply) or the member who wrote a note.
     pub from: String,
@@ -200,8 +200,8 @@ pub struct Message {
     /// Replies only: where the email stands.
     pub delivery_status: Option<DeliveryStatus>,
     /// Replies only: the email that carries it (`GET /emails/{id}`).
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub email_id: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub email_id: Option<EmailId>,
     /// Who wrote it (staff) for replies and notes.
     pub author: Option<String>,
     /// The RFC 5322 Message-ID of an inbound email (threading and deduplication).
@@ -463,11 +463,12 @@ async fn delete_message(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()
 pub struct DeliveryUpdate {
     /// Always `helpdesk_delivery`.
     pub object: String,
-    #[schema(pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub conversation_id: String,
-    pub message_id: String,
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub email_id: String,
+    #[schema(value_type = String, pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub conversation_id: ConversationId,
+    #[schema(value_type = String, pattern = "^hm_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub message_id: HelpdeskMessageId,
+    #[schema(value_type = String, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub email_id: EmailId,
     pub delivery_status: DeliveryStatus,
 }
 
@@ -479,9 +480,9 @@ pub fn delivery_event(ws: &WorkspaceId, e: &crate::emails::Email) -> Option<Even
     }
     let update = DeliveryUpdate {
         object: "helpdesk_delivery".into(),
-        conversation_id: e.metadata.get("conversation_id")?.clone(),
-        message_id: e.metadata.get("message_id")?.clone(),
-        email_id: e.id.to_string(),
+        conversation_id: e.metadata.get("conversation_id")?.as_str().into(),
+        message_id: e.metadata.get("message_id")?.as_str().into(),
+        email_id: e.id.clone(),
         delivery_status: DeliveryStatus::of(e.status),
     };
     Some(Event::new(ws, "helpdesk.message.delivery_updated", &update))

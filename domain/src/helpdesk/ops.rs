@@ -128,14 +128,14 @@ pub async fn create_conversation(
     let now = shared::ids::Timestamp::now();
     let inbound = input.message.r#type == MessageType::Inbound;
     let mut c = Conversation {
-        id: shared::ids::new_id("conv").into(),
+        id: crate::ids::ConversationId::generate(),
         object: "helpdesk_conversation".into(),
         subject: input.subject.trim().to_string(),
         status: if inbound { ConversationStatus::Open } else { ConversationStatus::Pending },
         priority: input.priority.unwrap_or_default(),
         assignee: input.assignee,
         tags: input.tags,
-        contact_id: Some(contact.id.to_string()),
+        contact_id: Some(contact.id.clone()),
         unverified: false,
         channel: "email".into(),
         mailbox: mailbox.clone(),
@@ -146,9 +146,9 @@ pub async fn create_conversation(
         updated_at: now,
     };
     let mut m = Message {
-        id: shared::ids::new_id("hm").into(),
+        id: crate::ids::HelpdeskMessageId::generate(),
         object: "helpdesk_message".into(),
-        conversation_id: c.id.to_string(),
+        conversation_id: c.id.clone(),
         r#type: input.message.r#type,
         from: if inbound { contact.email.clone() } else { mailbox.clone() },
         to: if inbound { vec![mailbox] } else { vec![contact.email.clone()] },
@@ -169,7 +169,7 @@ pub async fn create_conversation(
     // failure of the conversation's write can leave an email on its way.
     let reply = if let Some(auth) = auth {
         let out = compose_reply(app, ws, &c, &contact, &m, None).await?;
-        m.email_id = Some(out.email.id.to_string());
+        m.email_id = Some(out.email.id.clone());
         m.delivery_status = Some(DeliveryStatus::of(out.email.status));
         Some((auth, out))
     } else {
@@ -447,9 +447,9 @@ pub async fn add_message(
     };
     let now = shared::ids::Timestamp::now();
     let mut m = Message {
-        id: shared::ids::new_id("hm").into(),
+        id: crate::ids::HelpdeskMessageId::generate(),
         object: "helpdesk_message".into(),
-        conversation_id: old.id.to_string(),
+        conversation_id: old.id.clone(),
         r#type: input.r#type,
         from: if reply { old.mailbox.clone() } else { by.to_string() },
         to: match (&contact, reply) {
@@ -477,7 +477,7 @@ pub async fn add_message(
         let last_inbound = last_inbound_message_id(app, ws, &old.id).await?;
         let contact = contact.as_ref().ok_or_else(|| ApiError::internal("a reply without a contact"))?;
         let out = compose_reply(app, ws, &old, contact, &m, last_inbound.as_deref()).await?;
-        m.email_id = Some(out.email.id.to_string());
+        m.email_id = Some(out.email.id.clone());
         m.delivery_status = Some(DeliveryStatus::of(out.email.status));
         outgoing = Some((auth, out));
         c.status = input.status.unwrap_or(ConversationStatus::Pending);

@@ -22,7 +22,7 @@ use shared::store::{Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
-shared::prefixed_id!(ScanId, "scan", "scan");
+pub use crate::ids::ScanId;
 
 /// A second `POST /scans` of a URL within this window answers the first scan.
 pub const DEDUP_SECS: i64 = 600;
@@ -175,7 +175,7 @@ pub enum Requested {
 pub async fn request(app: &App, ws: &WorkspaceId, url: &url::Url, force: bool) -> ApiResult<Requested> {
     let now = chrono::Utc::now();
     let scan = Scan {
-        id: shared::ids::new_id("scan").into(),
+        id: crate::ids::ScanId::generate(),
         object: "scan".into(),
         url: url.to_string(),
         host: url.host_str().unwrap_or_default().to_ascii_lowercase(),
@@ -269,7 +269,7 @@ pub async fn release_host_slot(app: &App, host: &str, slot: usize, scan_id: &str
 pub struct Job {
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
-    pub scan_id: String,
+    pub scan_id: ScanId,
 }
 
 pub async fn enqueue(app: &App, ws: &WorkspaceId, scan_id: &str) -> ApiResult<()> {

@@ -14,6 +14,7 @@
 use super::Sender;
 use crate::emails::compose;
 use crate::emails::{self as model, Email, EmailStatus, SendError, SendJob, Stored};
+use crate::ids::EmailId;
 use aws_sdk_sesv2::error::SdkError;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
 use shared::ApiResult;
@@ -36,7 +37,7 @@ pub use shared::worker::{Outcome, WorkError};
 /// their delay, so the finished ones are not processed twice.
 pub async fn run_job(sd: &Sender, job: &SendJob) -> Result<(), WorkError> {
     let ws = &job.workspace_id;
-    let mut later: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    let mut later: std::collections::BTreeMap<i64, Vec<EmailId>> = Default::default();
     let mut failed = None;
     for chunk in job.email_ids.chunks(CONCURRENCY) {
         let results = futures_util::future::join_all(chunk.iter().map(|id| send_one(sd, ws, id))).await;

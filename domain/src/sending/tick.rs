@@ -6,6 +6,7 @@
 
 use super::Sender;
 use crate::emails::{self as model, DUE_SHARDS, ENQUEUE_AHEAD_SECS};
+use crate::ids::EmailId;
 use shared::auth::WorkspaceId;
 use shared::store::{self, n};
 use shared::{ApiError, ApiResult};
@@ -33,9 +34,9 @@ pub async fn tick(sd: &Sender) -> ApiResult<usize> {
         due.extend(found?);
     }
     // One message per workspace and delay.
-    let mut jobs: BTreeMap<(WorkspaceId, i64), Vec<String>> = BTreeMap::new();
+    let mut jobs: BTreeMap<(WorkspaceId, i64), Vec<EmailId>> = BTreeMap::new();
     for d in &due {
-        jobs.entry((WorkspaceId::trusted(d.ws.clone()), (d.due_secs - now).max(0))).or_default().push(d.email_id.clone());
+        jobs.entry((WorkspaceId::trusted(d.ws.clone()), (d.due_secs - now).max(0))).or_default().push(d.email_id.as_str().into());
     }
     for ((ws, delay), ids) in &jobs {
         if !model::enqueue(app, ws, ids, *delay).await {

@@ -20,8 +20,7 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-shared::prefixed_id!(EndpointId, "wh", "webhook endpoint");
-shared::prefixed_id!(DeliveryId, "whd", "webhook delivery");
+pub use crate::ids::{DeliveryId, EndpointId};
 
 pub const MAX_ENDPOINTS: i64 = 20;
 /// Deliveries (and their bodies) are kept 30 days.
@@ -211,10 +210,10 @@ pub struct Delivery {
     pub id: DeliveryId,
     /// Always `webhook_delivery`.
     pub object: String,
-    #[schema(pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub endpoint_id: String,
-    #[schema(pattern = "^evt_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub event_id: String,
+    #[schema(value_type = String, pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub endpoint_id: EndpointId,
+    #[schema(value_type = String, pattern = "^evt_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub event_id: EventId,
     pub event_type: String,
     pub status: DeliveryStatus,
     /// Attempts so far (the most recent 20 are listed in `attempts`).
@@ -257,7 +256,7 @@ impl StoredDelivery {
         let now = shared::ids::Timestamp::now();
         Self {
             delivery: Delivery {
-                id: shared::ids::new_id("whd").into(),
+                id: crate::ids::DeliveryId::generate(),
                 object: "webhook_delivery".into(),
                 endpoint_id: endpoint_id.into(),
                 event_id: event.id.clone(),
@@ -318,7 +317,7 @@ impl StoredDelivery {
         DeliveryJob {
             workspace_id: ws.clone(),
             endpoint_id: self.delivery.endpoint_id.clone(),
-            delivery_id: self.delivery.id.to_string(),
+            delivery_id: self.delivery.id.clone(),
             job: self.job.clone(),
             event_id: Some(self.delivery.event_id.clone()),
         }
@@ -351,13 +350,13 @@ pub fn new_job() -> String {
 pub struct DeliveryJob {
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
-    pub endpoint_id: String,
-    pub delivery_id: String,
+    pub endpoint_id: EndpointId,
+    pub delivery_id: DeliveryId,
     pub job: String,
     /// Lets the attempt read the delivery and its event's body in parallel (absent in
     /// messages queued before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_id: Option<String>,
+    pub event_id: Option<EventId>,
 }
 
 pub fn event_record_sk(event_id: &str) -> String {
@@ -469,6 +468,7 @@ pub async fn enqueue(app: &App, job: &DeliveryJob, delay_secs: u64) -> ApiResult
 
 use crate::effects::{Authority, CreateWebhook, DeleteWebhook, RotateWebhookSecret, UpdateWebhook};
 use shared::events::Event;
+use shared::events::EventId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 

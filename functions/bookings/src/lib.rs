@@ -5,7 +5,7 @@ use domain::bookings::{
     Availability, Booking, BookingStatus, CancelBooking, CancelledBy, ContactInput, CreateBooking, CreateHold, CreateResource, Hold,
     Notifications, Price, RescheduleBooking, Resource, ResourceId, Service, ServiceId, ServiceInput, Slot, UpdateResource, schedule,
 };
-use domain::bookings::{booking, ops};
+use domain::bookings::{booking, list, ops};
 use domain::effects::{self as fx, Effect as _};
 use domain::keys;
 use serde::Deserialize;
@@ -169,26 +169,6 @@ pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::created(&booking::create(&send, app, req.ws()?, input).await?))
 }
 
-#[derive(Deserialize)]
-struct ListBookings {
-    status: Option<BookingStatus>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
-    contact_id: Option<domain::contacts::ContactId>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
-    resource_id: Option<ResourceId>,
-    from: Option<String>,
-    to: Option<String>,
-    order: Option<Order>,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq)]
-#[serde(rename_all = "snake_case")]
-enum Order {
-    Newest,
-    Oldest,
-    Soonest,
-}
-
 /// Bookings, newest first (`order=oldest` for creation order, `order=soonest` by start time),
 /// filtered by `status` (an index), `contact_id`, `resource_id` and the start time (`from`
 /// inclusive, `to` exclusive). By start time, the start index gives the order and the other
@@ -201,82 +181,12 @@ enum Order {
         ("order" = Option<String>, Query, pattern = "^(newest|oldest|soonest)$")),
     responses((status = 200, body = shared::openapi::ListOf<Booking>), shared::openapi::CommonErrors))]
 pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
-    let q: ListBookings = req.query_as()?;
-    let from = q.from.as_deref().map(|v| ops::parse_time("from", v).map(shared::ids::format_time)).transpose()?;
-    let to = q.to.as_deref().map(|v| ops::parse_time("to", v).map(shared::ids::format_time)).transpose()?;
-    let (status, contact, resource) = (q.status.map(BookingStatus::as_str), q.contact_id.as_deref(), q.resource_id.as_deref());
-    let order = q.order.unwrap_or(Order::Newest);
-    let page = req
-        .page(
-            app,
-            "bookings",
-            &[
-                ("status", status),
-                ("contact_id", contact),
-                ("resource_id", resource),
-                ("from", from.as_deref()),
-                ("to", to.as_deref()),
-                (
-                    "order",
-                    Some(match order {
-                        Order::Newest => "newest",
-                        Order::Oldest => "oldest",
-                        Order::Soonest => "soonest",
-                    }),
-                ),
-            ],
-        )
-        .await?;
-    if order == Order::Soonest {
-        // Start-time order: keys from the start index (after `from`), then the bookings.
-        let after = page.after.clone().or_else(|| from.as_ref().map(|f| format!("{}{f}", keys::BOOKINGS_BY_START.prefix(&[]))));
-        let (bookings, mut next) =
-            shared::request::keyed_page::<Booking>(app, keys::BOOKINGS_BY_START.query(&[req.ws()?], &[], after, page.limit)).await?;
-        let mut list = vec![];
-        for b in bookings {
-            if to.as_ref().is_some_and(|t| b.start.to_string() >= *t) {
-                next = None;
-                break;
-            }
-            let keep = status.is_none_or(|s| b.status.as_str() == s)
-                && contact.is_none_or(|c| b.contact_id == c)
-                && resource.is_none_or(|r| b.resource_id == r);
-            if keep {
-                list.push(b);
-            }
-        }
-        return Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))));
-    }
-    let mut spec = match status {
-        Some(st) => keys::BOOKINGS_BY_STATUS.query(&[req.ws()?, st], &[], page.after.clone(), page.limit),
-        None => keys::BOOKINGS.query(&[req.ws()?], &[], page.after.clone(), page.limit),
-    };
-    if order == Order::Newest {
-        spec = spec.descending();
-    }
-    let mut conds = vec![];
-    let mut vals = vec![];
-    if let Some(c) = contact {
-        conds.push("contact_id = :c");
-        vals.push((":c", shared::store::s(c)));
-    }
-    if let Some(r) = resource {
-        conds.push("resource_id = :r");
-        vals.push((":r", shared::store::s(r)));
-    }
-    if let Some(f) = &from {
-        conds.push("starts_at >= :from");
-        vals.push((":from", shared::store::s(f)));
-    }
-    if let Some(t) = &to {
-        conds.push("starts_at < :to");
-        vals.push((":to", shared::store::s(t)));
-    }
-    let expr = conds.join(" AND ");
-    if !conds.is_empty() {
-        spec = spec.filter(&expr, vals);
-    }
-    shared::request::list_page::<Booking>(app, &page, spec).await
+    let f = req.query_as::<list::ListBookings>()?.check()?;
+    let bound = f.bound();
+    let filters: Vec<(&str, Option<&str>)> = bound.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+    let page = req.page(app, "bookings", &filters).await?;
+    let (bookings, next) = list::list(app, req.ws()?, &f, page.after.clone(), page.limit).await?;
+    Ok(Reply::list(&bookings, next.map(|a| page.cursor_for(&a))))
 }
 
 /// One booking, with its status history fields.

@@ -4,15 +4,12 @@
 
 mod imports;
 
-use domain::contacts::import;
 use domain::contacts::ops::{self, CreateNote};
-use domain::contacts::{self as model, Contact, ContactStatus, CreateContact, EmailStatus, UpdateContact, contact_sk};
+use domain::contacts::{self as model, Contact, ContactStatus, CreateContact, EmailStatus, UpdateContact};
+use domain::contacts::{import, list};
 use domain::keys;
 // `area!` names handlers by identifier (and utoipa's `__path_` types with them).
 use imports::*;
-use serde::Deserialize;
-use shared::store::s;
-use shared::validate::Errors;
 use shared::{ApiResult, App, Reply, Req};
 
 shared::area! {
@@ -24,16 +21,6 @@ shared::area! {
     ],
     schemas = [Contact, model::EmailChange, ContactStatus, EmailStatus, CreateContact, UpdateContact, CreateNote, model::Activity,
         import::CreateImport, import::ImportJob, import::ImportStatus, import::OnConflict, import::RowError],
-}
-
-/// The filters of `GET /contacts` (`limit` and `cursor` are the page's).
-#[derive(Deserialize)]
-struct ListContacts {
-    status: Option<ContactStatus>,
-    email_status: Option<EmailStatus>,
-    label: Option<String>,
-    q: Option<String>,
-    created_after: Option<String>,
 }
 
 /// Create a contact. The email is unique in the workspace (case-insensitive): a second create
@@ -61,51 +48,12 @@ pub async fn get_contact(app: &App, req: Req) -> ApiResult<Reply> {
         ("created_after" = Option<String>, Query, format = DateTime, description = "RFC 3339")),
     responses((status = 200, body = shared::openapi::ListOf<Contact>), shared::openapi::CommonErrors))]
 pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
-    let f: ListContacts = req.query_as()?;
-    let (status, email_status) = (f.status.map(model::status_str), f.email_status.map(model::email_status_str));
-    let (status, email_status, label, q, created_after) =
-        (status.as_deref(), email_status.as_deref(), f.label.as_deref(), f.q.as_deref(), f.created_after.as_deref());
-    let mut errs = Errors::new();
-    if q.is_some_and(|v| v.trim().is_empty() || v.len() > 100) {
-        errs.add("q", "must be 1 to 100 characters");
-    }
-    let after_time = created_after.and_then(|v| errs.timestamp("created_after", v));
-    errs.finish()?;
-    let filters = [("status", status), ("email_status", email_status), ("label", label), ("q", q), ("created_after", created_after)];
+    let f = req.query_as::<list::ListContacts>()?.check()?;
+    let bound = f.bound();
+    let filters: Vec<(&str, Option<&str>)> = bound.iter().map(|(k, v)| (*k, v.as_deref())).collect();
     let page = req.page(app, "contacts", &filters).await?;
-    let ws = req.ws()?;
-    if let Some(q) = q {
-        let filters = ops::SearchFilters { status, email_status, label, created_after: created_after.and(after_time) };
-        let (contacts, next) = ops::search(app, ws, &q.trim().to_lowercase(), &filters, page.after.clone(), page.limit).await?;
-        return Ok(Reply::list(&contacts, next.map(|a| page.cursor_for(&a))));
-    }
-    // created_after: ids are time-ordered, so it is a seek to the first id of that millisecond.
-    let mut after = page.after.clone();
-    if let Some(t) = after_time {
-        let bound = contact_sk(&format!("ct_{}", ulid::Ulid::from_parts(t.timestamp_millis().max(0) as u64, 0)));
-        if after.as_ref().is_none_or(|a| *a < bound) {
-            after = Some(bound);
-        }
-    }
-    let mut spec = match status {
-        Some(st) => keys::CONTACTS_BY_STATUS.query(&[ws, st], &[], after, page.limit),
-        None => keys::CONTACTS.query(&[ws], &[], after, page.limit),
-    };
-    let mut vals = vec![];
-    let mut conds = vec![];
-    if let Some(es) = email_status {
-        conds.push("email_status = :es");
-        vals.push((":es", s(es)));
-    }
-    if let Some(l) = label {
-        conds.push("contains(labels, :label)");
-        vals.push((":label", s(l)));
-    }
-    let expr = conds.join(" AND ");
-    if !conds.is_empty() {
-        spec = spec.filter(&expr, vals);
-    }
-    shared::request::list_page::<Contact>(app, &page, spec).await
+    let (contacts, next) = list::list(app, req.ws()?, &f, page.after.clone(), page.limit).await?;
+    Ok(Reply::list(&contacts, next.map(|a| page.cursor_for(&a))))
 }
 
 /// Change a contact's fields; email_status is never lowered from bounced or complained.

@@ -323,7 +323,7 @@ async fn main() {
     let batch = batch.unwrap();
     let accept_secs = t.elapsed().as_secs_f64();
     let sender = domain::sending::Sender::new(stack.new_app(stack.config()).unwrap());
-    let job = domain::emails::SendJob { workspace_id: ws.id.clone(), email_ids: batch.emails.iter().map(|e| e.id.to_string()).collect() };
+    let job = domain::emails::SendJob { workspace_id: ws.id.clone(), email_ids: batch.emails.iter().map(|e| e.id.clone()).collect() };
     let ev = shared::sqs::event(vec![shared::sqs::message("bench", "bench", &serde_json::to_string(&job).unwrap())]);
     let t = Instant::now();
     let (resp, send_calls) = shared::metrics::count_ddb_calls(sender.handle_sqs(ev)).await;
