@@ -10,7 +10,7 @@ PORT ?= 3000
 # lints denied (what `cargo clippy` sets); the same settings throughout, so no step rebuilds.
 CLIPPY_BUILD := RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-.PHONY: deps java nginx wrk dev test build-tests openapi watch package bench clean
+.PHONY: deps java nginx wrk dev test build-tests openapi watch package bench chaos clean
 
 PDS := .local/pds/.installed
 REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
@@ -149,6 +149,13 @@ package: deps $(CARGO_LAMBDA)
 bench: deps wrk
 	cargo build -q --release $(addprefix -p ,$(FUNCTIONS)) -p hello-lambda
 	cargo run -q --profile bench-local -p tools --bin bench
+
+# The fault matrix: every fault of every dependency under a mixed load (tests/tests/faults.rs
+# with CHAOS=full; make test runs one fault per dependency). The table goes into
+# docs/reliability.md.
+chaos: deps
+	$(CLIPPY_BUILD) cargo test -q -p e2e --test faults --no-run
+	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test faults -- --nocapture
 
 clean:
 	cargo clean

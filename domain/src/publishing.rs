@@ -42,7 +42,7 @@ pub struct PublishJob {
 /// message costs a delay only: the tick finds due posts again.
 pub async fn enqueue(app: &App, ws: &WorkspaceId, post_id: &str, delay: i64) -> bool {
     let body = serde_json::to_string(&PublishJob { workspace_id: ws.clone(), post_id: post_id.into() }).expect("serializes");
-    let res = app.enqueue(&app.cfg.publish_queue_url, &body, delay).await;
+    let res = app.hand_off(&app.cfg.publish_queue_url, &body, delay).await;
     if let Err(e) = &res {
         tracing::warn!(error = %e, post_id, "publish job not queued; the tick will find the post");
     }

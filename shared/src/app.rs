@@ -8,6 +8,7 @@ use crate::metrics::{CallLog, DynamoCallCounter};
 use crate::oauth::JwtVerifier;
 use crate::ratelimit::RateLimiter;
 use crate::store::Db;
+use std::time::Instant;
 use tokio::sync::OnceCell;
 
 pub struct App {
@@ -23,6 +24,9 @@ pub struct App {
     pub keys: crate::auth::KeyCache,
     pub jwt: Option<JwtVerifier>,
     platform: OnceCell<PlatformSecret>,
+    /// When reading the platform secret last failed: the requests queued behind that read
+    /// answer 503 at once instead of each trying again in turn (each up to the budget).
+    platform_failed: std::sync::Mutex<Option<Instant>>,
 }
 
 /// Key material shared by every function, stored in Secrets Manager as
@@ -125,6 +129,12 @@ pub fn sdk_from_env() -> aws_config::SdkConfig {
     sdk.build()
 }
 
+/// After a failed read of the platform secret, requests answer 503 this long without trying.
+const PLATFORM_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long a hand-off to a queue may take ([`App::hand_off`]).
+pub const HAND_OFF_MS: u64 = 1_500;
+
 impl App {
     pub fn new(cfg: Config, sdk: &aws_config::SdkConfig) -> Result<Self, String> {
         Self::with_dynamodb_endpoint(cfg, sdk, None)
@@ -150,6 +160,7 @@ impl App {
             keys: crate::auth::KeyCache::new(std::time::Duration::from_secs(cfg.api_key_cache_secs)),
             jwt,
             platform: OnceCell::new(),
+            platform_failed: std::sync::Mutex::new(None),
             cfg,
         })
     }
@@ -177,6 +188,18 @@ impl App {
         crate::aws::enqueue(self.sqs(), queue_url, body, delay_secs).await
     }
 
+    /// Send a message whose work is already safe in the table (an event in the outbox, an
+    /// email or a post in its due index), within [`HAND_OFF_MS`]: a sweep sends what this
+    /// does not, so a slow queue costs that work a delay, never a committed request its
+    /// budget. (A request that ran out of budget after its commit would answer 503 and free
+    /// its `Idempotency-Key`, and the client's retry would do the write twice.)
+    pub async fn hand_off(&self, queue_url: &str, body: &str, delay_secs: i64) -> Result<(), crate::aws::AwsError> {
+        match tokio::time::timeout(std::time::Duration::from_millis(HAND_OFF_MS), self.enqueue(queue_url, body, delay_secs)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(crate::aws::AwsError { code: "Timeout".into(), message: format!("no answer in {HAND_OFF_MS} ms") }),
+        }
+    }
+
     /// SES v2 for identity management (sending domains); the sender builds its own SDK client
     /// without retries for SendEmail.
     pub fn ses(&self) -> &aws_sdk_sesv2::Client {
@@ -198,8 +221,15 @@ impl App {
         crate::metrics::record_action("secretsmanager:GetSecretValue");
         self.platform
             .get_or_try_init(|| async {
+                let failed = |at: &Option<Instant>| at.is_some_and(|t| t.elapsed() < PLATFORM_RETRY_AFTER);
+                if failed(&self.platform_failed.lock().expect("lock")) {
+                    return Err(ApiError::unavailable("secrets manager: failed a moment ago"));
+                }
                 let got = self.aws.secrets().get_secret_value().secret_id(&self.cfg.platform_secret_id).send().await;
-                let got = got.map_err(|e| ApiError::unavailable(format!("secrets manager: {}", crate::aws::AwsError::from(e))))?;
+                let got = got.map_err(|e| {
+                    *self.platform_failed.lock().expect("lock") = Some(Instant::now());
+                    ApiError::unavailable(format!("secrets manager: {}", crate::aws::AwsError::from(e)))
+                })?;
                 let s = got.secret_string.ok_or_else(|| ApiError::internal("platform secret has no string value"))?;
                 PlatformSecret::parse(&s).map_err(ApiError::internal)
             })

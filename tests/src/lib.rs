@@ -3,6 +3,7 @@
 //! die with the test process (see tools::localstack). Tests isolate themselves by creating
 //! fresh workspaces, so they never depend on each other or on order.
 
+pub mod faults;
 pub mod receiver;
 pub mod ses_proxy;
 

@@ -362,7 +362,7 @@ pub async fn enqueue(app: &App, ws: &WorkspaceId, ids: &[EmailId], delay: i64) -
     for chunk in ids.chunks(100) {
         let job = SendJob { workspace_id: ws.clone(), email_ids: chunk.to_vec() };
         let body = serde_json::to_string(&job).expect("job serializes");
-        if let Err(e) = app.enqueue(&app.cfg.emails_queue_url, &body, delay).await {
+        if let Err(e) = app.hand_off(&app.cfg.emails_queue_url, &body, delay).await {
             tracing::warn!(error = %e, "email job not enqueued; the schedule tick will retry");
             ok = false;
         }

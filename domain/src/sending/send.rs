@@ -327,6 +327,11 @@ async fn ses_send(
         Err(err @ (SdkError::TimeoutError(_) | SdkError::ResponseError(_))) => {
             Err(SesFailure::Ambiguous(aws_sdk_sesv2::error::DisplayErrorContext(&err).to_string()))
         }
+        // A connection that broke after the request left (an answer cut off midway) is as
+        // ambiguous as a timeout; only one that never connected is safe to send again.
+        Err(err @ SdkError::DispatchFailure(_)) if !never_connected(&err) => {
+            Err(SesFailure::Ambiguous(aws_sdk_sesv2::error::DisplayErrorContext(&err).to_string()))
+        }
         Err(err) => {
             use aws_sdk_sesv2::error::ProvideErrorMetadata;
             let code = err.code().unwrap_or_default().to_string();
@@ -345,6 +350,21 @@ async fn ses_send(
             }
         }
     }
+}
+
+/// The connection was refused or could not be made: SES never saw the request.
+fn never_connected(err: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::{AddrNotAvailable, ConnectionRefused, HostUnreachable, NetworkUnreachable};
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), ConnectionRefused | AddrNotAvailable | HostUnreachable | NetworkUnreachable)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 #[cfg(test)]

@@ -1,0 +1,444 @@
+//! The fault matrix: each dependency of the API (DynamoDB, and moto's SQS, SES and Secrets
+//! Manager) fails one way at a time behind a fault proxy, under a steady mixed load (reads,
+//! post and contact writes, email sends that the sender worker carries to SES). Each row
+//! records what clients got (statuses, the envelope, `Retry-After`, the slowest answer), what
+//! became of the writes (each retried with its `Idempotency-Key` until accepted, then counted:
+//! none lost, none twice) and of the emails (sent once), and how long after the fault ended
+//! the API answered again.
+//!
+//! `make test` runs one fault per dependency; `make chaos` (`CHAOS=full`) runs every fault of
+//! every dependency and writes the table to `docs/reliability.md`. This binary has its own
+//! stack; the rows run one after another (one proxy pair, one fault at a time).
+
+use e2e::faults::{Fault, FaultProxy};
+use e2e::{Client, harness};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The production budgets (`Timeouts::default`): 5 s per dependency call, 10 s per request.
+const ANSWER_WITHIN: Duration = Duration::from_secs(11);
+/// A dependency's fault is refused (429 or 503 with Retry-After) within this.
+const REFUSE_WITHIN: Duration = Duration::from_secs(6);
+/// Load runs this long under each fault (and the writes it made are then retried).
+fn fault_secs() -> u64 {
+    if full() { 6 } else { 3 }
+}
+fn full() -> bool {
+    std::env::var("CHAOS").is_ok_and(|v| v == "full")
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Op {
+    ListPosts,
+    CreatePost,
+    ListContacts,
+    CreateContact,
+    SendEmail,
+}
+
+impl Op {
+    const MIX: [Op; 5] = [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail];
+    fn write(self) -> bool {
+        matches!(self, Op::CreatePost | Op::CreateContact | Op::SendEmail)
+    }
+}
+
+/// One answer the load got.
+#[derive(Clone, Debug)]
+struct Answer {
+    op: Op,
+    status: u16,
+    code: String,
+    in_envelope: bool,
+    retry_after: bool,
+    took: Duration,
+    /// A write's unique marker (its idempotency key, content, email or subject).
+    marker: Option<String>,
+}
+
+struct Setup {
+    channel: String,
+    from: String,
+}
+
+fn body(op: Op, marker: &str, s: &Setup) -> Value {
+    match op {
+        Op::CreatePost => json!({"content": marker, "channel_ids": [s.channel]}),
+        Op::CreateContact => json!({"email": format!("{marker}@example.org")}),
+        Op::SendEmail => json!({"from": s.from, "to": ["chaos@example.org"], "subject": marker, "text": "once"}),
+        _ => Value::Null,
+    }
+}
+
+fn path(op: Op) -> &'static str {
+    match op {
+        Op::ListPosts => "/posts?limit=5",
+        Op::CreatePost => "/posts",
+        Op::ListContacts => "/contacts?limit=5",
+        Op::CreateContact => "/contacts",
+        Op::SendEmail => "/emails",
+    }
+}
+
+async fn call(http: &reqwest::Client, base: &str, key: &str, op: Op, marker: Option<&str>, s: &Setup) -> Answer {
+    let started = Instant::now();
+    let url = format!("{base}{}", path(op));
+    let mut r = if op.write() { http.post(&url).json(&body(op, marker.expect("a write's marker"), s)) } else { http.get(&url) };
+    r = r.header("authorization", format!("Bearer {key}"));
+    if let Some(m) = marker {
+        r = r.header("idempotency-key", m);
+    }
+    let resp = tokio::time::timeout(Duration::from_secs(60), r.send()).await.expect("an answer within 60 s").expect("an HTTP answer");
+    let status = resp.status().as_u16();
+    let rid = resp.headers().get("request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let retry_after = resp.headers().get("retry-after").is_some();
+    let json: Value = resp.json().await.unwrap_or(Value::Null);
+    let in_envelope = !rid.is_empty()
+        && (status < 400
+            || (json["error"]["code"].is_string() && json["error"]["message"].is_string() && json["error"]["request_id"] == rid.as_str()));
+    let code = json["error"]["code"].as_str().unwrap_or_default().to_string();
+    Answer { op, status, code, in_envelope, retry_after, took: started.elapsed(), marker: marker.map(String::from) }
+}
+
+/// A write's unique marker, short enough for an email's local part.
+fn marker(tag: &str) -> String {
+    format!("{tag}{}", ulid::Ulid::generate().to_string().to_lowercase())
+}
+
+/// Mixed load from `workers` tasks until `stop`.
+async fn load(base: &str, key: &str, s: Arc<Setup>, workers: usize, until: Instant, tag: &str) -> Vec<Answer> {
+    let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+    let tasks = (0..workers).map(|w| {
+        let (http, base, key, s, tag) = (http.clone(), base.to_string(), key.to_string(), s.clone(), tag.to_string());
+        tokio::spawn(async move {
+            let mut out = vec![];
+            let mut i = w;
+            while Instant::now() < until {
+                let op = Op::MIX[i % Op::MIX.len()];
+                let marker = op.write().then(|| marker(&tag));
+                out.push(call(&http, &base, &key, op, marker.as_deref(), &s).await);
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            out
+        })
+    });
+    futures_util::future::join_all(tasks).await.into_iter().flat_map(|r| r.expect("load task")).collect()
+}
+
+/// A gateway whose DynamoDB and other AWS calls go through the proxies, with the production
+/// budgets and generous rate limits; started now (cold: it reads the platform secret on its first request).
+async fn gateway(ddb: &FaultProxy, moto: &FaultProxy) -> String {
+    let h = harness();
+    let mut cfg = h.config.clone();
+    cfg.timeouts = shared::config::Timeouts::default();
+    // The load is the dependency's to refuse, not the workspace's rate limits.
+    for class in shared::ratelimit::Class::ALL {
+        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
+    }
+    let sdk = tools::admin::local_sdk_config(&moto.url).await;
+    let app = shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&ddb.url)).expect("app");
+    let (addr, _task) = tools::gateway::start(Arc::new(app), 0).await.expect("gateway");
+    format!("http://{addr}{}", tools::gateway::BASE_PATH)
+}
+
+/// The sender worker, its DynamoDB and SES calls through the proxies (the queue is polled
+/// directly, as Lambda's event source mapping does).
+async fn sender(ddb: &FaultProxy, moto: &FaultProxy) -> tokio::task::JoinHandle<()> {
+    let h = harness();
+    let mut cfg = h.config.clone();
+    cfg.timeouts = shared::config::Timeouts::default();
+    let sdk = tools::admin::local_sdk_config(&moto.url).await;
+    let sender = Arc::new(domain::sending::Sender::new(shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&ddb.url)).expect("app")));
+    let handler: tools::worker::Handler = Arc::new(move |ev| {
+        let sender = sender.clone();
+        Box::pin(async move { sender.handle_sqs(ev).await })
+    });
+    tools::worker::poll(h.sqs().await, h.resources.emails_queue_url.clone(), handler)
+}
+
+/// One row of the matrix.
+struct Row {
+    dependency: &'static str,
+    fault: Fault,
+    answers: Vec<Answer>,
+    writes: usize,
+    lost: usize,
+    doubled: usize,
+    emails: usize,
+    emails_sent_once: usize,
+    emails_failed: usize,
+    recovery: Duration,
+    hit: u64,
+}
+
+impl Row {
+    fn statuses(&self) -> String {
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        for a in &self.answers {
+            let k = if a.code.is_empty() { a.status.to_string() } else { format!("{} {} ({:?})", a.status, a.code, a.op) };
+            *by.entry(k).or_default() += 1;
+        }
+        by.iter().map(|(k, n)| format!("{k} ×{n}")).collect::<Vec<_>>().join(", ")
+    }
+    fn slowest(&self) -> Duration {
+        self.answers.iter().map(|a| a.took).max().unwrap_or_default()
+    }
+    fn slowest_refusal(&self) -> Option<Duration> {
+        self.answers.iter().filter(|a| a.status == 503 || a.status == 429).map(|a| a.took).max()
+    }
+    fn markdown(&self) -> String {
+        let yes = |b: bool| if b { "yes" } else { "**no**" };
+        let refused: Vec<&Answer> = self.answers.iter().filter(|a| a.status == 429 || a.status == 503).collect();
+        format!(
+            "| {} | {} | {} | {} | {} | {} | {:.1} s | {} | {} / {} lost / {} twice | {} of {} once, {} failed | {:.1} s |",
+            self.dependency,
+            self.fault.name(),
+            self.hit,
+            self.statuses(),
+            yes(self.answers.iter().all(|a| a.in_envelope)),
+            if refused.is_empty() { "–" } else { yes(refused.iter().all(|a| a.retry_after)) },
+            self.slowest().as_secs_f64(),
+            self.slowest_refusal().map_or("–".into(), |d| format!("{:.1} s", d.as_secs_f64())),
+            self.writes,
+            self.lost,
+            self.doubled,
+            self.emails_sent_once,
+            self.emails,
+            self.emails_failed,
+            self.recovery.as_secs_f64(),
+        )
+    }
+}
+
+async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, service: &'static str, fault: Fault) -> Row {
+    let h = harness();
+    let (ws, key) = h.workspace(&format!("chaos {dependency} {}", fault.name())).await;
+    // Set up and count through a generous gateway: the buckets are the workspace's, so the
+    // harness's strict limits would leave the load's gateway a bucket already spent.
+    let admin = Client::new(&h.generous_gateway().await, &key);
+    let setup = Arc::new(Setup {
+        channel: e2e::channel(&admin, "chaos").await,
+        from: format!("chaos@{}", e2e::verified_domain(&admin, &ws).await),
+    });
+    let proxy = if service == "dynamodb" { ddb } else { moto };
+    let tag = service.chars().take(3).collect::<String>();
+    // Warm a gateway first (the platform secret cached), unless the row is about that secret.
+    let warm = service != "secretsmanager";
+    let mut base = if warm { Some(gateway(ddb, moto).await) } else { None };
+    if let Some(b) = &base {
+        let http = reqwest::Client::new();
+        let a = call(&http, b, &key, Op::ListPosts, None, &setup).await;
+        assert_eq!(a.status, 200, "warm");
+    }
+    proxy.set(fault, Some(service));
+    if base.is_none() {
+        base = Some(gateway(ddb, moto).await);
+    }
+    let base = base.expect("a gateway");
+    let worker = sender(ddb, moto).await;
+    let until = Instant::now() + Duration::from_secs(fault_secs());
+    let mut answers = load(&base, &key, setup.clone(), 4, until, &tag).await;
+    let hit = proxy.clear();
+    let cleared = Instant::now();
+    // Recovered: a read and a write answer again.
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let recovery = loop {
+        let marker = marker(&tag);
+        let (r, w) = (
+            call(&http, &base, &key, Op::ListPosts, None, &setup).await,
+            call(&http, &base, &key, Op::CreatePost, Some(&marker), &setup).await,
+        );
+        // The probe's write is checked like the load's.
+        let wrote = w.status == 201;
+        answers.push(w);
+        if r.status == 200 && wrote {
+            break cleared.elapsed();
+        }
+        assert!(cleared.elapsed() < Duration::from_secs(60), "{dependency} {}: not recovered in 60 s", fault.name());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Every write retried with its key until accepted (as a client following Retry-After does).
+    let mut pending: Vec<(Op, String, String)> = answers
+        .iter()
+        .filter(|a| a.op.write() && !(200..300).contains(&a.status))
+        .filter_map(|a| Some((a.op, a.marker.clone()?, String::new())))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !pending.is_empty() {
+        assert!(Instant::now() < deadline, "{dependency} {}: writes still refused after the fault: {pending:?}", fault.name());
+        let mut left = vec![];
+        for (op, m, _) in pending {
+            let a = call(&http, &base, &key, op, Some(&m), &setup).await;
+            if !(200..300).contains(&a.status) {
+                left.push((op, m, format!("{} {}", a.status, a.code)));
+            }
+        }
+        pending = left;
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    // Count the effects: each write's marker exactly once.
+    let markers = |op: Op| -> Vec<String> { answers.iter().filter(|a| a.op == op).filter_map(|a| a.marker.clone()).collect() };
+    let posts = all(&admin, "/posts").await;
+    let contacts = all(&admin, "/contacts").await;
+    let count = |list: &[Value], field: &str, m: &str| list.iter().filter(|v| v[field].as_str().is_some_and(|x| x.starts_with(m))).count();
+    let mut writes = 0;
+    let (mut lost, mut doubled) = (0, 0);
+    for (op, list, field) in [(Op::CreatePost, &posts, "content"), (Op::CreateContact, &contacts, "email")] {
+        for m in markers(op) {
+            writes += 1;
+            match count(list, field, &m) {
+                0 => lost += 1,
+                1 => {}
+                _ => doubled += 1,
+            }
+        }
+    }
+    // Emails: each accepted once; each sent once or, where SES's outcome was unknown, failed.
+    let subjects = markers(Op::SendEmail);
+    writes += subjects.len();
+    let emails = all(&admin, "/emails").await;
+    for s in &subjects {
+        match count(&emails, "subject", s) {
+            0 => lost += 1,
+            1 => {}
+            _ => doubled += 1,
+        }
+    }
+    let (mut sent_once, mut failed) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(if full() { 120 } else { 60 });
+    loop {
+        let emails = all(&admin, "/emails").await;
+        let mine: Vec<&Value> = emails.iter().filter(|e| subjects.iter().any(|s| e["subject"] == s.as_str())).collect();
+        let settled = mine.iter().all(|e| matches!(e["status"].as_str(), Some("sent" | "delivered" | "failed" | "bounced")));
+        if settled || Instant::now() > deadline {
+            let ses = h.ses_sent().await;
+            for e in &mine {
+                let copies = ses.iter().filter(|m| m["subject"] == e["subject"]).count();
+                match (e["status"].as_str(), copies) {
+                    (Some("sent" | "delivered"), 1) => sent_once += 1,
+                    (Some("failed"), 0 | 1) => failed += 1,
+                    (_, n) if n > 1 => doubled += 1,
+                    (status, n) => panic!("{dependency} {}: email {} is {status:?} with {n} SES copies", fault.name(), e["id"]),
+                }
+            }
+            assert!(settled, "{dependency} {}: emails not settled in time: {mine:?}", fault.name());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    worker.abort();
+    Row {
+        dependency,
+        fault,
+        answers,
+        writes,
+        lost,
+        doubled,
+        emails: subjects.len(),
+        emails_sent_once: sent_once,
+        emails_failed: failed,
+        recovery,
+        hit,
+    }
+}
+
+/// Every item of a list (newest pages first), through the direct gateway.
+async fn all(c: &Client, path: &str) -> Vec<Value> {
+    let mut out = vec![];
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(cur) => format!("{path}?limit=100&cursor={cur}"),
+            None => format!("{path}?limit=100"),
+        };
+        let r = c.get(&url).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        out.extend(r.json["data"].as_array().cloned().unwrap_or_default());
+        match r.json["next_cursor"].as_str() {
+            Some(n) => cursor = Some(n.to_string()),
+            None => return out,
+        }
+    }
+}
+
+/// The goals every row must meet.
+fn check(row: &Row) {
+    let name = format!("{} {}", row.dependency, row.fault.name());
+    for a in &row.answers {
+        assert!(a.in_envelope, "{name}: an answer outside the envelope: {a:?}");
+        assert!(a.status < 500 || (a.status == 503 && a.code == "UNAVAILABLE"), "{name}: {a:?}");
+        if a.status == 503 || a.status == 429 {
+            assert!(a.retry_after, "{name}: {} without Retry-After: {a:?}", a.status);
+        }
+        assert!(a.took < ANSWER_WITHIN, "{name}: answered after {:?}: {a:?}", a.took);
+    }
+    if let Some(d) = row.slowest_refusal() {
+        assert!(d < REFUSE_WITHIN, "{name}: a 429/503 after {d:?}");
+    }
+    assert!(row.hit > 0, "{name}: the fault met no request");
+    assert_eq!((row.lost, row.doubled), (0, 0), "{name}: writes lost or done twice");
+}
+
+#[tokio::test]
+async fn every_dependency_failing_keeps_answers_in_the_envelope_and_writes_once() {
+    let h = harness();
+    let ddb = FaultProxy::start(&h.dynamodb_endpoint).await;
+    let moto = FaultProxy::start(&h.moto_endpoint).await;
+    let every = [Fault::Reset, Fault::Hang, Fault::Latency(Duration::from_millis(1500)), Fault::Cut, Fault::ServerError, Fault::Throttle];
+    let rows: Vec<(&str, &str, Fault)> = if full() {
+        let mut r = vec![];
+        for (dep, svc) in [("DynamoDB", "dynamodb"), ("SQS", "sqs"), ("SES", "ses"), ("Secrets Manager", "secretsmanager")] {
+            for f in every {
+                r.push((dep, svc, f));
+            }
+        }
+        r
+    } else {
+        // One per dependency, each a row the full matrix once found broken.
+        vec![
+            ("DynamoDB", "dynamodb", Fault::Throttle),
+            ("SQS", "sqs", Fault::Hang),
+            ("SES", "ses", Fault::Cut),
+            ("Secrets Manager", "secretsmanager", Fault::Throttle),
+        ]
+    };
+    let mut table = vec![];
+    let mut failures = vec![];
+    for (dep, svc, fault) in rows {
+        let row = run_row(&ddb, &moto, dep, svc, fault).await;
+        println!("{}", row.markdown());
+        table.push(row.markdown());
+        if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&row))) {
+            failures.push(e.downcast_ref::<String>().cloned().unwrap_or_default());
+        }
+    }
+    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
+        splice(&doc, &table);
+    }
+    assert!(failures.is_empty(), "rows missing their goals:\n{}", failures.join("\n"));
+}
+
+/// Put the table between the document's `<!-- matrix -->` and `<!-- /matrix -->` lines.
+fn splice(doc: &str, rows: &[String]) {
+    let text = std::fs::read_to_string(doc).expect("the reliability document");
+    let (head, rest) = text.split_once("<!-- matrix -->\n").expect("a <!-- matrix --> line");
+    let (_, tail) = rest.split_once("<!-- /matrix -->").expect("a <!-- /matrix --> line");
+    let header = "| dependency | fault | requests it met | what clients got | in the envelope | Retry-After on 429/503 | slowest answer | slowest 429/503 | writes | emails sent | API whole again after |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+    let when = format!("Measured {} at `{}`.\n\n", chrono::Utc::now().format("%Y-%m-%d"), git_head());
+    std::fs::write(doc, format!("{head}<!-- matrix -->\n{when}{header}{}\n<!-- /matrix -->{tail}", rows.join("\n")))
+        .expect("write the matrix");
+}
+
+fn git_head() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
