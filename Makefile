@@ -10,7 +10,7 @@ PORT ?= 3000
 # lints denied (what `cargo clippy` sets); the same settings throughout, so no step rebuilds.
 CLIPPY_BUILD := RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-.PHONY: deps java nginx wrk dev test build-tests openapi watch package bench chaos clean
+.PHONY: deps java nginx wrk dev test build-tests openapi watch package bench chaos soak clean
 
 PDS := .local/pds/.installed
 REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
@@ -151,11 +151,19 @@ bench: deps wrk
 	cargo run -q --profile bench-local -p tools --bin bench
 
 # The fault matrix: every fault of every dependency under a mixed load (tests/tests/faults.rs
-# with CHAOS=full; make test runs one fault per dependency). The table goes into
+# with CHAOS=full; make test runs one fault per dependency), and the workers killed six times
+# each mid-work (tests/tests/crashes.rs; make test kills each once). The tables go into
 # docs/reliability.md.
 chaos: deps
-	$(CLIPPY_BUILD) cargo test -q -p e2e --test faults --no-run
+	$(CLIPPY_BUILD) cargo test -q -p e2e --test faults --test crashes --no-run
 	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test faults -- --nocapture
+	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test crashes -- --nocapture
+
+# The soak: 15 minutes of steady mixed load (tests/tests/soak.rs; SOAK_SECS shortens it),
+# its per-minute table written into docs/reliability.md.
+soak: deps
+	$(CLIPPY_BUILD) cargo test -q -p e2e --test soak --no-run
+	SOAK_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test soak -- --ignored --nocapture
 
 clean:
 	cargo clean

@@ -98,6 +98,10 @@ pub struct EmailSettings {
     /// A queued email not sent this long after its queue message went out is enqueued again by
     /// the schedule tick (`EMAIL_REQUEUE_AFTER_SECS`).
     pub requeue_after_secs: i64,
+    /// How long a sender's claim on an email lasts (`EMAIL_CLAIM_SECS`, default 90): longer than
+    /// the sender's Lambda timeout (60 s), so a live invocation never loses its claim; after a
+    /// crashed one's, the next copy records the email's outcome as unknown.
+    pub claim_secs: i64,
     /// The value of the `platform-stack` tag (`aws::ses::IDENTITY_TAG_KEY`) on the SES identities this stack creates
     /// (`SES_IDENTITY_TAG`, the stack's name): its IAM policy may read and delete only identities
     /// carrying it, never another application's in the same account.
@@ -106,7 +110,7 @@ pub struct EmailSettings {
 
 impl Default for EmailSettings {
     fn default() -> Self {
-        Self { allowed_domains: vec![], configuration_set: None, requeue_after_secs: 120, identity_tag: None }
+        Self { allowed_domains: vec![], configuration_set: None, requeue_after_secs: 120, claim_secs: 90, identity_tag: None }
     }
 }
 
@@ -120,7 +124,8 @@ impl EmailSettings {
             .collect();
         let configuration_set = var("SES_CONFIGURATION_SET");
         let requeue_after_secs = var("EMAIL_REQUEUE_AFTER_SECS").and_then(|v| v.parse().ok()).unwrap_or(120);
-        Self { allowed_domains, configuration_set, requeue_after_secs, identity_tag: var("SES_IDENTITY_TAG") }
+        let claim_secs = var("EMAIL_CLAIM_SECS").and_then(|v| v.parse().ok()).unwrap_or(90);
+        Self { allowed_domains, configuration_set, requeue_after_secs, claim_secs, identity_tag: var("SES_IDENTITY_TAG") }
     }
 
     /// May a workspace add `domain` (lower-cased) as a sending domain?

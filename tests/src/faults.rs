@@ -92,6 +92,11 @@ impl FaultProxy {
         s.hit = 0;
     }
 
+    /// How many requests the fault has applied to so far.
+    pub fn hits(&self) -> u64 {
+        self.state.lock().expect("state").hit
+    }
+
     /// Pass everything through again; how many requests the fault applied to.
     pub fn clear(&self) -> u64 {
         let mut s = self.state.lock().expect("state");

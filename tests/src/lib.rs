@@ -4,6 +4,7 @@
 //! fresh workspaces, so they never depend on each other or on order.
 
 pub mod faults;
+pub mod load;
 pub mod receiver;
 pub mod ses_proxy;
 
@@ -191,14 +192,14 @@ impl Harness {
         let url = format!("{}/moto-api/data.json", self.moto_endpoint);
         // moto checks each attribute serialises, then serialises them all: an S3 write in between
         // (a test's worker storing files) can make that answer a 500, so ask again.
-        for _ in 0..10 {
+        for _ in 0..30 {
             let r = reqwest::get(&url).await.expect("moto data");
             if let Ok(v) = r.json::<Value>().await {
                 return v["ses"]["Message"].as_array().cloned().unwrap_or_default();
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
-        panic!("moto's data.json did not answer JSON in 10 tries")
+        panic!("moto's data.json did not answer JSON in 30 tries")
     }
 
     /// Every object under `prefix` in a bucket of the stack, with its bytes (moto's S3 lists

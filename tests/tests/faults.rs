@@ -11,8 +11,9 @@
 //! stack; the rows run one after another (one proxy pair, one fault at a time).
 
 use e2e::faults::{Fault, FaultProxy};
+use e2e::load::{Answer, Op, Setup, all, call, load, marker};
 use e2e::{Client, harness};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,105 +28,6 @@ fn fault_secs() -> u64 {
 }
 fn full() -> bool {
     std::env::var("CHAOS").is_ok_and(|v| v == "full")
-}
-
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Op {
-    ListPosts,
-    CreatePost,
-    ListContacts,
-    CreateContact,
-    SendEmail,
-}
-
-impl Op {
-    const MIX: [Op; 5] = [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail];
-    fn write(self) -> bool {
-        matches!(self, Op::CreatePost | Op::CreateContact | Op::SendEmail)
-    }
-}
-
-/// One answer the load got.
-#[derive(Clone, Debug)]
-struct Answer {
-    op: Op,
-    status: u16,
-    code: String,
-    in_envelope: bool,
-    retry_after: bool,
-    took: Duration,
-    /// A write's unique marker (its idempotency key, content, email or subject).
-    marker: Option<String>,
-}
-
-struct Setup {
-    channel: String,
-    from: String,
-}
-
-fn body(op: Op, marker: &str, s: &Setup) -> Value {
-    match op {
-        Op::CreatePost => json!({"content": marker, "channel_ids": [s.channel]}),
-        Op::CreateContact => json!({"email": format!("{marker}@example.org")}),
-        Op::SendEmail => json!({"from": s.from, "to": ["chaos@example.org"], "subject": marker, "text": "once"}),
-        _ => Value::Null,
-    }
-}
-
-fn path(op: Op) -> &'static str {
-    match op {
-        Op::ListPosts => "/posts?limit=5",
-        Op::CreatePost => "/posts",
-        Op::ListContacts => "/contacts?limit=5",
-        Op::CreateContact => "/contacts",
-        Op::SendEmail => "/emails",
-    }
-}
-
-async fn call(http: &reqwest::Client, base: &str, key: &str, op: Op, marker: Option<&str>, s: &Setup) -> Answer {
-    let started = Instant::now();
-    let url = format!("{base}{}", path(op));
-    let mut r = if op.write() { http.post(&url).json(&body(op, marker.expect("a write's marker"), s)) } else { http.get(&url) };
-    r = r.header("authorization", format!("Bearer {key}"));
-    if let Some(m) = marker {
-        r = r.header("idempotency-key", m);
-    }
-    let resp = tokio::time::timeout(Duration::from_secs(60), r.send()).await.expect("an answer within 60 s").expect("an HTTP answer");
-    let status = resp.status().as_u16();
-    let rid = resp.headers().get("request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    let retry_after = resp.headers().get("retry-after").is_some();
-    let json: Value = resp.json().await.unwrap_or(Value::Null);
-    let in_envelope = !rid.is_empty()
-        && (status < 400
-            || (json["error"]["code"].is_string() && json["error"]["message"].is_string() && json["error"]["request_id"] == rid.as_str()));
-    let code = json["error"]["code"].as_str().unwrap_or_default().to_string();
-    Answer { op, status, code, in_envelope, retry_after, took: started.elapsed(), marker: marker.map(String::from) }
-}
-
-/// A write's unique marker, short enough for an email's local part.
-fn marker(tag: &str) -> String {
-    format!("{tag}{}", ulid::Ulid::generate().to_string().to_lowercase())
-}
-
-/// Mixed load from `workers` tasks until `stop`.
-async fn load(base: &str, key: &str, s: Arc<Setup>, workers: usize, until: Instant, tag: &str) -> Vec<Answer> {
-    let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
-    let tasks = (0..workers).map(|w| {
-        let (http, base, key, s, tag) = (http.clone(), base.to_string(), key.to_string(), s.clone(), tag.to_string());
-        tokio::spawn(async move {
-            let mut out = vec![];
-            let mut i = w;
-            while Instant::now() < until {
-                let op = Op::MIX[i % Op::MIX.len()];
-                let marker = op.write().then(|| marker(&tag));
-                out.push(call(&http, &base, &key, op, marker.as_deref(), &s).await);
-                i += 1;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            out
-        })
-    });
-    futures_util::future::join_all(tasks).await.into_iter().flat_map(|r| r.expect("load task")).collect()
 }
 
 /// A gateway whose DynamoDB and other AWS calls go through the proxies, with the production
@@ -347,25 +249,6 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     }
 }
 
-/// Every item of a list (newest pages first), through the direct gateway.
-async fn all(c: &Client, path: &str) -> Vec<Value> {
-    let mut out = vec![];
-    let mut cursor: Option<String> = None;
-    loop {
-        let url = match &cursor {
-            Some(cur) => format!("{path}?limit=100&cursor={cur}"),
-            None => format!("{path}?limit=100"),
-        };
-        let r = c.get(&url).await;
-        assert_eq!(r.status, 200, "{}", r.json);
-        out.extend(r.json["data"].as_array().cloned().unwrap_or_default());
-        match r.json["next_cursor"].as_str() {
-            Some(n) => cursor = Some(n.to_string()),
-            None => return out,
-        }
-    }
-}
-
 /// The goals every row must meet.
 fn check(row: &Row) {
     let name = format!("{} {}", row.dependency, row.fault.name());
@@ -418,27 +301,8 @@ async fn every_dependency_failing_keeps_answers_in_the_envelope_and_writes_once(
         }
     }
     if let Ok(doc) = std::env::var("CHAOS_REPORT") {
-        splice(&doc, &table);
+        let header = "| dependency | fault | requests it met | what clients got | in the envelope | Retry-After on 429/503 | slowest answer | slowest 429/503 | writes | emails sent | API whole again after |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        e2e::load::splice(&doc, "matrix", &format!("{header}{}", table.join("\n")));
     }
     assert!(failures.is_empty(), "rows missing their goals:\n{}", failures.join("\n"));
-}
-
-/// Put the table between the document's `<!-- matrix -->` and `<!-- /matrix -->` lines.
-fn splice(doc: &str, rows: &[String]) {
-    let text = std::fs::read_to_string(doc).expect("the reliability document");
-    let (head, rest) = text.split_once("<!-- matrix -->\n").expect("a <!-- matrix --> line");
-    let (_, tail) = rest.split_once("<!-- /matrix -->").expect("a <!-- /matrix --> line");
-    let header = "| dependency | fault | requests it met | what clients got | in the envelope | Retry-After on 429/503 | slowest answer | slowest 429/503 | writes | emails sent | API whole again after |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
-    let when = format!("Measured {} at `{}`.\n\n", chrono::Utc::now().format("%Y-%m-%d"), git_head());
-    std::fs::write(doc, format!("{head}<!-- matrix -->\n{when}{header}{}\n<!-- /matrix -->{tail}", rows.join("\n")))
-        .expect("write the matrix");
-}
-
-fn git_head() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
 }

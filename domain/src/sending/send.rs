@@ -7,9 +7,12 @@
 //! cancelled, failed, ...) drops. SES is called once per claim (the client does not retry
 //! SendEmail); a send whose outcome is unknown (a timeout after the request left) ends
 //! `failed` with `outcome_unknown` rather than going out twice, and the write recording a
-//! send is retried while the claim holds. The one window left is a crash (or a DynamoDB
-//! outage longer than the claim) between SES accepting the message and that write; then the
-//! claim expires and the email is sent again (at-least-once rather than lost).
+//! send is retried while the claim holds. Everything that can fail before SES is done before
+//! the claim, so a claim is followed by the call at once: a claim that expires without a
+//! recorded answer (the sender was killed, or a DynamoDB outage outlasted the claim) means
+//! SES may have the email, and the next copy records it `failed` / `outcome_unknown` instead
+//! of sending it again. At most once: a sender killed in the moment between its claim and
+//! the call leaves an email that was not sent marked so too.
 
 use super::Sender;
 use crate::emails::compose;
@@ -23,8 +26,6 @@ use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, n, s, ws_pk};
 
-/// Longer than the sender's Lambda timeout (60 s): a live invocation never loses its claim.
-pub const CLAIM_SECS: i64 = 90;
 /// Stop retrying the recording this long before the claim ends, so no other copy can claim
 /// the email while a write of ours may still land.
 const RECORD_MARGIN_SECS: i64 = 15;
@@ -89,8 +90,21 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
     if let Some(outcome) = not_ready(&stored, now_secs) {
         return Ok(outcome);
     }
+    if stored.claim_token.is_some() {
+        // A sender claimed it and never recorded what SES said (it was killed, or its write
+        // kept failing past the claim). It called SES right after claiming, so SES may have
+        // the email: it is not sent again.
+        let held = claim(sd, ws, &stored, now_s, now_secs).await?;
+        let email = held.email.clone();
+        let gone = SesFailure::Ambiguous("the sender holding the email stopped before recording SES's answer".into());
+        return record(sd, ws, &held, email, Err(gone), now_s).await;
+    }
+    // Everything that can fail before SES is asked first, so a claim is followed by the
+    // call at once: a claim left behind means SES may have been called.
+    let (suppressed, body, domain_verified) = recheck(sd, ws, &stored.email).await?;
     let held = claim(sd, ws, &stored, now_s, now_secs).await?;
-    let (mut email, body, domain_verified) = recheck(sd, ws, &held).await?;
+    let mut email = held.email.clone();
+    email.suppressed_recipients = suppressed;
     if !domain_verified {
         // The domain was deleted (or failed) since the email was accepted.
         let message = format!("{} is no longer at a verified sending domain of this workspace", email.from);
@@ -133,6 +147,7 @@ fn not_ready(stored: &Stored, now_secs: i64) -> Option<Outcome> {
 /// becomes queued with its event here. A lost race is `WorkError::Stale`.
 async fn claim(sd: &Sender, ws: &WorkspaceId, stored: &Stored, now_s: shared::ids::Timestamp, now_secs: i64) -> Result<Stored, WorkError> {
     let token = shared::ids::new_id("claim");
+    let claim_secs = sd.app.cfg.email.claim_secs;
     let mut claimed = stored.email.clone();
     claimed.attempts += 1;
     claimed.updated_at = now_s;
@@ -140,21 +155,24 @@ async fn claim(sd: &Sender, ws: &WorkspaceId, stored: &Stored, now_s: shared::id
     if was_scheduled {
         claimed.set_status(EmailStatus::Queued, now_s);
     }
-    let rec = model::record(ws, &claimed)?.attr("claim_token", s(&token)).attr("claim_until", n(now_secs + CLAIM_SECS));
+    let rec = model::record(ws, &claimed)?.attr("claim_token", s(&token)).attr("claim_until", n(now_secs + claim_secs));
     let mut tx = Tx::new().replace(rec, stored.version);
     if was_scheduled {
         tx = with_activity(ws, &claimed, tx.event(Event::new(ws, "email.queued", &claimed)))?;
     }
     tx.commit(&sd.app).await?;
-    Ok(Stored { email: claimed, version: stored.version + 1, claim_token: Some(token), claim_until: now_secs + CLAIM_SECS })
+    Ok(Stored { email: claimed, version: stored.version + 1, claim_token: Some(token), claim_until: now_secs + claim_secs })
 }
 
 /// What may have changed since the email was accepted: its recipients may have unsubscribed,
-/// bounced or complained, and its sending domain may be gone. Answers the email with its
-/// suppressed recipients updated, its stored bodies, and whether its domain is still verified.
-async fn recheck(sd: &Sender, ws: &WorkspaceId, held: &Stored) -> Result<(Email, Option<store::Item>, bool), WorkError> {
+/// bounced or complained, and its sending domain may be gone. Answers its suppressed
+/// recipients now, its stored bodies, and whether its domain is still verified.
+async fn recheck(
+    sd: &Sender,
+    ws: &WorkspaceId,
+    e: &Email,
+) -> Result<(Vec<model::SuppressedRecipient>, Option<store::Item>, bool), WorkError> {
     let app = &sd.app;
-    let e = &held.email;
     let all: Vec<String> = e.to.iter().chain(&e.cc).chain(&e.bcc).cloned().collect();
     let (body, recipients, domains) = futures_util::future::try_join3(
         app.db.get(&ws_pk(ws), &model::body_sk(&e.id)),
@@ -162,15 +180,15 @@ async fn recheck(sd: &Sender, ws: &WorkspaceId, held: &Stored) -> Result<(Email,
         crate::emails::domains::verified_names(app, ws),
     )
     .await?;
-    let mut email = e.clone();
-    for sr in compose::suppressed(all, email.transactional, &recipients) {
-        if !email.suppressed_recipients.iter().any(|x| x.email == sr.email) {
-            email.suppressed_recipients.push(sr);
+    let mut suppressed = e.suppressed_recipients.clone();
+    for sr in compose::suppressed(all, e.transactional, &recipients) {
+        if !suppressed.iter().any(|x| x.email == sr.email) {
+            suppressed.push(sr);
         }
     }
-    let from = compose::parse_mailbox(&email.from).map(|(_, addr)| addr).unwrap_or_default();
+    let from = compose::parse_mailbox(&e.from).map(|(_, addr)| addr).unwrap_or_default();
     let verified = crate::emails::domains::covers(&domains, &from);
-    Ok((email, body, verified))
+    Ok((suppressed, body, verified))
 }
 
 /// Record what SES said. Only a send SES certainly did not take is tried again.

@@ -1,0 +1,147 @@
+//! A steady mixed load on the API, as the fault matrix and the soak send it: list posts,
+//! create a post, list contacts, create a contact, send an email, each write with a unique
+//! marker as its `Idempotency-Key` (and its content, address or subject), so its effects can
+//! be counted afterwards. Every answer is recorded, never asserted here.
+
+use crate::Client;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Op {
+    ListPosts,
+    CreatePost,
+    ListContacts,
+    CreateContact,
+    SendEmail,
+}
+
+impl Op {
+    pub const MIX: [Op; 5] = [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail];
+    pub fn write(self) -> bool {
+        matches!(self, Op::CreatePost | Op::CreateContact | Op::SendEmail)
+    }
+}
+
+/// One answer the load got.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub op: Op,
+    pub status: u16,
+    pub code: String,
+    pub in_envelope: bool,
+    pub retry_after: bool,
+    pub took: Duration,
+    /// A write's unique marker (its idempotency key, content, email or subject).
+    pub marker: Option<String>,
+}
+
+pub struct Setup {
+    pub channel: String,
+    pub from: String,
+}
+
+pub fn body(op: Op, marker: &str, s: &Setup) -> Value {
+    match op {
+        Op::CreatePost => json!({"content": marker, "channel_ids": [s.channel]}),
+        Op::CreateContact => json!({"email": format!("{marker}@example.org")}),
+        Op::SendEmail => json!({"from": s.from, "to": ["chaos@example.org"], "subject": marker, "text": "once"}),
+        _ => Value::Null,
+    }
+}
+
+pub fn path(op: Op) -> &'static str {
+    match op {
+        Op::ListPosts => "/posts?limit=5",
+        Op::CreatePost => "/posts",
+        Op::ListContacts => "/contacts?limit=5",
+        Op::CreateContact => "/contacts",
+        Op::SendEmail => "/emails",
+    }
+}
+
+pub async fn call(http: &reqwest::Client, base: &str, key: &str, op: Op, marker: Option<&str>, s: &Setup) -> Answer {
+    let started = Instant::now();
+    let url = format!("{base}{}", path(op));
+    let mut r = if op.write() { http.post(&url).json(&body(op, marker.expect("a write's marker"), s)) } else { http.get(&url) };
+    r = r.header("authorization", format!("Bearer {key}"));
+    if let Some(m) = marker {
+        r = r.header("idempotency-key", m);
+    }
+    let resp = tokio::time::timeout(Duration::from_secs(60), r.send()).await.expect("an answer within 60 s").expect("an HTTP answer");
+    let status = resp.status().as_u16();
+    let rid = resp.headers().get("request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let retry_after = resp.headers().get("retry-after").is_some();
+    let json: Value = resp.json().await.unwrap_or(Value::Null);
+    let in_envelope = !rid.is_empty()
+        && (status < 400
+            || (json["error"]["code"].is_string() && json["error"]["message"].is_string() && json["error"]["request_id"] == rid.as_str()));
+    let code = json["error"]["code"].as_str().unwrap_or_default().to_string();
+    Answer { op, status, code, in_envelope, retry_after, took: started.elapsed(), marker: marker.map(String::from) }
+}
+
+/// A write's unique marker, short enough for an email's local part.
+pub fn marker(tag: &str) -> String {
+    format!("{tag}{}", ulid::Ulid::generate().to_string().to_lowercase())
+}
+
+/// Mixed load from `workers` tasks until `stop`.
+pub async fn load(base: &str, key: &str, s: Arc<Setup>, workers: usize, until: Instant, tag: &str) -> Vec<Answer> {
+    let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+    let tasks = (0..workers).map(|w| {
+        let (http, base, key, s, tag) = (http.clone(), base.to_string(), key.to_string(), s.clone(), tag.to_string());
+        tokio::spawn(async move {
+            let mut out = vec![];
+            let mut i = w;
+            while Instant::now() < until {
+                let op = Op::MIX[i % Op::MIX.len()];
+                let marker = op.write().then(|| marker(&tag));
+                out.push(call(&http, &base, &key, op, marker.as_deref(), &s).await);
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            out
+        })
+    });
+    futures_util::future::join_all(tasks).await.into_iter().flat_map(|r| r.expect("load task")).collect()
+}
+
+/// Every item of a list (newest pages first), through `c`.
+pub async fn all(c: &Client, path: &str) -> Vec<Value> {
+    let mut out = vec![];
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(cur) => format!("{path}?limit=100&cursor={cur}"),
+            None => format!("{path}?limit=100"),
+        };
+        let r = c.get(&url).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        out.extend(r.json["data"].as_array().cloned().unwrap_or_default());
+        match r.json["next_cursor"].as_str() {
+            Some(n) => cursor = Some(n.to_string()),
+            None => return out,
+        }
+    }
+}
+
+/// Replace what stands between the document's `<!-- {section} -->` and `<!-- /{section} -->`
+/// lines with `text`, after a line saying when and at which commit it was measured.
+pub fn splice(doc: &str, section: &str, text: &str) {
+    let old = std::fs::read_to_string(doc).expect("the document");
+    let (open, close) = (format!("<!-- {section} -->\n"), format!("<!-- /{section} -->"));
+    let (head, rest) = old.split_once(&open).unwrap_or_else(|| panic!("{doc} has no {open}"));
+    let (_, tail) = rest.split_once(&close).unwrap_or_else(|| panic!("{doc} has no {close}"));
+    let when = format!("Measured {} at `{}`.\n\n", chrono::Utc::now().format("%Y-%m-%d"), git_head());
+    std::fs::write(doc, format!("{head}{open}{when}{text}\n{close}{tail}")).expect("write the document");
+}
+
+fn git_head() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}

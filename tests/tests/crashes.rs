@@ -1,0 +1,308 @@
+//! Crashes: the email sender, the contact import worker and the GDPR worker each run as a real
+//! process (this test binary, started again as `worker_process`, running the worker's domain
+//! code as its `main.rs` does) and are killed with SIGKILL at random moments while they hold
+//! work; then the work is handed over again, as SQS does after a lost invocation, until it is
+//! done. Every accepted piece of work must end exactly once: each email sent once (or
+//! `failed` / `outcome_unknown`), each imported row once, the export whole with every contact
+//! once. The work goes to queues of this test's own, so no in-process worker of the harness
+//! takes it. `make test` kills each worker once; `make chaos` (`CHAOS=full`) six times.
+
+use e2e::{Client, harness};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn full() -> bool {
+    std::env::var("CHAOS").is_ok_and(|v| v == "full")
+}
+
+/// One worker process's run of `event`: its batch answer, or `None` when `kill` came first
+/// (a future that ends when the process is to die).
+async fn run(
+    worker: &str,
+    env: &[(String, String)],
+    event: &Value,
+    kill: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>>,
+) -> Option<Value> {
+    let exe = std::env::current_exe().expect("this test binary");
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(["--exact", "worker_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("CRASH_WORKER", worker)
+        .env("CRASH_EVENT", event.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("a worker process");
+    if let Some(kill) = kill {
+        tokio::select! {
+            _ = kill => {}
+            _ = child.wait() => {}
+        }
+        // SIGKILL: no destructor, no flush, whatever it was awaiting.
+        let _ = child.start_kill();
+        child.wait().await.expect("reaped");
+        return None;
+    }
+    let out =
+        tokio::time::timeout(Duration::from_secs(120), child.wait_with_output()).await.expect("a worker run within 120 s").expect("output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once("CRASH_RESULT ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("{worker} answered nothing: {text}"));
+    Some(serde_json::from_str(line).expect("a batch answer"))
+}
+
+/// The event SQS would hand the worker: the queue's messages, received (and left invisible
+/// for a while, as the event source mapping does).
+async fn event_from(sqs: &aws_sdk_sqs::Client, queue: &str) -> Option<Value> {
+    let out =
+        sqs.receive_message().queue_url(queue).max_number_of_messages(10).wait_time_seconds(1).visibility_timeout(30).send().await.ok()?;
+    let msgs = out.messages.unwrap_or_default();
+    if msgs.is_empty() {
+        return None;
+    }
+    for m in &msgs {
+        sqs.delete_message().queue_url(queue).receipt_handle(m.receipt_handle().unwrap_or_default()).send().await.expect("delete");
+    }
+    let records =
+        msgs.iter().map(|m| shared::sqs::message(m.message_id().unwrap_or_default(), "r", m.body().unwrap_or_default())).collect();
+    Some(serde_json::to_value(shared::sqs::event(records)).expect("event"))
+}
+
+/// What became of one worker's work.
+struct Crashed {
+    runs: usize,
+    /// Kills after which the work was seen half done.
+    mid_work: usize,
+}
+
+/// Kill a worker `kills` times on the queue's work, each as soon as its `progress` (units of
+/// work done: rows, parts, SES calls) moved past where the run found it, then run it (again
+/// on whatever it left for later, and on a batch it failed) until `settled` says the work
+/// is done.
+async fn crash_and_finish<F, Fut, G, Gut>(
+    worker: &str,
+    env: &[(String, String)],
+    queue: &str,
+    kills: usize,
+    progress: G,
+    settled: F,
+) -> Crashed
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+    G: Fn() -> Gut,
+    Gut: std::future::Future<Output = f64>,
+{
+    let sqs = harness().sqs().await;
+    let first = event_from(&sqs, queue).await.expect("the work's message");
+    let (mut runs, mut mid_work) = (0, 0);
+    for _ in 0..kills {
+        let before = progress().await;
+        let kill = Box::pin(async {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while progress().await <= before && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        run(worker, env, &first, Some(kill)).await;
+        runs += 1;
+        mid_work += usize::from(progress().await > before && !settled().await);
+    }
+    let mut pending = vec![first];
+    let deadline = Instant::now() + Duration::from_secs(150);
+    loop {
+        for ev in std::mem::take(&mut pending) {
+            let answer = run(worker, env, &ev, None).await.expect("ran to its end");
+            runs += 1;
+            // A batch it failed comes back, as SQS delivers it again.
+            if answer["batchItemFailures"].as_array().is_some_and(|f| !f.is_empty()) {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                pending.push(ev);
+            }
+        }
+        if let Some(ev) = event_from(&sqs, queue).await {
+            pending.push(ev);
+        }
+        if pending.is_empty() && settled().await {
+            return Crashed { runs, mid_work };
+        }
+        assert!(Instant::now() < deadline, "{worker}: the work did not settle after {runs} runs");
+    }
+}
+
+/// The queues of this test, and the functions' environment pointing at them.
+struct Stack {
+    env: Vec<(String, String)>,
+    emails: String,
+    imports: String,
+    gdpr: String,
+    base: String,
+    moto: e2e::faults::FaultProxy,
+}
+
+async fn stack() -> Stack {
+    let h = harness();
+    let sqs = h.sqs().await;
+    let queue = |name: &'static str| {
+        let sqs = sqs.clone();
+        async move { sqs.create_queue().queue_name(format!("crash-{name}-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap() }
+    };
+    let (emails, imports, gdpr) = (queue("emails").await, queue("imports").await, queue("gdpr").await);
+    let mut cfg = h.config.clone();
+    cfg.emails_queue_url = emails.clone();
+    cfg.contact_imports_queue_url = imports.clone();
+    cfg.gdpr_queue_url = gdpr.clone();
+    for class in shared::ratelimit::Class::ALL {
+        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
+    }
+    let base = h.gateway_with(cfg).await;
+    // SES answers the workers 300 ms late, so a kill can land between two sends.
+    let moto = e2e::faults::FaultProxy::start(&h.moto_endpoint).await;
+    moto.set(e2e::faults::Fault::Latency(Duration::from_millis(300)), Some("ses"));
+    let mut env: Vec<(String, String)> = h.env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    env.retain(|(k, _)| !matches!(k.as_str(), "EMAILS_QUEUE_URL" | "CONTACT_IMPORTS_QUEUE_URL" | "GDPR_QUEUE_URL" | "AWS_ENDPOINT_URL"));
+    env.extend([
+        ("AWS_ENDPOINT_URL".into(), moto.url.clone()),
+        ("EMAILS_QUEUE_URL".into(), emails.clone()),
+        ("CONTACT_IMPORTS_QUEUE_URL".into(), imports.clone()),
+        ("GDPR_QUEUE_URL".into(), gdpr.clone()),
+        // A killed sender's claim ends after this (production: 90 s, past the Lambda timeout).
+        ("EMAIL_CLAIM_SECS".into(), "20".into()),
+        // Many small parts, so a kill lands between uploads.
+        ("EXPORT_PART_BYTES".into(), "2048".into()),
+    ]);
+    Stack { env, emails, imports, gdpr, base, moto }
+}
+
+#[tokio::test]
+async fn workers_killed_mid_work_finish_it_exactly_once() {
+    let h = harness();
+    let s = stack().await;
+    let (ws, key) = h.workspace("crashes").await;
+    let c = Client::new(&s.base, &key);
+    let kills = if full() { 6 } else { 1 };
+    let mut report = vec![];
+
+    // The email sender first: moto's record of sent mail (what counts SES's copies) stops
+    // answering once killed exports have left multipart uploads behind.
+    // 8 emails, each sent once (or failed with its outcome unknown).
+    let from = format!("crash@{}", e2e::verified_domain(&c, &ws).await);
+    let mut subjects = vec![];
+    for i in 0..8 {
+        let subject = format!("crash {i} {}", ulid::Ulid::generate());
+        let r =
+            c.post("/emails", &json!({"from": from, "to": [format!("reader{i}@example.org")], "subject": subject, "text": "once"})).await;
+        assert_eq!(r.status, 202, "{}", r.json);
+        subjects.push((subject, r.json["data"]["id"].as_str().unwrap().to_string()));
+    }
+    let statuses = || async {
+        let mut all = vec![];
+        for (_, id) in &subjects {
+            all.push(c.get(&format!("/emails/{id}")).await.json["data"]["status"].as_str().unwrap_or_default().to_string());
+        }
+        all
+    };
+    // SES calls made (they answer 300 ms late, so a kill finds them in flight).
+    let progress = || async { s.moto.hits() as f64 };
+    let done = || async { statuses().await.iter().all(|s| matches!(s.as_str(), "sent" | "delivered" | "failed")) };
+    let crashed = crash_and_finish("email-sender", &s.env, &s.emails, kills, progress, done).await;
+    let sent = h.ses_sent().await;
+    let (mut once, mut unknown) = (0, 0);
+    for (subject, id) in &subjects {
+        let copies = sent.iter().filter(|m| m["subject"] == subject.as_str()).count();
+        let status = c.get(&format!("/emails/{id}")).await.json["data"].clone();
+        match (status["status"].as_str(), copies) {
+            (Some("sent" | "delivered"), 1) => once += 1,
+            (Some("failed"), 0 | 1) if status["error"]["code"] == "outcome_unknown" => unknown += 1,
+            (st, n) => panic!("email {id}: {st:?} with {n} copies at SES: {status}"),
+        }
+    }
+    report.push(format!(
+        "| email sender | {kills} | {} | {} | 8 emails: {once} sent once, {unknown} failed with outcome unknown, none twice |",
+        crashed.mid_work, crashed.runs
+    ));
+
+    // The contact import (500 rows a step), each contact exactly once.
+    let total: usize = if full() { 3_000 } else { 1_000 };
+    let rows: Vec<Value> = (0..total).map(|i| json!({"email": format!("crash{i}@example.org"), "first_name": format!("C{i}")})).collect();
+    let imp = e2e::created(&c, "/contacts/imports", json!({"rows": rows}), 202).await;
+    let path = format!("/contacts/imports/{}", imp["id"].as_str().unwrap());
+    let progress = || async { c.get(&path).await.json["data"]["processed"].as_f64().unwrap_or(0.0) };
+    let done = || async { matches!(c.get(&path).await.json["data"]["status"].as_str(), Some("completed" | "failed")) };
+    let crashed = crash_and_finish("contact-import", &s.env, &s.imports, kills, progress, done).await;
+    let job = c.get(&path).await.json["data"].clone();
+    assert_eq!((job["status"].as_str(), job["created"].as_u64()), (Some("completed"), Some(total as u64)), "{job}");
+    let contacts = e2e::load::all(&c, "/contacts").await;
+    let mut emails: Vec<&str> = contacts.iter().filter_map(|c| c["email"].as_str()).filter(|e| e.starts_with("crash")).collect();
+    emails.sort_unstable();
+    let n = emails.len();
+    emails.dedup();
+    assert_eq!((n, emails.len()), (total, total), "every row once");
+    report.push(format!("| contact import | {kills} | {} | {} | {total} rows, each contact once |", crashed.mid_work, crashed.runs));
+
+    // The GDPR worker: a workspace export of those contacts, whole, each contact once.
+    let r = c.post("/gdpr/exports", &json!({"scope": "workspace"})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let path = format!("/gdpr/exports/{}", r.json["data"]["id"].as_str().unwrap());
+    // Its parts uploaded so far, from its job's saved position.
+    let app = h.app().await;
+    let export_id = r.json["data"]["id"].as_str().unwrap().to_string();
+    let progress = || async {
+        let sk = domain::keys::EXPORT_JOB.sk(&[&export_id]);
+        let item = app.db.get(&shared::store::ws_pk(&ws), &sk).await.unwrap().unwrap_or_default();
+        let resume: Value = shared::store::get_str(&item, "resume").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
+        resume["parts"].as_array().map_or(0.0, |p| p.len() as f64)
+    };
+    let done = || async { matches!(c.get(&path).await.json["data"]["status"].as_str(), Some("completed" | "failed")) };
+    let crashed = crash_and_finish("gdpr-worker", &s.env, &s.gdpr, kills, progress, done).await;
+    let job = c.get(&path).await.json["data"].clone();
+    assert_eq!(job["status"], "completed", "{job}");
+    let doc = document(job["download_url"].as_str().expect("a download link")).await;
+    let mut exported: Vec<&str> =
+        doc["sections"]["workspace"]["contact"].as_array().unwrap().iter().filter_map(|c| c["email"].as_str()).collect();
+    exported.sort_unstable();
+    let n = exported.len();
+    exported.dedup();
+    assert_eq!((n, exported.len()), (total, total), "every contact once in the document");
+    report.push(format!(
+        "| GDPR export | {kills} | {} | {} | the document whole, {total} contacts each once |",
+        crashed.mid_work, crashed.runs
+    ));
+
+    let table = format!(
+        "| worker | kills (SIGKILL) | kills that left the work half done | runs in all | outcome |\n|---|---|---|---|---|\n{}",
+        report.join("\n")
+    );
+    println!("{table}");
+    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
+        e2e::load::splice(&doc, "crashes", &table);
+    }
+}
+
+/// Download and decode an export document.
+async fn document(url: &str) -> Value {
+    use std::io::Read;
+    let bytes = reqwest::get(url).await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("gzip");
+    serde_json::from_str(&text).expect("the document is JSON")
+}
+
+/// The worker process: what a worker's `main.rs` does with one invocation (clients from the
+/// functions' environment, the event to the worker's domain code), run by the test above.
+#[tokio::test]
+#[ignore = "a worker process of the crash test, started by it with CRASH_WORKER and CRASH_EVENT"]
+async fn worker_process() {
+    let worker = std::env::var("CRASH_WORKER").expect("CRASH_WORKER names the worker");
+    let event: shared::sqs::SqsEvent = serde_json::from_str(&std::env::var("CRASH_EVENT").expect("CRASH_EVENT")).expect("an SQS event");
+    let app = shared::App::from_env().await.expect("the functions' environment");
+    let answer = match worker.as_str() {
+        "email-sender" => domain::sending::Sender::new(app).handle_sqs(event).await,
+        "contact-import" => domain::contacts::import::handle_sqs(&app, event).await,
+        "gdpr-worker" => domain::gdpr::worker::handle_sqs(&app, event).await,
+        other => panic!("no worker {other}"),
+    };
+    println!("CRASH_RESULT {}", serde_json::to_string(&answer).expect("serializes"));
+}

@@ -1,0 +1,167 @@
+//! The soak: a steady mixed load on the API and the email sender for `SOAK_SECS` (900 by
+//! default), reported per minute: requests per second, p50 and p99, errors, and the resident
+//! memory of the process that hosts the gateway and the workers. At the end the queues must
+//! drain, every email be sent, and the dead-letter queues be empty. `make soak` runs it and
+//! writes the table into `docs/reliability.md`; `make test` skips it (`#[ignore]`).
+
+use e2e::load::{Op, Setup, call, marker};
+use e2e::{Client, harness};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Requests per second the load offers (a rate the local stack on 2 cores holds).
+const RATE: u64 = 20;
+const WORKERS: u64 = 4;
+
+#[derive(Default, Clone)]
+struct Minute {
+    latencies_ms: Vec<u64>,
+    server_errors: usize,
+    client_errors: usize,
+    rss_kib: u64,
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::test]
+#[ignore = "15 minutes: make soak"]
+async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
+    let secs: u64 = std::env::var("SOAK_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(900);
+    let h = harness();
+    let base = h.generous_gateway().await;
+    let (ws, key) = h.workspace("soak").await;
+    let admin = Client::new(&base, &key);
+    let setup =
+        Arc::new(Setup { channel: e2e::channel(&admin, "soak").await, from: format!("soak@{}", e2e::verified_domain(&admin, &ws).await) });
+    let sender = Arc::new(h.sender().await);
+    let handler: tools::worker::Handler = Arc::new(move |ev| {
+        let sender = sender.clone();
+        Box::pin(async move { sender.handle_sqs(ev).await })
+    });
+    let worker = tools::worker::poll(h.sqs().await, h.resources.emails_queue_url.clone(), handler);
+    let minutes = secs.div_ceil(60) as usize;
+    let log = Arc::new(std::sync::Mutex::new(vec![Minute::default(); minutes]));
+    let started = Instant::now();
+    let every = Duration::from_millis(1000 * WORKERS / RATE);
+    let tasks = (0..WORKERS).map(|w| {
+        let (base, key, setup, log) = (base.clone(), key.clone(), setup.clone(), log.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::builder().no_proxy().build().unwrap();
+            let mut subjects = vec![];
+            let mut next = Instant::now() + every * w as u32 / WORKERS as u32;
+            let mut i = w as usize;
+            while started.elapsed() < Duration::from_secs(secs) {
+                tokio::time::sleep_until(next.into()).await;
+                next += every;
+                let op = Op::MIX[i % Op::MIX.len()];
+                i += 1;
+                let m = op.write().then(|| marker("soak"));
+                let a = call(&http, &base, &key, op, m.as_deref(), &setup).await;
+                if op == Op::SendEmail && a.status == 202 {
+                    subjects.extend(m);
+                }
+                let minute = (started.elapsed().as_secs() / 60) as usize;
+                let mut log = log.lock().unwrap();
+                if let Some(slot) = log.get_mut(minute.min(minutes - 1)) {
+                    slot.latencies_ms.push(a.took.as_millis() as u64);
+                    slot.server_errors += usize::from(a.status >= 500);
+                    slot.client_errors += usize::from((400..500).contains(&a.status));
+                }
+            }
+            subjects
+        })
+    });
+    let sampler = {
+        let log = log.clone();
+        tokio::spawn(async move {
+            loop {
+                let minute = (started.elapsed().as_secs() / 60) as usize;
+                let rss = tools::runtime_api::proc_status_kib("self", "VmRSS");
+                if let Some(slot) = log.lock().unwrap().get_mut(minute.min(minutes - 1)) {
+                    slot.rss_kib = slot.rss_kib.max(rss);
+                }
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        })
+    };
+    let subjects: Vec<String> = futures_util::future::join_all(tasks).await.into_iter().flat_map(|r| r.expect("load")).collect();
+    sampler.abort();
+    // Drained: every email sent, once.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let unsent = loop {
+        let sent = h.ses_sent().await;
+        let unsent: Vec<&String> = subjects.iter().filter(|s| !sent.iter().any(|m| m["subject"] == s.as_str())).collect();
+        let twice = subjects.iter().filter(|s| sent.iter().filter(|m| m["subject"] == s.as_str()).count() > 1).count();
+        assert_eq!(twice, 0, "emails sent twice");
+        if unsent.is_empty() || Instant::now() > deadline {
+            break unsent.len();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    worker.abort();
+    let sqs = h.sqs().await;
+    let mut dlq = vec![];
+    for (name, url) in [
+        ("events", &h.resources.events_dlq_url),
+        ("deliveries", &h.resources.deliveries_dlq_url),
+        ("emails", &h.resources.emails_dlq_url),
+        ("publish", &h.resources.publish_dlq_url),
+    ] {
+        let attrs = sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .expect("queue attributes");
+        let depth: u64 = attrs
+            .attributes()
+            .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        dlq.push((name, depth));
+    }
+    let log = log.lock().unwrap().clone();
+    let mut rows = vec![];
+    let mut p99s = vec![];
+    for (i, m) in log.iter().enumerate() {
+        let mut l = m.latencies_ms.clone();
+        l.sort_unstable();
+        p99s.push(percentile(&l, 0.99));
+        rows.push(format!(
+            "| {} | {:.1} | {} ms | {} ms | {} | {} | {} MiB |",
+            i + 1,
+            l.len() as f64 / 60.0,
+            percentile(&l, 0.5),
+            percentile(&l, 0.99),
+            m.server_errors,
+            m.client_errors,
+            m.rss_kib / 1024
+        ));
+    }
+    let header = "| minute | requests/s | p50 | p99 | 5xx | 4xx | RSS (gateway, workers and harness, one process) |\n|---|---|---|---|---|---|---|\n";
+    let dlq_text = dlq.iter().map(|(n, d)| format!("{n} {d}")).collect::<Vec<_>>().join(", ");
+    let summary =
+        format!("\n\n{} emails accepted, {} left unsent after the drain; dead-letter queues: {dlq_text}.", subjects.len(), unsent);
+    let table = format!("{header}{}{summary}", rows.join("\n"));
+    println!("{table}");
+    if let Ok(doc) = std::env::var("SOAK_REPORT") {
+        e2e::load::splice(&doc, "soak", &table);
+    }
+    let five = log.iter().map(|m| m.server_errors).sum::<usize>();
+    assert_eq!(five, 0, "no 5xx under steady load");
+    assert_eq!(unsent, 0, "every email sent");
+    assert!(dlq.iter().all(|(_, d)| *d == 0), "dead-letter queues empty: {dlq_text}");
+    if log.len() >= 3 {
+        // The first minute warms caches and pools: compare the second with the last.
+        let (first, last) = (p99s[1].max(1), p99s[log.len() - 1]);
+        assert!(last as f64 <= first as f64 * 1.2 + 20.0, "p99 grew from {first} ms to {last} ms");
+        let (rss_early, rss_late) = (log[1].rss_kib.max(1), log[log.len() - 1].rss_kib);
+        assert!(rss_late as f64 <= rss_early as f64 * 1.2, "RSS grew from {rss_early} KiB to {rss_late} KiB");
+    }
+}
