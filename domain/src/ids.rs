@@ -28,8 +28,12 @@ shared::prefixed_id!(ServiceId, "svc", "service");
 
 impl ContactId {
     /// What a record that outlives its contact holds once an erasure removed the person (a
-    /// booking keeps its slot): the empty id, which no contact has.
+    /// booking keeps its slot): the empty id, which no contact has. Never a key: check
+    /// [`ContactId::is_erased`] before loading or linking by it.
     pub fn erased() -> Self {
         Self::from(String::new())
+    }
+    pub fn is_erased(&self) -> bool {
+        self.as_str().is_empty()
     }
 }

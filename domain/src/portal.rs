@@ -495,6 +495,11 @@ pub async fn update_me(
         errs.add("consent_text_version", "must be at most 100 characters");
     }
     errs.finish()?;
+    // The session's proof before any write: a session ended meanwhile changes nothing.
+    let proven = match consent.0 {
+        Some(_) => Some(proof(app, ws, session_token, &c).await?),
+        None => None,
+    };
     if !contacts::changed_fields(&old, &c).is_empty() {
         c.updated_at = Timestamp::now();
         contacts::commit_update(app, ws, &old, &c, version).await?;
@@ -509,7 +514,7 @@ pub async fn update_me(
             user_agent: user_agent.map(|s| s.chars().take(512).collect()),
         };
         let mut consent = evidence.consent(&subject, "marketing_email", granted)?;
-        consent.proof = Some(proof(app, ws, session_token, &c).await?);
+        consent.proof = proven;
         contacts::consents::record(app, ws, &consent).await?;
     }
     let (c, _) = contacts::load(app, ws, &c.id).await.map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))?;

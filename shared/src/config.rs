@@ -124,7 +124,9 @@ impl EmailSettings {
             .collect();
         let configuration_set = var("SES_CONFIGURATION_SET");
         let requeue_after_secs = var("EMAIL_REQUEUE_AFTER_SECS").and_then(|v| v.parse().ok()).unwrap_or(120);
-        let claim_secs = var("EMAIL_CLAIM_SECS").and_then(|v| v.parse().ok()).unwrap_or(90);
+        // Past the 15 s the sender keeps for recording an answer (production: above its 60 s
+        // timeout plus that, 90 s).
+        let claim_secs = var("EMAIL_CLAIM_SECS").and_then(|v| v.parse().ok()).filter(|s: &i64| *s >= 20).unwrap_or(90);
         Self { allowed_domains, configuration_set, requeue_after_secs, claim_secs, identity_tag: var("SES_IDENTITY_TAG") }
     }
 

@@ -215,7 +215,11 @@ pub async fn publish(app: &App, events: &[Event]) {
     for (body, count) in bodies {
         match app.hand_off(&app.cfg.events_queue_url, &body, 0).await {
             Ok(()) => tracing::info!(count, first_event = %events.first().map(|e| e.id.as_str()).unwrap_or_default(), "events queued"),
-            Err(e) => tracing::warn!(count, error = %e, "events not queued; left in outbox for the sweep"),
+            // The rest too: one slow queue must not cost a request a hand-off per batch.
+            Err(e) => {
+                tracing::warn!(count, error = %e, "events not queued; left in outbox for the sweep");
+                return;
+            }
         }
     }
 }

@@ -98,6 +98,21 @@ impl HttpConnector for Connector {
     }
 }
 
+/// True when `err` (an SDK error or anything wrapping this connector's) failed while
+/// connecting, before a byte of the request left: refused, unreachable, a DNS or TLS
+/// failure, a connect timeout. Only then is a request that must not run twice safe to send
+/// again.
+pub fn never_sent(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if e.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect) {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 /// The SDK retries I/O errors and timeouts; a request it built wrong is the caller's error.
 fn classify(e: reqwest::Error) -> ConnectorError {
     if e.is_timeout() {

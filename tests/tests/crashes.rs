@@ -225,7 +225,7 @@ async fn workers_killed_mid_work_finish_it_exactly_once() {
     ));
 
     // The contact import (500 rows a step), each contact exactly once.
-    let total: usize = if full() { 3_000 } else { 1_000 };
+    let total: usize = if full() { 3_000 } else { 600 };
     let rows: Vec<Value> = (0..total).map(|i| json!({"email": format!("crash{i}@example.org"), "first_name": format!("C{i}")})).collect();
     let imp = e2e::created(&c, "/contacts/imports", json!({"rows": rows}), 202).await;
     let path = format!("/contacts/imports/{}", imp["id"].as_str().unwrap());

@@ -306,3 +306,62 @@ async fn every_dependency_failing_keeps_answers_in_the_envelope_and_writes_once(
     }
     assert!(failures.is_empty(), "rows missing their goals:\n{}", failures.join("\n"));
 }
+
+/// A webhook receiver failing each way behind the proxy while posts are created: every event
+/// reaches it once the fault ends (retried on the dispatcher's schedule, here 1 s apart), in
+/// the time it records; copies past the first are counted (deliveries are at least once:
+/// an answer cut after the receiver took the event is sent again, and receivers dedupe by
+/// the event's id).
+#[tokio::test]
+async fn a_failing_webhook_receiver_gets_every_event_once_it_recovers() {
+    let h = harness();
+    let receiver = e2e::receiver::Receiver::start().await;
+    let origin = receiver.url.trim_end_matches("/hook").to_string();
+    let proxy = FaultProxy::start(&origin).await;
+    let (_, key) = h.workspace("chaos webhooks").await;
+    let c = Client::new(&h.generous_gateway().await, &key);
+    let channel = e2e::channel(&c, "chaos").await;
+    let r = c.post("/webhooks", &serde_json::json!({"url": format!("{}/hook", proxy.url), "event_types": ["post.created"]})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let faults = if full() {
+        vec![Fault::Reset, Fault::Hang, Fault::Latency(Duration::from_millis(1500)), Fault::Cut, Fault::ServerError, Fault::Throttle]
+    } else {
+        vec![Fault::Cut]
+    };
+    let mut rows = vec![];
+    for fault in faults {
+        proxy.set(fault, None);
+        let until = Instant::now() + Duration::from_secs(3);
+        let mut posts = vec![];
+        while Instant::now() < until {
+            let r = c.post("/posts", &serde_json::json!({"content": marker("wh"), "channel_ids": [channel]})).await;
+            assert_eq!(r.status, 201, "{}", r.json);
+            posts.push(r.json["data"]["id"].as_str().unwrap().to_string());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let hit = proxy.clear();
+        let cleared = Instant::now();
+        let copies = |received: &[e2e::receiver::Received], id: &str| {
+            received.iter().filter(|m| m.event_type() == "post.created" && m.json()["data"]["id"] == id).count()
+        };
+        let received = receiver.wait_until(120, |got| posts.iter().all(|p| copies(got, p) > 0)).await;
+        let whole_after = cleared.elapsed();
+        let missing = posts.iter().filter(|p| copies(&received, p) == 0).count();
+        let extra: usize = posts.iter().map(|p| copies(&received, p).saturating_sub(1)).sum();
+        let row = format!(
+            "| {} | {hit} | {} | {} | {extra} | {:.1} s |",
+            fault.name(),
+            posts.len(),
+            posts.len() - missing,
+            whole_after.as_secs_f64()
+        );
+        println!("{row}");
+        rows.push(row);
+        assert_eq!(missing, 0, "{}: events never delivered", fault.name());
+        assert!(hit > 0, "{}: the fault met no delivery", fault.name());
+    }
+    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
+        let header = "| receiver fault (3 s) | deliveries it met | events | delivered | copies past the first | all delivered after the fault ended |\n|---|---|---|---|---|---|\n";
+        e2e::load::splice(&doc, "webhooks", &format!("{header}{}", rows.join("\n")));
+    }
+}

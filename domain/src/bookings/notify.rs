@@ -65,7 +65,8 @@ async fn send(
     reminder: Option<(&EmailId, DateTime<Utc>)>,
 ) -> ApiResult<()> {
     let n = svc.notifications.as_ref().ok_or_else(|| ApiError::internal("no notifications"))?;
-    let cid = Some(b.contact_id.clone()).filter(|c| !c.is_empty()).ok_or_else(|| ApiError::internal("an erased booking has no contact"))?;
+    let cid =
+        Some(b.contact_id.clone()).filter(|c| !c.is_erased()).ok_or_else(|| ApiError::internal("an erased booking has no contact"))?;
     let (contact, _) = crate::contacts::load(app, ws, &cid).await?;
     let tz = super::tz(&res.timezone).unwrap_or_else(shared::zone::Zone::utc);
     let local = |t: &Timestamp| t.with_timezone(&tz).format("%A %e %B %Y, %H:%M %Z").to_string();

@@ -555,7 +555,7 @@ fn booking_record(ws: &WorkspaceId, b: &Booking, cells: &[String]) -> ApiResult<
 /// bookings are a prefix Query in start order, not a scan. None once an erasure removed the
 /// person from the booking.
 fn contact_link(ws: &WorkspaceId, b: &Booking) -> Option<Item> {
-    (!b.contact_id.is_empty()).then(|| {
+    (!b.contact_id.is_erased()).then(|| {
         Item::from([
             ("pk".into(), s(ws_pk(ws))),
             ("sk".into(), s(keys::CONTACT_BOOKING.sk(&[&b.contact_id, &b.start.to_string(), &b.id]))),
@@ -633,7 +633,7 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, sb: &StoredBooking, by: Cancell
 /// The contact's timeline entry for a change of this booking (none once an erasure removed the
 /// person from it).
 fn timeline(ws: &WorkspaceId, b: &Booking, kind: &str, summary: String) -> ApiResult<Option<Item>> {
-    if b.contact_id.is_empty() {
+    if b.contact_id.is_erased() {
         return Ok(None);
     }
     crate::contacts::activity(ws, &b.contact_id, kind, summary, serde_json::json!({"booking_id": b.id, "start": b.start})).map(Some)

@@ -585,7 +585,10 @@ pub async fn send_many(
         }
     }
     for (delay, ids) in by_delay {
-        model::enqueue(app, ws, &ids, delay).await;
+        // After one failed hand-off the tick enqueues the rest.
+        if !model::enqueue(app, ws, &ids, delay).await {
+            break;
+        }
     }
     Ok(())
 }
@@ -617,8 +620,9 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Email> {
     if !e.status.pending() {
         return Err(ApiError::conflict(format!("only scheduled or queued emails can be cancelled; this one is {}", e.status.as_str())));
     }
-    if stored.claimed(now.timestamp()) {
-        return Err(ApiError::conflict("the email is being sent right now"));
+    // A claim, live or left behind by a sender that stopped: SES may have the email.
+    if stored.claim_token.is_some() {
+        return Err(ApiError::conflict("the email is being sent right now, or its sending was interrupted; see its status shortly"));
     }
     e.set_status(super::EmailStatus::Cancelled, shared::ids::Timestamp::from(now));
     let (due_pk, due_sk) = super::due_key(ws, &stored.email);

@@ -363,8 +363,10 @@ pub async fn enqueue(app: &App, ws: &WorkspaceId, ids: &[EmailId], delay: i64) -
         let job = SendJob { workspace_id: ws.clone(), email_ids: chunk.to_vec() };
         let body = serde_json::to_string(&job).expect("job serializes");
         if let Err(e) = app.hand_off(&app.cfg.emails_queue_url, &body, delay).await {
-            tracing::warn!(error = %e, "email job not enqueued; the schedule tick will retry");
+            // The rest too: one slow queue must not cost a request a hand-off per chunk.
+            tracing::warn!(error = %e, "email jobs not enqueued; the schedule tick will retry");
             ok = false;
+            break;
         }
     }
     ok

@@ -130,7 +130,7 @@ async fn start(
         id: ExportId::generate(),
         object: "gdpr_export".into(),
         scope,
-        subject: subject.map(|s| SubjectRef { email: Some(s.email.clone()), contact_id: s.contact_id.clone() }),
+        subject: subject.map(|s| SubjectRef { email: Some(s.email.clone()), contact_id: s.contact_id.as_ref().map(String::from) }),
         status: JobStatus::Pending,
         progress: BTreeMap::new(),
         requested_by: requested_by.into(),

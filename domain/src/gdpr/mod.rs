@@ -11,7 +11,6 @@ pub mod export;
 pub mod jobs;
 pub mod worker;
 
-use crate::ids::ContactId;
 use crate::keys::{self, Kind};
 use crate::privacy::{Erase, Find, Rule, Subject, mentions};
 use serde::{Deserialize, Serialize};
@@ -30,9 +29,10 @@ pub struct SubjectRef {
     #[schema(format = Email, max_length = 254)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
-    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    /// A request's, checked by [`resolve`].
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contact_id: Option<ContactId>,
+    pub contact_id: Option<String>,
 }
 
 /// A contact as a subject with its history: the identities recorded on each change (one Query),

@@ -480,8 +480,9 @@ pub fn delivery_event(ws: &WorkspaceId, e: &crate::emails::Email) -> Option<Even
     }
     let update = DeliveryUpdate {
         object: "helpdesk_delivery".into(),
-        conversation_id: e.metadata.get("conversation_id")?.as_str().into(),
-        message_id: e.metadata.get("message_id")?.as_str().into(),
+        // Metadata a caller may have set on any email: only well-formed ids make the event.
+        conversation_id: shared::ids::PrefixedId::parse(e.metadata.get("conversation_id")?)?,
+        message_id: shared::ids::PrefixedId::parse(e.metadata.get("message_id")?)?,
         email_id: e.id.clone(),
         delivery_status: DeliveryStatus::of(e.status),
     };

@@ -160,7 +160,14 @@ async fn claim(sd: &Sender, ws: &WorkspaceId, stored: &Stored, now_s: shared::id
     if was_scheduled {
         tx = with_activity(ws, &claimed, tx.event(Event::new(ws, "email.queued", &claimed)))?;
     }
-    tx.commit(&sd.app).await?;
+    if let Err(e) = tx.commit(&sd.app).await {
+        // The claim may have been written and its answer lost (the SDK's retry then fails the
+        // version check): if the email carries our token, the claim is ours.
+        match model::load(&sd.app, ws, &claimed.id).await {
+            Ok(Some(now)) if now.claim_token.as_deref() == Some(token.as_str()) => return Ok(now),
+            _ => return Err(e.into()),
+        }
+    }
     Ok(Stored { email: claimed, version: stored.version + 1, claim_token: Some(token), claim_until: now_secs + claim_secs })
 }
 
@@ -228,8 +235,21 @@ async fn record(
         Err(SesFailure::Transient(msg)) => {
             // Give the claim back so the next try can take it.
             email.error = Some(SendError { code: "retrying".into(), message: msg });
-            Tx::new().replace(model::record(ws, &email)?, held.version).commit(&sd.app).await.map_err(TxError::stale)?;
-            return Ok(Outcome::Later(30 * u64::from(email.attempts)));
+            // Retried while the claim holds: a claim left behind would read as "SES may have
+            // it" although SES said it did not.
+            let tx = Tx::new().replace(model::record(ws, &email)?, held.version);
+            let mut wait = std::time::Duration::from_millis(200);
+            loop {
+                match tx.clone().commit(&sd.app).await {
+                    Ok(()) => return Ok(Outcome::Later(30 * u64::from(email.attempts))),
+                    Err(TxError::Api(e)) if held.claim_until - chrono::Utc::now().timestamp() > RECORD_MARGIN_SECS => {
+                        tracing::warn!(email_id = %email.id, error = %e, "giving the claim back failed; retrying under the claim");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(std::time::Duration::from_secs(5));
+                    }
+                    Err(e) => return Err(TxError::stale(e).into()),
+                }
+            }
         }
     };
     finish(sd, ws, held, email, message_id).await?;
@@ -347,7 +367,7 @@ async fn ses_send(
         }
         // A connection that broke after the request left (an answer cut off midway) is as
         // ambiguous as a timeout; only one that never connected is safe to send again.
-        Err(err @ SdkError::DispatchFailure(_)) if !never_connected(&err) => {
+        Err(err @ SdkError::DispatchFailure(_)) if !shared::sdk_http::never_sent(&err) => {
             Err(SesFailure::Ambiguous(aws_sdk_sesv2::error::DisplayErrorContext(&err).to_string()))
         }
         Err(err) => {
@@ -368,21 +388,6 @@ async fn ses_send(
             }
         }
     }
-}
-
-/// The connection was refused or could not be made: SES never saw the request.
-fn never_connected(err: &(dyn std::error::Error + 'static)) -> bool {
-    use std::io::ErrorKind::{AddrNotAvailable, ConnectionRefused, HostUnreachable, NetworkUnreachable};
-    let mut next = Some(err);
-    while let Some(e) = next {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(io.kind(), ConnectionRefused | AddrNotAvailable | HostUnreachable | NetworkUnreachable)
-        {
-            return true;
-        }
-        next = e.source();
-    }
-    false
 }
 
 #[cfg(test)]

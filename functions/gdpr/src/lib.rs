@@ -10,7 +10,6 @@ use domain::gdpr::erasure::{self, Erasure};
 use domain::gdpr::export::{self, ExportJob, ExportScope};
 use domain::gdpr::jobs::{JobError, JobStatus};
 use domain::gdpr::{ErasureId, ExportId, SubjectRef};
-use domain::ids::ContactId;
 use domain::keys;
 use serde::Deserialize;
 use shared::auth::Scope;
@@ -37,7 +36,7 @@ shared::area! {
     responses((status = 201, body = shared::openapi::Data<Consent>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn record_consent(app: &App, req: Req) -> ApiResult<Reply> {
     let mut input: RecordConsent = req.json()?;
-    let r = SubjectRef { email: input.email.take(), contact_id: input.contact_id.take().map(ContactId::from) };
+    let r = SubjectRef { email: input.email.take(), contact_id: input.contact_id.take() };
     let subject = domain::gdpr::resolve(app, req.ws()?, &r, "subject").await.map_err(unprefix)?;
     let consent = consents::build(input, &subject)?;
     consents::record(app, req.ws()?, &consent).await?;
@@ -68,10 +67,9 @@ struct ConsentQuery {
     responses((status = 200, body = shared::openapi::Data<ConsentState>), shared::openapi::CommonErrors))]
 pub async fn get_consents(app: &App, req: Req) -> ApiResult<Reply> {
     let q: ConsentQuery = req.query_as()?;
-    let subject =
-        domain::gdpr::resolve(app, req.ws()?, &SubjectRef { email: q.email, contact_id: q.contact_id.map(ContactId::from) }, "subject")
-            .await
-            .map_err(unprefix)?;
+    let subject = domain::gdpr::resolve(app, req.ws()?, &SubjectRef { email: q.email, contact_id: q.contact_id }, "subject")
+        .await
+        .map_err(unprefix)?;
     Ok(Reply::ok(&consents::state(app, req.ws()?, &subject).await?))
 }
 
