@@ -150,20 +150,19 @@ bench: deps wrk
 	cargo build -q --release $(addprefix -p ,$(FUNCTIONS)) -p hello-lambda
 	cargo run -q --profile bench-local -p tools --bin bench
 
-# The fault matrix: every fault of every dependency under a mixed load (tests/tests/faults.rs
+# The fault matrix: every fault of every dependency under a mixed load (tests/tests/reliability/faults.rs
 # with CHAOS=full; make test runs one fault per dependency), and the workers killed six times
-# each mid-work (tests/tests/crashes.rs; make test kills each once). The tables go into
+# each mid-work (tests/tests/reliability/crashes.rs; make test kills each once). The tables go into
 # docs/reliability.md.
 chaos: deps
-	$(CLIPPY_BUILD) cargo test -q -p e2e --test faults --test crashes --no-run
-	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test faults -- --nocapture
-	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test crashes -- --nocapture
+	$(CLIPPY_BUILD) cargo test -q -p e2e --test reliability --no-run
+	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --nocapture --test-threads=1 faults:: crashes::
 
-# The soak: 15 minutes of steady mixed load (tests/tests/soak.rs; SOAK_SECS shortens it),
+# The soak: 15 minutes of steady mixed load (tests/tests/reliability/soak.rs; SOAK_SECS shortens it),
 # its per-minute table written into docs/reliability.md.
 soak: deps
-	$(CLIPPY_BUILD) cargo test -q -p e2e --test soak --no-run
-	SOAK_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test soak -- --ignored --nocapture
+	$(CLIPPY_BUILD) cargo test -q -p e2e --test reliability --no-run
+	SOAK_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --ignored --nocapture soak::
 
 clean:
 	cargo clean

@@ -29,7 +29,7 @@ pub struct SubjectRef {
     #[schema(format = Email, max_length = 254)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
-    /// A request's, checked by [`resolve`].
+    // A string, as a request gives it: `resolve` checks it.
     #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<String>,

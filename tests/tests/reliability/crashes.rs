@@ -25,7 +25,7 @@ async fn run(
 ) -> Option<Value> {
     let exe = std::env::current_exe().expect("this test binary");
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.args(["--exact", "worker_process", "--ignored", "--nocapture", "--test-threads=1"])
+    cmd.args(["--exact", "crashes::worker_process", "--ignored", "--nocapture", "--test-threads=1"])
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("CRASH_WORKER", worker)
         .env("CRASH_EVENT", event.to_string())
