@@ -88,15 +88,21 @@ pub async fn keyed_page<T: DeserializeOwned>(app: &App, spec: crate::store::Quer
     Ok((items, out.next_after))
 }
 
+/// One page of a query, decoded; and the sort key to continue after.
+pub async fn page<T: DeserializeOwned>(app: &App, spec: crate::store::QuerySpec<'_>) -> ApiResult<(Vec<T>, Option<String>)> {
+    let out = app.db.query_page(spec).await?;
+    let items = out.items.into_iter().map(crate::store::from_item::<T>).collect::<ApiResult<Vec<_>>>()?;
+    Ok((items, out.next_after))
+}
+
 /// One page of a list: run the query, decode the items, mint the next cursor.
 pub async fn list_page<T: DeserializeOwned + Serialize>(
     app: &App,
-    page: &crate::cursor::PageRequest,
+    page_request: &crate::cursor::PageRequest,
     spec: crate::store::QuerySpec<'_>,
 ) -> ApiResult<Reply> {
-    let out = app.db.query_page(spec).await?;
-    let items = out.items.into_iter().map(crate::store::from_item::<T>).collect::<ApiResult<Vec<_>>>()?;
-    Ok(Reply::list(&items, out.next_after.map(|a| page.cursor_for(&a))))
+    let (items, next) = page::<T>(app, spec).await?;
+    Ok(Reply::list(&items, next.map(|a| page_request.cursor_for(&a))))
 }
 
 pub struct Reply {

@@ -145,7 +145,5 @@ pub async fn list(
     if !conds.is_empty() {
         spec = spec.filter(&expr, vals);
     }
-    let out = app.db.query_page(spec).await?;
-    let items = out.items.into_iter().map(shared::store::from_item::<Booking>).collect::<ApiResult<Vec<_>>>()?;
-    Ok((items, out.next_after))
+    shared::request::page::<Booking>(app, spec).await
 }

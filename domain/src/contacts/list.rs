@@ -101,9 +101,7 @@ pub async fn list(
     if !conds.is_empty() {
         spec = spec.filter(&expr, vals);
     }
-    let out = app.db.query_page(spec).await?;
-    let items = out.items.into_iter().map(store::from_item::<Contact>).collect::<ApiResult<Vec<_>>>()?;
-    Ok((items, out.next_after))
+    shared::request::page::<Contact>(app, spec).await
 }
 
 /// `q` (lower case): one Query over the search entries, then the contacts by key. The filters
