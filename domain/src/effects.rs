@@ -14,6 +14,7 @@
 //! | [`CreateApiKey`] | `api_keys.create` | admin | no |
 //! | [`RevokeApiKey`] | `api_keys.revoke` | admin | no |
 //! | [`ChangeMember`] | `members.change` | admin | no |
+//! | [`EmailSignInLink`] | `portal.sign_in` | none: anyone, to the address's owner only | yes |
 //! | [`OpenPortalSession`] | `portal.sessions.return` | admin | no |
 //! | [`CreateWebhook`], [`UpdateWebhook`], [`DeleteWebhook`], [`RotateWebhookSecret`] | `webhooks.*` | admin | no |
 //! | [`ConnectChannel`], [`UpdateChannel`], [`DeleteChannel`] | `channels.*` | admin | no |
@@ -24,13 +25,19 @@ use shared::auth::Scope;
 pub use shared::authority::{Authority, Effect, EffectInfo};
 
 macro_rules! effects {
-    ($( $(#[$doc:meta])* $name:ident = ($cap:literal, $needs:ident, $summary:literal, $self_service:literal); )*) => {
+    ($( $(#[$doc:meta])* $name:ident = ($cap:literal, $needs:ident, $summary:literal, $self_service:literal $(, public = $public:literal)?); )*) => {
         $(
             $(#[$doc])*
             pub struct $name;
             impl Effect for $name {
                 const INFO: EffectInfo =
-                    EffectInfo { capability: $cap, needs: Scope::$needs, summary: $summary, self_service: $self_service };
+                    EffectInfo {
+                    capability: $cap,
+                    needs: Scope::$needs,
+                    summary: $summary,
+                    self_service: $self_service,
+                    public: false $(|| $public)?,
+                };
             }
         )*
         /// Every effect, for the capability list and the docs.
@@ -55,6 +62,9 @@ effects! {
     RevokeApiKey = ("api_keys.revoke", Admin, "Revoke an API key", false);
     /// A person gains, changes or loses a role.
     ChangeMember = ("members.change", Admin, "Change a member's role", false);
+    /// A sign-in link and code emailed to whoever owns the address a visitor typed (the portal's
+    /// sign-in page, `POST /portal/sign-in`): anyone may ask, only the owner receives it.
+    EmailSignInLink = ("portal.sign_in", Write, "Email a customer a sign-in link to their own address", false, public = true);
     /// A portal session token handed to the caller instead of the customer's inbox.
     OpenPortalSession = ("portal.sessions.return", Admin, "Open a customer's portal session for the caller", false);
     CreateWebhook = ("webhooks.create", Admin, "Create a webhook endpoint", false);
@@ -70,3 +80,9 @@ effects! {
     /// The workspace's settings (name, portal origins, look).
     UpdateWorkspace = ("workspaces.update", Admin, "Change the workspace's settings", false);
 }
+
+/// The effects whose function sends an email through `emails::compose::send`: each decides to
+/// whom before it calls it.
+pub trait Mails: Effect {}
+impl Mails for SendEmail {}
+impl Mails for EmailSignInLink {}

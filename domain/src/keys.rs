@@ -239,6 +239,15 @@ pub const PORTAL_LINK: Kind = Kind::on(
 .gsi1("WS#<ws>#PLINKS#<ct id>", "PLINK#<link id>")
 .personal();
 
+pub const PORTAL_SIGN_IN: Kind = Kind::on(
+    "portal sign-in attempt",
+    "PORTALSIGNIN#<sha256 of the attempt token>",
+    "PORTALSIGNIN",
+    "workspace; when the address was a contact's: the contact, the hashes of the emailed code and of its link; guesses; `expires_at` (15 min, also the TTL); deleted by the right code",
+)
+.gsi1("WS#<ws>#PSIGNINS#<ct id>", "PSIGNIN#<attempt id>")
+.personal();
+
 pub const CONVERSATION: Kind = Kind::on(
     "helpdesk conversation",
     WORKSPACE_PK,
@@ -318,6 +327,7 @@ pub fn all() -> Vec<Kind> {
         ERASURE,
         TOMBSTONE,
         PORTAL_LINK,
+        PORTAL_SIGN_IN,
         CONVERSATION,
         HELPDESK_MESSAGE,
         CONVERSATION_TOKEN,
@@ -419,6 +429,7 @@ pub const EXPORT_JOBS: List = List::of(EXPORT_JOB, Index::Table);
 pub const ERASURES: List = List::of(ERASURE, Index::Table);
 pub const PORTAL_SESSIONS_OF_CONTACT: List = List::of(PORTAL_SESSION, Index::Gsi1);
 pub const PORTAL_LINKS_OF_CONTACT: List = List::of(PORTAL_LINK, Index::Gsi1);
+pub const PORTAL_SIGN_INS_OF_CONTACT: List = List::of(PORTAL_SIGN_IN, Index::Gsi1);
 pub const CONVERSATIONS: List = List::of(CONVERSATION, Index::Gsi1);
 pub const CONVERSATIONS_BY_STATUS: List = List::of(CONVERSATION, Index::Gsi2);
 pub const HELPDESK_MESSAGES: List = List::of(HELPDESK_MESSAGE, Index::Table);
@@ -463,6 +474,7 @@ pub const LISTS: &[List] = &[
     ERASURES,
     PORTAL_SESSIONS_OF_CONTACT,
     PORTAL_LINKS_OF_CONTACT,
+    PORTAL_SIGN_INS_OF_CONTACT,
     CONVERSATIONS,
     CONVERSATIONS_BY_STATUS,
     HELPDESK_MESSAGES,

@@ -5,7 +5,7 @@
 //! sessions so that an erasure finds them.
 
 use crate::contacts::{self, Contact, ContactId};
-use crate::effects::{Authority, EraseSubject, OpenPortalSession, SendEmail};
+use crate::effects::{Authority, EmailSignInLink, EraseSubject, OpenPortalSession, SendEmail};
 use crate::ids::EmailId;
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule};
@@ -29,6 +29,13 @@ pub const PRIVACY: &[Rule] = &[
         kind: keys::PORTAL_LINK,
         area: "portal",
         find: Find::ContactIndex(keys::PORTAL_LINKS_OF_CONTACT),
+        export: false,
+        erase: Erase::Delete,
+    },
+    Rule {
+        kind: keys::PORTAL_SIGN_IN,
+        area: "portal",
+        find: Find::ContactIndex(keys::PORTAL_SIGN_INS_OF_CONTACT),
         export: false,
         erase: Erase::Delete,
     },
@@ -370,24 +377,31 @@ pub(crate) async fn spend_erasure_code(
 /// that returns it), so two racing exchanges get one session. Used, expired and unknown tokens
 /// get the same answer.
 pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
-    let no = || ApiError::unauthorized("the login link is invalid, expired or already used");
     let shaped = token.strip_prefix(LINK_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
     if !shaped {
-        return Err(no());
+        return Err(link_refused());
     }
+    exchange_hash(app, &hash_api_key(token), None).await
+}
+
+fn link_refused() -> ApiError {
+    ApiError::unauthorized("the login link is invalid, expired or already used")
+}
+
+/// [`exchange`] by the link's hash (a sign-in code stands for the link it was sent with);
+/// `within`: the link must be this workspace's (the pages of one workspace sign in to it only).
+async fn exchange_hash(app: &App, link_hash: &str, within: Option<&WorkspaceId>) -> ApiResult<PortalSession> {
+    let no = link_refused;
     let now = chrono::Utc::now().timestamp();
-    let old = app
-        .db
-        .delete_when(
-            keys::PORTAL_LINK.pk(&[&hash_api_key(token)]),
-            keys::PORTAL_LINK.table.sk,
-            "attribute_exists(pk) AND expires_at > :now",
-        )
-        .value(":now", n(now))
-        .returning(aws_sdk_dynamodb::types::ReturnValue::AllOld)
-        .apply()
-        .await?
-        .ok_or_else(no)?;
+    let cond = match within {
+        Some(_) => "attribute_exists(pk) AND expires_at > :now AND workspace_id = :ws",
+        None => "attribute_exists(pk) AND expires_at > :now",
+    };
+    let mut delete = app.db.delete_when(keys::PORTAL_LINK.pk(&[link_hash]), keys::PORTAL_LINK.table.sk, cond).value(":now", n(now));
+    if let Some(ws) = within {
+        delete = delete.value(":ws", s(ws));
+    }
+    let old = delete.returning(aws_sdk_dynamodb::types::ReturnValue::AllOld).apply().await?.ok_or_else(no)?;
     let delivery = store::get_str(&old, "delivery").unwrap_or("return").to_string();
     let opened_by = store::get_str(&old, "opened_by").unwrap_or_default().to_string();
     let (Some(ws), Some(ct)) = (store::get_str(&old, "workspace_id"), store::get_str(&old, "contact_id").and_then(ContactId::parse)) else {
@@ -420,6 +434,287 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
     );
     Tx::new().put_if(item, "attribute_not_exists(pk)", vec![]).event(ev).commit(app).await.map_err(store::TxError::stale)?;
     Ok(PortalSession { object: "portal_session".into(), session_token: session, expires_at: time(expires), contact })
+}
+
+/// A link token exchanged only by the pages of its own workspace.
+pub async fn exchange_within(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<PortalSession> {
+    let shaped = token.strip_prefix(LINK_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if !shaped {
+        return Err(link_refused());
+    }
+    exchange_hash(app, &hash_api_key(token), Some(ws)).await
+}
+
+// ---------- signing in from the customer's own address ----------
+
+/// The browser's (or app's) handle on one sign-in: `psi_` + 43 base62 characters.
+pub const SIGN_IN_PREFIX: &str = "psi_";
+/// Guesses one sign-in's code gets.
+pub const SIGN_IN_CODE_TRIES: i64 = 5;
+/// The least time a sign-in request takes, whether the address is a contact's or not: the
+/// answer and its timing say nothing about who is a customer.
+pub const SIGN_IN_FLOOR: std::time::Duration = std::time::Duration::from_millis(900);
+
+/// What `POST /portal/sign-in` answers, the same for every address.
+#[derive(Serialize, ToSchema)]
+pub struct SignIn {
+    /// Always `portal_sign_in`.
+    pub object: String,
+    /// Send it back with the emailed code to `POST /portal/sign-in/verify`; it is not a
+    /// session and opens nothing by itself.
+    pub attempt: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: Timestamp,
+}
+
+/// The language of the customer's mail and pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Lang {
+    #[default]
+    En,
+    Nb,
+}
+
+impl Lang {
+    /// The first of `Accept-Language`'s languages we speak (Norwegian of any kind is Bokmål).
+    pub fn from_accept_language(header: Option<&str>) -> Self {
+        let mut tags: Vec<(f32, &str)> = header
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|part| {
+                let mut it = part.split(';');
+                let tag = it.next()?.trim();
+                let q = it.find_map(|p| p.trim().strip_prefix("q=")).and_then(|q| q.parse().ok()).unwrap_or(1.0);
+                Some((q, tag))
+            })
+            .collect();
+        tags.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (_, tag) in tags {
+            let primary = tag.split('-').next().unwrap_or_default().to_ascii_lowercase();
+            match primary.as_str() {
+                "nb" | "no" | "nn" => return Lang::Nb,
+                "en" => return Lang::En,
+                _ => {}
+            }
+        }
+        Lang::En
+    }
+    pub fn tag(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::Nb => "nb",
+        }
+    }
+}
+
+fn sign_in_pk(attempt: &str) -> String {
+    keys::PORTAL_SIGN_IN.pk(&[&hash_api_key(attempt)])
+}
+
+/// The effect `EmailSignInLink`: a visitor to the workspace's portal types an address; when it
+/// is a contact's, that contact gets a one-time link (to the portal's pages, or to
+/// `return_url` on one of the workspace's origins) and a 6-digit code, from the workspace's
+/// verified sending domain. Every address gets the same answer in the same time; attempts
+/// are limited per address (class `portal_sign_in`, the caller limits per network address).
+/// `slug` names the workspace; an unknown one answers as an unknown address does. `pages`: the
+/// origin of the portal's pages (`shared::web::pages_origin`).
+pub async fn sign_in(
+    auth: &Authority<EmailSignInLink>,
+    app: &App,
+    slug: &str,
+    address: &str,
+    return_url: Option<String>,
+    pages: Option<&str>,
+    lang: Lang,
+) -> ApiResult<SignIn> {
+    let started = tokio::time::Instant::now();
+    let result = match crate::workspaces::by_slug(app, slug).await? {
+        Some(ws) => sign_in_unpadded(auth, app, &ws, slug, address, return_url, pages, lang).await,
+        None if shared::validate::normalise_email(address).is_none() => Err(ApiError::validation("email", "must be an email address")),
+        None => {
+            let attempt = format!("{SIGN_IN_PREFIX}{}", random_base62(43));
+            Ok(SignIn { object: "portal_sign_in".into(), attempt, expires_at: time(chrono::Utc::now().timestamp() + LINK_SECS) })
+        }
+    };
+    // A refusal for the address's shape or its rate answers at once: neither depends on who
+    // owns the address.
+    if result.is_ok() {
+        tokio::time::sleep_until(started + SIGN_IN_FLOOR).await;
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn sign_in_unpadded(
+    auth: &Authority<EmailSignInLink>,
+    app: &App,
+    ws: &WorkspaceId,
+    slug: &str,
+    address: &str,
+    return_url: Option<String>,
+    pages: Option<&str>,
+    lang: Lang,
+) -> ApiResult<SignIn> {
+    let Some(address) = shared::validate::normalise_email(address) else {
+        return Err(ApiError::validation("email", "must be an email address"));
+    };
+    let (w, _) = crate::workspaces::load(app, ws).await?;
+    if let Some(u) = &return_url
+        && !allowed_return(u, &w.portal_origins)
+    {
+        return Err(ApiError::validation("return_url", "must be an https URL on one of the workspace's portal_origins"));
+    }
+    let bucket = format!("SIGNIN#{ws}#{}", hash_api_key(&address));
+    let decision = app.limiter.acquire(&app.db, &bucket, shared::ratelimit::Class::PortalSignIn).await?;
+    if !decision.allowed {
+        return Err(decision.into_error());
+    }
+    let attempt = format!("{SIGN_IN_PREFIX}{}", random_base62(43));
+    let pk = sign_in_pk(&attempt);
+    let now = chrono::Utc::now().timestamp();
+    let expires = now + LINK_SECS;
+    let mut item = Item::from([
+        ("pk".into(), s(&pk)),
+        ("sk".into(), s(keys::PORTAL_SIGN_IN.table.sk)),
+        ("workspace_id".into(), s(ws)),
+        ("tries".into(), n(0)),
+        ("expires_at".into(), n(expires)),
+    ]);
+    // Only a contact's address, with a domain to write from, gets mail; the rest get the
+    // same answer and an attempt no code opens.
+    let owner = crate::contacts::email_owner(app, ws, &address).await?.and_then(|c| ContactId::parse(&c));
+    let from = crate::emails::domains::verified_names(app, ws).await?.first().map(|d| format!("no-reply@{d}"));
+    if let (Some(ct), Some(from)) = (owner, from) {
+        // The link opens the pages' sign-in (the token in the query: a page that asks before
+        // it spends it, so a mail scanner's fetch spends nothing), or the workspace's own page
+        // (in the fragment, which no server sees).
+        if return_url.is_none() && pages.is_none() {
+            return Err(ApiError::unavailable("the portal's pages have no address (PORTAL_PAGES_URL) to link to"));
+        }
+        let (contact, token, _, _) = create_link(app, ws, &ct, None, Delivery::Email, "portal:sign-in", auth.tx(&[])?).await?;
+        use rand::RngExt;
+        let code = format!("{:06}", rand::rng().random_range(0..1_000_000u32));
+        let url = match &return_url {
+            Some(u) => format!("{}#portal_token={token}", u.split('#').next().unwrap_or_default()),
+            None => format!("{}/p/{slug}/link?token={token}", pages.unwrap_or_default()),
+        };
+        let (subject, text) = sign_in_mail(lang, &w.name, &url, &code);
+        let email = mail_to(app, ws, &contact, &from, &subject, text).await?;
+        item.insert("contact_id".into(), s(ct.to_string()));
+        item.insert("gsi1pk".into(), s(keys::PORTAL_SIGN_IN.gsi1_pk(&[ws, &ct])));
+        item.insert("gsi1sk".into(), s(keys::PORTAL_SIGN_IN.gsi1_sk(&[&shared::ids::new_id("psign")])));
+        item.insert("code_hash".into(), s(code_hash(&pk, &code)));
+        item.insert("link_hash".into(), s(hash_api_key(&token)));
+        app.db.put(item).apply().await?;
+        crate::emails::compose::send(auth, app, ws, &email, now).await?;
+    } else {
+        app.db.put(item).apply().await?;
+    }
+    Ok(SignIn { object: "portal_sign_in".into(), attempt, expires_at: time(expires) })
+}
+
+fn sign_in_mail(lang: Lang, workspace: &str, url: &str, code: &str) -> (String, String) {
+    match lang {
+        Lang::En => (
+            format!("Your sign-in link for {workspace}"),
+            format!(
+                "Sign in to {workspace} with this link (valid 15 minutes, once):\n\n{url}\n\nOr type this code where you asked to sign in: {code}\n\nIf you did not ask for it, ignore this email."
+            ),
+        ),
+        Lang::Nb => (
+            format!("Innloggingslenken din for {workspace}"),
+            format!(
+                "Logg inn hos {workspace} med denne lenken (gyldig i 15 minutter, én gang):\n\n{url}\n\nEller skriv inn denne koden der du ba om å logge inn: {code}\n\nHvis du ikke ba om dette, kan du se bort fra e-posten."
+            ),
+        ),
+    }
+}
+
+/// The code from the customer's inbox opens the sign-in it was sent for, once: a guess counts
+/// before it is compared, the right one deletes the attempt (a conditional delete only one
+/// request makes) and spends its link. Wrong, used up, expired and unknown all answer alike.
+/// `within`: the workspace whose pages ask.
+pub async fn verify_sign_in(app: &App, attempt: &str, code: &str, within: Option<&WorkspaceId>) -> ApiResult<PortalSession> {
+    let refused = || ApiError::validation("code", "the code is wrong, expired or used up; ask for a new sign-in");
+    let shaped = attempt.strip_prefix(SIGN_IN_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
+    let code = code.trim();
+    if !shaped || code.len() != 6 || !code.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(refused());
+    }
+    let pk = sign_in_pk(attempt);
+    let now = chrono::Utc::now().timestamp();
+    let mut cond = "attribute_exists(pk) AND expires_at > :now AND tries < :max".to_string();
+    let mut values = vec![(":one", n(1)), (":now", n(now)), (":max", n(SIGN_IN_CODE_TRIES))];
+    if let Some(ws) = within {
+        cond.push_str(" AND workspace_id = :ws");
+        values.push((":ws", s(ws)));
+    }
+    let mut counted = app.db.update(&pk, keys::PORTAL_SIGN_IN.table.sk, "SET tries = tries + :one").when(&cond);
+    for (k, v) in values {
+        counted = counted.value(k, v);
+    }
+    if counted.apply().await?.is_none() {
+        return Err(refused());
+    }
+    let spent = app
+        .db
+        .delete_when(pk.clone(), keys::PORTAL_SIGN_IN.table.sk, "code_hash = :h")
+        .value(":h", s(code_hash(&pk, code)))
+        .returning(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        .apply()
+        .await?
+        .ok_or_else(refused)?;
+    let link = store::get_str(&spent, "link_hash").ok_or_else(refused)?;
+    exchange_hash(app, link, within).await
+}
+
+/// The download link of one of the customer's completed exports, emailed to their own address
+/// (the pages never show it: whoever holds the screen does not get the file).
+pub async fn email_export_link(
+    auth: &Authority<SendEmail>,
+    app: &App,
+    ws: &WorkspaceId,
+    contact: &Contact,
+    export_id: &str,
+    lang: Lang,
+) -> ApiResult<crate::emails::Email> {
+    let job = crate::gdpr::export::load(app, ws, export_id)
+        .await?
+        .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(contact.id.as_str()))
+        .ok_or_else(|| ApiError::not_found("export"))?;
+    let url = job.download_url.ok_or_else(|| ApiError::conflict("the export is not ready, or its file has expired"))?;
+    let from = sender(app, ws).await?;
+    let (w, _) = crate::workspaces::load(app, ws).await?;
+    let (subject, text) = match lang {
+        Lang::En => (
+            format!("Your data from {}", w.name),
+            format!("Download everything {} holds about you (the link works for one hour):\n\n{url}\n", w.name),
+        ),
+        Lang::Nb => {
+            (format!("Dataene dine fra {}", w.name), format!("Last ned alt {} har om deg (lenken virker i én time):\n\n{url}\n", w.name))
+        }
+    };
+    let email = mail_to(app, ws, contact, &from, &subject, text).await?;
+    crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
+    Ok(email)
+}
+
+/// Sign-out everywhere: every session of the contact ends (each device's cookie is dead).
+pub async fn end_sessions(app: &App, ws: &WorkspaceId, contact_id: &ContactId) -> ApiResult<()> {
+    let mut after = None;
+    loop {
+        let out = app.db.query_page(keys::PORTAL_SESSIONS_OF_CONTACT.query(&[ws, contact_id], &[], after, 100)).await?;
+        for item in &out.items {
+            if let (Some(pk), Some(sk)) = (store::get_str(item, "pk"), store::get_str(item, "sk")) {
+                app.db.delete(pk, sk).await?;
+            }
+        }
+        match out.next_after {
+            Some(a) => after = Some(a),
+            None => return Ok(()),
+        }
+    }
 }
 
 /// End a session (logout, or the customer's own erasure): its look-up item goes.

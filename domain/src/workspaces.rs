@@ -34,6 +34,16 @@ pub struct Workspace {
     /// Origins (`https://host[:port]`) a portal login link may return to; at most 10.
     #[serde(default)]
     pub portal_origins: Vec<String>,
+    /// The portal pages' logo: an https URL of a PNG, JPEG, WebP or GIF (at most 256 KiB),
+    /// fetched by the platform and served from the pages' own origin.
+    #[serde(default)]
+    #[schema(max_length = 2048)]
+    pub logo_url: Option<String>,
+    /// The portal pages' accent colour, `#rrggbb`: buttons and links carry it, so it must have
+    /// a contrast of at least 4.5:1 against white (the page and the buttons' text).
+    #[serde(default)]
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
+    pub accent_color: Option<String>,
     pub metadata: BTreeMap<String, String>,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
@@ -100,6 +110,15 @@ use shared::store::{self, Record, s, ws_pk};
 
 pub fn slug_pk(slug: &str) -> String {
     keys::SLUG_CLAIM.pk(&[slug])
+}
+
+/// The workspace that holds `slug` now (the portal's pages are addressed by it).
+pub async fn by_slug(app: &App, slug: &str) -> ApiResult<Option<WorkspaceId>> {
+    if !valid_slug(slug) {
+        return Ok(None);
+    }
+    let item = app.db.get(&slug_pk(slug), &keys::SLUG_CLAIM.sk(&[])).await?;
+    Ok(item.and_then(|i| store::get_str(&i, "workspace_id").map(WorkspaceId::trusted)))
 }
 
 /// The claim that makes a slug one workspace's across the platform.
@@ -272,6 +291,8 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
             locale: "en".into(),
             default_currency: "EUR".into(),
             portal_origins: vec![],
+            logo_url: None,
+            accent_color: None,
             metadata: BTreeMap::new(),
             created_at: now,
             updated_at: now,
@@ -377,6 +398,14 @@ pub struct UpdateWorkspace {
     #[serde(default)]
     #[schema(value_type = Option<Vec<String>>, max_items = 10)]
     pub portal_origins: Patch<Vec<String>>,
+    /// https URL of the portal pages' logo; null removes it.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, max_length = 2048)]
+    pub logo_url: Patch<String>,
+    /// `#rrggbb` with a contrast of at least 4.5:1 against white; null for the default.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^#[0-9a-fA-F]{6}$")]
+    pub accent_color: Patch<String>,
     /// Replaces the whole map.
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
@@ -432,10 +461,41 @@ pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &Wo
             ws.portal_origins = origins;
         }
     }
+    match input.logo_url {
+        Patch::Absent => {}
+        Patch::Null => ws.logo_url = None,
+        Patch::Value(u) => match shared::outbound::check_url(&u, app.cfg.webhooks.url_policy) {
+            Ok(_) => ws.logo_url = Some(u),
+            Err(e) => errs.add("logo_url", format!("must be an https URL the platform may fetch: {e}")),
+        },
+    }
+    match input.accent_color {
+        Patch::Absent => {}
+        Patch::Null => ws.accent_color = None,
+        Patch::Value(c) => match accent_contrast(&c) {
+            None => errs.add("accent_color", "must be a colour as #rrggbb"),
+            Some((white, black)) if white < 4.5 => errs.add(
+                "accent_color",
+                format!("has a contrast of {white:.2}:1 against white (and {black:.2}:1 against black); white text on it and it on a white page need 4.5:1"),
+            ),
+            Some(_) => ws.accent_color = Some(c.to_ascii_lowercase()),
+        },
+    }
     errs.finish()?;
     ws.updated_at = shared::ids::Timestamp::now();
     save_settings(auth, app, &ws, version, &old_slug).await?;
     Ok(ws)
+}
+
+/// A `#rrggbb` colour's contrast ratios (WCAG 2) against white and against black.
+pub fn accent_contrast(c: &str) -> Option<(f64, f64)> {
+    let hex = c.strip_prefix('#').filter(|h| h.len() == 6 && h.bytes().all(|b| b.is_ascii_hexdigit()))?;
+    let channel = |i: usize| {
+        let v = f64::from(u8::from_str_radix(&hex[i..i + 2], 16).ok()?) / 255.0;
+        Some(if v <= 0.04045 { v / 12.92 } else { ((v + 0.055) / 1.055).powf(2.4) })
+    };
+    let l = 0.2126 * channel(0)? + 0.7152 * channel(2)? + 0.0722 * channel(4)?;
+    Some((1.05 / (l + 0.05), (l + 0.05) / 0.05))
 }
 
 /// The workspaces an OAuth subject is a member of, after `after`; the page and the key to go
@@ -595,5 +655,18 @@ mod tests {
         assert!(valid_slug(&slugify("Zoë's Café!!")), "{}", slugify("Zoë's Café!!"));
         assert!(valid_slug("acme-2"));
         assert!(!valid_slug("-acme") && !valid_slug("ac") && !valid_slug("Acme") && !valid_slug("a--b"));
+    }
+}
+
+#[cfg(test)]
+mod accent_tests {
+    #[test]
+    fn an_accent_needs_4_5_to_1_against_white() {
+        let (white, black) = super::accent_contrast("#000000").unwrap();
+        assert!((white - 21.0).abs() < 0.01 && (black - 1.0).abs() < 0.01);
+        assert!(super::accent_contrast("#1d4ed8").unwrap().0 >= 4.5, "a usual brand blue passes");
+        assert!(super::accent_contrast("#ffd400").unwrap().0 < 4.5, "yellow on white does not");
+        assert!(super::accent_contrast("#777777").unwrap().0 < 4.5, "#777 is 4.48:1");
+        assert!(super::accent_contrast("1d4ed8").is_none() && super::accent_contrast("#1d4ed").is_none());
     }
 }

@@ -49,6 +49,8 @@ pub struct PlatformSecret {
     /// Keys the helpdesk's reply-address tokens (stored as look-ups, so a rotation only changes
     /// the tokens of replies sent after it).
     pub reply_token_key: Vec<u8>,
+    /// Keys the portal pages' form tokens (`shared::web`), bound to the browser's cookies.
+    pub csrf_key: Vec<u8>,
 }
 
 impl std::fmt::Debug for PlatformSecret {
@@ -89,6 +91,7 @@ impl PlatformSecret {
             retired_encryption_keys: retired.iter().chain(&pending).map(|r| derive(r.as_bytes(), "encryption/v1")).collect(),
             tombstone_key: derive(oldest.as_bytes(), "tombstone/v1"),
             reply_token_key: derive(root.as_bytes(), "helpdesk-reply/v1"),
+            csrf_key: derive(root.as_bytes(), "portal-csrf/v1"),
         })
     }
 

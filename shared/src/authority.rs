@@ -30,6 +30,9 @@ pub struct EffectInfo {
     /// A portal customer may cause it for themselves (the domain function checks that the
     /// target is the customer and asks for the customer's proof).
     pub self_service: bool,
+    /// Anyone may cause it, without a credential: the domain function alone decides whom it
+    /// reaches (a sign-in link goes only to the owner of the address typed).
+    pub public: bool,
 }
 
 /// One effect, as a type: `Authority<SendEmail>` cannot stand in for `Authority<EraseSubject>`.
@@ -144,6 +147,8 @@ impl Grant {
         }
         let customer = match &self.principal.credential {
             Credential::Portal { contact_id, .. } if info.self_service => Some(contact_id.clone()),
+            // No scope to check: the effect is everyone's, and its function picks the target.
+            Credential::Public { .. } if info.public => return Ok(self.authority(None, None)),
             Credential::Portal { .. } | Credential::Public { .. } => {
                 return Err(ApiError::forbidden(format!("a portal session cannot {}", info.summary.to_lowercase())));
             }
@@ -213,11 +218,12 @@ mod tests {
     struct Send;
     impl Effect for Send {
         const INFO: EffectInfo =
-            EffectInfo { capability: "emails.send", needs: Scope::Write, summary: "Send an email", self_service: false };
+            EffectInfo { capability: "emails.send", needs: Scope::Write, summary: "Send an email", self_service: false, public: false };
     }
     struct Erase;
     impl Effect for Erase {
-        const INFO: EffectInfo = EffectInfo { capability: "gdpr.erasure", needs: Scope::Admin, summary: "Erase", self_service: true };
+        const INFO: EffectInfo =
+            EffectInfo { capability: "gdpr.erasure", needs: Scope::Admin, summary: "Erase", self_service: true, public: false };
     }
 
     fn principal(scopes: Vec<Scope>, restricted: RequiresConfirmation) -> Principal {

@@ -38,6 +38,10 @@ pub struct Config {
     /// How long a container trusts an API key look-up (`API_KEY_CACHE_SECS`, default 5, 0 =
     /// never): the bound on how late a revocation reaches other containers.
     pub api_key_cache_secs: u64,
+    /// Where the portal's pages are served (`PORTAL_PAGES_URL`, `https://api.example.com`; the
+    /// pages are under `/p/<workspace slug>/`): the base of the sign-in links they email. Never
+    /// taken from a request's `Host`, which a caller chooses.
+    pub portal_pages_url: Option<String>,
 }
 
 /// How long a container trusts an API key look-up unless `API_KEY_CACHE_SECS` says otherwise:
@@ -278,6 +282,13 @@ impl Config {
             api_key_cache_secs: match vars("API_KEY_CACHE_SECS") {
                 Some(v) => v.parse().map_err(|_| "API_KEY_CACHE_SECS: seconds".to_string())?,
                 None => API_KEY_CACHE_DEFAULT_SECS,
+            },
+            portal_pages_url: match vars("PORTAL_PAGES_URL").filter(|v| !v.is_empty()) {
+                Some(v) => {
+                    let u = url::Url::parse(&v).map_err(|_| "PORTAL_PAGES_URL: an absolute URL such as https://api.example.com")?;
+                    Some(u.origin().ascii_serialization())
+                }
+                None => None,
             },
         })
     }

@@ -147,7 +147,9 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         &m.relative_path,
         body.clone(),
     );
+    let pages_origin = crate::web::pages_origin(app, &parts);
     let req = Req {
+        pages_origin,
         grant,
         principal,
         method: parts.method,
@@ -308,7 +310,7 @@ fn header_value(s: &str) -> HeaderValue {
 }
 
 /// The caller's address as API Gateway saw it (the bucket of credential-less routes).
-fn source_ip(parts: &Parts) -> String {
+pub(crate) fn source_ip(parts: &Parts) -> String {
     use lambda_http::request::RequestContext;
     match parts.extensions.get::<RequestContext>() {
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx.http.source_ip.clone().unwrap_or_else(|| "unknown".into()),

@@ -14,6 +14,29 @@ use lambda_http::{Body, LambdaEvent};
 use std::convert::Infallible;
 
 pub async fn run_area(routes: &'static [Route]) -> Result<(), lambda_http::Error> {
+    run(routes, None).await
+}
+
+/// An area that also serves web pages (the portal's `/p/<slug>/...`, `crate::web`).
+pub async fn run_area_with_pages(routes: &'static [Route], site: &'static crate::web::Site) -> Result<(), lambda_http::Error> {
+    run(routes, Some(site)).await
+}
+
+/// Serve one request: a page of `site` under `/p/`, else the JSON API.
+pub async fn serve(
+    app: &App,
+    routes: &'static [Route],
+    site: Option<&crate::web::Site>,
+    req: http::Request<Body>,
+) -> crate::http::Response {
+    match site {
+        // Boxed, each: the two pipelines' futures side by side make one deep frame.
+        Some(site) if req.uri().path().starts_with("/p/") => Box::pin(crate::web::serve(app, site, req)).await,
+        _ => Box::pin(crate::http::serve(app, routes, req)).await,
+    }
+}
+
+async fn run(routes: &'static [Route], site: Option<&'static crate::web::Site>) -> Result<(), lambda_http::Error> {
     crate::telemetry::init();
     // Leaked on purpose: the state lives as long as the container, and handlers borrow it.
     let app: &'static App = Box::leak(Box::new(App::from_env().await?));
@@ -21,7 +44,7 @@ pub async fn run_area(routes: &'static [Route]) -> Result<(), lambda_http::Error
     // exceed the compiler's type-layout depth in every function's `main`.
     let handler = move |event: LambdaEvent<LambdaRequest>| -> BoxFuture<'static, Result<ApiGatewayV2httpResponse, Infallible>> {
         let req = http::Request::<Body>::from(event.payload);
-        Box::pin(async move { Ok(to_api_gateway(crate::http::serve(app, routes, req).await)) })
+        Box::pin(async move { Ok(to_api_gateway(serve(app, routes, site, req).await)) })
     };
     lambda_http::lambda_runtime::run(lambda_http::service_fn(handler)).await
 }

@@ -54,6 +54,7 @@ pub mod http;
 pub mod lambda;
 pub mod openapi;
 pub mod routing;
+pub mod web;
 
 pub use app::App;
 pub use error::{ApiError, ApiResult};

@@ -29,11 +29,21 @@ pub enum Class {
     GdprExport,
     /// Every `/portal/me...` route, per portal session (and the exchange, per source address).
     Portal,
+    /// Asking for a portal sign-in link, per address asked for and per source address.
+    PortalSignIn,
 }
 
 impl Class {
-    pub const ALL: [Class; 7] =
-        [Class::Read, Class::Write, Class::EmailSend, Class::EmailBatch, Class::ContactImport, Class::GdprExport, Class::Portal];
+    pub const ALL: [Class; 8] = [
+        Class::Read,
+        Class::Write,
+        Class::EmailSend,
+        Class::EmailBatch,
+        Class::ContactImport,
+        Class::GdprExport,
+        Class::Portal,
+        Class::PortalSignIn,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -44,6 +54,7 @@ impl Class {
             Class::ContactImport => "contact_import",
             Class::GdprExport => "gdpr_export",
             Class::Portal => "portal",
+            Class::PortalSignIn => "portal_sign_in",
         }
     }
 
@@ -59,6 +70,7 @@ impl Class {
             (Class::ContactImport, Limit { rate: 5, period_ms: MIN, burst: 3 }),
             (Class::GdprExport, Limit { rate: 5, period_ms: HOUR, burst: 2 }),
             (Class::Portal, Limit { rate: 60, period_ms: MIN, burst: 20 }),
+            (Class::PortalSignIn, Limit { rate: 10, period_ms: HOUR, burst: 5 }),
         ])
     }
 }

@@ -33,6 +33,8 @@ pub struct Req {
     pub request_id: String,
     /// What the pipeline proved: the only way to an effect's authority.
     pub grant: crate::authority::Grant,
+    /// Where the portal's pages are (`crate::web::pages_origin`), for links to them.
+    pub pages_origin: Option<String>,
 }
 
 impl Req {

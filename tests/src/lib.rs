@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 use tools::admin::Resources;
 
 pub struct Harness {
+    /// The stack's runtime: gateways a test adds run here, on its roomy threads.
+    pub runtime: tokio::runtime::Handle,
     /// Gateway "container" 1 and 2: same stack, separate in-memory caches.
     pub base: String,
     pub base2: String,
@@ -46,7 +48,15 @@ pub fn harness() -> &'static Harness {
         }
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            // Debug builds' request futures are deep (hundreds of KB of stack per request, in
+            // frames release builds do not have): the gateways' threads get room for them.
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_stack_size(GATEWAY_STACK)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let handle = rt.handle().clone();
             rt.block_on(async move {
                 // One log directory per test binary: binaries run in parallel (`testrun`).
                 let exe = std::env::current_exe().ok().and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()));
@@ -81,6 +91,7 @@ pub fn harness() -> &'static Harness {
                 let base_noqueue = stack.gateway_for(noqueue).await.expect("noqueue gateway");
                 stack.start_worker(test_config(stack.config()), std::time::Duration::from_secs(1)).expect("dispatcher worker");
                 tx.send(Ok(Harness {
+                    runtime: handle,
                     base: stack.base_url.clone(),
                     base2,
                     base_bulk,
@@ -102,6 +113,9 @@ pub fn harness() -> &'static Harness {
         rx.recv().expect("harness thread").unwrap_or_else(|e| panic!("local stack failed to start: {e}"))
     })
 }
+
+/// Stack of the threads that serve requests in debug builds.
+pub const GATEWAY_STACK: usize = 8 << 20;
 
 /// The budgets of this harness's functions. DynamoDB Local answers a burst of racing
 /// transactions one at a time, and on a busy machine (two test binaries at a time on two
@@ -168,6 +182,21 @@ impl Harness {
     pub async fn gateway_with(&self, cfg: Config) -> String {
         let (addr, _task) = tools::gateway::start(std::sync::Arc::new(self.app_with(cfg).await), 0).await.expect("gateway");
         format!("http://{addr}{}", tools::gateway::BASE_PATH)
+    }
+
+    /// A gateway for the portal's pages, on the stack's runtime (it serves until the process
+    /// ends): its emailed links point at itself. Answers its origin (`http://127.0.0.1:<port>`; the pages are under `/p/`).
+    pub async fn pages_gateway(&self, mut cfg: Config) -> String {
+        let listener = tools::gateway::bind(0).await.expect("bind");
+        let origin = format!("http://{}", listener.local_addr().expect("addr"));
+        cfg.portal_pages_url = Some(origin.clone());
+        let app = std::sync::Arc::new(self.app_with(cfg).await);
+        // On the stack's runtime: a test thread's 2 MiB is too little for a debug page.
+        let listener = listener.into_std().expect("std listener");
+        let _in_runtime = self.runtime.enter();
+        let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+        tools::gateway::serve(listener, app).expect("gateway");
+        origin
     }
 
     /// A gateway whose every rate class is generous (1000/s): for tests that send many
@@ -277,6 +306,7 @@ impl Resp {
     }
 }
 
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     pub base: String,

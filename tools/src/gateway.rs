@@ -1,5 +1,5 @@
 //! The dev gateway: plays API Gateway locally. It serves every area under
-//! `http://127.0.0.1:<port>/api/v1/...` by calling the same `shared::http::serve` with the same
+//! `http://127.0.0.1:<port>/api/v1/...` (and the portal's pages under `/p/`) by calling the same `shared::http::serve` with the same
 //! route tables the Lambda binaries run, and adds `x-dev-ddb-calls` (DynamoDB round trips the
 //! request made) so tests and benchmarks can measure them.
 
@@ -55,7 +55,10 @@ fn envelope_404(path: &str) -> http::Response<Full<Bytes>> {
 }
 
 async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::Response<Full<Bytes>> {
-    if !req.uri().path().starts_with(&format!("{BASE_PATH}/")) {
+    // The portal's pages (`/p/<slug>/...`) go to the portal function, as API Gateway's
+    // `/p/{proxy+}` route sends them.
+    let pages = req.uri().path().starts_with("/p/");
+    if !pages && !req.uri().path().starts_with(&format!("{BASE_PATH}/")) {
         return envelope_404(req.uri().path());
     }
     let (parts, body) = req.into_parts();
@@ -72,7 +75,7 @@ async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::R
     let body = if bytes.is_empty() { lambda_http::Body::Empty } else { lambda_http::Body::Binary(bytes.to_vec()) };
     let function = function_of(parts.uri.path());
     let req = http::Request::from_parts(parts, body);
-    let (resp, stats) = shared::metrics::as_function(function, shared::http::serve_with_stats(app, all_routes(), req)).await;
+    let (resp, stats) = if pages { page(app, req).await } else { api(app, function, req).await };
     let (mut parts, body) = resp.into_parts();
     parts.headers.insert("x-dev-ddb-calls", stats.ddb_calls.into());
     let bytes = match body {
@@ -84,9 +87,39 @@ async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::R
     http::Response::from_parts(parts, Full::new(bytes))
 }
 
+type Served<'a> = futures_util::future::BoxFuture<'a, (shared::http::Response, shared::http::Stats)>;
+
+// The pipelines' futures are built in these frames and boxed, so the frame that polls them
+// holds a pointer: in a debug build both inline in one frame took half a megabyte of stack
+// and overflowed a test thread's 2 MiB.
+#[inline(never)]
+fn api<'a>(app: &'a App, function: &'static str, req: http::Request<lambda_http::Body>) -> Served<'a> {
+    Box::pin(shared::metrics::as_function(function, shared::http::serve_with_stats(app, all_routes(), req)))
+}
+
+#[inline(never)]
+fn page(app: &App, req: http::Request<lambda_http::Body>) -> Served<'_> {
+    Box::pin(async move {
+        let (resp, calls) =
+            shared::metrics::as_function("portal", shared::metrics::count_ddb_calls(shared::web::serve(app, &portal::pages::SITE, req)))
+                .await;
+        (resp, shared::http::Stats { ddb_calls: calls, status: 0 })
+    })
+}
+
 /// Serve on 127.0.0.1:`port` (0 = any free port) until the task is dropped or aborted.
 pub async fn start(app: Arc<App>, port: u16) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
-    let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| format!("bind 127.0.0.1:{port}: {e}"))?;
+    serve(bind(port).await?, app)
+}
+
+/// The gateway's socket, taken before its App exists (the App's configuration names the
+/// gateway's own address: the portal's pages link to it).
+pub async fn bind(port: u16) -> Result<TcpListener, String> {
+    TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| format!("bind 127.0.0.1:{port}: {e}"))
+}
+
+/// Serve on a bound socket until the task is dropped or aborted.
+pub fn serve(listener: TcpListener, app: Arc<App>) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let task = tokio::spawn(async move {
         loop {

@@ -52,10 +52,13 @@ impl DevStack {
         let aws = shared::aws::Aws::new(&sdk);
         let resources = admin::bootstrap(&ddb, &sqs, &sm, aws.s3(), &Names::default()).await?;
         let mut cfg = admin::local_config(&resources)?;
+        let listener = gateway::bind(port).await?;
+        // The portal's pages email links to this gateway.
+        cfg.portal_pages_url = Some(format!("http://{}", listener.local_addr().map_err(|e| e.to_string())?));
         adjust(&mut cfg);
         let app = Arc::new(App::with_dynamodb_endpoint(cfg.clone(), &sdk, Some(&emulators.dynamodb_endpoint))?);
         let mut stack = Self { emulators, resources, sdk, ddb, sqs, app: app.clone(), base_url: String::new(), gateways: vec![], cfg };
-        let (addr, task) = gateway::start(app, port).await?;
+        let (addr, task) = gateway::serve(listener, app)?;
         stack.gateways.push(task);
         stack.base_url = format!("http://{addr}{}", gateway::BASE_PATH);
         Ok(stack)
@@ -172,6 +175,7 @@ impl DevStack {
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("API_BASE_URL", self.base_url.clone()),
+            ("PORTAL_PAGES_URL", self.cfg.portal_pages_url.clone().unwrap_or_default()),
             ("AWS_ENDPOINT_URL", self.emulators.moto_endpoint.clone()),
             ("AWS_ENDPOINT_URL_DYNAMODB", self.emulators.dynamodb_endpoint.clone()),
             ("AWS_REGION", "us-east-1".into()),

@@ -209,13 +209,34 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, id: &BookingId, by: Canceller<'
 }
 
 /// Move a pending or confirmed booking to another slot of its resource; the old reminder is
-/// withdrawn and the new one scheduled (the effect `SendEmail`).
-pub async fn reschedule(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, id: &BookingId, start: &str) -> ApiResult<Booking> {
+/// withdrawn and the new one scheduled (the effect `SendEmail`). A customer moves only their own
+/// bookings (others are 404), and not later than the service's cancellation window before it.
+pub async fn reschedule(
+    send: &Authority<SendEmail>,
+    app: &App,
+    ws: &WorkspaceId,
+    id: &BookingId,
+    by: Canceller<'_>,
+    start: &str,
+) -> ApiResult<Booking> {
     let sb = load(app, ws, id).await?;
+    if let Canceller::Customer(c) = by
+        && sb.booking.contact_id != c.as_str()
+    {
+        return Err(ApiError::not_found("booking"));
+    }
     if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
         return Err(illegal(&sb.booking, "rescheduled"));
     }
     let (svc, resources, start) = slot_for(app, ws, &sb.booking.service_id, start, Some(&sb.booking.resource_id)).await?;
+    if matches!(by, Canceller::Customer(_))
+        && chrono::Utc::now() > sb.booking.start.time() - chrono::Duration::minutes(svc.cancellation_window_minutes)
+    {
+        return Err(ApiError::conflict(format!(
+            "customers cannot move a booking later than {} minutes before its start",
+            svc.cancellation_window_minutes
+        )));
+    }
     let new = ops::reschedule(app, ws, &svc, &resources[0], &sb, start).await?;
     notify::cancel_reminder(app, ws, &sb.booking).await;
     notify::scheduled(send, app, ws, &svc, &resources[0], &new).await;

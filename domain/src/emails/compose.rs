@@ -514,7 +514,7 @@ fn items(app: &App, ws: &WorkspaceId, e: &Email, now_secs: i64) -> ApiResult<(Ve
 
 /// A portal customer's authority reaches only mail to themselves (a booking's notice, a
 /// sign-in code): one recipient, the customer's own contact.
-fn for_whom(auth: &Authority<effects::SendEmail>, e: &Email) -> ApiResult<()> {
+fn for_whom<E: effects::Mails>(auth: &Authority<E>, e: &Email) -> ApiResult<()> {
     match auth.customer() {
         Some(c) if e.contact_id.as_deref() != Some(c) || e.to.len() != 1 || !e.cc.is_empty() || !e.bcc.is_empty() => {
             Err(ApiError::forbidden("a portal customer's request can only send mail to the customer"))
@@ -526,7 +526,7 @@ fn for_whom(auth: &Authority<effects::SendEmail>, e: &Email) -> ApiResult<()> {
 /// The effect `SendEmail`: the email is recorded (all writes in one transaction, the
 /// suppression and template decisions already made) and then queued for SES; nothing reaches
 /// SES that was not recorded first, so no later failure can send it twice.
-pub async fn send(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, e: &Email, now_secs: i64) -> ApiResult<()> {
+pub async fn send<E: effects::Mails>(auth: &Authority<E>, app: &App, ws: &WorkspaceId, e: &Email, now_secs: i64) -> ApiResult<()> {
     let (tx, queued) = send_in(auth, app, ws, e, now_secs, Tx::new(), &[])?;
     tx.commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
     queued.after_commit(app).await;
@@ -537,8 +537,8 @@ pub async fn send(auth: &Authority<effects::SendEmail>, app: &App, ws: &Workspac
 /// are one write): the email's writes join `tx`; call [`Queued::after_commit`] once it committed.
 /// `writes`: the objects `tx` itself writes, with the versions they were read at. Every object
 /// the person approved is checked in the same transaction (`Authority::guard`).
-pub fn send_in(
-    auth: &Authority<effects::SendEmail>,
+pub fn send_in<E: effects::Mails>(
+    auth: &Authority<E>,
     app: &App,
     ws: &WorkspaceId,
     e: &Email,

@@ -237,5 +237,15 @@ pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn reschedule_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: RescheduleBooking = req.json()?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
-    Ok(Reply::ok(&booking::reschedule(&send, app, req.ws()?, &req.path_id("id")?, &input.start).await?))
+    Ok(Reply::ok(
+        &booking::reschedule(
+            &send,
+            app,
+            req.ws()?,
+            &req.path_id("id")?,
+            booking::Canceller::Staff { recorded_as: domain::bookings::CancelledBy::Staff },
+            &input.start,
+        )
+        .await?,
+    ))
 }

@@ -22,15 +22,21 @@ use shared::ids::Timestamp;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
 
+pub mod pages;
+
 shared::area! {
     tag = "portal", description = "The customer portal: login links, sessions, and a customer's own data",
     operations = [
         create_session [effects = &[fx::SendEmail::INFO, fx::OpenPortalSession::INFO]],
         exchange_session [auth = Auth::Public, class = Class::Portal],
+        sign_in [auth = Auth::Public, class = Class::PortalSignIn, needs_workspace = false, effects = &[fx::EmailSignInLink::INFO]],
+        verify_sign_in [auth = Auth::Public, class = Class::Portal, needs_workspace = false],
         get_me [auth = Auth::PortalSession, class = Class::Portal],
         update_me [auth = Auth::PortalSession, class = Class::Portal],
         my_bookings [auth = Auth::PortalSession, class = Class::Portal],
         cancel_my_booking [auth = Auth::PortalSession, class = Class::Portal],
+        my_booking_slots [auth = Auth::PortalSession, class = Class::Portal],
+        reschedule_my_booking [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::SendEmail::INFO]],
         my_emails [auth = Auth::PortalSession, class = Class::Portal],
         export_me [auth = Auth::PortalSession, class = Class::GdprExport, effects = &[fx::ExportSubject::INFO]],
         my_export [auth = Auth::PortalSession, class = Class::Portal],
@@ -38,7 +44,7 @@ shared::area! {
         erase_me [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::EraseSubject::INFO]],
         logout [auth = Auth::PortalSession, class = Class::Portal],
     ],
-    schemas = [CreateSession, contacts::EmailChange, domain::contacts::consents::PortalProof, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine,
+    schemas = [StartSignIn, portal::SignIn, portal::Lang, VerifySignIn, RescheduleMine, CreateSession, contacts::EmailChange, domain::contacts::consents::PortalProof, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine,
         portal::ErasureCode, EraseMe],
 }
 
@@ -93,6 +99,58 @@ pub struct Exchange {
 pub async fn exchange_session(app: &App, req: Req) -> ApiResult<Reply> {
     let input: Exchange = req.json()?;
     Ok(Reply::created(&portal::exchange(app, &input.token).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartSignIn {
+    /// The workspace's slug.
+    #[schema(max_length = 48)]
+    pub workspace: String,
+    /// The address the customer typed.
+    #[schema(max_length = 254)]
+    pub email: String,
+    /// https, on one of the workspace's `portal_origins`: the emailed link goes there with the
+    /// token in the fragment. Without it the link opens the portal's own pages.
+    #[schema(max_length = 2048)]
+    pub return_url: Option<String>,
+    /// The language of the email (default `en`).
+    pub lang: Option<portal::Lang>,
+}
+
+/// Start a customer's sign-in from their own address (no credential). When the address is a
+/// contact's, the contact gets a one-time link and a 6-digit code from the workspace's
+/// verified sending domain; every address gets the same answer in the same time. Limited per
+/// network address and per address (class `portal_sign_in`).
+#[utoipa::path(post, path = "/portal/sign-in", tag = "portal", request_body = StartSignIn, security(()),
+    responses((status = 202, body = shared::openapi::Data<portal::SignIn>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn sign_in(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: StartSignIn = req.json()?;
+    let auth = req.grant.authorize::<fx::EmailSignInLink>()?;
+    let lang = input.lang.unwrap_or_default();
+    Ok(Reply::accepted(
+        &portal::sign_in(&auth, app, &input.workspace, &input.email, input.return_url, req.pages_origin.as_deref(), lang).await?,
+    ))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySignIn {
+    /// `attempt` of the `POST /portal/sign-in` answer.
+    #[schema(max_length = 100)]
+    pub attempt: String,
+    /// The 6 digits from the email.
+    #[schema(pattern = "^[0-9]{6}$")]
+    pub code: String,
+}
+
+/// Exchange a sign-in's emailed code for a session (no credential). 5 guesses per sign-in; a
+/// wrong, used, expired or unknown one gets the same 400.
+#[utoipa::path(post, path = "/portal/sign-in/verify", tag = "portal", request_body = VerifySignIn, security(()),
+    responses((status = 201, body = shared::openapi::Data<PortalSession>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn verify_sign_in(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: VerifySignIn = req.json()?;
+    Ok(Reply::created(&portal::verify_sign_in(app, &input.attempt, &input.code, None).await?))
 }
 
 /// The session's contact id, once its contact is known to exist: a session ends on every
@@ -178,6 +236,61 @@ pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&b))
 }
 
+#[derive(Deserialize)]
+struct SlotsQuery {
+    from: String,
+    to: String,
+    timezone: Option<String>,
+}
+
+/// Open start times to move one of the customer's bookings to (its service and resource),
+/// by local date of `timezone` (default UTC), between `from` and `to` (dates or instants).
+#[utoipa::path(get, path = "/portal/me/bookings/{id}/slots", tag = "portal", security(("portal_session" = [])),
+    params(("id" = String, Path, description = "bk_..."),
+        ("from" = String, Query, description = "a date (YYYY-MM-DD) or an RFC 3339 instant"),
+        ("to" = String, Query, description = "a date (YYYY-MM-DD) or an RFC 3339 instant"),
+        ("timezone" = Option<String>, Query, description = "IANA time zone of the dates and answers")),
+    responses((status = 200, body = shared::openapi::Data<domain::bookings::Availability>), shared::openapi::CommonErrors))]
+pub async fn my_booking_slots(app: &App, req: Req) -> ApiResult<Reply> {
+    let q: SlotsQuery = req.query_as()?;
+    let id: BookingId = req.path_id("id")?;
+    let ct = me(app, &req).await?;
+    let b = domain::bookings::booking::load(app, req.ws()?, &id)
+        .await
+        .ok()
+        .filter(|b| b.booking.contact_id == ct.as_str())
+        .ok_or_else(|| ApiError::not_found("booking"))?;
+    let mut free =
+        domain::bookings::booking::availability(app, req.ws()?, Some(&b.booking.service_id), &q.from, &q.to, q.timezone.as_deref()).await?;
+    // Its own resource only: a move keeps the resource.
+    for slots in free.0.values_mut() {
+        slots.retain(|s| s.resource_ids.contains(&b.booking.resource_id));
+    }
+    free.0.retain(|_, v| !v.is_empty());
+    Ok(Reply::ok(&free))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RescheduleMine {
+    /// The new start (RFC 3339), one of `GET /portal/me/bookings/{id}/slots`.
+    #[schema(format = DateTime)]
+    pub start: String,
+}
+
+/// Move one of the customer's bookings to an open slot of its resource; inside the service's
+/// cancellation window it is 409.
+#[utoipa::path(post, path = "/portal/me/bookings/{id}/reschedule", tag = "portal", security(("portal_session" = [])),
+    request_body = RescheduleMine, params(("id" = String, Path, description = "bk_...")),
+    responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn reschedule_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: RescheduleMine = req.json()?;
+    let id: BookingId = req.path_id("id")?;
+    let ct = me(app, &req).await?;
+    let send = req.grant.authorize::<fx::SendEmail>()?;
+    Ok(Reply::ok(&domain::bookings::booking::reschedule(&send, app, req.ws()?, &id, Canceller::Customer(&ct), &input.start).await?))
+}
+
 /// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct PortalEmail {
@@ -200,10 +313,22 @@ pub struct PortalEmail {
 pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "portal_emails", &[]).await?;
     let ct = me(app, &req).await?;
-    let spec = keys::EMAILS_OF_CONTACT.query(&[req.ws()?, &ct], &[], page.after.clone(), page.limit).descending();
+    let (list, next) = emails_of(app, req.ws()?, &ct, page.after.clone(), page.limit).await?;
+    Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
+}
+
+/// One page of the emails sent to a contact, newest first (the API's list and the pages').
+pub(crate) async fn emails_of(
+    app: &App,
+    ws: &shared::auth::WorkspaceId,
+    ct: &ContactId,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<PortalEmail>, Option<String>)> {
+    let spec = keys::EMAILS_OF_CONTACT.query(&[ws, ct], &[], after, limit).descending();
     let (mut list, next) = shared::request::keyed_page::<PortalEmail>(app, spec).await?;
     list.sort_by(|a, b| b.id.cmp(&a.id));
-    Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
+    Ok((list, next))
 }
 
 /// An export of everything the workspace holds about the customer (rate class `gdpr_export`);

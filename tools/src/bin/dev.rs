@@ -4,8 +4,13 @@
 use tools::DevStack;
 use tools::localstack::repo_root;
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // Debug builds' request futures need more than a worker's default 2 MiB of stack.
+    let rt = tokio::runtime::Builder::new_multi_thread().thread_stack_size(8 << 20).enable_all().build().expect("runtime");
+    rt.block_on(run());
+}
+
+async fn run() {
     shared::telemetry::init();
     let port: u16 = std::env::var("PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(3000);
     let local = repo_root().join(".local");

@@ -3,6 +3,8 @@
 //! bookings (cancel within the window, 409 inside it), emails, export and erasure; logout;
 //! the per-session rate class.
 
+mod pages;
+
 use e2e::{Client, harness};
 use futures_util::future::join_all;
 use serde_json::{Value, json};

@@ -1,0 +1,151 @@
+//! The portal as web pages, `/p/<workspace slug>/...`: server-rendered HTML that works without
+//! JavaScript, on the same domain functions as the portal's API routes. `shared::web` is the
+//! pipeline (session cookie, CSRF, rate limit, security headers, the grant); this module is
+//! the site: its pages, their words in English and Norwegian Bokmål, the workspace's look.
+//!
+//! Templates are maud: HTML written in Rust and checked by the compiler, every interpolated
+//! value escaped unless a page says `PreEscaped` (none does), and nothing to ship beside the
+//! binary. askama would have kept the HTML in files, at the price of a second language to read
+//! and templates the compiler checks less directly.
+
+mod account;
+mod assets;
+mod bookings;
+mod data;
+mod layout;
+mod sign_in;
+pub mod words;
+
+use domain::effects::{self as fx, Effect as _};
+use domain::portal::Lang;
+use domain::workspaces::Workspace;
+use http::Method;
+use shared::reexports::BoxFuture;
+use shared::web::{Page, PageHandler, Site, View, Visit};
+use shared::{ApiResult, App};
+use words::Words;
+
+/// A page handler as the pipeline calls it.
+macro_rules! page {
+    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)?) => {
+        Page {
+            method: Method::$method,
+            path: $path,
+            signed_in: false $(|| $signed)?,
+            effects: { #[allow(unused_mut, unused_assignments)] let mut e: &'static [shared::authority::EffectInfo] = &[]; $( e = $effects; )? e },
+            handler: {
+                fn handle<'a>(app: &'a App, v: Visit) -> BoxFuture<'a, ApiResult<View>> {
+                    Box::pin($handler(app, v))
+                }
+                handle as PageHandler
+            },
+        }
+    };
+}
+
+/// Every page, declared once.
+pub static PAGES: &[Page] = &[
+    page!(GET "/" => sign_in::home),
+    page!(POST "/sign-in" => sign_in::start, effects = &[fx::EmailSignInLink::INFO]),
+    page!(GET "/code" => sign_in::code_form),
+    page!(POST "/code" => sign_in::code),
+    page!(GET "/link" => sign_in::link_form),
+    page!(POST "/link" => sign_in::link),
+    page!(POST "/sign-out" => sign_in::sign_out, signed_in = true),
+    page!(GET "/account" => account::show, signed_in = true),
+    page!(POST "/account" => account::save, signed_in = true),
+    page!(GET "/bookings" => bookings::list, signed_in = true),
+    page!(POST "/bookings/{id}/cancel" => bookings::cancel, signed_in = true),
+    page!(GET "/bookings/{id}/move" => bookings::move_form, signed_in = true),
+    page!(POST "/bookings/{id}/move" => bookings::move_to, signed_in = true, effects = &[fx::SendEmail::INFO]),
+    page!(GET "/emails" => data::emails, signed_in = true),
+    page!(GET "/data" => data::show, signed_in = true),
+    page!(POST "/data/export" => data::export, signed_in = true, effects = &[fx::ExportSubject::INFO]),
+    page!(GET "/data/exports/{id}" => data::export_status, signed_in = true),
+    page!(POST "/data/exports/{id}/send" => data::export_send, signed_in = true, effects = &[fx::SendEmail::INFO]),
+    page!(POST "/data/erasure/code" => data::erasure_code, signed_in = true, effects = &[fx::SendEmail::INFO]),
+    page!(GET "/data/erasure" => data::erasure_form, signed_in = true),
+    page!(POST "/data/erasure" => data::erase, signed_in = true, effects = &[fx::EraseSubject::INFO]),
+    page!(GET "/style.css" => assets::style),
+    page!(GET "/portal.js" => assets::script),
+    page!(GET "/logo" => assets::logo),
+];
+
+fn resolve<'a>(app: &'a App, slug: &'a str) -> BoxFuture<'a, ApiResult<Option<shared::auth::WorkspaceId>>> {
+    Box::pin(domain::workspaces::by_slug(app, slug))
+}
+
+pub static SITE: Site = Site { pages: PAGES, resolve, failure: layout::failure };
+
+/// What every page of one visit renders with.
+pub struct Ctx {
+    pub base: String,
+    pub lang: Lang,
+    pub w: &'static Words,
+    pub ws: Workspace,
+    pub csrf: String,
+    pub signed_in: bool,
+    pub zone: shared::zone::Zone,
+    pub zone_name: String,
+}
+
+/// Where a visitor's times are shown: the zone they chose, the one their browser told the
+/// optional script, or the workspace's.
+pub const TZ_COOKIE: &str = "portal_tz";
+pub const TZ_AUTO_COOKIE: &str = "portal_tz_auto";
+
+impl Ctx {
+    pub async fn of(app: &App, v: &Visit) -> ApiResult<Self> {
+        let (ws, _) = domain::workspaces::load(app, &v.ws).await?;
+        let lang = Lang::from_accept_language(v.header("accept-language"));
+        let chosen = [v.cookie(TZ_COOKIE), v.cookie(TZ_AUTO_COOKIE)]
+            .into_iter()
+            .flatten()
+            .map(percent_decode)
+            .find_map(|name| shared::zone::Zone::named(&name).map(|z| (name, z)));
+        let (zone_name, zone) = chosen
+            .or_else(|| shared::zone::Zone::named(&ws.timezone).map(|z| (ws.timezone.clone(), z)))
+            .unwrap_or(("UTC".into(), shared::zone::Zone::utc()));
+        Ok(Self {
+            base: v.base.clone(),
+            lang,
+            w: words::of(lang),
+            ws,
+            csrf: v.csrf.clone(),
+            signed_in: v.session.is_some(),
+            zone,
+            zone_name,
+        })
+    }
+
+    /// A time as the customer reads it: weekday, date and time in their zone.
+    pub fn when(&self, t: &shared::ids::Timestamp) -> String {
+        use chrono::{Datelike, Timelike};
+        let local = t.time().with_timezone(&self.zone);
+        let (wd, mo) = (self.w.weekdays[local.weekday().num_days_from_monday() as usize], self.w.months[local.month0() as usize]);
+        match self.lang {
+            Lang::En => format!("{wd} {} {mo} {}, {:02}:{:02}", local.day(), local.year(), local.hour(), local.minute()),
+            Lang::Nb => format!("{wd} {}. {mo} {} kl. {:02}:{:02}", local.day(), local.year(), local.hour(), local.minute()),
+        }
+    }
+
+    /// The date alone.
+    pub fn day(&self, t: &shared::ids::Timestamp) -> String {
+        use chrono::Datelike;
+        let local = t.time().with_timezone(&self.zone);
+        let (wd, mo) = (self.w.weekdays[local.weekday().num_days_from_monday() as usize], self.w.months[local.month0() as usize]);
+        match self.lang {
+            Lang::En => format!("{wd} {} {mo} {}", local.day(), local.year()),
+            Lang::Nb => format!("{wd} {}. {mo} {}", local.day(), local.year()),
+        }
+    }
+
+    /// A view in this visit's language.
+    pub fn page(&self, title: &str, notice: Option<layout::Notice>, body: maud::Markup) -> View {
+        View::html(layout::page(self, title, notice, body)).lang(self.lang.tag())
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
+}

@@ -1,0 +1,467 @@
+//! The pipeline of the customer portal's web pages (`/p/<workspace slug>/...`), beside the JSON
+//! one of `crate::http`: the same stages for a browser. Route -> workspace by its slug ->
+//! session from the `portal_session` cookie (only the workspace's own) -> rate limit -> form
+//! body and its CSRF token -> [`Grant`] -> handler -> HTML with the security headers. A page
+//! handler reaches effects only through the grant, as an API handler does.
+//!
+//! Why each defence:
+//! - Cookies are `HttpOnly; Secure; SameSite=Lax` and scoped to `/p/<slug>`, so a script cannot
+//!   read them, other sites' forms do not carry them, and another workspace's pages never get
+//!   them (a session of another workspace that arrives anyway counts as none).
+//! - Every form carries a token: HMAC of the browser's `portal_csrf` cookie and its session,
+//!   under a key derived from the platform secret. A post without it, with another one, or from
+//!   another site (`Sec-Fetch-Site: cross-site`) is refused with 403 before the handler runs.
+//! - `Content-Security-Policy` allows only the pages' own style, images and script, no inline
+//!   code, no framing, and forms only to the pages themselves; no page makes a third-party request.
+
+use crate::app::App;
+use crate::auth::{Principal, WorkspaceId};
+use crate::authority::{EffectInfo, Grant};
+use crate::error::{ApiError, ApiResult};
+use crate::ratelimit::Class;
+use bytes::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use http::{HeaderValue, Method, StatusCode};
+use lambda_http::Body;
+use std::panic::AssertUnwindSafe;
+use std::time::Instant;
+use tracing::Instrument;
+
+pub const SESSION_COOKIE: &str = "portal_session";
+pub const CSRF_COOKIE: &str = "portal_csrf";
+/// The form field that carries the CSRF token.
+pub const CSRF_FIELD: &str = "csrf";
+/// Largest form a page takes.
+pub const MAX_FORM_BYTES: usize = 16 * 1024;
+
+pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; form-action 'self'; \
+                       frame-ancestors 'none'; base-uri 'none'";
+
+pub type PageHandler = for<'a> fn(&'a App, Visit) -> BoxFuture<'a, ApiResult<View>>;
+
+/// One page: a method and a path under `/p/<slug>` (`/bookings/{id}/cancel`).
+pub struct Page {
+    pub method: Method,
+    pub path: &'static str,
+    /// Without a session the visitor is sent to the sign-in page.
+    pub signed_in: bool,
+    /// The effects its handler may reach, as an API route declares them.
+    pub effects: &'static [EffectInfo],
+    pub handler: PageHandler,
+}
+
+/// An error as the site shows it.
+pub struct Failure<'a> {
+    pub status: StatusCode,
+    pub message: &'a str,
+    /// `/p/<slug>` when the workspace is known (for the style sheet and the way back).
+    pub base: Option<&'a str>,
+    pub accept_language: Option<&'a str>,
+}
+
+/// The pages of one site and what the pipeline needs from it.
+pub struct Site {
+    pub pages: &'static [Page],
+    pub resolve: for<'a> fn(&'a App, &'a str) -> BoxFuture<'a, ApiResult<Option<WorkspaceId>>>,
+    pub failure: fn(&Failure<'_>) -> String,
+}
+
+/// What a page handler receives.
+pub struct Visit {
+    pub ws: WorkspaceId,
+    pub slug: String,
+    /// `/p/<slug>`: every link and form of the page starts with it.
+    pub base: String,
+    /// The session token and its contact, when signed in to this workspace.
+    pub session: Option<(String, String)>,
+    pub params: Vec<(&'static str, String)>,
+    pub query: Vec<(String, String)>,
+    pub form: Vec<(String, String)>,
+    pub headers: http::HeaderMap,
+    /// The token this page's forms must carry.
+    pub csrf: String,
+    /// The caller's network address (rate buckets of anonymous pages).
+    pub source: String,
+    /// Where the pages are served ([`pages_origin`]), for links in emails.
+    pub origin: Option<String>,
+    pub grant: Grant,
+}
+
+impl Visit {
+    pub fn param(&self, name: &str) -> &str {
+        self.params.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str()).unwrap_or_default()
+    }
+    pub fn query(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        cookie(&self.headers, name)
+    }
+    /// The signed-in contact's id; the pipeline sends visitors without a session away first.
+    pub fn contact(&self) -> ApiResult<&str> {
+        self.session.as_ref().map(|(_, c)| c.as_str()).ok_or_else(|| ApiError::unauthorized("sign in first"))
+    }
+    pub fn session_token(&self) -> &str {
+        self.session.as_ref().map(|(t, _)| t.as_str()).unwrap_or_default()
+    }
+    /// A `Set-Cookie` for this site: `HttpOnly; Secure; SameSite=Lax`, scoped to its pages;
+    /// `max_age` 0 removes it.
+    pub fn set_cookie(&self, name: &str, value: &str, max_age: i64) -> String {
+        set_cookie(&self.base, name, value, max_age)
+    }
+}
+
+fn set_cookie(base: &str, name: &str, value: &str, max_age: i64) -> String {
+    format!("{name}={value}; Path={base}; Max-Age={max_age}; HttpOnly; Secure; SameSite=Lax")
+}
+
+/// The value of cookie `name`.
+pub fn cookie<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+}
+
+enum Content {
+    Html(String),
+    Redirect(String),
+    Asset { content_type: &'static str, bytes: Vec<u8>, max_age: u32 },
+}
+
+/// What a page handler answers.
+pub struct View {
+    status: StatusCode,
+    content: Content,
+    cookies: Vec<String>,
+    lang: Option<&'static str>,
+}
+
+impl View {
+    pub fn html(html: String) -> Self {
+        Self { status: StatusCode::OK, content: Content::Html(html), cookies: vec![], lang: None }
+    }
+    /// 303 See Other: after a form, the browser asks for `to` with GET.
+    pub fn redirect(to: impl Into<String>) -> Self {
+        Self { status: StatusCode::SEE_OTHER, content: Content::Redirect(to.into()), cookies: vec![], lang: None }
+    }
+    /// A style sheet, a script or an image, cached by the browser for `max_age` seconds.
+    pub fn asset(content_type: &'static str, bytes: Vec<u8>, max_age: u32) -> Self {
+        Self { status: StatusCode::OK, content: Content::Asset { content_type, bytes, max_age }, cookies: vec![], lang: None }
+    }
+    pub fn status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+    pub fn cookie(mut self, set_cookie: String) -> Self {
+        self.cookies.push(set_cookie);
+        self
+    }
+    pub fn lang(mut self, tag: &'static str) -> Self {
+        self.lang = Some(tag);
+        self
+    }
+}
+
+fn param_name(seg: &str) -> Option<&'static str> {
+    seg.strip_prefix('{').and_then(|p| p.strip_suffix('}')).map(|p| &*Box::leak(p.to_string().into_boxed_str()))
+}
+
+/// The page for `method` and `rest` (the path after `/p/<slug>`), with its parameters; a
+/// known path with another method is 405.
+fn find<'p>(pages: &'p [Page], method: &Method, rest: &str) -> ApiResult<(&'p Page, Vec<(&'static str, String)>)> {
+    let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let mut path_known = false;
+    for page in pages {
+        let pat: Vec<&str> = page.path.split('/').filter(|s| !s.is_empty()).collect();
+        if pat.len() != segs.len() || !pat.iter().zip(&segs).all(|(p, s)| p.starts_with('{') || p == s) {
+            continue;
+        }
+        path_known = true;
+        if page.method == method || (method == Method::HEAD && page.method == Method::GET) {
+            let params = pat.iter().zip(&segs).filter_map(|(p, s)| Some((param_name(p)?, s.to_string()))).collect();
+            return Ok((page, params));
+        }
+    }
+    Err(if path_known {
+        ApiError::new(crate::error::ErrorCode::MethodNotAllowed, "this page does not take that method")
+    } else {
+        ApiError::not_found("page")
+    })
+}
+
+/// The token of a form: HMAC of the browser's nonce and its session, under the platform's key.
+pub fn csrf_token(key: &[u8], slug: &str, nonce: &str, session: &str) -> String {
+    use hmac::{KeyInit, Mac};
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
+    m.update(format!("{slug}\n{nonce}\n{session}").as_bytes());
+    crate::crypto::hex(&m.finalize().into_bytes())
+}
+
+/// Where the pages are served: `PORTAL_PAGES_URL`, else the domain API Gateway received the
+/// request on (its request context, which the caller cannot choose, unlike `Host`).
+pub fn pages_origin(app: &App, parts: &http::request::Parts) -> Option<String> {
+    use lambda_http::request::RequestContext;
+    if let Some(o) = &app.cfg.portal_pages_url {
+        return Some(o.clone());
+    }
+    match parts.extensions.get::<RequestContext>() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.domain_name.as_ref().map(|d| format!("https://{d}")),
+        _ => None,
+    }
+}
+
+/// Serve one request for a page of `site`.
+pub async fn serve(app: &App, site: &Site, req: http::Request<Body>) -> crate::http::Response {
+    let started = Instant::now();
+    let path = req.uri().path().to_string();
+    let span = tracing::info_span!("page", method = %req.method(), path = %path);
+    async move {
+        let accept_language = req.headers().get(http::header::ACCEPT_LANGUAGE).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let fut = AssertUnwindSafe(visit(app, site, req)).catch_unwind();
+        let budget = std::time::Duration::from_millis(app.cfg.timeouts.request_ms);
+        let (res, ddb_calls) = crate::metrics::count_ddb_calls(tokio::time::timeout(budget, fut)).await;
+        let (result, base) = match res {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => (Err(ApiError::internal("page handler panicked")), None),
+            Err(_) => (Err(ApiError::unavailable("the page ran past its time budget")), None),
+        };
+        let resp = match result {
+            Ok(v) => respond(v),
+            Err(e) => {
+                if e.status().is_server_error() {
+                    tracing::error!(error = %e.message, "page failed");
+                }
+                let message = if e.status().is_server_error() { "" } else { e.message.as_str() };
+                let html = (site.failure)(&Failure {
+                    status: e.status(),
+                    message,
+                    base: base.as_deref(),
+                    accept_language: accept_language.as_deref(),
+                });
+                let mut resp = respond(View::html(html).status(e.status()));
+                for (k, val) in &e.headers {
+                    if let Ok(val) = HeaderValue::from_str(val) {
+                        resp.headers_mut().insert(*k, val);
+                    }
+                }
+                resp
+            }
+        };
+        let status = resp.status().as_u16();
+        let duration_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(status, ddb_calls, duration_ms, "page done");
+        crate::metrics::request("PAGE /p/{slug}", status, duration_ms, ddb_calls);
+        resp
+    }
+    .instrument(span)
+    .await
+}
+
+/// The stages; answers the view (or why not) and the site's base once the slug is known.
+async fn visit(app: &App, site: &Site, req: http::Request<Body>) -> (ApiResult<View>, Option<String>) {
+    let (parts, body) = req.into_parts();
+    let Some(after) = parts.uri.path().strip_prefix("/p/") else { return (Err(ApiError::not_found("page")), None) };
+    let (slug, rest) = after.split_once('/').map_or((after, None), |(s, r)| (s, Some(r)));
+    let slug = slug.to_string();
+    let Some(rest) = rest.map(|r| format!("/{r}")) else {
+        // `/p/<slug>` without its slash: the pages' relative links need the folder.
+        return (Ok(View::redirect(format!("/p/{slug}/"))), None);
+    };
+    let ws = match (site.resolve)(app, &slug).await {
+        Ok(Some(ws)) => ws,
+        Ok(None) => return (Err(ApiError::not_found("portal")), None),
+        Err(e) => return (Err(e), None),
+    };
+    let base = format!("/p/{slug}");
+    let out = stages(app, site, parts, body, ws, slug, &rest).await;
+    (out, Some(base))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stages(
+    app: &App,
+    site: &Site,
+    parts: http::request::Parts,
+    body: Body,
+    ws: WorkspaceId,
+    slug: String,
+    rest: &str,
+) -> ApiResult<View> {
+    let (page, params) = find(site.pages, &parts.method, rest)?;
+    let base = format!("/p/{slug}");
+    let source = crate::http::source_ip(&parts);
+    let origin = pages_origin(app, &parts);
+    // The session, if the cookie holds one of this workspace's.
+    let mut cookies_out = vec![];
+    let session = match cookie(&parts.headers, SESSION_COOKIE) {
+        Some(token) if !token.is_empty() => {
+            let mut h = http::HeaderMap::new();
+            h.insert(crate::auth::PORTAL_SESSION_HEADER, HeaderValue::from_str(token).unwrap_or(HeaderValue::from_static("-")));
+            match crate::auth::authenticate_portal(&app.db, &h).await {
+                Ok(p) if p.workspace_id.as_ref() == Some(&ws) => Some((token.to_string(), p)),
+                Ok(_) | Err(ApiError { code: crate::error::ErrorCode::Unauthorized, .. }) => {
+                    cookies_out.push(set_cookie(&base, SESSION_COOKIE, "", 0));
+                    None
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        _ => None,
+    };
+    if page.signed_in && session.is_none() {
+        let mut v = View::redirect(format!("{base}/"));
+        v.cookies = cookies_out;
+        return Ok(v);
+    }
+    let principal = session.as_ref().map(|(_, p)| p.clone()).unwrap_or_else(|| Principal::public(&source));
+    let decision = app.limiter.acquire(&app.db, &principal.tenant_scope(), Class::Portal).await?;
+    if !decision.allowed {
+        return Err(decision.into_error());
+    }
+    // The browser's nonce for form tokens: set on its first page.
+    let nonce = match cookie(&parts.headers, CSRF_COOKIE).filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_alphanumeric())) {
+        Some(n) => n.to_string(),
+        None => {
+            let n = crate::auth::random_base62(32);
+            cookies_out.push(set_cookie(&base, CSRF_COOKIE, &n, 400 * 86_400));
+            n
+        }
+    };
+    let key = &app.platform_secret().await?.csrf_key;
+    let token = session.as_ref().map(|(t, _)| t.as_str()).unwrap_or_default();
+    let csrf = csrf_token(key, &slug, &nonce, token);
+    let body: Bytes = match body {
+        Body::Empty => Bytes::new(),
+        Body::Text(t) => Bytes::from(t),
+        Body::Binary(b) => Bytes::from(b),
+        _ => Bytes::new(),
+    };
+    let mut form = vec![];
+    if parts.method == Method::POST {
+        if body.len() > MAX_FORM_BYTES {
+            return Err(ApiError::new(crate::error::ErrorCode::PayloadTooLarge, "the form is too large"));
+        }
+        let ct = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if !ct.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded") {
+            return Err(ApiError::new(crate::error::ErrorCode::UnsupportedMediaType, "a form of this page posts as a form"));
+        }
+        form = url::form_urlencoded::parse(&body).into_owned().collect::<Vec<_>>();
+        let cross_site = parts.headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site");
+        let sent = form.iter().find(|(k, _)| k == CSRF_FIELD).map(|(_, v)| v.as_str()).unwrap_or_default();
+        use subtle::ConstantTimeEq;
+        if cross_site || !bool::from(sent.as_bytes().ct_eq(csrf.as_bytes())) {
+            return Err(ApiError::forbidden("this form has expired or came from another site; reload the page and send it again"));
+        }
+    }
+    let query = url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
+    let grant = Grant::new(principal, page.effects, None, parts.method.as_str(), rest, body);
+    let v = Visit {
+        ws,
+        slug,
+        base,
+        session: session.map(|(t, p)| (t, p.portal_contact().unwrap_or_default().to_string())),
+        params,
+        query,
+        form,
+        headers: parts.headers,
+        csrf,
+        source,
+        origin,
+        grant,
+    };
+    let mut view = (page.handler)(app, v).await?;
+    cookies_out.append(&mut view.cookies);
+    view.cookies = cookies_out;
+    Ok(view)
+}
+
+fn respond(v: View) -> crate::http::Response {
+    let mut b = http::Response::builder()
+        .status(v.status)
+        .header("content-security-policy", CSP)
+        .header("x-frame-options", "DENY")
+        .header("x-content-type-options", "nosniff")
+        .header("referrer-policy", "no-referrer")
+        .header("cross-origin-opener-policy", "same-origin")
+        .header("permissions-policy", "camera=(), microphone=(), geolocation=()");
+    for c in &v.cookies {
+        b = b.header(http::header::SET_COOKIE, c);
+    }
+    if let Some(l) = v.lang {
+        b = b.header(http::header::CONTENT_LANGUAGE, l);
+    }
+    let body = match v.content {
+        Content::Html(h) => {
+            b = b.header(http::header::CONTENT_TYPE, "text/html; charset=utf-8").header(http::header::CACHE_CONTROL, "no-store");
+            Body::Text(h)
+        }
+        Content::Redirect(to) => {
+            b = b.header(http::header::LOCATION, to).header(http::header::CACHE_CONTROL, "no-store");
+            Body::Empty
+        }
+        Content::Asset { content_type, bytes, max_age } => {
+            b = b
+                .header(http::header::CONTENT_TYPE, content_type)
+                .header(http::header::CACHE_CONTROL, format!("public, max-age={max_age}"));
+            match String::from_utf8(bytes) {
+                Ok(t) => Body::Text(t),
+                Err(e) => Body::Binary(e.into_bytes()),
+            }
+        }
+    };
+    b.body(body).unwrap_or_else(|_| http::Response::new(Body::Empty))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noop<'a>(_: &'a App, _: Visit) -> BoxFuture<'a, ApiResult<View>> {
+        Box::pin(async { Ok(View::html(String::new())) })
+    }
+
+    #[test]
+    fn pages_match_by_segment_and_method() {
+        static PAGES: &[Page] = &[
+            Page { method: Method::GET, path: "/", signed_in: false, effects: &[], handler: noop },
+            Page { method: Method::GET, path: "/bookings", signed_in: true, effects: &[], handler: noop },
+            Page { method: Method::POST, path: "/bookings/{id}/cancel", signed_in: true, effects: &[], handler: noop },
+        ];
+        assert_eq!(find(PAGES, &Method::GET, "/").unwrap().0.path, "/");
+        let (p, params) = find(PAGES, &Method::POST, "/bookings/bk_1/cancel").unwrap();
+        assert_eq!((p.path, params), ("/bookings/{id}/cancel", vec![("id", "bk_1".to_string())]));
+        assert_eq!(find(PAGES, &Method::GET, "/bookings/bk_1/cancel").err().unwrap().status(), 405);
+        assert_eq!(find(PAGES, &Method::GET, "/nope").err().unwrap().status(), 404);
+    }
+
+    #[test]
+    fn cookies_are_read_by_name_and_set_for_the_site_only() {
+        let mut h = http::HeaderMap::new();
+        h.insert(http::header::COOKIE, HeaderValue::from_static("a=1; portal_session=pss_x; b=2"));
+        assert_eq!(cookie(&h, SESSION_COOKIE), Some("pss_x"));
+        assert_eq!(cookie(&h, "c"), None);
+        let c = set_cookie("/p/acme", SESSION_COOKIE, "v", 60);
+        assert_eq!(c, "portal_session=v; Path=/p/acme; Max-Age=60; HttpOnly; Secure; SameSite=Lax");
+    }
+
+    #[test]
+    fn a_form_token_is_bound_to_the_site_the_nonce_and_the_session() {
+        let t = csrf_token(b"k", "acme", "n", "");
+        assert_ne!(t, csrf_token(b"k", "other", "n", ""));
+        assert_ne!(t, csrf_token(b"k", "acme", "m", ""));
+        assert_ne!(t, csrf_token(b"k", "acme", "n", "pss_1"));
+        assert_ne!(t, csrf_token(b"j", "acme", "n", ""));
+    }
+}

@@ -1,0 +1,427 @@
+//! The portal's web pages (`/p/<slug>/...`): their security over plain HTTP here, and every
+//! flow in Debian's Chromium (tests/browser/portal.mjs, driven by playwright-core), against
+//! this stack's gateway, reading the sign-in mail from moto's SES.
+
+use e2e::{Client, created, harness};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A page client: keeps the cookies it is given (as a browser does), follows no redirects.
+#[derive(Clone)]
+struct Browser {
+    http: reqwest::Client,
+    jar: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+struct Call {
+    rb: reqwest::RequestBuilder,
+    jar: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+fn browser() -> Browser {
+    Browser { http: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(), jar: Arc::default() }
+}
+
+impl Browser {
+    fn call(&self, rb: reqwest::RequestBuilder) -> Call {
+        let cookies = self.jar.lock().unwrap().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ");
+        let rb = if cookies.is_empty() { rb } else { rb.header("cookie", cookies) };
+        Call { rb, jar: self.jar.clone() }
+    }
+    fn get(&self, url: impl reqwest::IntoUrl) -> Call {
+        self.call(self.http.get(url))
+    }
+    fn post(&self, url: impl reqwest::IntoUrl) -> Call {
+        self.call(self.http.post(url))
+    }
+}
+
+impl Call {
+    fn header(mut self, k: &str, v: &str) -> Self {
+        self.rb = self.rb.header(k, v);
+        self
+    }
+    fn body(mut self, b: String) -> Self {
+        self.rb = self.rb.body(b);
+        self
+    }
+    async fn send(self) -> reqwest::Response {
+        let r = self.rb.send().await.unwrap();
+        let mut jar = self.jar.lock().unwrap();
+        for c in r.headers().get_all("set-cookie") {
+            let first = c.to_str().unwrap().split(';').next().unwrap_or_default();
+            if let Some((k, v)) = first.split_once('=') {
+                jar.retain(|(n, _)| n != k);
+                if !v.is_empty() && !c.to_str().unwrap().contains("Max-Age=0") {
+                    jar.push((k.to_string(), v.to_string()));
+                }
+            }
+        }
+        r
+    }
+}
+
+/// A workspace ready for its portal: a verified domain, a look, and its slug.
+async fn portal_workspace(name: &str) -> (Client, String, String) {
+    let h = harness();
+    let (ws, key) = h.workspace(name).await;
+    let c = Client::new(&h.base_bulk, &key);
+    e2e::verified_domain(&c, &ws).await;
+    let r = c.patch("/workspaces/current", &json!({"accent_color": "#0b6e4f"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let slug = r.json["data"]["slug"].as_str().unwrap().to_string();
+    (c, ws, slug)
+}
+
+async fn generous_pages() -> String {
+    let h = harness();
+    let mut cfg = h.config.clone();
+    for class in shared::ratelimit::Class::ALL {
+        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
+    }
+    h.pages_gateway(cfg).await
+}
+
+/// The token in a page's form.
+fn csrf_of(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a form with its token") + "name=\"csrf\" value=\"".len();
+    html[at..at + 64].to_string()
+}
+
+/// The newest message moto's SES sent to `to` whose subject contains `subject`, after `seen` of them.
+async fn mail_to(to: &str, subject: &str, seen: usize) -> Value {
+    for _ in 0..150 {
+        let all: Vec<Value> = harness()
+            .ses_sent()
+            .await
+            .into_iter()
+            .filter(|m| m["destinations"].to_string().contains(to) && m["subject"].as_str().unwrap_or_default().contains(subject))
+            .collect();
+        if all.len() > seen {
+            return all.last().unwrap().clone();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no mail {subject:?} to {to}")
+}
+
+#[tokio::test]
+async fn every_page_carries_the_security_headers_and_forms_need_their_token() {
+    let (c, _, slug) = portal_workspace("pages headers").await;
+    let origin = generous_pages().await;
+    let b = browser();
+    let home = format!("{origin}/p/{slug}/");
+    let r = b.get(&home).header("accept-language", "nb-NO,nb;q=0.9,en;q=0.5").send().await;
+    assert_eq!(r.status(), 200);
+    let h = r.headers().clone();
+    let csp = h["content-security-policy"].to_str().unwrap();
+    for part in ["default-src 'none'", "frame-ancestors 'none'", "form-action 'self'", "script-src 'self'", "style-src 'self'"] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["content-language"], "nb");
+    let cookie = h.get_all("set-cookie").iter().map(|v| v.to_str().unwrap()).find(|c| c.starts_with("portal_csrf=")).unwrap();
+    for attr in ["HttpOnly", "Secure", "SameSite=Lax", &format!("Path=/p/{slug}")] {
+        assert!(cookie.contains(attr), "{cookie}");
+    }
+    let html = r.text().await.unwrap();
+    assert!(html.contains("<html lang=\"nb\"") && html.contains("Logg inn"), "{html}");
+    assert!(!html.contains("<script>") && !html.contains("style="), "no inline script or style");
+    let token = csrf_of(&html);
+    // Every asset the page names is its own: no third-party request.
+    for needle in ["src=\"http", "href=\"http"] {
+        assert!(!html.contains(needle), "{needle} in {html}");
+    }
+    let css = b.get(format!("{origin}/p/{slug}/style.css")).send().await.text().await.unwrap();
+    assert!(css.starts_with(":root{--accent:#0b6e4f}"), "{css}");
+    // The logo comes through the pages' own origin, fetched by the SSRF-safe client.
+    assert_eq!(b.get(format!("{origin}/p/{slug}/logo")).send().await.status(), 404, "no logo set");
+    let r = c.patch("/workspaces/current", &json!({"logo_url": logo_server().await})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let logo = b.get(format!("{origin}/p/{slug}/logo")).send().await;
+    assert_eq!((logo.status().as_u16(), logo.headers()["content-type"].to_str().unwrap()), (200, "image/png"));
+    assert!(logo.bytes().await.unwrap().starts_with(b"\x89PNG"));
+
+    let sign_in = format!("{origin}/p/{slug}/sign-in");
+    let form = |csrf: &str| format!("email=nobody%40example.org&csrf={csrf}");
+    let ct = ("content-type", "application/x-www-form-urlencoded");
+    let r = b.post(&sign_in).header(ct.0, ct.1).body(form("")).send().await;
+    assert_eq!(r.status(), 403, "a form without its token");
+    let r = b.post(&sign_in).header(ct.0, ct.1).body(form(&"0".repeat(64))).send().await;
+    assert_eq!(r.status(), 403, "a form with another token");
+    let r = b.post(&sign_in).header(ct.0, ct.1).header("sec-fetch-site", "cross-site").body(form(&token)).send().await;
+    assert_eq!(r.status(), 403, "a form from another site");
+    assert!(r.headers().contains_key("content-security-policy"));
+    // Another browser's token does not fit this one's cookie.
+    let r = browser().post(&sign_in).header(ct.0, ct.1).body(form(&token)).send().await;
+    assert_eq!(r.status(), 403);
+    let r = b.post(&sign_in).header(ct.0, ct.1).body(form(&token)).send().await;
+    assert_eq!((r.status().as_u16(), r.headers()["location"].to_str().unwrap()), (303, format!("/p/{slug}/code").as_str()));
+
+    // Unknown workspaces and pages answer the site's own 404 page.
+    let r = b.get(format!("{origin}/p/no-such-workspace-here/")).send().await;
+    assert_eq!(r.status(), 404);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert_eq!(b.get(format!("{origin}/p/{slug}/nope")).send().await.status(), 404);
+    // A signed-in page without a session goes to the sign-in.
+    let r = b.get(format!("{origin}/p/{slug}/bookings")).send().await;
+    assert_eq!((r.status().as_u16(), r.headers()["location"].to_str().unwrap()), (303, format!("/p/{slug}/").as_str()));
+}
+
+/// A session cookie reaches only its own workspace's pages; an expired or used link signs in
+/// no one; known and unknown addresses get the same answer in the same time.
+#[tokio::test]
+async fn sessions_stay_in_their_workspace_and_sign_in_reveals_no_one() {
+    let (c, _ws, slug) = portal_workspace("pages session").await;
+    let (_c2, _, other_slug) = portal_workspace("pages other").await;
+    let origin = generous_pages().await;
+    let me = created(&c, "/contacts", json!({"email": "pat@example.org", "first_name": "Pat"}), 201).await;
+    let session = e2e::portal_session(&c, me["id"].as_str().unwrap()).await;
+    let page = |s: &str, path: &str| {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(format!("{origin}/p/{s}{path}"))
+            .header("cookie", format!("portal_session={session}"))
+    };
+    let r = page(&slug, "/account").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("pat@example.org"));
+    let r = page(&other_slug, "/account").send().await.unwrap();
+    assert_eq!(r.status(), 303, "another workspace's cookie is no session here");
+    assert!(r.headers().get_all("set-cookie").iter().any(|v| v.to_str().unwrap().starts_with("portal_session=;")), "and is removed");
+
+    // A link: used once, then refused; an expired one refused.
+    let link = |c: &Client| {
+        let c = c.clone();
+        let id = me["id"].as_str().unwrap().to_string();
+        async move {
+            created(&c, "/portal/sessions", json!({"contact_id": id, "delivery": "return"}), 201).await["token"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let post_link = |token: String| {
+        let (origin, slug) = (origin.clone(), slug.clone());
+        async move {
+            let b = browser();
+            let html = b.get(format!("{origin}/p/{slug}/link?token={token}")).send().await.text().await.unwrap();
+            assert!(html.contains(&token), "the page asks before it spends the link");
+            b.post(format!("{origin}/p/{slug}/link"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("token={token}&csrf={}", csrf_of(&html)))
+                .send()
+                .await
+        }
+    };
+    let token = link(&c).await;
+    let r = post_link(token.clone()).await;
+    assert_eq!(r.status(), 303);
+    assert!(r.headers().get_all("set-cookie").iter().any(|v| v.to_str().unwrap().starts_with("portal_session=pss_")));
+    assert_eq!(post_link(token).await.status(), 401, "a used link");
+    let token = link(&c).await;
+    let app = harness().app().await;
+    let pk = domain::keys::PORTAL_LINK.pk(&[&shared::auth::hash_api_key(&token)]);
+    app.db.update(&pk, domain::keys::PORTAL_LINK.table.sk, "SET expires_at = :e").value(":e", shared::store::n(1)).apply().await.unwrap();
+    assert_eq!(post_link(token).await.status(), 401, "an expired link");
+    // Another workspace's link does not sign in here.
+    let token = link(&c).await;
+    let b = browser();
+    let html = b.get(format!("{origin}/p/{other_slug}/link?token={token}")).send().await.text().await.unwrap();
+    let r = b
+        .post(format!("{origin}/p/{other_slug}/link"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}&csrf={}", csrf_of(&html)))
+        .send()
+        .await;
+    assert_eq!(r.status(), 401);
+
+    // No enumeration: the same redirect, and the same time within noise.
+    let mut known = vec![];
+    let mut unknown = vec![];
+    for i in 0..3 {
+        let addr = format!("known{i}@example.org");
+        created(&c, "/contacts", json!({"email": addr}), 201).await;
+        for (list, addr) in [(&mut known, addr), (&mut unknown, format!("stranger{i}@example.org"))] {
+            let b = browser();
+            let html = b.get(format!("{origin}/p/{slug}/")).send().await.text().await.unwrap();
+            let started = Instant::now();
+            let r = b
+                .post(format!("{origin}/p/{slug}/sign-in"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("email={}&csrf={}", addr.replace('@', "%40"), csrf_of(&html)))
+                .send()
+                .await;
+            list.push(started.elapsed());
+            assert_eq!((r.status().as_u16(), r.headers()["location"].to_str().unwrap()), (303, format!("/p/{slug}/code").as_str()));
+        }
+    }
+    known.sort();
+    unknown.sort();
+    let (k, u) = (known[1].as_millis() as i64, unknown[1].as_millis() as i64);
+    assert!((k - u).abs() < 250, "median known {k} ms, unknown {u} ms");
+    assert!(k >= domain::portal::SIGN_IN_FLOOR.as_millis() as i64);
+}
+
+/// The sign-in API (for a workspace's own pages): the same answer for every address, a code
+/// that opens one session, and attempts limited per address.
+#[tokio::test]
+async fn the_sign_in_api_sends_a_code_only_to_a_contact_and_limits_attempts() {
+    let (c, _ws, slug) = portal_workspace("pages api").await;
+    let h = harness();
+    // Generous limits here: the strict ones are measured below, from a full bucket.
+    let anon = Client::anonymous(&format!("{}/api/v1", generous_pages().await));
+    created(&c, "/contacts", json!({"email": "lee@example.org"}), 201).await;
+    let known = anon.post("/portal/sign-in", &json!({"workspace": slug, "email": "Lee@Example.org", "lang": "nb"})).await;
+    assert_eq!(known.status, 202, "{}", known.json);
+    let unknown = anon.post("/portal/sign-in", &json!({"workspace": slug, "email": "zed@example.org"})).await;
+    let nowhere = anon.post("/portal/sign-in", &json!({"workspace": "no-such-place", "email": "zed@example.org"})).await;
+    for r in [&unknown, &nowhere] {
+        assert_eq!(r.status, 202);
+        assert_eq!(
+            r.json["data"].as_object().unwrap().keys().collect::<Vec<_>>(),
+            known.json["data"].as_object().unwrap().keys().collect::<Vec<_>>()
+        );
+    }
+    let mail = mail_to("lee@example.org", "Innloggingslenken", 0).await;
+    let body = mail["body"].as_str().unwrap();
+    let code = body.split(|ch: char| !ch.is_ascii_digit()).find(|w| w.len() == 6).unwrap().to_string();
+    assert!(body.contains(&format!("/p/{slug}/link?token=psl_")), "{body}");
+    let attempt = known.json["data"]["attempt"].as_str().unwrap();
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    let r = anon.post("/portal/sign-in/verify", &json!({"attempt": attempt, "code": wrong})).await;
+    assert_eq!(r.status, 400);
+    let r = anon.post("/portal/sign-in/verify", &json!({"attempt": unknown.json["data"]["attempt"], "code": code})).await;
+    assert_eq!(r.status, 400, "an unknown address's attempt opens nothing");
+    let r = anon.post("/portal/sign-in/verify", &json!({"attempt": attempt, "code": code})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    assert_eq!(Client::portal(&h.base, r.json["data"]["session_token"].as_str().unwrap()).get("/portal/me").await.status, 200);
+    let r = anon.post("/portal/sign-in/verify", &json!({"attempt": attempt, "code": code})).await;
+    assert_eq!(r.status, 400, "a code opens one session");
+
+    // Per address: 5 at once, then 429 with Retry-After (the default class, on a gateway of its own).
+    let strict = Client::anonymous(&format!("{}/api/v1", h.pages_gateway(h.config.clone()).await));
+    let mut statuses = vec![];
+    for _ in 0..6 {
+        let r = strict.post("/portal/sign-in", &json!({"workspace": slug, "email": "busy@example.org"})).await;
+        statuses.push(r.status);
+        if r.status == 429 {
+            assert!(r.header("retry-after").is_some());
+        }
+    }
+    assert_eq!(statuses, [202, 202, 202, 202, 202, 429]);
+}
+
+/// A fixed PNG on a loopback port: the workspace's logo.
+async fn logo_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // A 1x1 PNG.
+        const PNG: &[u8] = &[
+            0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0,
+            0x1f, 0x15, 0xc4, 0x89, 0, 0, 0, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0, 1, 0, 0, 5, 0, 1, 0x0d, 0x0a, 0x2d, 0xb4,
+            0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+        ];
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf).await;
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: image/png\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", PNG.len());
+            let _ = s.write_all(head.as_bytes()).await;
+            let _ = s.write_all(PNG).await;
+        }
+    });
+    format!("http://{addr}/logo.png")
+}
+
+/// Every flow in a real browser: tests/browser/portal.mjs.
+#[tokio::test]
+async fn the_portal_pages_work_in_a_real_browser() {
+    let (c, ws, slug) = portal_workspace("Fjord Studio").await;
+    let h = harness();
+    let r = c.patch("/workspaces/current", &json!({"logo_url": logo_server().await})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let r = c.patch("/workspaces/current", &json!({"accent_color": "#ffd400"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("accent_color")), "yellow on white is refused");
+    let origin = generous_pages().await;
+    let email = format!("ada.{}@example.org", ws.trim_start_matches("ws_").to_ascii_lowercase());
+    let me = created(&c, "/contacts", json!({"email": email, "first_name": "Ada", "last_name": "Lovelace"}), 201).await;
+    let other = created(&c, "/contacts", json!({"email": format!("other.{email}")}), 201).await;
+    let day = json!([{"start": "00:00", "end": "24:00"}]);
+    let hours = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let res = created(&c, "/bookings/resources", json!({"name": "Studio A", "timezone": "Europe/Oslo", "opening_hours": hours}), 201).await;
+    let svc = created(
+        &c,
+        "/bookings/services",
+        json!({"name": "Portrait session", "duration_minutes": 60, "resource_ids": [res["id"]], "cancellation_window_minutes": 120, "slot_interval_minutes": 60}),
+        201,
+    )
+    .await;
+    let at = |hours: i64| {
+        let t = chrono::Utc::now() + chrono::Duration::hours(hours);
+        format!("{}:00:00Z", t.format("%Y-%m-%dT%H"))
+    };
+    let book = |contact: &Value, start: String| {
+        let (c, svc, contact) = (c.clone(), svc["id"].clone(), contact["id"].clone());
+        async move {
+            created(&c, "/bookings", json!({"service_id": svc, "start": start, "contact_id": contact}), 201).await["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let cancel_me = book(&me, at(50)).await;
+    let move_me = book(&me, at(75)).await;
+    let too_late = book(&me, at(2)).await;
+    let not_mine = book(&other, at(100)).await;
+
+    let shots = match std::env::var("PORTAL_SCREENSHOTS") {
+        Ok(dir) if !dir.is_empty() => dir,
+        _ => tools::localstack::repo_root().join("target/portal-screenshots").to_string_lossy().into_owned(),
+    };
+    let root = tools::localstack::repo_root();
+    let out = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser/portal.mjs"))
+        .env("PORTAL_URL", format!("{origin}/p/{slug}"))
+        .env("MOTO_URL", &h.moto_endpoint)
+        .env("CUSTOMER_EMAIL", &email)
+        .env("CANCEL_ME", &cancel_me)
+        .env("MOVE_ME", &move_me)
+        .env("TOO_LATE", &too_late)
+        .env("NOT_MINE", &not_mine)
+        .env("SHOTS_DIR", &shots)
+        .env("API_URL", &h.base_bulk)
+        .env("API_KEY", c.auth.as_deref().unwrap_or_default())
+        .env("CONTACT_ID", me["id"].as_str().unwrap())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("node runs");
+    let log = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the browser flows failed:\n{log}");
+    println!("{log}");
+    // What the browser did, as the API sees it.
+    let b = |id: &str| {
+        let c = c.clone();
+        let id = id.to_string();
+        async move { c.get(&format!("/bookings/{id}")).await.json["data"].clone() }
+    };
+    assert_eq!(b(&cancel_me).await["status"], "cancelled");
+    assert_eq!(b(&cancel_me).await["cancelled_by"], "customer");
+    assert!(b(&move_me).await["rescheduled_to"].is_string());
+    assert_eq!(b(&too_late).await["status"], "confirmed");
+    assert_eq!(b(&not_mine).await["status"], "confirmed");
+    let contact = format!("/contacts/{}", me["id"].as_str().unwrap());
+    for _ in 0..150 {
+        if c.get(&contact).await.status == 404 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the customer's erasure did not remove the contact");
+}
