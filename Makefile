@@ -10,7 +10,7 @@ PORT ?= 3000
 # lints denied (what `cargo clippy` sets); the same settings throughout, so no step rebuilds.
 CLIPPY_BUILD := RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-.PHONY: deps java nginx wrk dev test build-tests openapi watch package bench chaos soak clean
+.PHONY: deps java nginx chromium wrk dev test build-tests openapi watch package bench chaos soak portal-screenshots clean
 
 PDS := .local/pds/.installed
 REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
@@ -19,7 +19,9 @@ TS_CLIENT := clients/typescript/node_modules/.package-lock.json
 # Defined before `deps` names it: make expands a rule's prerequisites as it reads the rule.
 CHECKOV := .local/checkov/.installed
 
-deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) java nginx
+BROWSER_TOOLS := tests/browser/node_modules/.package-lock.json
+
+deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) $(BROWSER_TOOLS) java nginx chromium
 
 $(VENV)/.installed: requirements-dev.txt
 	@echo "installing moto, cfn-lint, schemathesis and SAM CLI into $(VENV)"
@@ -77,6 +79,19 @@ wrk:
 		echo "installing wrk"; \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq --no-install-recommends wrk; fi
+
+# The portal pages' browser tests: Debian's Chromium, driven by playwright-core with axe-core
+# (tests/browser, from its lock file; playwright never downloads a browser of its own).
+$(BROWSER_TOOLS): tests/browser/package.json tests/browser/package-lock.json
+	@echo "installing the browser tests' tools (playwright-core, axe-core)"
+	npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+
+# After java: apt-get takes one lock.
+chromium: java
+	@if [ -x /usr/bin/chromium ]; then :; else \
+		echo "installing chromium"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq --no-install-recommends chromium; fi
 
 # DynamoDB Local needs Java 17 or newer.
 # After nginx: apt-get takes one lock.
@@ -163,6 +178,11 @@ chaos: deps
 soak: deps
 	$(CLIPPY_BUILD) cargo test -q -p e2e --test reliability --no-run
 	SOAK_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --ignored --nocapture soak::
+
+# The portal's pages at a phone and a desktop width in English and Norwegian, as the browser
+# test takes them (tests/tests/portal/pages.rs), written to docs/portal/ for the README.
+portal-screenshots: deps
+	PORTAL_SCREENSHOTS=$(CURDIR)/docs/portal $(CLIPPY_BUILD) cargo test -q -p e2e --test portal -- --nocapture real_browser
 
 clean:
 	cargo clean

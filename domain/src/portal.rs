@@ -164,7 +164,7 @@ pub async fn email_link(
 }
 
 /// The address the portal's own mail leaves from: `no-reply@` the first verified sending domain.
-async fn sender(app: &App, ws: &WorkspaceId) -> ApiResult<String> {
+pub(crate) async fn sender(app: &App, ws: &WorkspaceId) -> ApiResult<String> {
     let names = crate::emails::domains::verified_names(app, ws).await?;
     names
         .first()
@@ -172,7 +172,7 @@ async fn sender(app: &App, ws: &WorkspaceId) -> ApiResult<String> {
         .ok_or_else(|| ApiError::conflict("the workspace has no verified sending domain to email the customer from"))
 }
 
-async fn mail_to(
+pub(crate) async fn mail_to(
     app: &App,
     ws: &WorkspaceId,
     contact: &Contact,
@@ -518,7 +518,7 @@ fn sign_in_pk(attempt: &str) -> String {
 /// verified sending domain. Every address gets the same answer in the same time; attempts
 /// are limited per address (class `portal_sign_in`, the caller limits per network address).
 /// `slug` names the workspace; an unknown one answers as an unknown address does. `pages`: the
-/// origin of the portal's pages (`shared::web::pages_origin`).
+/// origin of the portal's pages (`shared::request::pages_origin`).
 pub async fn sign_in(
     auth: &Authority<EmailSignInLink>,
     app: &App,
@@ -667,37 +667,6 @@ pub async fn verify_sign_in(app: &App, attempt: &str, code: &str, within: Option
         .ok_or_else(refused)?;
     let link = store::get_str(&spent, "link_hash").ok_or_else(refused)?;
     exchange_hash(app, link, within).await
-}
-
-/// The download link of one of the customer's completed exports, emailed to their own address
-/// (the pages never show it: whoever holds the screen does not get the file).
-pub async fn email_export_link(
-    auth: &Authority<SendEmail>,
-    app: &App,
-    ws: &WorkspaceId,
-    contact: &Contact,
-    export_id: &str,
-    lang: Lang,
-) -> ApiResult<crate::emails::Email> {
-    let job = crate::gdpr::export::load(app, ws, export_id)
-        .await?
-        .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(contact.id.as_str()))
-        .ok_or_else(|| ApiError::not_found("export"))?;
-    let url = job.download_url.ok_or_else(|| ApiError::conflict("the export is not ready, or its file has expired"))?;
-    let from = sender(app, ws).await?;
-    let (w, _) = crate::workspaces::load(app, ws).await?;
-    let (subject, text) = match lang {
-        Lang::En => (
-            format!("Your data from {}", w.name),
-            format!("Download everything {} holds about you (the link works for one hour):\n\n{url}\n", w.name),
-        ),
-        Lang::Nb => {
-            (format!("Dataene dine fra {}", w.name), format!("Last ned alt {} har om deg (lenken virker i én time):\n\n{url}\n", w.name))
-        }
-    };
-    let email = mail_to(app, ws, contact, &from, &subject, text).await?;
-    crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
-    Ok(email)
 }
 
 /// Sign-out everywhere: every session of the contact ends (each device's cookie is dead).

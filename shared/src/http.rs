@@ -76,7 +76,7 @@ async fn handle(app: &App, matched: ApiResult<Matched<'static>>, req: http::Requ
     let (parts, body) = req.into_parts();
     let admitted = async {
         let m = matched?;
-        let (principal, rate_headers) = admit(app, m.route, &parts.headers, source_ip(&parts)).await?;
+        let (principal, rate_headers) = admit(app, m.route, &parts.headers, crate::request::source_ip(&parts)).await?;
         Ok::<_, ApiError>((m, principal, rate_headers))
     };
     let (m, principal, rate_headers) = match admitted.await {
@@ -147,7 +147,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         &m.relative_path,
         body.clone(),
     );
-    let pages_origin = crate::web::pages_origin(app, &parts);
+    let pages_origin = crate::request::pages_origin(app, &parts);
     let req = Req {
         pages_origin,
         grant,
@@ -307,15 +307,6 @@ impl Idempotency {
 
 fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
-}
-
-/// The caller's address as API Gateway saw it (the bucket of credential-less routes).
-pub(crate) fn source_ip(parts: &Parts) -> String {
-    use lambda_http::request::RequestContext;
-    match parts.extensions.get::<RequestContext>() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.http.source_ip.clone().unwrap_or_else(|| "unknown".into()),
-        _ => "unknown".into(),
-    }
 }
 
 fn request_id_of(req: &http::Request<Body>) -> String {

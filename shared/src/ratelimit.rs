@@ -261,7 +261,8 @@ mod tests {
     #[test]
     fn defaults_match_the_contract() {
         let d = Class::defaults();
-        assert_eq!(d.len(), 7);
+        assert_eq!(d.len(), 8);
+        assert_eq!(d[&Class::PortalSignIn], Limit::parse("10/hour:5").unwrap());
         assert_eq!(d[&Class::Write], Limit::parse("60/min:30").unwrap());
         assert_eq!(d[&Class::Read], Limit::parse("300/min:100").unwrap());
         assert_eq!(d[&Class::EmailSend], Limit::parse("100/min:50").unwrap());

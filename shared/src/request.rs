@@ -33,7 +33,7 @@ pub struct Req {
     pub request_id: String,
     /// What the pipeline proved: the only way to an effect's authority.
     pub grant: crate::authority::Grant,
-    /// Where the portal's pages are (`crate::web::pages_origin`), for links to them.
+    /// Where the portal's pages are ([`pages_origin`]), for links to them.
     pub pages_origin: Option<String>,
 }
 
@@ -159,5 +159,27 @@ impl Reply {
     pub fn replay_as<T: Serialize>(mut self, redacted: &T) -> Self {
         self.replay_body = Some(to_bytes(&One { data: redacted }));
         self
+    }
+}
+
+/// The caller's address as API Gateway saw it (the bucket of credential-less routes).
+pub fn source_ip(parts: &http::request::Parts) -> String {
+    use lambda_http::request::RequestContext;
+    match parts.extensions.get::<RequestContext>() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.http.source_ip.clone().unwrap_or_else(|| "unknown".into()),
+        _ => "unknown".into(),
+    }
+}
+
+/// Where the pages are served: `PORTAL_PAGES_URL`, else the domain API Gateway received the
+/// request on (its request context, which the caller cannot choose, unlike `Host`).
+pub fn pages_origin(app: &App, parts: &http::request::Parts) -> Option<String> {
+    use lambda_http::request::RequestContext;
+    if let Some(o) = &app.cfg.portal_pages_url {
+        return Some(o.clone());
+    }
+    match parts.extensions.get::<RequestContext>() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.domain_name.as_ref().map(|d| format!("https://{d}")),
+        _ => None,
     }
 }

@@ -38,6 +38,8 @@ pub const MAX_FORM_BYTES: usize = 16 * 1024;
 pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; form-action 'self'; \
                        frame-ancestors 'none'; base-uri 'none'";
 
+pub type Response = http::Response<Body>;
+
 pub type PageHandler = for<'a> fn(&'a App, Visit) -> BoxFuture<'a, ApiResult<View>>;
 
 /// One page: a method and a path under `/p/<slug>` (`/bookings/{id}/cancel`).
@@ -83,7 +85,7 @@ pub struct Visit {
     pub csrf: String,
     /// The caller's network address (rate buckets of anonymous pages).
     pub source: String,
-    /// Where the pages are served ([`pages_origin`]), for links in emails.
+    /// Where the pages are served (`crate::request::pages_origin`), for links in emails.
     pub origin: Option<String>,
     pub grant: Grant,
 }
@@ -209,21 +211,8 @@ pub fn csrf_token(key: &[u8], slug: &str, nonce: &str, session: &str) -> String 
     crate::crypto::hex(&m.finalize().into_bytes())
 }
 
-/// Where the pages are served: `PORTAL_PAGES_URL`, else the domain API Gateway received the
-/// request on (its request context, which the caller cannot choose, unlike `Host`).
-pub fn pages_origin(app: &App, parts: &http::request::Parts) -> Option<String> {
-    use lambda_http::request::RequestContext;
-    if let Some(o) = &app.cfg.portal_pages_url {
-        return Some(o.clone());
-    }
-    match parts.extensions.get::<RequestContext>() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.domain_name.as_ref().map(|d| format!("https://{d}")),
-        _ => None,
-    }
-}
-
 /// Serve one request for a page of `site`.
-pub async fn serve(app: &App, site: &Site, req: http::Request<Body>) -> crate::http::Response {
+pub async fn serve(app: &App, site: &Site, req: http::Request<Body>) -> Response {
     let started = Instant::now();
     let path = req.uri().path().to_string();
     let span = tracing::info_span!("page", method = %req.method(), path = %path);
@@ -301,8 +290,8 @@ async fn stages(
 ) -> ApiResult<View> {
     let (page, params) = find(site.pages, &parts.method, rest)?;
     let base = format!("/p/{slug}");
-    let source = crate::http::source_ip(&parts);
-    let origin = pages_origin(app, &parts);
+    let source = crate::request::source_ip(&parts);
+    let origin = crate::request::pages_origin(app, &parts);
     // The session, if the cookie holds one of this workspace's.
     let mut cookies_out = vec![];
     let session = match cookie(&parts.headers, SESSION_COOKIE) {
@@ -387,7 +376,7 @@ async fn stages(
     Ok(view)
 }
 
-fn respond(v: View) -> crate::http::Response {
+fn respond(v: View) -> Response {
     let mut b = http::Response::builder()
         .status(v.status)
         .header("content-security-policy", CSP)

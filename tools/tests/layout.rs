@@ -74,7 +74,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
     &["config", "auth", "oauth", "idempotency", "ratelimit"],
     &["app"],
     &["authority", "confirmation", "outbox", "request", "worker"],
-    &["routing", "http", "lambda", "openapi"],
+    &["routing", "http", "web", "lambda", "openapi"],
 ];
 
 /// A source without its comment lines: what the layout rules read.

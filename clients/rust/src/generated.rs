@@ -2513,6 +2513,18 @@ pub enum JobStatus {
     Other,
 }
 
+/// The language of the customer's mail and pages.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Lang {
+    #[serde(rename = "en")]
+    En,
+    #[serde(rename = "nb")]
+    Nb,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
+}
+
 /// What a channel accepts, read from the network when it connects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Limits {
@@ -2830,6 +2842,12 @@ pub type RequiresConfirmation = serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RescheduleBooking {
+    pub start: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RescheduleMine {
+    /// The new start (RFC 3339), one of `GET /portal/me/bookings/{id}/slots`.
     pub start: chrono::DateTime<chrono::Utc>,
 }
 
@@ -3153,12 +3171,37 @@ pub enum Severity {
     Other,
 }
 
+/// What `POST /portal/sign-in` answers, the same for every address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignIn {
+    /// Send it back with the emailed code to `POST /portal/sign-in/verify`; it is not a
+    /// session and opens nothing by itself.
+    pub attempt: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// Always `portal_sign_in`.
+    pub object: String,
+}
+
 /// `GET /bookings/availability`: free starts per local date of `timezone`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Slot {
     pub resource_ids: Vec<ResourceId>,
     /// RFC 3339 in the requested time zone.
     pub start: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StartSignIn {
+    /// The address the customer typed.
+    pub email: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lang: Option<Lang>,
+    /// https, on one of the workspace's `portal_origins`: the emailed link goes there with the
+    /// token in the fragment. Without it the link opens the portal's own pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_url: Option<String>,
+    /// The workspace's slug.
+    pub workspace: String,
 }
 
 /// Whom a GDPR request is about, as the API names them.
@@ -3396,10 +3439,16 @@ pub struct UpdateTemplate {
 /// A change to the workspace's settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct UpdateWorkspace {
+    /// `#rrggbb` with a contrast of at least 4.5:1 against white; null for the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accent_color: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_currency: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locale: Option<String>,
+    /// https URL of the portal pages' logo; null removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logo_url: Option<String>,
     /// Replaces the whole map.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
@@ -3495,6 +3544,14 @@ pub enum VariantStatus {
     Other,
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct VerifySignIn {
+    /// `attempt` of the `POST /portal/sign-in` answer.
+    pub attempt: String,
+    /// The 6 digits from the email.
+    pub code: String,
+}
+
 /// Who sees a Mastodon status.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Visibility {
@@ -3519,6 +3576,10 @@ pub struct WebhookChannelInput {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Workspace {
+    /// The portal pages' accent colour, `#rrggbb`: buttons and links carry it, so it must have
+    /// a contrast of at least 4.5:1 against white (the page and the buttons' text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accent_color: Option<String>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// ISO 4217 code.
     pub default_currency: String,
@@ -3526,6 +3587,10 @@ pub struct Workspace {
     pub id: WorkspaceId,
     /// BCP 47 tag, e.g. `en` or `de-AT`.
     pub locale: String,
+    /// The portal pages' logo: an https URL of a PNG, JPEG, WebP or GIF (at most 256 KiB),
+    /// fetched by the platform and served from the pages' own origin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logo_url: Option<String>,
     pub metadata: std::collections::BTreeMap<String, String>,
     pub name: String,
     /// Always `workspace`.
@@ -4147,6 +4212,11 @@ impl Client {
         self.call(reqwest::Method::POST, &"/portal/logout".to_string(), None::<&()>, None::<&()>).await
     }
 
+    /// `GET /portal/me/bookings/{id}/slots`: Open start times to move one of the customer's bookings to (its service and resource),
+    pub async fn my_booking_slots(&self, id: &str, query: &MyBookingSlotsQuery) -> Result<Availability> {
+        self.call(reqwest::Method::GET, &format!("/portal/me/bookings/{}/slots", crate::encode(id)), Some(query), None::<&()>).await.map(|d: crate::Data<Availability>| d.data)
+    }
+
     /// `GET /portal/me/bookings`: The customer's bookings: `when=upcoming` (default, soonest first) or `when=past` (latest first).
     pub async fn my_bookings(&self, query: &MyBookingsQuery) -> Result<Page<Booking>> {
         self.call(reqwest::Method::GET, &"/portal/me/bookings".to_string(), Some(query), None::<&()>).await
@@ -4197,6 +4267,11 @@ impl Client {
         self.call(reqwest::Method::POST, &format!("/bookings/{}/reschedule", crate::encode(id)), None::<&()>, Some(body)).await.map(|d: crate::Data<Booking>| d.data)
     }
 
+    /// `POST /portal/me/bookings/{id}/reschedule`: Move one of the customer's bookings to an open slot of its resource; inside the service's
+    pub async fn reschedule_my_booking(&self, id: &str, body: &RescheduleMine) -> Result<Booking> {
+        self.call(reqwest::Method::POST, &format!("/portal/me/bookings/{}/reschedule", crate::encode(id)), None::<&()>, Some(body)).await.map(|d: crate::Data<Booking>| d.data)
+    }
+
     /// `POST /webhooks/{id}/deliveries/{delivery_id}/retry`: Attempt a delivery again now (a failed, dead or succeeded one). The retry schedule starts
     pub async fn retry_delivery(&self, id: &str, delivery_id: &str) -> Result<Delivery> {
         self.call(reqwest::Method::POST, &format!("/webhooks/{}/deliveries/{}/retry", crate::encode(id), crate::encode(delivery_id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Delivery>| d.data)
@@ -4235,6 +4310,11 @@ impl Client {
     /// `PUT /workspaces/current/members/{subject}`: Add a member or change a member's role (owners and admins). Only an owner grants `owner` or
     pub async fn set_member(&self, subject: &str, body: &SetMember) -> Result<Member> {
         self.call(reqwest::Method::PUT, &format!("/workspaces/current/members/{}", crate::encode(subject)), None::<&()>, Some(body)).await.map(|d: crate::Data<Member>| d.data)
+    }
+
+    /// `POST /portal/sign-in`: Start a customer's sign-in from their own address (no credential). When the address is a
+    pub async fn sign_in(&self, body: &StartSignIn) -> Result<SignIn> {
+        self.call(reqwest::Method::POST, &"/portal/sign-in".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<SignIn>| d.data)
     }
 
     /// `POST /webhooks/{id}/test`: Queue a `webhook.test` event to this endpoint only (whatever its event_types). Answers the
@@ -4300,6 +4380,11 @@ impl Client {
     /// `POST /channels/{id}/verify`: Check the stored credentials with the network now.
     pub async fn verify_channel(&self, id: &str) -> Result<Channel> {
         self.call(reqwest::Method::POST, &format!("/channels/{}/verify", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Channel>| d.data)
+    }
+
+    /// `POST /portal/sign-in/verify`: Exchange a sign-in's emailed code for a session (no credential). 5 guesses per sign-in; a
+    pub async fn verify_sign_in(&self, body: &VerifySignIn) -> Result<PortalSession> {
+        self.call(reqwest::Method::POST, &"/portal/sign-in/verify".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<PortalSession>| d.data)
     }
 
 
@@ -4448,6 +4533,7 @@ pub const OPERATIONS: &[&str] = &[
     "list_templates",
     "list_workspaces",
     "logout",
+    "my_booking_slots",
     "my_bookings",
     "my_emails",
     "my_export",
@@ -4456,6 +4542,7 @@ pub const OPERATIONS: &[&str] = &[
     "record_consent",
     "remove_suppression",
     "reschedule_booking",
+    "reschedule_my_booking",
     "retry_delivery",
     "retry_variant",
     "revoke_api_key",
@@ -4464,6 +4551,7 @@ pub const OPERATIONS: &[&str] = &[
     "send_batch",
     "send_email",
     "set_member",
+    "sign_in",
     "test_endpoint",
     "update_channel",
     "update_contact",
@@ -4477,6 +4565,7 @@ pub const OPERATIONS: &[&str] = &[
     "update_service",
     "update_template",
     "verify_channel",
+    "verify_sign_in",
 ];
 /// The query of `list_members`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -4574,6 +4663,18 @@ pub struct MyEmailsQuery {
     /// Items per page, default 50.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<i64>,
+}
+
+/// The query of `my_booking_slots`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct MyBookingSlotsQuery {
+    /// a date (YYYY-MM-DD) or an RFC 3339 instant
+    pub from: String,
+    /// IANA time zone of the dates and answers
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// a date (YYYY-MM-DD) or an RFC 3339 instant
+    pub to: String,
 }
 
 /// The query of `my_bookings`.

@@ -990,6 +990,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/portal/me/bookings/{id}/reschedule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move one of the customer's bookings to an open slot of its resource; inside the service's
+         *     cancellation window it is 409.
+         */
+        post: operations["reschedule_my_booking"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/portal/me/bookings/{id}/slots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Open start times to move one of the customer's bookings to (its service and resource),
+         *     by local date of `timezone` (default UTC), between `from` and `to` (dates or instants).
+         */
+        get: operations["my_booking_slots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/portal/me/emails": {
         parameters: {
             query?: never;
@@ -1118,6 +1158,48 @@ export interface paths {
          *     expired or unknown token gets the same 401. Event `portal.session.created`.
          */
         post: operations["exchange_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/portal/sign-in": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a customer's sign-in from their own address (no credential). When the address is a
+         *     contact's, the contact gets a one-time link and a 6-digit code from the workspace's
+         *     verified sending domain; every address gets the same answer in the same time. Limited per
+         *     network address and per address (class `portal_sign_in`).
+         */
+        post: operations["sign_in"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/portal/sign-in/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Exchange a sign-in's emailed code for a session (no credential). 5 guesses per sign-in; a
+         *     wrong, used, expired or unknown one gets the same 400.
+         */
+        post: operations["verify_sign_in"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2327,6 +2409,10 @@ export interface components {
             data: components["schemas"]["Service"];
         };
         /** @description `{"data": T}` */
+        Data_SignIn: {
+            data: components["schemas"]["SignIn"];
+        };
+        /** @description `{"data": T}` */
         Data_Template: {
             data: components["schemas"]["Template"];
         };
@@ -2814,6 +2900,11 @@ export interface components {
         };
         /** @enum {string} */
         JobStatus: "pending" | "running" | "completed" | "failed";
+        /**
+         * @description The language of the customer's mail and pages.
+         * @enum {string}
+         */
+        Lang: "en" | "nb";
         /** @description What a channel accepts, read from the network when it connects. */
         Limits: {
             /**
@@ -3211,9 +3302,16 @@ export interface components {
          * @description Which confirmable writes of a credential need a capability confirmation (an API key's
          *     `requires_confirmation`): `true` every one, `false` none, or a list of capabilities.
          */
-        RequiresConfirmation: boolean | ("api_keys.create" | "api_keys.revoke" | "channels.connect" | "channels.delete" | "channels.update" | "emails.domains.create" | "emails.domains.delete" | "emails.send" | "gdpr.erasure" | "gdpr.export.subject" | "gdpr.export.workspace" | "members.change" | "portal.sessions.return" | "posts.publish" | "webhooks.create" | "webhooks.delete" | "webhooks.rotate_secret" | "webhooks.update" | "workspaces.update")[];
+        RequiresConfirmation: boolean | ("api_keys.create" | "api_keys.revoke" | "channels.connect" | "channels.delete" | "channels.update" | "emails.domains.create" | "emails.domains.delete" | "emails.send" | "gdpr.erasure" | "gdpr.export.subject" | "gdpr.export.workspace" | "members.change" | "portal.sessions.return" | "portal.sign_in" | "posts.publish" | "webhooks.create" | "webhooks.delete" | "webhooks.rotate_secret" | "webhooks.update" | "workspaces.update")[];
         RescheduleBooking: {
             /** Format: date-time */
+            start: string;
+        };
+        RescheduleMine: {
+            /**
+             * Format: date-time
+             * @description The new start (RFC 3339), one of `GET /portal/me/bookings/{id}/slots`.
+             */
             start: string;
         };
         Resource: {
@@ -3493,6 +3591,18 @@ export interface components {
         };
         /** @enum {string} */
         Severity: "critical" | "high" | "medium" | "low" | "info";
+        /** @description What `POST /portal/sign-in` answers, the same for every address. */
+        SignIn: {
+            /**
+             * @description Send it back with the emailed code to `POST /portal/sign-in/verify`; it is not a
+             *     session and opens nothing by itself.
+             */
+            attempt: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** @description Always `portal_sign_in`. */
+            object: string;
+        };
         /** @description `GET /bookings/availability`: free starts per local date of `timezone`. */
         Slot: {
             resource_ids: string[];
@@ -3501,6 +3611,18 @@ export interface components {
              * @description RFC 3339 in the requested time zone.
              */
             start: string;
+        };
+        StartSignIn: {
+            /** @description The address the customer typed. */
+            email: string;
+            lang?: components["schemas"]["Lang"] | null;
+            /**
+             * @description https, on one of the workspace's `portal_origins`: the emailed link goes there with the
+             *     token in the fragment. Without it the link opens the portal's own pages.
+             */
+            return_url?: string | null;
+            /** @description The workspace's slug. */
+            workspace: string;
         };
         /** @description Whom a GDPR request is about, as the API names them. */
         SubjectRef: {
@@ -3683,8 +3805,12 @@ export interface components {
         };
         /** @description A change to the workspace's settings. */
         UpdateWorkspace: {
+            /** @description `#rrggbb` with a contrast of at least 4.5:1 against white; null for the default. */
+            accent_color?: string | null;
             default_currency?: string;
             locale?: string;
+            /** @description https URL of the portal pages' logo; null removes it. */
+            logo_url?: string | null;
             /** @description Replaces the whole map. */
             metadata?: {
                 [key: string]: string;
@@ -3735,6 +3861,12 @@ export interface components {
         };
         /** @enum {string} */
         VariantStatus: "pending" | "publishing" | "published" | "failed";
+        VerifySignIn: {
+            /** @description `attempt` of the `POST /portal/sign-in` answer. */
+            attempt: string;
+            /** @description The 6 digits from the email. */
+            code: string;
+        };
         /**
          * @description Who sees a Mastodon status.
          * @enum {string}
@@ -3746,6 +3878,11 @@ export interface components {
             url: string;
         };
         Workspace: {
+            /**
+             * @description The portal pages' accent colour, `#rrggbb`: buttons and links carry it, so it must have
+             *     a contrast of at least 4.5:1 against white (the page and the buttons' text).
+             */
+            accent_color?: string | null;
             /** Format: date-time */
             created_at: string;
             /** @description ISO 4217 code. */
@@ -3754,6 +3891,11 @@ export interface components {
             id: string;
             /** @description BCP 47 tag, e.g. `en` or `de-AT`. */
             locale: string;
+            /**
+             * @description The portal pages' logo: an https URL of a PNG, JPEG, WebP or GIF (at most 256 KiB),
+             *     fetched by the platform and served from the pages' own origin.
+             */
+            logo_url?: string | null;
             metadata: {
                 [key: string]: string;
             };
@@ -12833,6 +12975,242 @@ export interface operations {
             };
         };
     };
+    reschedule_my_booking: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
+            path: {
+                /** @description bk_... */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "start": "2026-12-01T10:00:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RescheduleMine"];
+            };
+        };
+        responses: {
+            /** @description The object, in data */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Booking"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body above 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body that is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    my_booking_slots: {
+        parameters: {
+            query: {
+                /** @description a date (YYYY-MM-DD) or an RFC 3339 instant */
+                from: string;
+                /** @description a date (YYYY-MM-DD) or an RFC 3339 instant */
+                to: string;
+                /** @description IANA time zone of the dates and answers */
+                timezone?: string;
+            };
+            header?: never;
+            path: {
+                /** @description bk_... */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The object, in data */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Availability"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     my_emails: {
         parameters: {
             query?: {
@@ -13566,6 +13944,277 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["Exchange"];
+            };
+        };
+        responses: {
+            /** @description Created: the new object, in data */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_PortalSession"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body above 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body that is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    sign_in: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A confirmation token (cct_...) for portal.sign_in, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com",
+                 *       "lang": "en",
+                 *       "workspace": "acme"
+                 *     }
+                 */
+                "application/json": components["schemas"]["StartSignIn"];
+            };
+        };
+        responses: {
+            /** @description Accepted: the work goes on in the background; the object in data tells its state */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_SignIn"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body above 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body that is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of portal.sign_in for this exact request (details[0].meta names it) */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    verify_sign_in: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "attempt": "psi_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                 *       "code": "123456"
+                 *     }
+                 */
+                "application/json": components["schemas"]["VerifySignIn"];
             };
         };
         responses: {

@@ -406,6 +406,16 @@ export async function everyOperation(client: Client): Promise<void> {
     void answer;
   }
   {
+    // reschedule_my_booking: POST /portal/me/bookings/{id}/reschedule
+    const answer: Json<paths["/portal/me/bookings/{id}/reschedule"]["post"]["responses"][200]> = await client.POST("/portal/me/bookings/{id}/reschedule", { path: {} as paths["/portal/me/bookings/{id}/reschedule"]["post"]["parameters"]["path"], body: {} as Json<NonNullable<paths["/portal/me/bookings/{id}/reschedule"]["post"]["requestBody"]>> });
+    void answer;
+  }
+  {
+    // my_booking_slots: GET /portal/me/bookings/{id}/slots
+    const answer: Json<paths["/portal/me/bookings/{id}/slots"]["get"]["responses"][200]> = await client.GET("/portal/me/bookings/{id}/slots", { path: {} as paths["/portal/me/bookings/{id}/slots"]["get"]["parameters"]["path"], query: {} as NonNullable<paths["/portal/me/bookings/{id}/slots"]["get"]["parameters"]["query"]> });
+    void answer;
+  }
+  {
     // my_emails: GET /portal/me/emails
     const answer: Json<paths["/portal/me/emails"]["get"]["responses"][200]> = await client.GET("/portal/me/emails", { query: {} as NonNullable<paths["/portal/me/emails"]["get"]["parameters"]["query"]> });
     void answer;
@@ -438,6 +448,16 @@ export async function everyOperation(client: Client): Promise<void> {
   {
     // exchange_session: POST /portal/sessions/exchange
     const answer: Json<paths["/portal/sessions/exchange"]["post"]["responses"][201]> = await client.POST("/portal/sessions/exchange", { body: {} as Json<NonNullable<paths["/portal/sessions/exchange"]["post"]["requestBody"]>> });
+    void answer;
+  }
+  {
+    // sign_in: POST /portal/sign-in
+    const answer: Json<paths["/portal/sign-in"]["post"]["responses"][202]> = await client.POST("/portal/sign-in", { body: {} as Json<NonNullable<paths["/portal/sign-in"]["post"]["requestBody"]>> });
+    void answer;
+  }
+  {
+    // verify_sign_in: POST /portal/sign-in/verify
+    const answer: Json<paths["/portal/sign-in/verify"]["post"]["responses"][201]> = await client.POST("/portal/sign-in/verify", { body: {} as Json<NonNullable<paths["/portal/sign-in/verify"]["post"]["requestBody"]>> });
     void answer;
   }
   {

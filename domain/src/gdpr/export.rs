@@ -524,3 +524,34 @@ async fn erase_job(app: &App, ws: &WorkspaceId, item: Item, _subject: &Subject) 
     app.s3().delete_object().bucket(&app.cfg.exports_bucket).key(object_key(ws, id)).send().await.map_err(|e| s3_error("delete", e))?;
     app.db.delete(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await
 }
+
+/// The download link of one of the customer's completed exports, emailed to their own address
+/// (the pages never show it: whoever holds the screen does not get the file).
+pub async fn email_link(
+    auth: &Authority<crate::effects::SendEmail>,
+    app: &App,
+    ws: &WorkspaceId,
+    contact: &crate::contacts::Contact,
+    export_id: &str,
+    lang: crate::portal::Lang,
+) -> ApiResult<crate::emails::Email> {
+    let job = load(app, ws, export_id)
+        .await?
+        .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(contact.id.as_str()))
+        .ok_or_else(|| ApiError::not_found("export"))?;
+    let url = job.download_url.ok_or_else(|| ApiError::conflict("the export is not ready, or its file has expired"))?;
+    let from = crate::portal::sender(app, ws).await?;
+    let (w, _) = crate::workspaces::load(app, ws).await?;
+    let (subject, text) = match lang {
+        crate::portal::Lang::En => (
+            format!("Your data from {}", w.name),
+            format!("Download everything {} holds about you (the link works for one hour):\n\n{url}\n", w.name),
+        ),
+        crate::portal::Lang::Nb => {
+            (format!("Dataene dine fra {}", w.name), format!("Last ned alt {} har om deg (lenken virker i én time):\n\n{url}\n", w.name))
+        }
+    };
+    let email = crate::portal::mail_to(app, ws, contact, &from, &subject, text).await?;
+    crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
+    Ok(email)
+}

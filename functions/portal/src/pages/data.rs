@@ -105,7 +105,7 @@ pub async fn export_send(app: &App, v: Visit) -> ApiResult<View> {
     let c = contact(app, &v).await?;
     let lang = domain::portal::Lang::from_accept_language(v.header("accept-language"));
     let auth = v.grant.authorize::<fx::SendEmail>()?;
-    domain::portal::email_export_link(&auth, app, &v.ws, &c, v.param("id"), lang).await?;
+    export::email_link(&auth, app, &v.ws, &c, v.param("id"), lang).await?;
     Ok(View::redirect(format!("{}/data?m=sent", v.base)))
 }
 
