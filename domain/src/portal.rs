@@ -6,12 +6,14 @@
 
 use crate::contacts::{self, Contact, ContactId};
 use crate::effects::{Authority, EmailSignInLink, EraseSubject, OpenPortalSession, SendEmail};
+use crate::emails::secret_placeholder;
 use crate::ids::EmailId;
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::auth::{PORTAL_SESSION_IDLE_SECS, PORTAL_SESSION_MAX_SECS, PORTAL_SESSION_PREFIX, hash_api_key, random_base62};
+use shared::error::ErrorCode;
 use shared::events::Event;
 use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
@@ -148,9 +150,13 @@ pub async fn email_link(
     // The token travels only inside the emailed URL.
     let (contact, _token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email, auth.by(), auth.tx(&[])?).await?;
     let url = url.unwrap_or_default();
-    let text =
-        format!("Sign in to {} with this link (valid 15 minutes, once):\n\n{url}\n\nIf you did not ask for it, ignore this email.", w.name);
-    let email = mail_to(app, ws, &contact, &from, &format!("Your sign-in link for {}", w.name), text).await?;
+    let text = format!(
+        "Sign in to {} with this link (valid 15 minutes, once):\n\n{}\n\nIf you did not ask for it, ignore this email.",
+        w.name,
+        secret_placeholder("link")
+    );
+    let subject = format!("Your sign-in link for {}", w.name);
+    let email = mail_to(app, ws, &contact, &from, &subject, text, &[("link", &url)]).await?;
     crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
     Ok(PortalLink {
         object: "portal_link".into(),
@@ -172,6 +178,8 @@ pub(crate) async fn sender(app: &App, ws: &WorkspaceId) -> ApiResult<String> {
         .ok_or_else(|| ApiError::conflict("the workspace has no verified sending domain to email the customer from"))
 }
 
+/// An email from the workspace to the contact alone; `secrets` (name, value) are one-time
+/// credentials its text names by `emails::secret_placeholder`: sealed, they reach only SES.
 pub(crate) async fn mail_to(
     app: &App,
     ws: &WorkspaceId,
@@ -179,13 +187,18 @@ pub(crate) async fn mail_to(
     from: &str,
     subject: &str,
     text: String,
+    secrets: &[(&str, &str)],
 ) -> ApiResult<crate::emails::Email> {
     let input: crate::emails::compose::SendEmail = serde_json::from_value(serde_json::json!({
         "from": from, "to": [contact.email], "contact_id": contact.id, "transactional": true, "tags": ["portal"],
         "subject": subject, "text": text,
     }))
     .map_err(ApiError::internal)?;
-    Box::pin(crate::emails::compose::build_one(app, ws, input, chrono::Utc::now())).await
+    let mut email = Box::pin(crate::emails::compose::build_one(app, ws, input, chrono::Utc::now())).await?;
+    if !secrets.is_empty() {
+        email.carry_secrets(app.platform_secret().await?, secrets)?;
+    }
+    Ok(email)
 }
 
 /// A one-time login link for a contact of the workspace: (contact, token, url, expiry).
@@ -302,9 +315,10 @@ pub async fn send_erasure_code(
     let expires = chrono::Utc::now().timestamp() + ERASURE_CODE_SECS;
     let from = sender(app, ws).await?;
     let text = format!(
-        "Your code to confirm the erasure of your data: {code}\n\nIt is valid 15 minutes. Erasure cannot be undone. If you did not ask for it, ignore this email."
+        "Your code to confirm the erasure of your data: {}\n\nIt is valid 15 minutes. Erasure cannot be undone. If you did not ask for it, ignore this email.",
+        secret_placeholder("code")
     );
-    let email = mail_to(app, ws, contact, &from, "Confirm the erasure of your data", text).await?;
+    let email = mail_to(app, ws, contact, &from, "Confirm the erasure of your data", text, &[("code", &code)]).await?;
     let values =
         vec![(":h", s(code_hash(&pk, &code))), (":e", n(expires)), (":z", n(0)), (":one", n(1)), (":max", n(ERASURE_CODES_PER_SESSION))];
     if !update_session(
@@ -436,6 +450,23 @@ async fn exchange_hash(app: &App, link_hash: &str, within: Option<&WorkspaceId>)
     Ok(PortalSession { object: "portal_session".into(), session_token: session, expires_at: time(expires), contact })
 }
 
+/// Whose a link is, before it is spent: the contact's address, masked (`a…@example.org`), so
+/// the page that asks "sign in?" says as whom; None for a used, expired or other workspace's
+/// link. Nothing is spent or changed.
+pub async fn link_owner(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Option<String>> {
+    let shaped = token.strip_prefix(LINK_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if !shaped {
+        return Ok(None);
+    }
+    let Some(item) = app.db.get(&keys::PORTAL_LINK.pk(&[&hash_api_key(token)]), keys::PORTAL_LINK.table.sk).await? else { return Ok(None) };
+    let live = store::get_str(&item, "workspace_id") == Some(&**ws)
+        && store::get_i64(&item, "expires_at").is_some_and(|e| e > chrono::Utc::now().timestamp());
+    let Some(ct) = store::get_str(&item, "contact_id").and_then(ContactId::parse).filter(|_| live) else { return Ok(None) };
+    let Ok((c, _)) = contacts::load(app, ws, &ct).await else { return Ok(None) };
+    let (local, domain) = c.email.split_once('@').unwrap_or((&c.email, ""));
+    Ok(Some(format!("{}…@{domain}", local.chars().next().unwrap_or('?'))))
+}
+
 /// A link token exchanged only by the pages of its own workspace.
 pub async fn exchange_within(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<PortalSession> {
     let shaped = token.strip_prefix(LINK_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
@@ -529,27 +560,19 @@ pub async fn sign_in(
     lang: Lang,
 ) -> ApiResult<SignIn> {
     let started = tokio::time::Instant::now();
-    let result = match crate::workspaces::by_slug(app, slug).await? {
-        Some(ws) => sign_in_unpadded(auth, app, &ws, slug, address, return_url, pages, lang).await,
-        None if shared::validate::normalise_email(address).is_none() => Err(ApiError::validation("email", "must be an email address")),
-        None => {
-            let attempt = format!("{SIGN_IN_PREFIX}{}", random_base62(43));
-            Ok(SignIn { object: "portal_sign_in".into(), attempt, expires_at: time(chrono::Utc::now().timestamp() + LINK_SECS) })
-        }
-    };
-    // A refusal for the address's shape or its rate answers at once: neither depends on who
-    // owns the address.
-    if result.is_ok() {
+    let result = sign_in_unpadded(auth, app, slug, address, return_url, pages, lang).await;
+    // Only refusals that never depend on who owns the address answer at once: its shape and
+    // its rate. Everything else, failures included, takes the same floor.
+    let immediate = result.as_ref().is_err_and(|e| matches!(e.code, ErrorCode::ValidationError | ErrorCode::RateLimited));
+    if !immediate {
         tokio::time::sleep_until(started + SIGN_IN_FLOOR).await;
     }
     result
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn sign_in_unpadded(
     auth: &Authority<EmailSignInLink>,
     app: &App,
-    ws: &WorkspaceId,
     slug: &str,
     address: &str,
     return_url: Option<String>,
@@ -559,16 +582,31 @@ async fn sign_in_unpadded(
     let Some(address) = shared::validate::normalise_email(address) else {
         return Err(ApiError::validation("email", "must be an email address"));
     };
+    // Per address asked for, known or not (keyed by an HMAC: the bucket names no address).
+    let bucket = {
+        use hmac::{KeyInit, Mac};
+        let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(&app.platform_secret().await?.csrf_key).map_err(ApiError::internal)?;
+        m.update(format!("sign-in/{slug}/{address}").as_bytes());
+        format!("SIGNIN#{}", shared::crypto::hex(&m.finalize().into_bytes()))
+    };
+    let decision = app.limiter.acquire(&app.db, &bucket, shared::ratelimit::Class::PortalSignInAddress).await?;
+    if !decision.allowed {
+        return Err(decision.into_error());
+    }
+    let Some(ws) = crate::workspaces::by_slug(app, slug).await? else {
+        let attempt = format!("{SIGN_IN_PREFIX}{}", random_base62(43));
+        return Ok(SignIn { object: "portal_sign_in".into(), attempt, expires_at: time(chrono::Utc::now().timestamp() + LINK_SECS) });
+    };
+    let ws = &ws;
     let (w, _) = crate::workspaces::load(app, ws).await?;
+    // A return URL off the workspace's origins is refused for every address alike.
     if let Some(u) = &return_url
         && !allowed_return(u, &w.portal_origins)
     {
         return Err(ApiError::validation("return_url", "must be an https URL on one of the workspace's portal_origins"));
     }
-    let bucket = format!("SIGNIN#{ws}#{}", hash_api_key(&address));
-    let decision = app.limiter.acquire(&app.db, &bucket, shared::ratelimit::Class::PortalSignIn).await?;
-    if !decision.allowed {
-        return Err(decision.into_error());
+    if return_url.is_none() && pages.is_none() {
+        return Err(ApiError::unavailable("the portal's pages have no address (PORTAL_PAGES_URL) to link to"));
     }
     let attempt = format!("{SIGN_IN_PREFIX}{}", random_base62(43));
     let pk = sign_in_pk(&attempt);
@@ -589,9 +627,6 @@ async fn sign_in_unpadded(
         // The link opens the pages' sign-in (the token in the query: a page that asks before
         // it spends it, so a mail scanner's fetch spends nothing), or the workspace's own page
         // (in the fragment, which no server sees).
-        if return_url.is_none() && pages.is_none() {
-            return Err(ApiError::unavailable("the portal's pages have no address (PORTAL_PAGES_URL) to link to"));
-        }
         let (contact, token, _, _) = create_link(app, ws, &ct, None, Delivery::Email, "portal:sign-in", auth.tx(&[])?).await?;
         use rand::RngExt;
         let code = format!("{:06}", rand::rng().random_range(0..1_000_000u32));
@@ -599,8 +634,8 @@ async fn sign_in_unpadded(
             Some(u) => format!("{}#portal_token={token}", u.split('#').next().unwrap_or_default()),
             None => format!("{}/p/{slug}/link?token={token}", pages.unwrap_or_default()),
         };
-        let (subject, text) = sign_in_mail(lang, &w.name, &url, &code);
-        let email = mail_to(app, ws, &contact, &from, &subject, text).await?;
+        let (subject, text) = sign_in_mail(lang, &w.name, &secret_placeholder("link"), &secret_placeholder("code"));
+        let email = mail_to(app, ws, &contact, &from, &subject, text, &[("link", &url), ("code", &code)]).await?;
         item.insert("contact_id".into(), s(ct.to_string()));
         item.insert("gsi1pk".into(), s(keys::PORTAL_SIGN_IN.gsi1_pk(&[ws, &ct])));
         item.insert("gsi1sk".into(), s(keys::PORTAL_SIGN_IN.gsi1_sk(&[&shared::ids::new_id("psign")])));
@@ -669,21 +704,26 @@ pub async fn verify_sign_in(app: &App, attempt: &str, code: &str, within: Option
     exchange_hash(app, link, within).await
 }
 
-/// Sign-out everywhere: every session of the contact ends (each device's cookie is dead).
+/// Sign-out everywhere: every session of the contact ends (each device's cookie is dead), and
+/// every link and sign-in not yet used goes with them. The lists are an index, read a moment
+/// behind the table: a sign-in finished in that moment can outlive it.
 pub async fn end_sessions(app: &App, ws: &WorkspaceId, contact_id: &ContactId) -> ApiResult<()> {
-    let mut after = None;
-    loop {
-        let out = app.db.query_page(keys::PORTAL_SESSIONS_OF_CONTACT.query(&[ws, contact_id], &[], after, 100)).await?;
-        for item in &out.items {
-            if let (Some(pk), Some(sk)) = (store::get_str(item, "pk"), store::get_str(item, "sk")) {
-                app.db.delete(pk, sk).await?;
+    for list in [keys::PORTAL_SESSIONS_OF_CONTACT, keys::PORTAL_LINKS_OF_CONTACT, keys::PORTAL_SIGN_INS_OF_CONTACT] {
+        let mut after = None;
+        loop {
+            let out = app.db.query_page(list.query(&[ws, contact_id], &[], after, 100)).await?;
+            for item in &out.items {
+                if let (Some(pk), Some(sk)) = (store::get_str(item, "pk"), store::get_str(item, "sk")) {
+                    app.db.delete(pk, sk).await?;
+                }
+            }
+            match out.next_after {
+                Some(a) => after = Some(a),
+                None => break,
             }
         }
-        match out.next_after {
-            Some(a) => after = Some(a),
-            None => return Ok(()),
-        }
     }
+    Ok(())
 }
 
 /// End a session (logout, or the customer's own erasure): its look-up item goes.

@@ -29,12 +29,16 @@ pub enum Class {
     GdprExport,
     /// Every `/portal/me...` route, per portal session (and the exchange, per source address).
     Portal,
-    /// Asking for a portal sign-in link, per address asked for and per source address.
+    /// Signing in to the portal without a credential (asking for a link, giving the code, using
+    /// the link), per network address.
     PortalSignIn,
+    /// Asking for a portal sign-in link, per address asked for: mail to one inbox is bounded
+    /// whoever asks.
+    PortalSignInAddress,
 }
 
 impl Class {
-    pub const ALL: [Class; 8] = [
+    pub const ALL: [Class; 9] = [
         Class::Read,
         Class::Write,
         Class::EmailSend,
@@ -43,6 +47,7 @@ impl Class {
         Class::GdprExport,
         Class::Portal,
         Class::PortalSignIn,
+        Class::PortalSignInAddress,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,6 +60,7 @@ impl Class {
             Class::GdprExport => "gdpr_export",
             Class::Portal => "portal",
             Class::PortalSignIn => "portal_sign_in",
+            Class::PortalSignInAddress => "portal_sign_in_address",
         }
     }
 
@@ -70,7 +76,8 @@ impl Class {
             (Class::ContactImport, Limit { rate: 5, period_ms: MIN, burst: 3 }),
             (Class::GdprExport, Limit { rate: 5, period_ms: HOUR, burst: 2 }),
             (Class::Portal, Limit { rate: 60, period_ms: MIN, burst: 20 }),
-            (Class::PortalSignIn, Limit { rate: 10, period_ms: HOUR, burst: 5 }),
+            (Class::PortalSignIn, Limit { rate: 30, period_ms: HOUR, burst: 10 }),
+            (Class::PortalSignInAddress, Limit { rate: 10, period_ms: HOUR, burst: 5 }),
         ])
     }
 }
@@ -261,8 +268,9 @@ mod tests {
     #[test]
     fn defaults_match_the_contract() {
         let d = Class::defaults();
-        assert_eq!(d.len(), 8);
-        assert_eq!(d[&Class::PortalSignIn], Limit::parse("10/hour:5").unwrap());
+        assert_eq!(d.len(), 9);
+        assert_eq!(d[&Class::PortalSignIn], Limit::parse("30/hour:10").unwrap());
+        assert_eq!(d[&Class::PortalSignInAddress], Limit::parse("10/hour:5").unwrap());
         assert_eq!(d[&Class::Write], Limit::parse("60/min:30").unwrap());
         assert_eq!(d[&Class::Read], Limit::parse("300/min:100").unwrap());
         assert_eq!(d[&Class::EmailSend], Limit::parse("100/min:50").unwrap());

@@ -50,6 +50,9 @@ pub struct Page {
     pub signed_in: bool,
     /// The effects its handler may reach, as an API route declares them.
     pub effects: &'static [EffectInfo],
+    /// Its rate class, per session or (signed out) per network address; None: `portal` with a
+    /// session, else `read` for GET and `write` for the rest.
+    pub class: Option<Class>,
     pub handler: PageHandler,
 }
 
@@ -176,8 +179,8 @@ impl View {
     }
 }
 
-fn param_name(seg: &str) -> Option<&'static str> {
-    seg.strip_prefix('{').and_then(|p| p.strip_suffix('}')).map(|p| &*Box::leak(p.to_string().into_boxed_str()))
+fn param_name(seg: &'static str) -> Option<&'static str> {
+    seg.strip_prefix('{').and_then(|p| p.strip_suffix('}'))
 }
 
 /// The page for `method` and `rest` (the path after `/p/<slug>`), with its parameters; a
@@ -186,7 +189,7 @@ fn find<'p>(pages: &'p [Page], method: &Method, rest: &str) -> ApiResult<(&'p Pa
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     let mut path_known = false;
     for page in pages {
-        let pat: Vec<&str> = page.path.split('/').filter(|s| !s.is_empty()).collect();
+        let pat: Vec<&'static str> = page.path.split('/').filter(|s| !s.is_empty()).collect();
         if pat.len() != segs.len() || !pat.iter().zip(&segs).all(|(p, s)| p.starts_with('{') || p == s) {
             continue;
         }
@@ -315,7 +318,12 @@ async fn stages(
         return Ok(v);
     }
     let principal = session.as_ref().map(|(_, p)| p.clone()).unwrap_or_else(|| Principal::public(&source));
-    let decision = app.limiter.acquire(&app.db, &principal.tenant_scope(), Class::Portal).await?;
+    let class = page.class.unwrap_or(match (&session, parts.method == Method::GET) {
+        (Some(_), _) => Class::Portal,
+        (None, true) => Class::Read,
+        (None, false) => Class::Write,
+    });
+    let decision = app.limiter.acquire(&app.db, &principal.tenant_scope(), class).await?;
     if !decision.allowed {
         return Err(decision.into_error());
     }
@@ -385,8 +393,11 @@ fn respond(v: View) -> Response {
         .header("referrer-policy", "no-referrer")
         .header("cross-origin-opener-policy", "same-origin")
         .header("permissions-policy", "camera=(), microphone=(), geolocation=()");
-    for c in &v.cookies {
-        b = b.header(http::header::SET_COOKIE, c);
+    // An asset may be kept by shared caches: it never carries a browser's cookie.
+    if !matches!(v.content, Content::Asset { .. }) {
+        for c in &v.cookies {
+            b = b.header(http::header::SET_COOKIE, c);
+        }
     }
     if let Some(l) = v.lang {
         b = b.header(http::header::CONTENT_LANGUAGE, l);
@@ -424,9 +435,9 @@ mod tests {
     #[test]
     fn pages_match_by_segment_and_method() {
         static PAGES: &[Page] = &[
-            Page { method: Method::GET, path: "/", signed_in: false, effects: &[], handler: noop },
-            Page { method: Method::GET, path: "/bookings", signed_in: true, effects: &[], handler: noop },
-            Page { method: Method::POST, path: "/bookings/{id}/cancel", signed_in: true, effects: &[], handler: noop },
+            Page { method: Method::GET, path: "/", signed_in: false, effects: &[], class: None, handler: noop },
+            Page { method: Method::GET, path: "/bookings", signed_in: true, effects: &[], class: None, handler: noop },
+            Page { method: Method::POST, path: "/bookings/{id}/cancel", signed_in: true, effects: &[], class: None, handler: noop },
         ];
         assert_eq!(find(PAGES, &Method::GET, "/").unwrap().0.path, "/");
         let (p, params) = find(PAGES, &Method::POST, "/bookings/bk_1/cancel").unwrap();

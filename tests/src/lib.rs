@@ -231,6 +231,21 @@ impl Harness {
         panic!("moto's data.json did not answer JSON in 30 tries")
     }
 
+    /// The text of an email as SES received it (one-time credentials in it are sealed in the
+    /// stored copy and appear only here): waits for the sender to send it.
+    pub async fn delivered_text(&self, c: &Client, email_id: &str) -> String {
+        for _ in 0..150 {
+            let r = c.get(&format!("/emails/{email_id}")).await;
+            if let Some(id) = r.json["data"]["provider_message_id"].as_str()
+                && let Some(m) = self.ses_sent().await.into_iter().find(|m| m["id"] == id)
+            {
+                return m["body"].as_str().unwrap_or_default().to_string();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        panic!("email {email_id} was not sent")
+    }
+
     /// Every object under `prefix` in a bucket of the stack, with its bytes (moto's S3 lists
     /// without a signature).
     pub async fn bucket_objects(&self, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
@@ -536,6 +551,7 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
         ("/bookings/services/{id}", svc.clone()),
         // A query, not an id: what `GET /bookings/availability` needs.
         ("?/bookings/availability", format!("service_id={svc}&from={day_after}T00:00:00Z&to={day_after}T23:00:00Z")),
+        ("?/portal/me/bookings/{id}/slots", format!("from={day_after}T00:00:00Z&to={day_after}T23:00:00Z")),
         ("/contacts/{id}", ct.to_string()),
         ("/contacts/imports/{id}", import["id"].as_str().unwrap().to_string()),
         ("/deals/{id}", deal["id"].as_str().unwrap().to_string()),

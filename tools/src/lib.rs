@@ -597,7 +597,8 @@ pub fn capability_list() -> Vec<domain::capabilities::Capability> {
     };
     let mut out: Vec<domain::capabilities::Capability> = gateway::all_routes()
         .iter()
-        .flat_map(|r| r.effects.iter().map(move |e| (r, e)))
+        // A public effect (anyone may cause it, no credential) is nothing a person confirms.
+        .flat_map(|r| r.effects.iter().filter(|e| !e.public).map(move |e| (r, e)))
         .filter_map(|(r, effect)| {
             let capability = effect.capability;
             let item = docs.paths.paths.get(r.path)?;

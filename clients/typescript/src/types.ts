@@ -1177,7 +1177,7 @@ export interface paths {
          * Start a customer's sign-in from their own address (no credential). When the address is a
          *     contact's, the contact gets a one-time link and a 6-digit code from the workspace's
          *     verified sending domain; every address gets the same answer in the same time. Limited per
-         *     network address and per address (class `portal_sign_in`).
+         *     network address (class `portal_sign_in`) and per address (`portal_sign_in_address`).
          */
         post: operations["sign_in"];
         delete?: never;
@@ -3302,7 +3302,7 @@ export interface components {
          * @description Which confirmable writes of a credential need a capability confirmation (an API key's
          *     `requires_confirmation`): `true` every one, `false` none, or a list of capabilities.
          */
-        RequiresConfirmation: boolean | ("api_keys.create" | "api_keys.revoke" | "channels.connect" | "channels.delete" | "channels.update" | "emails.domains.create" | "emails.domains.delete" | "emails.send" | "gdpr.erasure" | "gdpr.export.subject" | "gdpr.export.workspace" | "members.change" | "portal.sessions.return" | "portal.sign_in" | "posts.publish" | "webhooks.create" | "webhooks.delete" | "webhooks.rotate_secret" | "webhooks.update" | "workspaces.update")[];
+        RequiresConfirmation: boolean | ("api_keys.create" | "api_keys.revoke" | "channels.connect" | "channels.delete" | "channels.update" | "emails.domains.create" | "emails.domains.delete" | "emails.send" | "gdpr.erasure" | "gdpr.export.subject" | "gdpr.export.workspace" | "members.change" | "portal.sessions.return" | "posts.publish" | "webhooks.create" | "webhooks.delete" | "webhooks.rotate_secret" | "webhooks.update" | "workspaces.update")[];
         RescheduleBooking: {
             /** Format: date-time */
             start: string;

@@ -476,6 +476,7 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
         metadata: input.metadata,
         created_at: now_s,
         updated_at: now_s,
+        sealed_secrets: None,
     })
 }
 

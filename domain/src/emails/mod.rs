@@ -250,9 +250,41 @@ pub struct Email {
     pub created_at: Timestamp,
     #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
+    /// One-time credentials the bodies carry (a sign-in link, a code), sealed: the stored and
+    /// readable bodies hold `[[secret:<name>]]` in their place, and only the sender, on its way
+    /// to SES, puts them back ([`Email::carry_secrets`]). Never serialized.
+    #[serde(skip)]
+    pub sealed_secrets: Option<String>,
+}
+
+/// What a credential in an email is replaced by wherever the email can be read.
+pub fn secret_placeholder(name: &str) -> String {
+    format!("[[secret:{name}]]")
 }
 
 impl Email {
+    /// Seal `secrets` (name, value) for this email: its bodies must name them by
+    /// [`secret_placeholder`]. A credential in a body would otherwise be readable by any key
+    /// with the read scope (`GET /emails/{id}`), and sign a reader in as the customer.
+    pub fn carry_secrets(&mut self, key: &shared::app::PlatformSecret, secrets: &[(&str, &str)]) -> ApiResult<()> {
+        let map: BTreeMap<&str, &str> = secrets.iter().copied().collect();
+        let json = serde_json::to_vec(&map).map_err(ApiError::internal)?;
+        self.sealed_secrets = Some(key.seal(&format!("email-secrets/{}", self.id), &json));
+        Ok(())
+    }
+
+    /// The bodies with the sealed credentials put back: for SES alone.
+    pub fn with_secrets(mut self, key: &shared::app::PlatformSecret) -> ApiResult<Self> {
+        let Some(sealed) = self.sealed_secrets.take() else { return Ok(self) };
+        let json = key.open(&format!("email-secrets/{}", self.id), &sealed)?;
+        let map: BTreeMap<String, String> = serde_json::from_slice(&json).map_err(ApiError::internal)?;
+        for (name, value) in &map {
+            let at = secret_placeholder(name);
+            self.text = self.text.map(|t| t.replace(&at, value));
+            self.html = self.html.map(|h| h.replace(&at, value));
+        }
+        Ok(self)
+    }
     /// Move to `status`, stamping the time it was reached.
     pub fn set_status(&mut self, status: EmailStatus, now: shared::ids::Timestamp) {
         self.status = status;
@@ -313,6 +345,9 @@ pub fn body_item(ws: &WorkspaceId, e: &Email) -> Item {
     if let Some(t) = &e.text {
         item.insert("text".into(), s(t));
     }
+    if let Some(sealed) = &e.sealed_secrets {
+        item.insert("sealed_secrets".into(), s(sealed));
+    }
     item
 }
 
@@ -320,6 +355,7 @@ pub fn body_item(ws: &WorkspaceId, e: &Email) -> Item {
 pub fn attach_body(e: &mut Email, body: &Item) {
     e.html = store::get_str(body, "html").map(String::from);
     e.text = store::get_str(body, "text").map(String::from);
+    e.sealed_secrets = store::get_str(body, "sealed_secrets").map(String::from);
 }
 
 fn shard(id: &str) -> u32 {

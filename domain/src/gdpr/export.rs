@@ -545,13 +545,18 @@ pub async fn email_link(
     let (subject, text) = match lang {
         crate::portal::Lang::En => (
             format!("Your data from {}", w.name),
-            format!("Download everything {} holds about you (the link works for one hour):\n\n{url}\n", w.name),
+            format!(
+                "Download everything {} holds about you (the link works for one hour):\n\n{}\n",
+                w.name,
+                crate::emails::secret_placeholder("link")
+            ),
         ),
-        crate::portal::Lang::Nb => {
-            (format!("Dataene dine fra {}", w.name), format!("Last ned alt {} har om deg (lenken virker i én time):\n\n{url}\n", w.name))
-        }
+        crate::portal::Lang::Nb => (
+            format!("Dataene dine fra {}", w.name),
+            format!("Last ned alt {} har om deg (lenken virker i én time):\n\n{}\n", w.name, crate::emails::secret_placeholder("link")),
+        ),
     };
-    let email = crate::portal::mail_to(app, ws, contact, &from, &subject, text).await?;
+    let email = crate::portal::mail_to(app, ws, contact, &from, &subject, text, &[("link", &url)]).await?;
     crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
     Ok(email)
 }

@@ -124,6 +124,11 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
     if let Some(b) = &body {
         model::attach_body(&mut outgoing, b);
     }
+    // One-time credentials come out of their seal here, on their way to SES, and nowhere else.
+    let outgoing = match outgoing.sealed_secrets.is_some() {
+        true => outgoing.with_secrets(sd.app.platform_secret().await?)?,
+        false => outgoing,
+    };
     let result = ses_send(sd, ws, &outgoing, to, cc, bcc).await;
     record(sd, ws, &held, email, result, now_s).await
 }

@@ -30,7 +30,7 @@ shared::area! {
         create_session [effects = &[fx::SendEmail::INFO, fx::OpenPortalSession::INFO]],
         exchange_session [auth = Auth::Public, class = Class::Portal],
         sign_in [auth = Auth::Public, class = Class::PortalSignIn, needs_workspace = false, effects = &[fx::EmailSignInLink::INFO]],
-        verify_sign_in [auth = Auth::Public, class = Class::Portal, needs_workspace = false],
+        verify_sign_in [auth = Auth::Public, class = Class::PortalSignIn, needs_workspace = false],
         get_me [auth = Auth::PortalSession, class = Class::Portal],
         update_me [auth = Auth::PortalSession, class = Class::Portal],
         my_bookings [auth = Auth::PortalSession, class = Class::Portal],
@@ -121,7 +121,7 @@ pub struct StartSignIn {
 /// Start a customer's sign-in from their own address (no credential). When the address is a
 /// contact's, the contact gets a one-time link and a 6-digit code from the workspace's
 /// verified sending domain; every address gets the same answer in the same time. Limited per
-/// network address and per address (class `portal_sign_in`).
+/// network address (class `portal_sign_in`) and per address (`portal_sign_in_address`).
 #[utoipa::path(post, path = "/portal/sign-in", tag = "portal", request_body = StartSignIn, security(()),
     responses((status = 202, body = shared::openapi::Data<portal::SignIn>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn sign_in(app: &App, req: Req) -> ApiResult<Reply> {
@@ -386,6 +386,7 @@ pub async fn erase_me(app: &App, req: Req) -> ApiResult<Reply> {
     let auth = req.grant.authorize::<fx::EraseSubject>()?;
     let e = domain::gdpr::erasure::erase_self(&auth, app, req.ws()?, session_token(&req), &c, &input.code).await?;
     portal::revoke(app, session_token(&req)).await?;
+    portal::end_sessions(app, req.ws()?, &c.id).await?;
     Ok(Reply::accepted(&e))
 }
 

@@ -150,6 +150,16 @@ async fn main() {
         return bench_serving(stack, out, "target/bench-serving.md").await;
     }
 
+    // `BENCH_ONLY=portal`: only the portal's pages against their API routes, into
+    // target/bench-portal.md.
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("portal") {
+        let stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
+        bench_portal_pages(&stack, &mut out).await;
+        stack.stop().await;
+        std::fs::write(repo_root().join("target/bench-portal.md"), out).unwrap();
+        return;
+    }
+
     // First, while the process is small: the scanner's memory is measured from here.
     bench_scanner(&mut out).await;
 
@@ -343,6 +353,7 @@ async fn main() {
     writeln!(out, "\nPer email the sender makes {:.0} DynamoDB calls (load, claim transaction, recipient claims, body, result transaction) and one SES call (moto here).", send_calls as f64 / 100.0).unwrap();
 
     bench_bookings(&stack, &mut out).await;
+    bench_portal_pages(&stack, &mut out).await;
     bench_serving(stack, out, "docs/benchmarks.md").await;
 }
 
@@ -361,6 +372,147 @@ async fn bench_serving(mut stack: DevStack, mut out: String, report: &str) {
     }
     std::fs::write(&path, out).unwrap();
     eprintln!("wrote {}", path.display());
+}
+
+/// One request through the portal function as Lambda runs it (`shared::lambda::serve`: the
+/// pages under `/p/`, the API otherwise), in-process: (status, body, ms, DynamoDB calls).
+async fn portal_call(
+    app: &shared::App,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<serde_json::Value>,
+) -> (u16, Vec<u8>, f64, u32) {
+    let mut b = http::Request::builder().method(method).uri(path);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let body = match body {
+        Some(v) => {
+            b = b.header("content-type", "application/json");
+            lambda_http::Body::Text(v.to_string())
+        }
+        None => lambda_http::Body::Empty,
+    };
+    let req = b.body(body).unwrap();
+    let started = Instant::now();
+    let (resp, calls) =
+        shared::metrics::count_ddb_calls(Box::pin(shared::lambda::serve(app, portal::routes(), Some(&portal::pages::SITE), req))).await;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let status = resp.status().as_u16();
+    let bytes = match resp.into_body() {
+        lambda_http::Body::Text(t) => t.into_bytes(),
+        lambda_http::Body::Binary(b) => b,
+        _ => vec![],
+    };
+    (status, bytes, ms, calls)
+}
+
+/// The portal's pages next to the API routes they call: server time in the warm function
+/// (in-process, alternating, medians of 200), DynamoDB calls, and what a page weighs.
+async fn bench_portal_pages(stack: &DevStack, out: &mut String) {
+    let app = &stack.app;
+    let (ws, key) = domain::workspaces::create_workspace(app, "Bench Studio").await.unwrap();
+    let bearer = format!("Bearer {key}");
+    let auth = [("authorization", bearer.as_str())];
+    let api = |path: &str| format!("/api/v1{path}");
+    let (_, body, _, _) =
+        portal_call(app, "POST", &api("/contacts"), &auth, Some(serde_json::json!({"email": "bench@example.org", "first_name": "Ada"})))
+            .await;
+    let contact: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let ct = contact["data"]["id"].as_str().unwrap().to_string();
+    // Bookings through the bookings area's own operations (this bench calls the portal function only).
+    let day = serde_json::json!([{"start": "00:00", "end": "24:00"}]);
+    let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let routes = tools::gateway::all_routes();
+    let call_any = |path: String, body: serde_json::Value| {
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(path)
+            .header("authorization", bearer.clone())
+            .header("content-type", "application/json")
+            .body(lambda_http::Body::Text(body.to_string()))
+            .unwrap();
+        async move {
+            let (resp, _) = shared::http::serve_with_stats(app, routes, req).await;
+            match resp.into_body() {
+                lambda_http::Body::Text(t) => serde_json::from_str::<serde_json::Value>(&t).unwrap(),
+                _ => serde_json::Value::Null,
+            }
+        }
+    };
+    let res =
+        call_any(api("/bookings/resources"), serde_json::json!({"name": "Studio", "timezone": "Europe/Oslo", "opening_hours": hours}))
+            .await;
+    let svc = call_any(
+        api("/bookings/services"),
+        serde_json::json!({"name": "Session", "duration_minutes": 60, "resource_ids": [res["data"]["id"]], "slot_interval_minutes": 60}),
+    )
+    .await;
+    for d in 1..=5 {
+        let start = (chrono::Utc::now() + chrono::Duration::days(d)).format("%Y-%m-%dT10:00:00Z").to_string();
+        call_any(api("/bookings"), serde_json::json!({"service_id": svc["data"]["id"], "start": start, "contact_id": ct})).await;
+    }
+    let (_, body, _, _) =
+        portal_call(app, "POST", &api("/portal/sessions"), &auth, Some(serde_json::json!({"contact_id": ct, "delivery": "return"}))).await;
+    let token = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["data"]["token"].as_str().unwrap().to_string();
+    let (_, body, _, _) = portal_call(app, "POST", &api("/portal/sessions/exchange"), &[], Some(serde_json::json!({"token": token}))).await;
+    let session = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["data"]["session_token"].as_str().unwrap().to_string();
+    let cookie = format!("portal_session={session}");
+    let slug = ws.slug.clone();
+    let pairs = [("/account", "/portal/me"), ("/bookings", "/portal/me/bookings"), ("/emails", "/portal/me/emails")];
+    writeln!(
+        out,
+        "
+## Portal pages next to the API routes they call
+"
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "The portal function in-process (`shared::lambda::serve`, as Lambda runs it), warm, one customer with 5 bookings; page and API route alternate, 200 of each, medians. A page adds the workspace (name, look, time zone) to what its route reads; `/bookings` also reads the past list and the services' names.
+
+| page | API route | page ms | route ms | page / route | DynamoDB calls, page / route | HTML bytes (gzip) |
+|---|---|---|---|---|---|---|"
+    )
+    .unwrap();
+    for (page, route) in pairs {
+        let page_path = format!("/p/{slug}{page}");
+        let route_path = api(route);
+        let (mut pt, mut rt) = (vec![], vec![]);
+        let (mut pc, mut rc, mut size) = (0, 0, 0);
+        for _ in 0..200 {
+            let (s, body, ms, calls) = portal_call(app, "GET", &page_path, &[("cookie", &cookie)], None).await;
+            assert_eq!(s, 200, "{page_path}");
+            pt.push(ms);
+            (pc, size) = (calls, body.len());
+            let (s, _, ms, calls) = portal_call(app, "GET", &route_path, &[("x-portal-session", &session)], None).await;
+            assert_eq!(s, 200, "{route_path}");
+            rt.push(ms);
+            rc = calls;
+        }
+        pt.sort_by(f64::total_cmp);
+        rt.sort_by(f64::total_cmp);
+        let (p50, r50) = (pct(&pt, 50.0), pct(&rt, 50.0));
+        let (_, body, _, _) = portal_call(app, "GET", &page_path, &[("cookie", &cookie)], None).await;
+        eprintln!("portal {page}: page {p50:.2} ms, route {r50:.2} ms");
+        writeln!(out, "| `{page}` | `GET {route}` | {p50:.2} | {r50:.2} | {:.2} | {pc} / {rc} | {size} ({}) |", p50 / r50, gzip_len(&body))
+            .unwrap();
+    }
+    let (_, css, _, _) = portal_call(app, "GET", &format!("/p/{slug}/style.css"), &[], None).await;
+    let (_, js, _, _) = portal_call(app, "GET", &format!("/p/{slug}/portal.js"), &[], None).await;
+    let (_, home, _, _) = portal_call(app, "GET", &format!("/p/{slug}/"), &[], None).await;
+    writeln!(
+        out,
+        "
+What a page costs to load besides its HTML: the style sheet {} bytes ({} gzip), the optional script {} bytes ({} gzip); the sign-in page's HTML is {} bytes. The largest page, a week of open times to move a booking to, is about 16 KB of HTML (the browser test prints every page's size).",
+        css.len(),
+        gzip_len(&css),
+        js.len(),
+        gzip_len(&js),
+        home.len()
+    )
+    .unwrap();
 }
 
 /// The heading under which the report keeps sections written by hand.

@@ -130,7 +130,9 @@ pub async fn move_form(app: &App, v: Visit) -> ApiResult<View> {
         .filter(|s| s.booking.contact_id == ct.as_str())
         .ok_or_else(|| ApiError::not_found("booking"))?;
     let today = chrono::Utc::now().with_timezone(&ctx.zone).date_naive();
-    let from = v.query("date").and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok()).unwrap_or(today).max(today);
+    // Within a year from today: any other date is today's week (no date arithmetic overflows).
+    let last = today + chrono::Days::new(365);
+    let from = v.query("date").and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok()).unwrap_or(today).clamp(today, last);
     let to = from + chrono::Days::new(7);
     let free = booking::availability(
         app,

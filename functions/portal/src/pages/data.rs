@@ -145,7 +145,10 @@ pub async fn erase(app: &App, v: Visit) -> ApiResult<View> {
     let code = v.field("code").unwrap_or_default().trim().to_string();
     match domain::gdpr::erasure::erase_self(&auth, app, &v.ws, v.session_token(), &c, &code).await {
         Ok(_) => {
+            // Every session, link and sign-in of the customer ends with the request; the
+            // erasure job removes the rest.
             domain::portal::revoke(app, v.session_token()).await?;
+            domain::portal::end_sessions(app, &v.ws, &c.id).await?;
             let mut done = ctx;
             done.signed_in = false;
             let w = done.w;

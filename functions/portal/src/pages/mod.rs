@@ -20,6 +20,7 @@ use domain::effects::{self as fx, Effect as _};
 use domain::portal::Lang;
 use domain::workspaces::Workspace;
 use http::Method;
+use shared::ratelimit::Class;
 use shared::reexports::BoxFuture;
 use shared::web::{Page, PageHandler, Site, View, Visit};
 use shared::{ApiResult, App};
@@ -27,11 +28,12 @@ use words::Words;
 
 /// A page handler as the pipeline calls it.
 macro_rules! page {
-    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)?) => {
+    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)? $(, class = $class:expr)?) => {
         Page {
             method: Method::$method,
             path: $path,
             signed_in: false $(|| $signed)?,
+            class: { #[allow(unused_mut, unused_assignments)] let mut c: Option<Class> = None; $( c = Some($class); )? c },
             effects: { #[allow(unused_mut, unused_assignments)] let mut e: &'static [shared::authority::EffectInfo] = &[]; $( e = $effects; )? e },
             handler: {
                 fn handle<'a>(app: &'a App, v: Visit) -> BoxFuture<'a, ApiResult<View>> {
@@ -46,11 +48,11 @@ macro_rules! page {
 /// Every page, declared once.
 pub static PAGES: &[Page] = &[
     page!(GET "/" => sign_in::home),
-    page!(POST "/sign-in" => sign_in::start, effects = &[fx::EmailSignInLink::INFO]),
+    page!(POST "/sign-in" => sign_in::start, effects = &[fx::EmailSignInLink::INFO], class = Class::PortalSignIn),
     page!(GET "/code" => sign_in::code_form),
-    page!(POST "/code" => sign_in::code),
+    page!(POST "/code" => sign_in::code, class = Class::PortalSignIn),
     page!(GET "/link" => sign_in::link_form),
-    page!(POST "/link" => sign_in::link),
+    page!(POST "/link" => sign_in::link, class = Class::PortalSignIn),
     page!(POST "/sign-out" => sign_in::sign_out, signed_in = true),
     page!(GET "/account" => account::show, signed_in = true),
     page!(POST "/account" => account::save, signed_in = true),
@@ -60,9 +62,9 @@ pub static PAGES: &[Page] = &[
     page!(POST "/bookings/{id}/move" => bookings::move_to, signed_in = true, effects = &[fx::SendEmail::INFO]),
     page!(GET "/emails" => data::emails, signed_in = true),
     page!(GET "/data" => data::show, signed_in = true),
-    page!(POST "/data/export" => data::export, signed_in = true, effects = &[fx::ExportSubject::INFO]),
+    page!(POST "/data/export" => data::export, signed_in = true, effects = &[fx::ExportSubject::INFO], class = Class::GdprExport),
     page!(GET "/data/exports/{id}" => data::export_status, signed_in = true),
-    page!(POST "/data/exports/{id}/send" => data::export_send, signed_in = true, effects = &[fx::SendEmail::INFO]),
+    page!(POST "/data/exports/{id}/send" => data::export_send, signed_in = true, effects = &[fx::SendEmail::INFO], class = Class::GdprExport),
     page!(POST "/data/erasure/code" => data::erasure_code, signed_in = true, effects = &[fx::SendEmail::INFO]),
     page!(GET "/data/erasure" => data::erasure_form, signed_in = true),
     page!(POST "/data/erasure" => data::erase, signed_in = true, effects = &[fx::EraseSubject::INFO]),

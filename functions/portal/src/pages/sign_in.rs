@@ -42,12 +42,11 @@ pub async fn home(app: &App, v: Visit) -> ApiResult<View> {
 }
 
 /// The address: a link and a code go to it if it is a contact's; every address gets the same
-/// answer in the same time (`portal::sign_in`), limited per network address here and per
-/// address there.
+/// answer in the same time (`portal::sign_in`), limited per network address (the page's class)
+/// and per address (the operation's).
 pub async fn start(app: &App, v: Visit) -> ApiResult<View> {
-    let decision = app.limiter.acquire(&app.db, &format!("IP#{}", v.source), shared::ratelimit::Class::PortalSignIn).await?;
-    if !decision.allowed {
-        return Err(decision.into_error());
+    if v.session.is_some() {
+        return Ok(View::redirect(format!("{}/account", v.base)));
     }
     let auth = v.grant.authorize::<fx::EmailSignInLink>()?;
     let lang = portal::Lang::from_accept_language(v.header("accept-language"));
@@ -105,16 +104,21 @@ fn signed_in(v: &Visit, session: &str) -> View {
     View::redirect(format!("{}/account", v.base)).cookie(v.set_cookie(SESSION_COOKIE, session, PORTAL_SESSION_MAX_SECS))
 }
 
-/// The emailed link asks before it signs in: a mail scanner that fetches it spends nothing.
+/// The emailed link asks before it signs in: a mail scanner that fetches it spends nothing, and
+/// the page names the account it opens (a link someone else sent you opens theirs).
 pub async fn link_form(app: &App, v: Visit) -> ApiResult<View> {
     let Some(token) = v.query("token") else { return Ok(View::redirect(format!("{}/", v.base))) };
     let ctx = Ctx::of(app, &v).await?;
     let w = ctx.w;
+    let Some(owner) = portal::link_owner(app, &v.ws, token).await? else {
+        return Ok(form(&ctx, Some(Notice::Problem(w.link_refused.into()))).status(http::StatusCode::UNAUTHORIZED));
+    };
     Ok(ctx.page(
         w.link_title,
         None,
         html! {
             p { (w.link_intro) }
+            p { (w.link_as) " " strong { (owner) } }
             form method="post" action={ (ctx.base) "/link" } {
                 (csrf(&ctx))
                 input type="hidden" name="token" value=(token);
