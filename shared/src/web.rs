@@ -323,7 +323,9 @@ async fn stages(
         (None, true) => Class::Read,
         (None, false) => Class::Write,
     });
-    let decision = app.limiter.acquire(&app.db, &principal.tenant_scope(), class).await?;
+    // Signing in is limited per network address whoever asks: a session does not buy a bucket.
+    let scope = if class == Class::PortalSignIn { Principal::public(&source).tenant_scope() } else { principal.tenant_scope() };
+    let decision = app.limiter.acquire(&app.db, &scope, class).await?;
     if !decision.allowed {
         return Err(decision.into_error());
     }

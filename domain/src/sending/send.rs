@@ -102,6 +102,19 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
     // Everything that can fail before SES is asked first, so a claim is followed by the
     // call at once: a claim left behind means SES may have been called.
     let (suppressed, body, domain_verified) = recheck(sd, ws, &stored.email).await?;
+    // The bodies as SES gets them, one-time credentials out of their seal (they come out
+    // here and nowhere else), before the claim like every step that can fail.
+    let sealed = body.as_ref().is_some_and(|b| b.contains_key("sealed_secrets"));
+    let bodies = {
+        let mut b = stored.email.clone();
+        if let Some(item) = &body {
+            model::attach_body(&mut b, item);
+        }
+        if sealed {
+            b = b.with_secrets(app.platform_secret().await?)?;
+        }
+        (b.html, b.text)
+    };
     let held = claim(sd, ws, &stored, now_s, now_secs).await?;
     let mut email = held.email.clone();
     email.suppressed_recipients = suppressed;
@@ -121,16 +134,18 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
     }
     // The bodies go to SES only; the email item is stored without them.
     let mut outgoing = email.clone();
-    if let Some(b) = &body {
-        model::attach_body(&mut outgoing, b);
-    }
-    // One-time credentials come out of their seal here, on their way to SES, and nowhere else.
-    let outgoing = match outgoing.sealed_secrets.is_some() {
-        true => outgoing.with_secrets(sd.app.platform_secret().await?)?,
-        false => outgoing,
-    };
+    (outgoing.html, outgoing.text) = bodies;
     let result = ses_send(sd, ws, &outgoing, to, cc, bcc).await;
-    record(sd, ws, &held, email, result, now_s).await
+    let sent = result.is_ok();
+    let outcome = record(sd, ws, &held, email, result, now_s).await?;
+    if sent && sealed {
+        // Delivered: the credentials have no reader left, so they are not kept (nor exported).
+        let removed = app.db.update(ws_pk(ws), model::body_sk(id), "REMOVE sealed_secrets").when("attribute_exists(pk)").apply().await;
+        if let Err(e) = removed {
+            tracing::warn!(error = %e.message, "could not drop a sent email's sealed credentials");
+        }
+    }
+    Ok(outcome)
 }
 
 /// Finished, not due yet, or held by another copy's claim: what to do instead of sending.
