@@ -109,6 +109,9 @@ async fn mail_to(to: &str, subject: &str, seen: usize) -> Value {
 #[tokio::test]
 async fn every_page_carries_the_security_headers_and_forms_need_their_token() {
     let (c, _, slug) = portal_workspace("pages headers").await;
+    // Before any page: a container keeps what it read of a workspace for 30 s.
+    let r = c.patch("/workspaces/current", &json!({"logo_url": logo_server().await})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
     let origin = generous_pages().await;
     let b = browser();
     let home = format!("{origin}/p/{slug}/");
@@ -137,9 +140,6 @@ async fn every_page_carries_the_security_headers_and_forms_need_their_token() {
     let css = b.get(format!("{origin}/p/{slug}/style.css")).send().await.text().await.unwrap();
     assert!(css.starts_with(":root{--accent:#0b6e4f}"), "{css}");
     // The logo comes through the pages' own origin, fetched by the SSRF-safe client.
-    assert_eq!(b.get(format!("{origin}/p/{slug}/logo")).send().await.status(), 404, "no logo set");
-    let r = c.patch("/workspaces/current", &json!({"logo_url": logo_server().await})).await;
-    assert_eq!(r.status, 200, "{}", r.json);
     let logo = b.get(format!("{origin}/p/{slug}/logo")).send().await;
     assert_eq!((logo.status().as_u16(), logo.headers()["content-type"].to_str().unwrap()), (200, "image/png"));
     assert!(logo.bytes().await.unwrap().starts_with(b"\x89PNG"));

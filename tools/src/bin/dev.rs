@@ -35,6 +35,11 @@ async fn run() {
             std::process::exit(1);
         }
     };
+    let slug = domain::workspaces::load(&stack.app, &shared::auth::WorkspaceId::trusted(ws.as_str()))
+        .await
+        .map(|(w, _)| w.slug)
+        .unwrap_or_else(|_| "<slug>".into());
+    let portal = format!("{}/p/{slug}/", stack.config().portal_pages_url.unwrap_or_default());
     // A real Bluesky PDS with a demo account, connected as a channel of the demo workspace.
     let (pds, bluesky) = match tools::demo_bluesky(&stack.base_url, &key).await {
         Ok((pds, lines)) => (Some(pds), lines),
@@ -52,7 +57,7 @@ async fn run() {
         eprintln!("dev: cannot write {}: {e}", env_file.display());
     }
     eprintln!(
-        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com), publisher; outbox sweep, email and publish ticks every 10 s\n  Bluesky PDS {pds} (account platformdemo.test, connected as the demo workspace's channel)\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
+        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com), publisher; outbox sweep, email and publish ticks every 10 s\n  Bluesky PDS {pds} (account platformdemo.test, connected as the demo workspace's channel)\n  the demo workspace's customer portal pages at {portal}\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
         base = stack.base_url,
         ddb = stack.emulators.dynamodb_endpoint,
         moto = stack.emulators.moto_endpoint,

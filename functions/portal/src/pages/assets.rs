@@ -14,7 +14,7 @@ const LOGO_MAX_BYTES: usize = 256 * 1024;
 const LOGO_TTL: Duration = Duration::from_secs(600);
 
 pub async fn style(app: &App, v: Visit) -> ApiResult<View> {
-    let (ws, _) = domain::workspaces::load(app, &v.ws).await?;
+    let ws = super::workspace(app, &v.ws).await?;
     let accent = ws.accent_color.unwrap_or_else(|| DEFAULT_ACCENT.into());
     // Only a colour the settings checked reaches the sheet; the markup escapes nothing here.
     let accent = if domain::workspaces::accent_contrast(&accent).is_some() { accent } else { DEFAULT_ACCENT.into() };
@@ -77,7 +77,7 @@ async fn fetch(app: &App, url: &str) -> ApiResult<Option<(&'static str, Vec<u8>)
 /// The workspace's logo, fetched through the SSRF-safe client: a PNG, JPEG, GIF or WebP by its
 /// own bytes (an SVG can carry script), at most 256 KiB.
 pub async fn logo(app: &App, v: Visit) -> ApiResult<View> {
-    let (ws, _) = domain::workspaces::load(app, &v.ws).await?;
+    let ws = super::workspace(app, &v.ws).await?;
     let url = ws.logo_url.ok_or_else(|| ApiError::not_found("logo"))?;
     let fresh = |k: &Kept| k.at.elapsed() < if k.logo.is_some() { LOGO_TTL } else { LOGO_FAILURE_TTL };
     let kept = LOGOS.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|k| k.url == url && fresh(k)).map(|k| k.logo.clone());

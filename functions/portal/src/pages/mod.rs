@@ -73,8 +73,49 @@ pub static PAGES: &[Page] = &[
     page!(GET "/logo" => assets::logo),
 ];
 
+/// How long a container trusts what it read of a workspace (its slug, name, look, zone): a
+/// page then costs its route's reads and no more. A changed slug or look shows within this.
+const WORKSPACE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+type Cached<T> = std::sync::Mutex<Vec<(String, std::time::Instant, T)>>;
+static SLUGS: Cached<Option<shared::auth::WorkspaceId>> = std::sync::Mutex::new(Vec::new());
+static WORKSPACES: Cached<Workspace> = std::sync::Mutex::new(Vec::new());
+/// Entries a container keeps of each (a function serves few workspaces at a time).
+const KEPT: usize = 256;
+
+fn cached<T: Clone>(cache: &Cached<T>, key: &str) -> Option<T> {
+    let c = cache.lock().unwrap_or_else(|p| p.into_inner());
+    c.iter().find(|(k, at, _)| k == key && at.elapsed() < WORKSPACE_TTL).map(|(_, _, v)| v.clone())
+}
+
+fn keep<T>(cache: &Cached<T>, key: &str, value: T) {
+    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+    c.retain(|(k, at, _)| k != key && at.elapsed() < WORKSPACE_TTL);
+    if c.len() >= KEPT {
+        c.remove(0);
+    }
+    c.push((key.to_string(), std::time::Instant::now(), value));
+}
+
 fn resolve<'a>(app: &'a App, slug: &'a str) -> BoxFuture<'a, ApiResult<Option<shared::auth::WorkspaceId>>> {
-    Box::pin(domain::workspaces::by_slug(app, slug))
+    Box::pin(async move {
+        if let Some(ws) = cached(&SLUGS, slug) {
+            return Ok(ws);
+        }
+        let ws = domain::workspaces::by_slug(app, slug).await?;
+        keep(&SLUGS, slug, ws.clone());
+        Ok(ws)
+    })
+}
+
+/// The workspace's settings as the pages show them (cached as [`WORKSPACE_TTL`] says).
+pub async fn workspace(app: &App, ws: &shared::auth::WorkspaceId) -> ApiResult<Workspace> {
+    if let Some(w) = cached(&WORKSPACES, ws) {
+        return Ok(w);
+    }
+    let (w, _) = domain::workspaces::load(app, ws).await?;
+    keep(&WORKSPACES, ws, w.clone());
+    Ok(w)
 }
 
 pub static SITE: Site = Site { pages: PAGES, resolve, failure: layout::failure };
@@ -98,7 +139,7 @@ pub const TZ_AUTO_COOKIE: &str = "portal_tz_auto";
 
 impl Ctx {
     pub async fn of(app: &App, v: &Visit) -> ApiResult<Self> {
-        let (ws, _) = domain::workspaces::load(app, &v.ws).await?;
+        let ws = workspace(app, &v.ws).await?;
         let lang = Lang::from_accept_language(v.header("accept-language"));
         let chosen = [v.cookie(TZ_COOKIE), v.cookie(TZ_AUTO_COOKIE)]
             .into_iter()
