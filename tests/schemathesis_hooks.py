@@ -91,6 +91,8 @@ UNSTATED = {
     ("url", ""): "a URL the outbound policy allows: https, a public host that resolves",
     ("credentials", "resolve"): "a server address the outbound policy allows",
     ("return_url", ""): "an https URL on one of the workspace's portal_origins",
+    ("logo_url", ""): "a URL the outbound policy allows: https, a public host",
+    ("accent_color", "contrast"): "a colour with a contrast of 4.5:1 against white",
     ("timezone", "must be an IANA time zone"): "an IANA time zone name",
     ("snoozed_until", "must be in the future"): "a time in the future",
     ("scheduled_at", "must be in the future"): "a time in the future",

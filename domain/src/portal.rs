@@ -548,7 +548,8 @@ fn sign_in_pk(attempt: &str) -> String {
 /// is a contact's, that contact gets a one-time link (to the portal's pages, or to
 /// `return_url` on one of the workspace's origins) and a 6-digit code, from the workspace's
 /// verified sending domain. Every address gets the same answer in the same time; attempts
-/// are limited per address (class `portal_sign_in`, the caller limits per network address).
+/// are limited per address asked for (class `portal_sign_in_address`; the route or page limits
+/// per network address, `portal_sign_in`).
 /// `slug` names the workspace; an unknown one answers as an unknown address does. `pages`: the
 /// origin of the portal's pages (`shared::request::pages_origin`).
 pub async fn sign_in(

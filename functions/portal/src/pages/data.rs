@@ -2,7 +2,7 @@
 //! link goes to their address), and their erasure (with a code from their inbox).
 
 use super::Ctx;
-use super::layout::{Notice, csrf};
+use super::layout::{Notice, code_field, csrf};
 use domain::contacts::{self, Contact, ContactId};
 use domain::effects as fx;
 use domain::gdpr::export;
@@ -125,8 +125,7 @@ fn erasure_page(ctx: &Ctx, notice: Option<Notice>) -> View {
             p { (w.erase_code_intro) }
             form method="post" action={ (ctx.base) "/data/erasure" } {
                 (csrf(ctx))
-                label for="code" { (w.code_label) }
-                input #code type="text" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required;
+                (code_field(ctx))
                 button.danger type="submit" { (w.erase_confirm) }
             }
         },

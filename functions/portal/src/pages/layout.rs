@@ -29,6 +29,14 @@ fn head(title: &str, site: &str, base: Option<&str>, version: &str) -> Markup {
     }
 }
 
+/// The field for a 6-digit code from the customer's inbox (sign-in, erasure).
+pub fn code_field(ctx: &Ctx) -> Markup {
+    html! {
+        label for="code" { (ctx.w.code_label) }
+        input #code type="text" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required;
+    }
+}
+
 pub fn page(ctx: &Ctx, title: &str, notice: Option<Notice>, body: Markup) -> String {
     let w = ctx.w;
     let version = ctx.ws.accent_color.as_deref().unwrap_or("d").trim_start_matches('#').to_string();

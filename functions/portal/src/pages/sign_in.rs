@@ -1,7 +1,7 @@
 //! Signing in from the inbox: the address, then the emailed link or code; signing out.
 
 use super::Ctx;
-use super::layout::{Notice, csrf};
+use super::layout::{Notice, code_field, csrf};
 use domain::effects as fx;
 use domain::portal;
 use maud::html;
@@ -70,8 +70,7 @@ fn code_page(ctx: &Ctx, notice: Option<Notice>) -> View {
             p { (w.code_intro) }
             form method="post" action={ (ctx.base) "/code" } {
                 (csrf(ctx))
-                label for="code" { (w.code_label) }
-                input #code type="text" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required;
+                (code_field(ctx))
                 button type="submit" { (w.code_submit) }
             }
             p { a href={ (ctx.base) "/" } { (w.code_start_over) } }
