@@ -33,6 +33,7 @@ UNSTATED = {
     ("currency", "ISO 4217"): "a currency ISO 4217 lists",
     ("default_currency", "ISO 4217"): "a currency ISO 4217 lists",
     ("locale", "language tag"): "a BCP 47 language tag",
+    ("ip_address", "IPv4 or IPv6"): "an IPv4 or IPv6 address (one JSON Schema format cannot say either)",
     ("handle", "must be a handle"): "a handle of the channel's network",
     # The object must exist in the workspace (a schema cannot know what is stored).
     ("channel_ids", "no such channel"): "names a channel of the workspace",
