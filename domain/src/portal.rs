@@ -391,11 +391,7 @@ pub(crate) async fn spend_erasure_code(
 /// that returns it), so two racing exchanges get one session. Used, expired and unknown tokens
 /// get the same answer.
 pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
-    let shaped = token.strip_prefix(LINK_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
-    if !shaped {
-        return Err(link_refused());
-    }
-    exchange_hash(app, &hash_api_key(token), None).await
+    exchange_token(app, token, None).await
 }
 
 fn link_refused() -> ApiError {
@@ -454,8 +450,7 @@ async fn exchange_hash(app: &App, link_hash: &str, within: Option<&WorkspaceId>)
 /// in?" says as whom; None for a used, expired or other workspace's
 /// link. Nothing is spent or changed.
 pub async fn link_owner(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Option<String>> {
-    let shaped = token.strip_prefix(LINK_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
-    if !shaped {
+    if !shared::auth::is_token(token, LINK_PREFIX) {
         return Ok(None);
     }
     let Some(item) = app.db.get(&keys::PORTAL_LINK.pk(&[&hash_api_key(token)]), keys::PORTAL_LINK.table.sk).await? else { return Ok(None) };
@@ -470,11 +465,14 @@ pub async fn link_owner(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<O
 
 /// A link token exchanged only by the pages of its own workspace.
 pub async fn exchange_within(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<PortalSession> {
-    let shaped = token.strip_prefix(LINK_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
-    if !shaped {
+    exchange_token(app, token, Some(ws)).await
+}
+
+async fn exchange_token(app: &App, token: &str, within: Option<&WorkspaceId>) -> ApiResult<PortalSession> {
+    if !shared::auth::is_token(token, LINK_PREFIX) {
         return Err(link_refused());
     }
-    exchange_hash(app, &hash_api_key(token), Some(ws)).await
+    exchange_hash(app, &hash_api_key(token), within).await
 }
 
 // ---------- signing in from the customer's own address ----------
@@ -674,7 +672,7 @@ fn sign_in_mail(lang: Lang, workspace: &str, url: &str, code: &str) -> (String, 
 /// `within`: the workspace whose pages ask.
 pub async fn verify_sign_in(app: &App, attempt: &str, code: &str, within: Option<&WorkspaceId>) -> ApiResult<PortalSession> {
     let refused = || ApiError::validation("code", "the code is wrong, expired or used up; ask for a new sign-in");
-    let shaped = attempt.strip_prefix(SIGN_IN_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
+    let shaped = shared::auth::is_token(attempt, SIGN_IN_PREFIX);
     let code = code.trim();
     if !shaped || code.len() != 6 || !code.bytes().all(|b| b.is_ascii_digit()) {
         return Err(refused());

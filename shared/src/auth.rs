@@ -229,6 +229,12 @@ impl Principal {
 }
 
 /// `len` random characters from [0-9A-Za-z], from the thread-local CSPRNG.
+/// Is `token` `prefix` + 43 base62 characters, the shape of every token [`random_base62`]
+/// makes for a credential (a portal session, a login link, a sign-in attempt)?
+pub fn is_token(token: &str, prefix: &str) -> bool {
+    token.strip_prefix(prefix).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
 pub fn random_base62(len: usize) -> String {
     let mut rng = rand::rng();
     (0..len).map(|_| BASE62[rng.random_range(0..BASE62.len())] as char).collect()
@@ -445,7 +451,7 @@ pub async fn authenticate_portal(db: &Db, headers: &http::HeaderMap) -> Result<P
         .unwrap_or_default()
         .trim();
     let invalid = || ApiError::unauthorized("X-Portal-Session is invalid or expired");
-    let ok_shape = token.strip_prefix(PORTAL_SESSION_PREFIX).is_some_and(|t| t.len() == 43 && t.bytes().all(|b| b.is_ascii_alphanumeric()));
+    let ok_shape = is_token(token, PORTAL_SESSION_PREFIX);
     if !ok_shape {
         return Err(invalid());
     }

@@ -2,18 +2,13 @@
 //! with source `portal` and the words shown), and the time zone their times are shown in.
 
 use super::layout::{Notice, csrf};
-use super::{Ctx, TZ_COOKIE};
-use domain::contacts::{self, ContactId};
+use super::{Ctx, TZ_COOKIE, contact_id};
+use domain::contacts;
 use domain::portal::{self, Me, UpdateMe};
 use maud::html;
-use shared::ids::PrefixedId;
 use shared::validate::Patch;
 use shared::web::{View, Visit};
 use shared::{ApiError, ApiResult, App};
-
-fn contact_id(v: &Visit) -> ApiResult<ContactId> {
-    ContactId::parse(v.contact()?).ok_or_else(|| ApiError::unauthorized("sign in first"))
-}
 
 fn marketing_text(ctx: &Ctx) -> String {
     ctx.w.marketing_text.replace("{}", &ctx.ws.name)

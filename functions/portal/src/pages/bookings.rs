@@ -1,11 +1,10 @@
 //! The customer's bookings: upcoming and past, cancel within the service's window, move to an
 //! open slot of the same resource (times in the customer's zone).
 
-use super::Ctx;
 use super::layout::{Notice, csrf};
+use super::{Ctx, contact_id};
 use domain::bookings::booking::{self, Canceller};
 use domain::bookings::{Booking, BookingId, BookingStatus, ops};
-use domain::contacts::ContactId;
 use domain::effects as fx;
 use maud::{Markup, html};
 use shared::ids::PrefixedId;
@@ -15,10 +14,6 @@ use std::collections::HashMap;
 
 /// Bookings shown per list: a customer's own, so a page holds them all in practice.
 const SHOWN: usize = 50;
-
-fn contact_id(v: &Visit) -> ApiResult<ContactId> {
-    ContactId::parse(v.contact()?).ok_or_else(|| ApiError::unauthorized("sign in first"))
-}
 
 fn status(ctx: &Ctx, s: BookingStatus) -> &'static str {
     match s {

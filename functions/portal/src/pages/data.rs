@@ -3,17 +3,16 @@
 
 use super::Ctx;
 use super::layout::{Notice, code_field, csrf};
-use domain::contacts::{self, Contact, ContactId};
+use domain::contacts::{self, Contact};
 use domain::effects as fx;
 use domain::gdpr::export;
 use domain::gdpr::jobs::JobStatus;
 use maud::html;
-use shared::ids::PrefixedId;
 use shared::web::{SESSION_COOKIE, View, Visit};
 use shared::{ApiError, ApiResult, App};
 
 async fn contact(app: &App, v: &Visit) -> ApiResult<Contact> {
-    let id = ContactId::parse(v.contact()?).ok_or_else(|| ApiError::unauthorized("sign in first"))?;
+    let id = super::contact_id(v)?;
     Ok(contacts::load(app, &v.ws, &id).await.map_err(|_| ApiError::unauthorized("sign in first"))?.0)
 }
 

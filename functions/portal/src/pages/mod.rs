@@ -189,6 +189,12 @@ impl Ctx {
     }
 }
 
+/// The signed-in customer's contact id (a page that needs one is declared `signed_in`).
+pub fn contact_id(v: &Visit) -> ApiResult<domain::contacts::ContactId> {
+    use shared::ids::PrefixedId;
+    domain::contacts::ContactId::parse(v.contact()?).ok_or_else(|| shared::ApiError::unauthorized("sign in first"))
+}
+
 fn percent_decode(s: &str) -> String {
     percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
 }

@@ -7,7 +7,6 @@ use domain::portal;
 use maud::html;
 use shared::auth::PORTAL_SESSION_MAX_SECS;
 use shared::error::ErrorCode;
-use shared::ids::PrefixedId;
 use shared::web::{SESSION_COOKIE, View, Visit};
 use shared::{ApiResult, App};
 
@@ -141,7 +140,7 @@ pub async fn link(app: &App, v: Visit) -> ApiResult<View> {
 
 /// Sign-out ends every session of the customer, on every device.
 pub async fn sign_out(app: &App, v: Visit) -> ApiResult<View> {
-    let ct = domain::contacts::ContactId::parse(v.contact()?).ok_or_else(|| shared::ApiError::unauthorized("sign in first"))?;
+    let ct = super::contact_id(&v)?;
     portal::end_sessions(app, &v.ws, &ct).await?;
     Ok(View::redirect(format!("{}/?m=signed_out", v.base)).cookie(v.set_cookie(SESSION_COOKIE, "", 0)))
 }
