@@ -160,7 +160,8 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         body,
         request_id: request_id.to_string(),
     };
-    let result = AssertUnwindSafe((m.route.handler)(app, req)).catch_unwind().await;
+    let handler = AssertUnwindSafe((m.route.handler)(app, req)).catch_unwind();
+    let result = idempotency::witnessed(idempotency.reservation.as_ref(), handler).await;
     let result = result.unwrap_or_else(|_| Err(ApiError::internal("handler panicked")));
     idempotency.finish(app, result, request_id).await
 }
@@ -292,7 +293,7 @@ impl Idempotency {
             }
             // A 428 too: the same key comes back with the person's token.
             Err(e) if (e.status().is_server_error() && self.confirmation.is_none()) || e.code == ErrorCode::ConfirmationRequired => {
-                idempotency::release(&app.db, r).await;
+                idempotency::release(&app.db, r, e.status().as_u16()).await;
                 Err(e)
             }
             Err(e) => {

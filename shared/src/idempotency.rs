@@ -3,6 +3,13 @@
 //! after it. A refused reservation returns the old item (ALL_OLD), which decides in the same
 //! round trip: same request and done -> replay; in flight -> 409; different request -> 422.
 //! An in-flight reservation carries a short lease so a crashed container cannot block the key.
+//!
+//! The reservation is also the request's commit witness: while the handler runs, every
+//! transaction it commits ([`crate::outbox::Tx::commit`]) also sets `last_tx` on the
+//! reservation, on condition that the reservation is still this request's. So a transaction
+//! whose answer was lost can be told apart: the witness says whether it was applied (then the
+//! request goes on as if the answer had come), and a key whose request wrote anything is never
+//! freed for a second run, only marked done.
 
 use crate::error::{ApiError, ErrorCode, ErrorDetail};
 use crate::store::{self, Db, Item, get_i64, get_str, n, s};
@@ -19,6 +26,8 @@ pub struct Reservation {
     pk: String,
     sk: String,
     fingerprint: String,
+    /// Names this request's hold on the key (a lease taken over after a crash is another's).
+    owner: String,
 }
 
 impl Reservation {
@@ -30,6 +39,58 @@ impl Reservation {
     }
     pub(crate) fn fingerprint(&self) -> &str {
         &self.fingerprint
+    }
+    fn witness(&self) -> Witness {
+        Witness { pk: self.pk.clone(), sk: self.sk.clone(), owner: self.owner.clone() }
+    }
+}
+
+/// What a request's transactions write to show they were applied (see the module's doc).
+#[derive(Clone)]
+pub struct Witness {
+    pk: String,
+    sk: String,
+    owner: String,
+}
+
+tokio::task_local! {
+    static WITNESS: Witness;
+}
+
+/// Run a handler with its reservation as the witness of its transactions.
+pub async fn witnessed<F: std::future::Future>(r: Option<&Reservation>, f: F) -> F::Output {
+    match r {
+        Some(r) => WITNESS.scope(r.witness(), f).await,
+        None => f.await,
+    }
+}
+
+impl Witness {
+    /// The running request's witness, if it has an `Idempotency-Key`.
+    pub(crate) fn current() -> Option<Witness> {
+        WITNESS.try_with(Witness::clone).ok()
+    }
+
+    /// The write a transaction adds: `last_tx = tx`, while the key is still this request's.
+    pub(crate) fn update(&self, tx: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        aws_sdk_dynamodb::types::Update::builder()
+            .key("pk", s(&self.pk))
+            .key("sk", s(&self.sk))
+            .update_expression("SET last_tx = :tx")
+            .condition_expression("#owner = :owner AND #state = :in_flight")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":tx", s(tx))
+            .expression_attribute_values(":owner", s(&self.owner))
+            .expression_attribute_values(":in_flight", s("in_flight"))
+    }
+
+    /// Whether transaction `tx` was applied (its answer did not come); `false` when unknown.
+    pub(crate) async fn applied(&self, db: &Db, tx: &str) -> bool {
+        match db.get(&self.pk, &self.sk).await {
+            Ok(Some(item)) => get_str(&item, "last_tx") == Some(tx),
+            _ => false,
+        }
     }
 }
 
@@ -72,17 +133,21 @@ pub(crate) fn reservation(
     let pk = store::ws_pk(ws);
     let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::crypto::sha256_hex(key.as_bytes())]);
     let now_ms = crate::ids::now_ms();
+    let owner = crate::ids::new_id("req");
     let item = Item::from([
         ("pk".into(), s(&pk)),
         ("sk".into(), s(&sk)),
         ("state".into(), s("in_flight")),
         ("fingerprint".into(), s(&fingerprint)),
+        ("owner".into(), s(&owner)),
         ("lease_until".into(), n(now_ms + LEASE_MS)),
         ("expires_at".into(), n(now_ms / 1000 + RETENTION_SECS)),
     ]);
-    let cond = "attribute_not_exists(pk) OR expires_at < :now_s OR (#state = :in_flight AND lease_until < :now_ms AND fingerprint = :fp)";
+    // A crashed request that wrote something (`last_tx`) never frees its key for a second run.
+    let cond = "attribute_not_exists(pk) OR expires_at < :now_s \
+                OR (#state = :in_flight AND lease_until < :now_ms AND fingerprint = :fp AND attribute_not_exists(last_tx))";
     let values = vec![(":now_s", n(now_ms / 1000)), (":now_ms", n(now_ms)), (":in_flight", s("in_flight")), (":fp", s(&fingerprint))];
-    (Reservation { pk, sk, fingerprint }, item, cond, values)
+    (Reservation { pk, sk, fingerprint, owner }, item, cond, values)
 }
 
 pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
@@ -118,8 +183,10 @@ pub(crate) fn refused(old: &Item, fingerprint: &str) -> Result<Begin, ApiError> 
             "this Idempotency-Key was already used for a different request (method, path or body)",
         ));
     }
-    if get_str(old, "state") == Some("done") && !old.contains_key("body") {
-        // Completed, but its answer could not be kept: never run it a second time.
+    let lease_over = get_i64(old, "lease_until").is_some_and(|t| t < crate::ids::now_ms());
+    if (get_str(old, "state") == Some("done") && !old.contains_key("body")) || (lease_over && old.contains_key("last_tx")) {
+        // Completed (or it wrote, then its container stopped), but its answer could not be
+        // kept: never run it a second time.
         return Err(ApiError::conflict(
             "the request with this Idempotency-Key was completed, but its response could not be kept for replay; read the result with GET",
         ));
@@ -143,6 +210,11 @@ pub async fn complete(db: &Db, r: &Reservation, status: u16, body: &[u8]) -> Res
     if body.len() > MAX_STORED_BODY {
         tracing::warn!(bytes = body.len(), "idempotent response too large to keep; the key is marked done without it");
     }
+    mark_done(db, r, status).await
+}
+
+/// The key done without an answer to replay (retried: a key left in flight could run again).
+async fn mark_done(db: &Db, r: &Reservation, status: u16) -> Result<(), ApiError> {
     let mut last = Ok(());
     for wait_ms in [0, 100, 400, 1_000] {
         tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
@@ -172,12 +244,37 @@ async fn put_done(db: &Db, r: &Reservation, status: u16, body: Option<&[u8]>) ->
     Ok(())
 }
 
-/// Forget the reservation (the request failed with a 5xx and may be retried with the same key).
-pub async fn release(db: &Db, r: &Reservation) {
-    let res = db.client.delete_item().table_name(&db.table).key("pk", s(&r.pk)).key("sk", s(&r.sk)).send().await;
-    if let Err(e) = res {
-        tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not release idempotency key; its lease will expire");
+/// Forget the reservation (the request failed with a 5xx and may be retried with the same
+/// key), unless the request wrote something (its witness holds `last_tx`): then the key is
+/// marked done without an answer, and a retry is told to read the result instead of writing
+/// it again.
+pub async fn release(db: &Db, r: &Reservation, status: u16) {
+    use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+    let res = db
+        .client
+        .delete_item()
+        .table_name(&db.table)
+        .key("pk", s(&r.pk))
+        .key("sk", s(&r.sk))
+        .condition_expression("#owner = :owner AND attribute_not_exists(last_tx)")
+        .expression_attribute_names("#owner", "owner")
+        .expression_attribute_values(":owner", s(&r.owner))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
+    let Err(e) = res else { return };
+    if let Some(DeleteItemError::ConditionalCheckFailedException(c)) = e.as_service_error() {
+        let old = c.item().cloned().unwrap_or_default();
+        if get_str(&old, "owner") == Some(&r.owner) && old.contains_key("last_tx") {
+            tracing::warn!("the request failed after a write; its Idempotency-Key is kept, done without an answer");
+            if let Err(e) = mark_done(db, r, status).await {
+                tracing::warn!(error = %e, "could not mark the Idempotency-Key done; it stays held (last_tx)");
+            }
+        }
+        return;
     }
+    // Held until the lease ends, and kept for good if the request wrote (`last_tx`).
+    tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not release idempotency key; its lease will expire");
 }
 
 #[cfg(test)]

@@ -50,8 +50,9 @@ impl Fault {
 
 #[derive(Clone, Default)]
 struct State {
-    /// The fault, and the service it is limited to (`None`: every request).
-    fault: Option<(Fault, Option<String>)>,
+    /// The fault, the service it is limited to (`None`: every request) and the operations
+    /// (empty: all of the service's).
+    fault: Option<(Fault, Option<String>, Vec<String>)>,
     /// Requests the fault applied to.
     hit: u64,
 }
@@ -87,8 +88,14 @@ impl FaultProxy {
     /// Apply `fault` to every request (`service` `None`) or to one AWS service's (`dynamodb`,
     /// `sqs`, `s3`, `ses`, `secretsmanager`).
     pub fn set(&self, fault: Fault, service: Option<&str>) {
+        self.set_on(fault, service, &[]);
+    }
+
+    /// Apply `fault` to some operations of a JSON-protocol service only (named in the
+    /// request's `X-Amz-Target`, e.g. DynamoDB's `TransactWriteItems`).
+    pub fn set_on(&self, fault: Fault, service: Option<&str>, operations: &[&str]) {
         let mut s = self.state.lock().expect("state");
-        s.fault = Some((fault, service.map(String::from)));
+        s.fault = Some((fault, service.map(String::from), operations.iter().map(|o| o.to_string()).collect()));
         s.hit = 0;
     }
 
@@ -121,9 +128,16 @@ async fn handle(
     state: &Mutex<State>,
 ) -> Result<http::Response<Body>, std::io::Error> {
     let service = service_of(req.headers());
+    let operation = req.headers().get("x-amz-target").and_then(|v| v.to_str().ok()).and_then(|t| t.rsplit('.').next()).map(String::from);
     let fault = {
         let mut s = state.lock().expect("state");
-        let f = s.fault.clone().filter(|(_, only)| only.is_none() || *only == service).map(|(f, _)| f);
+        let f = s
+            .fault
+            .clone()
+            .filter(|(_, only, ops)| {
+                (only.is_none() || *only == service) && (ops.is_empty() || ops.iter().any(|o| Some(o) == operation.as_ref()))
+            })
+            .map(|(f, _, _)| f);
         if f.is_some() {
             s.hit += 1;
         }

@@ -365,3 +365,44 @@ async fn a_failing_webhook_receiver_gets_every_event_once_it_recovers() {
         e2e::load::splice(&doc, "webhooks", &format!("{header}{}", rows.join("\n")));
     }
 }
+
+/// A transaction DynamoDB applied whose answer never came back (cut after the request left,
+/// on every one of the SDK's attempts). The request's `Idempotency-Key` reservation is its
+/// commit witness: read back, it shows the write happened, and the request answers as if the
+/// answer had come. When the read-back fails too, the request answers 503 and its key is not
+/// freed: the client's retry is told the write was done, and it is not done twice.
+#[tokio::test]
+async fn a_write_whose_commit_answer_was_lost_happens_once() {
+    let h = harness();
+    let ddb = FaultProxy::start(&h.dynamodb_endpoint).await;
+    let moto = FaultProxy::start(&h.moto_endpoint).await;
+    let base = gateway(&ddb, &moto).await;
+    let (_, key) = h.workspace("lost commit answers").await;
+    let admin = Client::new(&h.generous_gateway().await, &key);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let setup = Setup { channel: String::new(), from: String::new() };
+    // Warm: the platform secret and the credential are read before any fault.
+    assert_eq!(call(&http, &base, &key, Op::ListContacts, None, &setup).await.status, 200);
+
+    ddb.set_on(Fault::Cut, Some("dynamodb"), &["TransactWriteItems"]);
+    let read_back = marker("lost");
+    let a = call(&http, &base, &key, Op::CreateContact, Some(&read_back), &setup).await;
+    assert!(ddb.clear() > 0, "the fault met no transaction");
+    assert_eq!((a.status, a.in_envelope), (201, true), "the witness shows the write: {a:?}");
+    let again = call(&http, &base, &key, Op::CreateContact, Some(&read_back), &setup).await;
+    assert_eq!(again.status, 201, "replayed: {again:?}");
+
+    ddb.set_on(Fault::Cut, Some("dynamodb"), &["TransactWriteItems", "GetItem"]);
+    let unknown = marker("lost");
+    let a = call(&http, &base, &key, Op::CreateContact, Some(&unknown), &setup).await;
+    ddb.clear();
+    assert_eq!((a.status, a.code.as_str(), a.retry_after), (503, "UNAVAILABLE", true), "{a:?}");
+    let retry = call(&http, &base, &key, Op::CreateContact, Some(&unknown), &setup).await;
+    assert_eq!((retry.status, retry.code.as_str()), (409, "CONFLICT"), "the retry is told the write was done: {retry:?}");
+
+    let contacts = all(&admin, "/contacts").await;
+    for m in [&read_back, &unknown] {
+        let n = contacts.iter().filter(|c| c["email"].as_str().is_some_and(|e| e.starts_with(m.as_str()))).count();
+        assert_eq!(n, 1, "{m}: written {n} times");
+    }
+}
