@@ -12,10 +12,12 @@
 //! freed for a second run, only marked done.
 
 use crate::error::{ApiError, ErrorCode, ErrorDetail};
+use crate::store::TxError;
 use crate::store::{self, Db, Item, get_i64, get_str, n, s};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 const RETENTION_SECS: i64 = 24 * 3600;
 /// Responses up to this size are kept for replay; DynamoDB items hold at most 400 KB.
@@ -28,6 +30,16 @@ pub struct Reservation {
     fingerprint: String,
     /// Names this request's hold on the key (a lease taken over after a crash is another's).
     owner: String,
+    commits: Arc<tokio::sync::Mutex<Commits>>,
+}
+
+/// What a request knows of its own transactions.
+#[derive(Default)]
+struct Commits {
+    /// The last one known applied.
+    known: Option<String>,
+    /// One whose answer was lost and whose read-back failed too: it may have been applied.
+    unknown: bool,
 }
 
 impl Reservation {
@@ -41,7 +53,7 @@ impl Reservation {
         &self.fingerprint
     }
     fn witness(&self) -> Witness {
-        Witness { pk: self.pk.clone(), sk: self.sk.clone(), owner: self.owner.clone() }
+        Witness { pk: self.pk.clone(), sk: self.sk.clone(), owner: self.owner.clone(), commits: self.commits.clone() }
     }
 }
 
@@ -51,6 +63,7 @@ pub struct Witness {
     pk: String,
     sk: String,
     owner: String,
+    commits: Arc<tokio::sync::Mutex<Commits>>,
 }
 
 tokio::task_local! {
@@ -72,8 +85,9 @@ impl Witness {
     }
 
     /// The write a transaction adds: `last_tx = tx`, while the key is still this request's.
-    pub(crate) fn update(&self, tx: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
-        aws_sdk_dynamodb::types::Update::builder()
+    fn update(&self, tx: &str, table: &str) -> Result<TransactWriteItem, ApiError> {
+        let u = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(table)
             .key("pk", s(&self.pk))
             .key("sk", s(&self.sk))
             .update_expression("SET last_tx = :tx")
@@ -83,13 +97,49 @@ impl Witness {
             .expression_attribute_values(":tx", s(tx))
             .expression_attribute_values(":owner", s(&self.owner))
             .expression_attribute_values(":in_flight", s("in_flight"))
+            .build()
+            .map_err(ApiError::internal)?;
+        Ok(TransactWriteItem::builder().update(u).build())
     }
 
-    /// Whether transaction `tx` was applied (its answer did not come); `false` when unknown.
-    pub(crate) async fn applied(&self, db: &Db, tx: &str) -> bool {
+    /// Commit `items` with the witness's own write. One request's transactions go one at a
+    /// time (concurrent ones on the witness would cancel each other). A transaction that
+    /// failed with a server-side or network error is read back: applied, it is a success.
+    pub(crate) async fn commit(&self, db: &Db, mut items: Vec<TransactWriteItem>) -> Result<(), TxError> {
+        let mut commits = self.commits.lock().await;
+        let tx = crate::ids::new_id("tx");
+        let fenced = items.len();
+        items.push(self.update(&tx, &db.table)?);
+        crate::metrics::record_action("dynamodb:UpdateItem");
+        let e = match db.transact(items).await {
+            Ok(()) => {
+                commits.known = Some(tx);
+                return Ok(());
+            }
+            // Only if the request outlived its key's lease (never within its budget).
+            Err(TxError::Condition(i)) if i == fenced => {
+                return Err(TxError::Api(ApiError::conflict(
+                    "this request's hold on its Idempotency-Key ended before it wrote; retry with a new key",
+                )));
+            }
+            // A refused transaction was not applied (the SDK's retries carry one
+            // ClientRequestToken, so a retry of an applied one answers success).
+            Err(TxError::Api(e)) if e.status().is_server_error() => e,
+            Err(e) => return Err(e),
+        };
         match db.get(&self.pk, &self.sk).await {
-            Ok(Some(item)) => get_str(&item, "last_tx") == Some(tx),
-            _ => false,
+            Ok(item) if item.as_ref().and_then(|i| get_str(i, "last_tx")) == Some(tx.as_str()) => {
+                tracing::warn!(error = %e.message, "a transaction's answer was lost; its witness shows it applied");
+                commits.known = Some(tx);
+                Ok(())
+            }
+            // Not applied yet; if it lands late, `release` sees `last_tx` moved (and after the
+            // release, the witness's condition refuses it).
+            Ok(_) => Err(TxError::Api(e)),
+            Err(_) => {
+                commits.unknown = true;
+                Err(TxError::Api(e))
+            }
         }
     }
 }
@@ -147,7 +197,7 @@ pub(crate) fn reservation(
     let cond = "attribute_not_exists(pk) OR expires_at < :now_s \
                 OR (#state = :in_flight AND lease_until < :now_ms AND fingerprint = :fp AND attribute_not_exists(last_tx))";
     let values = vec![(":now_s", n(now_ms / 1000)), (":now_ms", n(now_ms)), (":in_flight", s("in_flight")), (":fp", s(&fingerprint))];
-    (Reservation { pk, sk, fingerprint, owner }, item, cond, values)
+    (Reservation { pk, sk, fingerprint, owner, commits: Arc::default() }, item, cond, values)
 }
 
 pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
@@ -169,6 +219,8 @@ pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<
             Some(PutItemError::ConditionalCheckFailedException(c)) => {
                 refused(&c.item().cloned().unwrap_or_default(), &reservation.fingerprint)
             }
+            // The first request's transaction is writing its witness right now.
+            Some(PutItemError::TransactionConflictException(_)) => Err(in_progress()),
             _ => Err(store::ddb_error(e)),
         },
     }
@@ -197,7 +249,11 @@ pub(crate) fn refused(old: &Item, fingerprint: &str) -> Result<Begin, ApiError> 
         return Ok(Begin::Replay(StoredResponse { status, body }));
     }
     // The first request finishes within its budget (or its lease frees the key): say when to look again.
-    Err(ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later").with_header("retry-after", "1"))
+    Err(in_progress())
+}
+
+fn in_progress() -> ApiError {
+    ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later").with_header("retry-after", "1")
 }
 
 /// Store the completed response for replay. A response too large to keep, or one whose
@@ -236,45 +292,68 @@ async fn put_done(db: &Db, r: &Reservation, status: u16, body: Option<&[u8]>) ->
         .item("state", s("done"))
         .item("fingerprint", s(&r.fingerprint))
         .item("status", n(status as i64))
-        .item("expires_at", n(chrono::Utc::now().timestamp() + RETENTION_SECS));
+        .item("owner", s(&r.owner))
+        .item("expires_at", n(chrono::Utc::now().timestamp() + RETENTION_SECS))
+        // Never over another request's hold (this one outlived its lease).
+        .condition_expression("#owner = :owner")
+        .expression_attribute_names("#owner", "owner")
+        .expression_attribute_values(":owner", s(&r.owner));
     if let Some(b) = body {
         put = put.item("body", AttributeValue::B(b.to_vec().into()));
     }
-    put.send().await.map_err(store::ddb_error)?;
-    Ok(())
+    match put.send().await {
+        Ok(_) => Ok(()),
+        Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+            tracing::warn!("the Idempotency-Key is another request's now; its answer is not kept");
+            Ok(())
+        }
+        Err(e) => Err(store::ddb_error(e)),
+    }
 }
 
 /// Forget the reservation (the request failed with a 5xx and may be retried with the same
-/// key), unless the request wrote something (its witness holds `last_tx`): then the key is
+/// key), unless one of its transactions may have been applied without its knowing (its answer
+/// and its read-back were lost, or it landed after its failure was seen): then the key is
 /// marked done without an answer, and a retry is told to read the result instead of writing
 /// it again.
 pub async fn release(db: &Db, r: &Reservation, status: u16) {
     use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-    let res = db
+    let commits = r.commits.lock().await;
+    if commits.unknown {
+        return keep_done(db, r, status).await;
+    }
+    let mut delete = db
         .client
         .delete_item()
         .table_name(&db.table)
         .key("pk", s(&r.pk))
         .key("sk", s(&r.sk))
-        .condition_expression("#owner = :owner AND attribute_not_exists(last_tx)")
         .expression_attribute_names("#owner", "owner")
         .expression_attribute_values(":owner", s(&r.owner))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send()
-        .await;
-    let Err(e) = res else { return };
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+    delete = match &commits.known {
+        Some(known) => delete
+            .condition_expression("#owner = :owner AND (attribute_not_exists(last_tx) OR last_tx = :known)")
+            .expression_attribute_values(":known", s(known)),
+        None => delete.condition_expression("#owner = :owner AND attribute_not_exists(last_tx)"),
+    };
+    let Err(e) = delete.send().await else { return };
     if let Some(DeleteItemError::ConditionalCheckFailedException(c)) = e.as_service_error() {
-        let old = c.item().cloned().unwrap_or_default();
-        if get_str(&old, "owner") == Some(&r.owner) && old.contains_key("last_tx") {
-            tracing::warn!("the request failed after a write; its Idempotency-Key is kept, done without an answer");
-            if let Err(e) = mark_done(db, r, status).await {
-                tracing::warn!(error = %e, "could not mark the Idempotency-Key done; it stays held (last_tx)");
-            }
+        // Still ours: a transaction this request saw fail landed after all.
+        if c.item().and_then(|old| get_str(old, "owner")) == Some(&r.owner) {
+            keep_done(db, r, status).await;
         }
         return;
     }
-    // Held until the lease ends, and kept for good if the request wrote (`last_tx`).
+    // Held until the lease ends, and kept for good if a transaction landed (`last_tx`).
     tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "could not release idempotency key; its lease will expire");
+}
+
+async fn keep_done(db: &Db, r: &Reservation, status: u16) {
+    tracing::warn!("a transaction of the failed request may have been applied; its Idempotency-Key is kept, done without an answer");
+    if let Err(e) = mark_done(db, r, status).await {
+        tracing::warn!(error = %e, "could not mark the Idempotency-Key done; it stays held");
+    }
 }
 
 #[cfg(test)]

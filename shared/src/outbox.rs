@@ -178,28 +178,12 @@ impl Tx {
                 Op::Update(_) => "dynamodb:UpdateItem",
             });
         }
-        let mut ops = self.ops;
+        let items = self.ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
         // A request with an Idempotency-Key has its transactions witnessed (one more write,
         // no more round trips): a lost answer is then read back rather than guessed.
-        let witness = crate::idempotency::Witness::current().filter(|_| ops.len() < 100).map(|w| (w, crate::ids::new_id("tx")));
-        if let Some((w, tx)) = &witness {
-            crate::metrics::record_action("dynamodb:UpdateItem");
-            ops.push(Op::Update(w.update(tx)));
-        }
-        let fenced = ops.len().saturating_sub(1);
-        let items = ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
-        if let Err(e) = app.db.transact(items).await {
-            let Some((w, tx)) = &witness else { return Err(e) };
-            if !w.applied(&app.db, tx).await {
-                return Err(match e {
-                    // Only if the request outlived its key's lease (never within its budget).
-                    TxError::Condition(i) if i == fenced => {
-                        TxError::Api(ApiError::conflict("this request's hold on its Idempotency-Key ended before it wrote; retry"))
-                    }
-                    e => e,
-                });
-            }
-            tracing::warn!(error = ?e, "a transaction's answer was lost; its witness shows it applied");
+        match crate::idempotency::Witness::current().filter(|_| !items.is_empty() && items.len() < 100) {
+            Some(w) => w.commit(&app.db, items).await?,
+            None => app.db.transact(items).await?,
         }
         publish(app, &self.events).await;
         Ok(())

@@ -467,6 +467,29 @@ async fn deals_follow_their_lifecycle_and_survive_their_contact() {
     assert_eq!(c.get(&format!("/deals/{id}")).await.status, 404);
 }
 
+/// A request with an `Idempotency-Key` whose handler commits several transactions at once
+/// (deleting a contact unlinks its deals concurrently): each is witnessed on the key's record,
+/// one at a time, so none cancels another; the replay answers the same.
+#[tokio::test]
+async fn deleting_a_contact_with_many_deals_under_an_idempotency_key_unlinks_them_all() {
+    let (c, _) = bulk_client("crm witness").await;
+    let cid = contact(&c, json!({"email": "many-deals@example.com"})).await["id"].as_str().unwrap().to_string();
+    let mut deals = vec![];
+    for i in 0..6 {
+        let r = c.post("/deals", &json!({"title": format!("Deal {i}"), "currency": "EUR", "contact_id": cid})).await;
+        assert_eq!(r.status, 201, "{}", r.json);
+        deals.push(r.json["data"]["id"].as_str().unwrap().to_string());
+    }
+    let keyed = c.clone().with_header("idempotency-key", &format!("delete-{cid}"));
+    let r = keyed.delete(&format!("/contacts/{cid}")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    for d in &deals {
+        assert!(c.get(&format!("/deals/{d}")).await.json["data"]["contact_id"].is_null(), "{d} still linked");
+    }
+    let again = keyed.delete(&format!("/contacts/{cid}")).await;
+    assert_eq!((again.status, again.header("idempotent-replayed")), (200, Some("true")), "{}", again.json);
+}
+
 #[tokio::test]
 async fn contacts_deals_and_imports_of_another_workspace_are_404() {
     let (a, _) = bulk_client("crm A").await;

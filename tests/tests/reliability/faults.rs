@@ -398,7 +398,19 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
     ddb.clear();
     assert_eq!((a.status, a.code.as_str(), a.retry_after), (503, "UNAVAILABLE", true), "{a:?}");
     let retry = call(&http, &base, &key, Op::CreateContact, Some(&unknown), &setup).await;
-    assert_eq!((retry.status, retry.code.as_str()), (409, "CONFLICT"), "the retry is told the write was done: {retry:?}");
+    assert_eq!((retry.status, retry.code.as_str(), retry.retry_after), (409, "CONFLICT", false), "{retry:?}");
+    let told = http
+        .post(format!("{base}/contacts"))
+        .bearer_auth(&key)
+        .header("idempotency-key", &unknown)
+        .json(&e2e::load::body(Op::CreateContact, &unknown, &setup))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert!(told["error"]["message"].as_str().is_some_and(|m| m.contains("was completed")), "the retry is told the write was done: {told}");
 
     let contacts = all(&admin, "/contacts").await;
     for m in [&read_back, &unknown] {

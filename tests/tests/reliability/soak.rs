@@ -1,7 +1,8 @@
 //! The soak: a steady mixed load on the API and the email sender for `SOAK_SECS` (900 by
 //! default), reported per minute: requests per second, p50 and p99, errors, and the resident
-//! memory of the process that hosts the gateway and the workers. At the end the queues must
-//! drain, every email be sent, and the dead-letter queues be empty. `make soak` runs it and
+//! memory of the process that hosts the gateway and the workers (the email sender and the
+//! webhook dispatcher, which delivers every post's event to a receiver). At the end the queues
+//! must drain, every email be sent, every event delivered, and the dead-letter queues be empty. `make soak` runs it and
 //! writes the table into `docs/reliability.md`; `make test` skips it (`#[ignore]`).
 
 use e2e::load::{Op, Setup, call, marker};
@@ -44,6 +45,18 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
         Box::pin(async move { sender.handle_sqs(ev).await })
     });
     let worker = tools::worker::poll(h.sqs().await, h.resources.emails_queue_url.clone(), handler);
+    // The dispatcher takes the events queue and delivers each post's event to a webhook, as in
+    // production (a queue nobody takes grows, and moto's SendMessage slows with its depth).
+    let receiver = e2e::receiver::Receiver::start().await;
+    let r = admin.post("/webhooks", &serde_json::json!({"url": receiver.url, "event_types": ["post.created"]})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let dispatcher = Arc::new(h.dispatcher(h.config.clone()).await);
+    let dispatch: tools::worker::Handler = Arc::new(move |ev| {
+        let d = dispatcher.clone();
+        Box::pin(async move { d.handle_sqs(ev).await })
+    });
+    let events = tools::worker::poll(h.sqs().await, h.resources.events_queue_url.clone(), dispatch.clone());
+    let deliveries = tools::worker::poll(h.sqs().await, h.resources.deliveries_queue_url.clone(), dispatch);
     let minutes = secs.div_ceil(60) as usize;
     let log = Arc::new(std::sync::Mutex::new(vec![Minute::default(); minutes]));
     let started = Instant::now();
@@ -52,7 +65,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
         let (base, key, setup, log) = (base.clone(), key.clone(), setup.clone(), log.clone());
         tokio::spawn(async move {
             let http = reqwest::Client::builder().no_proxy().build().unwrap();
-            let mut subjects = vec![];
+            let (mut subjects, mut posts) = (vec![], vec![]);
             let mut next = Instant::now() + every * w as u32 / WORKERS as u32;
             let mut i = w as usize;
             while started.elapsed() < Duration::from_secs(secs) {
@@ -64,6 +77,8 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
                 let a = call(&http, &base, &key, op, m.as_deref(), &setup).await;
                 if op == Op::SendEmail && a.status == 202 {
                     subjects.extend(m);
+                } else if op == Op::CreatePost && a.status == 201 {
+                    posts.extend(m);
                 }
                 let minute = (started.elapsed().as_secs() / 60) as usize;
                 let mut log = log.lock().unwrap();
@@ -73,7 +88,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
                     slot.client_errors += usize::from((400..500).contains(&a.status));
                 }
             }
-            subjects
+            (subjects, posts)
         })
     });
     let sampler = {
@@ -89,8 +104,22 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
             }
         })
     };
-    let subjects: Vec<String> = futures_util::future::join_all(tasks).await.into_iter().flat_map(|r| r.expect("load")).collect();
+    let (mut subjects, mut posts) = (vec![], vec![]);
+    for r in futures_util::future::join_all(tasks).await {
+        let (s, p) = r.expect("load");
+        subjects.extend(s);
+        posts.extend(p);
+    }
     sampler.abort();
+    // Every post's event reached the webhook (at least once: receivers dedupe by event id).
+    let delivered = |got: &[e2e::receiver::Received], m: &str| {
+        got.iter().filter(|g| g.event_type() == "post.created" && g.json()["data"]["content"] == m).count()
+    };
+    let got = receiver.wait_until(120, |got| posts.iter().all(|p| delivered(got, p) > 0)).await;
+    let undelivered = posts.iter().filter(|p| delivered(&got, p) == 0).count();
+    let copies: usize = posts.iter().map(|p| delivered(&got, p).saturating_sub(1)).sum();
+    events.abort();
+    deliveries.abort();
     // Drained: every email sent, once.
     let deadline = Instant::now() + Duration::from_secs(120);
     let unsent = loop {
@@ -146,8 +175,14 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     }
     let header = "| minute | requests/s | p50 | p99 | 5xx | 4xx | RSS (gateway, workers and harness, one process) |\n|---|---|---|---|---|---|---|\n";
     let dlq_text = dlq.iter().map(|(n, d)| format!("{n} {d}")).collect::<Vec<_>>().join(", ");
-    let summary =
-        format!("\n\n{} emails accepted, {} left unsent after the drain; dead-letter queues: {dlq_text}.", subjects.len(), unsent);
+    let summary = format!(
+        "\n\n{} emails accepted, {} left unsent after the drain; {} posts, their webhook events {} undelivered, {} copies past the first; dead-letter queues: {dlq_text}.",
+        subjects.len(),
+        unsent,
+        posts.len(),
+        undelivered,
+        copies
+    );
     let table = format!("{header}{}{summary}", rows.join("\n"));
     println!("{table}");
     if let Ok(doc) = std::env::var("SOAK_REPORT") {
@@ -156,6 +191,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     let five = log.iter().map(|m| m.server_errors).sum::<usize>();
     assert_eq!(five, 0, "no 5xx under steady load");
     assert_eq!(unsent, 0, "every email sent");
+    assert_eq!(undelivered, 0, "every post's webhook event delivered");
     assert!(dlq.iter().all(|(_, d)| *d == 0), "dead-letter queues empty: {dlq_text}");
     if log.len() >= 3 {
         // The first minute warms caches and pools: the last is compared with the best of the
