@@ -713,3 +713,54 @@ async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a
     let r = b.post("/emails/domains", &json!({"name": foreign})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
 }
+
+/// An email whose SES answer was cut ends `failed` / `outcome_unknown` (it is never sent twice).
+/// When SES's notification about it comes (it had the email after all), the tags it was sent
+/// with find it: it moves to what the notification says, its recipient is suppressed and their
+/// contact marked, and SES's id finds it from then on.
+#[tokio::test]
+async fn feedback_for_an_email_whose_send_went_unrecorded_still_reaches_it() {
+    let h = harness();
+    let sqs = h.sqs().await;
+    // A queue of this test's own: no stack worker sends the email before the faulty sender.
+    let queue = sqs.create_queue().queue_name(format!("unknown-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap();
+    let mut cfg = h.config.clone();
+    cfg.emails_queue_url = queue;
+    let (ws, key) = h.workspace("feedback unknown").await;
+    let c = Client::new(&h.gateway_with(cfg.clone()).await, &key);
+    e2e::verified_domain(&c, &ws).await;
+    let contact = c.post("/contacts", &json!({"email": "lost-answer@example.org"})).await.json["data"].clone();
+    let e = send(&c, json!({"from": from(&ws), "to": ["lost-answer@example.org"], "subject": unique("Unknown"), "text": "t"})).await;
+    let id = e["id"].as_str().unwrap();
+
+    let proxy = e2e::faults::FaultProxy::start(&h.moto_endpoint).await;
+    proxy.set(e2e::faults::Fault::Cut, Some("ses"));
+    let sdk = tools::admin::local_sdk_config(&proxy.url).await;
+    let app = shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&h.dynamodb_endpoint)).unwrap();
+    let sender = domain::sending::Sender::new(app);
+    let _ = domain::sending::send::send_one(&sender, &shared::auth::WorkspaceId::trusted(ws.clone()), id).await;
+    assert!(proxy.clear() > 0, "SES was called");
+    let failed = c.get(&format!("/emails/{id}")).await.json["data"].clone();
+    assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("outcome_unknown")), "{failed}");
+
+    let mid = format!("0100019{}", ulid::Ulid::generate().to_string().to_lowercase());
+    let bounce = json!({"eventType": "Bounce", "mail": {"messageId": mid, "tags": {"email_id": [id], "workspace_id": [ws]}},
+        "bounce": {"bounceType": "Permanent", "bounceSubType": "General", "timestamp": "2026-11-22T10:00:02.000Z",
+            "bouncedRecipients": [{"emailAddress": "lost-answer@example.org", "diagnosticCode": "smtp; 550 5.1.1 user unknown"}]}});
+    let n = domain::sending::feedback::parse(&sns_envelope(bounce)).expect("a notification");
+    domain::sending::feedback::apply(&h.sender().await, &n).await.expect("applied");
+    let e = c.get(&format!("/emails/{id}")).await.json["data"].clone();
+    assert_eq!((e["status"].as_str(), e["provider_message_id"].as_str()), (Some("bounced"), Some(mid.as_str())), "{e}");
+    assert!(e["error"].is_null(), "{e}");
+    let ct = c.get(&format!("/contacts/{}", contact["id"].as_str().unwrap())).await.json["data"].clone();
+    assert_eq!(ct["email_status"], "bounced", "{ct}");
+    let next = send(&c, json!({"from": from(&ws), "to": ["lost-answer@example.org"], "subject": "again", "text": "t"})).await;
+    assert_eq!(next["status"], "suppressed", "{next}");
+
+    // From now on SES's id alone finds it (the look-up was written).
+    let complaint = json!({"notificationType": "Complaint", "mail": {"messageId": mid},
+        "complaint": {"complaintFeedbackType": "abuse", "complainedRecipients": [{"emailAddress": "lost-answer@example.org"}]}});
+    let n = domain::sending::feedback::parse(&sns_envelope(complaint)).expect("a notification");
+    domain::sending::feedback::apply(&h.sender().await, &n).await.expect("applied");
+    assert_eq!(c.get(&format!("/emails/{id}")).await.json["data"]["status"], "complained");
+}

@@ -623,3 +623,35 @@ async fn an_address_someone_else_holds_now_is_theirs_when_its_former_owner_is_er
     assert_ne!(again["status"], "suppressed", "{again}");
     assert!(h.traces(std::slice::from_ref(&a_now)).await.is_empty());
 }
+
+/// An email a stopped sender left claimed (killed after its claim: SES may have the email)
+/// is not recorded `cancelled` by an erasure: it ends `failed` / `outcome_unknown`, as the
+/// sender would record it, with the subject's traces gone all the same. An email nobody
+/// claimed is cancelled.
+#[tokio::test]
+async fn an_erasure_does_not_call_an_email_a_stopped_sender_left_claimed_cancelled() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr leftover claim").await;
+    let c = Client::new(&h.base, &key);
+    let from = format!("team@{}", e2e::verified_domain(&c, &ws).await);
+    let addr = format!("claimed-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let mut ids = vec![];
+    for subject in ["left claimed", "never claimed"] {
+        let body = json!({"from": from, "to": [addr], "subject": subject, "text": "t", "scheduled_at": e2e::in_hours(24)});
+        ids.push(created(&c, "/emails", body, 202).await["id"].as_str().unwrap().to_string());
+    }
+    // What a sender killed after claiming the first email leaves: its claim, expired.
+    let app = h.app().await;
+    let past = chrono::Utc::now().timestamp() - 60;
+    let sk = domain::keys::EMAIL.sk(&[&ids[0]]);
+    app.db.mark(shared::store::ws_pk(&ws), sk.clone(), "claim_token", shared::store::s("killed-sender")).await;
+    app.db.mark(shared::store::ws_pk(&ws), sk, "claim_until", shared::store::n(past)).await;
+
+    let e = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "Art. 17"}), 202).await;
+    assert_eq!(finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await["status"], "completed");
+    let left = c.get(&format!("/emails/{}", ids[0])).await.json["data"].clone();
+    assert_eq!((left["status"].as_str(), left["error"]["code"].as_str()), (Some("failed"), Some("outcome_unknown")), "{left}");
+    assert!(!left.to_string().contains(&addr), "erased: {left}");
+    let never = c.get(&format!("/emails/{}", ids[1])).await.json["data"].clone();
+    assert_eq!(never["status"], "cancelled", "{never}");
+}

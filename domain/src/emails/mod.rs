@@ -70,11 +70,14 @@ pub const ERASED_SUBJECT: &str = "[erased]";
 /// the subject replaced in every list; the subject line, headers, metadata, error text and
 /// diagnostic gone (they may name the person: "Welcome, Ada"); the contact link removed. What
 /// stays is what names no one: status, timestamps, attempts, tags, the template used. The
-/// bodies go with their own rule. An email being sent right now is retried by the job's next run.
+/// bodies go with their own rule. An email being sent right now is retried by the job's next run;
+/// one a stopped sender left claimed (SES may have it) ends `failed` / `outcome_unknown`, as
+/// the sender would record it, not `cancelled`.
 async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::privacy::Subject) -> ApiResult<()> {
     use shared::outbox::Tx;
     let version = store::get_i64(&item, "version").unwrap_or(0);
     let claimed = store::get_i64(&item, "claim_until").is_some_and(|t| t > chrono::Utc::now().timestamp());
+    let left_claimed = !claimed && item.contains_key("claim_token");
     let mut e: Email = store::from_item(item)?;
     let mut tx = Tx::new();
     let now = shared::ids::Timestamp::now();
@@ -85,7 +88,12 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
         }
         let (pk, sk) = due_key(ws, &e);
         tx = tx.delete_if(pk, sk, "", vec![]);
-        e.set_status(EmailStatus::Cancelled, now);
+        if left_claimed {
+            e.error = Some(SendError { code: "outcome_unknown".into(), message: String::new() });
+            e.set_status(EmailStatus::Failed, now);
+        } else {
+            e.set_status(EmailStatus::Cancelled, now);
+        }
     }
     let theirs = |a: &str| subject.addressed(a);
     let redact = |v: &mut Vec<String>| {
@@ -120,7 +128,7 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
     e.updated_at = now;
     tx = tx.replace(record(ws, &e)?, version);
     if cancelled {
-        tx = tx.event(shared::events::Event::new(ws, "email.cancelled", &e));
+        tx = tx.event(shared::events::Event::new(ws, &e.status.event(), &e));
     }
     tx.commit(app).await.map_err(store::TxError::stale)
 }
@@ -326,6 +334,23 @@ pub fn provider_pk(message_id: &str) -> String {
     keys::SES_MESSAGE.pk(&[message_id])
 }
 pub const PROVIDER_SK: &str = keys::SES_MESSAGE.table.sk;
+
+/// The look-up from SES's message id to the email, written when a send is known.
+pub fn provider_lookup(ws: &WorkspaceId, message_id: &str, email_id: &str) -> store::Item {
+    store::Item::from([
+        ("pk".into(), store::s(provider_pk(message_id))),
+        ("sk".into(), store::s(PROVIDER_SK)),
+        ("workspace_id".into(), store::s(ws)),
+        ("email_id".into(), store::s(email_id)),
+    ])
+}
+
+impl Email {
+    /// Failed because SES's answer never came: SES may or may not have it.
+    pub fn outcome_unknown(&self) -> bool {
+        self.status == EmailStatus::Failed && self.error.as_ref().is_some_and(|e| e.code == "outcome_unknown")
+    }
+}
 
 /// The email item (without bodies) and its index keys.
 pub fn record(ws: &WorkspaceId, e: &Email) -> ApiResult<Record> {

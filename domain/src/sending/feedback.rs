@@ -23,6 +23,8 @@ pub struct Notification {
     pub message_id: String,
     /// Ours when SES echoes the `email_id` tag we send with (event publishing only).
     pub tagged_email_id: Option<String>,
+    /// The `workspace_id` tag sent beside it.
+    pub tagged_workspace_id: Option<String>,
     pub body: Value,
 }
 
@@ -31,8 +33,9 @@ pub fn parse(raw: &str) -> Option<Notification> {
     let v = shared::sqs::sns_message(raw)?;
     let kind = v.get("notificationType").or_else(|| v.get("eventType"))?.as_str()?.to_string();
     let message_id = v.pointer("/mail/messageId")?.as_str()?.to_string();
-    let tagged_email_id = v.pointer("/mail/tags/email_id/0").and_then(Value::as_str).map(String::from);
-    Some(Notification { kind, message_id, tagged_email_id, body: v })
+    let tag = |name: &str| v.pointer(&format!("/mail/tags/{name}/0")).and_then(Value::as_str).map(String::from);
+    let (tagged_email_id, tagged_workspace_id) = (tag("email_id"), tag("workspace_id"));
+    Some(Notification { kind, message_id, tagged_email_id, tagged_workspace_id, body: v })
 }
 
 fn strings(v: Option<&Value>, field: &str) -> Vec<String> {
@@ -74,9 +77,21 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
     let now = shared::ids::Timestamp::now();
     let Some(reading) = read(n, now) else { return Ok(()) };
     let Some((ws, stored)) = find_email(sd, n).await? else { return Ok(()) };
-    let (e, moved) = advance(&stored.email, &reading, now);
+    // An email whose send went unrecorded (`outcome_unknown`): SES's notification says it
+    // had it after all, so it counts as sent from here, with SES's id and its look-up.
+    let recovered = stored.email.outcome_unknown();
+    let mut base = stored.email.clone();
+    if recovered {
+        base.error = None;
+        base.provider_message_id = Some(n.message_id.clone());
+        base.set_status(EmailStatus::Sent, now);
+    }
+    let (e, moved) = advance(&base, &reading, now);
     if e != stored.email {
         let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
+        if recovered {
+            tx = tx.put(model::provider_lookup(&ws, &n.message_id, &e.id));
+        }
         if moved {
             tx = tx.event(Event::new(&ws, &e.status.event(), &e));
             if let Some(ev) = crate::helpdesk::delivery_event(&ws, &e) {
@@ -149,10 +164,18 @@ async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<(WorkspaceId
     let app = &sd.app;
     let lookup = app.db.get(&model::provider_pk(&n.message_id), model::PROVIDER_SK).await.map_err(|e| e.to_string())?;
     let Some(lookup) = lookup else {
-        return match &n.tagged_email_id {
-            Some(id) => Err(format!("email {id} has no recorded send yet")),
-            None => Ok(None),
-        };
+        let Some(id) = &n.tagged_email_id else { return Ok(None) };
+        // SES had an email whose send was never recorded (its answer was lost, so the email
+        // ended `failed` / `outcome_unknown`): the tags we sent it with find it.
+        if let Some(ws) = &n.tagged_workspace_id {
+            let ws = WorkspaceId::trusted(ws.clone());
+            let stored = model::load(app, &ws, id).await.map_err(|e| e.to_string())?;
+            if let Some(stored) = stored.filter(|s| s.email.outcome_unknown()) {
+                return Ok(Some((ws, stored)));
+            }
+        }
+        // Otherwise the send is still being recorded: try again.
+        return Err(format!("email {id} has no recorded send yet"));
     };
     let ws = WorkspaceId::trusted(store::get_str(&lookup, "workspace_id").unwrap_or_default());
     let id = store::get_str(&lookup, "email_id").unwrap_or_default().to_string();

@@ -296,13 +296,7 @@ async fn finish(sd: &Sender, ws: &WorkspaceId, held: &Stored, email: Email, mess
         )
         .delete_if(due_pk, due_sk, "", vec![]);
     if let Some(mid) = message_id {
-        let lookup = store::Item::from([
-            ("pk".into(), s(model::provider_pk(&mid))),
-            ("sk".into(), s(model::PROVIDER_SK)),
-            ("workspace_id".into(), s(ws)),
-            ("email_id".into(), s(&email.id)),
-        ]);
-        tx = tx.put(lookup);
+        tx = tx.put(model::provider_lookup(ws, &mid, &email.id));
     }
     tx = with_activity(ws, &email, tx.event(Event::new(ws, &email.status.event(), &email)))?;
     if let Some(ev) = crate::helpdesk::delivery_event(ws, &email) {

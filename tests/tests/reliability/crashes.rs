@@ -281,6 +281,100 @@ async fn workers_killed_mid_work_finish_it_exactly_once() {
     }
 }
 
+/// The webhook dispatcher and the inbound-mail worker, killed the same way. The dispatcher
+/// takes post events (its deliveries go back to the same queue, so the test hands both over)
+/// and is killed as soon as the receiver got a delivery in that run: every event must reach
+/// the receiver (at least once; copies past the first are counted, receivers dedupe by event
+/// id). The inbound-mail worker is killed while its read of the message from S3 is in flight
+/// (S3 answers 300 ms late): the message must become one conversation with one message.
+#[tokio::test]
+async fn the_dispatcher_and_the_inbound_mail_worker_killed_mid_work_lose_nothing() {
+    let h = harness();
+    let sqs = h.sqs().await;
+    let queue = |name: &'static str| {
+        let sqs = sqs.clone();
+        async move { sqs.create_queue().queue_name(format!("crash-{name}-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap() }
+    };
+    let (events, inbound) = (queue("events").await, queue("inbound").await);
+    let mut cfg = h.config.clone();
+    cfg.events_queue_url = events.clone();
+    cfg.deliveries_queue_url = events.clone();
+    for class in shared::ratelimit::Class::ALL {
+        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
+    }
+    let base = h.gateway_with(cfg).await;
+    let moto = e2e::faults::FaultProxy::start(&h.moto_endpoint).await;
+    moto.set(e2e::faults::Fault::Latency(Duration::from_millis(300)), Some("s3"));
+    let mut env: Vec<(String, String)> = h.env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    env.retain(|(k, _)| !matches!(k.as_str(), "EVENTS_QUEUE_URL" | "DELIVERIES_QUEUE_URL" | "INBOUND_MAIL_QUEUE_URL" | "AWS_ENDPOINT_URL"));
+    env.extend([
+        ("AWS_ENDPOINT_URL".into(), moto.url.clone()),
+        ("EVENTS_QUEUE_URL".into(), events.clone()),
+        ("DELIVERIES_QUEUE_URL".into(), events.clone()),
+        ("INBOUND_MAIL_QUEUE_URL".into(), inbound.clone()),
+    ]);
+    let (ws, key) = h.workspace("crashes dispatch").await;
+    let c = Client::new(&base, &key);
+    let kills = if full() { 6 } else { 1 };
+    let mut report = vec![];
+
+    // The dispatcher: ten posts' events to a receiver that answers 200 ms late.
+    let receiver = e2e::receiver::Receiver::start().await;
+    receiver.set_delay(Duration::from_millis(200));
+    let r = c.post("/webhooks", &json!({"url": receiver.url, "event_types": ["post.created"]})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let channel = e2e::channel(&c, "crash").await;
+    let mut posts = vec![];
+    for i in 0..10 {
+        let r = c.post("/posts", &json!({"content": format!("crash post {i}"), "channel_ids": [channel]})).await;
+        assert_eq!(r.status, 201, "{}", r.json);
+        posts.push(r.json["data"]["id"].as_str().unwrap().to_string());
+    }
+    let copies = |id: &str| receiver.of_type("post.created").iter().filter(|m| m.json()["data"]["id"] == id).count();
+    let progress = || async { receiver.of_type("post.created").len() as f64 };
+    let done = || async { posts.iter().all(|p| copies(p) > 0) };
+    let crashed = crash_and_finish("dispatcher", &env, &events, kills, progress, done).await;
+    let extra: usize = posts.iter().map(|p| copies(p).saturating_sub(1)).sum();
+    report.push(format!(
+        "| webhook dispatcher | {kills} | {} | {} | 10 events, each delivered; {extra} copies past the first |",
+        crashed.mid_work, crashed.runs
+    ));
+
+    // The inbound-mail worker: one message, killed while it reads it from S3.
+    let mailbox = format!("support@{}", e2e::verified_domain(&c, &ws).await);
+    let subject = format!("crash mail {}", ulid::Ulid::generate());
+    let raw = format!(
+        "From: Kari <kari@example.org>\r\nTo: {mailbox}\r\nSubject: {subject}\r\nMessage-ID: <{}@example.org>\r\nDate: Fri, 27 Nov 2026 10:00:00 +0000\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nHello\r\n",
+        ulid::Ulid::generate()
+    );
+    let app = h.app().await;
+    let body =
+        tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), std::slice::from_ref(&mailbox), "PASS", "PASS")
+            .await
+            .unwrap();
+    sqs.send_message().queue_url(&inbound).message_body(body).send().await.unwrap();
+    let conversations = || async {
+        let list = e2e::load::all(&c, "/helpdesk/conversations").await;
+        list.into_iter().filter(|v| v["subject"] == subject.as_str()).collect::<Vec<Value>>()
+    };
+    let progress = || async { moto.hits() as f64 };
+    let done = || async { !conversations().await.is_empty() };
+    let crashed = crash_and_finish("inbound-mail", &env, &inbound, kills, progress, done).await;
+    let found = conversations().await;
+    assert_eq!(found.len(), 1, "one conversation: {found:?}");
+    assert_eq!(found[0]["message_count"], 1, "one message: {}", found[0]);
+    report.push(format!("| inbound mail | {kills} | {} | {} | 1 message: one conversation, one message |", crashed.mid_work, crashed.runs));
+
+    let table = format!(
+        "| worker | kills (SIGKILL) | kills that left the work half done | runs in all | outcome |\n|---|---|---|---|---|\n{}",
+        report.join("\n")
+    );
+    println!("{table}");
+    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
+        e2e::load::splice(&doc, "crashes-dispatch", &table);
+    }
+}
+
 /// Download and decode an export document.
 async fn document(url: &str) -> Value {
     use std::io::Read;
@@ -302,6 +396,8 @@ async fn worker_process() {
         "email-sender" => domain::sending::Sender::new(app).handle_sqs(event).await,
         "contact-import" => domain::contacts::import::handle_sqs(&app, event).await,
         "gdpr-worker" => domain::gdpr::worker::handle_sqs(&app, event).await,
+        "dispatcher" => domain::webhooks::dispatch::Dispatcher::new(app).expect("a dispatcher").handle_sqs(event).await,
+        "inbound-mail" => domain::helpdesk::mail::handle_sqs(&app, event).await,
         other => panic!("no worker {other}"),
     };
     println!("CRASH_RESULT {}", serde_json::to_string(&answer).expect("serializes"));

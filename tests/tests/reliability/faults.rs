@@ -418,3 +418,156 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
         assert_eq!(n, 1, "{m}: written {n} times");
     }
 }
+
+/// S3 failing each way while the GDPR worker writes an export and the inbound-mail worker
+/// reads a received message (both through the proxy; the API and DynamoDB are not faulted).
+/// The workers fail their batches, SQS hands the work over again (here: the test does, every
+/// 300 ms), and once S3 is back the work ends whole: the export document holds every contact
+/// once, the message is one conversation with one message. `make test` runs the cut row;
+/// `make chaos` all six, written to docs/reliability.md.
+#[tokio::test]
+async fn s3_failing_delays_exports_and_inbound_mail_and_loses_nothing() {
+    let h = harness();
+    let moto = FaultProxy::start(&h.moto_endpoint).await;
+    let sqs = h.sqs().await;
+    // The export's queue is this test's own: only the faulty worker takes it.
+    let queue = sqs.create_queue().queue_name(format!("chaos-gdpr-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap();
+    let mut cfg = h.config.clone();
+    cfg.gdpr_queue_url = queue.clone();
+    for class in shared::ratelimit::Class::ALL {
+        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
+    }
+    let (ws, key) = h.workspace("chaos s3").await;
+    let c = Client::new(&h.gateway_with(cfg.clone()).await, &key);
+    let mailbox = format!("support@{}", e2e::verified_domain(&c, &ws).await);
+    let total = 300;
+    let rows: Vec<Value> = (0..total).map(|i| serde_json::json!({"email": format!("s3-{i}@example.org")})).collect();
+    let imp = e2e::created(&c, "/contacts/imports", serde_json::json!({"rows": rows}), 202).await;
+    let imp_path = format!("/contacts/imports/{}", imp["id"].as_str().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.get(&imp_path).await.json["data"]["status"] != "completed" {
+        assert!(Instant::now() < deadline, "the import did not complete");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    cfg.timeouts = shared::config::Timeouts::default();
+    let sdk = tools::admin::local_sdk_config(&moto.url).await;
+    let worker = shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&h.dynamodb_endpoint)).expect("app");
+    let store = h.app().await;
+    let faults = if full() {
+        vec![Fault::Reset, Fault::Hang, Fault::Latency(Duration::from_millis(1500)), Fault::Cut, Fault::ServerError, Fault::Throttle]
+    } else {
+        vec![Fault::Cut]
+    };
+    let mut rows = vec![];
+    for fault in faults {
+        let r = c.post("/gdpr/exports", &serde_json::json!({"scope": "workspace"})).await;
+        assert_eq!(r.status, 202, "{}", r.json);
+        let export = format!("/gdpr/exports/{}", r.json["data"]["id"].as_str().unwrap());
+        let subject = marker("s3 mail ");
+        let raw = format!(
+            "From: Kari <kari@example.org>\r\nTo: {mailbox}\r\nSubject: {subject}\r\nMessage-ID: <{}@example.org>\r\nDate: Fri, 27 Nov 2026 10:00:00 +0000\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nHello\r\n",
+            ulid::Ulid::generate()
+        );
+        let body = tools::admin::store_inbound(
+            store.s3(),
+            &h.resources.mail_bucket,
+            raw.as_bytes(),
+            std::slice::from_ref(&mailbox),
+            "PASS",
+            "PASS",
+        )
+        .await
+        .unwrap();
+        let receipt = domain::helpdesk::mail::receipt(&body).expect("a receipt");
+        moto.set(fault, Some("s3"));
+        let fault_ends = Instant::now() + Duration::from_secs(3);
+        let (mut cleared, mut hit) = (None, 0);
+        let (mut export_runs, mut mail_runs) = (0, 0);
+        let (mut export_done, mut mail_done) = (false, false);
+        let mut pending: Vec<shared::sqs::SqsEvent> = vec![];
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            if cleared.is_none() && Instant::now() >= fault_ends {
+                hit = moto.clear();
+                cleared = Some(Instant::now());
+            }
+            if !mail_done {
+                mail_runs += 1;
+                let run = tokio::time::timeout(Duration::from_secs(20), domain::helpdesk::mail::handle(&worker, &receipt)).await;
+                mail_done = matches!(run, Ok(Ok(())));
+            }
+            let got = sqs.receive_message().queue_url(&queue).max_number_of_messages(10).send().await.unwrap();
+            for m in got.messages.unwrap_or_default() {
+                sqs.delete_message().queue_url(&queue).receipt_handle(m.receipt_handle().unwrap_or_default()).send().await.unwrap();
+                pending.push(shared::sqs::event(vec![shared::sqs::message(
+                    m.message_id().unwrap_or_default(),
+                    "r",
+                    m.body().unwrap_or_default(),
+                )]));
+            }
+            for ev in std::mem::take(&mut pending) {
+                export_runs += 1;
+                let answer = domain::gdpr::worker::handle_sqs(&worker, ev.clone()).await;
+                if !answer.batch_item_failures.is_empty() {
+                    pending.push(ev);
+                }
+            }
+            export_done = export_done || c.get(&export).await.json["data"]["status"] == "completed";
+            if export_done && mail_done && cleared.is_some() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "S3 {}: the work did not end (export {export_done}, mail {mail_done})", fault.name());
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let whole_after = cleared.map(|c| c.elapsed()).unwrap_or_default();
+        let job = c.get(&export).await.json["data"].clone();
+        let doc = export_document(job["download_url"].as_str().expect("a download link")).await;
+        let mut exported: Vec<&str> = doc["sections"]["workspace"]["contact"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["email"].as_str())
+            .filter(|e| e.starts_with("s3-"))
+            .collect();
+        exported.sort_unstable();
+        let n = exported.len();
+        exported.dedup();
+        assert_eq!((n, exported.len()), (total, total), "S3 {}: every contact once in the document", fault.name());
+        let list = all(&c, "/helpdesk/conversations").await;
+        let convs: Vec<&Value> = list.iter().filter(|v| v["subject"] == subject.as_str()).collect();
+        assert_eq!(convs.len(), 1, "S3 {}: one conversation for the message", fault.name());
+        assert_eq!(convs[0]["message_count"], 1, "S3 {}: one message: {}", fault.name(), convs[0]);
+        let row = format!(
+            "| {} | {hit} | {export_runs} runs, whole ({total} contacts, each once) | {mail_runs} runs, one conversation, one message | {:.1} s |",
+            fault.name(),
+            whole_after.as_secs_f64()
+        );
+        println!("{row}");
+        rows.push(row);
+    }
+    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
+        let header = "| S3 fault (3 s) | S3 requests it met | GDPR export | inbound mail | all work done after the fault ended |\n|---|---|---|---|---|\n";
+        e2e::load::splice(&doc, "s3", &format!("{header}{}", rows.join("\n")));
+    }
+}
+
+/// Download and decode an export document.
+async fn export_document(url: &str) -> Value {
+    use std::io::Read;
+    let bytes = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("gzip");
+    serde_json::from_str(&text).expect("the document is JSON")
+}
