@@ -166,12 +166,14 @@ bench: deps wrk
 	cargo run -q --profile bench-local -p tools --bin bench
 
 # The fault matrix: every fault of every dependency under a mixed load (tests/tests/reliability/faults.rs
-# with CHAOS=full; make test runs one fault per dependency), and the workers killed six times
+# with CHAOS=full; make test runs one fault per dependency), the publisher's networks failing
+# (tests/tests/channels.rs), and the workers killed six times
 # each mid-work (tests/tests/reliability/crashes.rs; make test kills each once). The tables go into
 # docs/reliability.md.
 chaos: deps
-	$(CLIPPY_BUILD) cargo test -q -p e2e --test reliability --no-run
+	$(CLIPPY_BUILD) cargo test -q -p e2e --test reliability --test channels --no-run
 	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --nocapture --test-threads=1 faults:: crashes::
+	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test channels -- --nocapture a_failing_network
 
 # The soak: 15 minutes of steady mixed load (tests/tests/reliability/soak.rs; SOAK_SECS shortens it),
 # its per-minute table written into docs/reliability.md.

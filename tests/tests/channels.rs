@@ -421,3 +421,78 @@ async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
     assert_eq!(post["variants"][0]["remote_id"], made["uri"]);
     assert_eq!(pds.posts(&ada.did).await.unwrap().len(), 2, "one record per post");
 }
+
+/// The publisher's networks failing each way behind the fault proxy (`e2e::faults`) while a
+/// post is published to Mastodon and to Bluesky: the variant waits (retried on its schedule,
+/// 10 s after a first failure) and is posted once the network is back. A cut answer and a
+/// hang are the ambiguous ones (the server may have posted): the variant's key (Mastodon's
+/// `Idempotency-Key`, Bluesky's record key) keeps it to one remote post. `make test` runs the
+/// cut row for both networks; `make chaos` (`CHAOS=full`) every fault, written to
+/// docs/reliability.md.
+#[tokio::test]
+async fn a_failing_network_delays_a_post_and_it_is_posted_once() {
+    use e2e::faults::{Fault, FaultProxy};
+    let full = std::env::var("CHAOS").is_ok_and(|v| v == "full");
+    let m = Mastodon::start().await;
+    let pds = LocalPds::start().await.expect("the local PDS (make deps installs it)");
+    let (mproxy, pproxy) = (FaultProxy::start(&m.url).await, FaultProxy::start(&pds.url).await);
+    let (c, _) = client("channels faults").await;
+    let token = m.account("faulty").await;
+    let mastodon = connect(&c, json!({"type": "mastodon", "credentials": {"instance_url": mproxy.url, "access_token": token}})).await;
+    let ada = pds.account("faulty").await.unwrap();
+    let bluesky = connect(
+        &c,
+        json!({"type": "bluesky", "credentials": {"handle": ada.handle, "app_password": ada.app_password, "service_url": pproxy.url}}),
+    )
+    .await;
+    let faults = if full {
+        vec![Fault::Reset, Fault::Hang, Fault::Latency(Duration::from_millis(1500)), Fault::Cut, Fault::ServerError, Fault::Throttle]
+    } else {
+        vec![Fault::Cut]
+    };
+    let mut rows = vec![];
+    for fault in faults {
+        for (network, proxy, ch) in [("Mastodon", &mproxy, &mastodon), ("Bluesky", &pproxy, &bluesky)] {
+            let marker = format!("fault{}", ulid::Ulid::generate().to_string().to_lowercase());
+            proxy.set(fault, None);
+            let id = publish(&c, &format!("Through a failing network {marker}"), &[ch["id"].as_str().unwrap()]).await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let hit = proxy.clear();
+            let cleared = Instant::now();
+            let deadline = cleared + Duration::from_secs(150);
+            let post = loop {
+                let p = c.get(&format!("/posts/{id}")).await.json["data"].clone();
+                if matches!(p["status"].as_str(), Some("published" | "failed" | "partially_failed")) || Instant::now() > deadline {
+                    break p;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            };
+            let after = cleared.elapsed();
+            let remote = if network == "Mastodon" {
+                m.statuses().await.iter().filter(|s| s["content"].as_str().is_some_and(|t| t.contains(&marker))).count()
+            } else {
+                pds.posts(&ada.did)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r["value"]["text"].as_str().is_some_and(|t| t.contains(&marker)))
+                    .count()
+            };
+            let row = format!(
+                "| {network} | {} | {hit} | {} | {remote} | {:.1} s |",
+                fault.name(),
+                post["status"].as_str().unwrap_or("?"),
+                after.as_secs_f64()
+            );
+            println!("{row}");
+            rows.push(row);
+            assert_eq!(post["status"], "published", "{network} {}: {post}", fault.name());
+            assert_eq!(remote, 1, "{network} {}: one remote post", fault.name());
+            assert!(hit > 0, "{network} {}: the fault met no request", fault.name());
+        }
+    }
+    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
+        let header = "| network | fault (3 s) | requests it met | post | remote posts | published after the fault ended |\n|---|---|---|---|---|---|\n";
+        e2e::load::splice(&doc, "networks", &format!("{header}{}", rows.join("\n")));
+    }
+}

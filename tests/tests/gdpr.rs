@@ -654,4 +654,28 @@ async fn an_erasure_does_not_call_an_email_a_stopped_sender_left_claimed_cancell
     assert!(!left.to_string().contains(&addr), "erased: {left}");
     let never = c.get(&format!("/emails/{}", ids[1])).await.json["data"].clone();
     assert_eq!(never["status"], "cancelled", "{never}");
+
+    // SES did have the first email, and bounces it after the erasure: the feedback finds the
+    // email by its tags, but names no one: the address comes back nowhere in the table (the
+    // email's feedback, its events, the suppression list keeps it hashed only).
+    let bounce = json!({"eventType": "Bounce", "mail": {"messageId": format!("0100019{}", ulid::Ulid::generate()), "tags": {"email_id": [ids[0]], "workspace_id": [ws]}},
+        "bounce": {"bounceType": "Permanent", "bounceSubType": "General",
+            "bouncedRecipients": [{"emailAddress": addr, "diagnosticCode": format!("smtp; 550 5.1.1 <{addr}> unknown")}]}});
+    let n = domain::sending::feedback::parse(&bounce.to_string()).expect("a notification");
+    domain::sending::feedback::apply(&h.sender().await, &n).await.expect("applied");
+    let bounced = c.get(&format!("/emails/{}", ids[0])).await.json["data"].clone();
+    assert_eq!(bounced["status"], "bounced", "{bounced}");
+    assert_eq!(bounced["feedback"]["recipients"], json!([domain::emails::ERASED_ADDRESS]), "{bounced}");
+    let hits: Vec<String> = app
+        .db
+        .scan_all()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| domain::privacy::exported(i).to_string())
+        .filter(|s| s.contains(&addr))
+        .collect();
+    assert!(hits.is_empty(), "items naming the erased address after its bounce: {hits:?}");
+    let again = created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "s", "text": "t"}), 202).await;
+    assert_eq!(again["status"], "suppressed", "{again}");
 }

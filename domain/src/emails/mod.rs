@@ -89,7 +89,7 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
         let (pk, sk) = due_key(ws, &e);
         tx = tx.delete_if(pk, sk, "", vec![]);
         if left_claimed {
-            e.error = Some(SendError { code: "outcome_unknown".into(), message: String::new() });
+            e.error = Some(SendError { code: "outcome_unknown".into(), message: "[erased]".into() });
             e.set_status(EmailStatus::Failed, now);
         } else {
             e.set_status(EmailStatus::Cancelled, now);

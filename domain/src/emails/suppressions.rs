@@ -80,13 +80,24 @@ pub async fn hash_entry(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()
     let Some(address) = address_of(&sk) else { return Ok(()) };
     let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, address);
     let reason = store::get_str(&item, "reason").unwrap_or("bounced");
-    let hashed = Record::new(
-        ws_pk(ws),
-        keys::ERASED_SUPPRESSION.sk(&[&hash]),
-        &serde_json::json!({"object": "erased_suppression", "reason": reason, "created_at": store::get_str(&item, "created_at")}),
-    )?
-    .item;
+    let hashed = erased_item(ws, &hash, reason, store::get_str(&item, "created_at"))?;
     Tx::new().put(hashed).delete_if(ws_pk(ws), sk, "", vec![]).commit(app).await.map_err(store::TxError::stale)
+}
+
+fn erased_item(ws: &WorkspaceId, hash: &str, reason: &str, created_at: Option<&str>) -> ApiResult<Item> {
+    let entry = serde_json::json!({"object": "erased_suppression", "reason": reason, "created_at": created_at});
+    Ok(Record::new(ws_pk(ws), keys::ERASED_SUPPRESSION.sk(&[hash]), &entry)?.item)
+}
+
+/// Suppress erased addresses by their hash only (feedback that came after the erasure).
+pub async fn add_erased(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str) -> ApiResult<()> {
+    if addresses.is_empty() {
+        return Ok(());
+    }
+    let hashes = crate::privacy::address_hashes(app, ws, addresses).await?;
+    let now = shared::ids::Timestamp::now().to_string();
+    let items = hashes.keys().map(|h| erased_item(ws, h, reason, Some(&now))).collect::<ApiResult<Vec<_>>>()?;
+    app.db.batch_put(items).await
 }
 
 /// The hashed suppression's key of an address whose tombstone hash is `hash`.

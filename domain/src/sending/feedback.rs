@@ -74,42 +74,77 @@ fn contact_rank(s: ContactEmailStatus) -> u8 {
 
 /// Apply one notification. `Err` keeps the message for another try.
 pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
+    let app = &sd.app;
     let now = shared::ids::Timestamp::now();
-    let Some(reading) = read(n, now) else { return Ok(()) };
-    let Some((ws, stored)) = find_email(sd, n).await? else { return Ok(()) };
-    // An email whose send went unrecorded (`outcome_unknown`): SES's notification says it
-    // had it after all, so it counts as sent from here, with SES's id and its look-up.
-    let recovered = stored.email.outcome_unknown();
-    let mut base = stored.email.clone();
-    if recovered {
-        base.error = None;
-        base.provider_message_id = Some(n.message_id.clone());
-        base.set_status(EmailStatus::Sent, now);
+    let Some(mut reading) = read(n, now) else { return Ok(()) };
+    let Some(found) = find_email(sd, n).await? else { return Ok(()) };
+    let ws = found.ws;
+    // Feedback about an erased address names no one (the erasure's promise): the address
+    // comes back neither in the email, its events, the suppression list (kept hashed) nor
+    // a contact.
+    let mut erased = std::collections::HashSet::new();
+    if let Some(fb) = &mut reading.feedback {
+        let addrs: Vec<&str> = fb.recipients.iter().map(String::as_str).collect();
+        erased = crate::privacy::erased(app, &ws, &addrs).await.map_err(|e| e.to_string())?;
+        if !erased.is_empty() {
+            fb.diagnostic = None;
+            for r in &mut fb.recipients {
+                if erased.contains(r.as_str()) {
+                    *r = model::ERASED_ADDRESS.into();
+                }
+            }
+        }
     }
-    let (e, moved) = advance(&base, &reading, now);
-    if e != stored.email {
-        let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
+    let email_id = found.stored.as_ref().map(|s| s.email.id.to_string());
+    if let Some(stored) = found.stored {
+        // An email whose send went unrecorded (`outcome_unknown`): SES's notification says
+        // it had it after all, so it counts as sent (by SES's clock), with SES's id and its
+        // look-up, and `email.sent` follows the earlier `email.failed`.
+        let recovered = stored.email.outcome_unknown();
+        let mut base = stored.email.clone();
         if recovered {
-            tx = tx.put(model::provider_lookup(&ws, &n.message_id, &e.id));
+            tracing::warn!(email_id = %base.id, "SES had an email recorded outcome_unknown; recording it sent");
+            base.error = None;
+            base.provider_message_id = Some(n.message_id.clone());
+            base.set_status(EmailStatus::Sent, time(&n.body, "/mail/timestamp").unwrap_or(now));
+            base.updated_at = now;
         }
-        if moved {
-            tx = tx.event(Event::new(&ws, &e.status.event(), &e));
-            if let Some(ev) = crate::helpdesk::delivery_event(&ws, &e) {
-                tx = tx.event(ev);
+        let (e, moved) = advance(&base, &reading, now);
+        if e != stored.email {
+            let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
+            if recovered {
+                tx = tx.put(model::provider_lookup(&ws, &n.message_id, &e.id)).event(Event::new(&ws, &EmailStatus::Sent.event(), &base));
             }
-            if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
-                tx = tx.put(a);
+            if moved {
+                tx = tx.event(Event::new(&ws, &e.status.event(), &e));
+                if let Some(ev) = crate::helpdesk::delivery_event(&ws, &e) {
+                    tx = tx.event(ev);
+                }
+                if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
+                    tx = tx.put(a);
+                }
             }
+            tx.commit(app).await.map_err(|e| TxError::stale(e).to_string())?;
         }
-        tx.commit(&sd.app).await.map_err(|e| TxError::stale(e).to_string())?;
     }
     if let (Some(cs), Some(fb)) = (reading.contact_status, &reading.feedback) {
-        // Every bounced or complaining address, contact or not, is suppressed from now on.
+        // Every bounced or complaining address, contact or not, is suppressed from now on;
+        // an erased one by its hash only.
         let reason = if cs == ContactEmailStatus::Complained { "complained" } else { "bounced" };
-        model::suppressions::add(&sd.app, &ws, &fb.recipients, reason, Some(&stored.email.id)).await.map_err(|e| e.to_string())?;
-        mark_contacts(sd, &ws, &fb.recipients, cs).await.map_err(|e| e.to_string())?;
+        let plain: Vec<String> = fb.recipients.iter().filter(|r| r.as_str() != model::ERASED_ADDRESS).cloned().collect();
+        let gone: Vec<String> = erased.into_iter().collect();
+        let res = model::suppressions::add(app, &ws, &plain, reason, email_id.as_deref()).await;
+        res.and(model::suppressions::add_erased(app, &ws, &gone, reason).await).map_err(|e| e.to_string())?;
+        mark_contacts(sd, &ws, &plain, cs).await.map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// The workspace a notification is about, and its email unless only the recipients are left
+/// to suppress.
+struct Found {
+    ws: WorkspaceId,
+    stored: Option<model::Stored>,
 }
 
 /// What one notification says: where the email moves, the feedback to keep, and what it
@@ -158,29 +193,36 @@ fn read(n: &Notification, now: shared::ids::Timestamp) -> Option<Reading> {
     Some(Reading { target, feedback, contact_status, at })
 }
 
-/// The email a notification is about, through the provider-id look-up written with the send.
-/// Unknown yet but tagged as ours: the send is still being recorded, so try again (an error).
-async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<(WorkspaceId, model::Stored)>, String> {
+/// The email a notification is about, through the provider-id look-up written with the send,
+/// or, without one, through the tags every send carries: an email recorded `outcome_unknown`
+/// (SES had it after all); one still being sent (its send not recorded yet: try again); one
+/// in another final state (only its recipients are suppressed).
+async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<Found>, String> {
     let app = &sd.app;
     let lookup = app.db.get(&model::provider_pk(&n.message_id), model::PROVIDER_SK).await.map_err(|e| e.to_string())?;
     let Some(lookup) = lookup else {
-        let Some(id) = &n.tagged_email_id else { return Ok(None) };
-        // SES had an email whose send was never recorded (its answer was lost, so the email
-        // ended `failed` / `outcome_unknown`): the tags we sent it with find it.
-        if let Some(ws) = &n.tagged_workspace_id {
-            let ws = WorkspaceId::trusted(ws.clone());
-            let stored = model::load(app, &ws, id).await.map_err(|e| e.to_string())?;
-            if let Some(stored) = stored.filter(|s| s.email.outcome_unknown()) {
-                return Ok(Some((ws, stored)));
-            }
+        let (Some(id), Some(ws)) = (&n.tagged_email_id, &n.tagged_workspace_id) else { return Ok(None) };
+        if !id.starts_with("em_") || !ws.starts_with("ws_") {
+            return Ok(None);
         }
-        // Otherwise the send is still being recorded: try again.
-        return Err(format!("email {id} has no recorded send yet"));
+        let ws = WorkspaceId::trusted(ws.clone());
+        let Some(stored) = model::load(app, &ws, id).await.map_err(|e| e.to_string())? else {
+            tracing::warn!(email_id = %id, "a notification for an email that is gone");
+            return Ok(None);
+        };
+        if stored.email.outcome_unknown() {
+            return Ok(Some(Found { ws, stored: Some(stored) }));
+        }
+        if stored.email.status.pending() {
+            return Err(format!("email {id} has no recorded send yet"));
+        }
+        tracing::warn!(email_id = %id, status = %stored.email.status.as_str(), "a notification for an email not recorded as sent");
+        return Ok(Some(Found { ws, stored: None }));
     };
     let ws = WorkspaceId::trusted(store::get_str(&lookup, "workspace_id").unwrap_or_default());
     let id = store::get_str(&lookup, "email_id").unwrap_or_default().to_string();
     let stored = model::load(app, &ws, &id).await.map_err(|e| e.to_string())?.ok_or("the email of a notification is gone")?;
-    Ok(Some((ws, stored)))
+    Ok(Some(Found { ws, stored: Some(stored) }))
 }
 
 /// The email after the reading: it moves forward only (late or repeated notifications change

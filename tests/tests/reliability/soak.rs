@@ -17,9 +17,35 @@ const WORKERS: u64 = 4;
 #[derive(Default, Clone)]
 struct Minute {
     latencies_ms: Vec<u64>,
+    /// By kind: reads (list posts, list contacts), writes (create a post, a contact), sends.
+    by_kind: [Vec<u64>; 3],
     server_errors: usize,
     client_errors: usize,
     rss_kib: u64,
+    /// CPU seconds used by the end of the minute: this process, DynamoDB Local, moto.
+    cpu: [f64; 3],
+}
+
+fn kind(op: Op) -> usize {
+    match op {
+        Op::ListPosts | Op::ListContacts => 0,
+        Op::CreatePost | Op::CreateContact => 1,
+        Op::SendEmail => 2,
+    }
+}
+
+/// CPU seconds a process has used (`/proc/<pid>/stat`: utime and stime, in 1/100 s).
+fn cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("").split_whitespace().collect();
+    let tick = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
+}
+
+/// CPU seconds an emulator has used: the children of its guard shell.
+fn emulator_cpu_secs(guard: u32) -> f64 {
+    let children = std::fs::read_to_string(format!("/proc/{guard}/task/{guard}/children")).unwrap_or_default();
+    children.split_whitespace().map(cpu_secs).sum()
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -84,6 +110,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
                 let mut log = log.lock().unwrap();
                 if let Some(slot) = log.get_mut(minute.min(minutes - 1)) {
                     slot.latencies_ms.push(a.took.as_millis() as u64);
+                    slot.by_kind[kind(op)].push(a.took.as_millis() as u64);
                     slot.server_errors += usize::from(a.status >= 500);
                     slot.client_errors += usize::from((400..500).contains(&a.status));
                 }
@@ -97,8 +124,10 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
             loop {
                 let minute = (started.elapsed().as_secs() / 60) as usize;
                 let rss = tools::runtime_api::proc_status_kib("self", "VmRSS");
+                let cpu = [cpu_secs("self"), emulator_cpu_secs(h.dynamodb_guard), emulator_cpu_secs(h.moto_guard)];
                 if let Some(slot) = log.lock().unwrap().get_mut(minute.min(minutes - 1)) {
                     slot.rss_kib = slot.rss_kib.max(rss);
+                    slot.cpu = cpu;
                 }
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
@@ -170,22 +199,39 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     let log = log.lock().unwrap().clone();
     let mut rows = vec![];
     let mut p99s = vec![];
+    let mut cpu_before = [0.0; 3];
     for (i, m) in log.iter().enumerate() {
         let mut l = m.latencies_ms.clone();
         l.sort_unstable();
         p99s.push(percentile(&l, 0.99));
+        let p50 = |k: usize| {
+            let mut v = m.by_kind[k].clone();
+            v.sort_unstable();
+            percentile(&v, 0.5)
+        };
+        // CPU share of one core over the minute, per process.
+        let share = |k: usize| ((m.cpu[k] - cpu_before[k]) / 60.0 * 100.0).max(0.0);
         rows.push(format!(
-            "| {} | {:.1} | {} ms | {} ms | {} | {} | {} MiB |",
+            "| {} | {:.1} | {} ms | {} ms | {} / {} / {} ms | {} | {} | {} MiB | {:.0} % / {:.0} % / {:.0} % |",
             i + 1,
             l.len() as f64 / 60.0,
             percentile(&l, 0.5),
             percentile(&l, 0.99),
+            p50(0),
+            p50(1),
+            p50(2),
             m.server_errors,
             m.client_errors,
-            m.rss_kib / 1024
+            m.rss_kib / 1024,
+            share(0),
+            share(1),
+            share(2)
         ));
+        if m.cpu[0] > 0.0 {
+            cpu_before = m.cpu;
+        }
     }
-    let header = "| minute | requests/s | p50 | p99 | 5xx | 4xx | RSS (gateway, workers and harness, one process) |\n|---|---|---|---|---|---|---|\n";
+    let header = "| minute | requests/s | p50 | p99 | p50 reads / writes / sends | 5xx | 4xx | RSS (gateway, workers and harness, one process) | CPU: that process / DynamoDB Local / moto |\n|---|---|---|---|---|---|---|---|---|\n";
     let dlq_text = dlq.iter().map(|(n, d)| format!("{n} {d}")).collect::<Vec<_>>().join(", ");
     let summary = format!(
         "\n\n{} emails accepted, {} left unsent after the drain; {} posts, their webhook events {} undelivered, {} copies past the first; dead-letter queues: {dlq_text}.",
