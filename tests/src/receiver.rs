@@ -119,6 +119,11 @@ impl Receiver {
         Self { url, state }
     }
 
+    /// What arrived since the last take, forgotten here (a long run keeps its memory flat).
+    pub fn take(&self) -> Vec<Received> {
+        std::mem::take(&mut self.state.lock().unwrap().received)
+    }
+
     /// Serve this JSON at `path` (replacing what was served there).
     pub fn serve(&self, path: &str, doc: &Value) {
         self.state.lock().unwrap().documents.insert(path.into(), doc.to_string());

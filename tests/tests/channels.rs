@@ -433,6 +433,7 @@ async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
 async fn a_failing_network_delays_a_post_and_it_is_posted_once() {
     use e2e::faults::{Fault, FaultProxy};
     let full = std::env::var("CHAOS").is_ok_and(|v| v == "full");
+    harness();
     let m = Mastodon::start().await;
     let pds = LocalPds::start().await.expect("the local PDS (make deps installs it)");
     let (mproxy, pproxy) = (FaultProxy::start(&m.url).await, FaultProxy::start(&pds.url).await);
