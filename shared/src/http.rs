@@ -160,9 +160,14 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         body,
         request_id: request_id.to_string(),
     };
+    // The handler gets most of the request's budget, so the key is still released or its
+    // answer stored within it (a budget that ran out mid-handler would leave the key held).
+    let handler_budget = std::time::Duration::from_millis(app.cfg.timeouts.request_ms * 8 / 10);
     let handler = AssertUnwindSafe((m.route.handler)(app, req)).catch_unwind();
-    let result = idempotency::witnessed(idempotency.reservation.as_ref(), handler).await;
-    let result = result.unwrap_or_else(|_| Err(ApiError::internal("handler panicked")));
+    let result = match tokio::time::timeout(handler_budget, idempotency::witnessed(idempotency.reservation.as_ref(), handler)).await {
+        Ok(r) => r.unwrap_or_else(|_| Err(ApiError::internal("handler panicked"))),
+        Err(_) => Err(ApiError::unavailable("the request ran past its time budget")),
+    };
     idempotency.finish(app, result, request_id).await
 }
 

@@ -40,6 +40,9 @@ struct Commits {
     known: Option<String>,
     /// One whose answer was lost and whose read-back failed too: it may have been applied.
     unknown: bool,
+    /// A later one was applied after an unknown one, so `last_tx` no longer shows the
+    /// unknown one's fate.
+    hidden: bool,
 }
 
 impl Reservation {
@@ -113,6 +116,7 @@ impl Witness {
         crate::metrics::record_action("dynamodb:UpdateItem");
         let e = match db.transact(items).await {
             Ok(()) => {
+                commits.hidden |= commits.unknown;
                 commits.known = Some(tx);
                 return Ok(());
             }
@@ -130,6 +134,7 @@ impl Witness {
         match db.get(&self.pk, &self.sk).await {
             Ok(item) if item.as_ref().and_then(|i| get_str(i, "last_tx")) == Some(tx.as_str()) => {
                 tracing::warn!(error = %e.message, "a transaction's answer was lost; its witness shows it applied");
+                commits.hidden |= commits.unknown;
                 commits.known = Some(tx);
                 Ok(())
             }
@@ -235,12 +240,18 @@ pub(crate) fn refused(old: &Item, fingerprint: &str) -> Result<Begin, ApiError> 
             "this Idempotency-Key was already used for a different request (method, path or body)",
         ));
     }
-    let lease_over = get_i64(old, "lease_until").is_some_and(|t| t < crate::ids::now_ms());
-    if (get_str(old, "state") == Some("done") && !old.contains_key("body")) || (lease_over && old.contains_key("last_tx")) {
-        // Completed (or it wrote, then its container stopped), but its answer could not be
-        // kept: never run it a second time.
+    if get_str(old, "state") == Some("done") && !old.contains_key("body") {
+        // Completed, but its answer could not be kept: never run it a second time.
         return Err(ApiError::conflict(
             "the request with this Idempotency-Key was completed, but its response could not be kept for replay; read the result with GET",
+        ));
+    }
+    let lease_over = get_i64(old, "lease_until").is_some_and(|t| t < crate::ids::now_ms());
+    if lease_over && old.contains_key("last_tx") {
+        // It wrote, then stopped before its end (a crashed container): running it again
+        // could write twice.
+        return Err(ApiError::conflict(
+            "the request with this Idempotency-Key stopped after writing and may be partly applied; read the result with GET",
         ));
     }
     if get_str(old, "state") == Some("done") {
@@ -312,14 +323,17 @@ async fn put_done(db: &Db, r: &Reservation, status: u16, body: Option<&[u8]>) ->
 }
 
 /// Forget the reservation (the request failed with a 5xx and may be retried with the same
-/// key), unless one of its transactions may have been applied without its knowing (its answer
-/// and its read-back were lost, or it landed after its failure was seen): then the key is
+/// key), unless one of its transactions was applied without its knowing (its answer and its
+/// read-back were lost, or it landed after its failure was seen): then the key is
 /// marked done without an answer, and a retry is told to read the result instead of writing
 /// it again.
 pub async fn release(db: &Db, r: &Reservation, status: u16) {
     use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
     let commits = r.commits.lock().await;
-    if commits.unknown {
+    // An unknown transaction's fate is what `last_tx` says at the delete below (landed: it
+    // moved past the last known one; not yet: deleting the reservation refuses it for good),
+    // unless a later known one hid it.
+    if commits.hidden {
         return keep_done(db, r, status).await;
     }
     let mut delete = db

@@ -679,3 +679,49 @@ async fn an_erasure_does_not_call_an_email_a_stopped_sender_left_claimed_cancell
     let again = created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "s", "text": "t"}), 202).await;
     assert_eq!(again["status"], "suppressed", "{again}");
 }
+
+/// Feedback that arrives while an erasure is on its way (the address's tombstone is written
+/// first; the email is reached later): the email it updates is redacted as the erasure would
+/// redact it, so neither the stored email nor its event names the person.
+#[tokio::test]
+async fn feedback_during_an_erasure_names_no_one() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr feedback midway").await;
+    let c = Client::new(&h.base, &key);
+    let from = format!("team@{}", e2e::verified_domain(&c, &ws).await);
+    let addr = format!("midway-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let e =
+        created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "Welcome, Ada", "text": "t"}), 202)
+            .await;
+    let id = e["id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let sent = loop {
+        let e = c.get(&format!("/emails/{id}")).await.json["data"].clone();
+        if e["status"] == "sent" || std::time::Instant::now() > deadline {
+            break e;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(sent["status"], "sent", "{sent}");
+    // The erasure's first step: the address's tombstone.
+    let app = h.app().await;
+    let wsid = shared::auth::WorkspaceId::trusted(ws.clone());
+    let tomb = domain::privacy::tombstone_sk(&app, &wsid, &addr).await.unwrap();
+    let item = shared::store::Record::new(shared::store::ws_pk(&wsid), tomb, &json!({"object": "erasure_tombstone"})).unwrap().item;
+    app.db.batch_put(vec![item]).await.unwrap();
+
+    let bounce = json!({"notificationType": "Bounce", "mail": {"messageId": sent["provider_message_id"]},
+        "bounce": {"bounceType": "Permanent", "bounceSubType": "General",
+            "bouncedRecipients": [{"emailAddress": addr, "diagnosticCode": format!("smtp; 550 <{addr}> unknown")}]}});
+    let n = domain::sending::feedback::parse(&bounce.to_string()).expect("a notification");
+    domain::sending::feedback::apply(&h.sender().await, &n).await.expect("applied");
+    let e = c.get(&format!("/emails/{id}")).await.json["data"].clone();
+    assert_eq!(e["status"], "bounced", "{e}");
+    assert!(!e.to_string().contains(&addr) && !e.to_string().contains("Ada"), "the email names no one: {e}");
+    // Suppressed by its hash only: the list names no one.
+    let list = c.get("/emails/suppressions?limit=100").await;
+    assert_eq!(list.status, 200, "{}", list.json);
+    assert!(!list.json.to_string().contains(&addr), "{}", list.json);
+    let again = created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "s", "text": "t"}), 202).await;
+    assert_eq!(again["status"], "suppressed", "{again}");
+}

@@ -95,7 +95,22 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
             e.set_status(EmailStatus::Cancelled, now);
         }
     }
-    let theirs = |a: &str| subject.addressed(a);
+    redact(&mut e, &|a: &str| subject.addressed(a));
+    if e.contact_id.is_some() && e.contact_id == subject.contact_id {
+        e.contact_id = None;
+    }
+    e.updated_at = now;
+    tx = tx.replace(record(ws, &e)?, version);
+    if cancelled {
+        tx = tx.event(shared::events::Event::new(ws, &e.status.event(), &e));
+    }
+    tx.commit(app).await.map_err(store::TxError::stale)
+}
+
+/// Replace every address `theirs` names in the email's lists with [`ERASED_ADDRESS`], and
+/// drop what may name the person (subject line, headers, metadata, error text, diagnostic):
+/// an erasure's redaction, also applied to feedback that arrives about an erased address.
+pub fn redact(e: &mut Email, theirs: &dyn Fn(&str) -> bool) {
     let redact = |v: &mut Vec<String>| {
         for a in v.iter_mut() {
             if theirs(a) {
@@ -122,15 +137,6 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
     if let Some(err) = &mut e.error {
         err.message = "[erased]".into();
     }
-    if e.contact_id.is_some() && e.contact_id == subject.contact_id {
-        e.contact_id = None;
-    }
-    e.updated_at = now;
-    tx = tx.replace(record(ws, &e)?, version);
-    if cancelled {
-        tx = tx.event(shared::events::Event::new(ws, &e.status.event(), &e));
-    }
-    tx.commit(app).await.map_err(store::TxError::stale)
 }
 
 pub const DUE_SHARDS: u32 = 8;

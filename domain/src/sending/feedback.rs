@@ -79,19 +79,31 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
     let Some(mut reading) = read(n, now) else { return Ok(()) };
     let Some(found) = find_email(sd, n).await? else { return Ok(()) };
     let ws = found.ws;
-    // Feedback about an erased address names no one (the erasure's promise): the address
-    // comes back neither in the email, its events, the suppression list (kept hashed) nor
-    // a contact.
-    let mut erased = std::collections::HashSet::new();
-    if let Some(fb) = &mut reading.feedback {
-        let addrs: Vec<&str> = fb.recipients.iter().map(String::as_str).collect();
-        erased = crate::privacy::erased(app, &ws, &addrs).await.map_err(|e| e.to_string())?;
-        if !erased.is_empty() {
-            fb.diagnostic = None;
-            for r in &mut fb.recipients {
-                if erased.contains(r.as_str()) {
-                    *r = model::ERASED_ADDRESS.into();
-                }
+    // A notification about an erased address names no one (the erasure's promise), even
+    // while the erasure is still on its way to this email: the address comes back neither in
+    // the email, its events, a timeline, the suppression list (kept hashed) nor a contact.
+    let mut named: Vec<String> = reading.feedback.as_ref().map(|f| f.recipients.clone()).unwrap_or_default();
+    if let Some(s) = &found.stored {
+        let e = &s.email;
+        let entries = e.to.iter().chain(&e.cc).chain(&e.bcc).chain(&e.reply_to);
+        named.extend(entries.filter_map(|a| compose::parse_mailbox(a).map(|(_, addr)| addr)));
+    }
+    named.sort_unstable();
+    named.dedup();
+    let refs: Vec<&str> = named.iter().map(String::as_str).collect();
+    let erased = crate::privacy::erased(app, &ws, &refs).await.map_err(|e| e.to_string())?;
+    let theirs = |entry: &str| compose::parse_mailbox(entry).is_some_and(|(_, a)| erased.contains(&a));
+    // The erased among the addresses the feedback is about (suppressed by their hash only).
+    let gone: Vec<String> = reading
+        .feedback
+        .as_ref()
+        .map(|f| f.recipients.iter().filter(|r| erased.contains(r.as_str())).cloned().collect())
+        .unwrap_or_default();
+    if let Some(fb) = reading.feedback.as_mut().filter(|_| !erased.is_empty()) {
+        fb.diagnostic = None;
+        for r in &mut fb.recipients {
+            if erased.contains(r.as_str()) {
+                *r = model::ERASED_ADDRESS.into();
             }
         }
     }
@@ -109,7 +121,11 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
             base.set_status(EmailStatus::Sent, time(&n.body, "/mail/timestamp").unwrap_or(now));
             base.updated_at = now;
         }
-        let (e, moved) = advance(&base, &reading, now);
+        let (mut e, moved) = advance(&base, &reading, now);
+        if !erased.is_empty() {
+            model::redact(&mut base, &theirs);
+            model::redact(&mut e, &theirs);
+        }
         if e != stored.email {
             let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
             if recovered {
@@ -120,7 +136,8 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
                 if let Some(ev) = crate::helpdesk::delivery_event(&ws, &e) {
                     tx = tx.event(ev);
                 }
-                if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())? {
+                // A timeline entry names the recipients; none for an erased one's email.
+                if let Some(a) = compose::activity(&ws, &e).map_err(|e| e.to_string())?.filter(|_| erased.is_empty()) {
                     tx = tx.put(a);
                 }
             }
@@ -132,7 +149,6 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
         // an erased one by its hash only.
         let reason = if cs == ContactEmailStatus::Complained { "complained" } else { "bounced" };
         let plain: Vec<String> = fb.recipients.iter().filter(|r| r.as_str() != model::ERASED_ADDRESS).cloned().collect();
-        let gone: Vec<String> = erased.into_iter().collect();
         let res = model::suppressions::add(app, &ws, &plain, reason, email_id.as_deref()).await;
         res.and(model::suppressions::add_erased(app, &ws, &gone, reason).await).map_err(|e| e.to_string())?;
         mark_contacts(sd, &ws, &plain, cs).await.map_err(|e| e.to_string())?;
