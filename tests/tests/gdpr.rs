@@ -690,9 +690,7 @@ async fn feedback_during_an_erasure_names_no_one() {
     let c = Client::new(&h.base, &key);
     let from = format!("team@{}", e2e::verified_domain(&c, &ws).await);
     let addr = format!("midway-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
-    let e =
-        created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "Welcome, Ada", "text": "t"}), 202)
-            .await;
+    let e = created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "Welcome, Ada", "text": "t"}), 202).await;
     let id = e["id"].as_str().unwrap().to_string();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let sent = loop {
