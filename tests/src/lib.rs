@@ -202,11 +202,17 @@ impl Harness {
     /// A gateway whose every rate class is generous (1000/s): for tests that send many
     /// requests to routes whose class allows few (`gdpr_export`), such as the fuzzer's.
     pub async fn generous_gateway(&self) -> String {
+        self.gateway_with(self.generous_config()).await
+    }
+
+    /// This stack's configuration with every rate class generous (1000/s): load and faults
+    /// are the dependencies' to refuse, not the workspace's limits.
+    pub fn generous_config(&self) -> Config {
         let mut cfg = self.config.clone();
         for class in shared::ratelimit::Class::ALL {
             cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
         }
-        self.gateway_with(cfg).await
+        cfg
     }
 
     /// An email sender of this stack, for tests that invoke it directly (as Lambda would).
@@ -561,4 +567,14 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
         ("/webhooks/{id}", webhook["id"].as_str().unwrap().to_string()),
         ("/workspaces/current/api-keys/{id}", key_id.as_str().unwrap().to_string()),
     ])
+}
+
+/// Download and decode a GDPR export document (gzip, JSON).
+pub async fn export_document(url: &str) -> Value {
+    use std::io::Read;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let bytes = http.get(url).send().await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("gzip");
+    serde_json::from_str(&text).expect("the document is JSON")
 }

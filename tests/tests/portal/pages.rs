@@ -76,11 +76,7 @@ async fn portal_workspace(name: &str) -> (Client, String, String) {
 
 async fn generous_pages() -> String {
     let h = harness();
-    let mut cfg = h.config.clone();
-    for class in shared::ratelimit::Class::ALL {
-        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
-    }
-    h.pages_gateway(cfg).await
+    h.pages_gateway(h.generous_config()).await
 }
 
 /// The token in a page's form.
@@ -331,10 +327,7 @@ async fn the_sign_in_api_sends_a_code_only_to_a_contact_and_limits_attempts() {
 
     // Per address asked for: 5 at once, then 429 with Retry-After (the default class, on a
     // gateway whose other classes are generous so the network address's bucket stays out of it).
-    let mut cfg = h.config.clone();
-    for class in shared::ratelimit::Class::ALL {
-        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").unwrap());
-    }
+    let mut cfg = h.generous_config();
     cfg.limits.remove(&shared::ratelimit::Class::PortalSignInAddress);
     let strict = Client::anonymous(&format!("{}/api/v1", h.pages_gateway(cfg).await));
     let mut statuses = vec![];

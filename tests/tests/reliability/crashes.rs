@@ -150,13 +150,10 @@ async fn stack() -> Stack {
         async move { sqs.create_queue().queue_name(format!("crash-{name}-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap() }
     };
     let (emails, imports, gdpr) = (queue("emails").await, queue("imports").await, queue("gdpr").await);
-    let mut cfg = h.config.clone();
+    let mut cfg = h.generous_config();
     cfg.emails_queue_url = emails.clone();
     cfg.contact_imports_queue_url = imports.clone();
     cfg.gdpr_queue_url = gdpr.clone();
-    for class in shared::ratelimit::Class::ALL {
-        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
-    }
     let base = h.gateway_with(cfg).await;
     // SES answers the workers 300 ms late, so a kill can land between two sends.
     let moto = e2e::faults::FaultProxy::start(&h.moto_endpoint).await;
@@ -259,7 +256,7 @@ async fn workers_killed_mid_work_finish_it_exactly_once() {
     let crashed = crash_and_finish("gdpr-worker", &s.env, &s.gdpr, kills, progress, done).await;
     let job = c.get(&path).await.json["data"].clone();
     assert_eq!(job["status"], "completed", "{job}");
-    let doc = document(job["download_url"].as_str().expect("a download link")).await;
+    let doc = e2e::export_document(job["download_url"].as_str().expect("a download link")).await;
     let mut exported: Vec<&str> =
         doc["sections"]["workspace"]["contact"].as_array().unwrap().iter().filter_map(|c| c["email"].as_str()).collect();
     exported.sort_unstable();
@@ -296,12 +293,9 @@ async fn the_dispatcher_and_the_inbound_mail_worker_killed_mid_work_lose_nothing
         async move { sqs.create_queue().queue_name(format!("crash-{name}-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap() }
     };
     let (events, inbound) = (queue("events").await, queue("inbound").await);
-    let mut cfg = h.config.clone();
+    let mut cfg = h.generous_config();
     cfg.events_queue_url = events.clone();
     cfg.deliveries_queue_url = events.clone();
-    for class in shared::ratelimit::Class::ALL {
-        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
-    }
     let base = h.gateway_with(cfg).await;
     let moto = e2e::faults::FaultProxy::start(&h.moto_endpoint).await;
     moto.set(e2e::faults::Fault::Latency(Duration::from_millis(300)), Some("s3"));
@@ -373,15 +367,6 @@ async fn the_dispatcher_and_the_inbound_mail_worker_killed_mid_work_lose_nothing
     if let Ok(doc) = std::env::var("CHAOS_REPORT") {
         e2e::load::splice(&doc, "crashes-dispatch", &table);
     }
-}
-
-/// Download and decode an export document.
-async fn document(url: &str) -> Value {
-    use std::io::Read;
-    let bytes = reqwest::get(url).await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
-    let mut text = String::new();
-    flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("gzip");
-    serde_json::from_str(&text).expect("the document is JSON")
 }
 
 /// The worker process: what a worker's `main.rs` does with one invocation (clients from the

@@ -34,12 +34,9 @@ fn full() -> bool {
 /// budgets and generous rate limits; started now (cold: it reads the platform secret on its first request).
 async fn gateway(ddb: &FaultProxy, moto: &FaultProxy) -> String {
     let h = harness();
-    let mut cfg = h.config.clone();
-    cfg.timeouts = shared::config::Timeouts::default();
     // The load is the dependency's to refuse, not the workspace's rate limits.
-    for class in shared::ratelimit::Class::ALL {
-        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
-    }
+    let mut cfg = h.generous_config();
+    cfg.timeouts = shared::config::Timeouts::default();
     let sdk = tools::admin::local_sdk_config(&moto.url).await;
     let app = shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&ddb.url)).expect("app");
     let (addr, _task) = tools::gateway::start(Arc::new(app), 0).await.expect("gateway");
@@ -432,11 +429,8 @@ async fn s3_failing_delays_exports_and_inbound_mail_and_loses_nothing() {
     let sqs = h.sqs().await;
     // The export's queue is this test's own: only the faulty worker takes it.
     let queue = sqs.create_queue().queue_name(format!("chaos-gdpr-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap();
-    let mut cfg = h.config.clone();
+    let mut cfg = h.generous_config();
     cfg.gdpr_queue_url = queue.clone();
-    for class in shared::ratelimit::Class::ALL {
-        cfg.limits.insert(class, shared::ratelimit::Limit::parse("1000/s:1000").expect("a limit"));
-    }
     let (ws, key) = h.workspace("chaos s3").await;
     let c = Client::new(&h.gateway_with(cfg.clone()).await, &key);
     let mailbox = format!("support@{}", e2e::verified_domain(&c, &ws).await);
@@ -521,7 +515,7 @@ async fn s3_failing_delays_exports_and_inbound_mail_and_loses_nothing() {
         }
         let whole_after = cleared.map(|c| c.elapsed()).unwrap_or_default();
         let job = c.get(&export).await.json["data"].clone();
-        let doc = export_document(job["download_url"].as_str().expect("a download link")).await;
+        let doc = e2e::export_document(job["download_url"].as_str().expect("a download link")).await;
         let mut exported: Vec<&str> = doc["sections"]["workspace"]["contact"]
             .as_array()
             .unwrap()
@@ -549,25 +543,4 @@ async fn s3_failing_delays_exports_and_inbound_mail_and_loses_nothing() {
         let header = "| S3 fault (3 s) | S3 requests it met | GDPR export | inbound mail | all work done after the fault ended |\n|---|---|---|---|---|\n";
         e2e::load::splice(&doc, "s3", &format!("{header}{}", rows.join("\n")));
     }
-}
-
-/// Download and decode an export document.
-async fn export_document(url: &str) -> Value {
-    use std::io::Read;
-    let bytes = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let mut text = String::new();
-    flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("gzip");
-    serde_json::from_str(&text).expect("the document is JSON")
 }
