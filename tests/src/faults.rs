@@ -36,6 +36,15 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Every fault, in the order the reports list them.
+    pub const ALL: [Fault; 6] =
+        [Fault::Reset, Fault::Hang, Fault::Latency(Duration::from_millis(1500)), Fault::Cut, Fault::ServerError, Fault::Throttle];
+
+    /// The faults a row runs: all of them under `make chaos`, the cut answer alone in `make test`.
+    pub fn under_test() -> Vec<Fault> {
+        if full() { Fault::ALL.to_vec() } else { vec![Fault::Cut] }
+    }
+
     pub fn name(self) -> String {
         match self {
             Fault::Reset => "connection reset".into(),
@@ -46,6 +55,11 @@ impl Fault {
             Fault::Throttle => "throttling error".into(),
         }
     }
+}
+
+/// `make chaos` runs the tests with `CHAOS=full`: every fault, more kills, longer faults.
+pub fn full() -> bool {
+    std::env::var("CHAOS").is_ok_and(|v| v == "full")
 }
 
 #[derive(Clone, Default)]

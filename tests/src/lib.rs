@@ -199,6 +199,38 @@ impl Harness {
         origin
     }
 
+    /// A queue of the calling test's own, so no worker of the stack takes its messages.
+    pub async fn own_queue(&self, name: &str) -> String {
+        let sqs = self.sqs().await;
+        let out = sqs.create_queue().queue_name(format!("{name}-{}", ulid::Ulid::generate())).send().await.expect("a queue");
+        out.queue_url.expect("its url")
+    }
+
+    /// The event SQS would hand a worker: the queue's waiting messages (up to 10), taken off
+    /// the queue, as the event source mapping hands them over.
+    pub async fn take_event(&self, queue: &str) -> Option<shared::sqs::SqsEvent> {
+        let sqs = self.sqs().await;
+        let out = sqs
+            .receive_message()
+            .queue_url(queue)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .visibility_timeout(30)
+            .send()
+            .await
+            .ok()?;
+        let msgs = out.messages.unwrap_or_default();
+        if msgs.is_empty() {
+            return None;
+        }
+        for m in &msgs {
+            sqs.delete_message().queue_url(queue).receipt_handle(m.receipt_handle().unwrap_or_default()).send().await.expect("delete");
+        }
+        let records =
+            msgs.iter().map(|m| shared::sqs::message(m.message_id().unwrap_or_default(), "r", m.body().unwrap_or_default())).collect();
+        Some(shared::sqs::event(records))
+    }
+
     /// A gateway whose every rate class is generous (1000/s): for tests that send many
     /// requests to routes whose class allows few (`gdpr_export`), such as the fuzzer's.
     pub async fn generous_gateway(&self) -> String {

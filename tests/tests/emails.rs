@@ -721,9 +721,8 @@ async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a
 #[tokio::test]
 async fn feedback_for_an_email_whose_send_went_unrecorded_still_reaches_it() {
     let h = harness();
-    let sqs = h.sqs().await;
     // A queue of this test's own: no stack worker sends the email before the faulty sender.
-    let queue = sqs.create_queue().queue_name(format!("unknown-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap();
+    let queue = h.own_queue("unknown").await;
     let mut cfg = h.config.clone();
     cfg.emails_queue_url = queue;
     let (ws, key) = h.workspace("feedback unknown").await;

@@ -537,8 +537,7 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     assert_eq!(finished(&c, &format!("/contacts/imports/{}", imp["id"].as_str().unwrap())).await["created"], 1500);
 
     // Jobs of this test go to a queue no worker polls: the test is the worker.
-    let sqs = h.sqs().await;
-    let q = sqs.create_queue().queue_name(format!("gdpr-test-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap();
+    let q = h.own_queue("gdpr-test").await;
     let mut cfg = h.config.clone();
     cfg.gdpr_queue_url = q;
     cfg.export_part_bytes = 1024;

@@ -11,9 +11,7 @@ use e2e::{Client, harness};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-fn full() -> bool {
-    std::env::var("CHAOS").is_ok_and(|v| v == "full")
-}
+use e2e::faults::full;
 
 /// One worker process's run of `event`: its batch answer, or `None` when `kill` came first
 /// (a future that ends when the process is to die).
@@ -53,21 +51,18 @@ async fn run(
     Some(serde_json::from_str(line).expect("a batch answer"))
 }
 
-/// The event SQS would hand the worker: the queue's messages, received (and left invisible
-/// for a while, as the event source mapping does).
-async fn event_from(sqs: &aws_sdk_sqs::Client, queue: &str) -> Option<Value> {
-    let out =
-        sqs.receive_message().queue_url(queue).max_number_of_messages(10).wait_time_seconds(1).visibility_timeout(30).send().await.ok()?;
-    let msgs = out.messages.unwrap_or_default();
-    if msgs.is_empty() {
-        return None;
-    }
-    for m in &msgs {
-        sqs.delete_message().queue_url(queue).receipt_handle(m.receipt_handle().unwrap_or_default()).send().await.expect("delete");
-    }
-    let records =
-        msgs.iter().map(|m| shared::sqs::message(m.message_id().unwrap_or_default(), "r", m.body().unwrap_or_default())).collect();
-    Some(serde_json::to_value(shared::sqs::event(records)).expect("event"))
+/// The event SQS would hand the worker, as the worker process takes it.
+async fn event_from(queue: &str) -> Option<Value> {
+    harness().take_event(queue).await.map(|ev| serde_json::to_value(ev).expect("event"))
+}
+
+/// The functions' environment with these variables replaced (the test's own queues, moto
+/// through the fault proxy as `AWS_ENDPOINT_URL`).
+fn worker_env(replaced: Vec<(&str, String)>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = harness().env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    env.retain(|(k, _)| !replaced.iter().any(|(r, _)| r == k));
+    env.extend(replaced.into_iter().map(|(k, v)| (k.to_string(), v)));
+    env
 }
 
 /// What became of one worker's work.
@@ -95,8 +90,7 @@ where
     G: Fn() -> Gut,
     Gut: std::future::Future<Output = f64>,
 {
-    let sqs = harness().sqs().await;
-    let first = event_from(&sqs, queue).await.expect("the work's message");
+    let first = event_from(queue).await.expect("the work's message");
     let (mut runs, mut mid_work) = (0, 0);
     for _ in 0..kills {
         let before = progress().await;
@@ -122,7 +116,7 @@ where
                 pending.push(ev);
             }
         }
-        if let Some(ev) = event_from(&sqs, queue).await {
+        if let Some(ev) = event_from(queue).await {
             pending.push(ev);
         }
         if pending.is_empty() && settled().await {
@@ -144,12 +138,7 @@ struct Stack {
 
 async fn stack() -> Stack {
     let h = harness();
-    let sqs = h.sqs().await;
-    let queue = |name: &'static str| {
-        let sqs = sqs.clone();
-        async move { sqs.create_queue().queue_name(format!("crash-{name}-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap() }
-    };
-    let (emails, imports, gdpr) = (queue("emails").await, queue("imports").await, queue("gdpr").await);
+    let (emails, imports, gdpr) = (h.own_queue("crash-emails").await, h.own_queue("crash-imports").await, h.own_queue("crash-gdpr").await);
     let mut cfg = h.generous_config();
     cfg.emails_queue_url = emails.clone();
     cfg.contact_imports_queue_url = imports.clone();
@@ -158,17 +147,15 @@ async fn stack() -> Stack {
     // SES answers the workers 300 ms late, so a kill can land between two sends.
     let moto = e2e::faults::FaultProxy::start(&h.moto_endpoint).await;
     moto.set(e2e::faults::Fault::Latency(Duration::from_millis(300)), Some("ses"));
-    let mut env: Vec<(String, String)> = h.env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    env.retain(|(k, _)| !matches!(k.as_str(), "EMAILS_QUEUE_URL" | "CONTACT_IMPORTS_QUEUE_URL" | "GDPR_QUEUE_URL" | "AWS_ENDPOINT_URL"));
-    env.extend([
-        ("AWS_ENDPOINT_URL".into(), moto.url.clone()),
-        ("EMAILS_QUEUE_URL".into(), emails.clone()),
-        ("CONTACT_IMPORTS_QUEUE_URL".into(), imports.clone()),
-        ("GDPR_QUEUE_URL".into(), gdpr.clone()),
+    let env = worker_env(vec![
+        ("AWS_ENDPOINT_URL", moto.url.clone()),
+        ("EMAILS_QUEUE_URL", emails.clone()),
+        ("CONTACT_IMPORTS_QUEUE_URL", imports.clone()),
+        ("GDPR_QUEUE_URL", gdpr.clone()),
         // A killed sender's claim ends after this (production: 90 s, past the Lambda timeout).
-        ("EMAIL_CLAIM_SECS".into(), "20".into()),
+        ("EMAIL_CLAIM_SECS", "20".into()),
         // Many small parts, so a kill lands between uploads.
-        ("EXPORT_PART_BYTES".into(), "2048".into()),
+        ("EXPORT_PART_BYTES", "2048".into()),
     ]);
     Stack { env, emails, imports, gdpr, base, moto }
 }
@@ -288,24 +275,18 @@ async fn workers_killed_mid_work_finish_it_exactly_once() {
 async fn the_dispatcher_and_the_inbound_mail_worker_killed_mid_work_lose_nothing() {
     let h = harness();
     let sqs = h.sqs().await;
-    let queue = |name: &'static str| {
-        let sqs = sqs.clone();
-        async move { sqs.create_queue().queue_name(format!("crash-{name}-{}", ulid::Ulid::generate())).send().await.unwrap().queue_url.unwrap() }
-    };
-    let (events, inbound) = (queue("events").await, queue("inbound").await);
+    let (events, inbound) = (h.own_queue("crash-events").await, h.own_queue("crash-inbound").await);
     let mut cfg = h.generous_config();
     cfg.events_queue_url = events.clone();
     cfg.deliveries_queue_url = events.clone();
     let base = h.gateway_with(cfg).await;
     let moto = e2e::faults::FaultProxy::start(&h.moto_endpoint).await;
     moto.set(e2e::faults::Fault::Latency(Duration::from_millis(300)), Some("s3"));
-    let mut env: Vec<(String, String)> = h.env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    env.retain(|(k, _)| !matches!(k.as_str(), "EVENTS_QUEUE_URL" | "DELIVERIES_QUEUE_URL" | "INBOUND_MAIL_QUEUE_URL" | "AWS_ENDPOINT_URL"));
-    env.extend([
-        ("AWS_ENDPOINT_URL".into(), moto.url.clone()),
-        ("EVENTS_QUEUE_URL".into(), events.clone()),
-        ("DELIVERIES_QUEUE_URL".into(), events.clone()),
-        ("INBOUND_MAIL_QUEUE_URL".into(), inbound.clone()),
+    let env = worker_env(vec![
+        ("AWS_ENDPOINT_URL", moto.url.clone()),
+        ("EVENTS_QUEUE_URL", events.clone()),
+        ("DELIVERIES_QUEUE_URL", events.clone()),
+        ("INBOUND_MAIL_QUEUE_URL", inbound.clone()),
     ]);
     let (ws, key) = h.workspace("crashes dispatch").await;
     let c = Client::new(&base, &key);
