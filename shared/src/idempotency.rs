@@ -45,6 +45,13 @@ struct Commits {
     hidden: bool,
 }
 
+impl Commits {
+    fn applied(&mut self, tx: String) {
+        self.hidden |= self.unknown;
+        self.known = Some(tx);
+    }
+}
+
 impl Reservation {
     pub(crate) fn pk(&self) -> &str {
         &self.pk
@@ -116,8 +123,7 @@ impl Witness {
         crate::metrics::record_action("dynamodb:UpdateItem");
         let e = match db.transact(items).await {
             Ok(()) => {
-                commits.hidden |= commits.unknown;
-                commits.known = Some(tx);
+                commits.applied(tx);
                 return Ok(());
             }
             // Only if the request outlived its key's lease (never within its budget).
@@ -134,14 +140,13 @@ impl Witness {
         match db.get(&self.pk, &self.sk).await {
             Ok(item) if item.as_ref().and_then(|i| get_str(i, "last_tx")) == Some(tx.as_str()) => {
                 tracing::warn!(error = %e.message, "a transaction's answer was lost; its witness shows it applied");
-                commits.hidden |= commits.unknown;
-                commits.known = Some(tx);
+                commits.applied(tx);
                 Ok(())
             }
-            // Not applied yet; if it lands late, `release` sees `last_tx` moved (and after the
-            // release, the witness's condition refuses it).
-            Ok(_) => Err(TxError::Api(e)),
-            Err(_) => {
+            // Not applied, or not yet, or not known (the read-back failed): it may still land.
+            // If nothing applies after it, `release` sees whether `last_tx` moved (and after
+            // the release, the witness's condition refuses it); a later applied one hides it.
+            _ => {
                 commits.unknown = true;
                 Err(TxError::Api(e))
             }

@@ -181,14 +181,15 @@ impl Tx {
         let items = self.ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
         // A request with an Idempotency-Key has its transactions witnessed (one more write,
         // no more round trips): a lost answer is then read back rather than guessed.
-        let witness = crate::idempotency::Witness::current().filter(|_| !items.is_empty());
-        if witness.is_some() && items.len() >= 100 {
-            // No room for the witness's write: a lost answer here is guessed, as without a key.
-            tracing::warn!(writes = items.len(), "a full transaction is not witnessed");
-        }
-        match witness.filter(|_| items.len() < 100) {
-            Some(w) => w.commit(&app.db, items).await?,
-            None => app.db.transact(items).await?,
+        match crate::idempotency::Witness::current().filter(|_| !items.is_empty()) {
+            Some(w) if items.len() < 100 => w.commit(&app.db, items).await?,
+            witness => {
+                if witness.is_some() {
+                    // No room for the witness's write: a lost answer here is guessed, as without a key.
+                    tracing::warn!(writes = items.len(), "a full transaction is not witnessed");
+                }
+                app.db.transact(items).await?
+            }
         }
         publish(app, &self.events).await;
         Ok(())
