@@ -24,8 +24,6 @@ use shared::sqs::{BatchResponse, SqsEvent};
 use shared::store::{self, Item, TxError, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 
-/// A variant's claim: longer than one publish call with its retries can take.
-const LEASE_SECS: i64 = 120;
 /// How far ahead the tick queues posts (its period on AWS), with a delay until their time.
 const TICK_AHEAD_SECS: i64 = 60;
 /// Attempts of a variant with transient failures before it is failed.
@@ -189,7 +187,7 @@ impl Publisher {
                 .when("attribute_not_exists(pk) OR (#st = :publishing AND claim_until < :now) OR (#st = :waiting AND retry_at <= :now)")
                 .value(":publishing", s("publishing"))
                 .value(":waiting", s("waiting"))
-                .value(":until", n(now + LEASE_SECS))
+                .value(":until", n(now + app.cfg.publish_lease_secs))
                 .value(":now", n(now))
                 .value(":zero", n(0))
                 .value(":one", n(1))

@@ -20,6 +20,11 @@ pub struct Config {
     pub gdpr_queue_url: String,
     /// Website scans to run (`functions/scanner`).
     pub scans_queue_url: String,
+    /// How long the publisher's claim on a post's variant lasts (`PUBLISH_LEASE_SECS`, default
+    /// 120, at least 10): longer than one publish run (the function's 60 s timeout), so a live
+    /// run never loses its claim; after a crashed one's, the next run publishes it with the
+    /// same idempotency key.
+    pub publish_lease_secs: i64,
     /// S3 bucket of export documents (SSE, objects expire after 7 days).
     pub exports_bucket: String,
     /// S3 bucket of inbound mail (raw messages SES stores under `inbound/`) and the helpdesk's
@@ -267,6 +272,10 @@ impl Config {
             publish_queue_url: var("PUBLISH_QUEUE_URL")?,
             gdpr_queue_url: var("GDPR_QUEUE_URL")?,
             scans_queue_url: var("SCANS_QUEUE_URL")?,
+            publish_lease_secs: match vars("PUBLISH_LEASE_SECS") {
+                Some(v) => v.parse().ok().filter(|s: &i64| *s >= 10).ok_or("PUBLISH_LEASE_SECS: seconds, at least 10")?,
+                None => 120,
+            },
             exports_bucket: var("EXPORTS_BUCKET")?,
             mail_bucket: var("MAIL_BUCKET")?,
             export_part_bytes: match vars("EXPORT_PART_BYTES") {
@@ -340,5 +349,10 @@ mod tests {
         let bad: &'static [(&str, &str)] = Box::leak([BASE, &[("REQUEST_TIMEOUT_MS", "60000")]].concat().into_boxed_slice());
         assert!(Config::from_vars(&vars(bad)).unwrap_err().contains("REQUEST_TIMEOUT_MS"));
         assert!(Config::from_vars(&vars(&BASE[1..])).unwrap_err().contains("TABLE_NAME"));
+        assert_eq!(Config::from_vars(&vars(BASE)).unwrap().publish_lease_secs, 120);
+        for (v, ok) in [("10", true), ("9", false), ("soon", false)] {
+            let set: &'static [(&str, &str)] = Box::leak([BASE, &[("PUBLISH_LEASE_SECS", v)]].concat().into_boxed_slice());
+            assert_eq!(Config::from_vars(&vars(set)).is_ok(), ok, "PUBLISH_LEASE_SECS={v}");
+        }
     }
 }

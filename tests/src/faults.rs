@@ -26,6 +26,9 @@ pub enum Fault {
     Hang,
     /// Answered, this much later.
     Latency(Duration),
+    /// The request reaches the service at once (its work is done), the answer this much
+    /// later: the window in which a caller that dies has made an effect it never recorded.
+    SlowAnswer(Duration),
     /// The answer starts (status, headers, half the body) and the connection closes.
     Cut,
     /// A 500 with the service's own error body.
@@ -50,6 +53,7 @@ impl Fault {
             Fault::Reset => "connection reset".into(),
             Fault::Hang => "hang".into(),
             Fault::Latency(d) => format!("latency {} ms", d.as_millis()),
+            Fault::SlowAnswer(d) => format!("answer {} ms late", d.as_millis()),
             Fault::Cut => "answer cut midway".into(),
             Fault::ServerError => "500".into(),
             Fault::Throttle => "throttling error".into(),
@@ -105,8 +109,9 @@ impl FaultProxy {
         self.set_on(fault, service, &[]);
     }
 
-    /// Apply `fault` to some operations of a JSON-protocol service only (named in the
-    /// request's `X-Amz-Target`, e.g. DynamoDB's `TransactWriteItems`).
+    /// Apply `fault` to some operations only: a JSON-protocol AWS service's, named in the
+    /// request's `X-Amz-Target` (DynamoDB's `TransactWriteItems`), or an XRPC method's, named
+    /// by its path's last part (`/xrpc/com.atproto.repo.createRecord`: `createRecord`).
     pub fn set_on(&self, fault: Fault, service: Option<&str>, operations: &[&str]) {
         let mut s = self.state.lock().expect("state");
         s.fault = Some((fault, service.map(String::from), operations.iter().map(|o| o.to_string()).collect()));
@@ -142,7 +147,13 @@ async fn handle(
     state: &Mutex<State>,
 ) -> Result<http::Response<Body>, std::io::Error> {
     let service = service_of(req.headers());
-    let operation = req.headers().get("x-amz-target").and_then(|v| v.to_str().ok()).and_then(|t| t.rsplit('.').next()).map(String::from);
+    let operation = req
+        .headers()
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().path().strip_prefix("/xrpc/"))
+        .and_then(|t| t.rsplit('.').next())
+        .map(String::from);
     let fault = {
         let mut s = state.lock().expect("state");
         let f = s
@@ -167,7 +178,7 @@ async fn handle(
         Some(Fault::ServerError) => return Ok(error_answer(service.as_deref(), false)),
         Some(Fault::Throttle) => return Ok(error_answer(service.as_deref(), true)),
         Some(Fault::Latency(d)) => tokio::time::sleep(d).await,
-        Some(Fault::Cut) | None => {}
+        Some(Fault::Cut | Fault::SlowAnswer(_)) | None => {}
     }
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
@@ -186,6 +197,9 @@ async fn handle(
         }
     }
     let bytes = resp.bytes().await.map_err(std::io::Error::other)?;
+    if let Some(Fault::SlowAnswer(d)) = fault {
+        tokio::time::sleep(d).await;
+    }
     if fault == Some(Fault::Cut) {
         // The full length is announced, half is sent, then the stream fails and hyper drops
         // the connection.

@@ -350,6 +350,101 @@ async fn the_dispatcher_and_the_inbound_mail_worker_killed_mid_work_lose_nothing
     }
 }
 
+/// The publisher and the scanner, killed the same way. The publisher is killed once its post
+/// exists at the Bluesky PDS (the reference PDS; `createRecord`'s answer comes 2 s late), so
+/// the remote effect happened and was never recorded: once its claim on the variant ends, the
+/// next run must find that post by its derived record key and not post again. The scanner is
+/// killed while it fetches the site (a page that answers 300 ms late): the scan must end once,
+/// `completed` (or `failed` after its three attempts, as documented).
+#[tokio::test]
+async fn the_publisher_and_the_scanner_killed_mid_work_end_their_work_once() {
+    let h = harness();
+    let (publish, scans) = (h.own_queue("crash-publish").await, h.own_queue("crash-scans").await);
+    let mut cfg = h.generous_config();
+    cfg.publish_queue_url = publish.clone();
+    cfg.scans_queue_url = scans.clone();
+    let base = h.gateway_with(cfg).await;
+    let env = worker_env(vec![
+        ("PUBLISH_QUEUE_URL", publish.clone()),
+        ("SCANS_QUEUE_URL", scans.clone()),
+        // A killed publisher's claim on the variant ends after this (production: 120 s).
+        ("PUBLISH_LEASE_SECS", "10".into()),
+    ]);
+    let (_, key) = h.workspace("crashes publish").await;
+    let c = Client::new(&base, &key);
+    let kills = if full() { 6 } else { 1 };
+    let mut report = vec![];
+
+    // The publisher: one post to Bluesky through a proxy that answers createRecord late.
+    let pds = tools::pds::LocalPds::start().await.expect("the local PDS (make deps installs it)");
+    let proxy = e2e::faults::FaultProxy::start(&pds.url).await;
+    let account = pds.account("crashed").await.unwrap();
+    let r = c
+        .post(
+            "/channels",
+            &json!({"type": "bluesky", "credentials": {"handle": account.handle, "app_password": account.app_password, "service_url": proxy.url}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let channel = r.json["data"]["id"].as_str().unwrap().to_string();
+    proxy.set_on(e2e::faults::Fault::SlowAnswer(Duration::from_secs(2)), None, &["createRecord"]);
+    let marker = format!("crash{}", ulid::Ulid::generate().to_string().to_lowercase());
+    let post = e2e::created(&c, "/posts", json!({"content": format!("Killed mid-publish {marker}"), "channel_ids": [channel]}), 201).await;
+    let path = format!("/posts/{}", post["id"].as_str().unwrap());
+    let r = c.post(&format!("{path}/publish"), &json!({})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let remote = || async {
+        let posts = pds.posts(&account.did).await.unwrap_or_default();
+        posts.iter().filter(|p| p["value"]["text"].as_str().is_some_and(|t| t.contains(&marker))).count()
+    };
+    let progress = || async { remote().await as f64 };
+    let done = || async { matches!(c.get(&path).await.json["data"]["status"].as_str(), Some("published" | "failed" | "partially_failed")) };
+    let crashed = crash_and_finish("publisher", &env, &publish, kills, progress, done).await;
+    let post = c.get(&path).await.json["data"].clone();
+    assert_eq!(post["status"], "published", "{post}");
+    assert_eq!(remote().await, 1, "one post at the PDS");
+    assert!(post["variants"][0]["remote_id"].as_str().is_some_and(|id| id.starts_with("at://")), "{post}");
+    report.push(format!(
+        "| publisher (Bluesky) | {kills} | {} | {} | 1 post: published, one record at the PDS |",
+        crashed.mid_work, crashed.runs
+    ));
+
+    // The scanner: one scan of a page that answers 300 ms late. Past the scan's three attempts
+    // it is failed by design, so at most two kills here.
+    let site = e2e::receiver::Receiver::start().await;
+    site.serve_file(
+        "/",
+        "text/html; charset=utf-8",
+        b"<!doctype html><html lang=\"en\"><head><title>Crash</title></head><body><h1>Hi</h1></body></html>".to_vec(),
+    );
+    site.set_delay(Duration::from_millis(300));
+    let scan_kills = kills.min(2);
+    let scan = e2e::created(&c, "/scans", json!({"url": format!("{}/", site.origin()), "force": true}), 202).await;
+    let path = format!("/scans/{}", scan["id"].as_str().unwrap());
+    let progress = || async { site.hits("/") as f64 };
+    let done = || async { matches!(c.get(&path).await.json["data"]["status"].as_str(), Some("completed" | "failed")) };
+    let crashed = crash_and_finish("scanner", &env, &scans, scan_kills, progress, done).await;
+    let scan = c.get(&path).await.json["data"].clone();
+    assert_eq!(scan["status"], "completed", "{scan}");
+    assert!(scan["score"].is_u64() && scan["completed_at"].is_string(), "{scan}");
+    // Each kill that found it fetching had claimed it: one attempt each, and the last one.
+    let attempts = scan["attempts"].as_u64().unwrap_or_default() as usize;
+    assert!((crashed.mid_work + 1..=3).contains(&attempts), "{attempts} attempts after {} kills mid-scan: {scan}", crashed.mid_work);
+    report.push(format!(
+        "| scanner | {scan_kills} | {} | {} | 1 scan: completed once, {} attempts |",
+        crashed.mid_work, crashed.runs, scan["attempts"]
+    ));
+
+    let table = format!(
+        "| worker | kills (SIGKILL) | kills that left the work half done | runs in all | outcome |\n|---|---|---|---|---|\n{}",
+        report.join("\n")
+    );
+    println!("{table}");
+    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
+        e2e::load::splice(&doc, "crashes-publish", &table);
+    }
+}
+
 /// The worker process: what a worker's `main.rs` does with one invocation (clients from the
 /// functions' environment, the event to the worker's domain code), run by the test above.
 #[tokio::test]
@@ -364,6 +459,8 @@ async fn worker_process() {
         "gdpr-worker" => domain::gdpr::worker::handle_sqs(&app, event).await,
         "dispatcher" => domain::webhooks::dispatch::Dispatcher::new(app).expect("a dispatcher").handle_sqs(event).await,
         "inbound-mail" => domain::helpdesk::mail::handle_sqs(&app, event).await,
+        "publisher" => domain::publishing::Publisher::new(app).expect("a publisher").handle_sqs(event).await,
+        "scanner" => domain::scans::scanner::handle_sqs(&app, event).await,
         other => panic!("no worker {other}"),
     };
     println!("CRASH_RESULT {}", serde_json::to_string(&answer).expect("serializes"));
