@@ -53,10 +53,16 @@ impl Subject {
         n
     }
 
-    /// Does this address (or recipient entry, `Name <addr>`) name one of the subject's addresses?
+    /// Is this address (or recipient entry, `Name <addr>`) one of the subject's addresses? The
+    /// whole address, not a part: erasing `ada@example.com` leaves `lada@example.com` alone.
     pub fn addressed(&self, entry: &str) -> bool {
-        let e = entry.to_lowercase();
-        self.emails().any(|a| e.contains(a))
+        let e = entry.trim();
+        let bare = match (e.rfind('<'), e.strip_suffix('>')) {
+            (Some(open), Some(inner)) => &inner[open + 1..],
+            _ => e,
+        };
+        let bare = bare.trim().to_lowercase();
+        self.emails().any(|a| a == bare)
     }
 
     /// Is this item someone else's: linked to another contact and naming the subject only by a
@@ -223,6 +229,18 @@ pub fn tombstone_hash(key: &[u8], ws: &WorkspaceId, email: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_is_the_subjects_only_by_its_whole_address() {
+        let s = Subject { email: "ada@example.com".into(), former_emails: vec!["a.l@old.example".into()], ..Default::default() };
+        for yes in ["ada@example.com", " ADA@Example.com ", "Ada L <ada@example.com>", "\"Ada, L\" <Ada@Example.COM>", "<a.l@old.example>"]
+        {
+            assert!(s.addressed(yes), "{yes}");
+        }
+        for no in ["lada@example.com", "ada@example.com.evil", "Ada <lada@example.com>", "ada@example.co", "", "<>"] {
+            assert!(!s.addressed(no), "{no}");
+        }
+    }
 
     #[test]
     fn mentions_are_found_in_nested_values_and_case_insensitively() {

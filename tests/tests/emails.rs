@@ -746,7 +746,7 @@ async fn feedback_for_an_email_whose_send_went_unrecorded_still_reaches_it() {
     let bounce = json!({"eventType": "Bounce", "mail": {"messageId": mid, "tags": {"email_id": [id], "workspace_id": [ws]}},
         "bounce": {"bounceType": "Permanent", "bounceSubType": "General", "timestamp": "2026-11-22T10:00:02.000Z",
             "bouncedRecipients": [{"emailAddress": "lost-answer@example.org", "diagnosticCode": "smtp; 550 5.1.1 user unknown"}]}});
-    let n = domain::sending::feedback::parse(&sns_envelope(bounce)).expect("a notification");
+    let n = domain::sending::feedback::parse(&sns_envelope(bounce.clone())).expect("a notification");
     domain::sending::feedback::apply(&h.sender().await, &n).await.expect("applied");
     let e = c.get(&format!("/emails/{id}")).await.json["data"].clone();
     assert_eq!((e["status"].as_str(), e["provider_message_id"].as_str()), (Some("bounced"), Some(mid.as_str())), "{e}");
@@ -762,4 +762,13 @@ async fn feedback_for_an_email_whose_send_went_unrecorded_still_reaches_it() {
     let n = domain::sending::feedback::parse(&sns_envelope(complaint)).expect("a notification");
     domain::sending::feedback::apply(&h.sender().await, &n).await.expect("applied");
     assert_eq!(c.get(&format!("/emails/{id}")).await.json["data"]["status"], "complained");
+    let reason = || async {
+        let list = c.get("/emails/suppressions?limit=100").await.json["data"].clone();
+        list.as_array().unwrap().iter().find(|s| s["address"] == "lost-answer@example.org").map(|s| s["reason"].clone())
+    };
+    assert_eq!(reason().await, Some(json!("complained")));
+    // A late copy of the bounce leaves the complaint as it is: a complaint is never downgraded.
+    let n = domain::sending::feedback::parse(&sns_envelope(bounce)).expect("a notification");
+    domain::sending::feedback::apply(&h.sender().await, &n).await.expect("applied");
+    assert_eq!(reason().await, Some(json!("complained")));
 }

@@ -280,6 +280,15 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     assert_eq!(mail["status"], "suppressed", "{mail}");
     assert_eq!(mail["suppressed_recipients"][0]["reason"], "erased");
     assert!(!mail.to_string().contains(&addr), "not stored again, even as suppressed: {mail}");
+    // Nor as a reply-to, which would be kept on the email and go out with it.
+    let r = c
+        .post(
+            "/emails",
+            &json!({"from": from, "to": ["someone-else@example.org"], "reply_to": [addr.to_uppercase()], "subject": "Hi", "text": "x"}),
+        )
+        .await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("reply_to")), "{}", r.json);
+    assert!(!r.json.to_string().to_lowercase().contains(&addr), "{}", r.json);
 
     // Twice is harmless: the second run finds only what named them since (the refused
     // import's rows), and nothing of their records.
@@ -721,4 +730,19 @@ async fn feedback_during_an_erasure_names_no_one() {
     assert!(!list.json.to_string().contains(&addr), "{}", list.json);
     let again = created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "s", "text": "t"}), 202).await;
     assert_eq!(again["status"], "suppressed", "{again}");
+
+    // The tombstone landing between feedback's look and its write (an erasure that began in
+    // between): the suppression's write checks the tombstone itself, so the address is still
+    // kept by its hash only, and a plain one is written for an address with no tombstone.
+    let late = format!("late-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let tomb = domain::privacy::tombstone_sk(&app, &wsid, &late).await.unwrap();
+    let item = shared::store::Record::new(shared::store::ws_pk(&wsid), tomb, &json!({"object": "erasure_tombstone"})).unwrap().item;
+    app.db.batch_put(vec![item]).await.unwrap();
+    let alive = format!("alive-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    domain::emails::suppressions::add(&app, &wsid, &[late.clone(), alive.clone()], "bounced", None).await.unwrap();
+    let list = c.get("/emails/suppressions?limit=100").await.json["data"].clone();
+    let listed = |a: &str| list.as_array().unwrap().iter().find(|s| s["address"] == a).map(|s| s["reason"].clone());
+    assert_eq!((listed(&late), listed(&alive)), (None, Some(json!("bounced"))), "{list}");
+    let hashed = app.db.query_page(keys_query(&ws, &domain::keys::ERASED_SUPPRESSION.sk_prefix(&[]))).await.unwrap();
+    assert_eq!(hashed.items.len(), 2, "the two erased addresses, by their hashes");
 }

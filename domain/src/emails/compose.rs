@@ -319,7 +319,8 @@ pub async fn recipients_of(app: &App, ws: &WorkspaceId, ids: Vec<String>, addrs:
 pub async fn load_context(app: &App, ws: &WorkspaceId, drafts: &[&Draft]) -> ApiResult<Context> {
     let slugs: Vec<&str> = drafts.iter().filter_map(|d| d.input.template_slug.as_deref()).collect();
     let ids: Vec<String> = drafts.iter().filter_map(|d| d.input.contact_id.clone()).collect();
-    let mut addrs: Vec<String> = drafts.iter().flat_map(|d| d.recipients().cloned()).collect();
+    // Reply-to addresses too: their tombstones are read with the recipients'.
+    let mut addrs: Vec<String> = drafts.iter().flat_map(|d| d.recipients().chain(&d.reply_to).cloned()).collect();
     addrs.sort();
     addrs.dedup();
     let (domains, templates, recipients) = futures_util::future::try_join3(
@@ -371,6 +372,11 @@ fn check_references(d: &Draft, ctx: &Context, errs: &mut Errors) {
         && !ctx.recipients.contacts.contains_key(c)
     {
         errs.add("contact_id", "no such contact in this workspace");
+    }
+    // An erased address is not stored again: a recipient is suppressed (and redacted, see
+    // `finish`), a reply-to is refused, as it would be kept on the email and go out with it.
+    if d.reply_to.iter().any(|a| ctx.recipients.suppressed.get(a).is_some_and(|r| r == "erased")) {
+        errs.add("reply_to", crate::privacy::ERASED_MESSAGE);
     }
 }
 

@@ -38,23 +38,45 @@ pub fn item(ws: &WorkspaceId, s: &Suppression) -> ApiResult<Item> {
     Ok(Record::new(ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(&[&s.address]), s)?.item)
 }
 
-/// Suppress these addresses (an upsert: a second bounce or a complaint updates the reason).
+/// A suppression's write may not replace a complaint with a bounce (a complaint always wins).
+const KEEPS_COMPLAINT: &str = "attribute_not_exists(sk) OR #r <> :complained";
+const COMPLAINED: &str = "complained";
+
+/// Put `item` unless that would downgrade a complaint, in `tx`.
+fn put_keeping_complaint(tx: Tx, item: Item, reason: &str) -> Tx {
+    if reason == COMPLAINED {
+        return tx.put(item);
+    }
+    tx.put_if_named(item, KEEPS_COMPLAINT, &[("#r", "reason")], vec![(":complained", store::s(COMPLAINED))])
+}
+
+/// Suppress these addresses, one transaction each. A complaint is never downgraded: a later
+/// bounce leaves `complained` as it is. And an address erased since the caller looked (its
+/// tombstone written by an erasure that began meanwhile) is never written plain: the
+/// transaction checks the tombstone is absent, and if it is there the address is suppressed by
+/// its hash only, as after the erasure. An erasure writes the tombstone before it turns plain
+/// entries into hashed ones, so every plain entry is either refused or found by it.
 pub async fn add(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str, email_id: Option<&str>) -> ApiResult<()> {
     let now = shared::ids::Timestamp::now();
-    let items = addresses
-        .iter()
-        .map(|a| {
-            let s = Suppression {
-                address: a.to_ascii_lowercase(),
-                object: "email_suppression".into(),
-                reason: reason.into(),
-                email_id: email_id.map(EmailId::from),
-                created_at: now,
-            };
-            item(ws, &s)
-        })
-        .collect::<ApiResult<Vec<_>>>()?;
-    app.db.batch_put(items).await
+    let addresses: Vec<String> = addresses.iter().map(|a| a.to_lowercase()).collect();
+    let tombstones = crate::privacy::tombstone_keys(app, ws, &addresses).await?;
+    let writes = tombstones.into_iter().map(|(tomb_sk, address)| async move {
+        let s = Suppression {
+            address: address.clone(),
+            object: "email_suppression".into(),
+            reason: reason.into(),
+            email_id: email_id.map(EmailId::from),
+            created_at: now,
+        };
+        let tx = put_keeping_complaint(Tx::new(), item(ws, &s)?, reason).check(ws_pk(ws), tomb_sk, "attribute_not_exists(sk)");
+        match tx.commit(app).await {
+            // Condition 0: a complaint is there already.
+            Ok(()) | Err(store::TxError::Condition(0)) => Ok(()),
+            Err(store::TxError::Condition(_)) => add_erased(app, ws, std::slice::from_ref(&address), reason).await,
+            Err(store::TxError::Api(e)) => Err(e),
+        }
+    });
+    futures_util::future::try_join_all(writes).await.map(|_| ())
 }
 
 /// The suppression keys of these addresses, to read with other look-ups in one BatchGetItem.
@@ -81,7 +103,14 @@ pub async fn hash_entry(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()
     let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, address);
     let reason = store::get_str(&item, "reason").unwrap_or("bounced");
     let hashed = erased_item(ws, &hash, reason, store::get_str(&item, "created_at"))?;
-    Tx::new().put(hashed).delete_if(ws_pk(ws), sk, "", vec![]).commit(app).await.map_err(store::TxError::stale)
+    let res = put_keeping_complaint(Tx::new(), hashed, reason).delete_if(ws_pk(ws), sk.clone(), "", vec![]).commit(app).await;
+    match res {
+        // A complaint hashed already (feedback after the tombstone): the plain entry just goes.
+        Err(store::TxError::Condition(0)) => {
+            Tx::new().delete_if(ws_pk(ws), sk, "", vec![]).commit(app).await.map_err(store::TxError::stale)
+        }
+        other => other.map_err(store::TxError::stale),
+    }
 }
 
 fn erased_item(ws: &WorkspaceId, hash: &str, reason: &str, created_at: Option<&str>) -> ApiResult<Item> {
@@ -89,15 +118,25 @@ fn erased_item(ws: &WorkspaceId, hash: &str, reason: &str, created_at: Option<&s
     Ok(Record::new(ws_pk(ws), keys::ERASED_SUPPRESSION.sk(&[hash]), &entry)?.item)
 }
 
-/// Suppress erased addresses by their hash only (feedback that came after the erasure).
+/// Suppress erased addresses by their hash only (feedback that came after the erasure),
+/// never downgrading a complaint.
 pub async fn add_erased(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str) -> ApiResult<()> {
     if addresses.is_empty() {
         return Ok(());
     }
     let hashes = crate::privacy::address_hashes(app, ws, addresses).await?;
     let now = shared::ids::Timestamp::now().to_string();
-    let items = hashes.keys().map(|h| erased_item(ws, h, reason, Some(&now))).collect::<ApiResult<Vec<_>>>()?;
-    app.db.batch_put(items).await
+    let writes = hashes.keys().map(|h| {
+        let now = &now;
+        async move {
+            let mut w = app.db.put(erased_item(ws, h, reason, Some(now))?);
+            if reason != COMPLAINED {
+                w = w.when(KEEPS_COMPLAINT).name("#r", "reason").value(":complained", store::s(COMPLAINED));
+            }
+            w.apply().await.map(|_| ())
+        }
+    });
+    futures_util::future::try_join_all(writes).await.map(|_| ())
 }
 
 /// The hashed suppression's key of an address whose tombstone hash is `hash`.
