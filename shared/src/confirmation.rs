@@ -202,7 +202,7 @@ pub async fn begin(
         _ => "",
     };
     let body_sha256 = crate::crypto::sha256_hex(req.body);
-    let (reservation, item, cond, values) = idempotency::reservation(ws, key, fingerprint);
+    let (reservation, item, cond, values) = idempotency::reservation(ws, key, fingerprint, idempotency::lease_ms(&app.cfg.timeouts));
     let now_ms = crate::ids::now_ms();
     let pk = store::ws_pk(ws);
     let sk = CAPABILITY_CONFIRMATION.sk(&[&id]);

@@ -22,7 +22,16 @@ use std::sync::Arc;
 const RETENTION_SECS: i64 = 24 * 3600;
 /// Responses up to this size are kept for replay; DynamoDB items hold at most 400 KB.
 const MAX_STORED_BODY: usize = 300 * 1024;
-const LEASE_MS: i64 = 30_000;
+
+/// How long a reservation holds its key against a container that stopped: past what a live
+/// request can take (its budget, `REQUEST_TIMEOUT_MS`, then the release, one dependency call of
+/// `DEPENDENCY_TIMEOUT_MS`), with room: the larger of three budgets, a budget and two
+/// dependency calls, and 30 s. A live request never loses its key to a takeover.
+pub fn lease_ms(t: &crate::config::Timeouts) -> i64 {
+    let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let (request, dependency) = (ms(t.request_ms), ms(t.dependency_ms));
+    request.saturating_mul(3).max(request.saturating_add(dependency.saturating_mul(2))).max(30_000)
+}
 
 pub struct Reservation {
     pk: String,
@@ -189,6 +198,7 @@ pub(crate) fn reservation(
     ws: &str,
     key: &str,
     fingerprint: String,
+    lease_ms: i64,
 ) -> (Reservation, Item, &'static str, Vec<(&'static str, AttributeValue)>) {
     let pk = store::ws_pk(ws);
     let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::crypto::sha256_hex(key.as_bytes())]);
@@ -200,7 +210,7 @@ pub(crate) fn reservation(
         ("state".into(), s("in_flight")),
         ("fingerprint".into(), s(&fingerprint)),
         ("owner".into(), s(&owner)),
-        ("lease_until".into(), n(now_ms + LEASE_MS)),
+        ("lease_until".into(), n(now_ms.saturating_add(lease_ms))),
         ("expires_at".into(), n(now_ms / 1000 + RETENTION_SECS)),
     ]);
     // A crashed request that wrote something (`last_tx`) never frees its key for a second run.
@@ -210,8 +220,8 @@ pub(crate) fn reservation(
     (Reservation { pk, sk, fingerprint, owner, commits: Arc::default() }, item, cond, values)
 }
 
-pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String) -> Result<Begin, ApiError> {
-    let (reservation, item, cond, values) = reservation(ws, key, fingerprint);
+pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String, lease_ms: i64) -> Result<Begin, ApiError> {
+    let (reservation, item, cond, values) = reservation(ws, key, fingerprint, lease_ms);
     let res = db
         .client
         .put_item()
@@ -378,6 +388,15 @@ async fn keep_done(db: &Db, r: &Reservation, status: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keys_hold_outlasts_the_request_budget() {
+        let t = |request_ms, dependency_ms| crate::config::Timeouts { request_ms, dependency_ms };
+        assert_eq!(lease_ms(&t(10_000, 5_000)), 30_000);
+        assert_eq!(lease_ms(&t(25_000, 5_000)), 75_000);
+        assert_eq!(lease_ms(&t(10_000, 25_000)), 60_000);
+        assert_eq!(lease_ms(&t(u64::MAX, 1)), i64::MAX);
+    }
 
     #[test]
     fn keys_are_validated() {
