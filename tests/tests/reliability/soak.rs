@@ -27,6 +27,9 @@ struct Minute {
     rss_kib: u64,
     /// CPU seconds used by the end of the minute: this process, DynamoDB Local, moto.
     cpu: [f64; 3],
+    /// DynamoDB Local on its own: a GetItem on a table of one item that nothing else touches,
+    /// twice a second. If it slows as the API does, the emulator slows, not the API.
+    probe_ms: Vec<f64>,
 }
 
 fn kind(op: Op) -> usize {
@@ -49,6 +52,23 @@ fn cpu_secs(pid: &str) -> f64 {
 fn emulator_cpu_secs(guard: u32) -> f64 {
     let children = std::fs::read_to_string(format!("/proc/{guard}/task/{guard}/children")).unwrap_or_default();
     children.split_whitespace().map(cpu_secs).sum()
+}
+
+/// A table of one item in DynamoDB Local, apart from the API's, for the probe.
+async fn probe_table(endpoint: &str) -> (aws_sdk_dynamodb::Client, String) {
+    use aws_sdk_dynamodb::types::{AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+    let ddb = aws_sdk_dynamodb::Client::new(&tools::admin::local_sdk_config(endpoint).await);
+    let table = format!("soak-probe-{}", ulid::Ulid::generate());
+    ddb.create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build().unwrap())
+        .key_schema(KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build().unwrap())
+        .send()
+        .await
+        .expect("the probe's table");
+    ddb.put_item().table_name(&table).item("pk", AttributeValue::S("probe".into())).send().await.expect("the probe's item");
+    (ddb, table)
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -88,7 +108,24 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     let deliveries = tools::worker::poll(h.sqs().await, h.resources.deliveries_queue_url.clone(), dispatch);
     let minutes = secs.div_ceil(60) as usize;
     let log = Arc::new(std::sync::Mutex::new(vec![Minute::default(); minutes]));
+    let probe_table = probe_table(&h.dynamodb_endpoint).await;
     let started = Instant::now();
+    let probe = {
+        let (log, (ddb, table)) = (log.clone(), probe_table);
+        tokio::spawn(async move {
+            let key = aws_sdk_dynamodb::types::AttributeValue::S("probe".into());
+            loop {
+                let t0 = Instant::now();
+                let ok = ddb.get_item().table_name(&table).key("pk", key.clone()).send().await.is_ok();
+                let took = t0.elapsed().as_secs_f64() * 1000.0;
+                let minute = (started.elapsed().as_secs() / 60) as usize;
+                if let Some(slot) = log.lock().unwrap().get_mut(minute.min(minutes - 1)).filter(|_| ok) {
+                    slot.probe_ms.push(took);
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
     let every = Duration::from_millis(1000 * WORKERS / RATE);
     let tasks = (0..WORKERS).map(|w| {
         let (base, key, setup, log) = (base.clone(), key.clone(), setup.clone(), log.clone());
@@ -157,6 +194,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
         posts.extend(p);
     }
     sampler.abort();
+    probe.abort();
     // Every post's event reached the webhook (at least once: receivers dedupe by event id).
     let deadline = Instant::now() + Duration::from_secs(120);
     let delivered = loop {
@@ -219,10 +257,13 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
             v.sort_unstable();
             percentile(&v, 0.5)
         };
+        let mut probe = m.probe_ms.clone();
+        probe.sort_by(f64::total_cmp);
+        let at = |p: f64| probe.get(((probe.len().max(1) - 1) as f64 * p).round() as usize).copied().unwrap_or(0.0);
         // CPU share of one core over the minute, per process.
         let share = |k: usize| ((m.cpu[k] - cpu_before[k]) / 60.0 * 100.0).max(0.0);
         rows.push(format!(
-            "| {} | {:.1} | {} ms | {} ms | {} / {} / {} ms | {} | {} | {} MiB | {:.0} % / {:.0} % / {:.0} % |",
+            "| {} | {:.1} | {} ms | {} ms | {} / {} / {} ms | {} | {} | {} MiB | {:.0} % / {:.0} % / {:.0} % | {:.1} / {:.1} ms |",
             i + 1,
             l.len() as f64 / 60.0,
             percentile(&l, 0.5),
@@ -235,13 +276,15 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
             m.rss_kib / 1024,
             share(0),
             share(1),
-            share(2)
+            share(2),
+            at(0.5),
+            at(0.99)
         ));
         if m.cpu[0] > 0.0 {
             cpu_before = m.cpu;
         }
     }
-    let header = "| minute | requests/s | p50 | p99 | p50 reads / writes / sends | 5xx | 4xx | RSS (gateway, workers and harness, one process) | CPU: that process / DynamoDB Local / moto |\n|---|---|---|---|---|---|---|---|---|\n";
+    let header = "| minute | requests/s | p50 | p99 | p50 reads / writes / sends | 5xx | 4xx | RSS (gateway, workers and harness, one process) | CPU: that process / DynamoDB Local / moto | DynamoDB Local alone: GetItem p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|\n";
     let dlq_text = dlq.iter().map(|(n, d)| format!("{n} {d}")).collect::<Vec<_>>().join(", ");
     let summary = format!(
         "\n\n{} emails accepted, {} left unsent after the drain; {} posts, their webhook events {} undelivered, {} copies past the first; dead-letter queues: {dlq_text}.",
