@@ -52,6 +52,9 @@ struct Commits {
     /// A later one was applied after an unknown one, so `last_tx` no longer shows the
     /// unknown one's fate.
     hidden: bool,
+    /// Writes outside any transaction began (see [`before_plain_writes`]): their fate is not
+    /// witnessed, so the key is never freed.
+    plain: bool,
 }
 
 impl Commits {
@@ -119,6 +122,39 @@ impl Witness {
             .build()
             .map_err(ApiError::internal)?;
         Ok(TransactWriteItem::builder().update(u).build())
+    }
+
+    /// The witness's write alone, before writes no transaction holds.
+    async fn before_plain_writes(&self, db: &Db) -> Result<(), ApiError> {
+        let mut commits = self.commits.lock().await;
+        crate::metrics::record_action("dynamodb:UpdateItem");
+        let res = db
+            .client
+            .update_item()
+            .table_name(&db.table)
+            .key("pk", s(&self.pk))
+            .key("sk", s(&self.sk))
+            .update_expression("SET last_tx = :tx")
+            .condition_expression("#owner = :owner AND #state = :in_flight")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":tx", s(crate::ids::new_id("tx")))
+            .expression_attribute_values(":owner", s(&self.owner))
+            .expression_attribute_values(":in_flight", s("in_flight"))
+            .send()
+            .await;
+        match res {
+            Ok(_) => {
+                commits.plain = true;
+                Ok(())
+            }
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                Err(ApiError::conflict("this request's hold on its Idempotency-Key ended before it wrote; retry with a new key"))
+            }
+            // Nothing written yet; if the mark itself landed, `release` sees `last_tx` moved
+            // and keeps the key, which is only cautious.
+            Err(e) => Err(store::ddb_error(e)),
+        }
     }
 
     /// Commit `items` with the witness's own write. One request's transactions go one at a
@@ -282,6 +318,19 @@ fn in_progress() -> ApiError {
     ApiError::conflict("a request with this Idempotency-Key is still in progress; retry later").with_header("retry-after", "1")
 }
 
+/// Before writes that no transaction holds (a batch of emails, written with BatchWriteItem
+/// in parts of 25, some of which may land before a failure): in a request with an
+/// `Idempotency-Key`, its reservation is marked as written first (`last_tx`, as a transaction
+/// would), so from here a failure keeps the key (the retry is told the request may have
+/// been applied and to read the result) and a crashed container's lease is never taken over.
+/// Without a key, nothing.
+pub async fn before_plain_writes(db: &Db) -> Result<(), ApiError> {
+    match Witness::current() {
+        Some(w) => w.before_plain_writes(db).await,
+        None => Ok(()),
+    }
+}
+
 /// Store the completed response for replay. A response too large to keep, or one whose
 /// write fails, still leaves the key `done` (without a body): a retry then gets a 409 instead
 /// of running the request again once the lease runs out.
@@ -348,7 +397,7 @@ pub async fn release(db: &Db, r: &Reservation, status: u16) {
     // An unknown transaction's fate is what `last_tx` says at the delete below (landed: it
     // moved past the last known one; not yet: deleting the reservation refuses it for good),
     // unless a later known one hid it.
-    if commits.hidden {
+    if commits.hidden || commits.plain {
         return keep_done(db, r, status).await;
     }
     let mut delete = db

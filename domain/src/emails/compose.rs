@@ -583,6 +583,8 @@ pub async fn send_many(
         events.push(ev);
     }
     items.extend(extra);
+    // Written in parts, not one transaction: a key's retry must not write the batch again.
+    shared::idempotency::before_plain_writes(&app.db).await?;
     app.db.batch_put(items).await?;
     shared::outbox::publish(app, &events).await;
     let mut by_delay: BTreeMap<i64, Vec<EmailId>> = Default::default();

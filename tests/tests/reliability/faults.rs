@@ -374,7 +374,7 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
     let ddb = FaultProxy::start(&h.dynamodb_endpoint).await;
     let moto = FaultProxy::start(&h.moto_endpoint).await;
     let base = gateway(&ddb, &moto).await;
-    let (_, key) = h.workspace("lost commit answers").await;
+    let (ws, key) = h.workspace("lost commit answers").await;
     let admin = Client::new(&h.generous_gateway().await, &key);
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let setup = Setup { channel: String::new(), from: String::new() };
@@ -414,6 +414,26 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
         let n = contacts.iter().filter(|c| c["email"].as_str().is_some_and(|e| e.starts_with(m.as_str()))).count();
         assert_eq!(n, 1, "{m}: written {n} times");
     }
+
+    // A batch of emails is written in parts (BatchWriteItem), outside any transaction: with
+    // every answer cut, the parts land and the request fails; its key's retry must not write
+    // the batch a second time.
+    let from = format!("batch@{}", e2e::verified_domain(&admin, &ws).await);
+    let subject = marker("lost batch");
+    let emails: Vec<Value> = (0..2)
+        .map(|i| serde_json::json!({"from": from, "to": [format!("batch{i}@example.org")], "subject": subject, "text": "once"}))
+        .collect();
+    let batch = serde_json::json!({ "emails": emails });
+    let send = || http.post(format!("{base}/emails/batch")).bearer_auth(&key).header("idempotency-key", &subject).json(&batch).send();
+    ddb.set_on(Fault::Cut, Some("dynamodb"), &["BatchWriteItem"]);
+    let first = send().await.unwrap().status().as_u16();
+    assert!(ddb.clear() > 0, "the fault met no batch write");
+    assert_eq!(first, 503, "the batch's writes failed as far as the request knows");
+    let retry = send().await.unwrap();
+    assert_eq!(retry.status().as_u16(), 409, "the retry is told the batch may have been written: {:?}", retry.text().await);
+    let emails = all(&admin, "/emails").await;
+    let n = emails.iter().filter(|e| e["subject"] == subject.as_str()).count();
+    assert_eq!(n, 2, "the batch's two emails, written once");
 }
 
 /// S3 failing each way while the GDPR worker writes an export and the inbound-mail worker
