@@ -287,9 +287,10 @@ impl Idempotency {
     }
 
     /// A 4xx is stored like a success (the same request gets the same answer); a 5xx frees
-    /// the key so the client's retry runs again, except after a person's confirmation was
-    /// consumed: that request may have had its effect, and a confirmation runs one execution,
-    /// so its 5xx is stored and replayed too (as Stripe does for every 5xx).
+    /// the key so the client's retry runs again if the request wrote nothing, and keeps it done
+    /// otherwise (`idempotency::release`). After a person's confirmation was consumed the 5xx
+    /// is stored and replayed: that request may have had its effect, and a confirmation runs
+    /// one execution (as Stripe does for every 5xx).
     async fn finish(self, app: &App, result: ApiResult<Reply>, request_id: &str) -> ApiResult<Answer> {
         let Some(r) = &self.reservation else {
             return result.map(|r| Answer { status: r.status, body: r.body, replayed: false });

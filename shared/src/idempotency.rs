@@ -42,26 +42,12 @@ pub struct Reservation {
     commits: Arc<tokio::sync::Mutex<Commits>>,
 }
 
-/// What a request knows of its own transactions.
+/// What a request knows of its own writes.
 #[derive(Default)]
 struct Commits {
-    /// The last one known applied.
-    known: Option<String>,
-    /// One whose answer was lost and whose read-back failed too: it may have been applied.
-    unknown: bool,
-    /// A later one was applied after an unknown one, so `last_tx` no longer shows the
-    /// unknown one's fate.
-    hidden: bool,
-    /// Writes outside any transaction began (see [`before_plain_writes`]): their fate is not
-    /// witnessed, so the key is never freed.
-    plain: bool,
-}
-
-impl Commits {
-    fn applied(&mut self, tx: String) {
-        self.hidden |= self.unknown;
-        self.known = Some(tx);
-    }
+    /// A transaction of it is known applied, or writes outside transactions began: a retry
+    /// would write again, so the key is never freed.
+    wrote: bool,
 }
 
 impl Reservation {
@@ -125,8 +111,9 @@ impl Witness {
     }
 
     /// The witness's write alone, before writes no transaction holds.
-    async fn before_plain_writes(&self, db: &Db) -> Result<(), ApiError> {
+    pub(crate) async fn before_plain_writes(&self, db: &Db) -> Result<(), ApiError> {
         let mut commits = self.commits.lock().await;
+        let tx = crate::ids::new_id("tx");
         crate::metrics::record_action("dynamodb:UpdateItem");
         let res = db
             .client
@@ -138,22 +125,29 @@ impl Witness {
             .condition_expression("#owner = :owner AND #state = :in_flight")
             .expression_attribute_names("#owner", "owner")
             .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":tx", s(crate::ids::new_id("tx")))
+            .expression_attribute_values(":tx", s(&tx))
             .expression_attribute_values(":owner", s(&self.owner))
             .expression_attribute_values(":in_flight", s("in_flight"))
             .send()
             .await;
-        match res {
+        let e = match res {
             Ok(_) => {
-                commits.plain = true;
-                Ok(())
+                commits.wrote = true;
+                return Ok(());
             }
             Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
-                Err(ApiError::conflict("this request's hold on its Idempotency-Key ended before it wrote; retry with a new key"))
+                return Err(ApiError::conflict("this request's hold on its Idempotency-Key ended before it wrote; retry with a new key"));
             }
-            // Nothing written yet; if the mark itself landed, `release` sees `last_tx` moved
-            // and keeps the key, which is only cautious.
-            Err(e) => Err(store::ddb_error(e)),
+            Err(e) => store::ddb_error(e),
+        };
+        // Its answer lost: read back, as for a transaction. Not there (or not known), the
+        // request stops before writing, and `release` frees the key unless the mark landed.
+        match db.get(&self.pk, &self.sk).await {
+            Ok(item) if item.as_ref().and_then(|i| get_str(i, "last_tx")) == Some(tx.as_str()) => {
+                commits.wrote = true;
+                Ok(())
+            }
+            _ => Err(e),
         }
     }
 
@@ -168,7 +162,7 @@ impl Witness {
         crate::metrics::record_action("dynamodb:UpdateItem");
         let e = match db.transact(items).await {
             Ok(()) => {
-                commits.applied(tx);
+                commits.wrote = true;
                 return Ok(());
             }
             // Only if the request outlived its key's lease (never within its budget).
@@ -185,16 +179,13 @@ impl Witness {
         match db.get(&self.pk, &self.sk).await {
             Ok(item) if item.as_ref().and_then(|i| get_str(i, "last_tx")) == Some(tx.as_str()) => {
                 tracing::warn!(error = %e.message, "a transaction's answer was lost; its witness shows it applied");
-                commits.applied(tx);
+                commits.wrote = true;
                 Ok(())
             }
             // Not applied, or not yet, or not known (the read-back failed): it may still land.
-            // If nothing applies after it, `release` sees whether `last_tx` moved (and after
-            // the release, the witness's condition refuses it); a later applied one hides it.
-            _ => {
-                commits.unknown = true;
-                Err(TxError::Api(e))
-            }
+            // `release` sees whether `last_tx` appeared (and after the release, the witness's
+            // condition refuses it).
+            _ => Err(TxError::Api(e)),
         }
     }
 }
@@ -386,35 +377,29 @@ async fn put_done(db: &Db, r: &Reservation, status: u16, body: Option<&[u8]>) ->
     }
 }
 
-/// Forget the reservation (the request failed with a 5xx and may be retried with the same
-/// key), unless one of its transactions was applied without its knowing (its answer and its
-/// read-back were lost, or it landed after its failure was seen): then the key is
-/// marked done without an answer, and a retry is told to read the result instead of writing
-/// it again.
+/// Forget the reservation after a 5xx, so the client's retry runs the request again, if
+/// the request wrote nothing: none of its transactions is known applied, it began no writes
+/// outside transactions, and the reservation shows no `last_tx` (a transaction whose answer
+/// and read-back were lost may have landed). A request that wrote keeps its key, marked done
+/// without an answer: its retry is told to read the result, never to write again. At most
+/// once, as a committed write followed by a failed queue hand-off or a budget that ran out
+/// cannot be told apart from a half-done request.
 pub async fn release(db: &Db, r: &Reservation, status: u16) {
     use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
     let commits = r.commits.lock().await;
-    // An unknown transaction's fate is what `last_tx` says at the delete below (landed: it
-    // moved past the last known one; not yet: deleting the reservation refuses it for good),
-    // unless a later known one hid it.
-    if commits.hidden || commits.plain {
+    if commits.wrote {
         return keep_done(db, r, status).await;
     }
-    let mut delete = db
+    let delete = db
         .client
         .delete_item()
         .table_name(&db.table)
         .key("pk", s(&r.pk))
         .key("sk", s(&r.sk))
+        .condition_expression("#owner = :owner AND attribute_not_exists(last_tx)")
         .expression_attribute_names("#owner", "owner")
         .expression_attribute_values(":owner", s(&r.owner))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-    delete = match &commits.known {
-        Some(known) => delete
-            .condition_expression("#owner = :owner AND (attribute_not_exists(last_tx) OR last_tx = :known)")
-            .expression_attribute_values(":known", s(known)),
-        None => delete.condition_expression("#owner = :owner AND attribute_not_exists(last_tx)"),
-    };
     let Err(e) = delete.send().await else { return };
     if let Some(DeleteItemError::ConditionalCheckFailedException(c)) = e.as_service_error() {
         // Still ours: a transaction this request saw fail landed after all.
@@ -428,7 +413,7 @@ pub async fn release(db: &Db, r: &Reservation, status: u16) {
 }
 
 async fn keep_done(db: &Db, r: &Reservation, status: u16) {
-    tracing::warn!("a transaction of the failed request may have been applied; its Idempotency-Key is kept, done without an answer");
+    tracing::warn!("the failed request wrote, or may have; its Idempotency-Key is kept, done without an answer");
     if let Err(e) = mark_done(db, r, status).await {
         tracing::warn!(error = %e, "could not mark the Idempotency-Key done; it stays held");
     }

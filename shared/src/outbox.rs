@@ -184,9 +184,9 @@ impl Tx {
         match crate::idempotency::Witness::current().filter(|_| !items.is_empty()) {
             Some(w) if items.len() < 100 => w.commit(&app.db, items).await?,
             witness => {
-                if witness.is_some() {
-                    // No room for the witness's write: a lost answer here is guessed, as without a key.
-                    tracing::warn!(writes = items.len(), "a full transaction is not witnessed");
+                if let Some(w) = witness {
+                    // No room for the witness's write: the key is marked written first.
+                    w.before_plain_writes(&app.db).await?;
                 }
                 app.db.transact(items).await?
             }

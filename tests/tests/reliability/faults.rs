@@ -434,6 +434,26 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
     let emails = all(&admin, "/emails").await;
     let n = emails.iter().filter(|e| e["subject"] == subject.as_str()).count();
     assert_eq!(n, 2, "the batch's two emails, written once");
+
+    // A write, then a failure: the export job is committed, then its queue refuses it (503).
+    // The key is kept: the retry must not create a second export.
+    let exports = || async { all(&admin, "/gdpr/exports").await.len() };
+    let before = exports().await;
+    let key_ = marker("export");
+    let export = || {
+        http.post(format!("{base}/gdpr/exports"))
+            .bearer_auth(&key)
+            .header("idempotency-key", &key_)
+            .json(&serde_json::json!({"scope": "workspace"}))
+            .send()
+    };
+    moto.set(Fault::ServerError, Some("sqs"));
+    let first = export().await.unwrap().status().as_u16();
+    moto.clear();
+    assert_eq!(first, 503, "the job's queue refused it");
+    let retry = export().await.unwrap();
+    assert_eq!(retry.status().as_u16(), 409, "the retry is told to read the result: {:?}", retry.text().await);
+    assert_eq!(exports().await, before + 1, "one export job, not two");
 }
 
 /// S3 failing each way while the GDPR worker writes an export and the inbound-mail worker
