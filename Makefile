@@ -172,7 +172,10 @@ bench: deps wrk
 # docs/reliability.md.
 chaos: deps
 	$(CLIPPY_BUILD) cargo test -q -p e2e --test reliability --test channels --no-run
-	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --nocapture --test-threads=1 faults:: crashes::
+	# The faults and the crashes in two runs, each with its own emulators: moto's record of sent
+	# mail (which the matrix reads) stops answering once killed exports left their parts.
+	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --nocapture --test-threads=1 faults::
+	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --nocapture --test-threads=1 crashes::
 	CHAOS=full CHAOS_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test channels -- --nocapture a_failing_network
 
 # The soak: 15 minutes of steady mixed load (tests/tests/reliability/soak.rs; SOAK_SECS shortens it),

@@ -440,25 +440,6 @@ pub fn dev_jwks_with_kid(kid: &str) -> serde_json::Value {
     set
 }
 
-/// Abort the bucket's unfinished multipart uploads now, as its lifecycle rule
-/// (`AbortIncompleteMultipartUpload`, template.yaml) does after a day: what killed export
-/// workers leave behind. Answers how many there were.
-pub async fn abort_multipart_uploads(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<usize, String> {
-    let err = |e: String| format!("abort multipart uploads: {e}");
-    let out = s3.list_multipart_uploads().bucket(bucket).send().await.map_err(|e| err(shared::aws::AwsError::from(e).to_string()))?;
-    let uploads = out.uploads();
-    for u in uploads {
-        s3.abort_multipart_upload()
-            .bucket(bucket)
-            .key(u.key().unwrap_or_default())
-            .upload_id(u.upload_id().unwrap_or_default())
-            .send()
-            .await
-            .map_err(|e| err(shared::aws::AwsError::from(e).to_string()))?;
-    }
-    Ok(uploads.len())
-}
-
 /// Store a raw message in the mail bucket as SES's S3 action does (`inbound/<SES id>`) and
 /// answer the receipt notification SES would send (SNS envelope), naming `recipients`, with
 /// SES's spam and virus verdicts (`PASS` / `FAIL`).
