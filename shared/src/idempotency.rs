@@ -110,45 +110,10 @@ impl Witness {
         Ok(TransactWriteItem::builder().update(u).build())
     }
 
-    /// The witness's write alone, before writes no transaction holds.
+    /// The witness's write alone, before writes no transaction holds: a transaction of
+    /// nothing else, so its lost answer is read back as any transaction's.
     pub(crate) async fn before_plain_writes(&self, db: &Db) -> Result<(), ApiError> {
-        let mut commits = self.commits.lock().await;
-        let tx = crate::ids::new_id("tx");
-        crate::metrics::record_action("dynamodb:UpdateItem");
-        let res = db
-            .client
-            .update_item()
-            .table_name(&db.table)
-            .key("pk", s(&self.pk))
-            .key("sk", s(&self.sk))
-            .update_expression("SET last_tx = :tx")
-            .condition_expression("#owner = :owner AND #state = :in_flight")
-            .expression_attribute_names("#owner", "owner")
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":tx", s(&tx))
-            .expression_attribute_values(":owner", s(&self.owner))
-            .expression_attribute_values(":in_flight", s("in_flight"))
-            .send()
-            .await;
-        let e = match res {
-            Ok(_) => {
-                commits.wrote = true;
-                return Ok(());
-            }
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
-                return Err(ApiError::conflict("this request's hold on its Idempotency-Key ended before it wrote; retry with a new key"));
-            }
-            Err(e) => store::ddb_error(e),
-        };
-        // Its answer lost: read back, as for a transaction. Not there (or not known), the
-        // request stops before writing, and `release` frees the key unless the mark landed.
-        match db.get(&self.pk, &self.sk).await {
-            Ok(item) if item.as_ref().and_then(|i| get_str(i, "last_tx")) == Some(tx.as_str()) => {
-                commits.wrote = true;
-                Ok(())
-            }
-            _ => Err(e),
-        }
+        self.commit(db, vec![]).await.map_err(TxError::stale)
     }
 
     /// Commit `items` with the witness's own write. One request's transactions go one at a

@@ -129,11 +129,11 @@ pub async fn add_erased(app: &App, ws: &WorkspaceId, addresses: &[String], reaso
     let writes = hashes.keys().map(|h| {
         let now = &now;
         async move {
-            let mut w = app.db.put(erased_item(ws, h, reason, Some(now))?);
-            if reason != COMPLAINED {
-                w = w.when(KEEPS_COMPLAINT).name("#r", "reason").value(":complained", store::s(COMPLAINED));
+            match put_keeping_complaint(Tx::new(), erased_item(ws, h, reason, Some(now))?, reason).commit(app).await {
+                // A complaint is there already.
+                Ok(()) | Err(store::TxError::Condition(0)) => Ok(()),
+                Err(e) => Err(store::TxError::stale(e)),
             }
-            w.apply().await.map(|_| ())
         }
     });
     futures_util::future::try_join_all(writes).await.map(|_| ())

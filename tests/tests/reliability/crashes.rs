@@ -65,6 +65,19 @@ fn worker_env(replaced: Vec<(&str, String)>) -> Vec<(String, String)> {
     env
 }
 
+/// A crash test's rows as a table: printed, and written into docs/reliability.md's `section`
+/// under `make chaos` (`CHAOS_REPORT`).
+fn print_report(section: &str, rows: &[String]) {
+    let table = format!(
+        "| worker | kills (SIGKILL) | kills that left the work half done | runs in all | outcome |\n|---|---|---|---|---|\n{}",
+        rows.join("\n")
+    );
+    println!("{table}");
+    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
+        e2e::load::splice(&doc, section, &table);
+    }
+}
+
 /// What became of one worker's work.
 struct Crashed {
     runs: usize,
@@ -256,14 +269,7 @@ async fn workers_killed_mid_work_finish_it_exactly_once() {
         crashed.mid_work, crashed.runs
     ));
 
-    let table = format!(
-        "| worker | kills (SIGKILL) | kills that left the work half done | runs in all | outcome |\n|---|---|---|---|---|\n{}",
-        report.join("\n")
-    );
-    println!("{table}");
-    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
-        e2e::load::splice(&doc, "crashes", &table);
-    }
+    print_report("crashes", &report);
 }
 
 /// The webhook dispatcher and the inbound-mail worker, killed the same way. The dispatcher
@@ -341,14 +347,7 @@ async fn the_dispatcher_and_the_inbound_mail_worker_killed_mid_work_lose_nothing
     assert_eq!(found[0]["message_count"], 1, "one message: {}", found[0]);
     report.push(format!("| inbound mail | {kills} | {} | {} | 1 message: one conversation, one message |", crashed.mid_work, crashed.runs));
 
-    let table = format!(
-        "| worker | kills (SIGKILL) | kills that left the work half done | runs in all | outcome |\n|---|---|---|---|---|\n{}",
-        report.join("\n")
-    );
-    println!("{table}");
-    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
-        e2e::load::splice(&doc, "crashes-dispatch", &table);
-    }
+    print_report("crashes-dispatch", &report);
 }
 
 /// The publisher and the scanner, killed the same way. The publisher is killed once its post
@@ -436,14 +435,7 @@ async fn the_publisher_and_the_scanner_killed_mid_work_end_their_work_once() {
         crashed.mid_work, crashed.runs, scan["attempts"]
     ));
 
-    let table = format!(
-        "| worker | kills (SIGKILL) | kills that left the work half done | runs in all | outcome |\n|---|---|---|---|---|\n{}",
-        report.join("\n")
-    );
-    println!("{table}");
-    if let Ok(doc) = std::env::var("CHAOS_REPORT") {
-        e2e::load::splice(&doc, "crashes-publish", &table);
-    }
+    print_report("crashes-publish", &report);
 }
 
 /// The worker process: what a worker's `main.rs` does with one invocation (clients from the
