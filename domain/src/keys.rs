@@ -422,6 +422,7 @@ pub const WEBHOOK_DELIVERIES: List = List::of(WEBHOOK_DELIVERY, Index::Table);
 pub const WEBHOOK_DELIVERIES_BY_STATUS: List = List::of(WEBHOOK_DELIVERY, Index::Gsi1);
 pub const DUE_POSTS: List = List::of(POST, Index::Gsi2);
 pub const OUTBOX: List = List::of(OUTBOX_EVENT, Index::Table);
+pub const OUTBOX_JOBS: List = List::of(OUTBOX_JOB, Index::Table);
 pub const CONSENTS: List = List::of(CONSENT, Index::Table);
 pub const ERASED_CONSENTS: List = List::of(ERASED_CONSENT, Index::Table);
 pub const CONTACT_FORMERS: List = List::of(CONTACT_FORMER, Index::Table);
@@ -467,6 +468,7 @@ pub const LISTS: &[List] = &[
     WEBHOOK_DELIVERIES_BY_STATUS,
     DUE_POSTS,
     OUTBOX,
+    OUTBOX_JOBS,
     CONSENTS,
     ERASED_CONSENTS,
     CONTACT_FORMERS,

@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 
 pub const OUTBOX_SHARDS: u32 = 8;
 
+/// The outbox shard of an event or job id: spreads the outbox's writes over its partitions.
+pub(crate) fn outbox_shard(id: &str) -> u32 {
+    id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % OUTBOX_SHARDS
+}
+
 pub(crate) fn outbox_shard_pk(shard: u32) -> String {
     crate::keys::OUTBOX_EVENT.pk(&[&shard.to_string()])
 }
@@ -117,7 +122,7 @@ pub fn subscribed(patterns: &[String], kind: &str) -> bool {
         })
 }
 /// Outbox items expire after 7 days even if never acknowledged (they are also in the DLQ then).
-const OUTBOX_TTL_SECS: i64 = 7 * 86_400;
+pub(crate) const OUTBOX_TTL_SECS: i64 = 7 * 86_400;
 
 crate::prefixed_id!(EventId, "evt", "event");
 
@@ -149,7 +154,7 @@ impl Event {
     }
 
     pub fn outbox_pk(event_id: &str) -> String {
-        outbox_shard_pk(event_id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % OUTBOX_SHARDS)
+        outbox_shard_pk(outbox_shard(event_id))
     }
 
     pub fn outbox_item(&self) -> Item {

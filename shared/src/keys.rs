@@ -181,6 +181,13 @@ pub const IDEMPOTENCY: Kind =
 pub const OUTBOX_EVENT: Kind =
     Kind::on("outbox event", "OUTBOX#<0..7>", "<event id>", "the event body; deleted by the consumer, re-sent by the sweep; 7 d TTL")
         .personal();
+pub const OUTBOX_JOB: Kind = Kind::on(
+    "outbox job",
+    "OUTBOXJOB#<0..7>",
+    "<queue>#<job id>",
+    "a worker's job message (`queue`, `queue_url`, `body`, `queued_at`); deleted by the worker on receipt, re-sent by the sweep; 7 d TTL",
+)
+.internal();
 
 pub const PORTAL_SESSION: Kind = Kind::on(
     "portal session",
@@ -200,7 +207,7 @@ pub const CAPABILITY_CONFIRMATION: Kind = Kind::on(
 
 /// The kinds of this crate, for the registry in `domain::keys`.
 pub const SHARED_KINDS: &[Kind] =
-    &[API_KEY, API_KEY_LOOKUP, MEMBER, RATE_BUCKET, IDEMPOTENCY, OUTBOX_EVENT, PORTAL_SESSION, CAPABILITY_CONFIRMATION];
+    &[API_KEY, API_KEY_LOOKUP, MEMBER, RATE_BUCKET, IDEMPOTENCY, OUTBOX_EVENT, OUTBOX_JOB, PORTAL_SESSION, CAPABILITY_CONFIRMATION];
 
 #[cfg(test)]
 mod tests {

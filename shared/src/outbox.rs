@@ -6,6 +6,13 @@
 //! item once it has the event ([`ack`]), and a scheduled [`sweep`] re-sends outbox items older
 //! than a few minutes, so an event survives SQS being unreachable during the write. Keeping
 //! the acknowledgement off the request path saves one DynamoDB round trip per write.
+//!
+//! A worker's job travels the same way ([`Tx::job`]): the job and its queue message are one
+//! transaction (`pk = OUTBOXJOB#<shard>`, `sk = <queue>#<job id>`), the message is handed to
+//! its queue after the commit, the worker deletes the item when the message reaches it
+//! ([`job_received`]; from then on SQS's redelivery owns the job), and the sweep re-sends what
+//! no worker received. A queue that refuses or hangs while an export, an erasure, a scan or an
+//! import is accepted thereby costs the job a delay, never the job.
 
 use crate::app::App;
 use crate::error::ApiError;
@@ -21,6 +28,39 @@ use serde::Serialize;
 pub struct Tx {
     ops: Vec<Op>,
     events: Vec<Event>,
+    jobs: Vec<(WorkQueue, String)>,
+}
+
+/// The work queues whose jobs travel through the outbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkQueue {
+    ContactImports,
+    Gdpr,
+    Scans,
+}
+
+impl WorkQueue {
+    /// As the outbox item spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ContactImports => "contact-imports",
+            Self::Gdpr => "gdpr",
+            Self::Scans => "scans",
+        }
+    }
+
+    fn url(self, cfg: &crate::config::Config) -> &str {
+        match self {
+            Self::ContactImports => &cfg.contact_imports_queue_url,
+            Self::Gdpr => &cfg.gdpr_queue_url,
+            Self::Scans => &cfg.scans_queue_url,
+        }
+    }
+
+    fn item_key(self, job_id: &str) -> (String, String) {
+        use crate::keys::OUTBOX_JOB;
+        (OUTBOX_JOB.pk(&[&crate::events::outbox_shard(job_id).to_string()]), OUTBOX_JOB.sk(&[self.name(), job_id]))
+    }
 }
 
 type Values = Vec<(String, AttributeValue)>;
@@ -28,10 +68,29 @@ type Names = Vec<(String, String)>;
 
 #[derive(Clone)]
 enum Op {
-    Put { item: Item, cond: Option<(String, Values)>, names: Names },
-    Delete { pk: String, sk: String, cond: Option<(String, Values)> },
-    Check { pk: String, sk: String, cond: String, values: Values },
+    Put {
+        item: Item,
+        cond: Option<(String, Values)>,
+        names: Names,
+    },
+    Delete {
+        pk: String,
+        sk: String,
+        cond: Option<(String, Values)>,
+    },
+    Check {
+        pk: String,
+        sk: String,
+        cond: String,
+        values: Values,
+    },
     Update(UpdateBuilder),
+    /// A job's outbox item, whose queue URL is filled in at commit (from the committing app's
+    /// configuration, so the sweep re-sends to the queue the job was meant for).
+    Job {
+        queue: WorkQueue,
+        item: Item,
+    },
 }
 
 fn owned(vals: Vec<(&str, AttributeValue)>) -> Values {
@@ -118,6 +177,25 @@ impl Tx {
         self
     }
 
+    /// A job for a worker: its queue message is written with this transaction, sent after the
+    /// commit, deleted by the worker on receipt ([`job_received`]) and re-sent by the sweep
+    /// until then. `job_id` names the job within its queue; the worker drops copies.
+    pub fn job(mut self, queue: WorkQueue, job_id: &str, body: String) -> Self {
+        let (pk, sk) = queue.item_key(job_id);
+        let now = chrono::Utc::now().timestamp();
+        let item = Item::from([
+            ("pk".into(), s(pk)),
+            ("sk".into(), s(sk)),
+            ("queue".into(), s(queue.name())),
+            ("body".into(), s(&body)),
+            ("queued_at".into(), n(now)),
+            ("expires_at".into(), n(now + crate::events::OUTBOX_TTL_SECS)),
+        ]);
+        self.ops.push(Op::Job { queue, item });
+        self.jobs.push((queue, body));
+        self
+    }
+
     /// How many writes so far (a transaction holds at most 100).
     pub fn len(&self) -> usize {
         self.ops.len()
@@ -162,6 +240,7 @@ impl Tx {
                     .map_err(ApiError::internal)?,
             ),
             Op::Update(u) => w.update(u.table_name(table).build().map_err(ApiError::internal)?),
+            Op::Job { .. } => return Err(ApiError::internal("a job's item is built at commit")),
         }
         .build())
     }
@@ -176,9 +255,17 @@ impl Tx {
                 Op::Delete { .. } => "dynamodb:DeleteItem",
                 Op::Check { .. } => "dynamodb:ConditionCheckItem",
                 Op::Update(_) => "dynamodb:UpdateItem",
+                Op::Job { .. } => "dynamodb:PutItem",
             });
         }
-        let items = self.ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
+        let ops = self.ops.into_iter().map(|op| match op {
+            Op::Job { queue, mut item } => {
+                item.insert("queue_url".into(), s(queue.url(&app.cfg)));
+                Op::Put { item, cond: None, names: vec![] }
+            }
+            op => op,
+        });
+        let items = ops.map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
         // A request with an Idempotency-Key has its transactions witnessed (one more write,
         // no more round trips): a lost answer is then read back rather than guessed.
         match crate::idempotency::Witness::current().filter(|_| !items.is_empty()) {
@@ -192,6 +279,13 @@ impl Tx {
             }
         }
         publish(app, &self.events).await;
+        for (queue, body) in &self.jobs {
+            if let Err(e) = app.hand_off(queue.url(&app.cfg), body, 0).await {
+                // The rest too, as `publish` does: one slow queue costs a request one hand-off.
+                tracing::warn!(queue = queue.name(), error = %e, "job not queued; left in the outbox for the sweep");
+                break;
+            }
+        }
         Ok(())
     }
 }
@@ -300,7 +394,57 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
     if sent > 0 {
         tracing::info!(resent = sent, "outbox sweep re-sent events");
     }
-    Ok(sent)
+    Ok(sent + sweep_jobs(app, min_age_secs, per_shard).await?)
+}
+
+/// Re-send the job messages no worker has received within `min_age_secs`. Jobs are few and
+/// received within seconds, so each job shard is read whole (its items older than the cutoff,
+/// each re-sent at most every [`RESEND_EVERY_SECS`]).
+async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, ApiError> {
+    let now = chrono::Utc::now().timestamp();
+    let filter = || {
+        (
+            "queued_at <= :cutoff AND (attribute_not_exists(resent_at) OR resent_at < :again)",
+            vec![(":cutoff", n(now - min_age_secs)), (":again", n(now - RESEND_EVERY_SECS))],
+        )
+    };
+    let shards = (0..OUTBOX_SHARDS).map(|shard| {
+        let pk = crate::keys::OUTBOX_JOB.pk(&[&shard.to_string()]);
+        async move { app.db.scan_range(&pk, "~", filter(), per_shard, SWEEP_PAGES, per_shard.max(0) as usize).await }
+    });
+    let mut sent = 0;
+    let mut refused = None;
+    for items in futures_util::future::join_all(shards).await {
+        for item in items? {
+            let (Some(pk), Some(sk), Some(queue), Some(url), Some(body)) =
+                (get_str(&item, "pk"), get_str(&item, "sk"), get_str(&item, "queue"), get_str(&item, "queue_url"), get_str(&item, "body"))
+            else {
+                continue;
+            };
+            match app.enqueue(url, body, 0).await {
+                Ok(()) => {
+                    sent += 1;
+                    // A job its worker received meanwhile stays deleted.
+                    app.db.mark(pk.into(), sk.into(), "resent_at", n(now)).await;
+                }
+                Err(e) => refused = Some(ApiError::unavailable(format!("{queue} queue: {e}"))),
+            }
+        }
+    }
+    if sent > 0 {
+        tracing::info!(resent = sent, "outbox sweep re-sent jobs");
+    }
+    refused.map_or(Ok(sent), Err)
+}
+
+/// The worker's acknowledgement of a job message: it reached the queue, so SQS redelivers it
+/// from now on. Best effort: a job left in the outbox is re-sent, and the worker drops copies.
+pub async fn job_received(app: &App, queue: WorkQueue, job_id: &str) {
+    let (pk, sk) = queue.item_key(job_id);
+    let res = app.db.client.delete_item().table_name(&app.db.table).key("pk", s(pk)).key("sk", s(sk)).send().await;
+    if let Err(e) = res {
+        tracing::warn!(queue = queue.name(), job_id, error = %ddb_error(e).message, "job acknowledgement failed; the sweep re-sends it");
+    }
 }
 
 /// Acknowledge many events at once (BatchWriteItem deletes, 25 per call).

@@ -16,7 +16,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
-use shared::outbox::Tx;
+use shared::outbox::{Tx, WorkQueue};
 use shared::sqs::{BatchResponse, SqsEvent};
 use shared::store::{self, Item, TxError, n, s, ws_pk};
 
@@ -231,13 +231,9 @@ pub async fn start(app: &App, ws: &WorkspaceId, input: CreateImport) -> ApiResul
     app.db.batch_put(items).await?;
     let rec =
         store::Record::new(ws_pk(ws), job_sk(&job.id), &job)?.attr("chunks", n(chunks.len() as i64)).attr("next_chunk", n(0)).version(1);
-    Tx::new().create(rec).commit(app).await.map_err(TxError::stale)?;
-    let msg = serde_json::json!({"workspace_id": ws, "import_id": job.id}).to_string();
-    if let Err(e) = app.enqueue(&app.cfg.contact_imports_queue_url, &msg, 0).await {
-        tracing::error!(import_id = %job.id, error = %e, "import not queued");
-        let _ = finish(app, ws, &job, ImportStatus::Failed, Some("the import could not be queued; start it again")).await;
-        return Err(ApiError::unavailable("the import queue is unavailable"));
-    }
+    let msg =
+        serde_json::to_string(&ImportMessage { workspace_id: ws.clone(), import_id: job.id.to_string() }).map_err(ApiError::internal)?;
+    Tx::new().create(rec).job(WorkQueue::ContactImports, &job.id, msg).commit(app).await.map_err(TxError::stale)?;
     Ok(job)
 }
 
@@ -266,7 +262,7 @@ pub async fn load_job(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option
 
 // ---------- the worker ----------
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ImportMessage {
     #[serde(deserialize_with = "WorkspaceId::from_record")]
@@ -284,6 +280,7 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             kept.push(shared::sqs::id(m));
             continue;
         };
+        shared::outbox::job_received(app, WorkQueue::ContactImports, &msg.import_id).await;
         let mut res = run(app, &msg.workspace_id, &msg.import_id).await;
         // A transient failure resumes from the saved position after a pause here rather than
         // after the queue's 10-minute visibility timeout.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::Timestamp;
-use shared::outbox::Tx;
+use shared::outbox::{Tx, WorkQueue};
 use shared::store::{self, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -114,10 +114,10 @@ async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, req
     };
     let sealed = secret.seal(&aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
     tx.create(Record::new(ws_pk(ws), keys::ERASURE.sk(&[&e.id]), &e)?.attr("subject_sealed", s(sealed)))
+        .job(WorkQueue::Gdpr, &e.id, super::jobs::message(JobKind::Erasure, ws, &e.id))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::conflict("the erasure exists, or what was approved changed")))?;
-    super::jobs::enqueue(app, JobKind::Erasure, ws, &e.id).await?;
     Ok(e)
 }
 

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::Timestamp;
-use shared::outbox::Tx;
+use shared::outbox::{Tx, WorkQueue};
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -148,10 +148,10 @@ async fn start(
         rec = rec.attr("subject_full", s_json(s));
     }
     tx.create(rec)
+        .job(WorkQueue::Gdpr, &job.id, super::jobs::message(JobKind::Export, ws, &job.id))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::conflict("the export exists, or what was approved changed")))?;
-    super::jobs::enqueue(app, JobKind::Export, ws, &job.id).await?;
     Ok(job)
 }
 

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
-use shared::{ApiError, ApiResult, App};
+use shared::{ApiResult, App};
 use utoipa::ToSchema;
 
 pub const MAX_RUNS: i64 = 5;
@@ -75,11 +75,8 @@ pub async fn begin_run(app: &App, ws: &WorkspaceId, sk: &str) -> ApiResult<(i64,
     Ok((get("runs"), get("stalled")))
 }
 
-/// Queue a job for the worker.
-pub async fn enqueue(app: &App, kind: JobKind, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
-    let body = serde_json::to_string(&JobMessage { kind, workspace_id: ws.clone(), id: id.into() }).expect("serializes");
-    app.enqueue(&app.cfg.gdpr_queue_url, &body, 0).await.map_err(|e| {
-        tracing::error!(job = id, error = %e, "GDPR job not queued");
-        ApiError::unavailable("the GDPR job queue is unavailable; retry")
-    })
+/// The job's message to the worker, for [`shared::outbox::Tx::job`] in the transaction that
+/// creates the job.
+pub fn message(kind: JobKind, ws: &WorkspaceId, id: &str) -> String {
+    serde_json::to_string(&JobMessage { kind, workspace_id: ws.clone(), id: id.into() }).expect("serializes")
 }

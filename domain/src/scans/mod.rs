@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::Timestamp;
-use shared::outbox::Tx;
+use shared::outbox::{Tx, WorkQueue};
 use shared::store::{Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
@@ -200,7 +200,7 @@ pub async fn request(app: &App, ws: &WorkspaceId, url: &url::Url, force: bool) -
         ("scan_id".into(), s(&scan.id)),
         ("expires_at".into(), n(now.timestamp() + DEDUP_SECS)),
     ]);
-    let tx = Tx::new().create(record(ws, &scan)?.version(1));
+    let tx = Tx::new().create(record(ws, &scan)?.version(1)).job(WorkQueue::Scans, &scan.id, message(ws, &scan.id)?);
     let tx = if force {
         tx.put(claim)
     } else {
@@ -272,13 +272,14 @@ pub struct Job {
     pub scan_id: ScanId,
 }
 
-pub async fn enqueue(app: &App, ws: &WorkspaceId, scan_id: &str) -> ApiResult<()> {
-    enqueue_after(app, ws, scan_id, 0).await
+fn message(ws: &WorkspaceId, scan_id: &str) -> ApiResult<String> {
+    serde_json::to_string(&Job { workspace_id: ws.clone(), scan_id: scan_id.into() }).map_err(ApiError::internal)
 }
 
-/// Queue the job again in `delay_secs` (its host was busy).
+/// Queue the job again in `delay_secs` (its host was busy). The scanner holds the message it
+/// received until this is sent, so a refusal here costs a redelivery, not the scan.
 pub async fn enqueue_after(app: &App, ws: &WorkspaceId, scan_id: &str, delay_secs: i64) -> ApiResult<()> {
-    let body = serde_json::to_string(&Job { workspace_id: ws.clone(), scan_id: scan_id.into() }).map_err(ApiError::internal)?;
+    let body = message(ws, scan_id)?;
     app.enqueue(&app.cfg.scans_queue_url, &body, delay_secs).await.map_err(|e| ApiError::unavailable(format!("scans queue: {e}")))
 }
 

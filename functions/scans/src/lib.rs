@@ -37,10 +37,7 @@ pub async fn create_scan(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateScan = req.json()?;
     let url = domain::scans::normalise_url(&input.url, app.cfg.webhooks.url_policy).map_err(|m| ApiError::validation("url", m))?;
     match domain::scans::request(app, req.ws()?, &url, input.force).await? {
-        Requested::Created(scan) => {
-            domain::scans::enqueue(app, req.ws()?, &scan.id).await?;
-            Ok(Reply::accepted(&scan))
-        }
+        Requested::Created(scan) => Ok(Reply::accepted(&scan)),
         Requested::Existing(scan) => Ok(Reply::ok(&scan)),
     }
 }

@@ -435,10 +435,9 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
     let n = emails.iter().filter(|e| e["subject"] == subject.as_str()).count();
     assert_eq!(n, 2, "the batch's two emails, written once");
 
-    // A write, then a failure: the export job is committed, then its queue refuses it (503).
-    // The key is kept: the retry must not create a second export.
-    let exports = || async { all(&admin, "/gdpr/exports").await.len() };
-    let before = exports().await;
+    // The export job and its queue message are one write (the outbox): a queue that refuses
+    // the message costs the job a delay, not the request. The answer is 202, the key's retry
+    // replays it, and the sweep hands the job to its queue once SQS is back.
     let key_ = marker("export");
     let export = || {
         http.post(format!("{base}/gdpr/exports"))
@@ -448,12 +447,60 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
             .send()
     };
     moto.set(Fault::ServerError, Some("sqs"));
-    let first = export().await.unwrap().status().as_u16();
-    moto.clear();
-    assert_eq!(first, 503, "the job's queue refused it");
+    let first = export().await.unwrap();
+    assert!(moto.clear() > 0, "the fault met no queue");
+    assert_eq!(first.status().as_u16(), 202, "accepted: the job waits in the outbox");
+    let first: Value = first.json().await.unwrap();
     let retry = export().await.unwrap();
-    assert_eq!(retry.status().as_u16(), 409, "the retry is told to read the result: {:?}", retry.text().await);
-    assert_eq!(exports().await, before + 1, "one export job, not two");
+    assert_eq!(retry.status().as_u16(), 202, "replayed");
+    let retry: Value = retry.json().await.unwrap();
+    assert_eq!(retry["data"]["id"], first["data"]["id"], "the same job, not a second one");
+    let job = format!("/gdpr/exports/{}", first["data"]["id"].as_str().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while admin.get(&job).await.json["data"]["status"] != "completed" {
+        assert!(Instant::now() < deadline, "the sweep did not hand the export to its queue");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// An export, an erasure, a scan and an import accepted while the API cannot reach SQS at all
+/// (a gateway whose queue endpoint is a closed port): each answers 202, waits in the outbox,
+/// and the sweep hands it to its worker, which runs it to the end, once.
+#[tokio::test]
+async fn jobs_accepted_while_their_queue_is_down_run_once_it_is_back() {
+    let h = harness();
+    let sites = tools::sites::Sites::start().await.expect("fixture sites");
+    let (_, key) = h.workspace("jobs without a queue").await;
+    let c = Client::new(&h.generous_gateway().await, &key);
+    let down = Client::new(&h.base_noqueue, &key);
+    let subject = format!("{}@example.org", marker("erased"));
+    e2e::created(&c, "/contacts", serde_json::json!({"email": subject}), 201).await;
+    let rows: Vec<Value> = (0..20).map(|i| serde_json::json!({"email": format!("queued-{i}@example.org")})).collect();
+    let jobs = [
+        ("/gdpr/exports", serde_json::json!({"scope": "workspace"})),
+        ("/gdpr/erasures", serde_json::json!({"subject": {"email": subject}, "reason": "Art. 17"})),
+        ("/scans", serde_json::json!({"url": sites.url("well-configured"), "force": true})),
+        ("/contacts/imports", serde_json::json!({"rows": rows})),
+    ];
+    let mut paths = vec![];
+    for (path, body) in jobs {
+        let job = e2e::created(&down, path, body, 202).await;
+        paths.push(format!("{path}/{}", job["id"].as_str().unwrap()));
+    }
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for path in &paths {
+        loop {
+            let job = c.get(path).await.json["data"].clone();
+            if job["status"] == "completed" {
+                break;
+            }
+            assert!(!matches!(job["status"].as_str(), Some("failed")), "{path}: {job}");
+            assert!(Instant::now() < deadline, "{path} did not run: {job}");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    let imported = all(&c, "/contacts").await.iter().filter(|ct| ct["email"].as_str().is_some_and(|e| e.starts_with("queued-"))).count();
+    assert_eq!(imported, 20, "every row once");
 }
 
 /// S3 failing each way while the GDPR worker writes an export and the inbound-mail worker

@@ -38,6 +38,7 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             tracing::error!(message_id = %shared::sqs::id(m), "not a scan job; dropped");
             continue;
         };
+        shared::outbox::job_received(app, shared::outbox::WorkQueue::Scans, &job.scan_id).await;
         if let Err(e) = run(app, &job).await {
             tracing::warn!(scan_id = %job.scan_id, error = %e, "scan kept for another try");
             kept.push(shared::sqs::id(m));
