@@ -200,12 +200,14 @@ pub async fn request(app: &App, ws: &WorkspaceId, url: &url::Url, force: bool) -
         ("scan_id".into(), s(&scan.id)),
         ("expires_at".into(), n(now.timestamp() + DEDUP_SECS)),
     ]);
-    let tx = Tx::new().create(record(ws, &scan)?.version(1)).job(WorkQueue::Scans, &scan.id, message(ws, &scan.id)?);
+    let tx = Tx::new().create(record(ws, &scan)?.version(1));
     let tx = if force {
         tx.put(claim)
     } else {
         tx.put_if(claim, "attribute_not_exists(pk) OR expires_at < :now", vec![(":now", n(now.timestamp()))])
     };
+    // After the claim: its condition is write 1.
+    let tx = tx.job(WorkQueue::Scans, &scan.id, message(ws, &scan.id)?);
     match tx.commit(app).await {
         Ok(()) => Ok(Requested::Created(scan)),
         Err(shared::store::TxError::Condition(1)) => {
