@@ -56,13 +56,7 @@ impl Subject {
     /// Is this address (or recipient entry, `Name <addr>`) one of the subject's addresses? The
     /// whole address, not a part: erasing `ada@example.com` leaves `lada@example.com` alone.
     pub fn addressed(&self, entry: &str) -> bool {
-        let e = entry.trim();
-        let bare = match (e.rfind('<'), e.strip_suffix('>')) {
-            (Some(open), Some(inner)) => &inner[open + 1..],
-            _ => e,
-        };
-        let bare = bare.trim().to_lowercase();
-        self.emails().any(|a| a == bare)
+        shared::validate::parse_mailbox(entry).is_some_and(|(_, bare)| self.emails().any(|a| a == bare))
     }
 
     /// Is this item someone else's: linked to another contact and naming the subject only by a
@@ -162,13 +156,14 @@ pub fn exported(mut item: Item) -> serde_json::Value {
     shared::store::item_json(item)
 }
 
-/// Does any string in the item contain one of the needles (the address case-insensitively)?
+/// Does any string in the item name one of the needles, whole and case-insensitively
+/// ([`names`])?
 pub fn mentions(item: &Item, needles: &[String]) -> bool {
     use aws_sdk_dynamodb::types::AttributeValue as A;
     fn walk(v: &A, needles: &[String]) -> bool {
         let hit = |text: &str| {
             let t = text.to_lowercase();
-            needles.iter().any(|n| t.contains(n.as_str()))
+            needles.iter().any(|n| names(&t, n))
         };
         match v {
             A::S(x) => hit(x),
@@ -181,6 +176,29 @@ pub fn mentions(item: &Item, needles: &[String]) -> bool {
     }
     let needles: Vec<String> = needles.iter().map(|n| n.to_lowercase()).collect();
     item.values().any(|v| walk(v, &needles))
+}
+
+/// Does `text` hold `needle` (both lower-cased) whole, not as part of a longer address or id?
+/// `ada@example.com` is named in `"ada@example.com"`, `<ada@example.com>`, `to=ada@example.com`
+/// and `write to ada@example.com.`, but not in `lada@example.com`, `x.ada@example.com` or
+/// `ada@example.com.au`: erasing one person must not touch another's data. Before the match
+/// stands no letter, digit or `._%+-` (what addresses are made of in practice); after it no
+/// letter, digit, `_` or `-`, and no `.` that goes on with a letter or digit.
+pub fn names(text: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    text.match_indices(needle).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let mut after = text[i + needle.len()..].chars();
+        let free_before = before.is_none_or(|c| !(c.is_alphanumeric() || matches!(c, '.' | '_' | '%' | '+' | '-')));
+        let free_after = match after.next() {
+            None => true,
+            Some('.') => !after.next().is_some_and(char::is_alphanumeric),
+            Some(c) => !(c.is_alphanumeric() || matches!(c, '_' | '-')),
+        };
+        free_before && free_after
+    })
 }
 
 /// The tombstone's key for an address: HMAC-SHA256 keyed per workspace, so the table names no
@@ -252,6 +270,34 @@ mod tests {
         .into();
         assert!(mentions(&item, &["ada@example.com".into()]));
         assert!(!mentions(&item, &["bob@example.com".into(), "ct_1".into()]));
+        assert!(!mentions(&item, &["da@example.com".into(), "ada@example.co".into()]), "part of another address");
+    }
+
+    #[test]
+    fn a_needle_is_named_only_whole() {
+        for yes in [
+            "ada@example.com",
+            "\"ada@example.com\"",
+            "to: <ada@example.com>",
+            "?to=ada@example.com&x",
+            "write to ada@example.com.",
+            "ada@example.com,bob@x.org",
+        ] {
+            assert!(names(yes, "ada@example.com"), "{yes}");
+        }
+        for no in [
+            "lada@example.com",
+            "x.ada@example.com",
+            "bob+ada@example.com",
+            "ada@example.com.au",
+            "ada@example.community",
+            "ada@example.com-x",
+        ] {
+            assert!(!names(no, "ada@example.com"), "{no}");
+        }
+        assert!(names("act#ct_01abc#act_1", "ct_01abc"));
+        assert!(!names("ct_01abcd", "ct_01abc"));
+        assert!(!names("anything", ""));
     }
 
     #[test]

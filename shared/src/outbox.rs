@@ -8,11 +8,11 @@
 //! the acknowledgement off the request path saves one DynamoDB round trip per write.
 //!
 //! A worker's job travels the same way ([`Tx::job`]): the job and its queue message are one
-//! transaction (`pk = OUTBOXJOB#<shard>`, `sk = <queue>#<job id>`), the message is handed to
-//! its queue after the commit, the worker deletes the item when the message reaches it
-//! ([`job_received`]; from then on SQS's redelivery owns the job), and the sweep re-sends what
-//! no worker received. A queue that refuses or hangs while an export, an erasure, a scan or an
-//! import is accepted thereby costs the job a delay, never the job.
+//! transaction (`pk = OUTBOXJOB#<shard>`, `sk = <queue>#<job id>`). After the commit the
+//! message is handed to its queue and, once SQS has it, the item is deleted; the sweep sends
+//! what was not handed off (SQS refused or did not answer) and deletes it then. A queue that
+//! refuses or hangs while an export, an erasure, a scan or an import is accepted thereby costs
+//! the job a delay, not the job, and a job whose message reached SQS gets no copy from here.
 
 use crate::app::App;
 use crate::error::ApiError;
@@ -28,7 +28,7 @@ use serde::Serialize;
 pub struct Tx {
     ops: Vec<Op>,
     events: Vec<Event>,
-    jobs: Vec<(WorkQueue, String)>,
+    jobs: Vec<(WorkQueue, String, String)>,
 }
 
 /// The work queues whose jobs travel through the outbox.
@@ -40,6 +40,8 @@ pub enum WorkQueue {
 }
 
 impl WorkQueue {
+    const ALL: [Self; 3] = [Self::ContactImports, Self::Gdpr, Self::Scans];
+
     /// As the outbox item spells it.
     pub fn name(self) -> &'static str {
         match self {
@@ -68,29 +70,10 @@ type Names = Vec<(String, String)>;
 
 #[derive(Clone)]
 enum Op {
-    Put {
-        item: Item,
-        cond: Option<(String, Values)>,
-        names: Names,
-    },
-    Delete {
-        pk: String,
-        sk: String,
-        cond: Option<(String, Values)>,
-    },
-    Check {
-        pk: String,
-        sk: String,
-        cond: String,
-        values: Values,
-    },
+    Put { item: Item, cond: Option<(String, Values)>, names: Names },
+    Delete { pk: String, sk: String, cond: Option<(String, Values)> },
+    Check { pk: String, sk: String, cond: String, values: Values },
     Update(UpdateBuilder),
-    /// A job's outbox item, whose queue URL is filled in at commit (from the committing app's
-    /// configuration, so the sweep re-sends to the queue the job was meant for).
-    Job {
-        queue: WorkQueue,
-        item: Item,
-    },
 }
 
 fn owned(vals: Vec<(&str, AttributeValue)>) -> Values {
@@ -177,22 +160,12 @@ impl Tx {
         self
     }
 
-    /// A job for a worker: its queue message is written with this transaction, sent after the
-    /// commit, deleted by the worker on receipt ([`job_received`]) and re-sent by the sweep
-    /// until then. `job_id` names the job within its queue; the worker drops copies.
+    /// A job for a worker: its queue message is written with this transaction and handed to
+    /// the queue after the commit; the sweep sends it if that fails. `job_id` names the job
+    /// within its queue; workers drop copies (a hand-off whose answer was lost makes one).
     pub fn job(mut self, queue: WorkQueue, job_id: &str, body: String) -> Self {
-        let (pk, sk) = queue.item_key(job_id);
-        let now = chrono::Utc::now().timestamp();
-        let item = Item::from([
-            ("pk".into(), s(pk)),
-            ("sk".into(), s(sk)),
-            ("queue".into(), s(queue.name())),
-            ("body".into(), s(&body)),
-            ("queued_at".into(), n(now)),
-            ("expires_at".into(), n(now + crate::events::OUTBOX_TTL_SECS)),
-        ]);
-        self.ops.push(Op::Job { queue, item });
-        self.jobs.push((queue, body));
+        self.ops.push(Op::Put { item: job_item(queue, job_id, &body), cond: None, names: vec![] });
+        self.jobs.push((queue, job_id.to_string(), body));
         self
     }
 
@@ -240,7 +213,6 @@ impl Tx {
                     .map_err(ApiError::internal)?,
             ),
             Op::Update(u) => w.update(u.table_name(table).build().map_err(ApiError::internal)?),
-            Op::Job { .. } => return Err(ApiError::internal("a job's item is built at commit")),
         }
         .build())
     }
@@ -255,17 +227,9 @@ impl Tx {
                 Op::Delete { .. } => "dynamodb:DeleteItem",
                 Op::Check { .. } => "dynamodb:ConditionCheckItem",
                 Op::Update(_) => "dynamodb:UpdateItem",
-                Op::Job { .. } => "dynamodb:PutItem",
             });
         }
-        let ops = self.ops.into_iter().map(|op| match op {
-            Op::Job { queue, mut item } => {
-                item.insert("queue_url".into(), s(queue.url(&app.cfg)));
-                Op::Put { item, cond: None, names: vec![] }
-            }
-            op => op,
-        });
-        let items = ops.map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
+        let items = self.ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
         // A request with an Idempotency-Key has its transactions witnessed (one more write,
         // no more round trips): a lost answer is then read back rather than guessed.
         match crate::idempotency::Witness::current().filter(|_| !items.is_empty()) {
@@ -279,15 +243,40 @@ impl Tx {
             }
         }
         publish(app, &self.events).await;
-        for (queue, body) in &self.jobs {
+        for (queue, job_id, body) in &self.jobs {
             if let Err(e) = app.hand_off(queue.url(&app.cfg), body, 0).await {
                 // The rest too, as `publish` does: one slow queue costs a request one hand-off.
                 tracing::warn!(queue = queue.name(), error = %e, "job not queued; left in the outbox for the sweep");
                 break;
             }
+            // SQS has it. Best effort: a job left here is sent again by the sweep, and dropped
+            // as a copy by its worker.
+            let (pk, sk) = queue.item_key(job_id);
+            if let Err(e) = app.db.delete(&pk, &sk).await {
+                tracing::warn!(queue = queue.name(), error = %e.message, "queued job's outbox item not deleted");
+            }
         }
         Ok(())
     }
+}
+
+fn job_item(queue: WorkQueue, job_id: &str, body: &str) -> Item {
+    let (pk, sk) = queue.item_key(job_id);
+    let now = chrono::Utc::now().timestamp();
+    Item::from([
+        ("pk".into(), s(pk)),
+        ("sk".into(), s(sk)),
+        ("queue".into(), s(queue.name())),
+        ("body".into(), s(body)),
+        ("queued_at".into(), n(now)),
+        ("expires_at".into(), n(now + crate::events::OUTBOX_TTL_SECS)),
+    ])
+}
+
+/// Leave a job for the sweep to send: a worker that must queue its job again and finds the
+/// queue refusing parks it here, rather than in a message that may end in the DLQ.
+pub async fn park(app: &App, queue: WorkQueue, job_id: &str, body: &str) -> Result<(), ApiError> {
+    Tx::new().put(job_item(queue, job_id, body)).commit(app).await.map_err(TxError::stale)
 }
 
 /// SQS allows 256 KiB per message; leave room for attributes and escaping.
@@ -394,57 +383,60 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
     if sent > 0 {
         tracing::info!(resent = sent, "outbox sweep re-sent events");
     }
-    Ok(sent + sweep_jobs(app, min_age_secs, per_shard).await?)
+    Ok(sent)
 }
 
-/// Re-send the job messages no worker has received within `min_age_secs`. Jobs are few and
-/// received within seconds, so each job shard is read whole (its items older than the cutoff,
-/// each re-sent at most every [`RESEND_EVERY_SECS`]).
-async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, ApiError> {
-    let now = chrono::Utc::now().timestamp();
-    let filter = || {
-        (
-            "queued_at <= :cutoff AND (attribute_not_exists(resent_at) OR resent_at < :again)",
-            vec![(":cutoff", n(now - min_age_secs)), (":again", n(now - RESEND_EVERY_SECS))],
-        )
-    };
+/// Send the jobs whose hand-off failed and that are older than `min_age_secs`, up to
+/// `per_shard` per shard, then delete them. Each queue is sent to in batches of 10 and skipped
+/// after its first failure, so one refusing queue costs one call, not one per job.
+pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, ApiError> {
+    let filter = || ("queued_at <= :cutoff", vec![(":cutoff", n(chrono::Utc::now().timestamp() - min_age_secs))]);
     let shards = (0..OUTBOX_SHARDS).map(|shard| {
         let pk = crate::keys::OUTBOX_JOB.pk(&[&shard.to_string()]);
         async move { app.db.scan_range(&pk, "~", filter(), per_shard, SWEEP_PAGES, per_shard.max(0) as usize).await }
     });
-    let mut sent = 0;
-    let mut refused = None;
+    // (queue, pk, sk, body)
+    let mut due: Vec<(WorkQueue, String, String, String)> = vec![];
     for items in futures_util::future::join_all(shards).await {
         for item in items? {
-            let (Some(pk), Some(sk), Some(queue), Some(url), Some(body)) =
-                (get_str(&item, "pk"), get_str(&item, "sk"), get_str(&item, "queue"), get_str(&item, "queue_url"), get_str(&item, "body"))
+            let (Some(pk), Some(sk), Some(queue), Some(body)) =
+                (get_str(&item, "pk"), get_str(&item, "sk"), get_str(&item, "queue"), get_str(&item, "body"))
             else {
                 continue;
             };
-            match app.enqueue(url, body, 0).await {
-                Ok(()) => {
-                    sent += 1;
-                    // A job its worker received meanwhile stays deleted.
-                    app.db.mark(pk.into(), sk.into(), "resent_at", n(now)).await;
+            let Some(queue) = WorkQueue::ALL.into_iter().find(|q| q.name() == queue) else { continue };
+            due.push((queue, pk.into(), sk.into(), body.into()));
+        }
+    }
+    let mut sent = 0;
+    let mut refused = None;
+    for queue in WorkQueue::ALL {
+        let mine: Vec<&(WorkQueue, String, String, String)> = due.iter().filter(|d| d.0 == queue).collect();
+        for chunk in mine.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, d)| aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(&d.3).build())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(ApiError::internal)?;
+            let out = match app.sqs().send_message_batch().queue_url(queue.url(&app.cfg)).set_entries(Some(entries)).send().await {
+                Ok(out) => out,
+                Err(e) => {
+                    refused = Some(ApiError::unavailable(format!("{} queue: {}", queue.name(), crate::aws::AwsError::from(e))));
+                    break;
                 }
-                Err(e) => refused = Some(ApiError::unavailable(format!("{queue} queue: {e}"))),
-            }
+            };
+            let taken: Vec<&(WorkQueue, String, String, String)> =
+                out.successful().iter().filter_map(|e| e.id().parse::<usize>().ok()).filter_map(|i| chunk.get(i).copied()).collect();
+            sent += taken.len();
+            // A job whose item stays (a failed delete) is sent again: its worker drops the copy.
+            futures_util::future::join_all(taken.iter().map(|d| app.db.delete(&d.1, &d.2))).await;
         }
     }
     if sent > 0 {
-        tracing::info!(resent = sent, "outbox sweep re-sent jobs");
+        tracing::info!(sent, "outbox sweep sent jobs");
     }
     refused.map_or(Ok(sent), Err)
-}
-
-/// The worker's acknowledgement of a job message: it reached the queue, so SQS redelivers it
-/// from now on. Best effort: a job left in the outbox is re-sent, and the worker drops copies.
-pub async fn job_received(app: &App, queue: WorkQueue, job_id: &str) {
-    let (pk, sk) = queue.item_key(job_id);
-    let res = app.db.client.delete_item().table_name(&app.db.table).key("pk", s(pk)).key("sk", s(sk)).send().await;
-    if let Err(e) = res {
-        tracing::warn!(queue = queue.name(), job_id, error = %ddb_error(e).message, "job acknowledgement failed; the sweep re-sends it");
-    }
 }
 
 /// Acknowledge many events at once (BatchWriteItem deletes, 25 per call).

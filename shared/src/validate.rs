@@ -259,6 +259,23 @@ pub fn normalise_email(raw: &str) -> Option<String> {
     ok.then_some(e)
 }
 
+/// `Name <addr>` or `addr` -> (name, lower-cased address).
+pub fn parse_mailbox(raw: &str) -> Option<(Option<String>, String)> {
+    let raw = raw.trim();
+    match raw.rfind('<') {
+        Some(i) if raw.ends_with('>') => {
+            let addr = normalise_email(&raw[i + 1..raw.len() - 1])?;
+            let name = raw[..i].trim().trim_matches('"').trim();
+            if name.chars().any(char::is_control) || name.contains('"') || name.chars().count() > 100 {
+                return None;
+            }
+            Some(((!name.is_empty()).then(|| name.to_string()), addr))
+        }
+        Some(_) => None,
+        None => Some((None, normalise_email(raw)?)),
+    }
+}
+
 /// A DNS domain name, lower-cased without a trailing dot, if it is one a mail domain can be:
 /// at least two labels of letters, digits and inner hyphens (1..63 each, 253 in all) and a
 /// TLD that is not all digits (so no IP address).
@@ -310,6 +327,16 @@ pub fn is_locale(tag: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mailbox_is_a_bare_address_or_a_name_and_an_address() {
+        assert_eq!(parse_mailbox(" Ada@Example.org "), Some((None, "ada@example.org".into())));
+        assert_eq!(parse_mailbox("\"Ada L.\" <ADA@example.org>"), Some((Some("Ada L.".into()), "ada@example.org".into())));
+        assert_eq!(parse_mailbox("<ada@example.org>"), Some((None, "ada@example.org".into())));
+        for bad in ["Ada <ada@example.org", "Ada\r\nBcc: x <ada@example.org>", "a\"b <ada@example.org>", "Ada <not an address>"] {
+            assert_eq!(parse_mailbox(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn domain_names() {

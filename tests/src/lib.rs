@@ -147,7 +147,7 @@ fn signal_children(parent: u32, signal: &str) {
 }
 
 /// A 127.0.0.1 port with nothing listening.
-fn closed_port() -> u16 {
+pub fn closed_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 

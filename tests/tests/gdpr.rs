@@ -183,6 +183,14 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     let later =
         created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "Later", "text": "x", "scheduled_at": e2e::in_hours(3)}), 202)
             .await;
+    // Someone whose address holds theirs (`lerase-…@`): not the subject, left as it was.
+    let neighbour = created(
+        &c,
+        "/emails",
+        json!({"from": from, "to": [format!("l{addr}")], "subject": "Neighbour", "text": "x", "scheduled_at": e2e::in_hours(3)}),
+        202,
+    )
+    .await;
     let day = json!([{"start": "00:00", "end": "24:00"}]);
     let hours = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
     let res = created(&c, "/bookings/resources", json!({"name": "Room", "timezone": "UTC", "opening_hours": hours}), 201).await;
@@ -237,6 +245,9 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     assert!(e.get("subject").is_none() && !e.to_string().contains(&addr), "the audit record names no one: {e}");
     let done = finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
     assert_eq!(done["status"], "completed", "{done}");
+    let kept = c.get(&format!("/emails/{}", neighbour["id"].as_str().unwrap())).await.json["data"].clone();
+    assert_eq!((kept["status"].as_str(), kept["subject"].as_str()), (neighbour["status"].as_str(), Some("Neighbour")), "{kept}");
+    assert_eq!(kept["to"], json!([format!("l{addr}")]));
     let hits = scan_hits().await;
     assert!(hits.is_empty(), "items still naming the address: {hits:?}");
 

@@ -187,7 +187,7 @@ impl Service {
             svc.requires_confirmation = v;
         }
         if let Some(n) = input.notifications {
-            if crate::emails::compose::parse_mailbox(&n.from).is_none() {
+            if shared::validate::parse_mailbox(&n.from).is_none() {
                 errs.add("notifications.from", "must be an address such as hello@acme.com or Acme <hello@acme.com>");
             }
             if let Some(m) = n.reminder_minutes_before {

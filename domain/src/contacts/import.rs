@@ -240,12 +240,18 @@ pub async fn start(app: &App, ws: &WorkspaceId, input: CreateImport) -> ApiResul
 pub use crate::ids::ImportId;
 
 /// Erasure: the chunk keeps its other rows; the subject's are dropped (a row names the subject
-/// when any of its values contains the address or the contact id).
+/// when any of its values names the address or the contact id whole, `privacy::names`).
 pub async fn erase_rows(app: &App, _ws: &str, item: Item, subject: &crate::privacy::Subject) -> ApiResult<()> {
     let Some(raw) = store::get_str(&item, "rows") else { return Ok(()) };
     let rows: Vec<Row> = serde_json::from_str(raw).map_err(ApiError::internal)?;
     let needles: Vec<String> = subject.needles().iter().map(|n| n.to_lowercase()).collect();
-    let keep: Vec<&Row> = rows.iter().filter(|r| !needles.iter().any(|n| r.data.to_string().to_lowercase().contains(n.as_str()))).collect();
+    let keep: Vec<&Row> = rows
+        .iter()
+        .filter(|r| {
+            let text = r.data.to_string().to_lowercase();
+            !needles.iter().any(|n| crate::privacy::names(&text, n))
+        })
+        .collect();
     let mut item = item.clone();
     item.insert("rows".into(), s(serde_json::to_string(&keep).map_err(ApiError::internal)?));
     app.db.batch_put(vec![item]).await
@@ -280,7 +286,6 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             kept.push(shared::sqs::id(m));
             continue;
         };
-        shared::outbox::job_received(app, WorkQueue::ContactImports, &msg.import_id).await;
         let mut res = run(app, &msg.workspace_id, &msg.import_id).await;
         // A transient failure resumes from the saved position after a pause here rather than
         // after the queue's 10-minute visibility timeout.

@@ -15,7 +15,7 @@ use shared::error::ErrorDetail;
 use shared::events::Event;
 use shared::outbox::Tx;
 use shared::store::{self, Item, ws_pk};
-use shared::validate::{Errors, normalise_email};
+use shared::validate::{Errors, normalise_email, parse_mailbox};
 use shared::{ApiError, ApiResult, App};
 use std::collections::{BTreeMap, HashMap};
 use utoipa::ToSchema;
@@ -97,23 +97,6 @@ pub struct Draft {
 impl Draft {
     fn recipients(&self) -> impl Iterator<Item = &String> {
         self.to.iter().chain(&self.cc).chain(&self.bcc)
-    }
-}
-
-/// `Name <addr>` or `addr` -> (name, lower-cased address).
-pub fn parse_mailbox(raw: &str) -> Option<(Option<String>, String)> {
-    let raw = raw.trim();
-    match raw.rfind('<') {
-        Some(i) if raw.ends_with('>') => {
-            let addr = normalise_email(&raw[i + 1..raw.len() - 1])?;
-            let name = raw[..i].trim().trim_matches('"').trim();
-            if name.chars().any(char::is_control) || name.contains('"') || name.chars().count() > 100 {
-                return None;
-            }
-            Some(((!name.is_empty()).then(|| name.to_string()), addr))
-        }
-        Some(_) => None,
-        None => Some((None, normalise_email(raw)?)),
     }
 }
 

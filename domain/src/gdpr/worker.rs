@@ -13,7 +13,6 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             tracing::error!(message_id = %shared::sqs::id(m), "not a GDPR job message; dropped");
             continue;
         };
-        shared::outbox::job_received(app, shared::outbox::WorkQueue::Gdpr, &msg.id).await;
         let res = match msg.kind {
             JobKind::Export => super::export::run(app, &msg.workspace_id, &msg.id).await,
             JobKind::Erasure => super::erasure::run(app, &msg.workspace_id, &msg.id).await,

@@ -278,11 +278,16 @@ fn message(ws: &WorkspaceId, scan_id: &str) -> ApiResult<String> {
     serde_json::to_string(&Job { workspace_id: ws.clone(), scan_id: scan_id.into() }).map_err(ApiError::internal)
 }
 
-/// Queue the job again in `delay_secs` (its host was busy). The scanner holds the message it
-/// received until this is sent, so a refusal here costs a redelivery, not the scan.
+/// Queue the job again in `delay_secs` (its host was busy). If the queue refuses, the job is
+/// parked in the outbox for the sweep (a message kept for redelivery instead could end in the
+/// DLQ during a long outage, and the scan with it).
 pub async fn enqueue_after(app: &App, ws: &WorkspaceId, scan_id: &str, delay_secs: i64) -> ApiResult<()> {
     let body = message(ws, scan_id)?;
-    app.enqueue(&app.cfg.scans_queue_url, &body, delay_secs).await.map_err(|e| ApiError::unavailable(format!("scans queue: {e}")))
+    if let Err(e) = app.enqueue(&app.cfg.scans_queue_url, &body, delay_secs).await {
+        tracing::warn!(scan_id, error = %e, "scan not queued again; parked in the outbox");
+        shared::outbox::park(app, WorkQueue::Scans, scan_id, &body).await?;
+    }
+    Ok(())
 }
 
 /// Save a scan at `version` with its new state, and its event when it ended.

@@ -86,13 +86,13 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
     if let Some(s) = &found.stored {
         let e = &s.email;
         let entries = e.to.iter().chain(&e.cc).chain(&e.bcc).chain(&e.reply_to);
-        named.extend(entries.filter_map(|a| compose::parse_mailbox(a).map(|(_, addr)| addr)));
+        named.extend(entries.filter_map(|a| shared::validate::parse_mailbox(a).map(|(_, addr)| addr)));
     }
     named.sort_unstable();
     named.dedup();
     let refs: Vec<&str> = named.iter().map(String::as_str).collect();
     let erased = crate::privacy::erased(app, &ws, &refs).await.map_err(|e| e.to_string())?;
-    let theirs = |entry: &str| compose::parse_mailbox(entry).is_some_and(|(_, a)| erased.contains(&a));
+    let theirs = |entry: &str| shared::validate::parse_mailbox(entry).is_some_and(|(_, a)| erased.contains(&a));
     // The erased among the addresses the feedback is about (suppressed by their hash only).
     let gone: Vec<String> = reading
         .feedback

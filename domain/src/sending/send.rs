@@ -213,7 +213,7 @@ async fn recheck(
             suppressed.push(sr);
         }
     }
-    let from = compose::parse_mailbox(&e.from).map(|(_, addr)| addr).unwrap_or_default();
+    let from = shared::validate::parse_mailbox(&e.from).map(|(_, addr)| addr).unwrap_or_default();
     let verified = crate::emails::domains::covers(&domains, &from);
     Ok((suppressed, body, verified))
 }
@@ -326,7 +326,7 @@ async fn finish(sd: &Sender, ws: &WorkspaceId, held: &Stored, email: Email, mess
 /// `Name <addr>` with the name quoted, or MIME-encoded when it is not plain ASCII.
 pub fn format_from(raw: &str) -> String {
     use base64::Engine;
-    match compose::parse_mailbox(raw) {
+    match shared::validate::parse_mailbox(raw) {
         Some((Some(name), addr)) if name.chars().all(|c| c.is_ascii() && !c.is_ascii_control()) => {
             format!("\"{}\" <{addr}>", name.replace('\\', "\\\\").replace('"', "\\\""))
         }

@@ -14,6 +14,7 @@ use e2e::faults::{Fault, FaultProxy};
 use e2e::load::{Answer, Op, Setup, all, call, load, marker};
 use e2e::{Client, harness};
 use serde_json::Value;
+use shared::outbox::WorkQueue;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -470,7 +471,7 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
 async fn jobs_accepted_while_their_queue_is_down_run_once_it_is_back() {
     let h = harness();
     let sites = tools::sites::Sites::start().await.expect("fixture sites");
-    let (_, key) = h.workspace("jobs without a queue").await;
+    let (ws, key) = h.workspace("jobs without a queue").await;
     let c = Client::new(&h.generous_gateway().await, &key);
     let down = Client::new(&h.base_noqueue, &key);
     let subject = format!("{}@example.org", marker("erased"));
@@ -501,6 +502,46 @@ async fn jobs_accepted_while_their_queue_is_down_run_once_it_is_back() {
     }
     let imported = all(&c, "/contacts").await.iter().filter(|ct| ct["email"].as_str().is_some_and(|e| e.starts_with("queued-"))).count();
     assert_eq!(imported, 20, "every row once");
+    // Once: the sweep sent each job one time and deleted what it sent.
+    let store = h.app().await;
+    let wid = shared::auth::WorkspaceId::trusted(ws.clone());
+    let id = |i: usize| paths[i].rsplit('/').next().unwrap().to_string();
+    let export = store.db.get(&shared::store::ws_pk(&wid), &domain::keys::EXPORT_JOB.sk(&[&id(0)])).await.unwrap().unwrap();
+    assert_eq!(shared::store::get_i64(&export, "runs"), Some(1), "the export ran once");
+    assert_eq!(c.get(&paths[2]).await.json["data"]["attempts"], 1, "the scan ran once");
+    let queues = [WorkQueue::Gdpr, WorkQueue::Gdpr, WorkQueue::Scans, WorkQueue::ContactImports];
+    for (i, queue) in queues.into_iter().enumerate() {
+        assert!(outbox_job(&store, queue, &id(i)).await.is_none(), "{}: left in the outbox", paths[i]);
+    }
+
+    // A scan the scanner must queue again (its host was busy) while SQS refuses: parked in the
+    // outbox, sent by the sweep, run. (Its first message went to a queue no worker polls.)
+    let mut cfg = h.config.clone();
+    cfg.scans_queue_url = h.own_queue("parked-scans").await;
+    let quiet = h.app_with(cfg).await;
+    let url = url::Url::parse(sites.url("neglected")).unwrap();
+    let domain::scans::Requested::Created(scan) = domain::scans::request(&quiet, &wid, &url, true).await.unwrap() else {
+        panic!("a forced scan is new")
+    };
+    assert!(outbox_job(&store, WorkQueue::Scans, &scan.id).await.is_none(), "handed off: not in the outbox");
+    let refusing = h.app().await.with_sqs_endpoint(&format!("http://127.0.0.1:{}", e2e::closed_port()));
+    domain::scans::enqueue_after(&refusing, &wid, &scan.id, 5).await.unwrap();
+    assert!(outbox_job(&store, WorkQueue::Scans, &scan.id).await.is_some(), "parked");
+    let path = format!("/scans/{}", scan.id);
+    while c.get(&path).await.json["data"]["status"] != "completed" {
+        assert!(Instant::now() < deadline + Duration::from_secs(60), "the parked scan did not run");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn outbox_job(store: &shared::App, queue: WorkQueue, id: &str) -> Option<shared::store::Item> {
+    let sk = format!("{}#{id}", queue.name());
+    for shard in 0..shared::events::OUTBOX_SHARDS {
+        if let Some(item) = store.db.get(&shared::keys::OUTBOX_JOB.pk(&[&shard.to_string()]), &sk).await.unwrap() {
+            return Some(item);
+        }
+    }
+    None
 }
 
 /// S3 failing each way while the GDPR worker writes an export and the inbound-mail worker

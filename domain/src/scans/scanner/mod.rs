@@ -38,7 +38,6 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             tracing::error!(message_id = %shared::sqs::id(m), "not a scan job; dropped");
             continue;
         };
-        shared::outbox::job_received(app, shared::outbox::WorkQueue::Scans, &job.scan_id).await;
         if let Err(e) = run(app, &job).await {
             tracing::warn!(scan_id = %job.scan_id, error = %e, "scan kept for another try");
             kept.push(shared::sqs::id(m));
@@ -62,8 +61,7 @@ pub async fn run(app: &App, job: &Job) -> Result<(), String> {
     }
     // At most SLOTS_PER_HOST scans hit one host at once; the others wait in the queue.
     let Some(slot) = crate::scans::take_host_slot(app, &scan.host, &scan.id).await.map_err(|e| e.to_string())? else {
-        crate::scans::enqueue_after(app, ws, &scan.id, HOST_BUSY_DELAY_SECS).await.map_err(|e| e.to_string())?;
-        return Ok(());
+        return crate::scans::enqueue_after(app, ws, &scan.id, HOST_BUSY_DELAY_SECS).await.map_err(|e| e.to_string());
     };
     let host = scan.host.clone();
     let result = scan_with_slot(app, ws, scan, version).await;

@@ -49,8 +49,11 @@ impl Dispatcher {
             let ev: SqsEvent = serde_json::from_value(payload).map_err(|e| format!("not an SQS event: {e}"))?;
             return Ok(serde_json::to_value(self.handle_sqs_within(ev, budget).await).expect("serializes"));
         }
-        let swept = shared::outbox::sweep(&self.app, self.app.cfg.webhooks.outbox_sweep_age_secs, 100).await.map_err(|e| e.to_string())?;
-        Ok(serde_json::json!({ "swept": swept }))
+        // Independent: a refusing events queue must not hold back the jobs, nor the reverse.
+        let age = self.app.cfg.webhooks.outbox_sweep_age_secs;
+        let (events, jobs) = tokio::join!(shared::outbox::sweep(&self.app, age, 100), shared::outbox::sweep_jobs(&self.app, age, 100));
+        let (events, jobs) = (events.map_err(|e| e.to_string())?, jobs.map_err(|e| e.to_string())?);
+        Ok(serde_json::json!({ "swept": events, "jobs": jobs }))
     }
 
     pub async fn handle_sqs(&self, ev: SqsEvent) -> BatchResponse {
