@@ -433,6 +433,14 @@ async fn an_approval_binds_the_state_the_person_saw() {
     assert_eq!(bound[0]["version"].as_i64(), Some(0), "{bound}");
     e2e::created(&s.owner, "/emails/templates", json!({"slug": "later", "subject": "Surprise", "text": "x"}), 201).await;
     stale(&send(&s.agent, "POST", "/emails", &later, Some("stale-6"), Some(&token)).await, "email_template", "a template created after");
+    // A batch binds its templates too; unchanged, it is sent (its write checks them again).
+    let batch =
+        serde_json::to_vec(&json!({"emails": [{"from": format!("a@{domain}"), "to": ["y@example.org"], "template_slug": "later"}]}))
+            .unwrap();
+    let (bound, token) = mint_with_body(&s, "/emails/batch", "stale-10", &batch, "emails.send").await;
+    assert_eq!(bound[0]["object"], "email_template", "{bound}");
+    let r = send(&s.agent, "POST", "/emails/batch", &batch, Some("stale-10"), Some(&token)).await;
+    assert_eq!(r.status, 202, "{}", r.json);
     // A percent-escaped path would name the object differently from the route: refused.
     let r = s
         .person

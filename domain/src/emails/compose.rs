@@ -566,8 +566,15 @@ pub async fn send_many(
         events.push(ev);
     }
     items.extend(extra);
-    // Written in parts, not one transaction: a key's retry must not write the batch again.
-    shared::idempotency::before_plain_writes(&app.db).await?;
+    // Written in parts, not one transaction: first the objects the person approved are checked
+    // still as approved (`Authority::guarded`), in the transaction that marks the request's
+    // key written, so a key's retry does not write the batch again.
+    let guard = auth.tx(&[])?;
+    if guard.is_empty() {
+        shared::idempotency::before_plain_writes(&app.db).await?;
+    } else {
+        guard.commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("what was approved changed; confirm again")))?;
+    }
     app.db.batch_put(items).await?;
     shared::outbox::publish(app, &events).await;
     let mut by_delay: BTreeMap<i64, Vec<EmailId>> = Default::default();
