@@ -15,12 +15,20 @@ pub enum Op {
     ListContacts,
     CreateContact,
     SendEmail,
+    /// A booking of its own 30-minute slot (the marker's), on a resource open around the clock.
+    CreateBooking,
+    /// An import of two rows (`<marker>-0@…`, `<marker>-1@…`): a job through the outbox.
+    StartImport,
 }
 
 impl Op {
+    /// The soak's mix.
     pub const MIX: [Op; 5] = [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail];
+    /// The fault matrix's mix: the soak's, with bookings and imports.
+    pub const WIDE: [Op; 7] =
+        [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail, Op::CreateBooking, Op::StartImport];
     pub fn write(self) -> bool {
-        matches!(self, Op::CreatePost | Op::CreateContact | Op::SendEmail)
+        matches!(self, Op::CreatePost | Op::CreateContact | Op::SendEmail | Op::CreateBooking | Op::StartImport)
     }
 }
 
@@ -30,6 +38,8 @@ pub struct Answer {
     pub op: Op,
     pub status: u16,
     pub code: String,
+    /// The error's message, if any.
+    pub message: String,
     pub in_envelope: bool,
     pub retry_after: bool,
     pub took: Duration,
@@ -37,9 +47,34 @@ pub struct Answer {
     pub marker: Option<String>,
 }
 
+#[derive(Default)]
 pub struct Setup {
     pub channel: String,
     pub from: String,
+    /// A booking service (for `CreateBooking`).
+    pub service: String,
+    /// Each booking marker's slot, so a retry asks for the same one.
+    slots: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+    day0: i64,
+}
+
+impl Setup {
+    pub fn new(channel: String, from: String) -> Self {
+        Self { channel, from, ..Default::default() }
+    }
+
+    /// With a bookable service: the first slot starts two days from now, at midnight UTC.
+    pub fn with_service(self, service: String) -> Self {
+        let day0 = (chrono::Utc::now().timestamp() / 86_400 + 2) * 86_400;
+        Self { service, day0, ..self }
+    }
+
+    fn slot(&self, marker: &str) -> String {
+        let mut slots = self.slots.lock().expect("slots");
+        let next = slots.len() as i64;
+        let i = *slots.entry(marker.to_string()).or_insert(next);
+        shared::ids::format_time(chrono::DateTime::from_timestamp(self.day0 + i * 1800, 0).expect("a time"))
+    }
 }
 
 pub fn body(op: Op, marker: &str, s: &Setup) -> Value {
@@ -47,6 +82,10 @@ pub fn body(op: Op, marker: &str, s: &Setup) -> Value {
         Op::CreatePost => json!({"content": marker, "channel_ids": [s.channel]}),
         Op::CreateContact => json!({"email": format!("{marker}@example.org")}),
         Op::SendEmail => json!({"from": s.from, "to": ["chaos@example.org"], "subject": marker, "text": "once"}),
+        Op::CreateBooking => {
+            json!({"service_id": s.service, "start": s.slot(marker), "notes": marker, "contact": {"email": format!("{marker}@bookings.example.org")}})
+        }
+        Op::StartImport => json!({"rows": [{"email": format!("{marker}-0@example.org")}, {"email": format!("{marker}-1@example.org")}]}),
         _ => Value::Null,
     }
 }
@@ -58,6 +97,8 @@ pub fn path(op: Op) -> &'static str {
         Op::ListContacts => "/contacts?limit=5",
         Op::CreateContact => "/contacts",
         Op::SendEmail => "/emails",
+        Op::CreateBooking => "/bookings",
+        Op::StartImport => "/contacts/imports",
     }
 }
 
@@ -78,7 +119,8 @@ pub async fn call(http: &reqwest::Client, base: &str, key: &str, op: Op, marker:
         && (status < 400
             || (json["error"]["code"].is_string() && json["error"]["message"].is_string() && json["error"]["request_id"] == rid.as_str()));
     let code = json["error"]["code"].as_str().unwrap_or_default().to_string();
-    Answer { op, status, code, in_envelope, retry_after, took: started.elapsed(), marker: marker.map(String::from) }
+    let message = json["error"].get("details").map_or(String::new(), |d| format!("{} {d}", json["error"]["message"]));
+    Answer { op, status, code, message, in_envelope, retry_after, took: started.elapsed(), marker: marker.map(String::from) }
 }
 
 /// A write's unique marker, short enough for an email's local part.
@@ -87,7 +129,7 @@ pub fn marker(tag: &str) -> String {
 }
 
 /// Mixed load from `workers` tasks until `stop`.
-pub async fn load(base: &str, key: &str, s: Arc<Setup>, workers: usize, until: Instant, tag: &str) -> Vec<Answer> {
+pub async fn load(base: &str, key: &str, s: Arc<Setup>, mix: &'static [Op], workers: usize, until: Instant, tag: &str) -> Vec<Answer> {
     let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
     let tasks = (0..workers).map(|w| {
         let (http, base, key, s, tag) = (http.clone(), base.to_string(), key.to_string(), s.clone(), tag.to_string());
@@ -95,7 +137,7 @@ pub async fn load(base: &str, key: &str, s: Arc<Setup>, workers: usize, until: I
             let mut out = vec![];
             let mut i = w;
             while Instant::now() < until {
-                let op = Op::MIX[i % Op::MIX.len()];
+                let op = mix[i % mix.len()];
                 let marker = op.write().then(|| marker(&tag));
                 out.push(call(&http, &base, &key, op, marker.as_deref(), &s).await);
                 i += 1;

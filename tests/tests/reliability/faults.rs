@@ -1,10 +1,11 @@
 //! The fault matrix: each dependency of the API (DynamoDB, and moto's SQS, SES and Secrets
 //! Manager) fails one way at a time behind a fault proxy, under a steady mixed load (reads,
-//! post and contact writes, email sends that the sender worker carries to SES). Each row
+//! post, contact and booking writes, imports that the import worker runs, email sends that the
+//! sender worker carries to SES, and the webhook deliveries of the writes' events). Each row
 //! records what clients got (statuses, the envelope, `Retry-After`, the slowest answer), what
 //! became of the writes (each retried with its `Idempotency-Key` until accepted, then counted:
-//! none lost, none twice) and of the emails (sent once), and how long after the fault ended
-//! the API answered again.
+//! none lost, none twice; each import's rows once), of the emails (sent once) and of the
+//! events (each delivered), and how long after the fault ended the API answered again.
 //!
 //! `make test` runs one fault per dependency; `make chaos` (`CHAOS=full`) runs every fault of
 //! every dependency and writes the table to `docs/reliability.md`. This binary has its own
@@ -67,6 +68,9 @@ struct Row {
     writes: usize,
     lost: usize,
     doubled: usize,
+    /// Events of the accepted posts, contacts and bookings, and how many reached the receiver.
+    events: usize,
+    events_delivered: usize,
     emails: usize,
     emails_sent_once: usize,
     emails_failed: usize,
@@ -93,7 +97,7 @@ impl Row {
         let yes = |b: bool| if b { "yes" } else { "**no**" };
         let refused: Vec<&Answer> = self.answers.iter().filter(|a| a.status == 429 || a.status == 503).collect();
         format!(
-            "| {} | {} | {} | {} | {} | {} | {:.1} s | {} | {} / {} lost / {} twice | {} of {} once, {} failed | {:.1} s |",
+            "| {} | {} | {} | {} | {} | {} | {:.1} s | {} | {} / {} lost / {} twice | {} of {} once, {} failed | {} of {} | {:.1} s |",
             self.dependency,
             self.fault.name(),
             self.hit,
@@ -108,9 +112,45 @@ impl Row {
             self.emails_sent_once,
             self.emails,
             self.emails_failed,
+            self.events_delivered,
+            self.events,
             self.recovery.as_secs_f64(),
         )
     }
+}
+
+/// What the mixed load needs in a workspace: a channel, a sending domain, a bookable service.
+async fn mixed_setup(admin: &Client, ws: &str) -> Setup {
+    let day = serde_json::json!([{"start": "00:00", "end": "24:00"}]);
+    let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let res =
+        e2e::created(admin, "/bookings/resources", serde_json::json!({"name": "Room", "timezone": "UTC", "opening_hours": hours}), 201)
+            .await;
+    let svc = e2e::created(
+        admin,
+        "/bookings/services",
+        serde_json::json!({"name": "Talk", "duration_minutes": 30, "resource_ids": [res["id"]]}),
+        201,
+    )
+    .await;
+    Setup::new(e2e::channel(admin, "chaos").await, format!("chaos@{}", e2e::verified_domain(admin, ws).await))
+        .with_service(svc["id"].as_str().unwrap().to_string())
+}
+
+/// The markers of the posts, contacts and bookings the load wrote (whose events a webhook
+/// subscribed to their `*.created` types receives).
+fn evented(answers: &[Answer]) -> Vec<String> {
+    answers
+        .iter()
+        .filter(|a| matches!(a.op, Op::CreatePost | Op::CreateContact | Op::CreateBooking) && (200..300).contains(&a.status))
+        .filter_map(|a| a.marker.clone())
+        .collect()
+}
+
+/// How many of `markers` some received body names.
+fn delivered(got: &[e2e::receiver::Received], markers: &[String]) -> usize {
+    let bodies: Vec<String> = got.iter().map(|r| String::from_utf8_lossy(&r.body).to_lowercase()).collect();
+    markers.iter().filter(|m| bodies.iter().any(|b| b.contains(m.as_str()))).count()
 }
 
 async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, service: &'static str, fault: Fault) -> Row {
@@ -119,10 +159,11 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     // Set up and count through a generous gateway: the buckets are the workspace's, so the
     // harness's strict limits would leave the load's gateway a bucket already spent.
     let admin = Client::new(&h.generous_gateway().await, &key);
-    let setup = Arc::new(Setup {
-        channel: e2e::channel(&admin, "chaos").await,
-        from: format!("chaos@{}", e2e::verified_domain(&admin, &ws).await),
-    });
+    let setup = Arc::new(mixed_setup(&admin, &ws).await);
+    // Webhook deliveries under the load: every accepted write's event must reach the receiver.
+    let receiver = e2e::receiver::Receiver::start().await;
+    let types = ["post.created", "contact.created", "booking.created"];
+    e2e::created(&admin, "/webhooks", serde_json::json!({"url": receiver.url, "event_types": types}), 201).await;
     let proxy = if service == "dynamodb" { ddb } else { moto };
     let tag = service.chars().take(3).collect::<String>();
     // Warm a gateway first (the platform secret cached), unless the row is about that secret.
@@ -140,7 +181,7 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     let base = base.expect("a gateway");
     let worker = sender(ddb, moto).await;
     let until = Instant::now() + Duration::from_secs(fault_secs());
-    let mut answers = load(&base, &key, setup.clone(), 4, until, &tag).await;
+    let mut answers = load(&base, &key, setup.clone(), &Op::WIDE, 4, until, &tag).await;
     let hit = proxy.clear();
     let cleared = Instant::now();
     // Recovered: a read and a write answer again.
@@ -173,7 +214,7 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
         for (op, m, _) in pending {
             let a = call(&http, &base, &key, op, Some(&m), &setup).await;
             if !(200..300).contains(&a.status) {
-                left.push((op, m, format!("{} {}", a.status, a.code)));
+                left.push((op, m, format!("{} {} {}", a.status, a.code, a.message)));
             }
         }
         pending = left;
@@ -188,7 +229,10 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     let count = |list: &[Value], field: &str, m: &str| list.iter().filter(|v| v[field].as_str().is_some_and(|x| x.starts_with(m))).count();
     let mut writes = 0;
     let (mut lost, mut doubled) = (0, 0);
-    for (op, list, field) in [(Op::CreatePost, &posts, "content"), (Op::CreateContact, &contacts, "email")] {
+    let bookings = all(&admin, "/bookings").await;
+    for (op, list, field) in
+        [(Op::CreatePost, &posts, "content"), (Op::CreateContact, &contacts, "email"), (Op::CreateBooking, &bookings, "notes")]
+    {
         for m in markers(op) {
             writes += 1;
             match count(list, field, &m) {
@@ -198,6 +242,33 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
             }
         }
     }
+    // Imports run in the worker (the job reached it through the outbox, whatever SQS did):
+    // each row once.
+    let imports = markers(Op::StartImport);
+    writes += imports.len();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let contacts = all(&admin, "/contacts").await;
+        let rows = |m: &str| (0..2).map(|i| count(&contacts, "email", &format!("{m}-{i}@"))).collect::<Vec<_>>();
+        let done = imports.iter().all(|m| rows(m) == [1, 1]);
+        if done || Instant::now() > deadline {
+            for m in &imports {
+                let r = rows(m);
+                if r.contains(&0) {
+                    lost += 1;
+                } else if r != [1, 1] {
+                    doubled += 1;
+                }
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Every accepted post, contact and booking has its event delivered (at least once). All
+    // were accepted by now (retried until they were).
+    let expected: Vec<String> = [Op::CreatePost, Op::CreateContact, Op::CreateBooking].into_iter().flat_map(markers).collect();
+    let got = receiver.wait_until(60, |got| delivered(got, &expected) == expected.len()).await;
+    let (events, events_delivered) = (expected.len(), delivered(&got, &expected));
     // Emails: each accepted once; each sent once or, where SES's outcome was unknown, failed.
     let subjects = markers(Op::SendEmail);
     writes += subjects.len();
@@ -239,6 +310,8 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
         writes,
         lost,
         doubled,
+        events,
+        events_delivered,
         emails: subjects.len(),
         emails_sent_once: sent_once,
         emails_failed: failed,
@@ -263,6 +336,7 @@ fn check(row: &Row) {
     }
     assert!(row.hit > 0, "{name}: the fault met no request");
     assert_eq!((row.lost, row.doubled), (0, 0), "{name}: writes lost or done twice");
+    assert_eq!(row.events_delivered, row.events, "{name}: events not delivered");
 }
 
 #[tokio::test]
@@ -299,13 +373,14 @@ async fn every_dependency_failing_keeps_answers_in_the_envelope_and_writes_once(
         }
     }
     if let Ok(doc) = std::env::var("CHAOS_REPORT") {
-        let header = "| dependency | fault | requests it met | what clients got | in the envelope | Retry-After on 429/503 | slowest answer | slowest 429/503 | writes | emails sent | API whole again after |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        let header = "| dependency | fault | requests it met | what clients got | in the envelope | Retry-After on 429/503 | slowest answer | slowest 429/503 | writes | emails sent | events delivered | API whole again after |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         e2e::load::splice(&doc, "matrix", &format!("{header}{}", table.join("\n")));
     }
     assert!(failures.is_empty(), "rows missing their goals:\n{}", failures.join("\n"));
 }
 
-/// A webhook receiver failing each way behind the proxy while posts are created: every event
+/// A webhook receiver failing each way behind the proxy while posts are created, under the
+/// mixed load of the matrix (whose posts, contacts and bookings it subscribes to): every event
 /// reaches it once the fault ends (retried on the dispatcher's schedule, here 1 s apart), in
 /// the time it records; copies past the first are counted (deliveries are at least once:
 /// an answer cut after the receiver took the event is sent again, and receivers dedupe by
@@ -316,10 +391,13 @@ async fn a_failing_webhook_receiver_gets_every_event_once_it_recovers() {
     let receiver = e2e::receiver::Receiver::start().await;
     let origin = receiver.url.trim_end_matches("/hook").to_string();
     let proxy = FaultProxy::start(&origin).await;
-    let (_, key) = h.workspace("chaos webhooks").await;
-    let c = Client::new(&h.generous_gateway().await, &key);
+    let (ws, key) = h.workspace("chaos webhooks").await;
+    let base = h.generous_gateway().await;
+    let c = Client::new(&base, &key);
     let channel = e2e::channel(&c, "chaos").await;
-    let r = c.post("/webhooks", &serde_json::json!({"url": format!("{}/hook", proxy.url), "event_types": ["post.created"]})).await;
+    let setup = Arc::new(mixed_setup(&c, &ws).await);
+    let types = ["post.created", "contact.created", "booking.created"];
+    let r = c.post("/webhooks", &serde_json::json!({"url": format!("{}/hook", proxy.url), "event_types": types})).await;
     assert_eq!(r.status, 201, "{}", r.json);
     let faults = if full() {
         vec![Fault::Reset, Fault::Hang, Fault::Latency(Duration::from_millis(1500)), Fault::Cut, Fault::ServerError, Fault::Throttle]
@@ -330,6 +408,10 @@ async fn a_failing_webhook_receiver_gets_every_event_once_it_recovers() {
     for fault in faults {
         proxy.set(fault, None);
         let until = Instant::now() + Duration::from_secs(3);
+        let mixed = tokio::spawn({
+            let (base, key, setup) = (base.clone(), key.clone(), setup.clone());
+            async move { load(&base, &key, setup, &Op::WIDE, 2, until, "whl").await }
+        });
         let mut posts = vec![];
         while Instant::now() < until {
             let r = c.post("/posts", &serde_json::json!({"content": marker("wh"), "channel_ids": [channel]})).await;
@@ -337,29 +419,40 @@ async fn a_failing_webhook_receiver_gets_every_event_once_it_recovers() {
             posts.push(r.json["data"]["id"].as_str().unwrap().to_string());
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        let answers = mixed.await.expect("the mixed load");
         let hit = proxy.clear();
         let cleared = Instant::now();
+        for a in &answers {
+            assert!(a.in_envelope && a.status < 500, "{}: the API answered {a:?}", fault.name());
+        }
+        let load_events = evented(&answers);
         let copies = |received: &[e2e::receiver::Received], id: &str| {
             received.iter().filter(|m| m.event_type() == "post.created" && m.json()["data"]["id"] == id).count()
         };
-        let received = receiver.wait_until(120, |got| posts.iter().all(|p| copies(got, p) > 0)).await;
+        let received = receiver
+            .wait_until(120, |got| posts.iter().all(|p| copies(got, p) > 0) && delivered(got, &load_events) == load_events.len())
+            .await;
         let whole_after = cleared.elapsed();
         let missing = posts.iter().filter(|p| copies(&received, p) == 0).count();
         let extra: usize = posts.iter().map(|p| copies(&received, p).saturating_sub(1)).sum();
+        let load_delivered = delivered(&received, &load_events);
         let row = format!(
-            "| {} | {hit} | {} | {} | {extra} | {:.1} s |",
+            "| {} | {hit} | {} | {} | {extra} | {} of {} | {:.1} s |",
             fault.name(),
             posts.len(),
             posts.len() - missing,
+            load_delivered,
+            load_events.len(),
             whole_after.as_secs_f64()
         );
         println!("{row}");
         rows.push(row);
         assert_eq!(missing, 0, "{}: events never delivered", fault.name());
+        assert_eq!(load_delivered, load_events.len(), "{}: the mixed load's events never delivered", fault.name());
         assert!(hit > 0, "{}: the fault met no delivery", fault.name());
     }
     if let Ok(doc) = std::env::var("CHAOS_REPORT") {
-        let header = "| receiver fault (3 s) | deliveries it met | events | delivered | copies past the first | all delivered after the fault ended |\n|---|---|---|---|---|---|\n";
+        let header = "| receiver fault (3 s) | deliveries it met | post events | delivered | copies past the first | the mixed load's events delivered | all delivered after the fault ended |\n|---|---|---|---|---|---|---|\n";
         e2e::load::splice(&doc, "webhooks", &format!("{header}{}", rows.join("\n")));
     }
 }
@@ -378,7 +471,7 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
     let (ws, key) = h.workspace("lost commit answers").await;
     let admin = Client::new(&h.generous_gateway().await, &key);
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let setup = Setup { channel: String::new(), from: String::new() };
+    let setup = Setup::default();
     // Warm: the platform secret and the credential are read before any fault.
     assert_eq!(call(&http, &base, &key, Op::ListContacts, None, &setup).await.status, 200);
 

@@ -35,7 +35,7 @@ struct Minute {
 fn kind(op: Op) -> usize {
     match op {
         Op::ListPosts | Op::ListContacts => 0,
-        Op::CreatePost | Op::CreateContact => 1,
+        Op::CreatePost | Op::CreateContact | Op::CreateBooking | Op::StartImport => 1,
         Op::SendEmail => 2,
     }
 }
@@ -86,8 +86,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     let base = h.generous_gateway().await;
     let (ws, key) = h.workspace("soak").await;
     let admin = Client::new(&base, &key);
-    let setup =
-        Arc::new(Setup { channel: e2e::channel(&admin, "soak").await, from: format!("soak@{}", e2e::verified_domain(&admin, &ws).await) });
+    let setup = Arc::new(Setup::new(e2e::channel(&admin, "soak").await, format!("soak@{}", e2e::verified_domain(&admin, &ws).await)));
     let sender = Arc::new(h.sender().await);
     let handler: tools::worker::Handler = Arc::new(move |ev| {
         let sender = sender.clone();
