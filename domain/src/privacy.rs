@@ -179,26 +179,49 @@ pub fn mentions(item: &Item, needles: &[String]) -> bool {
 }
 
 /// Does `text` hold `needle` (both lower-cased) whole, not as part of a longer address or id?
-/// `ada@example.com` is named in `"ada@example.com"`, `<ada@example.com>`, `to=ada@example.com`
-/// and `write to ada@example.com.`, but not in `lada@example.com`, `x.ada@example.com` or
-/// `ada@example.com.au`: erasing one person must not touch another's data. Before the match
-/// stands no letter, digit or `._%+-` (what addresses are made of in practice); after it no
-/// letter, digit, `_` or `-`, and no `.` that goes on with a letter or digit.
+/// `ada@example.com` is named in `"ada@example.com"`, `<ada@example.com>`, `to=ada@example.com`,
+/// `write to ada@example.com.` and `请联系ada@example.com`, but not in `lada@example.com`,
+/// `x.ada@example.com` or `ada@example.com.au`: erasing one person must not touch another's
+/// data. Before the match stands no ASCII letter or digit and none of `._+-` (what addresses
+/// are made of in practice), unless it ends an escape: a JSON escape (`\n`, `\u00e9`), a
+/// percent or quoted-printable octet (`%20`, `=3D`), as stored copies of bodies hold them.
+/// After it stands no ASCII letter, digit, `_` or `-`, and no `.` that goes on with one.
 pub fn names(text: &str, needle: &str) -> bool {
     if needle.is_empty() {
         return false;
     }
+    let word = |c: char| c.is_ascii_alphanumeric();
     text.match_indices(needle).any(|(i, _)| {
-        let before = text[..i].chars().next_back();
+        let before = &text[..i];
+        let free_before = match before.chars().next_back() {
+            None => true,
+            Some(c) if word(c) || matches!(c, '.' | '_' | '+' | '-') => ends_with_escape(before),
+            Some(_) => true,
+        };
         let mut after = text[i + needle.len()..].chars();
-        let free_before = before.is_none_or(|c| !(c.is_alphanumeric() || matches!(c, '.' | '_' | '%' | '+' | '-')));
         let free_after = match after.next() {
             None => true,
-            Some('.') => !after.next().is_some_and(char::is_alphanumeric),
-            Some(c) => !(c.is_alphanumeric() || matches!(c, '_' | '-')),
+            Some('.') => !after.next().is_some_and(word),
+            Some(c) => !(word(c) || matches!(c, '_' | '-')),
         };
         free_before && free_after
     })
+}
+
+/// Does `s` end with an escape: `\x` (an odd run of backslashes before a letter), `\uXXXX`,
+/// `%XX` or `=XX`?
+fn ends_with_escape(s: &str) -> bool {
+    let b = s.as_bytes();
+    let n = b.len();
+    let hex = |x: &[u8]| x.iter().all(u8::is_ascii_hexdigit);
+    if n >= 3 && matches!(b[n - 3], b'%' | b'=') && hex(&b[n - 2..]) {
+        return true;
+    }
+    if n >= 6 && &b[n - 6..n - 4] == b"\\u" && hex(&b[n - 4..]) {
+        return true;
+    }
+    let slashes = b[..n.saturating_sub(1)].iter().rev().take_while(|c| **c == b'\\').count();
+    n >= 2 && b[n - 1].is_ascii_alphabetic() && slashes % 2 == 1
 }
 
 /// The tombstone's key for an address: HMAC-SHA256 keyed per workspace, so the table names no
@@ -282,6 +305,13 @@ mod tests {
             "?to=ada@example.com&x",
             "write to ada@example.com.",
             "ada@example.com,bob@x.org",
+            r#"{"text":"regards,\nada@example.com"}"#,
+            r"tab\tada@example.com",
+            r"\u003cada@example.com\u003e",
+            "to%3cada@example.com%3e",
+            "=20ada@example.com",
+            "请联系ada@example.com",
+            "ada@example.comまで",
         ] {
             assert!(names(yes, "ada@example.com"), "{yes}");
         }
@@ -292,6 +322,7 @@ mod tests {
             "ada@example.com.au",
             "ada@example.community",
             "ada@example.com-x",
+            r"\\nada@example.com",
         ] {
             assert!(!names(no, "ada@example.com"), "{no}");
         }

@@ -120,6 +120,15 @@ impl<E: Effect> Authority<E> {
     pub fn tx(&self, writes: &[(&str, i64)]) -> Result<crate::outbox::Tx, ApiError> {
         self.guarded(crate::outbox::Tx::new(), writes)
     }
+
+    /// The answer to a failed condition `i` of `tx(&[])` (its checks, one per approved object,
+    /// in order): that object changed since the person approved it (428 `stale`).
+    pub fn stale_at(&self, i: usize) -> ApiError {
+        match self.bound.get(i) {
+            Some(b) => crate::confirmation::stale(E::INFO.capability, &b.object, &b.id),
+            None => ApiError::conflict("what was approved changed; confirm again"),
+        }
+    }
 }
 
 impl Grant {

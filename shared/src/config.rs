@@ -25,6 +25,11 @@ pub struct Config {
     /// run never loses its claim; after a crashed one's, the next run publishes it with the
     /// same idempotency key.
     pub publish_lease_secs: i64,
+    /// How long a scanner's claim on a scan lasts (`SCAN_LEASE_SECS`, default 90, at least
+    /// 10): as long as the scanner's timeout, so a copy of the message never takes a live
+    /// scan over (it keeps its message and finds the scan done on redelivery), and under the
+    /// queue's 120 s visibility timeout, so a crashed scan waits no longer than SQS does.
+    pub scan_lease_secs: i64,
     /// S3 bucket of export documents (SSE, objects expire after 7 days).
     pub exports_bucket: String,
     /// S3 bucket of inbound mail (raw messages SES stores under `inbound/`) and the helpdesk's
@@ -240,6 +245,10 @@ impl Config {
     /// Every variable is read here, through the same code wherever the functions run.
     pub fn from_vars(vars: Vars) -> Result<Self, String> {
         let var = |k: &str| vars(k).ok_or_else(|| format!("missing environment variable {k}"));
+        let lease = |k: &str, default: i64| match vars(k) {
+            Some(v) => v.parse().ok().filter(|s: &i64| *s >= 10).ok_or(format!("{k}: seconds, at least 10")),
+            None => Ok(default),
+        };
         let oauth = match (vars("OAUTH_ISSUER"), vars("OAUTH_AUDIENCE")) {
             (Some(issuer), Some(audience)) => {
                 let jwks = match (vars("OAUTH_JWKS"), vars("OAUTH_JWKS_FILE"), vars("OAUTH_JWKS_URI")) {
@@ -272,10 +281,8 @@ impl Config {
             publish_queue_url: var("PUBLISH_QUEUE_URL")?,
             gdpr_queue_url: var("GDPR_QUEUE_URL")?,
             scans_queue_url: var("SCANS_QUEUE_URL")?,
-            publish_lease_secs: match vars("PUBLISH_LEASE_SECS") {
-                Some(v) => v.parse().ok().filter(|s: &i64| *s >= 10).ok_or("PUBLISH_LEASE_SECS: seconds, at least 10")?,
-                None => 120,
-            },
+            publish_lease_secs: lease("PUBLISH_LEASE_SECS", 120)?,
+            scan_lease_secs: lease("SCAN_LEASE_SECS", 90)?,
             exports_bucket: var("EXPORTS_BUCKET")?,
             mail_bucket: var("MAIL_BUCKET")?,
             export_part_bytes: match vars("EXPORT_PART_BYTES") {
@@ -350,9 +357,12 @@ mod tests {
         assert!(Config::from_vars(&vars(bad)).unwrap_err().contains("REQUEST_TIMEOUT_MS"));
         assert!(Config::from_vars(&vars(&BASE[1..])).unwrap_err().contains("TABLE_NAME"));
         assert_eq!(Config::from_vars(&vars(BASE)).unwrap().publish_lease_secs, 120);
-        for (v, ok) in [("10", true), ("9", false), ("soon", false)] {
-            let set: &'static [(&str, &str)] = Box::leak([BASE, &[("PUBLISH_LEASE_SECS", v)]].concat().into_boxed_slice());
-            assert_eq!(Config::from_vars(&vars(set)).is_ok(), ok, "PUBLISH_LEASE_SECS={v}");
+        assert_eq!(Config::from_vars(&vars(BASE)).unwrap().scan_lease_secs, 90);
+        for name in ["PUBLISH_LEASE_SECS", "SCAN_LEASE_SECS"] {
+            for (v, ok) in [("10", true), ("9", false), ("soon", false)] {
+                let set: &'static [(&str, &str)] = Box::leak([BASE, &[(name, v)]].concat().into_boxed_slice());
+                assert_eq!(Config::from_vars(&vars(set)).is_ok(), ok, "{name}={v}");
+            }
         }
     }
 }

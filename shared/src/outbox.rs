@@ -386,32 +386,55 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
     Ok(sent)
 }
 
+/// How long a sweep's claim on a job it sends lasts: overlapping sweeps (one slowed by a
+/// hanging queue, a retried invocation) do not both send it, and a failed send is tried again
+/// after it.
+const JOB_CLAIM_SECS: i64 = 60;
+
 /// Send the jobs whose hand-off failed and that are older than `min_age_secs`, up to
-/// `per_shard` per shard, then delete them. Each queue is sent to in batches of 10 and skipped
-/// after its first failure, so one refusing queue costs one call, not one per job.
+/// `per_shard` per queue and shard, then delete them. Each queue is read apart (a backlog of
+/// one never hides another's jobs), each job is claimed before it is sent, each queue is sent
+/// to in batches of 10 and skipped after its first failure.
 pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize, ApiError> {
-    let filter = || ("queued_at <= :cutoff", vec![(":cutoff", n(chrono::Utc::now().timestamp() - min_age_secs))]);
-    let shards = (0..OUTBOX_SHARDS).map(|shard| {
-        let pk = crate::keys::OUTBOX_JOB.pk(&[&shard.to_string()]);
-        async move { app.db.scan_range(&pk, "~", filter(), per_shard, SWEEP_PAGES, per_shard.max(0) as usize).await }
+    use crate::keys::OUTBOX_JOB;
+    let now = chrono::Utc::now().timestamp();
+    let reads = WorkQueue::ALL.into_iter().flat_map(|q| (0..OUTBOX_SHARDS).map(move |shard| (q, shard))).map(|(queue, shard)| async move {
+        let pk = OUTBOX_JOB.pk(&[&shard.to_string()]);
+        let prefix = OUTBOX_JOB.sk_prefix(&[queue.name()]);
+        (queue, app.db.query_between(&pk, &prefix, &format!("{prefix}~"), true, Some(per_shard.max(1) as usize)).await)
     });
+    let mut failed = None;
     // (queue, pk, sk, body)
     let mut due: Vec<(WorkQueue, String, String, String)> = vec![];
-    for items in futures_util::future::join_all(shards).await {
-        for item in items? {
-            let (Some(pk), Some(sk), Some(queue), Some(body)) =
-                (get_str(&item, "pk"), get_str(&item, "sk"), get_str(&item, "queue"), get_str(&item, "body"))
-            else {
+    for (queue, items) in futures_util::future::join_all(reads).await {
+        let items = match items {
+            Ok(items) => items,
+            Err(e) => {
+                failed = Some(e);
                 continue;
-            };
-            let Some(queue) = WorkQueue::ALL.into_iter().find(|q| q.name() == queue) else { continue };
+            }
+        };
+        for item in items {
+            let (Some(pk), Some(sk), Some(body)) = (get_str(&item, "pk"), get_str(&item, "sk"), get_str(&item, "body")) else { continue };
+            if crate::store::get_i64(&item, "queued_at").is_none_or(|at| at > now - min_age_secs) {
+                continue;
+            }
             due.push((queue, pk.into(), sk.into(), body.into()));
         }
     }
+    let claims = due.iter().map(|(_, pk, sk, _)| {
+        app.db
+            .update(pk.clone(), sk.clone(), "SET claimed_until = :until")
+            .when("attribute_exists(pk) AND (attribute_not_exists(claimed_until) OR claimed_until < :now)")
+            .value(":until", n(now + JOB_CLAIM_SECS))
+            .value(":now", n(now))
+            .apply()
+    });
+    let claimed: Vec<bool> = futures_util::future::join_all(claims).await.into_iter().map(|c| matches!(c, Ok(Some(_)))).collect();
+    let due: Vec<&(WorkQueue, String, String, String)> = due.iter().zip(claimed).filter_map(|(d, ok)| ok.then_some(d)).collect();
     let mut sent = 0;
-    let mut refused = None;
     for queue in WorkQueue::ALL {
-        let mine: Vec<&(WorkQueue, String, String, String)> = due.iter().filter(|d| d.0 == queue).collect();
+        let mine: Vec<&(WorkQueue, String, String, String)> = due.iter().copied().filter(|d| d.0 == queue).collect();
         for chunk in mine.chunks(10) {
             let entries = chunk
                 .iter()
@@ -422,21 +445,25 @@ pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<
             let out = match app.sqs().send_message_batch().queue_url(queue.url(&app.cfg)).set_entries(Some(entries)).send().await {
                 Ok(out) => out,
                 Err(e) => {
-                    refused = Some(ApiError::unavailable(format!("{} queue: {}", queue.name(), crate::aws::AwsError::from(e))));
+                    failed = Some(ApiError::unavailable(format!("{} queue: {}", queue.name(), crate::aws::AwsError::from(e))));
                     break;
                 }
             };
             let taken: Vec<&(WorkQueue, String, String, String)> =
                 out.successful().iter().filter_map(|e| e.id().parse::<usize>().ok()).filter_map(|i| chunk.get(i).copied()).collect();
             sent += taken.len();
-            // A job whose item stays (a failed delete) is sent again: its worker drops the copy.
-            futures_util::future::join_all(taken.iter().map(|d| app.db.delete(&d.1, &d.2))).await;
+            for (d, deleted) in taken.iter().zip(futures_util::future::join_all(taken.iter().map(|d| app.db.delete(&d.1, &d.2))).await) {
+                if let Err(e) = deleted {
+                    // Sent again after its claim: the worker drops the copy.
+                    tracing::warn!(queue = queue.name(), sk = %d.2, error = %e.message, "sent job's outbox item not deleted");
+                }
+            }
         }
     }
     if sent > 0 {
         tracing::info!(sent, "outbox sweep sent jobs");
     }
-    refused.map_or(Ok(sent), Err)
+    failed.map_or(Ok(sent), Err)
 }
 
 /// Acknowledge many events at once (BatchWriteItem deletes, 25 per call).

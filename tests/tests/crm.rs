@@ -344,13 +344,20 @@ async fn csv_quoting_and_non_ascii_round_trip_and_update_on_conflict() {
     assert_eq!(c.get("/contacts?q=%E5%B0%8F").await.json["data"][0]["first_name"], "李", "search by a non-ASCII last name");
 
     // JSON rows with on_conflict=update change the existing contact.
-    let rows =
-        json!([{"email": "ZOE@example.com", "job_title": "Physicist"}, {"email": "new@example.com"}, {"email": "bad", "first_name": "x"}]);
+    // A renamed contact loses its old name's search terms (the update deletes them).
+    let rows = json!([
+        {"email": "ZOE@example.com", "job_title": "Physicist"},
+        {"email": "li@example.com", "first_name": "Bruce"},
+        {"email": "new@example.com"},
+        {"email": "bad", "first_name": "x"}
+    ]);
     let r = c.post("/contacts/imports", &json!({"rows": rows, "on_conflict": "update"})).await;
     let job = wait_import(&c, r.json["data"]["id"].as_str().unwrap(), 60).await;
-    assert_eq!(["created", "updated", "skipped", "failed"].map(|k| job[k].as_u64().unwrap()), [1, 1, 0, 1], "{job}");
+    assert_eq!(["created", "updated", "skipped", "failed"].map(|k| job[k].as_u64().unwrap()), [1, 2, 0, 1], "{job}");
     let zoe = &c.get("/contacts?q=zoe").await.json["data"][0];
     assert_eq!((zoe["job_title"].as_str(), zoe["first_name"].as_str()), (Some("Physicist"), Some("Zoë")));
+    assert_eq!(c.get("/contacts?q=bruce").await.json["data"][0]["email"], "li@example.com");
+    assert_eq!(c.get("/contacts?q=%E6%9D%8E").await.json["data"].as_array().map(Vec::len), Some(0), "the old first name's terms are gone");
 
     // Refused requests still spend the import class's tokens (burst 3): one workspace per case.
     let h = harness();

@@ -573,7 +573,7 @@ pub async fn send_many(
     if guard.is_empty() {
         shared::idempotency::before_plain_writes(&app.db).await?;
     } else {
-        guard.commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("what was approved changed; confirm again")))?;
+        guard.commit(app).await.map_err(|e| e.on_condition(|i| auth.stale_at(i)))?;
     }
     app.db.batch_put(items).await?;
     shared::outbox::publish(app, &events).await;

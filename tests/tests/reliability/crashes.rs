@@ -184,7 +184,7 @@ async fn workers_killed_mid_work_finish_it_exactly_once() {
 
     // The email sender first: moto's record of sent mail (what counts SES's copies) stops
     // answering once killed exports have left the parts of their uploads behind (moto keeps
-    // every part it was sent; `make chaos` runs the fault matrix in a process of its own).
+    // every part it was sent; `make test` and `make chaos` run the fault matrix in a process of its own).
     // 8 emails, each sent once (or failed with its outcome unknown).
     let from = format!("crash@{}", e2e::verified_domain(&c, &ws).await);
     let mut subjects = vec![];
@@ -369,6 +369,8 @@ async fn the_publisher_and_the_scanner_killed_mid_work_end_their_work_once() {
         ("SCANS_QUEUE_URL", scans.clone()),
         // A killed publisher's claim on the variant ends after this (production: 120 s).
         ("PUBLISH_LEASE_SECS", "10".into()),
+        // And a killed scanner's claim on the scan (production: 90 s).
+        ("SCAN_LEASE_SECS", "10".into()),
     ]);
     let (_, key) = h.workspace("crashes publish").await;
     let c = Client::new(&base, &key);
@@ -436,6 +438,92 @@ async fn the_publisher_and_the_scanner_killed_mid_work_end_their_work_once() {
     ));
 
     print_report("crashes-publish", &report);
+}
+
+/// Copies of one message handled at the same moment by two containers (SQS delivers at least
+/// once; the outbox sweep may send a job whose hand-off answer was lost): the publisher posts
+/// once (its claim on the variant), the scanner fetches and scores once (its versioned claim;
+/// the losing copy keeps its message, and its redelivery finds the scan done).
+#[tokio::test]
+async fn copies_of_a_message_racing_end_their_work_once() {
+    let h = harness();
+    let (publish, scans) = (h.own_queue("race-publish").await, h.own_queue("race-scans").await);
+    let mut cfg = h.generous_config();
+    cfg.publish_queue_url = publish.clone();
+    cfg.scans_queue_url = scans.clone();
+    let c = Client::new(&h.gateway_with(cfg.clone()).await, &h.workspace("racing copies").await.1);
+    let sqs = h.sqs().await;
+    // The queue's one message, as the event both copies get.
+    let taken = |queue: String| {
+        let sqs = sqs.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let got = sqs.receive_message().queue_url(&queue).max_number_of_messages(1).wait_time_seconds(1).send().await.unwrap();
+                if let Some(m) = got.messages.unwrap_or_default().into_iter().next() {
+                    sqs.delete_message().queue_url(&queue).receipt_handle(m.receipt_handle().unwrap_or_default()).send().await.unwrap();
+                    return shared::sqs::event(vec![shared::sqs::message(
+                        m.message_id().unwrap_or_default(),
+                        "r",
+                        m.body().unwrap_or_default(),
+                    )]);
+                }
+                assert!(Instant::now() < deadline, "no message in {queue}");
+            }
+        }
+    };
+
+    // The publisher: createRecord answers 1 s late, so both copies are inside the call at once.
+    let pds = tools::pds::LocalPds::start().await.expect("the local PDS (make deps installs it)");
+    let proxy = e2e::faults::FaultProxy::start(&pds.url).await;
+    let account = pds.account("racing").await.unwrap();
+    let creds = json!({"handle": account.handle, "app_password": account.app_password, "service_url": proxy.url});
+    let channel = e2e::created(&c, "/channels", json!({"type": "bluesky", "credentials": creds}), 201).await;
+    proxy.set_on(e2e::faults::Fault::SlowAnswer(Duration::from_secs(1)), None, &["createRecord"]);
+    let marker = format!("race{}", ulid::Ulid::generate().to_string().to_lowercase());
+    let post = e2e::created(&c, "/posts", json!({"content": format!("Raced {marker}"), "channel_ids": [channel["id"]]}), 201).await;
+    let path = format!("/posts/{}", post["id"].as_str().unwrap());
+    assert_eq!(c.post(&format!("{path}/publish"), &json!({})).await.status, 202);
+    let event = taken(publish).await;
+    let (a, b) = (
+        domain::publishing::Publisher::new(h.app_with(cfg.clone()).await).unwrap(),
+        domain::publishing::Publisher::new(h.app_with(cfg.clone()).await).unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        tokio::join!(a.handle_sqs(event.clone()), b.handle_sqs(event.clone()));
+        if c.get(&path).await.json["data"]["status"] == "published" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not published: {}", c.get(&path).await.json);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let posts = pds.posts(&account.did).await.unwrap_or_default();
+    let remote = posts.iter().filter(|p| p["value"]["text"].as_str().is_some_and(|t| t.contains(&marker))).count();
+    assert_eq!(remote, 1, "one record at the PDS");
+
+    // The scanner: the page answers 300 ms late.
+    let site = e2e::receiver::Receiver::start().await;
+    site.serve_file("/", "text/html; charset=utf-8", b"<!doctype html><html lang=\"en\"><head><title>Race</title></head></html>".to_vec());
+    site.set_delay(Duration::from_millis(300));
+    let scan = e2e::created(&c, "/scans", json!({"url": format!("{}/", site.origin()), "force": true}), 202).await;
+    let path = format!("/scans/{}", scan["id"].as_str().unwrap());
+    let event = taken(scans).await;
+    let app = h.app_with(cfg).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (x, y) =
+            tokio::join!(domain::scans::scanner::handle_sqs(&app, event.clone()), domain::scans::scanner::handle_sqs(&app, event.clone()));
+        let ended = matches!(c.get(&path).await.json["data"]["status"].as_str(), Some("completed" | "failed"));
+        if ended && x.batch_item_failures.is_empty() && y.batch_item_failures.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the scan did not end: {}", c.get(&path).await.json);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let scan = c.get(&path).await.json["data"].clone();
+    assert_eq!((scan["status"].as_str(), scan["attempts"].as_u64()), (Some("completed"), Some(1)), "{scan}");
+    assert_eq!(site.hits("/"), 1, "the page fetched once");
 }
 
 /// The worker process: what a worker's `main.rs` does with one invocation (clients from the

@@ -29,6 +29,12 @@ const LONG: &[&str] = &["e2e/crm", "e2e/gdpr"];
 /// time), which the emulators, not the code, exceeded next to another stack.
 const ALONE: &[&str] = &["e2e/contract_fuzz", "e2e/hung_dependencies", "e2e/webhooks"];
 
+/// Binaries run as several processes, one per test-name filter, each with its own stack. The
+/// reliability binary's crash test kills an export worker mid-upload, and moto keeps the parts
+/// it was sent: its state dump (what the fault matrix reads to count SES's copies) then stops
+/// answering. Apart, each gets its own moto, as in `make chaos`.
+const SPLIT: &[(&str, &[&str])] = &[("e2e/reliability", &["faults::", "crashes::"])];
+
 struct Job {
     /// `package/target` (`e2e/api`, `shared/lib`), unique in the workspace.
     name: String,
@@ -157,9 +163,18 @@ fn binaries(root: &Path) -> Vec<Job> {
         let target = m["target"]["name"].as_str().unwrap_or_default();
         // A library's unit tests are named after the package; a binary's or test's after the target.
         let name = if kind == "lib" { format!("{package}/lib") } else { format!("{package}/{target}") };
-        let mut cmd = Command::new(exe);
-        cmd.current_dir(&package_dir).env("CARGO_MANIFEST_DIR", &package_dir);
-        jobs.push(Job { name, cmd });
+        let filters: &[&str] = SPLIT.iter().find(|(n, _)| *n == name).map_or(&[""], |(_, f)| f);
+        for filter in filters {
+            let mut cmd = Command::new(exe);
+            cmd.current_dir(&package_dir).env("CARGO_MANIFEST_DIR", &package_dir);
+            let name = if filter.is_empty() {
+                name.clone()
+            } else {
+                cmd.arg(filter);
+                format!("{name}/{}", filter.trim_end_matches("::"))
+            };
+            jobs.push(Job { name, cmd });
+        }
     }
     jobs
 }

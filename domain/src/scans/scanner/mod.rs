@@ -54,6 +54,12 @@ pub async fn run(app: &App, job: &Job) -> Result<(), String> {
     if matches!(scan.status, ScanStatus::Completed | ScanStatus::Failed) {
         return Ok(());
     }
+    // Another delivery's claim still holds (a copy of the message): keep this one, whose
+    // redelivery finds the scan done, or its run dead and the claim over.
+    let claimed = scan.started_at.as_ref().map(|t| t.time().timestamp() + app.cfg.scan_lease_secs);
+    if scan.status == ScanStatus::Running && claimed.is_some_and(|until| chrono::Utc::now().timestamp() < until) {
+        return Err(format!("scan {} is being run by another delivery", scan.id));
+    }
     if scan.attempts >= crate::scans::MAX_ATTEMPTS {
         let message = format!("the scanner stopped {} times on this site", scan.attempts);
         crate::scans::fail(&mut scan, "internal", message);
