@@ -182,10 +182,13 @@ pub fn mentions(item: &Item, needles: &[String]) -> bool {
 /// `ada@example.com` is named in `"ada@example.com"`, `<ada@example.com>`, `to=ada@example.com`,
 /// `write to ada@example.com.` and `请联系ada@example.com`, but not in `lada@example.com`,
 /// `x.ada@example.com` or `ada@example.com.au`: erasing one person must not touch another's
-/// data. Before the match stands no ASCII letter or digit and none of `._+-` (what addresses
-/// are made of in practice), unless it ends an escape: a JSON escape (`\n`, `\u00e9`), a
-/// percent or quoted-printable octet (`%20`, `=3D`), as stored copies of bodies hold them.
-/// After it stands no ASCII letter, digit, `_` or `-`, and no `.` that goes on with one.
+/// data. Before the match stands no ASCII letter or digit and none of `._%+-` (what addresses
+/// are made of in practice), unless it ends an escape of another character: a JSON escape
+/// (`\n`, `\u003c`), a percent or quoted-printable octet (`%3c`, `=20`), as stored copies of
+/// bodies hold them. A non-ASCII character before it is a boundary too (`请联系ada@…`), so an
+/// internationalised address (`müller@…`) names its ASCII tail (`ller@…`): the price of
+/// finding addresses in text without spaces. After the match stands no ASCII letter, digit,
+/// `_` or `-`, and no `.` that goes on with one.
 pub fn names(text: &str, needle: &str) -> bool {
     if needle.is_empty() {
         return false;
@@ -195,7 +198,7 @@ pub fn names(text: &str, needle: &str) -> bool {
         let before = &text[..i];
         let free_before = match before.chars().next_back() {
             None => true,
-            Some(c) if word(c) || matches!(c, '.' | '_' | '+' | '-') => ends_with_escape(before),
+            Some(c) if word(c) || matches!(c, '.' | '_' | '%' | '+' | '-') => ends_with_escape(before),
             Some(_) => true,
         };
         let mut after = text[i + needle.len()..].chars();
@@ -208,20 +211,31 @@ pub fn names(text: &str, needle: &str) -> bool {
     })
 }
 
-/// Does `s` end with an escape: `\x` (an odd run of backslashes before a letter), `\uXXXX`,
-/// `%XX` or `=XX`?
+/// Does `s` end with an escape of a character that cannot be part of an address: `\x` (an
+/// odd run of backslashes before a letter: `\n`, `\t`), or `\uXXXX`, `%XX`, `=XX` whose
+/// character is not an ASCII letter, digit or one of `._%+-` (`%3c` is `<`, `=20` a space,
+/// `\u00e9` a non-ASCII letter; `=ed` or `%2b` are not, as in `to=edward@…`, `bob%2bada@…`).
 fn ends_with_escape(s: &str) -> bool {
     let b = s.as_bytes();
     let n = b.len();
-    let hex = |x: &[u8]| x.iter().all(u8::is_ascii_hexdigit);
-    if n >= 3 && matches!(b[n - 3], b'%' | b'=') && hex(&b[n - 2..]) {
+    let odd_backslashes = |end: usize| b[..end].iter().rev().take_while(|c| **c == b'\\').count() % 2 == 1;
+    let not_address = |code: u32| code >= 0x80 || !(char::from(code as u8).is_ascii_alphanumeric() || b"._%+-".contains(&(code as u8)));
+    let hex = |x: &[u8]| {
+        std::str::from_utf8(x).ok().filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit())).and_then(|h| u32::from_str_radix(h, 16).ok())
+    };
+    // An octet of a non-ASCII character counts only as its last byte (a continuation byte
+    // after another octet): `=ed` alone is the letters `ed`, as in `to=edward@…`.
+    let octet = |end: usize| (end >= 3 && matches!(b[end - 3], b'%' | b'=')).then(|| hex(&b[end - 2..end])).flatten();
+    if let Some(code) = octet(n) {
+        let continuation = (0x80..0xc0).contains(&code) && octet(n - 3).is_some_and(|c| c >= 0x80);
+        if (code < 0x80 && not_address(code)) || continuation {
+            return true;
+        }
+    }
+    if n >= 6 && b[n - 5] == b'u' && odd_backslashes(n - 5) && hex(&b[n - 4..]).is_some_and(not_address) {
         return true;
     }
-    if n >= 6 && &b[n - 6..n - 4] == b"\\u" && hex(&b[n - 4..]) {
-        return true;
-    }
-    let slashes = b[..n.saturating_sub(1)].iter().rev().take_while(|c| **c == b'\\').count();
-    n >= 2 && b[n - 1].is_ascii_alphabetic() && slashes % 2 == 1
+    n >= 2 && b[n - 1].is_ascii_alphabetic() && b[n - 1] != b'u' && odd_backslashes(n - 1)
 }
 
 /// The tombstone's key for an address: HMAC-SHA256 keyed per workspace, so the table names no
@@ -310,6 +324,7 @@ mod tests {
             r"\u003cada@example.com\u003e",
             "to%3cada@example.com%3e",
             "=20ada@example.com",
+            "=e4=b8=a5ada@example.com",
             "请联系ada@example.com",
             "ada@example.comまで",
         ] {
@@ -323,9 +338,15 @@ mod tests {
             "ada@example.community",
             "ada@example.com-x",
             r"\\nada@example.com",
+            "bob%2bada@example.com",
+            r"\\u00e9ada@example.com",
+            r"\u0041ada@example.com",
+            "user%ada@example.com",
         ] {
             assert!(!names(no, "ada@example.com"), "{no}");
         }
+        assert!(!names("to=edward@example.com", "ward@example.com"), "=ed is not an escape of a boundary");
+        assert!(names("to=3dward@example.com", "ward@example.com"), "=3d is `=`");
         assert!(names("act#ct_01abc#act_1", "ct_01abc"));
         assert!(!names("ct_01abcd", "ct_01abc"));
         assert!(!names("anything", ""));

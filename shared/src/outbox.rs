@@ -388,8 +388,8 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
 
 /// How long a sweep's claim on a job it sends lasts: overlapping sweeps (one slowed by a
 /// hanging queue, a retried invocation) do not both send it, and a failed send is tried again
-/// after it.
-const JOB_CLAIM_SECS: i64 = 60;
+/// by the first sweep after it (the sweep runs every minute).
+const JOB_CLAIM_SECS: i64 = 55;
 
 /// Send the jobs whose hand-off failed and that are older than `min_age_secs`, up to
 /// `per_shard` per queue and shard, then delete them. Each queue is read apart (a backlog of
@@ -422,11 +422,13 @@ pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<
             due.push((queue, pk.into(), sk.into(), body.into()));
         }
     }
+    let now = chrono::Utc::now().timestamp();
+    let until = now + JOB_CLAIM_SECS;
     let claims = due.iter().map(|(_, pk, sk, _)| {
         app.db
             .update(pk.clone(), sk.clone(), "SET claimed_until = :until")
-            .when("attribute_exists(pk) AND (attribute_not_exists(claimed_until) OR claimed_until < :now)")
-            .value(":until", n(now + JOB_CLAIM_SECS))
+            .when("attribute_exists(pk) AND (attribute_not_exists(claimed_until) OR claimed_until <= :now)")
+            .value(":until", n(until))
             .value(":now", n(now))
             .apply()
     });
@@ -452,7 +454,11 @@ pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<
             let taken: Vec<&(WorkQueue, String, String, String)> =
                 out.successful().iter().filter_map(|e| e.id().parse::<usize>().ok()).filter_map(|i| chunk.get(i).copied()).collect();
             sent += taken.len();
-            for (d, deleted) in taken.iter().zip(futures_util::future::join_all(taken.iter().map(|d| app.db.delete(&d.1, &d.2))).await) {
+            // Only the item this sweep claimed: one parked again meanwhile stays for the next.
+            let deletes = taken
+                .iter()
+                .map(|d| app.db.delete_when(d.1.clone(), d.2.clone(), "claimed_until = :until").value(":until", n(until)).apply());
+            for (d, deleted) in taken.iter().zip(futures_util::future::join_all(deletes).await) {
                 if let Err(e) = deleted {
                     // Sent again after its claim: the worker drops the copy.
                     tracing::warn!(queue = queue.name(), sk = %d.2, error = %e.message, "sent job's outbox item not deleted");

@@ -60,7 +60,11 @@ pub fn harness() -> &'static Harness {
             rt.block_on(async move {
                 // One log directory per test binary: binaries run in parallel (`testrun`).
                 let exe = std::env::current_exe().ok().and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()));
-                let binary = exe.as_deref().map_or("e2e", |s| s.rsplit_once('-').map_or(s, |(name, _hash)| name)).to_string();
+                let mut binary = exe.as_deref().map_or("e2e", |s| s.rsplit_once('-').map_or(s, |(name, _hash)| name)).to_string();
+                // A binary testrun runs in parts (its processes at once) logs per part.
+                if let Ok(part) = std::env::var("E2E_LOG_PART") {
+                    binary = format!("{binary}-{part}");
+                }
                 let logs = tools::localstack::repo_root().join("target/e2e-logs").join(binary);
                 // Keys are trusted for an hour here, so the round-trip counts tests assert are
                 // exact; the 5 s revocation bound has its own test on its own gateways.

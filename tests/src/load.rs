@@ -19,16 +19,27 @@ pub enum Op {
     CreateBooking,
     /// An import of two rows (`<marker>-0@…`, `<marker>-1@…`): a job through the outbox.
     StartImport,
+    /// A draft (key `<marker>-draft`) then its publication (key `<marker>`) to the publish
+    /// channel: the publisher posts it to the channel's network.
+    PublishPost,
 }
 
 impl Op {
     /// The soak's mix.
     pub const MIX: [Op; 5] = [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail];
-    /// The fault matrix's mix: the soak's, with bookings and imports.
-    pub const WIDE: [Op; 7] =
-        [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail, Op::CreateBooking, Op::StartImport];
+    /// The fault matrix's mix: the soak's, with bookings, imports and publications.
+    pub const WIDE: [Op; 8] = [
+        Op::ListPosts,
+        Op::CreatePost,
+        Op::ListContacts,
+        Op::CreateContact,
+        Op::SendEmail,
+        Op::CreateBooking,
+        Op::StartImport,
+        Op::PublishPost,
+    ];
     pub fn write(self) -> bool {
-        matches!(self, Op::CreatePost | Op::CreateContact | Op::SendEmail | Op::CreateBooking | Op::StartImport)
+        matches!(self, Op::CreatePost | Op::CreateContact | Op::SendEmail | Op::CreateBooking | Op::StartImport | Op::PublishPost)
     }
 }
 
@@ -53,6 +64,8 @@ pub struct Setup {
     pub from: String,
     /// A booking service (for `CreateBooking`).
     pub service: String,
+    /// A channel whose network takes the publications (for `PublishPost`).
+    pub publish_channel: String,
     /// Each booking marker's slot, so a retry asks for the same one.
     slots: std::sync::Mutex<std::collections::HashMap<String, i64>>,
     day0: i64,
@@ -67,6 +80,11 @@ impl Setup {
     pub fn with_service(self, service: String) -> Self {
         let day0 = (chrono::Utc::now().timestamp() / 86_400 + 2) * 86_400;
         Self { service, day0, ..self }
+    }
+
+    /// With a channel that publications go to (`PublishPost`).
+    pub fn with_publish_channel(self, publish_channel: String) -> Self {
+        Self { publish_channel, ..self }
     }
 
     fn slot(&self, marker: &str) -> String {
@@ -86,6 +104,7 @@ pub fn body(op: Op, marker: &str, s: &Setup) -> Value {
             json!({"service_id": s.service, "start": s.slot(marker), "notes": marker, "contact": {"email": format!("{marker}@bookings.example.org")}})
         }
         Op::StartImport => json!({"rows": [{"email": format!("{marker}-0@example.org")}, {"email": format!("{marker}-1@example.org")}]}),
+        Op::PublishPost => json!({"content": marker, "channel_ids": [s.publish_channel]}),
         _ => Value::Null,
     }
 }
@@ -99,16 +118,43 @@ pub fn path(op: Op) -> &'static str {
         Op::SendEmail => "/emails",
         Op::CreateBooking => "/bookings",
         Op::StartImport => "/contacts/imports",
+        Op::PublishPost => "/posts",
     }
 }
 
 pub async fn call(http: &reqwest::Client, base: &str, key: &str, op: Op, marker: Option<&str>, s: &Setup) -> Answer {
     let started = Instant::now();
     let url = format!("{base}{}", path(op));
-    let mut r = if op.write() { http.post(&url).json(&body(op, marker.expect("a write's marker"), s)) } else { http.get(&url) };
+    let body = op.write().then(|| body(op, marker.expect("a write's marker"), s));
+    if op == Op::PublishPost {
+        let m = marker.expect("a write's marker");
+        let (draft, json) = request(http, &url, key, body.as_ref(), Some(&format!("{m}-draft")), op, marker, started).await;
+        let Some(id) = json["data"]["id"].as_str().filter(|_| draft.status == 201) else { return draft };
+        let url = format!("{base}/posts/{id}/publish");
+        return request(http, &url, key, Some(&json!({})), marker, op, marker, started).await.0;
+    }
+    request(http, &url, key, body.as_ref(), marker, op, marker, started).await.0
+}
+
+/// One request (a POST with `body`, else a GET) and its answer, timed from `started`.
+#[allow(clippy::too_many_arguments)]
+async fn request(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    body: Option<&Value>,
+    idempotency_key: Option<&str>,
+    op: Op,
+    marker: Option<&str>,
+    started: Instant,
+) -> (Answer, Value) {
+    let mut r = match body {
+        Some(b) => http.post(url).json(b),
+        None => http.get(url),
+    };
     r = r.header("authorization", format!("Bearer {key}"));
-    if let Some(m) = marker {
-        r = r.header("idempotency-key", m);
+    if let Some(k) = idempotency_key {
+        r = r.header("idempotency-key", k);
     }
     let resp = tokio::time::timeout(Duration::from_secs(60), r.send()).await.expect("an answer within 60 s").expect("an HTTP answer");
     let status = resp.status().as_u16();
@@ -120,7 +166,8 @@ pub async fn call(http: &reqwest::Client, base: &str, key: &str, op: Op, marker:
             || (json["error"]["code"].is_string() && json["error"]["message"].is_string() && json["error"]["request_id"] == rid.as_str()));
     let code = json["error"]["code"].as_str().unwrap_or_default().to_string();
     let message = json["error"].get("details").map_or(String::new(), |d| format!("{} {d}", json["error"]["message"]));
-    Answer { op, status, code, message, in_envelope, retry_after, took: started.elapsed(), marker: marker.map(String::from) }
+    let answer = Answer { op, status, code, message, in_envelope, retry_after, took: started.elapsed(), marker: marker.map(String::from) };
+    (answer, json)
 }
 
 /// A write's unique marker, short enough for an email's local part.

@@ -172,6 +172,15 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     assert_eq!(r.status, 201, "{}", r.json);
     let ct = r.json["data"]["id"].as_str().unwrap().to_string();
     created(&c, &format!("/contacts/{ct}/notes"), json!({"body": format!("call {addr}")}), 201).await;
+    // After a line break, in another customer's conversation: the message's stored copies
+    // (its event, its stored response) hold it as `\n<addr>`, and name the other contact only.
+    let other = format!("other-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let r = c
+        .send(c.request("POST", "/helpdesk/conversations").header("idempotency-key", format!("conv-{addr}")).json(&json!({
+            "subject": "Forwarded", "mailbox": format!("support@{}", from.split_once('@').unwrap().1), "contact": {"email": other},
+            "message": {"type": "inbound", "body_text": format!("See below.\n\nregards,\n{addr}")}})))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
     let deal = created(&c, "/deals", json!({"title": "Kept", "value": 900, "currency": "EUR", "contact_id": ct}), 201).await;
     let sent = created(
         &c,

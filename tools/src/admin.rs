@@ -291,7 +291,7 @@ pub async fn bootstrap(
     // worker's 15-minute timeout.
     let (gdpr_queue_url, gdpr_dlq_url) = create_queue_with_dlq(sqs, &names.gdpr_queue, 6, 960).await?;
     // A scan takes at most a minute; visibility above the scanner's timeout, three tries.
-    let (scans_queue_url, scans_dlq_url) = create_queue_with_dlq(sqs, &names.scans_queue, 3, 120).await?;
+    let (scans_queue_url, scans_dlq_url) = create_queue_with_dlq(sqs, &names.scans_queue, 5, 120).await?;
     create_bucket(s3, &names.exports_bucket, "exports/", 7).await?;
     let (inbound_mail_queue_url, inbound_mail_dlq_url) = create_queue_with_dlq(sqs, &names.inbound_mail_queue, 5, 180).await?;
     create_bucket(s3, &names.mail_bucket, "inbound/", 7).await?;

@@ -160,8 +160,9 @@ pub async fn remove(app: &App, ws: &WorkspaceId, address: &str, reason: &str, re
     let mut errs = shared::validate::Errors::new();
     errs.text("reason", reason, 1, 500);
     errs.finish()?;
-    // Stored as `normalise_email` wrote it.
-    let address = shared::validate::normalise_email(address).ok_or_else(|| shared::ApiError::not_found("suppression"))?;
+    // Feedback stores what `normalise_email` makes of SES's address, or (one it refuses) the
+    // address lower-cased.
+    let address = shared::validate::normalise_email(address).unwrap_or_else(|| address.trim().to_lowercase());
     let sk = keys::EMAIL_SUPPRESSION.sk(&[&address]);
     let (s, _): (Suppression, i64) = app.db.get_object(ws, &sk).await?.ok_or_else(|| shared::ApiError::not_found("suppression"))?;
     let data = serde_json::json!({"address": s.address, "previous_reason": s.reason, "reason": reason, "removed_by": removed_by});

@@ -1,7 +1,9 @@
 //! The fault matrix: each dependency of the API (DynamoDB, and moto's SQS, SES and Secrets
 //! Manager) fails one way at a time behind a fault proxy, under a steady mixed load (reads,
-//! post, contact and booking writes, imports that the import worker runs, email sends that the
-//! sender worker carries to SES, and the webhook deliveries of the writes' events). Each row
+//! post, contact and booking writes, imports that the import worker runs, publications the
+//! publisher posts to a local network, email sends that the sender worker carries to SES, mail
+//! arriving for an inbound-mail worker behind the proxies, and the webhook deliveries of the
+//! writes' events). Each row
 //! records what clients got (statuses, the envelope, `Retry-After`, the slowest answer), what
 //! became of the writes (each retried with its `Idempotency-Key` until accepted, then counted:
 //! none lost, none twice; each import's rows once), of the emails (sent once) and of the
@@ -60,6 +62,53 @@ async fn sender(ddb: &FaultProxy, moto: &FaultProxy) -> tokio::task::JoinHandle<
     tools::worker::poll(h.sqs().await, h.resources.emails_queue_url.clone(), handler)
 }
 
+/// The inbound-mail worker on a queue of its own, its S3 and DynamoDB calls through the
+/// proxies (the queue polled directly, its messages back after 2 s when the worker fails them).
+async fn inbound_worker(ddb: &FaultProxy, moto: &FaultProxy) -> (tokio::task::JoinHandle<()>, String) {
+    let h = harness();
+    let sqs = h.sqs().await;
+    let queue = sqs
+        .create_queue()
+        .queue_name(format!("chaos-inbound-{}", ulid::Ulid::generate()))
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "2")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let mut cfg = h.config.clone();
+    cfg.timeouts = shared::config::Timeouts::default();
+    let sdk = tools::admin::local_sdk_config(&moto.url).await;
+    let app = Arc::new(shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&ddb.url)).expect("app"));
+    let handler: tools::worker::Handler = Arc::new(move |ev| {
+        let app = app.clone();
+        Box::pin(async move { domain::helpdesk::mail::handle_sqs(&app, ev).await })
+    });
+    (tools::worker::poll(sqs, queue.clone(), handler), queue)
+}
+
+/// Mail arriving for `mailbox` until `until`, about twice a second, as SES delivers it (the
+/// message stored in S3, its notification queued; both straight to moto): the subjects sent.
+async fn inbound_feed(queue: String, mailbox: String, until: Instant, tag: String) -> Vec<String> {
+    let h = harness();
+    let app = h.app().await;
+    let mut subjects = vec![];
+    while Instant::now() < until {
+        let subject = marker(&format!("{tag}mail"));
+        let raw = format!(
+            "From: Reader <reader@example.org>\r\nTo: {mailbox}\r\nSubject: {subject}\r\nMessage-ID: <{subject}@example.org>\r\n\r\nHello\r\n"
+        );
+        let body =
+            tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), std::slice::from_ref(&mailbox), "PASS", "PASS")
+                .await
+                .expect("stored");
+        app.sqs().send_message().queue_url(&queue).message_body(body).send().await.expect("queued");
+        subjects.push(subject);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    subjects
+}
+
 /// One row of the matrix.
 struct Row {
     dependency: &'static str,
@@ -71,6 +120,12 @@ struct Row {
     /// Events of the accepted posts, contacts and bookings, and how many reached the receiver.
     events: usize,
     events_delivered: usize,
+    /// Publications, and those published once (one post at the network).
+    publications: usize,
+    published: usize,
+    /// Inbound messages, and those that became one conversation with one message.
+    mail: usize,
+    mail_once: usize,
     emails: usize,
     emails_sent_once: usize,
     emails_failed: usize,
@@ -97,7 +152,7 @@ impl Row {
         let yes = |b: bool| if b { "yes" } else { "**no**" };
         let refused: Vec<&Answer> = self.answers.iter().filter(|a| a.status == 429 || a.status == 503).collect();
         format!(
-            "| {} | {} | {} | {} | {} | {} | {:.1} s | {} | {} / {} lost / {} twice | {} of {} once, {} failed | {} of {} | {:.1} s |",
+            "| {} | {} | {} | {} | {} | {} | {:.1} s | {} | {} / {} lost / {} twice | {} of {} once, {} failed | {} of {} | {} of {} | {} of {} | {:.1} s |",
             self.dependency,
             self.fault.name(),
             self.hit,
@@ -114,13 +169,18 @@ impl Row {
             self.emails_failed,
             self.events_delivered,
             self.events,
+            self.published,
+            self.publications,
+            self.mail_once,
+            self.mail,
             self.recovery.as_secs_f64(),
         )
     }
 }
 
-/// What the mixed load needs in a workspace: a channel, a sending domain, a bookable service.
-async fn mixed_setup(admin: &Client, ws: &str) -> Setup {
+/// What the mixed load needs in a workspace: a channel, a sending domain, a bookable service,
+/// and a channel whose network is `network` (a receiver of the posts published to it).
+async fn mixed_setup(admin: &Client, ws: &str, network: &str) -> Setup {
     let day = serde_json::json!([{"start": "00:00", "end": "24:00"}]);
     let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
     let res =
@@ -133,8 +193,16 @@ async fn mixed_setup(admin: &Client, ws: &str) -> Setup {
         201,
     )
     .await;
+    let published = e2e::created(
+        admin,
+        "/channels",
+        serde_json::json!({"type": "webhook", "name": "chaos network", "credentials": {"url": network}}),
+        201,
+    )
+    .await;
     Setup::new(e2e::channel(admin, "chaos").await, format!("chaos@{}", e2e::verified_domain(admin, ws).await))
         .with_service(svc["id"].as_str().unwrap().to_string())
+        .with_publish_channel(published["id"].as_str().unwrap().to_string())
 }
 
 /// The markers of the posts, contacts and bookings the load wrote (whose events a webhook
@@ -159,7 +227,8 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     // Set up and count through a generous gateway: the buckets are the workspace's, so the
     // harness's strict limits would leave the load's gateway a bucket already spent.
     let admin = Client::new(&h.generous_gateway().await, &key);
-    let setup = Arc::new(mixed_setup(&admin, &ws).await);
+    let network = e2e::receiver::Receiver::start().await;
+    let setup = Arc::new(mixed_setup(&admin, &ws, &network.url).await);
     // Webhook deliveries under the load: every accepted write's event must reach the receiver.
     let receiver = e2e::receiver::Receiver::start().await;
     let types = ["post.created", "contact.created", "booking.created"];
@@ -181,7 +250,11 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     let base = base.expect("a gateway");
     let worker = sender(ddb, moto).await;
     let until = Instant::now() + Duration::from_secs(fault_secs());
+    let (mail_worker, mail_queue) = inbound_worker(ddb, moto).await;
+    let mailbox = format!("support@{}", setup.from.split_once('@').expect("an address").1);
+    let mail = tokio::spawn(inbound_feed(mail_queue, mailbox, until, tag.clone()));
     let mut answers = load(&base, &key, setup.clone(), &Op::WIDE, 4, until, &tag).await;
+    let mail = mail.await.expect("the inbound feed");
     let hit = proxy.clear();
     let cleared = Instant::now();
     // Recovered: a read and a write answer again.
@@ -264,6 +337,57 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // Publications: each draft once, published, and posted to the network once.
+    let publications = markers(Op::PublishPost);
+    let (mut published, mut publish_lost, mut publish_twice) = (0, 0, 0);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let posts = all(&admin, "/posts").await;
+        let remote = |m: &str| network.received().iter().filter(|r| String::from_utf8_lossy(&r.body).contains(m)).count();
+        let state = |m: &String| {
+            let mine: Vec<&Value> = posts.iter().filter(|p| p["content"] == m.as_str()).collect();
+            (mine.len(), mine.iter().all(|p| p["status"] == "published"), remote(m))
+        };
+        let done = publications.iter().all(|m| matches!(state(m), (1, true, 1..)));
+        if done || Instant::now() > deadline {
+            for m in &publications {
+                match state(m) {
+                    (1, true, 1) => published += 1,
+                    (0, _, _) | (_, false, _) | (_, _, 0) => publish_lost += 1,
+                    _ => publish_twice += 1,
+                }
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    writes += publications.len();
+    (lost, doubled) = (lost + publish_lost, doubled + publish_twice);
+    // Inbound mail, read and recorded by a worker whose S3 and DynamoDB calls go through the
+    // proxies: each message one conversation with one message.
+    let (mut mail_once, mut mail_lost, mut mail_twice) = (0, 0, 0);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let convs = all(&admin, "/helpdesk/conversations").await;
+        let state = |s: &String| {
+            let mine: Vec<&Value> = convs.iter().filter(|c| c["subject"] == s.as_str()).collect();
+            (mine.len(), mine.iter().map(|c| c["message_count"].as_u64().unwrap_or(0)).sum::<u64>())
+        };
+        let done = mail.iter().all(|s| state(s) == (1, 1));
+        if done || Instant::now() > deadline {
+            for s in &mail {
+                match state(s) {
+                    (1, 1) => mail_once += 1,
+                    (0, _) => mail_lost += 1,
+                    _ => mail_twice += 1,
+                }
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    mail_worker.abort();
+    (lost, doubled) = (lost + mail_lost, doubled + mail_twice);
     // Every accepted post, contact and booking has its event delivered (at least once). All
     // were accepted by now (retried until they were).
     let expected: Vec<String> = [Op::CreatePost, Op::CreateContact, Op::CreateBooking].into_iter().flat_map(markers).collect();
@@ -312,6 +436,10 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
         doubled,
         events,
         events_delivered,
+        publications: publications.len(),
+        published,
+        mail: mail.len(),
+        mail_once,
         emails: subjects.len(),
         emails_sent_once: sent_once,
         emails_failed: failed,
@@ -373,7 +501,7 @@ async fn every_dependency_failing_keeps_answers_in_the_envelope_and_writes_once(
         }
     }
     if let Ok(doc) = std::env::var("CHAOS_REPORT") {
-        let header = "| dependency | fault | requests it met | what clients got | in the envelope | Retry-After on 429/503 | slowest answer | slowest 429/503 | writes | emails sent | events delivered | API whole again after |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        let header = "| dependency | fault | requests it met | what clients got | in the envelope | Retry-After on 429/503 | slowest answer | slowest 429/503 | writes | emails sent | events delivered | published once | inbound mail, one conversation each | API whole again after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         e2e::load::splice(&doc, "matrix", &format!("{header}{}", table.join("\n")));
     }
     assert!(failures.is_empty(), "rows missing their goals:\n{}", failures.join("\n"));
@@ -395,7 +523,8 @@ async fn a_failing_webhook_receiver_gets_every_event_once_it_recovers() {
     let base = h.generous_gateway().await;
     let c = Client::new(&base, &key);
     let channel = e2e::channel(&c, "chaos").await;
-    let setup = Arc::new(mixed_setup(&c, &ws).await);
+    let network = e2e::receiver::Receiver::start().await;
+    let setup = Arc::new(mixed_setup(&c, &ws, &network.url).await);
     let types = ["post.created", "contact.created", "booking.created"];
     let r = c.post("/webhooks", &serde_json::json!({"url": format!("{}/hook", proxy.url), "event_types": types})).await;
     assert_eq!(r.status, 201, "{}", r.json);

@@ -35,7 +35,7 @@ struct Minute {
 fn kind(op: Op) -> usize {
     match op {
         Op::ListPosts | Op::ListContacts => 0,
-        Op::CreatePost | Op::CreateContact | Op::CreateBooking | Op::StartImport => 1,
+        Op::CreatePost | Op::CreateContact | Op::CreateBooking | Op::StartImport | Op::PublishPost => 1,
         Op::SendEmail => 2,
     }
 }

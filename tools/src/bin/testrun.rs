@@ -29,11 +29,16 @@ const LONG: &[&str] = &["e2e/crm", "e2e/gdpr"];
 /// time), which the emulators, not the code, exceeded next to another stack.
 const ALONE: &[&str] = &["e2e/contract_fuzz", "e2e/hung_dependencies", "e2e/webhooks"];
 
-/// Binaries run as several processes, one per test-name filter, each with its own stack. The
-/// reliability binary's crash test kills an export worker mid-upload, and moto keeps the parts
-/// it was sent: its state dump (what the fault matrix reads to count SES's copies) then stops
-/// answering. Apart, each gets its own moto, as in `make chaos`.
-const SPLIT: &[(&str, &[&str])] = &[("e2e/reliability", &["faults::", "crashes::"])];
+/// Binaries run as several processes, one per part (its name and test-name arguments), each
+/// with its own stack and log directory. The reliability binary's crash test kills an export
+/// worker mid-upload, and moto keeps the parts it was sent: its state dump (what the fault
+/// matrix reads to count SES's copies) then stops answering. Apart, each gets its own moto, as
+/// in `make chaos`; the last part runs whatever a new module adds.
+type Part = (&'static str, &'static [&'static str]);
+const SPLIT: &[(&str, &[Part])] = &[(
+    "e2e/reliability",
+    &[("faults", &["faults::"]), ("crashes", &["crashes::"]), ("rest", &["--skip", "faults::", "--skip", "crashes::"])],
+)];
 
 struct Job {
     /// `package/target` (`e2e/api`, `shared/lib`), unique in the workspace.
@@ -163,15 +168,16 @@ fn binaries(root: &Path) -> Vec<Job> {
         let target = m["target"]["name"].as_str().unwrap_or_default();
         // A library's unit tests are named after the package; a binary's or test's after the target.
         let name = if kind == "lib" { format!("{package}/lib") } else { format!("{package}/{target}") };
-        let filters: &[&str] = SPLIT.iter().find(|(n, _)| *n == name).map_or(&[""], |(_, f)| f);
-        for filter in filters {
+        let parts: &[Part] = SPLIT.iter().find(|(n, _)| *n == name).map_or(&[("", &[])], |(_, p)| p);
+        for (part, args) in parts {
             let mut cmd = Command::new(exe);
-            cmd.current_dir(&package_dir).env("CARGO_MANIFEST_DIR", &package_dir);
-            let name = if filter.is_empty() {
+            cmd.current_dir(&package_dir).env("CARGO_MANIFEST_DIR", &package_dir).args(*args);
+            let name = if part.is_empty() {
                 name.clone()
             } else {
-                cmd.arg(filter);
-                format!("{name}/{}", filter.trim_end_matches("::"))
+                // Each part's emulator logs in a directory of its own (`tests/src/lib.rs`).
+                cmd.env("E2E_LOG_PART", part);
+                format!("{name}/{part}")
             };
             jobs.push(Job { name, cmd });
         }
