@@ -359,10 +359,7 @@ async fn the_dispatcher_and_the_inbound_mail_worker_killed_mid_work_lose_nothing
 #[tokio::test]
 async fn the_publisher_and_the_scanner_killed_mid_work_end_their_work_once() {
     let h = harness();
-    let (publish, scans) = (h.own_queue("crash-publish").await, h.own_queue("crash-scans").await);
-    let mut cfg = h.generous_config();
-    cfg.publish_queue_url = publish.clone();
-    cfg.scans_queue_url = scans.clone();
+    let (publish, scans, cfg) = publish_and_scan_queues("crash").await;
     let base = h.gateway_with(cfg).await;
     let env = worker_env(vec![
         ("PUBLISH_QUEUE_URL", publish.clone()),
@@ -448,29 +445,16 @@ async fn the_publisher_and_the_scanner_killed_mid_work_end_their_work_once() {
 #[tokio::test]
 async fn copies_of_a_message_racing_end_their_work_once() {
     let h = harness();
-    let (publish, scans) = (h.own_queue("race-publish").await, h.own_queue("race-scans").await);
-    let mut cfg = h.generous_config();
-    cfg.publish_queue_url = publish.clone();
-    cfg.scans_queue_url = scans.clone();
+    let (publish, scans, cfg) = publish_and_scan_queues("race").await;
     let c = Client::new(&h.gateway_with(cfg.clone()).await, &h.workspace("racing copies").await.1);
-    let sqs = h.sqs().await;
     // The queue's one message, as the event both copies get.
-    let taken = |queue: String| {
-        let sqs = sqs.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                let got = sqs.receive_message().queue_url(&queue).max_number_of_messages(1).wait_time_seconds(1).send().await.unwrap();
-                if let Some(m) = got.messages.unwrap_or_default().into_iter().next() {
-                    sqs.delete_message().queue_url(&queue).receipt_handle(m.receipt_handle().unwrap_or_default()).send().await.unwrap();
-                    return shared::sqs::event(vec![shared::sqs::message(
-                        m.message_id().unwrap_or_default(),
-                        "r",
-                        m.body().unwrap_or_default(),
-                    )]);
-                }
-                assert!(Instant::now() < deadline, "no message in {queue}");
+    let taken = |queue: String| async move {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(ev) = harness().take_event(&queue).await {
+                return ev;
             }
+            assert!(Instant::now() < deadline, "no message in {queue}");
         }
     };
 
@@ -529,6 +513,17 @@ async fn copies_of_a_message_racing_end_their_work_once() {
     let scan = c.get(&path).await.json["data"].clone();
     assert_eq!((scan["status"].as_str(), scan["attempts"].as_u64()), (Some("completed"), Some(1)), "{scan}");
     assert_eq!(site.hits("/"), 1, "the page fetched once");
+}
+
+/// Publish and scan queues of a test's own (no worker of the harness takes them), and the
+/// configuration that sends work to them.
+async fn publish_and_scan_queues(tag: &str) -> (String, String, shared::config::Config) {
+    let h = harness();
+    let (publish, scans) = (h.own_queue(&format!("{tag}-publish")).await, h.own_queue(&format!("{tag}-scans")).await);
+    let mut cfg = h.generous_config();
+    cfg.publish_queue_url = publish.clone();
+    cfg.scans_queue_url = scans.clone();
+    (publish, scans, cfg)
 }
 
 /// The worker process: what a worker's `main.rs` does with one invocation (clients from the
