@@ -185,7 +185,7 @@ pub const OUTBOX_JOB: Kind = Kind::on(
     "outbox job",
     "OUTBOXJOB#<0..7>",
     "<queue>#<job id>",
-    "a worker's job message (`queue`, `body`, `queued_at`) until SQS has it: deleted after the hand-off, or sent and deleted by the sweep; 7 d TTL",
+    "a worker's job message (`queue`, `body`, `write_id`, `queued_at`, a sweep's `claimed_until`) until SQS has it: deleted after the hand-off, or sent and deleted by the sweep; 7 d TTL",
 )
 .internal();
 

@@ -28,7 +28,8 @@ use serde::Serialize;
 pub struct Tx {
     ops: Vec<Op>,
     events: Vec<Event>,
-    jobs: Vec<(WorkQueue, String, String)>,
+    /// (queue, job id, body, the item's token)
+    jobs: Vec<(WorkQueue, String, String, String)>,
 }
 
 /// The work queues whose jobs travel through the outbox.
@@ -164,8 +165,9 @@ impl Tx {
     /// the queue after the commit; the sweep sends it if that fails. `job_id` names the job
     /// within its queue; workers drop copies (a hand-off whose answer was lost makes one).
     pub fn job(mut self, queue: WorkQueue, job_id: &str, body: String) -> Self {
-        self.ops.push(Op::Put { item: job_item(queue, job_id, &body), cond: None, names: vec![] });
-        self.jobs.push((queue, job_id.to_string(), body));
+        let (item, token) = job_item(queue, job_id, &body);
+        self.ops.push(Op::Put { item, cond: None, names: vec![] });
+        self.jobs.push((queue, job_id.to_string(), body, token));
         self
     }
 
@@ -243,16 +245,16 @@ impl Tx {
             }
         }
         publish(app, &self.events).await;
-        for (queue, job_id, body) in &self.jobs {
+        for (queue, job_id, body, token) in &self.jobs {
             if let Err(e) = app.hand_off(queue.url(&app.cfg), body, 0).await {
                 // The rest too, as `publish` does: one slow queue costs a request one hand-off.
                 tracing::warn!(queue = queue.name(), error = %e, "job not queued; left in the outbox for the sweep");
                 break;
             }
-            // SQS has it. Best effort: a job left here is sent again by the sweep, and dropped
-            // as a copy by its worker.
+            // SQS has it. Only this item (a worker may have parked the job again meanwhile).
+            // Best effort: a job left here is sent again by the sweep, and dropped as a copy.
             let (pk, sk) = queue.item_key(job_id);
-            if let Err(e) = app.db.delete(&pk, &sk).await {
+            if let Err(e) = app.db.delete_when(pk, sk, "write_id = :write_id").value(":write_id", s(token)).apply().await {
                 tracing::warn!(queue = queue.name(), error = %e.message, "queued job's outbox item not deleted");
             }
         }
@@ -260,23 +262,27 @@ impl Tx {
     }
 }
 
-fn job_item(queue: WorkQueue, job_id: &str, body: &str) -> Item {
+/// A job's outbox item, and its token (which write of the item it is).
+fn job_item(queue: WorkQueue, job_id: &str, body: &str) -> (Item, String) {
     let (pk, sk) = queue.item_key(job_id);
     let now = chrono::Utc::now().timestamp();
-    Item::from([
+    let token = ulid::Ulid::generate().to_string();
+    let item = Item::from([
         ("pk".into(), s(pk)),
         ("sk".into(), s(sk)),
         ("queue".into(), s(queue.name())),
         ("body".into(), s(body)),
+        ("write_id".into(), s(&token)),
         ("queued_at".into(), n(now)),
         ("expires_at".into(), n(now + crate::events::OUTBOX_TTL_SECS)),
-    ])
+    ]);
+    (item, token)
 }
 
 /// Leave a job for the sweep to send: a worker that must queue its job again and finds the
 /// queue refusing parks it here, rather than in a message that may end in the DLQ.
 pub async fn park(app: &App, queue: WorkQueue, job_id: &str, body: &str) -> Result<(), ApiError> {
-    Tx::new().put(job_item(queue, job_id, body)).commit(app).await.map_err(TxError::stale)
+    Tx::new().put(job_item(queue, job_id, body).0).commit(app).await.map_err(TxError::stale)
 }
 
 /// SQS allows 256 KiB per message; leave room for attributes and escaping.
@@ -451,6 +457,10 @@ pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<
                     break;
                 }
             };
+            for f in out.failed() {
+                // Sent again after the claim; one SQS will never take stays until its TTL.
+                tracing::warn!(queue = queue.name(), code = f.code(), message = f.message().unwrap_or_default(), "a job was refused");
+            }
             let taken: Vec<&(WorkQueue, String, String, String)> =
                 out.successful().iter().filter_map(|e| e.id().parse::<usize>().ok()).filter_map(|i| chunk.get(i).copied()).collect();
             sent += taken.len();

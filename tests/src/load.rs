@@ -27,16 +27,17 @@ pub enum Op {
 impl Op {
     /// The soak's mix.
     pub const MIX: [Op; 5] = [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail];
-    /// The fault matrix's mix: the soak's, with bookings, imports and publications.
+    /// The fault matrix's mix: the soak's, with bookings, imports and publications. Four
+    /// clients start at every other op (`load`), so each kind comes within their first two.
     pub const WIDE: [Op; 8] = [
-        Op::ListPosts,
-        Op::CreatePost,
-        Op::ListContacts,
-        Op::CreateContact,
-        Op::SendEmail,
-        Op::CreateBooking,
-        Op::StartImport,
         Op::PublishPost,
+        Op::ListPosts,
+        Op::StartImport,
+        Op::CreatePost,
+        Op::CreateBooking,
+        Op::ListContacts,
+        Op::SendEmail,
+        Op::CreateContact,
     ];
     pub fn write(self) -> bool {
         matches!(self, Op::CreatePost | Op::CreateContact | Op::SendEmail | Op::CreateBooking | Op::StartImport | Op::PublishPost)
@@ -131,7 +132,9 @@ pub async fn call(http: &reqwest::Client, base: &str, key: &str, op: Op, marker:
         let (draft, json) = request(http, &url, key, body.as_ref(), Some(&format!("{m}-draft")), op, marker, started).await;
         let Some(id) = json["data"]["id"].as_str().filter(|_| draft.status == 201) else { return draft };
         let url = format!("{base}/posts/{id}/publish");
-        return request(http, &url, key, Some(&json!({})), marker, op, marker, started).await.0;
+        // Each request is timed on its own; the answer keeps the slower.
+        let publish = request(http, &url, key, Some(&json!({})), marker, op, marker, Instant::now()).await.0;
+        return Answer { took: publish.took.max(draft.took), ..publish };
     }
     request(http, &url, key, body.as_ref(), marker, op, marker, started).await.0
 }
@@ -182,7 +185,7 @@ pub async fn load(base: &str, key: &str, s: Arc<Setup>, mix: &'static [Op], work
         let (http, base, key, s, tag) = (http.clone(), base.to_string(), key.to_string(), s.clone(), tag.to_string());
         tokio::spawn(async move {
             let mut out = vec![];
-            let mut i = w;
+            let mut i = w * (mix.len() / workers).max(1);
             while Instant::now() < until {
                 let op = mix[i % mix.len()];
                 let marker = op.write().then(|| marker(&tag));

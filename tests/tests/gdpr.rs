@@ -259,6 +259,8 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     let kept = c.get(&format!("/emails/{}", neighbour["id"].as_str().unwrap())).await.json["data"].clone();
     assert_eq!((kept["status"].as_str(), kept["subject"].as_str()), (neighbour["status"].as_str(), Some("Neighbour")), "{kept}");
     assert_eq!(kept["to"], json!([format!("l{addr}")]));
+    let others = e2e::load::all(&c, "/contacts").await;
+    assert!(others.iter().any(|ct| ct["email"] == other.as_str()), "the other customer stays");
     let hits = scan_hits().await;
     assert!(hits.is_empty(), "items still naming the address: {hits:?}");
 

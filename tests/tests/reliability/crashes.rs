@@ -487,10 +487,10 @@ async fn copies_of_a_message_racing_end_their_work_once() {
     let remote = posts.iter().filter(|p| p["value"]["text"].as_str().is_some_and(|t| t.contains(&marker))).count();
     assert_eq!(remote, 1, "one record at the PDS");
 
-    // The scanner: the page answers 300 ms late.
+    // The scanner: the page answers 2 s late, so the copy comes while the first fetches.
     let site = e2e::receiver::Receiver::start().await;
     site.serve_file("/", "text/html; charset=utf-8", b"<!doctype html><html lang=\"en\"><head><title>Race</title></head></html>".to_vec());
-    site.set_delay(Duration::from_millis(300));
+    site.set_delay(Duration::from_secs(2));
     let scan = e2e::created(&c, "/scans", json!({"url": format!("{}/", site.origin()), "force": true}), 202).await;
     let path = format!("/scans/{}", scan["id"].as_str().unwrap());
     let event = taken(scans).await;
