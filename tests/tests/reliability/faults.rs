@@ -117,6 +117,8 @@ struct Row {
     writes: usize,
     lost: usize,
     doubled: usize,
+    /// Writes whose retry was told to read the result (they answered 5xx after writing).
+    read_back: usize,
     /// Events of the accepted posts, contacts and bookings, and how many reached the receiver.
     events: usize,
     events_delivered: usize,
@@ -152,7 +154,7 @@ impl Row {
         let yes = |b: bool| if b { "yes" } else { "**no**" };
         let refused: Vec<&Answer> = self.answers.iter().filter(|a| a.status == 429 || a.status == 503).collect();
         format!(
-            "| {} | {} | {} | {} | {} | {} | {:.1} s | {} | {} / {} lost / {} twice | {} of {} once, {} failed | {} of {} | {} of {} | {} of {} | {:.1} s |",
+            "| {} | {} | {} | {} | {} | {} | {:.1} s | {} | {} / {} lost / {} twice{} | {} of {} once, {} failed | {} of {} | {} of {} | {} of {} | {:.1} s |",
             self.dependency,
             self.fault.name(),
             self.hit,
@@ -164,6 +166,7 @@ impl Row {
             self.writes,
             self.lost,
             self.doubled,
+            if self.read_back > 0 { format!(" ({} read back after 409)", self.read_back) } else { String::new() },
             self.emails_sent_once,
             self.emails,
             self.emails_failed,
@@ -281,11 +284,18 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
         .filter_map(|a| Some((a.op, a.marker.clone()?, String::new())))
         .collect();
     let deadline = Instant::now() + Duration::from_secs(60);
+    let mut read_back = 0;
     while !pending.is_empty() {
         assert!(Instant::now() < deadline, "{dependency} {}: writes still refused after the fault: {pending:?}", fault.name());
         let mut left = vec![];
         for (op, m, _) in pending {
             let a = call(&http, &base, &key, op, Some(&m), &setup).await;
+            // A request that answered 5xx after it wrote keeps its key done: the retry is told
+            // to read the result (at most once), and the lists below count what it wrote.
+            if a.status == 409 && a.message.contains("stopped after writing") {
+                read_back += 1;
+                continue;
+            }
             if !(200..300).contains(&a.status) {
                 left.push((op, m, format!("{} {} {}", a.status, a.code, a.message)));
             }
@@ -439,6 +449,7 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
         writes,
         lost,
         doubled,
+        read_back,
         events,
         events_delivered,
         publications: publications.len(),
