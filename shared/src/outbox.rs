@@ -364,22 +364,7 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
     }
     let mut sent = 0;
     for chunk in due.chunks(10) {
-        let entries = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, (_, body))| aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body).build())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(ApiError::internal)?;
-        let out = app
-            .sqs()
-            .send_message_batch()
-            .queue_url(&app.cfg.events_queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| ApiError::unavailable(format!("events queue: {}", crate::aws::AwsError::from(e))))?;
-        // The indexes (into `chunk`) SQS took.
-        let taken: Vec<usize> = out.successful().iter().filter_map(|e| e.id().parse().ok()).collect();
+        let taken = send_batch(app, &app.cfg.events_queue_url, "events", chunk.iter().map(|(_, body)| body.as_str())).await?;
         sent += taken.len();
         // Note the re-send; an item the consumer deleted meanwhile stays deleted.
         let marks =
@@ -390,6 +375,28 @@ pub async fn sweep(app: &App, min_age_secs: i64, per_shard: i32) -> Result<usize
         tracing::info!(resent = sent, "outbox sweep re-sent events");
     }
     Ok(sent)
+}
+
+/// Send up to 10 bodies to a queue in one call: the indexes (into `bodies`) SQS took. One it
+/// refused is logged and left for the next sweep (one SQS will never take stays until its TTL).
+async fn send_batch(app: &App, url: &str, queue: &str, bodies: impl Iterator<Item = &str>) -> Result<Vec<usize>, ApiError> {
+    let entries = bodies
+        .enumerate()
+        .map(|(i, body)| aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body).build())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::internal)?;
+    let out = app
+        .sqs()
+        .send_message_batch()
+        .queue_url(url)
+        .set_entries(Some(entries))
+        .send()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("{queue} queue: {}", crate::aws::AwsError::from(e))))?;
+    for f in out.failed() {
+        tracing::warn!(queue, code = f.code(), message = f.message().unwrap_or_default(), "a message was refused");
+    }
+    Ok(out.successful().iter().filter_map(|e| e.id().parse().ok()).collect())
 }
 
 /// How long a sweep's claim on a job it sends lasts: overlapping sweeps (one slowed by a
@@ -444,25 +451,14 @@ pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<
     for queue in WorkQueue::ALL {
         let mine: Vec<&(WorkQueue, String, String, String)> = due.iter().copied().filter(|d| d.0 == queue).collect();
         for chunk in mine.chunks(10) {
-            let entries = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, d)| aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(&d.3).build())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(ApiError::internal)?;
-            let out = match app.sqs().send_message_batch().queue_url(queue.url(&app.cfg)).set_entries(Some(entries)).send().await {
-                Ok(out) => out,
+            let taken = match send_batch(app, queue.url(&app.cfg), queue.name(), chunk.iter().map(|d| d.3.as_str())).await {
+                Ok(taken) => taken,
                 Err(e) => {
-                    failed = Some(ApiError::unavailable(format!("{} queue: {}", queue.name(), crate::aws::AwsError::from(e))));
+                    failed = Some(e);
                     break;
                 }
             };
-            for f in out.failed() {
-                // Sent again after the claim; one SQS will never take stays until its TTL.
-                tracing::warn!(queue = queue.name(), code = f.code(), message = f.message().unwrap_or_default(), "a job was refused");
-            }
-            let taken: Vec<&(WorkQueue, String, String, String)> =
-                out.successful().iter().filter_map(|e| e.id().parse::<usize>().ok()).filter_map(|i| chunk.get(i).copied()).collect();
+            let taken: Vec<&(WorkQueue, String, String, String)> = taken.into_iter().filter_map(|i| chunk.get(i).copied()).collect();
             sent += taken.len();
             // Only the item this sweep claimed: one parked again meanwhile stays for the next.
             let deletes = taken
