@@ -396,6 +396,11 @@ async fn a_booking_whose_person_was_erased_changes_without_writing_for_nobody() 
     }
     assert_eq!(status, "completed");
     assert_eq!(c.get(&format!("/bookings/{id}")).await.json["data"]["contact_id"], "", "the person is gone from the booking");
+    // The erased address books nothing and comes back as no contact (only with new consent).
+    let r = c.post("/bookings", &booking(&svc, &at("16:00"), "gone@example.org")).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("contact.email")), "{}", r.json);
+    assert!(contacts_named(&c, "gone@example.org").await.is_empty());
+    created(&c, "/bookings", booking(&svc, &at("16:00"), "other@example.org")).await;
 
     let r = c.post(&format!("/bookings/{id}/reschedule"), &json!({"start": at("14:00")})).await;
     assert_eq!(r.status, 200, "{}", r.json);
@@ -412,4 +417,60 @@ async fn a_booking_whose_person_was_erased_changes_without_writing_for_nobody() 
         .filter(|sk| nobody.iter().any(|p| sk.starts_with(p.as_str())))
         .collect();
     assert!(orphans.is_empty(), "items keyed by an empty contact id: {orphans:?}");
+}
+
+/// Contacts whose address begins with `email`.
+async fn contacts_named(c: &Client, email: &str) -> Vec<Value> {
+    let r = c.get(&format!("/contacts?q={email}")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    r.json["data"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_booking_and_its_new_contact_are_written_together_or_not_at_all() {
+    let c = client("bookings new contact").await;
+    let (_, svc) = setup(&c, 1, json!({})).await;
+    // Round trips (docs/architecture.md): the rate bucket; the service and the address's claim
+    // together; the resources and the first one's cells together; one transaction.
+    let r = c.post("/bookings", &booking(&svc, &at("10:00"), "first@example.org")).await;
+    assert_eq!((r.status, r.ddb_calls()), (201, 6), "{}", r.json);
+    let first = r.json["data"].clone();
+    let found = contacts_named(&c, "first@example.org").await;
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0]["id"], first["contact_id"], "the booking's new contact");
+    assert_eq!((found[0]["first_name"].as_str(), found[0]["last_name"].as_str()), (Some("Ada"), Some("Lovelace")));
+    let r = c.post("/bookings", &booking(&svc, &at("11:00"), "FIRST@example.org")).await;
+    assert_eq!((r.status, r.ddb_calls()), (201, 6), "{}", r.json);
+    assert_eq!(r.json["data"]["contact_id"], first["contact_id"], "the address's contact");
+    let by_id = json!({"service_id": svc, "start": at("12:00"), "contact_id": first["contact_id"]});
+    let r = c.post("/bookings", &by_id).await;
+    assert_eq!((r.status, r.ddb_calls()), (201, 6), "{}", r.json);
+
+    // A slot that is taken leaves no contact behind.
+    let r = c.post("/bookings", &booking(&svc, &at("10:00"), "second@example.org")).await;
+    assert_eq!((r.status, r.code()), (409, "CONFLICT"), "{}", r.json);
+    assert!(contacts_named(&c, "second@example.org").await.is_empty(), "no contact without its booking");
+
+    // Racing bookings of one new address at free slots: one contact, every booking its.
+    let bodies: Vec<Value> = (0..8).map(|i| booking(&svc, &at(&format!("{:02}:00", 13 + i)), "racer@example.org")).collect();
+    let results = join_all(bodies.iter().map(|b| c.post("/bookings", b))).await;
+    let owners: std::collections::BTreeSet<String> = results
+        .iter()
+        .map(|r| {
+            assert_eq!(r.status, 201, "{}", r.json);
+            r.json["data"]["contact_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let found = contacts_named(&c, "racer@example.org").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(owners.into_iter().collect::<Vec<_>>(), [found[0]["id"].as_str().unwrap().to_string()]);
+
+    // A contact id that does not exist, and a deleted contact, are refused.
+    let gone = created(&c, "/contacts", json!({"email": "gone-soon@example.org"})).await;
+    let gone = gone["id"].as_str().unwrap();
+    assert_eq!(c.delete(&format!("/contacts/{gone}")).await.status, 200);
+    for id in [gone, "ct_01JAAAAAAAAAAAAAAAAAAAAAAA"] {
+        let r = c.post("/bookings", &json!({"service_id": svc, "start": at("22:00"), "contact_id": id})).await;
+        assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("contact_id")), "{}", r.json);
+    }
 }

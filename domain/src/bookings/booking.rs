@@ -46,21 +46,34 @@ pub async fn availability(
     Ok(Availability(ops::availability(app, ws, &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?))
 }
 
-/// The service and the resources a booking or hold may take, with the slot checked.
-async fn slot_for(
+/// A slot request's service id and start, checked before anything is read.
+fn parse_slot(service_id: &str, start: &str) -> ApiResult<(ServiceId, chrono::DateTime<chrono::Utc>)> {
+    let sid = ServiceId::parse(service_id).ok_or_else(|| ApiError::validation("service_id", "must be a service id (svc_...)"))?;
+    Ok((sid, ops::parse_time("start", start)?))
+}
+
+async fn service(app: &App, ws: &WorkspaceId, sid: &ServiceId) -> ApiResult<Service> {
+    Ok(ops::load_service(app, ws, sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?.0)
+}
+
+/// The resources of `svc` that may take the slot (`resource_id`'s, or any), and the cells of
+/// the first of them, read concurrently with the resources.
+async fn candidates(
     app: &App,
     ws: &WorkspaceId,
-    service_id: &str,
-    start: &str,
+    svc: &Service,
+    start: chrono::DateTime<chrono::Utc>,
     resource_id: Option<&str>,
-) -> ApiResult<(Service, Vec<Resource>, chrono::DateTime<chrono::Utc>)> {
-    let Some(sid) = ServiceId::parse(service_id) else {
-        return Err(ApiError::validation("service_id", "must be a service id (svc_...)"));
+) -> ApiResult<(Vec<Resource>, Option<ops::Prefetched>)> {
+    let first = resource_id.or(svc.resource_ids.first().map(|r| r.as_str()));
+    let cells = async {
+        match first {
+            Some(r) => ops::prefetch(app, ws, svc, r, start).await.map(Some),
+            None => Ok(None),
+        }
     };
-    let (svc, _) =
-        ops::load_service(app, ws, &sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
-    let start = ops::parse_time("start", start)?;
-    let mut resources = ops::resources_of(app, ws, &svc).await?;
+    let (resources, prefetched) = tokio::try_join!(ops::resources_of(app, ws, svc), cells)?;
+    let mut resources = resources;
     if let Some(r) = resource_id {
         resources.retain(|x| x.id == *r);
         if resources.is_empty() {
@@ -69,7 +82,7 @@ async fn slot_for(
     }
     let now = chrono::Utc::now();
     let mut first_err = None;
-    resources.retain(|r| match ops::check_slot(&svc, r, start, now) {
+    resources.retain(|r| match ops::check_slot(svc, r, start, now) {
         Ok(()) => true,
         Err(e) => {
             first_err.get_or_insert(e);
@@ -79,7 +92,7 @@ async fn slot_for(
     if resources.is_empty() {
         return Err(first_err.unwrap_or_else(|| ApiError::validation("service_id", "the service has no resources")));
     }
-    Ok((svc, resources, start))
+    Ok((resources, prefetched))
 }
 
 /// Reserve a slot for `hold_seconds` (default `DEFAULT_HOLD_SECS`).
@@ -88,12 +101,16 @@ pub async fn create_hold(app: &App, ws: &WorkspaceId, input: CreateHold) -> ApiR
     if !(5..=1800).contains(&secs) {
         return Err(ApiError::validation("hold_seconds", "must be 5 to 1800"));
     }
-    let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, input.resource_id.as_deref()).await?;
-    ops::hold(app, ws, &svc, &resources, start, secs).await
+    let (sid, start) = parse_slot(&input.service_id, &input.start)?;
+    let svc = service(app, ws, &sid).await?;
+    let (resources, prefetched) = candidates(app, ws, &svc, start, input.resource_id.as_deref()).await?;
+    ops::hold(app, ws, ops::Request { svc: &svc, candidates: &resources, start, hold: None, prefetched }, secs).await
 }
 
 /// Book a slot: on `resource_id`, the hold's resource, or the first free resource of the
-/// service; a confirmed booking's confirmation goes out (the effect `SendEmail`).
+/// service; a confirmed booking's confirmation goes out (the effect `SendEmail`). Three
+/// rounds of reads and writes: the service, hold and contact together; the resources and the
+/// first one's cells together; one transaction (with the contact, when it is new).
 pub async fn create(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, input: CreateBooking) -> ApiResult<Booking> {
     let mut errs = Errors::new();
     if let Some(n) = &input.notes {
@@ -101,25 +118,37 @@ pub async fn create(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, in
     }
     errs.metadata("metadata", &input.metadata);
     errs.finish()?;
-    let hold = match input.hold_id.as_deref() {
-        None => None,
-        Some(h) => {
-            let hid = HoldId::parse(h).ok_or_else(|| ApiError::validation("hold_id", "must be a hold id (hold_...)"))?;
-            let hold =
-                ops::load_hold(app, ws, &hid).await?.ok_or_else(|| ApiError::validation("hold_id", "no such hold, or it has expired"))?;
-            if hold.service_id != input.service_id || ops::parse_time("start", &input.start)? != hold.start.time() {
-                return Err(ApiError::validation("hold_id", "holds another service or start"));
-            }
-            Some(hold)
+    let hid = input
+        .hold_id
+        .as_deref()
+        .map(|h| HoldId::parse(h).ok_or_else(|| ApiError::validation("hold_id", "must be a hold id (hold_...)")))
+        .transpose()?;
+    let (sid, start) = parse_slot(&input.service_id, &input.start)?;
+    let party = ops::PartyInput::parse(input.contact_id.as_deref(), input.contact.as_ref())?;
+    let hold = async {
+        match &hid {
+            Some(h) => ops::load_hold(app, ws, h)
+                .await?
+                .ok_or_else(|| ApiError::validation("hold_id", "no such hold, or it has expired"))
+                .map(Some),
+            None => Ok(None),
         }
     };
+    // Errors in a fixed order, whichever read ends first.
+    let (svc, hold, party) = tokio::join!(service(app, ws, &sid), hold, party.resolve(app, ws));
+    let (svc, hold, party) = (svc?, hold?, party?);
+    if let Some(h) = &hold
+        && (h.service_id != sid || h.start.time() != start)
+    {
+        return Err(ApiError::validation("hold_id", "holds another service or start"));
+    }
     let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone().map(ResourceId::from));
-    let (svc, resources, start) = slot_for(app, ws, &input.service_id, &input.start, resource.as_deref()).await?;
-    let contact_id = ops::contact_for(app, ws, input.contact_id.as_deref(), input.contact.as_ref()).await?;
-    let mut b = Booking::new(&svc, contact_id, start, Timestamp::now());
+    let (resources, prefetched) = candidates(app, ws, &svc, start, resource.as_deref()).await?;
+    let mut b = Booking::new(&svc, party.id().clone(), start, Timestamp::now());
     (b.notes, b.metadata) = (input.notes, input.metadata);
     let b = Booking { reminder_email_id: notify::reminder_id(&svc, &b), ..b };
-    let b = ops::book(app, ws, &svc, &resources, start, b, hold.as_ref()).await?;
+    let req = ops::Request { svc: &svc, candidates: &resources, start, hold: hold.as_ref(), prefetched };
+    let b = ops::book(app, ws, req, b, party).await?;
     if b.status == BookingStatus::Confirmed
         && let Some(res) = resources.iter().find(|r| r.id == b.resource_id)
     {
@@ -228,7 +257,9 @@ pub async fn reschedule(
     if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
         return Err(illegal(&sb.booking, "rescheduled"));
     }
-    let (svc, resources, start) = slot_for(app, ws, &sb.booking.service_id, start, Some(&sb.booking.resource_id)).await?;
+    let (sid, start) = parse_slot(&sb.booking.service_id, start)?;
+    let svc = service(app, ws, &sid).await?;
+    let (resources, prefetched) = candidates(app, ws, &svc, start, Some(&sb.booking.resource_id)).await?;
     if matches!(by, Canceller::Customer(_))
         && chrono::Utc::now() > sb.booking.start.time() - chrono::Duration::minutes(svc.cancellation_window_minutes)
     {
@@ -237,7 +268,7 @@ pub async fn reschedule(
             svc.cancellation_window_minutes
         )));
     }
-    let new = ops::reschedule(app, ws, &svc, &resources[0], &sb, start).await?;
+    let new = ops::reschedule(app, ws, &svc, &resources[0], &sb, start, prefetched).await?;
     notify::cancel_reminder(app, ws, &sb.booking).await;
     notify::scheduled(send, app, ws, &svc, &resources[0], &new).await;
     Ok(new)

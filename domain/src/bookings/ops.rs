@@ -6,6 +6,7 @@ use super::{
     Booking, BookingStatus, CancelledBy, ContactInput, CreateResource, Hold, MAX_CAPACITY, Resource, ResourceId, Service, ServiceInput,
     Slot, UpdateResource, booking_sk, hold_sk, resource_sk, service_sk, tz,
 };
+use crate::contacts::Contact;
 use crate::ids::ContactId;
 use crate::keys;
 use chrono::{DateTime, Duration, Utc};
@@ -639,39 +640,80 @@ fn timeline(ws: &WorkspaceId, b: &Booking, kind: &str, summary: String) -> ApiRe
     crate::contacts::activity(ws, &b.contact_id, kind, summary, serde_json::json!({"booking_id": b.id, "start": b.start})).map(Some)
 }
 
-/// Book `start` on the first of `candidates` with room: its cells, the booking, the hold it
-/// converts (deleted), the contact's timeline entry and the event, in one transaction.
-pub async fn book(
+/// The slot a booking takes: the service, the resources that may take it (the first with room
+/// wins), the hold it converts, and the first candidate's cells if they were read already.
+pub struct Request<'a> {
+    pub svc: &'a Service,
+    pub candidates: &'a [Resource],
+    pub start: Now,
+    pub hold: Option<&'a Hold>,
+    pub prefetched: Option<Prefetched>,
+}
+
+/// The cells held on one resource around a slot, read concurrently with the resources (before
+/// it is known whether that resource fits), for the first candidate's first attempt.
+pub struct Prefetched {
+    res: String,
+    held: HashMap<String, Vec<Held>>,
+}
+
+/// Read the cells `svc`'s slot at `start` would take on `res`.
+pub async fn prefetch(app: &App, ws: &WorkspaceId, svc: &Service, res: &str, start: Now) -> ApiResult<Prefetched> {
+    let (dur, before, after) = svc.span();
+    let needed = schedule::cells(start, dur, before, after);
+    Ok(Prefetched { res: res.to_string(), held: held_cells(app, ws, res, &needed[0], &needed[needed.len() - 1]).await? })
+}
+
+/// The cells held on `res` from `first` to `last`: the prefetched ones (once), or a Query.
+async fn cells_now(
     app: &App,
     ws: &WorkspaceId,
-    svc: &Service,
-    candidates: &[Resource],
-    start: Now,
-    mut booking: Booking,
-    hold: Option<&Hold>,
-) -> ApiResult<Booking> {
+    res: &str,
+    (first, last): (&str, &str),
+    prefetched: &mut Option<Prefetched>,
+) -> ApiResult<HashMap<String, Vec<Held>>> {
+    match prefetched.take() {
+        Some(p) if p.res == res => Ok(p.held),
+        _ => held_cells(app, ws, res, first, last).await,
+    }
+}
+
+/// Book the slot on the first candidate with room: its cells, the booking, the hold it
+/// converts (deleted), a new contact (`Party::New`), the contact's timeline entry and the
+/// events, in one transaction, so nothing is written unless the booking is.
+pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Booking, mut party: Party) -> ApiResult<Booking> {
+    let Request { svc, candidates, start, hold, mut prefetched } = req;
     let (dur, before, after) = svc.span();
     let needed = schedule::cells(start, dur, before, after);
     let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
     for res in candidates {
-        for _ in 0..4 {
+        for attempt in 0..4u32 {
             let now = Utc::now().timestamp();
-            let held = held_cells(app, ws, &res.id, &first, &last).await?;
+            let held = cells_now(app, ws, &res.id, (&first, &last), &mut prefetched).await?;
             let own = hold.map(|h| h.id.as_str());
             let Some(plan) = choose(&needed, &held, res.capacity, own, now) else { break };
             booking.resource_id = res.id.clone();
+            booking.contact_id = party.id().clone();
             let mut tx = take(Tx::new(), &Taker { ws, res: &res.id, holder: &booking.id, own, expires: None, now }, &plan);
             if let Some(h) = hold {
                 tx = tx.delete_if(ws_pk(ws), hold_sk(&h.id), "", vec![]);
             }
-            tx = tx
+            let (tx, guard) = party.guard(ws, tx)?;
+            let tx = tx
                 .create(booking_record(ws, &booking, &plan_keys(&res.id, &plan))?.version(1))
                 .put_all(contact_link(ws, &booking))
                 .put_all(timeline(ws, &booking, "booking.created", format!("Booked for {}", booking.start))?)
                 .event(Event::new(ws, "booking.created", &booking));
             match tx.commit(app).await {
                 Ok(()) => return Ok(booking),
-                Err(TxError::Condition(_)) => continue,
+                Err(TxError::Condition(i)) if guard.names(i) => party = party.changed(app, ws, i, &guard).await?,
+                // Another booking took a cell meanwhile: read the cells again.
+                Err(TxError::Condition(_)) => {}
+                // A concurrent transaction on the same cells or the same new address: once it
+                // commits, the next attempt sees its cells or its contact.
+                Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << attempt))).await;
+                }
                 Err(TxError::Api(e)) => return Err(e),
             }
         }
@@ -680,7 +722,8 @@ pub async fn book(
 }
 
 /// Hold a slot for `secs`: its cells with an expiry, and the hold.
-pub async fn hold(app: &App, ws: &WorkspaceId, svc: &Service, candidates: &[Resource], start: Now, secs: i64) -> ApiResult<Hold> {
+pub async fn hold(app: &App, ws: &WorkspaceId, req: Request<'_>, secs: i64) -> ApiResult<Hold> {
+    let Request { svc, candidates, start, mut prefetched, .. } = req;
     let (dur, before, after) = svc.span();
     let needed = schedule::cells(start, dur, before, after);
     let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
@@ -689,7 +732,7 @@ pub async fn hold(app: &App, ws: &WorkspaceId, svc: &Service, candidates: &[Reso
         for _ in 0..4 {
             let now = Utc::now();
             let expires = now.timestamp() + secs;
-            let held = held_cells(app, ws, &res.id, &first, &last).await?;
+            let held = cells_now(app, ws, &res.id, (&first, &last), &mut prefetched).await?;
             let Some(plan) = choose(&needed, &held, res.capacity, None, now.timestamp()) else { break };
             let h = Hold {
                 id: id.clone().into(),
@@ -736,14 +779,22 @@ pub async fn transition(app: &App, ws: &WorkspaceId, sb: &StoredBooking, next: B
 /// Move a booking: one transaction releases the old cells, takes the new ones (cells in both
 /// change holder), cancels the old booking with `rescheduled_to` and creates the new one with
 /// `rescheduled_from`. If the new time is taken, nothing changes.
-pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, sb: &StoredBooking, start: Now) -> ApiResult<Booking> {
+pub async fn reschedule(
+    app: &App,
+    ws: &WorkspaceId,
+    svc: &Service,
+    res: &Resource,
+    sb: &StoredBooking,
+    start: Now,
+    mut prefetched: Option<Prefetched>,
+) -> ApiResult<Booking> {
     let (dur, before, after) = svc.span();
     let needed = schedule::cells(start, dur, before, after);
     let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
     let old = &sb.booking;
     for _ in 0..4 {
         let now = Utc::now();
-        let held = held_cells(app, ws, &res.id, &first, &last).await?;
+        let held = cells_now(app, ws, &res.id, (&first, &last), &mut prefetched).await?;
         let Some(plan) = choose(&needed, &held, res.capacity, Some(&old.id), now.timestamp()) else { break };
         let at = Timestamp::from(now);
         let mut new = old.clone();
@@ -792,43 +843,129 @@ pub async fn reschedule(app: &App, ws: &WorkspaceId, svc: &Service, res: &Resour
     Err(taken(&Timestamp::from(start)))
 }
 
-/// The booking's contact: `contact_id` (it must exist), or the contact holding `contact.email`,
-/// created when there is none. Errors name the field.
-pub async fn contact_for(app: &App, ws: &WorkspaceId, contact_id: Option<&str>, contact: Option<&ContactInput>) -> ApiResult<ContactId> {
-    use crate::contacts as ct;
-    match (contact_id, contact) {
-        (Some(id), None) => {
-            let Some(cid) = <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(id) else {
-                return Err(ApiError::validation("contact_id", "must be a contact id (ct_...)"));
-            };
-            ct::load(app, ws, &cid).await.map_err(|_| ApiError::validation("contact_id", "no such contact in this workspace"))?;
-            Ok(cid)
-        }
-        (None, Some(c)) => {
-            let (first, last) = match c.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
-                Some(n) => match n.rsplit_once(' ') {
-                    Some((f, l)) => (Some(f.to_string()), Some(l.to_string())),
-                    None => (Some(n.to_string()), None),
-                },
-                None => (None, None),
-            };
-            let input: ct::CreateContact = serde_json::from_value(serde_json::json!({
-                "email": c.email, "first_name": first, "last_name": last, "phone": c.phone,
-            }))
-            .map_err(|e| ApiError::validation("contact", e.to_string()))?;
-            let mut errs = Errors::new();
-            let built = input.build(&mut errs);
-            errs.finish().map_err(|e| e.prefixed("contact"))?;
-            if let Some(id) = ct::email_owner(app, ws, &built.email).await? {
-                return Ok(id.into());
+/// Whom a booking is for, as the request names them: a contact by id, or by address (found,
+/// or created with the booking). Checked before anything is read.
+pub enum PartyInput {
+    Id(ContactId),
+    Address(Box<Contact>),
+}
+
+impl PartyInput {
+    /// Errors name the field.
+    pub fn parse(contact_id: Option<&str>, contact: Option<&ContactInput>) -> ApiResult<PartyInput> {
+        use crate::contacts as ct;
+        match (contact_id, contact) {
+            (Some(id), None) => <ContactId as shared::ids::PrefixedId>::parse(id)
+                .map(PartyInput::Id)
+                .ok_or_else(|| ApiError::validation("contact_id", "must be a contact id (ct_...)")),
+            (None, Some(c)) => {
+                let (first, last) = match c.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+                    Some(n) => match n.rsplit_once(' ') {
+                        Some((f, l)) => (Some(f.to_string()), Some(l.to_string())),
+                        None => (Some(n.to_string()), None),
+                    },
+                    None => (None, None),
+                };
+                let input: ct::CreateContact = serde_json::from_value(serde_json::json!({
+                    "email": c.email, "first_name": first, "last_name": last, "phone": c.phone,
+                }))
+                .map_err(|e| ApiError::validation("contact", e.to_string()))?;
+                let mut errs = Errors::new();
+                let built = input.build(&mut errs);
+                errs.finish().map_err(|e| e.prefixed("contact"))?;
+                Ok(PartyInput::Address(Box::new(built)))
             }
-            match ct::commit_create(app, ws, &built, None).await {
-                Ok(()) => Ok(built.id),
-                // Created meanwhile by someone else: link to it (an erased address stays refused).
-                Err(e) => ct::email_owner(app, ws, &built.email).await?.map(ContactId::from).ok_or(e),
-            }
+            _ => Err(ApiError::validation("contact", "give exactly one of contact_id and contact")),
         }
-        _ => Err(ApiError::validation("contact", "give exactly one of contact_id and contact")),
+    }
+
+    /// One read: the contact (by id), or the address's claim.
+    pub async fn resolve(self, app: &App, ws: &WorkspaceId) -> ApiResult<Party> {
+        match self {
+            PartyInput::Id(id) => {
+                crate::contacts::load(app, ws, &id).await.map_err(|_| no_such_contact())?;
+                Ok(Party::Existing { id, by_address: None })
+            }
+            PartyInput::Address(c) => Party::of_address(app, ws, c).await,
+        }
+    }
+}
+
+fn no_such_contact() -> ApiError {
+    ApiError::validation("contact_id", "no such contact in this workspace")
+}
+
+/// Whom a booking is for, as read: a contact that exists (the booking's transaction checks it
+/// still does), or a new one the transaction creates.
+pub enum Party {
+    /// `by_address`: found by the address the request gave (looked up again if it goes).
+    Existing {
+        id: ContactId,
+        by_address: Option<Box<Contact>>,
+    },
+    New {
+        contact: Box<Contact>,
+        tombstone: String,
+    },
+}
+
+/// Where the party's conditions sit in the booking's transaction.
+pub struct Guard {
+    exists: Option<usize>,
+    created: Option<crate::contacts::CreateIn>,
+}
+
+impl Guard {
+    fn names(&self, i: usize) -> bool {
+        self.exists == Some(i) || self.created.as_ref().is_some_and(|c| c.tombstone == i || c.claim == i)
+    }
+}
+
+impl Party {
+    /// The address's contact, or a new one (with the key of the tombstone an erasure of the
+    /// address would have left).
+    async fn of_address(app: &App, ws: &WorkspaceId, c: Box<Contact>) -> ApiResult<Party> {
+        let (owner, tombstone) =
+            tokio::try_join!(crate::contacts::email_owner(app, ws, &c.email), crate::privacy::tombstone_sk(app, ws, &c.email))?;
+        Ok(match owner {
+            Some(id) => Party::Existing { id: id.into(), by_address: Some(c) },
+            None => Party::New { contact: c, tombstone },
+        })
+    }
+
+    pub fn id(&self) -> &ContactId {
+        match self {
+            Party::Existing { id, .. } => id,
+            Party::New { contact, .. } => &contact.id,
+        }
+    }
+
+    fn guard(&self, ws: &WorkspaceId, tx: Tx) -> ApiResult<(Tx, Guard)> {
+        Ok(match self {
+            Party::Existing { id, .. } => {
+                let at = tx.len();
+                (tx.check(ws_pk(ws), crate::contacts::contact_sk(id), "attribute_exists(pk)"), Guard { exists: Some(at), created: None })
+            }
+            Party::New { contact, tombstone } => {
+                let (tx, created) = crate::contacts::create_in(ws, contact, tombstone.clone(), tx)?;
+                (tx, Guard { exists: None, created: Some(created) })
+            }
+        })
+    }
+
+    /// The party's condition `i` failed: the address was erased (409), the contact went, or
+    /// another request created the address's contact first (the booking links to that one).
+    async fn changed(self, app: &App, ws: &WorkspaceId, i: usize, guard: &Guard) -> ApiResult<Party> {
+        match self {
+            Party::New { .. } if guard.created.as_ref().is_some_and(|c| c.tombstone == i) => {
+                Err(ApiError::conflict(crate::privacy::ERASED_MESSAGE).with_details(vec![shared::error::ErrorDetail::field(
+                    "contact.email",
+                    "was erased; create the contact with new consent (POST /contacts with resubscribe), then book with its contact_id",
+                )]))
+            }
+            Party::New { contact, .. } | Party::Existing { by_address: Some(contact), .. } => Party::of_address(app, ws, contact).await,
+            Party::Existing { by_address: None, .. } => Err(no_such_contact()),
+        }
     }
 }
 

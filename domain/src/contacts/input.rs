@@ -126,6 +126,22 @@ pub async fn commit_create(
     Err(ApiError::conflict("the contact was changed concurrently; retry"))
 }
 
+/// Where a new contact's writes sit in a larger transaction (a booking's), so that a failed
+/// condition can be told apart: the erasure tombstone's check and the email claim.
+pub struct CreateIn {
+    pub tombstone: usize,
+    pub claim: usize,
+}
+
+/// Add a new contact to `tx`: its address must not be erased here (`tombstone`, the key
+/// `privacy::tombstone_sk` gives) and not claimed; the claim, the contact, its side items and
+/// `contact.created` are written with the rest of the transaction or not at all.
+pub fn create_in(ws: &WorkspaceId, c: &Contact, tombstone: String, tx: Tx) -> ApiResult<(Tx, CreateIn)> {
+    let at = tx.len();
+    let tx = tx.check(shared::store::ws_pk(ws), tombstone, "attribute_not_exists(pk)");
+    Ok((model::create_tx(ws, c, tx)?, CreateIn { tombstone: at, claim: at + 1 }))
+}
+
 /// Create a contact for an erased address whose owner wrote to the workspace again (inbound
 /// mail): the tombstone is lifted in the same transaction, with no consent recorded, so the
 /// caller creates it unsubscribed from marketing. Nothing links it to the erased contact.

@@ -541,10 +541,14 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let svc = Service::build(None, input, now).unwrap();
     let rec = shared::store::Record::new(shared::store::ws_pk(&ws), service_sk(&svc.id), &svc).unwrap().version(1);
     app.db.batch_put(vec![rec.item]).await.unwrap();
-    let contact =
-        ops::contact_for(app, &ws, None, Some(&serde_json::from_value(serde_json::json!({"email": "bench@bookings.test"})).unwrap()))
-            .await
-            .unwrap();
+    let ops::PartyInput::Address(person) =
+        ops::PartyInput::parse(None, Some(&serde_json::from_value(serde_json::json!({"email": "bench@bookings.test"})).unwrap())).unwrap()
+    else {
+        unreachable!("an address")
+    };
+    domain::contacts::commit_create(app, &ws, &person, None).await.unwrap();
+    let contact = person.id.clone();
+    let party = || ops::Party::Existing { id: contact.clone(), by_address: None };
     let base = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc() + chrono::Duration::days(1);
     let template = |start: chrono::DateTime<chrono::Utc>| Booking::new(&svc, contact.clone(), start, now);
     let resources = vec![res.clone()];
@@ -553,7 +557,8 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let t = Instant::now();
     let made = futures_util::stream::iter(starts.iter().map(|s| {
         let (svc, resources, b, ws) = (&svc, &resources, template(*s), &ws);
-        async move { ops::book(app, ws, svc, resources, *s, b, None).await.is_ok() }
+        let req = ops::Request { svc, candidates: resources, start: *s, hold: None, prefetched: None };
+        async move { ops::book(app, ws, req, b, party()).await.is_ok() }
     }))
     .buffer_unordered(8)
     .collect::<Vec<bool>>()
@@ -584,7 +589,8 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let t = Instant::now();
     let results = futures_util::stream::iter(attempts.iter().map(|s| {
         let (svc, resources, b, ws) = (&svc, &resources, template(*s), &ws);
-        async move { ops::book(app, ws, svc, resources, *s, b, None).await.is_ok() }
+        let req = ops::Request { svc, candidates: resources, start: *s, hold: None, prefetched: None };
+        async move { ops::book(app, ws, req, b, party()).await.is_ok() }
     }))
     .buffer_unordered(16)
     .collect::<Vec<bool>>()
