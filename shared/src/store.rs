@@ -351,6 +351,17 @@ pub enum TxError {
     Api(ApiError),
 }
 
+/// What a transaction that collided with a concurrent one on the same items answers.
+const CONTENDED: &str = "the object was changed concurrently; retry";
+
+impl TxError {
+    /// A concurrent transaction on the same items cancelled this one (TransactionConflict):
+    /// worth one more try once that one has committed. Any other 409 is final.
+    pub fn is_contention(&self) -> bool {
+        matches!(self, TxError::Api(e) if e.code == crate::error::ErrorCode::Conflict && e.message == CONTENDED)
+    }
+}
+
 impl From<ApiError> for TxError {
     fn from(e: ApiError) -> Self {
         TxError::Api(e)
@@ -552,7 +563,7 @@ impl Db {
                 }
                 // A concurrent transaction on the same items: the caller's read is stale.
                 if c.cancellation_reasons().iter().any(|r| r.code() == Some("TransactionConflict")) {
-                    return Err(TxError::Api(ApiError::conflict("the object was changed concurrently; retry")));
+                    return Err(TxError::Api(ApiError::conflict(CONTENDED)));
                 }
             }
             return Err(TxError::Api(ddb_error(e)));

@@ -446,10 +446,23 @@ async fn a_booking_and_its_new_contact_are_written_together_or_not_at_all() {
     let r = c.post("/bookings", &by_id).await;
     assert_eq!((r.status, r.ddb_calls()), (201, 6), "{}", r.json);
 
-    // A slot that is taken leaves no contact behind.
+    // A slot that is taken leaves no contact behind: when it is known taken before the
+    // transaction, and when two new addresses race for it (the loser's transaction fails).
     let r = c.post("/bookings", &booking(&svc, &at("10:00"), "second@example.org")).await;
     assert_eq!((r.status, r.code()), (409, "CONFLICT"), "{}", r.json);
     assert!(contacts_named(&c, "second@example.org").await.is_empty(), "no contact without its booking");
+    for slot in ["06:00", "06:30"] {
+        let (x, y) = (
+            booking(&svc, &at(slot), &format!("x{}@example.org", &slot[3..])),
+            booking(&svc, &at(slot), &format!("y{}@example.org", &slot[3..])),
+        );
+        let (rx, ry) = tokio::join!(c.post("/bookings", &x), c.post("/bookings", &y));
+        let mut statuses = [rx.status, ry.status];
+        statuses.sort();
+        assert_eq!(statuses, [201, 409], "{} {}", rx.json, ry.json);
+        let loser = if rx.status == 409 { &x } else { &y };
+        assert!(contacts_named(&c, loser["contact"]["email"].as_str().unwrap()).await.is_empty(), "the loser made no contact");
+    }
 
     // Racing bookings of one new address at free slots: one contact, every booking its.
     let bodies: Vec<Value> = (0..8).map(|i| booking(&svc, &at(&format!("{:02}:00", 13 + i)), "racer@example.org")).collect();
@@ -469,6 +482,10 @@ async fn a_booking_and_its_new_contact_are_written_together_or_not_at_all() {
     let gone = created(&c, "/contacts", json!({"email": "gone-soon@example.org"})).await;
     let gone = gone["id"].as_str().unwrap();
     assert_eq!(c.delete(&format!("/contacts/{gone}")).await.status, 200);
+    let r = c
+        .post("/bookings", &json!({"service_id": svc, "start": at("22:00"), "contact_id": first["contact_id"], "resource_id": "chair"}))
+        .await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("resource_id")), "{}", r.json);
     for id in [gone, "ct_01JAAAAAAAAAAAAAAAAAAAAAAA"] {
         let r = c.post("/bookings", &json!({"service_id": svc, "start": at("22:00"), "contact_id": id})).await;
         assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("contact_id")), "{}", r.json);

@@ -65,10 +65,13 @@ async fn candidates(
     start: chrono::DateTime<chrono::Utc>,
     resource_id: Option<&str>,
 ) -> ApiResult<(Vec<Resource>, Option<ops::Prefetched>)> {
-    let first = resource_id.or(svc.resource_ids.first().map(|r| r.as_str()));
+    let first = match resource_id {
+        Some(r) => svc.resource_ids.iter().find(|x| x.as_str() == r),
+        None => svc.resource_ids.first(),
+    };
     let cells = async {
         match first {
-            Some(r) => ops::prefetch(app, ws, svc, r, start).await.map(Some),
+            Some(r) => ops::prefetch(app, ws, svc, r.as_str(), start).await.map(Some),
             None => Ok(None),
         }
     };
@@ -124,6 +127,9 @@ pub async fn create(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, in
         .map(|h| HoldId::parse(h).ok_or_else(|| ApiError::validation("hold_id", "must be a hold id (hold_...)")))
         .transpose()?;
     let (sid, start) = parse_slot(&input.service_id, &input.start)?;
+    if input.resource_id.as_deref().is_some_and(|r| ResourceId::parse(r).is_none()) {
+        return Err(ApiError::validation("resource_id", "must be a resource id (res_...)"));
+    }
     let party = ops::PartyInput::parse(input.contact_id.as_deref(), input.contact.as_ref())?;
     let hold = async {
         match &hid {

@@ -11,6 +11,7 @@ use crate::ids::ContactId;
 use crate::keys;
 use chrono::{DateTime, Duration, Utc};
 use shared::auth::WorkspaceId;
+use shared::error::ErrorCode;
 use shared::events::Event;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
@@ -664,6 +665,9 @@ pub async fn prefetch(app: &App, ws: &WorkspaceId, svc: &Service, res: &str, sta
     Ok(Prefetched { res: res.to_string(), held: held_cells(app, ws, res, &needed[0], &needed[needed.len() - 1]).await? })
 }
 
+/// How many times one booking tries again after a concurrent transaction cancelled it.
+const CONTENTION_RETRIES: u32 = 5;
+
 /// The cells held on `res` from `first` to `last`: the prefetched ones (once), or a Query.
 async fn cells_now(
     app: &App,
@@ -686,8 +690,11 @@ pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Bo
     let (dur, before, after) = svc.span();
     let needed = schedule::cells(start, dur, before, after);
     let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
+    // Attempts a concurrent transaction on the same items cancelled, across candidates: a few
+    // are tried again once it has committed; past that the answer is that conflict (409).
+    let mut contended = 0u32;
     for res in candidates {
-        for attempt in 0..4u32 {
+        for _ in 0..4 {
             let now = Utc::now().timestamp();
             let held = cells_now(app, ws, &res.id, (&first, &last), &mut prefetched).await?;
             let own = hold.map(|h| h.id.as_str());
@@ -711,8 +718,9 @@ pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Bo
                 Err(TxError::Condition(_)) => {}
                 // A concurrent transaction on the same cells or the same new address: once it
                 // commits, the next attempt sees its cells or its contact.
-                Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict => {
-                    tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << attempt))).await;
+                Err(e) if e.is_contention() && contended < CONTENTION_RETRIES => {
+                    contended += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << contended))).await;
                 }
                 Err(TxError::Api(e)) => return Err(e),
             }
@@ -883,7 +891,7 @@ impl PartyInput {
     pub async fn resolve(self, app: &App, ws: &WorkspaceId) -> ApiResult<Party> {
         match self {
             PartyInput::Id(id) => {
-                crate::contacts::load(app, ws, &id).await.map_err(|_| no_such_contact())?;
+                crate::contacts::load(app, ws, &id).await.map_err(|e| if e.code == ErrorCode::NotFound { no_such_contact() } else { e })?;
                 Ok(Party::Existing { id, by_address: None })
             }
             PartyInput::Address(c) => Party::of_address(app, ws, c).await,
@@ -896,39 +904,34 @@ fn no_such_contact() -> ApiError {
 }
 
 /// Whom a booking is for, as read: a contact that exists (the booking's transaction checks it
-/// still does), or a new one the transaction creates.
+/// still does), or a new one the transaction creates. Found or created by address, the
+/// address's erasure tombstone must be absent too (`tombstone`: its key).
 pub enum Party {
-    /// `by_address`: found by the address the request gave (looked up again if it goes).
-    Existing {
-        id: ContactId,
-        by_address: Option<Box<Contact>>,
-    },
-    New {
-        contact: Box<Contact>,
-        tombstone: String,
-    },
+    Existing { id: ContactId, by_address: Option<(Box<Contact>, String)> },
+    New { contact: Box<Contact>, tombstone: String },
 }
 
 /// Where the party's conditions sit in the booking's transaction.
+#[derive(Default)]
 pub struct Guard {
+    tombstone: Option<usize>,
     exists: Option<usize>,
-    created: Option<crate::contacts::CreateIn>,
+    claim: Option<usize>,
 }
 
 impl Guard {
     fn names(&self, i: usize) -> bool {
-        self.exists == Some(i) || self.created.as_ref().is_some_and(|c| c.tombstone == i || c.claim == i)
+        [self.tombstone, self.exists, self.claim].contains(&Some(i))
     }
 }
 
 impl Party {
-    /// The address's contact, or a new one (with the key of the tombstone an erasure of the
-    /// address would have left).
+    /// The address's contact, or a new one.
     async fn of_address(app: &App, ws: &WorkspaceId, c: Box<Contact>) -> ApiResult<Party> {
         let (owner, tombstone) =
             tokio::try_join!(crate::contacts::email_owner(app, ws, &c.email), crate::privacy::tombstone_sk(app, ws, &c.email))?;
         Ok(match owner {
-            Some(id) => Party::Existing { id: id.into(), by_address: Some(c) },
+            Some(id) => Party::Existing { id: id.into(), by_address: Some((c, tombstone)) },
             None => Party::New { contact: c, tombstone },
         })
     }
@@ -940,32 +943,50 @@ impl Party {
         }
     }
 
-    fn guard(&self, ws: &WorkspaceId, tx: Tx) -> ApiResult<(Tx, Guard)> {
-        Ok(match self {
-            Party::Existing { id, .. } => {
-                let at = tx.len();
-                (tx.check(ws_pk(ws), crate::contacts::contact_sk(id), "attribute_exists(pk)"), Guard { exists: Some(at), created: None })
+    /// The party's conditions, added to `tx`: the tombstone's first, so an erased address is
+    /// told so whatever else its erasure has removed yet.
+    fn guard(&self, ws: &WorkspaceId, mut tx: Tx) -> ApiResult<(Tx, Guard)> {
+        let mut g = Guard::default();
+        match self {
+            Party::Existing { id, by_address } => {
+                if let Some((_, tombstone)) = by_address {
+                    g.tombstone = Some(tx.len());
+                    tx = tx.check(ws_pk(ws), tombstone.clone(), "attribute_not_exists(pk)");
+                }
+                g.exists = Some(tx.len());
+                tx = tx.check(ws_pk(ws), crate::contacts::contact_sk(id), "attribute_exists(pk)");
             }
             Party::New { contact, tombstone } => {
-                let (tx, created) = crate::contacts::create_in(ws, contact, tombstone.clone(), tx)?;
-                (tx, Guard { exists: None, created: Some(created) })
+                let created;
+                (tx, created) = crate::contacts::create_in(ws, contact, tombstone.clone(), tx)?;
+                (g.tombstone, g.claim) = (Some(created.tombstone), Some(created.claim));
             }
-        })
+        }
+        Ok((tx, g))
     }
 
-    /// The party's condition `i` failed: the address was erased (409), the contact went, or
-    /// another request created the address's contact first (the booking links to that one).
+    /// The party's condition `i` failed: the address was erased (409); or the contact went, or
+    /// another request created the address's contact first, and the address is looked up
+    /// again (the booking links to that contact, or creates one).
     async fn changed(self, app: &App, ws: &WorkspaceId, i: usize, guard: &Guard) -> ApiResult<Party> {
-        match self {
-            Party::New { .. } if guard.created.as_ref().is_some_and(|c| c.tombstone == i) => {
-                Err(ApiError::conflict(crate::privacy::ERASED_MESSAGE).with_details(vec![shared::error::ErrorDetail::field(
-                    "contact.email",
-                    "was erased; create the contact with new consent (POST /contacts with resubscribe), then book with its contact_id",
-                )]))
-            }
-            Party::New { contact, .. } | Party::Existing { by_address: Some(contact), .. } => Party::of_address(app, ws, contact).await,
-            Party::Existing { by_address: None, .. } => Err(no_such_contact()),
+        if guard.tombstone == Some(i) {
+            return Err(ApiError::conflict(crate::privacy::ERASED_MESSAGE).with_details(vec![shared::error::ErrorDetail::field(
+                "contact.email",
+                "was erased; create the contact with new consent (POST /contacts with resubscribe), then book with its contact_id",
+            )]));
         }
+        let before = self.id().clone();
+        let again = match self {
+            Party::New { contact, .. } | Party::Existing { by_address: Some((contact, _)), .. } => {
+                Party::of_address(app, ws, contact).await?
+            }
+            Party::Existing { by_address: None, .. } => return Err(no_such_contact()),
+        };
+        // The address still names the contact that is gone: it is being removed.
+        if matches!(again, Party::Existing { .. }) && *again.id() == before {
+            return Err(ApiError::conflict("the address's contact was changed concurrently; retry"));
+        }
+        Ok(again)
     }
 }
 

@@ -115,7 +115,7 @@ pub async fn commit_create(
                 return Err(model::duplicate(&c.email, model::email_owner(app, ws, &c.email).await?));
             }
             Err(TxError::Condition(_)) => return Err(ApiError::conflict("the contact was created concurrently")),
-            Err(TxError::Api(e)) if e.code == shared::error::ErrorCode::Conflict && attempt < CONFLICT_RETRIES => {
+            Err(e) if e.is_contention() && attempt < CONFLICT_RETRIES => {
                 // TransactionConflict: another create of the same address is in flight. Once it
                 // commits, the retry sees its claim and answers with its id.
                 tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << attempt))).await;
