@@ -1,7 +1,7 @@
-//! A steady mixed load on the API, as the fault matrix and the soak send it: list posts,
-//! create a post, list contacts, create a contact, send an email, each write with a unique
-//! marker as its `Idempotency-Key` (and its content, address or subject), so its effects can
-//! be counted afterwards. Every answer is recorded, never asserted here.
+//! A steady mixed load on the API, as the fault matrix and the soak send it (`Op::WIDE`), each
+//! write with a unique marker as its `Idempotency-Key` (and its content, address, notes or
+//! subject), so its effects can be counted afterwards (`Tally`: once, missing, twice). Every
+//! answer is recorded, never asserted here.
 
 use crate::Client;
 use serde_json::{Value, json};
@@ -25,10 +25,9 @@ pub enum Op {
 }
 
 impl Op {
-    /// The soak's mix.
-    pub const MIX: [Op; 5] = [Op::ListPosts, Op::CreatePost, Op::ListContacts, Op::CreateContact, Op::SendEmail];
-    /// The fault matrix's mix: the soak's, with bookings, imports and publications. Four
-    /// clients start at every other op (`load`), so each kind comes within their first two.
+    /// The mix of the fault matrix and the soak: reads, posts, contacts, emails, bookings,
+    /// imports and publications. Four clients start at every other op (`load`), so each kind
+    /// comes within their first two.
     pub const WIDE: [Op; 8] = [
         Op::PublishPost,
         Op::ListPosts,
@@ -236,4 +235,154 @@ fn git_head() -> String {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()
+}
+
+/// What the wide mix needs in a workspace: a channel, a sending domain, a bookable service
+/// open around the clock, and a channel whose network is `network` (a receiver of the posts
+/// published to it).
+pub async fn mixed_setup(admin: &Client, ws: &str, network: &str) -> Setup {
+    let day = json!([{"start": "00:00", "end": "24:00"}]);
+    let hours = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let res = crate::created(admin, "/bookings/resources", json!({"name": "Room", "timezone": "UTC", "opening_hours": hours}), 201).await;
+    let svc =
+        crate::created(admin, "/bookings/services", json!({"name": "Talk", "duration_minutes": 30, "resource_ids": [res["id"]]}), 201)
+            .await;
+    let published =
+        crate::created(admin, "/channels", json!({"type": "webhook", "name": "load network", "credentials": {"url": network}}), 201).await;
+    Setup::new(crate::channel(admin, "load").await, format!("load@{}", crate::verified_domain(admin, ws).await))
+        .with_service(svc["id"].as_str().unwrap().to_string())
+        .with_publish_channel(published["id"].as_str().unwrap().to_string())
+}
+
+/// Mail arriving for `mailbox` until `until`, one message every `every`, as SES delivers it
+/// (the message stored in S3, its notification queued on `queue`): the subjects sent.
+pub async fn inbound_feed(queue: String, mailbox: String, until: Instant, every: Duration, tag: String) -> Vec<String> {
+    let h = crate::harness();
+    let app = h.app().await;
+    let mut subjects = vec![];
+    while Instant::now() < until {
+        let subject = marker(&format!("{tag}mail"));
+        let raw = format!(
+            "From: Reader <reader@example.org>\r\nTo: {mailbox}\r\nSubject: {subject}\r\nMessage-ID: <{subject}@example.org>\r\n\r\nHello\r\n"
+        );
+        let body =
+            tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), std::slice::from_ref(&mailbox), "PASS", "PASS")
+                .await
+                .expect("stored");
+        app.sqs().send_message().queue_url(&queue).message_body(body).send().await.expect("queued");
+        subjects.push(subject);
+        tokio::time::sleep(every).await;
+    }
+    subjects
+}
+
+/// How the effects of some writes ended: once, not (yet) at all, or more than once.
+#[derive(Default, Debug, Clone, Copy, PartialEq)]
+pub struct Tally {
+    pub once: usize,
+    pub lost: usize,
+    pub twice: usize,
+}
+
+/// Read with `read` every 500 ms until `judge` finds every item's effect done (`Some(twice)`),
+/// and read once more 2 s later (a late copy shows), or until `secs` pass; then count each
+/// item: once, twice, or lost (not done).
+pub async fn settle<T, F: std::future::Future<Output = T>>(
+    items: &[String],
+    secs: u64,
+    mut read: impl FnMut() -> F,
+    judge: impl Fn(&T, &str) -> Option<bool>,
+) -> Tally {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut quiet = false;
+    loop {
+        let state = read().await;
+        let done = items.iter().all(|i| judge(&state, i).is_some());
+        if (done && quiet) || Instant::now() > deadline {
+            let mut t = Tally::default();
+            for i in items {
+                match judge(&state, i) {
+                    Some(false) => t.once += 1,
+                    Some(true) => t.twice += 1,
+                    None => t.lost += 1,
+                }
+            }
+            return t;
+        }
+        quiet = done;
+        tokio::time::sleep(Duration::from_millis(if done { 2000 } else { 500 })).await;
+    }
+}
+
+/// How many items of `list` have `field` equal to each value.
+fn counts(list: &[Value], field: &str) -> std::collections::HashMap<String, usize> {
+    let mut by = std::collections::HashMap::new();
+    for v in list {
+        *by.entry(v[field].as_str().unwrap_or_default().to_string()).or_insert(0) += 1;
+    }
+    by
+}
+
+/// Imports (`Op::StartImport`): each marker's two rows one contact each.
+pub async fn imports(admin: &Client, markers: &[String], secs: u64) -> Tally {
+    settle(
+        markers,
+        secs,
+        || async { counts(&all(admin, "/contacts").await, "email") },
+        |by, m| {
+            let rows: Vec<usize> = (0..2).map(|i| by.get(&format!("{m}-{i}@example.org")).copied().unwrap_or(0)).collect();
+            if rows.iter().any(|r| *r > 1) { Some(true) } else { (rows == [1, 1]).then_some(false) }
+        },
+    )
+    .await
+}
+
+/// Publications (`Op::PublishPost`): each marker's post once, `published`, and posted to
+/// `network` once.
+pub async fn publications(admin: &Client, network: &crate::receiver::Receiver, markers: &[String], secs: u64) -> Tally {
+    let read = || async {
+        let posts = all(admin, "/posts").await;
+        let published: std::collections::HashMap<String, bool> =
+            posts.iter().map(|p| (p["content"].as_str().unwrap_or_default().to_string(), p["status"] == "published")).collect();
+        let remote: Vec<String> = network.received().iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
+        (counts(&posts, "content"), published, remote)
+    };
+    settle(markers, secs, read, |(drafts, published, remote), m| {
+        let (d, r) = (drafts.get(m).copied().unwrap_or(0), remote.iter().filter(|b| b.contains(m)).count());
+        if d > 1 || r > 1 { Some(true) } else { (d == 1 && published.get(m) == Some(&true) && r == 1).then_some(false) }
+    })
+    .await
+}
+
+/// Inbound mail: each subject one conversation with one message.
+pub async fn conversations(admin: &Client, subjects: &[String], secs: u64) -> Tally {
+    settle(
+        subjects,
+        secs,
+        || all(admin, "/helpdesk/conversations"),
+        |convs, s| {
+            let mine: Vec<&Value> = convs.iter().filter(|c| c["subject"] == s).collect();
+            let messages: u64 = mine.iter().map(|c| c["message_count"].as_u64().unwrap_or(0)).sum();
+            match (mine.len(), messages) {
+                (1, 1) => Some(false),
+                (c, m) if c > 1 || m > 1 => Some(true),
+                _ => None,
+            }
+        },
+    )
+    .await
+}
+
+/// Each marker's item in `list` (by `field`): once, missing, or more than once.
+pub fn once_each(list: &[Value], field: &str, markers: &[String]) -> Tally {
+    let by = counts(list, field);
+    let mut t = Tally::default();
+    for m in markers {
+        match by.get(m).copied().unwrap_or(0) {
+            0 => t.lost += 1,
+            1 => t.once += 1,
+            _ => t.twice += 1,
+        }
+    }
+    t
 }

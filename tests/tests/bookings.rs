@@ -478,6 +478,11 @@ async fn a_booking_and_its_new_contact_are_written_together_or_not_at_all() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(owners.into_iter().collect::<Vec<_>>(), [found[0]["id"].as_str().unwrap().to_string()]);
 
+    // A day open until 24:00 has a slot that ends at midnight.
+    let r = c.get(&format!("/bookings/availability?service_id={svc}&from={}&to={}", at("23:00"), at("23:59"))).await;
+    assert!(r.json["data"].to_string().contains("T23:30"), "{}", r.json);
+    created(&c, "/bookings", booking(&svc, &at("23:30"), "late-night@example.org")).await;
+
     // A contact id that does not exist, and a deleted contact, are refused.
     let gone = created(&c, "/contacts", json!({"email": "gone-soon@example.org"})).await;
     let gone = gone["id"].as_str().unwrap();

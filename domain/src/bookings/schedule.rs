@@ -68,9 +68,14 @@ pub struct Exception {
     pub intervals: Vec<Interval>,
 }
 
+/// "24:00": the day's end, kept as its last second (a `NaiveTime` has no 24:00).
+fn end_of_day() -> NaiveTime {
+    NaiveTime::from_hms_opt(23, 59, 59).expect("a time")
+}
+
 pub fn parse_hm(s: &str) -> Option<NaiveTime> {
     if s == "24:00" {
-        return NaiveTime::from_hms_opt(23, 59, 59);
+        return Some(end_of_day());
     }
     let (h, m) = s.split_once(':')?;
     if h.len() != 2 || m.len() != 2 {
@@ -144,11 +149,16 @@ pub fn instants(tz: &Zone, date: NaiveDate, t: NaiveTime) -> Vec<DateTime<Utc>> 
 pub fn slot_starts(tz: &Zone, week: &Week, exceptions: &[Exception], date: NaiveDate, interval: i64, duration: i64) -> Vec<DateTime<Utc>> {
     let mut out = vec![];
     for (open, close) in intervals_on(week, exceptions, date) {
-        // The interval's real end: the last instant of its closing time (or of the gap's end).
-        let end = instants(tz, date, close)
+        // The interval's real end: the last instant of its closing time (or of the gap's end);
+        // "24:00" is the next date's first instant, so a slot may end at midnight.
+        let (end_date, close_at) = match date.succ_opt() {
+            Some(next) if close == end_of_day() => (next, NaiveTime::MIN),
+            _ => (date, close),
+        };
+        let end = instants(tz, end_date, close_at)
             .into_iter()
             .last()
-            .or_else(|| (0..180).find_map(|m| instants(tz, date, close + Duration::minutes(m)).into_iter().next()));
+            .or_else(|| (0..180).find_map(|m| instants(tz, end_date, close_at + Duration::minutes(m)).into_iter().next()));
         let Some(end) = end else { continue };
         let mut t = open;
         while t < close {
@@ -221,6 +231,18 @@ mod tests {
         let fall = slot_starts(tz, &night, &[], NaiveDate::from_ymd_opt(2026, 11, 1).unwrap(), 30, 30);
         let local: Vec<String> = fall.iter().map(|s| s.with_timezone(tz).format("%H:%M%z").to_string()).collect();
         assert_eq!(local, ["01:00-0400", "01:30-0400", "01:00-0500", "01:30-0500", "02:00-0500", "02:30-0500", "03:00-0500", "03:30-0500"]);
+    }
+
+    #[test]
+    fn a_day_open_until_24_00_has_a_slot_ending_at_midnight() {
+        let day = NaiveDate::from_ymd_opt(2026, 3, 15).unwrap();
+        let all = slot_starts(&Zone::utc(), &week("00:00", "24:00"), &[], day, 30, 30);
+        assert_eq!(all.len(), 48);
+        assert_eq!(all.last().unwrap().to_rfc3339(), "2026-03-15T23:30:00+00:00");
+        // Across the spring change (Oslo, 2026-03-29): a 23 hour day.
+        let tz = &Zone::named("Europe/Oslo").unwrap();
+        assert_eq!(slot_starts(tz, &week("00:00", "24:00"), &[], NaiveDate::from_ymd_opt(2026, 3, 29).unwrap(), 60, 60).len(), 23);
+        assert_eq!(slot_starts(&Zone::utc(), &week("22:00", "24:00"), &[], day, 60, 90).len(), 1, "22:00, not 23:00");
     }
 
     #[test]

@@ -87,28 +87,6 @@ async fn inbound_worker(ddb: &FaultProxy, moto: &FaultProxy) -> (tokio::task::Jo
     (tools::worker::poll(sqs, queue.clone(), handler), queue)
 }
 
-/// Mail arriving for `mailbox` until `until`, about twice a second, as SES delivers it (the
-/// message stored in S3, its notification queued; both straight to moto): the subjects sent.
-async fn inbound_feed(queue: String, mailbox: String, until: Instant, tag: String) -> Vec<String> {
-    let h = harness();
-    let app = h.app().await;
-    let mut subjects = vec![];
-    while Instant::now() < until {
-        let subject = marker(&format!("{tag}mail"));
-        let raw = format!(
-            "From: Reader <reader@example.org>\r\nTo: {mailbox}\r\nSubject: {subject}\r\nMessage-ID: <{subject}@example.org>\r\n\r\nHello\r\n"
-        );
-        let body =
-            tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), std::slice::from_ref(&mailbox), "PASS", "PASS")
-                .await
-                .expect("stored");
-        app.sqs().send_message().queue_url(&queue).message_body(body).send().await.expect("queued");
-        subjects.push(subject);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    subjects
-}
-
 /// One row of the matrix.
 struct Row {
     dependency: &'static str,
@@ -187,33 +165,6 @@ impl Row {
     }
 }
 
-/// What the mixed load needs in a workspace: a channel, a sending domain, a bookable service,
-/// and a channel whose network is `network` (a receiver of the posts published to it).
-async fn mixed_setup(admin: &Client, ws: &str, network: &str) -> Setup {
-    let day = serde_json::json!([{"start": "00:00", "end": "24:00"}]);
-    let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
-    let res =
-        e2e::created(admin, "/bookings/resources", serde_json::json!({"name": "Room", "timezone": "UTC", "opening_hours": hours}), 201)
-            .await;
-    let svc = e2e::created(
-        admin,
-        "/bookings/services",
-        serde_json::json!({"name": "Talk", "duration_minutes": 30, "resource_ids": [res["id"]]}),
-        201,
-    )
-    .await;
-    let published = e2e::created(
-        admin,
-        "/channels",
-        serde_json::json!({"type": "webhook", "name": "chaos network", "credentials": {"url": network}}),
-        201,
-    )
-    .await;
-    Setup::new(e2e::channel(admin, "chaos").await, format!("chaos@{}", e2e::verified_domain(admin, ws).await))
-        .with_service(svc["id"].as_str().unwrap().to_string())
-        .with_publish_channel(published["id"].as_str().unwrap().to_string())
-}
-
 /// The markers of the posts, contacts and bookings the load wrote (whose events a webhook
 /// subscribed to their `*.created` types receives).
 fn evented(answers: &[Answer]) -> Vec<String> {
@@ -237,7 +188,7 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     // harness's strict limits would leave the load's gateway a bucket already spent.
     let admin = Client::new(&h.generous_gateway().await, &key);
     let network = e2e::receiver::Receiver::start().await;
-    let setup = Arc::new(mixed_setup(&admin, &ws, &network.url).await);
+    let setup = Arc::new(e2e::load::mixed_setup(&admin, &ws, &network.url).await);
     // Webhook deliveries under the load: every accepted write's event must reach the receiver.
     let receiver = e2e::receiver::Receiver::start().await;
     let types = ["post.created", "contact.created", "booking.created"];
@@ -261,7 +212,7 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     let until = Instant::now() + Duration::from_secs(fault_secs());
     let (mail_worker, mail_queue) = inbound_worker(ddb, moto).await;
     let mailbox = format!("support@{}", setup.from.split_once('@').expect("an address").1);
-    let mail = tokio::spawn(inbound_feed(mail_queue, mailbox, until, tag.clone()));
+    let mail = tokio::spawn(e2e::load::inbound_feed(mail_queue, mailbox, until, Duration::from_millis(500), tag.clone()));
     let mut answers = load(&base, &key, setup.clone(), &Op::WIDE, 4, until, &tag).await;
     let mail = mail.await.expect("the inbound feed");
     let hit = proxy.clear();
@@ -338,80 +289,18 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     // each row once.
     let imports = markers(Op::StartImport);
     writes += imports.len();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let contacts = all(&admin, "/contacts").await;
-        let rows = |m: &str| (0..2).map(|i| count(&contacts, "email", &format!("{m}-{i}@"))).collect::<Vec<_>>();
-        let done = imports.iter().all(|m| rows(m) == [1, 1]);
-        if done || Instant::now() > deadline {
-            for m in &imports {
-                let r = rows(m);
-                if r.contains(&0) {
-                    lost += 1;
-                } else if r != [1, 1] {
-                    doubled += 1;
-                }
-            }
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let imported = e2e::load::imports(&admin, &imports, 60).await;
     // Publications: each draft once, published, and posted to the network once.
     let publications = markers(Op::PublishPost);
-    let (mut published, mut publish_lost, mut publish_twice) = (0, 0, 0);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    // Counted once everything looked done and stayed so for 2 s (a late copy shows).
-    let mut quiet = false;
-    loop {
-        let posts = all(&admin, "/posts").await;
-        let remote = |m: &str| network.received().iter().filter(|r| String::from_utf8_lossy(&r.body).contains(m)).count();
-        let state = |m: &String| {
-            let mine: Vec<&Value> = posts.iter().filter(|p| p["content"] == m.as_str()).collect();
-            (mine.len(), mine.iter().all(|p| p["status"] == "published"), remote(m))
-        };
-        let done = publications.iter().all(|m| matches!(state(m), (1, true, 1..)));
-        if (done && quiet) || Instant::now() > deadline {
-            for m in &publications {
-                match state(m) {
-                    (1, true, 1) => published += 1,
-                    (drafts, _, remote) if drafts > 1 || remote > 1 => publish_twice += 1,
-                    _ => publish_lost += 1,
-                }
-            }
-            break;
-        }
-        quiet = done;
-        tokio::time::sleep(Duration::from_millis(if done { 2000 } else { 500 })).await;
-    }
     writes += publications.len();
-    (lost, doubled) = (lost + publish_lost, doubled + publish_twice);
+    let published = e2e::load::publications(&admin, &network, &publications, 90).await;
     // Inbound mail, read and recorded by a worker whose calls go through the proxies: each
     // message one conversation with one message.
-    let (mut mail_once, mut mail_lost, mut mail_twice) = (0, 0, 0);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut quiet = false;
-    loop {
-        let convs = all(&admin, "/helpdesk/conversations").await;
-        let state = |s: &String| {
-            let mine: Vec<&Value> = convs.iter().filter(|c| c["subject"] == s.as_str()).collect();
-            (mine.len(), mine.iter().map(|c| c["message_count"].as_u64().unwrap_or(0)).sum::<u64>())
-        };
-        let done = mail.iter().all(|s| state(s) == (1, 1));
-        if (done && quiet) || Instant::now() > deadline {
-            for s in &mail {
-                match state(s) {
-                    (1, 1) => mail_once += 1,
-                    (convs, messages) if convs > 1 || messages > 1 => mail_twice += 1,
-                    _ => mail_lost += 1,
-                }
-            }
-            break;
-        }
-        quiet = done;
-        tokio::time::sleep(Duration::from_millis(if done { 2000 } else { 500 })).await;
+    let received = e2e::load::conversations(&admin, &mail, 90).await;
+    for t in [imported, published, received] {
+        (lost, doubled) = (lost + t.lost, doubled + t.twice);
     }
     mail_worker.abort();
-    (lost, doubled) = (lost + mail_lost, doubled + mail_twice);
     // Every accepted post, contact and booking has its event delivered (at least once). All
     // were accepted by now (retried until they were).
     let expected: Vec<String> = [Op::CreatePost, Op::CreateContact, Op::CreateBooking].into_iter().flat_map(markers).collect();
@@ -463,9 +352,9 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
         events,
         events_delivered,
         publications: publications.len(),
-        published,
+        published: published.once,
         mail: mail.len(),
-        mail_once,
+        mail_once: received.once,
         emails: subjects.len(),
         emails_sent_once: sent_once,
         emails_failed: failed,
@@ -570,7 +459,7 @@ async fn a_failing_webhook_receiver_gets_every_event_once_it_recovers() {
     let c = Client::new(&base, &key);
     let channel = e2e::channel(&c, "chaos").await;
     let network = e2e::receiver::Receiver::start().await;
-    let setup = Arc::new(mixed_setup(&c, &ws, &network.url).await);
+    let setup = Arc::new(e2e::load::mixed_setup(&c, &ws, &network.url).await);
     let types = ["post.created", "contact.created", "booking.created"];
     let r = c.post("/webhooks", &serde_json::json!({"url": format!("{}/hook", proxy.url), "event_types": types})).await;
     assert_eq!(r.status, 201, "{}", r.json);

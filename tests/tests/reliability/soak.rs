@@ -1,11 +1,15 @@
-//! The soak: a steady mixed load on the API and the email sender for `SOAK_SECS` (900 by
-//! default), reported per minute: requests per second, p50 and p99, errors, and the resident
-//! memory of the process that hosts the gateway and the workers (the email sender and the
-//! webhook dispatcher, which delivers every post's event to a receiver). At the end the queues
-//! must drain, every email be sent, every event delivered, and the dead-letter queues be empty. `make soak` runs it and
-//! writes the table into `docs/reliability.md`; `make test` skips it (`#[ignore]`).
+//! The soak: the fault matrix's mixed load (reads, posts, contacts, emails, bookings, imports,
+//! publications, and inbound mail arriving meanwhile) for `SOAK_SECS` (900 by default), with
+//! the local stack's workers taking their queues (the sender, the import worker, the publisher,
+//! the inbound-mail worker, and the webhook dispatcher, which delivers every post's, contact's
+//! and booking's event to a receiver). Reported per minute: requests per second, p50 and p99,
+//! errors, and the resident memory of the process that hosts the gateway and the workers. At
+//! the end every effect must have happened once (each email sent, each booking, import row,
+//! publication and inbound message once, each event delivered) and the dead-letter queues be
+//! empty. `make soak` runs it and writes the table into `docs/reliability.md`; `make test`
+//! skips it (`#[ignore]`).
 
-use e2e::load::{Op, Setup, call, marker};
+use e2e::load::{Op, Tally, call, marker};
 use e2e::{Client, harness};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -86,25 +90,14 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     let base = h.generous_gateway().await;
     let (ws, key) = h.workspace("soak").await;
     let admin = Client::new(&base, &key);
-    let setup = Arc::new(Setup::new(e2e::channel(&admin, "soak").await, format!("soak@{}", e2e::verified_domain(&admin, &ws).await)));
-    let sender = Arc::new(h.sender().await);
-    let handler: tools::worker::Handler = Arc::new(move |ev| {
-        let sender = sender.clone();
-        Box::pin(async move { sender.handle_sqs(ev).await })
-    });
-    let worker = tools::worker::poll(h.sqs().await, h.resources.emails_queue_url.clone(), handler);
-    // The dispatcher takes the events queue and delivers each post's event to a webhook, as in
-    // production (a queue nobody takes grows, and moto's SendMessage slows with its depth).
+    let network = e2e::receiver::Receiver::start().await;
+    let setup = Arc::new(e2e::load::mixed_setup(&admin, &ws, &network.url).await);
+    // The stack's dispatcher delivers every post's, contact's and booking's event to a webhook,
+    // as in production (a queue nobody takes grows, and moto's SendMessage slows with its depth).
     let receiver = e2e::receiver::Receiver::start().await;
-    let r = admin.post("/webhooks", &serde_json::json!({"url": receiver.url, "event_types": ["post.created"]})).await;
+    let types = ["post.created", "contact.created", "booking.created"];
+    let r = admin.post("/webhooks", &serde_json::json!({"url": receiver.url, "event_types": types})).await;
     assert_eq!(r.status, 201, "{}", r.json);
-    let dispatcher = Arc::new(h.dispatcher(h.config.clone()).await);
-    let dispatch: tools::worker::Handler = Arc::new(move |ev| {
-        let d = dispatcher.clone();
-        Box::pin(async move { d.handle_sqs(ev).await })
-    });
-    let events = tools::worker::poll(h.sqs().await, h.resources.events_queue_url.clone(), dispatch.clone());
-    let deliveries = tools::worker::poll(h.sqs().await, h.resources.deliveries_queue_url.clone(), dispatch);
     let minutes = secs.div_ceil(60) as usize;
     let log = Arc::new(std::sync::Mutex::new(vec![Minute::default(); minutes]));
     let probe_table = probe_table(&h.dynamodb_endpoint).await;
@@ -130,20 +123,20 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
         let (base, key, setup, log) = (base.clone(), key.clone(), setup.clone(), log.clone());
         tokio::spawn(async move {
             let http = reqwest::Client::builder().no_proxy().build().unwrap();
-            let (mut subjects, mut posts) = (vec![], vec![]);
+            let (mut accepted, mut refused): (Vec<(Op, String)>, Vec<String>) = (vec![], vec![]);
             let mut next = Instant::now() + every * w as u32 / WORKERS as u32;
             let mut i = w as usize;
             while started.elapsed() < Duration::from_secs(secs) {
                 tokio::time::sleep_until(next.into()).await;
                 next += every;
-                let op = Op::MIX[i % Op::MIX.len()];
+                let op = Op::WIDE[i % Op::WIDE.len()];
                 i += 1;
                 let m = op.write().then(|| marker("soak"));
                 let a = call(&http, &base, &key, op, m.as_deref(), &setup).await;
-                if op == Op::SendEmail && a.status == 202 {
-                    subjects.extend(m);
-                } else if op == Op::CreatePost && a.status == 201 {
-                    posts.extend(m);
+                if (200..300).contains(&a.status) {
+                    accepted.extend(m.map(|m| (op, m)));
+                } else {
+                    refused.push(format!("{:?} {} {} {}", a.op, a.status, a.code, a.message));
                 }
                 let minute = (started.elapsed().as_secs() / 60) as usize;
                 let mut log = log.lock().unwrap();
@@ -154,19 +147,37 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
                     slot.client_errors += usize::from((400..500).contains(&a.status));
                 }
             }
-            (subjects, posts)
+            (accepted, refused)
         })
     });
-    // Deliveries are counted by post as they come, and forgotten (the receiver lives in the
-    // process whose memory is measured).
+    // Mail arrives every 2 s meanwhile, for the stack's inbound-mail worker.
+    let mailbox = format!("support@{}", setup.from.split_once('@').expect("an address").1);
+    let until = Instant::now() + Duration::from_secs(secs);
+    let mail = tokio::spawn(e2e::load::inbound_feed(
+        h.resources.inbound_mail_queue_url.clone(),
+        mailbox,
+        until,
+        Duration::from_secs(2),
+        "soak".into(),
+    ));
+    // Deliveries are counted by the write's marker as they come, and forgotten (the receiver
+    // lives in the process whose memory is measured): a post's content, a contact's address
+    // before the `@`, a booking's notes.
     let delivered = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<String, usize>::new()));
     let count = {
         let (receiver, delivered) = (receiver.clone(), delivered.clone());
         move || {
             let got = receiver.take();
             let mut d = delivered.lock().unwrap();
-            for g in got.iter().filter(|g| g.event_type() == "post.created") {
-                *d.entry(g.json()["data"]["content"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+            for g in got {
+                let data = &g.json()["data"];
+                let m = match g.event_type().as_str() {
+                    "post.created" => data["content"].as_str().map(String::from),
+                    "contact.created" => data["email"].as_str().and_then(|e| e.split_once('@')).map(|(m, _)| m.to_string()),
+                    "booking.created" => data["notes"].as_str().map(String::from),
+                    _ => None,
+                };
+                *d.entry(format!("{} {}", g.event_type(), m.unwrap_or_default())).or_default() += 1;
             }
         }
     };
@@ -186,28 +197,40 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
             }
         })
     };
-    let (mut subjects, mut posts) = (vec![], vec![]);
+    let (mut accepted, mut refused) = (vec![], vec![]);
     for r in futures_util::future::join_all(tasks).await {
-        let (s, p) = r.expect("load");
-        subjects.extend(s);
-        posts.extend(p);
+        let (a, r) = r.expect("load");
+        accepted.extend(a);
+        refused.extend(r);
     }
+    let mail = mail.await.expect("the inbound feed");
     sampler.abort();
     probe.abort();
-    // Every post's event reached the webhook (at least once: receivers dedupe by event id).
+    let of = |op: Op| accepted.iter().filter(|(o, _)| *o == op).map(|(_, m)| m.clone()).collect::<Vec<String>>();
+    let (subjects, posts) = (of(Op::SendEmail), of(Op::CreatePost));
+    // Every post's, contact's and booking's event reached the webhook (at least once:
+    // receivers dedupe by event id).
+    let evented: Vec<String> =
+        [(Op::CreatePost, "post.created"), (Op::CreateContact, "contact.created"), (Op::CreateBooking, "booking.created")]
+            .into_iter()
+            .flat_map(|(op, ty)| of(op).into_iter().map(move |m| format!("{ty} {m}")))
+            .collect();
     let deadline = Instant::now() + Duration::from_secs(120);
     let delivered = loop {
         count();
         let d = delivered.lock().unwrap().clone();
-        if posts.iter().all(|p| d.contains_key(p)) || Instant::now() > deadline {
+        if evented.iter().all(|p| d.contains_key(p)) || Instant::now() > deadline {
             break d;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    let undelivered = posts.iter().filter(|p| !delivered.contains_key(*p)).count();
-    let copies: usize = posts.iter().map(|p| delivered.get(p).copied().unwrap_or(0).saturating_sub(1)).sum();
-    events.abort();
-    deliveries.abort();
+    let undelivered = evented.iter().filter(|p| !delivered.contains_key(*p)).count();
+    let copies: usize = evented.iter().map(|p| delivered.get(p).copied().unwrap_or(0).saturating_sub(1)).sum();
+    // Each booking, import row, publication and inbound message once.
+    let bookings = e2e::load::once_each(&e2e::load::all(&admin, "/bookings").await, "notes", &of(Op::CreateBooking));
+    let imports = e2e::load::imports(&admin, &of(Op::StartImport), 120).await;
+    let publications = e2e::load::publications(&admin, &network, &of(Op::PublishPost), 120).await;
+    let inbound = e2e::load::conversations(&admin, &mail, 120).await;
     // Drained: every email sent, once.
     let deadline = Instant::now() + Duration::from_secs(120);
     let unsent = loop {
@@ -220,14 +243,19 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    worker.abort();
     let sqs = h.sqs().await;
     let mut dlq = vec![];
+    let q = &h.resources;
     for (name, url) in [
-        ("events", &h.resources.events_dlq_url),
-        ("deliveries", &h.resources.deliveries_dlq_url),
-        ("emails", &h.resources.emails_dlq_url),
-        ("publish", &h.resources.publish_dlq_url),
+        ("events", &q.events_dlq_url),
+        ("deliveries", &q.deliveries_dlq_url),
+        ("emails", &q.emails_dlq_url),
+        ("email feedback", &q.email_feedback_dlq_url),
+        ("publish", &q.publish_dlq_url),
+        ("contact imports", &q.contact_imports_dlq_url),
+        ("inbound mail", &q.inbound_mail_dlq_url),
+        ("gdpr", &q.gdpr_dlq_url),
+        ("scans", &q.scans_dlq_url),
     ] {
         let attrs = sqs
             .get_queue_attributes()
@@ -285,15 +313,32 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     }
     let header = "| minute | requests/s | p50 | p99 | p50 reads / writes / sends | 5xx | 4xx | RSS (gateway, workers and harness, one process) | CPU: that process / DynamoDB Local / moto | DynamoDB Local alone: GetItem p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|\n";
     let dlq_text = dlq.iter().map(|(n, d)| format!("{n} {d}")).collect::<Vec<_>>().join(", ");
+    let once = |t: &Tally| format!("{} once, {} missing, {} twice", t.once, t.lost, t.twice);
     let summary = format!(
-        "\n\n{} emails accepted, {} left unsent after the drain; {} posts, their webhook events {} undelivered, {} copies past the first; dead-letter queues: {dlq_text}.",
+        "\n\n{} emails accepted, {} left unsent after the drain; {} posts, {} contacts and {} bookings, their webhook events {} undelivered, {} copies past the first; bookings {}; imports (two rows each) {}; publications {}; inbound messages {}; dead-letter queues: {dlq_text}.",
         subjects.len(),
         unsent,
         posts.len(),
+        of(Op::CreateContact).len(),
+        of(Op::CreateBooking).len(),
         undelivered,
-        copies
+        copies,
+        once(&bookings),
+        once(&imports),
+        once(&publications),
+        once(&inbound),
     );
-    let table = format!("{header}{}{summary}", rows.join("\n"));
+    // What was refused, by kind (the load sends nothing a client should be refused).
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in &refused {
+        *kinds.entry(r.clone()).or_default() += 1;
+    }
+    let refused_text = if kinds.is_empty() {
+        "none".to_string()
+    } else {
+        kinds.iter().map(|(k, n)| format!("`{k}` ×{n}")).collect::<Vec<_>>().join(", ")
+    };
+    let table = format!("{header}{}{summary} Refused: {refused_text}.", rows.join("\n"));
     println!("{table}");
     if let Ok(doc) = std::env::var("SOAK_REPORT") {
         e2e::load::splice(&doc, "soak", &table);
@@ -301,7 +346,10 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     let five = log.iter().map(|m| m.server_errors).sum::<usize>();
     assert_eq!(five, 0, "no 5xx under steady load");
     assert_eq!(unsent, 0, "every email sent");
-    assert_eq!(undelivered, 0, "every post's webhook event delivered");
+    assert_eq!(undelivered, 0, "every post's, contact's and booking's webhook event delivered");
+    for (what, t) in [("bookings", bookings), ("imports", imports), ("publications", publications), ("inbound mail", inbound)] {
+        assert_eq!((t.lost, t.twice), (0, 0), "{what}: each once");
+    }
     assert!(dlq.iter().all(|(_, d)| *d == 0), "dead-letter queues empty: {dlq_text}");
     if log.len() >= 3 {
         // The first minute warms caches and pools: the last is compared with the best of the
