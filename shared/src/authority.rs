@@ -121,13 +121,11 @@ impl<E: Effect> Authority<E> {
         self.guarded(crate::outbox::Tx::new(), writes)
     }
 
-    /// The answer to a failed condition `i` of `tx(&[])` (its checks, one per approved object,
-    /// in order): that object changed since the person approved it (428 `stale`).
-    pub fn stale_at(&self, i: usize) -> ApiError {
-        match self.bound.get(i) {
-            Some(b) => crate::confirmation::stale(E::INFO.capability, &b.object, &b.id),
-            None => ApiError::conflict("what was approved changed; confirm again"),
-        }
+    /// The answer to a failed condition `i` of a transaction that began with `tx(&[])` (its
+    /// checks, one per approved object, in order): that object changed since the person
+    /// approved it (428 `stale`). None when `i` is a later write's.
+    pub fn stale_at(&self, i: usize) -> Option<ApiError> {
+        self.bound.get(i).map(|b| crate::confirmation::stale(E::INFO.capability, &b.object, &b.id))
     }
 }
 

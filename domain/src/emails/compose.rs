@@ -517,8 +517,10 @@ fn for_whom<E: effects::Mails>(auth: &Authority<E>, e: &Email) -> ApiResult<()> 
 /// suppression and template decisions already made) and then queued for SES; nothing reaches
 /// SES that was not recorded first, so no later failure can send it twice.
 pub async fn send<E: effects::Mails>(auth: &Authority<E>, app: &App, ws: &WorkspaceId, e: &Email, now_secs: i64) -> ApiResult<()> {
+    // The approved objects' checks come first (`send_in` with no writes of its own): one that
+    // failed is a change since the person approved it (428 `stale`), as a batch's is.
     let (tx, queued) = send_in(auth, app, ws, e, now_secs, Tx::new(), &[])?;
-    tx.commit(app).await.map_err(|e| e.on_condition(|_| ApiError::conflict("the email exists")))?;
+    tx.commit(app).await.map_err(|e| e.on_condition(|i| auth.stale_at(i).unwrap_or_else(|| ApiError::conflict("the email exists"))))?;
     queued.after_commit(app).await;
     Ok(())
 }
@@ -573,7 +575,9 @@ pub async fn send_many(
     if guard.is_empty() {
         shared::idempotency::before_plain_writes(&app.db).await?;
     } else {
-        guard.commit(app).await.map_err(|e| e.on_condition(|i| auth.stale_at(i)))?;
+        guard.commit(app).await.map_err(|e| {
+            e.on_condition(|i| auth.stale_at(i).unwrap_or_else(|| ApiError::conflict("what was approved changed; confirm again")))
+        })?;
     }
     app.db.batch_put(items).await?;
     shared::outbox::publish(app, &events).await;

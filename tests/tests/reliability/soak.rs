@@ -345,6 +345,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     }
     let five = log.iter().map(|m| m.server_errors).sum::<usize>();
     assert_eq!(five, 0, "no 5xx under steady load");
+    assert!(refused.is_empty(), "the load sends nothing a client should be refused: {refused_text}");
     assert_eq!(unsent, 0, "every email sent");
     assert_eq!(undelivered, 0, "every post's, contact's and booking's webhook event delivered");
     for (what, t) in [("bookings", bookings), ("imports", imports), ("publications", publications), ("inbound mail", inbound)] {
