@@ -337,18 +337,31 @@ pub async fn imports(admin: &Client, markers: &[String], secs: u64) -> Tally {
     .await
 }
 
-/// Publications (`Op::PublishPost`): each marker's post once, `published`, and posted to
-/// `network` once.
-pub async fn publications(admin: &Client, network: &crate::receiver::Receiver, markers: &[String], secs: u64) -> Tally {
+/// How many times a webhook channel's network received each text (the body's `text`).
+pub fn posted(got: &[crate::receiver::Received]) -> std::collections::HashMap<String, usize> {
+    let mut by = std::collections::HashMap::new();
+    for r in got {
+        *by.entry(r.json()["text"].as_str().unwrap_or_default().to_string()).or_insert(0) += 1;
+    }
+    by
+}
+
+/// Publications (`Op::PublishPost`): each marker's post once, `published`, and posted to the
+/// network once (`remote`: what the network received so far, by text, as [`posted`] counts).
+pub async fn publications(
+    admin: &Client,
+    remote: impl Fn() -> std::collections::HashMap<String, usize>,
+    markers: &[String],
+    secs: u64,
+) -> Tally {
     let read = || async {
         let posts = all(admin, "/posts").await;
         let published: std::collections::HashMap<String, bool> =
             posts.iter().map(|p| (p["content"].as_str().unwrap_or_default().to_string(), p["status"] == "published")).collect();
-        let remote: Vec<String> = network.received().iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
-        (counts(&posts, "content"), published, remote)
+        (counts(&posts, "content"), published, remote())
     };
     settle(markers, secs, read, |(drafts, published, remote), m| {
-        let (d, r) = (drafts.get(m).copied().unwrap_or(0), remote.iter().filter(|b| b.contains(m)).count());
+        let (d, r) = (drafts.get(m).copied().unwrap_or(0), remote.get(m).copied().unwrap_or(0));
         if d > 1 || r > 1 { Some(true) } else { (d == 1 && published.get(m) == Some(&true) && r == 1).then_some(false) }
     })
     .await
@@ -385,4 +398,32 @@ pub fn once_each(list: &[Value], field: &str, markers: &[String]) -> Tally {
         }
     }
     t
+}
+
+/// The event a write of the mix causes, named as [`event_key`] names a delivery:
+/// `"<type> <marker>"`.
+pub fn event_for(op: Op, marker: &str) -> Option<String> {
+    let ty = match op {
+        Op::CreatePost => "post.created",
+        Op::CreateContact => "contact.created",
+        Op::CreateBooking => "booking.created",
+        _ => return None,
+    };
+    Some(format!("{ty} {marker}"))
+}
+
+/// A delivered event as `"<type> <marker>"`: the marker a post carries as its content, a
+/// contact before the `@` of its address, a booking as its notes. A booking's new contact
+/// (`<marker>@bookings…`) is `contact.created <booking's marker>`, which no `CreateContact`
+/// expects.
+pub fn event_key(r: &crate::receiver::Received) -> String {
+    let (ty, json) = (r.event_type(), r.json());
+    let data = &json["data"];
+    let m = match ty.as_str() {
+        "post.created" => data["content"].as_str(),
+        "contact.created" => data["email"].as_str().and_then(|e| e.split_once('@')).map(|(m, _)| m),
+        "booking.created" => data["notes"].as_str(),
+        _ => None,
+    };
+    format!("{ty} {}", m.unwrap_or_default())
 }

@@ -90,7 +90,10 @@ impl LocalStack {
         let ddb = guarded(
             &java,
             &[
+                // Its collections logged, so a slow emulator can be told apart from a slow API
+                // (the soak's data lives in SQLite, outside the heap).
                 "-Xmx1g".into(),
+                format!("-Xlog:gc:file={}:uptime", log_dir.join("dynamodb-gc.log").display()),
                 format!("-Djava.library.path={}", ddb_dir.join("DynamoDBLocal_lib").display()),
                 "-jar".into(),
                 ddb_dir.join("DynamoDBLocal.jar").display().to_string(),

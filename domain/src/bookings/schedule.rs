@@ -149,15 +149,15 @@ pub fn instants(tz: &Zone, date: NaiveDate, t: NaiveTime) -> Vec<DateTime<Utc>> 
 pub fn slot_starts(tz: &Zone, week: &Week, exceptions: &[Exception], date: NaiveDate, interval: i64, duration: i64) -> Vec<DateTime<Utc>> {
     let mut out = vec![];
     for (open, close) in intervals_on(week, exceptions, date) {
-        // The interval's real end: the last instant of its closing time (or of the gap's end);
-        // "24:00" is the next date's first instant, so a slot may end at midnight.
-        let (end_date, close_at) = match date.succ_opt() {
-            Some(next) if close == end_of_day() => (next, NaiveTime::MIN),
-            _ => (date, close),
+        // The interval's real end: the last instant of its closing time (or of the gap's end).
+        // "24:00" is the next date's first instant (the first, where that midnight repeats), so
+        // a slot may end at midnight.
+        let (end_date, close_at, midnight) = match date.succ_opt() {
+            Some(next) if close == end_of_day() => (next, NaiveTime::MIN, true),
+            _ => (date, close, false),
         };
-        let end = instants(tz, end_date, close_at)
-            .into_iter()
-            .last()
+        let at_close = instants(tz, end_date, close_at);
+        let end = if midnight { at_close.first().copied() } else { at_close.last().copied() }
             .or_else(|| (0..180).find_map(|m| instants(tz, end_date, close_at + Duration::minutes(m)).into_iter().next()));
         let Some(end) = end else { continue };
         let mut t = open;
@@ -243,6 +243,12 @@ mod tests {
         let tz = &Zone::named("Europe/Oslo").unwrap();
         assert_eq!(slot_starts(tz, &week("00:00", "24:00"), &[], NaiveDate::from_ymd_opt(2026, 3, 29).unwrap(), 60, 60).len(), 23);
         assert_eq!(slot_starts(&Zone::utc(), &week("22:00", "24:00"), &[], day, 60, 90).len(), 1, "22:00, not 23:00");
+        // The Azores go back from 01:00 to 00:00 on 2026-10-25: Saturday's 24:00 is the first
+        // midnight, so a 60-minute slot at 23:30 does not fit, and one at 23:00 does.
+        let azores = &Zone::named("Atlantic/Azores").unwrap();
+        let sat = slot_starts(azores, &week("22:00", "24:00"), &[], NaiveDate::from_ymd_opt(2026, 10, 24).unwrap(), 30, 60);
+        let local: Vec<String> = sat.iter().map(|s| s.with_timezone(azores).format("%H:%M").to_string()).collect();
+        assert_eq!(local, ["22:00", "22:30", "23:00"]);
     }
 
     #[test]

@@ -168,17 +168,13 @@ impl Row {
 /// The markers of the posts, contacts and bookings the load wrote (whose events a webhook
 /// subscribed to their `*.created` types receives).
 fn evented(answers: &[Answer]) -> Vec<String> {
-    answers
-        .iter()
-        .filter(|a| matches!(a.op, Op::CreatePost | Op::CreateContact | Op::CreateBooking) && (200..300).contains(&a.status))
-        .filter_map(|a| a.marker.clone())
-        .collect()
+    answers.iter().filter(|a| (200..300).contains(&a.status)).filter_map(|a| e2e::load::event_for(a.op, a.marker.as_deref()?)).collect()
 }
 
-/// How many of `markers` some received body names.
-fn delivered(got: &[e2e::receiver::Received], markers: &[String]) -> usize {
-    let bodies: Vec<String> = got.iter().map(|r| String::from_utf8_lossy(&r.body).to_lowercase()).collect();
-    markers.iter().filter(|m| bodies.iter().any(|b| b.contains(m.as_str()))).count()
+/// How many of the events `expected` (`load::event_for`'s names) were delivered.
+fn delivered(got: &[e2e::receiver::Received], expected: &[String]) -> usize {
+    let have: std::collections::HashSet<String> = got.iter().map(e2e::load::event_key).collect();
+    expected.iter().filter(|e| have.contains(*e)).count()
 }
 
 async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, service: &'static str, fault: Fault) -> Row {
@@ -293,7 +289,7 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     // Publications: each draft once, published, and posted to the network once.
     let publications = markers(Op::PublishPost);
     writes += publications.len();
-    let published = e2e::load::publications(&admin, &network, &publications, 90).await;
+    let published = e2e::load::publications(&admin, || e2e::load::posted(&network.received()), &publications, 90).await;
     // Inbound mail, read and recorded by a worker whose calls go through the proxies: each
     // message one conversation with one message.
     let received = e2e::load::conversations(&admin, &mail, 90).await;
@@ -303,7 +299,10 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     mail_worker.abort();
     // Every accepted post, contact and booking has its event delivered (at least once). All
     // were accepted by now (retried until they were).
-    let expected: Vec<String> = [Op::CreatePost, Op::CreateContact, Op::CreateBooking].into_iter().flat_map(markers).collect();
+    let expected: Vec<String> = [Op::CreatePost, Op::CreateContact, Op::CreateBooking]
+        .into_iter()
+        .flat_map(|op| markers(op).into_iter().filter_map(move |m| e2e::load::event_for(op, &m)))
+        .collect();
     let got = receiver.wait_until(60, |got| delivered(got, &expected) == expected.len()).await;
     let (events, events_delivered) = (expected.len(), delivered(&got, &expected));
     // Emails: each accepted once; each sent once or, where SES's outcome was unknown, failed.
