@@ -694,18 +694,22 @@ pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Bo
     // are tried again once it has committed; past that the answer is that conflict (409).
     let mut contended = 0u32;
     for res in candidates {
-        for _ in 0..4 {
+        // Reads of the cells that found them changed (a contended attempt is not one: past
+        // the cap it is the answer).
+        let mut tries = 0;
+        while tries < 4 {
             let now = Utc::now().timestamp();
             let held = cells_now(app, ws, &res.id, (&first, &last), &mut prefetched).await?;
             let own = hold.map(|h| h.id.as_str());
             let Some(plan) = choose(&needed, &held, res.capacity, own, now) else { break };
             booking.resource_id = res.id.clone();
             booking.contact_id = party.id().clone();
-            let mut tx = take(Tx::new(), &Taker { ws, res: &res.id, holder: &booking.id, own, expires: None, now }, &plan);
+            // The party's conditions first: an erased address is told so, even for a full slot.
+            let (tx, guard) = party.guard(ws, Tx::new())?;
+            let mut tx = take(tx, &Taker { ws, res: &res.id, holder: &booking.id, own, expires: None, now }, &plan);
             if let Some(h) = hold {
                 tx = tx.delete_if(ws_pk(ws), hold_sk(&h.id), "", vec![]);
             }
-            let (tx, guard) = party.guard(ws, tx)?;
             let tx = tx
                 .create(booking_record(ws, &booking, &plan_keys(&res.id, &plan))?.version(1))
                 .put_all(contact_link(ws, &booking))
@@ -713,14 +717,17 @@ pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Bo
                 .event(Event::new(ws, "booking.created", &booking));
             match tx.commit(app).await {
                 Ok(()) => return Ok(booking),
-                Err(TxError::Condition(i)) if guard.names(i) => party = party.changed(app, ws, i, &guard).await?,
+                Err(TxError::Condition(i)) if guard.names(i) => {
+                    tries += 1;
+                    party = party.changed(app, ws, i, &guard).await?;
+                }
                 // Another booking took a cell meanwhile: read the cells again.
-                Err(TxError::Condition(_)) => {}
+                Err(TxError::Condition(_)) => tries += 1,
                 // A concurrent transaction on the same cells or the same new address: once it
                 // commits, the next attempt sees its cells or its contact.
                 Err(e) if e.is_contention() && contended < CONTENTION_RETRIES => {
-                    contended += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << contended))).await;
+                    contended += 1;
                 }
                 Err(TxError::Api(e)) => return Err(e),
             }
