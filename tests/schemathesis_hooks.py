@@ -73,6 +73,7 @@ UNSTATED = {
     ("type", "a conversation starts with an inbound message or a reply"): "a first message is inbound or a reply",
     ("type", "reply or note"): "staff add replies and notes",
     ("contact_id", "give exactly one of contact_id and contact"): "exactly one of contact_id and contact",
+    ("contact", "give exactly one of contact_id and contact"): "exactly one of contact_id and contact",
     ("subject", "is required (or use template_slug)"): "a subject, or a template that has one",
     # One input creates and changes a service: a new one needs these.
     ("resource_ids", "is required"): "a new service names its resources",

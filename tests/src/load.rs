@@ -26,8 +26,8 @@ pub enum Op {
 
 impl Op {
     /// The mix of the fault matrix and the soak: reads, posts, contacts, emails, bookings,
-    /// imports and publications. Four clients start at every other op (`load`), so each kind
-    /// comes within their first two.
+    /// imports and publications. As many clients as ops start one at each (`load`), so every
+    /// kind is sent at once.
     pub const WIDE: [Op; 8] = [
         Op::PublishPost,
         Op::ListPosts,

@@ -209,7 +209,7 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     let (mail_worker, mail_queue) = inbound_worker(ddb, moto).await;
     let mailbox = format!("support@{}", setup.from.split_once('@').expect("an address").1);
     let mail = tokio::spawn(e2e::load::inbound_feed(mail_queue, mailbox, until, Duration::from_millis(500), tag.clone()));
-    let mut answers = load(&base, &key, setup.clone(), &Op::WIDE, 4, until, &tag).await;
+    let mut answers = load(&base, &key, setup.clone(), &Op::WIDE, Op::WIDE.len(), until, &tag).await;
     let mail = mail.await.expect("the inbound feed");
     let hit = proxy.clear();
     let cleared = Instant::now();
