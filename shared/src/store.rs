@@ -362,6 +362,12 @@ impl TxError {
     }
 }
 
+/// Wait before trying a transaction again after a contention (`TxError::is_contention`): long
+/// enough for the other one to commit, with jitter that grows with each `attempt` (from 0).
+pub async fn after_contention(attempt: u32) {
+    tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << attempt))).await;
+}
+
 impl From<ApiError> for TxError {
     fn from(e: ApiError) -> Self {
         TxError::Api(e)

@@ -75,8 +75,7 @@ async fn candidates(
             None => Ok(None),
         }
     };
-    let (resources, prefetched) = tokio::try_join!(ops::resources_of(app, ws, svc), cells)?;
-    let mut resources = resources;
+    let (mut resources, prefetched) = tokio::try_join!(ops::resources_of(app, ws, svc), cells)?;
     if let Some(r) = resource_id {
         resources.retain(|x| x.id == *r);
         if resources.is_empty() {
@@ -98,15 +97,27 @@ async fn candidates(
     Ok((resources, prefetched))
 }
 
+/// The service, the start and the candidates of a slot one request names (a hold, a move).
+async fn slot_for(
+    app: &App,
+    ws: &WorkspaceId,
+    service_id: &str,
+    start: &str,
+    resource_id: Option<&str>,
+) -> ApiResult<(Service, chrono::DateTime<chrono::Utc>, Vec<Resource>, Option<ops::Prefetched>)> {
+    let (sid, start) = parse_slot(service_id, start)?;
+    let svc = service(app, ws, &sid).await?;
+    let (resources, prefetched) = candidates(app, ws, &svc, start, resource_id).await?;
+    Ok((svc, start, resources, prefetched))
+}
+
 /// Reserve a slot for `hold_seconds` (default `DEFAULT_HOLD_SECS`).
 pub async fn create_hold(app: &App, ws: &WorkspaceId, input: CreateHold) -> ApiResult<Hold> {
     let secs = input.hold_seconds.unwrap_or(DEFAULT_HOLD_SECS);
     if !(5..=1800).contains(&secs) {
         return Err(ApiError::validation("hold_seconds", "must be 5 to 1800"));
     }
-    let (sid, start) = parse_slot(&input.service_id, &input.start)?;
-    let svc = service(app, ws, &sid).await?;
-    let (resources, prefetched) = candidates(app, ws, &svc, start, input.resource_id.as_deref()).await?;
+    let (svc, start, resources, prefetched) = slot_for(app, ws, &input.service_id, &input.start, input.resource_id.as_deref()).await?;
     ops::hold(app, ws, ops::Request { svc: &svc, candidates: &resources, start, hold: None, prefetched }, secs).await
 }
 
@@ -263,9 +274,7 @@ pub async fn reschedule(
     if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
         return Err(illegal(&sb.booking, "rescheduled"));
     }
-    let (sid, start) = parse_slot(&sb.booking.service_id, start)?;
-    let svc = service(app, ws, &sid).await?;
-    let (resources, prefetched) = candidates(app, ws, &svc, start, Some(&sb.booking.resource_id)).await?;
+    let (svc, start, resources, prefetched) = slot_for(app, ws, &sb.booking.service_id, start, Some(&sb.booking.resource_id)).await?;
     if matches!(by, Canceller::Customer(_))
         && chrono::Utc::now() > sb.booking.start.time() - chrono::Duration::minutes(svc.cancellation_window_minutes)
     {

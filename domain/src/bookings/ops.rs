@@ -658,11 +658,18 @@ pub struct Prefetched {
     held: HashMap<String, Vec<Held>>,
 }
 
-/// Read the cells `svc`'s slot at `start` would take on `res`.
-pub async fn prefetch(app: &App, ws: &WorkspaceId, svc: &Service, res: &str, start: Now) -> ApiResult<Prefetched> {
+/// The cells `svc`'s slot at `start` takes (buffers included), and the first and the last.
+fn slot_cells(svc: &Service, start: Now) -> (Vec<String>, String, String) {
     let (dur, before, after) = svc.span();
     let needed = schedule::cells(start, dur, before, after);
-    Ok(Prefetched { res: res.to_string(), held: held_cells(app, ws, res, &needed[0], &needed[needed.len() - 1]).await? })
+    let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
+    (needed, first, last)
+}
+
+/// Read the cells `svc`'s slot at `start` would take on `res`.
+pub async fn prefetch(app: &App, ws: &WorkspaceId, svc: &Service, res: &str, start: Now) -> ApiResult<Prefetched> {
+    let (_, first, last) = slot_cells(svc, start);
+    Ok(Prefetched { res: res.to_string(), held: held_cells(app, ws, res, &first, &last).await? })
 }
 
 /// How many times one booking tries again after a concurrent transaction cancelled it.
@@ -687,9 +694,7 @@ async fn cells_now(
 /// events, in one transaction, so nothing is written unless the booking is.
 pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Booking, mut party: Party) -> ApiResult<Booking> {
     let Request { svc, candidates, start, hold, mut prefetched } = req;
-    let (dur, before, after) = svc.span();
-    let needed = schedule::cells(start, dur, before, after);
-    let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
+    let (needed, first, last) = slot_cells(svc, start);
     // Attempts a concurrent transaction on the same items cancelled, across candidates: a few
     // are tried again once it has committed; past that the answer is that conflict (409).
     let mut contended = 0u32;
@@ -726,7 +731,7 @@ pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Bo
                 // A concurrent transaction on the same cells or the same new address: once it
                 // commits, the next attempt sees its cells or its contact.
                 Err(e) if e.is_contention() && contended < CONTENTION_RETRIES => {
-                    tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << contended))).await;
+                    shared::store::after_contention(contended).await;
                     contended += 1;
                 }
                 Err(TxError::Api(e)) => return Err(e),
@@ -739,9 +744,7 @@ pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Bo
 /// Hold a slot for `secs`: its cells with an expiry, and the hold.
 pub async fn hold(app: &App, ws: &WorkspaceId, req: Request<'_>, secs: i64) -> ApiResult<Hold> {
     let Request { svc, candidates, start, mut prefetched, .. } = req;
-    let (dur, before, after) = svc.span();
-    let needed = schedule::cells(start, dur, before, after);
-    let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
+    let (needed, first, last) = slot_cells(svc, start);
     let id = shared::ids::new_id("hold");
     for res in candidates {
         for _ in 0..4 {
@@ -755,7 +758,7 @@ pub async fn hold(app: &App, ws: &WorkspaceId, req: Request<'_>, secs: i64) -> A
                 service_id: svc.id.clone(),
                 resource_id: res.id.clone(),
                 start: Timestamp::from(start),
-                end: Timestamp::from(start + Duration::minutes(dur)),
+                end: Timestamp::from(start + Duration::minutes(svc.duration_minutes)),
                 expires_at: Timestamp::from(now + Duration::seconds(secs)),
                 created_at: Timestamp::from(now),
             };
@@ -803,9 +806,7 @@ pub async fn reschedule(
     start: Now,
     mut prefetched: Option<Prefetched>,
 ) -> ApiResult<Booking> {
-    let (dur, before, after) = svc.span();
-    let needed = schedule::cells(start, dur, before, after);
-    let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
+    let (needed, first, last) = slot_cells(svc, start);
     let old = &sb.booking;
     for _ in 0..4 {
         let now = Utc::now();
@@ -815,7 +816,7 @@ pub async fn reschedule(
         let mut new = old.clone();
         new.id = crate::ids::BookingId::generate();
         new.start = Timestamp::from(start);
-        new.end = Timestamp::from(start + Duration::minutes(dur));
+        new.end = Timestamp::from(start + Duration::minutes(svc.duration_minutes));
         new.rescheduled_from = Some(old.id.clone());
         new.rescheduled_to = None;
         new.reminder_email_id = super::notify::reminder_id(svc, &new);

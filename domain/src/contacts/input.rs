@@ -118,7 +118,7 @@ pub async fn commit_create(
             Err(e) if e.is_contention() && attempt < CONFLICT_RETRIES => {
                 // TransactionConflict: another create of the same address is in flight. Once it
                 // commits, the retry sees its claim and answers with its id.
-                tokio::time::sleep(std::time::Duration::from_millis(20 + rand::random_range(0..30u64 << attempt))).await;
+                shared::store::after_contention(attempt).await;
             }
             Err(TxError::Api(e)) => return Err(e),
         }
