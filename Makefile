@@ -184,7 +184,8 @@ soak: deps
 	$(CLIPPY_BUILD) cargo test -q -p e2e --test reliability --no-run
 	# glibc's arenas capped: the test process runs some twenty threads (gateways, workers, the
 	# harness), whose per-thread arenas otherwise keep freed memory and read as growth.
-	MALLOC_ARENA_MAX=2 SOAK_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --ignored --nocapture soak::
+	# The scheduled functions at production's cadence (template.yaml: rate(1 minute)).
+	E2E_SCHEDULE_SECS=60 MALLOC_ARENA_MAX=2 SOAK_REPORT=$(CURDIR)/docs/reliability.md $(CLIPPY_BUILD) cargo test -q -p e2e --test reliability -- --ignored --nocapture soak::
 
 # The portal's pages at a phone and a desktop width in English and Norwegian, as the browser
 # test takes them (tests/tests/portal/pages.rs), written to docs/portal/ for the README.

@@ -184,7 +184,8 @@ pub fn iam_action(service: &str, operation: &str) -> Option<String> {
     Some(format!("{prefix}:{op}"))
 }
 
-/// An SDK interceptor for every client: records the IAM action of each operation.
+/// An SDK interceptor for every client: records the IAM action of each operation, and, while
+/// [`tally_calls`] is on, each attempt's count and time.
 #[derive(Debug)]
 pub struct CallLog;
 
@@ -204,6 +205,66 @@ impl Intercept for CallLog {
         {
             record_action(&action);
         }
+        if TALLY_ON.load(std::sync::atomic::Ordering::Relaxed) {
+            cfg.interceptor_state().store_put(SentAt(std::time::Instant::now()));
+        }
         Ok(())
     }
+    fn read_after_deserialization(
+        &self,
+        ctx: &aws_smithy_runtime_api::client::interceptors::context::AfterDeserializationInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let (Some(SentAt(at)), Some(m)) = (cfg.load::<SentAt>(), cfg.load::<aws_smithy_runtime_api::client::orchestrator::Metadata>()) {
+            // A query's cost is the items it reads, filtered out or not.
+            let scanned = match ctx.output_or_error() {
+                Ok(out) => out.downcast_ref::<aws_sdk_dynamodb::operation::query::QueryOutput>().map_or(0, |q| q.scanned_count()),
+                Err(_) => 0,
+            };
+            let key = (FUNCTION.try_with(|f| *f).unwrap_or("-"), m.service().to_string(), m.name().to_string());
+            let mut t = TALLY.lock().unwrap_or_else(|p| p.into_inner());
+            let e = t.entry(key).or_default();
+            e.calls += 1;
+            e.micros += at.elapsed().as_micros() as u64;
+            e.scanned += scanned.max(0) as u64;
+        }
+        Ok(())
+    }
+}
+
+// ---------- how many AWS calls each function makes, and how long they take (the soak) ----------
+
+#[derive(Debug, Clone, Copy)]
+struct SentAt(std::time::Instant);
+
+impl aws_smithy_types::config_bag::Storable for SentAt {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
+}
+
+static TALLY_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// AWS calls of one (function, service, operation).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Calls {
+    pub calls: u64,
+    /// From sending to the parsed answer, summed.
+    pub micros: u64,
+    /// Items a DynamoDB Query read (its `ScannedCount`), summed.
+    pub scanned: u64,
+}
+
+pub type CallTally = std::collections::BTreeMap<(&'static str, String, String), Calls>;
+
+static TALLY: std::sync::Mutex<CallTally> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Start counting every AWS call of this process (a soak's question is which calls grow, in
+/// number or in time, when latency does). Off unless a test turns it on: a Lambda never does.
+pub fn tally_calls() {
+    TALLY_ON.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The calls counted since the last take.
+pub fn take_call_tally() -> CallTally {
+    std::mem::take(&mut *TALLY.lock().unwrap_or_else(|p| p.into_inner()))
 }

@@ -40,6 +40,15 @@ pub struct Harness {
 
 static HARNESS: OnceLock<Harness> = OnceLock::new();
 
+/// How often the scheduled functions run (the outbox sweep, the email, publish and snooze
+/// ticks): every second, so a test sees a sweep's recovery at once; `E2E_SCHEDULE_SECS` sets
+/// it, and the soak runs them at production's cadence (`make soak`: 60, as template.yaml's
+/// `rate(1 minute)`), since at one a second they are some forty extra queries a second.
+fn schedule_every() -> std::time::Duration {
+    let secs = std::env::var("E2E_SCHEDULE_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    std::time::Duration::from_secs(secs)
+}
+
 pub fn harness() -> &'static Harness {
     HARNESS.get_or_init(|| {
         // E2E_LOG=1 prints the functions' JSON logs (gateways and dispatcher) while tests run.
@@ -93,7 +102,7 @@ pub fn harness() -> &'static Harness {
                     .expect("app")
                     .with_sqs_endpoint(&format!("http://127.0.0.1:{}", closed_port()));
                 let base_noqueue = stack.gateway_for(noqueue).await.expect("noqueue gateway");
-                stack.start_worker(test_config(stack.config()), std::time::Duration::from_secs(1)).expect("dispatcher worker");
+                stack.start_worker(test_config(stack.config()), schedule_every()).expect("dispatcher worker");
                 tx.send(Ok(Harness {
                     runtime: handle,
                     base: stack.base_url.clone(),

@@ -295,6 +295,15 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     let r = c.post("/contacts", &json!({"email": addr})).await;
     assert_eq!((r.status, r.code()), (409, "CONFLICT"), "{}", r.json);
     assert_eq!(r.json["error"]["details"][0]["field"], "email");
+    // Nor by another contact's change of address, in either case.
+    let other =
+        created(&c, "/contacts", json!({"email": format!("other-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase())}), 201)
+            .await;
+    let other_path = format!("/contacts/{}", other["id"].as_str().unwrap());
+    let r = c.patch(&other_path, &json!({"email": addr.to_uppercase()})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("email")), "{}", r.json);
+    assert_eq!(c.get(&other_path).await.json["data"]["email"], other["email"], "unchanged");
+    c.delete(&other_path).await;
     let imp = created(&c, "/contacts/imports", json!({"rows": [{"email": addr}]}), 202).await;
     let imp_path = format!("/contacts/imports/{}", imp["id"].as_str().unwrap());
     assert_eq!(finished(&c, &imp_path).await["failed"], 1);

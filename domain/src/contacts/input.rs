@@ -246,14 +246,28 @@ impl UpdateContact {
     }
 }
 
-/// Commit an update; a taken new email is 409 with the holder's id.
+/// Commit an update; a taken new email is 409 with the holder's id, an erased one 409 too.
 pub async fn commit_update(app: &App, ws: &WorkspaceId, old: &Contact, new: &Contact, version: i64) -> ApiResult<()> {
-    match model::update_tx(ws, old, new, version, Tx::new())?.commit(app).await {
-        Ok(()) => Ok(()),
-        // With a new email, write 0 is its claim.
-        Err(TxError::Condition(0)) if old.email != new.email => {
-            Err(model::duplicate(&new.email, model::email_owner(app, ws, &new.email).await?))
+    let moved = old.email != new.email;
+    // An erased address comes back only with new consent (a create with `resubscribe`), so a
+    // contact cannot take it over by a change either; checked in the transaction, as a
+    // create checks it.
+    let tx = match moved {
+        true => {
+            Tx::new().check(shared::store::ws_pk(ws), crate::privacy::tombstone_sk(app, ws, &new.email).await?, "attribute_not_exists(pk)")
         }
+        false => Tx::new(),
+    };
+    match model::update_tx(ws, old, new, version, tx)?.commit(app).await {
+        Ok(()) => Ok(()),
+        // With a new email, write 0 is the tombstone's check and write 1 the new claim.
+        Err(TxError::Condition(0)) if moved => {
+            Err(ApiError::conflict(crate::privacy::ERASED_MESSAGE).with_details(vec![shared::error::ErrorDetail::field(
+                "email",
+                "was erased; create a contact with \"resubscribe\": true and \"consent\" to bring it back",
+            )]))
+        }
+        Err(TxError::Condition(1)) if moved => Err(model::duplicate(&new.email, model::email_owner(app, ws, &new.email).await?)),
         Err(e) => Err(e.stale()),
     }
 }

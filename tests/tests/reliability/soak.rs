@@ -37,6 +37,11 @@ struct Minute {
     /// DynamoDB Local on its own: a GetItem on a table of one item that nothing else touches,
     /// twice a second. If it slows as the API does, the emulator slows, not the API.
     probe_ms: Vec<f64>,
+    /// Every AWS call the process made in the minute, by function and operation: count and
+    /// total time (`shared::metrics::take_call_tally`).
+    calls: shared::metrics::CallTally,
+    /// The deepest the product's queues were (visible and in flight, summed) at a sample.
+    queue_depth: u64,
 }
 
 /// Reads (list posts, list contacts), writes (every other op but sends), sends.
@@ -77,6 +82,47 @@ async fn probe_table(endpoint: &str) -> (aws_sdk_dynamodb::Client, String) {
         .expect("the probe's table");
     ddb.put_item().table_name(&table).item("pk", AttributeValue::S("probe".into())).send().await.expect("the probe's item");
     (ddb, table)
+}
+
+/// Messages in the product's queues, visible and in flight (moto's SendMessage slows with a
+/// queue's depth).
+async fn queue_depth(sqs: &aws_sdk_sqs::Client, queues: &[String]) -> u64 {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let mut total = 0;
+    for url in queues {
+        let Ok(out) = sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+        else {
+            continue;
+        };
+        let attrs = out.attributes().cloned().unwrap_or_default();
+        total += [A::ApproximateNumberOfMessages, A::ApproximateNumberOfMessagesNotVisible]
+            .iter()
+            .filter_map(|a| attrs.get(a).and_then(|v| v.parse::<u64>().ok()))
+            .sum::<u64>();
+    }
+    total
+}
+
+/// Which AWS calls changed between two minutes: the ten whose total time per minute grew most,
+/// as `function service operation: calls, mean ms → calls, mean ms`.
+fn calls_that_grew(early: &shared::metrics::CallTally, late: &shared::metrics::CallTally) -> String {
+    let mut keys: Vec<_> = early.keys().chain(late.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let total = |t: &shared::metrics::CallTally, k| t.get(k).map_or(0, |c| c.micros);
+    keys.sort_by_key(|k| std::cmp::Reverse(total(late, *k) as i64 - total(early, *k) as i64));
+    let show = |t: &shared::metrics::CallTally, k| {
+        let c = t.get(k).copied().unwrap_or_default();
+        let scanned = if c.scanned > 0 { format!(", {} items read", c.scanned) } else { String::new() };
+        format!("{}, {:.1} ms{scanned}", c.calls, c.micros as f64 / 1000.0 / c.calls.max(1) as f64)
+    };
+    keys.iter().take(10).map(|k| format!("{} {} {}: {} → {}", k.0, k.1, k.2, show(early, k), show(late, k))).collect::<Vec<_>>().join("; ")
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -191,8 +237,23 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
             p.clone()
         }
     };
+    let q = &h.resources;
+    let queues: Vec<String> = [
+        &q.events_queue_url,
+        &q.deliveries_queue_url,
+        &q.emails_queue_url,
+        &q.email_feedback_queue_url,
+        &q.publish_queue_url,
+        &q.contact_imports_queue_url,
+        &q.inbound_mail_queue_url,
+    ]
+    .into_iter()
+    .cloned()
+    .collect();
+    let sqs = h.sqs().await;
+    shared::metrics::tally_calls();
     let sampler = {
-        let (log, count, remote) = (log.clone(), count.clone(), remote.clone());
+        let (log, count, remote, sqs) = (log.clone(), count.clone(), remote.clone(), sqs.clone());
         tokio::spawn(async move {
             loop {
                 count();
@@ -200,9 +261,18 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
                 let minute = (started.elapsed().as_secs() / 60) as usize;
                 let rss = tools::runtime_api::proc_status_kib("self", "VmRSS");
                 let cpu = [cpu_secs("self"), emulator_cpu_secs(h.dynamodb_guard), emulator_cpu_secs(h.moto_guard)];
+                let depth = queue_depth(&sqs, &queues).await;
+                let calls = shared::metrics::take_call_tally();
                 if let Some(slot) = log.lock().unwrap().get_mut(minute.min(minutes - 1)) {
                     slot.rss_kib = slot.rss_kib.max(rss);
                     slot.cpu = cpu;
+                    slot.queue_depth = slot.queue_depth.max(depth);
+                    for (k, c) in calls {
+                        let e = slot.calls.entry(k).or_default();
+                        e.calls += c.calls;
+                        e.micros += c.micros;
+                        e.scanned += c.scanned;
+                    }
                 }
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
@@ -259,9 +329,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    let sqs = h.sqs().await;
     let mut dlq = vec![];
-    let q = &h.resources;
     for (name, url) in [
         ("events", &q.events_dlq_url),
         ("deliveries", &q.deliveries_dlq_url),
@@ -306,7 +374,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
         // CPU share of one core over the minute, per process.
         let share = |k: usize| ((m.cpu[k] - cpu_before[k]) / 60.0 * 100.0).max(0.0);
         rows.push(format!(
-            "| {} | {:.1} | {} ms | {} ms | {} / {} / {} ms | {} | {} | {} MiB | {:.0} % / {:.0} % / {:.0} % | {:.1} / {:.1} ms |",
+            "| {} | {:.1} | {} ms | {} ms | {} / {} / {} ms | {} | {} | {} MiB | {:.0} % / {:.0} % / {:.0} % | {:.1} / {:.1} ms | {} | {} |",
             i + 1,
             l.len() as f64 / 60.0,
             percentile(&l, 0.5),
@@ -321,13 +389,15 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
             share(1),
             share(2),
             at(0.5),
-            at(0.99)
+            at(0.99),
+            m.calls.values().map(|c| c.calls).sum::<u64>(),
+            m.queue_depth,
         ));
         if m.cpu[0] > 0.0 {
             cpu_before = m.cpu;
         }
     }
-    let header = "| minute | requests/s | p50 | p99 | p50 reads / writes / sends | 5xx | 4xx | RSS (gateway, workers and harness, one process) | CPU: that process / DynamoDB Local / moto | DynamoDB Local alone: GetItem p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    let header = "| minute | requests/s | p50 | p99 | p50 reads / writes / sends | 5xx | 4xx | RSS (gateway, workers and harness, one process) | CPU: that process / DynamoDB Local / moto | DynamoDB Local alone: GetItem p50 / p99 | AWS calls | queued |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     let dlq_text = dlq.iter().map(|(n, d)| format!("{n} {d}")).collect::<Vec<_>>().join(", ");
     // Which ops slowed: p50 of each in the second minute and in the last.
     let p50_of = |m: &Minute, i: usize| {
@@ -369,7 +439,11 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
     } else {
         kinds.iter().map(|(k, n)| format!("`{k}` ×{n}")).collect::<Vec<_>>().join(", ")
     };
-    let table = format!("{header}{}{summary} Refused: {refused_text}. p50 by op, minute 2 → last: {by_op}.", rows.join("\n"));
+    let grew = calls_that_grew(&early.calls, &late.calls);
+    let table = format!(
+        "{header}{}{summary} Refused: {refused_text}. p50 by op, minute 2 → last: {by_op}. AWS calls whose time grew most, minute 2 → last (calls, mean): {grew}.",
+        rows.join("\n")
+    );
     println!("{table}");
     if let Ok(doc) = std::env::var("SOAK_REPORT") {
         e2e::load::splice(&doc, "soak", &table);
