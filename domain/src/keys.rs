@@ -340,7 +340,7 @@ pub fn all() -> Vec<Kind> {
     SHARED_KINDS.iter().copied().chain(areas).collect()
 }
 
-/// A list query: `begins_with(sk, prefix)` within one partition of one index. Every Query the
+/// A list query: the sort keys that begin with a prefix, within one partition of one index. Every Query the
 /// areas run is one of these, so the test below can prove it reads one kind only.
 #[derive(Debug, Clone, Copy)]
 pub struct List {

@@ -234,7 +234,9 @@ pub fn is_e164(p: &str) -> bool {
 
 /// The lower-cased strings `q` prefix-matches: email, full name, last name.
 pub fn search_terms(c: &Contact) -> Vec<String> {
-    let clean = |v: &str| v.trim().to_lowercase().chars().filter(|ch| *ch != '#').take(MAX_TERM_CHARS).collect::<String>();
+    // Without `#` (the key's separator) and U+10FFFF (the end of a list query's range).
+    let clean =
+        |v: &str| v.trim().to_lowercase().chars().filter(|ch| !matches!(ch, '#' | '\u{10FFFF}')).take(MAX_TERM_CHARS).collect::<String>();
     let full = [c.first_name.as_deref(), c.last_name.as_deref()]
         .into_iter()
         .flatten()
