@@ -234,9 +234,7 @@ pub fn is_e164(p: &str) -> bool {
 
 /// The lower-cased strings `q` prefix-matches: email, full name, last name.
 pub fn search_terms(c: &Contact) -> Vec<String> {
-    // Without `#` (the key's separator) and U+10FFFF (the end of a list query's range).
-    let clean =
-        |v: &str| v.trim().to_lowercase().chars().filter(|ch| !matches!(ch, '#' | '\u{10FFFF}')).take(MAX_TERM_CHARS).collect::<String>();
+    let clean = |v: &str| v.trim().to_lowercase().chars().filter(|ch| *ch != '#').take(MAX_TERM_CHARS).collect::<String>();
     let full = [c.first_name.as_deref(), c.last_name.as_deref()]
         .into_iter()
         .flatten()
@@ -407,7 +405,8 @@ pub async fn email_owners(app: &App, ws: &WorkspaceId, emails: &[&str]) -> ApiRe
 }
 
 /// An update from `old` (read at `version`) to `new`: moves the claim when the email changes
-/// (the new claim's condition is the first write), swaps search entries, records the change.
+/// (the new claim's condition is the first write after those of `tx`), swaps search entries,
+/// records the change.
 pub fn update_tx(ws: &WorkspaceId, old: &Contact, new: &Contact, version: i64, tx: Tx) -> ApiResult<Tx> {
     let mut tx = tx;
     if old.email != new.email {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Requests per second the load offers: a rate the local stack holds on a 2-core machine
-/// (docs/reliability.md, The soak).
+/// (docs/reliability.md, The soak). `SOAK_RATE` sets another.
 const RATE: u64 = 5;
 const WORKERS: u64 = 4;
 
@@ -166,7 +166,8 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
             }
         })
     };
-    let every = Duration::from_millis(1000 * WORKERS / RATE);
+    let rate: u64 = std::env::var("SOAK_RATE").ok().and_then(|v| v.parse().ok()).filter(|r| *r > 0).unwrap_or(RATE);
+    let every = Duration::from_millis(1000 * WORKERS / rate);
     let tasks = (0..WORKERS).map(|w| {
         let (base, key, setup, log) = (base.clone(), key.clone(), setup.clone(), log.clone());
         tokio::spawn(async move {
