@@ -340,8 +340,9 @@ pub fn all() -> Vec<Kind> {
     SHARED_KINDS.iter().copied().chain(areas).collect()
 }
 
-/// A list query: the sort keys that begin with a prefix, within one partition of one index. Every Query the
-/// areas run is one of these, so the test below can prove it reads one kind only.
+/// A list query: the sort keys that begin with a prefix, within one partition of one index.
+/// Every Query the areas run is one of these, so the test below can prove it reads one kind
+/// only.
 #[derive(Debug, Clone, Copy)]
 pub struct List {
     pub kind: Kind,

@@ -45,7 +45,7 @@ static HARNESS: OnceLock<Harness> = OnceLock::new();
 /// it, and the soak runs them at production's cadence (`make soak`: 60, as template.yaml's
 /// `rate(1 minute)`), since at one a second they are some forty extra queries a second.
 fn schedule_every() -> std::time::Duration {
-    let secs = std::env::var("E2E_SCHEDULE_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let secs = std::env::var("E2E_SCHEDULE_SECS").ok().and_then(|v| v.parse().ok()).filter(|s| *s > 0).unwrap_or(1);
     std::time::Duration::from_secs(secs)
 }
 

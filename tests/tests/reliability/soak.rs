@@ -7,8 +7,8 @@
 //! AWS calls (which of them grew, in number, time or items read, is the first question when
 //! latency grows). At the end every effect must have happened once (each email sent, each
 //! booking, import row, publication and inbound message once, each event delivered) and the
-//! dead-letter queues be empty. `make soak` runs it and writes the table into `docs/reliability.md`; `make test`
-//! skips it (`#[ignore]`).
+//! dead-letter queues be empty. `make soak` runs it and writes the table into
+//! `docs/reliability.md`; `make test` skips it (`#[ignore]`).
 
 use e2e::load::{Op, Tally, call, marker};
 use e2e::{Client, harness};
@@ -35,8 +35,8 @@ struct Minute {
     /// DynamoDB Local on its own: a GetItem on a table of one item that nothing else touches,
     /// twice a second. If it slows as the API does, the emulator slows, not the API.
     probe_ms: Vec<f64>,
-    /// Every AWS call the process made in the minute, by function and operation: count and
-    /// total time (`shared::metrics::take_call_tally`).
+    /// Every AWS call the process made in the minute, by function and operation: count, total
+    /// time and items read (`shared::metrics::take_call_tally`).
     calls: shared::metrics::CallTally,
     /// The deepest the product's queues were (visible and in flight, summed) at a sample.
     queue_depth: u64,
@@ -82,29 +82,27 @@ async fn probe_table(endpoint: &str) -> (aws_sdk_dynamodb::Client, String) {
     (ddb, table)
 }
 
-/// Messages in the product's queues, visible and in flight (moto's SendMessage slows with a
-/// queue's depth).
-async fn queue_depth(sqs: &aws_sdk_sqs::Client, queues: &[String]) -> u64 {
+/// Messages in these queues, visible and in flight (moto's SendMessage slows with a queue's
+/// depth; a dead-letter queue must end empty).
+async fn queue_depth(sqs: &aws_sdk_sqs::Client, queues: &[&String]) -> Result<u64, String> {
     use aws_sdk_sqs::types::QueueAttributeName as A;
     let mut total = 0;
     for url in queues {
-        let Ok(out) = sqs
+        let out = sqs
             .get_queue_attributes()
-            .queue_url(url)
+            .queue_url(*url)
             .attribute_names(A::ApproximateNumberOfMessages)
             .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
             .send()
             .await
-        else {
-            continue;
-        };
+            .map_err(|e| format!("queue attributes of {url}: {e}"))?;
         let attrs = out.attributes().cloned().unwrap_or_default();
         total += [A::ApproximateNumberOfMessages, A::ApproximateNumberOfMessagesNotVisible]
             .iter()
             .filter_map(|a| attrs.get(a).and_then(|v| v.parse::<u64>().ok()))
             .sum::<u64>();
     }
-    total
+    Ok(total)
 }
 
 /// Which AWS calls changed between two minutes: the ten whose total time per minute grew most,
@@ -260,7 +258,8 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
                 let minute = (started.elapsed().as_secs() / 60) as usize;
                 let rss = tools::runtime_api::proc_status_kib("self", "VmRSS");
                 let cpu = [cpu_secs("self"), emulator_cpu_secs(h.dynamodb_guard), emulator_cpu_secs(h.moto_guard)];
-                let depth = queue_depth(&sqs, &queues).await;
+                // A sample that fails is left out; the dead-letter queues' count at the end is not.
+                let depth = queue_depth(&sqs, &queues.iter().collect::<Vec<_>>()).await.unwrap_or(0);
                 let calls = shared::metrics::take_call_tally();
                 if let Some(slot) = log.lock().unwrap().get_mut(minute.min(minutes - 1)) {
                     slot.rss_kib = slot.rss_kib.max(rss);
@@ -340,19 +339,7 @@ async fn a_quarter_hour_of_steady_load_stays_flat_and_loses_nothing() {
         ("gdpr", &q.gdpr_dlq_url),
         ("scans", &q.scans_dlq_url),
     ] {
-        let attrs = sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await
-            .expect("queue attributes");
-        let depth: u64 = attrs
-            .attributes()
-            .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        dlq.push((name, depth));
+        dlq.push((name, queue_depth(&sqs, &[url]).await.expect("a dead-letter queue's depth")));
     }
     let log = log.lock().unwrap().clone();
     let mut rows = vec![];
