@@ -6,7 +6,7 @@
 
 use crate::ids::ApiKeyId;
 use serde::{Deserialize, Serialize};
-use shared::auth::WorkspaceId;
+use shared::auth::{Credential, Principal, Scope, WorkspaceId};
 use shared::confirmation::{BOUND_ATTR, BoundKey};
 use shared::ids::Timestamp;
 use shared::keys::CAPABILITY_CONFIRMATION;
@@ -61,6 +61,35 @@ pub fn path_fits(pattern: &str, path: &str) -> bool {
             },
         )
 }
+
+/// The approver rule: a person (never a key) with the `confirm` scope who could cause the
+/// effect themselves, without anyone's confirmation: its least scope through their role and
+/// token (an admin effect needs an owner or admin). For minting here and for approving an
+/// approval request (`crate::approvals`).
+pub fn may_approve(p: &Principal, capability: &str) -> ApiResult<()> {
+    let name = shared::auth::capability_name(capability);
+    let info = crate::effects::ALL.iter().find(|e| e.capability == name).ok_or_else(|| ApiError::internal(format!("no effect {name}")))?;
+    if !matches!(p.credential, Credential::OAuth) {
+        return Err(ApiError::forbidden("only a person approves (an OAuth access token); an API key never does"));
+    }
+    if !p.scopes.contains(&Scope::Confirm) {
+        return Err(ApiError::forbidden("approving needs the confirm scope"));
+    }
+    if !info.held_by(p) {
+        return Err(ApiError::forbidden(format!(
+            "approving {} needs the {} scope yourself (your role and your token): only someone who may {} may approve it",
+            info.capability,
+            info.needs.name(),
+            info.summary.to_lowercase()
+        )));
+    }
+    Ok(())
+}
+
+/// The routes whose bodies name the objects an effect reaches (contacts, templates, services):
+/// a confirmation of one binds them, so it needs the body.
+pub const BODY_BOUND: [&str; 7] =
+    ["/emails", "/emails/batch", "/bookings", "/helpdesk/conversations", "/portal/sessions", "/gdpr/erasures", "/gdpr/exports"];
 
 /// Tokens live 60 s to 15 min.
 pub const MIN_LIFETIME_SECS: i64 = 60;
@@ -227,8 +256,6 @@ pub async fn bind(
         _ => {}
     }
     // Only routes whose bodies name contacts, templates or services bind from the body.
-    const BODY_BOUND: [&str; 7] =
-        ["/emails", "/emails/batch", "/bookings", "/helpdesk/conversations", "/portal/sessions", "/gdpr/erasures", "/gdpr/exports"];
     let Some(body) = body.filter(|_| BODY_BOUND.contains(&pattern)) else { return Ok(out.bound) };
     let entries: Vec<&serde_json::Value> = match body.get("emails").and_then(|e| e.as_array()) {
         Some(list) => list.iter().collect(),
@@ -376,10 +403,11 @@ pub struct CreateConfirmation {
     /// Seconds the token lives, 60 to 900 (default 300).
     #[schema(minimum = 60, maximum = 900)]
     pub expires_in: Option<i64>,
-    /// The exact request body (its SHA-256 must be `body_sha256`). With it, the confirmation
-    /// also binds the contacts and templates the body names and answers what they resolve to
-    /// (`bound`): the address the email goes to, the subject it renders. Objects named by the
-    /// path (the post, the conversation and its contact, the webhook) are bound in any case.
+    /// The exact request body (its SHA-256 must be `body_sha256`). Required on the routes whose
+    /// bodies name what the effect reaches (`/emails`, `/emails/batch`, `/bookings`,
+    /// `/helpdesk/conversations`, `/portal/sessions`, `/gdpr/erasures`, `/gdpr/exports`): the
+    /// confirmation binds the contacts, templates and services it names and answers what they
+    /// resolve to (`bound`). Objects named by the path are bound in any case.
     #[schema(max_length = 1048576)]
     pub body: Option<String>,
 }
@@ -389,9 +417,10 @@ pub struct CreateConfirmation {
 pub async fn create(
     app: &shared::App,
     ws: &WorkspaceId,
-    confirmed_by: &str,
+    by: &Principal,
     input: CreateConfirmation,
 ) -> ApiResult<(Confirmation, Confirmation)> {
+    let confirmed_by = by.subject.as_str();
     let mut errs = shared::validate::Errors::new();
     let path = shared::confirmation::normalise_path(&input.path);
     let routes: Vec<_> = routes_of(&input.capability).collect();
@@ -434,11 +463,23 @@ pub async fn create(
         },
         None => None,
     };
+    if let Some(c) = capability
+        && BODY_BOUND.contains(&c.path.as_str())
+        && input.body.is_none()
+        && input.body_sha256 != shared::crypto::sha256_hex(b"")
+    {
+        errs.add(
+            "body",
+            format!("required for {} {}: the confirmation binds the contacts, templates and services the body names", c.method, c.path),
+        );
+    }
     let key_id = shared::ids::is_valid("key", &input.api_key_id).then_some(input.api_key_id.as_str());
     if key_id.is_none() {
         errs.add("api_key_id", "not an API key id (key_...)");
     }
     errs.finish()?;
+    // Who approves, after what they sent is known good: a member cannot approve an admin's effect.
+    may_approve(by, &input.capability)?;
     let key_id = key_id.unwrap_or_default();
     let (Some(capability), now) = (capability, chrono::Utc::now()) else { return Err(ApiError::internal("validated above")) };
     let id = shared::ids::new_id("cc");
@@ -565,5 +606,24 @@ mod tests {
         let mut used = item(&WorkspaceId::trusted("ws_1"), &c, &[], "h", 1);
         used.insert("state".into(), s("used"));
         assert_eq!(from_item(&used).unwrap().status, ConfirmationStatus::Used);
+    }
+
+    #[test]
+    fn only_a_person_who_holds_the_effect_approves_it() {
+        let person = |scopes: Vec<Scope>| Principal {
+            workspace_id: Some(WorkspaceId::trusted("ws_1")),
+            subject: "sub".into(),
+            scopes,
+            credential: Credential::OAuth,
+            requires_confirmation: Default::default(),
+        };
+        let member = person(vec![Scope::Read, Scope::Write, Scope::Confirm]);
+        let admin = person(vec![Scope::Read, Scope::Write, Scope::Admin, Scope::Confirm]);
+        assert!(may_approve(&member, "emails.send").is_ok());
+        assert_eq!(may_approve(&member, "members.change").unwrap_err().status().as_u16(), 403);
+        assert!(may_approve(&admin, "members.change").is_ok());
+        assert_eq!(may_approve(&person(vec![Scope::Write]), "emails.send").unwrap_err().status().as_u16(), 403);
+        let key = Principal { credential: Credential::ApiKey { key_id: "key_1".into() }, ..admin.clone() };
+        assert_eq!(may_approve(&key, "emails.send").unwrap_err().status().as_u16(), 403);
     }
 }

@@ -4,6 +4,7 @@
 
 shared::prefixed_id!(ActivityId, "act", "activity");
 shared::prefixed_id!(ApiKeyId, "key", "api key");
+shared::prefixed_id!(ApprovalRequestId, "apr", "approval request");
 shared::prefixed_id!(BookingId, "bk", "booking");
 shared::prefixed_id!(ChannelId, "ch", "channel");
 shared::prefixed_id!(ConfirmationId, "cc", "capability confirmation");

@@ -282,6 +282,14 @@ pub const SNOOZE_DUE: Kind = Kind::on(
 )
 .internal();
 
+pub const APPROVAL_REQUEST: Kind = Kind::on(
+    "approval request",
+    WORKSPACE_PK,
+    "APPROVAL#<apr id>",
+    "a restricted key's request (method, path, exact body, Idempotency-Key), the preview rendered when it was asked, the objects it depends on at their versions, state and who decided; 90 d TTL",
+)
+.personal();
+
 /// Every kind the table holds, in the order docs/data-model.md lists them.
 pub fn all() -> Vec<Kind> {
     let areas = [
@@ -336,6 +344,7 @@ pub fn all() -> Vec<Kind> {
         SCAN,
         SCAN_URL_CLAIM,
         SCAN_HOST_SLOT,
+        APPROVAL_REQUEST,
     ];
     SHARED_KINDS.iter().copied().chain(areas).collect()
 }
@@ -389,6 +398,7 @@ impl List {
 
 pub const API_KEYS: List = List::of(API_KEY, Index::Table);
 pub const CAPABILITY_CONFIRMATIONS: List = List::of(CAPABILITY_CONFIRMATION, Index::Table);
+pub const APPROVAL_REQUESTS: List = List::of(APPROVAL_REQUEST, Index::Table);
 pub const MEMBERS: List = List::of(MEMBER, Index::Table);
 pub const MEMBERSHIPS: List = List::of(MEMBER, Index::Gsi1);
 pub const POSTS: List = List::of(POST, Index::Table);
@@ -482,6 +492,7 @@ pub const LISTS: &[List] = &[
     CONVERSATIONS_BY_STATUS,
     HELPDESK_MESSAGES,
     CAPABILITY_CONFIRMATIONS,
+    APPROVAL_REQUESTS,
     SCANS,
     SCANS_BY_HOST,
     SCANS_BY_STATUS,

@@ -4,6 +4,7 @@
 //! `webhooks::dispatch`, `contacts::import`, `gdpr::worker`). Function crates parse, call one
 //! operation here and answer; they depend on this crate and `shared`, never on each other.
 
+pub mod approvals;
 pub mod bookings;
 pub mod capabilities;
 pub mod channels;

@@ -35,6 +35,19 @@ pub struct EffectInfo {
     pub public: bool,
 }
 
+impl EffectInfo {
+    /// May `p` cause this effect on its own: a workspace credential (a key or a person) with
+    /// the effect's least scope, needing no one's confirmation for it. What a person must hold
+    /// to approve it for someone else, and what a reader must hold to see what it made (an
+    /// export's link).
+    pub fn held_by(&self, p: &Principal) -> bool {
+        matches!(p.credential, Credential::ApiKey { .. } | Credential::OAuth)
+            && p.workspace_id.is_some()
+            && p.scopes.contains(&self.needs)
+            && !p.requires_confirmation.covers(self.capability)
+    }
+}
+
 /// One effect, as a type: `Authority<SendEmail>` cannot stand in for `Authority<EraseSubject>`.
 pub trait Effect: 'static {
     const INFO: EffectInfo;

@@ -175,6 +175,31 @@ pub struct BoundKey {
 /// The item attribute holding the bound objects (JSON of `[BoundKey]`).
 pub const BOUND_ATTR: &str = "bound_keys";
 
+/// What a request brings to show a person approved it: the token a person's app minted, or
+/// (found by the pipeline for this exact request) the approval of an approval request.
+#[derive(Clone, Debug)]
+pub enum Proof<'a> {
+    Token(&'a str),
+    Approval { confirmation_id: String, approval_request_id: String },
+}
+
+impl Proof<'_> {
+    /// The confirmation it names, if well formed.
+    fn confirmation_id(&self) -> Option<String> {
+        match self {
+            Proof::Token(t) => confirmation_id(t),
+            Proof::Approval { confirmation_id, .. } => Some(confirmation_id.clone()),
+        }
+    }
+    /// The confirmation item's attribute that must hold this value.
+    fn attribute(&self) -> (&'static str, String) {
+        match self {
+            Proof::Token(t) => ("token_hash", hash(t)),
+            Proof::Approval { approval_request_id, .. } => ("approval_request_id", approval_request_id.clone()),
+        }
+    }
+}
+
 /// Reserve the Idempotency-Key and consume the token in one transaction, with the
 /// `capability.used` event and a check that every object the person approved is still at the
 /// version they saw. The reservation wins: a completed request with the same key and body is
@@ -188,14 +213,13 @@ pub async fn begin(
     principal: &Principal,
     req: &Request<'_>,
     accepts: &[&'static str],
-    token: Option<&str>,
+    proof: Proof<'_>,
     idempotency_key: Option<&str>,
     fingerprint: String,
     request_id: &str,
 ) -> Result<(Begin, Consumed), ApiError> {
     let ws = principal.workspace_id.as_deref().unwrap_or_default();
-    let token = token.ok_or_else(|| required(req, Refusal::Missing))?;
-    let id = confirmation_id(token).ok_or_else(|| required(req, Refusal::Unknown))?;
+    let id = proof.confirmation_id().ok_or_else(|| required(req, Refusal::Unknown))?;
     let key = idempotency_key.ok_or_else(|| required(req, Refusal::Mismatch("idempotency_key")))?;
     let credential = match &principal.credential {
         crate::auth::Credential::ApiKey { key_id } => key_id.as_str(),
@@ -209,7 +233,7 @@ pub async fn begin(
     // One read first: which effect it confirms and which objects it binds decide the
     // transaction. A used token may still name a completed request to replay.
     let stored = app.db.get(&pk, &sk).await?.unwrap_or_default();
-    let check = Check { token, credential, req, key, body_sha256: &body_sha256, now_ms };
+    let check = Check { proof: proof.attribute(), credential, req, key, body_sha256: &body_sha256, now_ms };
     match check.diagnose(&stored) {
         None | Some(Refusal::Used) => {}
         Some(refusal) => return Err(required(req, refusal)),
@@ -225,17 +249,18 @@ pub async fn begin(
         .key("sk", s(&sk))
         .update_expression("SET #state = :used, used_at = :at, used_by_request_id = :rid")
         .condition_expression(
-            "token_hash = :h AND api_key_id = :cred AND #method = :m AND #path = :p AND idempotency_key = :k \
+            "#proof = :h AND api_key_id = :cred AND #method = :m AND #path = :p AND idempotency_key = :k \
              AND body_sha256 = :b AND token_expires_ms > :now AND #state = :issued",
         )
         .expression_attribute_names("#state", "state")
+        .expression_attribute_names("#proof", check.proof.0)
         .expression_attribute_names("#method", "method")
         .expression_attribute_names("#path", "path")
         .expression_attribute_values(":used", s("used"))
         .expression_attribute_values(":issued", s("issued"))
         .expression_attribute_values(":at", s(&used_at))
         .expression_attribute_values(":rid", s(request_id))
-        .expression_attribute_values(":h", s(hash(token)))
+        .expression_attribute_values(":h", s(&check.proof.1))
         .expression_attribute_values(":cred", s(credential))
         .expression_attribute_values(":m", s(req.method))
         .expression_attribute_values(":p", s(req.path))
@@ -282,7 +307,8 @@ async fn refused_reservation(app: &App, r: &Reservation) -> Result<Begin, ApiErr
 
 /// What a request brings, against a stored confirmation.
 struct Check<'a> {
-    token: &'a str,
+    /// The attribute the proof must match, and its value.
+    proof: (&'static str, String),
     credential: &'a str,
     req: &'a Request<'a>,
     key: &'a str,
@@ -294,7 +320,7 @@ impl Check<'_> {
     /// Why the stored confirmation does not admit this request (None: it does, if unused).
     fn diagnose(&self, item: &Item) -> Option<Refusal> {
         let (state, expires) = (get_str(item, "state"), get_i64(item, "token_expires_ms").unwrap_or(0));
-        if get_str(item, "token_hash") != Some(hash(self.token).as_str()) {
+        if get_str(item, self.proof.0) != Some(self.proof.1.as_str()) {
             return Some(Refusal::Unknown);
         }
         if state == Some("used") && get_str(item, "idempotency_key") != Some(self.key) {
@@ -354,7 +380,7 @@ mod tests {
             ("body_sha256".into(), s(&body)),
         ]);
         let d = |item: &Item, credential: &str, key: &str, body_sha256: &str, now_ms: i64| {
-            Check { token: &token, credential, req: &req, key, body_sha256, now_ms }.diagnose(item)
+            Check { proof: Proof::Token(&token).attribute(), credential, req: &req, key, body_sha256, now_ms }.diagnose(item)
         };
         assert_eq!(d(&Item::new(), "key_1", "k1", &body, 1_000), Some(Refusal::Unknown));
         assert_eq!(d(&item, "key_1", "k1", &body, 1_000), None);

@@ -20,6 +20,9 @@ pub(crate) fn outbox_shard_pk(shard: u32) -> String {
 /// are validated against this list (exact types, or `<noun>.*` wildcards).
 pub const EVENT_TYPES: &[&str] = &[
     "api_key.created",
+    "approval.approved",
+    "approval.denied",
+    "approval.requested",
     "api_key.revoked",
     "booking.cancelled",
     "booking.completed",

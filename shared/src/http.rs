@@ -139,6 +139,9 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         }
         Begin::Proceed(r) => r,
     };
+    // For the approval request a 428 records.
+    let (asker, method, relative_path) = (principal.clone(), parts.method.clone(), m.relative_path.clone());
+    let idempotency_key = parts.headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(String::from);
     let grant = crate::authority::Grant::new(
         principal.clone(),
         m.route.effects,
@@ -157,7 +160,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         query,
         query_string,
         headers: parts.headers,
-        body,
+        body: body.clone(),
         request_id: request_id.to_string(),
     };
     // The handler gets most of the request's budget, so the key is still released or its
@@ -168,7 +171,33 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         Ok(r) => r.unwrap_or_else(|_| Err(ApiError::internal("handler panicked"))),
         Err(_) => Err(ApiError::unavailable("the request ran past its time budget")),
     };
-    idempotency.finish(app, result, request_id).await
+    match idempotency.finish(app, result, request_id).await {
+        // A restricted key's request that reached its effect without a person's approval: a
+        // person is asked (an approval request, the same one for the same request again).
+        Err(e) if e.code == ErrorCode::ConfirmationRequired && reason(&e) == Some("missing") && idempotency_key.is_some() => {
+            let capability = e.details.first().and_then(|d| d.meta.as_ref()).and_then(|m| m["capability"].as_str()).unwrap_or_default();
+            let Some(capability) = crate::authority::restricted_capabilities(m.route.effects, &asker.requires_confirmation)
+                .into_iter()
+                .find(|c| *c == capability)
+            else {
+                return Err(e);
+            };
+            let asked = crate::approvals::Asked {
+                capability,
+                method: method.as_str(),
+                path: &relative_path,
+                idempotency_key: idempotency_key.as_deref().unwrap_or_default(),
+                body: &body,
+            };
+            Err(crate::approvals::annotate(app, &asker, asked, e).await)
+        }
+        other => other,
+    }
+}
+
+/// The `reason` of a 428's detail.
+fn reason(e: &ApiError) -> Option<&str> {
+    e.details.first()?.meta.as_ref()?["reason"].as_str()
 }
 
 /// A replayed error envelope names this request (as every error's `request_id` matches its
@@ -241,13 +270,30 @@ impl Idempotency {
             ));
         }
         let restricted = crate::authority::restricted_capabilities(m.route.effects, &principal.requires_confirmation);
-        let confirm = restricted.first().copied().filter(|_| parts.headers.contains_key(crate::confirmation::HEADER));
         // Credential-less routes share no workspace to keep replays in.
         let key = header("idempotency-key").filter(|_| parts.method != Method::GET && principal.workspace_id.is_some());
         // A non-ASCII key fails validation.
         if let Some(key) = key {
             idempotency::validate_key(key)?;
         }
+        // The proof of a person's approval: a token, or for a request without one, the
+        // approval a person gave its approval request (one look-up, only for a restricted key
+        // on a route to its restricted effects).
+        let confirm = match (restricted.first().copied(), header(crate::confirmation::HEADER), key) {
+            (Some(capability), Some(token), _) => Some((capability, crate::confirmation::Proof::Token(token))),
+            (Some(capability), None, Some(key)) => {
+                let asked =
+                    crate::approvals::Asked { capability, method: parts.method.as_str(), path: relative_path, idempotency_key: key, body };
+                crate::approvals::approved(app, principal, &asked).await?.map(|a| {
+                    let proof = crate::confirmation::Proof::Approval {
+                        confirmation_id: a.confirmation_id,
+                        approval_request_id: a.approval_request_id,
+                    };
+                    (capability, proof)
+                })
+            }
+            _ => None,
+        };
         let fingerprint = || {
             let path_q = match parts.uri.query() {
                 Some(q) => format!("{relative_path}?{q}"),
@@ -256,11 +302,10 @@ impl Idempotency {
             idempotency::fingerprint(parts.method.as_str(), &path_q, body)
         };
         let mut confirmation = None;
-        let begun = if let Some(capability) = confirm {
+        let begun = if let Some((capability, proof)) = confirm {
             let req = crate::confirmation::Request { capability, method: parts.method.as_str(), path: relative_path, body };
-            let token = header(crate::confirmation::HEADER);
             let (begun, consumed) =
-                crate::confirmation::begin(app, principal, &req, &restricted, token, key, fingerprint(), request_id).await?;
+                crate::confirmation::begin(app, principal, &req, &restricted, proof, key, fingerprint(), request_id).await?;
             confirmation = Some(consumed);
             begun
         } else if let Some(key) = key {

@@ -205,9 +205,27 @@ pub const CAPABILITY_CONFIRMATION: Kind = Kind::on(
 )
 .personal();
 
+pub const APPROVAL_LOOKUP: Kind = Kind::on(
+    "approval look-up",
+    WORKSPACE_PK,
+    "APRKEY#<sha256 of key, method, path, Idempotency-Key and body hash>",
+    "the approval request of one exact request of a restricted key, and once approved the confirmation it minted; expires with the request",
+)
+.internal();
+
 /// The kinds of this crate, for the registry in `domain::keys`.
-pub const SHARED_KINDS: &[Kind] =
-    &[API_KEY, API_KEY_LOOKUP, MEMBER, RATE_BUCKET, IDEMPOTENCY, OUTBOX_EVENT, OUTBOX_JOB, PORTAL_SESSION, CAPABILITY_CONFIRMATION];
+pub const SHARED_KINDS: &[Kind] = &[
+    API_KEY,
+    API_KEY_LOOKUP,
+    MEMBER,
+    RATE_BUCKET,
+    IDEMPOTENCY,
+    OUTBOX_EVENT,
+    OUTBOX_JOB,
+    PORTAL_SESSION,
+    CAPABILITY_CONFIRMATION,
+    APPROVAL_LOOKUP,
+];
 
 #[cfg(test)]
 mod tests {

@@ -13,12 +13,19 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::{Body, LambdaEvent};
 use std::convert::Infallible;
 
-pub async fn run_area(routes: &'static [Route]) -> Result<(), lambda_http::Error> {
+/// `desk` records the approval requests of restricted keys' 428s (`crate::approvals`).
+pub async fn run_area(routes: &'static [Route], desk: &'static dyn crate::approvals::Desk) -> Result<(), lambda_http::Error> {
+    crate::approvals::install(desk);
     run(routes, None).await
 }
 
 /// An area that also serves web pages (the portal's `/p/<slug>/...`, `crate::web`).
-pub async fn run_area_with_pages(routes: &'static [Route], site: &'static crate::web::Site) -> Result<(), lambda_http::Error> {
+pub async fn run_area_with_pages(
+    routes: &'static [Route],
+    site: &'static crate::web::Site,
+    desk: &'static dyn crate::approvals::Desk,
+) -> Result<(), lambda_http::Error> {
+    crate::approvals::install(desk);
     run(routes, Some(site)).await
 }
 

@@ -44,6 +44,7 @@ pub mod ratelimit;
 // 5. container state
 pub mod app;
 // 6. built on App
+pub mod approvals;
 pub mod authority;
 pub mod confirmation;
 pub mod outbox;

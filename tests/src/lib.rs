@@ -578,14 +578,15 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
     domain::workspaces::add_member(&harness().app().await, &shared::auth::WorkspaceId::trusted(ws), &person, "member")
         .await
         .expect("member");
-    let mut approver = Client::new(&c.base, &tools::admin::mint_token(&person, "read confirm", 600).expect("token"));
+    let mut approver = Client::new(&c.base, &tools::admin::mint_token(&person, "read write confirm", 600).expect("token"));
     approver.workspace = Some(ws.to_string());
+    let approved = json!({"from": format!("hi@{sending}"), "to": ["zoe@example.org"], "subject": "Hi", "text": "Hi"}).to_string();
     let confirmation = created(
         &approver,
         "/capability-confirmations",
         json!({"capability": "emails.send", "method": "POST", "path": "/emails", "idempotency_key": "seed",
-        "body_sha256": "0".repeat(64), "preview_summary": "Send Hi to zoe@example.org", "approved_by": "Zoe's manager",
-        "api_key_id": key_id}),
+        "body_sha256": shared::crypto::sha256_hex(approved.as_bytes()), "body": approved,
+        "preview_summary": "Send Hi to zoe@example.org", "approved_by": "Zoe's manager", "api_key_id": key_id}),
         201,
     )
     .await;

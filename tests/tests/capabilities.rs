@@ -32,7 +32,8 @@ async fn setup(base: &str, name: &str, requires: Value) -> Setup {
     let agent_key_id = r.json["data"]["id"].as_str().unwrap().to_string();
     let subject = format!("person-{}", shared::ids::new_id("u"));
     domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, "admin").await.unwrap();
-    let mut person = Client::new(base, &tools::admin::mint_token(&subject, "read confirm", 600).unwrap());
+    // An admin approves: the approver holds every effect's authority themselves.
+    let mut person = Client::new(base, &tools::admin::mint_token(&subject, "read write admin confirm", 600).unwrap());
     person.workspace = Some(ws.clone());
     Setup { ws, owner, agent, agent_key_id, person, base: base.to_string() }
 }
@@ -58,6 +59,10 @@ async fn mint(s: &Setup, capability: &str, method: &str, path: &str, key: &str, 
 async fn mint_with(s: &Setup, capability: &str, method: &str, path: &str, key: &str, body: &[u8], extra: Value) -> (String, String) {
     let mut req = json!({"capability": capability, "method": method, "path": path, "idempotency_key": key,
         "body_sha256": sha(body), "preview_summary": format!("{method} {path}"), "approved_by": "Ada", "api_key_id": s.agent_key_id});
+    // The body, so what it names is bound (required where bodies name contacts or templates).
+    if !body.is_empty() {
+        req["body"] = String::from_utf8(body.to_vec()).unwrap().into();
+    }
     for (k, v) in extra.as_object().unwrap() {
         req[k] = v.clone();
     }
@@ -638,4 +643,281 @@ async fn a_confirmed_request_that_failed_is_replayed_not_run_again() {
     assert_eq!(r.status, 503, "{}", r.json);
     let r = send(&Client::new(&h.base, &plain), "POST", "/webhooks", body, Some("plain-1"), None).await;
     assert_eq!((r.status, r.header("idempotent-replayed")), (201, None), "{}", r.json);
+}
+
+// ---------- approval requests ----------
+
+/// The agent's request without a token: refused 428, naming the approval request it recorded.
+async fn ask(s: &Setup, method: &str, path: &str, body: &[u8], key: &str, capability: &str) -> String {
+    let r = send(&s.agent, method, path, body, Some(key), None).await;
+    refused(&r, capability, "missing", &format!("{method} {path}"));
+    let meta = &r.json["error"]["details"][0]["meta"];
+    assert_eq!(meta["approval_state"], "pending", "{}", r.json);
+    meta["approval_request_id"].as_str().expect("the 428 names its approval request").to_string()
+}
+
+/// A member of the setup's workspace with a token asking for every scope (the role caps it).
+async fn member(s: &Setup, role: &str) -> (Client, String) {
+    let subject = format!("{role}-{}", shared::ids::new_id("u"));
+    let ws = shared::auth::WorkspaceId::trusted(s.ws.clone());
+    domain::workspaces::add_member(&harness().app().await, &ws, &subject, role).await.unwrap();
+    let mut c = Client::new(&s.base, &tools::admin::mint_token(&subject, "read write admin confirm", 600).unwrap());
+    c.workspace = Some(s.ws.clone());
+    (c, subject)
+}
+
+#[tokio::test]
+async fn only_someone_who_may_cause_the_effect_approves_it() {
+    // A write a second for every effect, by two people: past the default limits.
+    let base = harness().generous_gateway().await;
+    let s = setup(&base, "approver rule", json!(true)).await;
+    let (m, member_sub) = member(&s, "member").await;
+    let caps = s.agent.get("/capabilities").await.json["data"].as_array().unwrap().clone();
+
+    // Minting directly: a member approves what a member may do, never an admin's effect.
+    for e in domain::effects::ALL.iter().filter(|e| !e.public) {
+        let row = caps.iter().find(|c| c["capability"] == e.capability).expect("published");
+        let (method, path) = (row["method"].as_str().unwrap(), concrete(row["path"].as_str().unwrap()));
+        let body = body_for(method);
+        let mut req = json!({"capability": e.capability, "method": method, "path": path, "idempotency_key": "rule",
+            "body_sha256": sha(&body), "preview_summary": "x", "approved_by": "a member", "api_key_id": s.agent_key_id});
+        if !body.is_empty() {
+            req["body"] = String::from_utf8(body).unwrap().into();
+        }
+        let r = m.post("/capability-confirmations", &req).await;
+        let expected = if e.needs == shared::auth::Scope::Admin { 403 } else { 201 };
+        assert_eq!(r.status, expected, "{} by a member: {}", e.capability, r.json);
+        assert_eq!(s.person.post("/capability-confirmations", &req).await.status, 201, "{} by an admin", e.capability);
+    }
+    let minted = s.person.get("/capability-confirmations?limit=100").await.json["data"].as_array().unwrap().clone();
+    let by_member = minted.iter().filter(|c| c["confirmed_by"] == member_sub.as_str()).count();
+    assert_eq!(by_member, domain::effects::ALL.iter().filter(|e| !e.public && e.needs != shared::auth::Scope::Admin).count());
+
+    // The agent asks to make the member an admin: the member cannot approve it, an admin can, once.
+    let path = format!("/workspaces/current/members/{member_sub}");
+    let body = br#"{"role":"admin"}"#;
+    let apr = ask(&s, "PUT", &path, body, "promote", "members.change").await;
+    assert_eq!(ask(&s, "PUT", &path, body, "promote", "members.change").await, apr, "the same request asks once");
+    let r = s.person.get(&format!("/approval-requests/{apr}")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let a = &r.json["data"];
+    assert_eq!(
+        (a["state"].as_str(), a["approver_needs"].as_str(), a["path"].as_str()),
+        (Some("pending"), Some("admin"), Some(path.as_str()))
+    );
+    assert_eq!(a["preview"]["request"]["role"], "admin", "{a}");
+    for decide in ["approve", "deny"] {
+        let r = m.post(&format!("/approval-requests/{apr}/{decide}"), &json!({"reason": "no"})).await;
+        assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "a member {decide}s an admin effect: {}", r.json);
+    }
+    let still = s.person.get(&format!("/approval-requests/{apr}")).await.json["data"].clone();
+    assert_eq!((still["state"].as_str(), still["confirmation_id"].as_str()), (Some("pending"), None), "nothing minted: {still}");
+    let role = |c: &Client, sub: &str| {
+        let (c, sub) = (c.clone(), sub.to_string());
+        async move {
+            let list = c.get("/workspaces/current/members?limit=100").await.json["data"].as_array().unwrap().clone();
+            list.iter().find(|m| m["subject"] == sub.as_str()).map(|m| m["role"].clone()).unwrap_or_default()
+        }
+    };
+    assert_eq!(role(&s.owner, &member_sub).await, "member");
+
+    let r = s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await;
+    assert_eq!((r.status, r.json["data"]["state"].as_str()), (200, Some("approved")), "{}", r.json);
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 409, "approved once");
+    // The agent's same request now runs, once; again it is the same answer.
+    let first = send(&s.agent, "PUT", &path, body, Some("promote"), None).await;
+    assert_eq!(first.status, 200, "{}", first.json);
+    let replay = send(&s.agent, "PUT", &path, body, Some("promote"), None).await;
+    assert_eq!((replay.status, replay.header("idempotent-replayed")), (200, Some("true")));
+    // Another Idempotency-Key is another request: it asks anew.
+    let other = ask(&s, "PUT", &path, body, "promote-again", "members.change").await;
+    assert_ne!(other, apr);
+    let cc = r.json["data"]["confirmation_id"].as_str().unwrap();
+    let c = s.person.get(&format!("/capability-confirmations/{cc}")).await.json["data"].clone();
+    assert_eq!((c["status"].as_str(), c["used_by_request_id"].as_str()), (Some("used"), first.header("request-id")), "{c}");
+    assert_eq!(role(&s.owner, &member_sub).await, "admin");
+}
+
+#[tokio::test]
+async fn an_approval_binds_what_the_body_names_whether_or_not_anyone_sent_it() {
+    let h = harness();
+    let s = setup(&h.base, "approval binds the body", json!(true)).await;
+    e2e::verified_domain(&s.owner, &s.ws).await;
+    let ct = e2e::created(&s.owner, "/contacts", json!({"email": "cee@example.org", "first_name": "Cee"}), 201).await;
+    let ct = ct["id"].as_str().unwrap().to_string();
+    let erase = serde_json::to_vec(&json!({"subject": {"contact_id": ct}, "reason": "asked"})).unwrap();
+
+    // Minting without the body on a route whose body names the contact: refused, nothing bound blind.
+    let blind = json!({"capability": "gdpr.erasure", "method": "POST", "path": "/gdpr/erasures", "idempotency_key": "e",
+        "body_sha256": sha(&erase), "preview_summary": "x", "approved_by": "Ada", "api_key_id": s.agent_key_id});
+    let r = s.person.post("/capability-confirmations", &blind).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("body")), "{}", r.json);
+
+    // Asked, then the contact is re-pointed before anyone approves: the approval is refused as stale.
+    let apr = ask(&s, "POST", "/gdpr/erasures", &erase, "erase-1", "gdpr.erasure").await;
+    let a = s.person.get(&format!("/approval-requests/{apr}")).await.json["data"].clone();
+    let bound = a["bound"].as_array().unwrap();
+    assert!(bound.iter().any(|b| b["object"] == "contact" && b["id"] == ct.as_str() && b["preview"] == "cee@example.org"), "{a}");
+    assert!(a["preview"]["summary"].as_str().unwrap().contains("cee@example.org"), "{a}");
+    assert_eq!(s.agent.patch(&format!("/contacts/{ct}"), &json!({"email": "dee@example.org"})).await.status, 200);
+    let r = s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["meta"]["reason"].as_str()), (409, Some("stale")), "{}", r.json);
+    let a = s.person.get(&format!("/approval-requests/{apr}")).await.json["data"].clone();
+    assert_eq!((a["state"].as_str(), &a["changed"]), (Some("stale"), &json!([{"object": "contact", "id": ct}])), "{a}");
+    let r = send(&s.agent, "POST", "/gdpr/erasures", &erase, Some("erase-1"), None).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["meta"]["approval_state"].as_str()), (428, Some("stale")), "{}", r.json);
+
+    // Approved, then re-pointed: the agent's retry is stale, nothing erased.
+    let apr = ask(&s, "POST", "/gdpr/erasures", &erase, "erase-2", "gdpr.erasure").await;
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 200);
+    assert_eq!(s.agent.patch(&format!("/contacts/{ct}"), &json!({"email": "eve@example.org"})).await.status, 200);
+    refused(&send(&s.agent, "POST", "/gdpr/erasures", &erase, Some("erase-2"), None).await, "gdpr.erasure", "stale", "erasure");
+    assert_eq!(s.owner.get(&format!("/contacts/{ct}")).await.status, 200, "nothing erased");
+    assert_eq!(s.owner.get("/gdpr/erasures").await.json["data"].as_array().unwrap().len(), 0);
+
+    // A portal link to the contact: approved for one address, the contact moved, no mail goes.
+    let link = serde_json::to_vec(&json!({"contact_id": ct})).unwrap();
+    let apr = ask(&s, "POST", "/portal/sessions", &link, "link-1", "emails.send").await;
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 200);
+    assert_eq!(s.agent.patch(&format!("/contacts/{ct}"), &json!({"email": "fay@example.org"})).await.status, 200);
+    refused(&send(&s.agent, "POST", "/portal/sessions", &link, Some("link-1"), None).await, "emails.send", "stale", "link");
+    let mails = s.owner.get("/emails?limit=100").await.json["data"].as_array().unwrap().len();
+    assert_eq!(mails, 0, "no email was written");
+
+    // Denied: the retry is refused naming the denial, and nothing happens.
+    let apr = ask(&s, "POST", "/portal/sessions", &link, "link-2", "emails.send").await;
+    let r = s.person.post(&format!("/approval-requests/{apr}/deny"), &json!({"reason": "not now"})).await;
+    assert_eq!((r.status, r.json["data"]["state"].as_str(), r.json["data"]["reason"].as_str()), (200, Some("denied"), Some("not now")));
+    let r = send(&s.agent, "POST", "/portal/sessions", &link, Some("link-2"), None).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["meta"]["approval_state"].as_str()), (428, Some("denied")), "{}", r.json);
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 409, "a denial is final");
+    let denied = s.person.get("/approval-requests?state=denied").await.json["data"].as_array().unwrap().clone();
+    assert_eq!(denied.iter().map(|a| a["id"].as_str().unwrap()).collect::<Vec<_>>(), vec![apr.as_str()]);
+}
+
+#[tokio::test]
+async fn the_preview_is_what_ses_receives() {
+    let h = harness();
+    let s = setup(&h.base, "approval preview", json!(["emails.send"])).await;
+    let domain = e2e::verified_domain(&s.owner, &s.ws).await;
+    let tpl = json!({"slug": "invoice", "subject": "Invoice {{ number }} for {{ name }}",
+        "html": "<h1>Hello {{name}}</h1><p>You owe {{ amount }} &amp; thanks</p>", "text": "Hello {{name}}, you owe {{ amount }}."});
+    e2e::created(&s.owner, "/emails/templates", tpl, 201).await;
+    let templated = serde_json::to_vec(&json!({"from": format!("Billing <bill@{domain}>"), "to": ["ann@example.org"],
+        "template_slug": "invoice", "variables": {"number": "A-1", "name": "Ann <&>", "amount": "12 €"}}))
+    .unwrap();
+    let batch = serde_json::to_vec(&json!({"emails": [
+        {"from": format!("news@{domain}"), "to": ["bo@example.org"], "subject": "Plain news", "text": "Line one\nLine two"},
+        {"from": format!("news@{domain}"), "to": ["cy@example.org"], "template_slug": "invoice",
+         "variables": {"number": "B-2", "name": "Cy", "amount": "3"}},
+    ]}))
+    .unwrap();
+    let one = ask(&s, "POST", "/emails", &templated, "tpl-1", "emails.send").await;
+    let many = ask(&s, "POST", "/emails/batch", &batch, "batch-1", "emails.send").await;
+    let person = &s.person;
+    let preview = |id: String| async move { person.get(&format!("/approval-requests/{id}")).await.json["data"].clone() };
+    let (one, many) = (preview(one).await, preview(many).await);
+    let p = &one["preview"]["emails"][0];
+    assert_eq!((p["subject"].as_str(), p["to"][0].as_str()), (Some("Invoice A-1 for Ann <&>"), Some("ann@example.org")), "{one}");
+    assert_eq!(many["preview"]["emails"].as_array().unwrap().len(), 2, "{many}");
+    assert!(one["preview"]["summary"].as_str().unwrap().contains("ann@example.org"), "{one}");
+    for a in [&one, &many] {
+        let r = s.person.post(&format!("/approval-requests/{}/approve", a["id"].as_str().unwrap()), &json!({})).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+    }
+    let sent_one = send(&s.agent, "POST", "/emails", &templated, Some("tpl-1"), None).await;
+    assert_eq!(sent_one.status, 202, "{}", sent_one.json);
+    let sent_many = send(&s.agent, "POST", "/emails/batch", &batch, Some("batch-1"), None).await;
+    assert_eq!(sent_many.status, 202, "{}", sent_many.json);
+    let ids = [
+        (sent_one.json["data"]["id"].as_str().unwrap().to_string(), one["preview"]["emails"][0].clone()),
+        (sent_many.json["data"]["emails"][0]["id"].as_str().unwrap_or_default().to_string(), many["preview"]["emails"][0].clone()),
+        (sent_many.json["data"]["emails"][1]["id"].as_str().unwrap_or_default().to_string(), many["preview"]["emails"][1].clone()),
+    ];
+    for (id, shown) in ids.iter().filter(|(id, _)| !id.is_empty()) {
+        let mut got = None;
+        for _ in 0..150 {
+            let e = s.owner.get(&format!("/emails/{id}")).await;
+            if let Some(pm) = e.json["data"]["provider_message_id"].as_str()
+                && let Some(m) = h.ses_sent().await.into_iter().find(|m| m["id"] == pm)
+            {
+                got = Some(m);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let m = got.unwrap_or_else(|| panic!("email {id} was not sent"));
+        // moto records the subject and the HTML body (the text one when there is no HTML).
+        assert_eq!(m["subject"], shown["subject"], "{m} / {shown}");
+        let body = shown["html"].as_str().or(shown["text"].as_str()).unwrap();
+        assert_eq!(m["body"].as_str(), Some(body), "the body SES got is the one the person saw");
+    }
+    assert_eq!(ids.iter().filter(|(id, _)| !id.is_empty()).count(), 3, "every email found: {}", sent_many.json);
+}
+
+#[tokio::test]
+async fn two_approvers_at_once_mint_one_confirmation_and_an_expired_request_mints_none() {
+    let h = harness();
+    let s = setup(&h.base, "approval races", json!(true)).await;
+    let (other, _) = member(&s, "owner").await;
+    let body = br#"{"url":"http://127.0.0.1:9/hook"}"#;
+    let apr = ask(&s, "POST", "/webhooks", body, "race-1", "webhooks.create").await;
+    let url = format!("/approval-requests/{apr}/approve");
+    let empty = json!({});
+    let (a, b) = tokio::join!(s.person.post(&url, &empty), other.post(&url, &empty));
+    let mut statuses = [a.status, b.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409], "{} / {}", a.json, b.json);
+    let minted = s.person.get("/capability-confirmations?capability=webhooks.create").await.json["data"].as_array().unwrap().len();
+    assert_eq!(minted, 1, "one confirmation");
+    let hooks = || async { s.owner.get("/webhooks").await.json["data"].as_array().unwrap().len() };
+    let (first, second) = tokio::join!(
+        send(&s.agent, "POST", "/webhooks", body, Some("race-1"), None),
+        send(&s.agent, "POST", "/webhooks", body, Some("race-1"), None)
+    );
+    assert!([first.status, second.status].contains(&201), "{} / {}", first.json, second.json);
+    assert_eq!(hooks().await, 1, "one endpoint");
+
+    // Expired before anyone decided: approving mints nothing, and the same request asks anew.
+    let apr = ask(&s, "POST", "/webhooks", body, "late-1", "webhooks.create").await;
+    h.app()
+        .await
+        .db
+        .update(shared::store::ws_pk(&s.ws), domain::keys::APPROVAL_REQUEST.sk(&[&apr]), "SET expires_ms = :past")
+        .value(":past", shared::store::n(shared::ids::now_ms() - 1))
+        .required()
+        .await
+        .unwrap();
+    let r = s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await;
+    assert_eq!(r.status, 409, "{}", r.json);
+    let expired = s.person.get("/approval-requests?state=expired").await.json["data"].as_array().unwrap().clone();
+    assert!(expired.iter().any(|a| a["id"] == apr.as_str()));
+    let pending = s.person.get("/approval-requests?state=pending").await.json["data"].as_array().unwrap().clone();
+    assert!(pending.iter().all(|a| a["id"] != apr.as_str()));
+    assert_ne!(ask(&s, "POST", "/webhooks", body, "late-1", "webhooks.create").await, apr, "asked anew");
+    assert_eq!(hooks().await, 1);
+}
+
+#[tokio::test]
+async fn a_restricted_key_reads_an_exports_state_never_its_link() {
+    let h = harness();
+    let s = setup(&h.base, "restricted export reads", json!(["gdpr.export.subject", "gdpr.export.workspace"])).await;
+    let ct = e2e::created(&s.owner, "/contacts", json!({"email": "gail@example.org"}), 201).await;
+    let subject = e2e::created(&s.owner, "/gdpr/exports", json!({"subject": {"contact_id": ct["id"]}}), 202).await;
+    let workspace = e2e::created(&s.owner, "/gdpr/exports", json!({"scope": "workspace"}), 202).await;
+    for job in [subject, workspace] {
+        let path = format!("/gdpr/exports/{}", job["id"].as_str().unwrap());
+        let mut done = Value::Null;
+        for _ in 0..150 {
+            done = s.owner.get(&path).await.json["data"].clone();
+            if done["status"] == "completed" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        assert!(done["download_url"].is_string(), "the owner gets the link: {done}");
+        let seen = s.agent.get(&path).await.json["data"].clone();
+        assert_eq!(seen["status"], "completed", "{seen}");
+        assert!(seen.get("download_url").is_none(), "a key that needs a confirmation to export sees no link: {seen}");
+    }
 }

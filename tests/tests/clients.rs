@@ -194,10 +194,11 @@ async fn typescript_client_passes_its_suite_against_the_local_stack() {
     let h = harness();
     let (ws, key) = h.workspace("typescript client").await;
     let limited = limited_gateway().await;
-    // A member who approves agents' writes (the confirm scope), for the confirmation test.
+    // An admin who approves agents' writes (the confirm scope), for the confirmation test of
+    // an admin effect (a webhook): an approver holds the effect's authority themselves.
     let person = format!("approver-{}", shared::ids::new_id("u"));
-    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &person, "member").await.unwrap();
-    let approver = tools::admin::mint_token(&person, "read confirm", 600).unwrap();
+    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &person, "admin").await.unwrap();
+    let approver = tools::admin::mint_token(&person, "read write admin confirm", 600).unwrap();
     let dir = tools::localstack::repo_root().join("clients/typescript");
     let out = tokio::process::Command::new("npm")
         .current_dir(&dir)

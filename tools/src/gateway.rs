@@ -120,6 +120,8 @@ pub async fn bind(port: u16) -> Result<TcpListener, String> {
 
 /// Serve on a bound socket until the task is dropped or aborted.
 pub fn serve(listener: TcpListener, app: Arc<App>) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
+    // As every API function's main does (shared::lambda::run_area).
+    shared::approvals::install(&domain::approvals::DESK);
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let task = tokio::spawn(async move {
         loop {

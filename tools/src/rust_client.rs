@@ -19,6 +19,7 @@ use std::fmt::Write;
 /// prefix missing here fails the generation, so a new kind of id gets its name.
 const ID_TYPES: &[(&str, &str, &str)] = &[
     ("act", "ActivityId", "an activity on a contact's timeline"),
+    ("apr", "ApprovalRequestId", "an approval request"),
     ("bk", "BookingId", "a booking"),
     ("cc", "ConfirmationId", "a capability confirmation"),
     ("ch", "ChannelId", "a channel"),

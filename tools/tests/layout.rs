@@ -73,7 +73,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
     &["events"],
     &["config", "auth", "oauth", "idempotency", "ratelimit"],
     &["app"],
-    &["authority", "confirmation", "outbox", "request", "worker"],
+    &["approvals", "authority", "confirmation", "outbox", "request", "worker"],
     &["routing", "http", "web", "lambda", "openapi"],
 ];
 
@@ -332,6 +332,8 @@ const DOMAIN_LAYERS: &[&[&str]] = &[
     &["bookings", "helpdesk", "publishing", "sending"],
     // The workspace's keys name capabilities; the portal reads the workspace's settings.
     &["capabilities", "workspaces", "portal", "gdpr"],
+    // Approval requests preview what every area's effect will do.
+    &["approvals"],
 ];
 
 /// A module's source: its file, or every file of its folder and the folders below it (named

@@ -36,6 +36,37 @@ impl From<&str> for ActivityId {
     }
 }
 
+/// The id of an approval request (`apr_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ApprovalRequestId(pub String);
+impl std::ops::Deref for ApprovalRequestId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for ApprovalRequestId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for ApprovalRequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for ApprovalRequestId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for ApprovalRequestId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
 /// The id of a booking (`bk_...`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -834,6 +865,68 @@ pub struct ApiKey {
     pub secret: Option<String>,
 }
 
+/// A restricted key's write waiting for (or decided by) a person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// The key that asked.
+    pub api_key_id: ApiKeyId,
+    /// The scope an approver must hold themselves (`admin`: an owner or admin of the workspace).
+    pub approver_needs: String,
+    /// Hex SHA-256 of the exact body.
+    pub body_sha256: String,
+    /// Every object the effect depends on, at its version when the request was asked: what
+    /// an approval binds.
+    pub bound: Vec<CapabilityConfirmationBound>,
+    /// The effect (`emails.send`).
+    pub capability: String,
+    /// Set when `state` is `stale`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<Vec<Changed>>,
+    /// The confirmation an approval minted (`GET /capability-confirmations/{id}`: whether and
+    /// by which request it was used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation_id: Option<ConfirmationId>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The person (their token's subject) who approved or denied it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// What the effect is, in words.
+    pub effect: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// `apr_...`
+    pub id: ApprovalRequestId,
+    pub idempotency_key: String,
+    pub method: String,
+    /// Always `approval_request`.
+    pub object: String,
+    /// Relative to the API base (`/webhooks/wh_...`).
+    pub path: String,
+    pub preview: Preview,
+    /// A denial's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub state: ApprovalState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ApprovalState {
+    #[serde(rename = "pending")]
+    Pending,
+    #[serde(rename = "approved")]
+    Approved,
+    #[serde(rename = "denied")]
+    Denied,
+    #[serde(rename = "expired")]
+    Expired,
+    #[serde(rename = "stale")]
+    Stale,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     /// When the request was sent.
@@ -1057,6 +1150,13 @@ pub enum Category {
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,
+}
+
+/// An object that changed after the request was asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Changed {
+    pub id: String,
+    pub object: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1403,10 +1503,11 @@ pub struct CreateConfirmation {
     pub api_key_id: ApiKeyId,
     /// The person, as the approving app names them.
     pub approved_by: String,
-    /// The exact request body (its SHA-256 must be `body_sha256`). With it, the confirmation
-    /// also binds the contacts and templates the body names and answers what they resolve to
-    /// (`bound`): the address the email goes to, the subject it renders. Objects named by the
-    /// path (the post, the conversation and its contact, the webhook) are bound in any case.
+    /// The exact request body (its SHA-256 must be `body_sha256`). Required on the routes whose
+    /// bodies name what the effect reaches (`/emails`, `/emails/batch`, `/bookings`,
+    /// `/helpdesk/conversations`, `/portal/sessions`, `/gdpr/erasures`, `/gdpr/exports`): the
+    /// confirmation binds the contacts, templates and services it names and answers what they
+    /// resolve to (`bound`). Objects named by the path are bound in any case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
     /// Hex SHA-256 of the exact request body bytes (of the empty body for a DELETE).
@@ -1757,6 +1858,13 @@ pub enum DeliveryStatus {
     Other,
 }
 
+/// What a denial says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DenyApproval {
+    /// Why, for the agent and the audit (1 to 500 characters).
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct DnsRecord {
     pub name: String,
@@ -1842,6 +1950,21 @@ pub struct EmailBatch {
     /// Always `email_batch`.
     pub object: String,
     pub validation: Validation,
+}
+
+/// An email as SES will receive it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct EmailPreview {
+    pub bcc: Vec<String>,
+    pub cc: Vec<String>,
+    pub from: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
+    pub reply_to: Vec<String>,
+    pub subject: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    pub to: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -2034,6 +2157,14 @@ pub enum EventTypePattern {
     ApiKeyCreated,
     #[serde(rename = "api_key.revoked")]
     ApiKeyRevoked,
+    #[serde(rename = "approval.*")]
+    Approval,
+    #[serde(rename = "approval.approved")]
+    ApprovalApproved,
+    #[serde(rename = "approval.denied")]
+    ApprovalDenied,
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested,
     #[serde(rename = "booking.*")]
     Booking,
     #[serde(rename = "booking.cancelled")]
@@ -2776,6 +2907,20 @@ pub enum PostStatus {
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,
+}
+
+/// What the effect will do, rendered when the request was asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Preview {
+    /// Every email it sends, as SES will receive it (subject, HTML and text bodies).
+    pub emails: Vec<EmailPreview>,
+    /// Why an email could not be rendered (the request will fail the same way once approved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problems: Option<Vec<String>>,
+    /// The request's body as sent, with credentials and secrets shown as `[hidden]`.
+    pub request: serde_json::Map<String, serde_json::Value>,
+    /// One line: what happens, to whom.
+    pub summary: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -3662,6 +3807,11 @@ impl Client {
         self.call(reqwest::Method::POST, &format!("/contacts/{}/notes", crate::encode(id)), None::<&()>, Some(body)).await.map(|d: crate::Data<Activity>| d.data)
     }
 
+    /// `POST /approval-requests/{id}/approve`: Approve: a person who may cause the effect themselves (its least scope through their role;
+    pub async fn approve_request(&self, id: &str) -> Result<ApprovalRequest> {
+        self.call(reqwest::Method::POST, &format!("/approval-requests/{}/approve", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<ApprovalRequest>| d.data)
+    }
+
     /// `GET /bookings/availability`: Free start times per local date of `timezone` (default UTC), from opening hours,
     pub async fn availability(&self, query: &AvailabilityQuery) -> Result<Availability> {
         self.call(reqwest::Method::GET, &"/bookings/availability".to_string(), Some(query), None::<&()>).await.map(|d: crate::Data<Availability>| d.data)
@@ -3837,6 +3987,11 @@ impl Client {
         self.call(reqwest::Method::DELETE, &format!("/emails/templates/{}", crate::encode(slug)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Deleted>| d.data)
     }
 
+    /// `POST /approval-requests/{id}/deny`: Deny, with a reason: the request never runs (the approver rule of approving applies). Event
+    pub async fn deny_request(&self, id: &str, body: &DenyApproval) -> Result<ApprovalRequest> {
+        self.call(reqwest::Method::POST, &format!("/approval-requests/{}/deny", crate::encode(id)), None::<&()>, Some(body)).await.map(|d: crate::Data<ApprovalRequest>| d.data)
+    }
+
     /// `POST /portal/me/erasure`: Erase the customer (everything, as `POST /gdpr/erasures` does) with the code sent to their
     pub async fn erase_me(&self, body: &EraseMe) -> Result<Erasure> {
         self.call(reqwest::Method::POST, &"/portal/me/erasure".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<Erasure>| d.data)
@@ -3855,6 +4010,11 @@ impl Client {
     /// `POST /portal/me/export`: An export of everything the workspace holds about the customer (rate class `gdpr_export`);
     pub async fn export_me(&self) -> Result<ExportJob> {
         self.call(reqwest::Method::POST, &"/portal/me/export".to_string(), None::<&()>, None::<&()>).await.map(|d: crate::Data<ExportJob>| d.data)
+    }
+
+    /// `GET /approval-requests/{id}`: One approval request: what the agent asked, the preview of everything it will do, the
+    pub async fn get_approval_request(&self, id: &str) -> Result<ApprovalRequest> {
+        self.call(reqwest::Method::GET, &format!("/approval-requests/{}", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<ApprovalRequest>| d.data)
     }
 
     /// `GET /bookings/{id}`: One booking, with its status history fields.
@@ -3975,6 +4135,16 @@ impl Client {
     /// Every item of `list_api_keys`, page after page (follows `next_cursor`).
     pub fn list_api_keys_all(&self, query: &ListApiKeysQuery) -> impl Stream<Item = Result<ApiKey>> + Send + 'static {
         self.paginate("/workspaces/current/api-keys".to_string(), Some(query))
+    }
+
+    /// `GET /approval-requests`: Restricted keys' writes waiting for a person (or decided), newest first; `state` filters.
+    pub async fn list_approval_requests(&self, query: &ListApprovalRequestsQuery) -> Result<Page<ApprovalRequest>> {
+        self.call(reqwest::Method::GET, &"/approval-requests".to_string(), Some(query), None::<&()>).await
+    }
+
+    /// Every item of `list_approval_requests`, page after page (follows `next_cursor`).
+    pub fn list_approval_requests_all(&self, query: &ListApprovalRequestsQuery) -> impl Stream<Item = Result<ApprovalRequest>> + Send + 'static {
+        self.paginate("/approval-requests".to_string(), Some(query))
     }
 
     /// `GET /bookings`: Bookings, newest first (`order=oldest` for creation order, `order=soonest` by start time),
@@ -4391,6 +4561,8 @@ impl Client {
     #[doc(hidden)]
     pub async fn __get(&self, operation_id: &str, path: &[&str], query: &str) -> Result<Option<()>> {
         Ok(Some(match operation_id {
+            "list_approval_requests" => self.list_approval_requests(&crate::parse_query(query)?).await.map(drop)?,
+            "get_approval_request" => self.get_approval_request(path[0]).await.map(drop)?,
             "list_bookings" => self.list_bookings(&crate::parse_query(query)?).await.map(drop)?,
             "list_resources" => self.list_resources(&crate::parse_query(query)?).await.map(drop)?,
             "get_resource" => self.get_resource(path[0]).await.map(drop)?,
@@ -4448,6 +4620,7 @@ impl Client {
 pub const OPERATIONS: &[&str] = &[
     "add_message",
     "add_note",
+    "approve_request",
     "availability",
     "cancel_booking",
     "cancel_email",
@@ -4483,10 +4656,12 @@ pub const OPERATIONS: &[&str] = &[
     "delete_resource",
     "delete_service",
     "delete_template",
+    "deny_request",
     "erase_me",
     "erasure_code",
     "exchange_session",
     "export_me",
+    "get_approval_request",
     "get_booking",
     "get_channel",
     "get_confirmation",
@@ -4509,6 +4684,7 @@ pub const OPERATIONS: &[&str] = &[
     "get_template",
     "list_activities",
     "list_api_keys",
+    "list_approval_requests",
     "list_bookings",
     "list_capabilities",
     "list_channels",
@@ -4950,5 +5126,18 @@ pub struct ListBookingsQuery {
     pub status: Option<BookingStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// The query of `list_approval_requests`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ListApprovalRequestsQuery {
+    /// `next_cursor` of the previous page, unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Items per page, default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<ApprovalState>,
 }
 

@@ -302,6 +302,20 @@ export class Client {
     /** The body_sha256 of a body as this client sends it (JSON.stringify). */
     bodySha256: async (body: unknown): Promise<string> => hex(await sha256(new TextEncoder().encode(JSON.stringify(body)))),
   };
+
+  /**
+   * Approval requests. A restricted key's 428 with an `Idempotency-Key` records one
+   * (`details[0].meta.approval_request_id`) with a preview of everything the write will do. A
+   * person who may cause the effect themselves approves or denies it; the agent then sends the
+   * same request with the same `idempotencyKey` (no token needed) and it runs once.
+   */
+  readonly approvals = {
+    list: (query?: Query<"/approval-requests">) => this.GET("/approval-requests", { query }),
+    get: (id: string) => this.GET("/approval-requests/{id}", { path: { id } }),
+    approve: (id: string, options?: CallOptions) => this.POST("/approval-requests/{id}/approve", { path: { id }, ...options }),
+    deny: (id: string, body: Body<"/approval-requests/{id}/deny", "post">, options?: CallOptions) =>
+      this.POST("/approval-requests/{id}/deny", { path: { id }, body, ...options }),
+  };
 }
 
 type RawInit = CallOptions & {

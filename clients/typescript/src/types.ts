@@ -4,6 +4,86 @@
  */
 
 export interface paths {
+    "/approval-requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Restricted keys' writes waiting for a person (or decided), newest first; `state` filters. */
+        get: operations["list_approval_requests"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/approval-requests/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One approval request: what the agent asked, the preview of everything it will do, the
+         *     objects it depends on, and the decision.
+         */
+        get: operations["get_approval_request"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/approval-requests/{id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve: a person who may cause the effect themselves (its least scope through their role;
+         *     never a key) mints the confirmation bound to the versions recorded when it was asked. The
+         *     agent's same request (same Idempotency-Key and body) then runs once, without a token. 409
+         *     when it was decided or expired, or (`stale`, naming what changed) when something it depends
+         *     on changed since. Events `approval.approved`, `capability.confirmed`.
+         */
+        post: operations["approve_request"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/approval-requests/{id}/deny": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deny, with a reason: the request never runs (the approver rule of approving applies). Event
+         *     `approval.denied`.
+         */
+        post: operations["deny_request"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/bookings": {
         parameters: {
             query?: never;
@@ -1641,6 +1721,53 @@ export interface components {
             /** @description The full key: present only in the response that created it. */
             secret?: string | null;
         };
+        /** @description A restricted key's write waiting for (or decided by) a person. */
+        ApprovalRequest: {
+            /** @description The key that asked. */
+            api_key_id: string;
+            /** @description The scope an approver must hold themselves (`admin`: an owner or admin of the workspace). */
+            approver_needs: string;
+            /** @description Hex SHA-256 of the exact body. */
+            body_sha256: string;
+            /**
+             * @description Every object the effect depends on, at its version when the request was asked: what
+             *     an approval binds.
+             */
+            bound: components["schemas"]["CapabilityConfirmationBound"][];
+            /** @description The effect (`emails.send`). */
+            capability: string;
+            /** @description Set when `state` is `stale`. */
+            changed?: components["schemas"]["Changed"][];
+            /**
+             * @description The confirmation an approval minted (`GET /capability-confirmations/{id}`: whether and
+             *     by which request it was used).
+             */
+            confirmation_id?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            decided_at?: string | null;
+            /** @description The person (their token's subject) who approved or denied it. */
+            decided_by?: string | null;
+            /** @description What the effect is, in words. */
+            effect: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** @description `apr_...` */
+            id: string;
+            idempotency_key: string;
+            method: string;
+            /** @description Always `approval_request`. */
+            object: string;
+            /** @description Relative to the API base (`/webhooks/wh_...`). */
+            path: string;
+            preview: components["schemas"]["Preview"];
+            /** @description A denial's reason. */
+            reason?: string | null;
+            state: components["schemas"]["ApprovalState"];
+        };
+        /** @enum {string} */
+        ApprovalState: "pending" | "approved" | "denied" | "expired" | "stale";
         Attempt: {
             /**
              * Format: date-time
@@ -1819,6 +1946,11 @@ export interface components {
         };
         /** @enum {string} */
         Category: "security" | "seo" | "performance" | "ai_readiness" | "privacy" | "email";
+        /** @description An object that changed after the request was asked. */
+        Changed: {
+            id: string;
+            object: string;
+        };
         Channel: {
             /** Format: date-time */
             created_at: string;
@@ -2053,10 +2185,11 @@ export interface components {
             /** @description The person, as the approving app names them. */
             approved_by: string;
             /**
-             * @description The exact request body (its SHA-256 must be `body_sha256`). With it, the confirmation
-             *     also binds the contacts and templates the body names and answers what they resolve to
-             *     (`bound`): the address the email goes to, the subject it renders. Objects named by the
-             *     path (the post, the conversation and its contact, the webhook) are bound in any case.
+             * @description The exact request body (its SHA-256 must be `body_sha256`). Required on the routes whose
+             *     bodies name what the effect reaches (`/emails`, `/emails/batch`, `/bookings`,
+             *     `/helpdesk/conversations`, `/portal/sessions`, `/gdpr/erasures`, `/gdpr/exports`): the
+             *     confirmation binds the contacts, templates and services it names and answers what they
+             *     resolve to (`bound`). Objects named by the path are bound in any case.
              */
             body?: string | null;
             /** @description Hex SHA-256 of the exact request body bytes (of the empty body for a DELETE). */
@@ -2289,6 +2422,10 @@ export interface components {
             data: components["schemas"]["ApiKey"];
         };
         /** @description `{"data": T}` */
+        Data_ApprovalRequest: {
+            data: components["schemas"]["ApprovalRequest"];
+        };
+        /** @description `{"data": T}` */
         Data_Availability: {
             data: components["schemas"]["Availability"];
         };
@@ -2496,6 +2633,11 @@ export interface components {
         };
         /** @enum {string} */
         DeliveryStatus: "pending" | "failed" | "succeeded" | "dead";
+        /** @description What a denial says. */
+        DenyApproval: {
+            /** @description Why, for the agent and the audit (1 to 500 characters). */
+            reason: string;
+        };
         DnsRecord: {
             name: string;
             /** @description Always `CNAME` (Easy DKIM). */
@@ -2568,6 +2710,17 @@ export interface components {
             /** @description Always `email_batch`. */
             object: string;
             validation: components["schemas"]["Validation"];
+        };
+        /** @description An email as SES will receive it. */
+        EmailPreview: {
+            bcc: string[];
+            cc: string[];
+            from: string;
+            html?: string | null;
+            reply_to: string[];
+            subject: string;
+            text?: string | null;
+            to: string[];
         };
         /** @enum {string} */
         EmailStatus: "scheduled" | "queued" | "sent" | "delivered" | "bounced" | "complained" | "failed" | "cancelled" | "suppressed";
@@ -2678,7 +2831,7 @@ export interface components {
          * @description An event type, or `<noun>.*` for every type under that noun.
          * @enum {string}
          */
-        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated";
+        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated";
         /** @description A date with other hours than the week says; no intervals = closed. */
         Exception: {
             /**
@@ -2924,6 +3077,12 @@ export interface components {
         /** @description `{"data": [T], "has_more": bool, "next_cursor": string|null}` */
         ListOf_ApiKey: {
             data: components["schemas"]["ApiKey"][];
+            has_more: boolean;
+            next_cursor?: string | null;
+        };
+        /** @description `{"data": [T], "has_more": bool, "next_cursor": string|null}` */
+        ListOf_ApprovalRequest: {
+            data: components["schemas"]["ApprovalRequest"][];
             has_more: boolean;
             next_cursor?: string | null;
         };
@@ -3257,6 +3416,17 @@ export interface components {
         };
         /** @enum {string} */
         PostStatus: "draft" | "scheduled" | "publishing" | "published" | "partially_failed" | "failed";
+        /** @description What the effect will do, rendered when the request was asked. */
+        Preview: {
+            /** @description Every email it sends, as SES will receive it (subject, HTML and text bodies). */
+            emails: components["schemas"]["EmailPreview"][];
+            /** @description Why an email could not be rendered (the request will fail the same way once approved). */
+            problems?: string[];
+            /** @description The request's body as sent, with credentials and secrets shown as `[hidden]`. */
+            request: Record<string, never>;
+            /** @description One line: what happens, to whom. */
+            summary: string;
+        };
         Price: {
             /**
              * Format: int64
@@ -3931,6 +4101,434 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    list_approval_requests: {
+        parameters: {
+            query?: {
+                /** @description Items per page, default 50. */
+                limit?: number;
+                /** @description `next_cursor` of the previous page, unchanged. */
+                cursor?: string;
+                state?: components["schemas"]["ApprovalState"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListOf_ApprovalRequest"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    get_approval_request: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_... */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The object, in data */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ApprovalRequest"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    approve_request: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_... */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The object, in data */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ApprovalRequest"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body above 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body that is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deny_request: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_... */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "Not this customer: they asked us to stop mailing them."
+                 *     }
+                 */
+                "application/json": components["schemas"]["DenyApproval"];
+            };
+        };
+        responses: {
+            /** @description The object, in data */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ApprovalRequest"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body above 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body that is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     list_bookings: {
         parameters: {
             query?: {

@@ -6,6 +6,26 @@ type Json<T> = T extends { content: { "application/json": infer B } } ? B : unde
 
 export async function everyOperation(client: Client): Promise<void> {
   {
+    // list_approval_requests: GET /approval-requests
+    const answer: Json<paths["/approval-requests"]["get"]["responses"][200]> = await client.GET("/approval-requests", { query: {} as NonNullable<paths["/approval-requests"]["get"]["parameters"]["query"]> });
+    void answer;
+  }
+  {
+    // get_approval_request: GET /approval-requests/{id}
+    const answer: Json<paths["/approval-requests/{id}"]["get"]["responses"][200]> = await client.GET("/approval-requests/{id}", { path: {} as paths["/approval-requests/{id}"]["get"]["parameters"]["path"] });
+    void answer;
+  }
+  {
+    // approve_request: POST /approval-requests/{id}/approve
+    const answer: Json<paths["/approval-requests/{id}/approve"]["post"]["responses"][200]> = await client.POST("/approval-requests/{id}/approve", { path: {} as paths["/approval-requests/{id}/approve"]["post"]["parameters"]["path"] });
+    void answer;
+  }
+  {
+    // deny_request: POST /approval-requests/{id}/deny
+    const answer: Json<paths["/approval-requests/{id}/deny"]["post"]["responses"][200]> = await client.POST("/approval-requests/{id}/deny", { path: {} as paths["/approval-requests/{id}/deny"]["post"]["parameters"]["path"], body: {} as Json<NonNullable<paths["/approval-requests/{id}/deny"]["post"]["requestBody"]>> });
+    void answer;
+  }
+  {
     // list_bookings: GET /bookings
     const answer: Json<paths["/bookings"]["get"]["responses"][200]> = await client.GET("/bookings", { query: {} as NonNullable<paths["/bookings"]["get"]["parameters"]["query"]> });
     void answer;

@@ -102,8 +102,8 @@ pub fn rules() -> Vec<Rule> {
     .concat()
 }
 
-/// The shared mechanisms' copies of data: idempotent replays, outbox events, and the
-/// previews people approved (the audit of a confirmation stays, what it showed goes).
+/// The shared mechanisms' copies of data: idempotent replays, outbox events, approval
+/// requests, and the previews people approved (the audit of a confirmation stays, what it showed goes).
 const PLATFORM: &[Rule] = &[
     Rule { kind: keys::IDEMPOTENCY, area: "platform", find: Find::Mentions, export: false, erase: Erase::Delete },
     Rule {
@@ -113,6 +113,9 @@ const PLATFORM: &[Rule] = &[
         export: true,
         erase: Erase::Remove(&["preview_summary", "bound"]),
     },
+    // What an agent asked to do to a person (the preview names them): the request goes with them
+    // (an agent that sends it again asks anew).
+    Rule { kind: keys::APPROVAL_REQUEST, area: "approval_requests", find: Find::Mentions, export: true, erase: Erase::Delete },
     Rule {
         kind: keys::OUTBOX_EVENT,
         area: "platform",

@@ -12,7 +12,6 @@ use domain::gdpr::jobs::{JobError, JobStatus};
 use domain::gdpr::{ErasureId, ExportId, SubjectRef};
 use domain::keys;
 use serde::Deserialize;
-use shared::auth::Scope;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
 
@@ -121,10 +120,11 @@ pub async fn list_exports(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn get_export(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ExportId = req.path_id("id")?;
     let mut job = export::load(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("export"))?;
-    // The link only to whoever could have made the export: admin for the workspace's.
+    // The link only to whoever could have made the export on their own: the scope, and no
+    // person's confirmation needed for it (a restricted key sees the job, never the link).
     let may_create = match job.scope {
-        ExportScope::Workspace => req.principal.scopes.contains(&Scope::Admin),
-        ExportScope::Subject => req.principal.scopes.contains(&Scope::Write),
+        ExportScope::Workspace => fx::ExportWorkspace::INFO.held_by(&req.principal),
+        ExportScope::Subject => fx::ExportSubject::INFO.held_by(&req.principal),
     };
     if !may_create {
         job.download_url = None;

@@ -1,4 +1,4 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::lambda::run_area(scans::routes()).await
+    shared::lambda::run_area(scans::routes(), &domain::approvals::DESK).await
 }

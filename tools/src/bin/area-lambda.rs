@@ -10,5 +10,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .find(|(name, _)| *name == area)
         .map(|(_, routes)| routes)
         .ok_or_else(|| format!("AREA={area:?} names no area function"))?;
-    shared::lambda::run_area(routes).await
+    shared::lambda::run_area(routes, &domain::approvals::DESK).await
 }

@@ -1,0 +1,105 @@
+//! Approval requests, the pipeline's side (docs/authority.md). When a restricted API key's
+//! request reaches a confirmable effect without a token, the pipeline asks the [`Desk`] (the
+//! domain's approval requests, installed by each function's `main`) to record the request with
+//! a preview of what it will do, and names it in the 428. Once a person approved it, the same
+//! request again (same key, method, path, body and Idempotency-Key) finds the approval through
+//! one look-up item and consumes the confirmation the approval minted, with no token to carry:
+//! the look-up is keyed by a hash of everything the approval binds, so no other request finds it.
+
+use crate::app::App;
+use crate::auth::{Credential, Principal};
+use crate::error::ApiError;
+use crate::keys::APPROVAL_LOOKUP;
+use crate::store::{get_str, ws_pk};
+use futures_util::future::BoxFuture;
+use std::sync::OnceLock;
+
+/// The request a person is asked to approve, as the pipeline saw it.
+pub struct Asked<'a> {
+    /// The capability the 428 names (the first the credential is restricted for).
+    pub capability: &'static str,
+    pub method: &'a str,
+    /// From the root noun on (`/webhooks/wh_1`).
+    pub path: &'a str,
+    pub idempotency_key: &'a str,
+    pub body: &'a [u8],
+}
+
+/// The stored approval request the 428 names.
+pub struct Requested {
+    pub id: String,
+    /// `pending`, `approved`, `denied`, `expired` or `stale`.
+    pub state: String,
+}
+
+/// Records approval requests (the domain's `approvals::DESK`).
+pub trait Desk: Send + Sync {
+    fn request<'a>(&'a self, app: &'a App, principal: &'a Principal, asked: Asked<'a>) -> BoxFuture<'a, Result<Requested, ApiError>>;
+}
+
+static DESK: OnceLock<&'static dyn Desk> = OnceLock::new();
+
+/// Install the process's desk (each API function's `main` does, through `lambda::run_area`;
+/// the local gateway does at start). Without one, a 428 names no approval request.
+pub fn install(desk: &'static dyn Desk) {
+    let _ = DESK.set(desk);
+}
+
+pub(crate) fn desk() -> Option<&'static dyn Desk> {
+    DESK.get().copied()
+}
+
+/// The sort key of the look-up for one exact request of one key: everything an approval binds
+/// is in the hash, so a request that differs in any of it finds nothing.
+pub fn lookup_sk(key_id: &str, method: &str, path: &str, idempotency_key: &str, body_sha256: &str) -> String {
+    let joined = [key_id, method, path, idempotency_key, body_sha256].join("\n");
+    APPROVAL_LOOKUP.sk(&[&crate::crypto::sha256_hex(joined.as_bytes())])
+}
+
+/// What a look-up item says once a person approved: the confirmation to consume and the
+/// approval request that minted it.
+pub struct Approved {
+    pub confirmation_id: String,
+    pub approval_request_id: String,
+}
+
+/// The approval of this exact request, if a person gave one (one GetItem). Only API keys are
+/// ever restricted, so only they have approvals.
+pub(crate) async fn approved(app: &App, principal: &Principal, asked: &Asked<'_>) -> Result<Option<Approved>, ApiError> {
+    let (Credential::ApiKey { key_id }, Some(ws)) = (&principal.credential, &principal.workspace_id) else { return Ok(None) };
+    let body_sha256 = crate::crypto::sha256_hex(asked.body);
+    let sk = lookup_sk(key_id, asked.method, asked.path, asked.idempotency_key, &body_sha256);
+    let Some(item) = app.db.get(&ws_pk(ws), &sk).await? else { return Ok(None) };
+    Ok(match (get_str(&item, "confirmation_id"), get_str(&item, "approval_request_id")) {
+        (Some(c), Some(a)) => Some(Approved { confirmation_id: c.to_string(), approval_request_id: a.to_string() }),
+        _ => None,
+    })
+}
+
+/// A `428 CONFIRMATION_REQUIRED` with reason `missing` for a request with an Idempotency-Key:
+/// recorded as an approval request (or the one already recorded for it), named in the answer's
+/// `meta` (`approval_request_id`, `approval_state`). A failure to record leaves the 428 as it was.
+pub(crate) async fn annotate(app: &App, principal: &Principal, asked: Asked<'_>, mut e: ApiError) -> ApiError {
+    let Some(desk) = desk() else { return e };
+    match desk.request(app, principal, asked).await {
+        Ok(r) => {
+            if let Some(meta) = e.details.first_mut().and_then(|d| d.meta.as_mut()) {
+                meta["approval_request_id"] = r.id.clone().into();
+                meta["approval_state"] = r.state.clone().into();
+            }
+            e.message = match r.state.as_str() {
+                "pending" => format!(
+                    "this credential needs a person's approval for this write: approval request {} waits for them \
+                     (GET /approval-requests/{}); send the same request with the same Idempotency-Key once it is approved",
+                    r.id, r.id
+                ),
+                state => format!("approval request {} for this write is {state}; a new Idempotency-Key asks again", r.id),
+            };
+            e
+        }
+        Err(err) => {
+            tracing::warn!(error = %err.message, "could not record an approval request");
+            e
+        }
+    }
+}
