@@ -179,8 +179,24 @@ pub use capabilities::may_approve;
 
 // ---------- asking ----------
 
-/// Record the approval request of a 428 (or answer the one recorded for this exact request).
+/// The hosted page of an approval request (`functions/capabilities/src/pages`).
+pub fn page_url(origin: &str, slug: &str, id: &str) -> String {
+    format!("{}/approvals/{slug}/requests/{id}", origin.trim_end_matches('/'))
+}
+
+/// Record the approval request of a 428 (or answer the one recorded for this exact request),
+/// with the address of its page.
 async fn request(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult<Requested> {
+    let origin = asked.origin.map(String::from);
+    let mut r = record(app, principal, asked).await?;
+    if let (Some(origin), Some(ws)) = (origin, &principal.workspace_id) {
+        let (w, _) = crate::workspaces::load(app, ws).await?;
+        r.url = Some(page_url(&origin, &w.slug, &r.id));
+    }
+    Ok(r)
+}
+
+async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult<Requested> {
     let (Credential::ApiKey { key_id }, Some(ws)) = (&principal.credential, &principal.workspace_id) else {
         return Err(ApiError::internal("only API keys are restricted"));
     };
@@ -191,10 +207,17 @@ async fn request(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResul
     if let Some(l) = app.db.get(&pk, &lookup).await? {
         let id = get_str(&l, "approval_request_id").unwrap_or_default().to_string();
         match app.db.get(&pk, &APPROVAL_REQUEST.sk(&[&id])).await? {
-            Some(item) if state_of(&item) != ApprovalState::Expired => return Ok(Requested { id, state: state_of(&item).as_str().into() }),
+            Some(item) if state_of(&item) != ApprovalState::Expired => {
+                return Ok(Requested { id, state: state_of(&item).as_str().into(), url: None });
+            }
             // Expired (or erased): this request asks again.
             _ => replaces = Some(id),
         }
+    }
+    // Ids never need escaping; an escaped one would name the object differently from the route
+    // that decodes it, and bind nothing (as minting directly refuses).
+    if asked.path.contains('%') {
+        return Err(ApiError::validation("path", "percent-escaped paths are not approved; send the id as it is"));
     }
     let capability = capabilities::routes_of(asked.capability)
         .find(|c| c.method == asked.method && capabilities::path_fits(&c.path, asked.path))
@@ -252,11 +275,11 @@ async fn request(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResul
         .commit(app)
         .await;
     match committed {
-        Ok(()) => Ok(Requested { id: id.to_string(), state: "pending".into() }),
+        Ok(()) => Ok(Requested { id: id.to_string(), state: "pending".into(), url: None }),
         // The same request asked at the same moment: the other one's request is this one's.
         Err(TxError::Condition(1)) => {
             let l = app.db.get(&pk, &lookup).await?.ok_or_else(|| ApiError::conflict("retry"))?;
-            Ok(Requested { id: get_str(&l, "approval_request_id").unwrap_or_default().into(), state: "pending".into() })
+            Ok(Requested { id: get_str(&l, "approval_request_id").unwrap_or_default().into(), state: "pending".into(), url: None })
         }
         Err(e) => Err(e.stale()),
     }
@@ -270,6 +293,17 @@ fn event_body(r: &ApprovalRequest) -> serde_json::Value {
         "summary": r.preview.summary, "created_at": r.created_at, "expires_at": r.expires_at,
         "decided_at": r.decided_at, "decided_by": r.decided_by, "reason": r.reason,
     })
+}
+
+/// Levels of a request body a preview shows as JSON.
+const MAX_SHOWN_DEPTH: usize = 16;
+
+fn depth(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Object(m) => 1 + m.values().map(depth).max().unwrap_or(0),
+        serde_json::Value::Array(l) => 1 + l.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// Keys whose values a preview never shows: a channel's credentials, a webhook's secret.
@@ -299,12 +333,21 @@ async fn preview(
     body: Option<&serde_json::Value>,
     bound: &[(Bound, String)],
 ) -> Preview {
-    let mut out = Preview { request: body.map(redact).unwrap_or(serde_json::Value::Null), ..Default::default() };
     let entries: Vec<serde_json::Value> = match (pattern, body) {
         ("/emails", Some(b)) => vec![b.clone()],
         ("/emails/batch", Some(b)) => b.get("emails").and_then(|e| e.as_array()).cloned().unwrap_or_default(),
         _ => vec![],
     };
+    // An email's preview is the email as rendered (an erased recipient already replaced); its
+    // raw body would keep what the rendering left out. A body deeper than a person reads is
+    // shown as its text, so reading the request back never meets serde's depth limit.
+    let request = match body {
+        _ if !entries.is_empty() => serde_json::Value::Null,
+        Some(b) if depth(b) > MAX_SHOWN_DEPTH => serde_json::Value::String("(nested too deeply to show)".into()),
+        Some(b) => redact(b),
+        None => serde_json::Value::Null,
+    };
+    let mut out = Preview { request, ..Default::default() };
     for (i, e) in entries.into_iter().enumerate() {
         let built = match serde_json::from_value::<crate::emails::compose::SendEmail>(e) {
             Ok(input) => Box::pin(crate::emails::compose::build_one(app, ws, input, chrono::Utc::now())).await,
@@ -393,6 +436,20 @@ async fn load_item(app: &App, ws: &WorkspaceId, id: &ApprovalRequestId) -> ApiRe
     app.db.get(&ws_pk(ws), &APPROVAL_REQUEST.sk(&[id.as_str()])).await?.ok_or_else(|| ApiError::not_found("approval request"))
 }
 
+/// An erasure of someone an approval request names: the request and its look-up go, so its
+/// approval (if any) can never run, and the agent's same request asks anew.
+pub async fn erase(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()> {
+    let pk = ws_pk(ws);
+    if let Some(d) = get_str(&item, "doc").and_then(|j| serde_json::from_str::<Doc>(j).ok()) {
+        let lookup = shared::approvals::lookup_sk(&d.api_key_id, &d.method, &d.path, &d.idempotency_key, &d.body_sha256);
+        app.db.delete(&pk, &lookup).await?;
+    }
+    if let Some(sk) = get_str(&item, "sk") {
+        app.db.delete(&pk, sk).await?;
+    }
+    Ok(())
+}
+
 pub async fn load(app: &App, ws: &WorkspaceId, id: &ApprovalRequestId) -> ApiResult<ApprovalRequest> {
     from_item(&load_item(app, ws, id).await?)
 }
@@ -418,7 +475,13 @@ pub async fn list(
         Some(other) => spec.filter("approval_state = :s", vec![(":s", s(other.as_str()))]),
     };
     let out = app.db.query_page(spec).await?;
-    let items = out.items.iter().filter(|i| get_str(i, "doc").is_some()).map(from_item).collect::<ApiResult<Vec<_>>>()?;
+    // One unreadable item (none should be) costs its row, not the page.
+    let items = out
+        .items
+        .iter()
+        .filter(|i| get_str(i, "doc").is_some())
+        .filter_map(|i| from_item(i).inspect_err(|e| tracing::error!(error = %e.message, "unreadable approval request")).ok())
+        .collect();
     Ok((items, out.next_after))
 }
 

@@ -208,9 +208,11 @@ pub fn item(ws: &WorkspaceId, c: &Confirmation, bound: &[(Bound, String)], token
 
 /// The objects whose state decides the effect of the confirmed request, each with its sort key:
 /// the object the path names (the post to publish, the webhook to change, the conversation to
-/// reply in and its contact, the booking to confirm with its contact, service and templates),
-/// and, when the approving app sends the body, the contacts (`contact_id`, `subject.contact_id`)
-/// and templates it names (for each email of a batch). An object that does not exist is bound
+/// reply in and its contact, the booking to confirm with its contact, service, resource and
+/// templates), and what the body names: contacts (`contact_id`, `subject.contact_id`, the owner
+/// of `subject.email` or that nobody owns it), services, resources and templates (for each
+/// email of a batch). `path` is the request's path as routed: without percent-escapes (a
+/// caller refuses them, as an escaped id would name nothing here and bind nothing). An object that does not exist is bound
 /// as absent: creating it before the token is used makes the approval stale too.
 pub async fn bind(
     app: &shared::App,
@@ -242,9 +244,11 @@ pub async fn bind(
             // template. The booking itself is not bound: confirming it is the write that
             // changes it (and its times change only by a reschedule, itself an effect).
             if let Some(b) = app.db.get(&ws_pk(ws), &bookings::booking_sk(id)).await? {
-                let (c, s) = (contact(&b), text(&b, "service_id"));
+                let (c, s, r) = (contact(&b), text(&b, "service_id"), text(&b, "resource_id"));
                 out.add("contact", &c, contacts::contact_sk(&c), |i| text(i, "email")).await?;
                 out.booking_service(&s).await?;
+                // The notice names the resource and shows times in its zone.
+                out.add("resource", &r, bookings::resource_sk(&r), |i| text(i, "name")).await?;
             }
         }
         "helpdesk" => {
@@ -270,8 +274,18 @@ pub async fn bind(
                 out.add("contact", c, contacts::contact_sk(c), |i| text(i, "email")).await?;
             }
         }
+        // A subject named by address is whoever owns the address when the effect runs: bind the
+        // owner at its version, or that nobody owns it (a contact taking it makes it stale).
+        if let Some(addr) =
+            e.get("subject").and_then(|s| s.get("email")).and_then(|a| a.as_str()).and_then(shared::validate::normalise_email)
+        {
+            out.address(&addr).await?;
+        }
         if let Some(svc) = e.get("service_id").and_then(|c| c.as_str()).filter(|s| shared::ids::is_valid("svc", s)) {
             out.booking_service(svc).await?;
+        }
+        if let Some(r) = e.get("resource_id").and_then(|c| c.as_str()).filter(|s| shared::ids::is_valid("res", s)) {
+            out.add("resource", r, crate::bookings::resource_sk(r), |i| text(i, "name")).await?;
         }
         if let Some(slug) = e.get("template_slug").and_then(|c| c.as_str()).filter(|s| emails::templates::valid_slug(s)) {
             let vars = e.get("variables").and_then(|v| v.as_object()).cloned().unwrap_or_default();
@@ -303,6 +317,27 @@ impl Bindings<'_> {
         self.add("service", service, crate::bookings::service_sk(service), |i| text(i, "name")).await?;
         for slug in ["booking_confirmation", "booking_reminder"] {
             self.add("email_template", slug, crate::keys::EMAIL_TEMPLATE.sk(&[slug]), |i| text(i, "subject")).await?;
+        }
+        Ok(())
+    }
+
+    /// The contact that owns an address, at its version; or, when none does, the address's
+    /// claim as absent.
+    async fn address(&mut self, addr: &str) -> ApiResult<()> {
+        let claim = crate::contacts::email_sk(addr);
+        match self.app.db.get(&ws_pk(self.ws), &claim).await?.and_then(|i| get_str(&i, "contact_id").map(String::from)) {
+            Some(owner) => {
+                self.add("contact", &owner, crate::contacts::contact_sk(&owner), |i| text(i, "email")).await?;
+            }
+            None if !self.bound.iter().any(|(_, k)| *k == claim) => {
+                if self.bound.len() == MAX_BOUND {
+                    return Err(ApiError::validation("body", format!("the request names more than {MAX_BOUND} objects to bind")));
+                }
+                let b =
+                    Bound { object: "email_address".into(), id: addr.into(), version: 0, preview: "(no contact has this address)".into() };
+                self.bound.push((b, claim));
+            }
+            None => {}
         }
         Ok(())
     }

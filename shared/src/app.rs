@@ -23,6 +23,8 @@ pub struct App {
     /// API key look-ups this container trusts for `cfg.api_key_cache_secs`.
     pub keys: crate::auth::KeyCache,
     pub jwt: Option<JwtVerifier>,
+    /// The approval pages' sign-in at the same provider (`crate::oidc`), when configured.
+    pub pages_sign_in: Option<crate::oidc::Provider>,
     platform: OnceCell<PlatformSecret>,
     /// When reading the platform secret last failed: the requests queued behind that read
     /// answer 503 at once instead of each trying again in turn (each up to the budget).
@@ -155,6 +157,8 @@ impl App {
         let ddb_conf = ddb_conf.build();
         let dependency = std::time::Duration::from_millis(cfg.timeouts.dependency_ms);
         let jwt = cfg.oauth.as_ref().map(|o| JwtVerifier::new(o, cfg.webhooks.url_policy, dependency)).transpose()?;
+        let pages_sign_in =
+            cfg.oauth.as_ref().map(|o| crate::oidc::Provider::new(o, cfg.webhooks.url_policy, dependency)).transpose()?.flatten();
         Ok(Self {
             db: Db { client: aws_sdk_dynamodb::Client::from_conf(ddb_conf), table: cfg.table.clone() },
             sdk: sdk.clone(),
@@ -162,6 +166,7 @@ impl App {
             limiter: RateLimiter::new(cfg.limits.clone()),
             keys: crate::auth::KeyCache::new(std::time::Duration::from_secs(cfg.api_key_cache_secs)),
             jwt,
+            pages_sign_in,
             platform: OnceCell::new(),
             platform_failed: std::sync::Mutex::new(None),
             cfg,

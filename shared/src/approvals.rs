@@ -23,6 +23,9 @@ pub struct Asked<'a> {
     pub path: &'a str,
     pub idempotency_key: &'a str,
     pub body: &'a [u8],
+    /// Where the hosted pages are served (`crate::request::pages_origin`), for the page that
+    /// shows the request to a person.
+    pub origin: Option<&'a str>,
 }
 
 /// The stored approval request the 428 names.
@@ -30,6 +33,8 @@ pub struct Requested {
     pub id: String,
     /// `pending`, `approved`, `denied`, `expired` or `stale`.
     pub state: String,
+    /// The hosted page where a person sees and answers it.
+    pub url: Option<String>,
 }
 
 /// Records approval requests (the domain's `approvals::DESK`).
@@ -78,7 +83,7 @@ pub(crate) async fn approved(app: &App, principal: &Principal, asked: &Asked<'_>
 
 /// A `428 CONFIRMATION_REQUIRED` with reason `missing` for a request with an Idempotency-Key:
 /// recorded as an approval request (or the one already recorded for it), named in the answer's
-/// `meta` (`approval_request_id`, `approval_state`). A failure to record leaves the 428 as it was.
+/// `meta` (`approval_request_id`, `approval_state`, `approval_url`). A failure to record leaves the 428 as it was.
 pub(crate) async fn annotate(app: &App, principal: &Principal, asked: Asked<'_>, mut e: ApiError) -> ApiError {
     let Some(desk) = desk() else { return e };
     match desk.request(app, principal, asked).await {
@@ -86,6 +91,9 @@ pub(crate) async fn annotate(app: &App, principal: &Principal, asked: Asked<'_>,
             if let Some(meta) = e.details.first_mut().and_then(|d| d.meta.as_mut()) {
                 meta["approval_request_id"] = r.id.clone().into();
                 meta["approval_state"] = r.state.clone().into();
+                if let Some(url) = &r.url {
+                    meta["approval_url"] = url.clone().into();
+                }
             }
             e.message = match r.state.as_str() {
                 "pending" => format!(
@@ -93,6 +101,8 @@ pub(crate) async fn annotate(app: &App, principal: &Principal, asked: Asked<'_>,
                      (GET /approval-requests/{}); send the same request with the same Idempotency-Key once it is approved",
                     r.id, r.id
                 ),
+                // Approved between this request's look-up and its effect: the next one runs.
+                "approved" => format!("approval request {} was approved: send the same request again", r.id),
                 state => format!("approval request {} for this write is {state}; a new Idempotency-Key asks again", r.id),
             };
             e

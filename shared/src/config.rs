@@ -219,6 +219,10 @@ pub struct OAuthConfig {
     /// A token with an unknown key id refreshes the keys at most this often
     /// (`OAUTH_JWKS_MIN_REFRESH_SECS`, default 60).
     pub min_refresh_secs: u64,
+    /// The approval pages' client at the provider (`OAUTH_PAGES_CLIENT_ID`): a public client
+    /// using PKCE, whose one redirect URI is `<pages origin>/approvals/callback`. Without it the
+    /// pages say sign-in is not set up; the API is unaffected.
+    pub pages_client_id: Option<String>,
 }
 
 /// Where the identity provider's signing keys come from.
@@ -261,7 +265,7 @@ impl Config {
                     Some(v) => v.parse().map_err(|_| "OAUTH_JWKS_MIN_REFRESH_SECS: seconds".to_string())?,
                     None => 60,
                 };
-                Some(OAuthConfig { issuer, audience, jwks, min_refresh_secs })
+                Some(OAuthConfig { issuer, audience, jwks, min_refresh_secs, pages_client_id: vars("OAUTH_PAGES_CLIENT_ID") })
             }
             _ => None,
         };

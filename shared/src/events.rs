@@ -20,10 +20,10 @@ pub(crate) fn outbox_shard_pk(shard: u32) -> String {
 /// are validated against this list (exact types, or `<noun>.*` wildcards).
 pub const EVENT_TYPES: &[&str] = &[
     "api_key.created",
+    "api_key.revoked",
     "approval.approved",
     "approval.denied",
     "approval.requested",
-    "api_key.revoked",
     "booking.cancelled",
     "booking.completed",
     "booking.confirmed",

@@ -151,6 +151,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
         body.clone(),
     );
     let pages_origin = crate::request::pages_origin(app, &parts);
+    let origin = pages_origin.clone();
     let req = Req {
         pages_origin,
         grant,
@@ -188,6 +189,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
                 path: &relative_path,
                 idempotency_key: idempotency_key.as_deref().unwrap_or_default(),
                 body: &body,
+                origin: origin.as_deref(),
             };
             Err(crate::approvals::annotate(app, &asker, asked, e).await)
         }
@@ -282,8 +284,14 @@ impl Idempotency {
         let confirm = match (restricted.first().copied(), header(crate::confirmation::HEADER), key) {
             (Some(capability), Some(token), _) => Some((capability, crate::confirmation::Proof::Token(token))),
             (Some(capability), None, Some(key)) => {
-                let asked =
-                    crate::approvals::Asked { capability, method: parts.method.as_str(), path: relative_path, idempotency_key: key, body };
+                let asked = crate::approvals::Asked {
+                    capability,
+                    method: parts.method.as_str(),
+                    path: relative_path,
+                    idempotency_key: key,
+                    body,
+                    origin: None,
+                };
                 crate::approvals::approved(app, principal, &asked).await?.map(|a| {
                     let proof = crate::confirmation::Proof::Approval {
                         confirmation_id: a.confirmation_id,

@@ -38,7 +38,7 @@ pub async fn serve(
 ) -> crate::http::Response {
     match site {
         // Boxed, each: the two pipelines' futures side by side make one deep frame.
-        Some(site) if req.uri().path().starts_with("/p/") => Box::pin(crate::web::serve(app, site, req)).await,
+        Some(site) if req.uri().path().starts_with(site.prefix) => Box::pin(crate::web::serve(app, site, req)).await,
         _ => Box::pin(crate::http::serve(app, routes, req)).await,
     }
 }

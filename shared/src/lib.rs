@@ -8,7 +8,7 @@
 //! 2. data: `store` (the table: [`store::Db`], records, queries, transactions)
 //! 3. `events` (what an event is; its outbox item)
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
-//!    `config`, `auth`, `idempotency`, `ratelimit`
+//!    `config`, `auth`, `idempotency`, `ratelimit`, `oauth` and `oidc` (a person's tokens)
 //! 5. `app`: the per-container state holding the clients and the above
 //! 6. built on `App`: `authority` (the proof an effect demands), `outbox` (transactions with events, publishing, sweep), `worker`,
 //!    `request` (what handlers receive and return), `confirmation` (capability tokens
@@ -40,6 +40,7 @@ pub mod auth;
 pub mod config;
 pub mod idempotency;
 pub mod oauth;
+pub mod oidc;
 pub mod ratelimit;
 // 5. container state
 pub mod app;

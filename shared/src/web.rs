@@ -1,13 +1,18 @@
-//! The pipeline of the customer portal's web pages (`/p/<workspace slug>/...`), beside the JSON
-//! one of `crate::http`: the same stages for a browser. Route -> workspace by its slug ->
-//! session from the `portal_session` cookie (only the workspace's own) -> rate limit -> form
-//! body and its CSRF token -> [`Grant`] -> handler -> HTML with the security headers. A page
-//! handler reaches effects only through the grant, as an API handler does.
+//! The pipeline of the hosted web pages, beside the JSON one of `crate::http`: the same stages
+//! for a browser. Two sites use it: the customer portal (`/p/<workspace slug>/...`, customers'
+//! sessions) and the approval pages (`/approvals/<workspace slug>/...`, people of the workspace
+//! signed in with the workspace's OpenID provider). Route -> workspace by its slug -> session
+//! from the site's cookie (a portal session of this workspace only; a person's access token,
+//! verified as the API verifies it, of a member of this workspace) -> rate limit -> form body
+//! and its CSRF token -> [`Grant`] -> handler -> HTML with the security headers. A page handler
+//! reaches effects only through the grant, as an API handler does.
 //!
 //! Why each defence:
-//! - Cookies are `HttpOnly; Secure; SameSite=Lax` and scoped to `/p/<slug>`, so a script cannot
-//!   read them, other sites' forms do not carry them, and another workspace's pages never get
-//!   them (a session of another workspace that arrives anyway counts as none).
+//! - Cookies are `HttpOnly; Secure; SameSite=Lax` and scoped to `/p/<slug>` (a portal session
+//!   belongs to one workspace) or `/approvals` (a person's sign-in serves every workspace they
+//!   are a member of, each checked on every page), so a script cannot read them, other sites'
+//!   forms do not carry them, and another workspace's portal never gets them (a session of
+//!   another workspace that arrives anyway counts as none).
 //! - Every form carries a token: HMAC of the browser's `portal_csrf` cookie and its session,
 //!   under a key derived from the platform secret. A post without it, with another one, or from
 //!   another site (`Sec-Fetch-Site: cross-site`) is refused with 403 before the handler runs.
@@ -29,6 +34,10 @@ use std::time::Instant;
 use tracing::Instrument;
 
 pub const SESSION_COOKIE: &str = "portal_session";
+/// The approval pages' session: a person's access token, sealed under the platform's key.
+pub const PERSON_COOKIE: &str = "approver_session";
+/// What the person cookie's seal is bound to.
+pub const PERSON_COOKIE_AAD: &str = "approvals/session";
 pub const CSRF_COOKIE: &str = "portal_csrf";
 /// The form field that carries the CSRF token.
 pub const CSRF_FIELD: &str = "csrf";
@@ -42,7 +51,7 @@ pub type Response = http::Response<Body>;
 
 pub type PageHandler = for<'a> fn(&'a App, Visit) -> BoxFuture<'a, ApiResult<View>>;
 
-/// One page: a method and a path under `/p/<slug>` (`/bookings/{id}/cancel`).
+/// One page: a method and a path under the site's `<prefix><slug>` (`/bookings/{id}/cancel`).
 pub struct Page {
     pub method: Method,
     pub path: &'static str,
@@ -56,6 +65,27 @@ pub struct Page {
     pub handler: PageHandler,
 }
 
+/// A page of a site, declared in one line: `page!(POST "/bookings/{id}/cancel" =>
+/// bookings::cancel, signed_in = true, effects = &[...], class = Class::...)`.
+#[macro_export]
+macro_rules! page {
+    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)? $(, class = $class:expr)?) => {
+        $crate::web::Page {
+            method: $crate::reexports::http::Method::$method,
+            path: $path,
+            signed_in: false $(|| $signed)?,
+            class: { #[allow(unused_mut, unused_assignments)] let mut c: Option<$crate::ratelimit::Class> = None; $( c = Some($class); )? c },
+            effects: { #[allow(unused_mut, unused_assignments)] let mut e: &'static [$crate::authority::EffectInfo] = &[]; $( e = $effects; )? e },
+            handler: {
+                fn handle<'a>(app: &'a $crate::App, v: $crate::web::Visit) -> $crate::reexports::BoxFuture<'a, $crate::ApiResult<$crate::web::View>> {
+                    Box::pin($handler(app, v))
+                }
+                handle as $crate::web::PageHandler
+            },
+        }
+    };
+}
+
 /// An error as the site shows it.
 pub struct Failure<'a> {
     pub status: StatusCode,
@@ -65,8 +95,27 @@ pub struct Failure<'a> {
     pub accept_language: Option<&'a str>,
 }
 
+/// Who signs in to a site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sessions {
+    /// A customer: the `portal_session` cookie, a portal session of this workspace.
+    Portal,
+    /// A person of the workspace: [`PERSON_COOKIE`], their access token sealed, verified and
+    /// checked for membership on every page, as the API checks a bearer token.
+    Person,
+}
+
 /// The pages of one site and what the pipeline needs from it.
 pub struct Site {
+    /// `/p/` or `/approvals/`: the workspace's slug follows.
+    pub prefix: &'static str,
+    pub sessions: Sessions,
+    /// Where the site's cookies are sent: `None` for the workspace's own pages
+    /// (`<prefix><slug>`), or one path for the whole site.
+    pub cookie_path: Option<&'static str>,
+    /// Pages outside any workspace, at `<prefix><path>` (an OpenID provider's one callback).
+    /// They have no session and reach no effect; their `Visit::ws` is empty.
+    pub root: &'static [Page],
     pub pages: &'static [Page],
     pub resolve: for<'a> fn(&'a App, &'a str) -> BoxFuture<'a, ApiResult<Option<WorkspaceId>>>,
     pub failure: fn(&Failure<'_>) -> String,
@@ -78,8 +127,14 @@ pub struct Visit {
     pub slug: String,
     /// `/p/<slug>`: every link and form of the page starts with it.
     pub base: String,
-    /// The session token and its contact, when signed in to this workspace.
+    /// The session token and its contact, when signed in to this workspace (a person's site:
+    /// the sealed cookie and the person's subject).
     pub session: Option<(String, String)>,
+    /// A person's site: who is signed in, as the API would authenticate their token for this
+    /// workspace (scopes capped by their role).
+    pub person: Option<Principal>,
+    /// Where this visit's cookies are sent.
+    pub cookie_path: String,
     pub params: Vec<(&'static str, String)>,
     pub query: Vec<(String, String)>,
     pub form: Vec<(String, String)>,
@@ -119,7 +174,7 @@ impl Visit {
     /// A `Set-Cookie` for this site: `HttpOnly; Secure; SameSite=Lax`, scoped to its pages;
     /// `max_age` 0 removes it.
     pub fn set_cookie(&self, name: &str, value: &str, max_age: i64) -> String {
-        set_cookie(&self.base, name, value, max_age)
+        set_cookie(&self.cookie_path, name, value, max_age)
     }
 }
 
@@ -254,7 +309,7 @@ pub async fn serve(app: &App, site: &Site, req: http::Request<Body>) -> Response
         let status = resp.status().as_u16();
         let duration_ms = started.elapsed().as_millis() as u64;
         tracing::info!(status, ddb_calls, duration_ms, "page done");
-        crate::metrics::request("PAGE /p/{slug}", status, duration_ms, ddb_calls);
+        crate::metrics::request(&format!("PAGE {}{{slug}}", site.prefix), status, duration_ms, ddb_calls);
         resp
     }
     .instrument(span)
@@ -264,21 +319,73 @@ pub async fn serve(app: &App, site: &Site, req: http::Request<Body>) -> Response
 /// The stages; answers the view (or why not) and the site's base once the slug is known.
 async fn visit(app: &App, site: &Site, req: http::Request<Body>) -> (ApiResult<View>, Option<String>) {
     let (parts, body) = req.into_parts();
-    let Some(after) = parts.uri.path().strip_prefix("/p/") else { return (Err(ApiError::not_found("page")), None) };
-    let (slug, rest) = after.split_once('/').map_or((after, None), |(s, r)| (s, Some(r)));
+    let Some(after) = parts.uri.path().strip_prefix(site.prefix) else { return (Err(ApiError::not_found("page")), None) };
+    let after = after.to_string();
+    if let Ok((page, _)) = find(site.root, &parts.method, &format!("/{after}")) {
+        let base = site.prefix.trim_end_matches('/').to_string();
+        return (root(app, site, page, parts, base.clone()).await, Some(base));
+    }
+    let (slug, rest) = after.split_once('/').map_or((after.as_str(), None), |(s, r)| (s, Some(r)));
     let slug = slug.to_string();
     let Some(rest) = rest.map(|r| format!("/{r}")) else {
-        // `/p/<slug>` without its slash: the pages' relative links need the folder.
-        return (Ok(View::redirect(format!("/p/{slug}/"))), None);
+        // `<prefix><slug>` without its slash: the pages' relative links need the folder.
+        return (Ok(View::redirect(format!("{}{slug}/", site.prefix))), None);
     };
     let ws = match (site.resolve)(app, &slug).await {
         Ok(Some(ws)) => ws,
-        Ok(None) => return (Err(ApiError::not_found("portal")), None),
+        Ok(None) => return (Err(ApiError::not_found("workspace pages")), None),
         Err(e) => return (Err(e), None),
     };
-    let base = format!("/p/{slug}");
+    let base = format!("{}{slug}", site.prefix);
     let out = stages(app, site, parts, body, ws, slug, &rest).await;
     (out, Some(base))
+}
+
+/// A page outside any workspace: rate limited per network address, no session, no form, no
+/// effect.
+async fn root(app: &App, site: &Site, page: &Page, parts: http::request::Parts, base: String) -> ApiResult<View> {
+    let source = crate::request::source_ip(&parts);
+    let principal = Principal::public(&source);
+    let decision = app.limiter.acquire(&app.db, &principal.tenant_scope(), page.class.unwrap_or(Class::Read)).await?;
+    if !decision.allowed {
+        return Err(decision.into_error());
+    }
+    let query = url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
+    let v = Visit {
+        ws: WorkspaceId::trusted(String::new()),
+        slug: String::new(),
+        cookie_path: site.cookie_path.unwrap_or(site.prefix.trim_end_matches('/')).to_string(),
+        base,
+        session: None,
+        person: None,
+        params: vec![],
+        query,
+        form: vec![],
+        origin: crate::request::pages_origin(app, &parts),
+        headers: parts.headers,
+        csrf: String::new(),
+        source,
+        grant: Grant::new(principal, &[], None, "GET", page.path, Bytes::new()),
+    };
+    (page.handler)(app, v).await
+}
+
+/// The signed-in person of a person's site: their sealed access token opened and verified,
+/// and their membership of this workspace (the API's own check of a bearer token). None when
+/// the cookie holds nothing that passes: the visitor signs in again.
+async fn person(app: &App, ws: &WorkspaceId, sealed: &str) -> ApiResult<Option<Principal>> {
+    let secret = app.platform_secret().await?;
+    let Ok(token) = secret.open(PERSON_COOKIE_AAD, sealed) else { return Ok(None) };
+    let Ok(token) = String::from_utf8(token) else { return Ok(None) };
+    let mut h = http::HeaderMap::new();
+    let (Ok(bearer), Ok(wsv)) = (HeaderValue::from_str(&format!("Bearer {token}")), HeaderValue::from_str(ws)) else { return Ok(None) };
+    h.insert(http::header::AUTHORIZATION, bearer);
+    h.insert("x-workspace-id", wsv);
+    match crate::auth::authenticate(&app.db, &app.keys, app.jwt.as_ref(), &h, true).await {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if e.status().is_client_error() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -292,19 +399,29 @@ async fn stages(
     rest: &str,
 ) -> ApiResult<View> {
     let (page, params) = find(site.pages, &parts.method, rest)?;
-    let base = format!("/p/{slug}");
+    let base = format!("{}{slug}", site.prefix);
+    let cookie_path = site.cookie_path.map_or_else(|| base.clone(), String::from);
     let source = crate::request::source_ip(&parts);
     let origin = crate::request::pages_origin(app, &parts);
     // The session, if the cookie holds one of this workspace's.
     let mut cookies_out = vec![];
-    let session = match cookie(&parts.headers, SESSION_COOKIE) {
+    let cookie_name = match site.sessions {
+        Sessions::Portal => SESSION_COOKIE,
+        Sessions::Person => PERSON_COOKIE,
+    };
+    let session = match cookie(&parts.headers, cookie_name) {
+        // Expired, or not a member here: signed out of this workspace's pages. The cookie stays
+        // (it may serve another workspace) until the person signs out.
+        Some(sealed) if !sealed.is_empty() && site.sessions == Sessions::Person => {
+            person(app, &ws, sealed).await?.map(|p| (sealed.to_string(), p))
+        }
         Some(token) if !token.is_empty() => {
             let mut h = http::HeaderMap::new();
             h.insert(crate::auth::PORTAL_SESSION_HEADER, HeaderValue::from_str(token).unwrap_or(HeaderValue::from_static("-")));
             match crate::auth::authenticate_portal(&app.db, &h).await {
                 Ok(p) if p.workspace_id.as_ref() == Some(&ws) => Some((token.to_string(), p)),
                 Ok(_) | Err(ApiError { code: crate::error::ErrorCode::Unauthorized, .. }) => {
-                    cookies_out.push(set_cookie(&base, SESSION_COOKIE, "", 0));
+                    cookies_out.push(set_cookie(&cookie_path, SESSION_COOKIE, "", 0));
                     None
                 }
                 Err(e) => return Err(e),
@@ -319,6 +436,14 @@ async fn stages(
     }
     let principal = session.as_ref().map(|(_, p)| p.clone()).unwrap_or_else(|| Principal::public(&source));
     let class = page.class.unwrap_or(match (&session, parts.method == Method::GET) {
+        // A person spends their workspace's buckets, as their API calls do.
+        (Some(_), get) if site.sessions == Sessions::Person => {
+            if get {
+                Class::Read
+            } else {
+                Class::Write
+            }
+        }
         (Some(_), _) => Class::Portal,
         (None, true) => Class::Read,
         (None, false) => Class::Write,
@@ -334,7 +459,7 @@ async fn stages(
         Some(n) => n.to_string(),
         None => {
             let n = crate::auth::random_base62(32);
-            cookies_out.push(set_cookie(&base, CSRF_COOKIE, &n, 400 * 86_400));
+            cookies_out.push(set_cookie(&cookie_path, CSRF_COOKIE, &n, 400 * 86_400));
             n
         }
     };
@@ -366,11 +491,20 @@ async fn stages(
     }
     let query = url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     let grant = Grant::new(principal, page.effects, None, parts.method.as_str(), rest, body);
+    let person = session.as_ref().filter(|_| site.sessions == Sessions::Person).map(|(_, p)| p.clone());
     let v = Visit {
         ws,
         slug,
         base,
-        session: session.map(|(t, p)| (t, p.portal_contact().unwrap_or_default().to_string())),
+        cookie_path,
+        person,
+        session: session.map(|(t, p)| {
+            let who = match site.sessions {
+                Sessions::Portal => p.portal_contact().unwrap_or_default().to_string(),
+                Sessions::Person => p.subject.clone(),
+            };
+            (t, who)
+        }),
         params,
         query,
         form,

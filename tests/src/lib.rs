@@ -205,8 +205,13 @@ impl Harness {
 
     /// A gateway for the portal's pages, on the stack's runtime (it serves until the process
     /// ends): its emailed links point at itself. Answers its origin (`http://127.0.0.1:<port>`; the pages are under `/p/`).
-    pub async fn pages_gateway(&self, mut cfg: Config) -> String {
-        let listener = tools::gateway::bind(0).await.expect("bind");
+    pub async fn pages_gateway(&self, cfg: Config) -> String {
+        self.pages_gateway_on(tools::gateway::bind(0).await.expect("bind"), cfg).await
+    }
+
+    /// [`Harness::pages_gateway`] on a socket bound before the configuration was made (which
+    /// may name its origin: an OpenID provider's redirect URI).
+    pub async fn pages_gateway_on(&self, listener: tokio::net::TcpListener, mut cfg: Config) -> String {
         let origin = format!("http://{}", listener.local_addr().expect("addr"));
         cfg.portal_pages_url = Some(origin.clone());
         let app = std::sync::Arc::new(self.app_with(cfg).await);

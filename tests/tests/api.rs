@@ -195,7 +195,13 @@ async fn oauth_keys_come_from_the_issuer_and_refresh_once_when_a_kid_is_unknown(
     idp.serve("/.well-known/openid-configuration", &json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}));
     idp.serve("/keys", &tools::admin::dev_jwks_with_kid("k1"));
     let mut cfg = h.config.clone();
-    cfg.oauth = Some(OAuthConfig { issuer: issuer.clone(), audience: "api".into(), jwks: JwksSource::Discover, min_refresh_secs: 2 });
+    cfg.oauth = Some(OAuthConfig {
+        issuer: issuer.clone(),
+        audience: "api".into(),
+        jwks: JwksSource::Discover,
+        min_refresh_secs: 2,
+        pages_client_id: None,
+    });
     let base = h.gateway_with(cfg.clone()).await;
     let (ws, _) = h.workspace("oauth keys").await;
     let subject = format!("idp-{}", shared::ids::new_id("u"));

@@ -921,3 +921,101 @@ async fn a_restricted_key_reads_an_exports_state_never_its_link() {
         assert!(seen.get("download_url").is_none(), "a key that needs a confirmation to export sees no link: {seen}");
     }
 }
+
+/// The hosted approval page in a real browser (tests/browser/approvals.mjs), signing in through
+/// the local OpenID provider (oidc-provider): a member approves an email, is offered nothing on
+/// an admin's effect; an admin approves one webhook and denies another. Then the agent's same
+/// requests: each approved one runs exactly once, the denied one never.
+#[tokio::test]
+async fn the_approval_pages_work_in_a_real_browser() {
+    // A resource indicator is an absolute URI (RFC 8707).
+    const AUDIENCE: &str = "urn:workspace-platform:api";
+    let h = harness();
+    let (ws, key) = h.workspace("Approvals in a browser").await;
+    let owner = Client::new(&h.base, &key);
+    let domain = e2e::verified_domain(&owner, &ws).await;
+    let slug = owner.get("/workspaces/current").await.json["data"]["slug"].as_str().unwrap().to_string();
+    let unique = shared::ids::new_id("u").to_ascii_lowercase();
+    let (member_sub, admin_sub) = (format!("member-{unique}"), format!("admin-{unique}"));
+    let app = h.app().await;
+    let wsid = shared::auth::WorkspaceId::trusted(ws.clone());
+    domain::workspaces::add_member(&app, &wsid, &member_sub, "member").await.unwrap();
+    domain::workspaces::add_member(&app, &wsid, &admin_sub, "admin").await.unwrap();
+    let accounts = [
+        tools::oidc::Account { login: "member@demo.test".into(), password: "member-pass".into(), sub: member_sub.clone() },
+        tools::oidc::Account { login: "admin@demo.test".into(), password: "admin-pass".into(), sub: admin_sub.clone() },
+    ];
+    // The pages' gateway trusts the provider, whose one redirect URI is on that gateway.
+    let listener = tools::gateway::bind(0).await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let issuer = tools::oidc::DevIssuer::start(AUDIENCE, &[format!("{origin}/approvals/callback")], &accounts).await.expect("provider");
+    let mut cfg = h.generous_config();
+    cfg.oauth = Some(issuer.oauth(AUDIENCE));
+    let origin = h.pages_gateway_on(listener, cfg).await;
+    let api = format!("{origin}/api/v1");
+    let r = Client::new(&api, &key)
+        .post(
+            "/workspaces/current/api-keys",
+            &json!({"name": "agent", "scopes": ["read", "write", "admin"], "requires_confirmation": true}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let agent = Client::new(&api, r.json["data"]["secret"].as_str().unwrap());
+
+    let subject = format!("Invoice {unique}");
+    let mail = serde_json::to_vec(&json!({"from": format!("bill@{domain}"), "to": ["ann@example.org"], "subject": subject,
+        "html": "<h2>Your invoice</h2><p>12 &euro; due.</p><script>alert(1)</script>", "text": "Your invoice: 12 EUR due."}))
+    .unwrap();
+    let hook = serde_json::to_vec(&json!({"url": "http://127.0.0.1:9/approved"})).unwrap();
+    let other = serde_json::to_vec(&json!({"url": "http://127.0.0.1:9/denied"})).unwrap();
+    let page_of = |r: &Resp| {
+        assert_eq!(r.status, 428, "{}", r.json);
+        r.json["error"]["details"][0]["meta"]["approval_url"].as_str().expect("the 428 links its page").to_string()
+    };
+    let email_page = page_of(&send(&agent, "POST", "/emails", &mail, Some("mail-1"), None).await);
+    let hook_page = page_of(&send(&agent, "POST", "/webhooks", &hook, Some("hook-1"), None).await);
+    let deny_page = page_of(&send(&agent, "POST", "/webhooks", &other, Some("hook-2"), None).await);
+    assert!(email_page.starts_with(&format!("{origin}/approvals/{slug}/requests/apr_")), "{email_page}");
+
+    let shots = match std::env::var("APPROVAL_SCREENSHOTS") {
+        Ok(dir) if !dir.is_empty() => dir,
+        _ => tools::localstack::repo_root().join("target/approval-screenshots").to_string_lossy().into_owned(),
+    };
+    let out = tokio::process::Command::new("node")
+        .arg(tools::localstack::repo_root().join("tests/browser/approvals.mjs"))
+        .env("EMAIL_PAGE", &email_page)
+        .env("HOOK_PAGE", &hook_page)
+        .env("DENY_PAGE", &deny_page)
+        .env("HOME_PAGE", format!("{origin}/approvals/{slug}/"))
+        .env("MEMBER_LOGIN", &accounts[0].login)
+        .env("MEMBER_PASSWORD", &accounts[0].password)
+        .env("ADMIN_LOGIN", &accounts[1].login)
+        .env("ADMIN_PASSWORD", &accounts[1].password)
+        .env("EMAIL_SUBJECT", &subject)
+        .env("SHOTS_DIR", &shots)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("node runs");
+    let log = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the browser flows failed:\n{log}");
+    println!("{log}");
+
+    // The agent's same requests: approved ones run once, the denied one never.
+    for _ in 0..2 {
+        let r = send(&agent, "POST", "/emails", &mail, Some("mail-1"), None).await;
+        assert_eq!(r.status, 202, "{}", r.json);
+        let r = send(&agent, "POST", "/webhooks", &hook, Some("hook-1"), None).await;
+        assert_eq!(r.status, 201, "{}", r.json);
+    }
+    let r = send(&agent, "POST", "/webhooks", &other, Some("hook-2"), None).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["meta"]["approval_state"].as_str()), (428, Some("denied")), "{}", r.json);
+    let hooks = owner.get("/webhooks").await.json["data"].as_array().unwrap().clone();
+    assert_eq!(hooks.iter().map(|w| w["url"].as_str().unwrap()).collect::<Vec<_>>(), vec!["http://127.0.0.1:9/approved"]);
+    let emails = owner.get("/emails?limit=100").await.json["data"].as_array().unwrap().clone();
+    assert_eq!(emails.iter().filter(|e| e["subject"] == subject.as_str()).count(), 1);
+    // Who decided, in the audit: the people the provider signed in.
+    let decided = owner.get("/approval-requests?limit=10").await.json["data"].as_array().unwrap().clone();
+    let by: Vec<&str> = decided.iter().filter_map(|a| a["decided_by"].as_str()).collect();
+    assert!(by.contains(&member_sub.as_str()) && by.contains(&admin_sub.as_str()), "{by:?}");
+}

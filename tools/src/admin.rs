@@ -166,6 +166,7 @@ pub fn dev_oauth() -> OAuthConfig {
         audience: DEV_AUDIENCE.into(),
         jwks: shared::config::JwksSource::Document(DEV_JWKS.into()),
         min_refresh_secs: 60,
+        pages_client_id: None,
     }
 }
 

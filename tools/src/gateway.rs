@@ -55,9 +55,11 @@ fn envelope_404(path: &str) -> http::Response<Full<Bytes>> {
 }
 
 async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::Response<Full<Bytes>> {
-    // The portal's pages (`/p/<slug>/...`) go to the portal function, as API Gateway's
-    // `/p/{proxy+}` route sends them.
-    let pages = req.uri().path().starts_with("/p/");
+    // The portal's pages (`/p/<slug>/...`) go to the portal function and the approval pages
+    // (`/approvals/...`) to the capabilities function, as API Gateway's `/p/{proxy+}` and
+    // `/approvals/{proxy+}` routes send them.
+    let site = [&portal::pages::SITE, &capabilities::pages::SITE].into_iter().find(|s| req.uri().path().starts_with(s.prefix));
+    let pages = site.is_some();
     if !pages && !req.uri().path().starts_with(&format!("{BASE_PATH}/")) {
         return envelope_404(req.uri().path());
     }
@@ -75,7 +77,10 @@ async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::R
     let body = if bytes.is_empty() { lambda_http::Body::Empty } else { lambda_http::Body::Binary(bytes.to_vec()) };
     let function = function_of(parts.uri.path());
     let req = http::Request::from_parts(parts, body);
-    let (resp, stats) = if pages { page(app, req).await } else { api(app, function, req).await };
+    let (resp, stats) = match site {
+        Some(site) => page(app, site, req).await,
+        None => api(app, function, req).await,
+    };
     let (mut parts, body) = resp.into_parts();
     parts.headers.insert("x-dev-ddb-calls", stats.ddb_calls.into());
     let bytes = match body {
@@ -98,11 +103,11 @@ fn api<'a>(app: &'a App, function: &'static str, req: http::Request<lambda_http:
 }
 
 #[inline(never)]
-fn page(app: &App, req: http::Request<lambda_http::Body>) -> Served<'_> {
+fn page<'a>(app: &'a App, site: &'static shared::web::Site, req: http::Request<lambda_http::Body>) -> Served<'a> {
+    let function = if std::ptr::eq(site, &portal::pages::SITE) { "portal" } else { "capabilities" };
     Box::pin(async move {
         let (resp, calls) =
-            shared::metrics::as_function("portal", shared::metrics::count_ddb_calls(shared::web::serve(app, &portal::pages::SITE, req)))
-                .await;
+            shared::metrics::as_function(function, shared::metrics::count_ddb_calls(shared::web::serve(app, site, req))).await;
         (resp, shared::http::Stats { ddb_calls: calls, status: 0 })
     })
 }

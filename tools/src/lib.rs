@@ -5,6 +5,7 @@ pub mod admin;
 pub mod gateway;
 pub mod iam;
 pub mod localstack;
+pub mod oidc;
 pub mod pds;
 pub mod runtime_api;
 pub mod rust_client;

@@ -71,7 +71,7 @@ const SHARED_LAYERS: &[&[&str]] = &[
     ],
     &["store"],
     &["events"],
-    &["config", "auth", "oauth", "idempotency", "ratelimit"],
+    &["config", "auth", "oauth", "oidc", "idempotency", "ratelimit"],
     &["app"],
     &["approvals", "authority", "confirmation", "outbox", "request", "worker"],
     &["routing", "http", "web", "lambda", "openapi"],
@@ -331,9 +331,8 @@ const DOMAIN_LAYERS: &[&[&str]] = &[
     &["channels", "deals", "emails"],
     &["bookings", "helpdesk", "publishing", "sending"],
     // The workspace's keys name capabilities; the portal reads the workspace's settings.
-    &["capabilities", "workspaces", "portal", "gdpr"],
-    // Approval requests preview what every area's effect will do.
-    &["approvals"],
+    // Approval requests preview what every area's effect will do; an erasure removes them.
+    &["capabilities", "workspaces", "portal", "gdpr", "approvals"],
 ];
 
 /// A module's source: its file, or every file of its folder and the folders below it (named

@@ -113,9 +113,17 @@ const PLATFORM: &[Rule] = &[
         export: true,
         erase: Erase::Remove(&["preview_summary", "bound"]),
     },
-    // What an agent asked to do to a person (the preview names them): the request goes with them
-    // (an agent that sends it again asks anew).
-    Rule { kind: keys::APPROVAL_REQUEST, area: "approval_requests", find: Find::Mentions, export: true, erase: Erase::Delete },
+    // What an agent asked to do to a person (the preview names them): the request and its
+    // look-up go with them, so an approval of it never runs and the agent's same request asks
+    // anew. Not exported: a preview names other people too (a batch's recipients), and what it
+    // would do to the subject is in their export where it happened (emails, erasures).
+    Rule {
+        kind: keys::APPROVAL_REQUEST,
+        area: "approval_requests",
+        find: Find::Mentions,
+        export: false,
+        erase: Erase::Custom(|a, w, i, _| Box::pin(crate::approvals::erase(a, w, i))),
+    },
     Rule {
         kind: keys::OUTBOX_EVENT,
         area: "platform",

@@ -11,6 +11,8 @@
 //! Items (pk = WS#<workspace>): `CAPCONF#<cc id>` (the confirmation, its token's hash and state)
 //! and `APPROVAL#<apr id>` (the approval request); kept 90 days for the audit.
 
+pub mod pages;
+
 use domain::approvals::{ApprovalRequest, ApprovalRequestId, ApprovalState, DenyApproval};
 use domain::capabilities::{Capability, Confirmation, ConfirmationId, ConfirmationStatus, CreateConfirmation};
 use serde::Deserialize;

@@ -1,4 +1,4 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::lambda::run_area(capabilities::routes(), &domain::approvals::DESK).await
+    shared::lambda::run_area_with_pages(capabilities::routes(), &capabilities::pages::SITE, &domain::approvals::DESK).await
 }

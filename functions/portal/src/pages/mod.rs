@@ -19,31 +19,13 @@ pub mod words;
 use domain::effects::{self as fx, Effect as _};
 use domain::portal::Lang;
 use domain::workspaces::Workspace;
-use http::Method;
 use shared::ratelimit::Class;
 use shared::reexports::BoxFuture;
-use shared::web::{Page, PageHandler, Site, View, Visit};
+use shared::web::{Page, Site, View, Visit};
 use shared::{ApiResult, App};
 use words::Words;
 
-/// A page handler as the pipeline calls it.
-macro_rules! page {
-    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)? $(, class = $class:expr)?) => {
-        Page {
-            method: Method::$method,
-            path: $path,
-            signed_in: false $(|| $signed)?,
-            class: { #[allow(unused_mut, unused_assignments)] let mut c: Option<Class> = None; $( c = Some($class); )? c },
-            effects: { #[allow(unused_mut, unused_assignments)] let mut e: &'static [shared::authority::EffectInfo] = &[]; $( e = $effects; )? e },
-            handler: {
-                fn handle<'a>(app: &'a App, v: Visit) -> BoxFuture<'a, ApiResult<View>> {
-                    Box::pin($handler(app, v))
-                }
-                handle as PageHandler
-            },
-        }
-    };
-}
+use shared::page;
 
 /// Every page, declared once.
 pub static PAGES: &[Page] = &[
@@ -118,7 +100,15 @@ pub async fn workspace(app: &App, ws: &shared::auth::WorkspaceId) -> ApiResult<W
     Ok(w)
 }
 
-pub static SITE: Site = Site { pages: PAGES, resolve, failure: layout::failure };
+pub static SITE: Site = Site {
+    prefix: "/p/",
+    sessions: shared::web::Sessions::Portal,
+    cookie_path: None,
+    root: &[],
+    pages: PAGES,
+    resolve,
+    failure: layout::failure,
+};
 
 /// What every page of one visit renders with.
 pub struct Ctx {
