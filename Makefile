@@ -20,8 +20,9 @@ TS_CLIENT := clients/typescript/node_modules/.package-lock.json
 CHECKOV := .local/checkov/.installed
 
 BROWSER_TOOLS := tests/browser/node_modules/.package-lock.json
+OIDC := tools/oidc/node_modules/.package-lock.json
 
-deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) $(BROWSER_TOOLS) java nginx chromium
+deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) $(BROWSER_TOOLS) $(OIDC) java nginx chromium
 
 $(VENV)/.installed: requirements-dev.txt
 	@echo "installing moto, cfn-lint, schemathesis and SAM CLI into $(VENV)"
@@ -85,6 +86,11 @@ wrk:
 $(BROWSER_TOOLS): tests/browser/package.json tests/browser/package-lock.json
 	@echo "installing the browser tests' tools (playwright-core, axe-core)"
 	npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+
+# The local OpenID provider (oidc-provider) for the approval pages' sign-in, from its lock file.
+$(OIDC): tools/oidc/package.json tools/oidc/package-lock.json
+	@echo "installing the local OpenID provider (oidc-provider)"
+	npm ci --prefix tools/oidc --no-audit --no-fund --loglevel=error
 
 # After java: apt-get takes one lock.
 chromium: java

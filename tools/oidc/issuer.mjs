@@ -6,7 +6,10 @@
 // each signing in with its password on this provider's own login page.
 //
 // Environment: OIDC_PORT (0: any free port), OIDC_AUDIENCE, OIDC_CLIENT_ID, OIDC_REDIRECT_URIS
-// (comma-separated), OIDC_USERS (JSON: [{"login", "password", "sub"}]). Prints one JSON line
+// (comma-separated), OIDC_USERS (JSON: [{"login", "password", "sub"}]), and optionally
+// OIDC_ACCESS_TOKEN_KEY (a P-256 private key, PEM) with OIDC_ACCESS_TOKEN_KID: access tokens
+// are then ES256 under that key (make dev signs with the development key the admin CLI's
+// mint-token uses, so both verify against this provider's keys). Prints one JSON line
 // {"issuer": ...} once it listens.
 
 import Provider, { errors } from "oidc-provider";
@@ -28,8 +31,15 @@ const server = http.createServer();
 await new Promise((ok) => server.listen(Number(process.env.OIDC_PORT ?? 0), "127.0.0.1", ok));
 const issuer = `http://127.0.0.1:${server.address().port}`;
 
+// RS256 for ID tokens; access tokens use the given ES256 key when there is one.
 const { privateKey } = crypto.generateKeyPairSync("rsa", { modulusLength: 2048 });
-const jwk = { ...privateKey.export({ format: "jwk" }), kid: "dev-oidc-1", use: "sig", alg: "RS256" };
+const keys = [{ ...privateKey.export({ format: "jwk" }), kid: "dev-oidc-1", use: "sig", alg: "RS256" }];
+let accessTokenAlg = "RS256";
+if (process.env.OIDC_ACCESS_TOKEN_KEY) {
+  const ec = crypto.createPrivateKey(process.env.OIDC_ACCESS_TOKEN_KEY).export({ format: "jwk" });
+  keys.push({ ...ec, kid: env("OIDC_ACCESS_TOKEN_KID"), use: "sig", alg: "ES256" });
+  accessTokenAlg = "ES256";
+}
 
 const provider = new Provider(issuer, {
   clients: [
@@ -41,7 +51,7 @@ const provider = new Provider(issuer, {
       response_types: ["code"],
     },
   ],
-  jwks: { keys: [jwk] },
+  jwks: { keys },
   pkce: { required: () => true },
   scopes: ["openid"],
   features: {
@@ -52,7 +62,7 @@ const provider = new Provider(issuer, {
       useGrantedResource: () => true,
       getResourceServerInfo: (_ctx, resource) => {
         if (resource !== audience) throw new errors.InvalidTarget();
-        return { scope: RESOURCE_SCOPES, audience, accessTokenTTL: 3600, accessTokenFormat: "jwt", jwt: { sign: { alg: "RS256" } } };
+        return { scope: RESOURCE_SCOPES, audience, accessTokenTTL: 3600, accessTokenFormat: "jwt", jwt: { sign: { alg: accessTokenAlg } } };
       },
     },
   },

@@ -156,9 +156,14 @@ pub struct Resources {
 }
 
 pub const DEV_ISSUER: &str = "https://dev-issuer.local/";
-pub const DEV_AUDIENCE: &str = "workspace-platform-local";
+/// An absolute URI: the approval pages ask the provider for it as a resource indicator (RFC 8707).
+pub const DEV_AUDIENCE: &str = "urn:workspace-platform:local";
 pub const DEV_JWKS: &str = include_str!("../dev-keys/oauth-dev-jwks.json");
-const DEV_PRIVATE_KEY: &str = include_str!("../dev-keys/oauth-dev-private.pem");
+/// The development signing key: `mint-token` signs with it, and so does `make dev`'s OpenID
+/// provider (`crate::oidc`), so one JWK set verifies both.
+pub const DEV_PRIVATE_KEY: &str = include_str!("../dev-keys/oauth-dev-private.pem");
+/// Its key id in `DEV_JWKS`.
+pub const DEV_KID: &str = "local-dev-1";
 
 pub fn dev_oauth() -> OAuthConfig {
     OAuthConfig {
@@ -417,10 +422,16 @@ pub fn is_loopback_endpoint(endpoint: &str) -> bool {
 
 /// An ES256 access token signed by the local development key.
 pub fn mint_token(subject: &str, scope: &str, ttl_secs: i64) -> Result<String, String> {
+    mint_token_from(DEV_ISSUER, subject, scope, ttl_secs)
+}
+
+/// [`mint_token`] as `issuer`: `make dev`'s issuer is its OpenID provider (`OAUTH_ISSUER` in
+/// .local/dev.env), which signs with this same key.
+pub fn mint_token_from(issuer: &str, subject: &str, scope: &str, ttl_secs: i64) -> Result<String, String> {
     let now = chrono::Utc::now().timestamp();
     mint_token_with(
-        "local-dev-1",
-        serde_json::json!({"iss": DEV_ISSUER, "aud": DEV_AUDIENCE, "sub": subject, "exp": now + ttl_secs, "iat": now, "scope": scope}),
+        DEV_KID,
+        serde_json::json!({"iss": issuer, "aud": DEV_AUDIENCE, "sub": subject, "exp": now + ttl_secs, "iat": now, "scope": scope}),
     )
 }
 

@@ -195,10 +195,23 @@ impl DevStack {
             ("INBOUND_MAIL_QUEUE_URL", self.resources.inbound_mail_queue_url.clone()),
             ("WEBHOOK_ALLOW_LOOPBACK", "true".into()),
             ("PLATFORM_SECRET_ID", self.resources.secret_id.clone()),
-            ("OAUTH_ISSUER", admin::DEV_ISSUER.into()),
-            ("OAUTH_AUDIENCE", admin::DEV_AUDIENCE.into()),
-            ("OAUTH_JWKS_FILE", localstack::repo_root().join("tools/dev-keys/oauth-dev-jwks.json").display().to_string()),
         ]
+        .into_iter()
+        .chain(self.oauth_env())
+        .collect()
+    }
+
+    /// The OAuth variables: the hand-made development JWKS, or (`make dev`) its OpenID provider.
+    fn oauth_env(&self) -> Vec<(&'static str, String)> {
+        let Some(o) = &self.cfg.oauth else { return vec![] };
+        let mut env = vec![("OAUTH_ISSUER", o.issuer.clone()), ("OAUTH_AUDIENCE", o.audience.clone())];
+        if let shared::config::JwksSource::Document(_) = o.jwks {
+            env.push(("OAUTH_JWKS_FILE", localstack::repo_root().join("tools/dev-keys/oauth-dev-jwks.json").display().to_string()));
+        }
+        if let Some(client) = &o.pages_client_id {
+            env.push(("OAUTH_PAGES_CLIENT_ID", client.clone()));
+        }
+        env
     }
 
     /// This stack's outputs, as `sam list stack-outputs --output json` prints a deployed

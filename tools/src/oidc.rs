@@ -26,6 +26,16 @@ pub struct DevIssuer {
 impl DevIssuer {
     /// Start it for `audience`, redirecting only to `redirect_uris`, with these accounts.
     pub async fn start(audience: &str, redirect_uris: &[String], accounts: &[Account]) -> Result<Self, String> {
+        Self::start_signing(audience, redirect_uris, accounts, None).await
+    }
+
+    /// [`DevIssuer::start`], its access tokens signed with `key` (PEM, kid) when given.
+    pub async fn start_signing(
+        audience: &str,
+        redirect_uris: &[String],
+        accounts: &[Account],
+        key: Option<(&str, &str)>,
+    ) -> Result<Self, String> {
         let root = crate::localstack::repo_root();
         let script = root.join("tools/oidc/issuer.mjs");
         if !root.join("tools/oidc/node_modules/oidc-provider").exists() {
@@ -35,7 +45,11 @@ impl DevIssuer {
         let node = if node22.exists() { node22.to_string_lossy().into_owned() } else { "node".into() };
         let users: Vec<serde_json::Value> =
             accounts.iter().map(|a| serde_json::json!({"login": a.login, "password": a.password, "sub": a.sub})).collect();
-        let mut child = tokio::process::Command::new(node)
+        let mut cmd = tokio::process::Command::new(node);
+        if let Some((pem, kid)) = key {
+            cmd.env("OIDC_ACCESS_TOKEN_KEY", pem).env("OIDC_ACCESS_TOKEN_KID", kid);
+        }
+        let mut child = cmd
             .arg(script)
             .env("OIDC_PORT", "0")
             .env("OIDC_AUDIENCE", audience)

@@ -89,7 +89,8 @@ async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
             let sub = need(&args, "--subject")?;
             let scope = arg(&args, "--scope").unwrap_or_else(|| "read write admin".into());
             let ttl = arg(&args, "--ttl").map(|t| t.parse::<i64>().map_err(|_| "--ttl must be seconds")).transpose()?.unwrap_or(3600);
-            Ok(serde_json::Value::String(admin::mint_token(&sub, &scope, ttl)?))
+            let issuer = std::env::var("OAUTH_ISSUER").ok().filter(|i| !i.is_empty()).unwrap_or(admin::DEV_ISSUER.into());
+            Ok(serde_json::Value::String(admin::mint_token_from(&issuer, &sub, &scope, ttl)?))
         }
         "send-inbound" => {
             let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();

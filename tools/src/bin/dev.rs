@@ -14,8 +14,30 @@ async fn run() {
     shared::telemetry::init();
     let port: u16 = std::env::var("PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(3000);
     let local = repo_root().join(".local");
+    // The approval pages' sign-in: a real OpenID provider on 127.0.0.1, whose one client
+    // redirects to this gateway. Its access tokens are signed with the development key, so the
+    // admin CLI's mint-token keeps working beside it.
+    let accounts = [
+        tools::oidc::Account { login: "owner@demo.test".into(), password: demo_password(), sub: tools::DEV_USER.into() },
+        tools::oidc::Account { login: "member@demo.test".into(), password: demo_password(), sub: DEV_MEMBER.into() },
+    ];
+    let redirect = format!("http://127.0.0.1:{port}/approvals/callback");
+    let key = Some((tools::admin::DEV_PRIVATE_KEY, tools::admin::DEV_KID));
+    let issuer = match tools::oidc::DevIssuer::start_signing(tools::admin::DEV_AUDIENCE, &[redirect], &accounts, key).await {
+        Ok(i) => Some(i),
+        Err(e) => {
+            eprintln!("dev: no local OpenID provider ({e}); the approval pages cannot sign anyone in");
+            None
+        }
+    };
+    let oauth = issuer.as_ref().map(|i| i.oauth(tools::admin::DEV_AUDIENCE));
     let started = async {
-        let mut s = DevStack::start(&local.join("logs"), port).await?;
+        let mut s = DevStack::start_with(&local.join("logs"), port, |cfg| {
+            if let Some(o) = oauth {
+                cfg.oauth = Some(o);
+            }
+        })
+        .await?;
         // The dispatcher runs with the production retry schedule; the sweep ticks every 10 s.
         s.start_worker(s.config(), std::time::Duration::from_secs(10))?;
         Ok::<_, String>(s)
@@ -35,11 +57,27 @@ async fn run() {
             std::process::exit(1);
         }
     };
+    if let Err(e) = domain::workspaces::add_member(&stack.app, &shared::auth::WorkspaceId::trusted(ws.as_str()), DEV_MEMBER, "member").await
+    {
+        eprintln!("dev: demo member: {}", e.message);
+    }
     let slug = domain::workspaces::load(&stack.app, &shared::auth::WorkspaceId::trusted(ws.as_str()))
         .await
         .map(|(w, _)| w.slug)
         .unwrap_or_else(|_| "<slug>".into());
-    let portal = format!("{}/p/{slug}/", stack.config().portal_pages_url.unwrap_or_default());
+    let pages = stack.config().portal_pages_url.unwrap_or_default();
+    let portal = format!("{pages}/p/{slug}/");
+    let approvals = match &issuer {
+        Some(i) => format!(
+            "the approval pages at {pages}/approvals/{slug}/ (sign in at the OpenID provider {issuer}:\n    owner  {} / {}\n    member {} / {})",
+            accounts[0].login,
+            accounts[0].password,
+            accounts[1].login,
+            accounts[1].password,
+            issuer = i.issuer
+        ),
+        None => "no approval pages' sign-in (no OpenID provider)".into(),
+    };
     // A real Bluesky PDS with a demo account, connected as a channel of the demo workspace.
     let (pds, bluesky) = match tools::demo_bluesky(&stack.base_url, &key).await {
         Ok((pds, lines)) => (Some(pds), lines),
@@ -57,7 +95,7 @@ async fn run() {
         eprintln!("dev: cannot write {}: {e}", env_file.display());
     }
     eprintln!(
-        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com), publisher; outbox sweep, email and publish ticks every 10 s\n  Bluesky PDS {pds} (account platformdemo.test, connected as the demo workspace's channel)\n  the demo workspace's customer portal pages at {portal}\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
+        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com), publisher; outbox sweep, email and publish ticks every 10 s\n  Bluesky PDS {pds} (account platformdemo.test, connected as the demo workspace's channel)\n  the demo workspace's customer portal pages at {portal}\n  {approvals}\n  environment in {env}\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
         base = stack.base_url,
         ddb = stack.emulators.dynamodb_endpoint,
         moto = stack.emulators.moto_endpoint,
@@ -65,6 +103,15 @@ async fn run() {
         pds = pds.as_ref().map_or("not running", |p| p.url.as_str()),
     );
     let _ = tokio::signal::ctrl_c().await;
+    drop(issuer);
     eprintln!("stopping");
     stack.stop().await;
+}
+
+/// The demo workspace's member (the owner is `tools::DEV_USER`).
+const DEV_MEMBER: &str = "dev-member";
+
+/// A password for a demo account of the local provider, new on every start.
+fn demo_password() -> String {
+    shared::auth::random_base62(12)
 }
