@@ -76,6 +76,7 @@ impl ApprovalState {
 
 /// An email as SES will receive it.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[schema(as = ApprovalEmailPreview)]
 pub struct EmailPreview {
     pub from: String,
     pub to: Vec<String>,
@@ -89,6 +90,7 @@ pub struct EmailPreview {
 
 /// What the effect will do, rendered when the request was asked.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
+#[schema(as = ApprovalPreview)]
 pub struct Preview {
     /// One line: what happens, to whom.
     pub summary: String,
@@ -104,6 +106,7 @@ pub struct Preview {
 
 /// An object that changed after the request was asked.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Eq)]
+#[schema(as = ApprovalChange)]
 pub struct Changed {
     pub object: String,
     pub id: String,

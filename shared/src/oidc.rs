@@ -106,9 +106,14 @@ impl Provider {
         for s in SCOPES {
             req = req.add_scope(Scope::new(s.to_string()));
         }
-        // `prompt=login`: the person proves who they are for these pages each time, so a session
-        // left at the provider in a shared browser never signs someone else in to approve.
-        let (url, state) = req.add_extra_param("resource", self.cfg.audience.clone()).add_extra_param("prompt", "login").url();
+        // `prompt=login` and `max_age=0` ask the provider for a fresh sign-in each time, so a
+        // session left at the provider in a shared browser does not sign someone else in to
+        // approve (a provider may ignore them: the ID token's `auth_time` is not checked).
+        let (url, state) = req
+            .add_extra_param("resource", self.cfg.audience.clone())
+            .add_extra_param("prompt", "login")
+            .add_extra_param("max_age", "0")
+            .url();
         Ok((url.to_string(), Pending { state: state.secret().clone(), verifier: verifier.secret().clone(), next: next.to_string() }))
     }
 

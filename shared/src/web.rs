@@ -261,11 +261,12 @@ fn find<'p>(pages: &'p [Page], method: &Method, rest: &str) -> ApiResult<(&'p Pa
     })
 }
 
-/// The token of a form: HMAC of the browser's nonce and its session, under the platform's key.
-pub fn csrf_token(key: &[u8], slug: &str, nonce: &str, session: &str) -> String {
+/// The token of a form: HMAC of the site and workspace (`/p/acme`), the browser's nonce and its
+/// session, under the platform's key.
+pub fn csrf_token(key: &[u8], site: &str, nonce: &str, session: &str) -> String {
     use hmac::{KeyInit, Mac};
     let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
-    m.update(format!("{slug}\n{nonce}\n{session}").as_bytes());
+    m.update(format!("{site}\n{nonce}\n{session}").as_bytes());
     crate::crypto::hex(&m.finalize().into_bytes())
 }
 
@@ -321,7 +322,12 @@ async fn visit(app: &App, site: &Site, req: http::Request<Body>) -> (ApiResult<V
     let (parts, body) = req.into_parts();
     let Some(after) = parts.uri.path().strip_prefix(site.prefix) else { return (Err(ApiError::not_found("page")), None) };
     let after = after.to_string();
-    if let Ok((page, _)) = find(site.root, &parts.method, &format!("/{after}")) {
+    // A root page is `<prefix><name>` exactly, and read only (no form, so no CSRF to check):
+    // `<prefix><slug>/` stays a workspace's home whatever its slug.
+    if !after.contains('/')
+        && parts.method == Method::GET
+        && let Ok((page, _)) = find(site.root, &parts.method, &format!("/{after}"))
+    {
         let base = site.prefix.trim_end_matches('/').to_string();
         return (root(app, site, page, parts, base.clone()).await, Some(base));
     }
@@ -465,7 +471,8 @@ async fn stages(
     };
     let key = &app.platform_secret().await?.csrf_key;
     let token = session.as_ref().map(|(t, _)| t.as_str()).unwrap_or_default();
-    let csrf = csrf_token(key, &slug, &nonce, token);
+    // Bound to the site and workspace (`/p/acme`, `/approvals/acme`), the browser and its session.
+    let csrf = csrf_token(key, &base, &nonce, token);
     let body: Bytes = match body {
         Body::Empty => Bytes::new(),
         Body::Text(t) => Bytes::from(t),

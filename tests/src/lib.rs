@@ -595,12 +595,26 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
         201,
     )
     .await;
+    // An agent's email waiting for a person: an approval request (its 428 names it).
+    let agent = created(c, "/workspaces/current/api-keys", json!({"name": "agent", "requires_confirmation": ["emails.send"]}), 201).await;
+    let agent = Client::new(&c.base, agent["secret"].as_str().unwrap());
+    let asked = agent
+        .send(
+            agent
+                .request("POST", "/emails")
+                .header("idempotency-key", "seed-ask")
+                .json(&json!({"from": from, "to": ["zoe@example.org"], "subject": "Asked", "text": "Hi"})),
+        )
+        .await;
+    assert_eq!(asked.status, 428, "{}", asked.json);
+    let approval = asked.json["error"]["details"][0]["meta"]["approval_request_id"].as_str().expect("an approval request").to_string();
     // A scan of a closed port: it fails fast (unreachable), and lists hold it.
     let scan = c.post("/scans", &json!({"url": format!("http://127.0.0.1:{}/", closed_port())})).await;
     assert_eq!(scan.status, 202, "{}", scan.json);
     std::collections::BTreeMap::from([
         ("/scans/{id}", scan.json["data"]["id"].as_str().unwrap().to_string()),
         ("/capability-confirmations/{id}", confirmation["id"].as_str().unwrap().to_string()),
+        ("/approval-requests/{id}", approval),
         ("/gdpr/exports/{id}", export["id"].as_str().unwrap().to_string()),
         ("/helpdesk/conversations/{id}", conversation["id"].as_str().unwrap().to_string()),
         ("/gdpr/erasures/{id}", erasure["id"].as_str().unwrap().to_string()),

@@ -100,7 +100,10 @@ const readForm = (req) =>
     let body = "";
     req.on("data", (c) => {
       body += c;
-      if (body.length > 16384) fail(new Error("form too large"));
+      if (body.length > 16384) {
+        req.destroy();
+        fail(new Error("form too large"));
+      }
     });
     req.on("end", () => ok(new URLSearchParams(body)));
   });

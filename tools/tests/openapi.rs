@@ -95,6 +95,8 @@ fn every_id_of_ours_has_its_pattern() {
         "ScanFinding.rule_id",
         "ConsentPortalProof.session_id",
         "CapabilityConfirmationBound.id",
+        // Any bound object's id (a template's slug among them).
+        "ApprovalChange.id",
         "Deleted.id",
     ];
     let doc: serde_json::Value = serde_json::to_value(tools::openapi_doc()).expect("contract");

@@ -30,6 +30,8 @@ fn every_area_function_gets_exactly_its_root_nouns() {
     assert!(events.get_mut("workspaces").is_some_and(|e| e.remove(&("ANY".into(), "$default".into()))), "a $default route");
     // The portal function also serves the portal's web pages (the dev gateway sends `/p/` there).
     assert!(events.get_mut("portal").is_some_and(|e| e.remove(&("ANY".into(), "/p/{proxy+}".into()))), "the portal's pages");
+    // The capabilities function serves the approval pages (and the sign-in's one callback).
+    assert!(events.get_mut("capabilities").is_some_and(|e| e.remove(&("ANY".into(), "/approvals/{proxy+}".into()))), "the approval pages");
     for (binary, routes) in tools::gateway::areas() {
         let roots: BTreeSet<&str> = routes.iter().filter_map(|r| r.path.split('/').nth(1)).collect();
         let expected: BTreeSet<(String, String)> = roots

@@ -865,6 +865,42 @@ pub struct ApiKey {
     pub secret: Option<String>,
 }
 
+/// An object that changed after the request was asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ApprovalChange {
+    pub id: String,
+    pub object: String,
+}
+
+/// An email as SES will receive it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ApprovalEmailPreview {
+    pub bcc: Vec<String>,
+    pub cc: Vec<String>,
+    pub from: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
+    pub reply_to: Vec<String>,
+    pub subject: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    pub to: Vec<String>,
+}
+
+/// What the effect will do, rendered when the request was asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ApprovalPreview {
+    /// Every email it sends, as SES will receive it (subject, HTML and text bodies).
+    pub emails: Vec<ApprovalEmailPreview>,
+    /// Why an email could not be rendered (the request will fail the same way once approved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problems: Option<Vec<String>>,
+    /// The request's body as sent, with credentials and secrets shown as `[hidden]`.
+    pub request: serde_json::Map<String, serde_json::Value>,
+    /// One line: what happens, to whom.
+    pub summary: String,
+}
+
 /// A restricted key's write waiting for (or decided by) a person.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRequest {
@@ -881,7 +917,7 @@ pub struct ApprovalRequest {
     pub capability: String,
     /// Set when `state` is `stale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changed: Option<Vec<Changed>>,
+    pub changed: Option<Vec<ApprovalChange>>,
     /// The confirmation an approval minted (`GET /capability-confirmations/{id}`: whether and
     /// by which request it was used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -903,7 +939,7 @@ pub struct ApprovalRequest {
     pub object: String,
     /// Relative to the API base (`/webhooks/wh_...`).
     pub path: String,
-    pub preview: Preview,
+    pub preview: ApprovalPreview,
     /// A denial's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -1150,13 +1186,6 @@ pub enum Category {
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,
-}
-
-/// An object that changed after the request was asked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct Changed {
-    pub id: String,
-    pub object: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1950,21 +1979,6 @@ pub struct EmailBatch {
     /// Always `email_batch`.
     pub object: String,
     pub validation: Validation,
-}
-
-/// An email as SES will receive it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct EmailPreview {
-    pub bcc: Vec<String>,
-    pub cc: Vec<String>,
-    pub from: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub html: Option<String>,
-    pub reply_to: Vec<String>,
-    pub subject: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    pub to: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -2907,20 +2921,6 @@ pub enum PostStatus {
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,
-}
-
-/// What the effect will do, rendered when the request was asked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct Preview {
-    /// Every email it sends, as SES will receive it (subject, HTML and text bodies).
-    pub emails: Vec<EmailPreview>,
-    /// Why an email could not be rendered (the request will fail the same way once approved).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub problems: Option<Vec<String>>,
-    /// The request's body as sent, with credentials and secrets shown as `[hidden]`.
-    pub request: serde_json::Map<String, serde_json::Value>,
-    /// One line: what happens, to whom.
-    pub summary: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

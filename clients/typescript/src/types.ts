@@ -1721,6 +1721,33 @@ export interface components {
             /** @description The full key: present only in the response that created it. */
             secret?: string | null;
         };
+        /** @description An object that changed after the request was asked. */
+        ApprovalChange: {
+            id: string;
+            object: string;
+        };
+        /** @description An email as SES will receive it. */
+        ApprovalEmailPreview: {
+            bcc: string[];
+            cc: string[];
+            from: string;
+            html?: string | null;
+            reply_to: string[];
+            subject: string;
+            text?: string | null;
+            to: string[];
+        };
+        /** @description What the effect will do, rendered when the request was asked. */
+        ApprovalPreview: {
+            /** @description Every email it sends, as SES will receive it (subject, HTML and text bodies). */
+            emails: components["schemas"]["ApprovalEmailPreview"][];
+            /** @description Why an email could not be rendered (the request will fail the same way once approved). */
+            problems?: string[];
+            /** @description The request's body as sent, with credentials and secrets shown as `[hidden]`. */
+            request: Record<string, never>;
+            /** @description One line: what happens, to whom. */
+            summary: string;
+        };
         /** @description A restricted key's write waiting for (or decided by) a person. */
         ApprovalRequest: {
             /** @description The key that asked. */
@@ -1737,7 +1764,7 @@ export interface components {
             /** @description The effect (`emails.send`). */
             capability: string;
             /** @description Set when `state` is `stale`. */
-            changed?: components["schemas"]["Changed"][];
+            changed?: components["schemas"]["ApprovalChange"][];
             /**
              * @description The confirmation an approval minted (`GET /capability-confirmations/{id}`: whether and
              *     by which request it was used).
@@ -1761,7 +1788,7 @@ export interface components {
             object: string;
             /** @description Relative to the API base (`/webhooks/wh_...`). */
             path: string;
-            preview: components["schemas"]["Preview"];
+            preview: components["schemas"]["ApprovalPreview"];
             /** @description A denial's reason. */
             reason?: string | null;
             state: components["schemas"]["ApprovalState"];
@@ -1946,11 +1973,6 @@ export interface components {
         };
         /** @enum {string} */
         Category: "security" | "seo" | "performance" | "ai_readiness" | "privacy" | "email";
-        /** @description An object that changed after the request was asked. */
-        Changed: {
-            id: string;
-            object: string;
-        };
         Channel: {
             /** Format: date-time */
             created_at: string;
@@ -2711,17 +2733,6 @@ export interface components {
             object: string;
             validation: components["schemas"]["Validation"];
         };
-        /** @description An email as SES will receive it. */
-        EmailPreview: {
-            bcc: string[];
-            cc: string[];
-            from: string;
-            html?: string | null;
-            reply_to: string[];
-            subject: string;
-            text?: string | null;
-            to: string[];
-        };
         /** @enum {string} */
         EmailStatus: "scheduled" | "queued" | "sent" | "delivered" | "bounced" | "complained" | "failed" | "cancelled" | "suppressed";
         Endpoint: {
@@ -3416,17 +3427,6 @@ export interface components {
         };
         /** @enum {string} */
         PostStatus: "draft" | "scheduled" | "publishing" | "published" | "partially_failed" | "failed";
-        /** @description What the effect will do, rendered when the request was asked. */
-        Preview: {
-            /** @description Every email it sends, as SES will receive it (subject, HTML and text bodies). */
-            emails: components["schemas"]["EmailPreview"][];
-            /** @description Why an email could not be rendered (the request will fail the same way once approved). */
-            problems?: string[];
-            /** @description The request's body as sent, with credentials and secrets shown as `[hidden]`. */
-            request: Record<string, never>;
-            /** @description One line: what happens, to whom. */
-            summary: string;
-        };
         Price: {
             /**
              * Format: int64

@@ -55,6 +55,15 @@ fn resolve<'a>(app: &'a App, slug: &'a str) -> BoxFuture<'a, ApiResult<Option<sh
     Box::pin(domain::workspaces::by_slug(app, slug))
 }
 
+/// What the API asks of `GET /approval-requests`: the pages show no more than it would.
+pub fn may_read(p: &shared::auth::Principal) -> ApiResult<()> {
+    if p.scopes.contains(&shared::auth::Scope::Read) {
+        Ok(())
+    } else {
+        Err(shared::ApiError::forbidden("reading approval requests needs the read scope (your role and your token)"))
+    }
+}
+
 const CSS: &str = include_str!("static/approvals.css");
 
 async fn style(_app: &App, _v: Visit) -> ApiResult<View> {

@@ -38,6 +38,7 @@ fn email(w: &super::words::Words, e: &EmailPreview) -> Markup {
             }
             @if let Some(h) = &e.html {
                 h3 { (w.as_html) }
+                p.hint { (w.agent_wrote) }
                 // Cleaned by ammonia's allowlist (shared::html): no script, style, frame, form
                 // or remote image is left, links open without a referrer.
                 div.email-html { (PreEscaped(shared::html::sanitise(h))) }
@@ -120,6 +121,7 @@ pub async fn show(app: &App, v: Visit) -> ApiResult<View> {
     let Some(person) = &v.person else {
         return Ok(View::redirect(format!("{}/sign-in?next=/requests/{}", v.base, id.as_str())));
     };
+    super::may_read(person)?;
     let r = domain::approvals::load(app, &v.ws, &id).await?;
     let ctx = Ctx::of(app, &v).await?;
     let w = ctx.w;

@@ -40,6 +40,7 @@ pub async fn home(app: &App, v: Visit) -> ApiResult<View> {
             },
         ));
     }
+    super::may_read(v.person.as_ref().ok_or_else(|| ApiError::unauthorized("sign in first"))?)?;
     let (pending, _) = domain::approvals::list(app, &v.ws, Some(ApprovalState::Pending), None, 50).await?;
     Ok(ctx.page(
         w.pending_title,
