@@ -351,11 +351,27 @@ async fn preview(
         None => serde_json::Value::Null,
     };
     let mut out = Preview { request, ..Default::default() };
-    for (i, e) in entries.into_iter().enumerate() {
-        let built = match serde_json::from_value::<crate::emails::compose::SendEmail>(e) {
+    // A staff reply in a conversation: the email as the reply would send it.
+    let reply = match (pattern, body) {
+        ("/helpdesk/conversations/{id}/messages", Some(b)) if b.get("type").and_then(|t| t.as_str()) == Some("reply") => {
+            let id = path.split('/').nth(3).and_then(<crate::ids::ConversationId as shared::ids::PrefixedId>::parse);
+            match (id, serde_json::from_value::<crate::helpdesk::ops::AddMessage>(b.clone())) {
+                (Some(id), Ok(input)) => Some(Box::pin(crate::helpdesk::ops::preview_reply(app, ws, &id, input)).await),
+                (_, Err(err)) => Some(Err(ApiError::validation("body", err.to_string()))),
+                (None, _) => None,
+            }
+        }
+        _ => None,
+    };
+    let mut built = vec![];
+    for e in entries {
+        built.push(match serde_json::from_value::<crate::emails::compose::SendEmail>(e) {
             Ok(input) => Box::pin(crate::emails::compose::build_one(app, ws, input, chrono::Utc::now())).await,
             Err(err) => Err(ApiError::validation("body", err.to_string())),
-        };
+        });
+    }
+    built.extend(reply);
+    for (i, built) in built.into_iter().enumerate() {
         match built {
             Ok(e) => out.emails.push(EmailPreview {
                 from: e.from,

@@ -814,14 +814,30 @@ async fn the_preview_is_what_ses_receives() {
     .unwrap();
     let one = ask(&s, "POST", "/emails", &templated, "tpl-1", "emails.send").await;
     let many = ask(&s, "POST", "/emails/batch", &batch, "batch-1", "emails.send").await;
+    // A helpdesk reply to a customer's conversation.
+    let ct = e2e::created(&s.owner, "/contacts", json!({"email": "dee@example.org"}), 201).await;
+    let conv = e2e::created(
+        &s.owner,
+        "/helpdesk/conversations",
+        json!({"subject": "Where is my order?", "mailbox": format!("support@{domain}"), "contact_id": ct["id"],
+            "message": {"type": "inbound", "body_text": "Hello?"}}),
+        201,
+    )
+    .await;
+    let reply_path = format!("/helpdesk/conversations/{}/messages", conv["id"].as_str().unwrap());
+    let reply = serde_json::to_vec(&json!({"type": "reply", "body_text": "It ships today.", "body_html": "<p>It ships <b>today</b>.</p>"}))
+        .unwrap();
+    let answer = ask(&s, "POST", &reply_path, &reply, "reply-1", "emails.send").await;
     let person = &s.person;
     let preview = |id: String| async move { person.get(&format!("/approval-requests/{id}")).await.json["data"].clone() };
-    let (one, many) = (preview(one).await, preview(many).await);
+    let (one, many, answer) = (preview(one).await, preview(many).await, preview(answer).await);
+    let r = &answer["preview"]["emails"][0];
+    assert_eq!((r["subject"].as_str(), r["to"][0].as_str()), (Some("Re: Where is my order?"), Some("dee@example.org")), "{answer}");
     let p = &one["preview"]["emails"][0];
     assert_eq!((p["subject"].as_str(), p["to"][0].as_str()), (Some("Invoice A-1 for Ann <&>"), Some("ann@example.org")), "{one}");
     assert_eq!(many["preview"]["emails"].as_array().unwrap().len(), 2, "{many}");
     assert!(one["preview"]["summary"].as_str().unwrap().contains("ann@example.org"), "{one}");
-    for a in [&one, &many] {
+    for a in [&one, &many, &answer] {
         let r = s.person.post(&format!("/approval-requests/{}/approve", a["id"].as_str().unwrap()), &json!({})).await;
         assert_eq!(r.status, 200, "{}", r.json);
     }
@@ -829,10 +845,13 @@ async fn the_preview_is_what_ses_receives() {
     assert_eq!(sent_one.status, 202, "{}", sent_one.json);
     let sent_many = send(&s.agent, "POST", "/emails/batch", &batch, Some("batch-1"), None).await;
     assert_eq!(sent_many.status, 202, "{}", sent_many.json);
+    let sent_reply = send(&s.agent, "POST", &reply_path, &reply, Some("reply-1"), None).await;
+    assert_eq!(sent_reply.status, 201, "{}", sent_reply.json);
     let ids = [
         (sent_one.json["data"]["id"].as_str().unwrap().to_string(), one["preview"]["emails"][0].clone()),
         (sent_many.json["data"]["emails"][0]["id"].as_str().unwrap_or_default().to_string(), many["preview"]["emails"][0].clone()),
         (sent_many.json["data"]["emails"][1]["id"].as_str().unwrap_or_default().to_string(), many["preview"]["emails"][1].clone()),
+        (sent_reply.json["data"]["email_id"].as_str().unwrap_or_default().to_string(), answer["preview"]["emails"][0].clone()),
     ];
     for (id, shown) in ids.iter().filter(|(id, _)| !id.is_empty()) {
         let mut got = None;
@@ -852,7 +871,7 @@ async fn the_preview_is_what_ses_receives() {
         let body = shown["html"].as_str().or(shown["text"].as_str()).unwrap();
         assert_eq!(m["body"].as_str(), Some(body), "the body SES got is the one the person saw");
     }
-    assert_eq!(ids.iter().filter(|(id, _)| !id.is_empty()).count(), 3, "every email found: {}", sent_many.json);
+    assert_eq!(ids.iter().filter(|(id, _)| !id.is_empty()).count(), 4, "every email found: {} {}", sent_many.json, sent_reply.json);
 }
 
 #[tokio::test]

@@ -410,16 +410,16 @@ pub struct AddMessage {
     pub status: Option<ConversationStatus>,
 }
 
-/// Add a reply (sent through SES from the mailbox, threaded; 409 when the contact's address
-/// is suppressed) or an internal note.
-pub async fn add_message(
-    app: &App,
-    ws: &WorkspaceId,
-    grant: &Grant,
-    by: &str,
-    id: &ConversationId,
-    input: AddMessage,
-) -> ApiResult<Message> {
+/// A message checked and built as `add_message` would write it, with its conversation (read at
+/// `version`) and contact; nothing written.
+struct Drafted {
+    old: Conversation,
+    version: i64,
+    contact: Option<crate::contacts::Contact>,
+    message: Message,
+}
+
+async fn draft_message(app: &App, ws: &WorkspaceId, by: &str, id: &ConversationId, input: AddMessage) -> ApiResult<Drafted> {
     let mut errs = Errors::new();
     check_body(&mut errs, &input.body_text, input.body_html.as_deref());
     if input.r#type == MessageType::Inbound {
@@ -446,7 +446,7 @@ pub async fn add_message(
         None => None,
     };
     let now = shared::ids::Timestamp::now();
-    let mut m = Message {
+    let m = Message {
         id: crate::ids::HelpdeskMessageId::generate(),
         object: "helpdesk_message".into(),
         conversation_id: old.id.clone(),
@@ -468,6 +468,35 @@ pub async fn add_message(
         truncated: None,
         created_at: now,
     };
+    Ok(Drafted { old, version, contact, message: m })
+}
+
+/// The email a reply would send, built as `add_message` builds it (for an approval request's
+/// preview); its reply-to address is the conversation's, made when it is sent.
+pub async fn preview_reply(app: &App, ws: &WorkspaceId, id: &ConversationId, input: AddMessage) -> ApiResult<crate::emails::Email> {
+    let d = draft_message(app, ws, "preview", id, input).await?;
+    check_size(&d.message)?;
+    let contact = d.contact.as_ref().ok_or_else(|| ApiError::conflict("the conversation has no contact to reply to"))?;
+    let last_inbound = last_inbound_message_id(app, ws, &d.old.id).await?;
+    let mut email = compose_reply(app, ws, &d.old, contact, &d.message, last_inbound.as_deref()).await?.email;
+    email.reply_to = vec![];
+    Ok(email)
+}
+
+/// Add a reply (sent through SES from the mailbox, threaded; 409 when the contact's address
+/// is suppressed) or an internal note.
+pub async fn add_message(
+    app: &App,
+    ws: &WorkspaceId,
+    grant: &Grant,
+    by: &str,
+    id: &ConversationId,
+    input: AddMessage,
+) -> ApiResult<Message> {
+    let status = input.status;
+    let Drafted { old, version, contact, message: mut m } = draft_message(app, ws, by, id, input).await?;
+    let reply = m.r#type == MessageType::Reply;
+    let now = m.created_at;
     check_size(&m)?;
     let mut c = old.clone();
     c.updated_at = now;
@@ -480,7 +509,7 @@ pub async fn add_message(
         m.email_id = Some(out.email.id.clone());
         m.delivery_status = Some(DeliveryStatus::of(out.email.status));
         outgoing = Some((auth, out));
-        c.status = input.status.unwrap_or(ConversationStatus::Pending);
+        c.status = status.unwrap_or(ConversationStatus::Pending);
         c.snoozed_until = None;
         c.last_message_at = now;
         c.message_count += 1;
