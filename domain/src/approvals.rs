@@ -96,9 +96,11 @@ pub struct Preview {
     pub summary: String,
     /// Every email it sends, as SES will receive it (subject, HTML and text bodies).
     pub emails: Vec<EmailPreview>,
-    /// The request's body as sent, with credentials and secrets shown as `[hidden]`.
-    #[schema(value_type = Object)]
-    pub request: serde_json::Value,
+    /// The request's body as sent, with credentials and secrets shown as `[hidden]` (absent
+    /// for emails, shown as `emails`, and for a body without one).
+    #[schema(value_type = Option<Object>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<serde_json::Value>,
     /// Why an email could not be rendered (the request will fail the same way once approved).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
@@ -271,10 +273,15 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
         None => ("attribute_not_exists(pk)", vec![]),
     };
     let shown = to_object(&id, &doc, &Item::new());
+    let announced = event_body(&shown);
+    let mut item = item;
+    item.insert(shared::approvals::EVENT_ATTR.into(), s(announced.to_string()));
     let committed = shared::outbox::Tx::new()
         .put_if(item, "attribute_not_exists(pk)", vec![])
         .put_if(lookup_item, cond, vals)
-        .event(shared::events::Event::new(ws, "approval.requested", &event_body(&shown)))
+        // Announced as `approval.expired` if nobody decides in time (`shared::approvals::expire_due`).
+        .put(shared::approvals::due_item(ws, id.as_str(), expires.timestamp_millis()))
+        .event(shared::events::Event::new(ws, "approval.requested", &announced))
         .commit(app)
         .await;
     match committed {
@@ -344,13 +351,13 @@ async fn preview(
     // An email's preview is the email as rendered (an erased recipient already replaced); its
     // raw body would keep what the rendering left out. A body deeper than a person reads is
     // shown as its text, so reading the request back never meets serde's depth limit.
-    let request = match body {
-        _ if !entries.is_empty() => serde_json::Value::Null,
-        Some(b) if depth(b) > MAX_SHOWN_DEPTH => serde_json::Value::String("(nested too deeply to show)".into()),
-        Some(b) => redact(b),
-        None => serde_json::Value::Null,
-    };
-    let mut out = Preview { request, ..Default::default() };
+    let mut out = Preview::default();
+    match body {
+        _ if !entries.is_empty() => {}
+        Some(b) if depth(b) > MAX_SHOWN_DEPTH => out.problems.push("the request's body is nested too deeply to show".into()),
+        Some(b) if b.is_object() => out.request = Some(redact(b)),
+        _ => {}
+    }
     // A staff reply in a conversation: the email as the reply would send it.
     let reply = match (pattern, body) {
         ("/helpdesk/conversations/{id}/messages", Some(b)) if b.get("type").and_then(|t| t.as_str()) == Some("reply") => {
@@ -410,6 +417,7 @@ fn state_of(item: &Item) -> ApprovalState {
         Some("approved") => ApprovalState::Approved,
         Some("denied") => ApprovalState::Denied,
         Some("stale") => ApprovalState::Stale,
+        Some("expired") => ApprovalState::Expired,
         _ if get_i64(item, "expires_ms").unwrap_or(0) <= shared::ids::now_ms() => ApprovalState::Expired,
         _ => ApprovalState::Pending,
     }
@@ -488,9 +496,10 @@ pub async fn list(
         Some(ApprovalState::Pending) => {
             spec.filter("approval_state = :s AND expires_ms > :now", vec![(":s", s("pending")), (":now", n(now))])
         }
-        Some(ApprovalState::Expired) => {
-            spec.filter("approval_state = :s AND expires_ms <= :now", vec![(":s", s("pending")), (":now", n(now))])
-        }
+        Some(ApprovalState::Expired) => spec.filter(
+            "approval_state = :e OR (approval_state = :s AND expires_ms <= :now)",
+            vec![(":e", s("expired")), (":s", s("pending")), (":now", n(now))],
+        ),
         Some(other) => spec.filter("approval_state = :s", vec![(":s", s(other.as_str()))]),
     };
     let out = app.db.query_page(spec).await?;
@@ -581,7 +590,9 @@ pub async fn approve(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalRe
         confirmation_id: Some(cc_id.clone()),
         ..r.clone()
     };
+    let (due_pk, due_sk) = shared::approvals::due_key(ws, id.as_str(), get_i64(&item, "expires_ms").unwrap_or(0));
     let committed = tx
+        .delete_if(due_pk, due_sk, "", vec![])
         .event(shared::events::Event::new(ws, "approval.approved", &event_body(&approved)))
         .event(shared::events::Event::new(ws, "capability.confirmed", &c))
         .commit(app)
@@ -644,11 +655,13 @@ pub async fn deny(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalReque
     let mut errs = shared::validate::Errors::new();
     errs.text("reason", &input.reason, 1, 500);
     errs.finish()?;
-    let r = load(app, ws, id).await?;
+    let item = load_item(app, ws, id).await?;
+    let r = from_item(&item)?;
     may_approve(p, &r.capability)?;
     if r.state != ApprovalState::Pending {
         return Err(ApiError::conflict(format!("the approval request is {}", r.state.as_str())));
     }
+    let (due_pk, due_sk) = shared::approvals::due_key(ws, id.as_str(), get_i64(&item, "expires_ms").unwrap_or(0));
     let now = chrono::Utc::now();
     let denied = ApprovalRequest {
         state: ApprovalState::Denied,
@@ -670,6 +683,7 @@ pub async fn deny(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalReque
         .expression_attribute_values(":now", n(now.timestamp_millis()));
     shared::outbox::Tx::new()
         .update(decide)
+        .delete_if(due_pk, due_sk, "", vec![])
         .event(shared::events::Event::new(ws, "approval.denied", &event_body(&denied)))
         .commit(app)
         .await

@@ -282,14 +282,6 @@ pub const SNOOZE_DUE: Kind = Kind::on(
 )
 .internal();
 
-pub const APPROVAL_REQUEST: Kind = Kind::on(
-    "approval request",
-    WORKSPACE_PK,
-    "APPROVAL#<apr id>",
-    "a restricted key's request (method, path, exact body, Idempotency-Key), the preview rendered when it was asked, the objects it depends on at their versions, state and who decided; 90 d TTL",
-)
-.personal();
-
 /// Every kind the table holds, in the order docs/data-model.md lists them.
 pub fn all() -> Vec<Kind> {
     let areas = [
@@ -344,7 +336,6 @@ pub fn all() -> Vec<Kind> {
         SCAN,
         SCAN_URL_CLAIM,
         SCAN_HOST_SLOT,
-        APPROVAL_REQUEST,
     ];
     SHARED_KINDS.iter().copied().chain(areas).collect()
 }

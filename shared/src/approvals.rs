@@ -5,12 +5,14 @@
 //! request again (same key, method, path, body and Idempotency-Key) finds the approval through
 //! one look-up item and consumes the confirmation the approval minted, with no token to carry:
 //! the look-up is keyed by a hash of everything the approval binds, so no other request finds it.
+//! A request not decided in time is announced as `approval.expired` by [`expire_due`], which the
+//! dispatcher's minute sweep runs.
 
 use crate::app::App;
 use crate::auth::{Credential, Principal};
 use crate::error::ApiError;
-use crate::keys::APPROVAL_LOOKUP;
-use crate::store::{get_str, ws_pk};
+use crate::keys::{APPROVAL_DUE, APPROVAL_LOOKUP, APPROVAL_REQUEST};
+use crate::store::{Item, TxError, get_str, n, s, ws_pk};
 use futures_util::future::BoxFuture;
 use std::sync::OnceLock;
 
@@ -112,4 +114,73 @@ pub(crate) async fn annotate(app: &App, principal: &Principal, asked: Asked<'_>,
             e
         }
     }
+}
+
+/// Due entries are spread over this many partitions.
+pub const DUE_SHARDS: u32 = 8;
+
+/// The due entry of an approval request that expires at `expires_ms`.
+pub fn due_key(ws: &str, id: &str, expires_ms: i64) -> (String, String) {
+    let shard = crate::events::outbox_shard(id) % DUE_SHARDS;
+    (APPROVAL_DUE.pk(&[&shard.to_string()]), APPROVAL_DUE.sk(&[&format!("{expires_ms:013}"), ws, id]))
+}
+
+/// The due entry as written with its request (removed when the request is decided).
+pub fn due_item(ws: &str, id: &str, expires_ms: i64) -> Item {
+    let (pk, sk) = due_key(ws, id, expires_ms);
+    Item::from([("pk".into(), s(pk)), ("sk".into(), s(sk)), ("workspace_id".into(), s(ws)), ("approval_request_id".into(), s(id))])
+}
+
+/// The attribute of an approval request holding its `approval.requested` event's body, which
+/// `approval.expired` repeats with its new state.
+pub const EVENT_ATTR: &str = "event";
+
+/// Every approval request whose time ran out before `now_ms` without a decision becomes
+/// `expired`, with the event `approval.expired`, in one transaction each (a decision that came
+/// first wins: its entry is then stale and dropped). Answers how many expired.
+pub async fn expire_due(app: &App, now_ms: i64, per_shard: usize) -> Result<usize, ApiError> {
+    let upper = format!("{now_ms:013}#~");
+    let mut expired = 0;
+    for shard in 0..DUE_SHARDS {
+        let pk = APPROVAL_DUE.pk(&[&shard.to_string()]);
+        for due in app.db.query_between(&pk, "0", &upper, true, Some(per_shard)).await? {
+            let (Some(sk), Some(ws), Some(id)) = (get_str(&due, "sk"), get_str(&due, "workspace_id"), get_str(&due, "approval_request_id"))
+            else {
+                continue;
+            };
+            let request_sk = APPROVAL_REQUEST.sk(&[id]);
+            let request = app.db.get(&ws_pk(ws), &request_sk).await?;
+            let body =
+                request.as_ref().and_then(|r| get_str(r, EVENT_ATTR)).and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok());
+            let Some(mut body) = body else {
+                // Erased, or from before the event was kept: nothing to announce.
+                app.db.delete(&pk, sk).await?;
+                continue;
+            };
+            body["state"] = "expired".into();
+            let expire = aws_sdk_dynamodb::types::Update::builder()
+                .key("pk", s(ws_pk(ws)))
+                .key("sk", s(&request_sk))
+                .update_expression("SET approval_state = :expired")
+                .condition_expression("approval_state = :pending AND expires_ms <= :now")
+                .expression_attribute_values(":expired", s("expired"))
+                .expression_attribute_values(":pending", s("pending"))
+                .expression_attribute_values(":now", n(now_ms));
+            let tx = crate::outbox::Tx::new()
+                .update(expire)
+                .delete_if(pk.clone(), sk.to_string(), "", vec![])
+                .event(crate::events::Event::new(ws, "approval.expired", &body));
+            match tx.commit(app).await {
+                Ok(()) => expired += 1,
+                // Decided first: the entry is stale.
+                Err(TxError::Condition(0)) => app.db.delete(&pk, sk).await?,
+                Err(TxError::Condition(_)) => {}
+                Err(TxError::Api(e)) => return Err(e),
+            }
+        }
+    }
+    if expired > 0 {
+        tracing::info!(expired, "approval requests expired");
+    }
+    Ok(expired)
 }

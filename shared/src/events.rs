@@ -23,6 +23,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "api_key.revoked",
     "approval.approved",
     "approval.denied",
+    "approval.expired",
     "approval.requested",
     "booking.cancelled",
     "booking.completed",

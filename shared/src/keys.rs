@@ -213,6 +213,21 @@ pub const APPROVAL_LOOKUP: Kind = Kind::on(
 )
 .internal();
 
+pub const APPROVAL_REQUEST: Kind = Kind::on(
+    "approval request",
+    WORKSPACE_PK,
+    "APPROVAL#<apr id>",
+    "a restricted key's request (method, path, body hash, Idempotency-Key), the preview rendered when it was asked, the objects it depends on at their versions, state and who decided, the `approval.requested` event's body; 90 d TTL",
+)
+.personal();
+pub const APPROVAL_DUE: Kind = Kind::on(
+    "approval due entry",
+    "DUE#APPROVAL#<0..7>",
+    "<expiry epoch ms, 13 digits>#<ws>#<apr id>",
+    "every approval request until it expires or is decided, for the sweep that announces `approval.expired`",
+)
+.internal();
+
 /// The kinds of this crate, for the registry in `domain::keys`.
 pub const SHARED_KINDS: &[Kind] = &[
     API_KEY,
@@ -225,6 +240,8 @@ pub const SHARED_KINDS: &[Kind] = &[
     PORTAL_SESSION,
     CAPABILITY_CONFIRMATION,
     APPROVAL_LOOKUP,
+    APPROVAL_REQUEST,
+    APPROVAL_DUE,
 ];
 
 #[cfg(test)]

@@ -3,31 +3,13 @@
 // and screenshots at a phone and a desktop width in English and Norwegian Bokmål.
 // Started by tests/tests/portal/pages.rs with the stack's addresses and the seeded ids.
 
-import { chromium } from "playwright-core";
-import { readFileSync, mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
 import assert from "node:assert/strict";
+import { WIDTHS, check, env, finish, launch, log, watch } from "./pages.mjs";
 
-const require = createRequire(import.meta.url);
-const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} is not set`);
-  return v;
-};
 const base = env("PORTAL_URL");
 const moto = env("MOTO_URL");
 const email = env("CUSTOMER_EMAIL");
 const ids = { cancel: env("CANCEL_ME"), move: env("MOVE_ME"), late: env("TOO_LATE"), other: env("NOT_MINE") };
-const shots = env("SHOTS_DIR");
-mkdirSync(shots, { recursive: true });
-
-const WIDTHS = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } };
-const problems = [];
-
-function log(...a) {
-  console.log(new Date().toISOString().slice(11, 23), ...a);
-}
 
 // Every message moto's SES sent to the customer whose subject has `subject`.
 async function mails(subject) {
@@ -56,34 +38,12 @@ async function nextMail(subject, seen) {
 const codeOf = (m) => m.body.match(/\b(\d{6})\b/)[1];
 const linkOf = (m) => m.body.match(/(http\S+\/link\?token=psl_[A-Za-z0-9]+)/)[1];
 
-// axe on the page, and its screenshots at both widths.
-async function check(page, name, lang) {
-  await page.evaluate(axeSource);
-  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
-  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  for (const v of bad) problems.push(`${name} (${lang}): ${v.id} ${v.help}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-  for (const [width, size] of Object.entries(WIDTHS)) {
-    await page.setViewportSize(size);
-    await page.screenshot({ path: `${shots}/${name}-${lang}-${width}.png`, fullPage: true });
-  }
-  await page.setViewportSize(WIDTHS.desktop);
-  const kb = Math.round(Buffer.byteLength(await page.content()) / 102.4) / 10;
-  log(`${name} (${lang}): ${bad.length} serious/critical, ${kb} KB of HTML`);
-}
-
 async function tabTo(page, selector) {
   for (let i = 0; i < 30; i++) {
     await page.keyboard.press("Tab");
     if (await page.evaluate((s) => document.activeElement?.matches(s), selector)) return;
   }
   throw new Error(`Tab never reached ${selector}`);
-}
-
-function watch(page, lang) {
-  page.on("console", (m) => {
-    if (/Content Security Policy|Refused to/.test(m.text())) problems.push(`CSP (${lang}): ${m.text()}`);
-  });
-  page.on("pageerror", (e) => problems.push(`script error (${lang}): ${e.message}`));
 }
 
 // Sign in by keyboard alone: the address, Enter, the emailed code, Enter. With `screens`, the
@@ -109,20 +69,7 @@ async function signInWithCode(page, lang, subject, screens) {
   await Promise.all([page.waitForURL(/\/account$/), page.keyboard.press("Enter")]);
 }
 
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-  ],
-});
+const browser = await launch();
 
 try {
   // ---------- English, desktop ----------
@@ -246,8 +193,4 @@ try {
   await browser.close();
 }
 
-if (problems.length) {
-  console.error(problems.join("\n"));
-  process.exit(1);
-}
-log("every flow passed");
+finish();

@@ -896,19 +896,42 @@ async fn two_approvers_at_once_mint_one_confirmation_and_an_expired_request_mint
     );
     assert!([first.status, second.status].contains(&201), "{} / {}", first.json, second.json);
     assert_eq!(hooks().await, 1, "one endpoint");
+    let hook_id = s.owner.get("/webhooks").await.json["data"][0]["id"].as_str().unwrap().to_string();
 
-    // Expired before anyone decided: approving mints nothing, and the same request asks anew.
+    // Expired before anyone decided: the minute sweep announces it (approval.expired), approving
+    // mints nothing, and the same request asks anew. Its time is moved into the past in the
+    // table (no test waits a day): the request's and its due entry's.
     let apr = ask(&s, "POST", "/webhooks", body, "late-1", "webhooks.create").await;
-    h.app()
-        .await
-        .db
-        .update(shared::store::ws_pk(&s.ws), domain::keys::APPROVAL_REQUEST.sk(&[&apr]), "SET expires_ms = :past")
-        .value(":past", shared::store::n(shared::ids::now_ms() - 1))
+    let app = h.app().await;
+    let pk = shared::store::ws_pk(&s.ws);
+    let item = app.db.get(&pk, &domain::keys::APPROVAL_REQUEST.sk(&[&apr])).await.unwrap().unwrap();
+    let (due_pk, due_sk) = shared::approvals::due_key(&s.ws, &apr, shared::store::get_i64(&item, "expires_ms").unwrap());
+    assert!(app.db.get(&due_pk, &due_sk).await.unwrap().is_some(), "a pending request has its due entry");
+    let past = shared::ids::now_ms() - 1;
+    app.db.delete(&due_pk, &due_sk).await.unwrap();
+    app.db.put(shared::approvals::due_item(&s.ws, &apr, past)).apply().await.unwrap();
+    app.db
+        .update(pk.clone(), domain::keys::APPROVAL_REQUEST.sk(&[&apr]), "SET expires_ms = :past")
+        .value(":past", shared::store::n(past))
         .required()
         .await
         .unwrap();
     let r = s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await;
     assert_eq!(r.status, 409, "{}", r.json);
+    assert!(shared::approvals::expire_due(&app, shared::ids::now_ms(), 100).await.unwrap() >= 1);
+    let stored = app.db.get(&pk, &domain::keys::APPROVAL_REQUEST.sk(&[&apr])).await.unwrap().unwrap();
+    assert_eq!(shared::store::get_str(&stored, "approval_state"), Some("expired"));
+    assert!(app.db.get(&due_pk, &shared::approvals::due_key(&s.ws, &apr, past).1).await.unwrap().is_none(), "swept once");
+    let mut announced = false;
+    for _ in 0..100 {
+        let d = s.owner.get(&format!("/webhooks/{}/deliveries", hook_id)).await.json["data"].clone();
+        if d.as_array().unwrap().iter().any(|d| d["event_type"] == "approval.expired") {
+            announced = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(announced, "approval.expired reached the workspace's webhook");
     let expired = s.person.get("/approval-requests?state=expired").await.json["data"].as_array().unwrap().clone();
     assert!(expired.iter().any(|a| a["id"] == apr.as_str()));
     let pending = s.person.get("/approval-requests?state=pending").await.json["data"].as_array().unwrap().clone();

@@ -895,8 +895,10 @@ pub struct ApprovalPreview {
     /// Why an email could not be rendered (the request will fail the same way once approved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problems: Option<Vec<String>>,
-    /// The request's body as sent, with credentials and secrets shown as `[hidden]`.
-    pub request: serde_json::Map<String, serde_json::Value>,
+    /// The request's body as sent, with credentials and secrets shown as `[hidden]` (absent
+    /// for emails, shown as `emails`, and for a body without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<serde_json::Map<String, serde_json::Value>>,
     /// One line: what happens, to whom.
     pub summary: String,
 }
@@ -2177,6 +2179,8 @@ pub enum EventTypePattern {
     ApprovalApproved,
     #[serde(rename = "approval.denied")]
     ApprovalDenied,
+    #[serde(rename = "approval.expired")]
+    ApprovalExpired,
     #[serde(rename = "approval.requested")]
     ApprovalRequested,
     #[serde(rename = "booking.*")]

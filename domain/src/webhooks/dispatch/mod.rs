@@ -50,10 +50,16 @@ impl Dispatcher {
             return Ok(serde_json::to_value(self.handle_sqs_within(ev, budget).await).expect("serializes"));
         }
         // Independent: a refusing events queue must not hold back the jobs, nor the reverse.
+        // The same minute announces approval requests nobody decided in time.
         let age = self.app.cfg.webhooks.outbox_sweep_age_secs;
-        let (events, jobs) = tokio::join!(shared::outbox::sweep(&self.app, age, 100), shared::outbox::sweep_jobs(&self.app, age, 100));
+        let (events, jobs, expired) = tokio::join!(
+            shared::outbox::sweep(&self.app, age, 100),
+            shared::outbox::sweep_jobs(&self.app, age, 100),
+            shared::approvals::expire_due(&self.app, shared::ids::now_ms(), 100)
+        );
         let (events, jobs) = (events.map_err(|e| e.to_string())?, jobs.map_err(|e| e.to_string())?);
-        Ok(serde_json::json!({ "swept": events, "jobs": jobs }))
+        let expired = expired.map_err(|e| e.to_string())?;
+        Ok(serde_json::json!({ "swept": events, "jobs": jobs, "approvals_expired": expired }))
     }
 
     pub async fn handle_sqs(&self, ev: SqsEvent) -> BatchResponse {

@@ -77,9 +77,9 @@ fn body(ctx: &Ctx, r: &ApprovalRequest, may: Result<(), ApiError>) -> Markup {
             h2 { (w.problems) }
             ul { @for p in &r.preview.problems { li { (p) } } }
         }
-        @if !r.preview.request.is_null() {
+        @if let Some(request) = &r.preview.request {
             h2 { (w.request_title) }
-            pre { (serde_json::to_string_pretty(&r.preview.request).unwrap_or_default()) }
+            pre { (serde_json::to_string_pretty(request).unwrap_or_default()) }
         }
         @if !r.bound.is_empty() {
             h2 { (w.bound_title) }
