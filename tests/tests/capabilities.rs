@@ -918,7 +918,8 @@ async fn two_approvers_at_once_mint_one_confirmation_and_an_expired_request_mint
         .unwrap();
     let r = s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await;
     assert_eq!(r.status, 409, "{}", r.json);
-    assert!(shared::approvals::expire_due(&app, shared::ids::now_ms(), 100).await.unwrap() >= 1);
+    // The stack's own minute sweep may get there first; either way it expires once.
+    shared::approvals::expire_due(&app, shared::ids::now_ms(), 100).await.unwrap();
     let stored = app.db.get(&pk, &domain::keys::APPROVAL_REQUEST.sk(&[&apr])).await.unwrap().unwrap();
     assert_eq!(shared::store::get_str(&stored, "approval_state"), Some("expired"));
     assert!(app.db.get(&due_pk, &shared::approvals::due_key(&s.ws, &apr, past).1).await.unwrap().is_none(), "swept once");
