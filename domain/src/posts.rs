@@ -103,6 +103,7 @@ pub struct Variant {
     pub content: Option<String>,
     /// This channel's images instead of the post's `media`.
     #[serde(default)]
+    #[schema(max_items = 10)]
     pub media: Option<Vec<Media>>,
     /// Mastodon options (see `VariantInput`).
     #[serde(default)]
@@ -142,6 +143,7 @@ pub struct VariantInput {
     pub content: Option<String>,
     /// The images for this channel (an empty list: none).
     #[serde(default)]
+    #[schema(max_items = 10)]
     pub media: Option<Vec<Media>>,
     /// Mastodon: who sees the status (default public).
     #[serde(default)]
@@ -433,6 +435,7 @@ pub struct CreatePost {
     #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_ids: Vec<String>,
     #[serde(default)]
+    #[schema(max_items = 10)]
     pub media: Vec<Media>,
     /// ISO 639-1 language of the text, e.g. `nb` or `en`.
     #[serde(default)]
@@ -459,7 +462,7 @@ pub struct UpdatePost {
     #[schema(value_type = Option<Vec<String>>, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_ids: Patch<Vec<String>>,
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Media>>)]
+    #[schema(value_type = Option<Vec<Media>>, max_items = 10)]
     pub media: Patch<Vec<Media>>,
     /// ISO 639-1; `null` clears it.
     #[serde(default)]

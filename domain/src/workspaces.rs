@@ -380,10 +380,11 @@ fn new_api_key(
 #[serde(deny_unknown_fields)]
 pub struct UpdateWorkspace {
     #[serde(default)]
-    #[schema(value_type = String)]
+    #[schema(value_type = String, min_length = 1, max_length = 100)]
     pub name: Patch<String>,
+    /// 3 to 48 lowercase letters, digits and single hyphens, neither first nor last.
     #[serde(default)]
-    #[schema(value_type = String)]
+    #[schema(value_type = String, min_length = 3, max_length = 48, pattern = "^[a-z0-9]+(-[a-z0-9]+)*$")]
     pub slug: Patch<String>,
     #[serde(default)]
     #[schema(value_type = String)]

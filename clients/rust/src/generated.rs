@@ -3606,6 +3606,7 @@ pub struct UpdateWorkspace {
     /// Origins a portal login link may return to (`https://shop.example.com`); replaces the list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub portal_origins: Option<Vec<String>>,
+    /// 3 to 48 lowercase letters, digits and single hyphens, neither first nor last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

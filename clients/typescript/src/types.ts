@@ -3991,6 +3991,7 @@ export interface components {
             name?: string;
             /** @description Origins a portal login link may return to (`https://shop.example.com`); replaces the list. */
             portal_origins?: string[] | null;
+            /** @description 3 to 48 lowercase letters, digits and single hyphens, neither first nor last. */
             slug?: string;
             timezone?: string;
         };
