@@ -176,10 +176,6 @@ struct Doc {
     expires_at: Timestamp,
 }
 
-fn effect_of(capability: &str) -> ApiResult<&'static effects::EffectInfo> {
-    effects::ALL.iter().find(|e| e.capability == capability).ok_or_else(|| ApiError::internal(format!("no effect {capability}")))
-}
-
 pub use capabilities::may_approve;
 
 // ---------- asking ----------
@@ -229,7 +225,7 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
         .ok_or_else(|| ApiError::internal("a 428 for a route the capability list does not hold"))?;
     let body: Option<serde_json::Value> = if asked.body.is_empty() { None } else { serde_json::from_slice(asked.body).ok() };
     let bound = capabilities::bind(app, ws, &capability.path, asked.path, body.as_ref()).await?;
-    let info = effect_of(capability.capability.as_str())?;
+    let info = capabilities::effect(&capability.capability)?;
     let preview = Box::pin(preview(app, ws, info, &capability.path, asked.path, body.as_ref(), &bound)).await;
     let now = chrono::Utc::now();
     let expires = now + chrono::Duration::seconds(LIFETIME_SECS);
@@ -424,7 +420,7 @@ fn state_of(item: &Item) -> ApprovalState {
 }
 
 fn to_object(id: &ApprovalRequestId, d: &Doc, item: &Item) -> ApprovalRequest {
-    let info = effects::ALL.iter().find(|e| e.capability == d.capability);
+    let info = capabilities::effect(&d.capability).ok();
     ApprovalRequest {
         id: id.clone(),
         object: "approval_request".into(),
@@ -578,10 +574,7 @@ pub async fn approve(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalRe
         .expression_attribute_values(":apr", s(id.as_str()));
     let mut tx = shared::outbox::Tx::new().update(decide).put_if(confirmation, "attribute_not_exists(pk)", vec![]).update(point);
     for k in &keys {
-        tx = match k.version {
-            0 => tx.check(pk.clone(), k.sk.clone(), "attribute_not_exists(pk)"),
-            v => tx.check_if(pk.clone(), k.sk.clone(), "version = :v", vec![(":v", n(v))]),
-        };
+        tx = k.still_in(tx, &pk);
     }
     let approved = ApprovalRequest {
         state: ApprovalState::Approved,

@@ -62,13 +62,18 @@ pub fn path_fits(pattern: &str, path: &str) -> bool {
         )
 }
 
+/// The effect a capability (or an earlier release's name of one) names.
+pub fn effect(capability: &str) -> ApiResult<&'static crate::effects::EffectInfo> {
+    let name = shared::auth::capability_name(capability);
+    crate::effects::ALL.iter().find(|e| e.capability == name).ok_or_else(|| ApiError::internal(format!("no effect {name}")))
+}
+
 /// The approver rule: a person (never a key) with the `confirm` scope who could cause the
 /// effect themselves, without anyone's confirmation: its least scope through their role and
 /// token (an admin effect needs an owner or admin). For minting here and for approving an
 /// approval request (`crate::approvals`).
 pub fn may_approve(p: &Principal, capability: &str) -> ApiResult<()> {
-    let name = shared::auth::capability_name(capability);
-    let info = crate::effects::ALL.iter().find(|e| e.capability == name).ok_or_else(|| ApiError::internal(format!("no effect {name}")))?;
+    let info = effect(capability)?;
     if !matches!(p.credential, Credential::OAuth) {
         return Err(ApiError::forbidden("only a person approves (an OAuth access token); an API key never does"));
     }

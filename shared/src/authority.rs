@@ -121,10 +121,7 @@ impl<E: Effect> Authority<E> {
             self.approved(sk, *version)?;
         }
         for b in self.bound.iter().filter(|b| !writes.iter().any(|(sk, _)| *sk == b.sk)) {
-            tx = match b.version {
-                0 => tx.check(self.pk.clone(), b.sk.clone(), "attribute_not_exists(pk)"),
-                v => tx.check_if(self.pk.clone(), b.sk.clone(), "version = :bound_version", vec![(":bound_version", crate::store::n(v))]),
-            };
+            tx = b.still_in(tx, &self.pk);
         }
         Ok(tx)
     }

@@ -172,6 +172,17 @@ pub struct BoundKey {
     pub version: i64,
 }
 
+impl BoundKey {
+    /// `tx` with a condition that this object is still at its approved version (or still
+    /// absent): what consuming a token, approving a request and the effect's own write check.
+    pub fn still_in(&self, tx: Tx, pk: &str) -> Tx {
+        match self.version {
+            0 => tx.check(pk.to_string(), self.sk.clone(), "attribute_not_exists(pk)"),
+            v => tx.check_if(pk.to_string(), self.sk.clone(), "version = :bound_version", vec![(":bound_version", n(v))]),
+        }
+    }
+}
+
 /// The item attribute holding the bound objects (JSON of `[BoundKey]`).
 pub const BOUND_ATTR: &str = "bound_keys";
 
@@ -269,10 +280,7 @@ pub async fn begin(
         .expression_attribute_values(":now", n(now_ms));
     let mut tx = Tx::new().put_if_named(item, cond, &[("#state", "state")], values).update(consume);
     for b in &bound {
-        tx = match b.version {
-            0 => tx.check(pk.clone(), b.sk.clone(), "attribute_not_exists(pk)"),
-            v => tx.check_if(pk.clone(), b.sk.clone(), "version = :v", vec![(":v", n(v))]),
-        };
+        tx = b.still_in(tx, &pk);
     }
     let event = Event::new(
         ws,
