@@ -772,3 +772,72 @@ async fn feedback_for_an_email_whose_send_went_unrecorded_still_reaches_it() {
     domain::sending::feedback::apply(&h.sender().await, &n).await.expect("applied");
     assert_eq!(reason().await, Some(json!("complained")));
 }
+
+/// A verified domain owns its subdomains, whoever claimed one first: inbound mail to a
+/// subdomain goes to the parent's workspace (another workspace's pending claim no longer
+/// black-holes it), that workspace's claim reads `failed` even when SES counts it verified
+/// through the parent, and no other workspace can claim a subdomain, even before the parent's
+/// flag is set. An unproved claim carries the table's TTL; a verified one does not.
+#[tokio::test]
+async fn a_verified_domain_owns_its_subdomains_for_routing_and_claiming() {
+    let h = harness();
+    let app = h.app().await;
+    let proxy = e2e::ses_proxy::SesProxy::start(&h.moto_endpoint).await;
+    let base = h.gateway_via(&proxy.url).await;
+    let (a0, _) = sender_workspace("parent owner").await;
+    let (b0, _) = sender_workspace("subdomain squatter").await;
+    let a = Client::new(&base, a0.auth.as_deref().unwrap()).during_outage();
+    let b = Client::new(&base, b0.auth.as_deref().unwrap()).during_outage();
+    let u = ulid::Ulid::generate().to_string().to_lowercase();
+    let name = format!("acme-{u}.example.test");
+    let sub = format!("help.{name}");
+    let claim = async |n: &str| {
+        app.db.get(&domain::keys::SENDING_DOMAIN_CLAIM.pk(&[n]), domain::keys::SENDING_DOMAIN_CLAIM.table.sk).await.unwrap().unwrap()
+    };
+
+    // B claims the subdomain first and cannot prove it (SES holds it pending).
+    proxy.hold_pending(&sub, true);
+    let r = b.post("/emails/domains", &json!({"name": sub})).await;
+    assert_eq!((r.status, r.json["data"]["status"].as_str()), (201, Some("pending")), "{}", r.json);
+    let b_dom = r.json["data"]["id"].as_str().unwrap().to_string();
+    let pending = claim(&sub).await;
+    assert_eq!(shared::store::get_i64(&pending, "expires_at"), shared::store::get_i64(&pending, "pending_until"), "{pending:?}");
+    assert!(shared::store::get_i64(&pending, "expires_at").is_some());
+
+    // A claims and verifies the parent; its claim never expires.
+    let r = a.post("/emails/domains", &json!({"name": name})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let r = a.get(&format!("/emails/domains/{}", r.json["data"]["id"].as_str().unwrap())).await;
+    assert_eq!(r.json["data"]["status"], "verified", "{}", r.json);
+    assert!(shared::store::get_i64(&claim(&name).await, "expires_at").is_none());
+
+    // Mail to the subdomain reaches A, not B's pending claim.
+    let raw = format!(
+        "From: Kari <kari-{u}@example.org>\r\nTo: support@{sub}\r\nSubject: Help please {u}\r\nMessage-ID: <{u}@mail.example.org>\r\n\r\nhello\r\n"
+    );
+    let body = tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[format!("support@{sub}")], "PASS", "PASS")
+        .await
+        .unwrap();
+    domain::helpdesk::mail::handle(&app, &domain::helpdesk::mail::receipt(&body).unwrap()).await.unwrap();
+    let theirs = a.get("/helpdesk/conversations?limit=50").await.json["data"].clone();
+    let conv = theirs.as_array().unwrap().iter().find(|c| c["subject"] == format!("Help please {u}")).expect("routed to A");
+    assert_eq!(conv["mailbox"].as_str(), Some(format!("support@{sub}").as_str()));
+    assert_eq!(b.get("/helpdesk/conversations?limit=50").await.json["data"].as_array().unwrap().len(), 0);
+
+    // SES may count B's subdomain verified through the parent: it is A's all the same.
+    proxy.hold_pending(&sub, false);
+    let r = b.get(&format!("/emails/domains/{b_dom}")).await;
+    assert_eq!(r.json["data"]["status"], "failed", "{}", r.json);
+    let r = b.post("/emails", &json!({"from": format!("x@{sub}"), "to": ["r@example.org"], "subject": "s", "text": "t"})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("from")), "{}", r.json);
+    let r = b.post("/emails/domains", &json!({"name": format!("news.{name}")})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
+
+    // A parent SES verified whose flag nobody set yet (never read since) still owns its subdomains.
+    let quiet = format!("quiet-{u}.example.test");
+    assert_eq!(a.post("/emails/domains", &json!({"name": quiet})).await.json["data"]["status"], "pending");
+    assert_eq!(claim(&quiet).await.get("verified"), Some(&aws_sdk_dynamodb::types::AttributeValue::Bool(false)));
+    let r = b.post("/emails/domains", &json!({"name": format!("help.{quiet}")})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
+    assert_eq!(claim(&quiet).await.get("verified"), Some(&aws_sdk_dynamodb::types::AttributeValue::Bool(true)), "SES was asked");
+}

@@ -303,24 +303,46 @@ fn multipart(from: &str, to: &str, subject: &str, text: &str, parts: &[(String, 
     m
 }
 
-/// The receipt notification with SES's authentication verdicts set.
-async fn deliver_with_verdicts(raw: &str, to: &str, spf: &str, dkim: &str, dmarc: &str) {
+/// What SES concluded about a message's sender: its three verdicts (`NONE` leaves one out,
+/// as SES does when it gave none), the envelope sender (`mail.source`) and the
+/// `Authentication-Results` header SES adds above the message's own headers.
+struct Ses<'a> {
+    spf: &'a str,
+    dkim: &'a str,
+    dmarc: &'a str,
+    envelope: &'a str,
+    results: Option<&'a str>,
+}
+
+/// The message handled by the inbound worker as SES would deliver it, with these verdicts.
+async fn deliver_with(raw: &str, to: &str, ses: Ses<'_>) {
     let h = harness();
     let app = h.app().await;
+    let raw = match ses.results {
+        Some(r) => format!("Authentication-Results: {r}\r\n{raw}"),
+        None => raw.to_string(),
+    };
     let body =
         tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[to.to_string()], "PASS", "PASS").await.unwrap();
-    let verdict = |name: &str, v: &str| {
-        (format!("\\\"{name}\\\":{{\\\"status\\\":\\\"PASS\\\"}}"), format!("\\\"{name}\\\":{{\\\"status\\\":\\\"{v}\\\"}}"))
-    };
-    let mut body = body;
-    for (name, v) in [("spfVerdict", spf), ("dkimVerdict", dkim), ("dmarcVerdict", dmarc)] {
-        let (from, to) = verdict(name, v);
-        assert!(body.contains(&from), "{body}");
-        body = body.replace(&from, &to);
+    let mut outer: Value = serde_json::from_str(&body).unwrap();
+    let mut inner: Value = serde_json::from_str(outer["Message"].as_str().unwrap()).unwrap();
+    for (name, v) in [("spfVerdict", ses.spf), ("dkimVerdict", ses.dkim), ("dmarcVerdict", ses.dmarc)] {
+        let receipt = inner["receipt"].as_object_mut().unwrap();
+        if v == "NONE" {
+            receipt.remove(name);
+        } else {
+            receipt.insert(name.into(), json!({"status": v}));
+        }
     }
-    let receipt = domain::helpdesk::mail::receipt(&body).unwrap();
-    assert_eq!(receipt.authentication.dmarc.as_deref(), Some(dmarc));
+    inner["mail"]["source"] = json!(ses.envelope);
+    outer["Message"] = json!(inner.to_string());
+    let receipt = domain::helpdesk::mail::receipt(&outer.to_string()).unwrap();
     domain::helpdesk::mail::handle(&app, &receipt).await.unwrap();
+}
+
+/// The old shape: verdicts only, the envelope sender a stranger's, no SES header.
+async fn deliver_with_verdicts(raw: &str, to: &str, spf: &str, dkim: &str, dmarc: &str) {
+    deliver_with(raw, to, Ses { spf, dkim, dmarc, envelope: "bounce@mailer.example", results: None }).await;
 }
 
 /// An object's tags as moto answers them (it wants a SigV4-shaped header, not a valid one).
@@ -486,7 +508,7 @@ async fn a_forged_sender_is_not_attributed_and_an_erased_one_starts_afresh() {
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.json);
-    // SPF and DKIM both failing is the same; one of them failing is not.
+    // SPF and DKIM both failing is the same; DMARC passing is enough.
     deliver_with_verdicts(&multipart(&s.customer, &s.mailbox, "Both fail", "x", &[]), &s.mailbox, "FAIL", "FAIL", "GRAY").await;
     deliver_with_verdicts(&multipart(&s.customer, &s.mailbox, "SPF only", "x", &[]), &s.mailbox, "FAIL", "PASS", "PASS").await;
     let list = conversations(c, "").await;
@@ -516,4 +538,86 @@ async fn a_forged_sender_is_not_attributed_and_an_erased_one_starts_afresh() {
         (Some(s.customer.as_str()), Some("unsubscribed")),
         "{contact}"
     );
+}
+
+/// The review's forgery and its neighbours: a message is attributed to its From address only
+/// on positive evidence (DMARC PASS, or SPF or DKIM PASS for an aligned domain). Anything else
+/// is recorded as an unverified conversation that touches no contact, timeline or tombstone.
+#[tokio::test]
+async fn mail_is_attributed_only_on_positive_aligned_evidence() {
+    let s = setup("inbound evidence").await;
+    let c = &s.c;
+    let from_domain = s.customer.rsplit_once('@').unwrap().1.to_string();
+    let known =
+        c.post("/contacts", &json!({"email": s.customer, "first_name": "Kari"})).await.json["data"]["id"].as_str().unwrap().to_string();
+    let own_sig = format!(
+        "amazonses.com; spf=fail (spfCheck: 192.0.2.1 is not permitted) client-ip=192.0.2.1; envelope-from=x@mailer.example; \
+         dkim=pass header.i=@mailer.example; dmarc=gray header.from={from_domain};"
+    );
+    let aligned_sig =
+        format!("amazonses.com; spf=fail; dkim=pass header.d={from_domain} header.s=k1; dmarc=gray header.from={from_domain};");
+    // (subject, verdicts, attributed?)
+    let cases: Vec<(&str, Ses, bool)> = vec![
+        ("dmarc pass", Ses { spf: "PASS", dkim: "PASS", dmarc: "PASS", envelope: &s.customer, results: None }, true),
+        ("forged gray", Ses { spf: "FAIL", dkim: "PASS", dmarc: "GRAY", envelope: "x@mailer.example", results: Some(&own_sig) }, false),
+        ("aligned dkim", Ses { spf: "FAIL", dkim: "PASS", dmarc: "GRAY", envelope: "x@mailer.example", results: Some(&aligned_sig) }, true),
+        ("aligned spf", Ses { spf: "PASS", dkim: "NONE", dmarc: "GRAY", envelope: &s.customer, results: None }, true),
+        ("no verdicts", Ses { spf: "NONE", dkim: "NONE", dmarc: "NONE", envelope: &s.customer, results: None }, false),
+        ("all fail", Ses { spf: "FAIL", dkim: "FAIL", dmarc: "FAIL", envelope: &s.customer, results: Some(&aligned_sig) }, false),
+        ("unaligned spf", Ses { spf: "PASS", dkim: "NONE", dmarc: "GRAY", envelope: "x@mailer.example", results: None }, false),
+    ];
+    for (subject, ses, attributed) in cases {
+        // The forger adds an "SES" header of their own below SES's: it is never read.
+        let raw = multipart(&s.customer, &s.mailbox, subject, "hello", &[]).replacen(
+            "MIME-Version: 1.0",
+            &format!("Authentication-Results: amazonses.com; dkim=pass header.d={from_domain}; dmarc=pass\r\nMIME-Version: 1.0"),
+            1,
+        );
+        deliver_with(&raw, &s.mailbox, ses).await;
+        let conv = conversations(c, "limit=50").await.into_iter().find(|v| v["subject"] == subject).expect(subject);
+        let m = &messages(c, conv["id"].as_str().unwrap()).await[0];
+        let reason = m["authentication"]["reason"].as_str().unwrap_or_default().to_string();
+        assert_eq!(m["authentication"]["verified"].as_bool(), Some(attributed), "{subject}: {reason}");
+        assert!(!reason.is_empty(), "{subject}: the message says why");
+        if attributed {
+            assert_eq!(conv["contact_id"].as_str(), Some(known.as_str()), "{subject}: {conv}");
+        } else {
+            assert!(conv["contact_id"].is_null() && conv["unverified"] == true, "{subject}: {conv}");
+            assert!(reason.starts_with("no positive evidence"), "{subject}: {reason}");
+        }
+    }
+    assert!(
+        messages(c, conversations(c, "limit=50").await.iter().find(|v| v["subject"] == "forged gray").unwrap()["id"].as_str().unwrap())
+            .await[0]["authentication"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("DKIM PASS for mailer.example, not aligned"),
+    );
+    // Only the attributed ones are on the contact's record.
+    let theirs = c.get(&format!("/helpdesk/conversations?contact_id={known}&limit=50")).await.json["data"].as_array().unwrap().len();
+    assert_eq!(theirs, 3);
+    let activities = c.get(&format!("/contacts/{known}/activities?limit=100")).await.json.to_string();
+    for subject in ["forged gray", "no verdicts", "all fail", "unaligned spf"] {
+        assert!(!activities.contains(subject), "{subject} is on the timeline: {activities}");
+    }
+
+    // Erased: the forgery neither brings the address back nor lifts its tombstone.
+    let e = c.post("/gdpr/erasures", &json!({"subject": {"contact_id": known}, "reason": "asked"})).await;
+    assert_eq!(e.status, 202, "{}", e.json);
+    let path = format!("/gdpr/erasures/{}", e.json["data"]["id"].as_str().unwrap());
+    for _ in 0..150 {
+        if c.get(&path).await.json["data"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(c.get(&path).await.json["data"]["status"], "completed");
+    let forged = Ses { spf: "FAIL", dkim: "PASS", dmarc: "GRAY", envelope: "x@mailer.example", results: Some(&own_sig) };
+    deliver_with(&multipart(&s.customer, &s.mailbox, "It is me, Ada", "restore me", &[]), &s.mailbox, forged).await;
+    let conv = conversations(c, "limit=50").await.into_iter().find(|v| v["subject"] == "It is me, Ada").expect("recorded");
+    assert!(conv["contact_id"].is_null(), "{conv}");
+    let found = c.get(&format!("/contacts?q={}", s.customer)).await;
+    assert_eq!(found.json["data"].as_array().unwrap().len(), 0, "no contact came back: {}", found.json);
+    let r = c.post("/contacts", &json!({"email": s.customer})).await;
+    assert_eq!(r.status, 409, "the tombstone still holds: {}", r.json);
 }

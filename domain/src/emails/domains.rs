@@ -9,9 +9,10 @@
 //! A claim is `pending` until the domain verifies, and a pending claim expires
 //! ([`CLAIM_PENDING_SECS`]): a name nobody proves within three days is free for the next
 //! workspace, which takes the identity over (the former claimant's domain reads `failed` and
-//! its deletion leaves the identity alone). A subdomain of a domain another workspace has
-//! verified is refused (inbound routing prefers the closest claim, so it would take their
-//! mail). Identities are tagged with the workspace they were made for: one whose creation
+//! its deletion leaves the identity alone); the table's TTL removes it. A verified domain owns
+//! its subdomains, whatever was claimed first: another workspace cannot claim one (SES is asked
+//! when the parent's flag is not yet set), one claimed before reads `failed` from then on, and
+//! inbound mail goes to the outermost verified domain. Identities are tagged with the workspace they were made for: one whose creation
 //! answer was lost (the create is retried and SES says it exists) is recognised by the tag and
 //! taken over; one without it was made outside the API and is not handed to a workspace.
 //! Status is refreshed from SES when one domain is read.
@@ -91,6 +92,8 @@ fn claim_item(ws: &WorkspaceId, d: &SendingDomain) -> Item {
         ("domain_id".into(), s(&d.id)),
         ("verified".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(false)),
         ("pending_until".into(), store::n(chrono::Utc::now().timestamp() + CLAIM_PENDING_SECS)),
+        // The table's TTL removes a claim nobody proved (reads treat it as gone once expired).
+        ("expires_at".into(), store::n(chrono::Utc::now().timestamp() + CLAIM_PENDING_SECS)),
     ])
 }
 
@@ -115,6 +118,10 @@ impl Claim {
     fn holds(&self, ws: &WorkspaceId, d: &SendingDomain) -> bool {
         *self.workspace_id == **ws && self.domain_id == d.id
     }
+    /// Verified, or pending within its time.
+    fn live(&self, now: i64) -> bool {
+        self.verified || self.pending_until.is_none_or(|t| t >= now)
+    }
 }
 
 /// Mark a name's claim verified (it stops expiring), if `ws`'s domain `id` still holds it.
@@ -122,7 +129,7 @@ fn verify_claim(name: &str, ws: &WorkspaceId, id: &str) -> aws_sdk_dynamodb::typ
     aws_sdk_dynamodb::types::Update::builder()
         .key("pk", s(claim_pk(name)))
         .key("sk", s(keys::SENDING_DOMAIN_CLAIM.table.sk))
-        .update_expression("SET verified = :t REMOVE pending_until")
+        .update_expression("SET verified = :t REMOVE pending_until, expires_at")
         .condition_expression("workspace_id = :ws AND domain_id = :id")
         .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
         .expression_attribute_values(":ws", s(ws))
@@ -240,19 +247,11 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
         updated_at: now,
         verified_at: None,
     };
-    // A subdomain of another workspace's verified domain would take its inbound mail.
-    let parent_keys: Vec<(String, String)> =
-        parents(&d.name).iter().map(|p| (claim_pk(p), keys::SENDING_DOMAIN_CLAIM.table.sk.to_string())).collect();
-    if !parent_keys.is_empty() {
-        for i in app.db.batch_get(&parent_keys).await? {
-            if let Some(c) = Claim::of(&i)
-                && *c.workspace_id != **ws
-                && c.verified
-            {
-                return Err(ApiError::conflict(format!("{} is under a domain another workspace has verified", d.name))
-                    .with_details(vec![shared::error::ErrorDetail::field("name", "is a subdomain of another workspace's domain")]));
-            }
-        }
+    // A subdomain of another workspace's verified domain is theirs (it would take their
+    // inbound mail, and SES may count it verified through the parent).
+    if let Some(parent) = foreign_verified_parent(app, ws, &d.name).await? {
+        return Err(ApiError::conflict(format!("{} is under {parent}, a domain another workspace has verified", d.name))
+            .with_details(vec![shared::error::ErrorDetail::field("name", "is a subdomain of another workspace's domain")]));
     }
     // An expired claim of another workspace is taken only if SES has not verified its domain
     // meanwhile (its flag is set when the domain is next read; SES is the truth).
@@ -333,6 +332,38 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
     Ok(d)
 }
 
+/// The closest parent of `name` that another workspace has verified: by its claim's flag, or,
+/// for a live claim whose flag is not yet set (it is set when the domain is next read), by
+/// asking SES (and setting the flag). One BatchGetItem, and SES only for such claims.
+async fn foreign_verified_parent(app: &App, ws: &WorkspaceId, name: &str) -> ApiResult<Option<String>> {
+    let names = parents(name);
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let keys_: Vec<(String, String)> = names.iter().map(|p| (claim_pk(p), keys::SENDING_DOMAIN_CLAIM.table.sk.to_string())).collect();
+    let found = app.db.batch_get(&keys_).await?;
+    let now = chrono::Utc::now().timestamp();
+    for p in &names {
+        let Some(c) = found.iter().find(|i| store::get_str(i, "pk") == Some(claim_pk(p).as_str())).and_then(Claim::of) else {
+            continue;
+        };
+        if *c.workspace_id == **ws || !c.live(now) {
+            continue;
+        }
+        if c.verified {
+            return Ok(Some(p.clone()));
+        }
+        if get_identity(app, p).await.is_ok_and(|i| is_verified(&i)) {
+            let owner = WorkspaceId::trusted(c.workspace_id.clone());
+            if let Err(e) = Tx::new().update(verify_claim(p, &owner, &c.domain_id)).commit(app).await {
+                tracing::info!(domain = %p, error = ?e, "claim not marked verified");
+            }
+            return Ok(Some(p.clone()));
+        }
+    }
+    Ok(None)
+}
+
 /// The workspace this stack's API created the identity for (its tags say so); None for an
 /// identity made outside the API.
 fn made_for<'a>(app: &App, i: &'a Identity) -> Option<&'a str> {
@@ -359,9 +390,19 @@ async fn release(app: &App, ws: &WorkspaceId, d: &SendingDomain, version: i64) {
 
 /// Ask SES for the domain's state; store and announce a change.
 pub async fn refresh(app: &App, ws: &WorkspaceId, d: SendingDomain, version: i64) -> ApiResult<SendingDomain> {
-    let claim = claim_of(app, &d.name).await?;
+    let mut claim = claim_of(app, &d.name).await?;
+    if claim.is_none() {
+        // Its claim expired unproved and was removed, and nobody took the name: claim it again.
+        let fresh = claim_item(ws, &d);
+        if Tx::new().put_if(fresh.clone(), "attribute_not_exists(pk)", vec![]).commit(app).await.is_ok() {
+            claim = Claim::of(&fresh);
+        }
+    }
     let (status, tokens) = if !claim.as_ref().is_some_and(|c| c.holds(ws, &d)) {
         // Its claim expired unverified and another workspace took the name.
+        (DomainStatus::Failed, vec![])
+    } else if foreign_verified_parent(app, ws, &d.name).await?.is_some() {
+        // Another workspace verified a parent: the subdomain is theirs, whatever SES says of it.
         (DomainStatus::Failed, vec![])
     } else {
         match get_identity(app, &d.name).await {
@@ -449,30 +490,44 @@ pub async fn verified_names(app: &App, ws: &WorkspaceId) -> ApiResult<Vec<String
     Ok(all.into_iter().filter(|d| d.status == DomainStatus::Verified).map(|d| d.name).collect())
 }
 
-/// The workspace whose verified sending domain covers this address (the domain itself or a
-/// parent), with the mailbox (the address less any `+tag`) and the tag. Two calls: the claims
-/// of the domain and its parents in one read, then the owning domain's state.
+/// The workspace whose verified sending domain covers this address, with the mailbox (the
+/// address less any `+tag`) and the tag. A verified domain owns its subdomains, so the
+/// outermost verified domain wins, whoever claimed a subdomain first; expired pending claims
+/// count for nothing. Two calls: the claims of the domain and its parents in one read, then
+/// their domains' states in another.
 pub async fn mailbox_owner(app: &App, address: &str) -> ApiResult<Option<(String, String, Option<String>)>> {
     let Some(addr) = shared::validate::normalise_email(address) else { return Ok(None) };
     let (local, domain) = addr.rsplit_once('@').expect("a normalised address has an @");
     let labels: Vec<&str> = domain.split('.').collect();
     let names: Vec<String> = (0..labels.len().saturating_sub(1)).map(|i| labels[i..].join(".")).collect();
-    let keys: Vec<(String, String)> = names.iter().map(|n| (claim_pk(n), keys::SENDING_DOMAIN_CLAIM.sk(&[]))).collect();
-    let found = app.db.batch_get(&keys).await?;
-    // The closest domain wins (names run from the full domain to its parents).
-    let Some(claim) = names.iter().find_map(|n| found.iter().find(|i| store::get_str(i, "pk") == Some(claim_pk(n).as_str()))) else {
-        return Ok(None);
-    };
-    let (Some(ws), Some(id)) = (store::get_str(claim, "workspace_id"), store::get_str(claim, "domain_id")) else { return Ok(None) };
-    let Some((d, _)) = app.db.get_object::<SendingDomain>(ws, &keys::SENDING_DOMAIN.sk(&[id])).await? else { return Ok(None) };
-    if d.status != DomainStatus::Verified {
+    let keys_: Vec<(String, String)> = names.iter().map(|n| (claim_pk(n), keys::SENDING_DOMAIN_CLAIM.sk(&[]))).collect();
+    let found = app.db.batch_get(&keys_).await?;
+    let now = chrono::Utc::now().timestamp();
+    // Outermost first (names run from the full domain to its parents).
+    let claims: Vec<Claim> = names
+        .iter()
+        .rev()
+        .filter_map(|n| found.iter().find(|i| store::get_str(i, "pk") == Some(claim_pk(n).as_str())).and_then(Claim::of))
+        .filter(|c| c.live(now))
+        .collect();
+    if claims.is_empty() {
         return Ok(None);
     }
+    let domain_keys: Vec<(String, String)> =
+        claims.iter().map(|c| (ws_pk(&WorkspaceId::trusted(c.workspace_id.clone())), keys::SENDING_DOMAIN.sk(&[&c.domain_id]))).collect();
+    let domains = app.db.batch_get(&domain_keys).await?;
+    let verified = |c: &Claim| {
+        domains.iter().any(|i| {
+            store::get_str(i, "sk") == Some(keys::SENDING_DOMAIN.sk(&[&c.domain_id]).as_str())
+                && store::from_item::<SendingDomain>(i.clone()).is_ok_and(|d| d.status == DomainStatus::Verified)
+        })
+    };
+    let Some(owner) = claims.iter().find(|c| verified(c)) else { return Ok(None) };
     let (mailbox_local, tag) = match local.split_once('+') {
         Some((l, t)) if !l.is_empty() && !t.is_empty() => (l, Some(t.to_string())),
         _ => (local, None),
     };
-    Ok(Some((ws.to_string(), format!("{mailbox_local}@{domain}"), tag)))
+    Ok(Some((owner.workspace_id.clone(), format!("{mailbox_local}@{domain}"), tag)))
 }
 
 /// May `from` (an address) be sent from one of these verified domains?

@@ -127,7 +127,8 @@ pub fn content_disposition(filename: &str) -> String {
     format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{}", utf8_percent_encode(filename, NON_ALPHANUMERIC))
 }
 
-/// SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin).
+/// SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin), the domains
+/// they were for, and whether they prove the From address.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Default)]
 #[schema(as = HelpdeskSenderAuthentication)]
 pub struct Authentication {
@@ -135,16 +136,127 @@ pub struct Authentication {
     pub spf: Option<String>,
     pub dkim: Option<String>,
     pub dmarc: Option<String>,
-    /// False when DMARC failed, or SPF and DKIM both failed: the From address may be forged,
-    /// so the message is attributed to no contact by it.
+    /// The envelope sender's domain, which SPF checked (SES's `mail.source`); null for an empty
+    /// envelope sender (a bounce).
+    #[serde(default)]
+    pub spf_domain: Option<String>,
+    /// The signing domains of the DKIM signatures that passed, from SES's own
+    /// `Authentication-Results` header.
+    #[serde(default)]
+    pub dkim_domains: Vec<String>,
+    /// True only on positive evidence for the From address: DMARC `PASS`, or SPF or DKIM
+    /// `PASS` for a domain aligned with the From domain. Anything else (a failure, `GRAY`,
+    /// no verdict) attributes the message to no one.
     pub verified: bool,
+    /// Why it is verified or not, in words.
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The verdicts SES gave a message, before they are judged against its From address.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Verdicts {
+    pub spf: Option<String>,
+    pub dkim: Option<String>,
+    pub dmarc: Option<String>,
+    /// SES's `mail.source`, the envelope sender (MAIL FROM).
+    pub envelope_from: Option<String>,
+}
+
+fn is_pass(v: &Option<String>) -> bool {
+    v.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("PASS"))
+}
+
+/// DMARC's relaxed alignment between an authenticated domain and the From domain: the same
+/// domain, or one inside the other. Without the public suffix list this is stricter than
+/// DMARC's organisational domains for sibling subdomains (`a.example` and `b.example` do not
+/// align here) and looser only where a public suffix itself signs, which no suffix's registry does.
+pub fn aligned(authenticated: &str, from_domain: &str) -> bool {
+    let (a, f) = (authenticated.trim_end_matches('.').to_ascii_lowercase(), from_domain.trim_end_matches('.').to_ascii_lowercase());
+    if a.is_empty() || f.is_empty() || !a.contains('.') {
+        return false;
+    }
+    a == f || f.ends_with(&format!(".{a}")) || a.ends_with(&format!(".{f}"))
+}
+
+/// The signing domains of passing DKIM results in SES's `Authentication-Results` header
+/// (`amazonses.com; spf=pass ...; dkim=pass header.i=@example.com; dmarc=none header.from=...`).
+/// Only a header whose authentication service is `amazonses.com` is read: the caller passes
+/// the message's first one, which SES adds above the sender's own headers (a sender can write
+/// anything below it).
+pub fn ses_dkim_domains(header: &str) -> Vec<String> {
+    let mut parts = header.split(';');
+    let authserv = parts.next().unwrap_or("").trim();
+    if !authserv.eq_ignore_ascii_case("amazonses.com") {
+        return vec![];
+    }
+    let mut out = vec![];
+    for part in parts {
+        // Comments (in parentheses) may hold anything; drop them before reading properties.
+        let mut clean = String::new();
+        let mut depth = 0u32;
+        for ch in part.chars() {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                c if depth == 0 => clean.push(c),
+                _ => {}
+            }
+        }
+        let mut words = clean.split_whitespace();
+        let Some(result) = words.next() else { continue };
+        if !result.eq_ignore_ascii_case("dkim=pass") {
+            continue;
+        }
+        for w in words {
+            let Some((k, v)) = w.split_once('=') else { continue };
+            let v = v.trim_matches('"');
+            let domain = match k.to_ascii_lowercase().as_str() {
+                "header.d" => v,
+                "header.i" => v.rsplit_once('@').map_or(v, |(_, d)| d),
+                _ => continue,
+            };
+            let domain = domain.trim_end_matches('.').to_ascii_lowercase();
+            if !domain.is_empty() && !out.contains(&domain) {
+                out.push(domain);
+            }
+        }
+    }
+    out
 }
 
 impl Authentication {
-    pub fn of(spf: Option<String>, dkim: Option<String>, dmarc: Option<String>) -> Self {
-        let fail = |v: &Option<String>| v.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("FAIL"));
-        let verified = !(fail(&dmarc) || (fail(&spf) && fail(&dkim)));
-        Self { spf, dkim, dmarc, verified }
+    /// Judge SES's verdicts for a message from `from` whose first `Authentication-Results`
+    /// header is `ses_results`.
+    pub fn judge(v: &Verdicts, from: &str, ses_results: Option<&str>) -> Self {
+        let from_domain = from.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default();
+        let spf_domain = v
+            .envelope_from
+            .as_deref()
+            .and_then(|s| s.trim_matches(['<', '>']).rsplit_once('@'))
+            .map(|(_, d)| d.to_ascii_lowercase())
+            .filter(|d| !d.is_empty());
+        let dkim_domains = if is_pass(&v.dkim) { ses_results.map(ses_dkim_domains).unwrap_or_default() } else { vec![] };
+        let shown = |x: &Option<String>| x.clone().unwrap_or_else(|| "none".into());
+        let (verified, reason) = if is_pass(&v.dmarc) {
+            (true, format!("DMARC PASS for {from_domain}"))
+        } else if let Some(d) = spf_domain.as_deref().filter(|d| is_pass(&v.spf) && aligned(d, &from_domain)) {
+            (true, format!("SPF PASS for {d}, aligned with {from_domain}"))
+        } else if let Some(d) = dkim_domains.iter().find(|d| aligned(d, &from_domain)) {
+            (true, format!("DKIM PASS for {d}, aligned with {from_domain}"))
+        } else {
+            let spf = match (&spf_domain, is_pass(&v.spf)) {
+                (Some(d), true) => format!("SPF PASS for {d}, not aligned with {from_domain}"),
+                _ => format!("SPF {}", shown(&v.spf)),
+            };
+            let dkim = if dkim_domains.is_empty() {
+                format!("DKIM {}", shown(&v.dkim))
+            } else {
+                format!("DKIM PASS for {}, not aligned with {from_domain}", dkim_domains.join(", "))
+            };
+            (false, format!("no positive evidence for {from_domain}: DMARC {}, {spf}, {dkim}", shown(&v.dmarc)))
+        };
+        Self { spf: v.spf.clone(), dkim: v.dkim.clone(), dmarc: v.dmarc.clone(), spf_domain, dkim_domains, verified, reason }
     }
 }
 
@@ -540,6 +652,38 @@ pub async fn with_links(app: &App, ws: &WorkspaceId, m: &mut Message) -> ApiResu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn verdicts(spf: &str, dkim: &str, dmarc: &str, envelope: &str) -> Verdicts {
+        let v = |x: &str| (x != "none").then(|| x.to_string());
+        Verdicts { spf: v(spf), dkim: v(dkim), dmarc: v(dmarc), envelope_from: Some(envelope.into()) }
+    }
+
+    #[test]
+    fn a_sender_is_verified_only_on_positive_aligned_evidence() {
+        let ada = "ada@smallco.example";
+        let own_sig = "amazonses.com; spf=fail (spfCheck: x) smtp.mailfrom=x@mailer.example; dkim=pass header.i=@mailer.example; dmarc=gray header.from=smallco.example;";
+        // The review's forgery: SPF FAIL, DKIM PASS for the forger's own domain, DMARC GRAY.
+        let a = Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), ada, Some(own_sig));
+        assert!(!a.verified, "{}", a.reason);
+        assert!(a.reason.contains("DKIM PASS for mailer.example, not aligned"), "{}", a.reason);
+        for dmarc in ["GRAY", "none", "PROCESSING_FAILED", "FAIL"] {
+            assert!(!Authentication::judge(&verdicts("none", "none", dmarc, ""), ada, None).verified, "{dmarc}");
+        }
+        assert!(Authentication::judge(&verdicts("FAIL", "FAIL", "PASS", ""), ada, None).verified);
+        // Aligned SPF (the envelope sender in a subdomain) and aligned DKIM.
+        assert!(Authentication::judge(&verdicts("PASS", "none", "GRAY", "bounce@mail.smallco.example"), ada, None).verified);
+        assert!(!Authentication::judge(&verdicts("PASS", "none", "GRAY", "bounce@smallco.example.evil"), ada, None).verified);
+        let aligned_sig = "amazonses.com; dkim=pass header.d=smallco.example header.s=k1; dmarc=gray";
+        assert!(Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), ada, Some(aligned_sig)).verified);
+        // DKIM's PASS verdict is needed, and only SES's own header is read.
+        assert!(!Authentication::judge(&verdicts("FAIL", "FAIL", "GRAY", "x@mailer.example"), ada, Some(aligned_sig)).verified);
+        let forged = "mx.evil.example; dkim=pass header.d=smallco.example";
+        assert!(!Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), ada, Some(forged)).verified);
+        // A comment cannot smuggle a property in.
+        assert_eq!(ses_dkim_domains("amazonses.com; dkim=pass (header.d=smallco.example) header.i=@mailer.example"), ["mailer.example"]);
+        assert!(!aligned("example", "example"));
+        assert!(!aligned("b.example", "a.example"));
+    }
 
     #[test]
     fn ses_ids_are_read_from_its_message_ids_only() {

@@ -27,8 +27,9 @@ pub struct Receipt {
     pub recipients: Vec<String>,
     pub spam: bool,
     pub virus: bool,
-    /// SES's SPF, DKIM and DMARC verdicts on the sender.
-    pub authentication: inbound::Authentication,
+    /// SES's SPF, DKIM and DMARC verdicts on the sender, judged against the From address
+    /// once the message is read.
+    pub verdicts: inbound::Verdicts,
 }
 
 pub fn receipt(body: &str) -> Option<Receipt> {
@@ -45,7 +46,12 @@ pub fn receipt(body: &str) -> Option<Receipt> {
         recipients: v.pointer("/receipt/recipients")?.as_array()?.iter().filter_map(Value::as_str).map(String::from).collect(),
         spam: verdict("spamVerdict"),
         virus: verdict("virusVerdict"),
-        authentication: inbound::Authentication::of(status("spfVerdict"), status("dkimVerdict"), status("dmarcVerdict")),
+        verdicts: inbound::Verdicts {
+            spf: status("spfVerdict"),
+            dkim: status("dkimVerdict"),
+            dmarc: status("dmarcVerdict"),
+            envelope_from: v.pointer("/mail/source").and_then(Value::as_str).map(String::from),
+        },
     })
 }
 
@@ -136,7 +142,7 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
             attachments,
             automatic: parsed.automatic,
             spam: r.spam,
-            authentication: r.authentication.clone(),
+            authentication: inbound::Authentication::judge(&r.verdicts, &parsed.from, parsed.ses_results.as_deref()),
         };
         // Boxed: the recording future is large (contact creation, the transaction).
         match Box::pin(inbound::receive(app, &ws, inc)).await.map_err(|e| e.to_string())? {

@@ -31,6 +31,9 @@ pub struct Parsed {
     pub html: Option<String>,
     pub attachments: Vec<(Attachment, Option<Vec<u8>>)>,
     pub automatic: Option<Automatic>,
+    /// The first `Authentication-Results` header: SES adds its own above the sender's
+    /// headers, so the first is SES's verdict (judged only if it names `amazonses.com`).
+    pub ses_results: Option<String>,
 }
 
 /// Why a message is not taken, in words an operator can act on.
@@ -85,6 +88,7 @@ pub fn parse(raw: &[u8]) -> Result<Parsed, Refused> {
     let html = body.html.map(|h| strip_quoted_html(&h));
     Ok(Parsed {
         automatic: automatic(&mail, &from),
+        ses_results: h.get_first_value("Authentication-Results"),
         from,
         from_name,
         to,
