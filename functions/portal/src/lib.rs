@@ -312,21 +312,50 @@ pub struct PortalEmail {
     responses((status = 200, body = shared::openapi::ListOf<PortalEmail>), shared::openapi::CommonErrors))]
 pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "portal_emails", &[]).await?;
-    let ct = me(app, &req).await?;
-    let (list, next) = emails_of(app, req.ws()?, &ct, page.after.clone(), page.limit).await?;
+    let (c, _) = contact(app, &req).await?;
+    let (list, next) = emails_of(app, req.ws()?, &c, page.after.clone(), page.limit).await?;
     Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
 }
 
-/// One page of the emails sent to a contact, newest first (the API's list and the pages').
+/// One page of the emails sent to a contact, newest first (the API's list and the pages'):
+/// only mail addressed to the customer (To, Cc or Bcc holds their address, current or former).
+/// Mail merely linked to the contact (staff writing about them) is the workspace's, not
+/// theirs. A page may hold fewer than `limit`; the cursor goes on.
 pub(crate) async fn emails_of(
     app: &App,
     ws: &shared::auth::WorkspaceId,
-    ct: &ContactId,
+    c: &Contact,
     after: Option<String>,
     limit: usize,
 ) -> ApiResult<(Vec<PortalEmail>, Option<String>)> {
-    let spec = keys::EMAILS_OF_CONTACT.query(&[ws, ct], &[], after, limit).descending();
-    let (mut list, next) = shared::request::keyed_page::<PortalEmail>(app, spec).await?;
+    #[derive(serde::Deserialize)]
+    struct Row {
+        #[serde(flatten)]
+        email: PortalEmail,
+        #[serde(default)]
+        to: Vec<String>,
+        #[serde(default)]
+        cc: Vec<String>,
+        #[serde(default)]
+        bcc: Vec<String>,
+    }
+    let spec = keys::EMAILS_OF_CONTACT.query(&[ws, &c.id], &[], after, limit).descending();
+    let (rows, next) = shared::request::keyed_page::<Row>(app, spec).await?;
+    let mut own: Vec<String> = shared::validate::normalise_email(&c.email).into_iter().collect();
+    let to_them = |r: &Row, own: &[String]| {
+        r.to.iter().chain(&r.cc).chain(&r.bcc).filter_map(|a| shared::validate::normalise_email(a)).any(|a| own.contains(&a))
+    };
+    // Former addresses only when the current one does not account for the page (one Query).
+    if rows.iter().any(|r| !to_them(r, &own)) {
+        own.extend(
+            contacts::formers(app, ws, &c.id)
+                .await?
+                .into_iter()
+                .filter(|f| f.field == "email")
+                .filter_map(|f| shared::validate::normalise_email(&f.value)),
+        );
+    }
+    let mut list: Vec<PortalEmail> = rows.into_iter().filter(|r| to_them(r, &own)).map(|r| r.email).collect();
     list.sort_by(|a, b| b.id.cmp(&a.id));
     Ok((list, next))
 }

@@ -451,3 +451,79 @@ async fn the_portal_pages_work_in_a_real_browser() {
     }
     panic!("the customer's erasure did not remove the contact");
 }
+
+/// Every signed-in page loads the session's contact first: once the contact is deleted, its
+/// session lists, cancels and moves nothing (the API routes answer 401 the same way). And the
+/// customer sees only mail addressed to them (current or former address), not mail the staff
+/// wrote about them.
+#[tokio::test]
+async fn a_deleted_contacts_session_reaches_no_page_and_only_mail_to_the_customer_shows() {
+    let (c, ws, slug) = portal_workspace("pages deleted").await;
+    let lower = ws.trim_start_matches("ws_").to_ascii_lowercase();
+    let domain = format!("{lower}.example.test");
+    let origin = generous_pages().await;
+    let old = format!("old.{lower}@example.org");
+    let email = format!("ada.{lower}@example.org");
+    let me = created(&c, "/contacts", json!({"email": old, "first_name": "Ada"}), 201).await;
+    let id = me["id"].as_str().unwrap().to_string();
+    let send = |to: &str, subject: &str| {
+        let (c, body) =
+            (c.clone(), json!({"from": format!("Studio <hi@{domain}>"), "to": [to], "subject": subject, "text": "t", "contact_id": id}));
+        async move {
+            let r = c.post("/emails", &body).await;
+            assert_eq!(r.status, 202, "{}", r.json);
+        }
+    };
+    send(&old, "To the old address").await;
+    assert_eq!(c.patch(&format!("/contacts/{id}"), &json!({"email": email})).await.status, 200);
+    send(&email, "Your receipt").await;
+    send(&format!("boss@{domain}"), "Fraud suspicion: Ada").await;
+
+    let session = e2e::portal_session(&c, &id).await;
+    let p = Client::portal(&c.base, &session);
+    let listed = p.get("/portal/me/emails").await.json["data"].to_string();
+    assert!(listed.contains("Your receipt") && listed.contains("To the old address"), "{listed}");
+    assert!(!listed.contains("Fraud suspicion"), "mail about the customer is not theirs: {listed}");
+    let b = browser();
+    b.jar.lock().unwrap().push(("portal_session".into(), session.clone()));
+    let page = b.get(format!("{origin}/p/{slug}/emails")).send().await.text().await.unwrap();
+    assert!(page.contains("Your receipt") && !page.contains("Fraud suspicion"), "{page}");
+
+    // A booking of theirs, then the contact is deleted.
+    let day = json!([{"start": "00:00", "end": "24:00"}]);
+    let hours = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let res = created(&c, "/bookings/resources", json!({"name": "Room", "timezone": "UTC", "opening_hours": hours}), 201).await;
+    let svc = created(&c, "/bookings/services", json!({"name": "Visit", "duration_minutes": 60, "resource_ids": [res["id"]]}), 201).await;
+    let start = format!("{}:00:00Z", (chrono::Utc::now() + chrono::Duration::days(3)).format("%Y-%m-%dT%H"));
+    let booking = created(&c, "/bookings", json!({"service_id": svc["id"], "start": start, "contact_id": id}), 201).await;
+    let bid = booking["id"].as_str().unwrap().to_string();
+    let html = b.get(format!("{origin}/p/{slug}/bookings")).send().await.text().await.unwrap();
+    assert!(html.contains(&bid), "listed while the contact exists");
+    let csrf = csrf_of(&html);
+    assert_eq!(c.delete(&format!("/contacts/{id}")).await.status, 200);
+
+    let later = format!("{}:00:00Z", (chrono::Utc::now() + chrono::Duration::days(4)).format("%Y-%m-%dT%H"));
+    let mut tried = 0;
+    for page in portal::pages::PAGES.iter().filter(|p| p.signed_in && p.path != "/sign-out") {
+        let path = page.path.replace("{id}", &bid);
+        let url = format!("{origin}/p/{slug}{path}");
+        let r = if page.method == http::Method::GET {
+            b.get(url).send().await
+        } else {
+            b.post(url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={csrf}&start={}&code=123456", later.replace(':', "%3A")))
+                .send()
+                .await
+        };
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap();
+        assert_eq!(status, 401, "{} {path}: {body}", page.method);
+        assert!(!body.contains(&bid) && !body.contains(&email), "{} {path} shows nothing of theirs", page.method);
+        tried += 1;
+    }
+    assert!(tried >= 10, "{tried} pages");
+    let after = c.get(&format!("/bookings/{bid}")).await.json["data"].clone();
+    assert_eq!((after["status"].as_str(), after["start"].as_str()), (booking["status"].as_str(), Some(start.as_str())), "{after}");
+    assert_eq!(p.get("/portal/me/bookings").await.status, 401);
+}

@@ -2,13 +2,13 @@
 //! with source `portal` and the words shown), and the time zone their times are shown in.
 
 use super::layout::{Notice, csrf};
-use super::{Ctx, TZ_COOKIE, contact_id};
-use domain::contacts;
+use super::{Ctx, TZ_COOKIE, customer};
+
 use domain::portal::{self, Me, UpdateMe};
 use maud::html;
 use shared::validate::Patch;
 use shared::web::{View, Visit};
-use shared::{ApiError, ApiResult, App};
+use shared::{ApiResult, App};
 
 fn marketing_text(ctx: &Ctx) -> String {
     ctx.w.marketing_text.replace("{}", &ctx.ws.name)
@@ -47,7 +47,7 @@ fn render(ctx: &Ctx, me: &Me, notice: Option<Notice>) -> View {
 
 pub async fn show(app: &App, v: Visit) -> ApiResult<View> {
     let ctx = Ctx::of(app, &v).await?;
-    let (c, _) = contacts::load(app, &v.ws, &contact_id(&v)?).await.map_err(|_| ApiError::unauthorized("sign in first"))?;
+    let (c, _) = customer(app, &v).await?;
     let me = portal::me(app, &v.ws, c).await?;
     let notice = (v.query("m") == Some("saved")).then(|| Notice::Done(ctx.w.saved.into()));
     Ok(render(&ctx, &me, notice))
@@ -63,7 +63,7 @@ fn patch(value: Option<&str>) -> Patch<String> {
 
 pub async fn save(app: &App, v: Visit) -> ApiResult<View> {
     let ctx = Ctx::of(app, &v).await?;
-    let current = contacts::load(app, &v.ws, &contact_id(&v)?).await.map_err(|_| ApiError::unauthorized("sign in first"))?;
+    let current = customer(app, &v).await?;
     let zone = v.field("timezone").map(str::trim).filter(|z| !z.is_empty());
     if let Some(z) = zone
         && shared::zone::Zone::named(z).is_none()

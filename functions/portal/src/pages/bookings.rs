@@ -2,7 +2,7 @@
 //! open slot of the same resource (times in the customer's zone).
 
 use super::layout::{Notice, csrf};
-use super::{Ctx, contact_id};
+use super::{Ctx, customer};
 use domain::bookings::booking::{self, Canceller};
 use domain::bookings::{Booking, BookingId, BookingStatus, ops};
 use domain::effects as fx;
@@ -41,7 +41,7 @@ async fn services(app: &App, v: &Visit, list: &[&Booking]) -> ApiResult<HashMap<
 async fn render(app: &App, v: &Visit, notice: Option<Notice>) -> ApiResult<View> {
     let ctx = Ctx::of(app, v).await?;
     let w = ctx.w;
-    let ct = contact_id(v)?;
+    let ct = customer(app, v).await?.0.id;
     let now = shared::ids::Timestamp::now();
     let (upcoming, _) = ops::of_contact(app, &v.ws, &ct, &now.to_string(), true, None, SHOWN).await?;
     let (past, _) = ops::of_contact(app, &v.ws, &ct, &now.to_string(), false, None, SHOWN).await?;
@@ -105,7 +105,7 @@ async fn refused(app: &App, v: &Visit, e: ApiError) -> ApiResult<View> {
 }
 
 pub async fn cancel(app: &App, v: Visit) -> ApiResult<View> {
-    let ct = contact_id(&v)?;
+    let ct = customer(app, &v).await?.0.id;
     let Some(id) = BookingId::parse(v.param("id")) else { return refused(app, &v, ApiError::not_found("booking")).await };
     match booking::cancel(app, &v.ws, &id, Canceller::Customer(&ct), None).await {
         Ok(_) => Ok(View::redirect(format!("{}/bookings?m=cancelled", v.base))),
@@ -117,7 +117,7 @@ pub async fn cancel(app: &App, v: Visit) -> ApiResult<View> {
 pub async fn move_form(app: &App, v: Visit) -> ApiResult<View> {
     let ctx = Ctx::of(app, &v).await?;
     let w = ctx.w;
-    let ct = contact_id(&v)?;
+    let ct = customer(app, &v).await?.0.id;
     let b = BookingId::parse(v.param("id")).ok_or_else(|| ApiError::not_found("booking"))?;
     let sb = booking::load(app, &v.ws, &b)
         .await
@@ -186,7 +186,7 @@ fn hour(rfc3339: &str) -> &str {
 }
 
 pub async fn move_to(app: &App, v: Visit) -> ApiResult<View> {
-    let ct = contact_id(&v)?;
+    let ct = customer(app, &v).await?.0.id;
     let Some(id) = BookingId::parse(v.param("id")) else { return refused(app, &v, ApiError::not_found("booking")).await };
     let send = v.grant.authorize::<fx::SendEmail>()?;
     let start = v.field("start").unwrap_or_default();

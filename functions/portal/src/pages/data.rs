@@ -3,7 +3,7 @@
 
 use super::Ctx;
 use super::layout::{Notice, code_field, csrf};
-use domain::contacts::{self, Contact};
+use domain::contacts::Contact;
 use domain::effects as fx;
 use domain::gdpr::export;
 use domain::gdpr::jobs::JobStatus;
@@ -12,15 +12,14 @@ use shared::web::{SESSION_COOKIE, View, Visit};
 use shared::{ApiError, ApiResult, App};
 
 async fn contact(app: &App, v: &Visit) -> ApiResult<Contact> {
-    let id = super::contact_id(v)?;
-    Ok(contacts::load(app, &v.ws, &id).await.map_err(|_| ApiError::unauthorized("sign in first"))?.0)
+    Ok(super::customer(app, v).await?.0)
 }
 
 pub async fn emails(app: &App, v: Visit) -> ApiResult<View> {
     let ctx = Ctx::of(app, &v).await?;
     let w = ctx.w;
     let c = contact(app, &v).await?;
-    let (list, _) = crate::emails_of(app, &v.ws, &c.id, None, 50).await?;
+    let (list, _) = crate::emails_of(app, &v.ws, &c, None, 50).await?;
     Ok(ctx.page(
         w.emails_title,
         None,
@@ -38,6 +37,7 @@ pub async fn emails(app: &App, v: Visit) -> ApiResult<View> {
 }
 
 pub async fn show(app: &App, v: Visit) -> ApiResult<View> {
+    contact(app, &v).await?;
     let ctx = Ctx::of(app, &v).await?;
     let w = ctx.w;
     let notice = match v.query("m") {
@@ -132,6 +132,7 @@ fn erasure_page(ctx: &Ctx, notice: Option<Notice>) -> View {
 }
 
 pub async fn erasure_form(app: &App, v: Visit) -> ApiResult<View> {
+    contact(app, &v).await?;
     Ok(erasure_page(&Ctx::of(app, &v).await?, None))
 }
 

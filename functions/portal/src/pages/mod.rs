@@ -179,8 +179,22 @@ impl Ctx {
     }
 }
 
-/// The signed-in customer's contact id (a page that needs one is declared `signed_in`).
-pub fn contact_id(v: &Visit) -> ApiResult<domain::contacts::ContactId> {
+/// The signed-in customer's contact, loaded: every signed-in page starts here, so a session
+/// whose contact was deleted or erased reaches nothing (401, as the portal's API routes answer).
+/// Answers the contact and its version.
+pub async fn customer(app: &App, v: &Visit) -> ApiResult<(domain::contacts::Contact, i64)> {
+    let id = session_contact_id(v)?;
+    match domain::contacts::load(app, &v.ws, &id).await {
+        Ok(c) => Ok(c),
+        Err(e) if e.status() == http::StatusCode::NOT_FOUND => {
+            Err(shared::ApiError::unauthorized("this session's contact no longer exists"))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The session's contact id without loading it: only for ending the session's sessions.
+fn session_contact_id(v: &Visit) -> ApiResult<domain::contacts::ContactId> {
     use shared::ids::PrefixedId;
     domain::contacts::ContactId::parse(v.contact()?).ok_or_else(|| shared::ApiError::unauthorized("sign in first"))
 }

@@ -140,7 +140,8 @@ pub async fn link(app: &App, v: Visit) -> ApiResult<View> {
 
 /// Sign-out ends every session of the customer, on every device.
 pub async fn sign_out(app: &App, v: Visit) -> ApiResult<View> {
-    let ct = super::contact_id(&v)?;
+    // Works for a deleted contact too: signing out always ends the sessions.
+    let ct = super::session_contact_id(&v)?;
     portal::end_sessions(app, &v.ws, &ct).await?;
     Ok(View::redirect(format!("{}/?m=signed_out", v.base)).cookie(v.set_cookie(SESSION_COOKIE, "", 0)))
 }
