@@ -76,8 +76,9 @@ pub const CONTACT_FORMER: Kind = Kind::on(
     "contact former identity",
     WORKSPACE_PK,
     "CFORMER#<ct id>#<field>#<sha256 of the lower-cased former value>",
-    "an address, phone or name the contact had before a change (`field`, `value`): written with the change, so an erasure finds the person by every identity they had",
+    "an address, phone or name the contact had before a change (`field`, `value`): written with the change, so an erasure finds the person by every identity they had; a former address also by its value (GSI1), so an erasure by that address finds the contact",
 )
+.gsi1("WS#<ws>#CFORMERV#<sha256 of the lower-cased former address>", "CFORMER#<changed at>#<ct id>")
 .personal();
 pub const ACTIVITY: Kind =
     Kind::on("activity", WORKSPACE_PK, "ACT#<ct id>#<act id>", "the contact's timeline, listed newest first").personal();
@@ -428,6 +429,7 @@ pub const OUTBOX_JOBS: List = List::of(OUTBOX_JOB, Index::Table);
 pub const CONSENTS: List = List::of(CONSENT, Index::Table);
 pub const ERASED_CONSENTS: List = List::of(ERASED_CONSENT, Index::Table);
 pub const CONTACT_FORMERS: List = List::of(CONTACT_FORMER, Index::Table);
+pub const CONTACTS_BY_FORMER_ADDRESS: List = List::of(CONTACT_FORMER, Index::Gsi1);
 pub const EXPORT_JOBS: List = List::of(EXPORT_JOB, Index::Table);
 pub const ERASURES: List = List::of(ERASURE, Index::Table);
 pub const PORTAL_SESSIONS_OF_CONTACT: List = List::of(PORTAL_SESSION, Index::Gsi1);
@@ -474,6 +476,7 @@ pub const LISTS: &[List] = &[
     CONSENTS,
     ERASED_CONSENTS,
     CONTACT_FORMERS,
+    CONTACTS_BY_FORMER_ADDRESS,
     EXPORT_JOBS,
     ERASURES,
     PORTAL_SESSIONS_OF_CONTACT,

@@ -628,13 +628,29 @@ impl Db {
     /// Write items unconditionally (BatchWriteItem, 25 per call), retrying unprocessed ones.
     pub async fn batch_put(&self, items: Vec<Item>) -> Result<(), ApiError> {
         use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
-        for chunk in items.chunks(25) {
-            let mut pending: Vec<WriteRequest> = chunk
-                .iter()
-                .map(|i| {
-                    WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(i.clone())).build().expect("item set")).build()
-                })
-                .collect();
+        let requests = items
+            .into_iter()
+            .map(|i| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(i)).build().expect("item set")).build())
+            .collect();
+        self.batch_write(requests).await
+    }
+
+    /// Delete items unconditionally by key (BatchWriteItem, 25 per call).
+    pub async fn batch_delete(&self, keys: &[(String, String)]) -> Result<(), ApiError> {
+        use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
+        let requests = keys
+            .iter()
+            .map(|(pk, sk)| {
+                let key = HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))]);
+                WriteRequest::builder().delete_request(DeleteRequest::builder().set_key(Some(key)).build().expect("key set")).build()
+            })
+            .collect();
+        self.batch_write(requests).await
+    }
+
+    async fn batch_write(&self, requests: Vec<aws_sdk_dynamodb::types::WriteRequest>) -> Result<(), ApiError> {
+        for chunk in requests.chunks(25) {
+            let mut pending = chunk.to_vec();
             for attempt in 0.. {
                 if pending.is_empty() {
                     break;

@@ -779,3 +779,106 @@ async fn feedback_during_an_erasure_names_no_one() {
     let hashed = app.db.query_page(keys_query(&ws, &domain::keys::ERASED_SUPPRESSION.sk_prefix(&[]))).await.unwrap();
     assert_eq!(hashed.items.len(), 2, "the two erased addresses, by their hashes");
 }
+
+/// What the second review found outliving an erasure: a consent for an erased address (409,
+/// nothing stored), consents racing the erasure (none survives it), a workspace export made
+/// before it (withdrawn: no link, no document), a deleted contact's timeline and former
+/// identities (purged), a contact found by a former address (erased by it).
+#[tokio::test]
+async fn nothing_outlives_an_erasure_consents_exports_or_a_deleted_contacts_history() {
+    let h = harness();
+    let (ws, key) = h.workspace("gdpr leftovers").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let app = h.app().await;
+    let u = ulid::Ulid::generate().to_string().to_lowercase();
+    let naming = |needle: String| {
+        let app = &app;
+        async move { app.db.scan_all().await.unwrap().into_iter().filter(|i| e2e::item_text(i).contains(&needle)).collect::<Vec<_>>() }
+    };
+    let consent = |email: &str| json!({"email": email, "purpose": "marketing_email", "granted": true, "source": "form", "text_shown": "Yes", "text_version": "1"});
+
+    // A workspace export made before the erasure.
+    let addr = format!("ada-{u}@example.org");
+    let ada = created(&c, "/contacts", json!({"email": addr, "first_name": "Ada"}), 201).await;
+    created(&c, "/gdpr/consents", consent(&addr), 201).await;
+    let wx = created(&c, "/gdpr/exports", json!({"scope": "workspace"}), 202).await;
+    let wx_path = format!("/gdpr/exports/{}", wx["id"].as_str().unwrap());
+    let wx_done = finished(&c, &wx_path).await;
+    assert!(wx_done["download_url"].is_string(), "{wx_done}");
+    assert!(document(wx_done["download_url"].as_str().unwrap()).await.to_string().contains(&addr));
+
+    // Consents race the erasure: each is refused or erased, none survives.
+    let e = created(&c, "/gdpr/erasures", json!({"subject": {"contact_id": ada["id"]}, "reason": "asked"}), 202).await;
+    let e_path = format!("/gdpr/erasures/{}", e["id"].as_str().unwrap());
+    let racer = {
+        let (c, body) = (c.clone(), consent(&addr));
+        tokio::spawn(async move {
+            let mut statuses = vec![];
+            for _ in 0..40 {
+                statuses.push(c.post("/gdpr/consents", &body).await.status);
+            }
+            statuses
+        })
+    };
+    assert_eq!(finished(&c, &e_path).await["status"], "completed");
+    let statuses = racer.await.unwrap();
+    assert!(statuses.iter().all(|s| *s == 201 || *s == 409), "{statuses:?}");
+    // After it, an erased address's consent is refused and stored nowhere.
+    let r = c.post("/gdpr/consents", &consent(&addr.to_uppercase())).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("email")), "{}", r.json);
+    let left = naming(addr.clone()).await;
+    assert!(left.is_empty(), "items naming the erased address: {:?}", left.iter().map(e2e::item_text).collect::<Vec<_>>());
+    // The earlier workspace export is withdrawn: no link, and its document is gone.
+    let wx_after = c.get(&wx_path).await.json["data"].clone();
+    assert!(wx_after["download_url"].is_null(), "{wx_after}");
+    assert_eq!(wx_after["error"]["code"], "withdrawn", "{wx_after}");
+    let docs = h.bucket_objects(&h.resources.exports_bucket, &format!("exports/{ws}/{}", wx["id"].as_str().unwrap())).await;
+    assert!(docs.is_empty(), "the document is deleted");
+
+    // A contact found by a former address: erased by it, with its current one.
+    let (old, new) = (format!("bo-old-{u}@example.org"), format!("bo-new-{u}@example.org"));
+    let bo = created(&c, "/contacts", json!({"email": old}), 201).await;
+    let bo_path = format!("/contacts/{}", bo["id"].as_str().unwrap());
+    assert_eq!(c.patch(&bo_path, &json!({"email": new})).await.status, 200);
+    let e = created(&c, "/gdpr/erasures", json!({"subject": {"email": old}, "reason": "asked by the old address"}), 202).await;
+    let done = finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
+    assert_eq!((done["status"].as_str(), done["counts"]["contacts"].as_u64().map(|n| n > 0)), (Some("completed"), Some(true)), "{done}");
+    assert_eq!(c.get(&bo_path).await.status, 404, "the contact that had the address is erased");
+    assert!(naming(new.clone()).await.is_empty() && naming(old.clone()).await.is_empty());
+
+    // A deleted contact's history (timeline, former identities) goes with it.
+    let (was, is) = (format!("cy-was-{u}@example.org"), format!("cy-is-{u}@example.org"));
+    let cy = created(&c, "/contacts", json!({"email": was}), 201).await;
+    let cy_id = cy["id"].as_str().unwrap().to_string();
+    assert_eq!(c.patch(&format!("/contacts/{cy_id}"), &json!({"email": is})).await.status, 200);
+    created(&c, &format!("/contacts/{cy_id}/notes"), json!({"body": "called about the invoice"}), 201).await;
+    let history = |id: String| {
+        let app = &app;
+        let ws = ws.clone();
+        async move {
+            let mut n = 0;
+            for prefix in [domain::keys::ACTIVITY.sk_prefix(&[&id]), domain::keys::CONTACT_FORMER.sk_prefix(&[&id])] {
+                n += app
+                    .db
+                    .query_page(shared::store::QuerySpec::new(shared::store::ws_pk(&ws), &prefix, None, 100))
+                    .await
+                    .unwrap()
+                    .items
+                    .len();
+            }
+            n
+        }
+    };
+    assert!(history(cy_id.clone()).await >= 2);
+    assert_eq!(c.delete(&format!("/contacts/{cy_id}")).await.status, 200);
+    let mut left = usize::MAX;
+    for _ in 0..150 {
+        left = history(cy_id.clone()).await;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(left, 0, "the deleted contact's timeline and former identities are purged");
+    assert!(naming(was).await.is_empty());
+}

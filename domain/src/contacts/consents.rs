@@ -251,10 +251,19 @@ pub fn writes(ws: &WorkspaceId, consent: &Consent) -> ApiResult<(store::Item, Ev
 
 /// Record one consent event; a `marketing_email` change updates the contact in the same
 /// transaction (optimistically: a concurrent contact edit is retried once).
+///
+/// An erased address is refused (409), checked in the same transaction against its tombstone:
+/// the erasure writes the tombstone before it looks for the address's entries, so an entry is
+/// either found and hashed by it or never written. An erased address comes back only through
+/// a contact created with new consent (`POST /contacts` with `consent`).
 pub async fn record(app: &App, ws: &WorkspaceId, consent: &Consent) -> ApiResult<()> {
     let (item, ev) = writes(ws, consent)?;
+    let tomb = crate::privacy::tombstone_sk(app, ws, &consent.email).await?;
     for attempt in 0..2 {
-        let mut tx = Tx::new().put_if(item.clone(), "attribute_not_exists(pk)", vec![]).event(ev.clone());
+        let mut tx = Tx::new()
+            .check(ws_pk(ws), tomb.clone(), "attribute_not_exists(pk)")
+            .put_if(item.clone(), "attribute_not_exists(pk)", vec![])
+            .event(ev.clone());
         if let Some(id) = consent.contact_id.as_deref().and_then(ContactId::parse) {
             let (old, version) = contacts::load(app, ws, &id).await?;
             if let Some(status) = email_status_after(&old, consent) {
@@ -266,7 +275,13 @@ pub async fn record(app: &App, ws: &WorkspaceId, consent: &Consent) -> ApiResult
         }
         match tx.commit(app).await {
             Ok(()) => return Ok(()),
-            Err(store::TxError::Condition(i)) if i > 0 && attempt == 0 => continue,
+            Err(store::TxError::Condition(0)) => {
+                return Err(ApiError::conflict(crate::privacy::ERASED_MESSAGE).with_details(vec![shared::error::ErrorDetail::field(
+                    "email",
+                    "was erased; record consent with a new contact (POST /contacts with consent)",
+                )]));
+            }
+            Err(store::TxError::Condition(i)) if i > 1 && attempt == 0 => continue,
             Err(e) => return Err(e.stale()),
         }
     }

@@ -469,11 +469,25 @@ fn former_items(ws: &WorkspaceId, old: &Contact, new: &Contact) -> Vec<Item> {
             (Some(&was) != is.as_ref()).then(|| {
                 let key = shared::crypto::sha256_hex(was.to_lowercase().as_bytes());
                 let f = Former { contact_id: old.id.clone(), field: field.into(), value: was, changed_at: now.to_string() };
-                Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk(&[&old.id, field, &key]), &f).map(|r| r.item)
+                let r = Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk(&[&old.id, field, &key]), &f)?;
+                // A former address is found by its value too (an erasure by that address).
+                Ok::<_, ApiError>(if field == "email" {
+                    r.gsi1(keys::CONTACT_FORMER.gsi1_pk(&[ws, &key]), keys::CONTACT_FORMER.gsi1_sk(&[&f.changed_at, &old.id])).item
+                } else {
+                    r.item
+                })
             })
         })
         .filter_map(Result::ok)
         .collect()
+}
+
+/// The contact that most recently had `email` as a former address (one Query of GSI1), if it
+/// still exists under that id.
+pub async fn former_holder(app: &App, ws: &WorkspaceId, email: &str) -> ApiResult<Option<ContactId>> {
+    let key = shared::crypto::sha256_hex(email.to_lowercase().as_bytes());
+    let out = app.db.query_page(keys::CONTACTS_BY_FORMER_ADDRESS.query(&[ws, &key], &[], None, 10).descending()).await?;
+    Ok(out.items.into_iter().filter_map(|i| store::from_item::<Former>(i).ok()).map(|f| f.contact_id).next())
 }
 
 /// Every former identity of a contact (one Query; a contact has few).
@@ -511,6 +525,32 @@ pub fn delete_tx(ws: &WorkspaceId, c: &Contact, version: i64) -> Tx {
         tx = tx.delete_if(ws_pk(ws), search_sk(&t, &c.id), "", vec![]);
     }
     tx.event(Event::new(ws, "contact.deleted", c))
+}
+
+/// Remove a deleted contact's timeline and former identities (idempotent: each run deletes
+/// what is left, a page at a time). A contact that exists again under the id keeps them.
+pub async fn purge_history(app: &App, ws: &WorkspaceId, id: &ContactId) -> ApiResult<()> {
+    if app.db.get(&ws_pk(ws), &contact_sk(id)).await?.is_some() {
+        return Ok(());
+    }
+    for list in [keys::ACTIVITIES, keys::CONTACT_FORMERS] {
+        loop {
+            let out = app.db.query_page(list.query(&[ws], &[id], None, 100)).await?;
+            let keys_: Vec<(String, String)> = out
+                .items
+                .iter()
+                .filter_map(|i| Some((store::get_str(i, "pk")?.to_string(), store::get_str(i, "sk")?.to_string())))
+                .collect();
+            if keys_.is_empty() {
+                break;
+            }
+            app.db.batch_delete(&keys_).await?;
+            if out.next_after.is_none() {
+                break;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Who holds this email now (consistent read of the claim).

@@ -136,22 +136,36 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     let secret = app.platform_secret().await?;
     let sealed = store::get_str(&item, "subject_sealed").ok_or_else(|| ApiError::internal("a running erasure lacks its subject"))?;
     let mut subject: Subject = serde_json::from_slice(&secret.open(&aad(ws, id), sealed)?).map_err(ApiError::internal)?;
-    // A former address another contact took since the erasure was asked for is theirs now.
-    subject.drop_others_addresses(app, ws).await?;
     if stalled > super::jobs::MAX_RUNS {
         e.status = JobStatus::Failed;
         e.error = Some(JobError { code: "attempts_exhausted".into(), message: "the erasure failed repeatedly; start it again".into() });
         e.completed_at = Some(shared::ids::Timestamp::now());
         return finish(app, ws, &e, "gdpr.erasure.failed", None).await;
     }
-    // First, so that nothing re-creates any of their addresses meanwhile.
+    // Tombstones first, for every address of the subject, so that nothing re-creates one or
+    // moves a contact onto one meanwhile; then a former address another contact holds (it
+    // took it since the erasure was asked for, before its tombstone) is theirs: its tombstone,
+    // if this erasure wrote it, is lifted again.
     let mut tombs = vec![];
     for email in subject.emails() {
         let tomb = crate::privacy::tombstone_sk(app, ws, email).await?;
         let body = serde_json::json!({"object": "erasure_tombstone", "erasure_id": id, "created_at": e.created_at});
-        tombs.push(Record::new(ws_pk(ws), tomb, &body)?.item);
+        tombs.push((email.to_string(), tomb.clone()));
+        // An address erased before keeps its first tombstone.
+        match Tx::new().put_if(Record::new(ws_pk(ws), tomb, &body)?.item, "attribute_not_exists(pk)", vec![]).commit(app).await {
+            Ok(()) | Err(store::TxError::Condition(_)) => {}
+            Err(store::TxError::Api(e)) => return Err(e),
+        }
     }
-    app.db.batch_put(tombs).await?;
+    let before = subject.former_emails.clone();
+    subject.drop_others_addresses(app, ws).await?;
+    for (_, tomb) in tombs.iter().filter(|(e, _)| before.contains(e) && !subject.former_emails.contains(e)) {
+        tracing::info!(erasure_id = %id, "a former address another contact holds keeps no tombstone");
+        Tx::new().delete_if(ws_pk(ws), tomb.clone(), "erasure_id = :id", vec![(":id", s(id))]).commit(app).await.or_else(|e| match e {
+            store::TxError::Condition(_) => Ok(()),
+            store::TxError::Api(e) => Err(e),
+        })?;
+    }
 
     let rules = super::rules();
     let mut next = store::get_i64(&item, "next_rule").unwrap_or(0) as usize;
@@ -183,6 +197,8 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
         next += 1;
         save(app, ws, id, next, &e.counts).await?;
     }
+    // A workspace export made before (or while) this ran holds the subject: withdrawn.
+    super::export::withdraw_workspace_exports(app, ws).await?;
     e.status = JobStatus::Completed;
     e.started_at = e.started_at.or_else(|| Some(shared::ids::Timestamp::now()));
     e.completed_at = Some(shared::ids::Timestamp::now());

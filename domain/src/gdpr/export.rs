@@ -518,6 +518,65 @@ async fn finish(app: &App, ws: &WorkspaceId, job: &ExportJob, event: &str) -> Ap
     })
 }
 
+/// After an erasure, no earlier workspace export still hands out the subject: a completed one
+/// loses its document and its link (it reads expired, with `error.code` `withdrawn`), and one
+/// not yet finished is failed the same way (its worker's finish then finds it finished). The
+/// admin exports again. One Query of the workspace's exports (they last 7 days), then one
+/// write per workspace export still live.
+pub async fn withdraw_workspace_exports(app: &App, ws: &WorkspaceId) -> ApiResult<u32> {
+    let now = shared::ids::Timestamp::now();
+    let mut after = None;
+    let mut withdrawn = 0;
+    loop {
+        let out = app.db.query_page(keys::EXPORT_JOBS.query(&[ws], &[], after, 100)).await?;
+        for item in out.items {
+            let mut job: ExportJob = store::from_item(item)?;
+            let live = match job.status {
+                JobStatus::Completed => job.expires_at.is_some_and(|t| *t > *now),
+                JobStatus::Pending | JobStatus::Running => true,
+                JobStatus::Failed => false,
+            };
+            if job.scope != ExportScope::Workspace || !live {
+                continue;
+            }
+            let was = job.status;
+            if was == JobStatus::Completed {
+                app.s3()
+                    .delete_object()
+                    .bucket(&app.cfg.exports_bucket)
+                    .key(object_key(ws, &job.id))
+                    .send()
+                    .await
+                    .map_err(|e| s3_error("delete", e))?;
+                job.expires_at = Some(now);
+            } else {
+                job.status = JobStatus::Failed;
+                job.completed_at = Some(now);
+            }
+            job.error = Some(JobError {
+                code: "withdrawn".into(),
+                message: "a personal-data erasure since this export began withdrew it; export again".into(),
+            });
+            let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), store::to_item(&job)?, &["resume", "subject_full"])
+                .condition_expression("#status = :was")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":was", s(was.as_str()));
+            match Tx::new().update(update).commit(app).await {
+                Ok(()) => withdrawn += 1,
+                // It moved on meanwhile (finished or failed): the next erasure run looks again.
+                Err(store::TxError::Condition(_)) => {
+                    return Err(ApiError::unavailable("an export changed while it was withdrawn; retrying"));
+                }
+                Err(store::TxError::Api(e)) => return Err(e),
+            }
+        }
+        after = out.next_after;
+        if after.is_none() {
+            return Ok(withdrawn);
+        }
+    }
+}
+
 /// Erasing a subject deletes the exports about them, document and job.
 async fn erase_job(app: &App, ws: &WorkspaceId, item: Item, _subject: &Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };

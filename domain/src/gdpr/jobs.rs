@@ -43,6 +43,8 @@ pub struct JobError {
 pub enum JobKind {
     Export,
     Erasure,
+    /// A deleted contact's timeline and former identities (`id` is the contact's).
+    PurgeContact,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

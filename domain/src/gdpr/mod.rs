@@ -67,11 +67,20 @@ pub async fn resolve(app: &App, ws: &WorkspaceId, r: &SubjectRef, field: &str) -
         (Some(e), None) => {
             let email = shared::validate::normalise_email(e)
                 .ok_or_else(|| ApiError::validation(&format!("{field}.email"), "not an email address"))?;
-            let Some(id) = contacts::email_owner(app, ws, &email).await? else {
-                return Ok(Subject { email, ..Default::default() });
-            };
-            let id = ContactId::parse(&id).ok_or_else(|| ApiError::internal("an email claim names a bad contact id"))?;
-            subject_of(app, ws, &contacts::load(app, ws, &id).await?.0).await
+            if let Some(id) = contacts::email_owner(app, ws, &email).await? {
+                let id = ContactId::parse(&id).ok_or_else(|| ApiError::internal("an email claim names a bad contact id"))?;
+                return subject_of(app, ws, &contacts::load(app, ws, &id).await?.0).await;
+            }
+            // Nobody holds it now: the contact that had it before is the person it names.
+            if let Some(id) = contacts::former_holder(app, ws, &email).await?
+                && let Ok((c, _)) = contacts::load(app, ws, &id).await
+            {
+                let s = subject_of(app, ws, &c).await?;
+                if s.emails().any(|e| e == email) {
+                    return Ok(s);
+                }
+            }
+            Ok(Subject { email, ..Default::default() })
         }
         (None, Some(id)) => {
             let id =
@@ -106,11 +115,12 @@ pub fn rules() -> Vec<Rule> {
 /// requests, and the previews people approved (the audit of a confirmation stays, what it showed goes).
 const PLATFORM: &[Rule] = &[
     Rule { kind: keys::IDEMPOTENCY, area: "platform", find: Find::Mentions, export: false, erase: Erase::Delete },
+    // Not exported, as approval requests below: a preview names other people too.
     Rule {
         kind: keys::CAPABILITY_CONFIRMATION,
         area: "capability_confirmations",
         find: Find::Mentions,
-        export: true,
+        export: false,
         erase: Erase::Remove(&["preview_summary", "bound"]),
     },
     // What an agent asked to do to a person (the preview names them): the request and its

@@ -1,7 +1,9 @@
-//! The GDPR worker's entry: each queued job runs its kind's code (`export`, `erasure`).
+//! The GDPR worker's entry: each queued job runs its kind's code (`export`, `erasure`, and the
+//! purge of a deleted contact's history).
 
 use super::jobs::{JobKind, JobMessage};
 use shared::App;
+use shared::ids::PrefixedId;
 use shared::sqs::{BatchResponse, SqsEvent};
 
 /// The worker's Lambda handler: a job that stops on an error keeps its message, and the next
@@ -16,6 +18,10 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
         let res = match msg.kind {
             JobKind::Export => super::export::run(app, &msg.workspace_id, &msg.id).await,
             JobKind::Erasure => super::erasure::run(app, &msg.workspace_id, &msg.id).await,
+            JobKind::PurgeContact => match crate::contacts::ContactId::parse(&msg.id) {
+                Some(id) => crate::contacts::purge_history(app, &msg.workspace_id, &id).await,
+                None => Ok(()),
+            },
         };
         if let Err(e) = res {
             tracing::warn!(job = %msg.id, error = %e, "GDPR job interrupted; it resumes on the next delivery");

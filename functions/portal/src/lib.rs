@@ -370,17 +370,23 @@ pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::accepted(&export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, req.ws()?, &subject).await?))
 }
 
-/// One of the customer's exports, with its download link once completed.
+/// One of the customer's exports, with its download link once completed, for a session the
+/// customer opened from their own inbox (an emailed link or a sign-in code). A session opened
+/// with a link handed to the API caller (`delivery: return`) never sees the link: whoever
+/// called the API is not shown the customer's data.
 #[utoipa::path(get, path = "/portal/me/exports/{id}", tag = "portal", security(("portal_session" = [])),
     params(("id" = String, Path, description = "gx_...")),
     responses((status = 200, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors))]
 pub async fn my_export(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ExportId = req.path_id("id")?;
-    let ct = me(app, &req).await?;
-    let job = export::load(app, req.ws()?, &id)
+    let (c, _) = contact(app, &req).await?;
+    let mut job = export::load(app, req.ws()?, &id)
         .await?
-        .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(&*ct))
+        .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(c.id.as_str()))
         .ok_or_else(|| ApiError::not_found("export"))?;
+    if job.download_url.is_some() && portal::proof(app, req.ws()?, session_token(&req), &c).await?.delivery == "return" {
+        job.download_url = None;
+    }
     Ok(Reply::ok(&job))
 }
 

@@ -211,7 +211,28 @@ async fn a_session_reaches_its_own_contact_only_and_does_what_a_customer_may() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(done["download_url"].is_string(), "{done}");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(done["download_url"].is_null(), "a session the API caller opened (delivery return) sees no link: {done}");
+    // The customer's own sign-in (a code from their inbox) sees it.
+    let slug = c.get("/workspaces/current").await.json["data"]["slug"].as_str().unwrap().to_string();
+    let anon = Client::anonymous(&h.base_bulk);
+    let started = anon.post("/portal/sign-in", &json!({"workspace": slug, "email": "cy@example.org"})).await;
+    assert_eq!(started.status, 202, "{}", started.json);
+    let mut mail_id = None;
+    for _ in 0..100 {
+        let listed = c.get("/emails?tag=portal").await.json["data"].clone();
+        mail_id = listed.as_array().unwrap().iter().find(|e| e["to"].to_string().contains("cy@example.org")).map(id);
+        if mail_id.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let code = emailed_code(&c, &mail_id.expect("the sign-in mail")).await;
+    let opened = anon.post("/portal/sign-in/verify", &json!({"attempt": started.json["data"]["attempt"], "code": code})).await;
+    assert_eq!(opened.status, 201, "{}", opened.json);
+    let own = Client::portal(&h.base_bulk, opened.json["data"]["session_token"].as_str().unwrap());
+    let seen = own.get(&path).await.json["data"].clone();
+    assert!(seen["download_url"].is_string(), "{seen}");
 
     // Logout ends the session.
     assert_eq!(p.post("/portal/logout", &json!({})).await.status, 204);
