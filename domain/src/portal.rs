@@ -593,7 +593,7 @@ async fn sign_in_unpadded(
     if !decision.allowed {
         return Err(decision.into_error());
     }
-    let Some(ws) = crate::workspaces::by_slug(app, slug).await? else {
+    let Some((ws, _)) = crate::workspaces::by_slug(app, slug).await? else {
         let attempt = format!("{SIGN_IN_PREFIX}{}", random_base62(43));
         return Ok(SignIn { object: "portal_sign_in".into(), attempt, expires_at: time(chrono::Utc::now().timestamp() + LINK_SECS) });
     };

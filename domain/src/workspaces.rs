@@ -112,13 +112,18 @@ pub fn slug_pk(slug: &str) -> String {
     keys::SLUG_CLAIM.pk(&[slug])
 }
 
-/// The workspace that holds `slug` now (the portal's pages are addressed by it).
-pub async fn by_slug(app: &App, slug: &str) -> ApiResult<Option<WorkspaceId>> {
+/// The workspace that holds `slug` (the portal's pages are addressed by it), and the slug it
+/// uses now when this one is a former slug of it. A slug a workspace gave up stays reserved for
+/// it for good: links and bookmarks its customers kept never open another workspace's pages.
+pub async fn by_slug(app: &App, slug: &str) -> ApiResult<Option<(WorkspaceId, Option<String>)>> {
     if !valid_slug(slug) {
         return Ok(None);
     }
     let item = app.db.get(&slug_pk(slug), &keys::SLUG_CLAIM.sk(&[])).await?;
-    Ok(item.and_then(|i| store::get_str(&i, "workspace_id").map(WorkspaceId::trusted)))
+    Ok(item.and_then(|i| {
+        let ws = store::get_str(&i, "workspace_id").map(WorkspaceId::trusted)?;
+        Some((ws, store::get_str(&i, "moved_to").map(String::from)))
+    }))
 }
 
 /// The claim that makes a slug one workspace's across the platform.
@@ -137,12 +142,18 @@ pub async fn save_settings(
 ) -> ApiResult<()> {
     let mut tx = auth.tx(&[])?.replace(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), ws)?, version);
     if ws.slug != old_slug {
-        tx = tx.put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk)", vec![]).delete_if(
-            slug_pk(old_slug),
-            keys::SLUG_CLAIM.sk(&[]),
-            "workspace_id = :ws",
-            vec![(":ws", s(&ws.id))],
-        );
+        // The new slug is free, or one this workspace used before; the old one stays reserved
+        // for it, pointing at the new one.
+        let moved = aws_sdk_dynamodb::types::Update::builder()
+            .key("pk", s(slug_pk(old_slug)))
+            .key("sk", s(keys::SLUG_CLAIM.sk(&[])))
+            .update_expression("SET moved_to = :to")
+            .condition_expression("workspace_id = :ws")
+            .expression_attribute_values(":to", s(&ws.slug))
+            .expression_attribute_values(":ws", s(&ws.id));
+        tx = tx
+            .put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk) OR workspace_id = :ws", vec![(":ws", s(&ws.id))])
+            .update(moved);
     }
     tx.event(Event::new(&ws.id, "workspace.updated", ws)).commit(app).await.map_err(|e| {
         e.on_condition(|i| match i {

@@ -105,6 +105,9 @@ pub enum Sessions {
     Person,
 }
 
+/// What a slug names: the workspace, and its current slug when this one is a former one.
+pub type Resolved = (WorkspaceId, Option<String>);
+
 /// The pages of one site and what the pipeline needs from it.
 pub struct Site {
     /// `/p/` or `/approvals/`: the workspace's slug follows.
@@ -117,7 +120,9 @@ pub struct Site {
     /// They have no session and reach no effect; their `Visit::ws` is empty.
     pub root: &'static [Page],
     pub pages: &'static [Page],
-    pub resolve: for<'a> fn(&'a App, &'a str) -> BoxFuture<'a, ApiResult<Option<WorkspaceId>>>,
+    /// The workspace a slug names, and its current slug when this one is a former one (the
+    /// visitor is sent there).
+    pub resolve: for<'a> fn(&'a App, &'a str) -> BoxFuture<'a, ApiResult<Option<Resolved>>>,
     pub failure: fn(&Failure<'_>) -> String,
 }
 
@@ -338,7 +343,12 @@ async fn visit(app: &App, site: &Site, req: http::Request<Body>) -> (ApiResult<V
         return (Ok(View::redirect(format!("{}{slug}/", site.prefix))), None);
     };
     let ws = match (site.resolve)(app, &slug).await {
-        Ok(Some(ws)) => ws,
+        Ok(Some((_, Some(current)))) => {
+            // A former slug: the same page under the workspace's slug now.
+            let query = parts.uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+            return (Ok(View::redirect(format!("{}{current}{rest}{query}", site.prefix))), None);
+        }
+        Ok(Some((ws, None))) => ws,
         Ok(None) => return (Err(ApiError::not_found("workspace pages")), None),
         Err(e) => return (Err(e), None),
     };

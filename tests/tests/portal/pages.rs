@@ -527,3 +527,35 @@ async fn a_deleted_contacts_session_reaches_no_page_and_only_mail_to_the_custome
     assert_eq!((after["status"].as_str(), after["start"].as_str()), (booking["status"].as_str(), Some(start.as_str())), "{after}");
     assert_eq!(p.get("/portal/me/bookings").await.status, 401);
 }
+
+/// A slug a workspace gave up stays reserved for it: its customers' bookmarks follow it to the
+/// new slug, no other workspace can take it, and the workspace can take it back.
+#[tokio::test]
+async fn a_released_slug_stays_its_workspaces_and_redirects() {
+    let (a, _, slug) = portal_workspace("slug keeper").await;
+    let (b, _, _) = portal_workspace("slug taker").await;
+    let origin = generous_pages().await;
+    let new = format!("{slug}-new");
+    let r = a.patch("/workspaces/current", &json!({"slug": new})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let r = b.patch("/workspaces/current", &json!({"slug": slug})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("slug")), "{}", r.json);
+    // A bookmark of a page under the old slug opens the same page under the new one.
+    let r = browser().get(format!("{origin}/p/{slug}/bookings?x=1")).send().await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"].to_str().unwrap(), format!("/p/{new}/bookings?x=1"));
+    let home = browser().get(format!("{origin}/p/{new}/")).send().await;
+    assert_eq!(home.status(), 200);
+    // The sign-in API still knows the old slug as this workspace.
+    let anon = Client::anonymous(&format!("{origin}/api/v1"));
+    assert_eq!(anon.post("/portal/sign-in", &json!({"workspace": slug, "email": "nobody@example.org"})).await.status, 202);
+    // And the workspace may take its old slug back; the one it leaves is reserved in turn.
+    let r = a.patch("/workspaces/current", &json!({"slug": slug})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    // (The pages cache what a slug names for 30 s; the claims themselves, read afresh:)
+    let app = harness().app().await;
+    let (ws_a, moved) = domain::workspaces::by_slug(&app, &slug).await.unwrap().unwrap();
+    assert_eq!(moved, None);
+    assert_eq!(domain::workspaces::by_slug(&app, &new).await.unwrap(), Some((ws_a, Some(slug.clone()))));
+    assert_eq!(b.patch("/workspaces/current", &json!({"slug": new})).await.status, 409);
+}

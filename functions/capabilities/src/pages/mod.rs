@@ -51,7 +51,7 @@ pub static SITE: Site = Site {
 
 pub const COOKIE_PATH: &str = "/approvals";
 
-fn resolve<'a>(app: &'a App, slug: &'a str) -> BoxFuture<'a, ApiResult<Option<shared::auth::WorkspaceId>>> {
+fn resolve<'a>(app: &'a App, slug: &'a str) -> BoxFuture<'a, ApiResult<Option<shared::web::Resolved>>> {
     Box::pin(domain::workspaces::by_slug(app, slug))
 }
 

@@ -60,7 +60,7 @@ pub static PAGES: &[Page] = &[
 const WORKSPACE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 type Cached<T> = std::sync::Mutex<Vec<(String, std::time::Instant, T)>>;
-static SLUGS: Cached<Option<shared::auth::WorkspaceId>> = std::sync::Mutex::new(Vec::new());
+static SLUGS: Cached<Option<shared::web::Resolved>> = std::sync::Mutex::new(Vec::new());
 static WORKSPACES: Cached<Workspace> = std::sync::Mutex::new(Vec::new());
 /// Entries a container keeps of each (a function serves few workspaces at a time).
 const KEPT: usize = 256;
@@ -79,7 +79,7 @@ fn keep<T>(cache: &Cached<T>, key: &str, value: T) {
     c.push((key.to_string(), std::time::Instant::now(), value));
 }
 
-fn resolve<'a>(app: &'a App, slug: &'a str) -> BoxFuture<'a, ApiResult<Option<shared::auth::WorkspaceId>>> {
+fn resolve<'a>(app: &'a App, slug: &'a str) -> BoxFuture<'a, ApiResult<Option<shared::web::Resolved>>> {
     Box::pin(async move {
         if let Some(ws) = cached(&SLUGS, slug) {
             return Ok(ws);
