@@ -621,3 +621,34 @@ async fn mail_is_attributed_only_on_positive_aligned_evidence() {
     let r = c.post("/contacts", &json!({"email": s.customer})).await;
     assert_eq!(r.status, 409, "the tombstone still holds: {}", r.json);
 }
+
+/// A message over the size whose files are stored one by one (SES takes up to 40 MB) is kept:
+/// its text as usual, its files listed, and the original whole as the first file.
+#[tokio::test]
+async fn a_message_too_large_for_its_files_is_kept_whole() {
+    use base64::Engine as _;
+    let s = setup("inbound huge").await;
+    let c = &s.c;
+    let file = vec![7u8; 26 * 1024 * 1024];
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&file);
+    let wrapped: String = encoded.as_bytes().chunks(76).map(|l| format!("{}\r\n", std::str::from_utf8(l).unwrap())).collect();
+    let raw = multipart(
+        &s.customer,
+        &s.mailbox,
+        "The whole archive",
+        "see the attached archive",
+        &[("Content-Type: application/zip\r\nContent-Disposition: attachment; filename=\"archive.zip\"\r\nContent-Transfer-Encoding: base64".into(), wrapped)],
+    );
+    assert!(raw.len() > domain::helpdesk::mail::parse::MAX_MESSAGE_BYTES, "{} bytes", raw.len());
+    deliver(&raw, &[&s.mailbox], "PASS", "PASS").await;
+    let conv = conversations(c, "").await.into_iter().find(|v| v["subject"] == "The whole archive").expect("recorded, not dropped");
+    let m = &messages(c, conv["id"].as_str().unwrap()).await[0];
+    assert!(m["body_text"].as_str().unwrap().contains("see the attached archive"), "{}", m["body_text"]);
+    assert_eq!(m["truncated"]["message_bytes"].as_u64(), Some(raw.len() as u64), "{}", m["truncated"]);
+    let files = m["attachments"].as_array().unwrap();
+    assert_eq!((files[0]["filename"].as_str(), files[0]["stored"].as_bool()), (Some("original.eml"), Some(true)), "{files:?}");
+    assert_eq!((files[1]["filename"].as_str(), files[1]["stored"].as_bool()), (Some("archive.zip"), Some(false)), "{files:?}");
+    let original = reqwest::get(files[0]["download_url"].as_str().unwrap()).await.unwrap().bytes().await.unwrap();
+    assert_eq!(original.len(), raw.len());
+    assert!(original.starts_with(&raw.as_bytes()[..200]));
+}

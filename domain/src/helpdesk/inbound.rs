@@ -261,7 +261,8 @@ impl Authentication {
 }
 
 /// What was cut from an inbound message to keep it within an item's limits. The message is
-/// recorded either way; the raw original is not kept.
+/// recorded either way; the raw original is kept only when the message was too large to store
+/// its files (`message_bytes`).
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Default)]
 #[schema(as = HelpdeskTruncation)]
 pub struct Truncation {
@@ -273,6 +274,10 @@ pub struct Truncation {
     pub files_omitted: u32,
     /// Recipients beyond [`MAX_RECIPIENTS`], not listed.
     pub recipients_omitted: u32,
+    /// The whole message's size when it was too large to store its files one by one: they are
+    /// listed, not stored, and the original is the first file (`original.eml`).
+    #[serde(default)]
+    pub message_bytes: Option<u64>,
 }
 
 /// The limits of what one inbound message records, chosen so the message item stays well
@@ -325,6 +330,8 @@ pub struct Incoming {
     pub automatic: Option<Automatic>,
     pub spam: bool,
     pub authentication: Authentication,
+    /// The raw size of a message too large to store file by file (its original is kept).
+    pub oversized: Option<u64>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -358,7 +365,7 @@ fn ses_id(message_id: &str) -> Option<&str> {
 
 pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResult<Outcome> {
     // Files first: a duplicate delivery below links the same ones (names and hashes).
-    let mut truncated = Truncation::default();
+    let mut truncated = Truncation { message_bytes: inc.oversized, ..Truncation::default() };
     if inc.attachments.len() > MAX_LISTED_FILES {
         truncated.files_omitted = (inc.attachments.len() - MAX_LISTED_FILES) as u32;
         inc.attachments.truncate(MAX_LISTED_FILES);

@@ -122,7 +122,22 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
             return delete_raw(app, r).await;
         }
     };
-    drop(raw);
+    if let Some(size) = parsed.oversized {
+        // Too large to store file by file: the original is kept whole, first among the files.
+        let original = inbound::Attachment {
+            filename: "original.eml".into(),
+            content_type: "message/rfc822".into(),
+            size,
+            content_id: None,
+            inline: false,
+            stored: true,
+            download_url: None,
+            sha256: None,
+        };
+        parsed.attachments.insert(0, (original, Some(raw)));
+    } else {
+        drop(raw);
+    }
     let last = targets.len() - 1;
     for (i, (ws, mailbox, token)) in targets.into_iter().enumerate() {
         let ws = WorkspaceId::trusted(ws);
@@ -143,6 +158,7 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
             automatic: parsed.automatic,
             spam: r.spam,
             authentication: inbound::Authentication::judge(&r.verdicts, &parsed.from, parsed.ses_results.as_deref()),
+            oversized: parsed.oversized,
         };
         // Boxed: the recording future is large (contact creation, the transaction).
         match Box::pin(inbound::receive(app, &ws, inc)).await.map_err(|e| e.to_string())? {

@@ -6,8 +6,12 @@
 use crate::helpdesk::inbound::{Attachment, Automatic};
 use mailparse::{MailHeaderMap, ParsedMail};
 
-/// The largest message taken (SES itself stops at 40 MB for S3 actions).
+/// The largest message whose files are stored one by one. A larger one (SES takes up to
+/// 40 MB) is recorded all the same: its text and HTML as usual, its files listed, and the
+/// whole original kept as one file (`original.eml`), so nothing a customer sent is lost.
 pub const MAX_MESSAGE_BYTES: usize = 30 * 1024 * 1024;
+/// Beyond what SES accepts: not an SES message.
+pub const MAX_RAW_BYTES: usize = 48 * 1024 * 1024;
 /// Larger files are listed on the message (name, type, size) but not stored.
 pub const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 /// Files stored per message; the rest are listed only.
@@ -34,6 +38,8 @@ pub struct Parsed {
     /// The first `Authentication-Results` header: SES adds its own above the sender's
     /// headers, so the first is SES's verdict (judged only if it names `amazonses.com`).
     pub ses_results: Option<String>,
+    /// The raw size, when over [`MAX_MESSAGE_BYTES`]: its files were listed, not stored.
+    pub oversized: Option<u64>,
 }
 
 /// Why a message is not taken, in words an operator can act on.
@@ -47,7 +53,7 @@ pub enum Refused {
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::TooLarge(n) => write!(f, "the message is {n} bytes; at most {MAX_MESSAGE_BYTES} are taken"),
+            Self::TooLarge(n) => write!(f, "the message is {n} bytes; SES sends at most 40 MB"),
             Self::Unparseable(e) => write!(f, "not a MIME message: {e}"),
             Self::NoSender => write!(f, "the message has no usable From address"),
         }
@@ -55,9 +61,10 @@ impl std::fmt::Display for Refused {
 }
 
 pub fn parse(raw: &[u8]) -> Result<Parsed, Refused> {
-    if raw.len() > MAX_MESSAGE_BYTES {
+    if raw.len() > MAX_RAW_BYTES {
         return Err(Refused::TooLarge(raw.len()));
     }
+    let oversized = (raw.len() > MAX_MESSAGE_BYTES).then_some(raw.len() as u64);
     let mail = mailparse::parse_mail(raw).map_err(|e| Refused::Unparseable(e.to_string()))?;
     let h = &mail.headers;
     let (from, from_name) = first_address(h.get_first_header("From")).ok_or(Refused::NoSender)?;
@@ -78,7 +85,7 @@ pub fn parse(raw: &[u8]) -> Result<Parsed, Refused> {
         }
     }
     references.truncate(MAX_REFERENCES);
-    let mut body = Body::default();
+    let mut body = Body { keep_files: oversized.is_none(), ..Body::default() };
     collect(&mail, &mut body);
     let text_full = body.text.unwrap_or_else(|| body.html.as_deref().map(html_to_text).unwrap_or_default());
     let text = match strip_quoted_text(&text_full) {
@@ -89,6 +96,7 @@ pub fn parse(raw: &[u8]) -> Result<Parsed, Refused> {
     Ok(Parsed {
         automatic: automatic(&mail, &from),
         ses_results: h.get_first_value("Authentication-Results"),
+        oversized,
         from,
         from_name,
         to,
@@ -152,6 +160,8 @@ struct Body {
     text: Option<String>,
     html: Option<String>,
     files: Vec<(Attachment, Option<Vec<u8>>)>,
+    /// False for an oversized message: its files are listed, and the original is kept instead.
+    keep_files: bool,
 }
 
 /// The first text and HTML bodies and every file, depth first. Delivery reports' machine
@@ -184,7 +194,7 @@ fn collect(part: &ParsedMail, out: &mut Body) {
     let content_id = part.headers.get_first_value("Content-ID").map(|c| bare_id(&c)).filter(|c| !c.is_empty());
     let bytes = part.get_body_raw().unwrap_or_default();
     let size = bytes.len();
-    let stored = size <= MAX_ATTACHMENT_BYTES && out.files.iter().filter(|(_, b)| b.is_some()).count() < MAX_ATTACHMENTS;
+    let stored = out.keep_files && size <= MAX_ATTACHMENT_BYTES && out.files.iter().filter(|(_, b)| b.is_some()).count() < MAX_ATTACHMENTS;
     let meta = Attachment {
         filename: filename.unwrap_or_else(|| format!("attachment-{}", out.files.len() + 1)).chars().take(200).collect(),
         content_type: mime,
@@ -258,7 +268,7 @@ mod tests {
             }
         }
         assert_eq!(n, 10);
-        let big = vec![b'a'; MAX_MESSAGE_BYTES + 1];
+        let big = vec![b'a'; MAX_RAW_BYTES + 1];
         assert!(matches!(parse(&big), Err(Refused::TooLarge(n)) if n == big.len()));
         assert!(parse(b"\xff\xfe not mail").is_err_and(|r| r == Refused::NoSender));
     }
