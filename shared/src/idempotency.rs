@@ -39,6 +39,8 @@ pub struct Reservation {
     fingerprint: String,
     /// Names this request's hold on the key (a lease taken over after a crash is another's).
     owner: String,
+    /// When the key's first run began (a resumed run keeps it): the time of derived ids.
+    started_ms: i64,
     commits: Arc<tokio::sync::Mutex<Commits>>,
 }
 
@@ -48,6 +50,10 @@ struct Commits {
     /// A transaction of it is known applied, or writes outside transactions began: a retry
     /// would write again, so the key is never freed.
     wrote: bool,
+    /// It began writes that a run of the same request repeats harmlessly (under ids derived
+    /// from the key, skipping what exists): on failure its key is paused, not kept done, so the
+    /// client's retry resumes it.
+    resumable: bool,
 }
 
 impl Reservation {
@@ -61,7 +67,13 @@ impl Reservation {
         &self.fingerprint
     }
     fn witness(&self) -> Witness {
-        Witness { pk: self.pk.clone(), sk: self.sk.clone(), owner: self.owner.clone(), commits: self.commits.clone() }
+        Witness {
+            pk: self.pk.clone(),
+            sk: self.sk.clone(),
+            owner: self.owner.clone(),
+            started_ms: self.started_ms,
+            commits: self.commits.clone(),
+        }
     }
 }
 
@@ -71,6 +83,7 @@ pub struct Witness {
     pk: String,
     sk: String,
     owner: String,
+    started_ms: i64,
     commits: Arc<tokio::sync::Mutex<Commits>>,
 }
 
@@ -108,6 +121,25 @@ impl Witness {
             .build()
             .map_err(ApiError::internal)?;
         Ok(TransactWriteItem::builder().update(u).build())
+    }
+
+    /// Mark the reservation resumable before writes a rerun repeats harmlessly.
+    async fn before_resumable_writes(&self, db: &Db) -> Result<(), ApiError> {
+        let done = db
+            .update(self.pk.clone(), &self.sk, "SET resumable = :t")
+            .when("#owner = :owner AND #state = :in_flight")
+            .name("#owner", "owner")
+            .name("#state", "state")
+            .value(":t", AttributeValue::Bool(true))
+            .value(":owner", s(&self.owner))
+            .value(":in_flight", s("in_flight"))
+            .apply()
+            .await?;
+        if done.is_none() {
+            return Err(ApiError::conflict("this request's hold on its Idempotency-Key ended before it wrote; retry with a new key"));
+        }
+        self.commits.lock().await.resumable = true;
+        Ok(())
     }
 
     /// The witness's write alone, before writes no transaction holds: a transaction of
@@ -203,13 +235,16 @@ pub(crate) fn reservation(
         ("fingerprint".into(), s(&fingerprint)),
         ("owner".into(), s(&owner)),
         ("lease_until".into(), n(now_ms.saturating_add(lease_ms))),
+        ("started_ms".into(), n(now_ms)),
         ("expires_at".into(), n(now_ms / 1000 + RETENTION_SECS)),
     ]);
-    // A crashed request that wrote something (`last_tx`) never frees its key for a second run.
+    // A crashed request that wrote something (`last_tx`) never frees its key for a second run;
+    // a resumable one is taken over in place (`resume`), keeping when it started.
     let cond = "attribute_not_exists(pk) OR expires_at < :now_s \
-                OR (#state = :in_flight AND lease_until < :now_ms AND fingerprint = :fp AND attribute_not_exists(last_tx))";
+                OR (#state = :in_flight AND lease_until < :now_ms AND fingerprint = :fp AND attribute_not_exists(last_tx) \
+                    AND attribute_not_exists(resumable))";
     let values = vec![(":now_s", n(now_ms / 1000)), (":now_ms", n(now_ms)), (":in_flight", s("in_flight")), (":fp", s(&fingerprint))];
-    (Reservation { pk, sk, fingerprint, owner, commits: Arc::default() }, item, cond, values)
+    (Reservation { pk, sk, fingerprint, owner, started_ms: now_ms, commits: Arc::default() }, item, cond, values)
 }
 
 pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String, lease_ms: i64) -> Result<Begin, ApiError> {
@@ -229,12 +264,80 @@ pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String, lease_ms: 
         Ok(_) => Ok(Begin::Proceed(reservation)),
         Err(e) => match e.as_service_error() {
             Some(PutItemError::ConditionalCheckFailedException(c)) => {
-                refused(&c.item().cloned().unwrap_or_default(), &reservation.fingerprint)
+                let old = c.item().cloned().unwrap_or_default();
+                match resume(db, reservation, &old, lease_ms).await? {
+                    Ok(r) => Ok(Begin::Proceed(r)),
+                    Err(reservation) => refused(&old, &reservation.fingerprint),
+                }
             }
             // The first request's transaction is writing its witness right now.
             Some(PutItemError::TransactionConflictException(_)) => Err(in_progress()),
             _ => Err(store::ddb_error(e)),
         },
+    }
+}
+
+/// A paused resumable run of the same request (its lease over, no transaction of it applied):
+/// taken over in place, keeping when it started, so the rerun derives the same ids. Answers
+/// the reservation back when the old item is not one.
+async fn resume(db: &Db, r: Reservation, old: &Item, lease_ms: i64) -> Result<Result<Reservation, Reservation>, ApiError> {
+    let now_ms = crate::ids::now_ms();
+    let resumable = matches!(old.get("resumable"), Some(AttributeValue::Bool(true)));
+    let (Some(old_owner), Some(started_ms)) = (get_str(old, "owner"), get_i64(old, "started_ms")) else { return Ok(Err(r)) };
+    if !resumable
+        || get_str(old, "state") != Some("in_flight")
+        || get_str(old, "fingerprint") != Some(r.fingerprint.as_str())
+        || old.contains_key("last_tx")
+        || get_i64(old, "lease_until").is_none_or(|t| t >= now_ms)
+    {
+        return Ok(Err(r));
+    }
+    let taken = db
+        .update(r.pk.clone(), &r.sk, "SET #owner = :owner, lease_until = :lease")
+        .when("#owner = :old AND lease_until < :now AND attribute_not_exists(last_tx)")
+        .name("#owner", "owner")
+        .value(":owner", s(&r.owner))
+        .value(":lease", n(now_ms.saturating_add(lease_ms)))
+        .value(":old", s(old_owner))
+        .value(":now", n(now_ms))
+        .apply()
+        .await?;
+    if taken.is_none() {
+        return Err(in_progress());
+    }
+    tracing::info!("resuming a request whose Idempotency-Key run stopped part-way");
+    Ok(Ok(Reservation { started_ms, ..r }))
+}
+
+/// An id for the running request that its rerun under the same `Idempotency-Key` derives
+/// again (the key's start time, and 80 bits of a hash of the key and `salt`); None without a key.
+pub fn derived_id(prefix: &str, salt: &str) -> Option<String> {
+    let w = Witness::current()?;
+    let mut h = Sha256::new();
+    for part in [w.pk.as_str(), w.sk.as_str(), salt] {
+        h.update(part.as_bytes());
+        h.update(b"\n");
+    }
+    let digest = h.finalize();
+    let mut random = [0u8; 16];
+    random[6..].copy_from_slice(&digest[..10]);
+    let ulid = ulid::Ulid::from_parts(w.started_ms.max(0) as u64, u128::from_be_bytes(random));
+    Some(format!("{prefix}_{ulid}"))
+}
+
+/// Does the running request carry an `Idempotency-Key`?
+pub fn keyed() -> bool {
+    Witness::current().is_some()
+}
+
+/// Before writes that a rerun of the same request repeats harmlessly: the reservation is
+/// marked resumable, so a failure pauses the key (its lease ends) instead of keeping it done,
+/// and the client's retry with the same key runs again, deriving the same ids. Without a
+/// key, nothing.
+pub async fn before_resumable_writes(db: &Db) -> Result<(), ApiError> {
+    match Witness::current() {
+        Some(w) => w.before_resumable_writes(db).await,
+        None => Ok(()),
     }
 }
 
@@ -354,6 +457,23 @@ pub async fn release(db: &Db, r: &Reservation, status: u16) {
     let commits = r.commits.lock().await;
     if commits.wrote {
         return keep_done(db, r, status).await;
+    }
+    if commits.resumable {
+        // Its writes are repeatable: the lease ends now, and the retry resumes the run.
+        let paused = db
+            .update(r.pk.clone(), &r.sk, "SET lease_until = :zero")
+            .when("#owner = :owner AND attribute_not_exists(last_tx)")
+            .name("#owner", "owner")
+            .value(":zero", n(0))
+            .value(":owner", s(&r.owner))
+            .apply()
+            .await;
+        match paused {
+            Ok(Some(_)) => {}
+            Ok(None) => keep_done(db, r, status).await,
+            Err(e) => tracing::warn!(error = %e, "could not pause a resumable Idempotency-Key; its lease will expire"),
+        }
+        return;
     }
     let delete = db
         .client

@@ -71,6 +71,8 @@ struct State {
     /// The fault, the service it is limited to (`None`: every request) and the operations
     /// (empty: all of the service's).
     fault: Option<(Fault, Option<String>, Vec<String>)>,
+    /// Requests the fault would apply to that still pass first.
+    pass: u64,
     /// Requests the fault applied to.
     hit: u64,
 }
@@ -113,8 +115,15 @@ impl FaultProxy {
     /// request's `X-Amz-Target` (DynamoDB's `TransactWriteItems`), or an XRPC method's, named
     /// by its path's last part (`/xrpc/com.atproto.repo.createRecord`: `createRecord`).
     pub fn set_on(&self, fault: Fault, service: Option<&str>, operations: &[&str]) {
+        self.set_after(fault, service, operations, 0);
+    }
+
+    /// As [`FaultProxy::set_on`], after the first `pass` requests it applies to went through
+    /// (a write that fails part-way: its first parts land, the next one fails).
+    pub fn set_after(&self, fault: Fault, service: Option<&str>, operations: &[&str], pass: u64) {
         let mut s = self.state.lock().expect("state");
         s.fault = Some((fault, service.map(String::from), operations.iter().map(|o| o.to_string()).collect()));
+        s.pass = pass;
         s.hit = 0;
     }
 
@@ -163,10 +172,15 @@ async fn handle(
                 (only.is_none() || *only == service) && (ops.is_empty() || ops.iter().any(|o| Some(o) == operation.as_ref()))
             })
             .map(|(f, _, _)| f);
-        if f.is_some() {
-            s.hit += 1;
+        if f.is_some() && s.pass > 0 {
+            s.pass -= 1;
+            None
+        } else {
+            if f.is_some() {
+                s.hit += 1;
+            }
+            f
         }
-        f
     };
     match fault {
         // hyper closes the connection when the service fails.

@@ -841,3 +841,58 @@ async fn a_verified_domain_owns_its_subdomains_for_routing_and_claiming() {
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (409, Some("name")), "{}", r.json);
     assert_eq!(claim(&quiet).await.get("verified"), Some(&aws_sdk_dynamodb::types::AttributeValue::Bool(true)), "SES was asked");
 }
+
+/// A batch whose writes fail part-way (a BatchWriteItem after the first ones) is completed by
+/// the client's retry with the same Idempotency-Key: the same batch and email ids, each email
+/// once, nothing else; a third call replays the answer.
+#[tokio::test]
+async fn a_batch_that_fails_part_way_is_completed_by_its_retry_and_nothing_else() {
+    let h = harness();
+    let (c0, ws) = sender_workspace("batch resume").await;
+    let ddb = e2e::faults::FaultProxy::start(&h.dynamodb_endpoint).await;
+    let mut cfg = h.generous_config();
+    cfg.timeouts = shared::config::Timeouts::default();
+    let sdk = tools::admin::local_sdk_config(&h.moto_endpoint).await;
+    let app = shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&ddb.url)).expect("app");
+    let (addr, _task) = tools::gateway::start(std::sync::Arc::new(app), 0).await.expect("gateway");
+    let c = Client::new(&format!("http://{addr}{}", tools::gateway::BASE_PATH), c0.auth.as_deref().unwrap()).during_outage();
+    let from = from(&ws);
+    let tag = unique("resume");
+    let emails: Vec<Value> = (0..40)
+        .map(|i| json!({"from": from, "to": [format!("r{i}@example.org")], "subject": format!("{tag} {i}"), "text": "t", "scheduled_at": e2e::in_hours(2)}))
+        .collect();
+    let body = json!({"emails": emails});
+    let post = || c.send(c.request("POST", "/emails/batch").header("idempotency-key", "batch-resume-1").json(&body));
+
+    // The third part of the writes fails (the SDK's retries too): the batch is half written.
+    ddb.set_after(e2e::faults::Fault::ServerError, Some("dynamodb"), &["BatchWriteItem"], 2);
+    let first = post().await;
+    ddb.clear();
+    assert!(first.status >= 500, "{} {}", first.status, first.json);
+    let ours = || async {
+        let mut all = e2e::load::all(&c0, "/emails").await;
+        all.retain(|e| e["subject"].as_str().is_some_and(|s| s.starts_with(&tag)));
+        all
+    };
+    let partial = ours().await;
+    assert!(!partial.is_empty() && partial.len() < 40, "part of the batch was written: {}", partial.len());
+
+    let second = post().await;
+    assert_eq!(second.status, 202, "the retry completes it: {}", second.json);
+    let answered: Vec<String> = second.json["data"]["emails"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(answered.len(), 40);
+    let all = ours().await;
+    assert_eq!(all.len(), 40, "each email once, nothing else");
+    let mut ids: Vec<String> = all.iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    let mut expected = answered.clone();
+    expected.sort();
+    assert_eq!(ids, expected, "the retry named the same emails");
+    for p in &partial {
+        assert!(answered.contains(&p["id"].as_str().unwrap().to_string()), "an email of the first run is the batch's");
+    }
+    assert!(all.iter().all(|e| e["batch_id"] == second.json["data"]["id"]), "one batch");
+    let third = post().await;
+    assert_eq!((third.status, third.header("idempotent-replayed")), (202, Some("true")));
+    assert_eq!(third.json["data"]["id"], second.json["data"]["id"]);
+}

@@ -2549,23 +2549,37 @@ pub struct HelpdeskDeliveryUpdate {
     pub object: String,
 }
 
-/// SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin).
+/// SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin), the domains
+/// they were for, and whether they prove the From address.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct HelpdeskSenderAuthentication {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dkim: Option<String>,
+    /// The signing domains of the DKIM signatures that passed, from SES's own
+    /// `Authentication-Results` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dkim_domains: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dmarc: Option<String>,
+    /// Why it is verified or not, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// `PASS`, `FAIL`, `GRAY` or `PROCESSING_FAILED`; null when SES gave none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spf: Option<String>,
-    /// False when DMARC failed, or SPF and DKIM both failed: the From address may be forged,
-    /// so the message is attributed to no contact by it.
+    /// The envelope sender's domain, which SPF checked (SES's `mail.source`); null for an empty
+    /// envelope sender (a bounce).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spf_domain: Option<String>,
+    /// True only on positive evidence for the From address: DMARC `PASS`, or SPF or DKIM
+    /// `PASS` for a domain aligned with the From domain. Anything else (a failure, `GRAY`,
+    /// no verdict) attributes the message to no one.
     pub verified: bool,
 }
 
 /// What was cut from an inbound message to keep it within an item's limits. The message is
-/// recorded either way; the raw original is not kept.
+/// recorded either way; the raw original is kept only when the message was too large to store
+/// its files (`message_bytes`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct HelpdeskTruncation {
     /// Files beyond [`MAX_LISTED_FILES`], neither stored nor listed.
@@ -2573,6 +2587,10 @@ pub struct HelpdeskTruncation {
     /// The HTML body's size in bytes before it was cut (over [`MAX_HTML_BYTES`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub html_bytes: Option<i64>,
+    /// The whole message's size when it was too large to store its files one by one: they are
+    /// listed, not stored, and the original is the first file (`original.eml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_bytes: Option<i64>,
     /// Recipients beyond [`MAX_RECIPIENTS`], not listed.
     pub recipients_omitted: i64,
     /// The text body's size in bytes before it was cut (over [`MAX_TEXT_BYTES`]).
@@ -4412,7 +4430,7 @@ impl Client {
         self.paginate("/portal/me/emails".to_string(), Some(query))
     }
 
-    /// `GET /portal/me/exports/{id}`: One of the customer's exports, with its download link once completed.
+    /// `GET /portal/me/exports/{id}`: One of the customer's exports, with its download link once completed, for a session the
     pub async fn my_export(&self, id: &str) -> Result<ExportJob> {
         self.call(reqwest::Method::GET, &format!("/portal/me/exports/{}", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<ExportJob>| d.data)
     }

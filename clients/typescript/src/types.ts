@@ -1194,7 +1194,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One of the customer's exports, with its download link once completed. */
+        /**
+         * One of the customer's exports, with its download link once completed, for a session the
+         *     customer opened from their own inbox (an emailed link or a sign-in code). A session opened
+         *     with a link handed to the API caller (`delivery: return`) never sees the link: whoever
+         *     called the API is not shown the customer's data.
+         */
         get: operations["my_export"];
         put?: never;
         post?: never;
@@ -2962,21 +2967,38 @@ export interface components {
             /** @description Always `helpdesk_delivery`. */
             object: string;
         };
-        /** @description SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin). */
+        /**
+         * @description SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin), the domains
+         *     they were for, and whether they prove the From address.
+         */
         HelpdeskSenderAuthentication: {
             dkim?: string | null;
+            /**
+             * @description The signing domains of the DKIM signatures that passed, from SES's own
+             *     `Authentication-Results` header.
+             */
+            dkim_domains?: string[];
             dmarc?: string | null;
+            /** @description Why it is verified or not, in words. */
+            reason?: string;
             /** @description `PASS`, `FAIL`, `GRAY` or `PROCESSING_FAILED`; null when SES gave none. */
             spf?: string | null;
             /**
-             * @description False when DMARC failed, or SPF and DKIM both failed: the From address may be forged,
-             *     so the message is attributed to no contact by it.
+             * @description The envelope sender's domain, which SPF checked (SES's `mail.source`); null for an empty
+             *     envelope sender (a bounce).
+             */
+            spf_domain?: string | null;
+            /**
+             * @description True only on positive evidence for the From address: DMARC `PASS`, or SPF or DKIM
+             *     `PASS` for a domain aligned with the From domain. Anything else (a failure, `GRAY`,
+             *     no verdict) attributes the message to no one.
              */
             verified: boolean;
         };
         /**
          * @description What was cut from an inbound message to keep it within an item's limits. The message is
-         *     recorded either way; the raw original is not kept.
+         *     recorded either way; the raw original is kept only when the message was too large to store
+         *     its files (`message_bytes`).
          */
         HelpdeskTruncation: {
             /**
@@ -2989,6 +3011,12 @@ export interface components {
              * @description The HTML body's size in bytes before it was cut (over [`MAX_HTML_BYTES`]).
              */
             html_bytes?: number | null;
+            /**
+             * Format: int64
+             * @description The whole message's size when it was too large to store its files one by one: they are
+             *     listed, not stored, and the original is the first file (`original.eml`).
+             */
+            message_bytes?: number | null;
             /**
              * Format: int32
              * @description Recipients beyond [`MAX_RECIPIENTS`], not listed.

@@ -74,7 +74,9 @@ pub async fn accept(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &Workspa
     }
     let now = chrono::Utc::now();
     let now_secs = now.timestamp();
-    let batch_id = shared::ids::new_id("eb");
+    // Under an Idempotency-Key the ids are the key's: a retry of a batch that failed part-way
+    // names the same batch and emails, and completes it (`compose::send_many`).
+    let batch_id = shared::idempotency::derived_id("eb", "batch").unwrap_or_else(|| shared::ids::new_id("eb"));
     let mut errors: Vec<BatchError> = vec![];
     let mut drafts = vec![];
     // An entry that is not a send at all (an unknown field, a wrong type) is the caller's bug,
@@ -112,7 +114,12 @@ pub async fn accept(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &Workspa
     let mut accepted: Vec<(usize, Email)> = vec![];
     for (index, d) in drafts {
         match compose::finish(d, &ctx, Some(&batch_id), now) {
-            Ok(e) => accepted.push((index, e)),
+            Ok(mut e) => {
+                if let Some(id) = shared::idempotency::derived_id("em", &format!("email:{index}")) {
+                    e.id = id.into();
+                }
+                accepted.push((index, e))
+            }
             Err(errs) => errors.push(BatchError { index, errors: errs }),
         }
     }

@@ -548,8 +548,18 @@ pub fn send_in<E: effects::Mails>(
     Ok((tx.event(ev), Queued { ws: ws.clone(), ids: vec![e.id.clone()], delay }))
 }
 
-/// The effect `SendEmail` for a batch: each email's writes (and `extra`, the batch's own
-/// record), then one queue message per delay.
+/// The effect `SendEmail` for a batch: its emails and then `extra` (the batch record, the
+/// last write) with BatchWriteItem, in parts of 25, outside any one transaction (a batch is
+/// up to 100 emails of several items each).
+///
+/// Resumable: with an `Idempotency-Key` and no approval to consume, the ids are derived from
+/// the key (the caller's), the writes are marked repeatable, and a run that fails part-way
+/// leaves its key paused: the client's retry runs the same request again, writes only the
+/// emails not yet written (one already written may be on its way and is left as it is) and
+/// then the record, so the retry completes exactly the same batch. A batch whose record exists
+/// is complete: nothing is written again. With an approval the approved objects are checked
+/// (`Authority::guarded`) in the transaction that consumes it and marks the key written first,
+/// so a retry never writes the batch again (it is told to read the result).
 pub async fn send_many(
     auth: &Authority<effects::SendEmail>,
     app: &App,
@@ -558,27 +568,37 @@ pub async fn send_many(
     extra: Vec<Item>,
     now_secs: i64,
 ) -> ApiResult<()> {
-    let mut items = vec![];
-    let mut events = vec![];
     for e in emails {
         for_whom(auth, e)?;
+    }
+    let guard = auth.tx(&[])?;
+    let mut fresh: Vec<&Email> = emails.iter().collect();
+    if guard.is_empty() && shared::idempotency::keyed() {
+        shared::idempotency::before_resumable_writes(&app.db).await?;
+        let record_key = extra.first().and_then(|i| Some((store::get_str(i, "pk")?.to_string(), store::get_str(i, "sk")?.to_string())));
+        let mut keys_: Vec<(String, String)> = emails.iter().map(|e| (ws_pk(ws), crate::keys::EMAIL.sk(&[&e.id]))).collect();
+        keys_.extend(record_key.clone());
+        let found = app.db.batch_get(&keys_).await?;
+        let exists = |pk: &str, sk: &str| found.iter().any(|i| store::get_str(i, "pk") == Some(pk) && store::get_str(i, "sk") == Some(sk));
+        if record_key.as_ref().is_some_and(|(pk, sk)| exists(pk, sk)) {
+            // An earlier run of this request completed it.
+            return Ok(());
+        }
+        fresh.retain(|e| !exists(&ws_pk(ws), &crate::keys::EMAIL.sk(&[&e.id])));
+    } else if !guard.is_empty() {
+        guard.commit(app).await.map_err(|e| {
+            e.on_condition(|i| auth.stale_at(i).unwrap_or_else(|| ApiError::conflict("what was approved changed; confirm again")))
+        })?;
+    }
+    let mut items = vec![];
+    let mut events = vec![];
+    for e in &fresh {
         let (its, ev) = self::items(app, ws, e, now_secs)?;
         items.extend(its);
         items.push(ev.outbox_item());
         events.push(ev);
     }
     items.extend(extra);
-    // Written in parts, not one transaction: first the objects the person approved are checked
-    // still as approved (`Authority::guarded`), in the transaction that marks the request's
-    // key written, so a key's retry does not write the batch again.
-    let guard = auth.tx(&[])?;
-    if guard.is_empty() {
-        shared::idempotency::before_plain_writes(&app.db).await?;
-    } else {
-        guard.commit(app).await.map_err(|e| {
-            e.on_condition(|i| auth.stale_at(i).unwrap_or_else(|| ApiError::conflict("what was approved changed; confirm again")))
-        })?;
-    }
     app.db.batch_put(items).await?;
     shared::outbox::publish(app, &events).await;
     let mut by_delay: BTreeMap<i64, Vec<EmailId>> = Default::default();
