@@ -879,7 +879,8 @@ async fn a_batch_that_fails_part_way_is_completed_by_its_retry_and_nothing_else(
 
     let second = post().await;
     assert_eq!(second.status, 202, "the retry completes it: {}", second.json);
-    let answered: Vec<String> = second.json["data"]["emails"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
+    let answered: Vec<String> =
+        second.json["data"]["emails"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
     assert_eq!(answered.len(), 40);
     let all = ours().await;
     assert_eq!(all.len(), 40, "each email once, nothing else");
