@@ -30,6 +30,8 @@ pub struct Tx {
     events: Vec<Event>,
     /// (queue, job id, body, the item's token)
     jobs: Vec<(WorkQueue, String, String, String)>,
+    /// Committed without the request's witness: see [`Tx::repeatable`].
+    repeatable: bool,
 }
 
 /// The work queues whose jobs travel through the outbox.
@@ -88,6 +90,15 @@ impl Tx {
 
     fn op(mut self, op: Op) -> Self {
         self.ops.push(op);
+        self
+    }
+
+    /// A transaction a rerun of the same request repeats harmlessly (its puts conditional on
+    /// their keys being new, under ids derived from the request's key): committed without the
+    /// witness, so a request that fails after it keeps its key resumable
+    /// (`idempotency::before_resumable_writes`, which must come first).
+    pub fn repeatable(mut self) -> Self {
+        self.repeatable = true;
         self
     }
 
@@ -231,10 +242,11 @@ impl Tx {
                 Op::Update(_) => "dynamodb:UpdateItem",
             });
         }
+        let repeatable = self.repeatable;
         let items = self.ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;
         // A request with an Idempotency-Key has its transactions witnessed (one more write,
         // no more round trips): a lost answer is then read back rather than guessed.
-        match crate::idempotency::Witness::current().filter(|_| !items.is_empty()) {
+        match crate::idempotency::Witness::current().filter(|_| !items.is_empty() && !repeatable) {
             Some(w) if items.len() < 100 => w.commit(&app.db, items).await?,
             witness => {
                 if let Some(w) = witness {

@@ -240,6 +240,22 @@ pub fn item_json(item: Item) -> serde_json::Value {
     serde_json::Value::Object(item.into_iter().map(|(k, v)| (k, json_of(v))).collect())
 }
 
+/// An item's size as DynamoDB counts it, near enough to keep a transaction inside its limits:
+/// names and values, nested values in full.
+pub fn approx_size(item: &Item) -> usize {
+    fn value(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
+            AttributeValue::B(b) => b.as_ref().len(),
+            AttributeValue::Ss(l) | AttributeValue::Ns(l) => l.iter().map(String::len).sum(),
+            AttributeValue::L(l) => 3 + l.iter().map(|v| 1 + value(v)).sum::<usize>(),
+            AttributeValue::M(m) => 3 + m.iter().map(|(k, v)| 1 + k.len() + value(v)).sum::<usize>(),
+            _ => 1,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value(v)).sum()
+}
+
 pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, ApiError> {
     serde_json::from_value(item_json(item)).map_err(ApiError::internal)
 }

@@ -842,7 +842,7 @@ async fn a_verified_domain_owns_its_subdomains_for_routing_and_claiming() {
     assert_eq!(claim(&quiet).await.get("verified"), Some(&aws_sdk_dynamodb::types::AttributeValue::Bool(true)), "SES was asked");
 }
 
-/// A batch whose writes fail part-way (a BatchWriteItem after the first ones) is completed by
+/// A batch whose writes fail part-way (a transaction of emails after the first one) is completed by
 /// the client's retry with the same Idempotency-Key: the same batch and email ids, each email
 /// once, nothing else; a third call replays the answer.
 #[tokio::test]
@@ -864,8 +864,8 @@ async fn a_batch_that_fails_part_way_is_completed_by_its_retry_and_nothing_else(
     let body = json!({"emails": emails});
     let post = || c.send(c.request("POST", "/emails/batch").header("idempotency-key", "batch-resume-1").json(&body));
 
-    // The third part of the writes fails (the SDK's retries too): the batch is half written.
-    ddb.set_after(e2e::faults::Fault::ServerError, Some("dynamodb"), &["BatchWriteItem"], 2);
+    // The second transaction of emails fails (the SDK's retries too): the batch is half written.
+    ddb.set_after(e2e::faults::Fault::ServerError, Some("dynamodb"), &["TransactWriteItems"], 1);
     let first = post().await;
     ddb.clear();
     assert!(first.status >= 500, "{} {}", first.status, first.json);

@@ -2555,8 +2555,7 @@ pub struct HelpdeskDeliveryUpdate {
 pub struct HelpdeskSenderAuthentication {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dkim: Option<String>,
-    /// The signing domains of the DKIM signatures that passed, from SES's own
-    /// `Authentication-Results` header.
+    /// The signing domains (`d=`) of the message's DKIM signatures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dkim_domains: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2571,9 +2570,11 @@ pub struct HelpdeskSenderAuthentication {
     /// envelope sender (a bounce).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spf_domain: Option<String>,
-    /// True only on positive evidence for the From address: DMARC `PASS`, or SPF or DKIM
-    /// `PASS` for a domain aligned with the From domain. Anything else (a failure, `GRAY`,
-    /// no verdict) attributes the message to no one.
+    /// True only on positive evidence for the From address: DMARC `PASS`, or SPF `PASS` for an
+    /// envelope sender aligned with the From domain, or DKIM `PASS` of a message whose one
+    /// signature is by an aligned domain; never with DMARC `FAIL` or a From of several
+    /// mailboxes. Anything else (`GRAY`, no verdict, a pass for an unaligned domain) attributes
+    /// the message to no one.
     pub verified: bool,
 }
 

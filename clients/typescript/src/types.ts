@@ -2973,10 +2973,7 @@ export interface components {
          */
         HelpdeskSenderAuthentication: {
             dkim?: string | null;
-            /**
-             * @description The signing domains of the DKIM signatures that passed, from SES's own
-             *     `Authentication-Results` header.
-             */
+            /** @description The signing domains (`d=`) of the message's DKIM signatures. */
             dkim_domains?: string[];
             dmarc?: string | null;
             /** @description Why it is verified or not, in words. */
@@ -2989,9 +2986,11 @@ export interface components {
              */
             spf_domain?: string | null;
             /**
-             * @description True only on positive evidence for the From address: DMARC `PASS`, or SPF or DKIM
-             *     `PASS` for a domain aligned with the From domain. Anything else (a failure, `GRAY`,
-             *     no verdict) attributes the message to no one.
+             * @description True only on positive evidence for the From address: DMARC `PASS`, or SPF `PASS` for an
+             *     envelope sender aligned with the From domain, or DKIM `PASS` of a message whose one
+             *     signature is by an aligned domain; never with DMARC `FAIL` or a From of several
+             *     mailboxes. Anything else (`GRAY`, no verdict, a pass for an unaligned domain) attributes
+             *     the message to no one.
              */
             verified: boolean;
         };

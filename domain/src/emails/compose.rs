@@ -548,18 +548,19 @@ pub fn send_in<E: effects::Mails>(
     Ok((tx.event(ev), Queued { ws: ws.clone(), ids: vec![e.id.clone()], delay }))
 }
 
-/// The effect `SendEmail` for a batch: its emails and then `extra` (the batch record, the
-/// last write) with BatchWriteItem, in parts of 25, outside any one transaction (a batch is
-/// up to 100 emails of several items each).
+/// The effect `SendEmail` for a batch: its emails in transactions of whole emails (each
+/// email's record, bodies, due entry, timeline entry and event together, the record
+/// conditional on being new; as many as fit in one TransactWriteItems), then `extra` (the
+/// batch record) in a last transaction of its own: the batch is complete when its record
+/// exists.
 ///
 /// Resumable: with an `Idempotency-Key` and no approval to consume, the ids are derived from
-/// the key (the caller's), the writes are marked repeatable, and a run that fails part-way
-/// leaves its key paused: the client's retry runs the same request again, writes only the
-/// emails not yet written (one already written may be on its way and is left as it is) and
-/// then the record, so the retry completes exactly the same batch. A batch whose record exists
-/// is complete: nothing is written again. With an approval the approved objects are checked
-/// (`Authority::guarded`) in the transaction that consumes it and marks the key written first,
-/// so a retry never writes the batch again (it is told to read the result).
+/// the key (the caller's), the emails' transactions are repeatable (not witnessed), and a run
+/// that fails part-way leaves its key paused: the client's retry runs the same request again,
+/// writes only the emails not yet written (each written email is whole, and may be on its way)
+/// and then the record, so it completes exactly the same batch. With an approval, the approved
+/// objects are checked (`Authority::guarded`) in the transaction that consumes it, which marks
+/// the key written, so a retry is told to read the result instead.
 pub async fn send_many(
     auth: &Authority<effects::SendEmail>,
     app: &App,
@@ -572,35 +573,53 @@ pub async fn send_many(
         for_whom(auth, e)?;
     }
     let guard = auth.tx(&[])?;
-    let mut fresh: Vec<&Email> = emails.iter().collect();
-    if guard.is_empty() && shared::idempotency::keyed() {
+    let resumable = guard.is_empty() && shared::idempotency::keyed();
+    if resumable {
         shared::idempotency::before_resumable_writes(&app.db).await?;
-        let record_key = extra.first().and_then(|i| Some((store::get_str(i, "pk")?.to_string(), store::get_str(i, "sk")?.to_string())));
-        let mut keys_: Vec<(String, String)> = emails.iter().map(|e| (ws_pk(ws), crate::keys::EMAIL.sk(&[&e.id]))).collect();
-        keys_.extend(record_key.clone());
-        let found = app.db.batch_get(&keys_).await?;
-        let exists = |pk: &str, sk: &str| found.iter().any(|i| store::get_str(i, "pk") == Some(pk) && store::get_str(i, "sk") == Some(sk));
-        if record_key.as_ref().is_some_and(|(pk, sk)| exists(pk, sk)) {
-            // An earlier run of this request completed it.
-            return Ok(());
-        }
-        fresh.retain(|e| !exists(&ws_pk(ws), &crate::keys::EMAIL.sk(&[&e.id])));
     } else if !guard.is_empty() {
         guard.commit(app).await.map_err(|e| {
             e.on_condition(|i| auth.stale_at(i).unwrap_or_else(|| ApiError::conflict("what was approved changed; confirm again")))
         })?;
     }
-    let mut items = vec![];
-    let mut events = vec![];
-    for e in &fresh {
-        let (its, ev) = self::items(app, ws, e, now_secs)?;
-        items.extend(its);
-        items.push(ev.outbox_item());
-        events.push(ev);
+    let record_key = |e: &Email| (ws_pk(ws), crate::keys::EMAIL.sk(&[&e.id]));
+    let mut pending: Vec<&Email> = emails.iter().collect();
+    for _attempt in 0..3 {
+        if resumable {
+            // What an earlier run of this request (or a lost answer of this one) wrote.
+            let mut keys_: Vec<(String, String)> = pending.iter().map(|e| record_key(e)).collect();
+            let batch_key = extra.first().and_then(|i| Some((store::get_str(i, "pk")?.to_string(), store::get_str(i, "sk")?.to_string())));
+            keys_.extend(batch_key.clone());
+            let found = app.db.batch_get(&keys_).await?;
+            let exists =
+                |k: &(String, String)| found.iter().any(|i| store::get_str(i, "pk") == Some(&k.0) && store::get_str(i, "sk") == Some(&k.1));
+            if batch_key.as_ref().is_some_and(&exists) {
+                return Ok(());
+            }
+            pending.retain(|e| !exists(&record_key(e)));
+        }
+        match write_whole(app, ws, &pending, now_secs, resumable).await {
+            Ok(()) => {
+                pending.clear();
+                break;
+            }
+            // An email's record exists (a lost answer's transaction landed): read again.
+            Err(store::TxError::Condition(_)) if resumable => continue,
+            Err(e) => return Err(e.stale()),
+        }
     }
-    items.extend(extra);
-    app.db.batch_put(items).await?;
-    shared::outbox::publish(app, &events).await;
+    if !pending.is_empty() {
+        return Err(ApiError::unavailable("the batch's emails kept colliding with another write; retry with the same Idempotency-Key"));
+    }
+    let mut last = Tx::new();
+    for item in extra {
+        last = last.put_if(item, "attribute_not_exists(pk)", vec![]);
+    }
+    match last.commit(app).await {
+        Ok(()) => {}
+        // The record exists: an earlier run completed it.
+        Err(store::TxError::Condition(_)) if resumable => return Ok(()),
+        Err(e) => return Err(e.stale()),
+    }
     let mut by_delay: BTreeMap<i64, Vec<EmailId>> = Default::default();
     for e in emails {
         if let (Some(delay), _) = plan(app, e, now_secs) {
@@ -612,6 +631,37 @@ pub async fn send_many(
         if !model::enqueue(app, ws, &ids, delay).await {
             break;
         }
+    }
+    Ok(())
+}
+
+/// DynamoDB's limits on one TransactWriteItems: 100 writes, 4 MB; kept well inside both.
+const TX_WRITES: usize = 90;
+const TX_BYTES: usize = 3 * 1024 * 1024;
+
+/// Write emails whole, as many per transaction as fit; each record only if new.
+async fn write_whole(app: &App, ws: &WorkspaceId, emails: &[&Email], now_secs: i64, repeatable: bool) -> Result<(), store::TxError> {
+    let mut tx = Tx::new();
+    let (mut writes, mut bytes) = (0usize, 0usize);
+    for e in emails {
+        let (mut its, ev) = self::items(app, ws, e, now_secs)?;
+        let size: usize = its.iter().map(store::approx_size).sum::<usize>() + 2 * 1024;
+        if writes > 0 && (writes + its.len() + 1 > TX_WRITES || bytes + size > TX_BYTES) {
+            let full = std::mem::take(&mut tx);
+            (if repeatable { full.repeatable() } else { full }).commit(app).await?;
+            (writes, bytes) = (0, 0);
+        }
+        writes += its.len() + 1;
+        bytes += size;
+        let record = its.remove(0);
+        tx = tx.put_if(record, "attribute_not_exists(pk)", vec![]);
+        for item in its {
+            tx = tx.put(item);
+        }
+        tx = tx.event(ev);
+    }
+    if writes > 0 {
+        (if repeatable { tx.repeatable() } else { tx }).commit(app).await?;
     }
     Ok(())
 }

@@ -332,9 +332,11 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
     Ok(d)
 }
 
-/// The closest parent of `name` that another workspace has verified: by its claim's flag, or,
-/// for a live claim whose flag is not yet set (it is set when the domain is next read), by
-/// asking SES (and setting the flag). One BatchGetItem, and SES only for such claims.
+/// The closest parent of `name` that another workspace has verified: by its claim's flag, or
+/// else by asking SES (the flag is set when a domain is next read, and a lapsed claim may be
+/// gone while its identity is verified): an identity this stack made for another workspace,
+/// verified, owns its subdomains. One BatchGetItem, and one SES call per parent without a
+/// flagged claim.
 async fn foreign_verified_parent(app: &App, ws: &WorkspaceId, name: &str) -> ApiResult<Option<String>> {
     let names = parents(name);
     if names.is_empty() {
@@ -342,24 +344,24 @@ async fn foreign_verified_parent(app: &App, ws: &WorkspaceId, name: &str) -> Api
     }
     let keys_: Vec<(String, String)> = names.iter().map(|p| (claim_pk(p), keys::SENDING_DOMAIN_CLAIM.table.sk.to_string())).collect();
     let found = app.db.batch_get(&keys_).await?;
-    let now = chrono::Utc::now().timestamp();
     for p in &names {
-        let Some(c) = found.iter().find(|i| store::get_str(i, "pk") == Some(claim_pk(p).as_str())).and_then(Claim::of) else {
+        let claim = found.iter().find(|i| store::get_str(i, "pk") == Some(claim_pk(p).as_str())).and_then(Claim::of);
+        match &claim {
+            Some(c) if *c.workspace_id == **ws => continue,
+            Some(c) if c.verified => return Ok(Some(p.clone())),
+            _ => {}
+        }
+        let Ok(identity) = get_identity(app, p).await else { continue };
+        let Some(owner) = made_for(app, &identity).filter(|o| *o != &**ws).map(String::from) else { continue };
+        if !is_verified(&identity) {
             continue;
-        };
-        if *c.workspace_id == **ws || !c.live(now) {
-            continue;
         }
-        if c.verified {
-            return Ok(Some(p.clone()));
+        if let Some(c) = claim.filter(|c| c.workspace_id == owner)
+            && let Err(e) = Tx::new().update(verify_claim(p, &WorkspaceId::trusted(owner.clone()), &c.domain_id)).commit(app).await
+        {
+            tracing::info!(domain = %p, error = ?e, "claim not marked verified");
         }
-        if get_identity(app, p).await.is_ok_and(|i| is_verified(&i)) {
-            let owner = WorkspaceId::trusted(c.workspace_id.clone());
-            if let Err(e) = Tx::new().update(verify_claim(p, &owner, &c.domain_id)).commit(app).await {
-                tracing::info!(domain = %p, error = ?e, "claim not marked verified");
-            }
-            return Ok(Some(p.clone()));
-        }
+        return Ok(Some(p.clone()));
     }
     Ok(None)
 }
@@ -392,9 +394,15 @@ async fn release(app: &App, ws: &WorkspaceId, d: &SendingDomain, version: i64) {
 pub async fn refresh(app: &App, ws: &WorkspaceId, d: SendingDomain, version: i64) -> ApiResult<SendingDomain> {
     let mut claim = claim_of(app, &d.name).await?;
     if claim.is_none() {
-        // Its claim expired unproved and was removed, and nobody took the name: claim it again.
+        // Its claim expired unproved and was removed, and nobody claimed the name since: it is
+        // claimed again, unless the name's identity is another workspace's now (one that took
+        // the name over, whose own claim lapsed since) or was made outside the API.
+        let ours = match get_identity(app, &d.name).await {
+            Ok(i) => made_for(app, &i) == Some(&**ws),
+            Err(e) => e.code == "NotFoundException",
+        };
         let fresh = claim_item(ws, &d);
-        if Tx::new().put_if(fresh.clone(), "attribute_not_exists(pk)", vec![]).commit(app).await.is_ok() {
+        if ours && Tx::new().put_if(fresh.clone(), "attribute_not_exists(pk)", vec![]).commit(app).await.is_ok() {
             claim = Claim::of(&fresh);
         }
     }

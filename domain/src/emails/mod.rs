@@ -368,6 +368,31 @@ pub fn record(ws: &WorkspaceId, e: &Email) -> ApiResult<Record> {
     Ok(rec)
 }
 
+/// A deleted contact's emails lose their link to it (its id and the GSI2 entry), so that
+/// nothing writes on the deleted contact's timeline again when their status changes (an SES
+/// notice days later) and the portal lists none. Idempotent; a page of keys at a time.
+pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> ApiResult<()> {
+    loop {
+        let out = app.db.query_page(keys::EMAILS_OF_CONTACT.query(&[ws, contact_id], &[], None, 100)).await?;
+        if out.items.is_empty() {
+            return Ok(());
+        }
+        for item in &out.items {
+            let Some(sk) = store::get_str(item, "sk") else { continue };
+            app.db
+                .update(ws_pk(ws), sk, "SET contact_id = :null REMOVE gsi2pk, gsi2sk")
+                .when("contact_id = :cid")
+                .value(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
+                .value(":cid", s(contact_id))
+                .apply()
+                .await?;
+        }
+        if out.next_after.is_none() {
+            return Ok(());
+        }
+    }
+}
+
 pub fn body_item(ws: &WorkspaceId, e: &Email) -> Item {
     let mut item = Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(body_sk(&e.id)))]);
     if let Some(h) = &e.html {

@@ -142,6 +142,30 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
         e.completed_at = Some(shared::ids::Timestamp::now());
         return finish(app, ws, &e, "gdpr.erasure.failed", None).await;
     }
+    // The contact as it is now: an address it moved to since the request is the subject's
+    // too, and the one it left a former one (dropped below if another contact holds it).
+    if let Some(id) = subject.contact_id.clone()
+        && let Ok((c, _)) = crate::contacts::load(app, ws, &id).await
+    {
+        let now = super::subject_of(app, ws, &c).await?;
+        let before: Vec<String> = subject.emails().map(String::from).collect();
+        subject.email = now.email.clone();
+        for e in now.former_emails.into_iter().chain(before) {
+            if e != subject.email && !subject.former_emails.contains(&e) {
+                subject.former_emails.push(e);
+            }
+        }
+        for p in now.phones {
+            if !subject.phones.contains(&p) {
+                subject.phones.push(p);
+            }
+        }
+        for n in now.names {
+            if !subject.names.contains(&n) {
+                subject.names.push(n);
+            }
+        }
+    }
     // Tombstones first, for every address of the subject, so that nothing re-creates one or
     // moves a contact onto one meanwhile; then a former address another contact holds (it
     // took it since the erasure was asked for, before its tombstone) is theirs: its tombstone,

@@ -19,7 +19,11 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             JobKind::Export => super::export::run(app, &msg.workspace_id, &msg.id).await,
             JobKind::Erasure => super::erasure::run(app, &msg.workspace_id, &msg.id).await,
             JobKind::PurgeContact => match crate::contacts::ContactId::parse(&msg.id) {
-                Some(id) => crate::contacts::purge_history(app, &msg.workspace_id, &id).await,
+                // Its emails first (they would write on its timeline again), then the history.
+                Some(id) => match crate::emails::unlink_contact(app, &msg.workspace_id, &id).await {
+                    Ok(()) => crate::contacts::purge_history(app, &msg.workspace_id, &id).await,
+                    Err(e) => Err(e),
+                },
                 None => Ok(()),
             },
         };

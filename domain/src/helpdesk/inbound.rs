@@ -140,13 +140,14 @@ pub struct Authentication {
     /// envelope sender (a bounce).
     #[serde(default)]
     pub spf_domain: Option<String>,
-    /// The signing domains of the DKIM signatures that passed, from SES's own
-    /// `Authentication-Results` header.
+    /// The signing domains (`d=`) of the message's DKIM signatures.
     #[serde(default)]
     pub dkim_domains: Vec<String>,
-    /// True only on positive evidence for the From address: DMARC `PASS`, or SPF or DKIM
-    /// `PASS` for a domain aligned with the From domain. Anything else (a failure, `GRAY`,
-    /// no verdict) attributes the message to no one.
+    /// True only on positive evidence for the From address: DMARC `PASS`, or SPF `PASS` for an
+    /// envelope sender aligned with the From domain, or DKIM `PASS` of a message whose one
+    /// signature is by an aligned domain; never with DMARC `FAIL` or a From of several
+    /// mailboxes. Anything else (`GRAY`, no verdict, a pass for an unaligned domain) attributes
+    /// the message to no one.
     pub verified: bool,
     /// Why it is verified or not, in words.
     #[serde(default)]
@@ -163,8 +164,19 @@ pub struct Verdicts {
     pub envelope_from: Option<String>,
 }
 
-fn is_pass(v: &Option<String>) -> bool {
-    v.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("PASS"))
+/// What the message itself says about who signed and who it is from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Signed {
+    /// The From address (the first mailbox).
+    pub from: String,
+    /// One From header with one mailbox: otherwise no verdict names the address credited.
+    pub single_from: bool,
+    /// The `d=` domain of each `DKIM-Signature` header (validated domain names).
+    pub dkim_signers: Vec<String>,
+}
+
+fn is(v: &Option<String>, verdict: &str) -> bool {
+    v.as_deref().is_some_and(|v| v.eq_ignore_ascii_case(verdict))
 }
 
 /// DMARC's relaxed alignment between an authenticated domain and the From domain: the same
@@ -179,84 +191,59 @@ pub fn aligned(authenticated: &str, from_domain: &str) -> bool {
     a == f || f.ends_with(&format!(".{a}")) || a.ends_with(&format!(".{f}"))
 }
 
-/// The signing domains of passing DKIM results in SES's `Authentication-Results` header
-/// (`amazonses.com; spf=pass ...; dkim=pass header.i=@example.com; dmarc=none header.from=...`).
-/// Only a header whose authentication service is `amazonses.com` is read: the caller passes
-/// the message's first one, which SES adds above the sender's own headers (a sender can write
-/// anything below it).
-pub fn ses_dkim_domains(header: &str) -> Vec<String> {
-    let mut parts = header.split(';');
-    let authserv = parts.next().unwrap_or("").trim();
-    if !authserv.eq_ignore_ascii_case("amazonses.com") {
-        return vec![];
-    }
-    let mut out = vec![];
-    for part in parts {
-        // Comments (in parentheses) may hold anything; drop them before reading properties.
-        let mut clean = String::new();
-        let mut depth = 0u32;
-        for ch in part.chars() {
-            match ch {
-                '(' => depth += 1,
-                ')' => depth = depth.saturating_sub(1),
-                c if depth == 0 => clean.push(c),
-                _ => {}
-            }
-        }
-        let mut words = clean.split_whitespace();
-        let Some(result) = words.next() else { continue };
-        if !result.eq_ignore_ascii_case("dkim=pass") {
-            continue;
-        }
-        for w in words {
-            let Some((k, v)) = w.split_once('=') else { continue };
-            let v = v.trim_matches('"');
-            let domain = match k.to_ascii_lowercase().as_str() {
-                "header.d" => v,
-                "header.i" => v.rsplit_once('@').map_or(v, |(_, d)| d),
-                _ => continue,
-            };
-            let domain = domain.trim_end_matches('.').to_ascii_lowercase();
-            if !domain.is_empty() && !out.contains(&domain) {
-                out.push(domain);
-            }
-        }
-    }
-    out
+/// The `d=` tag of a `DKIM-Signature` header value (RFC 6376 tag list), if it is a domain name.
+pub fn dkim_signer(value: &str) -> Option<String> {
+    value.split(';').find_map(|tag| {
+        let (k, v) = tag.split_once('=')?;
+        (k.trim() == "d").then(|| shared::validate::domain_name(&v.split_whitespace().collect::<String>()))?
+    })
 }
 
 impl Authentication {
-    /// Judge SES's verdicts for a message from `from` whose first `Authentication-Results`
-    /// header is `ses_results`.
-    pub fn judge(v: &Verdicts, from: &str, ses_results: Option<&str>) -> Self {
-        let from_domain = from.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default();
+    /// Judge SES's verdicts for a message. DKIM's verdict is one for the whole message, so it
+    /// proves a signing domain only when the message has one signature; SES's
+    /// `Authentication-Results` header is not read (it repeats text the sender chose, the
+    /// envelope sender and HELO, which could pose as results).
+    pub fn judge(v: &Verdicts, m: &Signed) -> Self {
+        let from_domain = m.from.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default();
         let spf_domain = v
             .envelope_from
             .as_deref()
             .and_then(|s| s.trim_matches(['<', '>']).rsplit_once('@'))
-            .map(|(_, d)| d.to_ascii_lowercase())
-            .filter(|d| !d.is_empty());
-        let dkim_domains = if is_pass(&v.dkim) { ses_results.map(ses_dkim_domains).unwrap_or_default() } else { vec![] };
+            .and_then(|(_, d)| shared::validate::domain_name(d));
         let shown = |x: &Option<String>| x.clone().unwrap_or_else(|| "none".into());
-        let (verified, reason) = if is_pass(&v.dmarc) {
+        let one_signer = (m.dkim_signers.len() == 1).then(|| m.dkim_signers[0].clone());
+        let (verified, reason) = if !m.single_from {
+            (false, "the From header names several mailboxes (or there are several From headers)".to_string())
+        } else if is(&v.dmarc, "FAIL") {
+            (false, format!("DMARC FAIL for {from_domain}"))
+        } else if is(&v.dmarc, "PASS") {
             (true, format!("DMARC PASS for {from_domain}"))
-        } else if let Some(d) = spf_domain.as_deref().filter(|d| is_pass(&v.spf) && aligned(d, &from_domain)) {
+        } else if let Some(d) = spf_domain.as_deref().filter(|d| is(&v.spf, "PASS") && aligned(d, &from_domain)) {
             (true, format!("SPF PASS for {d}, aligned with {from_domain}"))
-        } else if let Some(d) = dkim_domains.iter().find(|d| aligned(d, &from_domain)) {
-            (true, format!("DKIM PASS for {d}, aligned with {from_domain}"))
+        } else if let Some(d) = one_signer.as_deref().filter(|d| is(&v.dkim, "PASS") && aligned(d, &from_domain)) {
+            (true, format!("DKIM PASS for the one signature, by {d}, aligned with {from_domain}"))
         } else {
-            let spf = match (&spf_domain, is_pass(&v.spf)) {
+            let spf = match (&spf_domain, is(&v.spf, "PASS")) {
                 (Some(d), true) => format!("SPF PASS for {d}, not aligned with {from_domain}"),
                 _ => format!("SPF {}", shown(&v.spf)),
             };
-            let dkim = if dkim_domains.is_empty() {
-                format!("DKIM {}", shown(&v.dkim))
-            } else {
-                format!("DKIM PASS for {}, not aligned with {from_domain}", dkim_domains.join(", "))
+            let dkim = match (is(&v.dkim, "PASS"), m.dkim_signers.len()) {
+                (true, 1) => format!("DKIM PASS for {}, not aligned with {from_domain}", m.dkim_signers[0]),
+                (true, n) if n > 1 => format!("DKIM PASS for one of {n} signatures ({}), which one unknown", m.dkim_signers.join(", ")),
+                _ => format!("DKIM {}", shown(&v.dkim)),
             };
             (false, format!("no positive evidence for {from_domain}: DMARC {}, {spf}, {dkim}", shown(&v.dmarc)))
         };
-        Self { spf: v.spf.clone(), dkim: v.dkim.clone(), dmarc: v.dmarc.clone(), spf_domain, dkim_domains, verified, reason }
+        Self {
+            spf: v.spf.clone(),
+            dkim: v.dkim.clone(),
+            dmarc: v.dmarc.clone(),
+            spf_domain,
+            dkim_domains: m.dkim_signers.clone(),
+            verified,
+            reason,
+        }
     }
 }
 
@@ -665,31 +652,37 @@ mod tests {
         Verdicts { spf: v(spf), dkim: v(dkim), dmarc: v(dmarc), envelope_from: Some(envelope.into()) }
     }
 
+    fn signed(signers: &[&str]) -> Signed {
+        Signed { from: "ada@smallco.example".into(), single_from: true, dkim_signers: signers.iter().map(|s| s.to_string()).collect() }
+    }
+
     #[test]
     fn a_sender_is_verified_only_on_positive_aligned_evidence() {
-        let ada = "ada@smallco.example";
-        let own_sig = "amazonses.com; spf=fail (spfCheck: x) smtp.mailfrom=x@mailer.example; dkim=pass header.i=@mailer.example; dmarc=gray header.from=smallco.example;";
         // The review's forgery: SPF FAIL, DKIM PASS for the forger's own domain, DMARC GRAY.
-        let a = Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), ada, Some(own_sig));
+        let a = Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), &signed(&["mailer.example"]));
         assert!(!a.verified, "{}", a.reason);
         assert!(a.reason.contains("DKIM PASS for mailer.example, not aligned"), "{}", a.reason);
         for dmarc in ["GRAY", "none", "PROCESSING_FAILED", "FAIL"] {
-            assert!(!Authentication::judge(&verdicts("none", "none", dmarc, ""), ada, None).verified, "{dmarc}");
+            assert!(!Authentication::judge(&verdicts("none", "none", dmarc, ""), &signed(&[])).verified, "{dmarc}");
         }
-        assert!(Authentication::judge(&verdicts("FAIL", "FAIL", "PASS", ""), ada, None).verified);
+        assert!(Authentication::judge(&verdicts("FAIL", "FAIL", "PASS", ""), &signed(&[])).verified);
         // Aligned SPF (the envelope sender in a subdomain) and aligned DKIM.
-        assert!(Authentication::judge(&verdicts("PASS", "none", "GRAY", "bounce@mail.smallco.example"), ada, None).verified);
-        assert!(!Authentication::judge(&verdicts("PASS", "none", "GRAY", "bounce@smallco.example.evil"), ada, None).verified);
-        let aligned_sig = "amazonses.com; dkim=pass header.d=smallco.example header.s=k1; dmarc=gray";
-        assert!(Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), ada, Some(aligned_sig)).verified);
-        // DKIM's PASS verdict is needed, and only SES's own header is read.
-        assert!(!Authentication::judge(&verdicts("FAIL", "FAIL", "GRAY", "x@mailer.example"), ada, Some(aligned_sig)).verified);
-        let forged = "mx.evil.example; dkim=pass header.d=smallco.example";
-        assert!(!Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), ada, Some(forged)).verified);
-        // A comment cannot smuggle a property in.
-        assert_eq!(ses_dkim_domains("amazonses.com; dkim=pass (header.d=smallco.example) header.i=@mailer.example"), ["mailer.example"]);
+        assert!(Authentication::judge(&verdicts("PASS", "none", "GRAY", "bounce@mail.smallco.example"), &signed(&[])).verified);
+        assert!(!Authentication::judge(&verdicts("PASS", "none", "GRAY", "bounce@smallco.example.evil"), &signed(&[])).verified);
+        assert!(Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), &signed(&["smallco.example"])).verified);
+        // DKIM's verdict is the message's: with two signatures it proves neither domain.
+        let two =
+            Authentication::judge(&verdicts("FAIL", "PASS", "GRAY", "x@mailer.example"), &signed(&["smallco.example", "mailer.example"]));
+        assert!(!two.verified, "{}", two.reason);
+        assert!(!Authentication::judge(&verdicts("FAIL", "FAIL", "GRAY", "x@mailer.example"), &signed(&["smallco.example"])).verified);
+        // DMARC FAIL wins over an aligned pass; a From of several mailboxes is never verified.
+        assert!(!Authentication::judge(&verdicts("PASS", "PASS", "FAIL", "b@smallco.example"), &signed(&["smallco.example"])).verified);
+        let many = Signed { single_from: false, ..signed(&[]) };
+        assert!(!Authentication::judge(&verdicts("PASS", "PASS", "PASS", "b@smallco.example"), &many).verified);
         assert!(!aligned("example", "example"));
         assert!(!aligned("b.example", "a.example"));
+        assert_eq!(dkim_signer("v=1; a=rsa-sha256; d=SmallCo.example; s=k1; bh=x; b=y"), Some("smallco.example".into()));
+        assert_eq!(dkim_signer("v=1; d=\"smallco.example; x\"; s=k"), None);
     }
 
     #[test]

@@ -157,7 +157,10 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
             attachments,
             automatic: parsed.automatic,
             spam: r.spam,
-            authentication: inbound::Authentication::judge(&r.verdicts, &parsed.from, parsed.ses_results.as_deref()),
+            authentication: inbound::Authentication::judge(
+                &r.verdicts,
+                &inbound::Signed { from: parsed.from.clone(), single_from: parsed.single_from, dkim_signers: parsed.dkim_signers.clone() },
+            ),
             oversized: parsed.oversized,
         };
         // Boxed: the recording future is large (contact creation, the transaction).

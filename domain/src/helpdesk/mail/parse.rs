@@ -35,9 +35,10 @@ pub struct Parsed {
     pub html: Option<String>,
     pub attachments: Vec<(Attachment, Option<Vec<u8>>)>,
     pub automatic: Option<Automatic>,
-    /// The first `Authentication-Results` header: SES adds its own above the sender's
-    /// headers, so the first is SES's verdict (judged only if it names `amazonses.com`).
-    pub ses_results: Option<String>,
+    /// One From header with one mailbox.
+    pub single_from: bool,
+    /// The `d=` domain of each DKIM-Signature header.
+    pub dkim_signers: Vec<String>,
     /// The raw size, when over [`MAX_MESSAGE_BYTES`]: its files were listed, not stored.
     pub oversized: Option<u64>,
 }
@@ -95,7 +96,12 @@ pub fn parse(raw: &[u8]) -> Result<Parsed, Refused> {
     let html = body.html.map(|h| strip_quoted_html(&h));
     Ok(Parsed {
         automatic: automatic(&mail, &from),
-        ses_results: h.get_first_value("Authentication-Results"),
+        single_from: h.get_all_headers("From").len() == 1 && mailboxes(h.get_first_header("From")) == 1,
+        dkim_signers: h
+            .get_all_headers("DKIM-Signature")
+            .iter()
+            .filter_map(|s| crate::helpdesk::inbound::dkim_signer(&String::from_utf8_lossy(s.get_value_raw())))
+            .collect(),
         oversized,
         from,
         from_name,
@@ -125,6 +131,17 @@ fn first_address(h: Option<&mailparse::MailHeader>) -> Option<(String, Option<St
             g.addrs.first().and_then(|s| Some((shared::validate::normalise_email(&s.addr)?, s.display_name.clone())))
         }
     })
+}
+
+/// How many mailboxes a header names, valid or not (0 when it does not parse).
+fn mailboxes(h: Option<&mailparse::MailHeader>) -> usize {
+    let Some(list) = h.and_then(|h| mailparse::addrparse_header(h).ok()) else { return 0 };
+    list.iter()
+        .map(|a| match a {
+            mailparse::MailAddr::Single(_) => 1,
+            mailparse::MailAddr::Group(g) => g.addrs.len(),
+        })
+        .sum()
 }
 
 fn addresses(h: Option<&mailparse::MailHeader>) -> Vec<String> {
