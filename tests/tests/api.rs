@@ -576,9 +576,9 @@ async fn workspace_settings_and_round_trips() {
     assert_eq!(r.json["data"]["timezone"], "Europe/Berlin");
     let r = b.patch("/workspaces/current", &json!({"slug": slug})).await;
     assert_eq!((r.status, r.code()), (409, "CONFLICT"), "slugs are unique");
-    // A freed slug can be taken.
+    // A slug given up stays its workspace's (its pages redirect): nobody else takes it.
     a.patch("/workspaces/current", &json!({"slug": format!("{slug}-new")})).await;
-    assert_eq!(b.patch("/workspaces/current", &json!({"slug": slug})).await.status, 200);
+    assert_eq!(b.patch("/workspaces/current", &json!({"slug": slug})).await.status, 409);
 
     // Measured DynamoDB round trips (warm container, the key read recently): bucket + the work.
     let id = create_post(&a, "measure").await;

@@ -55,17 +55,12 @@ pub async fn update(
     Ok(c)
 }
 
-/// Delete a contact with its claim and search entries (`contact.deleted`); its timeline and
-/// former identities (kept under its id, where an erasure by address could no longer find
-/// them) go with it, by a GDPR worker job queued in the same transaction. Its deals are the
-/// deals area's to unlink (`deals::unlink_contact`).
-pub async fn delete(app: &App, ws: &WorkspaceId, c: &Contact, version: i64) -> ApiResult<()> {
-    let job = crate::gdpr::jobs::message(crate::gdpr::jobs::JobKind::PurgeContact, ws, &c.id);
-    model::delete_tx(ws, c, version)
-        .job(shared::outbox::WorkQueue::Gdpr, &format!("purge-{}", c.id), job)
-        .commit(app)
-        .await
-        .map_err(TxError::stale)
+/// Delete a contact with its claim and search entries (`contact.deleted`), and `with` the
+/// caller's writes in the same transaction: the GDPR worker's job that removes its history
+/// (`gdpr::jobs::purge_contact`; kept under its id, an erasure by address could no longer
+/// find it). Its deals are the deals area's to unlink (`deals::unlink_contact`).
+pub async fn delete(app: &App, ws: &WorkspaceId, c: &Contact, version: i64, with: impl FnOnce(Tx) -> Tx) -> ApiResult<()> {
+    with(model::delete_tx(ws, c, version)).commit(app).await.map_err(TxError::stale)
 }
 
 /// A note on a contact's timeline.

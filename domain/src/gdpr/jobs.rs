@@ -77,6 +77,12 @@ pub async fn begin_run(app: &App, ws: &WorkspaceId, sk: &str) -> ApiResult<(i64,
     Ok((get("runs"), get("stalled")))
 }
 
+/// The purge of a deleted contact's history (its emails unlinked, its timeline and former
+/// identities removed), queued in the transaction that deletes it (`contacts::ops::delete`).
+pub fn purge_contact(tx: shared::outbox::Tx, ws: &WorkspaceId, contact_id: &str) -> shared::outbox::Tx {
+    tx.job(shared::outbox::WorkQueue::Gdpr, &format!("purge-{contact_id}"), message(JobKind::PurgeContact, ws, contact_id))
+}
+
 /// The job's message to the worker, for [`shared::outbox::Tx::job`] in the transaction that
 /// creates the job.
 pub fn message(kind: JobKind, ws: &WorkspaceId, id: &str) -> String {

@@ -67,13 +67,13 @@ pub async fn update_contact(app: &App, req: Req) -> ApiResult<Reply> {
 }
 
 /// Delete a contact: its deals stay, unlinked (`contact_id` null), each with a `deal.updated`
-/// event.
+/// event; its emails are unlinked and its timeline and former identities removed soon after.
 #[utoipa::path(delete, path = "/contacts/{id}", tag = "contacts", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_contact(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws()?;
     let (c, version) = model::load(app, ws, &req.path_id("id")?).await?;
-    ops::delete(app, ws, &c, version).await?;
+    ops::delete(app, ws, &c, version, |tx| domain::gdpr::jobs::purge_contact(tx, ws, &c.id)).await?;
     domain::deals::unlink_contact(app, ws, &c.id).await?;
     Ok(Reply::deleted(&c.id, "contact"))
 }
