@@ -547,7 +547,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a contact: its deals stay, unlinked (`contact_id` null), each with a `deal.updated`
-         *     event.
+         *     event; its emails are unlinked and its timeline and former identities removed soon after.
          */
         delete: operations["delete_contact"];
         options?: never;
