@@ -161,7 +161,9 @@ FUNCTIONS := $(notdir $(wildcard functions/*))
 
 # Release binaries for SAM, for arm64: target/lambda/<function>/bootstrap and bootstrap.zip
 # (cross-compiled with zig from the .venv's ziglang, which cargo-lambda finds through its python3).
-package: deps $(CARGO_LAMBDA)
+# Only what packaging needs (Rust, cargo-lambda with zig, SAM, all from pip): none of the test
+# stack's emulators, browsers or system packages, so it runs outside Debian too.
+package: $(CARGO_LAMBDA)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO_LAMBDA) lambda build --release --arm64 --output-format zip $(addprefix --package ,$(FUNCTIONS))
 	for f in $(FUNCTIONS); do (cd target/lambda/$$f && unzip -o -q bootstrap.zip); done
 

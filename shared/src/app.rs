@@ -155,6 +155,7 @@ impl App {
             ddb_conf = ddb_conf.endpoint_url(ep);
         }
         let ddb_conf = ddb_conf.build();
+        crate::metrics::name_resources(&cfg);
         let dependency = std::time::Duration::from_millis(cfg.timeouts.dependency_ms);
         let jwt = cfg.oauth.as_ref().map(|o| JwtVerifier::new(o, cfg.webhooks.url_policy, dependency)).transpose()?;
         let pages_sign_in =
@@ -226,7 +227,7 @@ impl App {
 
     pub async fn platform_secret(&self) -> Result<&PlatformSecret, ApiError> {
         // Cached per container, but every function that reads it needs the permission.
-        crate::metrics::record_action("secretsmanager:GetSecretValue");
+        crate::metrics::record_call("secretsmanager:GetSecretValue", "PlatformSecret");
         self.platform
             .get_or_try_init(|| async {
                 let failed = |at: &Option<Instant>| at.is_some_and(|t| t.elapsed() < PLATFORM_RETRY_AFTER);

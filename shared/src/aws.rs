@@ -153,7 +153,7 @@ pub async fn presigned_get(
     content_disposition: Option<&str>,
     expires: std::time::Duration,
 ) -> Result<String, AwsError> {
-    crate::metrics::record_action("s3:GetObject");
+    crate::metrics::record_call("s3:GetObject", &crate::metrics::s3_resource(bucket, key));
     let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires)
         .map_err(|e| AwsError { code: "InvalidExpiry".into(), message: e.to_string() })?;
     let req = s3

@@ -156,7 +156,7 @@ impl Witness {
         let tx = crate::ids::new_id("tx");
         let fenced = items.len();
         items.push(self.update(&tx, &db.table)?);
-        crate::metrics::record_action("dynamodb:UpdateItem");
+        crate::metrics::record_call("dynamodb:UpdateItem", "Table");
         let e = match db.transact(items).await {
             Ok(()) => {
                 commits.wrote = true;

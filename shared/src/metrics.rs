@@ -137,8 +137,8 @@ pub async fn as_function<F: Future>(name: &'static str, fut: F) -> F::Output {
     FUNCTION.scope(name, fut).await
 }
 
-/// The log file and the (function, action) pairs already written to it.
-type CallLogFile = std::sync::Mutex<(std::fs::File, std::collections::BTreeSet<(String, String)>)>;
+/// The log file and the (function, action, resource) lines already written to it.
+type CallLogFile = std::sync::Mutex<(std::fs::File, std::collections::BTreeSet<(String, String, String)>)>;
 
 fn call_log() -> Option<&'static CallLogFile> {
     static LOG: std::sync::OnceLock<Option<CallLogFile>> = std::sync::OnceLock::new();
@@ -153,16 +153,95 @@ fn call_log() -> Option<&'static CallLogFile> {
     .as_ref()
 }
 
-/// Note that the current function used an IAM action (`dynamodb:PutItem`). A no-op unless
-/// `AWS_CALL_LOG` is set and the call runs inside [`as_function`].
-pub fn record_action(action: &str) {
+/// The stack's queues and buckets by the value a function's configuration holds (a queue URL,
+/// a bucket name) and the logical id template.yaml gives them: how a call's target is logged.
+static RESOURCE_NAMES: std::sync::Mutex<Vec<(String, &'static str)>> = std::sync::Mutex::new(Vec::new());
+
+/// Learn the configuration's resource names (each `App` does, when the call log is on).
+pub fn name_resources(cfg: &crate::config::Config) {
+    if call_log().is_none() {
+        return;
+    }
+    let mut names = RESOURCE_NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    for (value, name) in [
+        (&cfg.events_queue_url, "EventsQueue"),
+        (&cfg.deliveries_queue_url, "DeliveriesQueue"),
+        (&cfg.contact_imports_queue_url, "ContactImportsQueue"),
+        (&cfg.emails_queue_url, "EmailsQueue"),
+        (&cfg.publish_queue_url, "PublishQueue"),
+        (&cfg.gdpr_queue_url, "GdprQueue"),
+        (&cfg.scans_queue_url, "ScansQueue"),
+        (&cfg.exports_bucket, "ExportsBucket"),
+        (&cfg.mail_bucket, "MailBucket"),
+    ] {
+        if !value.is_empty() && !names.iter().any(|(v, _)| v == value) {
+            names.push((value.clone(), name));
+        }
+    }
+}
+
+fn resource_name(value: &str) -> String {
+    let names = RESOURCE_NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    names.iter().find(|(v, _)| v == value).map_or_else(|| format!("unknown:{value}"), |(_, n)| n.to_string())
+}
+
+/// An S3 object as template.yaml's policies name it: the bucket's logical id and the key's
+/// first segment (`MailBucket/attachments/…`), or the bucket alone.
+pub fn s3_resource(bucket: &str, key: &str) -> String {
+    match key.split('/').next().filter(|k| !k.is_empty()) {
+        Some(first) if key.contains('/') => format!("{}/{first}/…", resource_name(bucket)),
+        Some(_) => format!("{}/…", resource_name(bucket)),
+        None => resource_name(bucket),
+    }
+}
+
+/// The target of an SDK request as the template names it.
+fn target(service: &str, req: &aws_smithy_runtime_api::http::Request) -> String {
+    let json = || req.body().bytes().and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok());
+    match service {
+        // One table; an index is a resource of its own.
+        "DynamoDB" => match json().and_then(|v| v.get("IndexName").and_then(|i| i.as_str()).map(String::from)) {
+            Some(index) => format!("Table/index/{index}"),
+            None => "Table".into(),
+        },
+        "SQS" => {
+            let url = json().and_then(|v| v.get("QueueUrl").and_then(|u| u.as_str()).map(String::from)).or_else(|| {
+                let body = req.body().bytes()?;
+                url::form_urlencoded::parse(body).find(|(k, _)| k == "QueueUrl").map(|(_, v)| v.into_owned())
+            });
+            url.map_or_else(|| "unknown:queue".into(), |u| resource_name(&u))
+        }
+        "S3" => {
+            let Ok(uri) = url::Url::parse(req.uri()) else { return "unknown:s3".into() };
+            let host = uri.host_str().unwrap_or_default().to_string();
+            let path = uri.path().trim_start_matches('/');
+            // Virtual-hosted (AWS) or path-style (moto): the bucket is the host's first label or the path's first segment.
+            let names = RESOURCE_NAMES.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            match names.iter().find(|(v, _)| host.starts_with(&format!("{v}."))) {
+                Some((bucket, _)) => s3_resource(bucket, &percent_encoding::percent_decode_str(path).decode_utf8_lossy()),
+                None => {
+                    let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+                    s3_resource(bucket, &percent_encoding::percent_decode_str(key).decode_utf8_lossy())
+                }
+            }
+        }
+        "Secrets Manager" => "PlatformSecret".into(),
+        // SES identities and configuration sets: a tag condition, not a name (see tools/src/iam.rs).
+        _ => "*".into(),
+    }
+}
+
+/// Note that the current function used an IAM action (`dynamodb:PutItem`) on a resource
+/// (`Table`, `EmailsQueue`, `MailBucket/attachments/…`). A no-op unless `AWS_CALL_LOG` is set
+/// and the call runs inside [`as_function`].
+pub fn record_call(action: &str, resource: &str) {
     let Some(log) = call_log() else { return };
     let Ok(function) = FUNCTION.try_with(|f| *f) else { return };
     let mut guard = log.lock().unwrap_or_else(|p| p.into_inner());
     let (file, seen) = &mut *guard;
-    if seen.insert((function.to_string(), action.to_string())) {
+    if seen.insert((function.to_string(), action.to_string(), resource.to_string())) {
         use std::io::Write;
-        let _ = writeln!(file, "{function} {action}");
+        let _ = writeln!(file, "{function} {action} {resource}");
     }
 }
 
@@ -195,7 +274,7 @@ impl Intercept for CallLog {
     }
     fn read_before_transmit(
         &self,
-        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        ctx: &BeforeTransmitInterceptorContextRef<'_>,
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
@@ -203,7 +282,8 @@ impl Intercept for CallLog {
             && let Some(m) = cfg.load::<aws_smithy_runtime_api::client::orchestrator::Metadata>()
             && let Some(action) = iam_action(m.service(), m.name())
         {
-            record_action(&action);
+            let resource = target(m.service(), ctx.request());
+            record_call(&action, &resource);
         }
         if TALLY_ON.load(std::sync::atomic::Ordering::Relaxed) {
             cfg.interceptor_state().store_put(SentAt(std::time::Instant::now()));

@@ -235,12 +235,13 @@ impl Tx {
     pub async fn commit(self, app: &App) -> Result<(), TxError> {
         // IAM authorises a transaction per item: record what each write needs.
         for op in &self.ops {
-            crate::metrics::record_action(match op {
+            let action = match op {
                 Op::Put { .. } => "dynamodb:PutItem",
                 Op::Delete { .. } => "dynamodb:DeleteItem",
                 Op::Check { .. } => "dynamodb:ConditionCheckItem",
                 Op::Update(_) => "dynamodb:UpdateItem",
-            });
+            };
+            crate::metrics::record_call(action, "Table");
         }
         let repeatable = self.repeatable;
         let items = self.ops.into_iter().map(|op| Self::build(op, &app.db.table)).collect::<Result<Vec<_>, _>>()?;

@@ -73,7 +73,7 @@ impl Names {
 /// The stack outputs the admin CLI reads (`--outputs FILE`), each with the configuration
 /// variable of the functions it sets. The file is what `sam list stack-outputs --output json`
 /// (or `aws cloudformation describe-stacks --query 'Stacks[0].Outputs'`) prints; the local
-/// stack writes the same file (`.local/stack-outputs.json`), so the README's onboarding runs
+/// stack writes the same file (`.local/dev.outputs.json`), so the README's onboarding runs
 /// the same way against both. `tools/tests/template.rs` checks the template outputs each one.
 pub const STACK_OUTPUTS: &[(&str, &str)] = &[
     ("Region", "AWS_REGION"),

@@ -1,27 +1,90 @@
-//! The IAM side of the template: which actions each function's policy grants, which ones an
-//! end-to-end run used, and the difference (`tools/src/bin/iam.rs`, run by `make test`).
+//! The IAM side of the template: which actions each function's policy grants, and on which
+//! resources; which ones an end-to-end run used, and on which resources; and the difference
+//! (`tools/src/bin/iam.rs`, run by `make test`). Nothing local enforces IAM, so a policy that
+//! grants an action on the wrong queue passes every test unless this compares resources too.
+//!
+//! Resources are named as the template names them (its logical ids): `Table`,
+//! `Table/index/<name>`, `EventsQueue`, `MailBucket/attachments/…`, `PlatformSecret`. The
+//! functions log each call's target under those names (`shared::metrics::record_call`, which
+//! maps a queue URL or a bucket to its logical id); the template's `Resource` lines are read
+//! for `!GetAtt X.Arn`, `!Sub "${X.Arn}/path"` and `!Ref X`, the stack's own branch of an `!If`.
+//! SES identities and configuration sets are not compared (`*`): access to them is a tag
+//! condition, which `tools/tests/template.rs` checks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-pub type Actions = BTreeMap<String, BTreeSet<String>>;
+/// Per function (its binary): each granted action and the resource patterns it is granted on.
+pub type Grants = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+/// Per function: each used action and the resources it was used on.
+pub type Used = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-/// Actions of each function's `Policies` (by the binary its `CodeUri` deploys), from template.yaml's text.
 /// The binary a function resource deploys, from its `CodeUri` line: `make package` writes
 /// each function's zip to `target/lambda/<binary>/bootstrap.zip`.
 pub fn function_binary(line: &str) -> Option<&str> {
     line.trim().strip_prefix("CodeUri: target/lambda/")?.strip_suffix("/bootstrap.zip")
 }
 
-pub fn granted(template: &str) -> Actions {
-    let mut out = Actions::new();
+/// The resource patterns of a `Resource` value (one line, or the items of a list).
+pub fn resource_patterns(text: &str) -> Vec<String> {
+    let mut out = vec![];
+    for part in text.split("!GetAtt ").skip(1) {
+        if let Some(name) = part.split('.').next().filter(|n| !n.is_empty()) {
+            out.push(name.to_string());
+        }
+    }
+    for part in text.split("${").skip(1) {
+        if let Some((var, rest)) = part.split_once('}')
+            && let Some(name) = var.strip_suffix(".Arn")
+        {
+            out.push(format!("{name}{}", rest.split('"').next().unwrap_or_default()));
+        }
+    }
+    for part in text.split("!Ref ").skip(1) {
+        let name: String = part.chars().take_while(|c| c.is_alphanumeric() || *c == ':').collect();
+        // The `!If` branch for an existing table or secret names a parameter, not a resource.
+        if !name.is_empty() && !name.starts_with("AWS::") && !name.starts_with("Existing") {
+            out.push(name);
+        }
+    }
+    if text.contains(":ses:") {
+        out.push("*".into());
+    }
+    out
+}
+
+/// Each function's statements: the actions of each `Action` line with the patterns of the
+/// `Resource` that follows it in the same statement.
+pub fn granted(template: &str) -> Grants {
+    let mut out = Grants::new();
     let mut binary: Option<String> = None;
     let mut policies_indent: Option<usize> = None;
+    let mut actions: Vec<String> = vec![];
+    // An open multi-line `Resource:` list: its indent and the text so far.
+    let mut resource: Option<(usize, String)> = None;
+    let grant = |out: &mut Grants, binary: &str, actions: &[String], text: &str| {
+        let patterns = resource_patterns(text);
+        let f = out.entry(binary.to_string()).or_default();
+        for a in actions {
+            f.entry(a.clone()).or_default().extend(patterns.iter().cloned());
+        }
+    };
     for line in template.lines() {
         let indent = line.len() - line.trim_start().len();
         let l = line.trim();
         if l.is_empty() || l.starts_with('#') {
             continue;
+        }
+        if let Some((at, text)) = &mut resource {
+            if indent > *at && l.starts_with('-') {
+                text.push(' ');
+                text.push_str(l);
+                continue;
+            }
+            let (_, text) = resource.take().expect("open");
+            if let Some(b) = &binary {
+                grant(&mut out, b, &actions, &text);
+            }
         }
         if indent <= 2 {
             binary = None;
@@ -37,28 +100,44 @@ pub fn granted(template: &str) -> Actions {
         if policies_indent.is_some_and(|p| indent <= p) {
             policies_indent = None;
         }
-        let action = l.strip_prefix("- ").unwrap_or(l).strip_prefix("Action: ");
-        if let (Some(b), Some(_), Some(actions)) = (&binary, policies_indent, action) {
-            let set = out.entry(b.clone()).or_default();
-            for a in actions.trim_matches(|c| c == '[' || c == ']').split(',') {
-                set.insert(a.trim().to_string());
+        let (Some(b), Some(_)) = (&binary, policies_indent) else { continue };
+        let item = l.strip_prefix("- ").unwrap_or(l);
+        if let Some(list) = item.strip_prefix("Action: ") {
+            actions = list.trim_matches(|c| c == '[' || c == ']').split(',').map(|a| a.trim().to_string()).collect();
+            let f = out.entry(b.clone()).or_default();
+            for a in &actions {
+                f.entry(a.clone()).or_default();
+            }
+        } else if let Some(value) = item.strip_prefix("Resource:") {
+            if value.trim().is_empty() {
+                resource = Some((indent, String::new()));
+            } else {
+                grant(&mut out, b, &actions, value);
             }
         }
     }
     out
 }
 
-/// What the run's call logs say each function used.
-pub fn used(dir: &Path) -> Actions {
-    let mut out = Actions::new();
+/// What the run's call logs say each function used (`<function> <action> <resource>`).
+pub fn used(dir: &Path) -> Used {
+    let mut out = Used::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         for line in std::fs::read_to_string(entry.path()).unwrap_or_default().lines() {
-            if let Some((f, a)) = line.split_once(' ') {
-                out.entry(f.to_string()).or_default().insert(a.to_string());
+            let mut parts = line.splitn(3, ' ');
+            if let (Some(f), Some(a)) = (parts.next(), parts.next()) {
+                let r = parts.next().unwrap_or("*").to_string();
+                out.entry(f.to_string()).or_default().entry(a.to_string()).or_default().insert(r);
             }
         }
     }
     out
+}
+
+/// Does a granted pattern cover a used resource? `*` covers everything, `X/*` everything
+/// under `X/`; a used `*` (a service whose resources are not compared) is covered by any grant.
+pub fn covers(pattern: &str, resource: &str) -> bool {
+    pattern == "*" || resource == "*" || pattern == resource || pattern.strip_suffix('*').is_some_and(|p| resource.starts_with(p))
 }
 
 /// Actions a function's code may need that no local run can make it use, with why.
@@ -69,17 +148,28 @@ pub const UNEXERCISED: &[(&str, &str, &str)] = &[
     ("inbound-mail", "s3:ListBucket", "not a call: with it S3 answers 404 instead of 403 for a raw message already deleted"),
 ];
 
-/// Every used action missing from a policy, and every granted one nothing used.
-pub fn compare(granted: &Actions, used: &Actions) -> Vec<String> {
+/// Every use a policy does not cover (the action, or the action on that resource), and every
+/// granted action nothing used.
+pub fn compare(granted: &Grants, used: &Used) -> Vec<String> {
     let mut problems = vec![];
     let functions: BTreeSet<&String> = granted.keys().chain(used.keys()).collect();
+    let none = BTreeMap::new();
     for f in functions {
-        let g = granted.get(f).cloned().unwrap_or_default();
-        let u = used.get(f).cloned().unwrap_or_default();
-        for a in u.difference(&g) {
-            problems.push(format!("{f}: uses {a}, which its policy in template.yaml does not grant"));
+        let g = granted.get(f).unwrap_or(&none);
+        let u = used.get(f).unwrap_or(&none);
+        for (a, resources) in u {
+            let Some(patterns) = g.get(a) else {
+                problems.push(format!("{f}: uses {a}, which its policy in template.yaml does not grant"));
+                continue;
+            };
+            for r in resources {
+                if !patterns.iter().any(|p| covers(p, r)) {
+                    let on: Vec<&str> = patterns.iter().map(String::as_str).collect();
+                    problems.push(format!("{f}: uses {a} on {r}, which its policy in template.yaml grants only on [{}]", on.join(", ")));
+                }
+            }
         }
-        for a in g.difference(&u) {
+        for a in g.keys().filter(|a| !u.contains_key(*a)) {
             if !UNEXERCISED.iter().any(|(uf, ua, _)| uf == f && ua == a) {
                 problems.push(format!("{f}: is granted {a}, which no end-to-end test made it use (remove it, or test the path)"));
             }
@@ -92,15 +182,47 @@ pub fn compare(granted: &Actions, used: &Actions) -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn used_of(f: &str, calls: &[(&str, &str)]) -> Used {
+        let mut u = Used::new();
+        for (a, r) in calls {
+            u.entry(f.into()).or_default().entry(a.to_string()).or_default().insert(r.to_string());
+        }
+        u
+    }
+
     #[test]
-    fn policies_are_read_per_function() {
-        let t = "Resources:\n  Q:\n    Properties:\n      Statement:\n        - Action: sqs:SendMessage\n  F:\n    Properties:\n      CodeUri: target/lambda/posts/bootstrap.zip\n      Policies:\n        - Statement:\n            - Action: [dynamodb:GetItem, dynamodb:Query]\n            - Action: sqs:SendMessage\n      Events:\n        X:\n          Action: no\n";
+    fn policies_are_read_per_function_with_their_resources() {
+        let t = "Resources:\n  Q:\n    Properties:\n      Statement:\n        - Action: sqs:SendMessage\n  F:\n    Properties:\n      CodeUri: target/lambda/posts/bootstrap.zip\n      Policies:\n        - Statement:\n            - Action: [dynamodb:GetItem, dynamodb:Query]\n              Resource: [!If [CreateTable, !GetAtt Table.Arn, !Sub \"arn:x:table/${ExistingTableName}\"], !If [CreateTable, !Sub \"${Table.Arn}/index/*\", !Sub \"arn:x\"]]\n            - Action: sqs:SendMessage\n              Resource:\n                - !GetAtt EventsQueue.Arn\n                - !Sub \"${MailBucket.Arn}/inbound/*\"\n      Events:\n        X:\n          Action: no\n";
         let g = granted(t);
         assert_eq!(g.len(), 1);
-        assert_eq!(g["posts"], BTreeSet::from(["dynamodb:GetItem".into(), "dynamodb:Query".into(), "sqs:SendMessage".into()]));
-        let used = Actions::from([("posts".into(), BTreeSet::from(["dynamodb:GetItem".into(), "dynamodb:PutItem".into()]))]);
+        assert_eq!(g["posts"]["dynamodb:Query"], BTreeSet::from(["Table".into(), "Table/index/*".into()]));
+        assert_eq!(g["posts"]["sqs:SendMessage"], BTreeSet::from(["EventsQueue".into(), "MailBucket/inbound/*".into()]));
+        let used = used_of("posts", &[("dynamodb:GetItem", "Table"), ("dynamodb:PutItem", "Table"), ("sqs:SendMessage", "EmailsQueue")]);
         let p = compare(&g, &used);
         assert_eq!(p.len(), 3, "{p:?}");
-        assert!(p[0].contains("uses dynamodb:PutItem"));
+        assert!(p.iter().any(|p| p.contains("uses dynamodb:PutItem")), "{p:?}");
+        assert!(p.iter().any(|p| p.contains("uses sqs:SendMessage on EmailsQueue")), "{p:?}");
+        assert!(p.iter().any(|p| p.contains("is granted dynamodb:Query")), "{p:?}");
+    }
+
+    /// The check on the real template: a queue taken out of one function's statement turns it
+    /// red for that function's sends there.
+    #[test]
+    fn a_resource_missing_from_the_template_is_found() {
+        let template = std::fs::read_to_string(crate::localstack::repo_root().join("template.yaml")).expect("template.yaml");
+        let g = granted(&template);
+        assert!(g["portal"]["sqs:SendMessage"].contains("EmailsQueue"), "the portal queues its sign-in mail");
+        assert!(g["emails"]["dynamodb:Query"].contains("Table/index/*"));
+        let used = used_of("emails", &[("sqs:SendMessage", "EmailsQueue")]);
+        let only = |g: &Grants| compare(g, &used).into_iter().filter(|p| p.contains("on EmailsQueue")).collect::<Vec<_>>();
+        assert!(only(&g).is_empty(), "{:?}", only(&g));
+        let start = template.find("CodeUri: target/lambda/emails/bootstrap.zip").expect("the emails function");
+        let (head, tail) = template.split_at(start);
+        let cut = format!("{head}{}", tail.replacen(", !GetAtt EmailsQueue.Arn", "", 1));
+        let p = only(&granted(&cut));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            covers("MailBucket/attachments/*", "MailBucket/attachments/x") && !covers("MailBucket/inbound/*", "MailBucket/attachments/x")
+        );
     }
 }

@@ -35,7 +35,11 @@ async fn the_admin_cli_onboards_a_workspace_from_the_stack_outputs_and_a_profile
             .args(args);
         cmd.output().unwrap()
     };
-    let out = run(&["--outputs", outputs.to_str().unwrap(), "create-workspace", "--name", "Onboarded"]);
+    // With the emulators' endpoints in the environment the CLI refuses a stack's outputs file
+    // (a shell that sourced .local/dev.env) unless told the local stack is meant.
+    let refused = run(&["--outputs", outputs.to_str().unwrap(), "create-workspace", "--name", "Onboarded"]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--local"), "{:?}", refused);
+    let out = run(&["--outputs", outputs.to_str().unwrap(), "--local", "create-workspace", "--name", "Onboarded"]);
     assert!(out.status.success(), "admin failed: {}", String::from_utf8_lossy(&out.stderr));
     let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let key = created["api_key"].as_str().expect("the first key");

@@ -195,6 +195,39 @@ fn every_worker_and_every_dead_letter_queue_is_alarmed_and_alarms_notify() {
     );
     let ns = t["Globals"]["Function"]["Environment"]["Variables"]["METRICS_NAMESPACE"].clone();
     assert!(format!("{ns:?}").contains("AWS::StackName"), "a metric namespace per stack: {ns:?}");
+    // A deploy without a destination is refused unless it says so.
+    let rule = format!("{:?}", t["Rules"]["AlarmsNeedADestination"]);
+    assert!(rule.contains("AlarmEmail") && rule.contains("AlarmTopicArn") && rule.contains("AlarmsWithoutDestination"), "{rule}");
+}
+
+/// Every variable the template gives the functions is in docs/configuration.md.
+#[test]
+fn every_environment_variable_is_documented() {
+    let t = template();
+    let doc = std::fs::read_to_string(tools::localstack::repo_root().join("docs/configuration.md")).unwrap();
+    let mut names: Vec<String> = vec![];
+    let global = t["Globals"]["Function"]["Environment"]["Variables"].as_mapping().cloned().unwrap_or_default();
+    names.extend(global.keys().filter_map(|k| k.as_str().map(String::from)));
+    for (_, f) in of_type(&t, "AWS::Serverless::Function") {
+        if let Some(vars) = f["Properties"]["Environment"]["Variables"].as_mapping() {
+            names.extend(vars.keys().filter_map(|k| k.as_str().map(String::from)));
+        }
+    }
+    assert!(names.len() > 20, "{names:?}");
+    let missing: Vec<&String> = names.iter().filter(|n| !doc.contains(&format!("`{n}`"))).collect();
+    assert!(missing.is_empty(), "not in docs/configuration.md: {missing:?}");
+}
+
+/// SES identities are managed by a tag whose value a stack replaced under a new name can keep.
+#[test]
+fn the_ses_identity_tag_is_a_parameter_defaulting_to_the_stack_name() {
+    let text = std::fs::read_to_string(tools::localstack::repo_root().join("template.yaml")).unwrap();
+    assert_eq!(
+        text.matches("!If [SesIdentityTagGiven, !Ref SesIdentityTag, !Ref AWS::StackName]").count(),
+        3,
+        "the variable and both conditions"
+    );
+    assert!(!text.contains("platform-stack\": !Ref AWS::StackName"));
 }
 
 #[test]
@@ -208,13 +241,15 @@ fn logs_expire_and_the_data_outlives_the_stack() {
     let access = intrinsic(&t["Resources"]["HttpApi"]["Properties"]["AccessLogSettings"]["DestinationArn"]).unwrap().1;
     assert_eq!(intrinsic(&retention(access.trim_end_matches(".Arn"))).map(|(_, p)| p), Some("LogRetentionDays".into()));
     let secret = &t["Resources"]["PlatformSecret"];
+    // Kept, except when the stack's first create fails (then they hold nothing, and a kept
+    // table is deletion-protected, a kept secret billed).
     assert_eq!(
         (secret["DeletionPolicy"].as_str(), secret["UpdateReplacePolicy"].as_str()),
-        (Some("Retain"), Some("Retain")),
+        (Some("RetainExceptOnCreate"), Some("Retain")),
         "the keys to the table's data"
     );
     let table = &t["Resources"]["Table"];
-    assert_eq!(table["DeletionPolicy"], "Retain");
+    assert_eq!((table["DeletionPolicy"].as_str(), table["UpdateReplacePolicy"].as_str()), (Some("RetainExceptOnCreate"), Some("Retain")));
     assert_eq!(table["Properties"]["DeletionProtectionEnabled"], Value::Bool(true));
     assert_eq!(table["Properties"]["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"], Value::Bool(true));
 }

@@ -473,7 +473,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
         if let (Some(b), Some(sum)) = (bytes, &a.sha256) {
             let key = attachment_key(ws, &inc.message_id, sum);
             // Tags set with the object need their own permission.
-            shared::metrics::record_action("s3:PutObjectTagging");
+            shared::metrics::record_call("s3:PutObjectTagging", &shared::metrics::s3_resource(&app.cfg.mail_bucket, &key));
             s3.put_object()
                 .bucket(&app.cfg.mail_bucket)
                 .key(&key)

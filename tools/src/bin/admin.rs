@@ -1,11 +1,11 @@
 //! Admin CLI. Configured by a stack's outputs (`--outputs FILE`: what `sam list
-//! stack-outputs --output json` prints; `make dev` writes `.local/stack-outputs.json`), or by the
+//! stack-outputs --output json` prints; `make dev` writes `.local/dev.outputs.json`), or by the
 //! functions' own environment variables (TABLE_NAME, EVENTS_QUEUE_URL, PLATFORM_SECRET_ID, ...;
 //! `.local/dev.env`) for what the file does not give. Credentials and region come from the AWS SDK's
 //! default chain (environment, profiles, SSO, credential processes, container and instance
 //! roles), unlike the functions, whose credentials are always in their environment.
 //!
-//!   admin [--outputs FILE] <command>
+//!   admin [--outputs FILE [--local]] <command>
 //!   admin bootstrap
 //!   admin create-workspace --name NAME        -> {"workspace_id": ..., "api_key": ...}
 //!   admin add-member --workspace W --subject S --role owner|admin|member|viewer
@@ -50,8 +50,29 @@ async fn app(outputs: &BTreeMap<String, String>) -> Result<App, String> {
     App::with_dynamodb_endpoint(cfg, &sdk, var("AWS_ENDPOINT_URL_DYNAMODB").as_deref())
 }
 
+/// With a stack's outputs file, AWS endpoints on loopback in the environment mean a shell that
+/// sourced `.local/dev.env` (the local emulators), not the stack the file names: refused, unless
+/// `--local` says the emulators are meant.
+fn check_endpoints(args: &mut Vec<String>, outputs: &BTreeMap<String, String>) -> Result<(), String> {
+    let local = args.iter().position(|a| a == "--local").map(|i| args.remove(i)).is_some();
+    if outputs.is_empty() || local {
+        return Ok(());
+    }
+    for k in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"] {
+        let v = std::env::var(k).unwrap_or_default();
+        let host = url::Url::parse(&v).ok().and_then(|u| u.host_str().map(String::from)).unwrap_or_default();
+        if host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
+            return Err(format!(
+                "{k}={v} sends the calls to local emulators, not to the stack of the outputs file (a shell that sourced .local/dev.env?): unset it, or pass --local if the local stack is meant"
+            ));
+        }
+    }
+    Ok(())
+}
+
 async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
     let outputs = vars(&mut args)?;
+    check_endpoints(&mut args, &outputs)?;
     let app = || app(&outputs);
     let cmd = args.first().map(String::as_str).unwrap_or("");
     match cmd {

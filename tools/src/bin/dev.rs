@@ -87,8 +87,9 @@ async fn run() {
         }
     };
     // The admin CLI reads these as it reads a deployed stack's (`admin --outputs FILE`).
-    if let Err(e) = std::fs::write(local.join("stack-outputs.json"), stack.outputs_json()) {
-        eprintln!("dev: cannot write .local/stack-outputs.json: {e}");
+    // Its own file: an operator's deployed stack's outputs (`.local/<stack>.outputs.json`) are never overwritten.
+    if let Err(e) = std::fs::write(local.join("dev.outputs.json"), stack.outputs_json()) {
+        eprintln!("dev: cannot write .local/dev.outputs.json: {e}");
     }
     let env_file = local.join("dev.env");
     if let Err(e) = std::fs::write(&env_file, tools::dev_env_file(&stack.env(), &ws, &key) + &bluesky) {

@@ -1,9 +1,8 @@
-//! `iam --check <dir>`: compares the AWS actions each function used in an end-to-end run
-//! (the `AWS_CALL_LOG` files, see `shared::metrics::as_function`) with what its policy in
-//! template.yaml grants. A used action the policy lacks fails in AWS only (the emulators do
-//! not check IAM); a granted action no test uses is a permission to remove, or a path to test.
-
-use std::collections::BTreeSet;
+//! `iam --check <dir>`: compares the AWS actions each function used in an end-to-end run, and
+//! the resources it used them on (the `AWS_CALL_LOG` files, see `shared::metrics::record_call`),
+//! with what its policy in template.yaml grants, and where. A use the policy does not cover
+//! fails in AWS only (the emulators do not check IAM); a granted action no test uses is a
+//! permission to remove, or a path to test.
 
 fn main() {
     let dir = std::env::args().nth(2).unwrap_or_else(|| "target/aws-calls".into());
@@ -13,8 +12,12 @@ fn main() {
     let used = tools::iam::used(std::path::Path::new(&dir));
     let problems = tools::iam::compare(&granted, &used);
     if problems.is_empty() {
-        let n: usize = used.values().map(BTreeSet::len).sum();
-        eprintln!("IAM policies grant exactly the {n} actions the end-to-end run used ({} functions)", used.len());
+        let actions: usize = used.values().map(|a| a.len()).sum();
+        let resources: usize = used.values().flat_map(|a| a.values()).map(|r| r.len()).sum();
+        eprintln!(
+            "IAM policies grant exactly the {actions} actions the end-to-end run used ({} functions), on the {resources} (action, resource) pairs it used them on",
+            used.len()
+        );
         return;
     }
     for p in &problems {
