@@ -155,7 +155,17 @@ impl App {
             ddb_conf = ddb_conf.endpoint_url(ep);
         }
         let ddb_conf = ddb_conf.build();
-        crate::metrics::name_resources(&cfg);
+        crate::metrics::name_resources(&[
+            (&cfg.events_queue_url, "EventsQueue"),
+            (&cfg.deliveries_queue_url, "DeliveriesQueue"),
+            (&cfg.contact_imports_queue_url, "ContactImportsQueue"),
+            (&cfg.emails_queue_url, "EmailsQueue"),
+            (&cfg.publish_queue_url, "PublishQueue"),
+            (&cfg.gdpr_queue_url, "GdprQueue"),
+            (&cfg.scans_queue_url, "ScansQueue"),
+            (&cfg.exports_bucket, "ExportsBucket"),
+            (&cfg.mail_bucket, "MailBucket"),
+        ]);
         let dependency = std::time::Duration::from_millis(cfg.timeouts.dependency_ms);
         let jwt = cfg.oauth.as_ref().map(|o| JwtVerifier::new(o, cfg.webhooks.url_policy, dependency)).transpose()?;
         let pages_sign_in =

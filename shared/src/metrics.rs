@@ -157,25 +157,16 @@ fn call_log() -> Option<&'static CallLogFile> {
 /// a bucket name) and the logical id template.yaml gives them: how a call's target is logged.
 static RESOURCE_NAMES: std::sync::Mutex<Vec<(String, &'static str)>> = std::sync::Mutex::new(Vec::new());
 
-/// Learn the configuration's resource names (each `App` does, when the call log is on).
-pub fn name_resources(cfg: &crate::config::Config) {
+/// Learn resource names: (the value a configuration holds, the template's logical id). Each
+/// `App` tells its own, when the call log is on.
+pub fn name_resources(pairs: &[(&str, &'static str)]) {
     if call_log().is_none() {
         return;
     }
     let mut names = RESOURCE_NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    for (value, name) in [
-        (&cfg.events_queue_url, "EventsQueue"),
-        (&cfg.deliveries_queue_url, "DeliveriesQueue"),
-        (&cfg.contact_imports_queue_url, "ContactImportsQueue"),
-        (&cfg.emails_queue_url, "EmailsQueue"),
-        (&cfg.publish_queue_url, "PublishQueue"),
-        (&cfg.gdpr_queue_url, "GdprQueue"),
-        (&cfg.scans_queue_url, "ScansQueue"),
-        (&cfg.exports_bucket, "ExportsBucket"),
-        (&cfg.mail_bucket, "MailBucket"),
-    ] {
+    for (value, name) in pairs {
         if !value.is_empty() && !names.iter().any(|(v, _)| v == value) {
-            names.push((value.clone(), name));
+            names.push((value.to_string(), name));
         }
     }
 }
