@@ -7,9 +7,12 @@
 //! `Table/index/<name>`, `EventsQueue`, `MailBucket/attachments/…`, `PlatformSecret`. The
 //! functions log each call's target under those names (`shared::metrics::record_call`, which
 //! maps a queue URL or a bucket to its logical id); the template's `Resource` lines are read
-//! for `!GetAtt X.Arn`, `!Sub "${X.Arn}/path"` and `!Ref X`, the stack's own branch of an `!If`.
-//! SES identities and configuration sets are not compared (`*`): access to them is a tag
-//! condition, which `tools/tests/template.rs` checks.
+//! for `!GetAtt X.Arn`, `!Sub "${X.Arn}/path"` and a secret's `!Ref` (both branches of an `!If`
+//! are read: in this template the other branch names an existing table or secret by parameter,
+//! which yields nothing). SES identities and configuration sets are not compared (`*`, granted
+//! to `ses:` actions only): access to them is a tag condition, which `tools/tests/template.rs`
+//! checks. Statements are read as Allow with `Action` then `Resource` (anything else stops the
+//! check); their `Condition`s are not evaluated.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -28,8 +31,12 @@ pub fn function_binary(line: &str) -> Option<&str> {
 /// The resource patterns of a `Resource` value (one line, or the items of a list).
 pub fn resource_patterns(text: &str) -> Vec<String> {
     let mut out = vec![];
+    // Only an ARN names a resource to IAM: `.Arn`, never `.QueueUrl` or `.QueueName`.
     for part in text.split("!GetAtt ").skip(1) {
-        if let Some(name) = part.split('.').next().filter(|n| !n.is_empty()) {
+        if let Some((name, attr)) = part.split_once('.')
+            && !name.is_empty()
+            && attr.starts_with("Arn")
+        {
             out.push(name.to_string());
         }
     }
@@ -42,8 +49,9 @@ pub fn resource_patterns(text: &str) -> Vec<String> {
     }
     for part in text.split("!Ref ").skip(1) {
         let name: String = part.chars().take_while(|c| c.is_alphanumeric() || *c == ':').collect();
-        // The `!If` branch for an existing table or secret names a parameter, not a resource.
-        if !name.is_empty() && !name.starts_with("AWS::") && !name.starts_with("Existing") {
+        // A secret's Ref is its ARN; a queue's is its URL and a bucket's its name, which IAM
+        // matches to nothing. The `!If` branch for an existing secret names a parameter.
+        if name.ends_with("Secret") && !name.starts_with("Existing") {
             out.push(name);
         }
     }
@@ -66,7 +74,9 @@ pub fn granted(template: &str) -> Grants {
         let patterns = resource_patterns(text);
         let f = out.entry(binary.to_string()).or_default();
         for a in actions {
-            f.entry(a.clone()).or_default().extend(patterns.iter().cloned());
+            // `*` (an SES identity or configuration set) only ever for SES's own actions.
+            let mine = patterns.iter().filter(|p| *p != "*" || a.starts_with("ses:")).cloned();
+            f.entry(a.clone()).or_default().extend(mine);
         }
     };
     for line in template.lines() {
@@ -102,6 +112,14 @@ pub fn granted(template: &str) -> Grants {
         }
         let (Some(b), Some(_)) = (&binary, policies_indent) else { continue };
         let item = l.strip_prefix("- ").unwrap_or(l);
+        // A statement starts: its actions are its own (a Resource before its Action grants nothing).
+        if l.starts_with("- Sid:") || l.starts_with("- Effect:") {
+            actions.clear();
+        }
+        assert!(
+            !item.starts_with("Effect: Deny") && !item.starts_with("NotAction") && !item.starts_with("NotResource"),
+            "{b}: the IAM check reads Allow statements with Action and Resource only: {l}"
+        );
         if let Some(list) = item.strip_prefix("Action: ") {
             actions = list.trim_matches(|c| c == '[' || c == ']').split(',').map(|a| a.trim().to_string()).collect();
             let f = out.entry(b.clone()).or_default();
@@ -126,7 +144,8 @@ pub fn used(dir: &Path) -> Used {
         for line in std::fs::read_to_string(entry.path()).unwrap_or_default().lines() {
             let mut parts = line.splitn(3, ' ');
             if let (Some(f), Some(a)) = (parts.next(), parts.next()) {
-                let r = parts.next().unwrap_or("*").to_string();
+                // A line without its resource is an old log: never a pass.
+                let r = parts.next().unwrap_or("unknown:resource").to_string();
                 out.entry(f.to_string()).or_default().entry(a.to_string()).or_default().insert(r);
             }
         }
@@ -224,5 +243,14 @@ mod tests {
         assert!(
             covers("MailBucket/attachments/*", "MailBucket/attachments/x") && !covers("MailBucket/inbound/*", "MailBucket/attachments/x")
         );
+        // Only ARNs name resources; SES's `*` is for SES's actions.
+        assert_eq!(
+            resource_patterns("[!GetAtt Q.QueueUrl, !Ref EmailsQueue, !Ref PlatformSecret, !GetAtt R.Arn]"),
+            ["R", "PlatformSecret"]
+        );
+        let t = "  F:\n    Properties:\n      CodeUri: target/lambda/f/bootstrap.zip\n      Policies:\n        - Statement:\n            - Sid: Mixed\n              Action: [ses:SendEmail, sqs:SendMessage]\n              Resource: [!Sub \"arn:x:ses:y:identity/*\", !GetAtt EventsQueue.Arn]\n";
+        let g = granted(t);
+        assert_eq!(g["f"]["sqs:SendMessage"], BTreeSet::from(["EventsQueue".into()]));
+        assert!(g["f"]["ses:SendEmail"].contains("*"));
     }
 }
