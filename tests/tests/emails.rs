@@ -644,18 +644,25 @@ async fn expire_claim(name: &str) {
         .unwrap();
 }
 
+/// Two sender workspaces on a gateway whose SES is as AWS documents it (moto overwrites an
+/// existing identity instead of refusing, and verifies every identity at once): through a
+/// proxy in front of moto, kept alive by the caller. Answers the second one's workspace id.
+async fn behind_ses_proxy(a_name: &str, b_name: &str) -> (e2e::ses_proxy::SesProxy, Client, Client, String) {
+    let h = harness();
+    let proxy = e2e::ses_proxy::SesProxy::start(&h.moto_endpoint).await;
+    let base = h.gateway_via(&proxy.url).await;
+    let (a0, _) = sender_workspace(a_name).await;
+    let (b0, ws_b) = sender_workspace(b_name).await;
+    let a = Client::new(&base, a0.auth.as_deref().unwrap()).during_outage();
+    let b = Client::new(&base, b0.auth.as_deref().unwrap()).during_outage();
+    (proxy, a, b, ws_b)
+}
+
 #[tokio::test]
 async fn unproved_claims_expire_subdomains_of_verified_domains_are_refused_and_a_lost_create_is_taken_over() {
     let h = harness();
     let app = h.app().await;
-    // SES as AWS documents it (moto overwrites an existing identity instead of refusing, and
-    // verifies every identity at once): through a proxy in front of moto.
-    let proxy = e2e::ses_proxy::SesProxy::start(&h.moto_endpoint).await;
-    let base = h.gateway_via(&proxy.url).await;
-    let (a0, _) = sender_workspace("claim squatter").await;
-    let (b0, ws_b) = sender_workspace("claim owner").await;
-    let a = Client::new(&base, a0.auth.as_deref().unwrap()).during_outage();
-    let b = Client::new(&base, b0.auth.as_deref().unwrap()).during_outage();
+    let (proxy, a, b, ws_b) = behind_ses_proxy("claim squatter", "claim owner").await;
     let u = ulid::Ulid::generate().to_string().to_lowercase();
     let name = format!("squat-{u}.example.test");
 
@@ -782,12 +789,7 @@ async fn feedback_for_an_email_whose_send_went_unrecorded_still_reaches_it() {
 async fn a_verified_domain_owns_its_subdomains_for_routing_and_claiming() {
     let h = harness();
     let app = h.app().await;
-    let proxy = e2e::ses_proxy::SesProxy::start(&h.moto_endpoint).await;
-    let base = h.gateway_via(&proxy.url).await;
-    let (a0, _) = sender_workspace("parent owner").await;
-    let (b0, _) = sender_workspace("subdomain squatter").await;
-    let a = Client::new(&base, a0.auth.as_deref().unwrap()).during_outage();
-    let b = Client::new(&base, b0.auth.as_deref().unwrap()).during_outage();
+    let (proxy, a, b, _) = behind_ses_proxy("parent owner", "subdomain squatter").await;
     let u = ulid::Ulid::generate().to_string().to_lowercase();
     let name = format!("acme-{u}.example.test");
     let sub = format!("help.{name}");

@@ -289,6 +289,20 @@ async fn a_snoozed_conversation_wakes_up_on_time() {
     assert_eq!((conv["status"].as_str(), conv["message_count"].as_u64()), (Some("open"), Some(2)), "{conv}");
 }
 
+/// Erase a contact and wait for the erasure to complete.
+async fn erase(c: &Client, contact_id: &str) {
+    let e = c.post("/gdpr/erasures", &json!({"subject": {"contact_id": contact_id}, "reason": "asked"})).await;
+    assert_eq!(e.status, 202, "{}", e.json);
+    let path = format!("/gdpr/erasures/{}", e.json["data"]["id"].as_str().unwrap());
+    for _ in 0..150 {
+        if c.get(&path).await.json["data"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(c.get(&path).await.json["data"]["status"], "completed");
+}
+
 /// A multipart message from `from` to `to` with these extra parts (each `(headers, body)`).
 fn multipart(from: &str, to: &str, subject: &str, text: &str, parts: &[(String, String)]) -> String {
     let id = ulid::Ulid::generate().to_string().to_lowercase();
@@ -526,16 +540,7 @@ async fn a_forged_sender_is_not_attributed_and_an_erased_one_starts_afresh() {
     assert_eq!(by("SPF only")["contact_id"].as_str(), Some(known.as_str()));
 
     // Erased, then they write again: a new contact, nothing of the old one.
-    let e = c.post("/gdpr/erasures", &json!({"subject": {"contact_id": known}, "reason": "asked"})).await;
-    assert_eq!(e.status, 202, "{}", e.json);
-    let path = format!("/gdpr/erasures/{}", e.json["data"]["id"].as_str().unwrap());
-    for _ in 0..150 {
-        if c.get(&path).await.json["data"]["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(c.get(&path).await.json["data"]["status"], "completed");
+    erase(c, &known).await;
     deliver(&multipart(&s.customer, &s.mailbox, "Me again", "hello", &[]), &[&s.mailbox], "PASS", "PASS").await;
     let list = conversations(c, "").await;
     let again = list.iter().find(|v| v["subject"] == "Me again").expect("a new conversation");
@@ -624,16 +629,7 @@ async fn mail_is_attributed_only_on_positive_aligned_evidence() {
     }
 
     // Erased: the forgery neither brings the address back nor lifts its tombstone.
-    let e = c.post("/gdpr/erasures", &json!({"subject": {"contact_id": known}, "reason": "asked"})).await;
-    assert_eq!(e.status, 202, "{}", e.json);
-    let path = format!("/gdpr/erasures/{}", e.json["data"]["id"].as_str().unwrap());
-    for _ in 0..150 {
-        if c.get(&path).await.json["data"]["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(c.get(&path).await.json["data"]["status"], "completed");
+    erase(c, &known).await;
     let forged = Ses { spf: "FAIL", dkim: "PASS", dmarc: "GRAY", envelope: "x@mailer.example", signers: &["mailer.example"] };
     deliver_with(&multipart(&s.customer, &s.mailbox, "It is me, Ada", "restore me", &[]), &s.mailbox, forged).await;
     let conv = conversations(c, "limit=50").await.into_iter().find(|v| v["subject"] == "It is me, Ada").expect("recorded");
