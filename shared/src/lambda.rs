@@ -44,6 +44,14 @@ pub async fn serve(
 }
 
 async fn run(routes: &'static [Route], site: Option<&'static crate::web::Site>) -> Result<(), lambda_http::Error> {
+    run_with(move |app, req| Box::pin(serve(app, routes, site, req))).await
+}
+
+/// The runtime loop around any request handler (the areas' pipeline, or the MCP server's).
+pub async fn run_with<F>(handle: F) -> Result<(), lambda_http::Error>
+where
+    F: Fn(&'static App, http::Request<Body>) -> BoxFuture<'static, crate::http::Response> + Copy + Send + Sync + 'static,
+{
     crate::telemetry::init();
     // Leaked on purpose: the state lives as long as the container, and handlers borrow it.
     let app: &'static App = Box::leak(Box::new(App::from_env().await?));
@@ -51,7 +59,7 @@ async fn run(routes: &'static [Route], site: Option<&'static crate::web::Site>) 
     // exceed the compiler's type-layout depth in every function's `main`.
     let handler = move |event: LambdaEvent<LambdaRequest>| -> BoxFuture<'static, Result<ApiGatewayV2httpResponse, Infallible>> {
         let req = http::Request::<Body>::from(event.payload);
-        Box::pin(async move { Ok(to_api_gateway(serve(app, routes, site, req).await)) })
+        Box::pin(async move { Ok(to_api_gateway(handle(app, req).await)) })
     };
     lambda_http::lambda_runtime::run(lambda_http::service_fn(handler)).await
 }

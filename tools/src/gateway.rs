@@ -54,13 +54,15 @@ fn envelope_404(path: &str) -> http::Response<Full<Bytes>> {
         .expect("valid")
 }
 
-async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::Response<Full<Bytes>> {
+async fn handle(app: &App, mcp: &Arc<mcp::Upstream>, req: http::Request<hyper::body::Incoming>) -> http::Response<Full<Bytes>> {
     // The portal's pages (`/p/<slug>/...`) go to the portal function and the approval pages
     // (`/approvals/...`) to the capabilities function, as API Gateway's `/p/{proxy+}` and
     // `/approvals/{proxy+}` routes send them.
     let site = [&portal::pages::SITE, &capabilities::pages::SITE].into_iter().find(|s| req.uri().path().starts_with(s.prefix));
     let pages = site.is_some();
-    if !pages && !req.uri().path().starts_with(&format!("{BASE_PATH}/")) {
+    // `/mcp` and its metadata go to the MCP function, as API Gateway's routes send them.
+    let to_mcp = req.uri().path() == mcp::MCP_PATH || req.uri().path().starts_with("/.well-known/oauth-protected-resource");
+    if !pages && !to_mcp && !req.uri().path().starts_with(&format!("{BASE_PATH}/")) {
         return envelope_404(req.uri().path());
     }
     let (parts, body) = req.into_parts();
@@ -78,6 +80,7 @@ async fn handle(app: &App, req: http::Request<hyper::body::Incoming>) -> http::R
     let function = function_of(parts.uri.path());
     let req = http::Request::from_parts(parts, body);
     let (resp, stats) = match site {
+        _ if to_mcp => agent(app, mcp.clone(), req).await,
         Some(site) => page(app, site, req).await,
         None => api(app, function, req).await,
     };
@@ -112,6 +115,14 @@ fn page<'a>(app: &'a App, site: &'static shared::web::Site, req: http::Request<l
     })
 }
 
+#[inline(never)]
+fn agent<'a>(app: &'a App, upstream: Arc<mcp::Upstream>, req: http::Request<lambda_http::Body>) -> Served<'a> {
+    Box::pin(async move {
+        let (resp, calls) = shared::metrics::as_function("mcp", shared::metrics::count_ddb_calls(mcp::serve(app, upstream, req))).await;
+        (resp, shared::http::Stats { ddb_calls: calls, status: 0 })
+    })
+}
+
 /// Serve on 127.0.0.1:`port` (0 = any free port) until the task is dropped or aborted.
 pub async fn start(app: Arc<App>, port: u16) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
     serve(bind(port).await?, app)
@@ -128,16 +139,20 @@ pub fn serve(listener: TcpListener, app: Arc<App>) -> Result<(SocketAddr, tokio:
     // As every API function's main does (shared::lambda::run_area).
     shared::approvals::install(&domain::approvals::DESK);
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // The MCP server's tool calls come back to this gateway, as in AWS they go back through
+    // the API's own domain.
+    let policy = shared::outbound::UrlPolicy { loopback_only: true, allow_loopback: true, ..Default::default() };
+    let mcp = Arc::new(mcp::Upstream { origin: format!("http://{addr}"), client: mcp::Upstream::client(policy) });
     let task = tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { continue };
             // A response goes out as soon as it is written, not after the client's delayed ACK.
             let _ = stream.set_nodelay(true);
-            let app = app.clone();
+            let (app, mcp) = (app.clone(), mcp.clone());
             tokio::spawn(async move {
                 let svc = service_fn(move |req| {
-                    let app = app.clone();
-                    async move { Ok::<_, Infallible>(handle(&app, req).await) }
+                    let (app, mcp) = (app.clone(), mcp.clone());
+                    async move { Ok::<_, Infallible>(handle(&app, &mcp, req).await) }
                 });
                 let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
             });

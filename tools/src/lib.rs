@@ -5,6 +5,7 @@ pub mod admin;
 pub mod gateway;
 pub mod iam;
 pub mod localstack;
+pub mod mcp_tools;
 pub mod oidc;
 pub mod pds;
 pub mod runtime_api;
@@ -669,6 +670,12 @@ pub fn data_model_doc(current: &str) -> String {
 pub fn rust_client_source() -> String {
     let doc: serde_json::Value = serde_json::from_str(&openapi_json()).expect("the contract is JSON");
     rust_client::generate(&doc)
+}
+
+/// `functions/mcp/src/tools.json`: the MCP server's tools, from the finished contract.
+pub fn mcp_tools_json() -> String {
+    let doc: serde_json::Value = serde_json::from_str(&openapi_json()).expect("the contract is JSON");
+    mcp_tools::generate(&doc)
 }
 
 pub fn openapi_yaml() -> String {

@@ -12,6 +12,8 @@ fn committed_openapi_matches_the_code() {
     assert!(yaml == tools::openapi_yaml(), "openapi/openapi.yaml is stale: run `make openapi`");
     let capabilities = std::fs::read_to_string(root.join("domain/src/capabilities.json")).unwrap_or_default();
     assert!(capabilities == tools::capabilities_json(), "domain/src/capabilities.json is stale: run `make openapi`");
+    let tools = std::fs::read_to_string(root.join("functions/mcp/src/tools.json")).unwrap_or_default();
+    assert!(tools == tools::mcp_tools_json(), "functions/mcp/src/tools.json is stale: run `make openapi`");
     let scoring = std::fs::read_to_string(root.join("docs/scan-scoring.md")).unwrap_or_default();
     assert!(scoring == domain::scans::rules::scoring_doc(), "docs/scan-scoring.md is stale: run `make openapi`");
 }

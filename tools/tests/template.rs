@@ -32,6 +32,14 @@ fn every_area_function_gets_exactly_its_root_nouns() {
     assert!(events.get_mut("portal").is_some_and(|e| e.remove(&("ANY".into(), "/p/{proxy+}".into()))), "the portal's pages");
     // The capabilities function serves the approval pages (and the sign-in's one callback).
     assert!(events.get_mut("capabilities").is_some_and(|e| e.remove(&("ANY".into(), "/approvals/{proxy+}".into()))), "the approval pages");
+    // The MCP server: `/mcp` and its protected-resource metadata (RFC 9728), both forms.
+    let mcp = events.remove("mcp").unwrap_or_default();
+    let expected_mcp: BTreeSet<(String, String)> =
+        [("ANY", "/mcp"), ("GET", "/.well-known/oauth-protected-resource"), ("GET", "/.well-known/oauth-protected-resource/{proxy+}")]
+            .into_iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+    assert_eq!(mcp, expected_mcp, "the MCP function's routes");
     for (binary, routes) in tools::gateway::areas() {
         let roots: BTreeSet<&str> = routes.iter().filter_map(|r| r.path.split('/').nth(1)).collect();
         let expected: BTreeSet<(String, String)> = roots

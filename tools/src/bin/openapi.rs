@@ -1,7 +1,8 @@
 //! Writes the files generated from the code: openapi/openapi.{json,yaml}, the key table of
 //! docs/data-model.md (from `domain::keys`) and the capability list the capabilities function
 //! serves (domain/src/capabilities.json, from the effects the routes declare), the Rust client's
-//! types and operations (clients/rust/src/generated.rs); `--check` fails
+//! types and operations (clients/rust/src/generated.rs) and the MCP server's tools
+//! (functions/mcp/src/tools.json); `--check` fails
 //! when the committed files differ.
 
 fn main() {
@@ -15,6 +16,7 @@ fn main() {
         (root.join("domain/src/capabilities.json"), tools::capabilities_json()),
         (root.join("docs/scan-scoring.md"), domain::scans::rules::scoring_doc()),
         (root.join("clients/rust/src/generated.rs"), tools::rust_client_source()),
+        (root.join("functions/mcp/src/tools.json"), tools::mcp_tools_json()),
     ];
     let check = std::env::args().any(|a| a == "--check");
     let mut drift = false;
