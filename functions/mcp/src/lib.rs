@@ -93,6 +93,12 @@ pub async fn serve(app: &App, upstream: Arc<Upstream>, req: http::Request<Body>)
         let e = ApiError::new(shared::error::ErrorCode::NotFound, format!("no route for {path}"));
         return shared::http::error_response(&e, &request_id, &[]);
     }
+    // A request whose Host or Origin is not the API's own is a page in someone's browser using
+    // a name that rebinds (the spec's DNS-rebinding rule), or a cross-site call: refused first.
+    if let Some(which) = foreign_host_or_origin(req.headers(), &upstream.origin) {
+        let e = ApiError::forbidden(format!("the {which} header is not this API's"));
+        return shared::http::error_response(&e, &request_id, &[]);
+    }
     // Every MCP request, `initialize` and `tools/list` included, needs a valid credential: the
     // 401 names the metadata, so an OAuth-capable client signs in by itself.
     if let Err(e) = shared::auth::authenticate(&app.db, &app.keys, app.jwt.as_ref(), req.headers(), true).await {
@@ -136,6 +142,20 @@ pub async fn serve(app: &App, upstream: Arc<Upstream>, req: http::Request<Body>)
     let mut resp = http::Response::from_parts(parts, body);
     resp.headers_mut().insert("request-id", http::HeaderValue::from_str(&request_id).expect("ids are ASCII"));
     resp
+}
+
+/// `Host` must be the API's (API Gateway routes by it, so in AWS it always is); `Origin`, when
+/// a browser sends one, must be the API's origin.
+fn foreign_host_or_origin(headers: &http::HeaderMap, origin: &str) -> Option<&'static str> {
+    let authority = origin.split_once("://").map_or(origin, |(_, a)| a);
+    let header = |n: http::header::HeaderName| headers.get(n).map(|v| v.to_str().unwrap_or_default().to_ascii_lowercase());
+    if header(http::header::HOST).is_some_and(|h| h != authority.to_ascii_lowercase()) {
+        return Some("Host");
+    }
+    if header(http::header::ORIGIN).is_some_and(|o| o != origin.to_ascii_lowercase()) {
+        return Some("Origin");
+    }
+    None
 }
 
 /// RFC 9728: this resource, the issuer whose tokens it takes, and how to send them.
