@@ -307,7 +307,7 @@ impl Idempotency {
                 Some(q) => format!("{relative_path}?{q}"),
                 None => relative_path.to_string(),
             };
-            idempotency::fingerprint(parts.method.as_str(), &path_q, body)
+            idempotency::fingerprint(&principal.subject, parts.method.as_str(), &path_q, body)
         };
         let mut confirmation = None;
         let begun = if let Some((capability, proof)) = confirm {

@@ -205,9 +205,13 @@ pub fn validate_key(key: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Identifies "the same request": method, route-relative path with query, and body bytes.
-pub fn fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> String {
+/// Identifies "the same request": who sent it (the credential's subject: another key of the
+/// workspace reusing a key it read in an approval request is refused, never replayed the
+/// first caller's answer), method, route-relative path with query, and body bytes.
+pub fn fingerprint(caller: &str, method: &str, path_and_query: &str, body: &[u8]) -> String {
     let mut h = Sha256::new();
+    h.update(caller.as_bytes());
+    h.update(b"\n");
     h.update(method.as_bytes());
     h.update(b"\n");
     h.update(path_and_query.as_bytes());
@@ -527,10 +531,11 @@ mod tests {
 
     #[test]
     fn fingerprint_separates_method_path_and_body() {
-        let a = fingerprint("POST", "/posts", b"{}");
-        assert_eq!(a, fingerprint("POST", "/posts", b"{}"));
-        assert_ne!(a, fingerprint("PATCH", "/posts", b"{}"));
-        assert_ne!(a, fingerprint("POST", "/posts?x=1", b"{}"));
-        assert_ne!(a, fingerprint("POST", "/posts", b"{ }"));
+        let a = fingerprint("key:a", "POST", "/posts", b"{}");
+        assert_eq!(a, fingerprint("key:a", "POST", "/posts", b"{}"));
+        assert_ne!(a, fingerprint("key:b", "POST", "/posts", b"{}"));
+        assert_ne!(a, fingerprint("key:a", "PATCH", "/posts", b"{}"));
+        assert_ne!(a, fingerprint("key:a", "POST", "/posts?x=1", b"{}"));
+        assert_ne!(a, fingerprint("key:a", "POST", "/posts", b"{ }"));
     }
 }

@@ -52,6 +52,7 @@ async fn a_credential_is_asked_for_the_oauth_way() {
             "{challenge}"
         );
         assert_eq!(challenge.contains("invalid_token"), auth.is_some(), "{challenge}");
+        assert!(challenge.contains("scope=\"read write admin\""), "an agent never asks for confirm: {challenge}");
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["error"]["code"], "UNAUTHORIZED", "the API's error envelope: {body}");
     }
@@ -59,8 +60,31 @@ async fn a_credential_is_asked_for_the_oauth_way() {
         let doc: Value = http.get(format!("{origin}{path}")).send().await.unwrap().json().await.unwrap();
         assert_eq!(doc["resource"], format!("{origin}/mcp"), "{doc}");
         assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
+        assert_eq!(doc["scopes_supported"], json!(["read", "write", "admin"]));
         assert!(doc["authorization_servers"].is_array());
     }
+    // A person's token that may approve is not an agent's.
+    let (ws, key) = h.workspace("MCP person").await;
+    let subject = format!("person-{}", shared::ids::new_id("u"));
+    domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, "admin").await.unwrap();
+    for (scopes, status) in [("read write admin confirm", 403), ("read write", 200)] {
+        let token = tools::admin::mint_token(&subject, scopes, 600).unwrap();
+        let r = http
+            .post(format!("{origin}/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {token}"))
+            .header("x-workspace-id", &ws)
+            .json(&init)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "{scopes}");
+    }
+    // The transport's own refusals are in the envelope too.
+    let r = http.get(format!("{origin}/mcp")).header("authorization", format!("Bearer {key}")).send().await.unwrap();
+    assert!(r.status().is_client_error(), "{}", r.status());
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"]["code"].is_string(), "{body}");
 }
 
 #[tokio::test]
@@ -85,10 +109,13 @@ async fn an_agent_lists_the_contract_as_tools_and_works_with_contacts() {
         .as_object()
         .unwrap()
         .values()
-        .flat_map(|item| item.as_object().unwrap().values().filter_map(|op| op["operationId"].as_str()))
+        .flat_map(|item| item.as_object().unwrap().values())
+        .filter(|op| op["x-access"]["scope"] != "confirm")
+        .filter_map(|op| op["operationId"].as_str())
         .collect();
     operations.insert("await_approval");
-    assert_eq!(names, operations, "one tool per operation, and await_approval");
+    assert_eq!(names, operations, "one tool per operation but a person's approving, and await_approval");
+    assert!(!names.contains("approve_request") && !names.contains("create_confirmation"), "no tool approves");
     let tool = |n: &str| tools.iter().find(|t| t["name"] == n).unwrap().clone();
     assert_eq!(tool("list_contacts")["annotations"]["readOnlyHint"], true);
     let send = tool("send_email");
@@ -136,6 +163,15 @@ async fn an_agent_lists_the_contract_as_tools_and_works_with_contacts() {
     assert_eq!(missing["structuredContent"]["error"]["code"], "NOT_FOUND", "{missing}");
     let unknown = call(&mcp, &key, "list_contacts", json!({"nope": 1})).await;
     assert_eq!(unknown["structuredContent"]["error"]["code"], "VALIDATION_ERROR", "{unknown}");
+    let no_body = call(&mcp, &key, "list_contacts", json!({"body": {}})).await;
+    assert_eq!(no_body["structuredContent"]["error"]["code"], "VALIDATION_ERROR", "a read takes no body: {no_body}");
+    // A path parameter cannot climb to another route (`/contacts/..` would be `GET /`).
+    for climb in ["..", "."] {
+        let r = call(&mcp, &key, "get_contact", json!({"id": climb})).await;
+        assert_eq!(r["structuredContent"]["error"]["code"], "VALIDATION_ERROR", "{r}");
+    }
+    let escaped = call(&mcp, &key, "get_contact", json!({"id": "../workspaces/current"})).await;
+    assert_eq!(escaped["structuredContent"]["error"]["code"], "NOT_FOUND", "escaped, one segment: {escaped}");
 
     // The contract and the docs an agent reads, as resources.
     let res = agent(&mcp, &key, &["resources"]).await;

@@ -18,6 +18,12 @@ pub fn generate(doc: &Value) -> String {
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for method in METHODS {
             let Some(op) = item.get(method) else { continue };
+            // Approving is a person's, on the hosted page: an agent holding a token with the
+            // `confirm` scope must not find a tool that approves (its own requests or another
+            // agent's) or mints a confirmation.
+            if op["x-access"]["scope"] == "confirm" {
+                continue;
+            }
             tools.push(tool(path, method, op, &schemas));
         }
     }
@@ -115,6 +121,7 @@ fn tool(path: &str, method: &str, op: &Value, schemas: &Map<String, Value>) -> V
         "path": path,
         "path_params": path_params,
         "query_params": query_params,
+        "body": has_body,
         "capabilities": capabilities,
     })
 }
@@ -189,7 +196,10 @@ mod tests {
             "components": {"schemas": {"Patch": {"type": "object", "properties": {"kind": {"$ref": "#/components/schemas/Kind"}}},
                                        "Kind": {"type": "string", "enum": ["a"]}, "Unused": {"type": "string"}}}
         });
-        let tools: Value = serde_json::from_str(&generate(&doc)).unwrap();
+        let mut with_confirm = doc.clone();
+        with_confirm["paths"]["/approve"] = json!({"post": {"operationId": "approve", "x-access": {"scope": "confirm"}}});
+        let tools: Value = serde_json::from_str(&generate(&with_confirm)).unwrap();
+        assert_eq!(tools.as_array().unwrap().len(), 1, "no tool approves: {tools}");
         let t = &tools[0];
         assert_eq!(t["name"], "update_thing");
         assert_eq!(t["title"], "Update a thing");

@@ -77,7 +77,9 @@ async fn approval(caller: &Caller, id: &str, meta: &Value) -> Value {
         "id": id, "state": meta["approval_state"], "capability": meta["capability"],
         "approval_url": meta.get("approval_url"),
     });
-    if let Ok(a) = send(caller, "GET", &format!("/approval-requests/{id}"), None, None).await
+    let time_left = caller.deadline.saturating_duration_since(tokio::time::Instant::now()) > std::time::Duration::from_secs(3);
+    if time_left
+        && let Ok(a) = send(caller, "GET", &format!("/approval-requests/{id}"), None, None).await
         && a.status == 200
     {
         let d = &a.body["data"];
@@ -106,7 +108,10 @@ pub async fn await_approval(caller: &Caller, args: JsonObject) -> Result<CallToo
         return Ok(invalid("approval_request_id must be an apr_ id"));
     }
     let wait = args.get("wait_seconds").and_then(Value::as_u64).unwrap_or(20).min(20);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(wait);
+    // Within the request's own budget, with room for the last look.
+    let deadline =
+        (tokio::time::Instant::now() + std::time::Duration::from_secs(wait)).min(caller.deadline - std::time::Duration::from_secs(2));
+    let mut pause = std::time::Duration::from_millis(500);
     loop {
         let a = match send(caller, "GET", &format!("/approval-requests/{id}"), None, None).await {
             Ok(a) => a,
@@ -128,7 +133,10 @@ pub async fn await_approval(caller: &Caller, args: JsonObject) -> Result<CallToo
                              "decided_by": d.get("decided_by"), "changed": d.get("changed"), "next": next});
             return Ok(result(false, out, json!({})));
         }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        // Half a second, then one, then two: a person takes seconds, and each look is a read
+        // against the caller's rate limit.
+        tokio::time::sleep(pause.min(deadline.saturating_duration_since(tokio::time::Instant::now()))).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(2));
     }
 }
 
@@ -141,7 +149,8 @@ impl Request {
     /// The path with its parameters, the query, and the body, from the tool's arguments.
     fn build(op: &Operation, args: &JsonObject, write: bool) -> Result<Self, String> {
         for k in args.keys() {
-            let known = op.path_params.contains(k) || op.query_params.contains(k) || k == "body" || (write && k == "idempotency_key");
+            let known =
+                op.path_params.contains(k) || op.query_params.contains(k) || (op.body && k == "body") || (write && k == "idempotency_key");
             if !known {
                 return Err(format!("unknown argument `{k}`"));
             }
@@ -152,8 +161,10 @@ impl Request {
             match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
                 Some(name) => {
                     let v = scalar(args.get(name)).ok_or_else(|| format!("`{name}` is required"))?;
-                    if v.is_empty() {
-                        return Err(format!("`{name}` must not be empty"));
+                    // `.` and `..` are dot-segments to every URL parser (escaped too): the path would
+                    // climb to another route than the tool's.
+                    if v.is_empty() || v == "." || v == ".." {
+                        return Err(format!("`{name}` must be a name or id, not `{v}`"));
                     }
                     path.extend(utf8_percent_encode(&v, ENCODE));
                 }
@@ -217,10 +228,14 @@ fn canonical(v: &Value) -> String {
 }
 
 async fn send(caller: &Caller, method: &str, path_and_query: &str, body: Option<&Vec<u8>>, key: Option<&str>) -> Result<Answer, String> {
+    let left = caller.deadline.saturating_duration_since(tokio::time::Instant::now());
+    if left < std::time::Duration::from_millis(500) {
+        return Err("this request's time ran out before the API was asked".into());
+    }
     let url = format!("{}/api/v1{path_and_query}", caller.upstream.origin);
     let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
     let mut req = caller.upstream.client.request(method, &url).map_err(|e| format!("the API's address: {e}"))?;
-    req = req.header(http::header::AUTHORIZATION, caller.authorization.clone());
+    req = req.timeout(left).header(http::header::AUTHORIZATION, caller.authorization.clone());
     if let Some(w) = &caller.workspace {
         req = req.header("x-workspace-id", w.clone());
     }

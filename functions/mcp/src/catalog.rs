@@ -19,6 +19,8 @@ pub struct Operation {
     pub path: String,
     pub path_params: Vec<String>,
     pub query_params: Vec<String>,
+    /// The operation takes a JSON body.
+    pub body: bool,
     #[serde(default)]
     pub capabilities: Vec<String>,
 }

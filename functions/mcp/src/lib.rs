@@ -31,8 +31,10 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// Tool calls wait at most this long for the API (under API Gateway's 30 s).
-    pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(25);
+    /// One MCP request's time for all its calls to the API (under the function's 29 s and API
+    /// Gateway's 30 s).
+    pub const BUDGET: std::time::Duration = std::time::Duration::from_secs(24);
+    const TIMEOUT: std::time::Duration = Self::BUDGET;
 
     pub fn client(policy: shared::outbound::UrlPolicy) -> Arc<shared::outbound::Client> {
         Arc::new(
@@ -46,6 +48,9 @@ impl Upstream {
 #[derive(Clone)]
 pub(crate) struct Caller {
     upstream: Arc<Upstream>,
+    /// When this invocation must have answered: every call to the API gets what is left, so
+    /// the function answers (in the envelope) before Lambda's timeout and API Gateway's 30 s.
+    deadline: tokio::time::Instant,
     /// The credential, forwarded as it came: the API authenticates it again per call.
     authorization: http::HeaderValue,
     workspace: Option<http::HeaderValue>,
@@ -79,6 +84,9 @@ fn initialize_declares_url_elicitation(body: &Body) -> Option<bool> {
     (msg["method"] == "initialize").then(|| msg.pointer("/params/capabilities/elicitation/url").is_some())
 }
 
+/// What an agent's token asks for: never `confirm` (approving is a person's).
+const AGENT_SCOPES: &str = "read write admin";
+
 const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 pub const MCP_PATH: &str = "/mcp";
 
@@ -101,19 +109,30 @@ pub async fn serve(app: &App, upstream: Arc<Upstream>, req: http::Request<Body>)
     }
     // Every MCP request, `initialize` and `tools/list` included, needs a valid credential: the
     // 401 names the metadata, so an OAuth-capable client signs in by itself.
-    if let Err(e) = shared::auth::authenticate(&app.db, &app.keys, app.jwt.as_ref(), req.headers(), true).await {
-        let mut e = e;
-        if e.status() == http::StatusCode::UNAUTHORIZED {
-            let given = req.headers().contains_key(http::header::AUTHORIZATION);
-            let error = if given { ", error=\"invalid_token\"" } else { "" };
-            e.headers
-                .push(("www-authenticate", format!("Bearer resource_metadata=\"{}{METADATA_PATH}{MCP_PATH}\"{error}", upstream.origin)));
+    let principal = match shared::auth::authenticate(&app.db, &app.keys, app.jwt.as_ref(), req.headers(), true).await {
+        Ok(p) => p,
+        Err(mut e) => {
+            if e.status() == http::StatusCode::UNAUTHORIZED {
+                let given = req.headers().contains_key(http::header::AUTHORIZATION);
+                let error = if given { ", error=\"invalid_token\"" } else { "" };
+                e.headers.push((
+                    "www-authenticate",
+                    format!("Bearer resource_metadata=\"{}{METADATA_PATH}{MCP_PATH}\", scope=\"{AGENT_SCOPES}\"{error}", upstream.origin),
+                ));
+            }
+            return shared::http::error_response(&e, &request_id, &[]);
         }
+    };
+    // Approving is a person's act, on the hosted page; a token that may approve is not handed
+    // to an agent (no tool approves either).
+    if principal.scopes.contains(&shared::auth::Scope::Confirm) {
+        let e = ApiError::forbidden("a token with the confirm scope approves for a person; an agent's token asks for read, write or admin");
         return shared::http::error_response(&e, &request_id, &[]);
     }
     let headers = req.headers();
     let caller = Caller {
         upstream,
+        deadline: tokio::time::Instant::now() + Upstream::BUDGET,
         authorization: headers.get(http::header::AUTHORIZATION).cloned().expect("authenticated"),
         workspace: headers.get("x-workspace-id").cloned(),
         url_elicitation: session_url_elicitation(headers),
@@ -125,6 +144,26 @@ pub async fn serve(app: &App, upstream: Arc<Upstream>, req: http::Request<Body>)
     parts.extensions.insert(caller);
     let resp = server::service().handle(http::Request::from_parts(parts, body)).await;
     let (mut parts, body) = resp.into_parts();
+    let json = parts.headers.get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !parts.status.is_success() && !json {
+        // The transport's own refusals (a GET or DELETE, a missing Accept, a wrong media type,
+        // an oversized body) come as plain text: answer them in the envelope, as the API does.
+        let code = match parts.status.as_u16() {
+            405 => shared::error::ErrorCode::MethodNotAllowed,
+            413 => shared::error::ErrorCode::PayloadTooLarge,
+            415 => shared::error::ErrorCode::UnsupportedMediaType,
+            s if s >= 500 => shared::error::ErrorCode::Internal,
+            _ => shared::error::ErrorCode::ValidationError,
+        };
+        let text = http_body_util::BodyExt::collect(body).await.map(|c| c.to_bytes()).unwrap_or_default();
+        let e = ApiError::new(code, String::from_utf8_lossy(&text).trim().to_string());
+        let mut resp = shared::http::error_response(&e, &request_id, &[]);
+        *resp.status_mut() = parts.status;
+        if let Some(allow) = parts.headers.get(http::header::ALLOW) {
+            resp.headers_mut().insert(http::header::ALLOW, allow.clone());
+        }
+        return resp;
+    }
     if let Some(url_elicitation) = initialize
         && parts.status.is_success()
     {
@@ -165,7 +204,7 @@ fn metadata(app: &App, origin: &str, request_id: &str) -> shared::http::Response
         "resource": format!("{origin}{MCP_PATH}"),
         "authorization_servers": servers,
         "bearer_methods_supported": ["header"],
-        "scopes_supported": ["read", "write", "admin", "confirm"],
+        "scopes_supported": AGENT_SCOPES.split(' ').collect::<Vec<_>>(),
         "resource_name": "Workspace platform",
     });
     http::Response::builder()

@@ -150,6 +150,16 @@ async fn main() {
         return bench_serving(stack, out, "target/bench-serving.md").await;
     }
 
+    // `BENCH_ONLY=cold`: only the binaries and cold starts (of `BENCH_FUNCTIONS=a,b` when set),
+    // into target/bench-cold.md.
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("cold") {
+        let stack = DevStack::start(&repo_root().join("target/bench-logs"), 0).await.expect("local stack");
+        bench_cold_starts(&stack, &mut out).await;
+        stack.stop().await;
+        std::fs::write(repo_root().join("target/bench-cold.md"), out).unwrap();
+        return;
+    }
+
     // `BENCH_ONLY=portal`: only the portal's pages against their API routes, into
     // target/bench-portal.md.
     if std::env::var("BENCH_ONLY").as_deref() == Ok("portal") {
@@ -1076,8 +1086,15 @@ fn mb(bytes: usize) -> String {
 }
 
 /// The event a function's cold start answers: an area's first parameterless GET (the posts
-/// area reads one post by id), an empty SQS batch for the workers.
+/// area reads one post by id), the MCP server's `initialize`, an empty SQS batch for the workers.
 fn cold_start_event(function: &str, key: &str, post_id: &str) -> serde_json::Value {
+    if function == "mcp" {
+        let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+            "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}});
+        let mut event = tools::runtime_api::http_event("POST", "/mcp", key, Some(&init));
+        event["headers"]["accept"] = "application/json, text/event-stream".into();
+        return event;
+    }
     if function == "posts" {
         return tools::runtime_api::http_event("GET", &format!("/api/v1/posts/{post_id}"), key, None);
     }
@@ -1096,7 +1113,8 @@ fn cold_start_event(function: &str, key: &str, post_id: &str) -> serde_json::Val
 async fn bench_cold_starts(stack: &DevStack, out: &mut String) {
     let release = repo_root().join("target/release");
     let hello = release.join("hello-lambda");
-    let functions = tools::functions();
+    let only = std::env::var("BENCH_FUNCTIONS").unwrap_or_default();
+    let functions: Vec<String> = tools::functions().into_iter().filter(|f| only.is_empty() || only.split(',').any(|o| o == f)).collect();
     writeln!(out, "\n## Binaries and cold starts (release profile: opt-level z, fat LTO, one codegen unit, stripped)\n").unwrap();
     if !hello.exists() || functions.iter().any(|f| !release.join(f).exists()) {
         writeln!(out, "Not measured: `make bench` builds `target/release/<function>` first.").unwrap();
@@ -1112,8 +1130,8 @@ async fn bench_cold_starts(stack: &DevStack, out: &mut String) {
     let bundle = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"].into_iter().find(|p| Path::new(p).exists());
     let mut env_bundle = env.clone();
     env_bundle.extend(bundle.map(|b| ("SSL_CERT_FILE", b.to_string())));
-    let names: Vec<&str> =
-        std::iter::once("hello-lambda").chain(functions.iter().map(String::as_str)).chain(["posts (SSL_CERT_FILE)"]).collect();
+    let with_bundle = functions.iter().any(|f| f == "posts").then_some("posts (SSL_CERT_FILE)");
+    let names: Vec<&str> = std::iter::once("hello-lambda").chain(functions.iter().map(String::as_str)).chain(with_bundle).collect();
     let mut runs: std::collections::BTreeMap<&str, Vec<tools::runtime_api::ColdStart>> = Default::default();
     const ROUNDS: usize = 21;
     for round in 0..ROUNDS {
