@@ -448,6 +448,12 @@ async fn idempotent_replay_reuse_and_in_flight() {
     assert_eq!(again.bytes, first.bytes, "byte-identical replay");
     let reused = send("k-1", &json!({"content": "different"})).await;
     assert_eq!((reused.status, reused.code()), (422, "IDEMPOTENCY_KEY_REUSED"));
+    // Another key of the workspace with the same key and request: refused, never given the
+    // first caller's answer (keys are visible in approval requests).
+    let r = c.post("/workspaces/current/api-keys", &json!({"name": "other"})).await;
+    let other = Client::new(&harness().base, r.json["data"]["secret"].as_str().unwrap());
+    let theirs = other.send(other.request("POST", "/posts").header("idempotency-key", "k-1").json(&body)).await;
+    assert_eq!((theirs.status, theirs.code()), (422, "IDEMPOTENCY_KEY_REUSED"), "{}", theirs.json);
     let other_path = c
         .send(
             c.request("PATCH", &format!("/posts/{}", first.json["data"]["id"].as_str().unwrap()))
