@@ -108,7 +108,7 @@ fn tool(path: &str, method: &str, op: &Value, schemas: &Map<String, Value>) -> V
     let idempotent = matches!(method, "get" | "put" | "delete");
     json!({
         "name": name,
-        "title": title(op["summary"].as_str().unwrap_or(name)),
+        "title": title(op["summary"].as_str().unwrap_or(name), name),
         "description": description,
         "inputSchema": input,
         "annotations": {
@@ -126,11 +126,19 @@ fn tool(path: &str, method: &str, op: &Value, schemas: &Map<String, Value>) -> V
     })
 }
 
-/// The summary's first sentence, as a short human title.
-fn title(summary: &str) -> String {
-    let first = summary.split(['\n']).next().unwrap_or(summary);
-    let end = first.find(". ").map_or(first.len(), |i| i);
-    first[..end].trim_end_matches('.').trim().to_string()
+/// The summary's first clause (up to a full stop, a semicolon, a colon or a parenthesis), as a
+/// short human title.
+/// A summary that is not a sentence (`pending -> confirmed`) gives way to the operation's name.
+fn title(summary: &str, operation: &str) -> String {
+    let joined = summary.split_whitespace().collect::<Vec<_>>().join(" ");
+    let end = [". ", "; ", ": ", " ("].iter().filter_map(|p| joined.find(p)).min().unwrap_or(joined.len());
+    let clause = joined[..end].trim_end_matches('.').trim();
+    if clause.starts_with(|c: char| c.is_uppercase()) {
+        return clause.to_string();
+    }
+    let words = operation.replace('_', " ");
+    let mut chars = words.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
 /// Every component schema `value` reaches, transitively.
@@ -203,6 +211,8 @@ mod tests {
         let t = &tools[0];
         assert_eq!(t["name"], "update_thing");
         assert_eq!(t["title"], "Update a thing");
+        assert_eq!(title("Add a reply (sent through SES;\nthreaded) or a note.", "add_message"), "Add a reply");
+        assert_eq!(title("pending -> confirmed", "confirm_booking"), "Confirm booking");
         assert_eq!(t["inputSchema"]["required"], json!(["id", "body"]));
         assert!(t["inputSchema"]["properties"].get("X-Capability-Confirmation").is_none(), "headers are not the agent's");
         assert!(t["inputSchema"]["properties"]["idempotency_key"].is_object());

@@ -96,7 +96,7 @@ async fn run() {
         eprintln!("dev: cannot write {}: {e}", env_file.display());
     }
     eprintln!(
-        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com), publisher; outbox sweep, email and publish ticks every 10 s\n  Bluesky PDS {pds} (account platformdemo.test, connected as the demo workspace's channel)\n  the demo workspace's customer portal pages at {portal}\n  {approvals}\n  environment in {env}\n  MCP server for agents at {mcp} (docs/agents.md)\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n  npx @modelcontextprotocol/inspector-cli --cli --transport http --server-url {mcp} --header 'Authorization: Bearer {key}' --method tools/list\n\nCtrl-C stops everything.",
+        "\nAPI ready at {base}\n  DynamoDB Local {ddb}\n  moto (SQS, Secrets Manager, SES) {moto}\n  workers: webhook dispatcher, contact import, email sender (SES identity example.com), publisher; outbox sweep, email and publish ticks every 10 s\n  Bluesky PDS {pds} (account platformdemo.test, connected as the demo workspace's channel)\n  the demo workspace's customer portal pages at {portal}\n  {approvals}\n  environment in {env}\n  MCP server for agents at {mcp} (docs/agents.md)\n\nTry:\n  curl -s {base}/workspaces/current -H 'Authorization: Bearer {key}'\n  npx @modelcontextprotocol/inspector@2.12.0 --cli {mcp} --transport http --method tools/list --header 'Authorization: Bearer {key}'\n\nCtrl-C stops everything.",
         mcp = format!("{}{}", stack.base_url.trim_end_matches(tools::gateway::BASE_PATH), mcp::MCP_PATH),
         base = stack.base_url,
         ddb = stack.emulators.dynamodb_endpoint,
