@@ -628,26 +628,31 @@ async fn jobs_accepted_while_their_queue_is_down_run_once_it_is_back() {
     let h = harness();
     let sites = tools::sites::Sites::start().await.expect("fixture sites");
     let (ws, key) = h.workspace("jobs without a queue").await;
-    let c = Client::new(&h.generous_gateway().await, &key);
+    let generous = h.generous_gateway().await;
+    let c = Client::new(&generous, &key);
     let down = Client::new(&h.base_noqueue, &key);
+    // The export in a workspace of its own: the erasure withdraws any export of its workspace
+    // still running when it completes, and the sweep hands the two over in either order.
+    let (ws_export, key_export) = h.workspace("jobs without a queue: the export").await;
+    let (c_export, down_export) = (Client::new(&generous, &key_export), Client::new(&h.base_noqueue, &key_export));
     let subject = format!("{}@example.org", marker("erased"));
     e2e::created(&c, "/contacts", serde_json::json!({"email": subject}), 201).await;
     let rows: Vec<Value> = (0..20).map(|i| serde_json::json!({"email": format!("queued-{i}@example.org")})).collect();
     let jobs = [
-        ("/gdpr/exports", serde_json::json!({"scope": "workspace"})),
-        ("/gdpr/erasures", serde_json::json!({"subject": {"email": subject}, "reason": "Art. 17"})),
-        ("/scans", serde_json::json!({"url": sites.url("well-configured"), "force": true})),
-        ("/contacts/imports", serde_json::json!({"rows": rows})),
+        (&down_export, &c_export, "/gdpr/exports", serde_json::json!({"scope": "workspace"})),
+        (&down, &c, "/gdpr/erasures", serde_json::json!({"subject": {"email": subject}, "reason": "Art. 17"})),
+        (&down, &c, "/scans", serde_json::json!({"url": sites.url("well-configured"), "force": true})),
+        (&down, &c, "/contacts/imports", serde_json::json!({"rows": rows})),
     ];
     let mut paths = vec![];
-    for (path, body) in jobs {
-        let job = e2e::created(&down, path, body, 202).await;
-        paths.push(format!("{path}/{}", job["id"].as_str().unwrap()));
+    for (sender, reader, path, body) in jobs {
+        let job = e2e::created(sender, path, body, 202).await;
+        paths.push((reader, format!("{path}/{}", job["id"].as_str().unwrap())));
     }
     let deadline = Instant::now() + Duration::from_secs(90);
-    for path in &paths {
+    for (reader, path) in &paths {
         loop {
-            let job = c.get(path).await.json["data"].clone();
+            let job = reader.get(path).await.json["data"].clone();
             if job["status"] == "completed" {
                 break;
             }
@@ -656,13 +661,15 @@ async fn jobs_accepted_while_their_queue_is_down_run_once_it_is_back() {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
+    let paths: Vec<String> = paths.into_iter().map(|(_, p)| p).collect();
     let imported = all(&c, "/contacts").await.iter().filter(|ct| ct["email"].as_str().is_some_and(|e| e.starts_with("queued-"))).count();
     assert_eq!(imported, 20, "every row once");
     // Once: the sweep sent each job one time and deleted what it sent.
     let store = h.app().await;
     let wid = shared::auth::WorkspaceId::trusted(ws.clone());
     let id = |i: usize| paths[i].rsplit('/').next().unwrap().to_string();
-    let export = store.db.get(&shared::store::ws_pk(&wid), &domain::keys::EXPORT_JOB.sk(&[&id(0)])).await.unwrap().unwrap();
+    let export_ws = shared::auth::WorkspaceId::trusted(ws_export.clone());
+    let export = store.db.get(&shared::store::ws_pk(&export_ws), &domain::keys::EXPORT_JOB.sk(&[&id(0)])).await.unwrap().unwrap();
     assert_eq!(shared::store::get_i64(&export, "runs"), Some(1), "the export ran once");
     assert_eq!(c.get(&paths[2]).await.json["data"]["attempts"], 1, "the scan ran once");
     let queues = [WorkQueue::Gdpr, WorkQueue::Gdpr, WorkQueue::Scans, WorkQueue::ContactImports];
