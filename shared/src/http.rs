@@ -31,6 +31,10 @@ pub struct Stats {
 
 pub type Response = http::Response<Body>;
 
+/// Response headers the pipeline sets, as the contract declares them (`components.headers`).
+pub const REQUEST_ID_HEADER: &str = "request-id";
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
 /// Serve one request of an area.
 pub async fn serve(app: &App, routes: &'static [Route], req: http::Request<Body>) -> Response {
     serve_with_stats(app, routes, req).await.0
@@ -53,7 +57,7 @@ pub async fn serve_with_stats(app: &App, routes: &'static [Route], req: http::Re
             // A dependency slower than its own timeouts allow, or many slow calls in a row.
             Err(_) => error_response(&ApiError::unavailable("the request ran past its time budget"), &request_id, &[]),
         };
-        resp.headers_mut().insert("request-id", header_value(&request_id));
+        resp.headers_mut().insert(REQUEST_ID_HEADER, header_value(&request_id));
         let status = resp.status().as_u16();
         let duration_ms = started.elapsed().as_millis() as u64;
         tracing::info!(status, ddb_calls, duration_ms, "request done");
@@ -88,7 +92,7 @@ async fn handle(app: &App, matched: ApiResult<Matched<'static>>, req: http::Requ
         Ok(a) => {
             let mut headers = rate_headers;
             if a.replayed {
-                headers.push(("idempotent-replayed", "true".into()));
+                headers.push((REPLAYED_HEADER, "true".into()));
             }
             json_response(a.status, a.body, &headers)
         }
@@ -141,7 +145,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
     };
     // For the approval request a 428 records.
     let (asker, method, relative_path) = (principal.clone(), parts.method.clone(), m.relative_path.clone());
-    let idempotency_key = parts.headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(String::from);
+    let idempotency_key = parts.headers.get(crate::idempotency::HEADER).and_then(|v| v.to_str().ok()).map(String::from);
     let grant = crate::authority::Grant::new(
         principal.clone(),
         m.route.effects,
@@ -273,7 +277,7 @@ impl Idempotency {
         }
         let restricted = crate::authority::restricted_capabilities(m.route.effects, &principal.requires_confirmation);
         // Credential-less routes share no workspace to keep replays in.
-        let key = header("idempotency-key").filter(|_| parts.method != Method::GET && principal.workspace_id.is_some());
+        let key = header(crate::idempotency::HEADER).filter(|_| parts.method != Method::GET && principal.workspace_id.is_some());
         // A non-ASCII key fails validation.
         if let Some(key) = key {
             idempotency::validate_key(key)?;

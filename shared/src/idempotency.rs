@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-const RETENTION_SECS: i64 = 24 * 3600;
+const RETENTION_SECS: i64 = WINDOW_HOURS as i64 * 3600;
 /// Responses up to this size are kept for replay; DynamoDB items hold at most 400 KB.
 const MAX_STORED_BODY: usize = 300 * 1024;
 
@@ -197,8 +197,17 @@ pub enum Begin<R = Reservation> {
     Replay(StoredResponse),
 }
 
+/// The request header, and what a key may be: what the pipeline checks and what the contract
+/// declares (`components.parameters.IdempotencyKey`, from these).
+pub const HEADER: &str = "Idempotency-Key";
+pub const KEY_MAX_LEN: usize = 255;
+/// Printable ASCII, as a JSON Schema pattern.
+pub const KEY_PATTERN: &str = "^[\\x20-\\x7E]+$";
+/// How long a completed answer is kept and replayed.
+pub const WINDOW_HOURS: u32 = 24;
+
 pub fn validate_key(key: &str) -> Result<(), ApiError> {
-    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+    if key.is_empty() || key.len() > KEY_MAX_LEN || !key.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         return Err(ApiError::new(ErrorCode::ValidationError, "Idempotency-Key must be 1 to 255 printable ASCII characters")
             .with_details(vec![ErrorDetail::field("Idempotency-Key", "must be 1 to 255 printable ASCII characters")]));
     }

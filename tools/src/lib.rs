@@ -425,7 +425,167 @@ fn finish(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         p["additionalProperties"] = serde_json::json!({"$ref": "#/components/schemas/Content"});
     }
     closed_sets(&mut v);
+    declare_headers(&mut v);
+    constants_and_path_ids(&mut v);
+    describe_operations(&mut v);
+    open_enums(&mut v);
     serde_json::from_value(v).expect("the finished document is still an OpenAPI document")
+}
+
+/// The headers every client needs, declared once in components from the pipeline's own
+/// constants and referenced by each operation: `Idempotency-Key` on every write; `Request-Id`
+/// on every success; `Retry-After` on 429 and 503; `Idempotent-Replayed` on a write's success;
+/// the rate-limit headers on every admitted answer.
+fn declare_headers(v: &mut serde_json::Value) {
+    use serde_json::json;
+    use shared::idempotency as idem;
+    v["components"]["parameters"]["IdempotencyKey"] = json!({
+        "name": idem::HEADER, "in": "header", "required": false,
+        "description": format!("Makes the write safe to repeat: the first completed answer is kept {} hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key.", idem::WINDOW_HOURS),
+        "schema": {"type": "string", "minLength": 1, "maxLength": idem::KEY_MAX_LEN, "pattern": idem::KEY_PATTERN},
+    });
+    let headers = &mut v["components"]["headers"];
+    headers["RequestId"] = json!({"description": "This request's id (req_...), on every answer (an error's is also its envelope's request_id): quote it when asking about a request", "schema": {"type": "string"}});
+    headers["RetryAfter"] = json!({"description": "Seconds to wait before trying again", "schema": {"type": "integer", "minimum": 0}});
+    headers["IdempotentReplayed"] = json!({"description": "Present (true) when this answer is the replay of an earlier request with the same Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}});
+    headers["RateLimitPolicy"] = json!({"description": "The rate-limit class and its burst and window (`\"write\";q=30;w=30`), as the IETF RateLimit header fields draft writes it", "schema": {"type": "string"}});
+    headers["RateLimit"] = json!({"description": "Tokens remaining in the class's bucket and seconds until the next one (`\"write\";r=29;t=0`)", "schema": {"type": "string"}});
+    let r = |name: &str| json!({"$ref": format!("#/components/headers/{name}")});
+    for (_, item) in v["paths"].as_object_mut().expect("paths") {
+        for (method, op) in item.as_object_mut().expect("path item") {
+            let Some(op) = op.as_object_mut() else { continue };
+            let write = method != "get";
+            // A route without a credential (`security: [{}]`: the portal's sign-in) keeps no
+            // idempotency record: there is no workspace or session to keep it under.
+            let public = op
+                .get("security")
+                .and_then(|s| s.as_array())
+                .is_some_and(|s| s.iter().all(|r| r.as_object().is_some_and(|o| o.is_empty())));
+            if write && !public {
+                op.entry("parameters")
+                    .or_insert_with(|| json!([]))
+                    .as_array_mut()
+                    .expect("parameters")
+                    .push(json!({"$ref": "#/components/parameters/IdempotencyKey"}));
+            }
+            for (status, response) in op.get_mut("responses").and_then(|r| r.as_object_mut()).into_iter().flatten() {
+                if response.get("$ref").is_some() {
+                    continue;
+                }
+                let h = response.as_object_mut().expect("a response").entry("headers").or_insert_with(|| json!({}));
+                // An error's id is in its envelope (`request_id`); the header is on it too.
+                if status.starts_with('2') {
+                    h["Request-Id"] = r("RequestId");
+                }
+                if status == "429" || status == "503" {
+                    h["Retry-After"] = r("RetryAfter");
+                }
+                if write && !public && status.starts_with('2') {
+                    h["Idempotent-Replayed"] = r("IdempotentReplayed");
+                }
+                // Every admitted request took a token from a bucket (the credential's, or the
+                // caller's address on a public route).
+                if status.starts_with('2') || status == "429" {
+                    h["RateLimit-Policy"] = r("RateLimitPolicy");
+                    h["RateLimit"] = r("RateLimit");
+                }
+            }
+        }
+    }
+}
+
+/// Every operation's description says what it needs, the effect it reaches and the errors it
+/// can answer, from the same route declaration the pipeline enforces (`x-access`) and the
+/// operation's own responses: generated docs and agents (the MCP tools) read one paragraph,
+/// not a summary line.
+fn describe_operations(v: &mut serde_json::Value) {
+    for (_, item) in v["paths"].as_object_mut().expect("paths") {
+        for (_, op) in item.as_object_mut().expect("path item") {
+            let Some(op) = op.as_object_mut() else { continue };
+            let access = op.get("x-access").cloned().unwrap_or_default();
+            let mut text = String::new();
+            match access["scope"].as_str() {
+                Some(scope) => text.push_str(&format!(
+                    "Needs the `{scope}` scope; rate-limit class `{}`.",
+                    access["rate_limit_class"].as_str().unwrap_or("read")
+                )),
+                None => text.push_str("Needs no workspace credential."),
+            }
+            if let Some(caps) = access["capabilities"].as_array().filter(|c| !c.is_empty()) {
+                let names: Vec<&str> = caps.iter().filter_map(|c| c.as_str()).collect();
+                text.push_str(&format!(
+                    " Reaches the effect {}: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed.",
+                    names.join(", ")
+                ));
+            }
+            let mut errors: Vec<String> = op
+                .get("responses")
+                .and_then(|r| r.as_object())
+                .into_iter()
+                .flatten()
+                .filter(|(status, _)| status.starts_with('4') || status.starts_with('5'))
+                .map(|(status, _)| status.clone())
+                .collect();
+            errors.sort();
+            if !errors.is_empty() {
+                text.push_str(&format!(" Can answer {} (each below, in the error envelope).", errors.join(", ")));
+            }
+            let description = match op.get("description").and_then(|d| d.as_str()) {
+                Some(d) if !d.trim().is_empty() => format!("{}\n\n{text}", d.trim_end()),
+                _ => text,
+            };
+            op.insert("description".into(), description.into());
+        }
+    }
+}
+
+/// Enums that may gain values in version 1 (a new status, error code, channel type, event) say
+/// so: `x-extensible-enum: true` and a sentence, so a client keeps a value it does not know
+/// (docs/api.md, "Changes to version 1"). The closed ones are what a request may send and the
+/// server checks against a fixed list: the delimiters, conflict policies and languages.
+fn open_enums(v: &mut serde_json::Value) {
+    const CLOSED: [&str; 4] = ["Delimiter", "OnConflict", "Lang", "Scope"];
+    for (name, schema) in v["components"]["schemas"].as_object_mut().expect("schemas") {
+        if schema.get("enum").is_none() || CLOSED.contains(&name.as_str()) {
+            continue;
+        }
+        schema["x-extensible-enum"] = true.into();
+        let note = "Open: later versions may add values; treat one you do not know as its own case.";
+        schema["description"] = match schema["description"].as_str() {
+            Some(d) => format!("{}\n\n{note}", d.trim_end()),
+            None => note.to_string(),
+        }
+        .into();
+    }
+}
+
+/// `object` is one value per schema (`"Always \`contact\`."`): a constant, so a typed client can
+/// narrow on it; a path's id parameter carries the pattern of its kind (`apr_...`).
+fn constants_and_path_ids(v: &mut serde_json::Value) {
+    for (_, schema) in v["components"]["schemas"].as_object_mut().expect("schemas") {
+        let Some(object) = schema.pointer_mut("/properties/object") else { continue };
+        let constant =
+            object["description"].as_str().and_then(|d| d.strip_prefix("Always `")).and_then(|d| d.split('`').next()).map(str::to_string);
+        // A one-value `enum` (utoipa's model has no `const`): the same to a validator, and
+        // generated clients type it as that literal.
+        if let Some(c) = constant {
+            object["enum"] = serde_json::json!([c]);
+        }
+    }
+    for (_, item) in v["paths"].as_object_mut().expect("paths") {
+        for (_, op) in item.as_object_mut().expect("path item") {
+            for p in op.get_mut("parameters").and_then(|p| p.as_array_mut()).into_iter().flatten() {
+                if p["in"] != "path" || p["schema"].get("pattern").is_some() {
+                    continue;
+                }
+                let prefix =
+                    p["description"].as_str().and_then(|d| d.strip_suffix("_...")).filter(|d| d.chars().all(|c| c.is_ascii_lowercase()));
+                if let Some(prefix) = prefix {
+                    p["schema"]["pattern"] = format!("^{prefix}_[0-7][0-9A-HJKMNP-TV-Z]{{25}}$").into();
+                }
+            }
+        }
+    }
 }
 
 /// The closed sets the code checks against lists rather than Rust enums: a member's role, an

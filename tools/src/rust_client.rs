@@ -236,7 +236,10 @@ impl Gen {
         if let Some(r) = schema.get("$ref").and_then(|r| r.as_str()) {
             return camel(ref_name(r));
         }
-        if schema.get("enum").is_some() && !top {
+        // A one-value enum is a constant (an object's `object`): a `String` reads it, and a
+        // later contract that widens it parses too.
+        let constant = schema.get("enum").and_then(|e| e.as_array()).is_some_and(|e| e.len() == 1);
+        if schema.get("enum").is_some() && !top && !constant {
             self.extra.push((hint.to_string(), schema.clone()));
             return camel(hint);
         }

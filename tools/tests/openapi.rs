@@ -115,3 +115,40 @@ fn every_id_of_ours_has_its_pattern() {
     }
     assert!(missing.is_empty(), "ids without their pattern: {missing:?}");
 }
+
+/// What a generated client needs is in the contract (docs/api.md, "Headers in the contract"):
+/// the Idempotency-Key on every write, as the pipeline checks it; Retry-After on 429 and 503;
+/// the replay marker on a write's success; every operation described; `object` a constant;
+/// path ids with their pattern; open enums marked.
+#[test]
+fn the_contract_states_what_clients_read() {
+    let doc: serde_json::Value = serde_json::from_str(&tools::openapi_json()).unwrap();
+    let key = &doc["components"]["parameters"]["IdempotencyKey"];
+    assert_eq!(key["name"], shared::idempotency::HEADER);
+    assert_eq!(key["schema"]["maxLength"], shared::idempotency::KEY_MAX_LEN);
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let refs: Vec<&str> = op["parameters"].as_array().into_iter().flatten().filter_map(|p| p["$ref"].as_str()).collect();
+            let public = op["security"] == serde_json::json!([{}]);
+            assert_eq!(refs.contains(&"#/components/parameters/IdempotencyKey"), method != "get" && !public, "{method} {path}");
+            assert!(op["description"].as_str().is_some_and(|d| d.contains("scope") || d.contains("credential")), "{method} {path}");
+            for (status, r) in op["responses"].as_object().unwrap() {
+                if status == "429" || status == "503" {
+                    assert!(r["headers"]["Retry-After"].is_object(), "{method} {path} {status}");
+                }
+                if method != "get" && !public && status.starts_with('2') {
+                    assert!(r["headers"]["Idempotent-Replayed"].is_object(), "{method} {path} {status}");
+                }
+            }
+            for p in op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path") {
+                if p["description"].as_str().is_some_and(|d| d.ends_with("_...")) {
+                    assert!(p["schema"]["pattern"].is_string(), "{method} {path}: {}", p["name"]);
+                }
+            }
+        }
+    }
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    assert_eq!(schemas["Contact"]["properties"]["object"]["enum"], serde_json::json!(["contact"]));
+    assert_eq!(schemas["ContactStatus"]["x-extensible-enum"], true);
+    assert!(schemas["Delimiter"].get("x-extensible-enum").is_none(), "a request's closed set stays closed");
+}

@@ -948,6 +948,7 @@ pub struct ApprovalRequest {
     pub state: ApprovalState,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ApprovalState {
     #[serde(rename = "pending")]
@@ -985,6 +986,8 @@ pub struct Attempt {
 }
 
 /// How a machine's message is recognised.
+///
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Automatic {
     #[serde(rename = "auto_reply")]
@@ -1060,6 +1063,7 @@ pub struct Booking {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BookingStatus {
     #[serde(rename = "pending")]
@@ -1091,6 +1095,7 @@ pub struct CancelMine {
     pub reason: Option<String>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CancelledBy {
     #[serde(rename = "staff")]
@@ -1171,6 +1176,7 @@ pub struct CapabilityConfirmationBound {
     pub version: i64,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Category {
     #[serde(rename = "security")]
@@ -1215,6 +1221,7 @@ pub struct Channel {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ChannelState {
     #[serde(rename = "connecting")]
@@ -1230,6 +1237,7 @@ pub enum ChannelState {
     Other,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ChannelType {
     #[serde(rename = "bluesky")]
@@ -1243,6 +1251,7 @@ pub enum ChannelType {
     Other,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ConfirmationStatus {
     #[serde(rename = "issued")]
@@ -1311,6 +1320,7 @@ pub struct ConsentPortalProof {
     pub session_id: String,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ConsentSource {
     #[serde(rename = "api")]
@@ -1381,6 +1391,8 @@ pub struct ContactEmailChange {
 }
 
 /// Named `ContactEmailStatus` in the contract: the email object has its own `EmailStatus`.
+///
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ContactEmailStatus {
     #[serde(rename = "subscribed")]
@@ -1406,6 +1418,7 @@ pub struct ContactInput {
     pub phone: Option<String>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ContactStatus {
     #[serde(rename = "lead")]
@@ -1466,6 +1479,7 @@ pub struct Conversation {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ConversationStatus {
     #[serde(rename = "open")]
@@ -1821,6 +1835,7 @@ pub struct Deal {
     pub value: i64,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DealStatus {
     #[serde(rename = "open")]
@@ -1874,6 +1889,7 @@ pub struct Delivery {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DeliveryStatus {
     #[serde(rename = "pending")]
@@ -1904,6 +1920,7 @@ pub struct DnsRecord {
     pub value: String,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DomainStatus {
     #[serde(rename = "pending")]
@@ -1983,6 +2000,7 @@ pub struct EmailBatch {
     pub validation: Validation,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EmailStatus {
     #[serde(rename = "scheduled")]
@@ -2092,6 +2110,8 @@ pub struct ErrorBody {
 }
 
 /// Why a publish (or a connect) failed, as the API reports it.
+///
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ErrorCategory {
     #[serde(rename = "auth_expired")]
@@ -2112,6 +2132,8 @@ pub enum ErrorCategory {
 }
 
 /// Every error code of the contract. The status is a function of the code, so the two can never disagree.
+///
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ErrorCode {
     #[serde(rename = "UNAUTHORIZED")]
@@ -2165,6 +2187,8 @@ pub struct ErrorEnvelope {
 }
 
 /// An event type, or `<noun>.*` for every type under that noun.
+///
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventTypePattern {
     #[serde(rename = "api_key.*")]
@@ -2458,6 +2482,7 @@ pub struct ExportJob {
     pub subject: Option<SubjectRef>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ExportScope {
     #[serde(rename = "subject")]
@@ -2521,6 +2546,8 @@ pub struct HelpdeskAttachment {
 }
 
 /// Named `HelpdeskDeliveryStatus` in the contract: webhooks have their own `DeliveryStatus`.
+///
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum HelpdeskDeliveryStatus {
     #[serde(rename = "pending")]
@@ -2638,6 +2665,7 @@ pub struct ImportJob {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ImportStatus {
     #[serde(rename = "queued")]
@@ -2666,6 +2694,7 @@ pub struct JobError {
     pub message: String,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum JobStatus {
     #[serde(rename = "pending")]
@@ -2779,6 +2808,7 @@ pub struct Message {
     pub r#type: MessageType,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum MessageType {
     #[serde(rename = "inbound")]
@@ -2878,6 +2908,8 @@ pub struct PortalLink {
 }
 
 /// How a login link reaches the customer, and so what a session proves.
+///
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PortalLinkDelivery {
     #[serde(rename = "email")]
@@ -2927,6 +2959,7 @@ pub struct Post {
     pub variants: Vec<Variant>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PostStatus {
     #[serde(rename = "draft")]
@@ -2953,6 +2986,7 @@ pub struct Price {
     pub currency: String,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Priority {
     #[serde(rename = "low")]
@@ -3132,6 +3166,7 @@ pub struct ScanFinding {
     pub title: String,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ScanStatus {
     #[serde(rename = "queued")]
@@ -3322,6 +3357,7 @@ pub struct SetMember {
     pub role: SetMemberRole,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Severity {
     #[serde(rename = "critical")]
@@ -3632,6 +3668,7 @@ pub struct UpdateWorkspace {
     pub timezone: Option<String>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Validation {
     #[serde(rename = "strict")]
@@ -3698,6 +3735,7 @@ pub struct VariantInput {
     pub visibility: Option<Visibility>,
 }
 
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum VariantStatus {
     #[serde(rename = "pending")]
@@ -3722,6 +3760,8 @@ pub struct VerifySignIn {
 }
 
 /// Who sees a Mastodon status.
+///
+/// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Visibility {
     #[serde(rename = "public")]

@@ -368,3 +368,23 @@ fn tls() -> Result<rustls::ClientConfig> {
         .with_no_client_auth();
     Ok(config)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client built from today's contract reads an answer from a later one: a status value
+    /// and a field it does not know (docs/api.md, "Changes to version 1").
+    #[test]
+    fn an_older_client_reads_new_enum_values_and_fields() {
+        let later = serde_json::json!({
+            "id": "ct_01JD8X4M7Q2V9K3R5T6W8Y0Z1A", "object": "contact", "email": "ada@example.org",
+            "status": "vip", "email_status": "paused_for_review", "labels": [], "metadata": {}, "custom_fields": {},
+            "created_at": "2026-11-28T10:00:00Z", "updated_at": "2026-11-28T10:00:00Z", "loyalty_tier": "gold"
+        });
+        let contact: Contact = serde_json::from_value(later).expect("an unknown value and field parse");
+        assert_eq!(contact.status, ContactStatus::Other);
+        assert_eq!(contact.email_status, ContactEmailStatus::Other);
+        assert_eq!(contact.email, "ada@example.org");
+    }
+}

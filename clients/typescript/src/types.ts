@@ -11,7 +11,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Restricted keys' writes waiting for a person (or decided), newest first; `state` filters. */
+        /**
+         * Restricted keys' writes waiting for a person (or decided), newest first; `state` filters.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_approval_requests"];
         put?: never;
         post?: never;
@@ -31,6 +34,7 @@ export interface paths {
         /**
          * One approval request: what the agent asked, the preview of everything it will do, the
          *     objects it depends on, and the decision.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["get_approval_request"];
         put?: never;
@@ -56,6 +60,7 @@ export interface paths {
          *     agent's same request (same Idempotency-Key and body) then runs once, without a token. 409
          *     when it was decided or expired, or (`stale`, naming what changed) when something it depends
          *     on changed since. Events `approval.approved`, `capability.confirmed`.
+         * @description Needs the `confirm` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["approve_request"];
         delete?: never;
@@ -76,6 +81,7 @@ export interface paths {
         /**
          * Deny, with a reason: the request never runs (the approver rule of approving applies). Event
          *     `approval.denied`.
+         * @description Needs the `confirm` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["deny_request"];
         delete?: never;
@@ -96,6 +102,7 @@ export interface paths {
          *     filtered by `status` (an index), `contact_id`, `resource_id` and the start time (`from`
          *     inclusive, `to` exclusive). By start time, the start index gives the order and the other
          *     filters apply within each page (a page can be short; follow `next_cursor`).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["list_bookings"];
         put?: never;
@@ -103,6 +110,7 @@ export interface paths {
          * Book a slot: on `resource_id`, the hold's resource, or the first free resource of the
          *     service. Two bookings never overlap on a resource beyond its capacity: the loser of a race
          *     gets 409 naming the slot.
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_booking"];
         delete?: never;
@@ -123,6 +131,7 @@ export interface paths {
          *     exceptions, buffers, notice and advance limits, bookings and live holds. At most 31 days.
          *     `from` and `to` are instants or dates: a date is the whole day in `timezone` (or, without
          *     one, in the zone of the service's first resource), so `from=2027-03-29&to=2027-03-29` is that day.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["availability"];
         put?: never;
@@ -146,6 +155,7 @@ export interface paths {
          * Reserve a slot (5 minutes unless `hold_seconds` says otherwise); `POST /bookings` with
          *     `hold_id` converts it. An expired hold
          *     frees the slot at once (its time is in the condition, not left to TTL deletion).
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_hold"];
         delete?: never;
@@ -161,10 +171,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Bookable resources (people, rooms, equipment) in creation order. */
+        /**
+         * Bookable resources (people, rooms, equipment) in creation order.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_resources"];
         put?: never;
-        /** Create a bookable resource with its time zone, opening hours and capacity. */
+        /**
+         * Create a bookable resource with its time zone, opening hours and capacity.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["create_resource"];
         delete?: never;
         options?: never;
@@ -179,15 +195,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One bookable resource. */
+        /**
+         * One bookable resource.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_resource"];
         put?: never;
         post?: never;
-        /** Delete a resource; services stop offering it, and its bookings stay as they are. */
+        /**
+         * Delete a resource; services stop offering it, and its bookings stay as they are.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         delete: operations["delete_resource"];
         options?: never;
         head?: never;
-        /** Change a resource's name, hours, exceptions or capacity. */
+        /**
+         * Change a resource's name, hours, exceptions or capacity.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         patch: operations["update_resource"];
         trace?: never;
     };
@@ -198,10 +223,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Bookable services in creation order. */
+        /**
+         * Bookable services in creation order.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_services"];
         put?: never;
-        /** Create a service: its duration, buffers, notice, advance window and resources. */
+        /**
+         * Create a service: its duration, buffers, notice, advance window and resources.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["create_service"];
         delete?: never;
         options?: never;
@@ -216,15 +247,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One bookable service. */
+        /**
+         * One bookable service.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_service"];
         put?: never;
         post?: never;
-        /** Delete a service; existing bookings keep their copy of it. */
+        /**
+         * Delete a service; existing bookings keep their copy of it.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         delete: operations["delete_service"];
         options?: never;
         head?: never;
-        /** Change a service's duration, buffers, windows or resources. */
+        /**
+         * Change a service's duration, buffers, windows or resources.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         patch: operations["update_service"];
         trace?: never;
     };
@@ -235,7 +275,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One booking, with its status history fields. */
+        /**
+         * One booking, with its status history fields.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_booking"];
         put?: never;
         post?: never;
@@ -257,6 +300,7 @@ export interface paths {
         /**
          * pending or confirmed -> cancelled; the slot is free again at once. A customer cannot
          *     cancel inside the service's cancellation window.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["cancel_booking"];
         delete?: never;
@@ -274,7 +318,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** confirmed -> completed. */
+        /**
+         * confirmed -> completed.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["complete_booking"];
         delete?: never;
         options?: never;
@@ -291,7 +338,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** pending -> confirmed (sends the service's confirmation and schedules its reminder). */
+        /**
+         * pending -> confirmed (sends the service's confirmation and schedules its reminder).
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["confirm_booking"];
         delete?: never;
         options?: never;
@@ -308,7 +358,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** confirmed -> no_show. */
+        /**
+         * confirmed -> no_show.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["no_show_booking"];
         delete?: never;
         options?: never;
@@ -329,6 +382,7 @@ export interface paths {
          * Move a pending or confirmed booking to another slot of its resource in one transaction:
          *     the old booking becomes `cancelled` with `rescheduled_to`, the answer is the new one (with
          *     `rescheduled_from`). If the new time is taken, nothing changes (409).
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["reschedule_booking"];
         delete?: never;
@@ -344,7 +398,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every confirmable write: each capability with every method and path that can cause it. */
+        /**
+         * Every confirmable write: each capability with every method and path that can cause it.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_capabilities"];
         put?: never;
         post?: never;
@@ -361,7 +418,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The audit trail, oldest first: who approved what, for which request, and its use. */
+        /**
+         * The audit trail, oldest first: who approved what, for which request, and its use.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_confirmations"];
         put?: never;
         /**
@@ -369,6 +429,7 @@ export interface paths {
          *     on the state it was approved on (`bound`). Needs the `confirm` scope (a person's OAuth
          *     token). The token in the answer is shown once and runs one execution. Event
          *     `capability.confirmed`.
+         * @description Needs the `confirm` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_confirmation"];
         delete?: never;
@@ -384,7 +445,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One capability confirmation and its audit trail (never the token). */
+        /**
+         * One capability confirmation and its audit trail (never the token).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_confirmation"];
         put?: never;
         post?: never;
@@ -401,13 +465,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Connected channels, in creation order; credentials are never returned. */
+        /**
+         * Connected channels, in creation order; credentials are never returned.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_channels"];
         put?: never;
         /**
          * Connect a channel (owners and admins): the credentials are checked with the network now
          *     (a refusal is a 400 with the network's reason), then sealed. Webhook channels answer their
          *     signing secret here, once.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect channels.connect: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_channel"];
         delete?: never;
@@ -423,13 +491,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One channel with its state and masked identity. */
+        /**
+         * One channel with its state and masked identity.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_channel"];
         put?: never;
         post?: never;
         /**
          * Delete a channel (owners and admins). Draft and scheduled posts lose their variant for it
          *     (`post.updated`); published variants keep their remote id and permalink.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect channels.delete: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         delete: operations["delete_channel"];
         options?: never;
@@ -437,6 +509,7 @@ export interface paths {
         /**
          * Rename, change metadata, or reconnect with new credentials (checked with the network now;
          *     a refusal is a 400 and nothing changes).
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect channels.update: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         patch: operations["update_channel"];
         trace?: never;
@@ -450,7 +523,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Check the stored credentials with the network now. */
+        /**
+         * Check the stored credentials with the network now.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["verify_channel"];
         delete?: never;
         options?: never;
@@ -468,6 +544,7 @@ export interface paths {
         /**
          * Contacts, oldest first. `q` is a case-insensitive prefix of the email, the full name or the
          *     last name (an index, not a scan); `created_after` seeks by id time.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["list_contacts"];
         put?: never;
@@ -475,6 +552,7 @@ export interface paths {
          * Create a contact. The email is unique in the workspace (case-insensitive): a second create
          *     of the same address answers 409 with `details[0].meta.contact_id`. An address erased under
          *     GDPR answers 409 unless the request says `"resubscribe": true` with `consent`.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_contact"];
         delete?: never;
@@ -492,7 +570,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Start an import (class `contact_import`): 202 with the job; follow `GET /contacts/imports/{id}`. */
+        /**
+         * Start an import (class `contact_import`): 202 with the job; follow `GET /contacts/imports/{id}`.
+         * @description Needs the `write` scope; rate-limit class `contact_import`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["create_import"];
         delete?: never;
         options?: never;
@@ -507,7 +588,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One contact import with its progress counts. */
+        /**
+         * One contact import with its progress counts.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_import"];
         put?: never;
         post?: never;
@@ -524,7 +608,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The rows that failed, in row order. */
+        /**
+         * The rows that failed, in row order.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_import_errors"];
         put?: never;
         post?: never;
@@ -541,18 +628,25 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One contact. */
+        /**
+         * One contact.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_contact"];
         put?: never;
         post?: never;
         /**
          * Delete a contact: its deals stay, unlinked (`contact_id` null), each with a `deal.updated`
          *     event; its emails are unlinked and its timeline and former identities removed soon after.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         delete: operations["delete_contact"];
         options?: never;
         head?: never;
-        /** Change a contact's fields; email_status is never lowered from bounced or complained. */
+        /**
+         * Change a contact's fields; email_status is never lowered from bounced or complained.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         patch: operations["update_contact"];
         trace?: never;
     };
@@ -566,6 +660,7 @@ export interface paths {
         /**
          * The contact's timeline, newest first: its own changes, notes, and other areas' changes
          *     that reference it (deals).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["list_activities"];
         put?: never;
@@ -585,7 +680,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Add a note to the contact's timeline. */
+        /**
+         * Add a note to the contact's timeline.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["add_note"];
         delete?: never;
         options?: never;
@@ -600,10 +698,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Deals in creation order; filters combine. */
+        /**
+         * Deals in creation order; filters combine.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_deals"];
         put?: never;
-        /** Create an open deal. */
+        /**
+         * Create an open deal.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["create_deal"];
         delete?: never;
         options?: never;
@@ -618,17 +722,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One deal. */
+        /**
+         * One deal.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_deal"];
         put?: never;
         post?: never;
-        /** Delete a deal. */
+        /**
+         * Delete a deal.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         delete: operations["delete_deal"];
         options?: never;
         head?: never;
         /**
          * Change a deal; moving `status` wins, loses or reopens it (events `deal.won`, `deal.lost`,
          *     `deal.reopened`, otherwise `deal.updated`).
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         patch: operations["update_deal"];
         trace?: never;
@@ -640,13 +751,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Emails, newest first; filters combine. Bodies are left out (see `GET /emails/{id}`). */
+        /**
+         * Emails, newest first; filters combine. Bodies are left out (see `GET /emails/{id}`).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_emails"];
         put?: never;
         /**
          * Send one email (raw or from a template), now or at `scheduled_at`. Answers 202 with the
          *     email: `queued`, `scheduled`, or `suppressed` when every `to` recipient is a contact who
          *     unsubscribed (unless `transactional`), bounced or complained.
+         * @description Needs the `write` scope; rate-limit class `email_send`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["send_email"];
         delete?: never;
@@ -668,6 +783,7 @@ export interface paths {
          * Send up to 100 emails in one request (rate class email_batch). Strict validation (the
          *     default) accepts all or none; permissive accepts the valid ones and lists the others. An
          *     entry that is not a send (an unknown field, a wrong type) refuses the request in either mode.
+         * @description Needs the `write` scope; rate-limit class `email_batch`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["send_batch"];
         delete?: never;
@@ -683,12 +799,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The workspace's sending domains with their last known status (read one to refresh it). */
+        /**
+         * The workspace's sending domains with their last known status (read one to refresh it).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_domains"];
         put?: never;
         /**
          * Add a sending domain (owners and admins): creates its SES identity with Easy DKIM and
          *     answers the DNS records to publish. A domain belongs to one workspace of the deployment.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect emails.domains.create: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_domain"];
         delete?: never;
@@ -707,6 +827,7 @@ export interface paths {
         /**
          * One sending domain, its status refreshed from SES (`pending` until SES sees the DNS
          *     records, then `verified`; `failed` if SES gives up).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["get_domain"];
         put?: never;
@@ -714,6 +835,7 @@ export interface paths {
         /**
          * Remove a sending domain (owners and admins) and its SES identity. Emails from it that have
          *     not left yet fail with `sender_not_verified`.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect emails.domains.delete: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         delete: operations["delete_domain"];
         options?: never;
@@ -731,6 +853,7 @@ export interface paths {
         /**
          * The workspace's suppression list: addresses that bounced permanently or complained,
          *     contact or not. Sends to them are suppressed, transactional ones included.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["list_suppressions"];
         put?: never;
@@ -751,7 +874,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Take an address off the suppression list (owners and admins), with a recorded reason. */
+        /**
+         * Take an address off the suppression list (owners and admins), with a recorded reason.
+         * @description Needs the `admin` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         delete: operations["remove_suppression"];
         options?: never;
         head?: never;
@@ -765,10 +891,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Templates by slug. */
+        /**
+         * Templates by slug.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_templates"];
         put?: never;
-        /** Create a template; its slug is its id (409 if taken). */
+        /**
+         * Create a template; its slug is its id (409 if taken).
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["create_template"];
         delete?: never;
         options?: never;
@@ -783,15 +915,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One email template by its slug. */
+        /**
+         * One email template by its slug.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_template"];
         put?: never;
         post?: never;
-        /** Delete a template. Emails already accepted are not affected (they were rendered on accept). */
+        /**
+         * Delete a template. Emails already accepted are not affected (they were rendered on accept).
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         delete: operations["delete_template"];
         options?: never;
         head?: never;
-        /** Change a template. Emails already accepted keep the content they were rendered with. */
+        /**
+         * Change a template. Emails already accepted keep the content they were rendered with.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         patch: operations["update_template"];
         trace?: never;
     };
@@ -802,7 +943,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One email with its bodies (one BatchGetItem). */
+        /**
+         * One email with its bodies (one BatchGetItem).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_email"];
         put?: never;
         post?: never;
@@ -821,7 +965,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel an email that has not left: scheduled, or queued and not being sent this moment. */
+        /**
+         * Cancel an email that has not left: scheduled, or queued and not being sent this moment.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["cancel_email"];
         delete?: never;
         options?: never;
@@ -839,6 +986,7 @@ export interface paths {
         /**
          * The current state per purpose and the full history (oldest first, up to 1,000 events) of
          *     one subject, by `email` or `contact_id`.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["get_consents"];
         put?: never;
@@ -847,6 +995,7 @@ export interface paths {
          *     `marketing_email` unsubscribes the address's contact in the same transaction; granting it
          *     subscribes an unsubscribed one (bounced and complained stay). Events
          *     `gdpr.consent.granted` / `gdpr.consent.withdrawn`.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["record_consent"];
         delete?: never;
@@ -862,7 +1011,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Erasure audit records, newest first. */
+        /**
+         * Erasure audit records, newest first.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_erasures"];
         put?: never;
         /**
@@ -871,6 +1023,7 @@ export interface paths {
          *     consents, portal sessions, import rows, stored responses, events and webhook deliveries that
          *     name them. The address gets a hashed tombstone (it cannot be re-created without new
          *     consent); the audit record names no one. Answers 202; event `gdpr.erasure.completed`.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect gdpr.erasure: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_erasure"];
         delete?: never;
@@ -886,7 +1039,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One erasure and its audit record. */
+        /**
+         * One erasure and its audit record.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_erasure"];
         put?: never;
         post?: never;
@@ -903,7 +1059,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Export jobs, newest first (without download links; read one job for its link). */
+        /**
+         * Export jobs, newest first (without download links; read one job for its link).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_exports"];
         put?: never;
         /**
@@ -911,6 +1070,7 @@ export interface paths {
          *     202 with the job; `GET /gdpr/exports/{id}` follows it and, once completed, carries a
          *     download link valid 1 hour (a fresh one on every read, for 7 days). Events
          *     `gdpr.export.completed` / `gdpr.export.failed`.
+         * @description Needs the `write` scope; rate-limit class `gdpr_export`. Reaches the effect gdpr.export.subject, gdpr.export.workspace: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_export"];
         delete?: never;
@@ -926,7 +1086,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One export job; when completed, a presigned download link. */
+        /**
+         * One export job; when completed, a presigned download link.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_export"];
         put?: never;
         post?: never;
@@ -943,13 +1106,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Conversations by their last message, newest first; filters combine. */
+        /**
+         * Conversations by their last message, newest first; filters combine.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_conversations"];
         put?: never;
         /**
          * Start a conversation: a customer's message recorded from an integration (`inbound`), or
          *     staff writing first (`reply`, sent by email). Events `helpdesk.conversation.created` and
          *     `helpdesk.message.received` / `helpdesk.message.sent`.
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_conversation"];
         delete?: never;
@@ -965,7 +1132,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One helpdesk conversation. */
+        /**
+         * One helpdesk conversation.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_conversation"];
         put?: never;
         post?: never;
@@ -976,6 +1146,7 @@ export interface paths {
          * Change status (`open`, `pending`, `snoozed` with `snoozed_until`, `closed`), priority,
          *     assignee, tags or subject. Events `helpdesk.conversation.updated`, plus `assigned`,
          *     `closed` and `reopened` when those happen.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         patch: operations["update_conversation"];
         trace?: never;
@@ -987,12 +1158,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Messages of a conversation, oldest first; a reply shows where its email stands. */
+        /**
+         * Messages of a conversation, oldest first; a reply shows where its email stands.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_messages"];
         put?: never;
         /**
          * Add a reply (sent through SES from the mailbox, threaded; 409 when the contact's address
          *     is suppressed) or an internal note.
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["add_message"];
         delete?: never;
@@ -1010,7 +1185,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** End the session. */
+        /**
+         * End the session.
+         * @description Needs the `write` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["logout"];
         delete?: never;
         options?: never;
@@ -1025,14 +1203,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The signed-in customer's own contact record. */
+        /**
+         * The signed-in customer's own contact record.
+         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_me"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        /** Change the customer's name or phone, and record their marketing choice. */
+        /**
+         * Change the customer's name or phone, and record their marketing choice.
+         * @description Needs the `write` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         patch: operations["update_me"];
         trace?: never;
     };
@@ -1043,7 +1227,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The customer's bookings: `when=upcoming` (default, soonest first) or `when=past` (latest first). */
+        /**
+         * The customer's bookings: `when=upcoming` (default, soonest first) or `when=past` (latest first).
+         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["my_bookings"];
         put?: never;
         post?: never;
@@ -1062,7 +1249,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel one of the customer's bookings; inside the service's cancellation window it is 409. */
+        /**
+         * Cancel one of the customer's bookings; inside the service's cancellation window it is 409.
+         * @description Needs the `write` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["cancel_my_booking"];
         delete?: never;
         options?: never;
@@ -1082,6 +1272,7 @@ export interface paths {
         /**
          * Move one of the customer's bookings to an open slot of its resource; inside the service's
          *     cancellation window it is 409.
+         * @description Needs the `write` scope; rate-limit class `portal`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["reschedule_my_booking"];
         delete?: never;
@@ -1100,6 +1291,7 @@ export interface paths {
         /**
          * Open start times to move one of the customer's bookings to (its service and resource),
          *     by local date of `timezone` (default UTC), between `from` and `to` (dates or instants).
+         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["my_booking_slots"];
         put?: never;
@@ -1117,7 +1309,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The emails sent to the customer, newest first. */
+        /**
+         * The emails sent to the customer, newest first.
+         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["my_emails"];
         put?: never;
         post?: never;
@@ -1139,6 +1334,7 @@ export interface paths {
         /**
          * Erase the customer (everything, as `POST /gdpr/erasures` does) with the code sent to their
          *     address, and end the session. Answers 202 with the erasure's audit record.
+         * @description Needs the `write` scope; rate-limit class `portal`. Reaches the effect gdpr.erasure: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["erase_me"];
         delete?: never;
@@ -1159,6 +1355,7 @@ export interface paths {
         /**
          * Send the customer a code (6 digits, 15 minutes, 5 guesses) that confirms their erasure; a
          *     new code replaces the last. Needs a verified sending domain.
+         * @description Needs the `write` scope; rate-limit class `portal`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["erasure_code"];
         delete?: never;
@@ -1179,6 +1376,7 @@ export interface paths {
         /**
          * An export of everything the workspace holds about the customer (rate class `gdpr_export`);
          *     follow it at `GET /portal/me/exports/{id}`.
+         * @description Needs the `write` scope; rate-limit class `gdpr_export`. Reaches the effect gdpr.export.subject: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["export_me"];
         delete?: never;
@@ -1199,6 +1397,7 @@ export interface paths {
          *     customer opened from their own inbox (an emailed link or a sign-in code). A session opened
          *     with a link handed to the API caller (`delivery: return`) never sees the link: whoever
          *     called the API is not shown the customer's data.
+         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["my_export"];
         put?: never;
@@ -1221,6 +1420,7 @@ export interface paths {
         /**
          * A one-time login link for a contact, valid 15 minutes and exchanged once: emailed to the
          *     contact (default), or handed to an admin caller (`delivery: return`, the token shown once).
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect emails.send, portal.sessions.return: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_session"];
         delete?: never;
@@ -1241,6 +1441,7 @@ export interface paths {
         /**
          * Exchange a login link's token for a session (no credential: the token is one). A used,
          *     expired or unknown token gets the same 401. Event `portal.session.created`.
+         * @description Needs the `write` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["exchange_session"];
         delete?: never;
@@ -1263,6 +1464,7 @@ export interface paths {
          *     contact's, the contact gets a one-time link and a 6-digit code from the workspace's
          *     verified sending domain; every address gets the same answer in the same time. Limited per
          *     network address (class `portal_sign_in`) and per address (`portal_sign_in_address`).
+         * @description Needs the `write` scope; rate-limit class `portal_sign_in`. Reaches the effect portal.sign_in: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["sign_in"];
         delete?: never;
@@ -1283,6 +1485,7 @@ export interface paths {
         /**
          * Exchange a sign-in's emailed code for a session (no credential). 5 guesses per sign-in; a
          *     wrong, used, expired or unknown one gets the same 400.
+         * @description Needs the `write` scope; rate-limit class `portal_sign_in`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["verify_sign_in"];
         delete?: never;
@@ -1298,10 +1501,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Posts in creation order, optionally filtered by status and/or channel. */
+        /**
+         * Posts in creation order, optionally filtered by status and/or channel.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_posts"];
         put?: never;
-        /** Create a draft post. */
+        /**
+         * Create a draft post.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["create_post"];
         delete?: never;
         options?: never;
@@ -1316,15 +1525,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One post with its channel variants. */
+        /**
+         * One post with its channel variants.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_post"];
         put?: never;
         post?: never;
-        /** Delete a post that is not publishing. */
+        /**
+         * Delete a post that is not publishing.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         delete: operations["delete_post"];
         options?: never;
         head?: never;
-        /** Change a draft or scheduled post. */
+        /**
+         * Change a draft or scheduled post.
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect posts.publish: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         */
         patch: operations["update_post"];
         trace?: never;
     };
@@ -1337,7 +1555,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Take a scheduled post back to `draft` (its `scheduled_at` is kept). */
+        /**
+         * Take a scheduled post back to `draft` (its `scheduled_at` is kept).
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["cancel_post"];
         delete?: never;
         options?: never;
@@ -1357,6 +1578,7 @@ export interface paths {
         /**
          * Publish a draft or scheduled post now: the publisher takes it at once and publishes each
          *     channel's variant (see the post's `status` and `variants` for the outcome).
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect posts.publish: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["publish_post"];
         delete?: never;
@@ -1374,7 +1596,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Move a draft to `scheduled`. Needs a future `scheduled_at` and at least one channel. */
+        /**
+         * Move a draft to `scheduled`. Needs a future `scheduled_at` and at least one channel.
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect posts.publish: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["schedule_post"];
         delete?: never;
         options?: never;
@@ -1391,7 +1616,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Try a failed variant again (the post goes back to `publishing`). */
+        /**
+         * Try a failed variant again (the post goes back to `publishing`).
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect posts.publish: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["retry_variant"];
         delete?: never;
         options?: never;
@@ -1409,6 +1637,7 @@ export interface paths {
         /**
          * Scans in creation order, by `status` or `host` (each an index, O(page); the status index
          *     holds keys only, so its page is read by key after).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["list_scans"];
         put?: never;
@@ -1416,6 +1645,7 @@ export interface paths {
          * Audit a website. Answers 202 with the queued scan, or 200 with the same URL's scan from the
          *     last 10 minutes (running or finished) unless `force` is true. Events `scan.completed`,
          *     `scan.failed`.
+         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_scan"];
         delete?: never;
@@ -1431,7 +1661,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One scan; when completed, its score, grade, categories and findings. */
+        /**
+         * One scan; when completed, its score, grade, categories and findings.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_scan"];
         put?: never;
         post?: never;
@@ -1448,10 +1681,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The workspace's endpoints (at most 20), oldest first. */
+        /**
+         * The workspace's endpoints (at most 20), oldest first.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_endpoints"];
         put?: never;
-        /** Register an endpoint. The response carries its signing secret, shown this once. */
+        /**
+         * Register an endpoint. The response carries its signing secret, shown this once.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect webhooks.create: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["create_endpoint"];
         delete?: never;
         options?: never;
@@ -1466,15 +1705,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One webhook endpoint (its secret is never shown again). */
+        /**
+         * One webhook endpoint (its secret is never shown again).
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_endpoint"];
         put?: never;
         post?: never;
-        /** Delete an endpoint. Its pending deliveries end as `dead`. */
+        /**
+         * Delete an endpoint. Its pending deliveries end as `dead`.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect webhooks.delete: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         */
         delete: operations["delete_endpoint"];
         options?: never;
         head?: never;
-        /** Change an endpoint (URL, event types, description, status, metadata). */
+        /**
+         * Change an endpoint (URL, event types, description, status, metadata).
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect webhooks.update: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         */
         patch: operations["update_endpoint"];
         trace?: never;
     };
@@ -1485,7 +1733,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Deliveries to this endpoint, newest first, optionally by status. */
+        /**
+         * Deliveries to this endpoint, newest first, optionally by status.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_deliveries"];
         put?: never;
         post?: never;
@@ -1507,6 +1758,7 @@ export interface paths {
         /**
          * Attempt a delivery again now (a failed, dead or succeeded one). The retry schedule starts
          *     over from this attempt.
+         * @description Needs the `admin` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["retry_delivery"];
         delete?: never;
@@ -1527,6 +1779,7 @@ export interface paths {
         /**
          * Issue a new secret (shown once). During the grace period every delivery carries a
          *     signature for each valid secret, newest first.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect webhooks.rotate_secret: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["rotate_secret"];
         delete?: never;
@@ -1547,6 +1800,7 @@ export interface paths {
         /**
          * Queue a `webhook.test` event to this endpoint only (whatever its event_types). Answers the
          *     delivery, to follow with `GET /webhooks/{id}/deliveries`.
+         * @description Needs the `admin` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["test_endpoint"];
         delete?: never;
@@ -1565,6 +1819,7 @@ export interface paths {
         /**
          * The workspaces the caller can use: with an OAuth token, every workspace its subject is a
          *     member of; with an API key, the key's workspace.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["list_workspaces"];
         put?: never;
@@ -1582,7 +1837,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The workspace of the calling credential. */
+        /**
+         * The workspace of the calling credential.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["get_current"];
         put?: never;
         post?: never;
@@ -1592,6 +1850,7 @@ export interface paths {
         /**
          * Change name, slug, time zone, locale, default currency, portal origins or metadata. (Sending domains are
          *     their own resource: `/emails/domains`.)
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect workspaces.update: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         patch: operations["update_current"];
         trace?: never;
@@ -1603,10 +1862,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** API keys of this workspace (secrets are never listed). */
+        /**
+         * API keys of this workspace (secrets are never listed).
+         * @description Needs the `admin` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_api_keys"];
         put?: never;
-        /** Create an API key. The response's `secret` is the only time the key is shown. */
+        /**
+         * Create an API key. The response's `secret` is the only time the key is shown.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect api_keys.create: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         */
         post: operations["create_api_key"];
         delete?: never;
         options?: never;
@@ -1627,6 +1892,7 @@ export interface paths {
         /**
          * Revoke an API key; requests with it get 403 from then on (other Lambda containers may
          *     accept it for up to 5 s more).
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect api_keys.revoke: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         delete: operations["revoke_api_key"];
         options?: never;
@@ -1641,7 +1907,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Members (OAuth subjects) of this workspace. */
+        /**
+         * Members (OAuth subjects) of this workspace.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
         get: operations["list_members"];
         put?: never;
         post?: never;
@@ -1664,6 +1933,7 @@ export interface paths {
          *     changes another owner's role, and never their own: the owner who demotes another stays one
          *     (checked in the same transaction), so a workspace always keeps an owner. Events
          *     `workspace.member.added` / `workspace.member.updated`.
+         * @description Needs the `admin` scope; rate-limit class `write`. Reaches the effect members.change: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         put: operations["set_member"];
         post?: never;
@@ -1684,8 +1954,11 @@ export interface components {
             data: Record<string, never>;
             /** @description `act_...` */
             id: string;
-            /** @description Always `activity`. */
-            object: string;
+            /**
+             * @description Always `activity`.
+             * @enum {string}
+             */
+            object: "activity";
             summary: string;
             /** @description What happened: an event type (`contact.created`, `deal.won`, ...) or `note`. */
             type: string;
@@ -1710,8 +1983,11 @@ export interface components {
             /** Format: date-time */
             last_used_at?: string | null;
             name: string;
-            /** @description Always `api_key`. */
-            object: string;
+            /**
+             * @description Always `api_key`.
+             * @enum {string}
+             */
+            object: "api_key";
             /** @description The first characters of the key, to recognise it. */
             prefix: string;
             /**
@@ -1792,8 +2068,11 @@ export interface components {
             id: string;
             idempotency_key: string;
             method: string;
-            /** @description Always `approval_request`. */
-            object: string;
+            /**
+             * @description Always `approval_request`.
+             * @enum {string}
+             */
+            object: "approval_request";
             /** @description Relative to the API base (`/webhooks/wh_...`). */
             path: string;
             preview: components["schemas"]["ApprovalPreview"];
@@ -1801,7 +2080,10 @@ export interface components {
             reason?: string | null;
             state: components["schemas"]["ApprovalState"];
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ApprovalState: "pending" | "approved" | "denied" | "expired" | "stale";
         Attempt: {
             /**
@@ -1831,6 +2113,8 @@ export interface components {
         };
         /**
          * @description How a machine's message is recognised.
+         *
+         *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
         Automatic: "auto_reply" | "bounce";
@@ -1876,8 +2160,11 @@ export interface components {
                 [key: string]: string;
             };
             notes?: string | null;
-            /** @description Always `booking`. */
-            object: string;
+            /**
+             * @description Always `booking`.
+             * @enum {string}
+             */
+            object: "booking";
             /** @description The scheduled reminder (`em_...`), cancelled with the booking. */
             reminder_email_id?: string | null;
             rescheduled_from?: string | null;
@@ -1893,7 +2180,10 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         BookingStatus: "pending" | "confirmed" | "completed" | "cancelled" | "no_show";
         CancelBooking: {
             cancelled_by?: components["schemas"]["CancelledBy"] | null;
@@ -1902,7 +2192,10 @@ export interface components {
         CancelMine: {
             reason?: string | null;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         CancelledBy: "staff" | "customer";
         /**
          * @description A confirmable write: the capability (an effect of `crate::effects`) a person confirms, and
@@ -1947,8 +2240,11 @@ export interface components {
             id: string;
             idempotency_key: string;
             method: string;
-            /** @description Always `capability_confirmation`. */
-            object: string;
+            /**
+             * @description Always `capability_confirmation`.
+             * @enum {string}
+             */
+            object: "capability_confirmation";
             /** @description The confirmed request's path, relative to the API base (`/webhooks/wh_...`). */
             path: string;
             /** @description What the person saw when approving. */
@@ -1979,7 +2275,10 @@ export interface components {
              */
             version: number;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         Category: "security" | "seo" | "performance" | "ai_readiness" | "privacy" | "email";
         Channel: {
             /** Format: date-time */
@@ -1996,8 +2295,11 @@ export interface components {
                 [key: string]: string;
             };
             name?: string | null;
-            /** @description Always `channel`. */
-            object: string;
+            /**
+             * @description Always `channel`.
+             * @enum {string}
+             */
+            object: "channel";
             /** @description Webhook channels: the `whsec_` signing secret, in the create response only. */
             secret?: string | null;
             state: components["schemas"]["ChannelState"];
@@ -2005,11 +2307,20 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ChannelState: "connecting" | "active" | "disconnected" | "error";
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ChannelType: "bluesky" | "mastodon" | "webhook";
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ConfirmationStatus: "issued" | "used" | "expired";
         Consent: {
             contact_id?: string | null;
@@ -2025,8 +2336,11 @@ export interface components {
             /** @description `cons_...` */
             id: string;
             ip_address?: string | null;
-            /** @description Always `consent`. */
-            object: string;
+            /**
+             * @description Always `consent`.
+             * @enum {string}
+             */
+            object: "consent";
             proof?: components["schemas"]["ConsentPortalProof"] | null;
             /** @description `marketing_email`, `analytics`, `third_party_sharing` or a custom slug. */
             purpose: string;
@@ -2057,15 +2371,21 @@ export interface components {
             opened_by: string;
             session_id: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ConsentSource: "api" | "portal" | "import" | "form";
         ConsentState: {
             contact_id?: string | null;
             email: string;
             /** @description Every event, oldest first. */
             history: components["schemas"]["Consent"][];
-            /** @description Always `consent_state`. */
-            object: string;
+            /**
+             * @description Always `consent_state`.
+             * @enum {string}
+             */
+            object: "consent_state";
             purposes: {
                 [key: string]: components["schemas"]["PurposeState"];
             };
@@ -2091,8 +2411,11 @@ export interface components {
             metadata: {
                 [key: string]: string;
             };
-            /** @description Always `contact`. */
-            object: string;
+            /**
+             * @description Always `contact`.
+             * @enum {string}
+             */
+            object: "contact";
             /** @description E.164, e.g. `+4930123456`. */
             phone?: string | null;
             status: components["schemas"]["ContactStatus"];
@@ -2113,6 +2436,8 @@ export interface components {
         };
         /**
          * @description Named `ContactEmailStatus` in the contract: the email object has its own `EmailStatus`.
+         *
+         *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
         ContactEmailStatus: "subscribed" | "unsubscribed" | "bounced" | "complained";
@@ -2123,7 +2448,10 @@ export interface components {
             /** @description E.164, e.g. `+4930123456`. */
             phone?: string | null;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ContactStatus: "lead" | "prospect" | "customer" | "churned" | "archived";
         Content: {
             html?: string | null;
@@ -2150,8 +2478,11 @@ export interface components {
             mailbox: string;
             /** Format: int32 */
             message_count: number;
-            /** @description Always `helpdesk_conversation`. */
-            object: string;
+            /**
+             * @description Always `helpdesk_conversation`.
+             * @enum {string}
+             */
+            object: "helpdesk_conversation";
             priority: components["schemas"]["Priority"];
             /** Format: date-time */
             snoozed_until?: string | null;
@@ -2167,7 +2498,10 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ConversationStatus: "open" | "pending" | "snoozed" | "closed";
         /** @description A new API key. */
         CreateApiKey: {
@@ -2611,8 +2945,11 @@ export interface components {
             metadata: {
                 [key: string]: string;
             };
-            /** @description Always `deal`. */
-            object: string;
+            /**
+             * @description Always `deal`.
+             * @enum {string}
+             */
+            object: "deal";
             /**
              * Format: date-time
              * @description The last time a closed deal was reopened.
@@ -2629,7 +2966,10 @@ export interface components {
              */
             value: number;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         DealStatus: "open" | "won" | "lost";
         /** @description `{"data": {"id", "object", "deleted": true}}` */
         Deleted: {
@@ -2655,13 +2995,19 @@ export interface components {
             id: string;
             /** Format: date-time */
             next_attempt_at?: string | null;
-            /** @description Always `webhook_delivery`. */
-            object: string;
+            /**
+             * @description Always `webhook_delivery`.
+             * @enum {string}
+             */
+            object: "webhook_delivery";
             status: components["schemas"]["DeliveryStatus"];
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         DeliveryStatus: "pending" | "failed" | "succeeded" | "dead";
         /** @description What a denial says. */
         DenyApproval: {
@@ -2674,7 +3020,10 @@ export interface components {
             type: string;
             value: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         DomainStatus: "pending" | "verified" | "failed";
         Email: {
             /**
@@ -2703,8 +3052,11 @@ export interface components {
             metadata: {
                 [key: string]: string;
             };
-            /** @description Always `email`. */
-            object: string;
+            /**
+             * @description Always `email`.
+             * @enum {string}
+             */
+            object: "email";
             /** @description SES's message id once sent. */
             provider_message_id?: string | null;
             reply_to: string[];
@@ -2737,11 +3089,17 @@ export interface components {
             errors: components["schemas"]["BatchError"][];
             /** @description `eb_...` */
             id: string;
-            /** @description Always `email_batch`. */
-            object: string;
+            /**
+             * @description Always `email_batch`.
+             * @enum {string}
+             */
+            object: "email_batch";
             validation: components["schemas"]["Validation"];
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         EmailStatus: "scheduled" | "queued" | "sent" | "delivered" | "bounced" | "complained" | "failed" | "cancelled" | "suppressed";
         Endpoint: {
             /** Format: date-time */
@@ -2765,8 +3123,11 @@ export interface components {
             metadata: {
                 [key: string]: string;
             };
-            /** @description Always `webhook_endpoint`. */
-            object: string;
+            /**
+             * @description Always `webhook_endpoint`.
+             * @enum {string}
+             */
+            object: "webhook_endpoint";
             /** Format: date-time */
             updated_at: string;
             url: string;
@@ -2797,8 +3158,11 @@ export interface components {
             error?: components["schemas"]["JobError"] | null;
             /** @description `ge_...` */
             id: string;
-            /** @description Always `gdpr_erasure`. */
-            object: string;
+            /**
+             * @description Always `gdpr_erasure`.
+             * @enum {string}
+             */
+            object: "gdpr_erasure";
             reason: string;
             requested_by: string;
             /** Format: date-time */
@@ -2816,8 +3180,11 @@ export interface components {
             email_id: string;
             /** Format: date-time */
             expires_at: string;
-            /** @description Always `portal_erasure_code`. */
-            object: string;
+            /**
+             * @description Always `portal_erasure_code`.
+             * @enum {string}
+             */
+            object: "portal_erasure_code";
         };
         ErrorBody: {
             code: components["schemas"]["ErrorCode"];
@@ -2827,11 +3194,15 @@ export interface components {
         };
         /**
          * @description Why a publish (or a connect) failed, as the API reports it.
+         *
+         *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
         ErrorCategory: "auth_expired" | "user_content" | "rate_limited" | "platform_rejected" | "platform_error" | "network";
         /**
          * @description Every error code of the contract. The status is a function of the code, so the two can never disagree.
+         *
+         *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
         ErrorCode: "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "VALIDATION_ERROR" | "INVALID_CURSOR" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "CONFIRMATION_REQUIRED" | "RATE_LIMITED" | "INTERNAL" | "UNAVAILABLE";
@@ -2848,6 +3219,8 @@ export interface components {
         };
         /**
          * @description An event type, or `<noun>.*` for every type under that noun.
+         *
+         *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
         EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated";
@@ -2884,8 +3257,11 @@ export interface components {
             expires_at?: string | null;
             /** @description `gx_...` */
             id: string;
-            /** @description Always `gdpr_export`. */
-            object: string;
+            /**
+             * @description Always `gdpr_export`.
+             * @enum {string}
+             */
+            object: "gdpr_export";
             /** @description Items collected so far, per area. */
             progress: {
                 [key: string]: number;
@@ -2903,7 +3279,10 @@ export interface components {
             status: components["schemas"]["JobStatus"];
             subject?: components["schemas"]["SubjectRef"] | null;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ExportScope: "subject" | "workspace";
         /** @description What SES reported after sending (bounce or complaint details). */
         Feedback: {
@@ -2955,6 +3334,8 @@ export interface components {
         };
         /**
          * @description Named `HelpdeskDeliveryStatus` in the contract: webhooks have their own `DeliveryStatus`.
+         *
+         *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
         HelpdeskDeliveryStatus: "pending" | "sent" | "delivered" | "bounced" | "failed";
@@ -2964,8 +3345,11 @@ export interface components {
             delivery_status: components["schemas"]["HelpdeskDeliveryStatus"];
             email_id: string;
             message_id: string;
-            /** @description Always `helpdesk_delivery`. */
-            object: string;
+            /**
+             * @description Always `helpdesk_delivery`.
+             * @enum {string}
+             */
+            object: "helpdesk_delivery";
         };
         /**
          * @description SES's verdicts on an inbound message's sender (`receipt.spfVerdict` and kin), the domains
@@ -3036,8 +3420,11 @@ export interface components {
             expires_at: string;
             /** @description `hold_...` */
             id: string;
-            /** @description Always `booking_hold`. */
-            object: string;
+            /**
+             * @description Always `booking_hold`.
+             * @enum {string}
+             */
+            object: "booking_hold";
             resource_id: string;
             service_id: string;
             /** Format: date-time */
@@ -3058,8 +3445,11 @@ export interface components {
             failed: number;
             /** @description `imp_...` */
             id: string;
-            /** @description Always `contact_import`. */
-            object: string;
+            /**
+             * @description Always `contact_import`.
+             * @enum {string}
+             */
+            object: "contact_import";
             on_conflict: components["schemas"]["OnConflict"];
             /** Format: int64 */
             processed: number;
@@ -3079,7 +3469,10 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ImportStatus: "queued" | "processing" | "completed" | "failed";
         /** @description `HH:MM`-`HH:MM`, local time; `end` after `start` (no interval crosses midnight). */
         Interval: {
@@ -3092,7 +3485,10 @@ export interface components {
             code: string;
             message: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         JobStatus: "pending" | "running" | "completed" | "failed";
         /**
          * @description The language of the customer's mail and pages.
@@ -3285,8 +3681,11 @@ export interface components {
             contact: components["schemas"]["Contact"];
             /** @description The newest `marketing_email` consent event's answer; null when there is none. */
             marketing_consent?: boolean | null;
-            /** @description Always `portal_me`. */
-            object: string;
+            /**
+             * @description Always `portal_me`.
+             * @enum {string}
+             */
+            object: "portal_me";
         };
         /** @description An image by URL: jpeg, png, webp or gif, fetched when the post is published. */
         Media: {
@@ -3301,8 +3700,11 @@ export interface components {
         Member: {
             /** Format: date-time */
             created_at: string;
-            /** @description Always `member`. */
-            object: string;
+            /**
+             * @description Always `member`.
+             * @enum {string}
+             */
+            object: "member";
             /**
              * @description owner, admin, member or viewer.
              * @enum {string}
@@ -3334,13 +3736,19 @@ export interface components {
             id: string;
             /** @description The RFC 5322 Message-ID of an inbound email (threading and deduplication). */
             message_id?: string | null;
-            /** @description Always `helpdesk_message`. */
-            object: string;
+            /**
+             * @description Always `helpdesk_message`.
+             * @enum {string}
+             */
+            object: "helpdesk_message";
             to: string[];
             truncated?: components["schemas"]["HelpdeskTruncation"] | null;
             type: components["schemas"]["MessageType"];
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         MessageType: "inbound" | "reply" | "note";
         NewContact: {
             /** Format: email */
@@ -3387,8 +3795,11 @@ export interface components {
             created_at: string;
             from: string;
             id: string;
-            /** @description Always `email`. */
-            object: string;
+            /**
+             * @description Always `email`.
+             * @enum {string}
+             */
+            object: "email";
             status: components["schemas"]["EmailStatus"];
             subject: string;
             /** Format: date-time */
@@ -3401,8 +3812,11 @@ export interface components {
             email_id?: string | null;
             /** Format: date-time */
             expires_at: string;
-            /** @description Always `portal_link`. */
-            object: string;
+            /**
+             * @description Always `portal_link`.
+             * @enum {string}
+             */
+            object: "portal_link";
             /**
              * @description `return`: the one-time login token, shown once, valid 15 minutes, exchanged once.
              *     `email`: null (it went to the customer's inbox).
@@ -3413,6 +3827,8 @@ export interface components {
         };
         /**
          * @description How a login link reaches the customer, and so what a session proves.
+         *
+         *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
         PortalLinkDelivery: "email" | "return";
@@ -3420,8 +3836,11 @@ export interface components {
             contact: components["schemas"]["Contact"];
             /** Format: date-time */
             expires_at: string;
-            /** @description Always `portal_session`. */
-            object: string;
+            /**
+             * @description Always `portal_session`.
+             * @enum {string}
+             */
+            object: "portal_session";
             /** @description Send as `X-Portal-Session`; valid 1 hour from its last use, 8 hours at most. */
             session_token: string;
         };
@@ -3440,8 +3859,11 @@ export interface components {
             metadata: {
                 [key: string]: string;
             };
-            /** @description Always `post`. */
-            object: string;
+            /**
+             * @description Always `post`.
+             * @enum {string}
+             */
+            object: "post";
             /** Format: date-time */
             published_at?: string | null;
             /**
@@ -3455,7 +3877,10 @@ export interface components {
             /** @description One per channel, with that channel's publishing state. */
             variants: components["schemas"]["Variant"][];
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         PostStatus: "draft" | "scheduled" | "publishing" | "published" | "partially_failed" | "failed";
         Price: {
             /**
@@ -3466,7 +3891,10 @@ export interface components {
             /** @example EUR */
             currency: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         Priority: "low" | "normal" | "high" | "urgent";
         /** @description One purpose's current state. */
         PurposeState: {
@@ -3529,8 +3957,11 @@ export interface components {
                 [key: string]: string;
             };
             name: string;
-            /** @description Always `booking_resource`. */
-            object: string;
+            /**
+             * @description Always `booking_resource`.
+             * @enum {string}
+             */
+            object: "booking_resource";
             opening_hours: components["schemas"]["OpeningHours"];
             /** @description IANA time zone of the opening hours, e.g. `Europe/Oslo`. */
             timezone: string;
@@ -3571,8 +4002,11 @@ export interface components {
             host: string;
             /** @description `scan_...` */
             id: string;
-            /** @description Always `scan`. */
-            object: string;
+            /**
+             * @description Always `scan`.
+             * @enum {string}
+             */
+            object: "scan";
             /**
              * Format: int32
              * @description 0-100, when completed.
@@ -3626,7 +4060,10 @@ export interface components {
             severity: components["schemas"]["Severity"];
             title: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         ScanStatus: "queued" | "running" | "completed" | "failed";
         SchedulePost: {
             /**
@@ -3706,8 +4143,11 @@ export interface components {
             id: string;
             /** @description Lower-cased, without a trailing dot. */
             name: string;
-            /** @description Always `email_domain`. */
-            object: string;
+            /**
+             * @description Always `email_domain`.
+             * @enum {string}
+             */
+            object: "email_domain";
             status: components["schemas"]["DomainStatus"];
             /** Format: date-time */
             updated_at: string;
@@ -3739,8 +4179,11 @@ export interface components {
             min_notice_minutes: number;
             name: string;
             notifications?: components["schemas"]["Notifications"] | null;
-            /** @description Always `booking_service`. */
-            object: string;
+            /**
+             * @description Always `booking_service`.
+             * @enum {string}
+             */
+            object: "booking_service";
             price?: components["schemas"]["Price"] | null;
             /** @description Bookings start `pending` until confirmed. */
             requires_confirmation: boolean;
@@ -3789,7 +4232,10 @@ export interface components {
              */
             role: "owner" | "admin" | "member" | "viewer";
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         Severity: "critical" | "high" | "medium" | "low" | "info";
         /** @description What `POST /portal/sign-in` answers, the same for every address. */
         SignIn: {
@@ -3800,8 +4246,11 @@ export interface components {
             attempt: string;
             /** Format: date-time */
             expires_at: string;
-            /** @description Always `portal_sign_in`. */
-            object: string;
+            /**
+             * @description Always `portal_sign_in`.
+             * @enum {string}
+             */
+            object: "portal_sign_in";
         };
         /** @description `GET /bookings/availability`: free starts per local date of `timezone`. */
         Slot: {
@@ -3848,8 +4297,11 @@ export interface components {
             created_at: string;
             /** @description The email whose feedback put it here. */
             email_id?: string | null;
-            /** @description Always `email_suppression`. */
-            object: string;
+            /**
+             * @description Always `email_suppression`.
+             * @enum {string}
+             */
+            object: "email_suppression";
             /** @description `bounced` or `complained`. */
             reason: string;
         };
@@ -4022,7 +4474,10 @@ export interface components {
             slug?: string;
             timezone?: string;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         Validation: "strict" | "permissive";
         /** @description The post as one channel gets it, and how publishing it went. */
         Variant: {
@@ -4060,7 +4515,10 @@ export interface components {
             spoiler_text?: string | null;
             visibility?: components["schemas"]["Visibility"] | null;
         };
-        /** @enum {string} */
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
         VariantStatus: "pending" | "publishing" | "published" | "failed";
         VerifySignIn: {
             /** @description `attempt` of the `POST /portal/sign-in` answer. */
@@ -4070,6 +4528,8 @@ export interface components {
         };
         /**
          * @description Who sees a Mastodon status.
+         *
+         *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
         Visibility: "public" | "unlisted" | "private" | "direct";
@@ -4101,8 +4561,11 @@ export interface components {
                 [key: string]: string;
             };
             name: string;
-            /** @description Always `workspace`. */
-            object: string;
+            /**
+             * @description Always `workspace`.
+             * @enum {string}
+             */
+            object: "workspace";
             /** @description Origins (`https://host[:port]`) a portal login link may return to; at most 10. */
             portal_origins?: string[];
             /** @description Unique across the platform: lowercase letters, digits and hyphens. */
@@ -4125,9 +4588,23 @@ export interface components {
             };
         };
     };
-    parameters: never;
+    parameters: {
+        /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+        IdempotencyKey: string;
+    };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description Present (true) when this answer is the replay of an earlier request with the same Idempotency-Key */
+        IdempotentReplayed: "true";
+        /** @description Tokens remaining in the class's bucket and seconds until the next one (`"write";r=29;t=0`) */
+        RateLimit: string;
+        /** @description The rate-limit class and its burst and window (`"write";q=30;w=30`), as the IETF RateLimit header fields draft writes it */
+        RateLimitPolicy: string;
+        /** @description This request's id (req_...), on every answer (an error's is also its envelope's request_id): quote it when asking about a request */
+        RequestId: string;
+        /** @description Seconds to wait before trying again */
+        RetryAfter: number;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -4150,6 +4627,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4195,6 +4675,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4213,6 +4696,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4236,6 +4720,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4281,6 +4768,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4299,6 +4789,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4310,7 +4801,10 @@ export interface operations {
     approve_request: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description apr_... */
                 id: string;
@@ -4322,6 +4816,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4403,6 +4901,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4421,6 +4922,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4432,7 +4934,10 @@ export interface operations {
     deny_request: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description apr_... */
                 id: string;
@@ -4453,6 +4958,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4534,6 +5043,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4552,6 +5064,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4583,6 +5096,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4628,6 +5144,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4646,6 +5165,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4660,6 +5180,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -4681,6 +5203,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4771,6 +5297,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4789,6 +5318,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4823,6 +5353,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4868,6 +5401,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4886,6 +5422,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4897,7 +5434,10 @@ export interface operations {
     create_hold: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4916,6 +5456,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4997,6 +5541,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5015,6 +5562,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5040,6 +5588,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5085,6 +5636,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5103,6 +5657,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5114,7 +5669,10 @@ export interface operations {
     create_resource: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5166,6 +5724,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5247,6 +5809,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5265,6 +5830,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5288,6 +5854,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5333,6 +5902,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5351,6 +5923,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5362,7 +5935,10 @@ export interface operations {
     delete_resource: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -5373,6 +5949,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5454,6 +6034,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5472,6 +6055,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5483,7 +6067,10 @@ export interface operations {
     update_resource: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -5504,6 +6091,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5585,6 +6176,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5603,6 +6197,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5628,6 +6223,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5673,6 +6271,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5691,6 +6292,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5702,7 +6304,10 @@ export interface operations {
     create_service: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5726,6 +6331,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5807,6 +6416,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5825,6 +6437,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5848,6 +6461,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5893,6 +6509,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5911,6 +6530,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5922,7 +6542,10 @@ export interface operations {
     delete_service: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -5933,6 +6556,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6014,6 +6641,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6032,6 +6662,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6043,7 +6674,10 @@ export interface operations {
     update_service: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -6064,6 +6698,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6145,6 +6783,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6163,6 +6804,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6186,6 +6828,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6231,6 +6876,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6249,6 +6897,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6260,7 +6909,10 @@ export interface operations {
     cancel_booking: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -6281,6 +6933,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6362,6 +7018,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6380,6 +7039,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6391,7 +7051,10 @@ export interface operations {
     complete_booking: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -6402,6 +7065,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6483,6 +7150,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6501,6 +7171,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6515,6 +7186,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -6526,6 +7199,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6616,6 +7293,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6634,6 +7314,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6645,7 +7326,10 @@ export interface operations {
     no_show_booking: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -6656,6 +7340,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6737,6 +7425,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6755,6 +7446,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6769,6 +7461,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -6789,6 +7483,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6879,6 +7577,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6897,6 +7598,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6917,6 +7619,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6962,6 +7667,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6980,6 +7688,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7007,6 +7716,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7052,6 +7764,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7070,6 +7785,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7081,7 +7797,10 @@ export interface operations {
     create_confirmation: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7106,6 +7825,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7187,6 +7910,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7205,6 +7931,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7228,6 +7955,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7273,6 +8003,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7291,6 +8024,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7316,6 +8050,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7361,6 +8098,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7379,6 +8119,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7393,6 +8134,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for channels.connect, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -7415,6 +8158,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7505,6 +8252,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7523,6 +8273,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7546,6 +8297,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7591,6 +8345,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7609,6 +8366,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7623,6 +8381,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for channels.delete, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -7634,6 +8394,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7724,6 +8488,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7742,6 +8509,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7756,6 +8524,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for channels.update, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -7776,6 +8546,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7866,6 +8640,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7884,6 +8661,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7895,7 +8673,10 @@ export interface operations {
     verify_channel: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -7906,6 +8687,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7987,6 +8772,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8005,6 +8793,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8037,6 +8826,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8082,6 +8874,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8100,6 +8895,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8111,7 +8907,10 @@ export interface operations {
     create_contact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -8136,6 +8935,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8217,6 +9020,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8235,6 +9041,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8246,7 +9053,10 @@ export interface operations {
     create_import: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -8274,6 +9084,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8355,6 +9169,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8373,6 +9190,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8396,6 +9214,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8441,6 +9262,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8459,6 +9283,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8486,6 +9311,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8531,6 +9359,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8549,6 +9380,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8572,6 +9404,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8617,6 +9452,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8635,6 +9473,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8646,7 +9485,10 @@ export interface operations {
     delete_contact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -8657,6 +9499,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8738,6 +9584,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8756,6 +9605,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8767,7 +9617,10 @@ export interface operations {
     update_contact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -8788,6 +9641,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8869,6 +9726,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8887,6 +9747,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8914,6 +9775,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8959,6 +9823,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8977,6 +9844,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8988,7 +9856,10 @@ export interface operations {
     add_note: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -9008,6 +9879,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9089,6 +9964,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9107,6 +9985,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9135,6 +10014,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9180,6 +10062,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9198,6 +10083,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9209,7 +10095,10 @@ export interface operations {
     create_deal: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -9232,6 +10121,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9313,6 +10206,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9331,6 +10227,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9354,6 +10251,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9399,6 +10299,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9417,6 +10320,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9428,7 +10332,10 @@ export interface operations {
     delete_deal: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -9439,6 +10346,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9520,6 +10431,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9538,6 +10452,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9549,7 +10464,10 @@ export interface operations {
     update_deal: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -9569,6 +10487,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9650,6 +10572,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9668,6 +10593,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9698,6 +10624,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9743,6 +10672,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9761,6 +10693,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9775,6 +10708,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -9801,6 +10736,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9891,6 +10830,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9909,6 +10851,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9923,6 +10866,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -9959,6 +10904,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10049,6 +10998,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10067,6 +11019,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10092,6 +11045,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10137,6 +11093,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10155,6 +11114,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10169,6 +11129,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.domains.create, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -10187,6 +11149,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10277,6 +11243,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10295,6 +11264,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10318,6 +11288,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10363,6 +11336,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10381,6 +11357,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10395,6 +11372,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.domains.delete, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description `dom_...` */
@@ -10407,6 +11386,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10497,6 +11480,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10515,6 +11501,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10540,6 +11527,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10585,6 +11575,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10603,6 +11596,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10614,7 +11608,10 @@ export interface operations {
     remove_suppression: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description the suppressed address */
                 address: string;
@@ -10635,6 +11632,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10716,6 +11717,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10734,6 +11738,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10759,6 +11764,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10804,6 +11812,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10822,6 +11833,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10833,7 +11845,10 @@ export interface operations {
     create_template: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -10857,6 +11872,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10938,6 +11957,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10956,6 +11978,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10978,6 +12001,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11023,6 +12049,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11041,6 +12070,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11052,7 +12082,10 @@ export interface operations {
     delete_template: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 slug: string;
             };
@@ -11063,6 +12096,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11144,6 +12181,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11162,6 +12202,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11173,7 +12214,10 @@ export interface operations {
     update_template: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 slug: string;
             };
@@ -11193,6 +12237,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11274,6 +12322,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11292,6 +12343,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11315,6 +12367,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11360,6 +12415,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11378,6 +12436,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11389,7 +12448,10 @@ export interface operations {
     cancel_email: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -11400,6 +12462,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11481,6 +12547,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11499,6 +12568,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11522,6 +12592,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11567,6 +12640,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11585,6 +12661,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11596,7 +12673,10 @@ export interface operations {
     record_consent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11619,6 +12699,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11700,6 +12784,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11718,6 +12805,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11743,6 +12831,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11788,6 +12879,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11806,6 +12900,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11820,6 +12915,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for gdpr.erasure, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -11841,6 +12938,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11931,6 +13032,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11949,6 +13053,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11972,6 +13077,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12017,6 +13125,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12035,6 +13146,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12060,6 +13172,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12105,6 +13220,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12123,6 +13241,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12137,6 +13256,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for gdpr.export.subject, gdpr.export.workspace, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -12157,6 +13278,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12247,6 +13372,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12265,6 +13393,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12288,6 +13417,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12333,6 +13465,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12351,6 +13486,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12381,6 +13517,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12426,6 +13565,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12444,6 +13586,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12458,6 +13601,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -12482,6 +13627,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12572,6 +13721,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12590,6 +13742,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12613,6 +13766,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12658,6 +13814,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12676,6 +13835,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12687,7 +13847,10 @@ export interface operations {
     update_conversation: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description conv_... */
                 id: string;
@@ -12711,6 +13874,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12792,6 +13959,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12810,6 +13980,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12838,6 +14009,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12883,6 +14057,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12901,6 +14078,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12915,6 +14093,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description conv_... */
@@ -12937,6 +14117,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13027,6 +14211,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13045,6 +14232,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13056,7 +14244,10 @@ export interface operations {
     logout: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13065,6 +14256,10 @@ export interface operations {
             /** @description the session is revoked */
             204: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -13144,6 +14339,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13162,6 +14360,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13182,6 +14381,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13227,6 +14429,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13245,6 +14450,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13256,7 +14462,10 @@ export interface operations {
     update_me: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13275,6 +14484,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13356,6 +14569,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13374,6 +14590,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13401,6 +14618,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13446,6 +14666,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13464,6 +14687,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13475,7 +14699,10 @@ export interface operations {
     cancel_my_booking: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description bk_... */
                 id: string;
@@ -13497,6 +14724,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13578,6 +14809,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13596,6 +14830,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13610,6 +14845,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description bk_... */
@@ -13631,6 +14868,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13721,6 +14962,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13739,6 +14983,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13769,6 +15014,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13814,6 +15062,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13832,6 +15083,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13857,6 +15109,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13902,6 +15157,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13920,6 +15178,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13934,6 +15193,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for gdpr.erasure, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -13952,6 +15213,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14042,6 +15307,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14060,6 +15328,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14074,6 +15343,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -14083,6 +15354,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14173,6 +15448,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14191,6 +15469,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14205,6 +15484,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for gdpr.export.subject, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -14214,6 +15495,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14304,6 +15589,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14322,6 +15610,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14345,6 +15634,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14390,6 +15682,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14408,6 +15703,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14422,6 +15718,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, portal.sessions.return, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -14442,6 +15740,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14532,6 +15834,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14550,6 +15855,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14579,6 +15885,9 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14660,6 +15969,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14678,6 +15990,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14712,6 +16025,9 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14802,6 +16118,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14820,6 +16139,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14850,6 +16170,9 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14931,6 +16254,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14949,6 +16275,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14976,6 +16303,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15021,6 +16351,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15039,6 +16372,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15050,7 +16384,10 @@ export interface operations {
     create_post: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -15072,6 +16409,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15153,6 +16494,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15171,6 +16515,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15194,6 +16539,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15239,6 +16587,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15257,6 +16608,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15268,7 +16620,10 @@ export interface operations {
     delete_post: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -15279,6 +16634,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15360,6 +16719,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15378,6 +16740,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15392,6 +16755,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -15412,6 +16777,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15502,6 +16871,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15520,6 +16892,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15531,7 +16904,10 @@ export interface operations {
     cancel_post: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -15542,6 +16918,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15623,6 +17003,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15641,6 +17024,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15655,6 +17039,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -15666,6 +17052,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15756,6 +17146,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15774,6 +17167,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15788,6 +17182,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -15809,6 +17205,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15899,6 +17299,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15917,6 +17320,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15931,6 +17335,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -15943,6 +17349,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16033,6 +17443,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16051,6 +17464,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16078,6 +17492,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16123,6 +17540,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16141,6 +17561,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16152,7 +17573,10 @@ export interface operations {
     create_scan: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -16170,6 +17594,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16179,6 +17607,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16260,6 +17692,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16278,6 +17713,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16301,6 +17737,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16346,6 +17785,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16364,6 +17806,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16389,6 +17832,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16434,6 +17880,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16452,6 +17901,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16466,6 +17916,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for webhooks.create, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -16489,6 +17941,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16579,6 +18035,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16597,6 +18056,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16620,6 +18080,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16665,6 +18128,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16683,6 +18149,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16697,6 +18164,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for webhooks.delete, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -16708,6 +18177,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16798,6 +18271,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16816,6 +18292,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16830,6 +18307,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for webhooks.update, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -16854,6 +18333,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16944,6 +18427,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16962,6 +18448,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16990,6 +18477,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17035,6 +18525,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17053,6 +18546,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17064,7 +18558,10 @@ export interface operations {
     retry_delivery: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
                 /** @description whd_... */
@@ -17077,6 +18574,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17158,6 +18659,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17176,6 +18680,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17190,6 +18695,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for webhooks.rotate_secret, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -17211,6 +18718,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17301,6 +18812,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17319,6 +18833,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17330,7 +18845,10 @@ export interface operations {
     test_endpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -17341,6 +18859,10 @@ export interface operations {
             /** @description Accepted: the work goes on in the background; the object in data tells its state */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17422,6 +18944,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17440,6 +18965,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17465,6 +18991,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17510,6 +19039,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17528,6 +19060,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17548,6 +19081,9 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17593,6 +19129,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17611,6 +19150,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17625,6 +19165,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for workspaces.update, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -17645,6 +19187,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17735,6 +19281,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17753,6 +19302,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17778,6 +19328,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17823,6 +19376,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17841,6 +19397,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17855,6 +19412,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for api_keys.create, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -17877,6 +19436,10 @@ export interface operations {
             /** @description Created: the new object, in data */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17967,6 +19530,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17985,6 +19551,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17999,6 +19566,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for api_keys.revoke, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description key_... */
@@ -18011,6 +19580,10 @@ export interface operations {
             /** @description Deleted */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18101,6 +19674,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18119,6 +19695,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18144,6 +19721,9 @@ export interface operations {
             /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
             200: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18189,6 +19769,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18207,6 +19790,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18221,6 +19805,8 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for members.change, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description the identity provider's subject (`sub`), percent-encoded */
@@ -18242,6 +19828,10 @@ export interface operations {
             /** @description The object, in data */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18332,6 +19922,9 @@ export interface operations {
             /** @description Rate limit exceeded; see Retry-After */
             429: {
                 headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18350,6 +19943,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {

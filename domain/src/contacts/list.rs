@@ -32,7 +32,7 @@ impl ListContacts {
     /// Every bad parameter in one 400.
     pub fn check(self) -> ApiResult<Filters> {
         let mut errs = Errors::new();
-        if self.q.as_deref().is_some_and(|v| v.trim().is_empty() || v.len() > 100) {
+        if self.q.as_deref().is_some_and(|v| v.trim().is_empty() || v.chars().count() > 100) {
             errs.add("q", "must be 1 to 100 characters");
         }
         let created_after = self.created_after.as_deref().and_then(|v| errs.timestamp("created_after", v));

@@ -329,6 +329,7 @@ pub struct CreateTemplate {
     /// Default `en`.
     #[serde(default)]
     pub locale: Option<String>,
+    #[schema(min_length = 1)]
     pub subject: String,
     #[serde(default)]
     pub html: Option<String>,
@@ -383,7 +384,7 @@ pub struct UpdateTemplate {
     #[schema(value_type = String)]
     pub locale: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = String)]
+    #[schema(value_type = String, min_length = 1)]
     pub subject: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]

@@ -44,7 +44,7 @@ pub async fn get_contact(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/contacts", tag = "contacts",
     params(shared::openapi::PageParams,
         ("status" = Option<ContactStatus>, Query), ("email_status" = Option<EmailStatus>, Query), ("label" = Option<String>, Query),
-        ("q" = Option<String>, Query, min_length = 1, max_length = 100, description = "prefix of email, full name or last name"),
+        ("q" = Option<String>, Query, min_length = 1, max_length = 100, pattern = "\\S", description = "prefix of email, full name or last name"),
         ("created_after" = Option<String>, Query, format = DateTime, description = "RFC 3339")),
     responses((status = 200, body = shared::openapi::ListOf<Contact>), shared::openapi::CommonErrors))]
 pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
