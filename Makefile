@@ -21,8 +21,9 @@ CHECKOV := .local/checkov/.installed
 
 BROWSER_TOOLS := tests/browser/node_modules/.package-lock.json
 OIDC := tools/oidc/node_modules/.package-lock.json
+OPTIC := tools/optic/node_modules/.package-lock.json
 
-deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) $(BROWSER_TOOLS) $(OIDC) java nginx chromium
+deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) $(BROWSER_TOOLS) $(OIDC) $(OPTIC) java nginx chromium
 
 $(VENV)/.installed: requirements-dev.txt
 	@echo "installing moto, cfn-lint, schemathesis and SAM CLI into $(VENV)"
@@ -91,6 +92,11 @@ $(BROWSER_TOOLS): tests/browser/package.json tests/browser/package-lock.json
 $(OIDC): tools/oidc/package.json tools/oidc/package-lock.json
 	@echo "installing the local OpenID provider (oidc-provider)"
 	npm ci --prefix tools/oidc --no-audit --no-fund --loglevel=error
+
+# Optic, the contract's breaking-change check against openapi/released/ (tools/src/contract_diff.rs).
+$(OPTIC): tools/optic/package.json tools/optic/package-lock.json
+	@echo "installing the contract's breaking-change check (optic)"
+	npm ci --prefix tools/optic --no-audit --no-fund --loglevel=error
 
 # After java: apt-get takes one lock.
 chromium: java

@@ -2,6 +2,7 @@
 //! which puts them together for `make dev` and for the end-to-end tests.
 
 pub mod admin;
+pub mod contract_diff;
 pub mod gateway;
 pub mod iam;
 pub mod localstack;
