@@ -1,9 +1,11 @@
 //! schemathesis over the whole contract (`openapi/openapi.json`) against the local stack: every
 //! operation, in a workspace that holds data in every area (lists and look-ups see mixed item
-//! kinds), through a gateway with generous rate limits. Checks: no 5xx, every status code
-//! and content type documented, every response body matching its schema, 405 with Allow for
-//! methods a path does not declare, invalid data refused, and valid data accepted unless a
-//! rule no schema can state refuses it (`tests/schemathesis_hooks.py`, listed in
+//! kinds), through a gateway with generous rate limits. Every check schemathesis has: no 5xx,
+//! every status code, content type and declared header documented and as declared, every
+//! response body matching its schema, 405 with Allow for methods a path does not declare,
+//! invalid data and missing required headers refused, authentication not ignored, created
+//! objects found (and gone once deleted), and valid data accepted unless a rule no schema can
+//! state refuses it (`tests/schemathesis_hooks.py`, listed in
 //! docs/api.md). The stateful phase follows the contract's links from creates to what they
 //! made. A fixed seed and a
 //! bounded number of examples keep the run repeatable and within a few minutes. A second run
@@ -39,7 +41,10 @@ async fn schemathesis_finds_nothing_wrong_with_the_contract() {
     domain::workspaces::add_member(&h.app().await, &shared::auth::WorkspaceId::trusted(ws.clone()), &subject, "owner").await.unwrap();
     let token = tools::admin::mint_token(&subject, "read write admin", 3600).unwrap();
     let config = config(&format!("Bearer {token}"), &ws, &sessions, &ids, &contract);
-    let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,unsupported_method,negative_data_rejection,positive_data_within_stated_rules";
+    // Every check schemathesis has, with `positive_data_within_stated_rules` (the hooks) in
+    // place of `positive_data_acceptance`: data the contract allows is accepted unless a rule
+    // docs/api.md lists refuses it.
+    let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,negative_data_rejection,missing_required_header,unsupported_method,allow_header_conformance,use_after_free,ensure_resource_availability,ignored_auth,object_level_authorization,positive_data_within_stated_rules";
     let failed = schemathesis(&base, &config, "schemathesis.toml", checks, &shard_paths(&contract, shards())).await;
     assert!(failed.is_empty(), "schemathesis found failures in shards {failed:?} (output above)");
 }
@@ -151,7 +156,10 @@ fn config(
         config.push_str(&format!("[[operations]]\ninclude-path = \"{path}\"\nheaders = {{ \"X-Portal-Session\" = \"{session}\" }}\n\n"));
     }
     for (path, id) in ids {
-        if *path == e2e::PORTAL_SESSION {
+        // The seed's portal ids are its own contact's; the fuzz acts as a contact of its own
+        // (above), whose exports and bookings come from its creates, by the contract's links:
+        // a fixed id of another contact here answered 404 to the link (ST302).
+        if *path == e2e::PORTAL_SESSION || path.starts_with("/portal/me/") {
             continue;
         }
         if let Some(op) = path.strip_prefix('?') {
