@@ -26,7 +26,7 @@ OPTIC := tools/optic/node_modules/.package-lock.json
 deps: $(VENV)/.installed $(CHECKOV) $(DDB_LOCAL) $(REDOCLY) $(TS_CLIENT) $(PDS) $(BROWSER_TOOLS) $(OIDC) $(OPTIC) java nginx chromium
 
 $(VENV)/.installed: requirements-dev.txt
-	@echo "installing moto, cfn-lint, schemathesis and SAM CLI into $(VENV)"
+	@echo "installing moto, cfn-lint, schemathesis, SAM CLI and openapi-python-client into $(VENV)"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@

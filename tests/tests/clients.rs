@@ -217,3 +217,29 @@ async fn typescript_client_passes_its_suite_against_the_local_stack() {
     println!("{text}");
     assert!(out.status.success(), "the TypeScript client's suite failed (output above)");
 }
+
+/// The contract as a generator nobody here wrote reads it (openapi-python-client, from
+/// `make deps`): no warnings, and a write's `Idempotency-Key` is a typed parameter.
+#[test]
+fn a_python_client_generated_from_the_contract_types_the_idempotency_key() {
+    let root = tools::localstack::repo_root();
+    let bin = root.join(".venv/bin");
+    let out = root.join("target/python-client");
+    let _ = std::fs::remove_dir_all(&out);
+    // Its post-generation hook runs ruff, which the venv has.
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let run = std::process::Command::new(bin.join("openapi-python-client"))
+        .args(["generate", "--meta", "none", "--path"])
+        .arg(root.join("openapi/openapi.json"))
+        .arg("--output-path")
+        .arg(&out)
+        .env("PATH", path)
+        .output()
+        .expect("openapi-python-client (make deps installs it)");
+    let log = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "{log}");
+    assert!(!log.contains("Warning"), "the generator warned:\n{log}");
+    let create = std::fs::read_to_string(out.join("api/contacts/create_contact.py")).unwrap();
+    assert!(create.contains("idempotency_key: str | Unset"), "{create}");
+    assert!(create.contains("headers[\"Idempotency-Key\"] = idempotency_key"), "{create}");
+}
