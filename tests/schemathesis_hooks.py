@@ -90,6 +90,9 @@ UNSTATED = {
     # A credential makes keys no stronger than itself.
     ("scopes", "cannot exceed the scopes of the calling credential"): "a key's scopes are within its maker's",
     ("requires_confirmation", "must require at least"): "a key needs at least its maker's confirmations",
+    # What DynamoDB stores: a number's magnitude and digits (a schema bounds neither the
+    # smallest magnitude nor the count of digits).
+    ("custom_fields.", "numbers must be between"): "numbers of 1e-130 to 9.99e125 in magnitude (or 0), at most 38 digits",
     # The world and the deployment's policy.
     ("url", ""): "a URL the outbound policy allows: https, a public host that resolves",
     ("credentials", "resolve"): "a server address the outbound policy allows",

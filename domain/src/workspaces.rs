@@ -391,20 +391,22 @@ fn new_api_key(
 #[serde(deny_unknown_fields)]
 pub struct UpdateWorkspace {
     #[serde(default)]
-    #[schema(value_type = String, min_length = 1, max_length = 100)]
+    #[schema(value_type = String, min_length = 1, max_length = 100, pattern = "\\S")]
     pub name: Patch<String>,
     /// 3 to 48 lowercase letters, digits and single hyphens, neither first nor last.
     #[serde(default)]
     #[schema(value_type = String, min_length = 3, max_length = 48, pattern = "^[a-z0-9]+(-[a-z0-9]+)*$")]
     pub slug: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = String)]
+    // The shapes `validate::is_timezone`, `is_locale` and `is_currency` accept; which names,
+    // tags and codes exist is theirs (docs/api.md).
+    #[schema(value_type = String, pattern = "^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$")]
     pub timezone: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = String)]
+    #[schema(value_type = String, pattern = "^[a-z]{2,3}(-([A-Z]{2}|[0-9]{3}|[A-Z][a-z]{3}))*$")]
     pub locale: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = String)]
+    #[schema(value_type = String, pattern = "^[A-Z]{3}$")]
     pub default_currency: Patch<String>,
     /// Origins a portal login link may return to (`https://shop.example.com`); replaces the list.
     #[serde(default)]
