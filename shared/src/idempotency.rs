@@ -360,7 +360,7 @@ pub(crate) fn refused(old: &Item, fingerprint: &str) -> Result<Begin, ApiError> 
     if get_str(old, "fingerprint") != Some(fingerprint) {
         return Err(ApiError::new(
             ErrorCode::IdempotencyKeyReused,
-            "this Idempotency-Key was already used for a different request (method, path or body)",
+            "this Idempotency-Key was already used for a different request (method, path, body or credential)",
         ));
     }
     if get_str(old, "state") == Some("done") && !old.contains_key("body") {

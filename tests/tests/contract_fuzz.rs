@@ -157,8 +157,9 @@ fn config(
     }
     for (path, id) in ids {
         // The seed's portal ids are its own contact's; the fuzz acts as a contact of its own
-        // (above), whose exports and bookings come from its creates, by the contract's links:
-        // a fixed id of another contact here answered 404 to the link (ST302).
+        // (above). Its export comes from `POST /portal/me/export`, whose answer schemathesis
+        // follows to `GET /portal/me/exports/{id}` (a fixed id of another contact overrode it:
+        // ST302); its bookings routes see only ids it does not hold (404).
         if *path == e2e::PORTAL_SESSION || path.starts_with("/portal/me/") {
             continue;
         }

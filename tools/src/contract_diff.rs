@@ -22,7 +22,13 @@ pub fn compare(base: &Path, head: &Path) -> Result<Option<Breaking>, String> {
     if !optic.is_file() {
         return Err(format!("{} is missing: run `make deps`", optic.display()));
     }
+    // Optic writes `ci-run-details.json` where it runs (with `CI` set): a directory of its own.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cwd = std::env::temp_dir().join(format!("contract-diff-run-{}-{run}", std::process::id()));
+    std::fs::create_dir_all(&cwd).map_err(|e| format!("{}: {e}", cwd.display()))?;
     let out = Command::new("node")
+        .current_dir(&cwd)
         .arg(&optic)
         .args(["diff"])
         .arg(base)
@@ -40,10 +46,10 @@ pub fn compare(base: &Path, head: &Path) -> Result<Option<Breaking>, String> {
     match out.status.code() {
         Some(0) => Ok(None),
         Some(1) => {
-            // Each failing operation's heading: `x GET /contacts:`.
+            // Each failing operation's heading: `x GET /contacts:`, or `x GET /p: removed`.
             let mut operations: Vec<String> = report
                 .lines()
-                .filter_map(|l| l.trim().strip_prefix("x ")?.strip_suffix(':').map(str::to_string))
+                .filter_map(|l| l.trim().strip_prefix("x ")?.split_once(':').map(|(op, _)| op.trim().to_string()))
                 .filter(|l| l.split(' ').next().is_some_and(|m| ["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&m)))
                 .collect();
             operations.dedup();
@@ -51,6 +57,9 @@ pub fn compare(base: &Path, head: &Path) -> Result<Option<Breaking>, String> {
         }
         _ => Err(format!("optic failed ({}):\n{report}", out.status)),
     }
+    .inspect(|_| {
+        let _ = std::fs::remove_dir_all(&cwd);
+    })
 }
 
 /// The operations the changelog's `## Unreleased` section lists as breaking (`- GET /contacts: ...`

@@ -442,12 +442,12 @@ fn declare_headers(v: &mut serde_json::Value) {
     use shared::idempotency as idem;
     v["components"]["parameters"]["IdempotencyKey"] = json!({
         "name": idem::HEADER, "in": "header", "required": false,
-        "description": format!("Makes the write safe to repeat: the first completed answer is kept {} hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key.", idem::WINDOW_HOURS),
+        "description": format!("Makes the write safe to repeat: the first completed answer is kept {} hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key.", idem::WINDOW_HOURS),
         "schema": {"type": "string", "minLength": 1, "maxLength": idem::KEY_MAX_LEN, "pattern": idem::KEY_PATTERN},
     });
     let headers = &mut v["components"]["headers"];
     headers["RequestId"] = json!({"description": "This request's id (req_...), on every answer (an error's is also its envelope's request_id): quote it when asking about a request", "schema": {"type": "string"}});
-    headers["RetryAfter"] = json!({"description": "Seconds to wait before trying again", "schema": {"type": "integer", "minimum": 0}});
+    headers["RetryAfter"] = json!({"description": "Seconds to wait before trying again (on a 409: the request with the same Idempotency-Key is still running)", "schema": {"type": "integer", "minimum": 0}});
     headers["IdempotentReplayed"] = json!({"description": "Present (true) when this answer is the replay of an earlier request with the same Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}});
     headers["RateLimitPolicy"] = json!({"description": "The rate-limit class and its burst and window (`\"write\";q=30;w=30`), as the IETF RateLimit header fields draft writes it", "schema": {"type": "string"}});
     headers["RateLimit"] = json!({"description": "Tokens remaining in the class's bucket and seconds until the next one (`\"write\";r=29;t=0`)", "schema": {"type": "string"}});
@@ -478,10 +478,12 @@ fn declare_headers(v: &mut serde_json::Value) {
                 if status.starts_with('2') {
                     h["Request-Id"] = r("RequestId");
                 }
-                if status == "429" || status == "503" {
+                // 409: a request with the same key still running says when to look again.
+                if status == "429" || status == "503" || (status == "409" && write && !public) {
                     h["Retry-After"] = r("RetryAfter");
                 }
-                if write && !public && status.starts_with('2') {
+                // A write's stored answer, success or refusal, is what a replay repeats.
+                if write && !public && !matches!(status.as_str(), "401" | "403" | "429") {
                     h["Idempotent-Replayed"] = r("IdempotentReplayed");
                 }
                 // Every admitted request took a token from a bucket (the credential's, or the
@@ -504,15 +506,18 @@ fn describe_operations(v: &mut serde_json::Value) {
         for (_, op) in item.as_object_mut().expect("path item") {
             let Some(op) = op.as_object_mut() else { continue };
             let access = op.get("x-access").cloned().unwrap_or_default();
-            let mut text = String::new();
-            match access["scope"].as_str() {
-                Some(scope) => text.push_str(&format!(
-                    "Needs the `{scope}` scope; rate-limit class `{}`.",
-                    access["rate_limit_class"].as_str().unwrap_or("read")
-                )),
-                None => text.push_str("Needs no workspace credential."),
-            }
-            if let Some(caps) = access["capabilities"].as_array().filter(|c| !c.is_empty()) {
+            let class = access["rate_limit_class"].as_str().unwrap_or("read").to_string();
+            let security = op.get("security").cloned().unwrap_or(serde_json::Value::Null);
+            let public = security.as_array().is_some_and(|s| s.iter().all(|r| r.as_object().is_some_and(|o| o.is_empty())));
+            let portal = security.as_array().is_some_and(|s| s.iter().any(|r| r.get("portal_session").is_some()));
+            let mut text = if public {
+                format!("Needs no credential; rate-limit class `{class}`, per caller address.")
+            } else if portal {
+                format!("Needs a customer's portal session (X-Portal-Session); rate-limit class `{class}`.")
+            } else {
+                format!("Needs the `{}` scope; rate-limit class `{class}`.", access["scope"].as_str().unwrap_or("read"))
+            };
+            if let Some(caps) = access["capabilities"].as_array().filter(|c| !c.is_empty() && !public && !portal) {
                 let names: Vec<&str> = caps.iter().filter_map(|c| c.as_str()).collect();
                 text.push_str(&format!(
                     " Reaches the effect {}: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed.",
@@ -573,16 +578,37 @@ fn constants_and_path_ids(v: &mut serde_json::Value) {
             object["enum"] = serde_json::json!([c]);
         }
     }
-    for (_, item) in v["paths"].as_object_mut().expect("paths") {
+    // A path parameter's kind, by the path up to it (`/contacts/{id}`), from whichever
+    // operation of any path sharing that stem describes it (`ct_...`, with or without
+    // backticks): every operation under the stem gets the pattern.
+    let prefix_of = |p: &serde_json::Value| -> Option<String> {
+        let d = p["description"].as_str()?.trim_matches('`');
+        let prefix = d.strip_suffix("_...")?;
+        (!prefix.is_empty() && prefix.chars().all(|c| c.is_ascii_lowercase())).then(|| prefix.to_string())
+    };
+    let stem = |path: &str, name: &str| path.find(&format!("{{{name}}}")).map(|i| path[..i + name.len() + 2].to_string());
+    let mut kinds: std::collections::BTreeMap<String, String> = Default::default();
+    for (path, item) in v["paths"].as_object().expect("paths") {
+        for (_, op) in item.as_object().expect("path item") {
+            for p in op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path") {
+                if let (Some(prefix), Some(stem)) = (prefix_of(p), stem(path, p["name"].as_str().unwrap_or_default())) {
+                    kinds.entry(stem).or_insert(prefix);
+                }
+            }
+        }
+    }
+    for (path, item) in v["paths"].as_object_mut().expect("paths") {
         for (_, op) in item.as_object_mut().expect("path item") {
             for p in op.get_mut("parameters").and_then(|p| p.as_array_mut()).into_iter().flatten() {
                 if p["in"] != "path" || p["schema"].get("pattern").is_some() {
                     continue;
                 }
-                let prefix =
-                    p["description"].as_str().and_then(|d| d.strip_suffix("_...")).filter(|d| d.chars().all(|c| c.is_ascii_lowercase()));
-                if let Some(prefix) = prefix {
+                let Some(stem) = stem(path, p["name"].as_str().unwrap_or_default()) else { continue };
+                if let Some(prefix) = kinds.get(&stem) {
                     p["schema"]["pattern"] = format!("^{prefix}_[0-7][0-9A-HJKMNP-TV-Z]{{25}}$").into();
+                    if p.get("description").is_none() {
+                        p["description"] = format!("{prefix}_...").into();
+                    }
                 }
             }
         }

@@ -30,11 +30,20 @@ fn a_removed_field_breaks_and_an_added_one_does_not() {
             d["components"]["schemas"]["Contact"]["properties"].as_object_mut().unwrap().remove("phone");
         }),
     );
+    let gone = write(
+        "gone.json",
+        fixture(|d| {
+            d["paths"]["/contacts"]["post"] = d["paths"]["/contacts"]["get"].clone();
+            d["paths"]["/contacts"].as_object_mut().unwrap().remove("get");
+        }),
+    );
     let added =
         write("added.json", fixture(|d| d["components"]["schemas"]["Contact"]["properties"]["nickname"] = json!({"type": "string"})));
     let broken = tools::contract_diff::compare(&base, &removed).unwrap().expect("a removed response field breaks clients");
     assert_eq!(broken.operations, ["GET /contacts"], "{}", broken.report);
     assert!(tools::contract_diff::compare(&base, &added).unwrap().is_none(), "an added field is additive");
+    let removed_op = tools::contract_diff::compare(&base, &gone).unwrap().expect("a removed operation breaks clients");
+    assert!(removed_op.operations.contains(&"GET /contacts".to_string()), "{}", removed_op.report);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -1187,7 +1187,7 @@ export interface paths {
         put?: never;
         /**
          * End the session.
-         * @description Needs the `write` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["logout"];
         delete?: never;
@@ -1205,7 +1205,7 @@ export interface paths {
         };
         /**
          * The signed-in customer's own contact record.
-         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["get_me"];
         put?: never;
@@ -1215,7 +1215,7 @@ export interface paths {
         head?: never;
         /**
          * Change the customer's name or phone, and record their marketing choice.
-         * @description Needs the `write` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         patch: operations["update_me"];
         trace?: never;
@@ -1229,7 +1229,7 @@ export interface paths {
         };
         /**
          * The customer's bookings: `when=upcoming` (default, soonest first) or `when=past` (latest first).
-         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["my_bookings"];
         put?: never;
@@ -1251,7 +1251,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel one of the customer's bookings; inside the service's cancellation window it is 409.
-         * @description Needs the `write` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["cancel_my_booking"];
         delete?: never;
@@ -1272,7 +1272,7 @@ export interface paths {
         /**
          * Move one of the customer's bookings to an open slot of its resource; inside the service's
          *     cancellation window it is 409.
-         * @description Needs the `write` scope; rate-limit class `portal`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["reschedule_my_booking"];
         delete?: never;
@@ -1291,7 +1291,7 @@ export interface paths {
         /**
          * Open start times to move one of the customer's bookings to (its service and resource),
          *     by local date of `timezone` (default UTC), between `from` and `to` (dates or instants).
-         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["my_booking_slots"];
         put?: never;
@@ -1311,7 +1311,7 @@ export interface paths {
         };
         /**
          * The emails sent to the customer, newest first.
-         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["my_emails"];
         put?: never;
@@ -1334,7 +1334,7 @@ export interface paths {
         /**
          * Erase the customer (everything, as `POST /gdpr/erasures` does) with the code sent to their
          *     address, and end the session. Answers 202 with the erasure's audit record.
-         * @description Needs the `write` scope; rate-limit class `portal`. Reaches the effect gdpr.erasure: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["erase_me"];
         delete?: never;
@@ -1355,7 +1355,7 @@ export interface paths {
         /**
          * Send the customer a code (6 digits, 15 minutes, 5 guesses) that confirms their erasure; a
          *     new code replaces the last. Needs a verified sending domain.
-         * @description Needs the `write` scope; rate-limit class `portal`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["erasure_code"];
         delete?: never;
@@ -1376,7 +1376,7 @@ export interface paths {
         /**
          * An export of everything the workspace holds about the customer (rate class `gdpr_export`);
          *     follow it at `GET /portal/me/exports/{id}`.
-         * @description Needs the `write` scope; rate-limit class `gdpr_export`. Reaches the effect gdpr.export.subject: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `gdpr_export`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["export_me"];
         delete?: never;
@@ -1397,7 +1397,7 @@ export interface paths {
          *     customer opened from their own inbox (an emailed link or a sign-in code). A session opened
          *     with a link handed to the API caller (`delivery: return`) never sees the link: whoever
          *     called the API is not shown the customer's data.
-         * @description Needs the `read` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
          */
         get: operations["my_export"];
         put?: never;
@@ -1441,7 +1441,7 @@ export interface paths {
         /**
          * Exchange a login link's token for a session (no credential: the token is one). A used,
          *     expired or unknown token gets the same 401. Event `portal.session.created`.
-         * @description Needs the `write` scope; rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs no credential; rate-limit class `portal`, per caller address. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["exchange_session"];
         delete?: never;
@@ -1464,7 +1464,7 @@ export interface paths {
          *     contact's, the contact gets a one-time link and a 6-digit code from the workspace's
          *     verified sending domain; every address gets the same answer in the same time. Limited per
          *     network address (class `portal_sign_in`) and per address (`portal_sign_in_address`).
-         * @description Needs the `write` scope; rate-limit class `portal_sign_in`. Reaches the effect portal.sign_in: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs no credential; rate-limit class `portal_sign_in`, per caller address. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["sign_in"];
         delete?: never;
@@ -1485,7 +1485,7 @@ export interface paths {
         /**
          * Exchange a sign-in's emailed code for a session (no credential). 5 guesses per sign-in; a
          *     wrong, used, expired or unknown one gets the same 400.
-         * @description Needs the `write` scope; rate-limit class `portal_sign_in`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs no credential; rate-limit class `portal_sign_in`, per caller address. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["verify_sign_in"];
         delete?: never;
@@ -4589,7 +4589,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+        /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
         IdempotencyKey: string;
     };
     requestBodies: never;
@@ -4602,7 +4602,7 @@ export interface components {
         RateLimitPolicy: string;
         /** @description This request's id (req_...), on every answer (an error's is also its envelope's request_id): quote it when asking about a request */
         RequestId: string;
-        /** @description Seconds to wait before trying again */
+        /** @description Seconds to wait before trying again (on a 409: the request with the same Idempotency-Key is still running) */
         RetryAfter: number;
     };
     pathItems: never;
@@ -4802,7 +4802,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4829,6 +4829,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4856,6 +4857,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4865,6 +4867,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4874,6 +4878,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4883,6 +4888,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4892,6 +4898,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4913,6 +4920,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4922,6 +4930,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -4935,7 +4944,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4971,6 +4980,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4998,6 +5008,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5007,6 +5018,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5016,6 +5029,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5025,6 +5039,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5034,6 +5049,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5055,6 +5071,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5064,6 +5081,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -5180,7 +5198,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5216,6 +5234,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5243,6 +5262,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5252,6 +5272,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5261,6 +5283,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5270,6 +5293,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5279,6 +5303,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5288,6 +5313,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5309,6 +5335,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5318,6 +5345,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -5435,7 +5463,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5469,6 +5497,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5496,6 +5525,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5505,6 +5535,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5514,6 +5546,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5523,6 +5556,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5532,6 +5566,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5553,6 +5588,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5562,6 +5598,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -5670,7 +5707,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5737,6 +5774,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5764,6 +5802,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5773,6 +5812,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5782,6 +5823,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5791,6 +5833,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5800,6 +5843,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5821,6 +5865,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5830,6 +5875,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -5936,10 +5982,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description res_... */
                 id: string;
             };
             cookie?: never;
@@ -5962,6 +6009,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5989,6 +6037,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5998,6 +6047,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6007,6 +6058,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6016,6 +6068,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6025,6 +6078,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6046,6 +6100,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6055,6 +6110,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -6068,10 +6124,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description res_... */
                 id: string;
             };
             cookie?: never;
@@ -6104,6 +6161,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6131,6 +6189,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6140,6 +6199,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6149,6 +6210,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6158,6 +6220,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6167,6 +6230,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6188,6 +6252,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6197,6 +6262,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -6305,7 +6371,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -6344,6 +6410,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6371,6 +6438,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6380,6 +6448,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6389,6 +6459,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6398,6 +6469,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6407,6 +6479,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6428,6 +6501,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6437,6 +6511,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -6543,10 +6618,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description svc_... */
                 id: string;
             };
             cookie?: never;
@@ -6569,6 +6645,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6596,6 +6673,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6605,6 +6683,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6614,6 +6694,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6623,6 +6704,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6632,6 +6714,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6653,6 +6736,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6662,6 +6746,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -6675,10 +6760,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description svc_... */
                 id: string;
             };
             cookie?: never;
@@ -6711,6 +6797,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6738,6 +6825,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6747,6 +6835,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6756,6 +6846,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6765,6 +6856,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6774,6 +6866,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6795,6 +6888,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6804,6 +6898,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -6910,10 +7005,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description bk_... */
                 id: string;
             };
             cookie?: never;
@@ -6946,6 +7042,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6973,6 +7070,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6982,6 +7080,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6991,6 +7091,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7000,6 +7101,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7009,6 +7111,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7030,6 +7133,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7039,6 +7143,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -7052,10 +7157,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description bk_... */
                 id: string;
             };
             cookie?: never;
@@ -7078,6 +7184,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7105,6 +7212,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7114,6 +7222,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7123,6 +7233,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7132,6 +7243,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7141,6 +7253,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7162,6 +7275,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7171,6 +7285,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -7186,10 +7301,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description bk_... */
                 id: string;
             };
             cookie?: never;
@@ -7212,6 +7328,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7239,6 +7356,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7248,6 +7366,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7257,6 +7377,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7266,6 +7387,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7275,6 +7397,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7284,6 +7407,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7305,6 +7429,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7314,6 +7439,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -7327,10 +7453,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description bk_... */
                 id: string;
             };
             cookie?: never;
@@ -7353,6 +7480,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7380,6 +7508,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7389,6 +7518,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7398,6 +7529,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7407,6 +7539,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7416,6 +7549,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7437,6 +7571,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7446,6 +7581,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -7461,10 +7597,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description bk_... */
                 id: string;
             };
             cookie?: never;
@@ -7496,6 +7633,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7523,6 +7661,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7532,6 +7671,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7541,6 +7682,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7550,6 +7692,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7559,6 +7702,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7568,6 +7712,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7589,6 +7734,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7598,6 +7744,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -7798,7 +7945,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -7838,6 +7985,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7865,6 +8013,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7874,6 +8023,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7883,6 +8034,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7892,6 +8044,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7901,6 +8054,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7922,6 +8076,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7931,6 +8086,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -8134,7 +8290,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for channels.connect, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -8171,6 +8327,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8198,6 +8355,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8207,6 +8365,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8216,6 +8376,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8225,6 +8386,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8234,6 +8396,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8243,6 +8406,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of channels.connect for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8264,6 +8428,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8273,6 +8438,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -8381,10 +8547,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for channels.delete, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description ch_... */
                 id: string;
             };
             cookie?: never;
@@ -8407,6 +8574,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8434,6 +8602,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8443,6 +8612,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8452,6 +8623,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8461,6 +8633,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8470,6 +8643,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8479,6 +8653,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of channels.delete for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8500,6 +8675,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8509,6 +8685,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -8524,10 +8701,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for channels.update, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description ch_... */
                 id: string;
             };
             cookie?: never;
@@ -8559,6 +8737,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8586,6 +8765,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8595,6 +8775,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8604,6 +8786,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8613,6 +8796,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8622,6 +8806,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8631,6 +8816,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of channels.update for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8652,6 +8838,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8661,6 +8848,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -8674,10 +8862,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description ch_... */
                 id: string;
             };
             cookie?: never;
@@ -8700,6 +8889,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8727,6 +8917,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8736,6 +8927,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8745,6 +8938,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8754,6 +8948,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8763,6 +8958,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8784,6 +8980,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8793,6 +8990,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -8908,7 +9106,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -8948,6 +9146,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8975,6 +9174,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8984,6 +9184,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8993,6 +9195,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9002,6 +9205,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9011,6 +9215,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9032,6 +9237,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9041,6 +9247,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -9054,7 +9261,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -9097,6 +9304,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9124,6 +9332,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9133,6 +9342,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9142,6 +9353,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9151,6 +9363,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9160,6 +9373,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9181,6 +9395,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9190,6 +9405,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -9302,6 +9518,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description imp_... */
                 id: string;
             };
             cookie?: never;
@@ -9486,10 +9703,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description ct_... */
                 id: string;
             };
             cookie?: never;
@@ -9512,6 +9730,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9539,6 +9758,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9548,6 +9768,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9557,6 +9779,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9566,6 +9789,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9575,6 +9799,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9596,6 +9821,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9605,6 +9831,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -9618,10 +9845,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description ct_... */
                 id: string;
             };
             cookie?: never;
@@ -9654,6 +9882,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9681,6 +9910,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9690,6 +9920,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9699,6 +9931,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9708,6 +9941,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9717,6 +9951,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9738,6 +9973,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9747,6 +9983,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -9766,6 +10003,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description ct_... */
                 id: string;
             };
             cookie?: never;
@@ -9857,10 +10095,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description ct_... */
                 id: string;
             };
             cookie?: never;
@@ -9892,6 +10131,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9919,6 +10159,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9928,6 +10169,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9937,6 +10180,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9946,6 +10190,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9955,6 +10200,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9976,6 +10222,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9985,6 +10232,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -10096,7 +10344,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -10134,6 +10382,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10161,6 +10410,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10170,6 +10420,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10179,6 +10431,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10188,6 +10441,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10197,6 +10451,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10218,6 +10473,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10227,6 +10483,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -10333,10 +10590,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description deal_... */
                 id: string;
             };
             cookie?: never;
@@ -10359,6 +10617,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10386,6 +10645,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10395,6 +10655,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10404,6 +10666,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10413,6 +10676,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10422,6 +10686,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10443,6 +10708,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10452,6 +10718,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -10465,10 +10732,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description deal_... */
                 id: string;
             };
             cookie?: never;
@@ -10500,6 +10768,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10527,6 +10796,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10536,6 +10806,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10545,6 +10817,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10554,6 +10827,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10563,6 +10837,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10584,6 +10859,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10593,6 +10869,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -10708,7 +10985,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -10749,6 +11026,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10776,6 +11054,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10785,6 +11064,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10794,6 +11075,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10803,6 +11085,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10812,6 +11095,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10821,6 +11105,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10842,6 +11127,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10851,6 +11137,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -10866,7 +11153,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -10917,6 +11204,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10944,6 +11232,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10953,6 +11242,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10962,6 +11253,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10971,6 +11263,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10980,6 +11273,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10989,6 +11283,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11010,6 +11305,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11019,6 +11315,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -11129,7 +11426,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.domains.create, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -11162,6 +11459,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11189,6 +11487,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11198,6 +11497,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11207,6 +11508,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11216,6 +11518,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11225,6 +11528,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11234,6 +11538,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.domains.create for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11255,6 +11560,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11264,6 +11570,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -11372,7 +11679,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.domains.delete, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -11399,6 +11706,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11426,6 +11734,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11435,6 +11744,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11444,6 +11755,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11453,6 +11765,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11462,6 +11775,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11471,6 +11785,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.domains.delete for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11492,6 +11807,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11501,6 +11817,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -11609,7 +11926,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -11645,6 +11962,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11672,6 +11990,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11681,6 +12000,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11690,6 +12011,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11699,6 +12021,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11708,6 +12031,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11729,6 +12053,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11738,6 +12063,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -11846,7 +12172,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -11885,6 +12211,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11912,6 +12239,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11921,6 +12249,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11930,6 +12260,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11939,6 +12270,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11948,6 +12280,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11969,6 +12302,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11978,6 +12312,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -12083,7 +12418,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -12109,6 +12444,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12136,6 +12472,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12145,6 +12482,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12154,6 +12493,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12163,6 +12503,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12172,6 +12513,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12193,6 +12535,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12202,6 +12545,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -12215,7 +12559,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -12250,6 +12594,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12277,6 +12622,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12286,6 +12632,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12295,6 +12643,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12304,6 +12653,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12313,6 +12663,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12334,6 +12685,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12343,6 +12695,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -12449,10 +12802,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description em_... */
                 id: string;
             };
             cookie?: never;
@@ -12475,6 +12829,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12502,6 +12857,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12511,6 +12867,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12520,6 +12878,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12529,6 +12888,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12538,6 +12898,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12559,6 +12920,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12568,6 +12930,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -12674,7 +13037,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -12712,6 +13075,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12739,6 +13103,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12748,6 +13113,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12757,6 +13124,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12766,6 +13134,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12775,6 +13144,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12796,6 +13166,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12805,6 +13176,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -12915,7 +13287,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for gdpr.erasure, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -12951,6 +13323,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12978,6 +13351,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12987,6 +13361,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12996,6 +13372,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13005,6 +13382,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13014,6 +13392,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13023,6 +13402,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of gdpr.erasure for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13044,6 +13424,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13053,6 +13434,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -13256,7 +13638,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for gdpr.export.subject, gdpr.export.workspace, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -13291,6 +13673,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13318,6 +13701,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13327,6 +13711,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13336,6 +13722,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13345,6 +13732,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13354,6 +13742,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13363,6 +13752,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of gdpr.export.subject, gdpr.export.workspace for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13384,6 +13774,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13393,6 +13784,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -13601,7 +13993,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -13640,6 +14032,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13667,6 +14060,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13676,6 +14070,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13685,6 +14081,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13694,6 +14091,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13703,6 +14101,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13712,6 +14111,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13733,6 +14133,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13742,6 +14143,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -13848,7 +14250,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -13887,6 +14289,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13914,6 +14317,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13923,6 +14327,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13932,6 +14338,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13941,6 +14348,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13950,6 +14358,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13971,6 +14380,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13980,6 +14390,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -14093,7 +14504,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -14130,6 +14541,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14157,6 +14569,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14166,6 +14579,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14175,6 +14590,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14184,6 +14600,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14193,6 +14610,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14202,6 +14620,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14223,6 +14642,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14232,6 +14652,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -14245,7 +14666,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -14267,6 +14688,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14294,6 +14716,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14303,6 +14726,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14312,6 +14737,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14321,6 +14747,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14330,6 +14757,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14351,6 +14779,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14360,6 +14789,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -14463,7 +14893,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -14497,6 +14927,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14524,6 +14955,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14533,6 +14965,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14542,6 +14976,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14551,6 +14986,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14560,6 +14996,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14581,6 +15018,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14590,6 +15028,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -14700,7 +15139,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -14737,6 +15176,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14764,6 +15204,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14773,6 +15214,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14782,6 +15225,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14791,6 +15235,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14800,6 +15245,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14821,6 +15267,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14830,6 +15277,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -14845,7 +15293,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -14881,6 +15329,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14908,6 +15357,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14917,6 +15367,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14926,6 +15378,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14935,6 +15388,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14944,6 +15398,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14953,6 +15408,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14974,6 +15430,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14983,6 +15440,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -15193,7 +15651,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for gdpr.erasure, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -15226,6 +15684,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15253,6 +15712,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15262,6 +15722,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15271,6 +15733,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15280,6 +15743,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15289,6 +15753,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15298,6 +15763,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of gdpr.erasure for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15319,6 +15785,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15328,6 +15795,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -15343,7 +15811,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -15367,6 +15835,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15394,6 +15863,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15403,6 +15873,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15412,6 +15884,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15421,6 +15894,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15430,6 +15904,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15439,6 +15914,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15460,6 +15936,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15469,6 +15946,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -15484,7 +15962,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for gdpr.export.subject, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -15508,6 +15986,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15535,6 +16014,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15544,6 +16024,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15553,6 +16035,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15562,6 +16045,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15571,6 +16055,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15580,6 +16065,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of gdpr.export.subject for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15601,6 +16087,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15610,6 +16097,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -15718,7 +16206,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for emails.send, portal.sessions.return, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -15753,6 +16241,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15780,6 +16269,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15789,6 +16279,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15798,6 +16290,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15807,6 +16300,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15816,6 +16310,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15825,6 +16320,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send, portal.sessions.return for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15846,6 +16342,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15855,6 +16352,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -16385,7 +16883,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -16422,6 +16920,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16449,6 +16948,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16458,6 +16958,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16467,6 +16969,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16476,6 +16979,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16485,6 +16989,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16506,6 +17011,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16515,6 +17021,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -16621,10 +17128,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description post_... */
                 id: string;
             };
             cookie?: never;
@@ -16647,6 +17155,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16674,6 +17183,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16683,6 +17193,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16692,6 +17204,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16701,6 +17214,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16710,6 +17224,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16731,6 +17246,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16740,6 +17256,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -16755,10 +17272,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description post_... */
                 id: string;
             };
             cookie?: never;
@@ -16790,6 +17308,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16817,6 +17336,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16826,6 +17346,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16835,6 +17357,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16844,6 +17367,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16853,6 +17377,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16862,6 +17387,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of posts.publish for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16883,6 +17409,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16892,6 +17419,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -16905,10 +17433,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description post_... */
                 id: string;
             };
             cookie?: never;
@@ -16931,6 +17460,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16958,6 +17488,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16967,6 +17498,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16976,6 +17509,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16985,6 +17519,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16994,6 +17529,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17015,6 +17551,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17024,6 +17561,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -17039,10 +17577,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description post_... */
                 id: string;
             };
             cookie?: never;
@@ -17065,6 +17604,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17092,6 +17632,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17101,6 +17642,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17110,6 +17653,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17119,6 +17663,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17128,6 +17673,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17137,6 +17683,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of posts.publish for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17158,6 +17705,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17167,6 +17715,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -17182,10 +17731,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description post_... */
                 id: string;
             };
             cookie?: never;
@@ -17218,6 +17768,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17245,6 +17796,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17254,6 +17806,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17263,6 +17817,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17272,6 +17827,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17281,6 +17837,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17290,6 +17847,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of posts.publish for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17311,6 +17869,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17320,6 +17879,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -17335,10 +17895,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for posts.publish, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description post_... */
                 id: string;
                 channel_id: string;
             };
@@ -17362,6 +17923,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17389,6 +17951,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17398,6 +17961,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17407,6 +17972,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17416,6 +17982,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17425,6 +17992,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17434,6 +18002,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of posts.publish for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17455,6 +18024,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17464,6 +18034,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -17574,7 +18145,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -17620,6 +18191,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17647,6 +18219,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17656,6 +18229,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17665,6 +18240,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17674,6 +18250,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17683,6 +18260,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17704,6 +18282,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17713,6 +18292,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -17916,7 +18496,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for webhooks.create, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -17954,6 +18534,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17981,6 +18562,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17990,6 +18572,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17999,6 +18583,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18008,6 +18593,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18017,6 +18603,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18026,6 +18613,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of webhooks.create for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18047,6 +18635,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18056,6 +18645,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -18164,10 +18754,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for webhooks.delete, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description wh_... */
                 id: string;
             };
             cookie?: never;
@@ -18190,6 +18781,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18217,6 +18809,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18226,6 +18819,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18235,6 +18830,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18244,6 +18840,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18253,6 +18850,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18262,6 +18860,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of webhooks.delete for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18283,6 +18882,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18292,6 +18892,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -18307,10 +18908,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for webhooks.update, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description wh_... */
                 id: string;
             };
             cookie?: never;
@@ -18346,6 +18948,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18373,6 +18976,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18382,6 +18986,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18391,6 +18997,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18400,6 +19007,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18409,6 +19017,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18418,6 +19027,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of webhooks.update for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18439,6 +19049,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18448,6 +19059,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -18468,6 +19080,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description wh_... */
                 id: string;
             };
             cookie?: never;
@@ -18559,10 +19172,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description wh_... */
                 id: string;
                 /** @description whd_... */
                 delivery_id: string;
@@ -18587,6 +19201,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18614,6 +19229,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18623,6 +19239,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18632,6 +19250,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18641,6 +19260,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18650,6 +19270,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18671,6 +19292,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18680,6 +19302,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -18695,10 +19318,11 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for webhooks.rotate_secret, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description wh_... */
                 id: string;
             };
             cookie?: never;
@@ -18731,6 +19355,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18758,6 +19383,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18767,6 +19393,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18776,6 +19404,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18785,6 +19414,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18794,6 +19424,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18803,6 +19434,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of webhooks.rotate_secret for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18824,6 +19456,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18833,6 +19466,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -18846,10 +19480,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @description wh_... */
                 id: string;
             };
             cookie?: never;
@@ -18872,6 +19507,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18899,6 +19535,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18908,6 +19545,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18917,6 +19556,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18926,6 +19566,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18935,6 +19576,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18956,6 +19598,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18965,6 +19608,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -19165,7 +19809,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for workspaces.update, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -19200,6 +19844,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19227,6 +19872,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19236,6 +19882,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19245,6 +19893,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19254,6 +19903,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19263,6 +19913,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19272,6 +19923,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of workspaces.update for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19293,6 +19945,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19302,6 +19955,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -19412,7 +20066,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for api_keys.create, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -19449,6 +20103,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19476,6 +20131,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19485,6 +20141,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19494,6 +20152,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19503,6 +20162,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19512,6 +20172,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19521,6 +20182,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of api_keys.create for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19542,6 +20204,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19551,6 +20214,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -19566,7 +20230,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for api_keys.revoke, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -19593,6 +20257,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19620,6 +20285,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19629,6 +20295,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19638,6 +20306,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19647,6 +20316,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19656,6 +20326,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19665,6 +20336,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of api_keys.revoke for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19686,6 +20358,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19695,6 +20368,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
@@ -19805,7 +20479,7 @@ export interface operations {
             header?: {
                 /** @description A confirmation token (cct_...) for members.change, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
                 "X-Capability-Confirmation"?: string;
-                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -19841,6 +20515,7 @@ export interface operations {
             /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
             400: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19868,6 +20543,7 @@ export interface operations {
             /** @description No such route or object in this workspace */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19877,6 +20553,8 @@ export interface operations {
             /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19886,6 +20564,7 @@ export interface operations {
             /** @description Body above 1 MiB */
             413: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19895,6 +20574,7 @@ export interface operations {
             /** @description Body that is not JSON */
             415: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19904,6 +20584,7 @@ export interface operations {
             /** @description Idempotency-Key reused with a different request */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19913,6 +20594,7 @@ export interface operations {
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of members.change for this exact request (details[0].meta names it) */
             428: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19934,6 +20616,7 @@ export interface operations {
             /** @description Internal error */
             500: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19943,6 +20626,7 @@ export interface operations {
             /** @description A dependency is unavailable */
             503: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
