@@ -108,17 +108,19 @@ fn api<'a>(app: &'a App, function: &'static str, req: http::Request<lambda_http:
 #[inline(never)]
 fn page<'a>(app: &'a App, site: &'static shared::web::Site, req: http::Request<lambda_http::Body>) -> Served<'a> {
     let function = if std::ptr::eq(site, &portal::pages::SITE) { "portal" } else { "capabilities" };
-    Box::pin(async move {
-        let (resp, calls) =
-            shared::metrics::as_function(function, shared::metrics::count_ddb_calls(shared::web::serve(app, site, req))).await;
-        (resp, shared::http::Stats { ddb_calls: calls, status: 0 })
-    })
+    counted(function, shared::web::serve(app, site, req))
 }
 
 #[inline(never)]
 fn agent<'a>(app: &'a App, upstream: Arc<mcp::Upstream>, req: http::Request<lambda_http::Body>) -> Served<'a> {
+    counted("mcp", mcp::serve(app, upstream, req))
+}
+
+/// A handler outside the API pipeline (pages, MCP), as `function`, with its DynamoDB calls
+/// counted as the pipeline counts its own.
+fn counted<'a>(function: &'static str, fut: impl Future<Output = shared::http::Response> + Send + 'a) -> Served<'a> {
     Box::pin(async move {
-        let (resp, calls) = shared::metrics::as_function("mcp", shared::metrics::count_ddb_calls(mcp::serve(app, upstream, req))).await;
+        let (resp, calls) = shared::metrics::as_function(function, shared::metrics::count_ddb_calls(fut)).await;
         (resp, shared::http::Stats { ddb_calls: calls, status: 0 })
     })
 }

@@ -458,10 +458,7 @@ fn declare_headers(v: &mut serde_json::Value) {
             let write = method != "get";
             // A route without a credential (`security: [{}]`: the portal's sign-in) keeps no
             // idempotency record: there is no workspace or session to keep it under.
-            let public = op
-                .get("security")
-                .and_then(|s| s.as_array())
-                .is_some_and(|s| s.iter().all(|r| r.as_object().is_some_and(|o| o.is_empty())));
+            let public = takes_no_credential(op.get("security"));
             if write && !public {
                 op.entry("parameters")
                     .or_insert_with(|| json!([]))
@@ -497,6 +494,11 @@ fn declare_headers(v: &mut serde_json::Value) {
     }
 }
 
+/// `security: [{}]`: the operation takes no credential (the portal's sign-in).
+fn takes_no_credential(security: Option<&serde_json::Value>) -> bool {
+    security.and_then(|s| s.as_array()).is_some_and(|s| s.iter().all(|r| r.as_object().is_some_and(|o| o.is_empty())))
+}
+
 /// Every operation's description says what it needs, the effect it reaches and the errors it
 /// can answer, from the same route declaration the pipeline enforces (`x-access`) and the
 /// operation's own responses: generated docs and agents (the MCP tools) read one paragraph,
@@ -508,7 +510,7 @@ fn describe_operations(v: &mut serde_json::Value) {
             let access = op.get("x-access").cloned().unwrap_or_default();
             let class = access["rate_limit_class"].as_str().unwrap_or("read").to_string();
             let security = op.get("security").cloned().unwrap_or(serde_json::Value::Null);
-            let public = security.as_array().is_some_and(|s| s.iter().all(|r| r.as_object().is_some_and(|o| o.is_empty())));
+            let public = takes_no_credential(Some(&security));
             let portal = security.as_array().is_some_and(|s| s.iter().any(|r| r.get("portal_session").is_some()));
             let mut text = if public {
                 format!("Needs no credential; rate-limit class `{class}`, per caller address.")

@@ -34,11 +34,10 @@ impl Upstream {
     /// One MCP request's time for all its calls to the API (under the function's 29 s and API
     /// Gateway's 30 s).
     pub const BUDGET: std::time::Duration = std::time::Duration::from_secs(24);
-    const TIMEOUT: std::time::Duration = Self::BUDGET;
 
     pub fn client(policy: shared::outbound::UrlPolicy) -> Arc<shared::outbound::Client> {
         Arc::new(
-            shared::outbound::Client::new(policy, Self::TIMEOUT, "workspace-platform-mcp").expect("a static user agent is a valid header"),
+            shared::outbound::Client::new(policy, Self::BUDGET, "workspace-platform-mcp").expect("a static user agent is a valid header"),
         )
     }
 }
@@ -80,6 +79,10 @@ fn initialize_declares_url_elicitation(body: &Body) -> Option<bool> {
         Body::Binary(b) => b,
         _ => return None,
     };
+    // Every tool call's body passes here: parse only one that can be an `initialize`.
+    if !bytes.windows(12).any(|w| w == b"\"initialize\"") {
+        return None;
+    }
     let msg: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     (msg["method"] == "initialize").then(|| msg.pointer("/params/capabilities/elicitation/url").is_some())
 }
