@@ -45,13 +45,14 @@ UNSTATED = {
     ("resource_id", "is not a resource of this service"): "a resource the service offers",
     ("code", "the code is wrong"): "the erasure code sent to the customer, unused and unexpired",
     # Fields that exclude or require each other.
+    # A GDPR subject (`SubjectRef`: answers fill both) and the consents' query; the consent body
+    # states it (`oneOf`).
     ("", "give exactly one of email or contact_id"): "exactly one of email and contact_id",
     ("lost_reason", "is required when a deal is lost"): "a lost deal needs its reason",
     ("to", "at least one recipient is required"): "at least one recipient, or a contact",
     ("channel_id", "must be one of the post's channel_ids"): "a variant is for one of the post's channels",
-    ("rows", "send either rows or csv"): "exactly one of rows and csv",
     ("csv", "the header has no email column"): "a CSV whose header row names an email column",
-    ("csv", "send either rows or csv"): "exactly one of rows and csv",
+    ("csv", "needs a header row"): "a CSV whose header row names an email column",
     ("html", "html or text (or both) is required"): "a body: html, text or both",
     ("subject", "comes from the template"): "subject, html and text come from the template when one is named",
     ("html", "comes from the template"): "subject, html and text come from the template when one is named",
@@ -73,8 +74,6 @@ UNSTATED = {
     # replies and notes (inbound messages arrive by email).
     ("type", "a conversation starts with an inbound message or a reply"): "a first message is inbound or a reply",
     ("type", "reply or note"): "staff add replies and notes",
-    ("contact_id", "give exactly one of contact_id and contact"): "exactly one of contact_id and contact",
-    ("contact", "give exactly one of contact_id and contact"): "exactly one of contact_id and contact",
     ("subject", "is required (or use template_slug)"): "a subject, or a template that has one",
     # One input creates and changes a service: a new one needs these.
     ("resource_ids", "is required"): "a new service names its resources",

@@ -45,6 +45,7 @@ pub async fn serve_with_stats(app: &App, routes: &'static [Route], req: http::Re
     // The route's template names its metrics (`GET /posts/{id}`), never the raw path.
     let matched = match_route(routes, req.method(), req.uri().path());
     let route = matched.as_ref().map_or_else(|_| "unmatched".to_string(), |m| format!("{} {}", m.route.method, m.route.path));
+    let deprecation = matched.as_ref().ok().and_then(|m| m.route.deprecation);
     let span = tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %req.uri().path());
     async move {
         let started = Instant::now();
@@ -58,6 +59,9 @@ pub async fn serve_with_stats(app: &App, routes: &'static [Route], req: http::Re
             Err(_) => error_response(&ApiError::unavailable("the request ran past its time budget"), &request_id, &[]),
         };
         resp.headers_mut().insert(REQUEST_ID_HEADER, header_value(&request_id));
+        for (name, value) in deprecation.iter().flat_map(|d| d.headers()) {
+            resp.headers_mut().insert(name, header_value(&value));
+        }
         let status = resp.status().as_u16();
         let duration_ms = started.elapsed().as_millis() as u64;
         tracing::info!(status, ddb_calls, duration_ms, "request done");

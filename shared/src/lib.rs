@@ -10,10 +10,11 @@
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
 //!    `config`, `auth`, `idempotency`, `ratelimit`, `oauth` and `oidc` (a person's tokens)
 //! 5. `app`: the per-container state holding the clients and the above
-//! 6. built on `App`: `authority` (the proof an effect demands), `outbox` (transactions with events, publishing, sweep), `worker`,
+//! 6. built on `App`: `approvals` (requests a person approves), `authority` (the proof an
+//!    effect demands), `outbox` (transactions with events, publishing, sweep), `worker`,
 //!    `request` (what handlers receive and return), `confirmation` (capability tokens
 //!    consumed with the idempotency reservation)
-//! 7. serving: `routing`, `http` (the pipeline), `lambda`, `openapi`
+//! 7. serving: `routing`, `http` (the pipeline), `web` (the hosted pages), `lambda`, `openapi`
 
 // 1. foundations
 pub mod aws;

@@ -43,7 +43,52 @@ pub struct Route {
     /// the handler can perform only these (`crate::authority::Grant::authorize`). The published
     /// capability list is made of these declarations.
     pub effects: &'static [crate::authority::EffectInfo],
+    /// Set when the operation is deprecated (`[deprecation = Deprecation { .. }]`): it keeps
+    /// answering, and every answer says so.
+    pub deprecation: Option<Deprecation>,
     pub handler: Handler,
+}
+
+/// A deprecated operation, as docs/api.md ("Changes to version 1") announces one: the contract
+/// marks it `deprecated` with these dates, and every answer carries `Deprecation` (RFC 9745,
+/// the day as `@<unix seconds>`) and `Sunset` (RFC 8594, an HTTP date) headers.
+#[derive(Clone, Copy, Debug)]
+pub struct Deprecation {
+    /// The day it was deprecated, `YYYY-MM-DD` (from 00:00 UTC).
+    pub since: &'static str,
+    /// The day from which it may stop answering: at least `MIN_NOTICE_DAYS` after `since`.
+    pub sunset: &'static str,
+    /// What to use instead, as the contract names it (`POST /emails/batch`).
+    pub instead: &'static str,
+}
+
+impl Deprecation {
+    /// The notice version 1 promises between a deprecation and its sunset.
+    pub const MIN_NOTICE_DAYS: i64 = 180;
+
+    fn day(d: &str) -> chrono::DateTime<chrono::Utc> {
+        let date =
+            chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap_or_else(|_| panic!("a deprecation date is YYYY-MM-DD, not {d:?}"));
+        date.and_time(chrono::NaiveTime::MIN).and_utc()
+    }
+
+    /// The headers of every answer of the operation.
+    pub fn headers(&self) -> [(&'static str, String); 2] {
+        [
+            ("deprecation", format!("@{}", Self::day(self.since).timestamp())),
+            ("sunset", Self::day(self.sunset).format("%a, %d %b %Y %H:%M:%S GMT").to_string()),
+        ]
+    }
+
+    /// Panics unless both dates parse and the sunset is at least the promised notice later.
+    pub fn check(&self) {
+        let notice = (Self::day(self.sunset) - Self::day(self.since)).num_days();
+        assert!(
+            notice >= Self::MIN_NOTICE_DAYS,
+            "a sunset {notice} days after the deprecation: version 1 promises {}",
+            Self::MIN_NOTICE_DAYS
+        );
+    }
 }
 
 /// The rate class of a route that names none: GET reads, everything else writes.
@@ -84,6 +129,7 @@ impl Route {
             max_body: crate::request::MAX_BODY_BYTES,
             auth: Auth::Workspace,
             effects: &[],
+            deprecation: None,
             handler,
         }
     }
@@ -93,7 +139,8 @@ impl Route {
 /// `#[utoipa::path]` annotation) becomes a route of `routes()` and a path of `ApiDoc`.
 /// Options after a handler change its route: `[class = Class::EmailSend]`,
 /// `[needs = Scope::Admin]`, `[max_body = N]`, `[needs_workspace = false]`,
-/// `[auth = Auth::PortalSession]`, `[effects = &[SendEmail::INFO]]`.
+/// `[auth = Auth::PortalSession]`, `[effects = &[SendEmail::INFO]]`,
+/// `[deprecation = Some(Deprecation { since, sunset, instead })]`.
 ///
 /// ```ignore
 /// shared::area! {
@@ -113,7 +160,7 @@ macro_rules! area {
             static ROUTES: ::std::sync::OnceLock<Vec<$crate::routing::Route>> = ::std::sync::OnceLock::new();
             ROUTES.get_or_init(|| {
                 #[allow(unused_imports)]
-                use $crate::{auth::Scope, ratelimit::Class, routing::Auth};
+                use $crate::{auth::Scope, ratelimit::Class, routing::{Auth, Deprecation}};
                 vec![$(
                     $crate::reexports::paste::paste! {{
                         fn handle<'a>(
@@ -199,6 +246,17 @@ pub fn match_route<'r>(routes: &'r [Route], method: &Method, path: &str) -> ApiR
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_deprecation_is_announced_in_the_rfc_forms() {
+        let d = Deprecation { since: "2026-11-01", sunset: "2027-05-01", instead: "POST /emails/batch" };
+        d.check();
+        let [(dep, since), (sun, sunset)] = d.headers();
+        assert_eq!((dep, since.as_str()), ("deprecation", "@1793491200"));
+        assert_eq!((sun, sunset.as_str()), ("sunset", "Sat, 01 May 2027 00:00:00 GMT"));
+        let short = Deprecation { sunset: "2027-01-01", ..d };
+        assert!(std::panic::catch_unwind(|| short.check()).is_err(), "two months' notice is refused");
+    }
+
     async fn nothing(_: &App, _: Req) -> ApiResult<Reply> {
         Ok(Reply::no_content())
     }
@@ -217,6 +275,7 @@ mod tests {
             max_body: crate::request::MAX_BODY_BYTES,
             auth: Auth::Workspace,
             effects: &[],
+            deprecation: None,
             handler: handle,
         }
     }

@@ -346,7 +346,7 @@ pub fn area_docs() -> Vec<(&'static str, utoipa::openapi::OpenApi)> {
 }
 
 /// The whole contract: shared pieces plus every area's paths, as generated from the code.
-pub fn openapi_doc() -> utoipa::openapi::OpenApi {
+pub fn openapi_doc() -> serde_json::Value {
     use utoipa::OpenApi;
     let mut doc = shared::openapi::BaseDoc::openapi();
     for (_, area) in area_docs() {
@@ -371,7 +371,7 @@ fn request_examples() -> serde_json::Map<String, serde_json::Value> {
 ///   so generated client types name `Post` rather than an anonymous object;
 /// - every response has a description (OpenAPI requires one; utoipa leaves 2xx without);
 /// - every JSON request body carries its example.
-fn finish(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+fn finish(doc: utoipa::openapi::OpenApi) -> serde_json::Value {
     let mut v = serde_json::to_value(&doc).expect("the document serializes");
     let schemas = v["components"]["schemas"].as_object().cloned().expect("components.schemas");
     for (name, schema) in v["components"]["schemas"].as_object_mut().expect("components.schemas") {
@@ -426,11 +426,35 @@ fn finish(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         p["additionalProperties"] = serde_json::json!({"$ref": "#/components/schemas/Content"});
     }
     closed_sets(&mut v);
+    exactly_one(&mut v);
     declare_headers(&mut v);
     constants_and_path_ids(&mut v);
     describe_operations(&mut v);
     open_enums(&mut v);
-    serde_json::from_value(v).expect("the finished document is still an OpenAPI document")
+    // Written from JSON from here on: utoipa's model would drop what it has no field for (a
+    // `oneOf` beside an object's properties).
+    let _: utoipa::openapi::OpenApi = serde_json::from_value(v.clone()).expect("the finished document is still an OpenAPI document");
+    v
+}
+
+/// The finished document with its top-level keys in the order readers expect (`openapi`,
+/// `info`, ... `paths`, then `components`); below that, keys are sorted.
+struct Ordered<'a>(&'a serde_json::Value);
+
+impl serde::Serialize for Ordered<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        const FIRST: [&str; 7] = ["openapi", "info", "jsonSchemaDialect", "servers", "paths", "components", "security"];
+        let doc = self.0.as_object().expect("the document is an object");
+        let mut map = s.serialize_map(Some(doc.len()))?;
+        for k in FIRST.iter().filter(|k| doc.contains_key(**k)) {
+            map.serialize_entry(k, &doc[*k])?;
+        }
+        for (k, v) in doc.iter().filter(|(k, _)| !FIRST.contains(&k.as_str())) {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 /// The headers every client needs, declared once in components from the pipeline's own
@@ -450,6 +474,8 @@ fn declare_headers(v: &mut serde_json::Value) {
     headers["RetryAfter"] = json!({"description": "Seconds to wait before trying again (on a 409: the request with the same Idempotency-Key is still running)", "schema": {"type": "integer", "minimum": 0}});
     headers["IdempotentReplayed"] = json!({"description": "Present (true) when this answer is the replay of an earlier request with the same Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}});
     headers["RateLimitPolicy"] = json!({"description": "The rate-limit class and its burst and window (`\"write\";q=30;w=30`), as the IETF RateLimit header fields draft writes it", "schema": {"type": "string"}});
+    headers["Deprecation"] = json!({"description": "On a deprecated operation's every answer: when it was deprecated (RFC 9745, `@<unix seconds>`)", "schema": {"type": "string", "pattern": "^@[0-9]+$"}});
+    headers["Sunset"] = json!({"description": "On a deprecated operation's every answer: from when it may stop answering (RFC 8594, an HTTP date)", "schema": {"type": "string"}});
     headers["RateLimit"] = json!({"description": "Tokens remaining in the class's bucket and seconds until the next one (`\"write\";r=29;t=0`)", "schema": {"type": "string"}});
     let r = |name: &str| json!({"$ref": format!("#/components/headers/{name}")});
     for (_, item) in v["paths"].as_object_mut().expect("paths") {
@@ -459,6 +485,7 @@ fn declare_headers(v: &mut serde_json::Value) {
             // A route without a credential (`security: [{}]`: the portal's sign-in) keeps no
             // idempotency record: there is no workspace or session to keep it under.
             let public = takes_no_credential(op.get("security"));
+            let deprecated = op.get("deprecated").is_some_and(|d| d == true);
             if write && !public {
                 op.entry("parameters")
                     .or_insert_with(|| json!([]))
@@ -489,7 +516,50 @@ fn declare_headers(v: &mut serde_json::Value) {
                     h["RateLimit-Policy"] = r("RateLimitPolicy");
                     h["RateLimit"] = r("RateLimit");
                 }
+                if deprecated {
+                    h["Deprecation"] = r("Deprecation");
+                    h["Sunset"] = r("Sunset");
+                }
             }
+        }
+    }
+}
+
+/// Fields that go together: a property marked `x-exactly-one = [fields]` on the type
+/// (`#[schema(extensions(...))]`, beside the check that enforces it) makes a `oneOf` whose
+/// branches each require one of those fields, present and not null, and a sentence in the
+/// schema's description. utoipa's model carries no `oneOf` beside an object's properties, and
+/// keeps no extension on a field that is a reference, hence one mark naming the group.
+fn exactly_one(v: &mut serde_json::Value) {
+    use serde_json::json;
+    const MARK: &str = "x-exactly-one";
+    for (name, schema) in v["components"]["schemas"].as_object_mut().expect("schemas") {
+        let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) else { continue };
+        let groups: Vec<Vec<String>> = props
+            .values_mut()
+            .filter_map(|p| p.as_object_mut().and_then(|o| o.remove(MARK)))
+            .map(|g| serde_json::from_value(g).unwrap_or_else(|e| panic!("{name}: {MARK} lists field names: {e}")))
+            .collect();
+        for f in groups.iter().flatten() {
+            assert!(props.contains_key(f), "{name}: {MARK} names {f}, which it does not have");
+        }
+        let mut all = Vec::new();
+        for fields in groups {
+            assert!(fields.len() >= 2, "{name}: {MARK} names two fields or more");
+            let listed: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
+            let sentence = format!("Exactly one of {} (not null).", listed.join(" and "));
+            let description = match schema.get("description").and_then(|d| d.as_str()) {
+                Some(d) => format!("{d}\n\n{sentence}"),
+                None => sentence,
+            };
+            schema["description"] = description.into();
+            let branches: Vec<_> = fields.iter().map(|f| json!({"required": [f], "properties": {f: {"not": {"type": "null"}}}})).collect();
+            all.push(json!({"oneOf": branches}));
+        }
+        match all.len() {
+            0 => {}
+            1 => schema["oneOf"] = all.remove(0)["oneOf"].take(),
+            _ => schema["allOf"] = all.into(),
         }
     }
 }
@@ -519,6 +589,15 @@ fn describe_operations(v: &mut serde_json::Value) {
             } else {
                 format!("Needs the `{}` scope; rate-limit class `{class}`.", access["scope"].as_str().unwrap_or("read"))
             };
+            if let Some(d) = access.get("deprecation") {
+                let (since, sunset, instead) = (&d["since"], &d["sunset"], &d["instead"]);
+                text = format!(
+                    "Deprecated since {}: use {} instead. It keeps answering until {} at least; every answer carries Deprecation and Sunset headers. {text}",
+                    since.as_str().unwrap_or_default(),
+                    instead.as_str().unwrap_or_default(),
+                    sunset.as_str().unwrap_or_default()
+                );
+            }
             if let Some(caps) = access["capabilities"].as_array().filter(|c| !c.is_empty() && !public && !portal) {
                 let names: Vec<&str> = caps.iter().filter_map(|c| c.as_str()).collect();
                 text.push_str(&format!(
@@ -781,6 +860,11 @@ fn annotate_access(doc: &mut utoipa::openapi::OpenApi) {
                     .build(),
             ));
         }
+        if let Some(d) = r.deprecation {
+            d.check();
+            op.deprecated = Some(utoipa::openapi::Deprecated::True);
+            access["deprecation"] = serde_json::json!({"since": d.since, "sunset": d.sunset, "instead": d.instead});
+        }
         let ext = op.extensions.get_or_insert_with(Default::default);
         ext.insert("x-access".into(), access);
     }
@@ -837,7 +921,7 @@ pub fn capabilities_json() -> String {
 }
 
 pub fn openapi_json() -> String {
-    let mut s = openapi_doc().to_pretty_json().expect("the document serializes");
+    let mut s = serde_json::to_string_pretty(&Ordered(&openapi_doc())).expect("the document serializes");
     s.push('\n');
     s
 }
@@ -868,5 +952,47 @@ pub fn mcp_tools_json() -> String {
 }
 
 pub fn openapi_yaml() -> String {
-    openapi_doc().to_yaml().expect("the document serializes")
+    serde_norway::to_string(&Ordered(&openapi_doc())).expect("the document serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// No operation is deprecated today: this is how one would read, from its declaration.
+    #[test]
+    fn a_deprecated_operation_says_so_in_its_description_and_headers() {
+        let mut v = json!({"components": {}, "paths": {"/old": {"get": {
+            "deprecated": true,
+            "x-access": {"scope": "read", "rate_limit_class": "read",
+                "deprecation": {"since": "2026-11-01", "sunset": "2027-05-01", "instead": "GET /new"}},
+            "responses": {"200": {"description": "ok"}, "404": {"description": "no"}},
+        }}}});
+        super::declare_headers(&mut v);
+        super::describe_operations(&mut v);
+        let op = &v["paths"]["/old"]["get"];
+        for status in ["200", "404"] {
+            assert_eq!(op["responses"][status]["headers"]["Sunset"]["$ref"], "#/components/headers/Sunset");
+            assert_eq!(op["responses"][status]["headers"]["Deprecation"]["$ref"], "#/components/headers/Deprecation");
+        }
+        let text = op["description"].as_str().unwrap();
+        assert!(text.starts_with("Deprecated since 2026-11-01: use GET /new instead. It keeps answering until 2027-05-01"), "{text}");
+    }
+
+    #[test]
+    fn fields_marked_exactly_one_become_a_one_of() {
+        let mut v = json!({"components": {"schemas": {"X": {"type": "object", "properties": {
+            "a": {"type": ["string", "null"], "x-exactly-one": ["a", "b"]},
+            "b": {"oneOf": [{"$ref": "#/components/schemas/Y"}, {"type": "null"}]},
+            "c": {"type": "string"},
+        }}}}});
+        super::exactly_one(&mut v);
+        let x = &v["components"]["schemas"]["X"];
+        assert_eq!(
+            x["oneOf"],
+            json!([{"required": ["a"], "properties": {"a": {"not": {"type": "null"}}}}, {"required": ["b"], "properties": {"b": {"not": {"type": "null"}}}}])
+        );
+        assert_eq!(x["description"], "Exactly one of `a` and `b` (not null).");
+        assert!(!x.to_string().contains("x-exactly-one"), "the marks are gone: {x}");
+    }
 }

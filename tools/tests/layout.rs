@@ -50,32 +50,41 @@ fn no_function_crate_depends_on_another() {
     }
 }
 
-/// The layers of `shared/src/lib.rs`, bottom first.
-const SHARED_LAYERS: &[&[&str]] = &[
-    &[
-        "error",
-        "ids",
-        "keys",
-        "crypto",
-        "validate",
-        "cursor",
-        "signing",
-        "metrics",
-        "telemetry",
-        "outbound",
-        "sdk_http",
-        "aws",
-        "sqs",
-        "zone",
-        "html",
-    ],
-    &["store"],
-    &["events"],
-    &["config", "auth", "oauth", "oidc", "idempotency", "ratelimit"],
-    &["app"],
-    &["approvals", "authority", "confirmation", "outbox", "request", "worker"],
-    &["routing", "http", "web", "lambda", "openapi"],
-];
+/// The layers of `shared/src/lib.rs`, bottom first, as its module list declares them (`// 3.
+/// events` and the `pub mod` lines under it); its doc comment must name each module in the
+/// same layer, so the comment a reader starts from cannot drift from what this file checks.
+fn shared_layers() -> Vec<Vec<String>> {
+    let src = std::fs::read_to_string(tools::localstack::repo_root().join("shared/src/lib.rs")).expect("shared/src/lib.rs");
+    let mut layers: Vec<Vec<String>> = vec![];
+    for line in src.lines() {
+        let numbered = |l: &str| l.split_once(". ").and_then(|(n, _)| n.trim().parse::<usize>().ok());
+        if let Some(n) = line.strip_prefix("// ").and_then(numbered) {
+            assert_eq!(n, layers.len() + 1, "lib.rs numbers its layers in order: {line}");
+            layers.push(vec![]);
+        } else if let Some(m) = line.strip_prefix("pub mod ").and_then(|m| m.strip_suffix(';')) {
+            layers.last_mut().unwrap_or_else(|| panic!("pub mod {m} comes before the first layer")).push(m.to_string());
+        }
+    }
+    // The doc comment: `//! N. ...` opens layer N's text, which runs to the next number.
+    let mut described: Vec<String> = vec![];
+    for line in src.lines().filter_map(|l| l.strip_prefix("//!")) {
+        let t = line.trim_start();
+        if t.split_once(". ").is_some_and(|(n, _)| n.parse::<usize>().is_ok()) {
+            described.push(String::new());
+        }
+        if let Some(last) = described.last_mut() {
+            last.push_str(t);
+            last.push(' ');
+        }
+    }
+    assert_eq!(described.len(), layers.len(), "lib.rs's doc comment describes every layer of its module list");
+    for (i, (layer, text)) in layers.iter().zip(&described).enumerate() {
+        for m in layer {
+            assert!(text.contains(&format!("`{m}`")), "lib.rs's doc comment names `{m}` in layer {}: {text}", i + 1);
+        }
+    }
+    layers
+}
 
 /// A source without its comment lines: what the layout rules read.
 fn code_of(src: &str) -> String {
@@ -108,7 +117,9 @@ fn crate_uses(src: &str) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
-    let (graph, _) = layered_modules("shared", SHARED_LAYERS, "SHARED_LAYERS and lib.rs");
+    let layers = shared_layers();
+    let layers: Vec<&[&str]> = layers.iter().map(|l| &*Vec::leak(l.iter().map(|m| &*m.clone().leak()).collect())).collect();
+    let (graph, _) = layered_modules("shared", &layers, "shared/src/lib.rs");
     assert!(graph.len() >= 20, "read the modules: {}", graph.len());
     assert!(cycles(&graph).is_empty(), "shared modules in a cycle: {:?}", cycles(&graph));
 }
@@ -453,4 +464,90 @@ fn workers_are_a_main_over_domain() {
         let main = std::fs::read_to_string(root.join("functions").join(w).join("src/main.rs")).expect("main");
         assert!(main.contains("domain::"), "functions/{w}/src/main.rs hands its events to domain");
     }
+}
+
+/// docs/configuration.md names every environment variable the functions' code reads (the
+/// literal given to `var`, `vars`, `var_os` or one of config.rs's typed readers),
+/// and nothing the code no longer reads.
+#[test]
+fn every_configuration_variable_is_documented() {
+    const READERS: [&str; 6] = ["var(\"", "vars(\"", "var_os(\"", "lease(\"", "ms(\"", "num(\""];
+    let root = tools::localstack::repo_root();
+    let mut read = std::collections::BTreeSet::new();
+    let mut dirs = vec![root.join("shared/src"), root.join("domain/src")];
+    dirs.extend(std::fs::read_dir(root.join("functions")).unwrap().map(|e| e.unwrap().path().join("src")));
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let src = std::fs::read_to_string(&path).unwrap();
+            let code = code_of(&src);
+            for reader in READERS {
+                for (i, _) in code.match_indices(reader) {
+                    let boundary = code[..i].chars().last().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+                    let name: String = code[i + reader.len()..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                        .collect();
+                    if boundary && name.len() > 2 && code[i + reader.len() + name.len()..].starts_with('"') {
+                        read.insert(name);
+                    }
+                }
+            }
+        }
+    }
+    // Formatted names: one per rate-limit class. Read by others: the TLS stack's trust store,
+    // and the admin CLI's queue for `send-inbound` (tools/, local only).
+    read.extend(["RATE_LIMIT_<CLASS>", "SSL_CERT_FILE", "INBOUND_MAIL_QUEUE_URL"].map(String::from));
+    let doc = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
+    let documented: std::collections::BTreeSet<String> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| l.split(" | ").next().unwrap_or_default().split('`').skip(1).step_by(2).map(String::from).collect::<Vec<_>>())
+        .collect();
+    let undocumented: Vec<&String> =
+        read.difference(&documented).filter(|n| !n.starts_with("RATE_LIMIT_") || *n == "RATE_LIMIT_<CLASS>").collect();
+    assert!(undocumented.is_empty(), "read by the code, missing from docs/configuration.md: {undocumented:?}");
+    let stale: Vec<&String> = documented.difference(&read).collect();
+    assert!(stale.is_empty(), "in docs/configuration.md, read by no code: {stale:?}");
+    assert!(read.len() > 40, "the scan finds the variables: {read:?}");
+}
+
+/// A function crate declares only the crates its code names: a dependency left behind when its
+/// use moved into `domain` (the SDK's types, most often) costs build time and misleads a reader
+/// about what the crate does.
+#[test]
+fn function_crates_declare_only_what_they_use() {
+    let root = tools::localstack::repo_root();
+    let mut unused = vec![];
+    for p in metadata()["packages"].as_array().expect("packages") {
+        let manifest = p["manifest_path"].as_str().expect("manifest");
+        if !manifest.contains("/functions/") {
+            continue;
+        }
+        let dir = std::path::Path::new(manifest).parent().expect("crate dir");
+        let code: String = rust_files(&dir.join("src")).iter().map(|f| code_of(&std::fs::read_to_string(f).expect("source"))).collect();
+        for d in p["dependencies"].as_array().expect("dependencies") {
+            if d["kind"].is_string() {
+                continue; // dev or build
+            }
+            let name = d["rename"].as_str().or(d["name"].as_str()).expect("name").replace('-', "_");
+            let named = code.match_indices(name.as_str()).any(|(i, _)| {
+                let before = code[..i].chars().last().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+                let after = code[i + name.len()..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+                before && after
+            });
+            if !named {
+                unused.push(format!("{} {name}", p["name"].as_str().unwrap_or_default()));
+            }
+        }
+    }
+    assert!(unused.is_empty(), "function crates declaring crates their code never names (remove them): {unused:?}");
+    let _ = root;
 }

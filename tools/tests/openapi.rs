@@ -21,13 +21,12 @@ fn committed_openapi_matches_the_code() {
 #[test]
 fn every_route_is_documented_and_nothing_else() {
     let doc = tools::openapi_doc();
-    let documented: BTreeSet<(String, String)> = doc
-        .paths
-        .paths
+    let documented: BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
         .iter()
         .flat_map(|(path, item)| {
-            let v = serde_json::to_value(item).unwrap();
-            v.as_object()
+            item.as_object()
                 .unwrap()
                 .keys()
                 .filter(|k| ["get", "post", "patch", "put", "delete"].contains(&k.as_str()))
@@ -61,7 +60,7 @@ fn no_two_areas_name_different_schemas_alike() {
 /// closed set of weekdays: generated clients get typed values, not free strings.
 #[test]
 fn every_timestamp_is_a_date_time_and_weekdays_are_a_closed_set() {
-    let doc: serde_json::Value = serde_json::to_value(tools::openapi_doc()).expect("contract");
+    let doc = tools::openapi_doc();
     let mut missing = vec![];
     for (name, schema) in doc["components"]["schemas"].as_object().expect("schemas") {
         for (prop, v) in schema["properties"].as_object().into_iter().flatten() {
@@ -101,7 +100,7 @@ fn every_id_of_ours_has_its_pattern() {
         "ApprovalChange.id",
         "Deleted.id",
     ];
-    let doc: serde_json::Value = serde_json::to_value(tools::openapi_doc()).expect("contract");
+    let doc = tools::openapi_doc();
     let mut missing = vec![];
     for (name, schema) in doc["components"]["schemas"].as_object().expect("schemas") {
         for (prop, v) in schema["properties"].as_object().into_iter().flatten() {

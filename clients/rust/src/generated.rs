@@ -1507,6 +1507,7 @@ pub struct CreateApiKey {
     pub scopes: Option<Vec<CreateApiKeyScopesItem>>,
 }
 
+/// Exactly one of `contact_id` and `contact` (not null).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateBooking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1606,6 +1607,7 @@ pub struct CreateContact {
     pub status: Option<ContactStatus>,
 }
 
+/// Exactly one of `contact_id` and `contact` (not null).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateConversation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1692,6 +1694,7 @@ pub struct CreateHold {
     pub start: chrono::DateTime<chrono::Utc>,
 }
 
+/// Exactly one of `rows` and `csv` (not null).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateImport {
     /// CSV text with a header row: `email` (required), `first_name`, `last_name`, `phone`,
@@ -3012,6 +3015,7 @@ pub struct PurposeState {
     pub text_version: String,
 }
 
+/// Exactly one of `email` and `contact_id` (not null).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordConsent {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,6 +5,6 @@ import { execFileSync } from "node:child_process";
 const here = new URL("..", import.meta.url).pathname;
 const run = (cmd, args) => execFileSync(cmd, args, { cwd: here, stdio: "inherit" });
 
-run("node_modules/.bin/openapi-typescript", ["../../openapi/openapi.json", "-o", "src/types.ts", "--check"]);
+run("node", ["scripts/generate.mjs", "--check"]);
 run("node", ["scripts/usage.mjs", "--check"]);
 run("node_modules/.bin/tsc", ["-p", "tsconfig.check.json"]);

@@ -2084,7 +2084,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ApprovalState: "pending" | "approved" | "denied" | "expired" | "stale";
+        ApprovalState: "pending" | "approved" | "denied" | "expired" | "stale" | (string & {});
         Attempt: {
             /**
              * Format: date-time
@@ -2117,7 +2117,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        Automatic: "auto_reply" | "bounce";
+        Automatic: "auto_reply" | "bounce" | (string & {});
         /** @description Free starts by local date (`YYYY-MM-DD`), each with the resources free then. */
         Availability: {
             [key: string]: components["schemas"]["Slot"][];
@@ -2184,7 +2184,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        BookingStatus: "pending" | "confirmed" | "completed" | "cancelled" | "no_show";
+        BookingStatus: "pending" | "confirmed" | "completed" | "cancelled" | "no_show" | (string & {});
         CancelBooking: {
             cancelled_by?: components["schemas"]["CancelledBy"] | null;
             reason?: string | null;
@@ -2196,7 +2196,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        CancelledBy: "staff" | "customer";
+        CancelledBy: "staff" | "customer" | (string & {});
         /**
          * @description A confirmable write: the capability (an effect of `crate::effects`) a person confirms, and
          *     one route that can cause it (a capability reached by several routes has a row for each).
@@ -2279,7 +2279,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        Category: "security" | "seo" | "performance" | "ai_readiness" | "privacy" | "email";
+        Category: "security" | "seo" | "performance" | "ai_readiness" | "privacy" | "email" | (string & {});
         Channel: {
             /** Format: date-time */
             created_at: string;
@@ -2311,17 +2311,17 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ChannelState: "connecting" | "active" | "disconnected" | "error";
+        ChannelState: "connecting" | "active" | "disconnected" | "error" | (string & {});
         /**
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ChannelType: "bluesky" | "mastodon" | "webhook";
+        ChannelType: "bluesky" | "mastodon" | "webhook" | (string & {});
         /**
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ConfirmationStatus: "issued" | "used" | "expired";
+        ConfirmationStatus: "issued" | "used" | "expired" | (string & {});
         Consent: {
             contact_id?: string | null;
             /** Format: date-time */
@@ -2375,7 +2375,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ConsentSource: "api" | "portal" | "import" | "form";
+        ConsentSource: "api" | "portal" | "import" | "form" | (string & {});
         ConsentState: {
             contact_id?: string | null;
             email: string;
@@ -2440,7 +2440,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ContactEmailStatus: "subscribed" | "unsubscribed" | "bounced" | "complained";
+        ContactEmailStatus: "subscribed" | "unsubscribed" | "bounced" | "complained" | (string & {});
         ContactInput: {
             /** Format: email */
             email: string;
@@ -2452,7 +2452,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ContactStatus: "lead" | "prospect" | "customer" | "churned" | "archived";
+        ContactStatus: "lead" | "prospect" | "customer" | "churned" | "archived" | (string & {});
         Content: {
             html?: string | null;
             subject: string;
@@ -2502,7 +2502,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ConversationStatus: "open" | "pending" | "snoozed" | "closed";
+        ConversationStatus: "open" | "pending" | "snoozed" | "closed" | (string & {});
         /** @description A new API key. */
         CreateApiKey: {
             /** @description 1 to 100 characters. */
@@ -2511,6 +2511,7 @@ export interface components {
             /** @description Defaults to `["read", "write"]`; never `confirm` (a key is not a person). */
             scopes?: ("read" | "write" | "admin")[] | null;
         };
+        /** @description Exactly one of `contact_id` and `contact` (not null). */
         CreateBooking: {
             contact?: components["schemas"]["ContactInput"] | null;
             /** @description An existing contact, or `contact` to find or create one by email. */
@@ -2529,7 +2530,11 @@ export interface components {
              * @description A slot start from `GET /bookings/availability` (RFC 3339).
              */
             start: string;
-        };
+        } & ({
+            contact_id: unknown;
+        } | {
+            contact: unknown;
+        });
         CreateChannel: {
             /**
              * @description bluesky: `handle`, `app_password`, optional `service_url`; mastodon: `instance_url`,
@@ -2606,6 +2611,7 @@ export interface components {
             resubscribe?: boolean;
             status?: components["schemas"]["ContactStatus"] | null;
         };
+        /** @description Exactly one of `contact_id` and `contact` (not null). */
         CreateConversation: {
             assignee?: string | null;
             contact?: components["schemas"]["NewContact"] | null;
@@ -2620,7 +2626,11 @@ export interface components {
             subject: string;
             /** @description At most 20, each 1 to 50 characters. */
             tags?: string[];
-        };
+        } & ({
+            contact_id: unknown;
+        } | {
+            contact: unknown;
+        });
         /** @description A new open deal. */
         CreateDeal: {
             contact_id?: string | null;
@@ -2682,6 +2692,7 @@ export interface components {
             /** Format: date-time */
             start: string;
         };
+        /** @description Exactly one of `rows` and `csv` (not null). */
         CreateImport: {
             /**
              * @description CSV text with a header row: `email` (required), `first_name`, `last_name`, `phone`,
@@ -2693,7 +2704,11 @@ export interface components {
             on_conflict?: components["schemas"]["OnConflict"];
             /** @description Contacts as objects with the fields of `POST /contacts`. Either this or `csv`. */
             rows?: Record<string, never>[] | null;
-        };
+        } & ({
+            rows: unknown;
+        } | {
+            csv: unknown;
+        });
         /** @description A note on a contact's timeline. */
         CreateNote: {
             /** @description 1 to 10,000 characters. */
@@ -2970,7 +2985,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        DealStatus: "open" | "won" | "lost";
+        DealStatus: "open" | "won" | "lost" | (string & {});
         /** @description `{"data": {"id", "object", "deleted": true}}` */
         Deleted: {
             deleted: boolean;
@@ -3008,7 +3023,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        DeliveryStatus: "pending" | "failed" | "succeeded" | "dead";
+        DeliveryStatus: "pending" | "failed" | "succeeded" | "dead" | (string & {});
         /** @description What a denial says. */
         DenyApproval: {
             /** @description Why, for the agent and the audit (1 to 500 characters). */
@@ -3024,7 +3039,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        DomainStatus: "pending" | "verified" | "failed";
+        DomainStatus: "pending" | "verified" | "failed" | (string & {});
         Email: {
             /**
              * Format: int32
@@ -3100,7 +3115,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        EmailStatus: "scheduled" | "queued" | "sent" | "delivered" | "bounced" | "complained" | "failed" | "cancelled" | "suppressed";
+        EmailStatus: "scheduled" | "queued" | "sent" | "delivered" | "bounced" | "complained" | "failed" | "cancelled" | "suppressed" | (string & {});
         Endpoint: {
             /** Format: date-time */
             created_at: string;
@@ -3198,14 +3213,14 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ErrorCategory: "auth_expired" | "user_content" | "rate_limited" | "platform_rejected" | "platform_error" | "network";
+        ErrorCategory: "auth_expired" | "user_content" | "rate_limited" | "platform_rejected" | "platform_error" | "network" | (string & {});
         /**
          * @description Every error code of the contract. The status is a function of the code, so the two can never disagree.
          *
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ErrorCode: "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "VALIDATION_ERROR" | "INVALID_CURSOR" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "CONFIRMATION_REQUIRED" | "RATE_LIMITED" | "INTERNAL" | "UNAVAILABLE";
+        ErrorCode: "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "VALIDATION_ERROR" | "INVALID_CURSOR" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "CONFIRMATION_REQUIRED" | "RATE_LIMITED" | "INTERNAL" | "UNAVAILABLE" | (string & {});
         /** @description One entry of `details`: which field, what is wrong with it (or other structured context). */
         ErrorDetail: {
             field?: string | null;
@@ -3223,7 +3238,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated";
+        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated" | (string & {});
         /** @description A date with other hours than the week says; no intervals = closed. */
         Exception: {
             /**
@@ -3283,7 +3298,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ExportScope: "subject" | "workspace";
+        ExportScope: "subject" | "workspace" | (string & {});
         /** @description What SES reported after sending (bounce or complaint details). */
         Feedback: {
             /** Format: date-time */
@@ -3338,7 +3353,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        HelpdeskDeliveryStatus: "pending" | "sent" | "delivered" | "bounced" | "failed";
+        HelpdeskDeliveryStatus: "pending" | "sent" | "delivered" | "bounced" | "failed" | (string & {});
         /** @description The payload of `helpdesk.message.delivery_updated`: where a reply's email stands. */
         HelpdeskDeliveryUpdate: {
             conversation_id: string;
@@ -3473,7 +3488,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ImportStatus: "queued" | "processing" | "completed" | "failed";
+        ImportStatus: "queued" | "processing" | "completed" | "failed" | (string & {});
         /** @description `HH:MM`-`HH:MM`, local time; `end` after `start` (no interval crosses midnight). */
         Interval: {
             /** @example 17:00 */
@@ -3489,7 +3504,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        JobStatus: "pending" | "running" | "completed" | "failed";
+        JobStatus: "pending" | "running" | "completed" | "failed" | (string & {});
         /**
          * @description The language of the customer's mail and pages.
          * @enum {string}
@@ -3749,7 +3764,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        MessageType: "inbound" | "reply" | "note";
+        MessageType: "inbound" | "reply" | "note" | (string & {});
         NewContact: {
             /** Format: email */
             email: string;
@@ -3831,7 +3846,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        PortalLinkDelivery: "email" | "return";
+        PortalLinkDelivery: "email" | "return" | (string & {});
         PortalSession: {
             contact: components["schemas"]["Contact"];
             /** Format: date-time */
@@ -3881,7 +3896,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        PostStatus: "draft" | "scheduled" | "publishing" | "published" | "partially_failed" | "failed";
+        PostStatus: "draft" | "scheduled" | "publishing" | "published" | "partially_failed" | "failed" | (string & {});
         Price: {
             /**
              * Format: int64
@@ -3895,7 +3910,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        Priority: "low" | "normal" | "high" | "urgent";
+        Priority: "low" | "normal" | "high" | "urgent" | (string & {});
         /** @description One purpose's current state. */
         PurposeState: {
             /** Format: date-time */
@@ -3905,6 +3920,7 @@ export interface components {
             source: components["schemas"]["ConsentSource"];
             text_version: string;
         };
+        /** @description Exactly one of `email` and `contact_id` (not null). */
         RecordConsent: {
             contact_id?: string | null;
             /** Format: email */
@@ -3917,7 +3933,11 @@ export interface components {
             text_shown: string;
             text_version: string;
             user_agent?: string | null;
-        };
+        } & ({
+            email: unknown;
+        } | {
+            contact_id: unknown;
+        });
         /** @description Why an address comes off the list. */
         RemoveSuppression: {
             /**
@@ -4064,7 +4084,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ScanStatus: "queued" | "running" | "completed" | "failed";
+        ScanStatus: "queued" | "running" | "completed" | "failed" | (string & {});
         SchedulePost: {
             /**
              * Format: date-time
@@ -4236,7 +4256,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        Severity: "critical" | "high" | "medium" | "low" | "info";
+        Severity: "critical" | "high" | "medium" | "low" | "info" | (string & {});
         /** @description What `POST /portal/sign-in` answers, the same for every address. */
         SignIn: {
             /**
@@ -4478,7 +4498,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        Validation: "strict" | "permissive";
+        Validation: "strict" | "permissive" | (string & {});
         /** @description The post as one channel gets it, and how publishing it went. */
         Variant: {
             channel_id: string;
@@ -4519,7 +4539,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        VariantStatus: "pending" | "publishing" | "published" | "failed";
+        VariantStatus: "pending" | "publishing" | "published" | "failed" | (string & {});
         VerifySignIn: {
             /** @description `attempt` of the `POST /portal/sign-in` answer. */
             attempt: string;
@@ -4532,7 +4552,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        Visibility: "public" | "unlisted" | "private" | "direct";
+        Visibility: "public" | "unlisted" | "private" | "direct" | (string & {});
         /** @description What a client sends: only the URL (the signing secret is generated). */
         WebhookChannelInput: {
             /** Format: uri */
@@ -4594,6 +4614,8 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /** @description On a deprecated operation's every answer: when it was deprecated (RFC 9745, `@<unix seconds>`) */
+        Deprecation: string;
         /** @description Present (true) when this answer is the replay of an earlier request with the same Idempotency-Key */
         IdempotentReplayed: "true";
         /** @description Tokens remaining in the class's bucket and seconds until the next one (`"write";r=29;t=0`) */
@@ -4604,6 +4626,8 @@ export interface components {
         RequestId: string;
         /** @description Seconds to wait before trying again (on a 409: the request with the same Idempotency-Key is still running) */
         RetryAfter: number;
+        /** @description On a deprecated operation's every answer: from when it may stop answering (RFC 8594, an HTTP date) */
+        Sunset: string;
     };
     pathItems: never;
 }

@@ -321,7 +321,7 @@ pub struct CreateBooking {
     #[schema(format = DateTime)]
     pub start: String,
     /// An existing contact, or `contact` to find or create one by email.
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$", extensions(("x-exactly-one" = json!(["contact_id", "contact"]))))]
     pub contact_id: Option<String>,
     pub contact: Option<ContactInput>,
     /// Default: the first free resource of the service.

@@ -110,7 +110,7 @@ pub struct PortalProof {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecordConsent {
-    #[schema(format = Email, max_length = 254)]
+    #[schema(format = Email, max_length = 254, extensions(("x-exactly-one" = json!(["email", "contact_id"]))))]
     pub email: Option<String>,
     #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,

@@ -66,6 +66,7 @@ pub struct CreateImport {
     /// `company`, `job_title`, `status`, `email_status`, `labels` (`;`-separated), and
     /// `custom.<key>` columns for custom fields. RFC 4180 quoting; a UTF-8 BOM is ignored.
     #[serde(default)]
+    #[schema(extensions(("x-exactly-one" = json!(["rows", "csv"]))))]
     pub csv: Option<String>,
     /// The CSV field separator. Omitted: detected from the header line (the most frequent
     /// of `,` `;` tab outside quotes), so Excel's `;` exports work as they are.

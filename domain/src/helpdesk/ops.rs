@@ -50,7 +50,7 @@ pub struct CreateConversation {
     /// An address at a verified sending domain of the workspace, e.g. `support@acme.com`.
     #[schema(format = Email, max_length = 254)]
     pub mailbox: String,
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$", extensions(("x-exactly-one" = json!(["contact_id", "contact"]))))]
     pub contact_id: Option<String>,
     /// Found by email, or created.
     pub contact: Option<NewContact>,

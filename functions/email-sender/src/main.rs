@@ -1,5 +1,9 @@
 //! One container: SDK clients (DynamoDB, SQS, SES) built once, then the runtime loop. The work
 //! is `domain::sending`.
+// A send's future nests deep (the SES call inside the claim, the outbox, the retries): built
+// on its own (`cargo build -p email-sender`, as packaging does) the layout query passes the
+// default depth of 128 that the whole workspace's unified features stay under.
+#![recursion_limit = "256"]
 
 use domain::sending::Sender;
 
