@@ -4,6 +4,11 @@
 //! one entry per valid secret, newest first, separated by one space.
 //!
 //! The server signs with [`signature_header`]; receivers written in Rust can use [`verify`].
+//!
+//! Every delivery is also signed as Standard Webhooks (standardwebhooks.com) specifies, so its
+//! verifier libraries (`standardwebhooks`, `svix`) work unchanged with the same `whsec_`
+//! secret: `webhook-id`, `webhook-timestamp` and `webhook-signature`, whose entries sign
+//! `"{id}.{timestamp}.{rawBody}"` ([`standard_signature_header`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -12,6 +17,11 @@ use hmac::{KeyInit, Mac};
 pub const SECRET_PREFIX: &str = "whsec_";
 pub const SIGNATURE_HEADER: &str = "X-Service-Signature";
 pub const TIMESTAMP_HEADER: &str = "X-Service-Timestamp";
+/// Standard Webhooks' headers: the message id (the event's, the same on every attempt), the
+/// attempt's unix seconds, and the signatures.
+pub const STANDARD_ID_HEADER: &str = "webhook-id";
+pub const STANDARD_TIMESTAMP_HEADER: &str = "webhook-timestamp";
+pub const STANDARD_SIGNATURE_HEADER: &str = "webhook-signature";
 /// Receivers reject timestamps further than this from their clock.
 pub const DEFAULT_TOLERANCE_SECS: i64 = 300;
 
@@ -49,6 +59,12 @@ pub fn sign(key: &[u8], timestamp: &str, body: &[u8]) -> String {
 /// The header value for every valid key, newest first.
 pub fn signature_header<K: AsRef<[u8]>>(keys: &[K], timestamp: &str, body: &[u8]) -> String {
     keys.iter().map(|k| sign(k.as_ref(), timestamp, body)).collect::<Vec<_>>().join(" ")
+}
+
+/// `webhook-signature`: one `v1,<base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}"))>` entry
+/// per valid key, newest first, separated by a space (as the standard allows during a rotation).
+pub fn standard_signature_header<K: AsRef<[u8]>>(keys: &[K], id: &str, timestamp: &str, body: &[u8]) -> String {
+    signature_header(keys, &format!("{id}.{timestamp}"), body)
 }
 
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]

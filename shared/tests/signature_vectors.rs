@@ -57,3 +57,13 @@ fn must_reject_vectors_fail() {
         }
     }
 }
+
+/// Standard Webhooks' own example (its specification and the `standardwebhooks` libraries'
+/// tests): the same secret form, signing `"{id}.{timestamp}.{body}"`.
+#[test]
+fn the_standard_webhooks_example_signs_alike() {
+    let key = secret_key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+    let header =
+        shared::signing::standard_signature_header(&[key], "msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", br#"{"test": 2432232314}"#);
+    assert_eq!(header, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+}

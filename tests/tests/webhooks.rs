@@ -248,6 +248,11 @@ async fn rotation_signs_with_both_secrets_during_the_grace_period_only() {
     assert_eq!(got[0].signature_matches(&new), vec![true, false], "newest first");
     assert_eq!(got[0].signature_matches(&old), vec![false, true]);
     assert!(got[0].verifies(&old) && got[0].verifies(&new), "receivers on either secret accept it");
+    // Standard Webhooks: the reference verifier and Svix's accept it with either secret.
+    assert_eq!(got[0].header("webhook-id"), got[0].json()["id"].as_str().unwrap());
+    assert_eq!(got[0].header("webhook-timestamp"), got[0].header("x-service-timestamp"));
+    assert_eq!(got[0].verified_by_standard_libraries(&new), (true, true), "the new secret");
+    assert_eq!(got[0].verified_by_standard_libraries(&old), (true, true), "the old secret, during the overlap");
 
     let wait = std::time::Duration::from_secs(5).saturating_sub(rotated_at.elapsed());
     tokio::time::sleep(wait).await;
@@ -255,6 +260,10 @@ async fn rotation_signs_with_both_secrets_during_the_grace_period_only() {
     let got = rx.wait_until(20, |g| g.len() >= 2).await;
     assert_eq!(got[1].signature_matches(&new), vec![true], "after the grace period: the new secret only");
     assert!(!got[1].verifies(&old));
+    assert_eq!(got[1].verified_by_standard_libraries(&new), (true, true));
+    assert_eq!(got[1].verified_by_standard_libraries(&old), (false, false), "the old secret no longer signs");
+    let forged = Received { body: [&got[1].body[..], b" "].concat(), ..got[1].clone() };
+    assert_eq!(forged.verified_by_standard_libraries(&new), (false, false), "a changed body fails");
 
     // Validation, and the secret is not in an idempotent replay.
     let r = c.post(&format!("/webhooks/{ep}/rotate-secret"), &json!({"grace_period_seconds": 604_801})).await;

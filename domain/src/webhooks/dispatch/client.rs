@@ -31,7 +31,8 @@ impl Sender {
     }
 
     /// POST the body, signed now with every key. Never fails: errors become the attempt's record.
-    pub async fn send(&self, url: &str, keys: &[Vec<u8>], body: &str, headers: &[(&str, &str)], number: u32) -> Sent {
+    /// `message_id` is the event's id: Standard Webhooks' `webhook-id`, the same on every attempt.
+    pub async fn send(&self, url: &str, keys: &[Vec<u8>], message_id: &str, body: &str, headers: &[(&str, &str)], number: u32) -> Sent {
         let at = shared::ids::Timestamp::now();
         let started = Instant::now();
         let sent = |status_code: Option<u16>, error: Option<&str>, excerpt: Option<String>, retry_after: Option<u64>| Sent {
@@ -60,6 +61,12 @@ impl Sender {
             .header("content-type", "application/json")
             .header(shared::signing::TIMESTAMP_HEADER, &ts)
             .header(shared::signing::SIGNATURE_HEADER, shared::signing::signature_header(keys, &ts, body.as_bytes()))
+            .header(shared::signing::STANDARD_ID_HEADER, message_id)
+            .header(shared::signing::STANDARD_TIMESTAMP_HEADER, &ts)
+            .header(
+                shared::signing::STANDARD_SIGNATURE_HEADER,
+                shared::signing::standard_signature_header(keys, message_id, &ts, body.as_bytes()),
+            )
             .body(body.to_string());
         for (k, v) in headers {
             req = req.header(*k, *v);
