@@ -68,6 +68,10 @@ UNSTATED = {
     ("", "the key must be a language tag"): "a template's variants are keyed by BCP 47 language tags",
     ("", "only X-... headers"): "custom headers are X-... and the list and threading headers",
     ("scheduled_at", "at most 30 days ahead"): "at most 30 days ahead",
+    # A replay's window: kept events only, in time order.
+    ("since", "days ago: events are kept"): "a replay reaches back as far as events are kept (30 days)",
+    ("since", "must not be in the future"): "a replay's window starts in the past",
+    ("until", "must not be before since"): "a replay's window ends after it starts",
     ("variables", "apply to templates only"): "variables only with a template",
     ("locale", "applies to templates only"): "a locale only with a template",
     # One message type per purpose: a conversation starts inbound or with a reply; staff add

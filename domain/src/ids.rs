@@ -23,6 +23,7 @@ shared::prefixed_id!(HelpdeskMessageId, "hm", "message");
 shared::prefixed_id!(HoldId, "hold", "hold");
 shared::prefixed_id!(ImportId, "imp", "import");
 shared::prefixed_id!(PostId, "post", "post");
+shared::prefixed_id!(ReplayId, "whr", "webhook replay");
 shared::prefixed_id!(ResourceId, "res", "resource");
 shared::prefixed_id!(ScanId, "scan", "scan");
 shared::prefixed_id!(ServiceId, "svc", "service");

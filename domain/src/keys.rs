@@ -192,10 +192,24 @@ pub const FANOUT_MARKER: Kind = Kind::on(
     "webhook event",
     WORKSPACE_PK,
     "WHEVENT#<event id>",
-    "one event's body (signed by every delivery of it) and the deliveries it created, so a re-sent event creates none twice; `withdrawn` and emptied by an erasure, never deleted early; TTL as deliveries",
+    "one event's body (signed by every delivery of it) and the deliveries it created, so a re-sent event creates none twice (a replay's added; none when only a disabled endpoint was due it, kept for a replay); `withdrawn` and emptied by an erasure, never deleted early; TTL as deliveries, moved on by a replay",
 )
 .personal();
 
+pub const WEBHOOK_REPLAY: Kind = Kind::on(
+    "webhook replay",
+    WORKSPACE_PK,
+    "WHREPLAY#<wh id>#<whr id>",
+    "a replay's window, status and progress; `cursor`: the last event record read; TTL 30 d",
+)
+.business();
+pub const WEBHOOK_REPLAY_HOLD: Kind = Kind::on(
+    "webhook replay hold",
+    WORKSPACE_PK,
+    "WHREPLAYHOLD#<wh id>",
+    "`replay_id` of the endpoint's running replay (one at a time); deleted when it ends, else TTL 1 h",
+)
+.internal();
 pub const CONSENT: Kind = Kind::on(
     "consent event",
     WORKSPACE_PK,
@@ -322,6 +336,8 @@ pub fn all() -> Vec<Kind> {
         WEBHOOK_COUNT,
         WEBHOOK_DELIVERY,
         FANOUT_MARKER,
+        WEBHOOK_REPLAY,
+        WEBHOOK_REPLAY_HOLD,
         CONSENT,
         ERASED_CONSENT,
         EXPORT_JOB,

@@ -102,6 +102,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "webhook.endpoint.disabled",
     "webhook.endpoint.secret_rotated",
     "webhook.endpoint.updated",
+    "webhook.replay.completed",
     "webhook.test",
     "workspace.created",
     "workspace.member.added",

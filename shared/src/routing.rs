@@ -66,23 +66,21 @@ impl Deprecation {
     /// The notice version 1 promises between a deprecation and its sunset.
     pub const MIN_NOTICE_DAYS: i64 = 180;
 
-    fn day(d: &str) -> chrono::DateTime<chrono::Utc> {
-        let date =
-            chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap_or_else(|_| panic!("a deprecation date is YYYY-MM-DD, not {d:?}"));
-        date.and_time(chrono::NaiveTime::MIN).and_utc()
+    fn day(d: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+        Some(chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok()?.and_time(chrono::NaiveTime::MIN).and_utc())
     }
 
-    /// The headers of every answer of the operation.
-    pub fn headers(&self) -> [(&'static str, String); 2] {
-        [
-            ("deprecation", format!("@{}", Self::day(self.since).timestamp())),
-            ("sunset", Self::day(self.sunset).format("%a, %d %b %Y %H:%M:%S GMT").to_string()),
-        ]
+    /// The headers of every answer of the operation (none for a date that does not parse,
+    /// which `check` refuses when the contract is built).
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let (Some(since), Some(sunset)) = (Self::day(self.since), Self::day(self.sunset)) else { return vec![] };
+        vec![("deprecation", format!("@{}", since.timestamp())), ("sunset", sunset.format("%a, %d %b %Y %H:%M:%S GMT").to_string())]
     }
 
     /// Panics unless both dates parse and the sunset is at least the promised notice later.
     pub fn check(&self) {
-        let notice = (Self::day(self.sunset) - Self::day(self.since)).num_days();
+        let day = |d: &str| Self::day(d).unwrap_or_else(|| panic!("a deprecation date is YYYY-MM-DD, not {d:?}"));
+        let notice = (day(self.sunset) - day(self.since)).num_days();
         assert!(
             notice >= Self::MIN_NOTICE_DAYS,
             "a sunset {notice} days after the deprecation: version 1 promises {}",
@@ -250,9 +248,10 @@ mod tests {
     fn a_deprecation_is_announced_in_the_rfc_forms() {
         let d = Deprecation { since: "2026-11-01", sunset: "2027-05-01", instead: "POST /emails/batch" };
         d.check();
-        let [(dep, since), (sun, sunset)] = d.headers();
-        assert_eq!((dep, since.as_str()), ("deprecation", "@1793491200"));
-        assert_eq!((sun, sunset.as_str()), ("sunset", "Sat, 01 May 2027 00:00:00 GMT"));
+        let h = d.headers();
+        assert_eq!(h[0], ("deprecation", "@1793491200".to_string()));
+        assert_eq!(h[1], ("sunset", "Sat, 01 May 2027 00:00:00 GMT".to_string()));
+        assert!(Deprecation { since: "soon", ..d }.headers().is_empty(), "no header from a date that does not parse");
         let short = Deprecation { sunset: "2027-01-01", ..d };
         assert!(std::panic::catch_unwind(|| short.check()).is_err(), "two months' notice is refused");
     }

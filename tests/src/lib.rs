@@ -545,6 +545,8 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
     )
     .await;
     let webhook = created(c, "/webhooks", json!({"url": "http://127.0.0.1:9/hook"}), 201).await;
+    let since = (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let replay = created(c, &format!("/webhooks/{}/replay", webhook["id"].as_str().unwrap()), json!({"since": since}), 202).await;
     let import = created(c, "/contacts/imports", json!({"rows": [{"email": "bob@example.org"}, {"email": "bad"}]}), 202).await;
     let key_id = created(c, "/workspaces/current/api-keys", json!({"name": "ci", "scopes": ["read"]}), 201).await["id"].clone();
     let day = json!([{"start": "08:00", "end": "18:00"}]);
@@ -638,6 +640,7 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
         ("/emails/domains/{id}", domain_id),
         ("/emails/templates/{slug}", template["slug"].as_str().unwrap().to_string()),
         ("/webhooks/{id}", webhook["id"].as_str().unwrap().to_string()),
+        ("/webhooks/{id}/replays/{replay_id}", replay["id"].as_str().unwrap().to_string()),
         ("/workspaces/current/api-keys/{id}", key_id.as_str().unwrap().to_string()),
     ])
 }

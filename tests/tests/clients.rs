@@ -151,16 +151,12 @@ async fn rust_client_types_decode_every_get_in_a_workspace_with_every_area() {
         let id = op["operationId"].as_str().unwrap();
         // A customer's routes take a portal session, not an API credential.
         let client = if path.starts_with("/portal/me") { &customer } else { &client };
-        // The seeded id of the path's object (`/contacts/{id}/activities` -> `/contacts/{id}`).
-        let params: Vec<&str> = match path.find('}') {
-            None => vec![],
-            Some(end) => match ids.get(&path[..=end]) {
-                Some(v) => vec![v.as_str()],
-                None => {
-                    skipped.push(id);
-                    continue;
-                }
-            },
+        // The seeded id of each of the path's objects (`/contacts/{id}/activities` ->
+        // `/contacts/{id}`; `/webhooks/{id}/replays/{replay_id}` -> that and `/webhooks/{id}`).
+        let wanted: Vec<&str> = path.match_indices('}').map(|(end, _)| &path[..=end]).collect();
+        let Some(params) = wanted.iter().map(|p| ids.get(p).map(String::as_str)).collect::<Option<Vec<&str>>>() else {
+            skipped.push(id);
+            continue;
         };
         // A query the operation needs (`/gdpr/consents` takes an email or a contact id).
         let query = ids.get(format!("?{path}").as_str()).map_or("", |q| q.as_str());

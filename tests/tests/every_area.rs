@@ -17,7 +17,7 @@ async fn every_get_route_answers_in_a_workspace_with_data_in_every_area() {
         let mut path = pattern.to_string();
         for (prefix, id) in ids.iter().filter(|(k, _)| k.starts_with('/')) {
             let param = &prefix[prefix.rfind('/').unwrap()..];
-            if path.starts_with(prefix) {
+            if pattern.starts_with(prefix) {
                 path = path.replacen(param, &format!("/{id}"), 1);
             }
         }

@@ -559,3 +559,95 @@ async fn a_slow_receiver_cannot_run_an_invocation_past_its_budget() {
     seen.dedup();
     assert_eq!(seen, (0..80).collect::<Vec<_>>(), "every event delivered");
 }
+
+/// Poll a replay until it ends.
+async fn replay_done(c: &Client, ep: &str, id: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = c.get(&format!("/webhooks/{ep}/replays/{id}")).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        if r.json["data"]["status"] != "running" || std::time::Instant::now() > deadline {
+            return r.json["data"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_replay_resends_what_a_disabled_endpoint_missed_in_order_except_the_erased() {
+    let (c, _) = new_client("replay").await;
+    let types = json!(["post.created", "contact.created"]);
+    let rx = Receiver::start().await;
+    let (ep, secret) = endpoint(&c, json!({"url": rx.url, "event_types": types})).await;
+    // A witness endpoint that stays on: once it has an event, that event's record exists.
+    let witness = Receiver::start().await;
+    endpoint(&c, json!({"url": witness.url, "event_types": types})).await;
+    post(&c, "delivered live").await;
+    rx.wait_until(20, |g| !g.is_empty()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let since = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+
+    assert_eq!(c.patch(&format!("/webhooks/{ep}"), &json!({"enabled": false})).await.status, 200);
+    let mut missed = vec![];
+    for i in 0..3 {
+        missed.push(post(&c, &format!("missed {i}")).await);
+    }
+    let addr = format!("replay-erased-{}@example.com", ulid::Ulid::generate().to_string().to_lowercase());
+    let contact = e2e::created(&c, "/contacts", json!({"email": addr}), 201).await;
+    witness.wait_until(30, |g| g.len() >= 5).await;
+    let r = c.post(&format!("/webhooks/{ep}/replay"), &json!({"since": since})).await;
+    assert_eq!((r.status, r.code()), (409, "CONFLICT"), "a disabled endpoint is not replayed to: {}", r.json);
+    let erasure = e2e::created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "Art. 17 request"}), 202).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = c.get(&format!("/gdpr/erasures/{}", erasure["id"].as_str().unwrap())).await;
+        if r.json["data"]["status"] == "completed" || std::time::Instant::now() > deadline {
+            assert_eq!(r.json["data"]["status"], "completed", "{}", r.json);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    // Validation: a window in the future, past the kept 30 days, unknown types.
+    for (body, field) in [
+        (json!({"since": e2e::in_hours(1)}), "since"),
+        (json!({"since": since, "until": "2020-01-01T00:00:00Z"}), "until"),
+        (json!({"since": "2020-01-01T00:00:00Z"}), "since"),
+        (json!({"since": since, "event_types": ["post.exploded"]}), "event_types[0]"),
+    ] {
+        let r = c.post(&format!("/webhooks/{ep}/replay"), &body).await;
+        assert_eq!(r.status, 400, "{body}: {}", r.json);
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{}", r.json);
+    }
+
+    assert_eq!(c.patch(&format!("/webhooks/{ep}"), &json!({"enabled": true})).await.status, 200);
+    let r = c.post(&format!("/webhooks/{ep}/replay"), &json!({"since": since})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    assert_eq!(r.json["data"]["object"], "webhook_replay");
+    let replay = r.json["data"]["id"].as_str().unwrap().to_string();
+    let done = replay_done(&c, &ep, &replay).await;
+    assert_eq!((done["status"].as_str(), done["resent"].as_u64()), (Some("completed"), Some(3)), "{done}");
+
+    // The three posts, in the order they happened, signed as every delivery is; the erased
+    // contact's event not at all.
+    let got = rx.wait_until(30, |g| g.len() >= 4).await;
+    let replayed: Vec<String> = got[1..].iter().map(|r| r.json()["data"]["id"].as_str().unwrap_or_default().to_string()).collect();
+    assert_eq!(replayed, missed, "in event order");
+    assert!(got[1..].iter().all(|r| r.verifies(&secret) && r.verified_by_standard_libraries(&secret) == (true, true)));
+    assert!(
+        !rx.received().iter().any(|r| String::from_utf8_lossy(&r.body).contains(&addr) || r.event_type() == "contact.created"),
+        "the erased subject's event is not resent"
+    );
+    assert!(contact["id"].is_string());
+
+    // The replay's deliveries are the endpoint's, and a second replay of the same window
+    // resends again (a replay is asked for, never deduplicated).
+    let list = c.get(&format!("/webhooks/{ep}/deliveries")).await;
+    assert_eq!(list.json["data"].as_array().unwrap().len(), 4, "{}", list.json);
+    let again = c.post(&format!("/webhooks/{ep}/replay"), &json!({"since": since, "event_types": ["post.*"]})).await;
+    assert_eq!(again.status, 202, "{}", again.json);
+    let done = replay_done(&c, &ep, again.json["data"]["id"].as_str().unwrap()).await;
+    assert_eq!(done["resent"], 3, "{done}");
+    rx.wait_until(30, |g| g.len() >= 7).await;
+    assert_eq!(c.get(&format!("/webhooks/{ep}/replays/whr_00000000000000000000000000")).await.status, 404);
+}

@@ -485,7 +485,8 @@ fn declare_headers(v: &mut serde_json::Value) {
             // A route without a credential (`security: [{}]`: the portal's sign-in) keeps no
             // idempotency record: there is no workspace or session to keep it under.
             let public = takes_no_credential(op.get("security"));
-            let deprecated = op.get("deprecated").is_some_and(|d| d == true);
+            // The route's declaration (what the pipeline sends by), not utoipa's own flag.
+            let deprecated = op.get("x-access").and_then(|a| a.get("deprecation")).is_some();
             if write && !public {
                 op.entry("parameters")
                     .or_insert_with(|| json!([]))
@@ -556,6 +557,10 @@ fn exactly_one(v: &mut serde_json::Value) {
             let branches: Vec<_> = fields.iter().map(|f| json!({"required": [f], "properties": {f: {"not": {"type": "null"}}}})).collect();
             all.push(json!({"oneOf": branches}));
         }
+        assert!(
+            all.is_empty() || (schema.get("oneOf").is_none() && schema.get("allOf").is_none()),
+            "{name} has a oneOf or allOf of its own"
+        );
         match all.len() {
             0 => {}
             1 => schema["oneOf"] = all.remove(0)["oneOf"].take(),
@@ -728,7 +733,7 @@ fn closed_sets(v: &mut serde_json::Value) {
         "description": "An event type, or `<noun>.*` for every type under that noun.",
         "enum": patterns,
     });
-    for schema in ["CreateEndpoint", "UpdateEndpoint", "Endpoint"] {
+    for schema in ["CreateEndpoint", "UpdateEndpoint", "Endpoint", "CreateReplay", "Replay"] {
         let types = &mut schemas[schema]["properties"]["event_types"];
         assert!(types.is_object(), "{schema}.event_types");
         types["items"] = serde_json::json!({"$ref": "#/components/schemas/EventTypePattern"});

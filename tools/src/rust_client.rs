@@ -43,6 +43,7 @@ const ID_TYPES: &[(&str, &str, &str)] = &[
     ("svc", "ServiceId", "a bookable service"),
     ("wh", "WebhookEndpointId", "a webhook endpoint"),
     ("whd", "WebhookDeliveryId", "a webhook delivery"),
+    ("whr", "WebhookReplayId", "a webhook replay"),
     ("ws", "WorkspaceId", "a workspace"),
 ];
 

@@ -538,10 +538,11 @@ fn function_crates_declare_only_what_they_use() {
                 continue; // dev or build
             }
             let name = d["rename"].as_str().or(d["name"].as_str()).expect("name").replace('-', "_");
+            // As a crate: a path (`name::`) or a macro (`name!`), not a variable or a method.
             let named = code.match_indices(name.as_str()).any(|(i, _)| {
-                let before = code[..i].chars().last().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
-                let after = code[i + name.len()..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
-                before && after
+                let before = code[..i].chars().last().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'));
+                let rest = &code[i + name.len()..];
+                before && (rest.starts_with("::") || rest.starts_with('!'))
             });
             if !named {
                 unused.push(format!("{} {name}", p["name"].as_str().unwrap_or_default()));

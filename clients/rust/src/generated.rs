@@ -780,6 +780,37 @@ impl From<&str> for WebhookDeliveryId {
     }
 }
 
+/// The id of a webhook replay (`whr_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WebhookReplayId(pub String);
+impl std::ops::Deref for WebhookReplayId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for WebhookReplayId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for WebhookReplayId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for WebhookReplayId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for WebhookReplayId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
 /// The id of a workspace (`ws_...`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -1739,6 +1770,19 @@ pub struct CreatePost {
     pub variants: Option<Vec<VariantInput>>,
 }
 
+/// `POST /webhooks/{id}/replay`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateReplay {
+    /// Only these types or `<noun>.*` patterns; empty or absent: every type the endpoint takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_types: Option<Vec<EventTypePattern>>,
+    /// The window's start: at most 30 days ago (events are kept as long as their deliveries).
+    pub since: chrono::DateTime<chrono::Utc>,
+    /// The window's end, not before `since`; default (and at most) now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateResource {
     /// 1 to 20, default 1.
@@ -2418,6 +2462,10 @@ pub enum EventTypePattern {
     WebhookEndpointSecretRotated,
     #[serde(rename = "webhook.endpoint.updated")]
     WebhookEndpointUpdated,
+    #[serde(rename = "webhook.replay.*")]
+    WebhookReplay,
+    #[serde(rename = "webhook.replay.completed")]
+    WebhookReplayCompleted,
     #[serde(rename = "webhook.test")]
     WebhookTest,
     #[serde(rename = "workspace.*")]
@@ -3040,6 +3088,41 @@ pub struct RemoveSuppression {
     /// Why the address may receive email again (1 to 500 characters); kept in the
     /// `email.suppression.removed` event.
     pub reason: String,
+}
+
+/// A replay of an endpoint's events: its window and its progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub endpoint_id: WebhookEndpointId,
+    /// Only these types (within the endpoint's own); empty: every type the endpoint takes.
+    pub event_types: Vec<EventTypePattern>,
+    /// `whr_...`
+    pub id: WebhookReplayId,
+    /// Always `webhook_replay`.
+    pub object: String,
+    /// Events resent so far (a new delivery each, listed with the endpoint's deliveries).
+    pub resent: i64,
+    pub since: chrono::DateTime<chrono::Utc>,
+    pub status: ReplayStatus,
+    pub until: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Open: later versions may add values; treat one you do not know as its own case.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReplayStatus {
+    #[serde(rename = "running")]
+    Running,
+    #[serde(rename = "completed")]
+    Completed,
+    #[serde(rename = "failed")]
+    Failed,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
 }
 
 /// Which confirmable writes of a credential need a capability confirmation (an API key's
@@ -4165,6 +4248,11 @@ impl Client {
         self.call(reqwest::Method::GET, &format!("/posts/{}", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Post>| d.data)
     }
 
+    /// `GET /webhooks/{id}/replays/{replay_id}`: One replay: its window, status and how many events it has resent.
+    pub async fn get_replay(&self, id: &str, replay_id: &str) -> Result<Replay> {
+        self.call(reqwest::Method::GET, &format!("/webhooks/{}/replays/{}", crate::encode(id), crate::encode(replay_id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Replay>| d.data)
+    }
+
     /// `GET /bookings/resources/{id}`: One bookable resource.
     pub async fn get_resource(&self, id: &str) -> Result<Resource> {
         self.call(reqwest::Method::GET, &format!("/bookings/resources/{}", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Resource>| d.data)
@@ -4500,6 +4588,11 @@ impl Client {
         self.call(reqwest::Method::DELETE, &format!("/emails/suppressions/{}", crate::encode(address)), None::<&()>, Some(body)).await.map(|d: crate::Data<Deleted>| d.data)
     }
 
+    /// `POST /webhooks/{id}/replay`: Resend what this endpoint was due between `since` and `until` (default now; at most 30
+    pub async fn replay_endpoint(&self, id: &str, body: &CreateReplay) -> Result<Replay> {
+        self.call(reqwest::Method::POST, &format!("/webhooks/{}/replay", crate::encode(id)), None::<&()>, Some(body)).await.map(|d: crate::Data<Replay>| d.data)
+    }
+
     /// `POST /bookings/{id}/reschedule`: Move a pending or confirmed booking to another slot of its resource in one transaction:
     pub async fn reschedule_booking(&self, id: &str, body: &RescheduleBooking) -> Result<Booking> {
         self.call(reqwest::Method::POST, &format!("/bookings/{}/reschedule", crate::encode(id)), None::<&()>, Some(body)).await.map(|d: crate::Data<Booking>| d.data)
@@ -4675,6 +4768,7 @@ impl Client {
             "list_endpoints" => self.list_endpoints(&crate::parse_query(query)?).await.map(drop)?,
             "get_endpoint" => self.get_endpoint(path[0]).await.map(drop)?,
             "list_deliveries" => self.list_deliveries(path[0], &crate::parse_query(query)?).await.map(drop)?,
+            "get_replay" => self.get_replay(path[0], path[1]).await.map(drop)?,
             "list_workspaces" => self.list_workspaces(&crate::parse_query(query)?).await.map(drop)?,
             "get_current" => self.get_current().await.map(drop)?,
             "list_api_keys" => self.list_api_keys(&crate::parse_query(query)?).await.map(drop)?,
@@ -4746,6 +4840,7 @@ pub const OPERATIONS: &[&str] = &[
     "get_import",
     "get_me",
     "get_post",
+    "get_replay",
     "get_resource",
     "get_scan",
     "get_service",
@@ -4785,6 +4880,7 @@ pub const OPERATIONS: &[&str] = &[
     "publish_post",
     "record_consent",
     "remove_suppression",
+    "replay_endpoint",
     "reschedule_booking",
     "reschedule_my_booking",
     "retry_delivery",

@@ -1767,6 +1767,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resend what this endpoint was due between `since` and `until` (default now; at most 30
+         *     days back), in event order, as new deliveries: after it was down or disabled. Only the
+         *     types it subscribes to (and `event_types`, when given); an erased subject's events are not
+         *     resent. Answers 202 with the replay, to follow at `GET /webhooks/{id}/replays/{replay_id}`;
+         *     one replay runs per endpoint at a time (409), and the endpoint must be enabled (409).
+         *     Event `webhook.replay.completed` when it ends.
+         * @description Needs the `admin` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
+        post: operations["replay_endpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{id}/replays/{replay_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One replay: its window, status and how many events it has resent.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
+        get: operations["get_replay"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhooks/{id}/rotate-secret": {
         parameters: {
             query?: never;
@@ -2732,6 +2777,21 @@ export interface components {
             /** @description Per-channel texts, for channels among `channel_ids`. */
             variants?: components["schemas"]["VariantInput"][];
         };
+        /** @description `POST /webhooks/{id}/replay`. */
+        CreateReplay: {
+            /** @description Only these types or `<noun>.*` patterns; empty or absent: every type the endpoint takes. */
+            event_types?: components["schemas"]["EventTypePattern"][];
+            /**
+             * Format: date-time
+             * @description The window's start: at most 30 days ago (events are kept as long as their deliveries).
+             */
+            since: string;
+            /**
+             * Format: date-time
+             * @description The window's end, not before `since`; default (and at most) now.
+             */
+            until?: string | null;
+        };
         CreateResource: {
             /**
              * Format: int32
@@ -2907,6 +2967,10 @@ export interface components {
         /** @description `{"data": T}` */
         Data_Post: {
             data: components["schemas"]["Post"];
+        };
+        /** @description `{"data": T}` */
+        Data_Replay: {
+            data: components["schemas"]["Replay"];
         };
         /** @description `{"data": T}` */
         Data_Resource: {
@@ -3238,7 +3302,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated" | (string & {});
+        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.replay.*" | "webhook.replay.completed" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated" | (string & {});
         /** @description A date with other hours than the week says; no intervals = closed. */
         Exception: {
             /**
@@ -3946,6 +4010,40 @@ export interface components {
              */
             reason: string;
         };
+        /** @description A replay of an endpoint's events: its window and its progress. */
+        Replay: {
+            /** Format: date-time */
+            completed_at?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            endpoint_id: string;
+            /** @description Only these types (within the endpoint's own); empty: every type the endpoint takes. */
+            event_types: components["schemas"]["EventTypePattern"][];
+            /** @description `whr_...` */
+            id: string;
+            /**
+             * @description Always `webhook_replay`.
+             * @enum {string}
+             */
+            object: "webhook_replay";
+            /**
+             * Format: int64
+             * @description Events resent so far (a new delivery each, listed with the endpoint's deliveries).
+             */
+            resent: number;
+            /** Format: date-time */
+            since: string;
+            status: components["schemas"]["ReplayStatus"];
+            /** Format: date-time */
+            until: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /**
+         * @description Open: later versions may add values; treat one you do not know as its own case.
+         * @enum {string}
+         */
+        ReplayStatus: "running" | "completed" | "failed" | (string & {});
         /**
          * @description Which confirmable writes of a credential need a capability confirmation (an API key's
          *     `requires_confirmation`): `true` every one, `false` none, or a list of capabilities.
@@ -19327,6 +19425,256 @@ export interface operations {
             503: {
                 headers: {
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    replay_endpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description wh_... */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event_types": [
+                 *         "post.*"
+                 *       ],
+                 *       "since": "2026-11-27T08:00:00Z",
+                 *       "until": "2026-11-27T12:00:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateReplay"];
+            };
+        };
+        responses: {
+            /** @description Accepted: the work goes on in the background; the object in data tells its state */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Replay"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
+            409: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body above 1 MiB */
+            413: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body that is not JSON */
+            415: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request */
+            422: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    get_replay: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description wh_... */
+                id: string;
+                /** @description whr_... */
+                replay_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The object, in data */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Replay"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };

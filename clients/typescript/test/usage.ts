@@ -576,6 +576,16 @@ export async function everyOperation(client: Client): Promise<void> {
     void answer;
   }
   {
+    // replay_endpoint: POST /webhooks/{id}/replay
+    const answer: Json<paths["/webhooks/{id}/replay"]["post"]["responses"][202]> = await client.POST("/webhooks/{id}/replay", { path: {} as paths["/webhooks/{id}/replay"]["post"]["parameters"]["path"], body: {} as Json<NonNullable<paths["/webhooks/{id}/replay"]["post"]["requestBody"]>> });
+    void answer;
+  }
+  {
+    // get_replay: GET /webhooks/{id}/replays/{replay_id}
+    const answer: Json<paths["/webhooks/{id}/replays/{replay_id}"]["get"]["responses"][200]> = await client.GET("/webhooks/{id}/replays/{replay_id}", { path: {} as paths["/webhooks/{id}/replays/{replay_id}"]["get"]["parameters"]["path"] });
+    void answer;
+  }
+  {
     // rotate_secret: POST /webhooks/{id}/rotate-secret
     const answer: Json<paths["/webhooks/{id}/rotate-secret"]["post"]["responses"][200]> = await client.POST("/webhooks/{id}/rotate-secret", { path: {} as paths["/webhooks/{id}/rotate-secret"]["post"]["parameters"]["path"], body: {} as Json<NonNullable<paths["/webhooks/{id}/rotate-secret"]["post"]["requestBody"]>> });
     void answer;

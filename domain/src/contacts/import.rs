@@ -60,13 +60,13 @@ pub enum ImportStatus {
 pub struct CreateImport {
     /// Contacts as objects with the fields of `POST /contacts`. Either this or `csv`.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<Object>>, min_items = 1, max_items = 10000)]
     pub rows: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
     /// CSV text with a header row: `email` (required), `first_name`, `last_name`, `phone`,
     /// `company`, `job_title`, `status`, `email_status`, `labels` (`;`-separated), and
     /// `custom.<key>` columns for custom fields. RFC 4180 quoting; a UTF-8 BOM is ignored.
     #[serde(default)]
-    #[schema(extensions(("x-exactly-one" = json!(["rows", "csv"]))))]
+    #[schema(min_length = 1, extensions(("x-exactly-one" = json!(["rows", "csv"]))))]
     pub csv: Option<String>,
     /// The CSV field separator. Omitted: detected from the header line (the most frequent
     /// of `,` `;` tab outside quotes), so Excel's `;` exports work as they are.

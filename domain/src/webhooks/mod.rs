@@ -11,6 +11,7 @@
 
 pub mod dispatch;
 pub mod ops;
+pub mod replay;
 
 use crate::keys;
 use serde::{Deserialize, Serialize};
@@ -385,25 +386,45 @@ pub async fn withdraw_event(app: &App, ws: &WorkspaceId, item: Item, _subject: &
 }
 
 /// Erasure of an event already fanned out (its deliveries are erased before it): the record
-/// is replaced by a withdrawn one, which keeps deduplicating the event.
+/// keeps only its key, `withdrawn`, so it still deduplicates the event. One update removes the
+/// body and the delivery list and answers the list as it was: a replay adds a delivery only
+/// while the body is there, so the old list names every delivery ever added, one a replay
+/// added after the deliveries were erased included, and those are deleted too.
 async fn empty_event_record(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()> {
-    let Some(event_id) = store::get_str(&item, "sk").and_then(|sk| sk.strip_prefix(keys::literal_prefix(keys::FANOUT_MARKER.table.sk)))
-    else {
-        return Ok(());
-    };
-    app.db.batch_put(vec![withdrawn_record(ws, event_id)]).await
+    let Some(sk) = store::get_str(&item, "sk") else { return Ok(()) };
+    let pk = ws_pk(ws);
+    let old = app
+        .db
+        .update(&pk, sk, "REMOVE body, deliveries SET withdrawn = :t")
+        .when("attribute_exists(pk)")
+        .value(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+        .returning(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        .apply()
+        .await?
+        .unwrap_or_default();
+    if let Some(aws_sdk_dynamodb::types::AttributeValue::Ss(list)) = old.get("deliveries") {
+        for (endpoint_id, delivery_id) in list.iter().filter_map(|k| k.split_once('/')) {
+            app.db.delete(&pk, &delivery_sk(endpoint_id, delivery_id)).await?;
+        }
+    }
+    Ok(())
 }
 
-/// The fan-out record of one event: its body, once, and the deliveries it created.
+/// The fan-out record of one event: its body, once, and the deliveries it created (none when
+/// only a disabled endpoint was due it: kept for a replay).
 pub fn event_record(ws: &WorkspaceId, ev: &shared::events::Event, deliveries: Vec<String>) -> Item {
-    Item::from([
+    let mut item = Item::from([
         ("pk".into(), s(ws_pk(ws))),
         ("sk".into(), s(event_record_sk(&ev.id))),
         ("body".into(), s(ev.body())),
-        ("deliveries".into(), aws_sdk_dynamodb::types::AttributeValue::Ss(deliveries)),
         // Outlives every delivery that signs it (a manual retry may come late).
         ("expires_at".into(), n(chrono::Utc::now().timestamp() + DELIVERY_TTL_SECS + 86_400)),
-    ])
+    ]);
+    // DynamoDB has no empty sets: an event only a disabled endpoint was due has none yet.
+    if !deliveries.is_empty() {
+        item.insert("deliveries".into(), aws_sdk_dynamodb::types::AttributeValue::Ss(deliveries));
+    }
+    item
 }
 
 /// Read the event body of `x` unless it has one (new deliveries keep it in the event record).

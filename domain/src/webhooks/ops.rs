@@ -89,7 +89,7 @@ async fn check_url(errs: &mut Errors, app: &App, url: &str) {
     }
 }
 
-fn check_event_types(errs: &mut Errors, types: &[String]) {
+pub(super) fn check_event_types(errs: &mut Errors, types: &[String]) {
     if types.len() > MAX_EVENT_TYPES {
         errs.add("event_types", format!("at most {MAX_EVENT_TYPES} entries"));
     }

@@ -1,9 +1,11 @@
 //! Webhooks: endpoints that receive the workspace's events, their secrets (shown once,
-//! sealed at rest, rotated with a grace period), and the delivery history with manual retry.
+//! sealed at rest, rotated with a grace period), and the delivery history with manual retry
+//! and replay.
 //! The operations are `domain::webhooks::ops`; the delivering is `domain::webhooks::dispatch`.
 
 use domain::effects::{self as fx, Effect as _};
 use domain::webhooks::ops::{self, CreateEndpoint, EndpointWithSecret, RotateSecret, UpdateEndpoint};
+use domain::webhooks::replay::{self, CreateReplay, ReplayId};
 use domain::webhooks::{self as model, Delivery, DeliveryId, DeliveryStatus, Endpoint, EndpointId};
 use serde::Deserialize;
 use shared::{ApiError, ApiResult, App, Reply, Req};
@@ -18,8 +20,10 @@ shared::area! {
         delete_endpoint [needs = Scope::Admin, effects = &[fx::DeleteWebhook::INFO]],
         rotate_secret [needs = Scope::Admin, effects = &[fx::RotateWebhookSecret::INFO]],
         test_endpoint [needs = Scope::Admin], retry_delivery [needs = Scope::Admin],
+        replay_endpoint [needs = Scope::Admin], get_replay,
     ],
-    schemas = [Endpoint, EndpointWithSecret, CreateEndpoint, UpdateEndpoint, RotateSecret, Delivery, DeliveryStatus, model::Attempt],
+    schemas = [Endpoint, EndpointWithSecret, CreateEndpoint, UpdateEndpoint, RotateSecret, Delivery, DeliveryStatus, model::Attempt,
+        replay::Replay, replay::ReplayStatus, replay::CreateReplay],
 }
 
 // ---------- routes ----------
@@ -117,4 +121,29 @@ pub async fn retry_delivery(app: &App, req: Req) -> ApiResult<Reply> {
         _ => return Err(ApiError::not_found("webhook delivery")),
     };
     Ok(Reply::accepted(&ops::retry(app, req.ws()?, &id, &delivery_id).await?))
+}
+
+/// Resend what this endpoint was due between `since` and `until` (default now; at most 30
+/// days back), in event order, as new deliveries: after it was down or disabled. Only the
+/// types it subscribes to (and `event_types`, when given); an erased subject's events are not
+/// resent. Answers 202 with the replay, to follow at `GET /webhooks/{id}/replays/{replay_id}`;
+/// one replay runs per endpoint at a time (409), and the endpoint must be enabled (409).
+/// Event `webhook.replay.completed` when it ends.
+#[utoipa::path(post, path = "/webhooks/{id}/replay", tag = "webhooks", request_body = CreateReplay, params(("id" = String, Path)),
+    responses((status = 202, body = shared::openapi::Data<replay::Replay>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn replay_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: CreateReplay = req.json()?;
+    Ok(Reply::accepted(&replay::start(app, req.ws()?, &req.path_id("id")?, input).await?))
+}
+
+/// One replay: its window, status and how many events it has resent.
+#[utoipa::path(get, path = "/webhooks/{id}/replays/{replay_id}", tag = "webhooks",
+    params(("id" = String, Path), ("replay_id" = String, Path, description = "whr_...")),
+    responses((status = 200, body = shared::openapi::Data<replay::Replay>), shared::openapi::CommonErrors))]
+pub async fn get_replay(app: &App, req: Req) -> ApiResult<Reply> {
+    let (id, replay_id): (EndpointId, ReplayId) = match (req.path_id("id"), req.path_id("replay_id")) {
+        (Ok(e), Ok(r)) => (e, r),
+        _ => return Err(ApiError::not_found("webhook replay")),
+    };
+    Ok(Reply::ok(&replay::get(app, req.ws()?, &id, &replay_id).await?))
 }

@@ -23,9 +23,9 @@ pub async fn fan_out_batch(d: &Dispatcher, events: &[Event], budget: Budget) -> 
     }
     for (ws, evs) in by_ws {
         let endpoints = model::workspace_endpoints(&d.app, &ws).await?;
-        let (quiet, busy): (Vec<&Event>, Vec<&Event>) = evs
-            .into_iter()
-            .partition(|ev| !endpoints.iter().any(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)));
+        // An event a disabled endpoint subscribes to is kept too: a replay may resend it.
+        let (quiet, busy): (Vec<&Event>, Vec<&Event>) =
+            evs.into_iter().partition(|ev| !endpoints.iter().any(|e| shared::events::subscribed(&e.endpoint.event_types, &ev.kind)));
         let ids: Vec<&str> = quiet.iter().map(|e| e.id.as_str()).collect();
         if let Err(e) = shared::outbox::ack_many(&d.app, &ids).await {
             tracing::warn!(error = %e, "outbox acks failed; the sweep re-sends those events");
@@ -45,6 +45,14 @@ async fn fan_out_to(d: &Dispatcher, ws: &WorkspaceId, ev: &Event, endpoints: &[S
     let targets: Vec<&StoredEndpoint> =
         endpoints.iter().filter(|e| e.endpoint.enabled && shared::events::subscribed(&e.endpoint.event_types, &ev.kind)).collect();
     if targets.is_empty() {
+        // Due to a disabled endpoint only: its record, without deliveries, for a replay later.
+        if endpoints.iter().any(|e| shared::events::subscribed(&e.endpoint.event_types, &ev.kind)) {
+            let marker = model::event_record(ws, ev, vec![]);
+            match Tx::new().put_if(marker, "attribute_not_exists(pk)", vec![]).commit(app).await {
+                Ok(()) | Err(TxError::Condition(_)) => {}
+                Err(TxError::Api(e)) => return Err(e),
+            }
+        }
         ack(d, ev).await;
         return Ok(Outcome::Done);
     }

@@ -1,7 +1,8 @@
 //! The webhook dispatcher. Triggered by
 //! - the events queue: fan an event out to the workspace's enabled, subscribed endpoints (one
 //!   delivery each, created once per event) and make every first attempt concurrently;
-//! - the deliveries queue: make a retry (or a test / manual retry) attempt when it is due;
+//! - the deliveries queue: make a retry (or a test / manual retry) attempt when it is due,
+//!   or the next step of a replay (`super::replay`);
 //! - a schedule: the outbox sweep, which re-sends events that never reached the queue.
 //!
 //! Retries ride on SQS: a failed attempt hides its message for the next delay (visibility
@@ -11,6 +12,7 @@
 pub mod attempt;
 pub mod client;
 pub mod fanout;
+pub mod replay;
 
 use crate::webhooks::DeliveryJob;
 use shared::App;
@@ -83,6 +85,8 @@ impl Dispatcher {
     async fn handle_message(&self, m: &SqsMessage, budget: Budget) -> bool {
         let outcome = if let Ok(job) = serde_json::from_str::<DeliveryJob>(shared::sqs::body(m)) {
             attempt::process(self, &job, attempt::Mode::Job, budget).await
+        } else if let Ok(r) = serde_json::from_str::<crate::webhooks::replay::ReplayJob>(shared::sqs::body(m)) {
+            replay::step(self, &r.replay, budget).await
         } else if let Ok(event) = serde_json::from_str::<shared::events::Event>(shared::sqs::body(m)) {
             fanout::fan_out(self, &event, budget).await
         } else if let Ok(batch) = serde_json::from_str::<shared::events::EventBatch>(shared::sqs::body(m)) {
@@ -95,7 +99,7 @@ impl Dispatcher {
         match outcome {
             Ok(Outcome::Done) => false,
             Ok(Outcome::Later(secs)) => {
-                // Only delivery jobs are kept for later; events are finished or failed.
+                // Only delivery jobs and replays are kept for later; events are finished or failed.
                 let res = self
                     .app
                     .sqs()
