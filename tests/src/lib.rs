@@ -641,6 +641,8 @@ pub async fn seed_every_area(c: &Client, ws: &str) -> std::collections::BTreeMap
         ("/emails/templates/{slug}", template["slug"].as_str().unwrap().to_string()),
         ("/webhooks/{id}", webhook["id"].as_str().unwrap().to_string()),
         ("/webhooks/{id}/replays/{replay_id}", replay["id"].as_str().unwrap().to_string()),
+        // Not an id: an event type of the catalog.
+        ("/webhooks/event-types/{type}", "post.published".to_string()),
         ("/workspaces/current/api-keys/{id}", key_id.as_str().unwrap().to_string()),
     ])
 }

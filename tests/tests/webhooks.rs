@@ -651,3 +651,69 @@ async fn a_replay_resends_what_a_disabled_endpoint_missed_in_order_except_the_er
     rx.wait_until(30, |g| g.len() >= 7).await;
     assert_eq!(c.get(&format!("/webhooks/{ep}/replays/whr_00000000000000000000000000")).await.status, 404);
 }
+
+/// Which values do not match their schemas, by `jsonschema` (Python, from `.venv`).
+fn schema_failures(cases: &[Value]) -> Value {
+    use std::io::Write;
+    let root = tools::localstack::repo_root();
+    let mut child = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("tests/validate_json_schema.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python from .venv (make deps)");
+    child.stdin.take().expect("stdin").write_all(Value::from(cases.to_vec()).to_string().as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("the validator runs");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("validator said: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The catalog cannot drift from what is sent: every event a workspace with data in every area
+/// produced is checked against its type's schema from `GET /webhooks/event-types/{type}`, and
+/// every type's example against its own schema.
+#[tokio::test]
+async fn every_delivered_event_matches_its_type_in_the_catalog() {
+    let h = harness();
+    let (ws, key) = h.workspace("event catalog").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let rx = Receiver::start().await;
+    endpoint(&c, json!({"url": rx.url})).await;
+    e2e::seed_every_area(&c, &ws).await;
+    // Until the deliveries stop coming.
+    let mut seen = 0;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let now = rx.received().len();
+        if now == seen && now > 0 {
+            break;
+        }
+        seen = now;
+    }
+
+    let list = c.get("/webhooks/event-types").await;
+    assert_eq!(list.status, 200, "{}", list.json);
+    let listed: Vec<&str> = list.json["data"].as_array().unwrap().iter().filter_map(|t| t["type"].as_str()).collect();
+    assert_eq!(listed, shared::events::EVENT_TYPES, "every type, in order");
+    assert!(list.json["data"][0].get("schema").is_none(), "the list is brief");
+    assert_eq!(c.get("/webhooks/event-types/post.exploded").await.status, 404);
+
+    let mut schemas = std::collections::BTreeMap::new();
+    let mut cases = vec![];
+    for t in shared::events::EVENT_TYPES {
+        let r = c.get(&format!("/webhooks/event-types/{t}")).await;
+        assert_eq!(r.status, 200, "{t}: {}", r.json);
+        let d = &r.json["data"];
+        cases.push(json!({"name": format!("the example of {t}"), "schema": d["schema"], "instance": d["example"]}));
+        schemas.insert(t.to_string(), d["schema"].clone());
+    }
+    let mut types = std::collections::BTreeSet::new();
+    for (i, r) in rx.received().iter().enumerate() {
+        let body = r.json();
+        let t = body["type"].as_str().unwrap_or_default().to_string();
+        let schema = schemas.get(&t).unwrap_or_else(|| panic!("{t} is delivered but not in the catalog"));
+        cases.push(json!({"name": format!("delivery {i} ({t})"), "schema": schema, "instance": body}));
+        types.insert(t);
+    }
+    let failures = schema_failures(&cases);
+    assert_eq!(failures, json!({}), "values that do not match their schemas");
+    assert!(types.len() >= 15, "only {} types delivered: {types:?}", types.len());
+}

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod contract_diff;
+pub mod event_types;
 pub mod gateway;
 pub mod iam;
 pub mod localstack;
@@ -431,6 +432,7 @@ fn finish(doc: utoipa::openapi::OpenApi) -> serde_json::Value {
     constants_and_path_ids(&mut v);
     describe_operations(&mut v);
     open_enums(&mut v);
+    event_types::add_to_contract(&mut v);
     // Written from JSON from here on: utoipa's model would drop what it has no field for (a
     // `oneOf` beside an object's properties).
     let _: utoipa::openapi::OpenApi = serde_json::from_value(v.clone()).expect("the finished document is still an OpenAPI document");
@@ -948,6 +950,11 @@ pub fn data_model_doc(current: &str) -> String {
 pub fn rust_client_source() -> String {
     let doc: serde_json::Value = serde_json::from_str(&openapi_json()).expect("the contract is JSON");
     rust_client::generate(&doc)
+}
+
+/// `functions/webhooks/src/event_types.json`: the event-type catalog, from the finished contract.
+pub fn event_types_json() -> String {
+    event_types::catalog_json(&openapi_doc())
 }
 
 /// `functions/mcp/src/tools.json`: the MCP server's tools, from the finished contract.

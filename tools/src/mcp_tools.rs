@@ -142,7 +142,7 @@ fn title(summary: &str, operation: &str) -> String {
 }
 
 /// Every component schema `value` reaches, transitively.
-fn referenced(value: &Value, schemas: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn referenced(value: &Value, schemas: &Map<String, Value>) -> Map<String, Value> {
     let mut seen = BTreeSet::new();
     let mut stack = vec![value.clone()];
     while let Some(v) = stack.pop() {
@@ -174,7 +174,7 @@ fn collect_refs(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn rewrite_refs(v: &mut Value) {
+pub(crate) fn rewrite_refs(v: &mut Value) {
     match v {
         Value::Object(m) => {
             if let Some(Value::String(r)) = m.get_mut("$ref")

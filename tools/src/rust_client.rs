@@ -38,6 +38,7 @@ const ID_TYPES: &[(&str, &str, &str)] = &[
     ("imp", "ImportId", "a contact import"),
     ("key", "ApiKeyId", "an API key"),
     ("post", "PostId", "a post"),
+    ("psess", "PortalSessionId", "a customer portal session"),
     ("res", "ResourceId", "a bookable resource"),
     ("scan", "ScanId", "a website scan"),
     ("svc", "ServiceId", "a bookable service"),

@@ -12,6 +12,8 @@ fn committed_openapi_matches_the_code() {
     assert!(yaml == tools::openapi_yaml(), "openapi/openapi.yaml is stale: run `make openapi`");
     let capabilities = std::fs::read_to_string(root.join("domain/src/capabilities.json")).unwrap_or_default();
     assert!(capabilities == tools::capabilities_json(), "domain/src/capabilities.json is stale: run `make openapi`");
+    let catalog = std::fs::read_to_string(root.join("functions/webhooks/src/event_types.json")).unwrap_or_default();
+    assert!(catalog == tools::event_types_json(), "functions/webhooks/src/event_types.json is stale: run `make openapi`");
     let tools = std::fs::read_to_string(root.join("functions/mcp/src/tools.json")).unwrap_or_default();
     assert!(tools == tools::mcp_tools_json(), "functions/mcp/src/tools.json is stale: run `make openapi`");
     let scoring = std::fs::read_to_string(root.join("docs/scan-scoring.md")).unwrap_or_default();
@@ -93,6 +95,7 @@ fn every_id_of_ours_has_its_pattern() {
         "Variant.remote_id",
         "ErrorBody.request_id",
         "CapabilityConfirmation.used_by_request_id",
+        "CapabilityUsedData.used_by_request_id",
         "ScanFinding.rule_id",
         "ConsentPortalProof.session_id",
         "CapabilityConfirmationBound.id",

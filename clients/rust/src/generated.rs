@@ -625,6 +625,37 @@ impl From<&str> for PostId {
     }
 }
 
+/// The id of a customer portal session (`psess_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PortalSessionId(pub String);
+impl std::ops::Deref for PortalSessionId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for PortalSessionId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for PortalSessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for PortalSessionId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for PortalSessionId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
 /// The id of a bookable resource (`res_...`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -918,6 +949,29 @@ pub struct ApprovalEmailPreview {
     pub to: Vec<String>,
 }
 
+/// An approval request as its events carry it: the request's state and what it asks for, with its summary in words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalEventData {
+    pub api_key_id: ApiKeyId,
+    pub approver_needs: String,
+    pub capability: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    pub effect: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    pub id: ApprovalRequestId,
+    pub method: String,
+    pub object: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub state: ApprovalState,
+    pub summary: String,
+}
+
 /// What the effect will do, rendered when the request was asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ApprovalPreview {
@@ -1094,6 +1148,13 @@ pub struct Booking {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// A booking moved: the cancelled original and the new booking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BookingRescheduledData {
+    pub from: Booking,
+    pub to: Booking,
+}
+
 /// Open: later versions may add values; treat one you do not know as its own case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BookingStatus {
@@ -1205,6 +1266,20 @@ pub struct CapabilityConfirmationBound {
     pub preview: String,
     /// 0: it did not exist, and must not exist when the token is used.
     pub version: i64,
+}
+
+/// A capability confirmation as the request it confirmed used it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapabilityUsedData {
+    pub api_key_id: ApiKeyId,
+    pub capability: String,
+    pub id: ConfirmationId,
+    pub idempotency_key: String,
+    pub method: String,
+    pub object: String,
+    pub path: String,
+    pub used_at: chrono::DateTime<chrono::Utc>,
+    pub used_by_request_id: String,
 }
 
 /// Open: later versions may add values; treat one you do not know as its own case.
@@ -2148,6 +2223,21 @@ pub struct ErasureCode {
     pub object: String,
 }
 
+/// A GDPR erasure's outcome: the erased contact (when there was one) and the items erased per area.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErasureEventData {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact_id: Option<ContactId>,
+    pub counts: std::collections::BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<JobError>,
+    pub id: ErasureId,
+    pub object: String,
+    pub status: JobStatus,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub code: ErrorCode,
@@ -2497,6 +2587,21 @@ pub struct Exception {
 pub struct Exchange {
     /// The login link's token (`psl_...`).
     pub token: String,
+}
+
+/// A GDPR export's outcome (read the export for its download link).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportEventData {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<JobError>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub id: ExportId,
+    pub object: String,
+    pub scope: ExportScope,
+    pub status: JobStatus,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -2982,6 +3087,15 @@ pub struct PortalSession {
     pub session_token: String,
 }
 
+/// A customer's portal session, without its token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortalSessionCreatedData {
+    pub contact_id: ContactId,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    pub id: PortalSessionId,
+    pub object: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Post {
     /// `ch_...` ids of the channels to publish to.
@@ -3235,6 +3349,29 @@ pub struct ScanCategories {
 pub struct ScanError {
     pub code: String,
     pub message: String,
+}
+
+/// A website scan's outcome (read the scan for its findings).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanEventData {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub categories: Option<ScanCategories>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ScanError>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grade: Option<String>,
+    pub id: ScanId,
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scoring_version: Option<String>,
+    pub status: ScanStatus,
+    pub url: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -3530,6 +3667,15 @@ pub struct Suppression {
     pub reason: String,
 }
 
+/// An address taken off the suppression list, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SuppressionRemovedData {
+    pub address: String,
+    pub previous_reason: String,
+    pub reason: String,
+    pub removed_by: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Template {
     #[serde(flatten)]
@@ -3549,6 +3695,13 @@ pub struct Template {
     /// Content per locale (`de`, `de-AT`, ...). A send's `locale` picks the exact variant, then
     /// its language (`de` for `de-AT`), then the base content.
     pub variants: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A test event's data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct TestEventData {
+    pub endpoint_id: WebhookEndpointId,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -3802,6 +3955,13 @@ pub struct VariantError {
     pub retryable: bool,
 }
 
+/// One channel's variant of a post, published or failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantEventData {
+    pub post_id: PostId,
+    pub variant: Variant,
+}
+
 /// A per-channel override in a create or update.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct VariantInput {
@@ -3868,6 +4028,25 @@ pub enum Visibility {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct WebhookChannelInput {
     pub url: String,
+}
+
+/// An event type as `GET /webhooks/event-types` lists it; one type's read adds its schema
+/// and an example.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct WebhookEventType {
+    /// The contract's component schema of the event's `data`.
+    pub data_schema: String,
+    pub description: String,
+    /// An event of this type, made from its schema: on one type's read only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Always `event_type`.
+    pub object: String,
+    /// The whole event's JSON Schema (draft 2020-12, with its `$defs`): on one type's read only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The event type, e.g. `post.published`.
+    pub r#type: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -4228,6 +4407,11 @@ impl Client {
         self.call(reqwest::Method::GET, &format!("/gdpr/erasures/{}", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Erasure>| d.data)
     }
 
+    /// `GET /webhooks/event-types/{type}`: One event type with the whole event's JSON Schema (draft 2020-12, standing alone with its
+    pub async fn get_event_type(&self, r#type: &str) -> Result<WebhookEventType> {
+        self.call(reqwest::Method::GET, &format!("/webhooks/event-types/{}", crate::encode(r#type)), None::<&()>, None::<&()>).await.map(|d: crate::Data<WebhookEventType>| d.data)
+    }
+
     /// `GET /gdpr/exports/{id}`: One export job; when completed, a presigned download link.
     pub async fn get_export(&self, id: &str) -> Result<ExportJob> {
         self.call(reqwest::Method::GET, &format!("/gdpr/exports/{}", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<ExportJob>| d.data)
@@ -4421,6 +4605,16 @@ impl Client {
     /// Every item of `list_erasures`, page after page (follows `next_cursor`).
     pub fn list_erasures_all(&self, query: &ListErasuresQuery) -> impl Stream<Item = Result<Erasure>> + Send + 'static {
         self.paginate("/gdpr/erasures".to_string(), Some(query))
+    }
+
+    /// `GET /webhooks/event-types`: Every event type an endpoint can receive, in one list (no paging: the catalog is fixed),
+    pub async fn list_event_types(&self) -> Result<Page<WebhookEventType>> {
+        self.call(reqwest::Method::GET, &"/webhooks/event-types".to_string(), None::<&()>, None::<&()>).await
+    }
+
+    /// Every item of `list_event_types`, page after page (follows `next_cursor`).
+    pub fn list_event_types_all(&self) -> impl Stream<Item = Result<WebhookEventType>> + Send + 'static {
+        self.paginate("/webhooks/event-types".to_string(), None::<&()>)
     }
 
     /// `GET /gdpr/exports`: Export jobs, newest first (without download links; read one job for its link).
@@ -4766,6 +4960,8 @@ impl Client {
             "list_scans" => self.list_scans(&crate::parse_query(query)?).await.map(drop)?,
             "get_scan" => self.get_scan(path[0]).await.map(drop)?,
             "list_endpoints" => self.list_endpoints(&crate::parse_query(query)?).await.map(drop)?,
+            "list_event_types" => self.list_event_types().await.map(drop)?,
+            "get_event_type" => self.get_event_type(path[0]).await.map(drop)?,
             "get_endpoint" => self.get_endpoint(path[0]).await.map(drop)?,
             "list_deliveries" => self.list_deliveries(path[0], &crate::parse_query(query)?).await.map(drop)?,
             "get_replay" => self.get_replay(path[0], path[1]).await.map(drop)?,
@@ -4836,6 +5032,7 @@ pub const OPERATIONS: &[&str] = &[
     "get_email",
     "get_endpoint",
     "get_erasure",
+    "get_event_type",
     "get_export",
     "get_import",
     "get_me",
@@ -4860,6 +5057,7 @@ pub const OPERATIONS: &[&str] = &[
     "list_emails",
     "list_endpoints",
     "list_erasures",
+    "list_event_types",
     "list_exports",
     "list_import_errors",
     "list_members",

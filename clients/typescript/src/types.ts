@@ -1698,6 +1698,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/event-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every event type an endpoint can receive, in one list (no paging: the catalog is fixed),
+         *     with the component schema of its `data`. The contract's `webhooks` section has the same.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
+        get: operations["list_event_types"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/event-types/{type}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One event type with the whole event's JSON Schema (draft 2020-12, standing alone with its
+         *     `$defs`) and an example made from it.
+         * @description Needs the `read` scope; rate-limit class `read`. Can answer 400, 401, 403, 404, 429, 500, 503 (each below, in the error envelope).
+         */
+        get: operations["get_event_type"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhooks/{id}": {
         parameters: {
             query?: never;
@@ -1989,7 +2031,1788 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "api_key.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * api_key.created
+         * @description An API key was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a ApiKey.
+         */
+        post: operations["event_api_key_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "api_key.revoked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * api_key.revoked
+         * @description An API key was revoked. Signed and retried as docs/api.md (Webhooks) says; `data` is a ApiKey.
+         */
+        post: operations["event_api_key_revoked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "approval.approved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * approval.approved
+         * @description An approval request was approved. Signed and retried as docs/api.md (Webhooks) says; `data` is a ApprovalEventData.
+         */
+        post: operations["event_approval_approved"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "approval.denied": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * approval.denied
+         * @description An approval request was denied. Signed and retried as docs/api.md (Webhooks) says; `data` is a ApprovalEventData.
+         */
+        post: operations["event_approval_denied"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "approval.expired": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * approval.expired
+         * @description An approval request expired unanswered. Signed and retried as docs/api.md (Webhooks) says; `data` is a ApprovalEventData.
+         */
+        post: operations["event_approval_expired"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "approval.requested": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * approval.requested
+         * @description An approval request was asked for. Signed and retried as docs/api.md (Webhooks) says; `data` is a ApprovalEventData.
+         */
+        post: operations["event_approval_requested"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.cancelled
+         * @description A booking was cancelled. Signed and retried as docs/api.md (Webhooks) says; `data` is a Booking.
+         */
+        post: operations["event_booking_cancelled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.completed
+         * @description A booking was completed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Booking.
+         */
+        post: operations["event_booking_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.confirmed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.confirmed
+         * @description A booking was confirmed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Booking.
+         */
+        post: operations["event_booking_confirmed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.created
+         * @description A booking was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Booking.
+         */
+        post: operations["event_booking_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.no_show": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.no_show
+         * @description A booking was marked a no-show. Signed and retried as docs/api.md (Webhooks) says; `data` is a Booking.
+         */
+        post: operations["event_booking_no_show"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.rescheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.rescheduled
+         * @description A booking was moved to another time. Signed and retried as docs/api.md (Webhooks) says; `data` is a BookingRescheduledData.
+         */
+        post: operations["event_booking_rescheduled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.resource.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.resource.created
+         * @description A bookable resource was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Resource.
+         */
+        post: operations["event_booking_resource_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.resource.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.resource.deleted
+         * @description A bookable resource was deleted. Signed and retried as docs/api.md (Webhooks) says; `data` is a Resource.
+         */
+        post: operations["event_booking_resource_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.resource.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.resource.updated
+         * @description A bookable resource was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Resource.
+         */
+        post: operations["event_booking_resource_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.service.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.service.created
+         * @description A bookable service was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Service.
+         */
+        post: operations["event_booking_service_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.service.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.service.deleted
+         * @description A bookable service was deleted. Signed and retried as docs/api.md (Webhooks) says; `data` is a Service.
+         */
+        post: operations["event_booking_service_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.service.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * booking.service.updated
+         * @description A bookable service was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Service.
+         */
+        post: operations["event_booking_service_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "capability.confirmed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * capability.confirmed
+         * @description A capability confirmation was issued (by a person, or by approving an approval request). Signed and retried as docs/api.md (Webhooks) says; `data` is a CapabilityConfirmation.
+         */
+        post: operations["event_capability_confirmed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "capability.used": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * capability.used
+         * @description A capability confirmation was used by the request it confirms. Signed and retried as docs/api.md (Webhooks) says; `data` is a CapabilityUsedData.
+         */
+        post: operations["event_capability_used"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "channel.connected": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * channel.connected
+         * @description A channel was connected. Signed and retried as docs/api.md (Webhooks) says; `data` is a Channel.
+         */
+        post: operations["event_channel_connected"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "channel.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * channel.deleted
+         * @description A channel was deleted. Signed and retried as docs/api.md (Webhooks) says; `data` is a Channel.
+         */
+        post: operations["event_channel_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "channel.disconnected": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * channel.disconnected
+         * @description A channel was disconnected. Signed and retried as docs/api.md (Webhooks) says; `data` is a Channel.
+         */
+        post: operations["event_channel_disconnected"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "channel.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * channel.updated
+         * @description A channel was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Channel.
+         */
+        post: operations["event_channel_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.created
+         * @description A contact was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Contact.
+         */
+        post: operations["event_contact_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.deleted
+         * @description A contact was deleted. Signed and retried as docs/api.md (Webhooks) says; `data` is a Contact.
+         */
+        post: operations["event_contact_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.import.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.import.completed
+         * @description A contact import was completed. Signed and retried as docs/api.md (Webhooks) says; `data` is a ImportJob.
+         */
+        post: operations["event_contact_import_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.note.added": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.note.added
+         * @description A note was added to a contact. Signed and retried as docs/api.md (Webhooks) says; `data` is a Activity.
+         */
+        post: operations["event_contact_note_added"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.updated
+         * @description A contact was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Contact.
+         */
+        post: operations["event_contact_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "deal.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * deal.created
+         * @description A deal was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Deal.
+         */
+        post: operations["event_deal_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "deal.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * deal.deleted
+         * @description A deal was deleted. Signed and retried as docs/api.md (Webhooks) says; `data` is a Deal.
+         */
+        post: operations["event_deal_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "deal.lost": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * deal.lost
+         * @description A deal was lost. Signed and retried as docs/api.md (Webhooks) says; `data` is a Deal.
+         */
+        post: operations["event_deal_lost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "deal.reopened": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * deal.reopened
+         * @description A deal was reopened. Signed and retried as docs/api.md (Webhooks) says; `data` is a Deal.
+         */
+        post: operations["event_deal_reopened"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "deal.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * deal.updated
+         * @description A deal was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Deal.
+         */
+        post: operations["event_deal_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "deal.won": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * deal.won
+         * @description A deal was won. Signed and retried as docs/api.md (Webhooks) says; `data` is a Deal.
+         */
+        post: operations["event_deal_won"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.bounced": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.bounced
+         * @description An email bounced. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_bounced"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.cancelled
+         * @description An email was cancelled. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_cancelled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.complained": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.complained
+         * @description An email drew a complaint. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_complained"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.delivered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.delivered
+         * @description An email was delivered. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_delivered"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.domain.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.domain.created
+         * @description A sending domain was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a SendingDomain.
+         */
+        post: operations["event_email_domain_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.domain.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.domain.deleted
+         * @description A sending domain was deleted. Signed and retried as docs/api.md (Webhooks) says; `data` is a SendingDomain.
+         */
+        post: operations["event_email_domain_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.domain.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.domain.failed
+         * @description A sending domain failed its verification. Signed and retried as docs/api.md (Webhooks) says; `data` is a SendingDomain.
+         */
+        post: operations["event_email_domain_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.domain.verified": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.domain.verified
+         * @description A sending domain was verified. Signed and retried as docs/api.md (Webhooks) says; `data` is a SendingDomain.
+         */
+        post: operations["event_email_domain_verified"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.failed
+         * @description An email failed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.queued": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.queued
+         * @description An email was queued for sending. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_queued"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.scheduled
+         * @description An email was scheduled. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_scheduled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.sent
+         * @description An email was sent. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_sent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.suppressed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.suppressed
+         * @description An email was not sent: every recipient is suppressed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Email.
+         */
+        post: operations["event_email_suppressed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.suppression.removed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.suppression.removed
+         * @description An address was taken off the suppression list. Signed and retried as docs/api.md (Webhooks) says; `data` is a SuppressionRemovedData.
+         */
+        post: operations["event_email_suppression_removed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "gdpr.consent.granted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * gdpr.consent.granted
+         * @description A consent was granted. Signed and retried as docs/api.md (Webhooks) says; `data` is a Consent.
+         */
+        post: operations["event_gdpr_consent_granted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "gdpr.consent.withdrawn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * gdpr.consent.withdrawn
+         * @description A consent was withdrawn. Signed and retried as docs/api.md (Webhooks) says; `data` is a Consent.
+         */
+        post: operations["event_gdpr_consent_withdrawn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "gdpr.erasure.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * gdpr.erasure.completed
+         * @description A GDPR erasure was completed. Signed and retried as docs/api.md (Webhooks) says; `data` is a ErasureEventData.
+         */
+        post: operations["event_gdpr_erasure_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "gdpr.erasure.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * gdpr.erasure.failed
+         * @description A GDPR erasure failed. Signed and retried as docs/api.md (Webhooks) says; `data` is a ErasureEventData.
+         */
+        post: operations["event_gdpr_erasure_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "gdpr.export.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * gdpr.export.completed
+         * @description A GDPR export was completed. Signed and retried as docs/api.md (Webhooks) says; `data` is a ExportEventData.
+         */
+        post: operations["event_gdpr_export_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "gdpr.export.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * gdpr.export.failed
+         * @description A GDPR export failed. Signed and retried as docs/api.md (Webhooks) says; `data` is a ExportEventData.
+         */
+        post: operations["event_gdpr_export_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.conversation.assigned": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.conversation.assigned
+         * @description A helpdesk conversation was assigned. Signed and retried as docs/api.md (Webhooks) says; `data` is a Conversation.
+         */
+        post: operations["event_helpdesk_conversation_assigned"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.conversation.closed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.conversation.closed
+         * @description A helpdesk conversation was closed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Conversation.
+         */
+        post: operations["event_helpdesk_conversation_closed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.conversation.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.conversation.created
+         * @description A helpdesk conversation was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Conversation.
+         */
+        post: operations["event_helpdesk_conversation_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.conversation.reopened": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.conversation.reopened
+         * @description A helpdesk conversation was reopened. Signed and retried as docs/api.md (Webhooks) says; `data` is a Conversation.
+         */
+        post: operations["event_helpdesk_conversation_reopened"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.conversation.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.conversation.updated
+         * @description A helpdesk conversation was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Conversation.
+         */
+        post: operations["event_helpdesk_conversation_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.message.delivery_updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.message.delivery_updated
+         * @description A staff reply's delivery status changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a HelpdeskDeliveryUpdate.
+         */
+        post: operations["event_helpdesk_message_delivery_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.message.received": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.message.received
+         * @description A helpdesk message was received. Signed and retried as docs/api.md (Webhooks) says; `data` is a Message.
+         */
+        post: operations["event_helpdesk_message_received"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.message.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.message.sent
+         * @description A helpdesk message was sent. Signed and retried as docs/api.md (Webhooks) says; `data` is a Message.
+         */
+        post: operations["event_helpdesk_message_sent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "helpdesk.note.added": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * helpdesk.note.added
+         * @description A staff note was added to a conversation. Signed and retried as docs/api.md (Webhooks) says; `data` is a Message.
+         */
+        post: operations["event_helpdesk_note_added"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "portal.session.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * portal.session.created
+         * @description A customer portal session was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a PortalSessionCreatedData.
+         */
+        post: operations["event_portal_session_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.created
+         * @description A post was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.deleted
+         * @description A post was deleted. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.failed
+         * @description A post failed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.partially_failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.partially_failed
+         * @description A post was published on some channels and failed on others. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_partially_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.published": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.published
+         * @description A post was published. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_published"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.publishing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.publishing
+         * @description A post started publishing. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_publishing"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.scheduled
+         * @description A post was scheduled. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_scheduled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.unscheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.unscheduled
+         * @description A post was unscheduled. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_unscheduled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.updated
+         * @description A post was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Post.
+         */
+        post: operations["event_post_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.variant.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.variant.failed
+         * @description A post's variant on one channel failed. Signed and retried as docs/api.md (Webhooks) says; `data` is a VariantEventData.
+         */
+        post: operations["event_post_variant_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "post.variant.published": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * post.variant.published
+         * @description A post's variant on one channel was published. Signed and retried as docs/api.md (Webhooks) says; `data` is a VariantEventData.
+         */
+        post: operations["event_post_variant_published"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "scan.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * scan.completed
+         * @description A website scan was completed. Signed and retried as docs/api.md (Webhooks) says; `data` is a ScanEventData.
+         */
+        post: operations["event_scan_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "scan.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * scan.failed
+         * @description A website scan failed. Signed and retried as docs/api.md (Webhooks) says; `data` is a ScanEventData.
+         */
+        post: operations["event_scan_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.endpoint.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.endpoint.created
+         * @description A webhook endpoint was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Endpoint.
+         */
+        post: operations["event_webhook_endpoint_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.endpoint.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.endpoint.deleted
+         * @description A webhook endpoint was deleted. Signed and retried as docs/api.md (Webhooks) says; `data` is a Endpoint.
+         */
+        post: operations["event_webhook_endpoint_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.endpoint.disabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.endpoint.disabled
+         * @description A webhook endpoint was disabled by the platform. Signed and retried as docs/api.md (Webhooks) says; `data` is a Endpoint.
+         */
+        post: operations["event_webhook_endpoint_disabled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.endpoint.secret_rotated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.endpoint.secret_rotated
+         * @description A webhook endpoint's secret was rotated. Signed and retried as docs/api.md (Webhooks) says; `data` is a Endpoint.
+         */
+        post: operations["event_webhook_endpoint_secret_rotated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.endpoint.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.endpoint.updated
+         * @description A webhook endpoint was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Endpoint.
+         */
+        post: operations["event_webhook_endpoint_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.replay.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.replay.completed
+         * @description A webhook replay ended (its status says whether it completed or failed). Signed and retried as docs/api.md (Webhooks) says; `data` is a Replay.
+         */
+        post: operations["event_webhook_replay_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description A test event, sent to one endpoint by POST /webhooks/{id}/test. Signed and retried as docs/api.md (Webhooks) says; `data` is a TestEventData.
+         */
+        post: operations["event_webhook_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "workspace.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * workspace.created
+         * @description The workspace was created. Signed and retried as docs/api.md (Webhooks) says; `data` is a Workspace.
+         */
+        post: operations["event_workspace_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "workspace.member.added": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * workspace.member.added
+         * @description A member was added to the workspace. Signed and retried as docs/api.md (Webhooks) says; `data` is a Member.
+         */
+        post: operations["event_workspace_member_added"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "workspace.member.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * workspace.member.updated
+         * @description A member of the workspace was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Member.
+         */
+        post: operations["event_workspace_member_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "workspace.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * workspace.updated
+         * @description The workspace was changed. Signed and retried as docs/api.md (Webhooks) says; `data` is a Workspace.
+         */
+        post: operations["event_workspace_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         Activity: {
@@ -2062,6 +3885,28 @@ export interface components {
             subject: string;
             text?: string | null;
             to: string[];
+        };
+        /** @description An approval request as its events carry it: the request's state and what it asks for, with its summary in words. */
+        ApprovalEventData: {
+            api_key_id: string;
+            approver_needs: string;
+            capability: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            decided_at: string | null;
+            decided_by: string | null;
+            effect: string;
+            /** Format: date-time */
+            expires_at: string;
+            id: string;
+            method: string;
+            /** @enum {string} */
+            object: "approval_request";
+            path: string;
+            reason: string | null;
+            state: components["schemas"]["ApprovalState"];
+            summary: string;
         };
         /** @description What the effect will do, rendered when the request was asked. */
         ApprovalPreview: {
@@ -2225,6 +4070,11 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        /** @description A booking moved: the cancelled original and the new booking. */
+        BookingRescheduledData: {
+            from: components["schemas"]["Booking"];
+            to: components["schemas"]["Booking"];
+        };
         /**
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
@@ -2319,6 +4169,20 @@ export interface components {
              * @description 0: it did not exist, and must not exist when the token is used.
              */
             version: number;
+        };
+        /** @description A capability confirmation as the request it confirmed used it. */
+        CapabilityUsedData: {
+            api_key_id: string;
+            capability: string;
+            id: string;
+            idempotency_key: string;
+            method: string;
+            /** @enum {string} */
+            object: "capability_confirmation";
+            path: string;
+            /** Format: date-time */
+            used_at: string;
+            used_by_request_id: string;
         };
         /**
          * @description Open: later versions may add values; treat one you do not know as its own case.
@@ -2997,6 +4861,10 @@ export interface components {
             data: components["schemas"]["Template"];
         };
         /** @description `{"data": T}` */
+        Data_WebhookEventType: {
+            data: components["schemas"]["WebhookEventType"];
+        };
+        /** @description `{"data": T}` */
         Data_Workspace: {
             data: components["schemas"]["Workspace"];
         };
@@ -3265,6 +5133,20 @@ export interface components {
              */
             object: "portal_erasure_code";
         };
+        /** @description A GDPR erasure's outcome: the erased contact (when there was one) and the items erased per area. */
+        ErasureEventData: {
+            /** Format: date-time */
+            completed_at: string | null;
+            contact_id: string | null;
+            counts: {
+                [key: string]: number;
+            };
+            error: components["schemas"]["JobError"] | null;
+            id: string;
+            /** @enum {string} */
+            object: "gdpr_erasure";
+            status: components["schemas"]["JobStatus"];
+        };
         ErrorBody: {
             code: components["schemas"]["ErrorCode"];
             details: components["schemas"]["ErrorDetail"][];
@@ -3315,6 +5197,19 @@ export interface components {
         Exchange: {
             /** @description The login link's token (`psl_...`). */
             token: string;
+        };
+        /** @description A GDPR export's outcome (read the export for its download link). */
+        ExportEventData: {
+            /** Format: date-time */
+            completed_at: string | null;
+            error: components["schemas"]["JobError"] | null;
+            /** Format: date-time */
+            expires_at: string | null;
+            id: string;
+            /** @enum {string} */
+            object: "gdpr_export";
+            scope: components["schemas"]["ExportScope"];
+            status: components["schemas"]["JobStatus"];
         };
         ExportJob: {
             /** Format: date-time */
@@ -3741,6 +5636,12 @@ export interface components {
             next_cursor?: string | null;
         };
         /** @description `{"data": [T], "has_more": bool, "next_cursor": string|null}` */
+        ListOf_WebhookEventType: {
+            data: components["schemas"]["WebhookEventType"][];
+            has_more: boolean;
+            next_cursor?: string | null;
+        };
+        /** @description `{"data": [T], "has_more": bool, "next_cursor": string|null}` */
         ListOf_Workspace: {
             data: components["schemas"]["Workspace"][];
             has_more: boolean;
@@ -3922,6 +5823,15 @@ export interface components {
             object: "portal_session";
             /** @description Send as `X-Portal-Session`; valid 1 hour from its last use, 8 hours at most. */
             session_token: string;
+        };
+        /** @description A customer's portal session, without its token. */
+        PortalSessionCreatedData: {
+            contact_id: string;
+            /** Format: date-time */
+            expires_at: string;
+            id: string;
+            /** @enum {string} */
+            object: "portal_session";
         };
         Post: {
             /** @description `ch_...` ids of the channels to publish to. */
@@ -4161,6 +6071,22 @@ export interface components {
         ScanError: {
             code: string;
             message: string;
+        };
+        /** @description A website scan's outcome (read the scan for its findings). */
+        ScanEventData: {
+            categories: components["schemas"]["ScanCategories"] | null;
+            /** Format: date-time */
+            completed_at: string | null;
+            error: components["schemas"]["ScanError"] | null;
+            final_url: string | null;
+            grade: string | null;
+            id: string;
+            /** @enum {string} */
+            object: "scan";
+            score: number | null;
+            scoring_version: string | null;
+            status: components["schemas"]["ScanStatus"];
+            url: string;
         };
         ScanFinding: {
             category: components["schemas"]["Category"];
@@ -4423,6 +6349,13 @@ export interface components {
             /** @description `bounced` or `complained`. */
             reason: string;
         };
+        /** @description An address taken off the suppression list, and why. */
+        SuppressionRemovedData: {
+            address: string;
+            previous_reason: string;
+            reason: string;
+            removed_by: string;
+        };
         Template: components["schemas"]["Content"] & {
             /** Format: date-time */
             created_at: string;
@@ -4445,6 +6378,11 @@ export interface components {
              *     its language (`de` for `de-AT`), then the base content.
              */
             variants: Record<string, never>;
+        };
+        /** @description A test event's data. */
+        TestEventData: {
+            endpoint_id: string;
+            message: string;
         };
         UpdateChannel: {
             credentials?: components["schemas"]["CredentialsInput"] | null;
@@ -4620,6 +6558,11 @@ export interface components {
             /** @description Whether `POST /posts/{id}/variants/{channel_id}/retry` may succeed as it is. */
             retryable: boolean;
         };
+        /** @description One channel's variant of a post, published or failed. */
+        VariantEventData: {
+            post_id: string;
+            variant: components["schemas"]["Variant"];
+        };
         /** @description A per-channel override in a create or update. */
         VariantInput: {
             channel_id: string;
@@ -4655,6 +6598,26 @@ export interface components {
         WebhookChannelInput: {
             /** Format: uri */
             url: string;
+        };
+        /**
+         * @description An event type as `GET /webhooks/event-types` lists it; one type's read adds its schema
+         *     and an example.
+         */
+        WebhookEventType: {
+            /** @description The contract's component schema of the event's `data`. */
+            data_schema: string;
+            description: string;
+            /** @description An event of this type, made from its schema: on one type's read only. */
+            example?: Record<string, never> | null;
+            /**
+             * @description Always `event_type`.
+             * @enum {string}
+             */
+            object: "event_type";
+            /** @description The whole event's JSON Schema (draft 2020-12, with its `$defs`): on one type's read only. */
+            schema?: Record<string, never> | null;
+            /** @description The event type, e.g. `post.published`. */
+            type: string;
         };
         Workspace: {
             /**
@@ -18777,6 +20740,189 @@ export interface operations {
             };
         };
     };
+    list_event_types: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of results: data, has_more and next_cursor (pass it as cursor for the next page) */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListOf_WebhookEventType"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    get_event_type: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An event type, e.g. `post.published` */
+                type: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The object, in data */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_WebhookEventType"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     get_endpoint: {
         parameters: {
             query?: never;
@@ -21005,6 +23151,5887 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
+            };
+        };
+    };
+    event_api_key_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "created_by": "x",
+                 *         "id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_used_at": "2026-11-28T09:30:00Z",
+                 *         "name": "x",
+                 *         "object": "api_key",
+                 *         "prefix": "x",
+                 *         "requires_confirmation": false,
+                 *         "revoked_at": "2026-11-28T09:30:00Z",
+                 *         "scopes": [
+                 *           "read"
+                 *         ],
+                 *         "secret": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "api_key.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ApiKey"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "api_key.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_api_key_revoked: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "created_by": "x",
+                 *         "id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_used_at": "2026-11-28T09:30:00Z",
+                 *         "name": "x",
+                 *         "object": "api_key",
+                 *         "prefix": "x",
+                 *         "requires_confirmation": false,
+                 *         "revoked_at": "2026-11-28T09:30:00Z",
+                 *         "scopes": [
+                 *           "read"
+                 *         ],
+                 *         "secret": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "api_key.revoked",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ApiKey"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "api_key.revoked";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_approval_approved: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "approver_needs": "x",
+                 *         "capability": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "decided_at": "2026-11-28T09:30:00Z",
+                 *         "decided_by": "x",
+                 *         "effect": "x",
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "method": "x",
+                 *         "object": "approval_request",
+                 *         "path": "x",
+                 *         "reason": "x",
+                 *         "state": "pending",
+                 *         "summary": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "approval.approved",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ApprovalEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "approval.approved";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_approval_denied: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "approver_needs": "x",
+                 *         "capability": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "decided_at": "2026-11-28T09:30:00Z",
+                 *         "decided_by": "x",
+                 *         "effect": "x",
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "method": "x",
+                 *         "object": "approval_request",
+                 *         "path": "x",
+                 *         "reason": "x",
+                 *         "state": "pending",
+                 *         "summary": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "approval.denied",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ApprovalEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "approval.denied";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_approval_expired: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "approver_needs": "x",
+                 *         "capability": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "decided_at": "2026-11-28T09:30:00Z",
+                 *         "decided_by": "x",
+                 *         "effect": "x",
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "method": "x",
+                 *         "object": "approval_request",
+                 *         "path": "x",
+                 *         "reason": "x",
+                 *         "state": "pending",
+                 *         "summary": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "approval.expired",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ApprovalEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "approval.expired";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_approval_requested: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "approver_needs": "x",
+                 *         "capability": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "decided_at": "2026-11-28T09:30:00Z",
+                 *         "decided_by": "x",
+                 *         "effect": "x",
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "method": "x",
+                 *         "object": "approval_request",
+                 *         "path": "x",
+                 *         "reason": "x",
+                 *         "state": "pending",
+                 *         "summary": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "approval.requested",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ApprovalEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "approval.requested";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_cancelled: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "cancel_reason": "x",
+                 *         "cancelled_at": "2026-11-28T09:30:00Z",
+                 *         "cancelled_by": "staff",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "end": "2026-11-28T09:30:00Z",
+                 *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "notes": "x",
+                 *         "object": "booking",
+                 *         "reminder_email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_from": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_to": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "resource_id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "service_id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "start": "2026-11-28T09:30:00Z",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.cancelled",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Booking"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.cancelled";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_completed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "cancel_reason": "x",
+                 *         "cancelled_at": "2026-11-28T09:30:00Z",
+                 *         "cancelled_by": "staff",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "end": "2026-11-28T09:30:00Z",
+                 *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "notes": "x",
+                 *         "object": "booking",
+                 *         "reminder_email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_from": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_to": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "resource_id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "service_id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "start": "2026-11-28T09:30:00Z",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.completed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Booking"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.completed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_confirmed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "cancel_reason": "x",
+                 *         "cancelled_at": "2026-11-28T09:30:00Z",
+                 *         "cancelled_by": "staff",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "end": "2026-11-28T09:30:00Z",
+                 *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "notes": "x",
+                 *         "object": "booking",
+                 *         "reminder_email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_from": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_to": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "resource_id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "service_id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "start": "2026-11-28T09:30:00Z",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.confirmed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Booking"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.confirmed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "cancel_reason": "x",
+                 *         "cancelled_at": "2026-11-28T09:30:00Z",
+                 *         "cancelled_by": "staff",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "end": "2026-11-28T09:30:00Z",
+                 *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "notes": "x",
+                 *         "object": "booking",
+                 *         "reminder_email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_from": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_to": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "resource_id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "service_id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "start": "2026-11-28T09:30:00Z",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Booking"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_no_show: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "cancel_reason": "x",
+                 *         "cancelled_at": "2026-11-28T09:30:00Z",
+                 *         "cancelled_by": "staff",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "end": "2026-11-28T09:30:00Z",
+                 *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "notes": "x",
+                 *         "object": "booking",
+                 *         "reminder_email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_from": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "rescheduled_to": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "resource_id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "service_id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "start": "2026-11-28T09:30:00Z",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.no_show",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Booking"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.no_show";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_rescheduled: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "from": {
+                 *           "cancel_reason": "x",
+                 *           "cancelled_at": "2026-11-28T09:30:00Z",
+                 *           "cancelled_by": "staff",
+                 *           "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "created_at": "2026-11-28T09:30:00Z",
+                 *           "end": "2026-11-28T09:30:00Z",
+                 *           "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "metadata": {},
+                 *           "notes": "x",
+                 *           "object": "booking",
+                 *           "reminder_email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "rescheduled_from": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "rescheduled_to": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "resource_id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "service_id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "start": "2026-11-28T09:30:00Z",
+                 *           "status": "pending",
+                 *           "updated_at": "2026-11-28T09:30:00Z"
+                 *         },
+                 *         "to": {
+                 *           "cancel_reason": "x",
+                 *           "cancelled_at": "2026-11-28T09:30:00Z",
+                 *           "cancelled_by": "staff",
+                 *           "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "created_at": "2026-11-28T09:30:00Z",
+                 *           "end": "2026-11-28T09:30:00Z",
+                 *           "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "metadata": {},
+                 *           "notes": "x",
+                 *           "object": "booking",
+                 *           "reminder_email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "rescheduled_from": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "rescheduled_to": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "resource_id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "service_id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "start": "2026-11-28T09:30:00Z",
+                 *           "status": "pending",
+                 *           "updated_at": "2026-11-28T09:30:00Z"
+                 *         }
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.rescheduled",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["BookingRescheduledData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.rescheduled";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_resource_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "capacity": 0,
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "exceptions": [
+                 *           {
+                 *             "date": "2026-12-24",
+                 *             "intervals": [
+                 *               {
+                 *                 "end": "17:00",
+                 *                 "start": "09:00"
+                 *               }
+                 *             ]
+                 *           }
+                 *         ],
+                 *         "id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "booking_resource",
+                 *         "opening_hours": {
+                 *           "fri": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "mon": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "sat": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "sun": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "thu": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "tue": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "wed": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ]
+                 *         },
+                 *         "timezone": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.resource.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Resource"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.resource.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_resource_deleted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "capacity": 0,
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "exceptions": [
+                 *           {
+                 *             "date": "2026-12-24",
+                 *             "intervals": [
+                 *               {
+                 *                 "end": "17:00",
+                 *                 "start": "09:00"
+                 *               }
+                 *             ]
+                 *           }
+                 *         ],
+                 *         "id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "booking_resource",
+                 *         "opening_hours": {
+                 *           "fri": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "mon": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "sat": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "sun": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "thu": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "tue": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "wed": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ]
+                 *         },
+                 *         "timezone": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.resource.deleted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Resource"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.resource.deleted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_resource_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "capacity": 0,
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "exceptions": [
+                 *           {
+                 *             "date": "2026-12-24",
+                 *             "intervals": [
+                 *               {
+                 *                 "end": "17:00",
+                 *                 "start": "09:00"
+                 *               }
+                 *             ]
+                 *           }
+                 *         ],
+                 *         "id": "res_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "booking_resource",
+                 *         "opening_hours": {
+                 *           "fri": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "mon": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "sat": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "sun": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "thu": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "tue": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ],
+                 *           "wed": [
+                 *             {
+                 *               "end": "17:00",
+                 *               "start": "09:00"
+                 *             }
+                 *           ]
+                 *         },
+                 *         "timezone": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.resource.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Resource"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.resource.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_service_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "buffer_after_minutes": 0,
+                 *         "buffer_before_minutes": 0,
+                 *         "cancellation_window_minutes": 0,
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "duration_minutes": 0,
+                 *         "id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "max_advance_days": 0,
+                 *         "metadata": {},
+                 *         "min_notice_minutes": 0,
+                 *         "name": "x",
+                 *         "notifications": {
+                 *           "confirmation": false,
+                 *           "from": "Acme Salon <hello@acme.com>",
+                 *           "reminder_minutes_before": 30
+                 *         },
+                 *         "object": "booking_service",
+                 *         "price": {
+                 *           "amount": 0,
+                 *           "currency": "EUR"
+                 *         },
+                 *         "requires_confirmation": false,
+                 *         "resource_ids": [
+                 *           "res_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "slot_interval_minutes": 0,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.service.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Service"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.service.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_service_deleted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "buffer_after_minutes": 0,
+                 *         "buffer_before_minutes": 0,
+                 *         "cancellation_window_minutes": 0,
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "duration_minutes": 0,
+                 *         "id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "max_advance_days": 0,
+                 *         "metadata": {},
+                 *         "min_notice_minutes": 0,
+                 *         "name": "x",
+                 *         "notifications": {
+                 *           "confirmation": false,
+                 *           "from": "Acme Salon <hello@acme.com>",
+                 *           "reminder_minutes_before": 30
+                 *         },
+                 *         "object": "booking_service",
+                 *         "price": {
+                 *           "amount": 0,
+                 *           "currency": "EUR"
+                 *         },
+                 *         "requires_confirmation": false,
+                 *         "resource_ids": [
+                 *           "res_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "slot_interval_minutes": 0,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.service.deleted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Service"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.service.deleted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_booking_service_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "buffer_after_minutes": 0,
+                 *         "buffer_before_minutes": 0,
+                 *         "cancellation_window_minutes": 0,
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "duration_minutes": 0,
+                 *         "id": "svc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "max_advance_days": 0,
+                 *         "metadata": {},
+                 *         "min_notice_minutes": 0,
+                 *         "name": "x",
+                 *         "notifications": {
+                 *           "confirmation": false,
+                 *           "from": "Acme Salon <hello@acme.com>",
+                 *           "reminder_minutes_before": 30
+                 *         },
+                 *         "object": "booking_service",
+                 *         "price": {
+                 *           "amount": 0,
+                 *           "currency": "EUR"
+                 *         },
+                 *         "requires_confirmation": false,
+                 *         "resource_ids": [
+                 *           "res_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "slot_interval_minutes": 0,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "booking.service.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Service"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "booking.service.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_capability_confirmed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "approved_by": "x",
+                 *         "body_sha256": "x",
+                 *         "bound": [
+                 *           {
+                 *             "id": "x",
+                 *             "object": "x",
+                 *             "preview": "x",
+                 *             "version": 0
+                 *           }
+                 *         ],
+                 *         "capability": "x",
+                 *         "confirmation_token": "x",
+                 *         "confirmed_by": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "idempotency_key": "x",
+                 *         "method": "x",
+                 *         "object": "capability_confirmation",
+                 *         "path": "x",
+                 *         "preview_summary": "x",
+                 *         "status": "issued",
+                 *         "used_at": "2026-11-28T09:30:00Z",
+                 *         "used_by_request_id": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "capability.confirmed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["CapabilityConfirmation"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "capability.confirmed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_capability_used: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "capability": "x",
+                 *         "id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "idempotency_key": "x",
+                 *         "method": "x",
+                 *         "object": "capability_confirmation",
+                 *         "path": "x",
+                 *         "used_at": "2026-11-28T09:30:00Z",
+                 *         "used_by_request_id": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "capability.used",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["CapabilityUsedData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "capability.used";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_channel_connected: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_error": "x",
+                 *         "last_verified_at": "2026-11-28T09:30:00Z",
+                 *         "limits": {
+                 *           "max_characters": 0,
+                 *           "max_media": 0
+                 *         },
+                 *         "masked_identity": "x",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "channel",
+                 *         "secret": "x",
+                 *         "state": "connecting",
+                 *         "type": "bluesky",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "channel.connected",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Channel"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "channel.connected";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_channel_deleted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_error": "x",
+                 *         "last_verified_at": "2026-11-28T09:30:00Z",
+                 *         "limits": {
+                 *           "max_characters": 0,
+                 *           "max_media": 0
+                 *         },
+                 *         "masked_identity": "x",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "channel",
+                 *         "secret": "x",
+                 *         "state": "connecting",
+                 *         "type": "bluesky",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "channel.deleted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Channel"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "channel.deleted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_channel_disconnected: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_error": "x",
+                 *         "last_verified_at": "2026-11-28T09:30:00Z",
+                 *         "limits": {
+                 *           "max_characters": 0,
+                 *           "max_media": 0
+                 *         },
+                 *         "masked_identity": "x",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "channel",
+                 *         "secret": "x",
+                 *         "state": "connecting",
+                 *         "type": "bluesky",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "channel.disconnected",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Channel"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "channel.disconnected";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_channel_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_error": "x",
+                 *         "last_verified_at": "2026-11-28T09:30:00Z",
+                 *         "limits": {
+                 *           "max_characters": 0,
+                 *           "max_media": 0
+                 *         },
+                 *         "masked_identity": "x",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "channel",
+                 *         "secret": "x",
+                 *         "state": "connecting",
+                 *         "type": "bluesky",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "channel.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Channel"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "channel.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_contact_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "company": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "custom_fields": {},
+                 *         "email": "x",
+                 *         "email_changed": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "by": "x",
+                 *           "by_admin": false
+                 *         },
+                 *         "email_status": "subscribed",
+                 *         "first_name": "x",
+                 *         "id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "job_title": "x",
+                 *         "labels": [
+                 *           "x"
+                 *         ],
+                 *         "last_name": "x",
+                 *         "metadata": {},
+                 *         "object": "contact",
+                 *         "phone": "x",
+                 *         "status": "lead",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "contact.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Contact"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "contact.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_contact_deleted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "company": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "custom_fields": {},
+                 *         "email": "x",
+                 *         "email_changed": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "by": "x",
+                 *           "by_admin": false
+                 *         },
+                 *         "email_status": "subscribed",
+                 *         "first_name": "x",
+                 *         "id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "job_title": "x",
+                 *         "labels": [
+                 *           "x"
+                 *         ],
+                 *         "last_name": "x",
+                 *         "metadata": {},
+                 *         "object": "contact",
+                 *         "phone": "x",
+                 *         "status": "lead",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "contact.deleted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Contact"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "contact.deleted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_contact_import_completed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "completed_at": "2026-11-28T09:30:00Z",
+                 *         "created": 0,
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": "x",
+                 *         "failed": 0,
+                 *         "id": "imp_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "contact_import",
+                 *         "on_conflict": "skip",
+                 *         "processed": 0,
+                 *         "skipped": 0,
+                 *         "status": "queued",
+                 *         "total": 0,
+                 *         "updated": 0,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "contact.import.completed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ImportJob"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "contact.import.completed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_contact_note_added: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "data": {},
+                 *         "id": "act_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "activity",
+                 *         "summary": "x",
+                 *         "type": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "contact.note.added",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Activity"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "contact.note.added";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_contact_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "company": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "custom_fields": {},
+                 *         "email": "x",
+                 *         "email_changed": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "by": "x",
+                 *           "by_admin": false
+                 *         },
+                 *         "email_status": "subscribed",
+                 *         "first_name": "x",
+                 *         "id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "job_title": "x",
+                 *         "labels": [
+                 *           "x"
+                 *         ],
+                 *         "last_name": "x",
+                 *         "metadata": {},
+                 *         "object": "contact",
+                 *         "phone": "x",
+                 *         "status": "lead",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "contact.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Contact"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "contact.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_deal_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "closed_at": "2026-11-28T09:30:00Z",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "currency": "x",
+                 *         "expected_close_date": "2026-12-01",
+                 *         "id": "deal_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "lost_reason": "x",
+                 *         "metadata": {},
+                 *         "object": "deal",
+                 *         "reopened_at": "2026-11-28T09:30:00Z",
+                 *         "stage": "x",
+                 *         "status": "open",
+                 *         "title": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "value": 0
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "deal.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Deal"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "deal.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_deal_deleted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "closed_at": "2026-11-28T09:30:00Z",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "currency": "x",
+                 *         "expected_close_date": "2026-12-01",
+                 *         "id": "deal_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "lost_reason": "x",
+                 *         "metadata": {},
+                 *         "object": "deal",
+                 *         "reopened_at": "2026-11-28T09:30:00Z",
+                 *         "stage": "x",
+                 *         "status": "open",
+                 *         "title": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "value": 0
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "deal.deleted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Deal"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "deal.deleted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_deal_lost: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "closed_at": "2026-11-28T09:30:00Z",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "currency": "x",
+                 *         "expected_close_date": "2026-12-01",
+                 *         "id": "deal_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "lost_reason": "x",
+                 *         "metadata": {},
+                 *         "object": "deal",
+                 *         "reopened_at": "2026-11-28T09:30:00Z",
+                 *         "stage": "x",
+                 *         "status": "open",
+                 *         "title": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "value": 0
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "deal.lost",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Deal"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "deal.lost";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_deal_reopened: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "closed_at": "2026-11-28T09:30:00Z",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "currency": "x",
+                 *         "expected_close_date": "2026-12-01",
+                 *         "id": "deal_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "lost_reason": "x",
+                 *         "metadata": {},
+                 *         "object": "deal",
+                 *         "reopened_at": "2026-11-28T09:30:00Z",
+                 *         "stage": "x",
+                 *         "status": "open",
+                 *         "title": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "value": 0
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "deal.reopened",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Deal"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "deal.reopened";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_deal_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "closed_at": "2026-11-28T09:30:00Z",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "currency": "x",
+                 *         "expected_close_date": "2026-12-01",
+                 *         "id": "deal_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "lost_reason": "x",
+                 *         "metadata": {},
+                 *         "object": "deal",
+                 *         "reopened_at": "2026-11-28T09:30:00Z",
+                 *         "stage": "x",
+                 *         "status": "open",
+                 *         "title": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "value": 0
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "deal.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Deal"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "deal.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_deal_won: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "closed_at": "2026-11-28T09:30:00Z",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "currency": "x",
+                 *         "expected_close_date": "2026-12-01",
+                 *         "id": "deal_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "lost_reason": "x",
+                 *         "metadata": {},
+                 *         "object": "deal",
+                 *         "reopened_at": "2026-11-28T09:30:00Z",
+                 *         "stage": "x",
+                 *         "status": "open",
+                 *         "title": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "value": 0
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "deal.won",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Deal"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "deal.won";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_bounced: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.bounced",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.bounced";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_cancelled: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.cancelled",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.cancelled";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_complained: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.complained",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.complained";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_delivered: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.delivered",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.delivered";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_domain_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "dns_records": [
+                 *           {
+                 *             "name": "x",
+                 *             "type": "x",
+                 *             "value": "x"
+                 *           }
+                 *         ],
+                 *         "id": "dom_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "name": "x",
+                 *         "object": "email_domain",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "verified_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.domain.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["SendingDomain"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.domain.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_domain_deleted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "dns_records": [
+                 *           {
+                 *             "name": "x",
+                 *             "type": "x",
+                 *             "value": "x"
+                 *           }
+                 *         ],
+                 *         "id": "dom_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "name": "x",
+                 *         "object": "email_domain",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "verified_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.domain.deleted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["SendingDomain"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.domain.deleted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_domain_failed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "dns_records": [
+                 *           {
+                 *             "name": "x",
+                 *             "type": "x",
+                 *             "value": "x"
+                 *           }
+                 *         ],
+                 *         "id": "dom_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "name": "x",
+                 *         "object": "email_domain",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "verified_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.domain.failed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["SendingDomain"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.domain.failed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_domain_verified: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "dns_records": [
+                 *           {
+                 *             "name": "x",
+                 *             "type": "x",
+                 *             "value": "x"
+                 *           }
+                 *         ],
+                 *         "id": "dom_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "name": "x",
+                 *         "object": "email_domain",
+                 *         "status": "pending",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "verified_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.domain.verified",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["SendingDomain"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.domain.verified";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_failed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.failed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.failed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_queued: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.queued",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.queued";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_scheduled: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.scheduled",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.scheduled";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_sent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.sent",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.sent";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_suppressed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attempts": 0,
+                 *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "bcc": [
+                 *           "x"
+                 *         ],
+                 *         "cc": [
+                 *           "x"
+                 *         ],
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "feedback": {
+                 *           "at": "2026-11-28T09:30:00Z",
+                 *           "diagnostic": "x",
+                 *           "kind": "x",
+                 *           "recipients": [
+                 *             "x"
+                 *           ],
+                 *           "sub_type": "x",
+                 *           "type": "x"
+                 *         },
+                 *         "from": "x",
+                 *         "headers": {},
+                 *         "html": "x",
+                 *         "id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "metadata": {},
+                 *         "object": "email",
+                 *         "provider_message_id": "x",
+                 *         "reply_to": [
+                 *           "x"
+                 *         ],
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "scheduled",
+                 *         "subject": "x",
+                 *         "suppressed_recipients": [
+                 *           {
+                 *             "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "email": "x",
+                 *             "reason": "x"
+                 *           }
+                 *         ],
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "template_slug": "x",
+                 *         "text": "x",
+                 *         "timestamps": {},
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "transactional": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.suppressed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Email"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.suppressed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_email_suppression_removed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "address": "x",
+                 *         "previous_reason": "x",
+                 *         "reason": "x",
+                 *         "removed_by": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "email.suppression.removed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["SuppressionRemovedData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "email.suppression.removed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_gdpr_consent_granted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "email": "x",
+                 *         "erased": false,
+                 *         "granted": false,
+                 *         "id": "cons_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "ip_address": "x",
+                 *         "object": "consent",
+                 *         "proof": {
+                 *           "address_vouched": false,
+                 *           "delivery": "x",
+                 *           "opened_by": "x",
+                 *           "session_id": "x"
+                 *         },
+                 *         "purpose": "x",
+                 *         "source": "api",
+                 *         "text_shown": "x",
+                 *         "text_version": "x",
+                 *         "user_agent": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "gdpr.consent.granted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Consent"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "gdpr.consent.granted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_gdpr_consent_withdrawn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "email": "x",
+                 *         "erased": false,
+                 *         "granted": false,
+                 *         "id": "cons_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "ip_address": "x",
+                 *         "object": "consent",
+                 *         "proof": {
+                 *           "address_vouched": false,
+                 *           "delivery": "x",
+                 *           "opened_by": "x",
+                 *           "session_id": "x"
+                 *         },
+                 *         "purpose": "x",
+                 *         "source": "api",
+                 *         "text_shown": "x",
+                 *         "text_version": "x",
+                 *         "user_agent": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "gdpr.consent.withdrawn",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Consent"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "gdpr.consent.withdrawn";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_gdpr_erasure_completed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "completed_at": "2026-11-28T09:30:00Z",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "counts": {},
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "id": "ge_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "gdpr_erasure",
+                 *         "status": "pending"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "gdpr.erasure.completed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ErasureEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "gdpr.erasure.completed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_gdpr_erasure_failed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "completed_at": "2026-11-28T09:30:00Z",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "counts": {},
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "id": "ge_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "gdpr_erasure",
+                 *         "status": "pending"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "gdpr.erasure.failed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ErasureEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "gdpr.erasure.failed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_gdpr_export_completed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "completed_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "gx_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "gdpr_export",
+                 *         "scope": "subject",
+                 *         "status": "pending"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "gdpr.export.completed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ExportEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "gdpr.export.completed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_gdpr_export_failed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "completed_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "gx_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "gdpr_export",
+                 *         "scope": "subject",
+                 *         "status": "pending"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "gdpr.export.failed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ExportEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "gdpr.export.failed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_conversation_assigned: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "assignee": "x",
+                 *         "channel": "x",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_message_at": "2026-11-28T09:30:00Z",
+                 *         "mailbox": "x",
+                 *         "message_count": 0,
+                 *         "object": "helpdesk_conversation",
+                 *         "priority": "low",
+                 *         "snoozed_until": "2026-11-28T09:30:00Z",
+                 *         "status": "open",
+                 *         "subject": "x",
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "unverified": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.conversation.assigned",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Conversation"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.conversation.assigned";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_conversation_closed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "assignee": "x",
+                 *         "channel": "x",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_message_at": "2026-11-28T09:30:00Z",
+                 *         "mailbox": "x",
+                 *         "message_count": 0,
+                 *         "object": "helpdesk_conversation",
+                 *         "priority": "low",
+                 *         "snoozed_until": "2026-11-28T09:30:00Z",
+                 *         "status": "open",
+                 *         "subject": "x",
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "unverified": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.conversation.closed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Conversation"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.conversation.closed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_conversation_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "assignee": "x",
+                 *         "channel": "x",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_message_at": "2026-11-28T09:30:00Z",
+                 *         "mailbox": "x",
+                 *         "message_count": 0,
+                 *         "object": "helpdesk_conversation",
+                 *         "priority": "low",
+                 *         "snoozed_until": "2026-11-28T09:30:00Z",
+                 *         "status": "open",
+                 *         "subject": "x",
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "unverified": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.conversation.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Conversation"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.conversation.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_conversation_reopened: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "assignee": "x",
+                 *         "channel": "x",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_message_at": "2026-11-28T09:30:00Z",
+                 *         "mailbox": "x",
+                 *         "message_count": 0,
+                 *         "object": "helpdesk_conversation",
+                 *         "priority": "low",
+                 *         "snoozed_until": "2026-11-28T09:30:00Z",
+                 *         "status": "open",
+                 *         "subject": "x",
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "unverified": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.conversation.reopened",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Conversation"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.conversation.reopened";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_conversation_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "assignee": "x",
+                 *         "channel": "x",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "last_message_at": "2026-11-28T09:30:00Z",
+                 *         "mailbox": "x",
+                 *         "message_count": 0,
+                 *         "object": "helpdesk_conversation",
+                 *         "priority": "low",
+                 *         "snoozed_until": "2026-11-28T09:30:00Z",
+                 *         "status": "open",
+                 *         "subject": "x",
+                 *         "tags": [
+                 *           "x"
+                 *         ],
+                 *         "unverified": false,
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.conversation.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Conversation"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.conversation.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_message_delivery_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "conversation_id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "delivery_status": "pending",
+                 *         "email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "message_id": "hm_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "helpdesk_delivery"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.message.delivery_updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["HelpdeskDeliveryUpdate"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.message.delivery_updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_message_received: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "download_url": "x",
+                 *             "filename": "x",
+                 *             "inline": false,
+                 *             "sha256": "x",
+                 *             "size": 0,
+                 *             "stored": false
+                 *           }
+                 *         ],
+                 *         "authentication": {
+                 *           "dkim": "x",
+                 *           "dkim_domains": [
+                 *             "x"
+                 *           ],
+                 *           "dmarc": "x",
+                 *           "reason": "x",
+                 *           "spf": "x",
+                 *           "spf_domain": "x",
+                 *           "verified": false
+                 *         },
+                 *         "author": "x",
+                 *         "automatic": "auto_reply",
+                 *         "body_html": "x",
+                 *         "body_text": "x",
+                 *         "conversation_id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "delivery_status": "pending",
+                 *         "email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "from": "x",
+                 *         "id": "hm_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "message_id": "x",
+                 *         "object": "helpdesk_message",
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "truncated": {
+                 *           "files_omitted": 0,
+                 *           "html_bytes": 0,
+                 *           "message_bytes": 0,
+                 *           "recipients_omitted": 0,
+                 *           "text_bytes": 0
+                 *         },
+                 *         "type": "inbound"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.message.received",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Message"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.message.received";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_message_sent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "download_url": "x",
+                 *             "filename": "x",
+                 *             "inline": false,
+                 *             "sha256": "x",
+                 *             "size": 0,
+                 *             "stored": false
+                 *           }
+                 *         ],
+                 *         "authentication": {
+                 *           "dkim": "x",
+                 *           "dkim_domains": [
+                 *             "x"
+                 *           ],
+                 *           "dmarc": "x",
+                 *           "reason": "x",
+                 *           "spf": "x",
+                 *           "spf_domain": "x",
+                 *           "verified": false
+                 *         },
+                 *         "author": "x",
+                 *         "automatic": "auto_reply",
+                 *         "body_html": "x",
+                 *         "body_text": "x",
+                 *         "conversation_id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "delivery_status": "pending",
+                 *         "email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "from": "x",
+                 *         "id": "hm_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "message_id": "x",
+                 *         "object": "helpdesk_message",
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "truncated": {
+                 *           "files_omitted": 0,
+                 *           "html_bytes": 0,
+                 *           "message_bytes": 0,
+                 *           "recipients_omitted": 0,
+                 *           "text_bytes": 0
+                 *         },
+                 *         "type": "inbound"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.message.sent",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Message"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.message.sent";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_helpdesk_note_added: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "download_url": "x",
+                 *             "filename": "x",
+                 *             "inline": false,
+                 *             "sha256": "x",
+                 *             "size": 0,
+                 *             "stored": false
+                 *           }
+                 *         ],
+                 *         "authentication": {
+                 *           "dkim": "x",
+                 *           "dkim_domains": [
+                 *             "x"
+                 *           ],
+                 *           "dmarc": "x",
+                 *           "reason": "x",
+                 *           "spf": "x",
+                 *           "spf_domain": "x",
+                 *           "verified": false
+                 *         },
+                 *         "author": "x",
+                 *         "automatic": "auto_reply",
+                 *         "body_html": "x",
+                 *         "body_text": "x",
+                 *         "conversation_id": "conv_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "delivery_status": "pending",
+                 *         "email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "from": "x",
+                 *         "id": "hm_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "message_id": "x",
+                 *         "object": "helpdesk_message",
+                 *         "to": [
+                 *           "x"
+                 *         ],
+                 *         "truncated": {
+                 *           "files_omitted": 0,
+                 *           "html_bytes": 0,
+                 *           "message_bytes": 0,
+                 *           "recipients_omitted": 0,
+                 *           "text_bytes": 0
+                 *         },
+                 *         "type": "inbound"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "helpdesk.note.added",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Message"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "helpdesk.note.added";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_portal_session_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "psess_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "portal_session"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "portal.session.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["PortalSessionCreatedData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "portal.session.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_deleted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.deleted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.deleted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_failed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.failed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.failed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_partially_failed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.partially_failed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.partially_failed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_published: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.published",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.published";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_publishing: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.publishing",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.publishing";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_scheduled: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.scheduled",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.scheduled";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_unscheduled: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.unscheduled",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.unscheduled";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "channel_ids": [
+                 *           "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *         ],
+                 *         "content": "x",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "language": "x",
+                 *         "media": [
+                 *           {
+                 *             "alt": "x",
+                 *             "url": "https://example.com/"
+                 *           }
+                 *         ],
+                 *         "metadata": {},
+                 *         "object": "post",
+                 *         "published_at": "2026-11-28T09:30:00Z",
+                 *         "scheduled_at": "2026-11-28T09:30:00Z",
+                 *         "status": "draft",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "variants": [
+                 *           {
+                 *             "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *             "content": "x",
+                 *             "error": {
+                 *               "category": "auth_expired",
+                 *               "message": "x",
+                 *               "retryable": false
+                 *             },
+                 *             "media": [
+                 *               {
+                 *                 "alt": "x",
+                 *                 "url": "https://example.com/"
+                 *               }
+                 *             ],
+                 *             "permalink": "x",
+                 *             "published_at": "2026-11-28T09:30:00Z",
+                 *             "remote_id": "x",
+                 *             "sensitive": false,
+                 *             "spoiler_text": "x",
+                 *             "status": "pending",
+                 *             "visibility": "public"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Post"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_variant_failed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "post_id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "variant": {
+                 *           "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "content": "x",
+                 *           "error": {
+                 *             "category": "auth_expired",
+                 *             "message": "x",
+                 *             "retryable": false
+                 *           },
+                 *           "media": [
+                 *             {
+                 *               "alt": "x",
+                 *               "url": "https://example.com/"
+                 *             }
+                 *           ],
+                 *           "permalink": "x",
+                 *           "published_at": "2026-11-28T09:30:00Z",
+                 *           "remote_id": "x",
+                 *           "sensitive": false,
+                 *           "spoiler_text": "x",
+                 *           "status": "pending",
+                 *           "visibility": "public"
+                 *         }
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.variant.failed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["VariantEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.variant.failed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_post_variant_published: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "post_id": "post_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "variant": {
+                 *           "channel_id": "ch_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "content": "x",
+                 *           "error": {
+                 *             "category": "auth_expired",
+                 *             "message": "x",
+                 *             "retryable": false
+                 *           },
+                 *           "media": [
+                 *             {
+                 *               "alt": "x",
+                 *               "url": "https://example.com/"
+                 *             }
+                 *           ],
+                 *           "permalink": "x",
+                 *           "published_at": "2026-11-28T09:30:00Z",
+                 *           "remote_id": "x",
+                 *           "sensitive": false,
+                 *           "spoiler_text": "x",
+                 *           "status": "pending",
+                 *           "visibility": "public"
+                 *         }
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "post.variant.published",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["VariantEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "post.variant.published";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_scan_completed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "categories": {
+                 *           "ai_readiness": 0,
+                 *           "email": 0,
+                 *           "performance": 0,
+                 *           "privacy": 0,
+                 *           "security": 0,
+                 *           "seo": 0
+                 *         },
+                 *         "completed_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "final_url": "x",
+                 *         "grade": "x",
+                 *         "id": "scan_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "scan",
+                 *         "score": 0,
+                 *         "scoring_version": "x",
+                 *         "status": "queued",
+                 *         "url": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "scan.completed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ScanEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "scan.completed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_scan_failed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "categories": {
+                 *           "ai_readiness": 0,
+                 *           "email": 0,
+                 *           "performance": 0,
+                 *           "privacy": 0,
+                 *           "security": 0,
+                 *           "seo": 0
+                 *         },
+                 *         "completed_at": "2026-11-28T09:30:00Z",
+                 *         "error": {
+                 *           "code": "x",
+                 *           "message": "x"
+                 *         },
+                 *         "final_url": "x",
+                 *         "grade": "x",
+                 *         "id": "scan_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "scan",
+                 *         "score": 0,
+                 *         "scoring_version": "x",
+                 *         "status": "queued",
+                 *         "url": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "scan.failed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ScanEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "scan.failed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_endpoint_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "description": "x",
+                 *         "disabled_reason": "x",
+                 *         "enabled": false,
+                 *         "event_types": [
+                 *           "api_key.*"
+                 *         ],
+                 *         "failing_since": "2026-11-28T09:30:00Z",
+                 *         "id": "wh_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "object": "webhook_endpoint",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "url": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "webhook.endpoint.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Endpoint"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "webhook.endpoint.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_endpoint_deleted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "description": "x",
+                 *         "disabled_reason": "x",
+                 *         "enabled": false,
+                 *         "event_types": [
+                 *           "api_key.*"
+                 *         ],
+                 *         "failing_since": "2026-11-28T09:30:00Z",
+                 *         "id": "wh_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "object": "webhook_endpoint",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "url": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "webhook.endpoint.deleted",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Endpoint"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "webhook.endpoint.deleted";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_endpoint_disabled: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "description": "x",
+                 *         "disabled_reason": "x",
+                 *         "enabled": false,
+                 *         "event_types": [
+                 *           "api_key.*"
+                 *         ],
+                 *         "failing_since": "2026-11-28T09:30:00Z",
+                 *         "id": "wh_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "object": "webhook_endpoint",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "url": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "webhook.endpoint.disabled",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Endpoint"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "webhook.endpoint.disabled";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_endpoint_secret_rotated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "description": "x",
+                 *         "disabled_reason": "x",
+                 *         "enabled": false,
+                 *         "event_types": [
+                 *           "api_key.*"
+                 *         ],
+                 *         "failing_since": "2026-11-28T09:30:00Z",
+                 *         "id": "wh_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "object": "webhook_endpoint",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "url": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "webhook.endpoint.secret_rotated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Endpoint"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "webhook.endpoint.secret_rotated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_endpoint_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "description": "x",
+                 *         "disabled_reason": "x",
+                 *         "enabled": false,
+                 *         "event_types": [
+                 *           "api_key.*"
+                 *         ],
+                 *         "failing_since": "2026-11-28T09:30:00Z",
+                 *         "id": "wh_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "metadata": {},
+                 *         "object": "webhook_endpoint",
+                 *         "updated_at": "2026-11-28T09:30:00Z",
+                 *         "url": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "webhook.endpoint.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Endpoint"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "webhook.endpoint.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_replay_completed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "completed_at": "2026-11-28T09:30:00Z",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "endpoint_id": "wh_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "event_types": [
+                 *           "api_key.*"
+                 *         ],
+                 *         "id": "whr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "webhook_replay",
+                 *         "resent": 0,
+                 *         "since": "2026-11-28T09:30:00Z",
+                 *         "status": "running",
+                 *         "until": "2026-11-28T09:30:00Z",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "webhook.replay.completed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Replay"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "webhook.replay.completed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "endpoint_id": "wh_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "message": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "webhook.test",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["TestEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "webhook.test";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_workspace_created: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "accent_color": "#1F4E79",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "default_currency": "x",
+                 *         "id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "logo_url": "x",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "workspace",
+                 *         "portal_origins": [
+                 *           "x"
+                 *         ],
+                 *         "slug": "x",
+                 *         "timezone": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "workspace.created",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Workspace"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "workspace.created";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_workspace_member_added: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "object": "member",
+                 *         "role": "owner",
+                 *         "subject": "x",
+                 *         "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "workspace.member.added",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Member"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "workspace.member.added";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_workspace_member_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "object": "member",
+                 *         "role": "owner",
+                 *         "subject": "x",
+                 *         "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "workspace.member.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Member"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "workspace.member.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_workspace_updated: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "accent_color": "#1F4E79",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "default_currency": "x",
+                 *         "id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "locale": "x",
+                 *         "logo_url": "x",
+                 *         "metadata": {},
+                 *         "name": "x",
+                 *         "object": "workspace",
+                 *         "portal_origins": [
+                 *           "x"
+                 *         ],
+                 *         "slug": "x",
+                 *         "timezone": "x",
+                 *         "updated_at": "2026-11-28T09:30:00Z"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "workspace.updated",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["Workspace"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "workspace.updated";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -551,6 +551,16 @@ export async function everyOperation(client: Client): Promise<void> {
     void answer;
   }
   {
+    // list_event_types: GET /webhooks/event-types
+    const answer: Json<paths["/webhooks/event-types"]["get"]["responses"][200]> = await client.GET("/webhooks/event-types");
+    void answer;
+  }
+  {
+    // get_event_type: GET /webhooks/event-types/{type}
+    const answer: Json<paths["/webhooks/event-types/{type}"]["get"]["responses"][200]> = await client.GET("/webhooks/event-types/{type}", { path: {} as paths["/webhooks/event-types/{type}"]["get"]["parameters"]["path"] });
+    void answer;
+  }
+  {
     // get_endpoint: GET /webhooks/{id}
     const answer: Json<paths["/webhooks/{id}"]["get"]["responses"][200]> = await client.GET("/webhooks/{id}", { path: {} as paths["/webhooks/{id}"]["get"]["parameters"]["path"] });
     void answer;

@@ -9,6 +9,7 @@
 //! - `WHEVENT#<event>`: the fan-out marker, so an event delivered twice to the dispatcher
 //!   creates its deliveries once.
 
+pub mod catalog;
 pub mod dispatch;
 pub mod ops;
 pub mod replay;

@@ -4,6 +4,7 @@
 //! The operations are `domain::webhooks::ops`; the delivering is `domain::webhooks::dispatch`.
 
 use domain::effects::{self as fx, Effect as _};
+use domain::webhooks::catalog::EventTypeInfo;
 use domain::webhooks::ops::{self, CreateEndpoint, EndpointWithSecret, RotateSecret, UpdateEndpoint};
 use domain::webhooks::replay::{self, CreateReplay, ReplayId};
 use domain::webhooks::{self as model, Delivery, DeliveryId, DeliveryStatus, Endpoint, EndpointId};
@@ -20,10 +21,10 @@ shared::area! {
         delete_endpoint [needs = Scope::Admin, effects = &[fx::DeleteWebhook::INFO]],
         rotate_secret [needs = Scope::Admin, effects = &[fx::RotateWebhookSecret::INFO]],
         test_endpoint [needs = Scope::Admin], retry_delivery [needs = Scope::Admin],
-        replay_endpoint [needs = Scope::Admin], get_replay,
+        replay_endpoint [needs = Scope::Admin], get_replay, list_event_types, get_event_type,
     ],
     schemas = [Endpoint, EndpointWithSecret, CreateEndpoint, UpdateEndpoint, RotateSecret, Delivery, DeliveryStatus, model::Attempt,
-        replay::Replay, replay::ReplayStatus, replay::CreateReplay],
+        replay::Replay, replay::ReplayStatus, replay::CreateReplay, EventTypeInfo],
 }
 
 // ---------- routes ----------
@@ -146,4 +147,30 @@ pub async fn get_replay(app: &App, req: Req) -> ApiResult<Reply> {
         _ => return Err(ApiError::not_found("webhook replay")),
     };
     Ok(Reply::ok(&replay::get(app, req.ws()?, &id, &replay_id).await?))
+}
+
+/// The catalog `make openapi` writes from the contract's `webhooks` section.
+fn catalog() -> &'static [EventTypeInfo] {
+    static CATALOG: std::sync::OnceLock<Vec<EventTypeInfo>> = std::sync::OnceLock::new();
+    CATALOG.get_or_init(|| serde_json::from_str(include_str!("event_types.json")).expect("event_types.json is the catalog"))
+}
+
+/// Every event type an endpoint can receive, in one list (no paging: the catalog is fixed),
+/// with the component schema of its `data`. The contract's `webhooks` section has the same.
+#[utoipa::path(get, path = "/webhooks/event-types", tag = "webhooks",
+    responses((status = 200, body = shared::openapi::ListOf<EventTypeInfo>), shared::openapi::CommonErrors))]
+pub async fn list_event_types(_app: &App, _req: Req) -> ApiResult<Reply> {
+    let brief: Vec<EventTypeInfo> = catalog().iter().map(|t| EventTypeInfo { schema: None, example: None, ..t.clone() }).collect();
+    Ok(Reply::list(&brief, None))
+}
+
+/// One event type with the whole event's JSON Schema (draft 2020-12, standing alone with its
+/// `$defs`) and an example made from it.
+#[utoipa::path(get, path = "/webhooks/event-types/{type}", tag = "webhooks",
+    params(("type" = String, Path, description = "An event type, e.g. `post.published`")),
+    responses((status = 200, body = shared::openapi::Data<EventTypeInfo>), shared::openapi::CommonErrors))]
+pub async fn get_event_type(_app: &App, req: Req) -> ApiResult<Reply> {
+    let name = req.param("type");
+    let found = catalog().iter().find(|t| t.kind == name).ok_or_else(|| ApiError::not_found("event type"))?;
+    Ok(Reply::ok(found))
 }

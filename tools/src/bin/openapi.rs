@@ -2,7 +2,8 @@
 //! docs/data-model.md (from `domain::keys`) and the capability list the capabilities function
 //! serves (domain/src/capabilities.json, from the effects the routes declare), the Rust client's
 //! types and operations (clients/rust/src/generated.rs) and the MCP server's tools
-//! (functions/mcp/src/tools.json); `--check` fails
+//! (functions/mcp/src/tools.json), and the webhook event-type catalog
+//! (functions/webhooks/src/event_types.json); `--check` fails
 //! when the committed files differ.
 
 fn main() {
@@ -12,6 +13,7 @@ fn main() {
     let files = [
         (root.join("openapi/openapi.json"), tools::openapi_json()),
         (root.join("openapi/openapi.yaml"), tools::openapi_yaml()),
+        (root.join("functions/webhooks/src/event_types.json"), tools::event_types_json()),
         (model, model_doc),
         (root.join("domain/src/capabilities.json"), tools::capabilities_json()),
         (root.join("docs/scan-scoring.md"), domain::scans::rules::scoring_doc()),
