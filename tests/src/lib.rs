@@ -656,3 +656,19 @@ pub async fn export_document(url: &str) -> Value {
     flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("gzip");
     serde_json::from_str(&text).expect("the document is JSON")
 }
+
+/// Run a Python script of `tests/` with the venv's interpreter (`make deps`): `input` as JSON on
+/// its stdin, its stdout read back as JSON. For checks made by libraries nobody here wrote.
+pub fn python(script: &str, input: &Value) -> Value {
+    use std::io::Write;
+    let root = tools::localstack::repo_root();
+    let mut child = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg(root.join(script))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python from .venv (make deps)");
+    child.stdin.take().expect("stdin").write_all(input.to_string().as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("the script runs");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{script} said: {}", String::from_utf8_lossy(&out.stdout)))
+}

@@ -47,22 +47,11 @@ impl Received {
     /// Whether the Standard Webhooks verifiers, `standardwebhooks` and `svix` (Python, from
     /// `.venv`), accept this delivery as received with `secret`: (standardwebhooks, svix).
     pub fn verified_by_standard_libraries(&self, secret: &str) -> (bool, bool) {
-        use std::io::Write;
-        let root = tools::localstack::repo_root();
         let headers: serde_json::Map<String, Value> =
             self.headers.iter().map(|(k, v)| (k.as_str().to_string(), Value::from(v.to_str().unwrap_or_default()))).collect();
         let input =
             serde_json::json!({"secret": secret, "headers": headers, "body": base64::engine::general_purpose::STANDARD.encode(&self.body)});
-        let mut child = std::process::Command::new(root.join(".venv/bin/python"))
-            .arg(root.join("tests/verify_standard_webhooks.py"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python from .venv (make deps)");
-        child.stdin.take().expect("stdin").write_all(input.to_string().as_bytes()).expect("write");
-        let out = child.wait_with_output().expect("the verifier runs");
-        let v: Value =
-            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("verifier said: {}", String::from_utf8_lossy(&out.stdout)));
+        let v = crate::python("tests/verify_standard_webhooks.py", &input);
         (v["standardwebhooks"] == true, v["svix"] == true)
     }
     /// What a careful receiver checks: some signature matches and the timestamp is fresh.

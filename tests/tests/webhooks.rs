@@ -652,21 +652,6 @@ async fn a_replay_resends_what_a_disabled_endpoint_missed_in_order_except_the_er
     assert_eq!(c.get(&format!("/webhooks/{ep}/replays/whr_00000000000000000000000000")).await.status, 404);
 }
 
-/// Which values do not match their schemas, by `jsonschema` (Python, from `.venv`).
-fn schema_failures(cases: &[Value]) -> Value {
-    use std::io::Write;
-    let root = tools::localstack::repo_root();
-    let mut child = std::process::Command::new(root.join(".venv/bin/python"))
-        .arg(root.join("tests/validate_json_schema.py"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python from .venv (make deps)");
-    child.stdin.take().expect("stdin").write_all(Value::from(cases.to_vec()).to_string().as_bytes()).expect("write");
-    let out = child.wait_with_output().expect("the validator runs");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("validator said: {}", String::from_utf8_lossy(&out.stdout)))
-}
-
 /// The catalog cannot drift from what is sent: every event a workspace with data in every area
 /// produced is checked against its type's schema from `GET /webhooks/event-types/{type}`, and
 /// every type's example against its own schema.
@@ -713,7 +698,8 @@ async fn every_delivered_event_matches_its_type_in_the_catalog() {
         cases.push(json!({"name": format!("delivery {i} ({t})"), "schema": schema, "instance": body}));
         types.insert(t);
     }
-    let failures = schema_failures(&cases);
+    // Which values do not match their schemas, by `jsonschema`.
+    let failures = e2e::python("tests/validate_json_schema.py", &Value::from(cases));
     assert_eq!(failures, json!({}), "values that do not match their schemas");
     assert!(types.len() >= 15, "only {} types delivered: {types:?}", types.len());
 }
