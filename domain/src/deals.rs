@@ -460,3 +460,45 @@ mod tests {
         assert!(deal().apply(patch(serde_json::json!({"title": null})), at("t1")).is_err(), "title cannot be null");
     }
 }
+
+/// The filters of `GET /deals` (`limit` and `cursor` are the page's); they combine.
+#[derive(Deserialize)]
+pub struct ListDeals {
+    pub status: Option<DealStatus>,
+    pub stage: Option<String>,
+    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    pub contact_id: Option<ContactId>,
+}
+
+impl ListDeals {
+    /// The filters as a page's cursor binds them.
+    pub fn bound(&self) -> [(&'static str, Option<&str>); 3] {
+        [("status", self.status.map(DealStatus::as_str)), ("stage", self.stage.as_deref()), ("contact_id", self.contact_id.as_deref())]
+    }
+}
+
+/// One page of deals in creation order after `after`, and the key to go on from: a contact's
+/// deals by its index (keys, then the deals by key; the other filters apply to the page), or
+/// the deals (by status when asked) with the stage as the query's filter.
+pub async fn list(
+    app: &App,
+    ws: &WorkspaceId,
+    q: &ListDeals,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<Deal>, Option<String>)> {
+    if let Some(c) = &q.contact_id {
+        let spec = keys::DEALS_OF_CONTACT.query(&[ws, c.as_str()], &[], after, limit);
+        let (deals, next) = shared::request::keyed_page::<Deal>(app, spec).await?;
+        let keep = |d: &Deal| q.status.is_none_or(|p| d.status == p) && q.stage.as_deref().is_none_or(|st| d.stage == st);
+        return Ok((deals.into_iter().filter(keep).collect(), next));
+    }
+    let mut spec = match q.status {
+        Some(st) => keys::DEALS_BY_STATUS.query(&[ws, st.as_str()], &[], after, limit),
+        None => keys::DEALS.query(&[ws], &[], after, limit),
+    };
+    if let Some(st) = &q.stage {
+        spec = spec.filter("stage = :stage", vec![(":stage", s(st))]);
+    }
+    shared::request::page::<Deal>(app, spec).await
+}

@@ -720,3 +720,37 @@ mod tests {
         assert!(PostStatus::parse("partially_failed").is_some() && PostStatus::parse("nope").is_none());
     }
 }
+
+/// The filters of `GET /posts` (`limit` and `cursor` are the page's); they combine.
+#[derive(Deserialize)]
+pub struct ListPosts {
+    pub status: Option<PostStatus>,
+    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    pub channel_id: Option<ChannelId>,
+}
+
+impl ListPosts {
+    /// The filters as a page's cursor binds them.
+    pub fn bound(&self) -> [(&'static str, Option<&str>); 2] {
+        [("status", self.status.map(PostStatus::as_str)), ("channel_id", self.channel_id.as_deref())]
+    }
+}
+
+/// One page of posts in creation order after `after` (by status when asked; a channel as the
+/// query's filter), and the key to go on from.
+pub async fn list(
+    app: &shared::App,
+    ws: &WorkspaceId,
+    q: &ListPosts,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<Post>, Option<String>)> {
+    let mut spec = match q.status {
+        Some(st) => keys::POSTS_BY_STATUS.query(&[ws, st.as_str()], &[], after, limit),
+        None => keys::POSTS.query(&[ws], &[], after, limit),
+    };
+    if let Some(c) = &q.channel_id {
+        spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", shared::store::s(c.as_str()))]);
+    }
+    shared::request::page::<Post>(app, spec).await
+}

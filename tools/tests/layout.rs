@@ -428,6 +428,8 @@ fn function_crates_reach_the_store_only_through_domain() {
             "from_record",
             "Errors::",
             "validate::Errors",
+            // A DynamoDB filter expression: a list's filters are its area's, in `domain`.
+            ".filter(\"",
         ]
         .iter()
         .any(|p| code.contains(p))
@@ -442,7 +444,7 @@ fn function_crates_reach_the_store_only_through_domain() {
     }
     assert!(
         offenders.is_empty(),
-        "function crates building transactions, reading the table or checking input field by field (move it into domain): {offenders:?}"
+        "function crates building transactions, reading the table, filtering a query or checking input field by field (move it into domain): {offenders:?}"
     );
 }
 

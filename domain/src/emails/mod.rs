@@ -15,6 +15,7 @@
 pub mod batch;
 pub mod compose;
 pub mod domains;
+pub mod list;
 pub mod suppressions;
 pub mod templates;
 

@@ -355,3 +355,49 @@ mod tests {
         );
     }
 }
+
+/// The filters of `GET /scans` (`limit` and `cursor` are the page's).
+#[derive(Deserialize)]
+pub struct ListScans {
+    pub status: Option<ScanStatus>,
+    pub host: Option<String>,
+}
+
+impl ListScans {
+    /// The host as the index keys it.
+    pub fn normalized(mut self) -> Self {
+        self.host = self.host.map(|h| h.trim().to_ascii_lowercase());
+        self
+    }
+
+    /// The filters as a page's cursor binds them.
+    pub fn bound(&self) -> [(&'static str, Option<&str>); 2] {
+        [("status", self.status.map(ScanStatus::as_str)), ("host", self.host.as_deref())]
+    }
+}
+
+/// One page of scans in creation order after `after`, by `host` or `status` (each an index,
+/// O(page); the status index holds keys only, so its page is read by key after), and the key
+/// to go on from.
+pub async fn list(
+    app: &App,
+    ws: &WorkspaceId,
+    q: &ListScans,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<Scan>, Option<String>)> {
+    let status = q.status.map(ScanStatus::as_str);
+    let mut spec = match (&q.host, status) {
+        (Some(h), _) => keys::SCANS_BY_HOST.query(&[ws, h], &[], after, limit),
+        (None, Some(st)) => keys::SCANS_BY_STATUS.query(&[ws, st], &[], after, limit),
+        (None, None) => keys::SCANS.query(&[ws], &[], after, limit),
+    };
+    if let (Some(_), Some(st)) = (&q.host, status) {
+        // Both filters: the host's index, and the status read from the item's status index key.
+        spec = spec.filter("gsi2pk = :st", vec![(":st", s(keys::SCAN.gsi2_pk(&[ws, st])))]);
+    }
+    if q.host.is_none() && status.is_some() {
+        return shared::request::keyed_page::<Scan>(app, spec).await;
+    }
+    shared::request::page::<Scan>(app, spec).await
+}

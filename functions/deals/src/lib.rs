@@ -7,9 +7,6 @@
 //! contacts area unlink a deleted contact's deals.
 
 use domain::deals::{CreateDeal, Deal, DealId, DealStatus, UpdateDeal};
-use domain::keys;
-use serde::Deserialize;
-use shared::store::s;
 use shared::{ApiResult, App, Reply, Req};
 
 shared::area! {
@@ -36,42 +33,16 @@ pub async fn get_deal(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&load(app, &req).await?.0))
 }
 
-/// The filters of `GET /deals` (`limit` and `cursor` are the page's).
-#[derive(Deserialize)]
-struct ListDeals {
-    status: Option<DealStatus>,
-    stage: Option<String>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
-    contact_id: Option<domain::contacts::ContactId>,
-}
-
 /// Deals in creation order; filters combine.
 #[utoipa::path(get, path = "/deals", tag = "deals",
     params(shared::openapi::PageParams,
         ("status" = Option<DealStatus>, Query), ("stage" = Option<String>, Query), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
     responses((status = 200, body = shared::openapi::ListOf<Deal>), shared::openapi::CommonErrors))]
 pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
-    let q: ListDeals = req.query_as()?;
-    let parsed = q.status;
-    let (status, stage, contact) = (parsed.map(DealStatus::as_str), q.stage.as_deref(), q.contact_id.as_deref());
-    let page = req.page(app, "deals", &[("status", status), ("stage", stage), ("contact_id", contact)]).await?;
-    let ws = req.ws()?;
-    if let Some(c) = contact {
-        // The contact's deals by index (keys only), then the deals by key; other filters apply to the page.
-        let spec = keys::DEALS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit);
-        let (deals, next) = shared::request::keyed_page::<Deal>(app, spec).await?;
-        let deals: Vec<Deal> =
-            deals.into_iter().filter(|d| parsed.is_none_or(|p| d.status == p) && stage.is_none_or(|st| d.stage == st)).collect();
-        return Ok(Reply::list(&deals, next.map(|a| page.cursor_for(&a))));
-    }
-    let mut spec = match status {
-        Some(st) => keys::DEALS_BY_STATUS.query(&[ws, st], &[], page.after.clone(), page.limit),
-        None => keys::DEALS.query(&[ws], &[], page.after.clone(), page.limit),
-    };
-    if let Some(st) = stage {
-        spec = spec.filter("stage = :stage", vec![(":stage", s(st))]);
-    }
-    shared::request::list_page::<Deal>(app, &page, spec).await
+    let q: domain::deals::ListDeals = req.query_as()?;
+    let page = req.page(app, "deals", &q.bound()).await?;
+    let (deals, next) = domain::deals::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
+    Ok(Reply::list(&deals, next.map(|a| page.cursor_for(&a))))
 }
 
 /// Change a deal; moving `status` wins, loses or reopens it (events `deal.won`, `deal.lost`,

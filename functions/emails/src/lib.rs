@@ -21,8 +21,6 @@ use compose::SendEmail;
 use model::batch::{self, BatchEntry, BatchError, EmailBatch, SendBatch, Validation};
 use model::suppressions::{self, RemoveSuppression};
 use model::{Email, EmailStatus};
-use serde::Deserialize;
-use shared::store::s;
 use shared::validate::validation_error as validation;
 use shared::{ApiResult, App, Reply, Req};
 
@@ -92,46 +90,10 @@ pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
         ("batch_id" = Option<String>, Query, pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "eb_...: the batch's emails in request order")),
     responses((status = 200, body = shared::openapi::ListOf<Email>), shared::openapi::CommonErrors))]
 pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
-    let q: ListEmails = req.query_as()?;
-    let parsed = q.status;
-    let (status, contact, tag, batch) = (parsed.map(EmailStatus::as_str), q.contact_id.as_deref(), q.tag.as_deref(), q.batch_id.as_deref());
-    let page = req.page(app, "emails", &[("status", status), ("contact_id", contact), ("tag", tag), ("batch_id", batch)]).await?;
-    let ws = req.ws()?;
-    let keep = |e: &Email| {
-        parsed.is_none_or(|p| e.status == p)
-            && contact.is_none_or(|c| e.contact_id.as_deref() == Some(c))
-            && tag.is_none_or(|t| e.tags.iter().any(|x| x == t))
-    };
-    if let Some(b) = batch {
-        let (emails, next) = batch::page(app, ws, b, page.after.as_deref(), page.limit).await?;
-        let next = next.map(|id| page.cursor_for(&id));
-        return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), next));
-    }
-    if let Some(c) = contact {
-        let spec = keys::EMAILS_OF_CONTACT.query(&[ws, c], &[], page.after.clone(), page.limit).descending();
-        let (emails, next) = shared::request::keyed_page::<Email>(app, spec).await?;
-        return Ok(Reply::list(&emails.into_iter().filter(keep).collect::<Vec<_>>(), next.map(|a| page.cursor_for(&a))));
-    }
-    let mut spec = match parsed {
-        Some(st) => keys::EMAILS_BY_STATUS.query(&[ws, st.as_str()], &[], page.after.clone(), page.limit),
-        None => keys::EMAILS.query(&[ws], &[], page.after.clone(), page.limit),
-    }
-    .descending();
-    if let Some(t) = tag {
-        spec = spec.filter("contains(tags, :tag)", vec![(":tag", s(t))]);
-    }
-    shared::request::list_page::<Email>(app, &page, spec).await
-}
-
-/// The filters of `GET /emails` (`limit` and `cursor` are the page's).
-#[derive(Deserialize)]
-struct ListEmails {
-    status: Option<EmailStatus>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
-    contact_id: Option<domain::contacts::ContactId>,
-    tag: Option<String>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
-    batch_id: Option<model::EmailBatchId>,
+    let q: model::list::ListEmails = req.query_as()?;
+    let page = req.page(app, "emails", &q.bound()).await?;
+    let (emails, next) = model::list::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
+    Ok(Reply::list(&emails, next.map(|a| page.cursor_for(&a))))
 }
 
 /// The workspace's suppression list: addresses that bounced permanently or complained,

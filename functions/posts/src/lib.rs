@@ -7,14 +7,11 @@
 //!   publisher's schedule tick will query for due posts.
 
 use domain::effects::{self as fx, Effect as _};
-use domain::keys;
 use domain::posts::{
     Change, ChannelId, CreatePost, Media, Post, PostId, PostStatus, SchedulePost, UpdatePost, Variant, VariantError, VariantInput,
     VariantStatus,
 };
-use serde::Deserialize;
 use shared::auth::WorkspaceId;
-use shared::store::s;
 use shared::{ApiResult, App, Reply, Req};
 
 shared::area! {
@@ -76,26 +73,10 @@ pub async fn get_post(app: &App, req: Req) -> ApiResult<Reply> {
         ("status" = Option<PostStatus>, Query), ("channel_id" = Option<String>, Query, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
     responses((status = 200, body = shared::openapi::ListOf<Post>), shared::openapi::CommonErrors))]
 pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
-    let q: ListPosts = req.query_as()?;
-    let status = q.status.map(PostStatus::as_str);
-    let channel = q.channel_id.as_deref();
-    let page = req.page(app, "posts", &[("status", status), ("channel_id", channel)]).await?;
-    let mut spec = match status {
-        Some(st) => keys::POSTS_BY_STATUS.query(&[req.ws()?, st], &[], page.after.clone(), page.limit),
-        None => keys::POSTS.query(&[req.ws()?], &[], page.after.clone(), page.limit),
-    };
-    if let Some(c) = channel {
-        spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", s(c))]);
-    }
-    shared::request::list_page::<Post>(app, &page, spec).await
-}
-
-/// The filters of `GET /posts` (`limit` and `cursor` are the page's).
-#[derive(Deserialize)]
-struct ListPosts {
-    status: Option<PostStatus>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
-    channel_id: Option<ChannelId>,
+    let q: domain::posts::ListPosts = req.query_as()?;
+    let page = req.page(app, "posts", &q.bound()).await?;
+    let (posts, next) = domain::posts::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
+    Ok(Reply::list(&posts, next.map(|a| page.cursor_for(&a))))
 }
 
 /// Change a draft or scheduled post.

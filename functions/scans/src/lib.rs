@@ -3,7 +3,6 @@
 //! the score, sub-scores and findings. The rules and their weights are in
 //! `domain::scans::rules` and docs/scan-scoring.md.
 
-use domain::keys;
 use domain::scans::rules::{Category, Finding, Severity};
 use domain::scans::{Categories, Requested, Scan, ScanFailure, ScanId, ScanStatus};
 use serde::Deserialize;
@@ -42,39 +41,16 @@ pub async fn create_scan(app: &App, req: Req) -> ApiResult<Reply> {
     }
 }
 
-/// The filters of `GET /scans` (`limit` and `cursor` are the page's).
-#[derive(Deserialize)]
-struct ListScans {
-    status: Option<ScanStatus>,
-    host: Option<String>,
-}
-
 /// Scans in creation order, by `status` or `host` (each an index, O(page); the status index
 /// holds keys only, so its page is read by key after).
 #[utoipa::path(get, path = "/scans", tag = "scans",
     params(shared::openapi::PageParams, ("status" = Option<ScanStatus>, Query), ("host" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Scan>), shared::openapi::CommonErrors))]
 pub async fn list_scans(app: &App, req: Req) -> ApiResult<Reply> {
-    let q: ListScans = req.query_as()?;
-    let host = q.host.map(|h| h.trim().to_ascii_lowercase());
-    let status = q.status.map(ScanStatus::as_str);
-    let page = req.page(app, "scans", &[("status", status), ("host", host.as_deref())]).await?;
-    let ws = req.ws()?;
-    let mut spec = match (&host, status) {
-        (Some(h), _) => keys::SCANS_BY_HOST.query(&[ws, h], &[], page.after.clone(), page.limit),
-        (None, Some(st)) => keys::SCANS_BY_STATUS.query(&[ws, st], &[], page.after.clone(), page.limit),
-        (None, None) => keys::SCANS.query(&[ws], &[], page.after.clone(), page.limit),
-    };
-    if let (Some(_), Some(st)) = (&host, status) {
-        // Both filters: the host's index, and the status read from the item's status index key.
-        spec = spec.filter("gsi2pk = :st", vec![(":st", shared::store::s(keys::SCAN.gsi2_pk(&[ws, st])))]);
-    }
-    if host.is_none() && status.is_some() {
-        // The status index holds keys only: the page's keys, then its scans by key.
-        let (scans, next) = shared::request::keyed_page::<Scan>(app, spec).await?;
-        return Ok(Reply::list(&scans, next.map(|a| page.cursor_for(&a))));
-    }
-    shared::request::list_page::<Scan>(app, &page, spec).await
+    let q = req.query_as::<domain::scans::ListScans>()?.normalized();
+    let page = req.page(app, "scans", &q.bound()).await?;
+    let (scans, next) = domain::scans::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
+    Ok(Reply::list(&scans, next.map(|a| page.cursor_for(&a))))
 }
 
 /// One scan; when completed, its score, grade, categories and findings.
