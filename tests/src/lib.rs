@@ -672,3 +672,17 @@ pub fn python(script: &str, input: &Value) -> Value {
     let out = child.wait_with_output().expect("the script runs");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{script} said: {}", String::from_utf8_lossy(&out.stdout)))
 }
+
+/// Poll a job at `path` (an import, export, erasure or webhook replay) until its `status` is
+/// final, `completed` or `failed`, for up to a minute.
+pub async fn finished(c: &Client, path: &str) -> Value {
+    for _ in 0..300 {
+        let r = c.get(path).await;
+        assert_eq!(r.status, 200, "GET {path}: {}", r.json);
+        if matches!(r.json["data"]["status"].as_str(), Some("completed" | "failed")) {
+            return r.json["data"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("{path} did not finish");
+}

@@ -15,19 +15,6 @@ async fn created(c: &Client, path: &str, body: Value, status: u16) -> Value {
     r.json["data"].clone()
 }
 
-/// Poll `path` until its `status` is final.
-async fn finished(c: &Client, path: &str) -> Value {
-    for _ in 0..300 {
-        let r = c.get(path).await;
-        assert_eq!(r.status, 200, "GET {path}: {}", r.json);
-        if matches!(r.json["data"]["status"].as_str(), Some("completed" | "failed")) {
-            return r.json["data"].clone();
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{path} did not finish");
-}
-
 /// Download and decode an export document.
 async fn document(url: &str) -> Value {
     use std::io::Read;
@@ -82,7 +69,7 @@ async fn a_subject_export_holds_every_area_about_them_and_nothing_of_anyone_else
     assert_eq!(job["status"], "pending");
     assert!(job["due_at"].as_str().unwrap() > job["created_at"].as_str().unwrap(), "{job}");
     let path = format!("/gdpr/exports/{}", job["id"].as_str().unwrap());
-    let done = finished(&c, &path).await;
+    let done = e2e::finished(&c, &path).await;
     assert_eq!(done["status"], "completed", "{done}");
     let url = done["download_url"].as_str().expect("a completed export has a link");
     assert!(url.contains("X-Amz-Expires=3600") && url.contains("X-Amz-Signature="), "a presigned link valid 1 hour: {url}");
@@ -215,10 +202,10 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     created(&c, "/gdpr/consents", json!({"contact_id": ct, "purpose": "marketing_email", "granted": true, "source": "form", "text_shown": "News?", "text_version": "1"}), 201).await;
     let session = e2e::portal_session(&c, &ct).await;
     let import = created(&c, "/contacts/imports", json!({"rows": [{"email": addr}, {"email": "someone-else@example.org"}]}), 202).await;
-    finished(&c, &format!("/contacts/imports/{}", import["id"].as_str().unwrap())).await;
+    e2e::finished(&c, &format!("/contacts/imports/{}", import["id"].as_str().unwrap())).await;
     let export = created(&c, "/gdpr/exports", json!({"subject": {"contact_id": ct}}), 202).await;
     let export_path = format!("/gdpr/exports/{}", export["id"].as_str().unwrap());
-    assert_eq!(finished(&c, &export_path).await["status"], "completed");
+    assert_eq!(e2e::finished(&c, &export_path).await["status"], "completed");
     for _ in 0..100 {
         if c.get(&format!("/emails/{}", sent["id"].as_str().unwrap())).await.json["data"]["status"] == "sent" {
             break;
@@ -254,7 +241,7 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
 
     let e = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "Art. 17 request"}), 202).await;
     assert!(e.get("subject").is_none() && !e.to_string().contains(&addr), "the audit record names no one: {e}");
-    let done = finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
+    let done = e2e::finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
     assert_eq!(done["status"], "completed", "{done}");
     let kept = c.get(&format!("/emails/{}", neighbour["id"].as_str().unwrap())).await.json["data"].clone();
     assert_eq!((kept["status"].as_str(), kept["subject"].as_str()), (neighbour["status"].as_str(), Some("Neighbour")), "{kept}");
@@ -306,7 +293,7 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     c.delete(&other_path).await;
     let imp = created(&c, "/contacts/imports", json!({"rows": [{"email": addr}]}), 202).await;
     let imp_path = format!("/contacts/imports/{}", imp["id"].as_str().unwrap());
-    assert_eq!(finished(&c, &imp_path).await["failed"], 1);
+    assert_eq!(e2e::finished(&c, &imp_path).await["failed"], 1);
     let errs = c.get(&format!("{imp_path}/errors")).await;
     assert!(errs.json["data"][0]["message"].as_str().unwrap().contains("erased"), "{}", errs.json);
     let mail = created(&c, "/emails", json!({"from": from, "to": [addr], "subject": "Hi", "text": "x"}), 202).await;
@@ -327,7 +314,7 @@ async fn an_erasure_leaves_no_trace_of_the_address_and_keeps_it_out_until_new_co
     // import's rows), and nothing of their records.
     let since = scan_hits().await;
     let again = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "again"}), 202).await;
-    let again = finished(&c, &format!("/gdpr/erasures/{}", again["id"].as_str().unwrap())).await;
+    let again = e2e::finished(&c, &format!("/gdpr/erasures/{}", again["id"].as_str().unwrap())).await;
     assert_eq!(again["status"], "completed", "{again}");
     for area in ["deals", "bookings", "consents", "portal", "webhooks"] {
         assert_eq!(again["counts"][area], 0, "{again}; items naming the address before it ran: {since:?}");
@@ -435,7 +422,7 @@ async fn an_erasure_finds_the_person_by_every_address_phone_and_name_they_ever_h
     assert!(before.iter().any(|t| t.contains(&old)) && before.iter().any(|t| t.starts_with("s3://")), "the setup named them: {before:?}");
 
     let e = created(&c, "/gdpr/erasures", json!({"subject": {"contact_id": ct}, "reason": "Art. 17"}), 202).await;
-    let done = finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
+    let done = e2e::finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
     assert_eq!(done["status"], "completed", "{done}");
     let left = h.traces(&needles).await;
     assert!(left.is_empty(), "traces of the person after the erasure: {left:?}");
@@ -576,7 +563,7 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     let c = Client::new(&h.base_bulk, &key);
     let rows: Vec<Value> = (0..1500).map(|i| json!({"email": format!("p{i}@example.org"), "first_name": format!("P{i}")})).collect();
     let imp = created(&c, "/contacts/imports", json!({"rows": rows}), 202).await;
-    assert_eq!(finished(&c, &format!("/contacts/imports/{}", imp["id"].as_str().unwrap())).await["created"], 1500);
+    assert_eq!(e2e::finished(&c, &format!("/contacts/imports/{}", imp["id"].as_str().unwrap())).await["created"], 1500);
 
     // Jobs of this test go to a queue no worker polls: the test is the worker.
     let q = h.own_queue("gdpr-test").await;
@@ -653,7 +640,7 @@ async fn an_address_someone_else_holds_now_is_theirs_when_its_former_owner_is_er
         created(&c, "/emails", json!({"from": from, "to": [shared_addr], "subject": "For B", "text": "x", "contact_id": b}), 202).await;
 
     let e = created(&c, "/gdpr/erasures", json!({"subject": {"contact_id": a}, "reason": "Art. 17"}), 202).await;
-    assert_eq!(finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await["status"], "completed");
+    assert_eq!(e2e::finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await["status"], "completed");
     // B, B's address and B's email are untouched; only A's own address is tombstoned.
     assert_eq!(c.get(&format!("/contacts/{b}")).await.json["data"]["email"], shared_addr.as_str());
     let m = c.get(&format!("/emails/{}", mail["id"].as_str().unwrap())).await.json["data"].clone();
@@ -689,7 +676,7 @@ async fn an_erasure_does_not_call_an_email_a_stopped_sender_left_claimed_cancell
     app.db.mark(shared::store::ws_pk(&ws), sk, "claim_until", shared::store::n(past)).await;
 
     let e = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "Art. 17"}), 202).await;
-    assert_eq!(finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await["status"], "completed");
+    assert_eq!(e2e::finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await["status"], "completed");
     let left = c.get(&format!("/emails/{}", ids[0])).await.json["data"].clone();
     assert_eq!((left["status"].as_str(), left["error"]["code"].as_str()), (Some("failed"), Some("outcome_unknown")), "{left}");
     assert!(!left.to_string().contains(&addr), "erased: {left}");
@@ -803,7 +790,7 @@ async fn nothing_outlives_an_erasure_consents_exports_or_a_deleted_contacts_hist
     created(&c, "/gdpr/consents", consent(&addr), 201).await;
     let wx = created(&c, "/gdpr/exports", json!({"scope": "workspace"}), 202).await;
     let wx_path = format!("/gdpr/exports/{}", wx["id"].as_str().unwrap());
-    let wx_done = finished(&c, &wx_path).await;
+    let wx_done = e2e::finished(&c, &wx_path).await;
     assert!(wx_done["download_url"].is_string(), "{wx_done}");
     assert!(document(wx_done["download_url"].as_str().unwrap()).await.to_string().contains(&addr));
 
@@ -820,7 +807,7 @@ async fn nothing_outlives_an_erasure_consents_exports_or_a_deleted_contacts_hist
             statuses
         })
     };
-    assert_eq!(finished(&c, &e_path).await["status"], "completed");
+    assert_eq!(e2e::finished(&c, &e_path).await["status"], "completed");
     let statuses = racer.await.unwrap();
     // Recorded (then hashed by the erasure), refused as erased, or, while the contact is being
     // erased, not found.
@@ -843,7 +830,7 @@ async fn nothing_outlives_an_erasure_consents_exports_or_a_deleted_contacts_hist
     let bo_path = format!("/contacts/{}", bo["id"].as_str().unwrap());
     assert_eq!(c.patch(&bo_path, &json!({"email": new})).await.status, 200);
     let e = created(&c, "/gdpr/erasures", json!({"subject": {"email": old}, "reason": "asked by the old address"}), 202).await;
-    let done = finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
+    let done = e2e::finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await;
     assert_eq!((done["status"].as_str(), done["counts"]["contacts"].as_u64().map(|n| n > 0)), (Some("completed"), Some(true)), "{done}");
     assert_eq!(c.get(&bo_path).await.status, 404, "the contact that had the address is erased");
     assert!(naming(new.clone()).await.is_empty() && naming(old.clone()).await.is_empty());

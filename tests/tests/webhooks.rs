@@ -560,19 +560,6 @@ async fn a_slow_receiver_cannot_run_an_invocation_past_its_budget() {
     assert_eq!(seen, (0..80).collect::<Vec<_>>(), "every event delivered");
 }
 
-/// Poll a replay until it ends.
-async fn replay_done(c: &Client, ep: &str, id: &str) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let r = c.get(&format!("/webhooks/{ep}/replays/{id}")).await;
-        assert_eq!(r.status, 200, "{}", r.json);
-        if r.json["data"]["status"] != "running" || std::time::Instant::now() > deadline {
-            return r.json["data"].clone();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_replay_resends_what_a_disabled_endpoint_missed_in_order_except_the_erased() {
     let (c, _) = new_client("replay").await;
@@ -598,15 +585,8 @@ async fn a_replay_resends_what_a_disabled_endpoint_missed_in_order_except_the_er
     let r = c.post(&format!("/webhooks/{ep}/replay"), &json!({"since": since})).await;
     assert_eq!((r.status, r.code()), (409, "CONFLICT"), "a disabled endpoint is not replayed to: {}", r.json);
     let erasure = e2e::created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "Art. 17 request"}), 202).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let r = c.get(&format!("/gdpr/erasures/{}", erasure["id"].as_str().unwrap())).await;
-        if r.json["data"]["status"] == "completed" || std::time::Instant::now() > deadline {
-            assert_eq!(r.json["data"]["status"], "completed", "{}", r.json);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    let erased = e2e::finished(&c, &format!("/gdpr/erasures/{}", erasure["id"].as_str().unwrap())).await;
+    assert_eq!(erased["status"], "completed", "{erased}");
 
     // Validation: a window in the future, past the kept 30 days, unknown types.
     for (body, field) in [
@@ -625,7 +605,7 @@ async fn a_replay_resends_what_a_disabled_endpoint_missed_in_order_except_the_er
     assert_eq!(r.status, 202, "{}", r.json);
     assert_eq!(r.json["data"]["object"], "webhook_replay");
     let replay = r.json["data"]["id"].as_str().unwrap().to_string();
-    let done = replay_done(&c, &ep, &replay).await;
+    let done = e2e::finished(&c, &format!("/webhooks/{ep}/replays/{replay}")).await;
     assert_eq!((done["status"].as_str(), done["resent"].as_u64()), (Some("completed"), Some(3)), "{done}");
 
     // The three posts, in the order they happened, signed as every delivery is; the erased
@@ -646,7 +626,7 @@ async fn a_replay_resends_what_a_disabled_endpoint_missed_in_order_except_the_er
     assert_eq!(list.json["data"].as_array().unwrap().len(), 4, "{}", list.json);
     let again = c.post(&format!("/webhooks/{ep}/replay"), &json!({"since": since, "event_types": ["post.*"]})).await;
     assert_eq!(again.status, 202, "{}", again.json);
-    let done = replay_done(&c, &ep, again.json["data"]["id"].as_str().unwrap()).await;
+    let done = e2e::finished(&c, &format!("/webhooks/{ep}/replays/{}", again.json["data"]["id"].as_str().unwrap())).await;
     assert_eq!(done["resent"], 3, "{done}");
     rx.wait_until(30, |g| g.len() >= 7).await;
     assert_eq!(c.get(&format!("/webhooks/{ep}/replays/whr_00000000000000000000000000")).await.status, 404);

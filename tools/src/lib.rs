@@ -948,8 +948,7 @@ pub fn data_model_doc(current: &str) -> String {
 
 /// `clients/rust/src/generated.rs`, from the finished contract.
 pub fn rust_client_source() -> String {
-    let doc: serde_json::Value = serde_json::from_str(&openapi_json()).expect("the contract is JSON");
-    rust_client::generate(&doc)
+    rust_client::generate(&openapi_doc())
 }
 
 /// `functions/webhooks/src/event_types.json`: the event-type catalog, from the finished contract.
@@ -959,8 +958,7 @@ pub fn event_types_json() -> String {
 
 /// `functions/mcp/src/tools.json`: the MCP server's tools, from the finished contract.
 pub fn mcp_tools_json() -> String {
-    let doc: serde_json::Value = serde_json::from_str(&openapi_json()).expect("the contract is JSON");
-    mcp_tools::generate(&doc)
+    mcp_tools::generate(&openapi_doc())
 }
 
 pub fn openapi_yaml() -> String {

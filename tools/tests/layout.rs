@@ -118,7 +118,8 @@ fn crate_uses(src: &str) -> std::collections::BTreeSet<String> {
 #[test]
 fn shared_modules_use_only_their_layer_or_lower_without_cycles() {
     let layers = shared_layers();
-    let layers: Vec<&[&str]> = layers.iter().map(|l| &*Vec::leak(l.iter().map(|m| &*m.clone().leak()).collect())).collect();
+    let names: Vec<Vec<&str>> = layers.iter().map(|l| l.iter().map(String::as_str).collect()).collect();
+    let layers: Vec<&[&str]> = names.iter().map(Vec::as_slice).collect();
     let (graph, _) = layered_modules("shared", &layers, "shared/src/lib.rs");
     assert!(graph.len() >= 20, "read the modules: {}", graph.len());
     assert!(cycles(&graph).is_empty(), "shared modules in a cycle: {:?}", cycles(&graph));
@@ -477,29 +478,16 @@ fn every_configuration_variable_is_documented() {
     let root = tools::localstack::repo_root();
     let mut read = std::collections::BTreeSet::new();
     let mut dirs = vec![root.join("shared/src"), root.join("domain/src")];
-    dirs.extend(std::fs::read_dir(root.join("functions")).unwrap().map(|e| e.unwrap().path().join("src")));
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let src = std::fs::read_to_string(&path).unwrap();
-            let code = code_of(&src);
-            for reader in READERS {
-                for (i, _) in code.match_indices(reader) {
-                    let boundary = code[..i].chars().last().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
-                    let name: String = code[i + reader.len()..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
-                        .collect();
-                    if boundary && name.len() > 2 && code[i + reader.len() + name.len()..].starts_with('"') {
-                        read.insert(name);
-                    }
+    dirs.extend(tools::functions().into_iter().map(|f| root.join("functions").join(f).join("src")));
+    for path in dirs.iter().flat_map(|d| rust_files(d)) {
+        let code = code_of(&std::fs::read_to_string(&path).unwrap());
+        for reader in READERS {
+            for (i, _) in code.match_indices(reader) {
+                let boundary = code[..i].chars().last().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+                let name: String =
+                    code[i + reader.len()..].chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').collect();
+                if boundary && name.len() > 2 && code[i + reader.len() + name.len()..].starts_with('"') {
+                    read.insert(name);
                 }
             }
         }
@@ -526,7 +514,6 @@ fn every_configuration_variable_is_documented() {
 /// about what the crate does.
 #[test]
 fn function_crates_declare_only_what_they_use() {
-    let root = tools::localstack::repo_root();
     let mut unused = vec![];
     for p in metadata()["packages"].as_array().expect("packages") {
         let manifest = p["manifest_path"].as_str().expect("manifest");
@@ -552,5 +539,4 @@ fn function_crates_declare_only_what_they_use() {
         }
     }
     assert!(unused.is_empty(), "function crates declaring crates their code never names (remove them): {unused:?}");
-    let _ = root;
 }

@@ -88,7 +88,7 @@ pub struct ReplayJob {
     pub replay: ReplayRef,
 }
 
-#[derive(Serialize, Deserialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayRef {
     #[serde(deserialize_with = "WorkspaceId::from_record")]
@@ -202,13 +202,7 @@ pub async fn start(app: &App, ws: &WorkspaceId, endpoint_id: &EndpointId, input:
 
 /// Queue a replay's next step (on the deliveries queue, which the dispatcher reads).
 pub(crate) async fn queue_step(app: &App, job: &ReplayRef) -> ApiResult<()> {
-    let message = ReplayJob {
-        replay: ReplayRef {
-            workspace_id: job.workspace_id.clone(),
-            endpoint_id: job.endpoint_id.clone(),
-            replay_id: job.replay_id.clone(),
-        },
-    };
+    let message = ReplayJob { replay: job.clone() };
     let body = serde_json::to_string(&message).map_err(ApiError::internal)?;
     app.enqueue(&app.cfg.deliveries_queue_url, &body, 0).await.map_err(|e| ApiError::unavailable(format!("deliveries queue: {e}")))
 }
@@ -238,11 +232,10 @@ pub(crate) async fn finish(app: &App, ws: &WorkspaceId, mut st: Stored, status: 
     st.replay.completed_at = Some(now);
     let version = st.version;
     st.version += 1;
-    let hold = || (ws_pk(ws), hold_sk(&st.replay.endpoint_id));
     let event = || Event::new(ws, "webhook.replay.completed", &st.replay);
     let released = Tx::new()
         .replace(st.record(ws)?, version)
-        .delete_if(hold().0, hold().1, "replay_id = :r", vec![(":r", s(&st.replay.id))])
+        .delete_if(ws_pk(ws), hold_sk(&st.replay.endpoint_id), "replay_id = :r", vec![(":r", s(&st.replay.id))])
         .event(event())
         .commit(app)
         .await;

@@ -160,7 +160,18 @@ fn catalog() -> &'static [EventTypeInfo] {
 #[utoipa::path(get, path = "/webhooks/event-types", tag = "webhooks",
     responses((status = 200, body = shared::openapi::ListOf<EventTypeInfo>), shared::openapi::CommonErrors))]
 pub async fn list_event_types(_app: &App, _req: Req) -> ApiResult<Reply> {
-    let brief: Vec<EventTypeInfo> = catalog().iter().map(|t| EventTypeInfo { schema: None, example: None, ..t.clone() }).collect();
+    // Without the schemas and examples (cloned here only to be dropped).
+    let brief: Vec<EventTypeInfo> = catalog()
+        .iter()
+        .map(|t| EventTypeInfo {
+            object: t.object.clone(),
+            kind: t.kind.clone(),
+            description: t.description.clone(),
+            data_schema: t.data_schema.clone(),
+            schema: None,
+            example: None,
+        })
+        .collect();
     Ok(Reply::list(&brief, None))
 }
 

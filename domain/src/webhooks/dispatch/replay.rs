@@ -19,23 +19,19 @@ const PAGE: usize = 25;
 /// The sort key range of the fan-out records of events created in `[since, until]`: event
 /// ids are ULIDs, whose first ten characters are the creation time in milliseconds.
 fn window(since: Timestamp, until: Timestamp) -> (String, String) {
-    let at = |t: Timestamp| {
-        let ms = u64::try_from(t.timestamp_millis()).unwrap_or(0);
-        let time = ulid::Ulid::from_parts(ms, 0).to_string();
-        format!("evt_{}{}", &time[..10], "0".repeat(16))
-    };
+    // The least id of that millisecond: its time, then no randomness at all.
+    let at = |t: Timestamp| format!("evt_{}", ulid::Ulid::from_parts(u64::try_from(t.timestamp_millis()).unwrap_or(0), 0));
     (event_record_sk(&at(since)), event_record_sk(&at(Timestamp::from(until.time() + chrono::Duration::seconds(1)))))
 }
 
-/// The delivery id of `event_id` in replay `replay_id`: the event's time, then 80 bits of a
-/// digest of both, so every copy of a step names the same delivery.
+/// The delivery id of `event_id` in replay `replay_id`: a ULID of the event's time whose
+/// random part is a digest of both, so every copy of a step names the same delivery.
 fn delivery_id(replay_id: &str, event_id: &str) -> crate::ids::DeliveryId {
     use sha2::Digest;
-    const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     let digest = sha2::Sha256::digest(format!("{replay_id}/{event_id}").as_bytes());
-    let time = event_id.strip_prefix("evt_").and_then(|u| u.get(..10)).unwrap_or("0000000000");
-    let random: String = digest.iter().take(16).map(|b| CROCKFORD[(*b & 31) as usize] as char).collect();
-    crate::ids::DeliveryId::from(format!("whd_{time}{random}"))
+    let random = u128::from_be_bytes(digest[..16].try_into().expect("a SHA-256 digest has 16 bytes and more"));
+    let ms = event_id.strip_prefix("evt_").and_then(|u| ulid::Ulid::from_string(u).ok()).map_or(0, |u| u.timestamp_ms());
+    crate::ids::DeliveryId::from(format!("whd_{}", ulid::Ulid::from_parts(ms, random)))
 }
 
 /// One step. While more of the window remains, the cursor is saved and a fresh message queued
