@@ -683,3 +683,51 @@ async fn every_delivered_event_matches_its_type_in_the_catalog() {
     assert_eq!(failures, json!({}), "values that do not match their schemas");
     assert!(types.len() >= 15, "only {} types delivered: {types:?}", types.len());
 }
+
+/// At-least-once: a replay's step handed to two dispatchers at once resends each event once
+/// (one delivery each, however the copies interleave) and counts each once; any second attempt
+/// of a delivery carries the same `webhook-id`, which receivers drop. Replaying is an admin's,
+/// and another workspace's endpoint or replay is not found.
+#[tokio::test]
+async fn a_replay_step_received_twice_at_once_resends_each_event_once() {
+    let h = harness();
+    let deliveries = h.own_queue("replay-race").await;
+    let mut cfg = h.generous_config();
+    cfg.deliveries_queue_url = deliveries.clone();
+    let base = h.gateway_with(cfg.clone()).await;
+    let (one, two) = (h.dispatcher(cfg.clone()).await, h.dispatcher(cfg).await);
+    let (_, key) = h.workspace("replay race").await;
+    let c = Client::new(&base, &key);
+    let rx = Receiver::start().await;
+    let (ep, _) = endpoint(&c, json!({"url": rx.url, "event_types": ["post.created"]})).await;
+    let since = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    for i in 0..3 {
+        post(&c, &format!("raced {i}")).await;
+    }
+    rx.wait_until(30, |g| g.len() >= 3).await;
+
+    // Who may replay, and where.
+    let writer = e2e::created(&c, "/workspaces/current/api-keys", json!({"name": "writer", "scopes": ["read", "write"]}), 201).await;
+    let writer = Client::new(&base, writer["secret"].as_str().unwrap());
+    assert_eq!(writer.post(&format!("/webhooks/{ep}/replay"), &json!({"since": since})).await.status, 403, "admin scope only");
+    let (_, other_key) = h.workspace("replay race, elsewhere").await;
+    let other = Client::new(&base, &other_key);
+    assert_eq!(other.post(&format!("/webhooks/{ep}/replay"), &json!({"since": since})).await.status, 404);
+
+    let r = c.post(&format!("/webhooks/{ep}/replay"), &json!({"since": since})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let path = format!("/webhooks/{ep}/replays/{}", r.json["data"]["id"].as_str().unwrap());
+    assert_eq!(other.get(&path).await.status, 404);
+    let message = h.take_event(&deliveries).await.expect("the replay's first step");
+    tokio::join!(one.handle_sqs(message.clone()), two.handle_sqs(message));
+
+    let done = e2e::finished(&c, &path).await;
+    assert_eq!((done["status"].as_str(), done["resent"].as_u64()), (Some("completed"), Some(3)), "{done}");
+    let list = c.get(&format!("/webhooks/{ep}/deliveries")).await;
+    assert_eq!(list.json["data"].as_array().unwrap().len(), 6, "three live, three replayed, none twice: {}", list.json);
+    let got = rx.wait_until(30, |g| g.len() >= 6).await;
+    let deliveries: std::collections::BTreeSet<&str> = got.iter().map(|r| r.header("x-service-delivery-id")).collect();
+    let messages: std::collections::BTreeSet<&str> = got.iter().map(|r| r.header("webhook-id")).collect();
+    assert_eq!((deliveries.len(), messages.len()), (6, 3), "each event twice (live, replayed) under its one webhook-id");
+}

@@ -61,15 +61,11 @@ pub async fn step(d: &Dispatcher, job: &ReplayRef, budget: Budget) -> ApiResult<
         if !due(&st.replay, &ep.endpoint, &event) {
             continue;
         }
-        let delivery_id = match resend(app, ws, &job.replay_id, &ep.endpoint.id, &event).await? {
-            Resent::Created(id) => {
-                st.replay.resent += 1;
-                id
-            }
-            // Made by an earlier copy of this step, which may have stopped before attempting it.
-            Resent::Exists(id) => id,
-            Resent::Erased => continue,
-        };
+        // Made here, or by another copy of this step (which may have stopped before attempting
+        // it): resent by this replay either way, so every copy counts it and whichever copy
+        // saves the progress saves the true count.
+        let Some(delivery_id) = resend(app, ws, &job.replay_id, &ep.endpoint.id, &event).await? else { continue };
+        st.replay.resent += 1;
         // The first attempt, in event order while the budget allows (else a job of its own);
         // the delivery and its body are read afresh, so an erasure meanwhile stops it.
         let first = DeliveryJob {
@@ -110,15 +106,16 @@ fn due(replay: &Replay, endpoint: &Endpoint, event: &Event) -> bool {
         && shared::events::subscribed(&replay.event_types, &event.kind)
 }
 
-enum Resent {
-    Created(crate::ids::DeliveryId),
-    Exists(crate::ids::DeliveryId),
-    Erased,
-}
-
 /// A new delivery of `event` to the endpoint, listed on the event's record (where an erasure
 /// finds it) while the record still has its body, whose expiry moves to outlive the delivery.
-async fn resend(app: &App, ws: &WorkspaceId, replay_id: &str, endpoint_id: &EndpointId, event: &Event) -> ApiResult<Resent> {
+/// Its id, made now or by another copy of the step; `None` when the event was erased.
+async fn resend(
+    app: &App,
+    ws: &WorkspaceId,
+    replay_id: &str,
+    endpoint_id: &EndpointId,
+    event: &Event,
+) -> ApiResult<Option<crate::ids::DeliveryId>> {
     let mut d = StoredDelivery::new(endpoint_id, event);
     d.delivery.id = delivery_id(replay_id, &event.id);
     let listed = format!("{endpoint_id}/{}", d.delivery.id);
@@ -131,9 +128,8 @@ async fn resend(app: &App, ws: &WorkspaceId, replay_id: &str, endpoint_id: &Endp
         .expression_attribute_values(":d", aws_sdk_dynamodb::types::AttributeValue::Ss(vec![listed]))
         .expression_attribute_values(":e", n(expires));
     match Tx::new().create(d.record(ws, 1)?).update(add).commit(app).await {
-        Ok(()) => Ok(Resent::Created(d.delivery.id)),
-        Err(TxError::Condition(0)) => Ok(Resent::Exists(d.delivery.id)),
-        Err(TxError::Condition(_)) => Ok(Resent::Erased),
+        Ok(()) | Err(TxError::Condition(0)) => Ok(Some(d.delivery.id)),
+        Err(TxError::Condition(_)) => Ok(None),
         Err(TxError::Api(e)) => Err(e),
     }
 }
