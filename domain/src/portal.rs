@@ -825,6 +825,65 @@ pub async fn update_me(
     me(app, ws, c).await
 }
 
+/// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct PortalEmail {
+    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: String,
+    /// Always `email`.
+    pub object: String,
+    pub from: String,
+    pub subject: String,
+    pub status: crate::emails::EmailStatus,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+}
+
+/// One page of the emails sent to a contact, newest first (the API's list and the pages'):
+/// only mail addressed to the customer (To, Cc or Bcc holds their address, current or former).
+/// Mail merely linked to the contact (staff writing about them) is the workspace's, not
+/// theirs. A page may hold fewer than `limit`; the cursor goes on.
+pub async fn emails_of(
+    app: &App,
+    ws: &WorkspaceId,
+    c: &Contact,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<PortalEmail>, Option<String>)> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        #[serde(flatten)]
+        email: PortalEmail,
+        #[serde(default)]
+        to: Vec<String>,
+        #[serde(default)]
+        cc: Vec<String>,
+        #[serde(default)]
+        bcc: Vec<String>,
+    }
+    let spec = keys::EMAILS_OF_CONTACT.query(&[ws, &c.id], &[], after, limit).descending();
+    let (rows, next) = shared::request::keyed_page::<Row>(app, spec).await?;
+    let mut own: Vec<String> = shared::validate::normalise_email(&c.email).into_iter().collect();
+    let to_them = |r: &Row, own: &[String]| {
+        r.to.iter().chain(&r.cc).chain(&r.bcc).filter_map(|a| shared::validate::normalise_email(a)).any(|a| own.contains(&a))
+    };
+    // Former addresses only when the current one does not account for the page (one Query).
+    if rows.iter().any(|r| !to_them(r, &own)) {
+        own.extend(
+            contacts::formers(app, ws, &c.id)
+                .await?
+                .into_iter()
+                .filter(|f| f.field == "email")
+                .filter_map(|f| shared::validate::normalise_email(&f.value)),
+        );
+    }
+    let mut list: Vec<PortalEmail> = rows.into_iter().filter(|r| to_them(r, &own)).map(|r| r.email).collect();
+    list.sort_by(|a, b| b.id.cmp(&a.id));
+    Ok((list, next))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

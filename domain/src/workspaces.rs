@@ -658,6 +658,16 @@ pub async fn issue_api_key(app: &App, ws: &WorkspaceId, grant: &Grant, by: &Prin
     Ok((shown, key))
 }
 
+/// One page of the workspace's API keys (secrets are stored apart, as hashes).
+pub async fn api_keys(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<ApiKey>, Option<String>)> {
+    shared::request::page(app, keys::API_KEYS.query(&[ws], &[], after, limit)).await
+}
+
+/// One page of the workspace's members.
+pub async fn members(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Member>, Option<String>)> {
+    shared::request::page(app, keys::MEMBERS.query(&[ws], &[], after, limit)).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,16 +97,6 @@ pub async fn page<T: DeserializeOwned>(app: &App, spec: crate::store::QuerySpec<
     Ok((items, out.next_after))
 }
 
-/// One page of a list: run the query, decode the items, mint the next cursor.
-pub async fn list_page<T: DeserializeOwned + Serialize>(
-    app: &App,
-    page_request: &crate::cursor::PageRequest,
-    spec: crate::store::QuerySpec<'_>,
-) -> ApiResult<Reply> {
-    let (items, next) = page::<T>(app, spec).await?;
-    Ok(Reply::list(&items, next.map(|a| page_request.cursor_for(&a))))
-}
-
 pub struct Reply {
     pub status: StatusCode,
     pub body: Bytes,
@@ -150,6 +140,11 @@ impl Reply {
     pub fn list<T: Serialize>(items: &[T], next_cursor: Option<String>) -> Self {
         let body = List { data: items, has_more: next_cursor.is_some(), next_cursor };
         Self { status: StatusCode::OK, body: to_bytes(&body), replay_body: None }
+    }
+    /// One page of a list as `domain` returns it (the items and the key to go on from), with
+    /// the cursor for that key minted for this page's request.
+    pub fn page<T: Serialize>(request: &crate::cursor::PageRequest, (items, next): (Vec<T>, Option<String>)) -> Self {
+        Self::list(&items, next.map(|a| request.cursor_for(&a)))
     }
     /// `{"data": {"id", "object", "deleted": true}}`.
     pub fn deleted(id: &str, object: &str) -> Self {

@@ -26,6 +26,19 @@ impl Drop for TempDir {
     }
 }
 
+/// Remove the folders of earlier runs whose process is gone: a test binary holds its sites in
+/// a static, which is never dropped, so its folder (52 MB of hostile pages) outlives it.
+fn sweep_orphans() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_prefix("scan-sites-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 pub const NGINX: &str = "/usr/sbin/nginx";
 
 fn run(cmd: &mut std::process::Command) -> Result<(), String> {
@@ -38,6 +51,7 @@ impl Sites {
         if !Path::new(NGINX).exists() {
             return Err(format!("{NGINX} is missing: run `make deps` (Debian's nginx-light)"));
         }
+        sweep_orphans();
         let dir = std::env::temp_dir().join(format!("scan-sites-{}-{}", std::process::id(), shared::ids::new_id("d")));
         let generated = dir.join("generated");
         for sub in ["tmp", "generated/large", "generated/drip", "generated/nested"] {

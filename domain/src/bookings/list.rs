@@ -147,3 +147,23 @@ pub async fn list(
     }
     shared::request::page::<Booking>(app, spec).await
 }
+
+/// One page of the bookable resources, in creation order.
+pub async fn resources(
+    app: &App,
+    ws: &WorkspaceId,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<super::Resource>, Option<String>)> {
+    shared::request::page(app, keys::BOOKING_RESOURCES.query(&[ws], &[], after, limit)).await
+}
+
+/// One page of the bookable services, in creation order.
+pub async fn services(
+    app: &App,
+    ws: &WorkspaceId,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<super::Service>, Option<String>)> {
+    shared::request::page(app, keys::BOOKING_SERVICES.query(&[ws], &[], after, limit)).await
+}

@@ -153,3 +153,8 @@ pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &WorkspaceId
     super::delete(auth, app, ws, &stored).await?;
     Ok(stored.channel)
 }
+
+/// One page of the connected channels, in creation order (credentials are stored apart).
+pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Channel>, Option<String>)> {
+    shared::request::page(app, crate::keys::CHANNELS.query(&[ws], &[], after, limit)).await
+}

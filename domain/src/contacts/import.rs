@@ -616,6 +616,17 @@ async fn update_existing(app: &App, ws: &WorkspaceId, email: &str, mut data: ser
     Err(ApiError::conflict("a contact kept changing during the import"))
 }
 
+/// One page of an import's failed rows, in row order.
+pub async fn errors(
+    app: &App,
+    ws: &WorkspaceId,
+    id: &ImportId,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<RowError>, Option<String>)> {
+    shared::request::page(app, keys::IMPORT_ERRORS.query(&[ws], &[id], after, limit)).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

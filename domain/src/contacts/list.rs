@@ -135,3 +135,14 @@ async fn search(
     }
     Ok((contacts, out.next_after))
 }
+
+/// One page of a contact's timeline, newest first.
+pub async fn activities(
+    app: &App,
+    ws: &WorkspaceId,
+    id: &model::ContactId,
+    after: Option<String>,
+    limit: usize,
+) -> ApiResult<(Vec<model::Activity>, Option<String>)> {
+    shared::request::page(app, keys::ACTIVITIES.query(&[ws], &[id], after, limit).descending()).await
+}

@@ -544,6 +544,11 @@ pub fn covers(verified: &[String], from: &str) -> bool {
     verified.iter().any(|v| shared::validate::within_domain(&domain, v))
 }
 
+/// One page of the sending domains.
+pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<SendingDomain>, Option<String>)> {
+    shared::request::page(app, keys::SENDING_DOMAINS.query(&[ws], &[], after, limit)).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

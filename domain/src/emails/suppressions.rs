@@ -174,3 +174,8 @@ pub async fn remove(app: &App, ws: &WorkspaceId, address: &str, reason: &str, re
         .map_err(|e| e.on_condition(|_| shared::ApiError::not_found("suppression")))?;
     Ok(s)
 }
+
+/// One page of the suppressed addresses.
+pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Suppression>, Option<String>)> {
+    shared::request::page(app, keys::EMAIL_SUPPRESSIONS.query(&[ws], &[], after, limit)).await
+}

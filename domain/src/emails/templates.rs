@@ -443,6 +443,11 @@ pub async fn delete(app: &App, ws: &WorkspaceId, t: &Template, version: i64) -> 
         .map_err(store::TxError::stale)
 }
 
+/// One page of the templates, in creation order.
+pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Template>, Option<String>)> {
+    shared::request::page(app, crate::keys::EMAIL_TEMPLATES.query(&[ws], &[], after, limit)).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

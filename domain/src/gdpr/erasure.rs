@@ -259,3 +259,8 @@ async fn finish(app: &App, ws: &WorkspaceId, e: &Erasure, event: &str, contact_i
         Err(store::TxError::Api(e)) => Err(e),
     }
 }
+
+/// One page of the erasure audit records, newest first.
+pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Erasure>, Option<String>)> {
+    shared::request::page(app, keys::ERASURES.query(&[ws], &[], after, limit).descending()).await
+}

@@ -619,3 +619,8 @@ pub async fn email_link(
     crate::emails::compose::send(auth, app, ws, &email, chrono::Utc::now().timestamp()).await?;
     Ok(email)
 }
+
+/// One page of the export jobs, newest first.
+pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<ExportJob>, Option<String>)> {
+    shared::request::page(app, keys::EXPORT_JOBS.query(&[ws], &[], after, limit).descending()).await
+}

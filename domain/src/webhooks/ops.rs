@@ -262,18 +262,23 @@ pub async fn retry(app: &App, ws: &WorkspaceId, id: &EndpointId, delivery_id: &D
 
 /// The page of an endpoint's deliveries, newest first, optionally by status; 404 when the
 /// endpoint is not the workspace's (deliveries of a deleted endpoint are gone with it).
-pub async fn deliveries_query(
+pub async fn deliveries(
     app: &App,
     ws: &WorkspaceId,
     id: &EndpointId,
     status: Option<DeliveryStatus>,
     after: Option<String>,
     limit: usize,
-) -> ApiResult<shared::store::QuerySpec<'static>> {
+) -> ApiResult<(Vec<Delivery>, Option<String>)> {
     load(app, ws, id).await?;
     let spec = match status {
         Some(st) => crate::keys::WEBHOOK_DELIVERIES_BY_STATUS.query(&[ws, id.as_str(), st.as_str()], &[id.as_str()], after, limit),
         None => crate::keys::WEBHOOK_DELIVERIES.query(&[ws], &[id.as_str()], after, limit),
     };
-    Ok(spec.descending())
+    shared::request::page(app, spec.descending()).await
+}
+
+/// One page of the workspace's endpoints, oldest first.
+pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Endpoint>, Option<String>)> {
+    shared::request::page(app, crate::keys::WEBHOOK_ENDPOINTS.query(&[ws], &[], after, limit)).await
 }

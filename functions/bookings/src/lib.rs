@@ -7,7 +7,6 @@ use domain::bookings::{
 };
 use domain::bookings::{booking, list, ops};
 use domain::effects::{self as fx, Effect as _};
-use domain::keys;
 use serde::Deserialize;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 
@@ -50,8 +49,7 @@ pub async fn create_resource(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Resource>), shared::openapi::CommonErrors))]
 pub async fn list_resources(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "booking_resources", &[]).await?;
-    shared::request::list_page::<Resource>(app, &page, keys::BOOKING_RESOURCES.query(&[req.ws()?], &[], page.after.clone(), page.limit))
-        .await
+    Ok(Reply::page(&page, list::resources(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// One bookable resource.
@@ -93,7 +91,7 @@ pub async fn create_service(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Service>), shared::openapi::CommonErrors))]
 pub async fn list_services(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "booking_services", &[]).await?;
-    shared::request::list_page::<Service>(app, &page, keys::BOOKING_SERVICES.query(&[req.ws()?], &[], page.after.clone(), page.limit)).await
+    Ok(Reply::page(&page, list::services(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// One bookable service.
@@ -185,8 +183,7 @@ pub async fn list_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     let bound = f.bound();
     let filters: Vec<(&str, Option<&str>)> = bound.iter().map(|(k, v)| (*k, v.as_deref())).collect();
     let page = req.page(app, "bookings", &filters).await?;
-    let (bookings, next) = list::list(app, req.ws()?, &f, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&bookings, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, list::list(app, req.ws()?, &f, page.after.clone(), page.limit).await?))
 }
 
 /// One booking, with its status history fields.

@@ -66,10 +66,9 @@ pub async fn list_confirmations(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req
         .page(app, "capability_confirmations", &[("capability", q.capability.as_deref()), ("api_key_id", q.api_key_id.as_deref())])
         .await?;
-    let (items, next) =
-        domain::capabilities::list(app, req.ws()?, q.capability.as_deref(), q.api_key_id.as_deref(), page.after.clone(), page.limit)
-            .await?;
-    Ok(Reply::list(&items, next.map(|a| page.cursor_for(&a))))
+    let found =
+        domain::capabilities::list(app, req.ws()?, q.capability.as_deref(), q.api_key_id.as_deref(), page.after.clone(), page.limit);
+    Ok(Reply::page(&page, found.await?))
 }
 
 /// One capability confirmation and its audit trail (never the token).
@@ -94,8 +93,7 @@ pub async fn list_approval_requests(app: &App, req: Req) -> ApiResult<Reply> {
     let q: ListApprovals = req.query_as()?;
     let state = q.state.map(|s| s.as_str());
     let page = req.page(app, "approval_requests", &[("state", state)]).await?;
-    let (items, next) = domain::approvals::list(app, req.ws()?, q.state, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&items, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, domain::approvals::list(app, req.ws()?, q.state, page.after.clone(), page.limit).await?))
 }
 
 /// One approval request: what the agent asked, the preview of everything it will do, the

@@ -4,7 +4,6 @@
 
 use domain::channels::{self as model, Channel, ChannelState, CreateChannel, UpdateChannel, ops};
 use domain::effects::{self as fx, Effect as _};
-use domain::keys;
 use shared::{ApiResult, App, Reply, Req};
 
 shared::area! {
@@ -35,8 +34,7 @@ pub async fn create_channel(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Channel>), shared::openapi::CommonErrors))]
 pub async fn list_channels(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "channels", &[]).await?;
-    let spec = keys::CHANNELS.query(&[req.ws()?], &[], page.after.clone(), page.limit);
-    shared::request::list_page::<Channel>(app, &page, spec).await
+    Ok(Reply::page(&page, ops::list(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// One channel with its state and masked identity.

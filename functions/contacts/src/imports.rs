@@ -1,7 +1,6 @@
 //! Import routes; the job, its chunks and the worker's loop are `domain::contacts::import`.
 
 use domain::contacts::import::{self, CreateImport, ImportJob, RowError};
-use domain::keys;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 
 /// Start an import (class `contact_import`): 202 with the job; follow `GET /contacts/imports/{id}`.
@@ -30,6 +29,5 @@ pub async fn list_import_errors(app: &App, req: Req) -> ApiResult<Reply> {
     let id: import::ImportId = req.path_id("id")?;
     import::load_job(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("import"))?;
     let page = req.page(app, &format!("contacts/imports/{id}/errors"), &[]).await?;
-    shared::request::list_page::<RowError>(app, &page, keys::IMPORT_ERRORS.query(&[req.ws()?], &[&id], page.after.clone(), page.limit))
-        .await
+    Ok(Reply::page(&page, import::errors(app, req.ws()?, &id, page.after.clone(), page.limit).await?))
 }

@@ -7,7 +7,6 @@ mod imports;
 use domain::contacts::ops::{self, CreateNote};
 use domain::contacts::{self as model, Contact, ContactStatus, CreateContact, EmailStatus, UpdateContact};
 use domain::contacts::{import, list};
-use domain::keys;
 // `area!` names handlers by identifier (and utoipa's `__path_` types with them).
 use imports::*;
 use shared::{ApiResult, App, Reply, Req};
@@ -52,8 +51,7 @@ pub async fn list_contacts(app: &App, req: Req) -> ApiResult<Reply> {
     let bound = f.bound();
     let filters: Vec<(&str, Option<&str>)> = bound.iter().map(|(k, v)| (*k, v.as_deref())).collect();
     let page = req.page(app, "contacts", &filters).await?;
-    let (contacts, next) = list::list(app, req.ws()?, &f, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&contacts, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, list::list(app, req.ws()?, &f, page.after.clone(), page.limit).await?))
 }
 
 /// Change a contact's fields; email_status is never lowered from bounced or complained.
@@ -95,6 +93,5 @@ pub async fn list_activities(app: &App, req: Req) -> ApiResult<Reply> {
     let ws = req.ws()?;
     let (c, _) = model::load(app, ws, &req.path_id("id")?).await?;
     let page = req.page(app, &format!("contacts/{}/activities", c.id), &[]).await?;
-    let spec = keys::ACTIVITIES.query(&[ws], &[&c.id], page.after.clone(), page.limit).descending();
-    shared::request::list_page::<model::Activity>(app, &page, spec).await
+    Ok(Reply::page(&page, list::activities(app, ws, &c.id, page.after.clone(), page.limit).await?))
 }

@@ -41,8 +41,7 @@ pub async fn get_deal(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
     let q: domain::deals::ListDeals = req.query_as()?;
     let page = req.page(app, "deals", &q.bound()).await?;
-    let (deals, next) = domain::deals::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&deals, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, domain::deals::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
 }
 
 /// Change a deal; moving `status` wins, loses or reopens it (events `deal.won`, `deal.lost`,

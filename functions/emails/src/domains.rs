@@ -34,8 +34,7 @@ pub async fn create_domain(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<SendingDomain>), shared::openapi::CommonErrors))]
 pub async fn list_domains(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "email_domains", &[]).await?;
-    let spec = domain::keys::SENDING_DOMAINS.query(&[req.ws()?], &[], page.after.clone(), page.limit);
-    shared::request::list_page::<SendingDomain>(app, &page, spec).await
+    Ok(Reply::page(&page, domain::emails::domains::list(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// One sending domain, its status refreshed from SES (`pending` until SES sees the DNS

@@ -15,7 +15,6 @@ use templates::*;
 
 use domain::effects::{self as fx, Effect as _};
 use domain::emails::{self as model, compose};
-use domain::keys;
 
 use compose::SendEmail;
 use model::batch::{self, BatchEntry, BatchError, EmailBatch, SendBatch, Validation};
@@ -92,8 +91,7 @@ pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let q: model::list::ListEmails = req.query_as()?;
     let page = req.page(app, "emails", &q.bound()).await?;
-    let (emails, next) = model::list::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&emails, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, model::list::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
 }
 
 /// The workspace's suppression list: addresses that bounced permanently or complained,
@@ -103,8 +101,7 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<model::suppressions::Suppression>), shared::openapi::CommonErrors))]
 pub async fn list_suppressions(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "emails/suppressions", &[]).await?;
-    let spec = keys::EMAIL_SUPPRESSIONS.query(&[req.ws()?], &[], page.after.clone(), page.limit);
-    shared::request::list_page::<model::suppressions::Suppression>(app, &page, spec).await
+    Ok(Reply::page(&page, model::suppressions::list(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// Take an address off the suppression list (owners and admins), with a recorded reason.

@@ -23,8 +23,7 @@ pub async fn get_template(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Template>), shared::openapi::CommonErrors))]
 pub async fn list_templates(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "email_templates", &[]).await?;
-    let spec = domain::keys::EMAIL_TEMPLATES.query(&[req.ws()?], &[], page.after.clone(), page.limit);
-    shared::request::list_page::<Template>(app, &page, spec).await
+    Ok(Reply::page(&page, domain::emails::templates::list(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// Change a template. Emails already accepted keep the content they were rendered with.

@@ -10,7 +10,6 @@ use domain::gdpr::erasure::{self, Erasure};
 use domain::gdpr::export::{self, ExportJob, ExportScope};
 use domain::gdpr::jobs::{JobError, JobStatus};
 use domain::gdpr::{ErasureId, ExportId, SubjectRef};
-use domain::keys;
 use serde::Deserialize;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
@@ -106,12 +105,7 @@ pub async fn create_export(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<ExportJob>), shared::openapi::CommonErrors))]
 pub async fn list_exports(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "gdpr_exports", &[]).await?;
-    shared::request::list_page::<ExportJob>(
-        app,
-        &page,
-        keys::EXPORT_JOBS.query(&[req.ws()?], &[], page.after.clone(), page.limit).descending(),
-    )
-    .await
+    Ok(Reply::page(&page, export::list(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// One export job; when completed, a presigned download link.
@@ -149,8 +143,7 @@ pub async fn create_erasure(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Erasure>), shared::openapi::CommonErrors))]
 pub async fn list_erasures(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "gdpr_erasures", &[]).await?;
-    shared::request::list_page::<Erasure>(app, &page, keys::ERASURES.query(&[req.ws()?], &[], page.after.clone(), page.limit).descending())
-        .await
+    Ok(Reply::page(&page, erasure::list(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// One erasure and its audit record.

@@ -40,8 +40,7 @@ pub async fn list_conversations(app: &App, req: Req) -> ApiResult<Reply> {
     let bound = q.bound();
     let filters: Vec<(&str, Option<&str>)> = bound.iter().map(|(k, v)| (*k, v.as_deref())).collect();
     let page = req.page(app, "helpdesk_conversations", &filters).await?;
-    let (list, next) = ops::list_conversations(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, ops::list_conversations(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
 }
 
 /// One helpdesk conversation.
@@ -71,8 +70,7 @@ pub async fn update_conversation(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn list_messages(app: &App, req: Req) -> ApiResult<Reply> {
     let id: ConversationId = req.path_id("id")?;
     let page = req.page(app, &format!("helpdesk_messages/{}", &*id), &[]).await?;
-    let (list, next) = ops::list_messages(app, req.ws()?, &id, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, ops::list_messages(app, req.ws()?, &id, page.after.clone(), page.limit).await?))
 }
 
 /// Add a reply (sent through SES from the mailbox, threaded; 409 when the contact's address

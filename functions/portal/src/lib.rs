@@ -11,14 +11,11 @@ use domain::bookings::ops;
 use domain::bookings::{Booking, BookingId};
 use domain::contacts::{self, Contact, ContactId};
 use domain::effects::{self as fx, Effect as _};
-use domain::emails::EmailStatus;
 use domain::gdpr::ExportId;
 use domain::gdpr::export::{self, ExportJob};
-use domain::keys;
 use domain::portal::{self, Me, PortalLink, PortalSession, UpdateMe};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use shared::ids::PrefixedId;
-use shared::ids::Timestamp;
 use shared::{ApiError, ApiResult, App, Reply, Req};
 use utoipa::ToSchema;
 
@@ -44,7 +41,7 @@ shared::area! {
         erase_me [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::EraseSubject::INFO]],
         logout [auth = Auth::PortalSession, class = Class::Portal],
     ],
-    schemas = [StartSignIn, portal::SignIn, portal::Lang, VerifySignIn, RescheduleMine, CreateSession, contacts::EmailChange, domain::contacts::consents::PortalProof, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, PortalEmail, CancelMine,
+    schemas = [StartSignIn, portal::SignIn, portal::Lang, VerifySignIn, RescheduleMine, CreateSession, contacts::EmailChange, domain::contacts::consents::PortalProof, PortalLink, portal::Delivery, Exchange, PortalSession, Me, UpdateMe, portal::PortalEmail, CancelMine,
         portal::ErasureCode, EraseMe],
 }
 
@@ -213,8 +210,7 @@ pub async fn my_bookings(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "portal_bookings", &[("when", Some(name))]).await?;
     let ct = me(app, &req).await?;
     let now = shared::ids::Timestamp::now().to_string();
-    let (list, next) = ops::of_contact(app, req.ws()?, &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, ops::of_contact(app, req.ws()?, &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?))
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -291,73 +287,13 @@ pub async fn reschedule_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
     Ok(Reply::ok(&domain::bookings::booking::reschedule(&send, app, req.ws()?, &id, Canceller::Customer(&ct), &input.start).await?))
 }
 
-/// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct PortalEmail {
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub id: String,
-    /// Always `email`.
-    pub object: String,
-    pub from: String,
-    pub subject: String,
-    pub status: EmailStatus,
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: Timestamp,
-}
-
 /// The emails sent to the customer, newest first.
 #[utoipa::path(get, path = "/portal/me/emails", tag = "portal", security(("portal_session" = [])), params(shared::openapi::PageParams),
-    responses((status = 200, body = shared::openapi::ListOf<PortalEmail>), shared::openapi::CommonErrors))]
+    responses((status = 200, body = shared::openapi::ListOf<portal::PortalEmail>), shared::openapi::CommonErrors))]
 pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "portal_emails", &[]).await?;
     let (c, _) = contact(app, &req).await?;
-    let (list, next) = emails_of(app, req.ws()?, &c, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&list, next.map(|a| page.cursor_for(&a))))
-}
-
-/// One page of the emails sent to a contact, newest first (the API's list and the pages'):
-/// only mail addressed to the customer (To, Cc or Bcc holds their address, current or former).
-/// Mail merely linked to the contact (staff writing about them) is the workspace's, not
-/// theirs. A page may hold fewer than `limit`; the cursor goes on.
-pub(crate) async fn emails_of(
-    app: &App,
-    ws: &shared::auth::WorkspaceId,
-    c: &Contact,
-    after: Option<String>,
-    limit: usize,
-) -> ApiResult<(Vec<PortalEmail>, Option<String>)> {
-    #[derive(serde::Deserialize)]
-    struct Row {
-        #[serde(flatten)]
-        email: PortalEmail,
-        #[serde(default)]
-        to: Vec<String>,
-        #[serde(default)]
-        cc: Vec<String>,
-        #[serde(default)]
-        bcc: Vec<String>,
-    }
-    let spec = keys::EMAILS_OF_CONTACT.query(&[ws, &c.id], &[], after, limit).descending();
-    let (rows, next) = shared::request::keyed_page::<Row>(app, spec).await?;
-    let mut own: Vec<String> = shared::validate::normalise_email(&c.email).into_iter().collect();
-    let to_them = |r: &Row, own: &[String]| {
-        r.to.iter().chain(&r.cc).chain(&r.bcc).filter_map(|a| shared::validate::normalise_email(a)).any(|a| own.contains(&a))
-    };
-    // Former addresses only when the current one does not account for the page (one Query).
-    if rows.iter().any(|r| !to_them(r, &own)) {
-        own.extend(
-            contacts::formers(app, ws, &c.id)
-                .await?
-                .into_iter()
-                .filter(|f| f.field == "email")
-                .filter_map(|f| shared::validate::normalise_email(&f.value)),
-        );
-    }
-    let mut list: Vec<PortalEmail> = rows.into_iter().filter(|r| to_them(r, &own)).map(|r| r.email).collect();
-    list.sort_by(|a, b| b.id.cmp(&a.id));
-    Ok((list, next))
+    Ok(Reply::page(&page, portal::emails_of(app, req.ws()?, &c, page.after.clone(), page.limit).await?))
 }
 
 /// An export of everything the workspace holds about the customer (rate class `gdpr_export`);

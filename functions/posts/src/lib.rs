@@ -75,8 +75,7 @@ pub async fn get_post(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
     let q: domain::posts::ListPosts = req.query_as()?;
     let page = req.page(app, "posts", &q.bound()).await?;
-    let (posts, next) = domain::posts::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&posts, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, domain::posts::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
 }
 
 /// Change a draft or scheduled post.

@@ -49,8 +49,7 @@ pub async fn create_scan(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn list_scans(app: &App, req: Req) -> ApiResult<Reply> {
     let q = req.query_as::<domain::scans::ListScans>()?.normalized();
     let page = req.page(app, "scans", &q.bound()).await?;
-    let (scans, next) = domain::scans::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&scans, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, domain::scans::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
 }
 
 /// One scan; when completed, its score, grade, categories and findings.

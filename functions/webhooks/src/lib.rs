@@ -44,8 +44,7 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Endpoint>), shared::openapi::CommonErrors))]
 pub async fn list_endpoints(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "webhooks", &[]).await?;
-    let spec = domain::keys::WEBHOOK_ENDPOINTS.query(&[req.ws()?], &[], page.after.clone(), page.limit);
-    shared::request::list_page::<Endpoint>(app, &page, spec).await
+    Ok(Reply::page(&page, ops::list(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// One webhook endpoint (its secret is never shown again).
@@ -106,8 +105,7 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
     let status = req.query_as::<Filters>()?.status;
     let id: EndpointId = req.path_id("id")?;
     let page = req.page(app, &format!("webhooks/{id}/deliveries"), &[("status", status.map(DeliveryStatus::as_str))]).await?;
-    let spec = ops::deliveries_query(app, req.ws()?, &id, status, page.after.clone(), page.limit).await?;
-    shared::request::list_page::<Delivery>(app, &page, spec).await
+    Ok(Reply::page(&page, ops::deliveries(app, req.ws()?, &id, status, page.after.clone(), page.limit).await?))
 }
 
 /// Attempt a delivery again now (a failed, dead or succeeded one). The retry schedule starts

@@ -7,9 +7,7 @@
 //! - `MEMBER#<subject>`: an OAuth subject's role; GSI1 `MEMBERSHIP#<subject>` lists a subject's workspaces.
 
 use domain::effects::{self as fx, Effect as _};
-use domain::keys;
 use domain::workspaces::{ApiKey, CreateApiKey, Member, SetMember, UpdateWorkspace, Workspace};
-use serde::Serialize;
 use shared::auth::{Credential, RequiresConfirmation, Scope};
 use shared::{ApiResult, App, Reply, Req};
 
@@ -58,8 +56,7 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
         let items = if page.after.is_some() { vec![] } else { vec![domain::workspaces::load(app, req.ws()?).await?.0] };
         return Ok(Reply::list(&items, None));
     }
-    let (workspaces, next) = domain::workspaces::of_subject(app, &req.principal.subject, page.after.clone(), page.limit).await?;
-    Ok(Reply::list(&workspaces, next.map(|a| page.cursor_for(&a))))
+    Ok(Reply::page(&page, domain::workspaces::of_subject(app, &req.principal.subject, page.after.clone(), page.limit).await?))
 }
 
 /// API keys of this workspace (secrets are never listed).
@@ -67,7 +64,8 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<ApiKey>), shared::openapi::CommonErrors))]
 pub async fn list_api_keys(app: &App, req: Req) -> ApiResult<Reply> {
-    list_simple::<ApiKey>(app, &req, "api_keys", keys::API_KEYS).await
+    let page = req.page(app, "api_keys", &[]).await?;
+    Ok(Reply::page(&page, domain::workspaces::api_keys(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// Members (OAuth subjects) of this workspace.
@@ -75,12 +73,8 @@ pub async fn list_api_keys(app: &App, req: Req) -> ApiResult<Reply> {
     params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Member>), shared::openapi::CommonErrors))]
 pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
-    list_simple::<Member>(app, &req, "members", keys::MEMBERS).await
-}
-
-async fn list_simple<T: serde::de::DeserializeOwned + Serialize>(app: &App, req: &Req, name: &str, list: keys::List) -> ApiResult<Reply> {
-    let page = req.page(app, name, &[]).await?;
-    shared::request::list_page::<T>(app, &page, list.query(&[req.ws()?], &[], page.after.clone(), page.limit)).await
+    let page = req.page(app, "members", &[]).await?;
+    Ok(Reply::page(&page, domain::workspaces::members(app, req.ws()?, page.after.clone(), page.limit).await?))
 }
 
 /// Add a member or change a member's role (owners and admins). Only an owner grants `owner` or

@@ -19,7 +19,7 @@ pub async fn emails(app: &App, v: Visit) -> ApiResult<View> {
     let ctx = Ctx::of(app, &v).await?;
     let w = ctx.w;
     let c = contact(app, &v).await?;
-    let (list, _) = crate::emails_of(app, &v.ws, &c, None, 50).await?;
+    let (list, _) = domain::portal::emails_of(app, &v.ws, &c, None, 50).await?;
     Ok(ctx.page(
         w.emails_title,
         None,
