@@ -53,6 +53,9 @@ pub struct PlatformSecret {
     pub reply_token_key: Vec<u8>,
     /// Keys the portal pages' form tokens (`shared::web`), bound to the browser's cookies.
     pub csrf_key: Vec<u8>,
+    /// Keys the one-click unsubscribe links in sent mail. From the oldest root, as the
+    /// tombstones are: a link in a message sent years ago still works after a rotation.
+    pub unsubscribe_key: Vec<u8>,
 }
 
 impl std::fmt::Debug for PlatformSecret {
@@ -94,6 +97,7 @@ impl PlatformSecret {
             tombstone_key: derive(oldest.as_bytes(), "tombstone/v1"),
             reply_token_key: derive(root.as_bytes(), "helpdesk-reply/v1"),
             csrf_key: derive(root.as_bytes(), "portal-csrf/v1"),
+            unsubscribe_key: derive(oldest.as_bytes(), "unsubscribe/v1"),
         })
     }
 

@@ -47,6 +47,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "contact.deleted",
     "contact.import.completed",
     "contact.note.added",
+    "contact.unsubscribed",
     "contact.updated",
     "deal.created",
     "deal.deleted",

@@ -62,6 +62,10 @@ pub struct Page {
     /// Its rate class, per session or (signed out) per network address; None: `portal` with a
     /// session, else `read` for GET and `write` for the rest.
     pub class: Option<Class>,
+    /// Its path carries its own capability (an emailed unsubscribe link): its POST needs no
+    /// form token and may come from anywhere (a mail provider's server, RFC 8058), in any
+    /// content type; the page sets no cookie.
+    pub bearer: bool,
     pub handler: PageHandler,
 }
 
@@ -69,11 +73,12 @@ pub struct Page {
 /// bookings::cancel, signed_in = true, effects = &[...], class = Class::...)`.
 #[macro_export]
 macro_rules! page {
-    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)? $(, class = $class:expr)?) => {
+    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)? $(, class = $class:expr)? $(, bearer = $bearer:expr)?) => {
         $crate::web::Page {
             method: $crate::reexports::http::Method::$method,
             path: $path,
             signed_in: false $(|| $signed)?,
+            bearer: false $(|| $bearer)?,
             class: { #[allow(unused_mut, unused_assignments)] let mut c: Option<$crate::ratelimit::Class> = None; $( c = Some($class); )? c },
             effects: { #[allow(unused_mut, unused_assignments)] let mut e: &'static [$crate::authority::EffectInfo] = &[]; $( e = $effects; )? e },
             handler: {
@@ -470,9 +475,11 @@ async fn stages(
     if !decision.allowed {
         return Err(decision.into_error());
     }
-    // The browser's nonce for form tokens: set on its first page.
+    // The browser's nonce for form tokens: set on its first page (a bearer page's forms need
+    // none, and it sets no cookie).
     let nonce = match cookie(&parts.headers, CSRF_COOKIE).filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_alphanumeric())) {
         Some(n) => n.to_string(),
+        None if page.bearer => String::new(),
         None => {
             let n = crate::auth::random_base62(32);
             cookies_out.push(set_cookie(&cookie_path, CSRF_COOKIE, &n, 400 * 86_400));
@@ -495,14 +502,17 @@ async fn stages(
             return Err(ApiError::new(crate::error::ErrorCode::PayloadTooLarge, "the form is too large"));
         }
         let ct = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        if !ct.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded") {
+        let urlencoded = ct.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded");
+        if !urlencoded && !page.bearer {
             return Err(ApiError::new(crate::error::ErrorCode::UnsupportedMediaType, "a form of this page posts as a form"));
         }
-        form = url::form_urlencoded::parse(&body).into_owned().collect::<Vec<_>>();
+        if urlencoded {
+            form = url::form_urlencoded::parse(&body).into_owned().collect::<Vec<_>>();
+        }
         let cross_site = parts.headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site");
         let sent = form.iter().find(|(k, _)| k == CSRF_FIELD).map(|(_, v)| v.as_str()).unwrap_or_default();
         use subtle::ConstantTimeEq;
-        if cross_site || !bool::from(sent.as_bytes().ct_eq(csrf.as_bytes())) {
+        if !page.bearer && (cross_site || !bool::from(sent.as_bytes().ct_eq(csrf.as_bytes()))) {
             return Err(ApiError::forbidden("this form has expired or came from another site; reload the page and send it again"));
         }
     }
@@ -533,7 +543,7 @@ async fn stages(
     };
     let mut view = (page.handler)(app, v).await?;
     cookies_out.append(&mut view.cookies);
-    view.cookies = cookies_out;
+    view.cookies = if page.bearer { vec![] } else { cookies_out };
     Ok(view)
 }
 
@@ -588,9 +598,17 @@ mod tests {
     #[test]
     fn pages_match_by_segment_and_method() {
         static PAGES: &[Page] = &[
-            Page { method: Method::GET, path: "/", signed_in: false, effects: &[], class: None, handler: noop },
-            Page { method: Method::GET, path: "/bookings", signed_in: true, effects: &[], class: None, handler: noop },
-            Page { method: Method::POST, path: "/bookings/{id}/cancel", signed_in: true, effects: &[], class: None, handler: noop },
+            Page { method: Method::GET, path: "/", signed_in: false, effects: &[], class: None, bearer: false, handler: noop },
+            Page { method: Method::GET, path: "/bookings", signed_in: true, effects: &[], class: None, bearer: false, handler: noop },
+            Page {
+                method: Method::POST,
+                path: "/bookings/{id}/cancel",
+                signed_in: true,
+                effects: &[],
+                class: None,
+                bearer: false,
+                handler: noop,
+            },
         ];
         assert_eq!(find(PAGES, &Method::GET, "/").unwrap().0.path, "/");
         let (p, params) = find(PAGES, &Method::POST, "/bookings/bk_1/cancel").unwrap();

@@ -899,3 +899,148 @@ async fn a_batch_that_fails_part_way_is_completed_by_its_retry_and_nothing_else(
     assert_eq!((third.status, third.header("idempotent-replayed")), (202, Some("true")));
     assert_eq!(third.json["data"]["id"], second.json["data"]["id"]);
 }
+
+/// The `List-Unsubscribe` link of an accepted email (without its angle brackets).
+fn unsubscribe_link(e: &Value) -> String {
+    let h = &e["headers"];
+    assert_eq!(h["List-Unsubscribe-Post"], "List-Unsubscribe=One-Click", "{e}");
+    h["List-Unsubscribe"].as_str().unwrap().trim_start_matches('<').trim_end_matches('>').to_string()
+}
+
+/// A POST as a mail provider makes it (RFC 8058): no cookie, no credential, the one-click
+/// body; `form` instead for the page's buttons.
+async fn post_link(link: &str, body: &str) -> (u16, String, bool) {
+    let r = reqwest::Client::new()
+        .post(link)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("user-agent", "Mail-Provider/1.0")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let cookie = r.headers().contains_key("set-cookie");
+    (r.status().as_u16(), r.text().await.unwrap(), cookie)
+}
+
+async fn ledger(c: &Client, address: &str) -> Vec<Value> {
+    let r = c.get(&format!("/gdpr/consents?email={address}")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    r.json["data"]["history"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() {
+    let (c, ws) = sender_workspace("one-click unsubscribe").await;
+    let from = from(&ws);
+    let rx = e2e::receiver::Receiver::start().await;
+    let r = c.post("/webhooks", &json!({"url": rx.url, "event_types": ["contact.unsubscribed"]})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let who = format!("uma-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let ct = c.post("/contacts", &json!({"email": who, "first_name": "Uma"})).await;
+    assert_eq!(ct.status, 201, "{}", ct.json);
+    let ct = ct.json["data"]["id"].as_str().unwrap().to_string();
+
+    // Marketing (the default) to one recipient: both headers; the message leaves with them.
+    let subject = unique("News");
+    let e = send(&c, json!({"from": from, "to": [who], "subject": subject, "text": "news"})).await;
+    let link = unsubscribe_link(&e);
+    assert!(link.contains("/p/") && link.contains("/unsubscribe/") && !link.contains(&who), "{link}");
+    wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
+    // Transactional mail, mail to several recipients, and a caller's own header: none of ours.
+    let t = send(&c, json!({"from": from, "to": [who], "subject": "receipt", "text": "t", "transactional": true})).await;
+    assert!(t["headers"].get("List-Unsubscribe").is_none(), "{t}");
+    let two = send(&c, json!({"from": from, "to": [who, "x@example.org"], "subject": "two", "text": "t"})).await;
+    assert!(two["headers"].get("List-Unsubscribe").is_none(), "{two}");
+    let own = send(
+        &c,
+        json!({"from": from, "to": [who], "subject": "own", "text": "t", "headers": {"List-Unsubscribe": "<mailto:u@example.org>"}}),
+    )
+    .await;
+    assert_eq!(own["headers"]["List-Unsubscribe"], "<mailto:u@example.org>", "{own}");
+
+    // A scanner's GET changes nothing; it shows the question.
+    let page = reqwest::get(&link).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("Stop marketing email"));
+    assert!(ledger(&c, &who).await.is_empty());
+
+    // Altered, truncated or moved to another email: refused, nothing recorded.
+    let (base, tag) = link.rsplit_once('.').unwrap();
+    let flipped = format!("{base}.{}{}", if tag.starts_with('A') { "B" } else { "A" }, &tag[1..]);
+    let other_email = link.replace(e["id"].as_str().unwrap(), t["id"].as_str().unwrap());
+    for bad in [flipped, format!("{base}."), other_email, link.replace(&ws, "ws_01HZZZZZZZZZZZZZZZZZZZZZZZ")] {
+        let (status, _, _) = post_link(&bad, "List-Unsubscribe=One-Click").await;
+        assert_eq!(status, 404, "{bad}");
+    }
+    assert!(ledger(&c, &who).await.is_empty());
+
+    // The one-click POST: no credential, no cookie set; the contact is unsubscribed, the
+    // ledger has the withdrawal with its evidence, and the event goes out. Again: nothing new.
+    for _ in 0..2 {
+        let (status, body, cookie) = post_link(&link, "List-Unsubscribe=One-Click").await;
+        assert_eq!((status, cookie), (200, false), "{body}");
+        assert!(body.contains("You are unsubscribed"), "{body}");
+    }
+    let got = c.get(&format!("/contacts/{ct}")).await;
+    assert_eq!(got.json["data"]["email_status"], "unsubscribed");
+    let l = ledger(&c, &who).await;
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!((l[0]["granted"].as_bool(), l[0]["source"].as_str()), (Some(false), Some("unsubscribe_link")));
+    assert_eq!((l[0]["email_id"].as_str(), l[0]["user_agent"].as_str()), (e["id"].as_str(), Some("Mail-Provider/1.0")));
+    let events = rx.wait_until(30, |r| !r.is_empty()).await;
+    let ev: Value = serde_json::from_slice(&events[0].body).unwrap();
+    assert_eq!(
+        (ev["type"].as_str(), ev["data"]["contact_id"].as_str(), ev["data"]["via"].as_str()),
+        (Some("contact.unsubscribed"), Some(ct.as_str()), Some("one_click"))
+    );
+
+    // Marketing is suppressed now; transactional mail still goes.
+    let m = send(&c, json!({"from": from, "to": [who], "subject": "more news", "text": "t"})).await;
+    assert_eq!((m["status"].as_str(), m["suppressed_recipients"][0]["reason"].as_str()), (Some("suppressed"), Some("unsubscribed")));
+    let t = send(&c, json!({"from": from, "to": [who], "subject": "receipt 2", "text": "t", "transactional": true})).await;
+    assert_eq!(t["status"], "queued");
+
+    // The page's undo subscribes again (a second consent event), and marketing flows.
+    let (status, body, _) = post_link(&link, "action=subscribe").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("subscribed again"), "{body}");
+    assert_eq!(c.get(&format!("/contacts/{ct}")).await.json["data"]["email_status"], "subscribed");
+    assert_eq!(ledger(&c, &who).await.len(), 2);
+    let m = send(&c, json!({"from": from, "to": [who], "subject": "news again", "text": "t"})).await;
+    assert_eq!(m["status"], "queued", "{m}");
+}
+
+#[tokio::test]
+async fn an_address_without_a_contact_unsubscribes_once_however_many_posts_race() {
+    let (c, ws) = sender_workspace("unsubscribe race").await;
+    let from = from(&ws);
+    let who = format!("nobody-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let e = send(&c, json!({"from": from, "to": [who], "subject": "hello", "text": "t"})).await;
+    let link = unsubscribe_link(&e);
+    // RFC 8058 prefers multipart/form-data: accepted as well.
+    let posts = (0..6).map(|i| {
+        let link = link.clone();
+        async move {
+            let rb = reqwest::Client::new().post(&link);
+            let rb = if i % 2 == 0 {
+                rb.header("content-type", "multipart/form-data; boundary=b")
+                    .body("--b\r\nContent-Disposition: form-data; name=\"List-Unsubscribe\"\r\n\r\nOne-Click\r\n--b--\r\n")
+            } else {
+                rb.header("content-type", "application/x-www-form-urlencoded").body("List-Unsubscribe=One-Click")
+            };
+            rb.send().await.unwrap().status().as_u16()
+        }
+    });
+    assert!(futures_util::future::join_all(posts).await.iter().all(|s| *s == 200));
+    let l = ledger(&c, &who).await;
+    assert_eq!(l.len(), 1, "one withdrawal however many posts: {l:?}");
+    let s = c.get("/emails/suppressions").await;
+    let entry: Vec<&Value> = s.json["data"].as_array().unwrap().iter().filter(|x| x["address"] == who.as_str()).collect();
+    assert_eq!(entry.len(), 1, "{}", s.json);
+    assert_eq!(entry[0]["reason"], "unsubscribed");
+    // For marketing only.
+    let m = send(&c, json!({"from": from, "to": [who], "subject": "again", "text": "t"})).await;
+    assert_eq!(m["status"], "suppressed");
+    let t = send(&c, json!({"from": from, "to": [who], "subject": "receipt", "text": "t", "transactional": true})).await;
+    assert_eq!(t["status"], "queued");
+}

@@ -1377,6 +1377,10 @@ pub struct Consent {
     pub contact_id: Option<ContactId>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub email: String,
+    /// The email whose unsubscribe link recorded it (source `unsubscribe_link`): the link was
+    /// made for its one recipient, so using it proves the mailbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email_id: Option<EmailId>,
     /// True for an event of an address that was erased since: the ledger keeps it hashed,
     /// without the contact, IP or user agent, and shows it to whoever asks by the address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1437,6 +1441,8 @@ pub enum ConsentSource {
     Import,
     #[serde(rename = "form")]
     Form,
+    #[serde(rename = "unsubscribe_link")]
+    UnsubscribeLink,
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,
@@ -1540,6 +1546,18 @@ pub enum ContactStatus {
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,
+}
+
+/// An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContactUnsubscribedData {
+    pub consent_id: ConsentId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact_id: Option<ContactId>,
+    pub email: String,
+    pub email_id: EmailId,
+    pub object: String,
+    pub via: ContactUnsubscribedDataVia,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -2404,6 +2422,8 @@ pub enum EventTypePattern {
     ContactNote,
     #[serde(rename = "contact.note.added")]
     ContactNoteAdded,
+    #[serde(rename = "contact.unsubscribed")]
+    ContactUnsubscribed,
     #[serde(rename = "contact.updated")]
     ContactUpdated,
     #[serde(rename = "deal.*")]
@@ -3455,6 +3475,8 @@ pub struct SendEmail {
     /// the workspace (`/emails/domains`) or a subdomain of one.
     pub from: String,
     /// `X-...` headers plus List-Unsubscribe, List-Unsubscribe-Post, In-Reply-To, References.
+    /// Marketing mail (not `transactional`) to one recipient gets the platform's one-click
+    /// `List-Unsubscribe` and `List-Unsubscribe-Post` unless this sets `List-Unsubscribe`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<std::collections::BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -3482,8 +3504,9 @@ pub struct SendEmail {
     pub text: Option<String>,
     /// 1 or more addresses; to + cc + bcc at most 50.
     pub to: Vec<String>,
-    /// Also send to unsubscribed contacts (receipts, password resets). Bounced and complained
-    /// addresses are suppressed regardless.
+    /// Transactional mail (receipts, password resets) also goes to unsubscribed addresses and
+    /// carries no unsubscribe link; marketing mail (the default) does not, and does. Bounced,
+    /// complained and erased addresses are suppressed regardless.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactional: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -4120,6 +4143,17 @@ pub enum CreateApiKeyScopesItem {
     Write,
     #[serde(rename = "admin")]
     Admin,
+    /// A value this version of the client does not know.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ContactUnsubscribedDataVia {
+    #[serde(rename = "one_click")]
+    OneClick,
+    #[serde(rename = "page")]
+    Page,
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,

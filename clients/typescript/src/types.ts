@@ -2592,6 +2592,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "contact.unsubscribed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.unsubscribed
+         * @description An address unsubscribed from marketing mail through an email's unsubscribe link (its contact, if any, also changes: contact.updated). Signed and retried as docs/api.md (Webhooks) says; `data` is a ContactUnsubscribedData.
+         */
+        post: operations["event_contact_unsubscribed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "contact.updated": {
         parameters: {
             query?: never;
@@ -4237,6 +4257,11 @@ export interface components {
             created_at: string;
             email: string;
             /**
+             * @description The email whose unsubscribe link recorded it (source `unsubscribe_link`): the link was
+             *     made for its one recipient, so using it proves the mailbox.
+             */
+            email_id?: string | null;
+            /**
              * @description True for an event of an address that was erased since: the ledger keeps it hashed,
              *     without the contact, IP or user agent, and shows it to whoever asks by the address.
              */
@@ -4284,7 +4309,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ConsentSource: "api" | "portal" | "import" | "form" | (string & {});
+        ConsentSource: "api" | "portal" | "import" | "form" | "unsubscribe_link" | (string & {});
         ConsentState: {
             contact_id?: string | null;
             email: string;
@@ -4362,6 +4387,17 @@ export interface components {
          * @enum {string}
          */
         ContactStatus: "lead" | "prospect" | "customer" | "churned" | "archived" | (string & {});
+        /** @description An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link. */
+        ContactUnsubscribedData: {
+            consent_id: string;
+            contact_id: string | null;
+            email: string;
+            email_id: string;
+            /** @enum {string} */
+            object: "unsubscribe";
+            /** @enum {string} */
+            via: "one_click" | "page";
+        };
         Content: {
             html?: string | null;
             subject: string;
@@ -5184,7 +5220,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.replay.*" | "webhook.replay.completed" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated" | (string & {});
+        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.unsubscribed" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.replay.*" | "webhook.replay.completed" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated" | (string & {});
         /** @description A date with other hours than the week says; no intervals = closed. */
         Exception: {
             /**
@@ -6141,7 +6177,11 @@ export interface components {
              *     the workspace (`/emails/domains`) or a subdomain of one.
              */
             from: string;
-            /** @description `X-...` headers plus List-Unsubscribe, List-Unsubscribe-Post, In-Reply-To, References. */
+            /**
+             * @description `X-...` headers plus List-Unsubscribe, List-Unsubscribe-Post, In-Reply-To, References.
+             *     Marketing mail (not `transactional`) to one recipient gets the platform's one-click
+             *     `List-Unsubscribe` and `List-Unsubscribe-Post` unless this sets `List-Unsubscribe`.
+             */
             headers?: {
                 [key: string]: string;
             };
@@ -6167,8 +6207,9 @@ export interface components {
             /** @description 1 or more addresses; to + cc + bcc at most 50. */
             to: string[];
             /**
-             * @description Also send to unsubscribed contacts (receipts, password resets). Bounced and complained
-             *     addresses are suppressed regardless.
+             * @description Transactional mail (receipts, password resets) also goes to unsubscribed addresses and
+             *     carries no unsubscribe link; marketing mail (the default) does not, and does. Bounced,
+             *     complained and erased addresses are suppressed regardless.
              */
             transactional?: boolean;
             variables?: Record<string, never>;
@@ -24948,6 +24989,53 @@ export interface operations {
             };
         };
     };
+    event_contact_unsubscribed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "consent_id": "cons_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "email": "x",
+                 *         "email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "object": "unsubscribe",
+                 *         "via": "one_click"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "contact.unsubscribed",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ContactUnsubscribedData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "contact.unsubscribed";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     event_contact_updated: {
         parameters: {
             query?: never;
@@ -26501,6 +26589,7 @@ export interface operations {
                  *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "email": "x",
+                 *         "email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "erased": false,
                  *         "granted": false,
                  *         "id": "cons_01JCZ4S8QAF3M9W7N2K5T6V8XB",
@@ -26561,6 +26650,7 @@ export interface operations {
                  *         "contact_id": "ct_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "email": "x",
+                 *         "email_id": "em_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "erased": false,
                  *         "granted": false,
                  *         "id": "cons_01JCZ4S8QAF3M9W7N2K5T6V8XB",

@@ -41,6 +41,7 @@ async fn hash_entry(app: &App, ws: &WorkspaceId, item: store::Item) -> ApiResult
     c.ip_address = None;
     c.user_agent = None;
     c.proof = None;
+    c.email_id = None;
     c.erased = true;
     let hashed = Record::new(ws_pk(ws), keys::ERASED_CONSENT.sk(&[&hash, &c.id]), &c)?.item;
     // One transaction: a rerun after a crash finds the original still there and writes the
@@ -58,6 +59,8 @@ pub enum ConsentSource {
     Portal,
     Import,
     Form,
+    /// An unsubscribe link in an email (the mail client's one-click POST or the page's button).
+    UnsubscribeLink,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
@@ -87,6 +90,11 @@ pub struct Consent {
     /// workspace recorded through the API, whose own records are the evidence.
     #[serde(default)]
     pub proof: Option<PortalProof>,
+    /// The email whose unsubscribe link recorded it (source `unsubscribe_link`): the link was
+    /// made for its one recipient, so using it proves the mailbox.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub email_id: Option<crate::ids::EmailId>,
     /// True for an event of an address that was erased since: the ledger keeps it hashed,
     /// without the contact, IP or user agent, and shows it to whoever asks by the address.
     #[serde(default)]
@@ -190,6 +198,7 @@ pub fn build(input: RecordConsent, subject: &Subject) -> ApiResult<Consent> {
         user_agent: input.user_agent,
         created_at: shared::ids::Timestamp::now(),
         proof: None,
+        email_id: None,
         erased: false,
     })
 }

@@ -68,7 +68,14 @@ pub struct EmailBatch {
 }
 
 /// Check, render and store a batch, then enqueue it (also used by `make bench`).
-pub async fn accept(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &WorkspaceId, input: SendBatch) -> ApiResult<EmailBatch> {
+/// `origin`: the request's pages origin, for the unsubscribe links of its marketing mail.
+pub async fn accept(
+    auth: &fx::Authority<fx::SendEmail>,
+    app: &App,
+    ws: &WorkspaceId,
+    input: SendBatch,
+    origin: Option<&str>,
+) -> ApiResult<EmailBatch> {
     if input.emails.is_empty() || input.emails.len() > MAX_BATCH {
         return Err(ApiError::validation("emails", format!("must hold 1 to {MAX_BATCH} emails")));
     }
@@ -110,16 +117,12 @@ pub async fn accept(auth: &fx::Authority<fx::SendEmail>, app: &App, ws: &Workspa
         return Err(batch_validation(errors));
     }
     let refs: Vec<&compose::Draft> = drafts.iter().map(|(_, d)| d).collect();
-    let ctx = compose::load_context(app, ws, &refs).await?;
+    let ctx = compose::load_context(app, ws, &refs, origin).await?;
     let mut accepted: Vec<(usize, Email)> = vec![];
     for (index, d) in drafts {
-        match compose::finish(d, &ctx, Some(&batch_id), now) {
-            Ok(mut e) => {
-                if let Some(id) = shared::idempotency::derived_id("em", &format!("email:{index}")) {
-                    e.id = id.into();
-                }
-                accepted.push((index, e))
-            }
+        let id = shared::idempotency::derived_id("em", &format!("email:{index}")).map(crate::ids::EmailId::from);
+        match compose::finish(ws, d, &ctx, Some(&batch_id), id, now) {
+            Ok(e) => accepted.push((index, e)),
             Err(errs) => errors.push(BatchError { index, errors: errs }),
         }
     }

@@ -4,7 +4,6 @@
 
 use super::templates::{self, Template};
 use super::{self as model, Email, EmailStatus, SuppressedRecipient};
-use crate::contacts::{Contact, EmailStatus as ContactEmailStatus, contact_sk, email_of_claim, email_sk};
 use crate::effects::{self, Authority};
 use crate::ids::EmailId;
 use crate::ids::{ContactId, EmailBatchId};
@@ -17,7 +16,7 @@ use shared::outbox::Tx;
 use shared::store::{self, Item, ws_pk};
 use shared::validate::{Errors, normalise_email, parse_mailbox};
 use shared::{ApiError, ApiResult, App};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 pub const MAX_RECIPIENTS: usize = 50;
@@ -61,6 +60,8 @@ pub struct SendEmail {
     #[serde(default)]
     pub locale: Option<String>,
     /// `X-...` headers plus List-Unsubscribe, List-Unsubscribe-Post, In-Reply-To, References.
+    /// Marketing mail (not `transactional`) to one recipient gets the platform's one-click
+    /// `List-Unsubscribe` and `List-Unsubscribe-Post` unless this sets `List-Unsubscribe`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Up to 10 labels for filtering (`GET /emails?tag=`).
@@ -75,8 +76,9 @@ pub struct SendEmail {
     #[serde(default)]
     #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<String>,
-    /// Also send to unsubscribed contacts (receipts, password resets). Bounced and complained
-    /// addresses are suppressed regardless.
+    /// Transactional mail (receipts, password resets) also goes to unsubscribed addresses and
+    /// carries no unsubscribe link; marketing mail (the default) does not, and does. Bounced,
+    /// complained and erased addresses are suppressed regardless.
     #[serde(default)]
     pub transactional: bool,
     #[serde(default)]
@@ -234,108 +236,34 @@ pub struct Context {
     /// The workspace's verified sending domains.
     domains: Vec<String>,
     templates: BTreeMap<String, Template>,
-    recipients: Recipients,
+    recipients: super::recipients::Recipients,
+    /// Where marketing mail's unsubscribe links point (none without a pages origin).
+    links: Option<super::unsubscribe::Links>,
 }
 
-/// What the workspace knows about a set of addresses.
-pub struct Recipients {
-    pub contacts: HashMap<String, Contact>,
-    /// Lower-cased address -> contact id (the contacts area's email claims).
-    pub owners: HashMap<String, String>,
-    /// Lower-cased address -> reason, from the suppression list.
-    pub suppressed: HashMap<String, String>,
-}
-
-/// Contacts by id, the contacts owning these addresses and the addresses' suppressions (two
-/// reads whatever the count: the claims and suppressions together, then the contacts).
-/// With `erased`, the addresses' tombstones are read in the same batch (when an email is
-/// accepted; the sender need not: an erasure cancels what was accepted before it, and what is
-/// accepted after it never stores the address).
-pub async fn recipients_of(app: &App, ws: &WorkspaceId, ids: Vec<String>, addrs: Vec<String>, erased: bool) -> ApiResult<Recipients> {
-    let mut claim_keys: Vec<(String, String)> = addrs.iter().map(|a| (ws_pk(ws), email_sk(a))).collect();
-    claim_keys.extend(super::suppressions::keys_of(ws, &addrs));
-    // Erased addresses are suppressed by their tombstones, and an address that bounced or
-    // complained before it was erased by its hashed suppression (it may have come back with
-    // new consent since), both read in the same batch.
-    let hashes = if addrs.is_empty() || !erased { Default::default() } else { crate::privacy::address_hashes(app, ws, &addrs).await? };
-    let mut hashed: HashMap<String, (&String, &str)> = HashMap::new();
-    for (h, addr) in &hashes {
-        hashed.insert(crate::keys::TOMBSTONE.sk(&[h]), (addr, "erased"));
-        hashed.insert(super::suppressions::erased_sk(h), (addr, ""));
-    }
-    claim_keys.extend(hashed.keys().map(|sk| (ws_pk(ws), sk.clone())));
-    let claims = app.db.batch_get(&claim_keys).await?;
-    let mut suppressed = super::suppressions::from_items(&claims);
-    for c in &claims {
-        if let Some((addr, why)) = store::get_str(c, "sk").and_then(|sk| hashed.get(sk)) {
-            let why = if why.is_empty() { store::get_str(c, "reason").unwrap_or("bounced") } else { why };
-            // The tombstone's "erased" wins: it says why the address may not be mailed at all.
-            suppressed
-                .entry((*addr).clone())
-                .and_modify(|r| {
-                    if *why == *"erased" {
-                        *r = why.to_string()
-                    }
-                })
-                .or_insert_with(|| why.to_string());
-        }
-    }
-    let mut owners = HashMap::new();
-    for c in &claims {
-        if let (Some(sk), Some(id)) = (store::get_str(c, "sk"), store::get_str(c, "contact_id")) {
-            owners.insert(email_of_claim(sk).unwrap_or_default().to_string(), id.to_string());
-        }
-    }
-    let mut keys: Vec<(String, String)> = ids.iter().chain(owners.values()).map(|id| (ws_pk(ws), contact_sk(id))).collect();
-    keys.sort();
-    keys.dedup();
-    let contacts = app
-        .db
-        .batch_get(&keys)
-        .await?
-        .into_iter()
-        .map(|i| store::from_item::<Contact>(i).map(|c| (c.id.to_string(), c)))
-        .collect::<ApiResult<HashMap<_, _>>>()?;
-    Ok(Recipients { contacts, owners, suppressed })
-}
-
-pub async fn load_context(app: &App, ws: &WorkspaceId, drafts: &[&Draft]) -> ApiResult<Context> {
+/// `origin`: the request's pages origin ([`shared::Req::pages_origin`]), for unsubscribe links.
+pub async fn load_context(app: &App, ws: &WorkspaceId, drafts: &[&Draft], origin: Option<&str>) -> ApiResult<Context> {
     let slugs: Vec<&str> = drafts.iter().filter_map(|d| d.input.template_slug.as_deref()).collect();
     let ids: Vec<String> = drafts.iter().filter_map(|d| d.input.contact_id.clone()).collect();
     // Reply-to addresses too: their tombstones are read with the recipients'.
     let mut addrs: Vec<String> = drafts.iter().flat_map(|d| d.recipients().chain(&d.reply_to).cloned()).collect();
     addrs.sort();
     addrs.dedup();
-    let (domains, templates, recipients) = futures_util::future::try_join3(
+    // Only marketing mail to one recipient carries a link (see `unsubscribe`).
+    let linked = drafts.iter().any(|d| !d.input.transactional && d.recipients().count() == 1);
+    // The workspace (for its slug) is read in the recipients' batch: no round trip of its own.
+    let workspace = linked.then(|| (ws_pk(ws), crate::keys::WORKSPACE.sk(&[])));
+    let (domains, templates, (recipients, workspace)) = futures_util::future::try_join3(
         super::domains::verified_names(app, ws),
         async { if slugs.is_empty() { Ok(BTreeMap::new()) } else { templates::load_many(app, ws, &slugs).await } },
-        recipients_of(app, ws, ids, addrs, true),
+        super::recipients::recipients_and(app, ws, ids, addrs, true, workspace),
     )
     .await?;
-    Ok(Context { domains, templates, recipients })
-}
-
-/// Which recipients must not get this email: the workspace's suppression list (bounces and
-/// complaints, contact or not), then their contact's `email_status` (an unsubscribe holds
-/// for marketing only).
-pub fn suppressed(addrs: impl IntoIterator<Item = String>, transactional: bool, r: &Recipients) -> Vec<SuppressedRecipient> {
-    addrs
-        .into_iter()
-        .filter_map(|addr| {
-            let contact = r.owners.get(&addr).and_then(|id| r.contacts.get(id));
-            let contact_id = contact.map(|c| c.id.clone());
-            if let Some(reason) = r.suppressed.get(&addr) {
-                return Some(SuppressedRecipient { email: addr, reason: reason.clone(), contact_id });
-            }
-            let reason = match contact?.email_status {
-                ContactEmailStatus::Bounced => "bounced",
-                ContactEmailStatus::Complained => "complained",
-                ContactEmailStatus::Unsubscribed if !transactional => "unsubscribed",
-                _ => return None,
-            };
-            Some(SuppressedRecipient { email: addr, reason: reason.into(), contact_id })
-        })
-        .collect()
+    let links = match workspace {
+        Some(w) => super::unsubscribe::links(app, &w, origin).await?,
+        None => None,
+    };
+    Ok(Context { domains, templates, recipients, links })
 }
 
 /// The parts of an email a template (or the request itself) supplies.
@@ -402,14 +330,21 @@ pub async fn build_one(app: &App, ws: &WorkspaceId, input: SendEmail, now: chron
     let draft = check(input, now).map_err(to_error)?;
     // Boxed: the context future is large, and callers sit deep in handler futures (the debug
     // build's stack overflowed without it).
-    let ctx = Box::pin(load_context(app, ws, &[&draft])).await?;
-    finish(draft, &ctx, None, now).map_err(to_error)
+    let ctx = Box::pin(load_context(app, ws, &[&draft], None)).await?;
+    finish(ws, draft, &ctx, None, None, now).map_err(to_error)
 }
 
 /// The accepted email, or what is wrong with it: a checked draft becomes the email to store,
 /// given what the workspace holds (`ctx`): its references checked, its content rendered, its
 /// recipients' suppression applied.
-pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Result<Email, Vec<ErrorDetail>> {
+pub fn finish(
+    ws: &WorkspaceId,
+    d: Draft,
+    ctx: &Context,
+    batch_id: Option<&str>,
+    id: Option<crate::ids::EmailId>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Email, Vec<ErrorDetail>> {
     let mut errs = Errors::new();
     check_references(&d, ctx, &mut errs);
     let Content { subject, html, text, locale } = content(&d.input, ctx, &mut errs);
@@ -417,7 +352,7 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
         return Err(e.details);
     }
     let all: Vec<String> = d.to.iter().chain(&d.cc).chain(&d.bcc).cloned().collect();
-    let suppressed_recipients = suppressed(all, d.input.transactional, &ctx.recipients);
+    let suppressed_recipients = super::recipients::suppressed(all, d.input.transactional, &ctx.recipients);
     let status = initial_status(&d, &suppressed_recipients);
     // An erased address is not stored again, not even as a suppressed recipient.
     let (mut d, mut suppressed_recipients) = (d, suppressed_recipients);
@@ -436,8 +371,8 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
     let input = d.input;
     let mut tags = input.tags.clone();
     tags.dedup();
-    Ok(Email {
-        id: crate::ids::EmailId::generate(),
+    let mut e = Email {
+        id: id.unwrap_or_else(crate::ids::EmailId::generate),
         object: "email".into(),
         status,
         from: input.from.trim().to_string(),
@@ -466,7 +401,11 @@ pub fn finish(d: Draft, ctx: &Context, batch_id: Option<&str>, now: chrono::Date
         created_at: now_s,
         updated_at: now_s,
         sealed_secrets: None,
-    })
+    };
+    if let Some(links) = &ctx.links {
+        super::unsubscribe::add_headers(&mut e, links, ws);
+    }
+    Ok(e)
 }
 
 /// When the queue message goes out and when the tick should next look (epoch s), or `None`

@@ -16,8 +16,10 @@ pub mod batch;
 pub mod compose;
 pub mod domains;
 pub mod list;
+pub mod recipients;
 pub mod suppressions;
 pub mod templates;
+pub mod unsubscribe;
 
 use crate::ids::ContactId;
 use crate::keys;

@@ -203,12 +203,12 @@ async fn recheck(
     let all: Vec<String> = e.to.iter().chain(&e.cc).chain(&e.bcc).cloned().collect();
     let (body, recipients, domains) = futures_util::future::try_join3(
         app.db.get(&ws_pk(ws), &model::body_sk(&e.id)),
-        compose::recipients_of(app, ws, vec![], all.clone(), false),
+        crate::emails::recipients::recipients_of(app, ws, vec![], all.clone(), false),
         crate::emails::domains::verified_names(app, ws),
     )
     .await?;
     let mut suppressed = e.suppressed_recipients.clone();
-    for sr in compose::suppressed(all, e.transactional, &recipients) {
+    for sr in crate::emails::recipients::suppressed(all, e.transactional, &recipients) {
         if !suppressed.iter().any(|x| x.email == sr.email) {
             suppressed.push(sr);
         }

@@ -73,6 +73,11 @@ pub const EVENT_CATALOG: &[EventType] = &[
     EventType { name: "contact.deleted", data: "Contact", about: "A contact was deleted." },
     EventType { name: "contact.import.completed", data: "ImportJob", about: "A contact import was completed." },
     EventType { name: "contact.note.added", data: "Activity", about: "A note was added to a contact." },
+    EventType {
+        name: "contact.unsubscribed",
+        data: "ContactUnsubscribedData",
+        about: "An address unsubscribed from marketing mail through an email's unsubscribe link (its contact, if any, also changes: contact.updated).",
+    },
     EventType { name: "contact.updated", data: "Contact", about: "A contact was changed." },
     EventType { name: "deal.created", data: "Deal", about: "A deal was created." },
     EventType { name: "deal.deleted", data: "Deal", about: "A deal was deleted." },

@@ -55,8 +55,8 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     let now_secs = now.timestamp();
     let draft = compose::check(input, now).map_err(validation)?;
     let ws = req.ws()?;
-    let ctx = compose::load_context(app, ws, &[&draft]).await?;
-    let email = compose::finish(draft, &ctx, None, now).map_err(validation)?;
+    let ctx = compose::load_context(app, ws, &[&draft], req.pages_origin.as_deref()).await?;
+    let email = compose::finish(ws, draft, &ctx, None, None, now).map_err(validation)?;
     compose::send(&req.grant.authorize::<fx::SendEmail>()?, app, ws, &email, now_secs).await?;
     // Like lists, the answer leaves the bodies out (`GET /emails/{id}` has them): it stays
     // small enough to keep for idempotent replays.
@@ -71,7 +71,7 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 202, body = shared::openapi::Data<EmailBatch>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
     let input: SendBatch = req.json()?;
-    let batch = batch::accept(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws()?, input).await?;
+    let batch = batch::accept(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws()?, input, req.pages_origin.as_deref()).await?;
     Ok(Reply::accepted(&batch))
 }
 

@@ -338,6 +338,7 @@ async fn main() {
         &stack.app,
         &ws.id,
         input,
+        None,
     ))
     .await;
     let batch = batch.unwrap();

@@ -14,6 +14,7 @@ mod bookings;
 mod data;
 mod layout;
 mod sign_in;
+mod unsubscribe;
 pub mod words;
 
 use domain::effects::{self as fx, Effect as _};
@@ -50,6 +51,8 @@ pub static PAGES: &[Page] = &[
     page!(POST "/data/erasure/code" => data::erasure_code, signed_in = true, effects = &[fx::SendEmail::INFO]),
     page!(GET "/data/erasure" => data::erasure_form, signed_in = true),
     page!(POST "/data/erasure" => data::erase, signed_in = true, effects = &[fx::EraseSubject::INFO]),
+    page!(GET "/unsubscribe/{token}" => unsubscribe::show, bearer = true),
+    page!(POST "/unsubscribe/{token}" => unsubscribe::post, bearer = true),
     page!(GET "/style.css" => assets::style),
     page!(GET "/portal.js" => assets::script),
     page!(GET "/logo" => assets::logo),

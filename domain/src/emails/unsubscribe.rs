@@ -1,0 +1,284 @@
+//! One-click unsubscribe (RFC 8058, as Gmail's and Yahoo's bulk-sender rules require it).
+//!
+//! Marketing mail (not `transactional`) to a single recipient carries `List-Unsubscribe:
+//! <https://…/p/<slug>/unsubscribe/<token>>` and `List-Unsubscribe-Post:
+//! List-Unsubscribe=One-Click`. The token is `<workspace id>.<email id>.<tag>`, the tag an
+//! HMAC-SHA256 (128 bits) of both and of the recipient's address under a key derived from the
+//! platform's oldest root, so it names no one, cannot be made for another address or email,
+//! and still works after a rotation. Opening it reads the email for its recipient: a token
+//! whose email was erased since no longer opens, and an erased address is suppressed anyway.
+//!
+//! The unsubscribe is a consent event: `marketing_email` withdrawn, source `unsubscribe_link`,
+//! with the email it came from as its evidence. A contact's `email_status` becomes
+//! `unsubscribed` in the same transaction; an address without a contact gets a suppression
+//! with reason `unsubscribed`, which, like a contact's unsubscribe, holds for marketing mail
+//! only. Each write is conditional on the state it changes, so a replayed or raced POST
+//! changes nothing twice and records one event. Subscribing again (the page's undo) is the
+//! same with `granted: true`; it never lifts a bounce, a complaint or an erasure.
+
+use super::Email;
+use crate::contacts::consents::{self, Consent, ConsentSource};
+use crate::contacts::{self, EmailStatus};
+use crate::ids::{ConsentId, EmailId};
+use crate::keys;
+use hmac::{KeyInit, Mac};
+use serde::Serialize;
+use shared::auth::WorkspaceId;
+use shared::events::Event;
+use shared::ids::{PrefixedId, Timestamp};
+use shared::outbox::Tx;
+use shared::store::{self, ws_pk};
+use shared::{ApiError, ApiResult, App};
+
+pub const LIST_UNSUBSCRIBE: &str = "List-Unsubscribe";
+pub const LIST_UNSUBSCRIBE_POST: &str = "List-Unsubscribe-Post";
+/// The one value RFC 8058 gives the POST's body and header.
+pub const ONE_CLICK: &str = "List-Unsubscribe=One-Click";
+
+/// Where the links of one request's emails point: the pages' origin and the workspace's slug,
+/// with the key the tokens are made under.
+pub struct Links {
+    origin: String,
+    slug: String,
+    key: Vec<u8>,
+}
+
+/// The links for emails accepted now, given the workspace's record (read by the caller with
+/// its other reads; the workspaces area is above this one, so its slug is read as stored).
+/// `origin` is the request's pages origin, else the configured one; without either there is
+/// nowhere to point, and marketing mail goes without the header.
+pub async fn links(app: &App, workspace: &store::Item, origin: Option<&str>) -> ApiResult<Option<Links>> {
+    let Some(origin) = origin.or(app.cfg.portal_pages_url.as_deref()) else { return Ok(None) };
+    let Some(slug) = store::get_str(workspace, "slug").map(String::from) else { return Ok(None) };
+    Ok(Some(Links { origin: origin.trim_end_matches('/').to_string(), slug, key: app.platform_secret().await?.unsubscribe_key.clone() }))
+}
+
+fn mac(key: &[u8], ws: &str, email_id: &str, address: &str) -> hmac::Hmac<sha2::Sha256> {
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
+    for part in ["unsubscribe/v1", ws, email_id, address] {
+        m.update(part.as_bytes());
+        m.update(b"\n");
+    }
+    m
+}
+
+/// The token's tag: the MAC's first 128 bits.
+fn tag(key: &[u8], ws: &str, email_id: &str, address: &str) -> Vec<u8> {
+    mac(key, ws, email_id, address).finalize().into_bytes()[..16].to_vec()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The one address marketing mail may carry a link for: the email's only recipient.
+fn sole_recipient(e: &Email) -> Option<&str> {
+    let mut all = e.to.iter().chain(&e.cc).chain(&e.bcc);
+    match (all.next(), all.next()) {
+        (Some(a), None) if a != super::ERASED_ADDRESS => Some(a),
+        _ => None,
+    }
+}
+
+/// Add the two headers to a marketing email with one recipient, unless the caller set its own
+/// `List-Unsubscribe` (theirs is kept, and its POST is theirs to answer).
+pub fn add_headers(e: &mut Email, links: &Links, ws: &WorkspaceId) {
+    if e.transactional || e.headers.keys().any(|k| k.eq_ignore_ascii_case(LIST_UNSUBSCRIBE)) {
+        return;
+    }
+    let Some(addr) = sole_recipient(e) else { return };
+    let token = format!("{ws}.{}.{}", e.id, b64(&tag(&links.key, ws, &e.id, addr)));
+    e.headers.retain(|k, _| !k.eq_ignore_ascii_case(LIST_UNSUBSCRIBE_POST));
+    e.headers.insert(LIST_UNSUBSCRIBE.into(), format!("<{}/p/{}/unsubscribe/{token}>", links.origin, links.slug));
+    e.headers.insert(LIST_UNSUBSCRIBE_POST.into(), ONE_CLICK.into());
+}
+
+/// Whom a token unsubscribes: the address, the email it came in, and its contact if any.
+pub struct Target {
+    pub address: String,
+    pub email_id: EmailId,
+}
+
+/// Open a token for this workspace: 404 for anything that is not one of its links (malformed,
+/// altered, another workspace's, an email since erased or gone).
+pub async fn open(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Target> {
+    let unknown = || ApiError::not_found("unsubscribe link");
+    let mut parts = token.splitn(3, '.');
+    let (Some(w), Some(id), Some(sent)) = (parts.next(), parts.next(), parts.next()) else { return Err(unknown()) };
+    let id = EmailId::parse(id).ok_or_else(unknown)?;
+    use base64::Engine;
+    let sent = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(sent).map_err(|_| unknown())?;
+    if w != &**ws || sent.len() != 16 {
+        return Err(unknown());
+    }
+    let stored = super::load(app, ws, &id).await?.ok_or_else(unknown)?;
+    let addr = sole_recipient(&stored.email).ok_or_else(unknown)?;
+    // Compared in constant time.
+    mac(&app.platform_secret().await?.unsubscribe_key, ws, &id, addr).verify_truncated_left(&sent).map_err(|_| unknown())?;
+    Ok(Target { address: addr.to_string(), email_id: id })
+}
+
+/// Where an address stands for the workspace's marketing mail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subscription {
+    Subscribed,
+    Unsubscribed,
+    /// Bounced, complained or erased: no mail goes out, and the page offers nothing to undo.
+    Blocked,
+}
+
+/// How the request came.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// The mail client's RFC 8058 POST.
+    OneClick,
+    /// The page's button.
+    Page,
+}
+
+impl Via {
+    fn as_str(self) -> &'static str {
+        match self {
+            Via::OneClick => "one_click",
+            Via::Page => "page",
+        }
+    }
+}
+
+/// `contact.unsubscribed`'s data (its contract schema: `ContactUnsubscribedData`).
+#[derive(Serialize)]
+pub struct Unsubscribed {
+    /// Always `unsubscribe`.
+    pub object: String,
+    pub email: String,
+    pub contact_id: Option<String>,
+    /// The email whose link was used.
+    pub email_id: EmailId,
+    /// `one_click` (the mail client's POST) or `page` (the unsubscribe page's button).
+    pub via: String,
+    /// The consent event recorded.
+    pub consent_id: ConsentId,
+}
+
+/// What the request looked like, for the consent's evidence.
+pub struct Request<'a> {
+    pub via: Via,
+    pub ip_address: Option<&'a str>,
+    pub user_agent: Option<&'a str>,
+}
+
+/// The address's state: its contact's `email_status`, else its suppression.
+pub async fn state(app: &App, ws: &WorkspaceId, address: &str) -> ApiResult<Subscription> {
+    let r = super::recipients::recipients_of(app, ws, vec![], vec![address.to_string()], true).await?;
+    Ok(state_of(&r, address))
+}
+
+fn state_of(r: &super::recipients::Recipients, address: &str) -> Subscription {
+    match r.suppressed.get(address).map(String::as_str) {
+        Some("unsubscribed") => return Subscription::Unsubscribed,
+        Some(_) => return Subscription::Blocked,
+        None => {}
+    }
+    match r.owners.get(address).and_then(|id| r.contacts.get(id)).map(|c| c.email_status) {
+        Some(EmailStatus::Subscribed) | None => Subscription::Subscribed,
+        Some(EmailStatus::Unsubscribed) => Subscription::Unsubscribed,
+        Some(_) => Subscription::Blocked,
+    }
+}
+
+/// Unsubscribe (`subscribe: false`) or subscribe again (`true`) the token's address from the
+/// workspace's marketing mail. Answers the state after; a request that finds the state already
+/// there (a replay, a race's loser) changes nothing.
+pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: &Request<'_>) -> ApiResult<Subscription> {
+    let (want, from) = if subscribe {
+        (Subscription::Subscribed, Subscription::Unsubscribed)
+    } else {
+        (Subscription::Unsubscribed, Subscription::Subscribed)
+    };
+    let tomb = crate::privacy::tombstone_sk(app, ws, &t.address).await?;
+    for _ in 0..3 {
+        let r = super::recipients::recipients_of(app, ws, vec![], vec![t.address.clone()], true).await?;
+        let now = state_of(&r, &t.address);
+        if now != from {
+            return Ok(now);
+        }
+        let contact_id = r.owners.get(&t.address).cloned();
+        let consent = Consent {
+            id: ConsentId::generate(),
+            object: "consent".into(),
+            email: t.address.clone(),
+            contact_id: contact_id.as_deref().map(crate::ids::ContactId::from),
+            purpose: "marketing_email".into(),
+            granted: subscribe,
+            source: ConsentSource::UnsubscribeLink,
+            text_shown: match (req.via, subscribe) {
+                (Via::OneClick, _) => "List-Unsubscribe=One-Click (RFC 8058), sent by the mail client".into(),
+                (Via::Page, false) => "Unsubscribe (the unsubscribe page's button)".into(),
+                (Via::Page, true) => "Subscribe again (the unsubscribe page's button)".into(),
+            },
+            text_version: "unsubscribe/v1".into(),
+            ip_address: req.ip_address.filter(|ip| ip.parse::<std::net::IpAddr>().is_ok()).map(String::from),
+            user_agent: req.user_agent.map(|u| u.chars().take(512).collect()),
+            created_at: Timestamp::now(),
+            proof: None,
+            email_id: Some(t.email_id.clone()),
+            erased: false,
+        };
+        let (item, ev) = consents::writes(ws, &consent)?;
+        // The tombstone first: an erasure that began meanwhile wins, as for every consent.
+        let mut tx =
+            Tx::new().check(ws_pk(ws), tomb.clone(), "attribute_not_exists(pk)").put_if(item, "attribute_not_exists(pk)", vec![]).event(ev);
+        match contact_id.as_deref().and_then(|id| r.contacts.get(id)) {
+            Some(c) => {
+                // Its version, to change it only as it was read.
+                let (old, version) = contacts::load(app, ws, &c.id).await?;
+                let mut new = old.clone();
+                new.email_status = if subscribe { EmailStatus::Subscribed } else { EmailStatus::Unsubscribed };
+                if old.email_status == new.email_status {
+                    continue;
+                }
+                new.updated_at = consent.created_at;
+                tx = contacts::update_tx(ws, &old, &new, version, tx)?;
+            }
+            None if subscribe => {
+                tx = tx.delete_if(
+                    ws_pk(ws),
+                    keys::EMAIL_SUPPRESSION.sk(&[&t.address]),
+                    "reason = :u",
+                    vec![(":u", store::s("unsubscribed"))],
+                );
+            }
+            None => {
+                let s = super::suppressions::Suppression {
+                    address: t.address.clone(),
+                    object: "email_suppression".into(),
+                    reason: "unsubscribed".into(),
+                    email_id: Some(t.email_id.clone()),
+                    created_at: consent.created_at,
+                };
+                tx = tx.put_if(super::suppressions::item(ws, &s)?, "attribute_not_exists(pk)", vec![]);
+            }
+        }
+        if !subscribe {
+            let data = Unsubscribed {
+                object: "unsubscribe".into(),
+                email: t.address.clone(),
+                contact_id: contact_id.clone(),
+                email_id: t.email_id.clone(),
+                via: req.via.as_str().into(),
+                consent_id: consent.id.clone(),
+            };
+            tx = tx.event(Event::new(ws, "contact.unsubscribed", &data));
+        }
+        match tx.commit(app).await {
+            Ok(()) => return Ok(want),
+            // Erased meanwhile: nothing is mailed to it any more.
+            Err(store::TxError::Condition(0)) => return Ok(Subscription::Blocked),
+            // Someone else changed it first: look again.
+            Err(store::TxError::Condition(_)) => continue,
+            Err(e) => return Err(e.stale()),
+        }
+    }
+    state(app, ws, &t.address).await
+}
