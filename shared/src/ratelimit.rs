@@ -35,10 +35,13 @@ pub enum Class {
     /// Asking for a portal sign-in link, per address asked for: mail to one inbox is bounded
     /// whoever asks.
     PortalSignInAddress,
+    /// An emailed unsubscribe link, per network address: mail providers post their users'
+    /// one-click unsubscribes from a few shared addresses.
+    Unsubscribe,
 }
 
 impl Class {
-    pub const ALL: [Class; 9] = [
+    pub const ALL: [Class; 10] = [
         Class::Read,
         Class::Write,
         Class::EmailSend,
@@ -48,6 +51,7 @@ impl Class {
         Class::Portal,
         Class::PortalSignIn,
         Class::PortalSignInAddress,
+        Class::Unsubscribe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +65,7 @@ impl Class {
             Class::Portal => "portal",
             Class::PortalSignIn => "portal_sign_in",
             Class::PortalSignInAddress => "portal_sign_in_address",
+            Class::Unsubscribe => "unsubscribe",
         }
     }
 
@@ -78,6 +83,7 @@ impl Class {
             (Class::Portal, Limit { rate: 60, period_ms: MIN, burst: 20 }),
             (Class::PortalSignIn, Limit { rate: 30, period_ms: HOUR, burst: 10 }),
             (Class::PortalSignInAddress, Limit { rate: 10, period_ms: HOUR, burst: 5 }),
+            (Class::Unsubscribe, Limit { rate: 600, period_ms: MIN, burst: 300 }),
         ])
     }
 }
@@ -268,7 +274,8 @@ mod tests {
     #[test]
     fn defaults_match_the_contract() {
         let d = Class::defaults();
-        assert_eq!(d.len(), 9);
+        assert_eq!(d.len(), 10);
+        assert_eq!(d[&Class::Unsubscribe], Limit::parse("600/min:300").unwrap());
         assert_eq!(d[&Class::PortalSignIn], Limit::parse("30/hour:10").unwrap());
         assert_eq!(d[&Class::PortalSignInAddress], Limit::parse("10/hour:5").unwrap());
         assert_eq!(d[&Class::Write], Limit::parse("60/min:30").unwrap());

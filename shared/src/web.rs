@@ -147,6 +147,8 @@ pub struct Visit {
     pub cookie_path: String,
     pub params: Vec<(&'static str, String)>,
     pub query: Vec<(String, String)>,
+    /// The request's body as it came (a bearer page may read a body that is not a form).
+    pub body: Bytes,
     pub form: Vec<(String, String)>,
     pub headers: http::HeaderMap,
     /// The token this page's forms must carry.
@@ -348,6 +350,9 @@ async fn visit(app: &App, site: &Site, req: http::Request<Body>) -> (ApiResult<V
         return (Ok(View::redirect(format!("{}{slug}/", site.prefix))), None);
     };
     let ws = match (site.resolve)(app, &slug).await {
+        // A bearer page (an emailed link) is served under a former slug as under the current
+        // one: a redirect would turn a mail provider's one-click POST into a GET.
+        Ok(Some((ws, Some(_)))) if find(site.pages, &parts.method, &rest).is_ok_and(|(p, _)| p.bearer) => ws,
         Ok(Some((_, Some(current)))) => {
             // A former slug: the same page under the workspace's slug now.
             let query = parts.uri.query().map(|q| format!("?{q}")).unwrap_or_default();
@@ -381,6 +386,7 @@ async fn root(app: &App, site: &Site, page: &Page, parts: http::request::Parts, 
         person: None,
         params: vec![],
         query,
+        body: Bytes::new(),
         form: vec![],
         origin: crate::request::pages_origin(app, &parts),
         headers: parts.headers,
@@ -517,7 +523,7 @@ async fn stages(
         }
     }
     let query = url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
-    let grant = Grant::new(principal, page.effects, None, parts.method.as_str(), rest, body);
+    let grant = Grant::new(principal, page.effects, None, parts.method.as_str(), rest, body.clone());
     let person = session.as_ref().filter(|_| site.sessions == Sessions::Person).map(|(_, p)| p.clone());
     let v = Visit {
         ws,
@@ -534,6 +540,7 @@ async fn stages(
         }),
         params,
         query,
+        body,
         form,
         headers: parts.headers,
         csrf,

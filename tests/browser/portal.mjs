@@ -3,6 +3,7 @@
 // and screenshots at a phone and a desktop width in English and Norwegian Bokmål.
 // Started by tests/tests/portal/pages.rs with the stack's addresses and the seeded ids.
 
+import PostalMime from "postal-mime";
 import assert from "node:assert/strict";
 import { WIDTHS, check, env, finish, launch, log, watch } from "./pages.mjs";
 
@@ -17,7 +18,14 @@ async function mails(subject) {
     const r = await fetch(`${moto}/moto-api/data.json`);
     try {
       const data = await r.json();
-      return (data.ses?.Message ?? []).filter((m) => JSON.stringify(m.destinations).includes(email) && (m.subject ?? "").includes(subject));
+      // The sender sends raw MIME; moto keeps it as it came. postal-mime reads it back.
+      const all = await Promise.all(
+        (data.ses?.RawMessage ?? []).map(async (m) => {
+          const parsed = await PostalMime.parse(m.raw_data);
+          return { destinations: m.destinations, subject: parsed.subject ?? "", body: parsed.html ?? parsed.text ?? "" };
+        }),
+      );
+      return all.filter((m) => JSON.stringify(m.destinations).includes(email) && m.subject.includes(subject));
     } catch {
       await new Promise((ok) => setTimeout(ok, 200));
     }

@@ -277,16 +277,24 @@ impl Harness {
         domain::sending::Sender::new(App::with_dynamodb_endpoint(self.config.clone(), &sdk, Some(&self.dynamodb_endpoint)).expect("app"))
     }
 
-    /// Every message moto's SES recorded as sent (`id`, `source`, `subject`, `body`,
-    /// `destinations`), from moto's model inspection endpoint.
+    /// Every message moto's SES recorded as sent, from moto's model inspection endpoint. The
+    /// sender sends raw MIME, which moto keeps as it came: each is read back here with
+    /// mailparse into `id`, `source`, `subject`, `body` (the HTML part, else the text),
+    /// `text`, `destinations` (`ToAddresses`, `CcAddresses`, `BccAddresses`), `headers` (name
+    /// as sent -> decoded value) and `raw`.
     pub async fn ses_sent(&self) -> Vec<Value> {
+        let raw = self.ses_recorded().await;
+        raw.iter().map(read_raw_message).collect()
+    }
+
+    async fn ses_recorded(&self) -> Vec<Value> {
         let url = format!("{}/moto-api/data.json", self.moto_endpoint);
         // moto checks each attribute serialises, then serialises them all: an S3 write in between
         // (a test's worker storing files) can make that answer a 500, so ask again.
         for _ in 0..30 {
             let r = reqwest::get(&url).await.expect("moto data");
             if let Ok(v) = r.json::<Value>().await {
-                return v["ses"]["Message"].as_array().cloned().unwrap_or_default();
+                return v["ses"]["RawMessage"].as_array().cloned().unwrap_or_default();
             }
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
@@ -685,4 +693,56 @@ pub async fn finished(c: &Client, path: &str) -> Value {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     panic!("{path} did not finish");
+}
+
+/// One of moto's raw messages as the tests read it (see [`Harness::ses_sent`]).
+fn read_raw_message(m: &Value) -> Value {
+    let raw = m["raw_data"].as_str().unwrap_or_default();
+    let parsed = mailparse::parse_mail(raw.as_bytes()).expect("the sender's MIME parses");
+    let header = |k: &str| parsed.headers.iter().find(|h| h.get_key().eq_ignore_ascii_case(k));
+    let addresses = |k: &str| -> Vec<String> {
+        header(k)
+            .and_then(|h| mailparse::addrparse_header(h).ok())
+            .map(|list| {
+                list.iter()
+                    .flat_map(|a| match a {
+                        mailparse::MailAddr::Single(s) => vec![s.addr.clone()],
+                        mailparse::MailAddr::Group(g) => g.addrs.iter().map(|s| s.addr.clone()).collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (to, cc) = (addresses("To"), addresses("Cc"));
+    let all: Vec<String> = m["destinations"].as_array().into_iter().flatten().filter_map(|d| d.as_str().map(String::from)).collect();
+    let bcc: Vec<String> = all.into_iter().filter(|a| !to.contains(a) && !cc.contains(a)).collect();
+    let mut parts = vec![];
+    fn leaves<'a>(p: &'a mailparse::ParsedMail<'a>, out: &mut Vec<&'a mailparse::ParsedMail<'a>>) {
+        if p.subparts.is_empty() {
+            out.push(p);
+        }
+        for s in &p.subparts {
+            leaves(s, out);
+        }
+    }
+    leaves(&parsed, &mut parts);
+    // Text travels with CRLF line breaks (MIME's canonical form), read back as `\n`; and a
+    // single-part message's body ends with the break that ends its last line (in a multipart
+    // one that break belongs to the boundary): the content is what comes before it.
+    let single = parsed.subparts.is_empty();
+    let body_of = |mime: &str| {
+        let b = parts.iter().find(|p| p.ctype.mimetype == mime).and_then(|p| p.get_body().ok())?.replace("\r\n", "\n");
+        Some(if single { b.strip_suffix('\n').map(String::from).unwrap_or(b) } else { b })
+    };
+    let text = body_of("text/plain");
+    let headers: serde_json::Map<String, Value> = parsed.headers.iter().map(|h| (h.get_key(), Value::String(h.get_value()))).collect();
+    serde_json::json!({
+        "id": m["id"], "source": m["source"],
+        "subject": header("Subject").map(|h| h.get_value()),
+        "body": body_of("text/html").or_else(|| text.clone()),
+        "text": text,
+        "destinations": {"ToAddresses": to, "CcAddresses": cc, "BccAddresses": bcc},
+        "headers": headers,
+        "raw": raw,
+    })
 }

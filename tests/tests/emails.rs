@@ -100,7 +100,7 @@ async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     let m = &msgs[0];
     assert_eq!(m["id"], sent["provider_message_id"]);
-    assert_eq!(m["source"], from.replace("Acme Support", "\"Acme Support\""));
+    assert_eq!(m["source"], from);
     assert_eq!(m["body"], "<h1>Hello &lt;b&gt;Ann &amp; &quot;Co&quot;&lt;/b&gt;</h1><p>Plan: pro</p>");
     assert_eq!(m["destinations"]["ToAddresses"], json!(["ann@example.org"]));
     assert_eq!(m["destinations"]["CcAddresses"], json!(["cc@example.org"]));
@@ -900,11 +900,16 @@ async fn a_batch_that_fails_part_way_is_completed_by_its_retry_and_nothing_else(
     assert_eq!(third.json["data"]["id"], second.json["data"]["id"]);
 }
 
-/// The `List-Unsubscribe` link of an accepted email (without its angle brackets).
-fn unsubscribe_link(e: &Value) -> String {
-    let h = &e["headers"];
-    assert_eq!(h["List-Unsubscribe-Post"], "List-Unsubscribe=One-Click", "{e}");
-    h["List-Unsubscribe"].as_str().unwrap().trim_start_matches('<').trim_end_matches('>').to_string()
+/// The `List-Unsubscribe` link of an email as it left (moto's record of the raw message):
+/// waits for the sender. Readers of the email see a placeholder, never the link.
+async fn unsubscribe_link(c: &Client, e: &Value) -> String {
+    assert_eq!(e["headers"]["List-Unsubscribe"], "<[[secret:list_unsubscribe]]>", "{e}");
+    let sent = wait_status(c, e["id"].as_str().unwrap(), &["sent"], 30).await;
+    let m = harness().ses_sent().await.into_iter().find(|m| m["id"] == sent["provider_message_id"]).expect("in moto's record");
+    assert_eq!(m["headers"]["List-Unsubscribe-Post"], "List-Unsubscribe=One-Click", "{m}");
+    let link = m["headers"]["List-Unsubscribe"].as_str().unwrap().trim_start_matches('<').trim_end_matches('>').to_string();
+    assert!(!m["raw"].as_str().unwrap().contains("[[secret:"), "{m}");
+    link
 }
 
 /// A POST as a mail provider makes it (RFC 8058): no cookie, no credential, the one-click
@@ -943,9 +948,8 @@ async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() 
     // Marketing (the default) to one recipient: both headers; the message leaves with them.
     let subject = unique("News");
     let e = send(&c, json!({"from": from, "to": [who], "subject": subject, "text": "news"})).await;
-    let link = unsubscribe_link(&e);
-    assert!(link.contains("/p/") && link.contains("/unsubscribe/") && !link.contains(&who), "{link}");
-    wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
+    let link = unsubscribe_link(&c, &e).await;
+    assert!(link.contains("/p/") && link.contains("/unsubscribe?token=") && !link.contains(&who), "{link}");
     // Transactional mail, mail to several recipients, and a caller's own header: none of ours.
     let t = send(&c, json!({"from": from, "to": [who], "subject": "receipt", "text": "t", "transactional": true})).await;
     assert!(t["headers"].get("List-Unsubscribe").is_none(), "{t}");
@@ -957,6 +961,7 @@ async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() 
     )
     .await;
     assert_eq!(own["headers"]["List-Unsubscribe"], "<mailto:u@example.org>", "{own}");
+    let t = wait_status(&c, t["id"].as_str().unwrap(), &["sent"], 30).await;
 
     // A scanner's GET changes nothing; it shows the question.
     let page = reqwest::get(&link).await.unwrap();
@@ -964,7 +969,8 @@ async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() 
     assert!(page.text().await.unwrap().contains("Stop marketing email"));
     assert!(ledger(&c, &who).await.is_empty());
 
-    // Altered, truncated or moved to another email: refused, nothing recorded.
+    // Altered, truncated, moved to another email (even one that left) or workspace: refused,
+    // nothing recorded. A bare POST is not a one-click request. The API cannot forge the source.
     let (base, tag) = link.rsplit_once('.').unwrap();
     let flipped = format!("{base}.{}{}", if tag.starts_with('A') { "B" } else { "A" }, &tag[1..]);
     let other_email = link.replace(e["id"].as_str().unwrap(), t["id"].as_str().unwrap());
@@ -972,6 +978,9 @@ async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() 
         let (status, _, _) = post_link(&bad, "List-Unsubscribe=One-Click").await;
         assert_eq!(status, 404, "{bad}");
     }
+    assert_eq!(post_link(&link, "").await.0, 400);
+    let forged = c.post("/gdpr/consents", &json!({"email": who, "purpose": "marketing_email", "granted": true, "source": "unsubscribe_link", "text_shown": "x", "text_version": "1"})).await;
+    assert_eq!(forged.status, 400, "{}", forged.json);
     assert!(ledger(&c, &who).await.is_empty());
 
     // The one-click POST: no credential, no cookie set; the contact is unsubscribed, the
@@ -1008,6 +1017,15 @@ async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() 
     assert_eq!(ledger(&c, &who).await.len(), 2);
     let m = send(&c, json!({"from": from, "to": [who], "subject": "news again", "text": "t"})).await;
     assert_eq!(m["status"], "queued", "{m}");
+
+    // A link undoes only its own unsubscribe: after the next email's link unsubscribed the
+    // address (from its page's button), the first link cannot subscribe it again.
+    let second = unsubscribe_link(&c, &m).await;
+    assert_eq!(post_link(&second, "action=unsubscribe").await.0, 200);
+    let (status, body, _) = post_link(&link, "action=subscribe").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(c.get(&format!("/contacts/{ct}")).await.json["data"]["email_status"], "unsubscribed");
+    assert_eq!(ledger(&c, &who).await.len(), 3);
 }
 
 #[tokio::test]
@@ -1016,7 +1034,7 @@ async fn an_address_without_a_contact_unsubscribes_once_however_many_posts_race(
     let from = from(&ws);
     let who = format!("nobody-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
     let e = send(&c, json!({"from": from, "to": [who], "subject": "hello", "text": "t"})).await;
-    let link = unsubscribe_link(&e);
+    let link = unsubscribe_link(&c, &e).await;
     // RFC 8058 prefers multipart/form-data: accepted as well.
     let posts = (0..6).map(|i| {
         let link = link.clone();

@@ -3686,7 +3686,8 @@ pub struct Suppression {
     pub email_id: Option<EmailId>,
     /// Always `email_suppression`.
     pub object: String,
-    /// `bounced` or `complained`.
+    /// `bounced` or `complained` (all mail), or `unsubscribed` (an address without a contact
+    /// that used a marketing email's unsubscribe link: marketing mail only).
     pub reason: String,
 }
 

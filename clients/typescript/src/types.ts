@@ -6387,7 +6387,10 @@ export interface components {
              * @enum {string}
              */
             object: "email_suppression";
-            /** @description `bounced` or `complained`. */
+            /**
+             * @description `bounced` or `complained` (all mail), or `unsubscribed` (an address without a contact
+             *     that used a marketing email's unsubscribe link: marketing mail only).
+             */
             reason: string;
         };
         /** @description An address taken off the suppression list, and why. */

@@ -170,6 +170,9 @@ pub fn valid_purpose(p: &str) -> bool {
 /// Validate a consent event for `subject` (already resolved).
 pub fn build(input: RecordConsent, subject: &Subject) -> ApiResult<Consent> {
     let mut errs = Errors::new();
+    if input.source == ConsentSource::UnsubscribeLink {
+        errs.add("source", "unsubscribe_link is recorded by the platform only, when an email's unsubscribe link is used");
+    }
     if !valid_purpose(&input.purpose) {
         errs.add("purpose", "a slug: a lower-case letter, then up to 49 lower-case letters, digits or _");
     }

@@ -403,7 +403,9 @@ pub fn finish(
         sealed_secrets: None,
     };
     if let Some(links) = &ctx.links {
-        super::unsubscribe::add_headers(&mut e, links, ws);
+        // Sealing a new email's first secret cannot fail in practice (no seal to open yet).
+        super::unsubscribe::add_headers(&mut e, links, ws)
+            .map_err(|err| vec![ErrorDetail { field: None, message: err.message, meta: None }])?;
     }
     Ok(e)
 }

@@ -280,17 +280,24 @@ pub fn secret_placeholder(name: &str) -> String {
 }
 
 impl Email {
-    /// Seal `secrets` (name, value) for this email: its bodies must name them by
-    /// [`secret_placeholder`]. A credential in a body would otherwise be readable by any key
-    /// with the read scope (`GET /emails/{id}`), and sign a reader in as the customer.
+    /// Seal `secrets` (name, value) for this email, beside any it carries already: its bodies
+    /// and headers must name them by [`secret_placeholder`]. A credential in a body would
+    /// otherwise be readable by any key with the read scope (`GET /emails/{id}`), and sign a
+    /// reader in as the customer; an unsubscribe link would let a reader change the recipient's
+    /// consent.
     pub fn carry_secrets(&mut self, key: &shared::app::PlatformSecret, secrets: &[(&str, &str)]) -> ApiResult<()> {
-        let map: BTreeMap<&str, &str> = secrets.iter().copied().collect();
+        let aad = format!("email-secrets/{}", self.id);
+        let mut map: BTreeMap<String, String> = match &self.sealed_secrets {
+            Some(sealed) => serde_json::from_slice(&key.open(&aad, sealed)?).map_err(ApiError::internal)?,
+            None => BTreeMap::new(),
+        };
+        map.extend(secrets.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let json = serde_json::to_vec(&map).map_err(ApiError::internal)?;
-        self.sealed_secrets = Some(key.seal(&format!("email-secrets/{}", self.id), &json));
+        self.sealed_secrets = Some(key.seal(&aad, &json));
         Ok(())
     }
 
-    /// The bodies with the sealed credentials put back: for SES alone.
+    /// The bodies and headers with the sealed credentials put back: for SES alone.
     pub fn with_secrets(mut self, key: &shared::app::PlatformSecret) -> ApiResult<Self> {
         let Some(sealed) = self.sealed_secrets.take() else { return Ok(self) };
         let json = key.open(&format!("email-secrets/{}", self.id), &sealed)?;
@@ -299,6 +306,9 @@ impl Email {
             let at = secret_placeholder(name);
             self.text = self.text.map(|t| t.replace(&at, value));
             self.html = self.html.map(|h| h.replace(&at, value));
+            for v in self.headers.values_mut() {
+                *v = v.replace(&at, value);
+            }
         }
         Ok(self)
     }

@@ -1,5 +1,6 @@
 //! The workspace's suppression list: addresses that bounced permanently or complained,
-//! whether or not they belong to a contact. Written by the feedback path, consulted when an
+//! whether or not they belong to a contact, and addresses without a contact that unsubscribed
+//! from marketing mail through an email's link (`unsubscribe`). Written by the feedback path, consulted when an
 //! email is accepted and again before it is sent; removed only by an owner or admin, with a
 //! reason that is recorded (the `email.suppression.removed` event).
 
@@ -20,7 +21,8 @@ pub struct Suppression {
     pub address: String,
     /// Always `email_suppression`.
     pub object: String,
-    /// `bounced` or `complained`.
+    /// `bounced` or `complained` (all mail), or `unsubscribed` (an address without a contact
+    /// that used a marketing email's unsubscribe link: marketing mail only).
     pub reason: String,
     /// The email whose feedback put it here.
     #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
@@ -102,6 +104,12 @@ pub async fn hash_entry(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()
     let Some(address) = address_of(&sk) else { return Ok(()) };
     let hash = crate::privacy::tombstone_hash(&app.platform_secret().await?.tombstone_key, ws, address);
     let reason = store::get_str(&item, "reason").unwrap_or("bounced");
+    // An unsubscribe is a choice, not a fact about the mailbox: it goes with the person (the
+    // tombstone stops all mail meanwhile), so an address that comes back with new consent is
+    // not blocked from marketing by it.
+    if reason == "unsubscribed" {
+        return Tx::new().delete_if(ws_pk(ws), sk, "", vec![]).commit(app).await.map_err(store::TxError::stale);
+    }
     let hashed = erased_item(ws, &hash, reason, store::get_str(&item, "created_at"))?;
     let res = put_keeping_complaint(Tx::new(), hashed, reason).delete_if(ws_pk(ws), sk.clone(), "", vec![]).commit(app).await;
     match res {

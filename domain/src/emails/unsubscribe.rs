@@ -40,7 +40,7 @@ pub const ONE_CLICK: &str = "List-Unsubscribe=One-Click";
 pub struct Links {
     origin: String,
     slug: String,
-    key: Vec<u8>,
+    secret: shared::app::PlatformSecret,
 }
 
 /// The links for emails accepted now, given the workspace's record (read by the caller with
@@ -50,7 +50,7 @@ pub struct Links {
 pub async fn links(app: &App, workspace: &store::Item, origin: Option<&str>) -> ApiResult<Option<Links>> {
     let Some(origin) = origin.or(app.cfg.portal_pages_url.as_deref()) else { return Ok(None) };
     let Some(slug) = store::get_str(workspace, "slug").map(String::from) else { return Ok(None) };
-    Ok(Some(Links { origin: origin.trim_end_matches('/').to_string(), slug, key: app.platform_secret().await?.unsubscribe_key.clone() }))
+    Ok(Some(Links { origin: origin.trim_end_matches('/').to_string(), slug, secret: app.platform_secret().await?.clone() }))
 }
 
 fn mac(key: &[u8], ws: &str, email_id: &str, address: &str) -> hmac::Hmac<sha2::Sha256> {
@@ -81,17 +81,26 @@ fn sole_recipient(e: &Email) -> Option<&str> {
     }
 }
 
+/// The placeholder the stored header holds: the link is sealed with the email (as a sign-in
+/// link is) and put back by the sender only, so no reader of the email (a read-only key, a
+/// webhook receiver, an export) can use it to change the recipient's consent.
+pub const SEALED_AS: &str = "list_unsubscribe";
+
 /// Add the two headers to a marketing email with one recipient, unless the caller set its own
 /// `List-Unsubscribe` (theirs is kept, and its POST is theirs to answer).
-pub fn add_headers(e: &mut Email, links: &Links, ws: &WorkspaceId) {
+pub fn add_headers(e: &mut Email, links: &Links, ws: &WorkspaceId) -> ApiResult<()> {
     if e.transactional || e.headers.keys().any(|k| k.eq_ignore_ascii_case(LIST_UNSUBSCRIBE)) {
-        return;
+        return Ok(());
     }
-    let Some(addr) = sole_recipient(e) else { return };
-    let token = format!("{ws}.{}.{}", e.id, b64(&tag(&links.key, ws, &e.id, addr)));
+    let Some(addr) = sole_recipient(e) else { return Ok(()) };
+    let token = format!("{ws}.{}.{}", e.id, b64(&tag(&links.secret.unsubscribe_key, ws, &e.id, addr)));
+    // In the query, not the path: access logs record paths.
+    let url = format!("{}/p/{}/unsubscribe?token={token}", links.origin, links.slug);
+    e.carry_secrets(&links.secret, &[(SEALED_AS, &url)])?;
     e.headers.retain(|k, _| !k.eq_ignore_ascii_case(LIST_UNSUBSCRIBE_POST));
-    e.headers.insert(LIST_UNSUBSCRIBE.into(), format!("<{}/p/{}/unsubscribe/{token}>", links.origin, links.slug));
+    e.headers.insert(LIST_UNSUBSCRIBE.into(), format!("<{}>", super::secret_placeholder(SEALED_AS)));
     e.headers.insert(LIST_UNSUBSCRIBE_POST.into(), ONE_CLICK.into());
+    Ok(())
 }
 
 /// Whom a token unsubscribes: the address, the email it came in, and its contact if any.
@@ -113,6 +122,10 @@ pub async fn open(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Target>
         return Err(unknown());
     }
     let stored = super::load(app, ws, &id).await?.ok_or_else(unknown)?;
+    // Only a message that reached SES put the link in anyone's hands.
+    if stored.email.provider_message_id.is_none() {
+        return Err(unknown());
+    }
     let addr = sole_recipient(&stored.email).ok_or_else(unknown)?;
     // Compared in constant time.
     mac(&app.platform_secret().await?.unsubscribe_key, ws, &id, addr).verify_truncated_left(&sent).map_err(|_| unknown())?;
@@ -187,28 +200,49 @@ fn state_of(r: &super::recipients::Recipients, address: &str) -> Subscription {
     }
 }
 
-/// Unsubscribe (`subscribe: false`) or subscribe again (`true`) the token's address from the
-/// workspace's marketing mail. Answers the state after; a request that finds the state already
-/// there (a replay, a race's loser) changes nothing.
+/// How long a link's own unsubscribe can be undone from its page.
+pub const UNDO_SECS: i64 = 7 * 86_400;
+
+/// Whether `subscribe` may undo: only this link's own unsubscribe, the address's latest
+/// `marketing_email` event, within [`UNDO_SECS`]. An unsubscribe made any other way (the
+/// portal, the API, an import, another email's link) is not the link's to undo, and a link
+/// forwarded or kept for years cannot subscribe anyone again.
+async fn may_undo(app: &App, ws: &WorkspaceId, t: &Target, contact_id: Option<&str>) -> ApiResult<bool> {
+    let subject =
+        crate::privacy::Subject { email: t.address.clone(), contact_id: contact_id.map(crate::ids::ContactId::from), ..Default::default() };
+    let ledger = consents::state(app, ws, &subject).await?;
+    let latest = ledger.history.iter().rev().find(|c| !c.erased && c.purpose == "marketing_email");
+    Ok(latest.is_some_and(|c| {
+        !c.granted
+            && c.source == ConsentSource::UnsubscribeLink
+            && c.email_id.as_ref() == Some(&t.email_id)
+            && (Timestamp::now().time() - c.created_at.time()).num_seconds() <= UNDO_SECS
+    }))
+}
+
+/// Unsubscribe (`subscribe: false`) or subscribe again (`true`, the undo [`may_undo`] allows)
+/// the token's address from the workspace's marketing mail. Answers the state after; a request
+/// that finds the state already there (a replay, a race's loser) changes nothing.
 pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: &Request<'_>) -> ApiResult<Subscription> {
-    let (want, from) = if subscribe {
-        (Subscription::Subscribed, Subscription::Unsubscribed)
-    } else {
-        (Subscription::Unsubscribed, Subscription::Subscribed)
-    };
     let tomb = crate::privacy::tombstone_sk(app, ws, &t.address).await?;
+    let suppression_sk = keys::EMAIL_SUPPRESSION.sk(&[&t.address]);
     for _ in 0..3 {
         let r = super::recipients::recipients_of(app, ws, vec![], vec![t.address.clone()], true).await?;
         let now = state_of(&r, &t.address);
-        if now != from {
+        let due = if subscribe { Subscription::Unsubscribed } else { Subscription::Subscribed };
+        if now != due {
             return Ok(now);
         }
-        let contact_id = r.owners.get(&t.address).cloned();
+        let contact = r.owners.get(&t.address).and_then(|id| r.contacts.get(id));
+        let contact_id = contact.map(|c| c.id.to_string());
+        if subscribe && !may_undo(app, ws, t, contact_id.as_deref()).await? {
+            return Err(ApiError::conflict("this address was unsubscribed another way or too long ago; the link cannot undo it"));
+        }
         let consent = Consent {
             id: ConsentId::generate(),
             object: "consent".into(),
             email: t.address.clone(),
-            contact_id: contact_id.as_deref().map(crate::ids::ContactId::from),
+            contact_id: contact.map(|c| c.id.clone()),
             purpose: "marketing_email".into(),
             granted: subscribe,
             source: ConsentSource::UnsubscribeLink,
@@ -229,36 +263,34 @@ pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: 
         // The tombstone first: an erasure that began meanwhile wins, as for every consent.
         let mut tx =
             Tx::new().check(ws_pk(ws), tomb.clone(), "attribute_not_exists(pk)").put_if(item, "attribute_not_exists(pk)", vec![]).event(ev);
-        match contact_id.as_deref().and_then(|id| r.contacts.get(id)) {
-            Some(c) => {
-                // Its version, to change it only as it was read.
-                let (old, version) = contacts::load(app, ws, &c.id).await?;
-                let mut new = old.clone();
-                new.email_status = if subscribe { EmailStatus::Subscribed } else { EmailStatus::Unsubscribed };
-                if old.email_status == new.email_status {
-                    continue;
-                }
-                new.updated_at = consent.created_at;
-                tx = contacts::update_tx(ws, &old, &new, version, tx)?;
+        // The contact, when it is subscribed (unsubscribing) or unsubscribed (the undo), changed
+        // as it was read.
+        let from = if subscribe { EmailStatus::Unsubscribed } else { EmailStatus::Subscribed };
+        if let Some(c) = contact.filter(|c| c.email_status == from) {
+            let (old, version) = contacts::load(app, ws, &c.id).await?;
+            if old.email_status != from {
+                continue;
             }
-            None if subscribe => {
-                tx = tx.delete_if(
-                    ws_pk(ws),
-                    keys::EMAIL_SUPPRESSION.sk(&[&t.address]),
-                    "reason = :u",
-                    vec![(":u", store::s("unsubscribed"))],
-                );
-            }
-            None => {
-                let s = super::suppressions::Suppression {
-                    address: t.address.clone(),
-                    object: "email_suppression".into(),
-                    reason: "unsubscribed".into(),
-                    email_id: Some(t.email_id.clone()),
-                    created_at: consent.created_at,
-                };
-                tx = tx.put_if(super::suppressions::item(ws, &s)?, "attribute_not_exists(pk)", vec![]);
-            }
+            let new = contacts::Contact {
+                email_status: if subscribe { EmailStatus::Subscribed } else { EmailStatus::Unsubscribed },
+                updated_at: consent.created_at,
+                ..old.clone()
+            };
+            tx = contacts::update_tx(ws, &old, &new, version, tx)?;
+        }
+        let listed = r.suppressed.get(&t.address).is_some_and(|why| why == "unsubscribed");
+        if subscribe && listed {
+            tx = tx.delete_if(ws_pk(ws), suppression_sk.clone(), "reason = :u", vec![(":u", store::s("unsubscribed"))]);
+        } else if !subscribe && contact.is_none() {
+            // Without a contact to carry it, the unsubscribe is kept on the suppression list.
+            let s = super::suppressions::Suppression {
+                address: t.address.clone(),
+                object: "email_suppression".into(),
+                reason: "unsubscribed".into(),
+                email_id: Some(t.email_id.clone()),
+                created_at: consent.created_at,
+            };
+            tx = tx.put_if(super::suppressions::item(ws, &s)?, "attribute_not_exists(pk)", vec![]);
         }
         if !subscribe {
             let data = Unsubscribed {
@@ -272,7 +304,7 @@ pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: 
             tx = tx.event(Event::new(ws, "contact.unsubscribed", &data));
         }
         match tx.commit(app).await {
-            Ok(()) => return Ok(want),
+            Ok(()) => return Ok(if subscribe { Subscription::Subscribed } else { Subscription::Unsubscribed }),
             // Erased meanwhile: nothing is mailed to it any more.
             Err(store::TxError::Condition(0)) => return Ok(Subscription::Blocked),
             // Someone else changed it first: look again.

@@ -19,7 +19,7 @@ use crate::emails::compose;
 use crate::emails::{self as model, Email, EmailStatus, SendError, SendJob, Stored};
 use crate::ids::EmailId;
 use aws_sdk_sesv2::error::SdkError;
-use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
+use aws_sdk_sesv2::types::{Destination, EmailContent, MessageTag, RawMessage};
 use shared::ApiResult;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
@@ -102,8 +102,9 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
     // Everything that can fail before SES is asked first, so a claim is followed by the
     // call at once: a claim left behind means SES may have been called.
     let (suppressed, body, domain_verified) = recheck(sd, ws, &stored.email).await?;
-    // The bodies as SES gets them, one-time credentials out of their seal (they come out
-    // here and nowhere else), before the claim like every step that can fail.
+    // The bodies and headers as SES gets them, one-time credentials and unsubscribe links out
+    // of their seal (they come out here and nowhere else), before the claim like every step
+    // that can fail.
     let sealed = body.as_ref().is_some_and(|b| b.contains_key("sealed_secrets"));
     let bodies = {
         let mut b = stored.email.clone();
@@ -113,7 +114,7 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
         if sealed {
             b = b.with_secrets(app.platform_secret().await?)?;
         }
-        (b.html, b.text)
+        (b.html, b.text, b.headers)
     };
     let held = claim(sd, ws, &stored, now_s, now_secs).await?;
     let mut email = held.email.clone();
@@ -134,7 +135,7 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
     }
     // The bodies go to SES only; the email item is stored without them.
     let mut outgoing = email.clone();
-    (outgoing.html, outgoing.text) = bodies;
+    (outgoing.html, outgoing.text, outgoing.headers) = bodies;
     let result = ses_send(sd, ws, &outgoing, to, cc, bcc).await;
     let sent = result.is_ok();
     let outcome = record(sd, ws, &held, email, result, now_s).await?;
@@ -323,19 +324,45 @@ async fn finish(sd: &Sender, ws: &WorkspaceId, held: &Stored, email: Email, mess
     }
 }
 
-/// `Name <addr>` with the name quoted, or MIME-encoded when it is not plain ASCII.
-pub fn format_from(raw: &str) -> String {
-    use base64::Engine;
-    match shared::validate::parse_mailbox(raw) {
-        Some((Some(name), addr)) if name.chars().all(|c| c.is_ascii() && !c.is_ascii_control()) => {
-            format!("\"{}\" <{addr}>", name.replace('\\', "\\\\").replace('"', "\\\""))
-        }
-        Some((Some(name), addr)) => {
-            format!("=?UTF-8?B?{}?= <{addr}>", base64::engine::general_purpose::STANDARD.encode(name.as_bytes()))
-        }
-        Some((None, addr)) => addr,
-        None => raw.to_string(),
+/// The sender as a mailbox (its display name quoted or encoded as RFC 5322 and 2047 need).
+fn mailbox(raw: &str) -> Result<lettre::message::Mailbox, String> {
+    let (name, addr) = shared::validate::parse_mailbox(raw).ok_or_else(|| format!("not a mailbox: {raw}"))?;
+    Ok(lettre::message::Mailbox::new(name, addr.parse().map_err(|e| format!("{addr}: {e}"))?))
+}
+
+/// The message as SES sends it raw: From, To, Cc (Bcc only in the envelope), Reply-To,
+/// Subject, the email's headers, and its bodies (`multipart/alternative` when it has both),
+/// made by lettre's builder rather than by hand: encoding names and subjects (RFC 2047),
+/// folding long headers and choosing each part's transfer encoding are where hand-written
+/// MIME goes wrong.
+pub fn mime(e: &Email, to: &[String], cc: &[String], bcc: &[String]) -> Result<Vec<u8>, String> {
+    use lettre::message::header::{HeaderName, HeaderValue};
+    use lettre::message::{Mailbox, MultiPart, SinglePart};
+    let plain = |a: &String| a.parse::<Mailbox>().map_err(|err| format!("{a}: {err}"));
+    let mut b = lettre::Message::builder().from(mailbox(&e.from)?).subject(e.subject.clone());
+    for a in to {
+        b = b.to(plain(a)?);
     }
+    for a in cc {
+        b = b.cc(plain(a)?);
+    }
+    for a in bcc {
+        b = b.bcc(plain(a)?);
+    }
+    for a in &e.reply_to {
+        b = b.reply_to(mailbox(a)?);
+    }
+    for (k, v) in &e.headers {
+        let name = HeaderName::new_from_ascii(k.clone()).map_err(|_| format!("header name {k}"))?;
+        b = b.raw_header(HeaderValue::new(name, v.clone()));
+    }
+    let built = match (&e.text, &e.html) {
+        (Some(t), Some(h)) => b.multipart(MultiPart::alternative_plain_html(t.clone(), h.clone())),
+        (None, Some(h)) => b.singlepart(SinglePart::html(h.clone())),
+        (Some(t), None) => b.singlepart(SinglePart::plain(t.clone())),
+        (None, None) => b.singlepart(SinglePart::plain(String::new())),
+    };
+    Ok(built.map_err(|err| err.to_string())?.formatted())
 }
 
 async fn ses_send(
@@ -348,25 +375,15 @@ async fn ses_send(
 ) -> Result<String, SesFailure> {
     let build_err =
         |e: aws_sdk_sesv2::error::BuildError| SesFailure::Permanent(SendError { code: "invalid_message".into(), message: e.to_string() });
-    let text = |d: &str| Content::builder().data(d).charset("UTF-8").build();
-    let mut body = Body::builder();
-    if let Some(h) = &e.html {
-        body = body.html(text(h).map_err(build_err)?);
-    }
-    if let Some(t) = &e.text {
-        body = body.text(text(t).map_err(build_err)?);
-    }
-    let mut message = Message::builder().subject(text(&e.subject).map_err(build_err)?).body(body.build());
-    for (k, v) in &e.headers {
-        message = message.headers(MessageHeader::builder().name(k).value(v).build().map_err(build_err)?);
-    }
+    let raw = mime(e, &to, &cc, &bcc).map_err(|message| SesFailure::Permanent(SendError { code: "invalid_message".into(), message }))?;
+    let raw = RawMessage::builder().data(aws_sdk_sesv2::primitives::Blob::new(raw)).build().map_err(build_err)?;
     let mut req = sd
         .ses
         .send_email()
-        .from_email_address(format_from(&e.from))
+        .from_email_address(mailbox(&e.from).map(|m| m.to_string()).unwrap_or_else(|_| e.from.clone()))
         .destination(Destination::builder().set_to_addresses(Some(to)).set_cc_addresses(Some(cc)).set_bcc_addresses(Some(bcc)).build())
         .set_reply_to_addresses((!e.reply_to.is_empty()).then(|| e.reply_to.clone()))
-        .content(EmailContent::builder().simple(message.build()).build())
+        .content(EmailContent::builder().raw(raw).build())
         // Event publishing carries these tags back with each notification.
         .email_tags(MessageTag::builder().name("email_id").value(&e.id).build().map_err(build_err)?)
         .email_tags(MessageTag::builder().name("workspace_id").value(ws).build().map_err(build_err)?);
@@ -406,13 +423,38 @@ async fn ses_send(
 
 #[cfg(test)]
 mod tests {
-    use super::format_from;
+    use super::*;
 
+    fn email(from: &str) -> Email {
+        serde_json::from_value(serde_json::json!({
+            "id": "em_01J00000000000000000000000", "object": "email", "status": "queued", "from": from,
+            "to": ["a@example.org"], "cc": [], "bcc": [], "reply_to": [], "subject": "Grüße, \"friends\"",
+            "html": "<p>Hi</p>", "text": "Hi", "template_slug": null, "locale": null,
+            "headers": {"List-Unsubscribe": "<https://x.example/p/acme/unsubscribe/t>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"},
+            "tags": [], "contact_id": null, "batch_id": null, "scheduled_at": null, "transactional": false,
+            "provider_message_id": null, "suppressed_recipients": [], "feedback": null, "error": null, "attempts": 0,
+            "timestamps": {}, "metadata": {}, "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    /// What a mail client reads back: the names decoded, the headers kept, both bodies, no Bcc.
     #[test]
-    fn display_names_are_quoted_or_encoded() {
-        assert_eq!(format_from("Hello@Example.com"), "hello@example.com");
-        assert_eq!(format_from("Acme, Inc <a@example.com>"), "\"Acme, Inc\" <a@example.com>");
-        assert_eq!(format_from("\"Acme\" <a@example.com>"), "\"Acme\" <a@example.com>");
-        assert_eq!(format_from("Jürgen <j@example.com>"), "=?UTF-8?B?SsO8cmdlbg==?= <j@example.com>");
+    fn the_message_parses_back_as_it_was_meant() {
+        for (from, name) in [("Acme, Inc <a@example.com>", "Acme, Inc"), ("Jürgen <j@example.com>", "Jürgen")] {
+            let raw = mime(&email(from), &["a@example.org".into()], &["c@example.org".into()], &["hidden@example.org".into()]).unwrap();
+            let m = mailparse::parse_mail(&raw).unwrap();
+            let h = |k: &str| m.headers.iter().find(|x| x.get_key().eq_ignore_ascii_case(k)).map(|x| x.get_value());
+            let from_header = mailparse::addrparse_header(m.headers.iter().find(|x| x.get_key() == "From").unwrap()).unwrap();
+            let mailparse::MailAddr::Single(single) = &from_header[0] else { panic!("one sender") };
+            assert_eq!(single.display_name.as_deref(), Some(name));
+            assert_eq!(h("Subject").as_deref(), Some("Grüße, \"friends\""));
+            assert_eq!(h("List-Unsubscribe-Post").as_deref(), Some("List-Unsubscribe=One-Click"));
+            assert_eq!(h("Cc").as_deref(), Some("c@example.org"));
+            assert!(h("Bcc").is_none(), "Bcc is the envelope's only");
+            assert_eq!(m.ctype.mimetype, "multipart/alternative");
+            let bodies: Vec<String> = m.subparts.iter().map(|p| p.get_body().unwrap().trim_end().to_string()).collect();
+            assert_eq!(bodies, ["Hi", "<p>Hi</p>"]);
+        }
     }
 }

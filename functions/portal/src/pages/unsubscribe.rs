@@ -1,10 +1,13 @@
-//! The page behind an email's `List-Unsubscribe` link (`domain::emails::unsubscribe`). A GET
-//! only shows where the address stands and asks (a mail scanner that fetches the link changes
-//! nothing); a POST without the page's `action` field is the mail client's RFC 8058 one-click
-//! request, which unsubscribes. The page's own buttons post `action=unsubscribe` or
-//! `action=subscribe` (the undo). The link is the credential: no session, no form token.
+//! The page behind an email's `List-Unsubscribe` link (`domain::emails::unsubscribe`),
+//! `/unsubscribe?token=...` (the token in the query: access logs record paths). A GET only
+//! shows where the address stands and asks (a mail scanner that fetches the link changes
+//! nothing); a POST whose body is RFC 8058's `List-Unsubscribe=One-Click` (form-encoded or
+//! multipart) is the mail client's one-click request. The page's own buttons post
+//! `action=unsubscribe` or `action=subscribe` (the undo). The link is the credential: no
+//! session, no form token.
 
 use super::Ctx;
+use super::layout::Notice;
 use domain::emails::unsubscribe::{self, Request, Subscription, Target, Via};
 use maud::html;
 use shared::web::{View, Visit};
@@ -18,11 +21,11 @@ fn masked(address: &str) -> String {
     }
 }
 
-fn page(ctx: &Ctx, v: &Visit, t: &Target, state: Subscription, changed: bool) -> View {
+fn page(ctx: &Ctx, v: &Visit, t: &Target, state: Subscription, changed: bool, notice: Option<Notice>) -> View {
     let w = ctx.w;
     let who = masked(&t.address);
     let name = &ctx.ws.name;
-    let action = format!("{}/unsubscribe/{}", ctx.base, v.param("token"));
+    let action = format!("{}/unsubscribe?token={}", ctx.base, v.query("token").unwrap_or_default());
     let (title, text, button) = match state {
         Subscription::Subscribed if changed => (w.resub_title, w.resub_done, Some(("unsubscribe", w.unsub_button))),
         Subscription::Subscribed => (w.unsub_title, w.unsub_question, Some(("unsubscribe", w.unsub_button))),
@@ -31,7 +34,7 @@ fn page(ctx: &Ctx, v: &Visit, t: &Target, state: Subscription, changed: bool) ->
     };
     ctx.page(
         title,
-        None,
+        notice,
         html! {
             p { (text.replacen("{}", name, 1)) }
             p { strong { (who) } }
@@ -45,20 +48,48 @@ fn page(ctx: &Ctx, v: &Visit, t: &Target, state: Subscription, changed: bool) ->
     )
 }
 
+/// The page's context, never signed in: the link is its own credential (and a bearer page
+/// carries no form token for the layout's sign-out).
+async fn ctx(app: &App, v: &Visit) -> ApiResult<Ctx> {
+    let mut ctx = Ctx::of(app, v).await?;
+    ctx.signed_in = false;
+    Ok(ctx)
+}
+
+async fn target(app: &App, v: &Visit) -> ApiResult<Target> {
+    unsubscribe::open(app, &v.ws, v.query("token").unwrap_or_default()).await
+}
+
 pub async fn show(app: &App, v: Visit) -> ApiResult<View> {
-    let t = unsubscribe::open(app, &v.ws, v.param("token")).await?;
+    let t = target(app, &v).await?;
     let state = unsubscribe::state(app, &v.ws, &t.address).await?;
-    Ok(page(&Ctx::of(app, &v).await?, &v, &t, state, false))
+    Ok(page(&ctx(app, &v).await?, &v, &t, state, false, None))
 }
 
 pub async fn post(app: &App, v: Visit) -> ApiResult<View> {
-    let t = unsubscribe::open(app, &v.ws, v.param("token")).await?;
+    let t = target(app, &v).await?;
+    let one_click = {
+        let body = String::from_utf8_lossy(&v.body);
+        body.contains("List-Unsubscribe") && body.contains("One-Click")
+    };
     let (subscribe, via) = match v.field("action") {
         Some("subscribe") => (true, Via::Page),
-        Some(_) => (false, Via::Page),
-        None => (false, Via::OneClick),
+        Some("unsubscribe") => (false, Via::Page),
+        _ if one_click => (false, Via::OneClick),
+        _ => return Err(shared::ApiError::validation("body", "List-Unsubscribe=One-Click (RFC 8058) or the page's action")),
     };
+    // Subscribing again is a person's choice on this page, never another site's form.
+    if subscribe && v.header("sec-fetch-site") == Some("cross-site") {
+        return Err(shared::ApiError::forbidden("subscribe again from the page itself"));
+    }
     let req = Request { via, ip_address: Some(v.source.as_str()), user_agent: v.header("user-agent") };
-    let state = unsubscribe::set(app, &v.ws, &t, subscribe, &req).await?;
-    Ok(page(&Ctx::of(app, &v).await?, &v, &t, state, subscribe))
+    let ctx = ctx(app, &v).await?;
+    match unsubscribe::set(app, &v.ws, &t, subscribe, &req).await {
+        Ok(state) => Ok(page(&ctx, &v, &t, state, subscribe, None)),
+        Err(e) if e.status() == http::StatusCode::CONFLICT => {
+            let state = unsubscribe::state(app, &v.ws, &t.address).await?;
+            Ok(page(&ctx, &v, &t, state, false, Some(Notice::Problem(ctx.w.undo_refused.into()))).status(http::StatusCode::CONFLICT))
+        }
+        Err(e) => Err(e),
+    }
 }

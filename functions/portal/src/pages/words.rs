@@ -89,6 +89,7 @@ pub struct Words {
     /// `{}`: the workspace's name.
     pub resub_done: &'static str,
     pub resub_button: &'static str,
+    pub undo_refused: &'static str,
     pub error_title: &'static str,
     pub error_generic: &'static str,
     pub error_not_found: &'static str,
@@ -189,6 +190,7 @@ static EN: Words = Words {
     resub_title: "You are subscribed again",
     resub_done: "This address gets marketing email from {} again.",
     resub_button: "Subscribe again",
+    undo_refused: "This link can only undo its own unsubscribe, within a week. Ask the sender to subscribe you again.",
     error_title: "Something went wrong",
     error_generic: "We could not do that just now. Please try again.",
     error_not_found: "We could not find that page.",
@@ -282,6 +284,7 @@ static NB: Words = Words {
     resub_title: "Du er meldt på igjen",
     resub_done: "Denne adressen får markedsføring på e-post fra {} igjen.",
     resub_button: "Meld på igjen",
+    undo_refused: "Denne lenken kan bare angre sin egen avmelding, innen en uke. Be avsenderen melde deg på igjen.",
     error_title: "Noe gikk galt",
     error_generic: "Vi fikk ikke til det akkurat nå. Prøv igjen.",
     error_not_found: "Vi fant ikke den siden.",
