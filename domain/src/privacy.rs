@@ -122,6 +122,8 @@ pub struct Rule {
 
 /// Attributes never exported: keys, index keys and secrets (hashes, sealed credentials).
 const NOT_EXPORTED: &[&str] = &[
+    // An email's sealed credentials and links: unreadable, and not the subject's data.
+    "sealed_secrets",
     "pk",
     "sk",
     "gsi1pk",

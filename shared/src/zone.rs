@@ -32,10 +32,50 @@ impl Zone {
         Some(Self(tz))
     }
 
+    /// The zone's rules around an instant, as an iCalendar `VTIMEZONE` states them: the last
+    /// change of offset at or before it and the next one after it (none for a zone that never
+    /// changes). Enough for a client to place times near that instant, across a DST change.
+    pub fn changes_around(&self, utc_second: i64) -> Vec<Change> {
+        let Ok(at) = jiff::Timestamp::from_second(utc_second) else { return vec![] };
+        let change = |t: jiff::tz::TimeZoneTransition| {
+            let when = t.timestamp();
+            let before = when.checked_sub(jiff::SignedDuration::from_secs(1)).map(|b| self.0.to_offset(b)).unwrap_or(t.offset());
+            Change {
+                utc_second: when.as_second(),
+                offset_from: before.seconds(),
+                offset_to: t.offset().seconds(),
+                dst: t.dst().is_dst(),
+                abbreviation: t.abbreviation().to_string(),
+            }
+        };
+        let next_instant = at.checked_add(jiff::SignedDuration::from_secs(1)).unwrap_or(at);
+        let last = self.0.preceding(next_instant).next().map(change);
+        let next = self.0.following(at).next().map(change);
+        last.into_iter().chain(next).collect()
+    }
+
+    /// The zone's offset from UTC at an instant, in seconds.
+    pub fn offset_seconds_at(&self, utc_second: i64) -> i32 {
+        jiff::Timestamp::from_second(utc_second).map(|t| self.0.to_offset(t).seconds()).unwrap_or(0)
+    }
+
     fn offset(&self, seconds: i32, utc_second: i64) -> ZoneOffset {
         let fix = FixedOffset::east_opt(seconds).unwrap_or(chrono::Utc.fix());
         ZoneOffset { zone: self.clone(), fix, utc_second }
     }
+}
+
+/// One change of a zone's offset from UTC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// When, in UTC (Unix seconds).
+    pub utc_second: i64,
+    pub offset_from: i32,
+    pub offset_to: i32,
+    /// Whether the offset it changes to is daylight saving time.
+    pub dst: bool,
+    /// The abbreviation from then on (`CEST`).
+    pub abbreviation: String,
 }
 
 /// The inflated database: names (sorted) with the range of their TZif data.
@@ -138,6 +178,17 @@ impl TimeZone for Zone {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_around_a_dst_start() {
+        let oslo = Zone::named("Europe/Oslo").unwrap();
+        // 2027-03-27 09:00Z, the day before summer time starts (2027-03-28 01:00Z).
+        let c = oslo.changes_around(1_806_138_000);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert_eq!((c[0].offset_to, c[0].dst, c[0].abbreviation.as_str()), (3600, false, "CET"));
+        assert_eq!((c[1].utc_second, c[1].offset_from, c[1].offset_to, c[1].dst), (1_806_195_600, 3600, 7200, true));
+        assert!(Zone::utc().changes_around(1_806_138_000).is_empty());
+    }
     use chrono::Utc;
 
     #[test]

@@ -368,11 +368,16 @@ async fn a_confirmed_booking_emails_its_contact_and_cancelling_cancels_the_remin
     assert_eq!(c.post(&format!("/bookings/{id}/cancel"), &json!({})).await.status, 200);
     assert_eq!(c.get(&format!("/emails/{reminder}")).await.json["data"]["status"], "cancelled");
 
+    // The cancellation has its notice.
+    let emails = c.get("/emails?limit=100").await.json["data"].as_array().unwrap().clone();
+    assert_eq!(emails.len(), 3, "{emails:?}");
+    assert!(emails.iter().any(|e| e["subject"].as_str().unwrap().starts_with("Cancelled: Cut on ")), "{emails:?}");
+
     // A service whose sender is not a verified domain of the workspace is refused when it sends:
     // the booking stands, and no email leaves.
     let (_, other) = setup(&c, 1, json!({"notifications": {"from": "x@unverified.example", "confirmation": true}})).await;
     created(&c, "/bookings", booking(&other, &at("16:00"), "notify2@example.org")).await;
-    assert_eq!(c.get("/emails?limit=100").await.json["data"].as_array().unwrap().len(), 2);
+    assert_eq!(c.get("/emails?limit=100").await.json["data"].as_array().unwrap().len(), 3);
 }
 
 /// A booking whose person was erased keeps its slot and its lifecycle, and its changes write
@@ -495,4 +500,80 @@ async fn a_booking_and_its_new_contact_are_written_together_or_not_at_all() {
         let r = c.post("/bookings", &json!({"service_id": svc, "start": at("22:00"), "contact_id": id})).await;
         assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("contact_id")), "{}", r.json);
     }
+}
+
+/// The raw message of a booking email once it left (moto's record).
+async fn left(c: &Client, subject_start: &str) -> String {
+    for _ in 0..150 {
+        let emails = c.get("/emails?limit=100").await.json["data"].as_array().unwrap().clone();
+        if let Some(e) =
+            emails.iter().find(|e| e["subject"].as_str().unwrap_or_default().starts_with(subject_start) && e["status"] == "sent")
+            && let Some(m) = harness().ses_sent().await.into_iter().find(|m| m["id"] == e["provider_message_id"])
+        {
+            return m["raw"].as_str().unwrap().to_string();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("no sent email \"{subject_start}...\"")
+}
+
+#[tokio::test]
+async fn booking_emails_carry_one_calendar_event_across_a_move_over_dst_and_its_cancellation() {
+    let h = harness();
+    let (ws, key) = h.workspace("bookings invites").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let domain = e2e::verified_domain(&c, &ws).await;
+    let day = json!([{"start": "09:00", "end": "12:00"}]);
+    let week = json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+    let oslo = created(&c, "/bookings/resources", json!({"name": "Studio", "timezone": "Europe/Oslo", "opening_hours": week})).await;
+    let svc = created(
+        &c,
+        "/bookings/services",
+        json!({"name": "Portrait", "duration_minutes": 60, "resource_ids": [oslo["id"]],
+        "max_advance_days": 730, "notifications": {"from": format!("Studio Ørsta <hello@{domain}>")}}),
+    )
+    .await;
+    let svc = svc["id"].as_str().unwrap();
+    // Europe/Oslo springs forward on 2027-03-28: 10:00 local is 09:00Z before, 08:00Z after.
+    let b = created(
+        &c,
+        "/bookings",
+        json!({"service_id": svc, "start": "2027-03-27T09:00:00Z",
+        "contact": {"email": "ines@example.org", "name": "Inés Ødegård"}}),
+    )
+    .await;
+    let booked = left(&c, "Booked: Portrait").await;
+    let r = c.post(&format!("/bookings/{}/reschedule", b["id"].as_str().unwrap()), &json!({"start": "2027-03-29T08:00:00Z"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let moved_id = r.json["data"]["id"].as_str().unwrap().to_string();
+    let moved = left(&c, "Moved: Portrait").await;
+    assert_eq!(c.post(&format!("/bookings/{moved_id}/cancel"), &json!({})).await.status, 200);
+    let cancelled = left(&c, "Cancelled: Portrait").await;
+
+    let invites = e2e::python("tests/read_invites.py", &json!([booked, moved, cancelled]));
+    let i = invites.as_array().unwrap();
+    assert_eq!(i.len(), 3);
+    let uid = format!("{}@{ws}", b["id"].as_str().unwrap());
+    for (n, (method, sequence, status, start)) in [
+        ("REQUEST", 0, "CONFIRMED", "2027-03-27T09:00:00+00:00"),
+        ("REQUEST", 1, "CONFIRMED", "2027-03-29T08:00:00+00:00"),
+        ("CANCEL", 2, "CANCELLED", "2027-03-29T08:00:00+00:00"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let v = &i[n];
+        assert_eq!((v["method"].as_str(), v["part_method"].as_str()), (Some(method), Some(method)), "{v}");
+        assert_eq!(
+            (v["uid"].as_str(), v["sequence"].as_i64(), v["status"].as_str()),
+            (Some(uid.as_str()), Some(sequence), Some(status)),
+            "{v}"
+        );
+        assert_eq!((v["tzid"].as_str(), v["start"].as_str()), (Some("Europe/Oslo"), Some(start)), "{v}");
+        assert_eq!(v["organizer"], format!("mailto:hello@{domain}"));
+        assert_eq!(v["attendee"], "mailto:ines@example.org");
+    }
+    // The email's record shows the invite; the booking its place in the event.
+    let moved_booking = c.get(&format!("/bookings/{moved_id}")).await.json["data"].clone();
+    assert_eq!((moved_booking["invite_uid"].as_str(), moved_booking["invite_sequence"].as_i64()), (b["id"].as_str(), Some(2)));
 }

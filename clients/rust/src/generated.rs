@@ -1126,6 +1126,13 @@ pub struct Booking {
     pub end: chrono::DateTime<chrono::Utc>,
     /// `bk_...`
     pub id: BookingId,
+    /// The invite's `SEQUENCE`: 0 when booked, one more with each move and the cancellation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invite_sequence: Option<i64>,
+    /// The calendar invite's event: the first booking of the chain this one was moved along
+    /// (absent: this booking itself). Its invites share one `UID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invite_uid: Option<BookingId>,
     /// Empty once an erasure has removed the person (it may name them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
@@ -2081,6 +2088,11 @@ pub struct Email {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_id: Option<EmailBatchId>,
     pub bcc: Vec<String>,
+    /// A calendar invite (RFC 5545; its `METHOD` in the text) sent as a `text/calendar`
+    /// alternative, so mail clients offer to add it: booking emails. Present on
+    /// `GET /emails/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
     pub cc: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<ContactId>,

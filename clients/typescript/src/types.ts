@@ -299,8 +299,9 @@ export interface paths {
         put?: never;
         /**
          * pending or confirmed -> cancelled; the slot is free again at once. A customer cannot
-         *     cancel inside the service's cancellation window.
-         * @description Needs the `write` scope; rate-limit class `write`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         *     cancel inside the service's cancellation window. With the service's confirmations on and a
+         *     caller that may send email, the customer gets a notice with the invite's cancellation.
+         * @description Needs the `write` scope; rate-limit class `write`. Reaches the effect emails.send: a credential created with `requires_confirmation` gets 428 CONFIRMATION_REQUIRED and an approval request for a person, until approved or confirmed. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["cancel_booking"];
         delete?: never;
@@ -1251,7 +1252,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel one of the customer's bookings; inside the service's cancellation window it is 409.
-         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         * @description Needs a customer's portal session (X-Portal-Session); rate-limit class `portal`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 428, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["cancel_my_booking"];
         delete?: never;
@@ -4065,6 +4066,16 @@ export interface components {
             end: string;
             /** @description `bk_...` */
             id: string;
+            /**
+             * Format: int32
+             * @description The invite's `SEQUENCE`: 0 when booked, one more with each move and the cancellation.
+             */
+            invite_sequence?: number;
+            /**
+             * @description The calendar invite's event: the first booking of the chain this one was moved along
+             *     (absent: this booking itself). Its invites share one `UID`.
+             */
+            invite_uid?: string | null;
             /** @description Empty once an erasure has removed the person (it may name them). */
             metadata?: {
                 [key: string]: string;
@@ -5016,6 +5027,12 @@ export interface components {
             attempts: number;
             batch_id?: string | null;
             bcc: string[];
+            /**
+             * @description A calendar invite (RFC 5545; its `METHOD` in the text) sent as a `text/calendar`
+             *     alternative, so mail clients offer to add it: booking emails. Present on
+             *     `GET /emails/{id}` only.
+             */
+            calendar?: string | null;
             cc: string[];
             contact_id?: string | null;
             /** Format: date-time */
@@ -9134,6 +9151,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
                 /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -9239,6 +9258,16 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
@@ -17268,6 +17297,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description A confirmation token (cct_...) for emails.send, minted at POST /capability-confirmations; required for credentials created with requires_confirmation, with the confirmed Idempotency-Key */
+                "X-Capability-Confirmation"?: string;
                 /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -17373,6 +17404,16 @@ export interface operations {
             };
             /** @description Idempotency-Key reused with a different request */
             422: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
+            428: {
                 headers: {
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
@@ -23550,6 +23591,8 @@ export interface operations {
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "end": "2026-11-28T09:30:00Z",
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "invite_sequence": 0,
+                 *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -23609,6 +23652,8 @@ export interface operations {
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "end": "2026-11-28T09:30:00Z",
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "invite_sequence": 0,
+                 *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -23668,6 +23713,8 @@ export interface operations {
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "end": "2026-11-28T09:30:00Z",
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "invite_sequence": 0,
+                 *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -23727,6 +23774,8 @@ export interface operations {
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "end": "2026-11-28T09:30:00Z",
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "invite_sequence": 0,
+                 *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -23786,6 +23835,8 @@ export interface operations {
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "end": "2026-11-28T09:30:00Z",
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "invite_sequence": 0,
+                 *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -23846,6 +23897,8 @@ export interface operations {
                  *           "created_at": "2026-11-28T09:30:00Z",
                  *           "end": "2026-11-28T09:30:00Z",
                  *           "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "invite_sequence": 0,
+                 *           "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *           "metadata": {},
                  *           "notes": "x",
                  *           "object": "booking",
@@ -23866,6 +23919,8 @@ export interface operations {
                  *           "created_at": "2026-11-28T09:30:00Z",
                  *           "end": "2026-11-28T09:30:00Z",
                  *           "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "invite_sequence": 0,
+                 *           "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *           "metadata": {},
                  *           "notes": "x",
                  *           "object": "booking",
@@ -25456,6 +25511,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],
@@ -25553,6 +25609,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],
@@ -25650,6 +25707,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],
@@ -25747,6 +25805,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],
@@ -26064,6 +26123,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],
@@ -26161,6 +26221,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],
@@ -26258,6 +26319,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],
@@ -26355,6 +26417,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],
@@ -26452,6 +26515,7 @@ export interface operations {
                  *         "bcc": [
                  *           "x"
                  *         ],
+                 *         "calendar": "x",
                  *         "cc": [
                  *           "x"
                  *         ],

@@ -233,8 +233,16 @@ pub enum Canceller<'a> {
 }
 
 /// Cancel a pending or confirmed booking; a customer's other bookings are 404, as if they did
-/// not exist.
-pub async fn cancel(app: &App, ws: &WorkspaceId, id: &BookingId, by: Canceller<'_>, reason: Option<String>) -> ApiResult<Booking> {
+/// not exist. With `send` (the caller may send email), the customer gets the cancellation
+/// notice with its invite's cancellation.
+pub async fn cancel(
+    send: Option<&Authority<SendEmail>>,
+    app: &App,
+    ws: &WorkspaceId,
+    id: &BookingId,
+    by: Canceller<'_>,
+    reason: Option<String>,
+) -> ApiResult<Booking> {
     if let Some(r) = &reason {
         let mut errs = Errors::new();
         errs.text("reason", r, 0, 500);
@@ -251,7 +259,18 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, id: &BookingId, by: Canceller<'
         Canceller::Staff { recorded_as } => recorded_as,
         Canceller::Customer(_) => CancelledBy::Customer,
     };
-    ops::cancel(app, ws, &sb, recorded_as, reason).await
+    let done = ops::cancel(app, ws, &sb, recorded_as, reason).await?;
+    if let Some(send) = send {
+        // The service and resource it was of, for the notice (gone: nothing to say).
+        let found =
+            futures_util::future::try_join(ops::load_service(app, ws, &done.service_id), ops::load_resource(app, ws, &done.resource_id));
+        match found.await {
+            Ok((Some((svc, _)), Some((res, _)))) => notify::cancelled(send, app, ws, &svc, &res, &done).await,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(booking_id = %done.id, error = %e.message, "booking cancellation notice not sent"),
+        }
+    }
+    Ok(done)
 }
 
 /// Move a pending or confirmed booking to another slot of its resource; the old reminder is
@@ -286,5 +305,6 @@ pub async fn reschedule(
     let new = ops::reschedule(app, ws, &svc, &resources[0], &sb, start, prefetched).await?;
     notify::cancel_reminder(app, ws, &sb.booking).await;
     notify::scheduled(send, app, ws, &svc, &resources[0], &new).await;
+    notify::moved(send, app, ws, &svc, &resources[0], &new).await;
     Ok(new)
 }

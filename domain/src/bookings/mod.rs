@@ -9,6 +9,7 @@
 //! resource, and answers 409 when none is free.
 
 pub mod booking;
+pub mod invite;
 pub mod list;
 pub mod notify;
 pub mod ops;
@@ -267,6 +268,14 @@ pub struct Booking {
     #[serde(default)]
     #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub reminder_email_id: Option<EmailId>,
+    /// The calendar invite's event: the first booking of the chain this one was moved along
+    /// (absent: this booking itself). Its invites share one `UID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub invite_uid: Option<BookingId>,
+    /// The invite's `SEQUENCE`: 0 when booked, one more with each move and the cancellation.
+    #[serde(default)]
+    pub invite_sequence: u32,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     #[schema(value_type = String, format = DateTime)]
@@ -294,6 +303,8 @@ impl Booking {
             rescheduled_from: None,
             rescheduled_to: None,
             reminder_email_id: None,
+            invite_uid: None,
+            invite_sequence: 0,
             created_at: now,
             updated_at: now,
         }

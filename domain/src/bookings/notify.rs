@@ -1,8 +1,11 @@
-//! Booking emails through the emails area: a confirmation when a booking is confirmed, and a
-//! reminder scheduled before its start (its id is chosen before the booking is written, so
-//! the booking names it and cancelling the booking cancels it). Sending is best effort after
-//! the booking commits: a failure is logged, the booking stands.
+//! Booking emails through the emails area: a confirmation when a booking is confirmed, a notice
+//! when it is moved or cancelled (each with its calendar invite, `invite`), and a reminder
+//! scheduled before its start (its id is chosen before the booking is written, so the booking
+//! names it and cancelling the booking cancels it). The confirmation setting of the service's
+//! notifications turns the confirmation and the two notices on or off together. Sending is best
+//! effort after the booking commits: a failure is logged, the booking stands.
 
+use super::invite::{self, Method, Party};
 use super::{Booking, BookingStatus, Resource, Service};
 use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
@@ -26,11 +29,29 @@ pub fn reminder_id(svc: &Service, b: &Booking) -> Option<EmailId> {
 pub async fn confirmed(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, b: &Booking) {
     let Some(n) = &svc.notifications else { return };
     if n.confirmation
-        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_confirmation", None)).await
+        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_confirmation", None, Some(Method::Request))).await
     {
         tracing::warn!(booking_id = %b.id, error = %e.message, "booking confirmation not sent");
     }
     scheduled(auth, app, ws, svc, res, b).await;
+}
+
+/// After a booking was moved (`new`, the booking it became): the notice with the moved invite.
+pub async fn moved(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, new: &Booking) {
+    if svc.notifications.as_ref().is_some_and(|n| n.confirmation)
+        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, new, "booking_rescheduled", None, Some(Method::Request))).await
+    {
+        tracing::warn!(booking_id = %new.id, error = %e.message, "booking move notice not sent");
+    }
+}
+
+/// After a booking was cancelled: the notice with the invite's cancellation.
+pub async fn cancelled(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, b: &Booking) {
+    if svc.notifications.as_ref().is_some_and(|n| n.confirmation)
+        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_cancelled", None, Some(Method::Cancel))).await
+    {
+        tracing::warn!(booking_id = %b.id, error = %e.message, "booking cancellation notice not sent");
+    }
 }
 
 /// Schedule the booking's reminder (its id is already on the booking).
@@ -39,7 +60,7 @@ pub async fn scheduled(auth: &Authority<effects::SendEmail>, app: &App, ws: &Wor
     let Some(before) = n.reminder_minutes_before else { return };
     let at = b.start.time() - Duration::minutes(before);
     // Boxed: the email pipeline's future is large, and this runs inside a request's.
-    if let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_reminder", Some((id, at)))).await {
+    if let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_reminder", Some((id, at)), None)).await {
         tracing::warn!(booking_id = %b.id, error = %e.message, "booking reminder not scheduled");
     }
 }
@@ -63,6 +84,7 @@ async fn send(
     b: &Booking,
     slug: &str,
     reminder: Option<(&EmailId, DateTime<Utc>)>,
+    invite: Option<Method>,
 ) -> ApiResult<()> {
     let n = svc.notifications.as_ref().ok_or_else(|| ApiError::internal("no notifications"))?;
     let cid =
@@ -83,12 +105,15 @@ async fn send(
     if has_template {
         body["template_slug"] = slug.into();
         body["variables"] = serde_json::json!({"service": svc.name, "start": start, "end": end, "resource": res.name, "booking_id": b.id});
-    } else if reminder.is_some() {
-        body["subject"] = format!("Reminder: {} on {start}", svc.name).into();
-        body["text"] = format!("This is a reminder of your booking: {} with {}, {start} to {end}.", svc.name, res.name).into();
     } else {
-        body["subject"] = format!("Booked: {} on {start}", svc.name).into();
-        body["text"] = format!("Your booking is confirmed: {} with {}, {start} to {end}.", svc.name, res.name).into();
+        let (subject, text) = match slug {
+            "booking_reminder" => ("Reminder", "This is a reminder of your booking"),
+            "booking_rescheduled" => ("Moved", "Your booking is moved"),
+            "booking_cancelled" => ("Cancelled", "Your booking is cancelled"),
+            _ => ("Booked", "Your booking is confirmed"),
+        };
+        body["subject"] = format!("{subject}: {} on {start}", svc.name).into();
+        body["text"] = format!("{text}: {} with {}, {start} to {end}.", svc.name, res.name).into();
     }
     if let Some((_, at)) = reminder {
         body["scheduled_at"] = shared::ids::format_time(at).into();
@@ -97,7 +122,19 @@ async fn send(
     let now = Utc::now();
     let mut email = Box::pin(compose::build_one(app, ws, input, now)).await?;
     if let Some((id, _)) = reminder {
+        // A seal is bound to the email's id: booking mail is transactional and carries none.
+        if email.sealed_secrets.is_some() {
+            return Err(ApiError::internal("a reminder with sealed content cannot take its id"));
+        }
         email.id = id.clone();
+    }
+    if let Some(method) = invite {
+        let (name, address) = shared::validate::parse_mailbox(&n.from).ok_or_else(|| ApiError::internal("the notifications' sender"))?;
+        let attendee_name =
+            [contact.first_name.as_deref(), contact.last_name.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        let organizer = Party { name: name.as_deref(), address: &address };
+        let attendee = Party { name: Some(&attendee_name), address: &contact.email };
+        email.calendar = Some(invite::invite(ws, b, svc, res, &organizer, &attendee, method));
     }
     compose::send(auth, app, ws, &email, now.timestamp()).await
 }

@@ -627,6 +627,7 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, sb: &StoredBooking, by: Cancell
     next.cancel_reason = reason;
     next.cancelled_at = Some(now);
     next.updated_at = now;
+    next.invite_sequence += 1;
     let next = transition(app, ws, sb, next, "booking.cancelled", true).await?;
     super::notify::cancel_reminder(app, ws, &next).await;
     Ok(next)
@@ -819,6 +820,9 @@ pub async fn reschedule(
         new.end = Timestamp::from(start + Duration::minutes(svc.duration_minutes));
         new.rescheduled_from = Some(old.id.clone());
         new.rescheduled_to = None;
+        // The same calendar event, moved: its invites keep the first booking's UID.
+        new.invite_uid = Some(old.invite_uid.clone().unwrap_or_else(|| old.id.clone()));
+        new.invite_sequence = old.invite_sequence + 1;
         new.reminder_email_id = super::notify::reminder_id(svc, &new);
         new.created_at = at;
         new.updated_at = at;

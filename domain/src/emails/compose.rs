@@ -383,6 +383,7 @@ pub fn finish(
         subject,
         html,
         text,
+        calendar: None,
         template_slug: input.template_slug,
         locale,
         headers: input.headers,

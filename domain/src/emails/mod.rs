@@ -4,7 +4,7 @@
 //! - `EMAIL#<id>`: the email without its bodies (lists stay small). GSI1
 //!   `WS#<ws>#EMAIL#<status>` serves the status filter; GSI2 `WS#<ws>#EMAILS#<contact>` (keys
 //!   only) serves `contact_id`. While the sender works on it, `claim_token`/`claim_until` say who.
-//! - `EMAILBODY#<id>`: subject-independent content (html, text), read by GET and the sender.
+//! - `EMAILBODY#<id>`: subject-independent content (html, text, a calendar invite), read by GET and the sender.
 //! - `EMAILBATCH#<id>`: a batch and its email ids in order (the `batch_id` filter).
 //! - `DUE#EMAIL#<shard>` / `<due ms>#<ws>#<id>` (own partitions): every email that still has
 //!   to leave (scheduled or queued). The schedule tick reads these to enqueue emails whose time
@@ -240,6 +240,11 @@ pub struct Email {
     /// Present on `GET /emails/{id}` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// A calendar invite (RFC 5545; its `METHOD` in the text) sent as a `text/calendar`
+    /// alternative, so mail clients offer to add it: booking emails. Present on
+    /// `GET /emails/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
     /// The template it was rendered from, if any, and the locale used.
     pub template_slug: Option<String>,
     pub locale: Option<String>,
@@ -334,7 +339,7 @@ impl Email {
 
     /// As stored and as events carry it: without bodies.
     pub fn without_bodies(&self) -> Email {
-        Email { html: None, text: None, ..self.clone() }
+        Email { html: None, text: None, calendar: None, ..self.clone() }
     }
 
     /// For the contact's timeline: which email, and where it stands.
@@ -414,6 +419,9 @@ pub fn body_item(ws: &WorkspaceId, e: &Email) -> Item {
     if let Some(t) = &e.text {
         item.insert("text".into(), s(t));
     }
+    if let Some(c) = &e.calendar {
+        item.insert("calendar".into(), s(c));
+    }
     if let Some(sealed) = &e.sealed_secrets {
         item.insert("sealed_secrets".into(), s(sealed));
     }
@@ -424,6 +432,7 @@ pub fn body_item(ws: &WorkspaceId, e: &Email) -> Item {
 pub fn attach_body(e: &mut Email, body: &Item) {
     e.html = store::get_str(body, "html").map(String::from);
     e.text = store::get_str(body, "text").map(String::from);
+    e.calendar = store::get_str(body, "calendar").map(String::from);
     e.sealed_secrets = store::get_str(body, "sealed_secrets").map(String::from);
 }
 

@@ -1,7 +1,7 @@
 //! One-click unsubscribe (RFC 8058, as Gmail's and Yahoo's bulk-sender rules require it).
 //!
 //! Marketing mail (not `transactional`) to a single recipient carries `List-Unsubscribe:
-//! <https://…/p/<slug>/unsubscribe/<token>>` and `List-Unsubscribe-Post:
+//! <https://…/p/<slug>/unsubscribe?token=<token>>` and `List-Unsubscribe-Post:
 //! List-Unsubscribe=One-Click`. The token is `<workspace id>.<email id>.<tag>`, the tag an
 //! HMAC-SHA256 (128 bits) of both and of the recipient's address under a key derived from the
 //! platform's oldest root, so it names no one, cannot be made for another address or email,
@@ -122,8 +122,10 @@ pub async fn open(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Target>
         return Err(unknown());
     }
     let stored = super::load(app, ws, &id).await?.ok_or_else(unknown)?;
-    // Only a message that reached SES put the link in anyone's hands.
-    if stored.email.provider_message_id.is_none() {
+    // Only a message that reached SES (or may have: a send whose outcome is unknown) put the
+    // link in anyone's hands.
+    let left = stored.email.provider_message_id.is_some() || stored.email.error.as_ref().is_some_and(|e| e.code == "outcome_unknown");
+    if !left {
         return Err(unknown());
     }
     let addr = sole_recipient(&stored.email).ok_or_else(unknown)?;
@@ -203,21 +205,35 @@ fn state_of(r: &super::recipients::Recipients, address: &str) -> Subscription {
 /// How long a link's own unsubscribe can be undone from its page.
 pub const UNDO_SECS: i64 = 7 * 86_400;
 
-/// Whether `subscribe` may undo: only this link's own unsubscribe, the address's latest
-/// `marketing_email` event, within [`UNDO_SECS`]. An unsubscribe made any other way (the
-/// portal, the API, an import, another email's link) is not the link's to undo, and a link
-/// forwarded or kept for years cannot subscribe anyone again.
-async fn may_undo(app: &App, ws: &WorkspaceId, t: &Target, contact_id: Option<&str>) -> ApiResult<bool> {
-    let subject =
-        crate::privacy::Subject { email: t.address.clone(), contact_id: contact_id.map(crate::ids::ContactId::from), ..Default::default() };
+/// Whether `subscribe` may undo: only this link's own unsubscribe, once, within
+/// [`UNDO_SECS`], and only while nothing else changed since. Its withdrawal must be the
+/// address's latest `marketing_email` event; the contact must not have changed after it (a
+/// PATCH, an import or the portal writes `updated_at`, not always a consent event), and a
+/// suppression must be the one this link wrote. An unsubscribe made any other way is not the
+/// link's to undo, a link forwarded or kept for years subscribes no one, and one link cannot
+/// cycle the ledger.
+async fn may_undo(app: &App, ws: &WorkspaceId, t: &Target, contact: Option<&contacts::Contact>, listed: bool) -> ApiResult<bool> {
+    let subject = crate::privacy::Subject { email: t.address.clone(), contact_id: contact.map(|c| c.id.clone()), ..Default::default() };
     let ledger = consents::state(app, ws, &subject).await?;
-    let latest = ledger.history.iter().rev().find(|c| !c.erased && c.purpose == "marketing_email");
-    Ok(latest.is_some_and(|c| {
-        !c.granted
-            && c.source == ConsentSource::UnsubscribeLink
-            && c.email_id.as_ref() == Some(&t.email_id)
-            && (Timestamp::now().time() - c.created_at.time()).num_seconds() <= UNDO_SECS
-    }))
+    let ours = |c: &&Consent| c.source == ConsentSource::UnsubscribeLink && c.email_id.as_ref() == Some(&t.email_id);
+    if ledger.history.iter().filter(ours).any(|c| c.granted) {
+        return Ok(false);
+    }
+    let Some(latest) = ledger.history.iter().rev().find(|c| !c.erased && c.purpose == "marketing_email") else { return Ok(false) };
+    if !(ours(&latest) && !latest.granted && (Timestamp::now().time() - latest.created_at.time()).num_seconds() <= UNDO_SECS) {
+        return Ok(false);
+    }
+    if contact.is_some_and(|c| c.email_status == EmailStatus::Unsubscribed && c.updated_at != latest.created_at) {
+        return Ok(false);
+    }
+    if listed {
+        let entry: Option<(super::suppressions::Suppression, i64)> =
+            app.db.get_object(ws, &keys::EMAIL_SUPPRESSION.sk(&[&t.address])).await?;
+        if entry.is_none_or(|(s, _)| s.email_id.as_ref() != Some(&t.email_id)) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Unsubscribe (`subscribe: false`) or subscribe again (`true`, the undo [`may_undo`] allows)
@@ -235,7 +251,8 @@ pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: 
         }
         let contact = r.owners.get(&t.address).and_then(|id| r.contacts.get(id));
         let contact_id = contact.map(|c| c.id.to_string());
-        if subscribe && !may_undo(app, ws, t, contact_id.as_deref()).await? {
+        let listed = r.suppressed.get(&t.address).is_some_and(|why| why == "unsubscribed");
+        if subscribe && !may_undo(app, ws, t, contact, listed).await? {
             return Err(ApiError::conflict("this address was unsubscribed another way or too long ago; the link cannot undo it"));
         }
         let consent = Consent {
@@ -278,7 +295,6 @@ pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: 
             };
             tx = contacts::update_tx(ws, &old, &new, version, tx)?;
         }
-        let listed = r.suppressed.get(&t.address).is_some_and(|why| why == "unsubscribed");
         if subscribe && listed {
             tx = tx.delete_if(ws_pk(ws), suppression_sk.clone(), "reason = :u", vec![(":u", store::s("unsubscribed"))]);
         } else if !subscribe && contact.is_none() {

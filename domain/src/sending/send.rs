@@ -114,7 +114,7 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
         if sealed {
             b = b.with_secrets(app.platform_secret().await?)?;
         }
-        (b.html, b.text, b.headers)
+        (b.html, b.text, b.calendar, b.headers)
     };
     let held = claim(sd, ws, &stored, now_s, now_secs).await?;
     let mut email = held.email.clone();
@@ -135,12 +135,12 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
     }
     // The bodies go to SES only; the email item is stored without them.
     let mut outgoing = email.clone();
-    (outgoing.html, outgoing.text, outgoing.headers) = bodies;
+    (outgoing.html, outgoing.text, outgoing.calendar, outgoing.headers) = bodies;
     let result = ses_send(sd, ws, &outgoing, to, cc, bcc).await;
     let sent = result.is_ok();
     let outcome = record(sd, ws, &held, email, result, now_s).await?;
     if sent && sealed {
-        // Delivered: the credentials have no reader left, so they are not kept (nor exported).
+        // Delivered: the credentials have no reader left, so they are not kept.
         let removed = app.db.update(ws_pk(ws), model::body_sk(id), "REMOVE sealed_secrets").when("attribute_exists(pk)").apply().await;
         if let Err(e) = removed {
             tracing::warn!(error = %e.message, "could not drop a sent email's sealed credentials");
@@ -356,11 +356,23 @@ pub fn mime(e: &Email, to: &[String], cc: &[String], bcc: &[String]) -> Result<V
         let name = HeaderName::new_from_ascii(k.clone()).map_err(|_| format!("header name {k}"))?;
         b = b.raw_header(HeaderValue::new(name, v.clone()));
     }
-    let built = match (&e.text, &e.html) {
-        (Some(t), Some(h)) => b.multipart(MultiPart::alternative_plain_html(t.clone(), h.clone())),
-        (None, Some(h)) => b.singlepart(SinglePart::html(h.clone())),
-        (Some(t), None) => b.singlepart(SinglePart::plain(t.clone())),
-        (None, None) => b.singlepart(SinglePart::plain(String::new())),
+    let built = match (&e.text, &e.html, &e.calendar) {
+        (Some(t), Some(h), None) => b.multipart(MultiPart::alternative_plain_html(t.clone(), h.clone())),
+        (None, Some(h), None) => b.singlepart(SinglePart::html(h.clone())),
+        (Some(t), None, None) => b.singlepart(SinglePart::plain(t.clone())),
+        (None, None, None) => b.singlepart(SinglePart::plain(String::new())),
+        // An invite is the last alternative (`text/calendar; method=...`), as calendar
+        // systems send it: clients that know it offer "add to calendar", others show the text.
+        (t, h, Some(ics)) => {
+            let method = ics.lines().find_map(|l| l.strip_prefix("METHOD:")).unwrap_or("PUBLISH").trim().to_string();
+            let calendar = lettre::message::header::ContentType::parse(&format!("text/calendar; charset=utf-8; method={method}"))
+                .map_err(|err| format!("invite content type: {err}"))?;
+            let mut alt = MultiPart::alternative().singlepart(SinglePart::plain(t.clone().unwrap_or_default()));
+            if let Some(h) = h {
+                alt = alt.singlepart(SinglePart::html(h.clone()));
+            }
+            b.multipart(alt.singlepart(SinglePart::builder().header(calendar).body(ics.clone())))
+        }
     };
     Ok(built.map_err(|err| err.to_string())?.formatted())
 }
@@ -380,7 +392,9 @@ async fn ses_send(
     let mut req = sd
         .ses
         .send_email()
-        .from_email_address(mailbox(&e.from).map(|m| m.to_string()).unwrap_or_else(|_| e.from.clone()))
+        // The bare address: the message's own From carries the name, encoded (SES refuses a
+        // raw UTF-8 display name here).
+        .from_email_address(shared::validate::parse_mailbox(&e.from).map(|(_, a)| a).unwrap_or_else(|| e.from.clone()))
         .destination(Destination::builder().set_to_addresses(Some(to)).set_cc_addresses(Some(cc)).set_bcc_addresses(Some(bcc)).build())
         .set_reply_to_addresses((!e.reply_to.is_empty()).then(|| e.reply_to.clone()))
         .content(EmailContent::builder().raw(raw).build())

@@ -18,7 +18,7 @@ shared::area! {
         availability, create_hold,
         // A booking's notifications are emails to its contact.
         list_bookings, create_booking [effects = &[fx::SendEmail::INFO]], get_booking,
-        confirm_booking [effects = &[fx::SendEmail::INFO]], cancel_booking,
+        confirm_booking [effects = &[fx::SendEmail::INFO]], cancel_booking [effects = &[fx::SendEmail::INFO]],
         reschedule_booking [effects = &[fx::SendEmail::INFO]], no_show_booking, complete_booking,
     ],
     schemas = [Resource, CreateResource, UpdateResource, schedule::Interval, schedule::Exception, Service, ServiceInput, Price,
@@ -216,14 +216,17 @@ pub async fn no_show_booking(app: &App, req: Req) -> ApiResult<Reply> {
 }
 
 /// pending or confirmed -> cancelled; the slot is free again at once. A customer cannot
-/// cancel inside the service's cancellation window.
+/// cancel inside the service's cancellation window. With the service's confirmations on and a
+/// caller that may send email, the customer gets a notice with the invite's cancellation.
 #[utoipa::path(post, path = "/bookings/{id}/cancel", tag = "bookings", request_body(content = CancelBooking, description = "optional"),
     params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CancelBooking = if req.body.is_empty() { CancelBooking::default() } else { req.json()? };
     let by = booking::Canceller::Staff { recorded_as: input.cancelled_by.unwrap_or(CancelledBy::Staff) };
-    Ok(Reply::ok(&booking::cancel(app, req.ws()?, &req.path_id("id")?, by, input.reason).await?))
+    // The notice goes when the caller may send email; a key that may not still cancels.
+    let send = req.grant.authorize::<fx::SendEmail>().ok();
+    Ok(Reply::ok(&booking::cancel(send.as_ref(), app, req.ws()?, &req.path_id("id")?, by, input.reason).await?))
 }
 
 /// Move a pending or confirmed booking to another slot of its resource in one transaction:

@@ -60,7 +60,7 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     compose::send(&req.grant.authorize::<fx::SendEmail>()?, app, ws, &email, now_secs).await?;
     // Like lists, the answer leaves the bodies out (`GET /emails/{id}` has them): it stays
     // small enough to keep for idempotent replays.
-    let shown = Email { html: None, text: None, ..email };
+    let shown = Email { html: None, text: None, calendar: None, ..email };
     Ok(Reply::accepted(&shown))
 }
 

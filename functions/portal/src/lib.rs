@@ -31,7 +31,7 @@ shared::area! {
         get_me [auth = Auth::PortalSession, class = Class::Portal],
         update_me [auth = Auth::PortalSession, class = Class::Portal],
         my_bookings [auth = Auth::PortalSession, class = Class::Portal],
-        cancel_my_booking [auth = Auth::PortalSession, class = Class::Portal],
+        cancel_my_booking [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::SendEmail::INFO]],
         my_booking_slots [auth = Auth::PortalSession, class = Class::Portal],
         reschedule_my_booking [auth = Auth::PortalSession, class = Class::Portal, effects = &[fx::SendEmail::INFO]],
         my_emails [auth = Auth::PortalSession, class = Class::Portal],
@@ -228,7 +228,8 @@ pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CancelMine = if req.body.is_empty() { CancelMine::default() } else { req.json()? };
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
-    let b = domain::bookings::booking::cancel(app, req.ws()?, &id, Canceller::Customer(&ct), input.reason).await?;
+    let send = req.grant.authorize::<fx::SendEmail>().ok();
+    let b = domain::bookings::booking::cancel(send.as_ref(), app, req.ws()?, &id, Canceller::Customer(&ct), input.reason).await?;
     Ok(Reply::ok(&b))
 }
 

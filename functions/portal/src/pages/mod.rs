@@ -40,7 +40,7 @@ pub static PAGES: &[Page] = &[
     page!(GET "/account" => account::show, signed_in = true),
     page!(POST "/account" => account::save, signed_in = true),
     page!(GET "/bookings" => bookings::list, signed_in = true),
-    page!(POST "/bookings/{id}/cancel" => bookings::cancel, signed_in = true),
+    page!(POST "/bookings/{id}/cancel" => bookings::cancel, signed_in = true, effects = &[fx::SendEmail::INFO]),
     page!(GET "/bookings/{id}/move" => bookings::move_form, signed_in = true),
     page!(POST "/bookings/{id}/move" => bookings::move_to, signed_in = true, effects = &[fx::SendEmail::INFO]),
     page!(GET "/emails" => data::emails, signed_in = true),
