@@ -320,7 +320,7 @@ impl Bindings<'_> {
     /// A booking's notices: the service (its sender) and the templates they are written in.
     async fn booking_service(&mut self, service: &str) -> ApiResult<()> {
         self.add("service", service, crate::bookings::service_sk(service), |i| text(i, "name")).await?;
-        for slug in ["booking_confirmation", "booking_reminder"] {
+        for slug in ["booking_confirmation", "booking_reminder", "booking_rescheduled", "booking_cancelled"] {
             self.add("email_template", slug, crate::keys::EMAIL_TEMPLATE.sk(&[slug]), |i| text(i, "subject")).await?;
         }
         Ok(())

@@ -100,7 +100,9 @@ async fn a_templated_email_leaves_through_ses_rendered_and_escaped() {
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     let m = &msgs[0];
     assert_eq!(m["id"], sent["provider_message_id"]);
-    assert_eq!(m["source"], from);
+    // SES gets the bare address; the message's own From carries the name.
+    assert_eq!(m["source"], from.split('<').nth(1).unwrap().trim_end_matches('>'));
+    assert_eq!(m["headers"]["From"].as_str().unwrap().replace('"', ""), from);
     assert_eq!(m["body"], "<h1>Hello &lt;b&gt;Ann &amp; &quot;Co&quot;&lt;/b&gt;</h1><p>Plan: pro</p>");
     assert_eq!(m["destinations"]["ToAddresses"], json!(["ann@example.org"]));
     assert_eq!(m["destinations"]["CcAddresses"], json!(["cc@example.org"]));
@@ -979,7 +981,8 @@ async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() 
         assert_eq!(status, 404, "{bad}");
     }
     assert_eq!(post_link(&link, "").await.0, 400);
-    let forged = c.post("/gdpr/consents", &json!({"email": who, "purpose": "marketing_email", "granted": true, "source": "unsubscribe_link", "text_shown": "x", "text_version": "1"})).await;
+    // The API cannot give a consent the link's evidence.
+    let forged = c.post("/gdpr/consents", &json!({"email": who, "purpose": "marketing_email", "granted": true, "source": "portal", "text_shown": "x", "text_version": "1", "email_id": e["id"]})).await;
     assert_eq!(forged.status, 400, "{}", forged.json);
     assert!(ledger(&c, &who).await.is_empty());
 
@@ -994,7 +997,7 @@ async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() 
     assert_eq!(got.json["data"]["email_status"], "unsubscribed");
     let l = ledger(&c, &who).await;
     assert_eq!(l.len(), 1, "{l:?}");
-    assert_eq!((l[0]["granted"].as_bool(), l[0]["source"].as_str()), (Some(false), Some("unsubscribe_link")));
+    assert_eq!((l[0]["granted"].as_bool(), l[0]["source"].as_str()), (Some(false), Some("portal")));
     assert_eq!((l[0]["email_id"].as_str(), l[0]["user_agent"].as_str()), (e["id"].as_str(), Some("Mail-Provider/1.0")));
     let events = rx.wait_until(30, |r| !r.is_empty()).await;
     let ev: Value = serde_json::from_slice(&events[0].body).unwrap();

@@ -1384,8 +1384,9 @@ pub struct Consent {
     pub contact_id: Option<ContactId>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub email: String,
-    /// The email whose unsubscribe link recorded it (source `unsubscribe_link`): the link was
-    /// made for its one recipient, so using it proves the mailbox.
+    /// The email whose unsubscribe link recorded it (source `portal`, the link's page; no
+    /// session): the link was made for that email's one recipient, so using it proves the
+    /// mailbox. Only the platform sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email_id: Option<EmailId>,
     /// True for an event of an address that was erased since: the ledger keeps it hashed,
@@ -1448,8 +1449,6 @@ pub enum ConsentSource {
     Import,
     #[serde(rename = "form")]
     Form,
-    #[serde(rename = "unsubscribe_link")]
-    UnsubscribeLink,
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,

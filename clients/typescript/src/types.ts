@@ -4268,8 +4268,9 @@ export interface components {
             created_at: string;
             email: string;
             /**
-             * @description The email whose unsubscribe link recorded it (source `unsubscribe_link`): the link was
-             *     made for its one recipient, so using it proves the mailbox.
+             * @description The email whose unsubscribe link recorded it (source `portal`, the link's page; no
+             *     session): the link was made for that email's one recipient, so using it proves the
+             *     mailbox. Only the platform sets it.
              */
             email_id?: string | null;
             /**
@@ -4320,7 +4321,7 @@ export interface components {
          * @description Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        ConsentSource: "api" | "portal" | "import" | "form" | "unsubscribe_link" | (string & {});
+        ConsentSource: "api" | "portal" | "import" | "form" | (string & {});
         ConsentState: {
             contact_id?: string | null;
             email: string;

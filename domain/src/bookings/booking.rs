@@ -259,13 +259,14 @@ pub async fn cancel(
         Canceller::Staff { recorded_as } => recorded_as,
         Canceller::Customer(_) => CancelledBy::Customer,
     };
+    let was_confirmed = sb.booking.status == BookingStatus::Confirmed;
     let done = ops::cancel(app, ws, &sb, recorded_as, reason).await?;
     if let Some(send) = send {
         // The service and resource it was of, for the notice (gone: nothing to say).
         let found =
             futures_util::future::try_join(ops::load_service(app, ws, &done.service_id), ops::load_resource(app, ws, &done.resource_id));
         match found.await {
-            Ok((Some((svc, _)), Some((res, _)))) => notify::cancelled(send, app, ws, &svc, &res, &done).await,
+            Ok((Some((svc, _)), Some((res, _)))) => notify::cancelled(send, app, ws, &svc, &res, &done, was_confirmed).await,
             Ok(_) => {}
             Err(e) => tracing::warn!(booking_id = %done.id, error = %e.message, "booking cancellation notice not sent"),
         }

@@ -6,13 +6,16 @@
 //! its zone as a `VTIMEZONE` (the offset changes around the booking), so a client places them
 //! right across a DST change.
 //!
-//! The event is built with the icalendar crate (escaping names and text, folding lines); the
-//! `VTIMEZONE` is written from values the platform controls (a zone name from the tz database,
-//! offsets, abbreviations) and read back by the same crate's parser, since its builder has no
-//! time zone component.
+//! The event is built with the icalendar crate (escaping text, folding lines). Its builder has
+//! no time zone component, and it writes parameter values as given, so two things are ours:
+//! the `VTIMEZONE` text (from values the platform controls: a zone name from the tz database,
+//! offsets, abbreviations), and cleaning names before they become `CN` parameters (no quotes,
+//! no control characters, always quoted), since a contact's name is anyone's input. A time in
+//! the hour repeated when clocks go back is written in UTC: a local time there means its first
+//! occurrence to a client (RFC 5545 3.3.5).
 
 use super::{Booking, Resource, Service};
-use icalendar::{Calendar, Component, EventLike, EventStatus, Property};
+use icalendar::{Component, EventLike, EventStatus, Property};
 use shared::auth::WorkspaceId;
 use shared::zone::Zone;
 
@@ -76,15 +79,46 @@ fn vtimezone(name: &str, zone: &Zone, start: i64) -> String {
     out
 }
 
+/// A parameter value as RFC 5545 allows it: quoted, without quotes or control characters.
+fn param_value(v: &str) -> String {
+    let clean: String = v
+        .chars()
+        .map(|c| {
+            if c == '"' {
+                '\''
+            } else if c.is_control() {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("\"{}\"", clean.trim())
+}
+
 fn mailto(p: &Party<'_>, key: &str) -> Property {
     let mut prop = Property::new(key, format!("mailto:{}", p.address));
-    if let Some(n) = p.name.filter(|n| !n.is_empty()) {
-        prop.add_parameter("CN", n);
+    if let Some(n) = p.name.map(str::trim).filter(|n| !n.is_empty()) {
+        prop.add_parameter("CN", &param_value(n));
     }
     prop
 }
 
-/// The invite of `b` (its text, CRLF lines).
+/// A time as the invite writes it: local with the zone's id, or UTC when it is the second
+/// occurrence of a repeated local time.
+fn when(zone: &Zone, tzid: &str, t: i64) -> icalendar::CalendarDateTime {
+    use chrono::TimeZone;
+    let local = chrono::DateTime::from_timestamp(t + i64::from(zone.offset_seconds_at(t)), 0).unwrap_or_default().naive_utc();
+    match zone.from_local_datetime(&local) {
+        chrono::MappedLocalTime::Ambiguous(first, _) if first.timestamp() != t => {
+            icalendar::CalendarDateTime::Utc(chrono::DateTime::from_timestamp(t, 0).unwrap_or_default())
+        }
+        _ => icalendar::CalendarDateTime::WithTimezone { date_time: local, tzid: tzid.to_string() },
+    }
+}
+
+/// The invite of `b` (its text, CRLF lines). `tentative`: the booking awaits confirmation.
+#[allow(clippy::too_many_arguments)]
 pub fn invite(
     ws: &WorkspaceId,
     b: &Booking,
@@ -93,33 +127,68 @@ pub fn invite(
     organizer: &Party<'_>,
     attendee: &Party<'_>,
     method: Method,
+    tentative: bool,
 ) -> String {
     let (zone, tzid) = match super::tz(&res.timezone) {
         Some(z) => (z, res.timezone.as_str()),
         None => (Zone::utc(), "UTC"),
     };
     let (start, end) = (b.start.time().timestamp(), b.end.time().timestamp());
-    let at = |t: i64| icalendar::CalendarDateTime::WithTimezone {
-        date_time: chrono::DateTime::from_timestamp(t + i64::from(zone.offset_seconds_at(t)), 0).unwrap_or_default().naive_utc(),
-        tzid: tzid.to_string(),
-    };
-    let skeleton = format!("BEGIN:VCALENDAR\r\nVERSION:2.0\r\n{}END:VCALENDAR\r\n", vtimezone(tzid, &zone, start));
-    let mut cal: Calendar = skeleton.parse().unwrap_or_else(|_| Calendar::new());
     let mut attendee_prop = mailto(attendee, "ATTENDEE");
     attendee_prop.add_parameter("ROLE", "REQ-PARTICIPANT").add_parameter("PARTSTAT", "ACCEPTED").add_parameter("RSVP", "FALSE");
+    let status = match (method, tentative) {
+        (Method::Cancel, _) => EventStatus::Cancelled,
+        (Method::Request, true) => EventStatus::Tentative,
+        (Method::Request, false) => EventStatus::Confirmed,
+    };
+    // SUMMARY is escaped by the crate, except a lone carriage return.
+    let summary: String = format!("{} with {}", svc.name, res.name).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let event = icalendar::Event::new()
         .uid(&format!("{}@{ws}", b.invite_uid.as_ref().unwrap_or(&b.id)))
         .sequence(b.invite_sequence)
         .timestamp(chrono::Utc::now())
-        .starts(at(start))
-        .ends(at(end))
-        .summary(&format!("{} with {}", svc.name, res.name))
-        .status(if method == Method::Cancel { EventStatus::Cancelled } else { EventStatus::Confirmed })
+        .starts(when(&zone, tzid, start))
+        .ends(when(&zone, tzid, end))
+        .summary(&summary)
+        .status(status)
         .append_property(mailto(organizer, "ORGANIZER"))
         .append_property(attendee_prop)
         .done();
-    cal.push(event);
-    cal.append_property(Property::new("PRODID", "-//workspace-platform//bookings//EN"));
-    cal.append_property(Property::new("METHOD", method.as_str()));
-    cal.to_string()
+    let mut vevent = String::new();
+    // Writing to a String cannot fail.
+    let _ = event.fmt_write(&mut vevent);
+    format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//workspace-platform//bookings//EN\r\nCALSCALE:GREGORIAN\r\nMETHOD:{}\r\n{}{vevent}END:VCALENDAR\r\n",
+        method.as_str(),
+        vtimezone(tzid, &zone, start),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cannot_add_lines_or_parameters() {
+        let evil = "x\":mailto:a@b.example\r\nURL:https://evil.example\r\nX-A:\";SENT-BY=\"mailto:e@x\"";
+        let p = mailto(&Party { name: Some(evil), address: "v@example.org" }, "ATTENDEE");
+        let mut out = String::new();
+        icalendar::Event::new().uid("u").append_property(p).done().fmt_write(&mut out).unwrap();
+        let unfolded = out.replace("\r\n ", "");
+        let lines: Vec<&str> = unfolded.split("\r\n").filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 5, "BEGIN, DTSTAMP, ATTENDEE, UID, END: {lines:?}");
+        let attendee = lines.iter().find(|l| l.starts_with("ATTENDEE")).unwrap();
+        let want = "ATTENDEE;CN=\"x':mailto:a@b.example  URL:https://evil.example  X-A:';SENT-BY='mailto:e@x'\":mailto:v@example.org";
+        assert_eq!(*attendee, want);
+    }
+
+    #[test]
+    fn a_repeated_hour_is_written_in_utc_the_first_one_local() {
+        let oslo = Zone::named("Europe/Oslo").unwrap();
+        // 2026-10-25 00:30Z and 01:30Z are both 02:30 in Oslo.
+        let first = when(&oslo, "Europe/Oslo", 1_792_888_200);
+        let second = when(&oslo, "Europe/Oslo", 1_792_891_800);
+        assert!(matches!(first, icalendar::CalendarDateTime::WithTimezone { .. }), "{first:?}");
+        assert!(matches!(second, icalendar::CalendarDateTime::Utc(_)), "{second:?}");
+    }
 }

@@ -46,9 +46,20 @@ pub async fn moved(auth: &Authority<effects::SendEmail>, app: &App, ws: &Workspa
 }
 
 /// After a booking was cancelled: the notice with the invite's cancellation.
-pub async fn cancelled(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, b: &Booking) {
+/// `was_confirmed`: only a booking that was confirmed had its invite sent, so only its notice
+/// cancels one.
+pub async fn cancelled(
+    auth: &Authority<effects::SendEmail>,
+    app: &App,
+    ws: &WorkspaceId,
+    svc: &Service,
+    res: &Resource,
+    b: &Booking,
+    was_confirmed: bool,
+) {
+    let invite = was_confirmed.then_some(Method::Cancel);
     if svc.notifications.as_ref().is_some_and(|n| n.confirmation)
-        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_cancelled", None, Some(Method::Cancel))).await
+        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_cancelled", None, invite)).await
     {
         tracing::warn!(booking_id = %b.id, error = %e.message, "booking cancellation notice not sent");
     }
@@ -134,7 +145,9 @@ async fn send(
             [contact.first_name.as_deref(), contact.last_name.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
         let organizer = Party { name: name.as_deref(), address: &address };
         let attendee = Party { name: Some(&attendee_name), address: &contact.email };
-        email.calendar = Some(invite::invite(ws, b, svc, res, &organizer, &attendee, method));
+        // A booking awaiting confirmation is in the calendar as tentative.
+        let tentative = b.status == BookingStatus::Pending;
+        email.calendar = Some(invite::invite(ws, b, svc, res, &organizer, &attendee, method, tentative));
     }
     compose::send(auth, app, ws, &email, now.timestamp()).await
 }

@@ -59,8 +59,6 @@ pub enum ConsentSource {
     Portal,
     Import,
     Form,
-    /// An unsubscribe link in an email (the mail client's one-click POST or the page's button).
-    UnsubscribeLink,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
@@ -90,8 +88,9 @@ pub struct Consent {
     /// workspace recorded through the API, whose own records are the evidence.
     #[serde(default)]
     pub proof: Option<PortalProof>,
-    /// The email whose unsubscribe link recorded it (source `unsubscribe_link`): the link was
-    /// made for its one recipient, so using it proves the mailbox.
+    /// The email whose unsubscribe link recorded it (source `portal`, the link's page; no
+    /// session): the link was made for that email's one recipient, so using it proves the
+    /// mailbox. Only the platform sets it.
     #[serde(default)]
     #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<crate::ids::EmailId>,
@@ -170,9 +169,6 @@ pub fn valid_purpose(p: &str) -> bool {
 /// Validate a consent event for `subject` (already resolved).
 pub fn build(input: RecordConsent, subject: &Subject) -> ApiResult<Consent> {
     let mut errs = Errors::new();
-    if input.source == ConsentSource::UnsubscribeLink {
-        errs.add("source", "unsubscribe_link is recorded by the platform only, when an email's unsubscribe link is used");
-    }
     if !valid_purpose(&input.purpose) {
         errs.add("purpose", "a slug: a lower-case letter, then up to 49 lower-case letters, digits or _");
     }

@@ -8,8 +8,8 @@
 //! and still works after a rotation. Opening it reads the email for its recipient: a token
 //! whose email was erased since no longer opens, and an erased address is suppressed anyway.
 //!
-//! The unsubscribe is a consent event: `marketing_email` withdrawn, source `unsubscribe_link`,
-//! with the email it came from as its evidence. A contact's `email_status` becomes
+//! The unsubscribe is a consent event: `marketing_email` withdrawn, source `portal` (the link's
+//! page), with the email it came from as its evidence (`email_id`, which only the platform sets). A contact's `email_status` becomes
 //! `unsubscribed` in the same transaction; an address without a contact gets a suppression
 //! with reason `unsubscribed`, which, like a contact's unsubscribe, holds for marketing mail
 //! only. Each write is conditional on the state it changes, so a replayed or raced POST
@@ -215,7 +215,7 @@ pub const UNDO_SECS: i64 = 7 * 86_400;
 async fn may_undo(app: &App, ws: &WorkspaceId, t: &Target, contact: Option<&contacts::Contact>, listed: bool) -> ApiResult<bool> {
     let subject = crate::privacy::Subject { email: t.address.clone(), contact_id: contact.map(|c| c.id.clone()), ..Default::default() };
     let ledger = consents::state(app, ws, &subject).await?;
-    let ours = |c: &&Consent| c.source == ConsentSource::UnsubscribeLink && c.email_id.as_ref() == Some(&t.email_id);
+    let ours = |c: &&Consent| c.source == ConsentSource::Portal && c.email_id.as_ref() == Some(&t.email_id);
     if ledger.history.iter().filter(ours).any(|c| c.granted) {
         return Ok(false);
     }
@@ -262,7 +262,9 @@ pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: 
             contact_id: contact.map(|c| c.id.clone()),
             purpose: "marketing_email".into(),
             granted: subscribe,
-            source: ConsentSource::UnsubscribeLink,
+            // The link's page is the portal's; `email_id` is the evidence, which only the
+            // platform sets.
+            source: ConsentSource::Portal,
             text_shown: match (req.via, subscribe) {
                 (Via::OneClick, _) => "List-Unsubscribe=One-Click (RFC 8058), sent by the mail client".into(),
                 (Via::Page, false) => "Unsubscribe (the unsubscribe page's button)".into(),
@@ -296,7 +298,9 @@ pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: 
             tx = contacts::update_tx(ws, &old, &new, version, tx)?;
         }
         if subscribe && listed {
-            tx = tx.delete_if(ws_pk(ws), suppression_sk.clone(), "reason = :u", vec![(":u", store::s("unsubscribed"))]);
+            // The entry this link wrote, as `may_undo` read it.
+            let vals = vec![(":u", store::s("unsubscribed")), (":e", store::s(&t.email_id))];
+            tx = tx.delete_if(ws_pk(ws), suppression_sk.clone(), "reason = :u AND email_id = :e", vals);
         } else if !subscribe && contact.is_none() {
             // Without a contact to carry it, the unsubscribe is kept on the suppression list.
             let s = super::suppressions::Suppression {

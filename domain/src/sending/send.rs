@@ -367,7 +367,10 @@ pub fn mime(e: &Email, to: &[String], cc: &[String], bcc: &[String]) -> Result<V
             let method = ics.lines().find_map(|l| l.strip_prefix("METHOD:")).unwrap_or("PUBLISH").trim().to_string();
             let calendar = lettre::message::header::ContentType::parse(&format!("text/calendar; charset=utf-8; method={method}"))
                 .map_err(|err| format!("invite content type: {err}"))?;
-            let mut alt = MultiPart::alternative().singlepart(SinglePart::plain(t.clone().unwrap_or_default()));
+            let mut alt = MultiPart::alternative().build();
+            if let Some(t) = t {
+                alt = alt.singlepart(SinglePart::plain(t.clone()));
+            }
             if let Some(h) = h {
                 alt = alt.singlepart(SinglePart::html(h.clone()));
             }

@@ -224,9 +224,9 @@ pub async fn no_show_booking(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CancelBooking = if req.body.is_empty() { CancelBooking::default() } else { req.json()? };
     let by = booking::Canceller::Staff { recorded_as: input.cancelled_by.unwrap_or(CancelledBy::Staff) };
-    // The notice goes when the caller may send email; a key that may not still cancels.
-    let send = req.grant.authorize::<fx::SendEmail>().ok();
-    Ok(Reply::ok(&booking::cancel(send.as_ref(), app, req.ws()?, &req.path_id("id")?, by, input.reason).await?))
+    // The notice is an email: a key that must ask before it sends asks before it cancels.
+    let send = req.grant.authorize::<fx::SendEmail>()?;
+    Ok(Reply::ok(&booking::cancel(Some(&send), app, req.ws()?, &req.path_id("id")?, by, input.reason).await?))
 }
 
 /// Move a pending or confirmed booking to another slot of its resource in one transaction:

@@ -228,8 +228,8 @@ pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CancelMine = if req.body.is_empty() { CancelMine::default() } else { req.json()? };
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
-    let send = req.grant.authorize::<fx::SendEmail>().ok();
-    let b = domain::bookings::booking::cancel(send.as_ref(), app, req.ws()?, &id, Canceller::Customer(&ct), input.reason).await?;
+    let send = req.grant.authorize::<fx::SendEmail>()?;
+    let b = domain::bookings::booking::cancel(Some(&send), app, req.ws()?, &id, Canceller::Customer(&ct), input.reason).await?;
     Ok(Reply::ok(&b))
 }
 

@@ -107,8 +107,8 @@ async fn refused(app: &App, v: &Visit, e: ApiError) -> ApiResult<View> {
 pub async fn cancel(app: &App, v: Visit) -> ApiResult<View> {
     let ct = customer(app, &v).await?.0.id;
     let Some(id) = BookingId::parse(v.param("id")) else { return refused(app, &v, ApiError::not_found("booking")).await };
-    let send = v.grant.authorize::<fx::SendEmail>().ok();
-    match booking::cancel(send.as_ref(), app, &v.ws, &id, Canceller::Customer(&ct), None).await {
+    let send = v.grant.authorize::<fx::SendEmail>()?;
+    match booking::cancel(Some(&send), app, &v.ws, &id, Canceller::Customer(&ct), None).await {
         Ok(_) => Ok(View::redirect(format!("{}/bookings?m=cancelled", v.base))),
         Err(e) => refused(app, &v, e).await,
     }
