@@ -191,4 +191,18 @@ mod tests {
         assert!(matches!(first, icalendar::CalendarDateTime::WithTimezone { .. }), "{first:?}");
         assert!(matches!(second, icalendar::CalendarDateTime::Utc(_)), "{second:?}");
     }
+
+    #[test]
+    fn the_time_zone_states_the_changes_around_the_booking() {
+        // St. John's, 2027-01-15: NST (-03:30) since November, NDT (-02:30) from 2027-03-14.
+        let z = Zone::named("America/St_Johns").unwrap();
+        let t = vtimezone("America/St_Johns", &z, 1_800_000_000);
+        assert!(t.starts_with("BEGIN:VTIMEZONE\r\nTZID:America/St_Johns\r\n"), "{t}");
+        assert!(t.contains("BEGIN:STANDARD\r\nDTSTART:20261101T020000\r\nTZOFFSETFROM:-0230\r\nTZOFFSETTO:-0330\r\nTZNAME:NST\r\n"), "{t}");
+        assert!(t.contains("BEGIN:DAYLIGHT\r\nDTSTART:20270314T020000\r\nTZOFFSETFROM:-0330\r\nTZOFFSETTO:-0230\r\nTZNAME:NDT\r\n"), "{t}");
+        // A zone that never changes: one observance at its offset.
+        let k = vtimezone("Asia/Kolkata", &Zone::named("Asia/Kolkata").unwrap(), 1_800_000_000);
+        assert_eq!(k.matches("BEGIN:STANDARD").count(), 1, "{k}");
+        assert!(k.contains("TZOFFSETTO:+0530"), "{k}");
+    }
 }

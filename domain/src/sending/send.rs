@@ -125,28 +125,39 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
         email.error = Some(SendError { code: "sender_not_verified".into(), message });
         email.set_status(EmailStatus::Failed, now_s);
         finish(sd, ws, &held, email, None).await?;
+        if sealed {
+            drop_seal(sd, ws, id).await;
+        }
         return Ok(Outcome::Done);
     }
     let (to, cc, bcc) = email.deliverable();
     if to.is_empty() {
         email.set_status(EmailStatus::Suppressed, now_s);
         finish(sd, ws, &held, email, None).await?;
+        if sealed {
+            drop_seal(sd, ws, id).await;
+        }
         return Ok(Outcome::Done);
     }
     // The bodies go to SES only; the email item is stored without them.
     let mut outgoing = email.clone();
     (outgoing.html, outgoing.text, outgoing.calendar, outgoing.headers) = bodies;
     let result = ses_send(sd, ws, &outgoing, to, cc, bcc).await;
-    let sent = result.is_ok();
     let outcome = record(sd, ws, &held, email, result, now_s).await?;
-    if sent && sealed {
-        // Delivered: the credentials have no reader left, so they are not kept.
-        let removed = app.db.update(ws_pk(ws), model::body_sk(id), "REMOVE sealed_secrets").when("attribute_exists(pk)").apply().await;
-        if let Err(e) = removed {
-            tracing::warn!(error = %e.message, "could not drop a sent email's sealed credentials");
-        }
+    // Sent or failed for good: nothing will put the credentials back again.
+    if sealed && matches!(outcome, Outcome::Done) {
+        drop_seal(sd, ws, id).await;
     }
     Ok(outcome)
+}
+
+/// Drop a finished email's sealed credentials and links: they have no reader left, so they are
+/// not kept (best effort: they stay sealed if this fails).
+async fn drop_seal(sd: &Sender, ws: &WorkspaceId, id: &str) {
+    let removed = sd.app.db.update(ws_pk(ws), model::body_sk(id), "REMOVE sealed_secrets").when("attribute_exists(pk)").apply().await;
+    if let Err(e) = removed {
+        tracing::warn!(error = %e.message, "could not drop a finished email's sealed credentials");
+    }
 }
 
 /// Finished, not due yet, or held by another copy's claim: what to do instead of sending.
