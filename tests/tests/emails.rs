@@ -1005,6 +1005,11 @@ async fn marketing_mail_has_a_one_click_unsubscribe_that_stops_marketing_only() 
         (ev["type"].as_str(), ev["data"]["contact_id"].as_str(), ev["data"]["via"].as_str()),
         (Some("contact.unsubscribed"), Some(ct.as_str()), Some("one_click"))
     );
+    // The delivered event is what the catalog says it is (checked by `jsonschema`).
+    let schema = c.get("/webhooks/event-types/contact.unsubscribed").await.json["data"]["schema"].clone();
+    let failures =
+        e2e::python("tests/validate_json_schema.py", &json!([{"name": "contact.unsubscribed", "schema": schema, "instance": ev}]));
+    assert_eq!(failures, json!({}), "the event does not match its catalog schema");
 
     // Marketing is suppressed now; transactional mail still goes.
     let m = send(&c, json!({"from": from, "to": [who], "subject": "more news", "text": "t"})).await;
