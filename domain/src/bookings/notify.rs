@@ -27,22 +27,13 @@ pub fn reminder_id(svc: &Service, b: &Booking) -> Option<EmailId> {
 
 /// After a booking became confirmed: its confirmation now and its reminder at its time.
 pub async fn confirmed(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, b: &Booking) {
-    let Some(n) = &svc.notifications else { return };
-    if n.confirmation
-        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_confirmation", None, Some(Method::Request))).await
-    {
-        tracing::warn!(booking_id = %b.id, error = %e.message, "booking confirmation not sent");
-    }
+    notice(auth, app, ws, svc, res, b, "booking_confirmation", Some(Method::Request)).await;
     scheduled(auth, app, ws, svc, res, b).await;
 }
 
 /// After a booking was moved (`new`, the booking it became): the notice with the moved invite.
 pub async fn moved(auth: &Authority<effects::SendEmail>, app: &App, ws: &WorkspaceId, svc: &Service, res: &Resource, new: &Booking) {
-    if svc.notifications.as_ref().is_some_and(|n| n.confirmation)
-        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, new, "booking_rescheduled", None, Some(Method::Request))).await
-    {
-        tracing::warn!(booking_id = %new.id, error = %e.message, "booking move notice not sent");
-    }
+    notice(auth, app, ws, svc, res, new, "booking_rescheduled", Some(Method::Request)).await;
 }
 
 /// After a booking was cancelled: the notice with the invite's cancellation.
@@ -57,11 +48,26 @@ pub async fn cancelled(
     b: &Booking,
     was_confirmed: bool,
 ) {
-    let invite = was_confirmed.then_some(Method::Cancel);
+    notice(auth, app, ws, svc, res, b, "booking_cancelled", was_confirmed.then_some(Method::Cancel)).await;
+}
+
+/// One notice (`slug`: its template) when the service's confirmations are on; a failure is
+/// logged, the booking stands.
+#[allow(clippy::too_many_arguments)]
+async fn notice(
+    auth: &Authority<effects::SendEmail>,
+    app: &App,
+    ws: &WorkspaceId,
+    svc: &Service,
+    res: &Resource,
+    b: &Booking,
+    slug: &str,
+    invite: Option<Method>,
+) {
     if svc.notifications.as_ref().is_some_and(|n| n.confirmation)
-        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_cancelled", None, invite)).await
+        && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, slug, None, invite)).await
     {
-        tracing::warn!(booking_id = %b.id, error = %e.message, "booking cancellation notice not sent");
+        tracing::warn!(booking_id = %b.id, notice = slug, error = %e.message, "booking notice not sent");
     }
 }
 
