@@ -583,12 +583,9 @@ async fn sign_in_unpadded(
         return Err(ApiError::validation("email", "must be an email address"));
     };
     // Per address asked for, known or not (keyed by an HMAC: the bucket names no address).
-    let bucket = {
-        use hmac::{KeyInit, Mac};
-        let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(&app.platform_secret().await?.csrf_key).map_err(ApiError::internal)?;
-        m.update(format!("sign-in/{slug}/{address}").as_bytes());
-        format!("SIGNIN#{}", shared::crypto::hex(&m.finalize().into_bytes()))
-    };
+    let key = &app.platform_secret().await?.csrf_key;
+    let bucket =
+        format!("SIGNIN#{}", shared::crypto::hex(&shared::crypto::hmac_sha256(key, format!("sign-in/{slug}/{address}").as_bytes())));
     let decision = app.limiter.acquire(&app.db, &bucket, shared::ratelimit::Class::PortalSignInAddress).await?;
     if !decision.allowed {
         return Err(decision.into_error());

@@ -279,12 +279,7 @@ pub async fn tombstone_keys(app: &App, ws: &WorkspaceId, emails: &[String]) -> A
 pub const ERASED_MESSAGE: &str = "this address was erased (GDPR); it can only come back with new consent (resubscribe)";
 
 pub fn tombstone_hash(key: &[u8], ws: &WorkspaceId, email: &str) -> String {
-    use hmac::{KeyInit, Mac};
-    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
-    m.update(ws.as_bytes());
-    m.update(b"\n");
-    m.update(email.to_lowercase().as_bytes());
-    shared::crypto::hex(&m.finalize().into_bytes())
+    shared::crypto::hex(&shared::crypto::hmac_sha256(key, format!("{ws}\n{}", email.to_lowercase()).as_bytes()))
 }
 
 #[cfg(test)]

@@ -65,10 +65,7 @@ impl std::fmt::Debug for PlatformSecret {
 }
 
 fn derive(root: &[u8], purpose: &str) -> Vec<u8> {
-    use hmac::{KeyInit, Mac};
-    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(root).expect("any key length");
-    m.update(purpose.as_bytes());
-    m.finalize().into_bytes().to_vec()
+    crate::crypto::hmac_sha256(root, purpose.as_bytes()).to_vec()
 }
 
 impl PlatformSecret {

@@ -102,6 +102,24 @@ mod jwt {
 
 const VERSION: &str = "v1:";
 
+/// HMAC-SHA256 of `message` under `key`: the platform's derived keys, its tokens (form tokens,
+/// reply addresses, unsubscribe links) and keyed hashes (tombstones, rate-limit buckets).
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use hmac::{KeyInit, Mac};
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    m.update(message);
+    m.finalize().into_bytes().into()
+}
+
+/// Whether `tag` is the start (at least 16 bytes) of HMAC-SHA256 of `message` under `key`,
+/// compared in constant time.
+pub fn hmac_sha256_verify_prefix(key: &[u8], message: &[u8], tag: &[u8]) -> bool {
+    use hmac::{KeyInit, Mac};
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    m.update(message);
+    tag.len() >= 16 && m.verify_truncated_left(tag).is_ok()
+}
+
 /// Lower-case hex of a digest (hashes in keys, fingerprints).
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -143,6 +161,16 @@ pub fn open(k: &[u8], aad: &str, sealed: &str) -> Result<Vec<u8>, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hmac_matches_rfc_4231_and_checks_prefixes() {
+        // RFC 4231, test case 2.
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(hex(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        assert!(hmac_sha256_verify_prefix(b"Jefe", b"what do ya want for nothing?", &mac[..16]));
+        assert!(!hmac_sha256_verify_prefix(b"Jefe", b"what do ya want for nothing!", &mac[..16]));
+        assert!(!hmac_sha256_verify_prefix(b"Jefe", b"what do ya want for nothing?", &mac[..15]), "at least 128 bits");
+    }
 
     #[test]
     fn round_trip_and_binding() {

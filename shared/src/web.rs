@@ -276,10 +276,7 @@ fn find<'p>(pages: &'p [Page], method: &Method, rest: &str) -> ApiResult<(&'p Pa
 /// The token of a form: HMAC of the site and workspace (`/p/acme`), the browser's nonce and its
 /// session, under the platform's key.
 pub fn csrf_token(key: &[u8], site: &str, nonce: &str, session: &str) -> String {
-    use hmac::{KeyInit, Mac};
-    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
-    m.update(format!("{site}\n{nonce}\n{session}").as_bytes());
-    crate::crypto::hex(&m.finalize().into_bytes())
+    crate::crypto::hex(&crate::crypto::hmac_sha256(key, format!("{site}\n{nonce}\n{session}").as_bytes()))
 }
 
 /// Serve one request for a page of `site`.

@@ -21,7 +21,6 @@ use crate::contacts::consents::{self, Consent, ConsentSource};
 use crate::contacts::{self, EmailStatus};
 use crate::ids::{ConsentId, EmailId};
 use crate::keys;
-use hmac::{KeyInit, Mac};
 use serde::Serialize;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
@@ -53,18 +52,14 @@ pub async fn links(app: &App, workspace: &store::Item, origin: Option<&str>) -> 
     Ok(Some(Links { origin: origin.trim_end_matches('/').to_string(), slug, secret: app.platform_secret().await?.clone() }))
 }
 
-fn mac(key: &[u8], ws: &str, email_id: &str, address: &str) -> hmac::Hmac<sha2::Sha256> {
-    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
-    for part in ["unsubscribe/v1", ws, email_id, address] {
-        m.update(part.as_bytes());
-        m.update(b"\n");
-    }
-    m
+/// What a token's tag is the MAC of: each part and a line break.
+fn tagged(ws: &str, email_id: &str, address: &str) -> Vec<u8> {
+    format!("unsubscribe/v1\n{ws}\n{email_id}\n{address}\n").into_bytes()
 }
 
 /// The token's tag: the MAC's first 128 bits.
 fn tag(key: &[u8], ws: &str, email_id: &str, address: &str) -> Vec<u8> {
-    mac(key, ws, email_id, address).finalize().into_bytes()[..16].to_vec()
+    shared::crypto::hmac_sha256(key, &tagged(ws, email_id, address))[..16].to_vec()
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -129,8 +124,9 @@ pub async fn open(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Target>
         return Err(unknown());
     }
     let addr = sole_recipient(&stored.email).ok_or_else(unknown)?;
-    // Compared in constant time.
-    mac(&app.platform_secret().await?.unsubscribe_key, ws, &id, addr).verify_truncated_left(&sent).map_err(|_| unknown())?;
+    if !shared::crypto::hmac_sha256_verify_prefix(&app.platform_secret().await?.unsubscribe_key, &tagged(ws, &id, addr), &sent) {
+        return Err(unknown());
+    }
     Ok(Target { address: addr.to_string(), email_id: id })
 }
 

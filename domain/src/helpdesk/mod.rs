@@ -262,11 +262,8 @@ pub async fn check_mailbox(app: &App, ws: &WorkspaceId, mailbox: &str) -> ApiRes
 /// The reply address of a conversation: `local+<token>@domain`, the token an HMAC of the
 /// workspace and conversation (stored as a look-up so inbound mail finds the conversation).
 pub async fn reply_address(app: &App, ws: &WorkspaceId, c: &Conversation) -> ApiResult<(String, String)> {
-    use hmac::{KeyInit, Mac};
     let key = &app.platform_secret().await?.reply_token_key;
-    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
-    m.update(format!("helpdesk-reply/{ws}/{}", c.id).as_bytes());
-    let token = shared::crypto::hex(&m.finalize().into_bytes()[..10]);
+    let token = shared::crypto::hex(&shared::crypto::hmac_sha256(key, format!("helpdesk-reply/{ws}/{}", c.id).as_bytes())[..10]);
     let (local, domain) = c.mailbox.split_once('@').unwrap_or((&c.mailbox, ""));
     Ok((format!("{local}+{token}@{domain}"), token))
 }
