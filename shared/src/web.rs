@@ -62,7 +62,7 @@ pub struct Page {
     /// Its rate class, per session or (signed out) per network address; None: `portal` with a
     /// session, else `read` for GET and `write` for the rest.
     pub class: Option<Class>,
-    /// Its path carries its own capability (an emailed unsubscribe link): its POST needs no
+    /// Its address carries its own capability (an emailed unsubscribe link): its POST needs no
     /// form token and may come from anywhere (a mail provider's server, RFC 8058), in any
     /// content type; the page sets no cookie.
     pub bearer: bool,
