@@ -141,6 +141,34 @@ pub async fn get_object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Res
     }
 }
 
+/// Objects written for a record that is not committed yet carry this tag; the bucket's
+/// lifecycle rule removes tagged objects after a day, so a record never written (refused, given
+/// up on) leaves no copy of its files behind. [`link_object`] removes the tag once it is.
+pub const UNLINKED_TAG: &str = "state=unlinked";
+
+/// Write an object tagged [`UNLINKED_TAG`] (SSE is the bucket's default).
+pub async fn put_unlinked(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), AwsError> {
+    // Tags set with the object need their own permission.
+    crate::metrics::record_call("s3:PutObjectTagging", &crate::metrics::s3_resource(bucket, key));
+    s3.put_object().bucket(bucket).key(key).tagging(UNLINKED_TAG).content_type(content_type).body(bytes.into()).send().await?;
+    Ok(())
+}
+
+/// Take the [`UNLINKED_TAG`] off an object whose record is committed (idempotent; an object
+/// that was never written is no error).
+pub async fn link_object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), AwsError> {
+    match s3.delete_object_tagging().bucket(bucket).key(key).send().await.map_err(AwsError::from) {
+        Err(e) if !e.is_not_found() => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Delete an object (S3 answers a missing key as deleted).
+pub async fn delete_object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), AwsError> {
+    s3.delete_object().bucket(bucket).key(key).send().await?;
+    Ok(())
+}
+
 /// A presigned GET link valid for `expires`, with S3's overrides of the answer's type,
 /// encoding and disposition. The link carries the caller's authority to read the object, so
 /// it records `s3:GetObject`.

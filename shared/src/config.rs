@@ -120,11 +120,24 @@ pub struct EmailSettings {
     /// (`SES_IDENTITY_TAG`, the stack's name): its IAM policy may read and delete only identities
     /// carrying it, never another application's in the same account.
     pub identity_tag: Option<String>,
+    /// The largest message, attachments encoded, an email may make (`EMAIL_MAX_MESSAGE_BYTES`,
+    /// default 40 MB: SES's limit). Lower it for recipients' limits (Gmail takes 25 MB).
+    pub max_message_bytes: usize,
 }
+
+/// SES's limit on a whole message (v2 API), attachments and encoding included.
+pub const SES_MAX_MESSAGE_BYTES: usize = 40_000_000;
 
 impl Default for EmailSettings {
     fn default() -> Self {
-        Self { allowed_domains: vec![], configuration_set: None, requeue_after_secs: 120, claim_secs: 90, identity_tag: None }
+        Self {
+            allowed_domains: vec![],
+            configuration_set: None,
+            requeue_after_secs: 120,
+            claim_secs: 90,
+            identity_tag: None,
+            max_message_bytes: SES_MAX_MESSAGE_BYTES,
+        }
     }
 }
 
@@ -141,7 +154,18 @@ impl EmailSettings {
         // Past the 15 s the sender keeps for recording an answer (production: above its 60 s
         // timeout plus that, 90 s).
         let claim_secs = var("EMAIL_CLAIM_SECS").and_then(|v| v.parse().ok()).filter(|s: &i64| *s >= 20).unwrap_or(90);
-        Self { allowed_domains, configuration_set, requeue_after_secs, claim_secs, identity_tag: var("SES_IDENTITY_TAG") }
+        let max_message_bytes = var("EMAIL_MAX_MESSAGE_BYTES")
+            .and_then(|v| v.parse().ok())
+            .filter(|n: &usize| *n <= SES_MAX_MESSAGE_BYTES)
+            .unwrap_or(SES_MAX_MESSAGE_BYTES);
+        Self {
+            allowed_domains,
+            configuration_set,
+            requeue_after_secs,
+            claim_secs,
+            identity_tag: var("SES_IDENTITY_TAG"),
+            max_message_bytes,
+        }
     }
 
     /// May a workspace add `domain` (lower-cased) as a sending domain?

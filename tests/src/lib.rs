@@ -316,6 +316,15 @@ impl Harness {
         panic!("email {email_id} was not sent")
     }
 
+    /// An object's tags as moto answers them (XML), without a signature.
+    pub async fn object_tags(&self, bucket: &str, key: &str) -> String {
+        let auth = "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0";
+        let url = format!("{}/{bucket}/{key}?tagging", self.moto_endpoint);
+        let r = reqwest::Client::new().get(url).header("authorization", auth).send().await.expect("moto tagging");
+        assert_eq!(r.status(), 200);
+        r.text().await.expect("tagging body")
+    }
+
     /// Every object under `prefix` in a bucket of the stack, with its bytes (moto's S3 lists
     /// without a signature).
     pub async fn bucket_objects(&self, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {

@@ -1070,3 +1070,238 @@ async fn an_address_without_a_contact_unsubscribes_once_however_many_posts_race(
     let t = send(&c, json!({"from": from, "to": [who], "subject": "receipt", "text": "t", "transactional": true})).await;
     assert_eq!(t["status"], "queued");
 }
+
+/// `n` bytes that hold every byte value, after `magic`.
+fn file(magic: &[u8], n: usize) -> Vec<u8> {
+    let mut b = magic.to_vec();
+    b.extend((0..n).map(|i| (i * 7919 % 256) as u8));
+    b
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+
+/// The email's objects in the mail bucket.
+async fn stored_files(ws: &str, email_id: &str) -> Vec<(String, Vec<u8>)> {
+    let h = harness();
+    h.bucket_objects(&h.resources.mail_bucket, &format!("outbound/{ws}/{email_id}/")).await
+}
+
+async fn gone(ws: &str, email_id: &str) -> bool {
+    for _ in 0..50 {
+        if stored_files(ws, email_id).await.is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn files_reach_ses_byte_for_byte_with_inline_images_by_content_id_and_are_deleted_once_sent() {
+    let (c, ws) = sender_workspace("attachments").await;
+    let from = from(&ws);
+    let subject = unique("Invoice");
+    let (pdf, png) = (file(b"%PDF-1.7\n", 300_000), file(PNG, 2_000));
+    let e = send(
+        &c,
+        json!({"from": from, "to": ["billing@example.org"], "subject": subject, "transactional": true,
+        "text": "Your invoice", "html": "<p>Your invoice <img src=\"cid:logo@acme\"></p>",
+        "attachments": [
+            {"filename": "Rechnung März.pdf", "content": b64(&pdf)},
+            {"filename": "logo.png", "content_type": "image/png", "content": b64(&png), "content_id": "logo@acme"},
+        ]}),
+    )
+    .await;
+    let sha = |b: &[u8]| shared::crypto::sha256_hex(b);
+    assert_eq!(
+        e["attachments"],
+        json!([
+            {"filename": "Rechnung März.pdf", "content_type": "application/pdf", "size": pdf.len(), "content_id": null, "sha256": sha(&pdf)},
+            {"filename": "logo.png", "content_type": "image/png", "size": png.len(), "content_id": "logo@acme", "sha256": sha(&png)},
+        ]),
+        "the record lists the files, never their bytes"
+    );
+    let id = e["id"].as_str().unwrap();
+    wait_status(&c, id, &["sent"], 30).await;
+    let raw: Vec<String> = ses_with_subject(&subject).await.iter().map(|m| m["raw"].as_str().unwrap().to_string()).collect();
+    assert_eq!(raw.len(), 1);
+    let read = e2e::python("tests/read_attachments.py", &json!(raw));
+    let m = &read[0];
+    assert_eq!(m["shape"], "multipart/mixed[multipart/related[multipart/alternative[text/plain,text/html],image/png],application/pdf]");
+    let part = |t: &str| m["parts"].as_array().unwrap().iter().find(|p| p["content_type"] == t).unwrap().clone();
+    let (p, i) = (part("application/pdf"), part("image/png"));
+    assert_eq!(
+        (p["bytes"].as_str(), p["filename"].as_str(), p["disposition"].as_str()),
+        (Some(b64(&pdf).as_str()), Some("Rechnung März.pdf"), Some("attachment"))
+    );
+    assert_eq!(
+        (i["bytes"].as_str(), i["content_id"].as_str(), i["disposition"].as_str()),
+        (Some(b64(&png).as_str()), Some("<logo@acme>"), Some("inline"))
+    );
+    assert!(gone(&ws, id).await, "a sent email's files are deleted");
+    assert_eq!(c.get(&format!("/emails/{id}")).await.json["data"]["attachments"], e["attachments"], "and still listed");
+
+    // A batch's entries carry their own files.
+    let subject = unique("Tickets");
+    let entry = |n: usize| {
+        json!({"from": from, "to": [format!("guest{n}@example.org")], "subject": subject, "text": "Your ticket",
+            "attachments": [{"filename": format!("ticket-{n}.txt"), "content_type": "text/plain", "content": b64(format!("ticket {n}").as_bytes())}]})
+    };
+    let r = c.post("/emails/batch", &json!({"emails": [entry(1), entry(2)]})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    for entry in r.json["data"]["emails"].as_array().unwrap() {
+        wait_status(&c, entry["id"].as_str().unwrap(), &["sent"], 30).await;
+    }
+    let raw: Vec<String> = ses_with_subject(&subject).await.iter().map(|m| m["raw"].as_str().unwrap().to_string()).collect();
+    let mut files: Vec<String> = e2e::python("tests/read_attachments.py", &json!(raw))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let p = m["parts"].as_array().unwrap().iter().find(|p| p["disposition"] == "attachment").unwrap();
+            format!("{} {}", p["filename"].as_str().unwrap(), p["bytes"].as_str().unwrap())
+        })
+        .collect();
+    files.sort();
+    assert_eq!(files, [format!("ticket-1.txt {}", b64(b"ticket 1")), format!("ticket-2.txt {}", b64(b"ticket 2"))]);
+}
+
+#[tokio::test]
+async fn files_are_typed_by_their_bytes_and_the_whole_message_is_measured_before_anything_is_stored() {
+    let h = harness();
+    let (ws, key) = h.workspace("attachment checks").await;
+    // Many refused sends in a row: a stack without the send class's limit.
+    let c = Client::new(&h.gateway_with(h.generous_config()).await, &key);
+    e2e::verified_domain(&c, &ws).await;
+    let from = from(&ws);
+    let base =
+        |attachments: Value| json!({"from": from, "to": ["x@example.org"], "subject": "files", "text": "t", "attachments": attachments});
+    let refused = |r: &e2e::Resp| -> Vec<(String, String)> {
+        assert_eq!(r.status, 400, "{}", r.json);
+        r.json["error"]["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["field"].as_str().unwrap_or_default().to_string(), d["message"].as_str().unwrap_or_default().to_string()))
+            .collect()
+    };
+    let exe = file(b"MZ\x90\0\x03\0\0\0\x04\0\0\0\xff\xff\0\0", 64);
+    let cases = [
+        (
+            json!([{"filename": "invoice.pdf", "content_type": "application/pdf", "content": b64(&exe)}]),
+            "attachments[0].content",
+            "programs",
+        ),
+        (
+            json!([{"filename": "photo.pdf", "content_type": "application/pdf", "content": b64(&file(PNG, 10))}]),
+            "attachments[0].content_type",
+            "image/png",
+        ),
+        (json!([{"filename": "run.vbs", "content": b64(b"MsgBox 1")}]), "attachments[0].filename", "not sent"),
+        (json!([{"filename": "a.txt", "content": "not base64!"}]), "attachments[0].content", "base64"),
+        (
+            json!([{"filename": "a.png", "content": b64(&file(PNG, 1)), "content_id": "x"}, {"filename": "b.png", "content": b64(&file(PNG, 2)), "content_id": "x"}]),
+            "attachments[1].content_id",
+            "another file",
+        ),
+        (
+            json!((0..21).map(|i| json!({"filename": format!("{i}.txt"), "content": "eA=="})).collect::<Vec<_>>()),
+            "attachments",
+            "at most 20",
+        ),
+    ];
+    for (files, field, says) in cases {
+        let details = refused(&c.post("/emails", &base(files)).await);
+        assert!(details.iter().any(|(f, m)| f == field && m.contains(says)), "{field}: {details:?}");
+    }
+    let r = c.post("/emails", &base(json!([{"filename": "a.txt", "content": "eA==", "colour": "red"}]))).await;
+    assert_eq!(r.status, 400, "unknown fields of a file are refused: {}", r.json);
+
+    // A stack whose limit is 300 kB: the second file crosses it, and is named.
+    let mut cfg = h.generous_config();
+    cfg.email.max_message_bytes = 300_000;
+    let small = Client::new(&h.gateway_with(cfg).await, &key);
+    let subject = unique("Too big");
+    let body = json!({"from": from, "to": ["x@example.org"], "subject": subject, "text": "t", "attachments": [
+        {"filename": "first.bin", "content": b64(&file(b"", 100_000))},
+        {"filename": "second.bin", "content": b64(&file(b"", 150_000))},
+    ]});
+    let details = refused(&small.post("/emails", &body).await);
+    assert!(details.iter().any(|(f, m)| f == "attachments[1]" && m.contains("second.bin") && m.contains("0.3 MB")), "{details:?}");
+    let r = small.post("/emails/batch", &json!({"emails": [body]})).await;
+    assert_eq!(r.status, 400, "a batch entry is measured the same way: {}", r.json);
+    assert!(r.json.to_string().contains("emails[0].attachments[1]"), "{}", r.json);
+    assert!(c.get("/emails").await.json["data"].as_array().unwrap().is_empty(), "nothing was accepted");
+    assert!(h.bucket_objects(&h.resources.mail_bucket, &format!("outbound/{ws}/")).await.is_empty(), "nothing was stored");
+    assert!(ses_with_subject(&subject).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_scheduled_email_s_files_are_linked_then_erased_with_its_recipient_or_deleted_when_it_is_cancelled() {
+    let h = harness();
+    let (c, ws) = sender_workspace("attachment erasure").await;
+    let who = format!("{}@example.org", shared::ids::new_id("erased").to_ascii_lowercase());
+    let e = send(
+        &c,
+        json!({"from": from(&ws), "to": [who], "subject": "Your contract", "text": "attached", "scheduled_at": e2e::in_hours(48),
+            "attachments": [{"filename": "contract-ada.pdf", "content": b64(&file(b"%PDF-1.4\n", 1000))}]}),
+    )
+    .await;
+    let id = e["id"].as_str().unwrap();
+    let files = stored_files(&ws, id).await;
+    assert_eq!(files.len(), 1);
+    assert!(!h.object_tags(&h.resources.mail_bucket, &files[0].0).await.contains("unlinked"), "a recorded email's file does not expire");
+    let r = c.post("/gdpr/erasures", &json!({"subject": {"email": who}, "reason": "Art. 17"})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let path = format!("/gdpr/erasures/{}", r.json["data"]["id"].as_str().unwrap());
+    let mut status = Value::Null;
+    for _ in 0..240 {
+        status = c.get(&path).await.json["data"]["status"].clone();
+        if status == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(status, "completed");
+    let after = c.get(&format!("/emails/{id}")).await.json["data"].clone();
+    assert_eq!(after["status"], "cancelled");
+    assert_eq!(after["attachments"][0]["filename"], "[erased]");
+    assert_eq!(after["attachments"][0]["sha256"], Value::Null);
+    assert!(stored_files(&ws, id).await.is_empty(), "the file is erased with its recipient");
+
+    // A cancelled email's files go too.
+    let e = send(
+        &c,
+        json!({"from": from(&ws), "to": ["kept@example.org"], "subject": "Later", "text": "attached", "scheduled_at": e2e::in_hours(48),
+            "attachments": [{"filename": "a.txt", "content": b64(b"later")}]}),
+    )
+    .await;
+    let id = e["id"].as_str().unwrap();
+    assert_eq!(stored_files(&ws, id).await.len(), 1);
+    assert_eq!(c.post(&format!("/emails/{id}/cancel"), &json!({})).await.status, 200);
+    assert!(stored_files(&ws, id).await.is_empty(), "a cancelled email's file is deleted");
+
+    // A file gone before its email's time (here deleted by hand; in life expired unlinked):
+    // the email fails, it does not go out without it.
+    let subject = unique("Missing file");
+    let e = send(
+        &c,
+        json!({"from": from(&ws), "to": ["kept@example.org"], "subject": subject, "text": "attached",
+            "scheduled_at": shared::ids::format_time(chrono::Utc::now() + chrono::Duration::seconds(4)),
+            "attachments": [{"filename": "a.txt", "content": b64(b"soon")}]}),
+    )
+    .await;
+    let id = e["id"].as_str().unwrap();
+    let app = h.app().await;
+    for (key, _) in stored_files(&ws, id).await {
+        app.s3().delete_object().bucket(&h.resources.mail_bucket).key(key).send().await.unwrap();
+    }
+    let failed = wait_status(&c, id, &["failed", "sent"], 30).await;
+    assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("attachment_missing")), "{failed}");
+    assert!(ses_with_subject(&subject).await.is_empty());
+}

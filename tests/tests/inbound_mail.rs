@@ -369,13 +369,6 @@ async fn deliver_with_verdicts(raw: &str, to: &str, spf: &str, dkim: &str, dmarc
 }
 
 /// An object's tags as moto answers them (it wants a SigV4-shaped header, not a valid one).
-async fn tagging(url: &str) -> String {
-    let auth = "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0";
-    let r = reqwest::Client::new().get(format!("{url}?tagging")).header("authorization", auth).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    r.text().await.unwrap()
-}
-
 /// Objects under the workspace's attachments, and whether each is still tagged unlinked.
 async fn attachment_objects(ws: &str) -> Vec<(String, bool)> {
     let h = harness();
@@ -383,14 +376,14 @@ async fn attachment_objects(ws: &str) -> Vec<(String, bool)> {
     let probe = format!("attachments/{ws}/probe");
     let app = h.app().await;
     let bucket = &h.resources.mail_bucket;
-    let tag = domain::helpdesk::inbound::UNLINKED_TAG;
+    let tag = shared::aws::UNLINKED_TAG;
     app.s3().put_object().bucket(bucket).key(&probe).tagging(tag).body(b"x".to_vec().into()).send().await.unwrap();
-    let tags = tagging(&format!("{}/{}/{probe}", h.moto_endpoint, h.resources.mail_bucket)).await;
+    let tags = h.object_tags(&h.resources.mail_bucket, &probe).await;
     assert!(tags.contains("unlinked"), "{tags}");
     app.s3().delete_object().bucket(bucket).key(&probe).send().await.unwrap();
     let mut out = vec![];
     for (key, _) in h.bucket_objects(&h.resources.mail_bucket, &format!("attachments/{ws}/")).await {
-        let tags = tagging(&format!("{}/{}/{key}", h.moto_endpoint, h.resources.mail_bucket)).await;
+        let tags = h.object_tags(&h.resources.mail_bucket, &key).await;
         out.push((key, tags.contains("unlinked")));
     }
     out

@@ -46,20 +46,59 @@ pub fn compare(base: &Path, head: &Path) -> Result<Option<Breaking>, String> {
     match out.status.code() {
         Some(0) => Ok(None),
         Some(1) => {
-            // Each failing operation's heading: `x GET /contacts:`, or `x GET /p: removed`.
-            let mut operations: Vec<String> = report
-                .lines()
-                .filter_map(|l| l.trim().strip_prefix("x ")?.split_once(':').map(|(op, _)| op.trim().to_string()))
-                .filter(|l| l.split(' ').next().is_some_and(|m| ["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&m)))
-                .collect();
-            operations.dedup();
-            Ok(Some(Breaking { operations, report }))
+            let operations = breaking_operations(&report);
+            Ok((!operations.is_empty()).then_some(Breaking { operations, report }))
         }
         _ => Err(format!("optic failed ({}):\n{report}", out.status)),
     }
     .inspect(|_| {
         let _ = std::fs::remove_dir_all(&cwd);
     })
+}
+
+/// The operations of Optic's report that break a client. Each failing operation has a heading
+/// (`x GET /contacts:`, or `x GET /p: removed`) and, under the property it is about, each
+/// finding (`x [rule] ...`). A finding about a property inside one this same change added is
+/// not a break: Optic's "a new required request property" rule fires on the required fields
+/// of a new optional object (a file's `filename` in a new `attachments` list), which no
+/// existing client sends.
+fn breaking_operations(report: &str) -> Vec<String> {
+    struct Op {
+        name: String,
+        added: Vec<(String, String)>,
+        findings: Vec<Option<(String, String)>>,
+    }
+    let mut ops: Vec<Op> = vec![];
+    let (mut section, mut property) = (String::new(), None::<String>);
+    for line in report.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("x ")
+            && let Some((name, _)) = rest.split_once(':')
+            && name.split(' ').next().is_some_and(|m| ["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&m))
+        {
+            ops.push(Op { name: name.trim().to_string(), added: vec![], findings: vec![] });
+            (section, property) = (String::new(), None);
+            continue;
+        }
+        let Some(op) = ops.last_mut() else { continue };
+        if line == "- request:" || (line.starts_with("- response ") && line.ends_with(':')) {
+            (section, property) = (line.to_string(), None);
+        } else if let Some(rest) = line.strip_prefix("- property ") {
+            let (path, what) = rest.split_once(':').unwrap_or((rest, ""));
+            property = Some(path.trim().to_string());
+            if what.trim() == "added" {
+                op.added.push((section.clone(), path.trim().to_string()));
+            }
+        } else if line.starts_with("x [") {
+            op.findings.push(property.clone().map(|p| (section.clone(), p)));
+        }
+    }
+    let excused = |op: &Op, finding: &Option<(String, String)>| {
+        finding.as_ref().is_some_and(|(sec, path)| op.added.iter().any(|(s, a)| s == sec && path.starts_with(&format!("{a}/"))))
+    };
+    let mut out: Vec<String> =
+        ops.iter().filter(|op| op.findings.is_empty() || op.findings.iter().any(|f| !excused(op, f))).map(|op| op.name.clone()).collect();
+    out.dedup();
+    out
 }
 
 /// The operations the changelog's `## Unreleased` section lists as breaking (`- GET /contacts: ...`
@@ -76,6 +115,12 @@ pub fn declared_breaking(changelog: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn required_fields_inside_an_added_property_break_nothing() {
+        let report = "x POST /emails: \n  - request: \n    - body application/json: \n      - property /schema/properties/attachments: added\n      - property /schema/properties/attachments/items/properties/content: \n\n        x [prevent changing request property to required] cannot add a required request property 'content'\n\nx POST /contacts: \n  - request: \n    - body application/json: \n      - property /schema/properties/name: \n\n        x [prevent changing request property to required] cannot add a required request property 'name'\nx GET /p: removed\n";
+        assert_eq!(super::breaking_operations(report), ["POST /contacts", "GET /p"]);
+    }
+
     #[test]
     fn the_changelog_names_what_it_breaks() {
         let log = "# Changes\n\n## Unreleased\n\n### Added\n\n- `GET /x`: new\n\n### Breaking\n\n- `GET /contacts`: `phone` removed\n- DELETE /deals/{id}: gone\n\n## 1.0.0\n\n### Breaking\n\n- `GET /old`: was\n";

@@ -2082,6 +2082,9 @@ pub enum DomainStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Email {
+    /// Files sent with it (the bytes are kept only until it reaches a final state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<EmailAttachment>>,
     /// Send attempts so far.
     pub attempts: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2135,6 +2138,22 @@ pub struct Email {
     /// Transactional emails still go to unsubscribed contacts (never to bounced or complained).
     pub transactional: bool,
     pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A file sent with an email, as its record lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct EmailAttachment {
+    /// Set for an inline file (`cid:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_id: Option<String>,
+    pub content_type: String,
+    /// `[erased]` once the recipient was erased.
+    pub filename: String,
+    /// SHA-256 of the bytes (hex); null once the recipient was erased.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Bytes, decoded.
+    pub size: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -3016,6 +3035,24 @@ pub struct NewContact {
     pub name: Option<String>,
 }
 
+/// A file to send, as `POST /emails` takes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct NewEmailAttachment {
+    /// The file, base64 (standard alphabet; padding and line breaks optional).
+    pub content: String,
+    /// Sends the file inline, for the HTML to show as `<img src="cid:...">`: 1 to 100 of
+    /// `A-Z a-z 0-9 . _ @ -`, unique within the email.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_id: Option<String>,
+    /// e.g. `application/pdf`. Defaults to the type the bytes show (else
+    /// `application/octet-stream`); when the bytes show a type, this must agree with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// The name the recipient sees: 1 to 255 characters, no path separators or control
+    /// characters.
+    pub filename: String,
+}
+
 /// Emails sent through the emails area when a booking is confirmed, and before it starts. The
 /// workspace's templates `booking_confirmation` and `booking_reminder` are used when they exist
 /// (variables `service`, `start`, `end`, `resource`, `booking_id`), a plain text otherwise.
@@ -3475,6 +3512,12 @@ pub struct SendBatch {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SendEmail {
+    /// Up to 20 files, base64; with `content_id`, shown inline by the HTML (`cid:`). Typed by
+    /// their bytes; programs and scripts are refused. The whole message, files encoded, must
+    /// stay within SES's 40 MB (a 400 names the file that crosses it); the request body itself
+    /// is at most 2.5 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<NewEmailAttachment>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bcc: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

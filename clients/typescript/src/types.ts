@@ -5021,6 +5021,8 @@ export interface components {
          */
         DomainStatus: "pending" | "verified" | "failed" | (string & {});
         Email: {
+            /** @description Files sent with it (the bytes are kept only until it reaches a final state). */
+            attachments?: components["schemas"]["EmailAttachment"][];
             /**
              * Format: int32
              * @description Send attempts so far.
@@ -5080,6 +5082,21 @@ export interface components {
             transactional: boolean;
             /** Format: date-time */
             updated_at: string;
+        };
+        /** @description A file sent with an email, as its record lists it. */
+        EmailAttachment: {
+            /** @description Set for an inline file (`cid:`). */
+            content_id?: string | null;
+            content_type: string;
+            /** @description `[erased]` once the recipient was erased. */
+            filename: string;
+            /** @description SHA-256 of the bytes (hex); null once the recipient was erased. */
+            sha256?: string | null;
+            /**
+             * Format: int64
+             * @description Bytes, decoded.
+             */
+            size: number;
         };
         EmailBatch: {
             /** Format: date-time */
@@ -5789,6 +5806,26 @@ export interface components {
             email: string;
             name?: string | null;
         };
+        /** @description A file to send, as `POST /emails` takes it. */
+        NewEmailAttachment: {
+            /** @description The file, base64 (standard alphabet; padding and line breaks optional). */
+            content: string;
+            /**
+             * @description Sends the file inline, for the HTML to show as `<img src="cid:...">`: 1 to 100 of
+             *     `A-Z a-z 0-9 . _ @ -`, unique within the email.
+             */
+            content_id?: string | null;
+            /**
+             * @description e.g. `application/pdf`. Defaults to the type the bytes show (else
+             *     `application/octet-stream`); when the bytes show a type, this must agree with it.
+             */
+            content_type?: string | null;
+            /**
+             * @description The name the recipient sees: 1 to 255 characters, no path separators or control
+             *     characters.
+             */
+            filename: string;
+        };
         /**
          * @description Emails sent through the emails area when a booking is confirmed, and before it starts. The
          *     workspace's templates `booking_confirmation` and `booking_reminder` are used when they exist
@@ -6186,6 +6223,13 @@ export interface components {
             validation?: components["schemas"]["Validation"];
         };
         SendEmail: {
+            /**
+             * @description Up to 20 files, base64; with `content_id`, shown inline by the HTML (`cid:`). Typed by
+             *     their bytes; programs and scripts are refused. The whole message, files encoded, must
+             *     stay within SES's 40 MB (a 400 names the file that crosses it); the request body itself
+             *     is at most 2.5 MiB.
+             */
+            attachments?: components["schemas"]["NewEmailAttachment"][];
             bcc?: string[];
             cc?: string[];
             /** @description Links the email to a contact's timeline (the contact must exist). */
@@ -25507,6 +25551,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [
@@ -25605,6 +25658,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [
@@ -25703,6 +25765,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [
@@ -25801,6 +25872,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [
@@ -26119,6 +26199,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [
@@ -26217,6 +26306,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [
@@ -26315,6 +26413,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [
@@ -26413,6 +26520,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [
@@ -26511,6 +26627,15 @@ export interface operations {
                  * @example {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
+                 *         "attachments": [
+                 *           {
+                 *             "content_id": "x",
+                 *             "content_type": "x",
+                 *             "filename": "x",
+                 *             "sha256": "x",
+                 *             "size": 0
+                 *           }
+                 *         ],
                  *         "attempts": 0,
                  *         "batch_id": "eb_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "bcc": [

@@ -83,6 +83,13 @@ pub struct SendEmail {
     pub transactional: bool,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+    /// Up to 20 files, base64; with `content_id`, shown inline by the HTML (`cid:`). Typed by
+    /// their bytes; programs and scripts are refused. The whole message, files encoded, must
+    /// stay within SES's 40 MB (a 400 names the file that crosses it); the request body itself
+    /// is at most 2.5 MiB.
+    #[serde(default)]
+    #[schema(max_items = 20)]
+    pub attachments: Vec<super::attachments::NewAttachment>,
 }
 
 /// A request that passed the checks that need no reads.
@@ -94,6 +101,7 @@ pub struct Draft {
     bcc: Vec<String>,
     reply_to: Vec<String>,
     scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
+    files: Vec<(super::attachments::Attachment, super::attachments::Bytes)>,
 }
 
 impl Draft {
@@ -225,8 +233,9 @@ pub fn check(input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> Result<Dra
         errs.add("contact_id", "must be a contact id (ct_...)");
     }
     errs.metadata("metadata", &input.metadata);
+    let files = super::attachments::check(&mut errs, &input.attachments);
     match errs.finish() {
-        Ok(()) => Ok(Draft { input, from_addr, to, cc, bcc, reply_to, scheduled_at }),
+        Ok(()) => Ok(Draft { input, from_addr, to, cc, bcc, reply_to, scheduled_at, files }),
         Err(e) => Err(e.details),
     }
 }
@@ -239,6 +248,8 @@ pub struct Context {
     recipients: super::recipients::Recipients,
     /// Where marketing mail's unsubscribe links point (none without a pages origin).
     links: Option<super::unsubscribe::Links>,
+    /// The largest message an email may make (`EMAIL_MAX_MESSAGE_BYTES`).
+    max_message_bytes: usize,
 }
 
 /// `origin`: the request's pages origin ([`shared::Req::pages_origin`]), for unsubscribe links.
@@ -263,7 +274,7 @@ pub async fn load_context(app: &App, ws: &WorkspaceId, drafts: &[&Draft], origin
         Some(w) => super::unsubscribe::links(app, &w, origin).await?,
         None => None,
     };
-    Ok(Context { domains, templates, recipients, links })
+    Ok(Context { domains, templates, recipients, links, max_message_bytes: app.cfg.email.max_message_bytes })
 }
 
 /// The parts of an email a template (or the request itself) supplies.
@@ -368,6 +379,7 @@ pub fn finish(
         }
     }
     let now_s = shared::ids::Timestamp::from(now);
+    let (attachments, files) = std::mem::take(&mut d.files).into_iter().unzip();
     let input = d.input;
     let mut tags = input.tags.clone();
     tags.dedup();
@@ -384,6 +396,7 @@ pub fn finish(
         html,
         text,
         calendar: None,
+        attachments,
         template_slug: input.template_slug,
         locale,
         headers: input.headers,
@@ -402,7 +415,13 @@ pub fn finish(
         created_at: now_s,
         updated_at: now_s,
         sealed_secrets: None,
+        files,
     };
+    let mut errs = Errors::new();
+    super::attachments::check_size(&mut errs, &e, ctx.max_message_bytes);
+    if let Err(err) = errs.finish() {
+        return Err(err.details);
+    }
     if let Some(links) = &ctx.links {
         // Sealing a new email's first secret cannot fail in practice (no seal to open yet).
         super::unsubscribe::add_headers(&mut e, links, ws)
@@ -461,8 +480,10 @@ fn for_whom<E: effects::Mails>(auth: &Authority<E>, e: &Email) -> ApiResult<()> 
 pub async fn send<E: effects::Mails>(auth: &Authority<E>, app: &App, ws: &WorkspaceId, e: &Email, now_secs: i64) -> ApiResult<()> {
     // The approved objects' checks come first (`send_in` with no writes of its own): one that
     // failed is a change since the person approved it (428 `stale`), as a batch's is.
-    let (tx, queued) = send_in(auth, app, ws, e, now_secs, Tx::new(), &[])?;
+    let (tx, queued) = send_in_with_files(auth, app, ws, e, now_secs, Tx::new(), &[])?;
+    super::attachments::store(app, ws, &[e]).await?;
     tx.commit(app).await.map_err(|e| e.on_condition(|i| auth.stale_at(i).unwrap_or_else(|| ApiError::conflict("the email exists"))))?;
+    super::attachments::link(app, ws, &[e]).await;
     queued.after_commit(app).await;
     Ok(())
 }
@@ -472,6 +493,23 @@ pub async fn send<E: effects::Mails>(auth: &Authority<E>, app: &App, ws: &Worksp
 /// `writes`: the objects `tx` itself writes, with the versions they were read at. Every object
 /// the person approved is checked in the same transaction (`Authority::guard`).
 pub fn send_in<E: effects::Mails>(
+    auth: &Authority<E>,
+    app: &App,
+    ws: &WorkspaceId,
+    e: &Email,
+    now_secs: i64,
+    tx: Tx,
+    writes: &[(&str, i64)],
+) -> ApiResult<(Tx, Queued)> {
+    // Files are written before the transaction that records their email (`send` does it);
+    // the callers of this one (helpdesk replies) take none.
+    if !e.attachments.is_empty() {
+        return Err(ApiError::validation("attachments", "this kind of send takes no files"));
+    }
+    send_in_with_files(auth, app, ws, e, now_secs, tx, writes)
+}
+
+fn send_in_with_files<E: effects::Mails>(
     auth: &Authority<E>,
     app: &App,
     ws: &WorkspaceId,
@@ -539,6 +577,9 @@ pub async fn send_many(
             }
             pending.retain(|e| !exists(&record_key(e)));
         }
+        // The files of the emails about to be recorded (not of those an earlier run of the
+        // request recorded: they may be sent, and their files deleted, by now).
+        super::attachments::store(app, ws, &pending).await?;
         match write_whole(app, ws, &pending, now_secs, resumable).await {
             Ok(()) => {
                 pending.clear();
@@ -585,12 +626,16 @@ const TX_BYTES: usize = 3 * 1024 * 1024;
 async fn write_whole(app: &App, ws: &WorkspaceId, emails: &[&Email], now_secs: i64, repeatable: bool) -> Result<(), store::TxError> {
     let mut tx = Tx::new();
     let (mut writes, mut bytes) = (0usize, 0usize);
+    // The emails of the transaction being built: their files are untagged as soon as it
+    // commits, so a later failure of the request does not leave recorded emails' files to expire.
+    let mut chunk: Vec<&Email> = vec![];
     for e in emails {
         let (mut its, ev) = self::items(app, ws, e, now_secs)?;
         let size: usize = its.iter().map(store::approx_size).sum::<usize>() + 2 * 1024;
         if writes > 0 && (writes + its.len() + 1 > TX_WRITES || bytes + size > TX_BYTES) {
             let full = std::mem::take(&mut tx);
             (if repeatable { full.repeatable() } else { full }).commit(app).await?;
+            super::attachments::link(app, ws, &std::mem::take(&mut chunk)).await;
             (writes, bytes) = (0, 0);
         }
         writes += its.len() + 1;
@@ -601,9 +646,11 @@ async fn write_whole(app: &App, ws: &WorkspaceId, emails: &[&Email], now_secs: i
             tx = tx.put(item);
         }
         tx = tx.event(ev);
+        chunk.push(e);
     }
     if writes > 0 {
         (if repeatable { tx.repeatable() } else { tx }).commit(app).await?;
+        super::attachments::link(app, ws, &chunk).await;
     }
     Ok(())
 }
@@ -650,5 +697,9 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Email> {
         tx = tx.put(a);
     }
     tx.commit(app).await.map_err(shared::store::TxError::stale)?;
+    // Nothing reads them again (best effort: an erasure deletes them too).
+    if let Err(err) = super::attachments::discard(app, ws, &e).await {
+        tracing::warn!(error = %err.message, "a cancelled email's files stay");
+    }
     Ok(e)
 }

@@ -12,6 +12,7 @@
 //!   reaches a final state.
 //! - `SESMSG#<provider message id>` (own partition): maps SES notifications back to the email.
 
+pub mod attachments;
 pub mod batch;
 pub mod compose;
 pub mod domains;
@@ -99,6 +100,8 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
         }
     }
     redact(&mut e, &|a: &str| subject.addressed(a));
+    // The files go (a scheduled email's, and a sent one's that a failed delete left behind).
+    attachments::discard(app, ws, &e).await?;
     if e.contact_id.is_some() && e.contact_id == subject.contact_id {
         e.contact_id = None;
     }
@@ -135,6 +138,7 @@ pub fn redact(e: &mut Email, theirs: &dyn Fn(&str) -> bool) {
         f.diagnostic = None;
     }
     e.subject = ERASED_SUBJECT.into();
+    attachments::redact(&mut e.attachments);
     e.headers.clear();
     e.metadata.clear();
     if let Some(err) = &mut e.error {
@@ -245,6 +249,9 @@ pub struct Email {
     /// `GET /emails/{id}` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calendar: Option<String>,
+    /// Files sent with it (the bytes are kept only until it reaches a final state).
+    #[serde(default)]
+    pub attachments: Vec<attachments::Attachment>,
     /// The template it was rendered from, if any, and the locale used.
     pub template_slug: Option<String>,
     pub locale: Option<String>,
@@ -277,6 +284,10 @@ pub struct Email {
     /// to SES, puts them back ([`Email::carry_secrets`]). Never serialized.
     #[serde(skip)]
     pub sealed_secrets: Option<String>,
+    /// The bytes of `attachments`, in order: on a new email until it is stored, and on the
+    /// sender's copy on its way to SES. Never serialized.
+    #[serde(skip)]
+    pub files: Vec<attachments::Bytes>,
 }
 
 /// What a credential in an email is replaced by wherever the email can be read.
@@ -339,7 +350,7 @@ impl Email {
 
     /// As stored and as events carry it: without bodies.
     pub fn without_bodies(&self) -> Email {
-        Email { html: None, text: None, calendar: None, ..self.clone() }
+        Email { html: None, text: None, calendar: None, files: vec![], ..self.clone() }
     }
 
     /// For the contact's timeline: which email, and where it stands.

@@ -81,11 +81,6 @@ pub fn attachment_location(ws: &WorkspaceId, m: &Message, index: usize) -> Optio
     }
 }
 
-/// Stored files are tagged `unlinked` until the message that names them is recorded; the mail
-/// bucket's lifecycle rule removes tagged objects after a day, so a message that is never
-/// recorded (refused, or given up on) leaves no copy of its files behind.
-pub const UNLINKED_TAG: &str = "state=unlinked";
-
 /// What a file's link downloads as: a type from this list, or `application/octet-stream`, and
 /// always as an attachment, so nothing a stranger sent renders (HTML, SVG, XML run script in a
 /// browser that opens them inline from our bucket's origin).
@@ -468,20 +463,12 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
         truncated: (truncated != Truncation::default()).then_some(truncated),
         created_at: now,
     };
-    let s3 = app.s3();
     for (a, bytes) in &inc.attachments {
         if let (Some(b), Some(sum)) = (bytes, &a.sha256) {
             let key = attachment_key(ws, &inc.message_id, sum);
-            // Tags set with the object need their own permission.
-            shared::metrics::record_call("s3:PutObjectTagging", &shared::metrics::s3_resource(&app.cfg.mail_bucket, &key));
-            s3.put_object()
-                .bucket(&app.cfg.mail_bucket)
-                .key(&key)
-                .tagging(UNLINKED_TAG)
-                .body(b.clone().into())
-                .send()
+            shared::aws::put_unlinked(app.s3(), &app.cfg.mail_bucket, &key, b.clone(), "application/octet-stream")
                 .await
-                .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {}", shared::aws::AwsError::from(e))))?;
+                .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {e}")))?;
         }
     }
     let quiet = inc.spam || inc.automatic.is_some();
@@ -574,23 +561,13 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
 
 /// Untag a recorded message's files (idempotent): the lifecycle rule leaves them alone.
 async fn link_files(app: &App, ws: &WorkspaceId, inc: &Incoming) -> ApiResult<()> {
-    let s3 = app.s3();
-    // A file has a hash exactly when it is stored.
+    // A file has a hash exactly when it is stored; one never written (the attempt that
+    // recorded the message had other limits or files) is no error.
     for (a, _) in &inc.attachments {
         if let Some(sum) = &a.sha256 {
-            match s3
-                .delete_object_tagging()
-                .bucket(&app.cfg.mail_bucket)
-                .key(attachment_key(ws, &inc.message_id, sum))
-                .send()
+            shared::aws::link_object(app.s3(), &app.cfg.mail_bucket, &attachment_key(ws, &inc.message_id, sum))
                 .await
-                .map_err(shared::aws::AwsError::from)
-            {
-                Ok(_) => {}
-                // Never written (the attempt that recorded it had other limits or files).
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(ApiError::unavailable(format!("s3 link attachment: {e}"))),
-            }
+                .map_err(|e| ApiError::unavailable(format!("s3 link attachment: {e}")))?;
         }
     }
     Ok(())

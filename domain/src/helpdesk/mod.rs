@@ -359,6 +359,7 @@ pub async fn compose_reply(
         scheduled_at: None,
         contact_id: Some(contact.id.to_string()),
         transactional: true,
+        attachments: vec![],
         metadata: BTreeMap::from([("conversation_id".to_string(), c.id.to_string()), ("message_id".to_string(), m.id.to_string())]),
     };
     let email = Box::pin(compose::build_one(app, ws, input, chrono::Utc::now())).await?;
@@ -438,13 +439,9 @@ async fn delete_message(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()
     if let Ok(m) = store::from_item::<Message>(item) {
         for i in 0..m.attachments.len() {
             if let Some(key) = inbound::attachment_location(ws, &m, i) {
-                app.s3()
-                    .delete_object()
-                    .bucket(&app.cfg.mail_bucket)
-                    .key(&key)
-                    .send()
+                shared::aws::delete_object(app.s3(), &app.cfg.mail_bucket, &key)
                     .await
-                    .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {}", shared::aws::AwsError::from(e))))?;
+                    .map_err(|e| ApiError::unavailable(format!("s3 delete attachment: {e}")))?;
             }
         }
         if let Some(mid) = &m.message_id {

@@ -97,7 +97,9 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
         let held = claim(sd, ws, &stored, now_s, now_secs).await?;
         let email = held.email.clone();
         let gone = SesFailure::Ambiguous("the sender holding the email stopped before recording SES's answer".into());
-        return record(sd, ws, &held, email, Err(gone), now_s).await;
+        let outcome = record(sd, ws, &held, email.clone(), Err(gone), now_s).await?;
+        finished(sd, ws, &email, true).await;
+        return Ok(outcome);
     }
     // Everything that can fail before SES is asked first, so a claim is followed by the
     // call at once: a claim left behind means SES may have been called.
@@ -116,47 +118,57 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
         }
         (b.html, b.text, b.calendar, b.headers)
     };
+    // The files too (`None`: one is gone, expired unlinked or erased).
+    let files =
+        if stored.email.attachments.is_empty() { Some(vec![]) } else { crate::emails::attachments::load(app, ws, &stored.email).await? };
     let held = claim(sd, ws, &stored, now_s, now_secs).await?;
     let mut email = held.email.clone();
     email.suppressed_recipients = suppressed;
-    if !domain_verified {
+    let refused = if !domain_verified {
         // The domain was deleted (or failed) since the email was accepted.
-        let message = format!("{} is no longer at a verified sending domain of this workspace", email.from);
-        email.error = Some(SendError { code: "sender_not_verified".into(), message });
+        Some(("sender_not_verified", format!("{} is no longer at a verified sending domain of this workspace", email.from)))
+    } else {
+        files.is_none().then(|| ("attachment_missing", "a file of this email is no longer stored; it was not sent without it".to_string()))
+    };
+    if let Some((code, message)) = refused {
+        email.error = Some(SendError { code: code.into(), message });
         email.set_status(EmailStatus::Failed, now_s);
-        finish(sd, ws, &held, email, None).await?;
-        if sealed {
-            drop_seal(sd, ws, id).await;
-        }
+        finish(sd, ws, &held, email.clone(), None).await?;
+        finished(sd, ws, &email, sealed).await;
         return Ok(Outcome::Done);
     }
     let (to, cc, bcc) = email.deliverable();
     if to.is_empty() {
         email.set_status(EmailStatus::Suppressed, now_s);
-        finish(sd, ws, &held, email, None).await?;
-        if sealed {
-            drop_seal(sd, ws, id).await;
-        }
+        finish(sd, ws, &held, email.clone(), None).await?;
+        finished(sd, ws, &email, sealed).await;
         return Ok(Outcome::Done);
     }
-    // The bodies go to SES only; the email item is stored without them.
+    // The bodies and files go to SES only; the email item is stored without them.
     let mut outgoing = email.clone();
     (outgoing.html, outgoing.text, outgoing.calendar, outgoing.headers) = bodies;
+    outgoing.files = files.unwrap_or_default();
     let result = ses_send(sd, ws, &outgoing, to, cc, bcc).await;
-    let outcome = record(sd, ws, &held, email, result, now_s).await?;
-    // Sent or failed for good: nothing will put the credentials back again.
-    if sealed && matches!(outcome, Outcome::Done) {
-        drop_seal(sd, ws, id).await;
+    let outcome = record(sd, ws, &held, email.clone(), result, now_s).await?;
+    // Sent or failed for good: nothing will put the credentials back or read the files again.
+    if matches!(outcome, Outcome::Done) {
+        finished(sd, ws, &email, sealed).await;
     }
     Ok(outcome)
 }
 
-/// Drop a finished email's sealed credentials and links: they have no reader left, so they are
-/// not kept (best effort: they stay sealed if this fails).
-async fn drop_seal(sd: &Sender, ws: &WorkspaceId, id: &str) {
-    let removed = sd.app.db.update(ws_pk(ws), model::body_sk(id), "REMOVE sealed_secrets").when("attribute_exists(pk)").apply().await;
-    if let Err(e) = removed {
-        tracing::warn!(error = %e.message, "could not drop a finished email's sealed credentials");
+/// Drop what a finished email kept for its sending, since it has no reader left: its sealed
+/// credentials and links, and its files (best effort: an erasure deletes the files too).
+async fn finished(sd: &Sender, ws: &WorkspaceId, e: &Email, sealed: bool) {
+    if sealed {
+        let removed =
+            sd.app.db.update(ws_pk(ws), model::body_sk(&e.id), "REMOVE sealed_secrets").when("attribute_exists(pk)").apply().await;
+        if let Err(err) = removed {
+            tracing::warn!(error = %err.message, "could not drop a finished email's sealed credentials");
+        }
+    }
+    if let Err(err) = crate::emails::attachments::discard(&sd.app, ws, e).await {
+        tracing::warn!(error = %err.message, "could not delete a finished email's files");
     }
 }
 
@@ -343,6 +355,7 @@ fn mailbox(raw: &str) -> Result<lettre::message::Mailbox, String> {
 
 /// The message as SES sends it raw: From, To, Cc (Bcc only in the envelope), Reply-To,
 /// Subject, the email's headers, and its bodies (`multipart/alternative` when it has both),
+/// inside `multipart/related` with its inline files and `multipart/mixed` with the others,
 /// made by lettre's builder rather than by hand: encoding names and subjects (RFC 2047),
 /// folding long headers and choosing each part's transfer encoding are where hand-written
 /// MIME goes wrong.
@@ -367,11 +380,19 @@ pub fn mime(e: &Email, to: &[String], cc: &[String], bcc: &[String]) -> Result<V
         let name = HeaderName::new_from_ascii(k.clone()).map_err(|_| format!("header name {k}"))?;
         b = b.raw_header(HeaderValue::new(name, v.clone()));
     }
-    let built = match (&e.text, &e.html, &e.calendar) {
-        (Some(t), Some(h), None) => b.multipart(MultiPart::alternative_plain_html(t.clone(), h.clone())),
-        (None, Some(h), None) => b.singlepart(SinglePart::html(h.clone())),
-        (Some(t), None, None) => b.singlepart(SinglePart::plain(t.clone())),
-        (None, None, None) => b.singlepart(SinglePart::plain(String::new())),
+    enum Part {
+        One(SinglePart),
+        Many(MultiPart),
+    }
+    let into = |outer: MultiPart, part: Part| match part {
+        Part::One(p) => outer.singlepart(p),
+        Part::Many(p) => outer.multipart(p),
+    };
+    let mut content = match (&e.text, &e.html, &e.calendar) {
+        (Some(t), Some(h), None) => Part::Many(MultiPart::alternative_plain_html(t.clone(), h.clone())),
+        (None, Some(h), None) => Part::One(SinglePart::html(h.clone())),
+        (Some(t), None, None) => Part::One(SinglePart::plain(t.clone())),
+        (None, None, None) => Part::One(SinglePart::plain(String::new())),
         // An invite is the last alternative (`text/calendar; method=...`), as calendar
         // systems send it: clients that know it offer "add to calendar", others show the text.
         (t, h, Some(ics)) => {
@@ -385,8 +406,38 @@ pub fn mime(e: &Email, to: &[String], cc: &[String], bcc: &[String]) -> Result<V
             if let Some(h) = h {
                 alt = alt.singlepart(SinglePart::html(h.clone()));
             }
-            b.multipart(alt.singlepart(SinglePart::builder().header(calendar).body(ics.clone())))
+            Part::Many(alt.singlepart(SinglePart::builder().header(calendar).body(ics.clone())))
         }
+    };
+    if e.files.len() != e.attachments.len() {
+        return Err("the email's files were not loaded".into());
+    }
+    let file = |a: &crate::emails::attachments::Attachment, bytes: &[u8]| -> Result<SinglePart, String> {
+        let ct = lettre::message::header::ContentType::parse(&a.content_type).map_err(|err| format!("{}: {err}", a.content_type))?;
+        let part = match &a.content_id {
+            Some(cid) => lettre::message::Attachment::new_inline_with_name(cid.clone(), a.filename.clone()),
+            None => lettre::message::Attachment::new(a.filename.clone()),
+        };
+        Ok(part.body(bytes.to_vec(), ct))
+    };
+    let files: Vec<_> = e.attachments.iter().zip(&e.files).collect();
+    if files.iter().any(|(a, _)| a.content_id.is_some()) {
+        let mut related = into(MultiPart::related().build(), content);
+        for (a, bytes) in files.iter().filter(|(a, _)| a.content_id.is_some()) {
+            related = related.singlepart(file(a, bytes)?);
+        }
+        content = Part::Many(related);
+    }
+    if files.iter().any(|(a, _)| a.content_id.is_none()) {
+        let mut mixed = into(MultiPart::mixed().build(), content);
+        for (a, bytes) in files.iter().filter(|(a, _)| a.content_id.is_none()) {
+            mixed = mixed.singlepart(file(a, bytes)?);
+        }
+        content = Part::Many(mixed);
+    }
+    let built = match content {
+        Part::One(p) => b.singlepart(p),
+        Part::Many(p) => b.multipart(p),
     };
     Ok(built.map_err(|err| err.to_string())?.formatted())
 }
@@ -464,6 +515,32 @@ mod tests {
             "timestamps": {}, "metadata": {}, "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"
         }))
         .unwrap()
+    }
+
+    /// The 400 for a message beyond the limit comes from an estimate: it must never be below
+    /// what is sent, for the worst bodies (short lines double as CRLF) and names (RFC 2231).
+    #[test]
+    fn the_size_estimate_never_undercounts_the_message() {
+        use crate::emails::attachments::{Attachment, estimate};
+        let mut e = email("Jürgen Ä <j@example.com>");
+        e.text = Some("\n".repeat(20_000));
+        e.html = Some("<p>ü</p>\n".repeat(3_000));
+        let name: String = "ä€😀".repeat(60);
+        let files: Vec<Vec<u8>> =
+            [1usize, 57, 76, 10_000, 100_000].iter().map(|n| (0..*n).map(|i| (i * 7919 % 256) as u8).collect()).collect();
+        for (i, f) in files.iter().enumerate() {
+            e.attachments.push(Attachment {
+                filename: name.clone(),
+                content_type: "application/octet-stream".into(),
+                size: f.len() as u64,
+                content_id: (i % 2 == 0).then(|| format!("img{i}@example.com")),
+                sha256: None,
+            });
+            e.files.push(f.as_slice().into());
+        }
+        let raw = mime(&e, &["a@example.org".into()], &[], &[]).unwrap();
+        let (_, after) = estimate(&e);
+        assert!(raw.len() <= *after.last().unwrap(), "sent {} bytes, estimated {}", raw.len(), after.last().unwrap());
     }
 
     /// What a mail client reads back: the names decoded, the headers kept, both bodies, no Bcc.

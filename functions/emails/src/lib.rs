@@ -26,7 +26,7 @@ use shared::{ApiResult, App, Reply, Req};
 shared::area! {
     tag = "emails", description = "Templates, sends and batches through Amazon SES, with delivery status",
     operations = [
-        send_email [class = Class::EmailSend, effects = &[fx::SendEmail::INFO]],
+        send_email [class = Class::EmailSend, max_body = MAX_BATCH_BODY, effects = &[fx::SendEmail::INFO]],
         send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY, effects = &[fx::SendEmail::INFO]],
         list_emails, get_email, cancel_email,
         list_templates, create_template, get_template, update_template, delete_template,
@@ -35,13 +35,14 @@ shared::area! {
         delete_domain [needs = Scope::Admin, effects = &[fx::DeleteSendingDomain::INFO]],
     ],
     schemas = [Email, EmailStatus, SendEmail, SendBatch, EmailBatch, BatchEntry, BatchError, Validation,
-        model::SuppressedRecipient, model::Feedback, model::SendError,
+        model::SuppressedRecipient, model::attachments::Attachment, model::attachments::NewAttachment, model::Feedback, model::SendError,
         Template, Content, model::templates::CreateTemplate, model::templates::UpdateTemplate,
         model::suppressions::Suppression, suppressions::RemoveSuppression,
         model::domains::SendingDomain, model::domains::DomainStatus, model::domains::DnsRecord, CreateDomain],
 }
 
-/// A batch of up to 100 emails, within what Lambda can take (see `MAX_LARGE_BODY_BYTES`).
+/// A batch of up to 100 emails, or one email with its files, within what Lambda can take
+/// (see `MAX_LARGE_BODY_BYTES`).
 pub const MAX_BATCH_BODY: usize = shared::request::MAX_LARGE_BODY_BYTES;
 
 /// Send one email (raw or from a template), now or at `scheduled_at`. Answers 202 with the
@@ -60,8 +61,7 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
     compose::send(&req.grant.authorize::<fx::SendEmail>()?, app, ws, &email, now_secs).await?;
     // Like lists, the answer leaves the bodies out (`GET /emails/{id}` has them): it stays
     // small enough to keep for idempotent replays.
-    let shown = Email { html: None, text: None, calendar: None, ..email };
-    Ok(Reply::accepted(&shown))
+    Ok(Reply::accepted(&email.without_bodies()))
 }
 
 /// Send up to 100 emails in one request (rate class email_batch). Strict validation (the

@@ -1,0 +1,442 @@
+//! Files sent with an email: checked on accept (decoded, typed by their bytes, executables
+//! refused, the whole message measured against SES's limit), written once to the mail bucket
+//! beside the email's record, read by the sender alone, and deleted when the email reaches a
+//! final state or its recipient is erased. The email's record lists them (name, type, size,
+//! SHA-256); the bytes are never in DynamoDB, an event or an answer.
+//!
+//! Objects: `outbound/<ws>/<email id>/<index>` (a prefix of their own, so the functions that
+//! send mail reach no inbound file), written tagged [`shared::aws::UNLINKED_TAG`] before the
+//! email's transaction and untagged after it, so an email that was never recorded leaves
+//! nothing behind a day later (the bucket's lifecycle). Only emails that will be sent store
+//! files: one suppressed on accept lists them and keeps none.
+
+use super::Email;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use shared::auth::WorkspaceId;
+use shared::validate::Errors;
+use shared::{ApiError, ApiResult, App};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+pub const MAX_ATTACHMENTS: usize = 20;
+const MAX_FILENAME_CHARS: usize = 255;
+
+/// A file to send, as `POST /emails` takes it.
+#[derive(Deserialize, ToSchema, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewEmailAttachment)]
+pub struct NewAttachment {
+    /// The name the recipient sees: 1 to 255 characters, no path separators or control
+    /// characters.
+    #[schema(min_length = 1, max_length = 255)]
+    pub filename: String,
+    /// e.g. `application/pdf`. Defaults to the type the bytes show (else
+    /// `application/octet-stream`); when the bytes show a type, this must agree with it.
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// The file, base64 (standard alphabet; padding and line breaks optional).
+    #[schema(content_encoding = "base64")]
+    pub content: String,
+    /// Sends the file inline, for the HTML to show as `<img src="cid:...">`: 1 to 100 of
+    /// `A-Z a-z 0-9 . _ @ -`, unique within the email.
+    #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,100}$")]
+    pub content_id: Option<String>,
+}
+
+/// A file sent with an email, as its record lists it.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[schema(as = EmailAttachment)]
+pub struct Attachment {
+    /// `[erased]` once the recipient was erased.
+    pub filename: String,
+    pub content_type: String,
+    /// Bytes, decoded.
+    pub size: u64,
+    /// Set for an inline file (`cid:`).
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,100}$")]
+    pub content_id: Option<String>,
+    /// SHA-256 of the bytes (hex); null once the recipient was erased.
+    pub sha256: Option<String>,
+}
+
+/// An attachment's bytes, shared by the copies of its email (cheap to clone).
+pub type Bytes = Arc<[u8]>;
+
+/// Types the bytes show that are not sent: programs, libraries, installers and browser
+/// extensions, whatever the file is called.
+const DANGEROUS_TYPES: &[&str] = &[
+    "application/vnd.microsoft.portable-executable",
+    "application/x-executable",
+    "application/x-mach-binary",
+    "application/java",
+    "application/wasm",
+    "application/x-llvm",
+    "application/vnd.android.dex",
+    "application/vnd.android.dey",
+    "application/x-shockwave-flash",
+    "application/x-google-chrome-extension",
+    "application/vnd.ms-cab-compressed",
+    "application/vnd.debian.binary-package",
+    "application/x-rpm",
+    "text/x-shellscript",
+];
+
+/// Names mail providers refuse (Gmail's list): scripts and shortcuts have no magic number, so
+/// their name is the only evidence, and a recipient's system runs them by it.
+const DANGEROUS_EXTENSIONS: &[&str] = &[
+    "ade",
+    "adp",
+    "apk",
+    "appx",
+    "appxbundle",
+    "bat",
+    "cab",
+    "chm",
+    "cmd",
+    "com",
+    "cpl",
+    "diagcab",
+    "diagcfg",
+    "diagpack",
+    "dll",
+    "dmg",
+    "ex",
+    "ex_",
+    "exe",
+    "hta",
+    "img",
+    "ins",
+    "iso",
+    "isp",
+    "jar",
+    "jnlp",
+    "js",
+    "jse",
+    "lib",
+    "lnk",
+    "mde",
+    "mjs",
+    "msc",
+    "msi",
+    "msix",
+    "msixbundle",
+    "msp",
+    "mst",
+    "nsh",
+    "pif",
+    "ps1",
+    "scr",
+    "sct",
+    "shb",
+    "sys",
+    "vb",
+    "vbe",
+    "vbs",
+    "vhd",
+    "vxd",
+    "wsc",
+    "wsf",
+    "wsh",
+    "xll",
+];
+
+/// Zip-based formats whose bytes may read as a plain zip.
+const ZIP_FORMATS: &[&str] = &[
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "application/vnd.oasis.opendocument.text",
+    "application/vnd.oasis.opendocument.spreadsheet",
+    "application/vnd.oasis.opendocument.presentation",
+    "application/epub+zip",
+    "application/x-zip-compressed",
+];
+
+/// `type/subtype` in lower case, without parameters, when it is one.
+fn essence(content_type: &str) -> Option<String> {
+    let t = content_type.split(';').next()?.trim().to_ascii_lowercase();
+    let (kind, sub) = t.split_once('/')?;
+    let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b));
+    // A container type would need a structure (boundaries, a message) the file does not have.
+    (token(kind) && token(sub) && t.len() <= 127 && kind != "multipart" && kind != "message").then_some(t)
+}
+
+/// Do the declared type and the one the bytes show agree?
+fn agrees(declared: &str, sniffed: &str) -> bool {
+    declared == sniffed
+        || (sniffed == "application/zip" && ZIP_FORMATS.contains(&declared))
+        || (declared == "image/jpg" && sniffed == "image/jpeg")
+        || (declared == "application/x-zip-compressed" && sniffed == "application/zip")
+}
+
+/// Check and decode the request's files: each becomes its record entry and its bytes.
+pub fn check(errs: &mut Errors, list: &[NewAttachment]) -> Vec<(Attachment, Bytes)> {
+    if list.len() > MAX_ATTACHMENTS {
+        errs.add("attachments", format!("at most {MAX_ATTACHMENTS} files"));
+        return vec![];
+    }
+    let lenient = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new().with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    let mut out = vec![];
+    let mut ids: Vec<&str> = vec![];
+    for (i, a) in list.iter().enumerate() {
+        let field = |f: &str| format!("attachments[{i}].{f}");
+        let name = &a.filename;
+        // Bidirectional and invisible formatting characters make `exe.pdf` read as `fdp.exe`;
+        // a trailing dot or space is dropped by Windows when it saves (`run.vbs.` is `run.vbs`).
+        let spoofing = |c: char| matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}');
+        if name.trim().is_empty()
+            || name.chars().count() > MAX_FILENAME_CHARS
+            || name.chars().any(|c| c.is_control() || spoofing(c) || c == '/' || c == '\\')
+            || name.ends_with(['.', ' '])
+        {
+            errs.add(
+                field("filename"),
+                "1 to 255 characters, without path separators, control or direction characters, not ending in a dot or space",
+            );
+            continue;
+        }
+        let compact: Vec<u8> = a.content.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        let bytes = match lenient.decode(&compact) {
+            Ok(b) if !b.is_empty() => b,
+            Ok(_) => {
+                errs.add(field("content"), "the file is empty");
+                continue;
+            }
+            Err(_) => {
+                errs.add(field("content"), "must be base64");
+                continue;
+            }
+        };
+        let sniffed = infer::get(&bytes);
+        let extension = name.rsplit_once('.').map(|(_, e)| e.trim().to_ascii_lowercase());
+        if let Some(t) = sniffed.filter(|t| DANGEROUS_TYPES.contains(&t.mime_type())) {
+            errs.add(field("content"), format!("programs and scripts are not sent (the bytes are {})", t.mime_type()));
+            continue;
+        }
+        if extension.as_deref().is_some_and(|e| DANGEROUS_EXTENSIONS.contains(&e)) {
+            errs.add(field("filename"), "files of this kind (programs, scripts, disk images) are not sent; mail providers refuse them");
+            continue;
+        }
+        // Text kinds (HTML, XML) are guessed from the first characters: no ground to refuse a
+        // declared type on.
+        let known = sniffed.filter(|t| t.matcher_type() != infer::MatcherType::Text).map(|t| t.mime_type());
+        let content_type = match (&a.content_type, known) {
+            (Some(declared), sniffed) => match essence(declared) {
+                None => {
+                    errs.add(field("content_type"), "must be a media type such as application/pdf (not multipart/ or message/)");
+                    continue;
+                }
+                Some(d) if sniffed.is_some_and(|s| !agrees(&d, s)) => {
+                    errs.add(field("content_type"), format!("the bytes are {}, not {d}", sniffed.unwrap_or_default()));
+                    continue;
+                }
+                Some(d) => d,
+            },
+            (None, Some(s)) => s.to_string(),
+            (None, None) => "application/octet-stream".to_string(),
+        };
+        if let Some(cid) = &a.content_id {
+            if !(1..=100).contains(&cid.len()) || !cid.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b)) {
+                errs.add(field("content_id"), "1 to 100 of A-Z a-z 0-9 . _ @ -");
+                continue;
+            }
+            if ids.contains(&cid.as_str()) {
+                errs.add(field("content_id"), "is used by another file of this email");
+                continue;
+            }
+            ids.push(cid);
+        }
+        let sha256 = shared::crypto::sha256_hex(&bytes);
+        let entry = Attachment {
+            filename: name.clone(),
+            content_type,
+            size: bytes.len() as u64,
+            content_id: a.content_id.clone(),
+            sha256: Some(sha256),
+        };
+        out.push((entry, Bytes::from(bytes)));
+    }
+    out
+}
+
+/// Base64 with a line break every 76 characters, as MIME writes it.
+fn encoded_len(n: usize) -> usize {
+    let b64 = n.div_ceil(3) * 4;
+    b64 + b64.div_ceil(76) * 2
+}
+
+/// The message's size as SES will count it, estimated from above: what comes before the
+/// files, then the running total after each file. Bodies count double (a body of short lines
+/// doubles when its line breaks become CRLF; base64 adds a third), names eight times over
+/// (RFC 2231 writes a byte as `%XX`, in continuation lines, and RFC 2047 again).
+pub fn estimate(e: &Email) -> (usize, Vec<usize>) {
+    const HEADERS: usize = 4096;
+    const PART_HEADERS: usize = 512;
+    let headers: usize = e.headers.iter().map(|(k, v)| k.len() + v.len() * 2 + 4).sum::<usize>()
+        + [&e.to, &e.cc, &e.reply_to].iter().flat_map(|l| l.iter()).map(|a| a.len() * 2 + 4).sum::<usize>()
+        + e.from.len() * 2
+        + e.subject.len() * 2;
+    let bodies: usize = [&e.html, &e.text, &e.calendar].iter().filter_map(|b| b.as_ref()).map(|b| 2 * b.len() + 3 + PART_HEADERS).sum();
+    let before = HEADERS + headers + bodies;
+    let mut total = before;
+    let after = e
+        .attachments
+        .iter()
+        .map(|a| {
+            total += encoded_len(a.size as usize) + PART_HEADERS + a.filename.len() * 8 + a.content_id.as_ref().map_or(0, |c| c.len() + 16);
+            total
+        })
+        .collect();
+    (before, after)
+}
+
+/// Is the message within `limit`? Else a 400 naming the file with which it is not.
+pub fn check_size(errs: &mut Errors, e: &Email, limit: usize) {
+    let mb = |n: usize| format!("{:.1} MB", n as f64 / 1_000_000.0);
+    let (before, after) = estimate(e);
+    if before > limit {
+        errs.add("html", format!("the message would be about {} before any file; the limit is {}", mb(before), mb(limit)));
+        return;
+    }
+    if let Some((i, total)) = after.iter().enumerate().find(|(_, t)| **t > limit) {
+        let name = &e.attachments[i].filename;
+        errs.add(
+            format!("attachments[{i}]"),
+            format!("with {name} the message would be about {} once encoded; the limit for a whole message is {}", mb(*total), mb(limit)),
+        );
+    }
+}
+
+/// Where an email's file is.
+pub fn key(ws: &WorkspaceId, email_id: &str, index: usize) -> String {
+    format!("outbound/{ws}/{email_id}/{index}")
+}
+
+/// S3 calls of one request at once (a batch: up to 100 emails of 20 files).
+const CONCURRENT_CALLS: usize = 16;
+
+fn s3_error(what: &str, e: shared::aws::AwsError) -> ApiError {
+    ApiError::unavailable(format!("s3 {what} attachment: {e}"))
+}
+
+/// The files of the emails that will be sent (pending), each as its email, index and key.
+fn objects<'a>(ws: &WorkspaceId, emails: &[&'a Email]) -> Vec<(&'a Email, usize, String)> {
+    emails.iter().filter(|e| e.status.pending()).flat_map(|e| (0..e.attachments.len()).map(move |i| (*e, i, key(ws, &e.id, i)))).collect()
+}
+
+/// Write the files of the emails that will be sent, tagged unlinked (before their transaction:
+/// the sender must find them once the email is recorded).
+pub async fn store(app: &App, ws: &WorkspaceId, emails: &[&Email]) -> ApiResult<()> {
+    for chunk in objects(ws, emails).chunks(CONCURRENT_CALLS) {
+        futures_util::future::try_join_all(chunk.iter().map(|(e, i, key)| async move {
+            let bytes = e.files.get(*i).ok_or_else(|| ApiError::internal("an email's file was not loaded"))?;
+            shared::aws::put_unlinked(app.s3(), &app.cfg.mail_bucket, key, bytes.to_vec(), &e.attachments[*i].content_type)
+                .await
+                .map_err(|err| s3_error("put", err))
+        }))
+        .await?;
+    }
+    Ok(())
+}
+
+/// Untag the files of recorded emails. A file left tagged would expire under a scheduled
+/// email (after the SDK's retries: reported, and the email then fails `attachment_missing`
+/// rather than going out without it).
+pub async fn link(app: &App, ws: &WorkspaceId, emails: &[&Email]) {
+    for chunk in objects(ws, emails).chunks(CONCURRENT_CALLS) {
+        futures_util::future::join_all(chunk.iter().map(|(e, _, key)| async move {
+            if let Err(err) = shared::aws::link_object(app.s3(), &app.cfg.mail_bucket, key).await {
+                tracing::error!(error = %err, email_id = %e.id, "an email's file stays tagged unlinked and expires in a day");
+            }
+        }))
+        .await;
+    }
+}
+
+/// The email's files, in order, for the sender: `None` when one is gone (expired unlinked,
+/// or erased).
+pub async fn load(app: &App, ws: &WorkspaceId, e: &Email) -> ApiResult<Option<Vec<Bytes>>> {
+    let gets = (0..e.attachments.len()).map(|i| {
+        let key = key(ws, &e.id, i);
+        async move { shared::aws::get_object(app.s3(), &app.cfg.mail_bucket, &key).await.map_err(|err| s3_error("get", err)) }
+    });
+    let found = futures_util::future::try_join_all(gets).await?;
+    Ok(found.into_iter().map(|b| b.map(Bytes::from)).collect())
+}
+
+/// Delete the email's files: it reached a final state (nothing reads them again) or its
+/// recipient is erased.
+pub async fn discard(app: &App, ws: &WorkspaceId, e: &Email) -> ApiResult<()> {
+    let deletes = (0..e.attachments.len()).map(|i| {
+        let key = key(ws, &e.id, i);
+        async move { shared::aws::delete_object(app.s3(), &app.cfg.mail_bucket, &key).await.map_err(|err| s3_error("delete", err)) }
+    });
+    futures_util::future::try_join_all(deletes).await?;
+    Ok(())
+}
+
+/// What an erasure leaves of the list: types and sizes (a name, a hash or an inline id may
+/// name the person).
+pub fn redact(list: &mut [Attachment]) {
+    for a in list {
+        a.filename = super::ERASED_SUBJECT.into();
+        a.sha256 = None;
+        a.content_id = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(filename: &str, content_type: Option<&str>, bytes: &[u8]) -> Result<Attachment, String> {
+        let mut errs = Errors::new();
+        let input = NewAttachment {
+            filename: filename.into(),
+            content_type: content_type.map(String::from),
+            content: base64::engine::general_purpose::STANDARD.encode(bytes),
+            content_id: None,
+        };
+        let out = check(&mut errs, &[input]);
+        match errs.finish() {
+            Ok(()) => Ok(out.into_iter().next().unwrap().0),
+            Err(e) => Err(e.details.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")),
+        }
+    }
+
+    const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
+    const EXE: &[u8] = b"MZ\x90\0\x03\0\0\0\x04\0\0\0\xff\xff\0\0";
+
+    #[test]
+    fn the_bytes_decide_the_type_not_the_name() {
+        assert_eq!(one("pixel.png", None, PNG).unwrap().content_type, "image/png");
+        assert_eq!(one("notes.txt", Some("text/plain; charset=utf-8"), b"hello").unwrap().content_type, "text/plain");
+        assert_eq!(one("blob", None, b"\x01\x02\x03").unwrap().content_type, "application/octet-stream");
+        // A program named like a document is refused by its bytes.
+        assert!(one("invoice.pdf", Some("application/pdf"), EXE).unwrap_err().contains("portable-executable"));
+        // A type that the bytes contradict.
+        assert!(one("pixel.pdf", Some("application/pdf"), PNG).unwrap_err().contains("the bytes are image/png"));
+        // Scripts have no magic number: their name is refused.
+        assert!(one("run.vbs", None, b"MsgBox 1").unwrap_err().contains("not sent"));
+        assert!(one("a/b.txt", None, b"x").is_err());
+        assert!(one("run.vbs.", None, b"MsgBox 1").is_err(), "Windows drops the dot");
+        assert!(one("invoice\u{202e}fdp.exe", None, b"x").is_err(), "reads as invoice.exe.pdf");
+        assert!(one("a.eml", Some("message/rfc822"), b"Subject: x").unwrap_err().contains("not multipart"));
+        assert!(one("empty.txt", None, b"").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn base64_may_be_wrapped_and_unpadded() {
+        let mut errs = Errors::new();
+        let wrapped = "aGVs\r\nbG8g\nd29y bGQ";
+        let out =
+            check(&mut errs, &[NewAttachment { filename: "a.txt".into(), content_type: None, content: wrapped.into(), content_id: None }]);
+        assert!(errs.finish().is_ok());
+        assert_eq!(&*out[0].1, b"hello world");
+    }
+}
