@@ -16,6 +16,7 @@ shared::prefixed_id!(DeliveryId, "whd", "webhook delivery");
 shared::prefixed_id!(DomainId, "dom", "sending domain");
 shared::prefixed_id!(EmailBatchId, "eb", "email batch");
 shared::prefixed_id!(EmailId, "em", "email");
+shared::prefixed_id!(EmailUploadId, "eup", "email upload");
 shared::prefixed_id!(EndpointId, "wh", "webhook endpoint");
 shared::prefixed_id!(ErasureId, "ge", "erasure");
 shared::prefixed_id!(ExportId, "gx", "export");

@@ -147,11 +147,44 @@ pub async fn get_object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Res
 pub const UNLINKED_TAG: &str = "state=unlinked";
 
 /// Write an object tagged [`UNLINKED_TAG`] (SSE is the bucket's default).
-pub async fn put_unlinked(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), AwsError> {
+pub async fn put_unlinked(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    bytes: impl Into<aws_sdk_s3::primitives::ByteStream>,
+    content_type: &str,
+) -> Result<(), AwsError> {
     // Tags set with the object need their own permission.
     crate::metrics::record_call("s3:PutObjectTagging", &crate::metrics::s3_resource(bucket, key));
     s3.put_object().bucket(bucket).key(key).tagging(UNLINKED_TAG).content_type(content_type).body(bytes.into()).send().await?;
     Ok(())
+}
+
+/// An object's size, or `None` when there is no such key.
+pub async fn object_size(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Option<u64>, AwsError> {
+    match s3.head_object().bucket(bucket).key(key).send().await {
+        Ok(out) => Ok(Some(out.content_length().unwrap_or(0).max(0) as u64)),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A presigned PUT link valid for `expires` that writes exactly `length` bytes (the length is
+/// signed). The link carries the caller's authority to write the object, so it records
+/// `s3:PutObject`.
+pub async fn presigned_put(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    length: u64,
+    expires: std::time::Duration,
+) -> Result<(String, Vec<(String, String)>), AwsError> {
+    crate::metrics::record_call("s3:PutObject", &crate::metrics::s3_resource(bucket, key));
+    let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires)
+        .map_err(|e| AwsError { code: "InvalidExpiry".into(), message: e.to_string() })?;
+    let req = s3.put_object().bucket(bucket).key(key).content_length(length as i64).presigned(config).await?;
+    let headers = req.headers().filter(|(k, _)| !k.eq_ignore_ascii_case("host")).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Ok((req.uri().to_string(), headers))
 }
 
 /// Take the [`UNLINKED_TAG`] off an object whose record is committed (idempotent; an object

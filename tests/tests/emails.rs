@@ -1305,3 +1305,58 @@ async fn a_scheduled_email_s_files_are_linked_then_erased_with_its_recipient_or_
     assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("attachment_missing")), "{failed}");
     assert!(ses_with_subject(&subject).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_file_too_large_for_a_request_body_goes_through_a_presigned_upload_named_by_sends() {
+    let h = harness();
+    let (c, ws) = sender_workspace("attachment uploads").await;
+    let sender = from(&ws);
+    // Larger than a request body may be (2.5 MiB), even before base64.
+    let big = file(b"%PDF-1.7\n", 3_000_000);
+    let r = c.post("/emails/attachments", &json!({"size": big.len()})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let up = r.json["data"].clone();
+    assert_eq!((up["object"].as_str(), up["size"].as_u64()), (Some("email_upload"), Some(big.len() as u64)));
+    let mut put = reqwest::Client::new().put(up["upload_url"].as_str().unwrap());
+    for (k, v) in up["headers"].as_object().unwrap() {
+        put = put.header(k.as_str(), v.as_str().unwrap());
+    }
+    let stored = put.body(big.clone()).send().await.unwrap();
+    assert!(stored.status().is_success(), "{}", stored.text().await.unwrap());
+
+    // Two sends of a batch name the one upload; each message carries it whole.
+    let subject = unique("Big file");
+    let entry = |n: usize| {
+        json!({"from": sender, "to": [format!("big{n}@example.org")], "subject": subject, "text": "attached",
+            "attachments": [{"filename": "manual.pdf", "upload_id": up["id"]}]})
+    };
+    let r = c.post("/emails/batch", &json!({"emails": [entry(1), entry(2)]})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    for entry in r.json["data"]["emails"].as_array().unwrap() {
+        let e = wait_status(&c, entry["id"].as_str().unwrap(), &["sent"], 60).await;
+        assert_eq!(e["attachments"][0]["sha256"], shared::crypto::sha256_hex(&big));
+        assert_eq!(e["attachments"][0]["content_type"], "application/pdf");
+    }
+    let raw: Vec<String> = ses_with_subject(&subject).await.iter().map(|m| m["raw"].as_str().unwrap().to_string()).collect();
+    assert_eq!(raw.len(), 2);
+    for m in e2e::python("tests/read_attachments.py", &json!(raw)).as_array().unwrap() {
+        let p = m["parts"].as_array().unwrap().iter().find(|p| p["content_type"] == "application/pdf").unwrap();
+        assert!(p["bytes"].as_str() == Some(b64(&big).as_str()), "the upload arrives byte for byte");
+    }
+
+    // An upload is the workspace's own, exists once written, and fits a message.
+    let (ows, okey) = h.workspace("attachment uploads elsewhere").await;
+    let other = Client::new(&h.base, &okey);
+    e2e::verified_domain(&other, &ows).await;
+    let named = |from: &str, id: &Value| json!({"from": from, "to": ["x@example.org"], "subject": "s", "text": "t", "attachments": [{"filename": "a.pdf", "upload_id": id}]});
+    let field = |r: &e2e::Resp| (r.status, r.json["error"]["details"][0]["field"].as_str().map(String::from));
+    let r = c.post("/emails", &named(&sender, &json!("eup_01J00000000000000000000000"))).await;
+    assert_eq!(field(&r), (400, Some("attachments[0].upload_id".into())), "{}", r.json);
+    let r = other.post("/emails", &named(&from(&ows), &up["id"])).await;
+    assert_eq!(field(&r), (400, Some("attachments[0].upload_id".into())), "another workspace's upload is not found: {}", r.json);
+    let unwritten = c.post("/emails/attachments", &json!({"size": 10})).await.json["data"]["id"].clone();
+    let r = c.post("/emails", &named(&sender, &unwritten)).await;
+    assert!(r.json["error"]["details"][0]["message"].as_str().unwrap_or_default().contains("no such upload"), "{}", r.json);
+    let r = c.post("/emails/attachments", &json!({"size": 40_000_000})).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("size")), "{}", r.json);
+}

@@ -29,6 +29,7 @@ const ID_TYPES: &[(&str, &str, &str)] = &[
     ("deal", "DealId", "a deal"),
     ("dom", "DomainId", "a sending domain"),
     ("eb", "EmailBatchId", "an email batch"),
+    ("eup", "EmailUploadId", "an email upload"),
     ("em", "EmailId", "an email"),
     ("evt", "EventId", "an event"),
     ("ge", "ErasureId", "a GDPR erasure"),

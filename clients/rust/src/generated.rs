@@ -346,6 +346,37 @@ impl From<&str> for EmailBatchId {
     }
 }
 
+/// The id of an email upload (`eup_...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EmailUploadId(pub String);
+impl std::ops::Deref for EmailUploadId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+impl AsRef<str> for EmailUploadId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+impl std::fmt::Display for EmailUploadId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<String> for EmailUploadId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+impl From<&str> for EmailUploadId {
+    fn from(id: &str) -> Self {
+        Self(id.to_string())
+    }
+}
+
 /// The id of an email (`em_...`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -1945,6 +1976,13 @@ pub struct CreateTemplate {
     pub variants: Option<std::collections::BTreeMap<String, Content>>,
 }
 
+/// What `POST /emails/attachments` takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct CreateUpload {
+    /// The file's size in bytes: the link writes exactly this many.
+    pub size: i64,
+}
+
 /// The credentials a client sends, by `type` (the webhook secret is generated).
 pub type CredentialsInput = serde_json::Value;
 
@@ -2194,6 +2232,20 @@ pub enum EmailStatus {
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,
+}
+
+/// A place to upload one file to, for sends to name by `upload_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmailUpload {
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// `eup_...`: name it as an attachment's `upload_id`, in any number of sends within a day.
+    pub id: EmailUploadId,
+    /// Always `email_upload`.
+    pub object: String,
+    pub size: i64,
+    /// `PUT` the file's bytes here, with exactly `headers`, before `expires_at`.
+    pub upload_url: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -3038,8 +3090,10 @@ pub struct NewContact {
 /// A file to send, as `POST /emails` takes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct NewEmailAttachment {
-    /// The file, base64 (standard alphabet; padding and line breaks optional).
-    pub content: String,
+    /// The file, base64 (standard alphabet; padding and line breaks optional); or
+    /// `upload_id` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
     /// Sends the file inline, for the HTML to show as `<img src="cid:...">`: 1 to 100 of
     /// `A-Z a-z 0-9 . _ @ -`, unique within the email.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -3051,6 +3105,10 @@ pub struct NewEmailAttachment {
     /// The name the recipient sees: 1 to 255 characters, no path separators or control
     /// characters.
     pub filename: String,
+    /// A file uploaded through `POST /emails/attachments` (`eup_...`), instead of `content`:
+    /// for files too large for a request body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_id: Option<EmailUploadId>,
 }
 
 /// Emails sent through the emails area when a booking is confirmed, and before it starts. The
@@ -4361,6 +4419,11 @@ impl Client {
         self.call(reqwest::Method::POST, &"/emails/templates".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<Template>| d.data)
     }
 
+    /// `POST /emails/attachments`: A link to upload one file too large for a request body (`PUT` it, with the answer's
+    pub async fn create_upload(&self, body: &CreateUpload) -> Result<EmailUpload> {
+        self.call(reqwest::Method::POST, &"/emails/attachments".to_string(), None::<&()>, Some(body)).await.map(|d: crate::Data<EmailUpload>| d.data)
+    }
+
     /// `DELETE /channels/{id}`: Delete a channel (owners and admins). Draft and scheduled posts lose their variant for it
     pub async fn delete_channel(&self, id: &str) -> Result<Deleted> {
         self.call(reqwest::Method::DELETE, &format!("/channels/{}", crate::encode(id)), None::<&()>, None::<&()>).await.map(|d: crate::Data<Deleted>| d.data)
@@ -5094,6 +5157,7 @@ pub const OPERATIONS: &[&str] = &[
     "create_service",
     "create_session",
     "create_template",
+    "create_upload",
     "delete_channel",
     "delete_contact",
     "delete_deal",

@@ -771,6 +771,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/emails/attachments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A link to upload one file too large for a request body (`PUT` it, with the answer's
+         *     `headers`, within the hour); sends name it by `upload_id` for a day. Counts against the
+         *     `email_send` class.
+         * @description Needs the `write` scope; rate-limit class `email_send`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         */
+        post: operations["create_upload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/emails/batch": {
         parameters: {
             query?: never;
@@ -4762,6 +4784,14 @@ export interface components {
                 [key: string]: components["schemas"]["Content"];
             };
         };
+        /** @description What `POST /emails/attachments` takes. */
+        CreateUpload: {
+            /**
+             * Format: int64
+             * @description The file's size in bytes: the link writes exactly this many.
+             */
+            size: number;
+        };
         /** @description The credentials a client sends, by `type` (the webhook secret is generated). */
         CredentialsInput: components["schemas"]["BlueskyCredentials"] | components["schemas"]["MastodonCredentials"] | components["schemas"]["WebhookChannelInput"];
         /** @description `{"data": T}` */
@@ -4827,6 +4857,10 @@ export interface components {
         /** @description `{"data": T}` */
         Data_EmailBatch: {
             data: components["schemas"]["EmailBatch"];
+        };
+        /** @description `{"data": T}` */
+        Data_EmailUpload: {
+            data: components["schemas"]["EmailUpload"];
         };
         /** @description `{"data": T}` */
         Data_Endpoint: {
@@ -5119,6 +5153,25 @@ export interface components {
          * @enum {string}
          */
         EmailStatus: "scheduled" | "queued" | "sent" | "delivered" | "bounced" | "complained" | "failed" | "cancelled" | "suppressed" | (string & {});
+        /** @description A place to upload one file to, for sends to name by `upload_id`. */
+        EmailUpload: {
+            /** Format: date-time */
+            expires_at: string;
+            headers: {
+                [key: string]: string;
+            };
+            /** @description `eup_...`: name it as an attachment's `upload_id`, in any number of sends within a day. */
+            id: string;
+            /**
+             * @description Always `email_upload`.
+             * @enum {string}
+             */
+            object: "email_upload";
+            /** Format: int64 */
+            size: number;
+            /** @description `PUT` the file's bytes here, with exactly `headers`, before `expires_at`. */
+            upload_url: string;
+        };
         Endpoint: {
             /** Format: date-time */
             created_at: string;
@@ -5808,8 +5861,11 @@ export interface components {
         };
         /** @description A file to send, as `POST /emails` takes it. */
         NewEmailAttachment: {
-            /** @description The file, base64 (standard alphabet; padding and line breaks optional). */
-            content: string;
+            /**
+             * @description The file, base64 (standard alphabet; padding and line breaks optional); or
+             *     `upload_id` instead.
+             */
+            content?: string | null;
             /**
              * @description Sends the file inline, for the HTML to show as `<img src="cid:...">`: 1 to 100 of
              *     `A-Z a-z 0-9 . _ @ -`, unique within the email.
@@ -5825,6 +5881,11 @@ export interface components {
              *     characters.
              */
             filename: string;
+            /**
+             * @description A file uploaded through `POST /emails/attachments` (`eup_...`), instead of `content`:
+             *     for files too large for a request body.
+             */
+            upload_id?: string | null;
         };
         /**
          * @description Emails sent through the emails area when a booking is confirmed, and before it starts. The
@@ -13198,6 +13259,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "attachments": [
+                 *         {
+                 *           "content": "VGhhbmsgeW91IGZvciB5b3VyIG9yZGVyLg==",
+                 *           "content_type": "text/plain",
+                 *           "filename": "receipt.txt"
+                 *         }
+                 *       ],
                  *       "from": "Example Shop <news@mail.example.com>",
                  *       "subject": "Your booking is confirmed",
                  *       "tags": [
@@ -13307,6 +13375,154 @@ export interface operations {
             };
             /** @description CONFIRMATION_REQUIRED: this credential needs a person's confirmation of emails.send for this exact request (details[0].meta names it) */
             428: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded; see Retry-After */
+            429: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A dependency is unavailable */
+            503: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    create_upload: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to repeat: the first completed answer is kept 24 hours and replayed (with Idempotent-Replayed: true); the same key with another method, path, body or credential (an API key; an OAuth token's subject) is 422 IDEMPOTENCY_KEY_REUSED, and one still running is 409 with Retry-After. A credential that needs confirmations names its approval request by this key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "size": 3145728
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateUpload"];
+            };
+        };
+        responses: {
+            /** @description Created: the new object, in data */
+            201: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_EmailUpload"];
+                };
+            };
+            /** @description Malformed JSON, invalid fields or cursor (VALIDATION_ERROR, INVALID_CURSOR) */
+            400: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Authorization header missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Valid credentials without access (no membership, missing scope, revoked key) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such route or object in this workspace */
+            404: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Uniqueness or state conflict, stale version, idempotent request in flight */
+            409: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body above 1 MiB */
+            413: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body that is not JSON */
+            415: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request */
+            422: {
                 headers: {
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;

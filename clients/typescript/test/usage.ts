@@ -261,6 +261,11 @@ export async function everyOperation(client: Client): Promise<void> {
     void answer;
   }
   {
+    // create_upload: POST /emails/attachments
+    const answer: Json<paths["/emails/attachments"]["post"]["responses"][201]> = await client.POST("/emails/attachments", { body: {} as Json<NonNullable<paths["/emails/attachments"]["post"]["requestBody"]>> });
+    void answer;
+  }
+  {
     // send_batch: POST /emails/batch
     const answer: Json<paths["/emails/batch"]["post"]["responses"][202]> = await client.POST("/emails/batch", { body: {} as Json<NonNullable<paths["/emails/batch"]["post"]["requestBody"]>> });
     void answer;

@@ -11,11 +11,13 @@
 //! files: one suppressed on accept lists them and keeps none.
 
 use super::Email;
+use crate::ids::EmailUploadId;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
@@ -35,9 +37,16 @@ pub struct NewAttachment {
     /// `application/octet-stream`); when the bytes show a type, this must agree with it.
     #[serde(default)]
     pub content_type: Option<String>,
-    /// The file, base64 (standard alphabet; padding and line breaks optional).
+    /// The file, base64 (standard alphabet; padding and line breaks optional); or
+    /// `upload_id` instead.
+    #[serde(default)]
     #[schema(content_encoding = "base64")]
-    pub content: String,
+    pub content: Option<String>,
+    /// A file uploaded through `POST /emails/attachments` (`eup_...`), instead of `content`:
+    /// for files too large for a request body.
+    #[serde(default)]
+    #[schema(pattern = "^eup_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub upload_id: Option<String>,
     /// Sends the file inline, for the HTML to show as `<img src="cid:...">`: 1 to 100 of
     /// `A-Z a-z 0-9 . _ @ -`, unique within the email.
     #[serde(default)]
@@ -172,7 +181,7 @@ fn agrees(declared: &str, sniffed: &str) -> bool {
 }
 
 /// Check and decode the request's files: each becomes its record entry and its bytes.
-pub fn check(errs: &mut Errors, list: &[NewAttachment]) -> Vec<(Attachment, Bytes)> {
+pub fn check(errs: &mut Errors, list: &[NewAttachment]) -> Vec<Source> {
     if list.len() > MAX_ATTACHMENTS {
         errs.add("attachments", format!("at most {MAX_ATTACHMENTS} files"));
         return vec![];
@@ -200,45 +209,18 @@ pub fn check(errs: &mut Errors, list: &[NewAttachment]) -> Vec<(Attachment, Byte
             );
             continue;
         }
-        let compact: Vec<u8> = a.content.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        let bytes = match lenient.decode(&compact) {
-            Ok(b) if !b.is_empty() => b,
-            Ok(_) => {
-                errs.add(field("content"), "the file is empty");
-                continue;
-            }
-            Err(_) => {
-                errs.add(field("content"), "must be base64");
-                continue;
-            }
-        };
-        let sniffed = infer::get(&bytes);
         let extension = name.rsplit_once('.').map(|(_, e)| e.trim().to_ascii_lowercase());
-        if let Some(t) = sniffed.filter(|t| DANGEROUS_TYPES.contains(&t.mime_type())) {
-            errs.add(field("content"), format!("programs and scripts are not sent (the bytes are {})", t.mime_type()));
-            continue;
-        }
         if extension.as_deref().is_some_and(|e| DANGEROUS_EXTENSIONS.contains(&e)) {
             errs.add(field("filename"), "files of this kind (programs, scripts, disk images) are not sent; mail providers refuse them");
             continue;
         }
-        // Text kinds (HTML, XML) are guessed from the first characters: no ground to refuse a
-        // declared type on.
-        let known = sniffed.filter(|t| t.matcher_type() != infer::MatcherType::Text).map(|t| t.mime_type());
-        let content_type = match (&a.content_type, known) {
-            (Some(declared), sniffed) => match essence(declared) {
-                None => {
-                    errs.add(field("content_type"), "must be a media type such as application/pdf (not multipart/ or message/)");
-                    continue;
-                }
-                Some(d) if sniffed.is_some_and(|s| !agrees(&d, s)) => {
-                    errs.add(field("content_type"), format!("the bytes are {}, not {d}", sniffed.unwrap_or_default()));
-                    continue;
-                }
-                Some(d) => d,
-            },
-            (None, Some(s)) => s.to_string(),
-            (None, None) => "application/octet-stream".to_string(),
+        let declared = match a.content_type.as_deref().map(essence) {
+            Some(None) => {
+                errs.add(field("content_type"), "must be a media type such as application/pdf (not multipart/ or message/)");
+                continue;
+            }
+            Some(d) => d,
+            None => None,
         };
         if let Some(cid) = &a.content_id {
             if !(1..=100).contains(&cid.len()) || !cid.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b)) {
@@ -251,17 +233,209 @@ pub fn check(errs: &mut Errors, list: &[NewAttachment]) -> Vec<(Attachment, Byte
             }
             ids.push(cid);
         }
-        let sha256 = shared::crypto::sha256_hex(&bytes);
-        let entry = Attachment {
-            filename: name.clone(),
-            content_type,
-            size: bytes.len() as u64,
-            content_id: a.content_id.clone(),
-            sha256: Some(sha256),
-        };
-        out.push((entry, Bytes::from(bytes)));
+        let file = File { index: i, filename: name.clone(), declared, content_id: a.content_id.clone() };
+        match (&a.content, &a.upload_id) {
+            (Some(content), None) => {
+                let compact: Vec<u8> = content.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+                match lenient.decode(&compact) {
+                    Ok(bytes) => {
+                        if let Some(ready) = inspect(errs, file, Bytes::from(bytes)) {
+                            out.push(Source::Ready(ready.0, ready.1));
+                        }
+                    }
+                    Err(_) => errs.add(field("content"), "must be base64"),
+                }
+            }
+            (None, Some(upload)) => match <EmailUploadId as shared::ids::PrefixedId>::parse(upload) {
+                Some(id) => out.push(Source::Upload(file, id)),
+                None => errs.add(field("upload_id"), "must be an upload id (eup_..., from POST /emails/attachments)"),
+            },
+            _ => errs.add(field("content"), "give the file as content (base64) or as upload_id, one of the two"),
+        }
     }
     out
+}
+
+/// A file's checks that need no bytes, done: what is left to check once they are read.
+#[derive(Clone, Debug)]
+pub struct File {
+    index: usize,
+    filename: String,
+    /// The declared type, as its essence.
+    declared: Option<String>,
+    content_id: Option<String>,
+}
+
+/// A file of a send: its bytes came with the request, or are in an upload to read.
+#[derive(Clone, Debug)]
+pub enum Source {
+    Ready(Attachment, Bytes),
+    Upload(File, EmailUploadId),
+}
+
+/// The checks of a file's bytes: not empty, not a program, of the declared type.
+fn inspect(errs: &mut Errors, f: File, bytes: Bytes) -> Option<(Attachment, Bytes)> {
+    let field = |x: &str| format!("attachments[{}].{x}", f.index);
+    if bytes.is_empty() {
+        errs.add(field("content"), "the file is empty");
+        return None;
+    }
+    let sniffed = infer::get(&bytes);
+    if let Some(t) = sniffed.filter(|t| DANGEROUS_TYPES.contains(&t.mime_type())) {
+        errs.add(field("content"), format!("programs and scripts are not sent (the bytes are {})", t.mime_type()));
+        return None;
+    }
+    // Text kinds (HTML, XML) are guessed from the first characters: no ground to refuse a
+    // declared type on.
+    let known = sniffed.filter(|t| t.matcher_type() != infer::MatcherType::Text).map(|t| t.mime_type());
+    let content_type = match (f.declared, known) {
+        (Some(d), Some(s)) if !agrees(&d, s) => {
+            errs.add(field("content_type"), format!("the bytes are {s}, not {d}"));
+            return None;
+        }
+        (Some(d), _) => d,
+        (None, Some(s)) => s.to_string(),
+        (None, None) => "application/octet-stream".to_string(),
+    };
+    let entry = Attachment {
+        filename: f.filename,
+        content_type,
+        size: bytes.len() as u64,
+        content_id: f.content_id,
+        sha256: Some(shared::crypto::sha256_hex(&bytes)),
+    };
+    Some((entry, bytes))
+}
+
+/// Every file of a send with its bytes, the uploads' read (`uploads`, by id: their bytes, or
+/// why not) and checked like the others.
+pub fn ready(
+    errs: &mut Errors,
+    sources: Vec<Source>,
+    uploads: &BTreeMap<EmailUploadId, Result<Bytes, String>>,
+) -> Vec<(Attachment, Bytes)> {
+    let mut out = vec![];
+    for s in sources {
+        match s {
+            Source::Ready(a, b) => out.push((a, b)),
+            Source::Upload(f, id) => match uploads.get(&id) {
+                Some(Ok(bytes)) => out.extend(inspect(errs, f, bytes.clone())),
+                Some(Err(why)) => errs.add(format!("attachments[{}].upload_id", f.index), why.clone()),
+                None => errs.add(format!("attachments[{}].upload_id", f.index), "was not read"),
+            },
+        }
+    }
+    out
+}
+
+/// The uploads the sources name.
+pub fn uploads_named(sources: &[Source]) -> impl Iterator<Item = &EmailUploadId> {
+    sources.iter().filter_map(|s| match s {
+        Source::Upload(_, id) => Some(id),
+        Source::Ready(..) => None,
+    })
+}
+
+/// Where an upload is: a prefix the bucket's lifecycle empties after a day.
+fn upload_key(ws: &WorkspaceId, id: &EmailUploadId) -> String {
+    format!("uploads/{ws}/{id}")
+}
+
+/// How long an upload link is valid.
+const UPLOAD_LINK_SECS: u64 = 3600;
+
+/// What `POST /emails/attachments` takes.
+#[derive(Deserialize, ToSchema, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUpload {
+    /// The file's size in bytes: the link writes exactly this many.
+    #[schema(minimum = 1)]
+    pub size: u64,
+}
+
+/// A place to upload one file to, for sends to name by `upload_id`.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
+pub struct EmailUpload {
+    /// `eup_...`: name it as an attachment's `upload_id`, in any number of sends within a day.
+    #[schema(value_type = String, pattern = "^eup_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: EmailUploadId,
+    /// Always `email_upload`.
+    pub object: String,
+    /// `PUT` the file's bytes here, with exactly `headers`, before `expires_at`.
+    pub upload_url: String,
+    pub headers: BTreeMap<String, String>,
+    pub size: u64,
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: shared::ids::Timestamp,
+}
+
+/// A presigned link to upload a file too large for a request body (up to what fits in a
+/// message once encoded); the upload is kept a day.
+pub async fn create_upload(app: &App, ws: &WorkspaceId, input: &CreateUpload) -> ApiResult<EmailUpload> {
+    let max = max_file_bytes(app);
+    if input.size == 0 || input.size > max {
+        return Err(ApiError::validation(
+            "size",
+            format!("1 to {max} bytes (a message, files encoded, is at most {} bytes)", app.cfg.email.max_message_bytes),
+        ));
+    }
+    let id = EmailUploadId::generate();
+    let (url, headers) = shared::aws::presigned_put(
+        app.s3(),
+        &app.cfg.mail_bucket,
+        &upload_key(ws, &id),
+        input.size,
+        std::time::Duration::from_secs(UPLOAD_LINK_SECS),
+    )
+    .await
+    .map_err(|e| s3_error("presign", e))?;
+    let expires_at = shared::ids::Timestamp::from(chrono::Utc::now() + chrono::Duration::seconds(UPLOAD_LINK_SECS as i64));
+    Ok(EmailUpload {
+        id,
+        object: "email_upload".into(),
+        upload_url: url,
+        headers: headers.into_iter().collect(),
+        size: input.size,
+        expires_at,
+    })
+}
+
+/// The largest file that fits in a message once encoded.
+fn max_file_bytes(app: &App) -> u64 {
+    (app.cfg.email.max_message_bytes as u64 * 3 / 4).saturating_sub(64 * 1024)
+}
+
+/// Read the named uploads of one request, each once (a batch may name one upload in every
+/// entry). An upload that is missing (never written, or older than a day) or too large is a
+/// reason, per upload; the bytes read by one request are bounded by one message's limit.
+pub async fn read_uploads<'a>(
+    app: &App,
+    ws: &WorkspaceId,
+    ids: impl Iterator<Item = &'a EmailUploadId>,
+) -> ApiResult<BTreeMap<EmailUploadId, Result<Bytes, String>>> {
+    let mut ids: Vec<&EmailUploadId> = ids.collect();
+    ids.sort();
+    ids.dedup();
+    let mut out = BTreeMap::new();
+    let (max, mut budget) = (max_file_bytes(app), app.cfg.email.max_message_bytes as u64);
+    for id in ids {
+        let key = upload_key(ws, id);
+        let size = shared::aws::object_size(app.s3(), &app.cfg.mail_bucket, &key).await.map_err(|e| s3_error("head", e))?;
+        let found = match size {
+            None => Err("no such upload in this workspace (uploads are kept a day; PUT the file before sending)".to_string()),
+            Some(n) if n > max => Err(format!("the upload is {n} bytes; a file fits in a message up to {max}")),
+            Some(n) if n > budget => Err("the uploads one request names may hold one message's worth of bytes in all".to_string()),
+            Some(n) => {
+                budget -= n;
+                match shared::aws::get_object(app.s3(), &app.cfg.mail_bucket, &key).await.map_err(|e| s3_error("get", e))? {
+                    Some(bytes) => Ok(Bytes::from(bytes)),
+                    None => Err("no such upload in this workspace".to_string()),
+                }
+            }
+        };
+        out.insert(id.clone(), found);
+    }
+    Ok(out)
 }
 
 /// Base64 with a line break every 76 characters, as MIME writes it.
@@ -335,7 +509,9 @@ pub async fn store(app: &App, ws: &WorkspaceId, emails: &[&Email]) -> ApiResult<
     for chunk in objects(ws, emails).chunks(CONCURRENT_CALLS) {
         futures_util::future::try_join_all(chunk.iter().map(|(e, i, key)| async move {
             let bytes = e.files.get(*i).ok_or_else(|| ApiError::internal("an email's file was not loaded"))?;
-            shared::aws::put_unlinked(app.s3(), &app.cfg.mail_bucket, key, bytes.to_vec(), &e.attachments[*i].content_type)
+            // The bytes are shared, not copied: a batch may send one upload in every entry.
+            let body = bytes::Bytes::from_owner(bytes.clone());
+            shared::aws::put_unlinked(app.s3(), &app.cfg.mail_bucket, key, body, &e.attachments[*i].content_type)
                 .await
                 .map_err(|err| s3_error("put", err))
         }))
@@ -399,10 +575,12 @@ mod tests {
         let input = NewAttachment {
             filename: filename.into(),
             content_type: content_type.map(String::from),
-            content: base64::engine::general_purpose::STANDARD.encode(bytes),
+            content: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            upload_id: None,
             content_id: None,
         };
-        let out = check(&mut errs, &[input]);
+        let sources = check(&mut errs, &[input]);
+        let out = ready(&mut errs, sources, &BTreeMap::new());
         match errs.finish() {
             Ok(()) => Ok(out.into_iter().next().unwrap().0),
             Err(e) => Err(e.details.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")),
@@ -434,9 +612,38 @@ mod tests {
     fn base64_may_be_wrapped_and_unpadded() {
         let mut errs = Errors::new();
         let wrapped = "aGVs\r\nbG8g\nd29y bGQ";
-        let out =
-            check(&mut errs, &[NewAttachment { filename: "a.txt".into(), content_type: None, content: wrapped.into(), content_id: None }]);
+        let input = NewAttachment {
+            filename: "a.txt".into(),
+            content_type: None,
+            content: Some(wrapped.into()),
+            upload_id: None,
+            content_id: None,
+        };
+        let sources = check(&mut errs, &[input]);
+        let out = ready(&mut errs, sources, &BTreeMap::new());
         assert!(errs.finish().is_ok());
         assert_eq!(&*out[0].1, b"hello world");
+    }
+
+    #[test]
+    fn an_upload_is_checked_like_content_once_read() {
+        let id = EmailUploadId::generate();
+        let upload = |upload_id: Option<&str>, content: Option<&str>| NewAttachment {
+            filename: "setup.pdf".into(),
+            content_type: Some("application/pdf".into()),
+            content: content.map(String::from),
+            upload_id: upload_id.map(String::from),
+            content_id: None,
+        };
+        let mut errs = Errors::new();
+        let sources = check(&mut errs, &[upload(Some(id.as_str()), None)]);
+        let read = BTreeMap::from([(id.clone(), Ok(Bytes::from(EXE)))]);
+        assert!(ready(&mut errs, sources, &read).is_empty());
+        assert!(errs.finish().unwrap_err().details[0].message.contains("programs"));
+        for (u, c, field) in [(Some("eup_x"), None, "upload_id"), (Some(id.as_str()), Some("eA=="), "content"), (None, None, "content")] {
+            let mut errs = Errors::new();
+            check(&mut errs, &[upload(u, c)]);
+            assert_eq!(errs.finish().unwrap_err().details[0].field.as_deref(), Some(format!("attachments[0].{field}").as_str()));
+        }
     }
 }

@@ -101,7 +101,7 @@ pub struct Draft {
     bcc: Vec<String>,
     reply_to: Vec<String>,
     scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
-    files: Vec<(super::attachments::Attachment, super::attachments::Bytes)>,
+    files: Vec<super::attachments::Source>,
 }
 
 impl Draft {
@@ -250,6 +250,8 @@ pub struct Context {
     links: Option<super::unsubscribe::Links>,
     /// The largest message an email may make (`EMAIL_MAX_MESSAGE_BYTES`).
     max_message_bytes: usize,
+    /// The files the drafts name by `upload_id`, read once: their bytes, or why not.
+    uploads: BTreeMap<crate::ids::EmailUploadId, Result<super::attachments::Bytes, String>>,
 }
 
 /// `origin`: the request's pages origin ([`shared::Req::pages_origin`]), for unsubscribe links.
@@ -274,7 +276,9 @@ pub async fn load_context(app: &App, ws: &WorkspaceId, drafts: &[&Draft], origin
         Some(w) => super::unsubscribe::links(app, &w, origin).await?,
         None => None,
     };
-    Ok(Context { domains, templates, recipients, links, max_message_bytes: app.cfg.email.max_message_bytes })
+    let named = drafts.iter().flat_map(|d| super::attachments::uploads_named(&d.files));
+    let uploads = super::attachments::read_uploads(app, ws, named).await?;
+    Ok(Context { domains, templates, recipients, links, max_message_bytes: app.cfg.email.max_message_bytes, uploads })
 }
 
 /// The parts of an email a template (or the request itself) supplies.
@@ -359,6 +363,8 @@ pub fn finish(
     let mut errs = Errors::new();
     check_references(&d, ctx, &mut errs);
     let Content { subject, html, text, locale } = content(&d.input, ctx, &mut errs);
+    let mut d = d;
+    let files = super::attachments::ready(&mut errs, std::mem::take(&mut d.files), &ctx.uploads);
     if let Err(e) = errs.finish() {
         return Err(e.details);
     }
@@ -379,7 +385,7 @@ pub fn finish(
         }
     }
     let now_s = shared::ids::Timestamp::from(now);
-    let (attachments, files) = std::mem::take(&mut d.files).into_iter().unzip();
+    let (attachments, files) = files.into_iter().unzip();
     let input = d.input;
     let mut tags = input.tags.clone();
     tags.dedup();

@@ -28,6 +28,7 @@ shared::area! {
     operations = [
         send_email [class = Class::EmailSend, max_body = MAX_BATCH_BODY, effects = &[fx::SendEmail::INFO]],
         send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY, effects = &[fx::SendEmail::INFO]],
+        create_upload [class = Class::EmailSend],
         list_emails, get_email, cancel_email,
         list_templates, create_template, get_template, update_template, delete_template,
         list_suppressions, remove_suppression [needs = Scope::Admin],
@@ -35,7 +36,7 @@ shared::area! {
         delete_domain [needs = Scope::Admin, effects = &[fx::DeleteSendingDomain::INFO]],
     ],
     schemas = [Email, EmailStatus, SendEmail, SendBatch, EmailBatch, BatchEntry, BatchError, Validation,
-        model::SuppressedRecipient, model::attachments::Attachment, model::attachments::NewAttachment, model::Feedback, model::SendError,
+        model::SuppressedRecipient, model::attachments::Attachment, model::attachments::NewAttachment, model::attachments::CreateUpload, model::attachments::EmailUpload, model::Feedback, model::SendError,
         Template, Content, model::templates::CreateTemplate, model::templates::UpdateTemplate,
         model::suppressions::Suppression, suppressions::RemoveSuppression,
         model::domains::SendingDomain, model::domains::DomainStatus, model::domains::DnsRecord, CreateDomain],
@@ -73,6 +74,16 @@ pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
     let input: SendBatch = req.json()?;
     let batch = batch::accept(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws()?, input, req.pages_origin.as_deref()).await?;
     Ok(Reply::accepted(&batch))
+}
+
+/// A link to upload one file too large for a request body (`PUT` it, with the answer's
+/// `headers`, within the hour); sends name it by `upload_id` for a day. Counts against the
+/// `email_send` class.
+#[utoipa::path(post, path = "/emails/attachments", tag = "emails", request_body = model::attachments::CreateUpload,
+    responses((status = 201, body = shared::openapi::Data<model::attachments::EmailUpload>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
+pub async fn create_upload(app: &App, req: Req) -> ApiResult<Reply> {
+    let input: model::attachments::CreateUpload = req.json()?;
+    Ok(Reply::created(&model::attachments::create_upload(app, req.ws()?, &input).await?))
 }
 
 /// One email with its bodies (one BatchGetItem).
