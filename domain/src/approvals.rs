@@ -504,7 +504,7 @@ pub async fn list(
         .items
         .iter()
         .filter(|i| get_str(i, "doc").is_some())
-        .filter_map(|i| from_item(i).inspect_err(|e| tracing::error!(error = %e.message, "unreadable approval request")).ok())
+        .filter_map(|i| from_item(i).inspect_err(|e| tracing::error!(error = %e, "unreadable approval request")).ok())
         .collect();
     Ok((items, out.next_after))
 }
@@ -623,7 +623,7 @@ async fn mark_stale(app: &App, ws: &WorkspaceId, id: &ApprovalRequestId, keys: &
         .apply()
         .await;
     if let Err(e) = marked {
-        tracing::warn!(error = %e.message, "could not mark an approval request stale");
+        tracing::warn!(error = %e, "could not mark an approval request stale");
     }
     let what = changed.iter().map(|c| format!("{} {}", c.object, c.id)).collect::<Vec<_>>().join(", ");
     ApiError::new(ErrorCode::Conflict, format!("what this request depends on changed since it was asked ({what}); the agent asks again"))

@@ -193,7 +193,7 @@ pub(crate) async fn mail_to(
         "from": from, "to": [contact.email], "contact_id": contact.id, "transactional": true, "tags": ["portal"],
         "subject": subject, "text": text,
     }))
-    .map_err(ApiError::internal)?;
+    .map_err(|e| ApiError::internal(e))?;
     let mut email = Box::pin(crate::emails::compose::build_one(app, ws, input, chrono::Utc::now())).await?;
     if !secrets.is_empty() {
         email.carry_secrets(app.platform_secret().await?, secrets)?;

@@ -249,7 +249,7 @@ impl Publisher {
         }
         // The outcome is the record that ends the variant: kept, so a late copy of the message
         // takes it instead of publishing again.
-        let outcome = serde_json::to_string(&out).map_err(ApiError::internal)?;
+        let outcome = serde_json::to_string(&out).map_err(|e| ApiError::internal(e))?;
         let mut tries = 0;
         loop {
             let res = variant_update(app, &key, "SET #st = :final, outcome = :o REMOVE claim_until, retry_at")
@@ -263,7 +263,7 @@ impl Publisher {
                 // second run would find the remote post by its key anyway).
                 Err(e) if tries < 3 => {
                     tries += 1;
-                    tracing::warn!(error = %e.message, "variant outcome not recorded; retrying");
+                    tracing::warn!(error = %e, "variant outcome not recorded; retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(200 << tries)).await;
                 }
                 Err(e) => return Err(e),
@@ -279,7 +279,7 @@ impl Publisher {
         v: &Variant,
         stored: &StoredChannel,
     ) -> Result<channels::network::Published, NetError> {
-        let internal = |e: ApiError| NetError::new(ErrorCategory::PlatformError, format!("could not read the channel: {}", e.message));
+        let internal = |e: ApiError| NetError::new(ErrorCategory::PlatformError, format!("could not read the channel: {e}"));
         let creds = stored.open_creds(&self.app, ws).await.map_err(internal)?;
         let session = stored.open_session(&self.app, ws).await.map_err(internal)?;
         let out = Outgoing {

@@ -251,7 +251,7 @@ impl App {
                     ApiError::unavailable(format!("secrets manager: {}", crate::aws::AwsError::from(e)))
                 })?;
                 let s = got.secret_string.ok_or_else(|| ApiError::internal("platform secret has no string value"))?;
-                PlatformSecret::parse(&s).map_err(ApiError::internal)
+                PlatformSecret::parse(&s).map_err(|e| ApiError::internal(e))
             })
             .await
     }

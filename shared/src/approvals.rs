@@ -110,7 +110,7 @@ pub(crate) async fn annotate(app: &App, principal: &Principal, asked: Asked<'_>,
             e
         }
         Err(err) => {
-            tracing::warn!(error = %err.message, "could not record an approval request");
+            tracing::warn!(error = %err, "could not record an approval request");
             e
         }
     }

@@ -106,13 +106,20 @@ pub struct ApiError {
     pub details: Vec<ErrorDetail>,
     /// Extra headers (Allow, Retry-After).
     pub headers: Vec<(&'static str, String)>,
+    /// What went wrong inside, for the log (an internal or unavailable error): never answered.
+    /// The error is logged once, with it, where it is answered ([`ApiError::log`]: the API's
+    /// pipeline, the pages) or by the worker that meets it (its `Display`), not where it is made.
+    pub cause: Option<String>,
+    /// Where it was made (`#[track_caller]`: the line that called [`ApiError::internal`] or
+    /// [`ApiError::unavailable`]; call them in a closure, not as a path, to keep it).
+    pub at: Option<&'static std::panic::Location<'static>>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), details: Vec::new(), headers: Vec::new() }
+        Self { code, message: message.into(), details: Vec::new(), headers: Vec::new(), cause: None, at: None }
     }
     pub fn with_details(mut self, details: Vec<ErrorDetail>) -> Self {
         self.details = details;
@@ -151,14 +158,31 @@ impl ApiError {
     pub fn invalid_cursor() -> Self {
         Self::new(ErrorCode::InvalidCursor, "the cursor is malformed, was tampered with, or belongs to another list")
     }
-    /// A bug or an unexpected dependency answer: log the cause, never return it.
+    /// A bug or an unexpected dependency answer: the cause is kept for the log, never returned.
+    #[track_caller]
     pub fn internal(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %cause, "internal error");
-        Self::new(ErrorCode::Internal, "an internal error occurred; the request id identifies it in our logs")
+        Self::new(ErrorCode::Internal, "an internal error occurred; the request id identifies it in our logs").caused(cause)
     }
+    #[track_caller]
     pub fn unavailable(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %cause, "dependency unavailable");
-        Self::new(ErrorCode::Unavailable, "a dependency is temporarily unavailable; retry shortly").with_header("retry-after", "1")
+        Self::new(ErrorCode::Unavailable, "a dependency is temporarily unavailable; retry shortly")
+            .with_header("retry-after", "1")
+            .caused(cause)
+    }
+    #[track_caller]
+    fn caused(mut self, cause: impl std::fmt::Display) -> Self {
+        self.cause = Some(cause.to_string());
+        self.at = Some(std::panic::Location::caller());
+        self
+    }
+
+    /// Log an error that is being answered, once: a server error with its cause and where it
+    /// was made; a client's error is the client's and is not logged.
+    pub fn log(&self) {
+        if self.status().is_server_error() {
+            let at = self.at.map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+            tracing::error!(code = self.code.as_str(), error = self.cause.as_deref().unwrap_or(&self.message), at = %at, "request failed");
+        }
     }
 
     pub fn status(&self) -> StatusCode {
@@ -177,9 +201,15 @@ impl ApiError {
     }
 }
 
+/// The code and message, and for an internal or unavailable error its cause and where it was
+/// made: what a log line needs (the answer's body carries the message alone).
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.message)
+        match (&self.cause, self.at) {
+            (Some(cause), Some(at)) => write!(f, "{}: {cause} (at {}:{})", self.code.as_str(), at.file(), at.line()),
+            (Some(cause), None) => write!(f, "{}: {cause}", self.code.as_str()),
+            _ => write!(f, "{}: {}", self.code.as_str(), self.message),
+        }
     }
 }
 
@@ -199,6 +229,18 @@ pub struct ErrorBody {
 
 #[cfg(test)]
 mod tests {
+    /// The cause stays out of the answer and in the log line, with the line that made it.
+    #[test]
+    fn an_internal_error_keeps_its_cause_and_where_it_was_made_for_the_log() {
+        let line = line!() + 1;
+        let e: Result<(), _> = Err("disk on fire").map_err(|c| ApiError::internal(c));
+        let e = e.unwrap_err();
+        assert!(!e.body("r").to_string().contains("disk on fire"), "never answered");
+        assert_eq!(e.at.map(|l| (l.file(), l.line())), Some((file!(), line)));
+        assert_eq!(e.to_string(), format!("INTERNAL: disk on fire (at {}:{line})", file!()));
+        assert_eq!(ApiError::not_found("x").to_string(), "NOT_FOUND: no such x in this workspace");
+    }
+
     use super::*;
 
     #[test]

@@ -413,6 +413,8 @@ fn json_response(status: StatusCode, body: Bytes, headers: &[(&'static str, Stri
 }
 
 pub fn error_response(e: &ApiError, request_id: &str, extra: &[(&'static str, String)]) -> Response {
+    // Every answered error passes here: logged once, with its cause and where it was made.
+    e.log();
     let mut headers = e.headers.clone();
     headers.extend(extra.iter().filter(|(k, _)| !e.headers.iter().any(|(ek, _)| ek == k)).cloned());
     json_response(e.status(), to_bytes(&e.body(request_id)), &headers)

@@ -119,7 +119,7 @@ impl Witness {
             .expression_attribute_values(":owner", s(&self.owner))
             .expression_attribute_values(":in_flight", s("in_flight"))
             .build()
-            .map_err(ApiError::internal)?;
+            .map_err(|e| ApiError::internal(e))?;
         Ok(TransactWriteItem::builder().update(u).build())
     }
 
@@ -175,7 +175,7 @@ impl Witness {
         };
         match db.get(&self.pk, &self.sk).await {
             Ok(item) if item.as_ref().and_then(|i| get_str(i, "last_tx")) == Some(tx.as_str()) => {
-                tracing::warn!(error = %e.message, "a transaction's answer was lost; its witness shows it applied");
+                tracing::warn!(error = %e, "a transaction's answer was lost; its witness shows it applied");
                 commits.wrote = true;
                 Ok(())
             }

@@ -203,7 +203,7 @@ impl Tx {
                 w.put(
                     p.set_expression_attribute_values(v.filter(|v: &std::collections::HashMap<_, _>| !v.is_empty()))
                         .build()
-                        .map_err(ApiError::internal)?,
+                        .map_err(|e| ApiError::internal(e))?,
                 )
             }
             Op::Delete { pk, sk, cond } => {
@@ -212,7 +212,7 @@ impl Tx {
                 w.delete(
                     d.set_expression_attribute_values(v.filter(|v: &std::collections::HashMap<_, _>| !v.is_empty()))
                         .build()
-                        .map_err(ApiError::internal)?,
+                        .map_err(|e| ApiError::internal(e))?,
                 )
             }
             Op::Check { pk, sk, cond, values } => w.condition_check(
@@ -223,9 +223,9 @@ impl Tx {
                     .condition_expression(cond)
                     .set_expression_attribute_values((!values.is_empty()).then(|| values.into_iter().collect()))
                     .build()
-                    .map_err(ApiError::internal)?,
+                    .map_err(|e| ApiError::internal(e))?,
             ),
-            Op::Update(u) => w.update(u.table_name(table).build().map_err(ApiError::internal)?),
+            Op::Update(u) => w.update(u.table_name(table).build().map_err(|e| ApiError::internal(e))?),
         }
         .build())
     }
@@ -268,7 +268,7 @@ impl Tx {
             // Best effort: a job left here is sent again by the sweep, and dropped as a copy.
             let (pk, sk) = queue.item_key(job_id);
             if let Err(e) = app.db.delete_when(pk, sk, "write_id = :write_id").value(":write_id", s(token)).apply().await {
-                tracing::warn!(queue = queue.name(), error = %e.message, "queued job's outbox item not deleted");
+                tracing::warn!(queue = queue.name(), error = %e, "queued job's outbox item not deleted");
             }
         }
         Ok(())
@@ -397,7 +397,7 @@ async fn send_batch(app: &App, url: &str, queue: &str, bodies: impl Iterator<Ite
         .enumerate()
         .map(|(i, body)| aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body).build())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(ApiError::internal)?;
+        .map_err(|e| ApiError::internal(e))?;
     let out = app
         .sqs()
         .send_message_batch()
@@ -480,7 +480,7 @@ pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<
             for (d, deleted) in taken.iter().zip(futures_util::future::join_all(deletes).await) {
                 if let Err(e) = deleted {
                     // Sent again after its claim: the worker drops the copy.
-                    tracing::warn!(queue = queue.name(), sk = %d.2, error = %e.message, "sent job's outbox item not deleted");
+                    tracing::warn!(queue = queue.name(), sk = %d.2, error = %e, "sent job's outbox item not deleted");
                 }
             }
         }

@@ -183,7 +183,7 @@ where
 /// An object as DynamoDB attributes. A number DynamoDB cannot store (user JSON that no
 /// area checked) is the caller's 400, not a failed write and a 500.
 pub fn to_item<T: Serialize>(v: &T) -> Result<Item, ApiError> {
-    match serde_json::to_value(v).map_err(ApiError::internal)? {
+    match serde_json::to_value(v).map_err(|e| ApiError::internal(e))? {
         serde_json::Value::Object(map) => map
             .into_iter()
             .map(|(k, v)| match attribute(v) {
@@ -197,7 +197,7 @@ pub fn to_item<T: Serialize>(v: &T) -> Result<Item, ApiError> {
 
 /// A value as one attribute.
 pub fn to_attribute<T: Serialize>(v: &T) -> Result<AttributeValue, ApiError> {
-    attribute(serde_json::to_value(v).map_err(ApiError::internal)?)
+    attribute(serde_json::to_value(v).map_err(|e| ApiError::internal(e))?)
         .ok_or_else(|| ApiError::internal("a number outside what DynamoDB stores"))
 }
 
@@ -257,12 +257,12 @@ pub fn approx_size(item: &Item) -> usize {
 }
 
 pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, ApiError> {
-    serde_json::from_value(item_json(item)).map_err(ApiError::internal)
+    serde_json::from_value(item_json(item)).map_err(|e| ApiError::internal(e))
 }
 
 /// A value from one attribute.
 pub fn from_attribute<T: DeserializeOwned>(a: &AttributeValue) -> Result<T, ApiError> {
-    serde_json::from_value(json_of(a.clone())).map_err(ApiError::internal)
+    serde_json::from_value(json_of(a.clone())).map_err(|e| ApiError::internal(e))
 }
 
 pub fn get_i64(item: &Item, name: &str) -> Option<i64> {

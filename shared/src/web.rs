@@ -297,9 +297,7 @@ pub async fn serve(app: &App, site: &Site, req: http::Request<Body>) -> Response
         let resp = match result {
             Ok(v) => respond(v),
             Err(e) => {
-                if e.status().is_server_error() {
-                    tracing::error!(error = %e.message, "page failed");
-                }
+                e.log();
                 let message = if e.status().is_server_error() { "" } else { e.message.as_str() };
                 let html = (site.failure)(&Failure {
                     status: e.status(),

@@ -47,10 +47,11 @@ impl std::fmt::Display for WorkError {
 
 impl From<ApiError> for WorkError {
     fn from(e: ApiError) -> Self {
+        // The whole error (its cause and where it was made): the worker logs what it meets.
         match e.code {
             ErrorCode::Conflict => Self::Stale,
-            ErrorCode::Unavailable | ErrorCode::RateLimited => Self::Retry(e.message),
-            _ => Self::Fatal(e.message),
+            ErrorCode::Unavailable | ErrorCode::RateLimited => Self::Retry(e.to_string()),
+            _ => Self::Fatal(e.to_string()),
         }
     }
 }

@@ -268,7 +268,7 @@ pub async fn cancel(
         match found.await {
             Ok((Some((svc, _)), Some((res, _)))) => notify::cancelled(send, app, ws, &svc, &res, &done, was_confirmed).await,
             Ok(_) => {}
-            Err(e) => tracing::warn!(booking_id = %done.id, error = %e.message, "booking cancellation notice not sent"),
+            Err(e) => tracing::warn!(booking_id = %done.id, error = %e, "booking cancellation notice not sent"),
         }
     }
     Ok(done)

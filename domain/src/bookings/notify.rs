@@ -67,7 +67,7 @@ async fn notice(
     if svc.notifications.as_ref().is_some_and(|n| n.confirmation)
         && let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, slug, None, invite)).await
     {
-        tracing::warn!(booking_id = %b.id, notice = slug, error = %e.message, "booking notice not sent");
+        tracing::warn!(booking_id = %b.id, notice = slug, error = %e, "booking notice not sent");
     }
 }
 
@@ -78,7 +78,7 @@ pub async fn scheduled(auth: &Authority<effects::SendEmail>, app: &App, ws: &Wor
     let at = b.start.time() - Duration::minutes(before);
     // Boxed: the email pipeline's future is large, and this runs inside a request's.
     if let Err(e) = Box::pin(send(auth, app, ws, svc, res, b, "booking_reminder", Some((id, at)), None)).await {
-        tracing::warn!(booking_id = %b.id, error = %e.message, "booking reminder not scheduled");
+        tracing::warn!(booking_id = %b.id, error = %e, "booking reminder not scheduled");
     }
 }
 
@@ -87,7 +87,7 @@ pub async fn cancel_reminder(app: &App, ws: &WorkspaceId, b: &Booking) {
     if let Some(id) = &b.reminder_email_id
         && let Err(e) = Box::pin(compose::cancel(app, ws, id)).await
     {
-        tracing::info!(booking_id = %b.id, email_id = %id, error = %e.message, "reminder not cancelled");
+        tracing::info!(booking_id = %b.id, email_id = %id, error = %e, "reminder not cancelled");
     }
 }
 
@@ -135,7 +135,7 @@ async fn send(
     if let Some((_, at)) = reminder {
         body["scheduled_at"] = shared::ids::format_time(at).into();
     }
-    let input: SendEmail = serde_json::from_value(body).map_err(ApiError::internal)?;
+    let input: SendEmail = serde_json::from_value(body).map_err(|e| ApiError::internal(e))?;
     let now = Utc::now();
     let mut email = Box::pin(compose::build_one(app, ws, input, now)).await?;
     if let Some((id, _)) = reminder {

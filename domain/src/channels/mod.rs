@@ -167,7 +167,7 @@ impl Stored {
 
     pub async fn open_creds(&self, app: &App, ws: &WorkspaceId) -> ApiResult<Creds> {
         let raw = app.platform_secret().await?.open(&aad(ws, &self.channel.id, "credentials"), &self.creds)?;
-        serde_json::from_slice(&raw).map_err(ApiError::internal)
+        serde_json::from_slice(&raw).map_err(|e| ApiError::internal(e))
     }
 
     pub async fn open_session(&self, app: &App, ws: &WorkspaceId) -> ApiResult<Option<serde_json::Value>> {
@@ -184,7 +184,7 @@ impl Stored {
         session: Option<&serde_json::Value>,
     ) -> ApiResult<(String, Option<String>)> {
         let secret = app.platform_secret().await?;
-        let c = secret.seal(&aad(ws, id, "credentials"), &serde_json::to_vec(creds).map_err(ApiError::internal)?);
+        let c = secret.seal(&aad(ws, id, "credentials"), &serde_json::to_vec(creds).map_err(|e| ApiError::internal(e))?);
         let s = session.map(|s| secret.seal(&aad(ws, id, "session"), s.to_string().as_bytes()));
         Ok((c, s))
     }

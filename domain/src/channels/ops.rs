@@ -16,7 +16,7 @@ fn http(app: &App) -> ApiResult<&'static shared::outbound::Client> {
     if let Some(c) = HTTP.get() {
         return Ok(c);
     }
-    let c = super::http_client(app).map_err(ApiError::internal)?;
+    let c = super::http_client(app).map_err(|e| ApiError::internal(e))?;
     Ok(HTTP.get_or_init(|| c))
 }
 

@@ -232,8 +232,8 @@ pub async fn start(app: &App, ws: &WorkspaceId, input: CreateImport) -> ApiResul
     app.db.batch_put(items).await?;
     let rec =
         store::Record::new(ws_pk(ws), job_sk(&job.id), &job)?.attr("chunks", n(chunks.len() as i64)).attr("next_chunk", n(0)).version(1);
-    let msg =
-        serde_json::to_string(&ImportMessage { workspace_id: ws.clone(), import_id: job.id.to_string() }).map_err(ApiError::internal)?;
+    let msg = serde_json::to_string(&ImportMessage { workspace_id: ws.clone(), import_id: job.id.to_string() })
+        .map_err(|e| ApiError::internal(e))?;
     Tx::new().create(rec).job(WorkQueue::ContactImports, &job.id, msg).commit(app).await.map_err(TxError::stale)?;
     Ok(job)
 }
@@ -244,7 +244,7 @@ pub use crate::ids::ImportId;
 /// when any of its values names the address or the contact id whole, `privacy::names`).
 pub async fn erase_rows(app: &App, _ws: &str, item: Item, subject: &crate::privacy::Subject) -> ApiResult<()> {
     let Some(raw) = store::get_str(&item, "rows") else { return Ok(()) };
-    let rows: Vec<Row> = serde_json::from_str(raw).map_err(ApiError::internal)?;
+    let rows: Vec<Row> = serde_json::from_str(raw).map_err(|e| ApiError::internal(e))?;
     let needles: Vec<String> = subject.needles().iter().map(|n| n.to_lowercase()).collect();
     let keep: Vec<&Row> = rows
         .iter()
@@ -254,7 +254,7 @@ pub async fn erase_rows(app: &App, _ws: &str, item: Item, subject: &crate::priva
         })
         .collect();
     let mut item = item.clone();
-    item.insert("rows".into(), s(serde_json::to_string(&keep).map_err(ApiError::internal)?));
+    item.insert("rows".into(), s(serde_json::to_string(&keep).map_err(|e| ApiError::internal(e))?));
     app.db.batch_put(vec![item]).await
 }
 
@@ -328,7 +328,7 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
         let Some(item) = app.db.get(&ws_pk(ws), &rows_sk(id, next)).await? else {
             return finish(app, ws, &job, ImportStatus::Failed, Some("the import's rows expired before it ran")).await;
         };
-        let rows: Vec<Row> = serde_json::from_str(store::get_str(&item, "rows").unwrap_or("[]")).map_err(ApiError::internal)?;
+        let rows: Vec<Row> = serde_json::from_str(store::get_str(&item, "rows").unwrap_or("[]")).map_err(|e| ApiError::internal(e))?;
         let (counts, errors) = process_chunk(app, ws, &job, &rows).await?;
         // A row's errors are adjacent; `n` numbers them so each has its own key.
         let mut n = 0;

@@ -494,6 +494,7 @@ pub fn key(ws: &WorkspaceId, email_id: &str, index: usize) -> String {
 /// S3 calls of one request at once (a batch: up to 100 emails of 20 files).
 const CONCURRENT_CALLS: usize = 16;
 
+#[track_caller]
 fn s3_error(what: &str, e: shared::aws::AwsError) -> ApiError {
     ApiError::unavailable(format!("s3 {what} attachment: {e}"))
 }

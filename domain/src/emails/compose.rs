@@ -705,7 +705,7 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Email> {
     tx.commit(app).await.map_err(shared::store::TxError::stale)?;
     // Nothing reads them again (best effort: an erasure deletes them too).
     if let Err(err) = super::attachments::discard(app, ws, &e).await {
-        tracing::warn!(error = %err.message, "a cancelled email's files stay");
+        tracing::warn!(error = %err, "a cancelled email's files stay");
     }
     Ok(e)
 }

@@ -220,6 +220,7 @@ pub async fn delete_identity(app: &App, name: &str) -> Result<(), AwsError> {
     Ok(())
 }
 
+#[track_caller]
 fn ses_error(e: AwsError) -> ApiError {
     ApiError::unavailable(format!("SES {e}"))
 }

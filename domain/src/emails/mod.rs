@@ -304,11 +304,11 @@ impl Email {
     pub fn carry_secrets(&mut self, key: &shared::app::PlatformSecret, secrets: &[(&str, &str)]) -> ApiResult<()> {
         let aad = format!("email-secrets/{}", self.id);
         let mut map: BTreeMap<String, String> = match &self.sealed_secrets {
-            Some(sealed) => serde_json::from_slice(&key.open(&aad, sealed)?).map_err(ApiError::internal)?,
+            Some(sealed) => serde_json::from_slice(&key.open(&aad, sealed)?).map_err(|e| ApiError::internal(e))?,
             None => BTreeMap::new(),
         };
         map.extend(secrets.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let json = serde_json::to_vec(&map).map_err(ApiError::internal)?;
+        let json = serde_json::to_vec(&map).map_err(|e| ApiError::internal(e))?;
         self.sealed_secrets = Some(key.seal(&aad, &json));
         Ok(())
     }
@@ -317,7 +317,7 @@ impl Email {
     pub fn with_secrets(mut self, key: &shared::app::PlatformSecret) -> ApiResult<Self> {
         let Some(sealed) = self.sealed_secrets.take() else { return Ok(self) };
         let json = key.open(&format!("email-secrets/{}", self.id), &sealed)?;
-        let map: BTreeMap<String, String> = serde_json::from_slice(&json).map_err(ApiError::internal)?;
+        let map: BTreeMap<String, String> = serde_json::from_slice(&json).map_err(|e| ApiError::internal(e))?;
         for (name, value) in &map {
             let at = secret_placeholder(name);
             self.text = self.text.map(|t| t.replace(&at, value));

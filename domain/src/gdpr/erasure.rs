@@ -135,7 +135,7 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     let (_, stalled) = super::jobs::begin_run(app, ws, &keys::ERASURE.sk(&[id])).await?;
     let secret = app.platform_secret().await?;
     let sealed = store::get_str(&item, "subject_sealed").ok_or_else(|| ApiError::internal("a running erasure lacks its subject"))?;
-    let mut subject: Subject = serde_json::from_slice(&secret.open(&aad(ws, id), sealed)?).map_err(ApiError::internal)?;
+    let mut subject: Subject = serde_json::from_slice(&secret.open(&aad(ws, id), sealed)?).map_err(|e| ApiError::internal(e))?;
     if stalled > super::jobs::MAX_RUNS {
         e.status = JobStatus::Failed;
         e.error = Some(JobError { code: "attempts_exhausted".into(), message: "the erasure failed repeatedly; start it again".into() });

@@ -36,6 +36,7 @@ pub const URL_SECS: u64 = 3600;
 const CONTENT_TYPE: &str = "application/json";
 const CONTENT_ENCODING: &str = "gzip";
 
+#[track_caller]
 fn s3_error(what: &str, e: impl Into<shared::aws::AwsError>) -> ApiError {
     ApiError::unavailable(format!("s3 {what}: {}", e.into()))
 }
@@ -250,16 +251,16 @@ impl Writer {
         Self { gz: GzEncoder::new(Vec::with_capacity(part_bytes + 64 * 1024), Compression::default()), part_bytes }
     }
     fn write(&mut self, s: &str) -> ApiResult<()> {
-        self.gz.write_all(s.as_bytes()).map_err(ApiError::internal)
+        self.gz.write_all(s.as_bytes()).map_err(|e| ApiError::internal(e))
     }
     /// Has the member reached a part's size? Flushes the compressor first (a sync flush per
     /// page costs a few bytes), so the size is the real one.
     fn full(&mut self) -> ApiResult<bool> {
-        self.gz.flush().map_err(ApiError::internal)?;
+        self.gz.flush().map_err(|e| ApiError::internal(e))?;
         Ok(self.gz.get_ref().len() >= self.part_bytes)
     }
     fn finish(self) -> ApiResult<Vec<u8>> {
-        self.gz.finish().map_err(ApiError::internal)
+        self.gz.finish().map_err(|e| ApiError::internal(e))
     }
 }
 

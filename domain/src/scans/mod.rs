@@ -262,7 +262,7 @@ pub async fn release_host_slot(app: &App, host: &str, slot: usize, scan_id: &str
         .apply()
         .await;
     if let Err(e) = res {
-        tracing::warn!(error = %e.message, "could not release a scan host slot; its lease will end");
+        tracing::warn!(error = %e, "could not release a scan host slot; its lease will end");
     }
 }
 
@@ -275,7 +275,7 @@ pub struct Job {
 }
 
 fn message(ws: &WorkspaceId, scan_id: &str) -> ApiResult<String> {
-    serde_json::to_string(&Job { workspace_id: ws.clone(), scan_id: scan_id.into() }).map_err(ApiError::internal)
+    serde_json::to_string(&Job { workspace_id: ws.clone(), scan_id: scan_id.into() }).map_err(|e| ApiError::internal(e))
 }
 
 /// Queue the job again in `delay_secs` (its host was busy). If the queue refuses, the job is

@@ -164,11 +164,11 @@ async fn finished(sd: &Sender, ws: &WorkspaceId, e: &Email, sealed: bool) {
         let removed =
             sd.app.db.update(ws_pk(ws), model::body_sk(&e.id), "REMOVE sealed_secrets").when("attribute_exists(pk)").apply().await;
         if let Err(err) = removed {
-            tracing::warn!(error = %err.message, "could not drop a finished email's sealed credentials");
+            tracing::warn!(error = %err, "could not drop a finished email's sealed credentials");
         }
     }
     if let Err(err) = crate::emails::attachments::discard(&sd.app, ws, e).await {
-        tracing::warn!(error = %err.message, "could not delete a finished email's files");
+        tracing::warn!(error = %err, "could not delete a finished email's files");
     }
 }
 

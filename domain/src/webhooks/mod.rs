@@ -132,8 +132,8 @@ impl StoredEndpoint {
             .iter()
             .filter(|s| s.expires_at.is_none_or(|t| t > now))
             .map(|s| {
-                let secret = String::from_utf8(platform.open(&aad, &s.sealed)?).map_err(ApiError::internal)?;
-                shared::signing::secret_key(&secret).map_err(ApiError::internal)
+                let secret = String::from_utf8(platform.open(&aad, &s.sealed)?).map_err(|e| ApiError::internal(e))?;
+                shared::signing::secret_key(&secret).map_err(|e| ApiError::internal(e))
             })
             .collect()
     }

@@ -203,7 +203,7 @@ pub async fn start(app: &App, ws: &WorkspaceId, endpoint_id: &EndpointId, input:
 /// Queue a replay's next step (on the deliveries queue, which the dispatcher reads).
 pub(crate) async fn queue_step(app: &App, job: &ReplayRef) -> ApiResult<()> {
     let message = ReplayJob { replay: job.clone() };
-    let body = serde_json::to_string(&message).map_err(ApiError::internal)?;
+    let body = serde_json::to_string(&message).map_err(|e| ApiError::internal(e))?;
     app.enqueue(&app.cfg.deliveries_queue_url, &body, 0).await.map_err(|e| ApiError::unavailable(format!("deliveries queue: {e}")))
 }
 
