@@ -160,29 +160,39 @@ pub async fn put_unlinked(
     Ok(())
 }
 
-/// An object's size, or `None` when there is no such key.
-pub async fn object_size(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Option<u64>, AwsError> {
+/// An object's size and user metadata, or `None` when there is no such key.
+pub async fn object_head(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<Option<(u64, std::collections::HashMap<String, String>)>, AwsError> {
     match s3.head_object().bucket(bucket).key(key).send().await {
-        Ok(out) => Ok(Some(out.content_length().unwrap_or(0).max(0) as u64)),
+        Ok(out) => Ok(Some((out.content_length().unwrap_or(0).max(0) as u64, out.metadata.unwrap_or_default()))),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
 
-/// A presigned PUT link valid for `expires` that writes exactly `length` bytes (the length is
-/// signed). The link carries the caller's authority to write the object, so it records
-/// `s3:PutObject`.
+/// A presigned PUT link valid for `expires` (at most: it ends with the credentials that signed
+/// it) that writes exactly `length` bytes with `metadata` (both signed: the uploader must send
+/// the headers answered with the link). The link carries the caller's authority to write the
+/// object, so it records `s3:PutObject`.
 pub async fn presigned_put(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
     length: u64,
+    metadata: &[(&str, &str)],
     expires: std::time::Duration,
 ) -> Result<(String, Vec<(String, String)>), AwsError> {
     crate::metrics::record_call("s3:PutObject", &crate::metrics::s3_resource(bucket, key));
     let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires)
         .map_err(|e| AwsError { code: "InvalidExpiry".into(), message: e.to_string() })?;
-    let req = s3.put_object().bucket(bucket).key(key).content_length(length as i64).presigned(config).await?;
+    let mut put = s3.put_object().bucket(bucket).key(key).content_length(length as i64);
+    for (k, v) in metadata {
+        put = put.metadata(*k, *v);
+    }
+    let req = put.presigned(config).await?;
     let headers = req.headers().filter(|(k, _)| !k.eq_ignore_ascii_case("host")).map(|(k, v)| (k.to_string(), v.to_string())).collect();
     Ok((req.uri().to_string(), headers))
 }
@@ -227,4 +237,28 @@ pub async fn presigned_get(
         .presigned(config)
         .await?;
     Ok(req.uri().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The link's length and metadata are signed: S3 refuses a PUT of other bytes or headers.
+    #[tokio::test]
+    async fn a_presigned_put_signs_its_length_and_metadata() {
+        let conf = aws_sdk_s3::Config::builder()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new("eu-west-1"))
+            .credentials_provider(aws_sdk_s3::config::Credentials::new("AKID", "SECRET", None, None, "test"))
+            .build();
+        let s3 = aws_sdk_s3::Client::from_conf(conf);
+        let (url, headers) =
+            presigned_put(&s3, "b", "uploads/k", 42, &[("sha256", "ab")], std::time::Duration::from_secs(60)).await.unwrap();
+        let signed = url::Url::parse(&url).unwrap().query_pairs().find(|(k, _)| k == "X-Amz-SignedHeaders").unwrap().1.to_string();
+        assert_eq!(signed, "content-length;host;x-amz-meta-sha256");
+        assert!(
+            headers.contains(&("content-length".into(), "42".into())) && headers.contains(&("x-amz-meta-sha256".into(), "ab".into())),
+            "{headers:?}"
+        );
+    }
 }

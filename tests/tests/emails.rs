@@ -1313,7 +1313,7 @@ async fn a_file_too_large_for_a_request_body_goes_through_a_presigned_upload_nam
     let sender = from(&ws);
     // Larger than a request body may be (2.5 MiB), even before base64.
     let big = file(b"%PDF-1.7\n", 3_000_000);
-    let r = c.post("/emails/attachments", &json!({"size": big.len()})).await;
+    let r = c.post("/emails/attachments", &json!({"size": big.len(), "sha256": shared::crypto::sha256_hex(&big)})).await;
     assert_eq!(r.status, 201, "{}", r.json);
     let up = r.json["data"].clone();
     assert_eq!((up["object"].as_str(), up["size"].as_u64()), (Some("email_upload"), Some(big.len() as u64)));
@@ -1354,9 +1354,20 @@ async fn a_file_too_large_for_a_request_body_goes_through_a_presigned_upload_nam
     assert_eq!(field(&r), (400, Some("attachments[0].upload_id".into())), "{}", r.json);
     let r = other.post("/emails", &named(&from(&ows), &up["id"])).await;
     assert_eq!(field(&r), (400, Some("attachments[0].upload_id".into())), "another workspace's upload is not found: {}", r.json);
-    let unwritten = c.post("/emails/attachments", &json!({"size": 10})).await.json["data"]["id"].clone();
+    let ten = shared::crypto::sha256_hex(b"0123456789");
+    let unwritten = c.post("/emails/attachments", &json!({"size": 10, "sha256": ten})).await.json["data"]["id"].clone();
     let r = c.post("/emails", &named(&sender, &unwritten)).await;
     assert!(r.json["error"]["details"][0]["message"].as_str().unwrap_or_default().contains("no such upload"), "{}", r.json);
-    let r = c.post("/emails/attachments", &json!({"size": 40_000_000})).await;
+    let r = c.post("/emails/attachments", &json!({"size": 40_000_000, "sha256": ten})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("size")), "{}", r.json);
+
+    // Bytes of the signed length that are not the declared file are refused when a send reads them.
+    let up = c.post("/emails/attachments", &json!({"size": 10, "sha256": ten})).await.json["data"].clone();
+    let mut put = reqwest::Client::new().put(up["upload_url"].as_str().unwrap());
+    for (k, v) in up["headers"].as_object().unwrap() {
+        put = put.header(k.as_str(), v.as_str().unwrap());
+    }
+    assert!(put.body(b"9876543210".to_vec()).send().await.unwrap().status().is_success());
+    let r = c.post("/emails", &named(&sender, &up["id"])).await;
+    assert!(r.json["error"]["details"][0]["message"].as_str().unwrap_or_default().contains("SHA-256"), "{}", r.json);
 }

@@ -1979,6 +1979,9 @@ pub struct CreateTemplate {
 /// What `POST /emails/attachments` takes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CreateUpload {
+    /// The file's SHA-256 (hex): a send refuses an upload whose bytes differ, and two files
+    /// are two requests (an agent's retried call with the same arguments gets the same link).
+    pub sha256: String,
     /// The file's size in bytes: the link writes exactly this many.
     pub size: i64,
 }

@@ -783,8 +783,8 @@ export interface paths {
         /**
          * A link to upload one file too large for a request body (`PUT` it, with the answer's
          *     `headers`, within the hour); sends name it by `upload_id` for a day. Counts against the
-         *     `email_send` class.
-         * @description Needs the `write` scope; rate-limit class `email_send`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
+         *     `email_batch` class (each upload may be a message's worth of storage).
+         * @description Needs the `write` scope; rate-limit class `email_batch`. Can answer 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503 (each below, in the error envelope).
          */
         post: operations["create_upload"];
         delete?: never;
@@ -4786,6 +4786,11 @@ export interface components {
         };
         /** @description What `POST /emails/attachments` takes. */
         CreateUpload: {
+            /**
+             * @description The file's SHA-256 (hex): a send refuses an upload whose bytes differ, and two files
+             *     are two requests (an agent's retried call with the same arguments gets the same link).
+             */
+            sha256: string;
             /**
              * Format: int64
              * @description The file's size in bytes: the link writes exactly this many.
@@ -13432,6 +13437,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                  *       "size": 3145728
                  *     }
                  */

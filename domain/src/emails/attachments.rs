@@ -341,6 +341,9 @@ fn upload_key(ws: &WorkspaceId, id: &EmailUploadId) -> String {
     format!("uploads/{ws}/{id}")
 }
 
+/// The upload's metadata that holds the SHA-256 its creator declared (signed into the link).
+const SHA256_META: &str = "sha256";
+
 /// How long an upload link is valid.
 const UPLOAD_LINK_SECS: u64 = 3600;
 
@@ -351,6 +354,10 @@ pub struct CreateUpload {
     /// The file's size in bytes: the link writes exactly this many.
     #[schema(minimum = 1)]
     pub size: u64,
+    /// The file's SHA-256 (hex): a send refuses an upload whose bytes differ, and two files
+    /// are two requests (an agent's retried call with the same arguments gets the same link).
+    #[schema(pattern = "^[0-9a-f]{64}$")]
+    pub sha256: String,
 }
 
 /// A place to upload one file to, for sends to name by `upload_id`.
@@ -373,6 +380,9 @@ pub struct EmailUpload {
 /// message once encoded); the upload is kept a day.
 pub async fn create_upload(app: &App, ws: &WorkspaceId, input: &CreateUpload) -> ApiResult<EmailUpload> {
     let max = max_file_bytes(app);
+    if input.sha256.len() != 64 || !input.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(ApiError::validation("sha256", "the file's SHA-256, 64 lower-case hex digits"));
+    }
     if input.size == 0 || input.size > max {
         return Err(ApiError::validation(
             "size",
@@ -385,6 +395,7 @@ pub async fn create_upload(app: &App, ws: &WorkspaceId, input: &CreateUpload) ->
         &app.cfg.mail_bucket,
         &upload_key(ws, &id),
         input.size,
+        &[(SHA256_META, &input.sha256)],
         std::time::Duration::from_secs(UPLOAD_LINK_SECS),
     )
     .await
@@ -418,17 +429,27 @@ pub async fn read_uploads<'a>(
     ids.dedup();
     let mut out = BTreeMap::new();
     let (max, mut budget) = (max_file_bytes(app), app.cfg.email.max_message_bytes as u64);
-    for id in ids {
+    for (n, id) in ids.into_iter().enumerate() {
+        if n >= MAX_ATTACHMENTS || budget == 0 {
+            out.insert(
+                id.clone(),
+                Err(format!("one request may name at most {MAX_ATTACHMENTS} uploads, of one message's worth of bytes in all")),
+            );
+            continue;
+        }
         let key = upload_key(ws, id);
-        let size = shared::aws::object_size(app.s3(), &app.cfg.mail_bucket, &key).await.map_err(|e| s3_error("head", e))?;
-        let found = match size {
+        let head = shared::aws::object_head(app.s3(), &app.cfg.mail_bucket, &key).await.map_err(|e| s3_error("head", e))?;
+        let declared = head.as_ref().and_then(|(_, meta)| meta.get(SHA256_META).cloned()).unwrap_or_default();
+        let found = match head.map(|(n, _)| n) {
             None => Err("no such upload in this workspace (uploads are kept a day; PUT the file before sending)".to_string()),
             Some(n) if n > max => Err(format!("the upload is {n} bytes; a file fits in a message up to {max}")),
             Some(n) if n > budget => Err("the uploads one request names may hold one message's worth of bytes in all".to_string()),
             Some(n) => {
                 budget -= n;
                 match shared::aws::get_object(app.s3(), &app.cfg.mail_bucket, &key).await.map_err(|e| s3_error("get", e))? {
-                    Some(bytes) => Ok(Bytes::from(bytes)),
+                    // Every PUT through its link has the signed length; anything else is not it.
+                    Some(bytes) if bytes.len() as u64 == n && shared::crypto::sha256_hex(&bytes) == declared => Ok(Bytes::from(bytes)),
+                    Some(_) => Err("the upload's bytes are not the file its SHA-256 named; upload it again".to_string()),
                     None => Err("no such upload in this workspace".to_string()),
                 }
             }

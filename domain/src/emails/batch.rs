@@ -139,6 +139,19 @@ pub async fn accept(
         created_at: shared::ids::Timestamp::from(now),
     };
     let emails: Vec<Email> = accepted.into_iter().map(|(_, e)| e).collect();
+    // Each email's files are written once for it: the request's files in all are bounded like
+    // one message, so a batch naming one large upload in every entry is refused, not written
+    // a hundred times.
+    let files: u64 = emails.iter().filter(|e| e.status.pending()).flat_map(|e| &e.attachments).map(|a| a.size).sum();
+    let limit = app.cfg.email.max_message_bytes as u64;
+    if files > limit {
+        return Err(ApiError::validation(
+            "emails",
+            format!(
+                "the emails' files come to {files} bytes in all; one request may carry {limit} (send large files in fewer emails per batch)"
+            ),
+        ));
+    }
     let record = store::Record::new(ws_pk(ws), batch_sk(&batch.id), &batch)?.item;
     compose::send_many(auth, app, ws, &emails, vec![record], now_secs).await?;
     Ok(batch)

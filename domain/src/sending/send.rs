@@ -32,6 +32,16 @@ const RECORD_MARGIN_SECS: i64 = 15;
 /// Emails of one job sent at once.
 const CONCURRENCY: usize = 10;
 
+/// An email with files is held whole while it is built and sent (the bytes, the message's
+/// base64 copy, SES's request: about four times the files): the emails of a container hold at
+/// most this much at once (of the sender's 512 MB), so ten large ones of a job wait for each
+/// other instead of running the sender out of memory and its batch, other workspaces' emails
+/// included, back to the queue.
+const FILE_MEMORY_UNITS: u32 = 160 * 16;
+/// One unit of [`FILE_MEMORY`]: 64 KiB.
+const FILE_MEMORY_UNIT: u64 = 64 * 1024;
+static FILE_MEMORY: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(FILE_MEMORY_UNITS as usize);
+
 pub use shared::worker::{Outcome, WorkError};
 
 /// Every email of the job; the ones to look at again go back to the queue as a new job with
@@ -118,7 +128,15 @@ pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome
         }
         (b.html, b.text, b.calendar, b.headers)
     };
-    // The files too (`None`: one is gone, expired unlinked or erased).
+    // The files too (`None`: one is gone, expired unlinked or erased), within the container's
+    // memory for them (held until SES has the message).
+    let held_bytes: u64 = stored.email.attachments.iter().map(|a| a.size).sum();
+    let _memory = if held_bytes == 0 {
+        None
+    } else {
+        let units = (held_bytes * 4 / FILE_MEMORY_UNIT + 1).min(u64::from(FILE_MEMORY_UNITS)) as u32;
+        Some(FILE_MEMORY.acquire_many(units).await.map_err(|e| WorkError::Retry(e.to_string()))?)
+    };
     let files =
         if stored.email.attachments.is_empty() { Some(vec![]) } else { crate::emails::attachments::load(app, ws, &stored.email).await? };
     let held = claim(sd, ws, &stored, now_s, now_secs).await?;

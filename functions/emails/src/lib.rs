@@ -28,7 +28,7 @@ shared::area! {
     operations = [
         send_email [class = Class::EmailSend, max_body = MAX_BATCH_BODY, effects = &[fx::SendEmail::INFO]],
         send_batch [class = Class::EmailBatch, max_body = MAX_BATCH_BODY, effects = &[fx::SendEmail::INFO]],
-        create_upload [class = Class::EmailSend],
+        create_upload [class = Class::EmailBatch],
         list_emails, get_email, cancel_email,
         list_templates, create_template, get_template, update_template, delete_template,
         list_suppressions, remove_suppression [needs = Scope::Admin],
@@ -78,7 +78,7 @@ pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// A link to upload one file too large for a request body (`PUT` it, with the answer's
 /// `headers`, within the hour); sends name it by `upload_id` for a day. Counts against the
-/// `email_send` class.
+/// `email_batch` class (each upload may be a message's worth of storage).
 #[utoipa::path(post, path = "/emails/attachments", tag = "emails", request_body = model::attachments::CreateUpload,
     responses((status = 201, body = shared::openapi::Data<model::attachments::EmailUpload>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_upload(app: &App, req: Req) -> ApiResult<Reply> {
