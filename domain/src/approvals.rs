@@ -553,25 +553,23 @@ pub async fn approve(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalRe
     let mut confirmation = capabilities::item(ws, &c, &bound, &token_hash, token_expires.timestamp_millis());
     confirmation.insert("approval_request_id".into(), s(id.as_str()));
     let at = Timestamp::from(now).to_string();
-    let decide = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(&pk))
-        .key("sk", s(APPROVAL_REQUEST.sk(&[id.as_str()])))
-        .update_expression("SET approval_state = :approved, decided_at = :at, decided_by = :by, confirmation_id = :cc")
-        .condition_expression("approval_state = :pending AND expires_ms > :now")
-        .expression_attribute_values(":approved", s("approved"))
-        .expression_attribute_values(":pending", s("pending"))
-        .expression_attribute_values(":at", s(&at))
-        .expression_attribute_values(":by", s(&p.subject))
-        .expression_attribute_values(":cc", s(cc_id.as_str()))
-        .expression_attribute_values(":now", n(now.timestamp_millis()));
+    let decide = shared::store::Update::new(
+        &pk,
+        APPROVAL_REQUEST.sk(&[id.as_str()]),
+        "SET approval_state = :approved, decided_at = :at, decided_by = :by, confirmation_id = :cc",
+    )
+    .when("approval_state = :pending AND expires_ms > :now")
+    .value(":approved", s("approved"))
+    .value(":pending", s("pending"))
+    .value(":at", s(&at))
+    .value(":by", s(&p.subject))
+    .value(":cc", s(cc_id.as_str()))
+    .value(":now", n(now.timestamp_millis()));
     let lookup = shared::approvals::lookup_sk(&r.api_key_id, &r.method, &r.path, &r.idempotency_key, &r.body_sha256);
-    let point = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(&pk))
-        .key("sk", s(&lookup))
-        .update_expression("SET confirmation_id = :cc")
-        .condition_expression("approval_request_id = :apr")
-        .expression_attribute_values(":cc", s(cc_id.as_str()))
-        .expression_attribute_values(":apr", s(id.as_str()));
+    let point = shared::store::Update::new(&pk, &lookup, "SET confirmation_id = :cc")
+        .when("approval_request_id = :apr")
+        .value(":cc", s(cc_id.as_str()))
+        .value(":apr", s(id.as_str()));
     let mut tx = shared::outbox::Tx::new().update(decide).put_if(confirmation, "attribute_not_exists(pk)", vec![]).update(point);
     for k in &keys {
         tx = k.still_in(tx, &pk);
@@ -663,17 +661,18 @@ pub async fn deny(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalReque
         reason: Some(input.reason.trim().to_string()),
         ..r
     };
-    let decide = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(APPROVAL_REQUEST.sk(&[id.as_str()])))
-        .update_expression("SET approval_state = :denied, decided_at = :at, decided_by = :by, reason = :why")
-        .condition_expression("approval_state = :pending AND expires_ms > :now")
-        .expression_attribute_values(":denied", s("denied"))
-        .expression_attribute_values(":pending", s("pending"))
-        .expression_attribute_values(":at", s(Timestamp::from(now).to_string()))
-        .expression_attribute_values(":by", s(&p.subject))
-        .expression_attribute_values(":why", s(denied.reason.clone().unwrap_or_default()))
-        .expression_attribute_values(":now", n(now.timestamp_millis()));
+    let decide = shared::store::Update::new(
+        ws_pk(ws),
+        APPROVAL_REQUEST.sk(&[id.as_str()]),
+        "SET approval_state = :denied, decided_at = :at, decided_by = :by, reason = :why",
+    )
+    .when("approval_state = :pending AND expires_ms > :now")
+    .value(":denied", s("denied"))
+    .value(":pending", s("pending"))
+    .value(":at", s(Timestamp::from(now).to_string()))
+    .value(":by", s(&p.subject))
+    .value(":why", s(denied.reason.clone().unwrap_or_default()))
+    .value(":now", n(now.timestamp_millis()));
     shared::outbox::Tx::new()
         .update(decide)
         .delete_if(due_pk, due_sk, "", vec![])

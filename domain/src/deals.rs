@@ -379,15 +379,16 @@ pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> Ap
             deal["contact_id"] = serde_json::Value::Null;
             deal["updated_at"] = serde_json::Value::String(now.to_string());
             let sk = store::get_str(&item, "sk").unwrap_or_default().to_string();
-            let u = aws_sdk_dynamodb::types::Update::builder()
-                .key("pk", s(ws_pk(ws)))
-                .key("sk", s(&sk))
-                .update_expression("SET contact_id = :null, updated_at = :now, version = version + :one REMOVE gsi2pk, gsi2sk")
-                .condition_expression("contact_id = :cid")
-                .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
-                .expression_attribute_values(":now", s(now.to_string()))
-                .expression_attribute_values(":one", n(1))
-                .expression_attribute_values(":cid", s(contact_id));
+            let u = shared::store::Update::new(
+                ws_pk(ws),
+                &sk,
+                "SET contact_id = :null, updated_at = :now, version = version + :one REMOVE gsi2pk, gsi2sk",
+            )
+            .when("contact_id = :cid")
+            .value(":null", shared::store::Value::Null(true))
+            .value(":now", s(now.to_string()))
+            .value(":one", n(1))
+            .value(":cid", s(contact_id));
             if let Some(o) = deal.as_object_mut() {
                 o.retain(|k, _| !matches!(k.as_str(), "pk" | "sk" | "version" | "gsi1pk" | "gsi1sk" | "gsi2pk" | "gsi2sk"));
             }

@@ -280,13 +280,7 @@ pub struct ErasureCode {
 }
 
 /// One conditional update of a portal session's item: false when its condition failed.
-async fn update_session(
-    app: &App,
-    pk: &str,
-    update: &str,
-    condition: &str,
-    values: Vec<(&str, aws_sdk_dynamodb::types::AttributeValue)>,
-) -> ApiResult<bool> {
+async fn update_session(app: &App, pk: &str, update: &str, condition: &str, values: Vec<(&str, shared::store::Value)>) -> ApiResult<bool> {
     let mut write = app.db.update(pk, keys::PORTAL_SESSION.table.sk, update).when(condition);
     for (k, v) in values {
         write = write.value(k, v);
@@ -411,7 +405,7 @@ async fn exchange_hash(app: &App, link_hash: &str, within: Option<&WorkspaceId>)
     if let Some(ws) = within {
         delete = delete.value(":ws", s(ws));
     }
-    let old = delete.returning(aws_sdk_dynamodb::types::ReturnValue::AllOld).apply().await?.ok_or_else(no)?;
+    let old = delete.returning(shared::store::Returning::Old).apply().await?.ok_or_else(no)?;
     let delivery = store::get_str(&old, "delivery").unwrap_or("return").to_string();
     let opened_by = store::get_str(&old, "opened_by").unwrap_or_default().to_string();
     let (Some(ws), Some(ct)) = (store::get_str(&old, "workspace_id"), store::get_str(&old, "contact_id").and_then(ContactId::parse)) else {
@@ -693,7 +687,7 @@ pub async fn verify_sign_in(app: &App, attempt: &str, code: &str, within: Option
         .db
         .delete_when(pk.clone(), keys::PORTAL_SIGN_IN.table.sk, "code_hash = :h")
         .value(":h", s(code_hash(&pk, code)))
-        .returning(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        .returning(shared::store::Returning::Old)
         .apply()
         .await?
         .ok_or_else(refused)?;

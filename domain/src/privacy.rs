@@ -143,7 +143,7 @@ const NOT_EXPORTED: &[&str] = &[
 
 /// An item as its export shows it.
 pub fn exported(mut item: Item) -> serde_json::Value {
-    use aws_sdk_dynamodb::types::AttributeValue as A;
+    use shared::store::Value as A;
     for a in NOT_EXPORTED {
         item.remove(*a);
     }
@@ -161,7 +161,7 @@ pub fn exported(mut item: Item) -> serde_json::Value {
 /// Does any string in the item name one of the needles, whole and case-insensitively
 /// ([`names`])?
 pub fn mentions(item: &Item, needles: &[String]) -> bool {
-    use aws_sdk_dynamodb::types::AttributeValue as A;
+    use shared::store::Value as A;
     fn walk(v: &A, needles: &[String]) -> bool {
         let hit = |text: &str| {
             let t = text.to_lowercase();
@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn mentions_are_found_in_nested_values_and_case_insensitively() {
-        use aws_sdk_dynamodb::types::AttributeValue as A;
+        use shared::store::Value as A;
         let item: Item = [
             ("pk".to_string(), A::S("WS#ws_1".into())),
             ("body".to_string(), A::M([("to".to_string(), A::L(vec![A::S("Ada@Example.com".into())]))].into())),
@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn exports_leave_out_keys_and_secrets() {
-        use aws_sdk_dynamodb::types::AttributeValue as A;
+        use shared::store::Value as A;
         let item: Item = [
             ("pk".to_string(), A::S("x".into())),
             ("credentials".to_string(), A::S("sealed".into())),

@@ -191,7 +191,7 @@ impl Publisher {
                 .value(":now", n(now))
                 .value(":zero", n(0))
                 .value(":one", n(1))
-                .returning(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+                .returning(shared::store::Returning::New)
                 .apply()
                 .await?;
         let attempts = match claim {

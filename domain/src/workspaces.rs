@@ -144,13 +144,10 @@ pub async fn save_settings(
     if ws.slug != old_slug {
         // The new slug is free, or one this workspace used before; the old one stays reserved
         // for it, pointing at the new one.
-        let moved = aws_sdk_dynamodb::types::Update::builder()
-            .key("pk", s(slug_pk(old_slug)))
-            .key("sk", s(keys::SLUG_CLAIM.sk(&[])))
-            .update_expression("SET moved_to = :to")
-            .condition_expression("workspace_id = :ws")
-            .expression_attribute_values(":to", s(&ws.slug))
-            .expression_attribute_values(":ws", s(&ws.id));
+        let moved = shared::store::Update::new(slug_pk(old_slug), keys::SLUG_CLAIM.sk(&[]), "SET moved_to = :to")
+            .when("workspace_id = :ws")
+            .value(":to", s(&ws.slug))
+            .value(":ws", s(&ws.id));
         tx = tx
             .put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk) OR workspace_id = :ws", vec![(":ws", s(&ws.id))])
             .update(moved);
@@ -183,14 +180,11 @@ pub async fn set_member(
     };
     if let Some(owner) = acting_owner {
         tx = tx.update(
-            aws_sdk_dynamodb::types::Update::builder()
-                .key("pk", s(ws_pk(ws)))
-                .key("sk", s(shared::auth::member_sk(owner)))
-                .update_expression("SET checked_at = :now")
-                .condition_expression("#role = :owner")
-                .expression_attribute_names("#role", "role")
-                .expression_attribute_values(":owner", s("owner"))
-                .expression_attribute_values(":now", s(shared::ids::Timestamp::now().to_string())),
+            shared::store::Update::new(ws_pk(ws), shared::auth::member_sk(owner), "SET checked_at = :now")
+                .when("#role = :owner")
+                .name("#role", "role")
+                .value(":owner", s("owner"))
+                .value(":now", s(shared::ids::Timestamp::now().to_string())),
         );
     }
     let kind = if old_role.is_some() { "workspace.member.updated" } else { "workspace.member.added" };
@@ -227,12 +221,10 @@ pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &Work
         return Ok(key);
     }
     key.revoked_at = Some(shared::ids::Timestamp::now());
-    let revoke_lookup = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(shared::auth::api_key_lookup_pk(&hash)))
-        .key("sk", s(shared::auth::API_KEY_LOOKUP_SK))
-        .update_expression("SET revoked = :t")
-        .condition_expression("attribute_exists(pk)")
-        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true));
+    let revoke_lookup =
+        shared::store::Update::new(shared::auth::api_key_lookup_pk(&hash), shared::auth::API_KEY_LOOKUP_SK, "SET revoked = :t")
+            .when("attribute_exists(pk)")
+            .value(":t", shared::store::Value::Bool(true));
     let listing = Record::new(ws_pk(ws), sk, &key)?.attr("hash", s(&hash));
     auth.tx(&[])?
         .replace(listing, version)
@@ -380,7 +372,7 @@ fn new_api_key(
         ("workspace_id".into(), s(ws)),
         ("key_id".into(), s(&key.id)),
         ("scopes".into(), store::to_attribute(&scopes)?),
-        ("revoked".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(false)),
+        ("revoked".into(), shared::store::Value::Bool(false)),
         ("requires_confirmation".into(), store::to_attribute(&requires_confirmation)?),
     ]);
     Ok((key, secret, vec![listing, lookup]))

@@ -158,14 +158,11 @@ pub async fn expire_due(app: &App, now_ms: i64, per_shard: usize) -> Result<usiz
                 continue;
             };
             body["state"] = "expired".into();
-            let expire = aws_sdk_dynamodb::types::Update::builder()
-                .key("pk", s(ws_pk(ws)))
-                .key("sk", s(&request_sk))
-                .update_expression("SET approval_state = :expired")
-                .condition_expression("approval_state = :pending AND expires_ms <= :now")
-                .expression_attribute_values(":expired", s("expired"))
-                .expression_attribute_values(":pending", s("pending"))
-                .expression_attribute_values(":now", n(now_ms));
+            let expire = crate::store::Update::new(ws_pk(ws), &request_sk, "SET approval_state = :expired")
+                .when("approval_state = :pending AND expires_ms <= :now")
+                .value(":expired", s("expired"))
+                .value(":pending", s("pending"))
+                .value(":now", n(now_ms));
             let tx = crate::outbox::Tx::new()
                 .update(expire)
                 .delete_if(pk.clone(), sk.to_string(), "", vec![])

@@ -19,7 +19,6 @@ use crate::idempotency::{self, Begin, Reservation};
 use crate::keys::CAPABILITY_CONFIRMATION;
 use crate::outbox::Tx;
 use crate::store::{self, Item, TxError, get_i64, get_str, n, s};
-use aws_sdk_dynamodb::types::Update;
 
 pub const HEADER: &str = "x-capability-confirmation";
 pub const TOKEN_PREFIX: &str = "cct_";
@@ -255,29 +254,26 @@ pub async fn begin(
     }
     let bound: Vec<BoundKey> = get_str(&stored, BOUND_ATTR).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
     let used_at = crate::ids::now_rfc3339();
-    let consume = Update::builder()
-        .key("pk", s(&pk))
-        .key("sk", s(&sk))
-        .update_expression("SET #state = :used, used_at = :at, used_by_request_id = :rid")
-        .condition_expression(
+    let consume = crate::store::Update::new(&pk, &sk, "SET #state = :used, used_at = :at, used_by_request_id = :rid")
+        .when(
             "#proof = :h AND api_key_id = :cred AND #method = :m AND #path = :p AND idempotency_key = :k \
              AND body_sha256 = :b AND token_expires_ms > :now AND #state = :issued",
         )
-        .expression_attribute_names("#state", "state")
-        .expression_attribute_names("#proof", check.proof.0)
-        .expression_attribute_names("#method", "method")
-        .expression_attribute_names("#path", "path")
-        .expression_attribute_values(":used", s("used"))
-        .expression_attribute_values(":issued", s("issued"))
-        .expression_attribute_values(":at", s(&used_at))
-        .expression_attribute_values(":rid", s(request_id))
-        .expression_attribute_values(":h", s(&check.proof.1))
-        .expression_attribute_values(":cred", s(credential))
-        .expression_attribute_values(":m", s(req.method))
-        .expression_attribute_values(":p", s(req.path))
-        .expression_attribute_values(":k", s(key))
-        .expression_attribute_values(":b", s(&body_sha256))
-        .expression_attribute_values(":now", n(now_ms));
+        .name("#state", "state")
+        .name("#proof", check.proof.0)
+        .name("#method", "method")
+        .name("#path", "path")
+        .value(":used", s("used"))
+        .value(":issued", s("issued"))
+        .value(":at", s(&used_at))
+        .value(":rid", s(request_id))
+        .value(":h", s(&check.proof.1))
+        .value(":cred", s(credential))
+        .value(":m", s(req.method))
+        .value(":p", s(req.path))
+        .value(":k", s(key))
+        .value(":b", s(&body_sha256))
+        .value(":now", n(now_ms));
     let mut tx = Tx::new().put_if_named(item, cond, &[("#state", "state")], values).update(consume);
     for b in &bound {
         tx = b.still_in(tx, &pk);

@@ -18,7 +18,6 @@ use crate::app::App;
 use crate::error::ApiError;
 use crate::events::{Event, OUTBOX_SHARDS};
 use crate::store::{Item, Record, TxError, ddb_error, get_str, n, s};
-use aws_sdk_dynamodb::types::builders::UpdateBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
 use serde::Serialize;
 
@@ -76,7 +75,7 @@ enum Op {
     Put { item: Item, cond: Option<(String, Values)>, names: Names },
     Delete { pk: String, sk: String, cond: Option<(String, Values)> },
     Check { pk: String, sk: String, cond: String, values: Values },
-    Update(UpdateBuilder),
+    Update(crate::store::Update),
 }
 
 fn owned(vals: Vec<(&str, AttributeValue)>) -> Values {
@@ -161,7 +160,7 @@ impl Tx {
     }
 
     /// An update expression (key, expression and values set; the table is added on commit).
-    pub fn update(self, u: UpdateBuilder) -> Self {
+    pub fn update(self, u: crate::store::Update) -> Self {
         self.op(Op::Update(u))
     }
 
@@ -225,7 +224,7 @@ impl Tx {
                     .build()
                     .map_err(|e| ApiError::internal(e))?,
             ),
-            Op::Update(u) => w.update(u.table_name(table).build().map_err(|e| ApiError::internal(e))?),
+            Op::Update(u) => w.update(u.into_sdk().table_name(table).build().map_err(|e| ApiError::internal(e))?),
         }
         .build())
     }

@@ -16,6 +16,67 @@ use std::collections::HashMap;
 
 pub type Item = HashMap<String, AttributeValue>;
 
+/// One attribute's value: the store's name for DynamoDB's type, so that the areas name the
+/// store, not the SDK (`s`, `n`, `boolean`, `null`, `strings`, `list`, `map` make them).
+pub type Value = AttributeValue;
+
+/// What a conditional write answers besides "done" ([`Write::returning`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Returning {
+    /// The item as it was before the write.
+    Old,
+    /// The item as the write left it.
+    New,
+    /// The attributes the update changed, as they are now.
+    UpdatedNew,
+}
+
+/// One update expression in a transaction ([`crate::outbox::Tx::update`]): the item's key,
+/// the expression, its condition, names and values.
+#[derive(Clone, Debug)]
+#[must_use = "an update does nothing until a transaction carries it"]
+pub struct Update {
+    pk: String,
+    sk: String,
+    expression: String,
+    condition: Option<String>,
+    names: Vec<(String, String)>,
+    values: Vec<(String, Value)>,
+}
+
+impl Update {
+    pub fn new(pk: impl Into<String>, sk: impl Into<String>, expression: impl Into<String>) -> Self {
+        Self { pk: pk.into(), sk: sk.into(), expression: expression.into(), condition: None, names: vec![], values: vec![] }
+    }
+    /// Only if `condition` holds (a DynamoDB condition expression).
+    pub fn when(mut self, condition: impl Into<String>) -> Self {
+        self.condition = Some(condition.into());
+        self
+    }
+    /// `#placeholder` for an attribute name.
+    pub fn name(mut self, placeholder: impl Into<String>, attribute: impl Into<String>) -> Self {
+        self.names.push((placeholder.into(), attribute.into()));
+        self
+    }
+    /// `:placeholder` for a value.
+    pub fn value(mut self, placeholder: impl Into<String>, v: Value) -> Self {
+        self.values.push((placeholder.into(), v));
+        self
+    }
+    /// The SDK's form, for the transaction that carries it.
+    pub(crate) fn into_sdk(self) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        let mut sdk = aws_sdk_dynamodb::types::Update::builder().key("pk", s(self.pk)).key("sk", s(self.sk));
+        sdk = sdk.update_expression(self.expression).set_condition_expression(self.condition);
+        for (k, v) in self.names {
+            sdk = sdk.expression_attribute_names(k, v);
+        }
+        for (k, v) in self.values {
+            sdk = sdk.expression_attribute_values(k, v);
+        }
+        sdk
+    }
+}
+
 pub const GSI1: &str = "gsi1";
 pub const GSI2: &str = "gsi2";
 
@@ -66,9 +127,14 @@ impl Write<'_> {
         self.values.push((placeholder.into(), v));
         self
     }
-    /// Answer the item as it was before the write (`ALL_OLD`) or the updated attributes (`UPDATED_NEW`).
-    pub fn returning(mut self, r: aws_sdk_dynamodb::types::ReturnValue) -> Self {
-        self.returns = Some(r);
+    /// Answer the item as it was before the write, as it is after, or the updated attributes.
+    pub fn returning(mut self, r: Returning) -> Self {
+        use aws_sdk_dynamodb::types::ReturnValue;
+        self.returns = Some(match r {
+            Returning::Old => ReturnValue::AllOld,
+            Returning::New => ReturnValue::AllNew,
+            Returning::UpdatedNew => ReturnValue::UpdatedNew,
+        });
         self
     }
 
@@ -158,6 +224,30 @@ pub fn s(v: impl Into<String>) -> AttributeValue {
 }
 pub fn n(v: i64) -> AttributeValue {
     AttributeValue::N(v.to_string())
+}
+pub fn boolean(v: bool) -> Value {
+    AttributeValue::Bool(v)
+}
+pub fn null() -> Value {
+    AttributeValue::Null(true)
+}
+/// A string set (unordered, unique, never empty).
+pub fn strings(v: Vec<String>) -> Value {
+    AttributeValue::Ss(v)
+}
+pub fn list(v: Vec<Value>) -> Value {
+    AttributeValue::L(v)
+}
+pub fn map(v: Item) -> Value {
+    AttributeValue::M(v)
+}
+/// A string set's members, or a list's strings (empty when absent or of another type).
+pub fn get_strings(item: &Item, attr: &str) -> Vec<String> {
+    match item.get(attr) {
+        Some(AttributeValue::Ss(v)) => v.clone(),
+        Some(AttributeValue::L(v)) => v.iter().filter_map(|x| x.as_s().ok().cloned()).collect(),
+        _ => vec![],
+    }
 }
 
 /// Map an SDK failure to the envelope: throttling and network trouble are 503, the rest 500.
@@ -792,18 +882,10 @@ impl Db {
 /// A counter item changed by `delta` inside a transaction; an increment carries the
 /// condition `< max`, so a cap holds under concurrent creates (the counter and the thing
 /// counted commit together or not at all).
-pub fn capped_count(pk: String, sk: &str, attr: &str, delta: i64, max: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
-    let mut u = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(pk))
-        .key("sk", s(sk))
-        .update_expression("SET #c = if_not_exists(#c, :zero) + :delta")
-        .expression_attribute_names("#c", attr)
-        .expression_attribute_values(":zero", n(0))
-        .expression_attribute_values(":delta", n(delta));
-    if delta > 0 {
-        u = u.condition_expression("attribute_not_exists(#c) OR #c < :max").expression_attribute_values(":max", n(max));
-    }
-    u
+pub fn capped_count(pk: String, sk: &str, attr: &str, delta: i64, max: i64) -> Update {
+    let u =
+        Update::new(pk, sk, "SET #c = if_not_exists(#c, :zero) + :delta").name("#c", attr).value(":zero", n(0)).value(":delta", n(delta));
+    if delta > 0 { u.when("attribute_not_exists(#c) OR #c < :max").value(":max", n(max)) } else { u }
 }
 
 impl TxError {

@@ -692,6 +692,23 @@ pub fn python(script: &str, input: &Value) -> Value {
 
 /// Poll a job at `path` (an import, export, erasure or webhook replay) until its `status` is
 /// final, `completed` or `failed`, for up to a minute.
+/// Erase the person with this address (`POST /gdpr/erasures`) and wait for the erasure to
+/// complete.
+pub async fn erase(c: &Client, address: &str) {
+    let r = c.post("/gdpr/erasures", &serde_json::json!({"subject": {"email": address}, "reason": "Art. 17"})).await;
+    assert_eq!(r.status, 202, "{}", r.json);
+    let path = format!("/gdpr/erasures/{}", r.json["data"]["id"].as_str().expect("an erasure id"));
+    let mut status = Value::Null;
+    for _ in 0..240 {
+        status = c.get(&path).await.json["data"]["status"].clone();
+        if status == "completed" {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    panic!("the erasure of {address} is {status}, not completed");
+}
+
 pub async fn finished(c: &Client, path: &str) -> Value {
     for _ in 0..300 {
         let r = c.get(path).await;

@@ -453,6 +453,20 @@ fn function_crates_reach_the_store_only_through_domain() {
     );
 }
 
+/// The store's boundary is `shared::store`: `domain` builds its updates, conditions and
+/// values with the store's types (`store::Update`, `store::Value`, `store::Returning`), never
+/// the SDK's, so the table's client is named in `shared` alone.
+#[test]
+fn domain_names_the_store_not_the_sdk() {
+    let root = tools::localstack::repo_root();
+    let offenders: Vec<String> = rust_files(&root.join("domain/src"))
+        .into_iter()
+        .filter(|p| code_of(&std::fs::read_to_string(p).expect("source")).contains("aws_sdk_dynamodb"))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(offenders.is_empty(), "domain files naming the DynamoDB SDK (use shared::store's types): {offenders:?}");
+}
+
 /// Workers have one shape and one place: the work is a type or function in `domain` beside
 /// the area it serves (`publishing`, `sending`, `webhooks::dispatch`, `scans::scanner`,
 /// `helpdesk::mail`, `contacts::import`, `gdpr::worker`), and the worker's crate is its

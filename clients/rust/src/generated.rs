@@ -1982,7 +1982,9 @@ pub struct CreateUpload {
     /// The file's SHA-256 (hex): a send refuses an upload whose bytes differ, and two files
     /// are two requests (an agent's retried call with the same arguments gets the same link).
     pub sha256: String,
-    /// The file's size in bytes: the link writes exactly this many.
+    /// The file's size in bytes: the link writes exactly this many. At most what fits in a
+    /// message once encoded (with SES's 40 MB: 29,934,464; less where the deployment lowers
+    /// `EMAIL_MAX_MESSAGE_BYTES`).
     pub size: i64,
 }
 
@@ -3091,6 +3093,8 @@ pub struct NewContact {
 }
 
 /// A file to send, as `POST /emails` takes it.
+///
+/// Exactly one of `content` and `upload_id` (not null).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct NewEmailAttachment {
     /// The file, base64 (standard alphabet; padding and line breaks optional); or

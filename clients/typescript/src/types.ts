@@ -4793,7 +4793,9 @@ export interface components {
             sha256: string;
             /**
              * Format: int64
-             * @description The file's size in bytes: the link writes exactly this many.
+             * @description The file's size in bytes: the link writes exactly this many. At most what fits in a
+             *     message once encoded (with SES's 40 MB: 29,934,464; less where the deployment lowers
+             *     `EMAIL_MAX_MESSAGE_BYTES`).
              */
             size: number;
         };
@@ -5864,7 +5866,11 @@ export interface components {
             email: string;
             name?: string | null;
         };
-        /** @description A file to send, as `POST /emails` takes it. */
+        /**
+         * @description A file to send, as `POST /emails` takes it.
+         *
+         *     Exactly one of `content` and `upload_id` (not null).
+         */
         NewEmailAttachment: {
             /**
              * @description The file, base64 (standard alphabet; padding and line breaks optional); or
@@ -5891,7 +5897,11 @@ export interface components {
              *     for files too large for a request body.
              */
             upload_id?: string | null;
-        };
+        } & ({
+            content: unknown;
+        } | {
+            upload_id: unknown;
+        });
         /**
          * @description Emails sent through the emails area when a booking is confirmed, and before it starts. The
          *     workspace's templates `booking_confirmation` and `booking_reminder` are used when they exist

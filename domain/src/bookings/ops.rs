@@ -537,14 +537,14 @@ pub async fn load_booking(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Op
     let Some(item) = app.db.get(&ws_pk(ws), &booking_sk(id)).await? else { return Ok(None) };
     let version = st::get_i64(&item, "version").unwrap_or(0);
     let cells = match item.get("cells") {
-        Some(aws_sdk_dynamodb::types::AttributeValue::L(l)) => l.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
+        Some(shared::store::Value::L(l)) => l.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
         _ => vec![],
     };
     Ok(Some(StoredBooking { booking: st::from_item(item)?, cells, version }))
 }
 
 fn booking_record(ws: &WorkspaceId, b: &Booking, cells: &[String]) -> ApiResult<Record> {
-    let list = aws_sdk_dynamodb::types::AttributeValue::L(cells.iter().map(s).collect());
+    let list = shared::store::Value::L(cells.iter().map(s).collect());
     Ok(Record::new(ws_pk(ws), booking_sk(&b.id), b)?
         .gsi1(keys::BOOKING.gsi1_pk(&[ws, b.status.as_str()]), keys::BOOKING.gsi1_sk(&[&b.id]))
         .gsi2(keys::BOOKING.gsi2_pk(&[ws]), keys::BOOKING.gsi2_sk(&[&b.start.to_string(), &b.id]))

@@ -348,7 +348,7 @@ use shared::events::Event;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 
-fn count(ws: &WorkspaceId, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+fn count(ws: &WorkspaceId, delta: i64) -> shared::store::Update {
     store::capped_count(ws_pk(ws), keys::CHANNEL_COUNT.table.sk, "channels", delta, MAX_CHANNELS)
 }
 

@@ -376,18 +376,16 @@ async fn save_progress(app: &App, ws: &WorkspaceId, id: &str, chunk: usize, rows
 async fn finish(app: &App, ws: &WorkspaceId, job: &ImportJob, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
     let id = job.id.as_str();
     let now = shared::ids::Timestamp::now();
-    let u = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(job_sk(id)))
-        .update_expression("SET #status = :status, updated_at = :now, completed_at = :now, #error = :error")
-        .condition_expression("#status IN (:queued, :processing)")
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_names("#error", "error")
-        .expression_attribute_values(":status", s(if status == ImportStatus::Completed { "completed" } else { "failed" }))
-        .expression_attribute_values(":now", s(now.to_string()))
-        .expression_attribute_values(":queued", s("queued"))
-        .expression_attribute_values(":processing", s("processing"))
-        .expression_attribute_values(":error", error.map_or(aws_sdk_dynamodb::types::AttributeValue::Null(true), s));
+    let u =
+        shared::store::Update::new(ws_pk(ws), job_sk(id), "SET #status = :status, updated_at = :now, completed_at = :now, #error = :error")
+            .when("#status IN (:queued, :processing)")
+            .name("#status", "status")
+            .name("#error", "error")
+            .value(":status", s(if status == ImportStatus::Completed { "completed" } else { "failed" }))
+            .value(":now", s(now.to_string()))
+            .value(":queued", s("queued"))
+            .value(":processing", s("processing"))
+            .value(":error", error.map_or(shared::store::Value::Null(true), s));
     let mut tx = Tx::new().update(u);
     if status == ImportStatus::Completed {
         // The caller read the job after the last chunk was saved: its counts are final.

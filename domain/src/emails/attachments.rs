@@ -40,7 +40,7 @@ pub struct NewAttachment {
     /// The file, base64 (standard alphabet; padding and line breaks optional); or
     /// `upload_id` instead.
     #[serde(default)]
-    #[schema(content_encoding = "base64")]
+    #[schema(content_encoding = "base64", extensions(("x-exactly-one" = json!(["content", "upload_id"]))))]
     pub content: Option<String>,
     /// A file uploaded through `POST /emails/attachments` (`eup_...`), instead of `content`:
     /// for files too large for a request body.
@@ -351,8 +351,10 @@ const UPLOAD_LINK_SECS: u64 = 3600;
 #[derive(Deserialize, ToSchema, Clone, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUpload {
-    /// The file's size in bytes: the link writes exactly this many.
-    #[schema(minimum = 1)]
+    /// The file's size in bytes: the link writes exactly this many. At most what fits in a
+    /// message once encoded (with SES's 40 MB: 29,934,464; less where the deployment lowers
+    /// `EMAIL_MAX_MESSAGE_BYTES`).
+    #[schema(minimum = 1, maximum = 29934464)]
     pub size: u64,
     /// The file's SHA-256 (hex): a send refuses an upload whose bytes differ, and two files
     /// are two requests (an agent's retried call with the same arguments gets the same link).
@@ -413,7 +415,12 @@ pub async fn create_upload(app: &App, ws: &WorkspaceId, input: &CreateUpload) ->
 
 /// The largest file that fits in a message once encoded.
 fn max_file_bytes(app: &App) -> u64 {
-    (app.cfg.email.max_message_bytes as u64 * 3 / 4).saturating_sub(64 * 1024)
+    file_bytes_within(app.cfg.email.max_message_bytes)
+}
+
+/// The largest file a message of `limit` bytes holds once encoded, with room for the rest.
+fn file_bytes_within(limit: usize) -> u64 {
+    (limit as u64 * 3 / 4).saturating_sub(64 * 1024)
 }
 
 /// Read the named uploads of one request, each once (a batch may name one upload in every
@@ -628,6 +635,11 @@ mod tests {
         assert!(one("invoice\u{202e}fdp.exe", None, b"x").is_err(), "reads as invoice.exe.pdf");
         assert!(one("a.eml", Some("message/rfc822"), b"Subject: x").unwrap_err().contains("not multipart"));
         assert!(one("empty.txt", None, b"").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn the_contract_states_the_default_largest_upload() {
+        assert_eq!(file_bytes_within(shared::config::SES_MAX_MESSAGE_BYTES), 29_934_464, "CreateUpload.size's maximum in the contract");
     }
 
     #[test]

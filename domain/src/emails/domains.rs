@@ -90,7 +90,7 @@ fn claim_item(ws: &WorkspaceId, d: &SendingDomain) -> Item {
         ("sk".into(), s(keys::SENDING_DOMAIN_CLAIM.sk(&[]))),
         ("workspace_id".into(), s(ws)),
         ("domain_id".into(), s(&d.id)),
-        ("verified".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(false)),
+        ("verified".into(), shared::store::Value::Bool(false)),
         ("pending_until".into(), store::n(chrono::Utc::now().timestamp() + CLAIM_PENDING_SECS)),
         // The table's TTL removes a claim nobody proved (reads treat it as gone once expired).
         ("expires_at".into(), store::n(chrono::Utc::now().timestamp() + CLAIM_PENDING_SECS)),
@@ -111,7 +111,7 @@ impl Claim {
         Some(Self {
             workspace_id: store::get_str(i, "workspace_id")?.to_string(),
             domain_id: store::get_str(i, "domain_id")?.to_string(),
-            verified: !matches!(i.get("verified"), Some(aws_sdk_dynamodb::types::AttributeValue::Bool(false))),
+            verified: !matches!(i.get("verified"), Some(shared::store::Value::Bool(false))),
             pending_until: store::get_i64(i, "pending_until"),
         })
     }
@@ -125,15 +125,12 @@ impl Claim {
 }
 
 /// Mark a name's claim verified (it stops expiring), if `ws`'s domain `id` still holds it.
-fn verify_claim(name: &str, ws: &WorkspaceId, id: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
-    aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(claim_pk(name)))
-        .key("sk", s(keys::SENDING_DOMAIN_CLAIM.table.sk))
-        .update_expression("SET verified = :t REMOVE pending_until, expires_at")
-        .condition_expression("workspace_id = :ws AND domain_id = :id")
-        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
-        .expression_attribute_values(":ws", s(ws))
-        .expression_attribute_values(":id", s(id))
+fn verify_claim(name: &str, ws: &WorkspaceId, id: &str) -> shared::store::Update {
+    shared::store::Update::new(claim_pk(name), keys::SENDING_DOMAIN_CLAIM.table.sk, "SET verified = :t REMOVE pending_until, expires_at")
+        .when("workspace_id = :ws AND domain_id = :id")
+        .value(":t", shared::store::Value::Bool(true))
+        .value(":ws", s(ws))
+        .value(":id", s(id))
 }
 
 fn is_verified(i: &Identity) -> bool {
@@ -150,7 +147,7 @@ fn parents(name: &str) -> Vec<String> {
     (1..labels.len().saturating_sub(1)).map(|i| labels[i..].join(".")).collect()
 }
 
-fn count(ws: &WorkspaceId, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+fn count(ws: &WorkspaceId, delta: i64) -> shared::store::Update {
     store::capped_count(ws_pk(ws), keys::SENDING_DOMAIN_COUNT.table.sk, "domains", delta, MAX_DOMAINS)
 }
 
@@ -275,7 +272,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
         .put_if(
             claim_item(ws, &d),
             "attribute_not_exists(pk) OR (verified = :unverified AND pending_until < :now)",
-            vec![(":unverified", aws_sdk_dynamodb::types::AttributeValue::Bool(false)), (":now", store::n(chrono::Utc::now().timestamp()))],
+            vec![(":unverified", shared::store::Value::Bool(false)), (":now", store::n(chrono::Utc::now().timestamp()))],
         )
         .update(count(ws, 1))
         .commit(app)

@@ -411,7 +411,7 @@ pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> Ap
             app.db
                 .update(ws_pk(ws), sk, "SET contact_id = :null REMOVE gsi2pk, gsi2sk")
                 .when("contact_id = :cid")
-                .value(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
+                .value(":null", shared::store::Value::Null(true))
                 .value(":cid", s(contact_id))
                 .apply()
                 .await?;

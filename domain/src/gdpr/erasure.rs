@@ -235,7 +235,7 @@ async fn save(app: &App, ws: &WorkspaceId, id: &str, next: usize, counts: &BTree
         .when("attribute_exists(pk)")
         .value(":next", n(next as i64))
         .value(":zero", n(0))
-        .value(":c", aws_sdk_dynamodb::types::AttributeValue::M(store::to_item(counts)?))
+        .value(":c", shared::store::Value::M(store::to_item(counts)?))
         .required()
         .await?;
     Ok(())
@@ -245,9 +245,9 @@ async fn save(app: &App, ws: &WorkspaceId, id: &str, next: usize, counts: &BTree
 /// counts, and the erased contact's id so that integrations can erase their copies).
 async fn finish(app: &App, ws: &WorkspaceId, e: &Erasure, event: &str, contact_id: Option<&str>) -> ApiResult<()> {
     let update = super::set_all(ws_pk(ws), keys::ERASURE.sk(&[&e.id]), store::to_item(e)?, &["subject_sealed"])
-        .condition_expression("#status = :running")
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_values(":running", s("running"));
+        .when("#status = :running")
+        .name("#status", "status")
+        .value(":running", s("running"));
     let ev = Event::new(
         ws,
         event,

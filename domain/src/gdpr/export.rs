@@ -156,7 +156,7 @@ async fn start(
     Ok(job)
 }
 
-fn s_json(s: &Subject) -> aws_sdk_dynamodb::types::AttributeValue {
+fn s_json(s: &Subject) -> shared::store::Value {
     store::s(serde_json::to_string(s).expect("serializes"))
 }
 
@@ -313,7 +313,7 @@ async fn save(app: &App, ws: &WorkspaceId, id: &str, run: i64, r: &Resume) -> Ap
         .name("#resume", "resume")
         .name("#status", "status")
         .value(":r", s(serde_json::to_string(r).expect("serializes")))
-        .value(":p", aws_sdk_dynamodb::types::AttributeValue::M(progress))
+        .value(":p", shared::store::Value::M(progress))
         .value(":running", s("running"))
         .value(":run", n(run))
         .value(":zero", n(0))
@@ -504,9 +504,9 @@ async fn fail(app: &App, ws: &WorkspaceId, job: &ExportJob, item: &Item, code: &
 /// running job finishes (a second worker on the same job finds it finished).
 async fn finish(app: &App, ws: &WorkspaceId, job: &ExportJob, event: &str) -> ApiResult<()> {
     let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), store::to_item(job)?, &["resume", "subject_full"])
-        .condition_expression("#status = :running")
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_values(":running", s("running"));
+        .when("#status = :running")
+        .name("#status", "status")
+        .value(":running", s("running"));
     let ev = Event::new(
         ws,
         event,
@@ -559,9 +559,9 @@ pub async fn withdraw_workspace_exports(app: &App, ws: &WorkspaceId) -> ApiResul
                 message: "a personal-data erasure since this export began withdrew it; export again".into(),
             });
             let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), store::to_item(&job)?, &["resume", "subject_full"])
-                .condition_expression("#status = :was")
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":was", s(was.as_str()));
+                .when("#status = :was")
+                .name("#status", "status")
+                .value(":was", s(was.as_str()));
             match Tx::new().update(update).commit(app).await {
                 Ok(()) => withdrawn += 1,
                 // It moved on meanwhile (finished or failed): the next erasure run looks again.

@@ -70,7 +70,7 @@ pub async fn begin_run(app: &App, ws: &WorkspaceId, sk: &str) -> ApiResult<(i64,
         .value(":pending", s("pending"))
         .value(":now", s(shared::ids::Timestamp::now().to_string()))
         .value(":one", n(1))
-        .returning(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
+        .returning(shared::store::Returning::UpdatedNew)
         .required()
         .await?;
     let get = |k: &str| store::get_i64(&out, k).unwrap_or(1);

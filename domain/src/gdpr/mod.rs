@@ -16,7 +16,7 @@ use crate::privacy::{Erase, Find, Rule, Subject, mentions};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::ids::PrefixedId;
-use shared::store::{self, Item, s, ws_pk};
+use shared::store::{self, Item, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;
 
@@ -249,28 +249,35 @@ pub fn children_of(parent: &Rule) -> Vec<Rule> {
 
 /// An UpdateItem that sets every attribute of `item` (but the key) and removes `remove`: a
 /// whole-object write that, unlike a Put, can carry a condition on reserved words.
-pub fn set_all(pk: String, sk: String, mut item: Item, remove: &[&str]) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+pub fn set_all(pk: String, sk: String, mut item: Item, remove: &[&str]) -> shared::store::Update {
     item.remove("pk");
     item.remove("sk");
-    let mut u = aws_sdk_dynamodb::types::Update::builder().key("pk", s(pk)).key("sk", s(sk));
-    let mut sets = vec![];
+    let (mut sets, mut names, mut values) = (vec![], vec![], vec![]);
     for (i, (k, v)) in item.into_iter().enumerate() {
-        u = u.expression_attribute_names(format!("#s{i}"), k).expression_attribute_values(format!(":s{i}"), v);
+        names.push((format!("#s{i}"), k));
+        values.push((format!(":s{i}"), v));
         sets.push(format!("#s{i} = :s{i}"));
     }
     let mut expr = format!("SET {}", sets.join(", "));
     if !remove.is_empty() {
-        let names: Vec<String> = remove
+        let gone: Vec<String> = remove
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                u = std::mem::take(&mut u).expression_attribute_names(format!("#x{i}"), *r);
+                names.push((format!("#x{i}"), r.to_string()));
                 format!("#x{i}")
             })
             .collect();
-        expr.push_str(&format!(" REMOVE {}", names.join(", ")));
+        expr.push_str(&format!(" REMOVE {}", gone.join(", ")));
     }
-    u.update_expression(expr)
+    let mut u = shared::store::Update::new(pk, sk, expr);
+    for (k, v) in names {
+        u = u.name(k, v);
+    }
+    for (k, v) in values {
+        u = u.value(k, v);
+    }
+    u
 }
 
 pub fn due_at(received: &chrono::DateTime<chrono::Utc>) -> shared::ids::Timestamp {

@@ -51,7 +51,7 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
             kind: crate::keys::WEBHOOK_DELIVERY,
             area: "webhooks",
             find: Find::WithParent(crate::keys::FANOUT_MARKER.name, |event| {
-                let Some(aws_sdk_dynamodb::types::AttributeValue::Ss(list)) = event.get("deliveries") else { return vec![] };
+                let Some(shared::store::Value::Ss(list)) = event.get("deliveries") else { return vec![] };
                 list.iter().filter_map(|k| k.split_once('/')).map(|(ep, d)| delivery_sk(ep, d)).collect()
             }),
             export: true,
@@ -371,7 +371,7 @@ fn withdrawn_record(ws: &WorkspaceId, event_id: &str) -> Item {
     Item::from([
         ("pk".into(), s(ws_pk(ws))),
         ("sk".into(), s(event_record_sk(event_id))),
-        ("withdrawn".into(), aws_sdk_dynamodb::types::AttributeValue::Bool(true)),
+        ("withdrawn".into(), shared::store::Value::Bool(true)),
         ("expires_at".into(), n(chrono::Utc::now().timestamp() + DELIVERY_TTL_SECS + 86_400)),
     ])
 }
@@ -398,12 +398,12 @@ async fn empty_event_record(app: &App, ws: &WorkspaceId, item: Item) -> ApiResul
         .db
         .update(&pk, sk, "REMOVE body, deliveries SET withdrawn = :t")
         .when("attribute_exists(pk)")
-        .value(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
-        .returning(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        .value(":t", shared::store::Value::Bool(true))
+        .returning(shared::store::Returning::Old)
         .apply()
         .await?
         .unwrap_or_default();
-    if let Some(aws_sdk_dynamodb::types::AttributeValue::Ss(list)) = old.get("deliveries") {
+    if let Some(shared::store::Value::Ss(list)) = old.get("deliveries") {
         for (endpoint_id, delivery_id) in list.iter().filter_map(|k| k.split_once('/')) {
             app.db.delete(&pk, &delivery_sk(endpoint_id, delivery_id)).await?;
         }
@@ -423,7 +423,7 @@ pub fn event_record(ws: &WorkspaceId, ev: &shared::events::Event, deliveries: Ve
     ]);
     // DynamoDB has no empty sets: an event only a disabled endpoint was due has none yet.
     if !deliveries.is_empty() {
-        item.insert("deliveries".into(), aws_sdk_dynamodb::types::AttributeValue::Ss(deliveries));
+        item.insert("deliveries".into(), shared::store::Value::Ss(deliveries));
     }
     item
 }
@@ -494,7 +494,7 @@ use shared::events::EventId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 
-fn count_update(ws: &WorkspaceId, delta: i64) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+fn count_update(ws: &WorkspaceId, delta: i64) -> shared::store::Update {
     store::capped_count(ws_pk(ws), COUNT_SK, "endpoints", delta, MAX_ENDPOINTS)
 }
 

@@ -3,11 +3,11 @@
 
 use super::{Budget, Dispatcher, Outcome};
 use crate::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
-use aws_sdk_dynamodb::types::AttributeValue;
 use shared::ApiResult;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::outbox::Tx;
+use shared::store::Value as AttributeValue;
 use shared::store::{self, n, s, ws_pk};
 
 /// Early arrivals within this many seconds of the due time are attempted at once.
@@ -195,16 +195,17 @@ async fn disable(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEndpoint, reason: 
     endpoint.enabled = false;
     endpoint.disabled_reason = Some(reason.into());
     endpoint.updated_at = shared::ids::Timestamp::now();
-    let update = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(model::endpoint_sk(&endpoint.id)))
-        .update_expression("SET enabled = :false, disabled_reason = :reason, updated_at = :now, version = version + :one")
-        .condition_expression("enabled = :true")
-        .expression_attribute_values(":false", AttributeValue::Bool(false))
-        .expression_attribute_values(":true", AttributeValue::Bool(true))
-        .expression_attribute_values(":reason", s(reason))
-        .expression_attribute_values(":now", s(endpoint.updated_at.to_string()))
-        .expression_attribute_values(":one", n(1));
+    let update = shared::store::Update::new(
+        ws_pk(ws),
+        model::endpoint_sk(&endpoint.id),
+        "SET enabled = :false, disabled_reason = :reason, updated_at = :now, version = version + :one",
+    )
+    .when("enabled = :true")
+    .value(":false", AttributeValue::Bool(false))
+    .value(":true", AttributeValue::Bool(true))
+    .value(":reason", s(reason))
+    .value(":now", s(endpoint.updated_at.to_string()))
+    .value(":one", n(1));
     match Tx::new().update(update).event(Event::new(ws, "webhook.endpoint.disabled", &endpoint)).commit(app).await {
         Ok(()) => {
             tracing::warn!(endpoint_id = %endpoint.id, reason, "webhook endpoint disabled");

@@ -9,7 +9,7 @@ use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
-use shared::store::{self, TxError, n, s, ws_pk};
+use shared::store::{self, TxError, n, ws_pk};
 use shared::worker::Outcome;
 use shared::{ApiResult, App};
 
@@ -120,13 +120,10 @@ async fn resend(
     d.delivery.id = delivery_id(replay_id, &event.id);
     let listed = format!("{endpoint_id}/{}", d.delivery.id);
     let expires = chrono::Utc::now().timestamp() + DELIVERY_TTL_SECS + 86_400;
-    let add = aws_sdk_dynamodb::types::Update::builder()
-        .key("pk", s(ws_pk(ws)))
-        .key("sk", s(event_record_sk(&event.id)))
-        .update_expression("ADD deliveries :d SET expires_at = :e")
-        .condition_expression("attribute_exists(body)")
-        .expression_attribute_values(":d", aws_sdk_dynamodb::types::AttributeValue::Ss(vec![listed]))
-        .expression_attribute_values(":e", n(expires));
+    let add = shared::store::Update::new(ws_pk(ws), event_record_sk(&event.id), "ADD deliveries :d SET expires_at = :e")
+        .when("attribute_exists(body)")
+        .value(":d", shared::store::Value::Ss(vec![listed]))
+        .value(":e", n(expires));
     match Tx::new().create(d.record(ws, 1)?).update(add).commit(app).await {
         Ok(()) | Err(TxError::Condition(0)) => Ok(Some(d.delivery.id)),
         Err(TxError::Condition(_)) => Ok(None),
