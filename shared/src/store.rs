@@ -39,41 +39,67 @@ pub struct Update {
     pk: String,
     sk: String,
     expression: String,
+    parts: Conditions,
+}
+
+/// A write's condition and the names and values its expressions use: what a [`Write`] and an
+/// [`Update`] both carry, and hand to the SDK the same way.
+#[derive(Clone, Debug, Default)]
+struct Conditions {
     condition: Option<String>,
     names: Vec<(String, String)>,
     values: Vec<(String, Value)>,
 }
 
+/// What the SDK takes: the condition, and the names and values (none when empty).
+type SdkConditions = (Option<String>, Option<HashMap<String, String>>, Option<HashMap<String, Value>>);
+
+impl Conditions {
+    fn when(&mut self, condition: impl Into<String>) {
+        self.condition = Some(condition.into());
+    }
+    fn name(&mut self, placeholder: impl Into<String>, attribute: impl Into<String>) {
+        self.names.push((placeholder.into(), attribute.into()));
+    }
+    fn value(&mut self, placeholder: impl Into<String>, v: Value) {
+        self.values.push((placeholder.into(), v));
+    }
+    fn into_sdk(self) -> SdkConditions {
+        let names = (!self.names.is_empty()).then(|| self.names.into_iter().collect());
+        let values = (!self.values.is_empty()).then(|| self.values.into_iter().collect());
+        (self.condition, names, values)
+    }
+}
+
 impl Update {
     pub fn new(pk: impl Into<String>, sk: impl Into<String>, expression: impl Into<String>) -> Self {
-        Self { pk: pk.into(), sk: sk.into(), expression: expression.into(), condition: None, names: vec![], values: vec![] }
+        Self { pk: pk.into(), sk: sk.into(), expression: expression.into(), parts: Conditions::default() }
     }
     /// Only if `condition` holds (a DynamoDB condition expression).
     pub fn when(mut self, condition: impl Into<String>) -> Self {
-        self.condition = Some(condition.into());
+        self.parts.when(condition);
         self
     }
     /// `#placeholder` for an attribute name.
     pub fn name(mut self, placeholder: impl Into<String>, attribute: impl Into<String>) -> Self {
-        self.names.push((placeholder.into(), attribute.into()));
+        self.parts.name(placeholder, attribute);
         self
     }
     /// `:placeholder` for a value.
     pub fn value(mut self, placeholder: impl Into<String>, v: Value) -> Self {
-        self.values.push((placeholder.into(), v));
+        self.parts.value(placeholder, v);
         self
     }
     /// The SDK's form, for the transaction that carries it.
     pub(crate) fn into_sdk(self) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
-        let mut sdk = aws_sdk_dynamodb::types::Update::builder().key("pk", s(self.pk)).key("sk", s(self.sk));
-        sdk = sdk.update_expression(self.expression).set_condition_expression(self.condition);
-        for (k, v) in self.names {
-            sdk = sdk.expression_attribute_names(k, v);
-        }
-        for (k, v) in self.values {
-            sdk = sdk.expression_attribute_values(k, v);
-        }
-        sdk
+        let (condition, names, values) = self.parts.into_sdk();
+        aws_sdk_dynamodb::types::Update::builder()
+            .key("pk", s(self.pk))
+            .key("sk", s(self.sk))
+            .update_expression(self.expression)
+            .set_condition_expression(condition)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
     }
 }
 
@@ -99,9 +125,7 @@ pub struct Db {
 pub struct Write<'a> {
     db: &'a Db,
     op: WriteOp,
-    condition: Option<String>,
-    names: Vec<(String, String)>,
-    values: Vec<(String, AttributeValue)>,
+    parts: Conditions,
     returns: Option<aws_sdk_dynamodb::types::ReturnValue>,
 }
 
@@ -114,17 +138,17 @@ enum WriteOp {
 impl Write<'_> {
     /// Only if `condition` holds (a DynamoDB condition expression).
     pub fn when(mut self, condition: impl Into<String>) -> Self {
-        self.condition = Some(condition.into());
+        self.parts.when(condition);
         self
     }
     /// `#placeholder` for an attribute name (reserved words, or names built at run time).
     pub fn name(mut self, placeholder: impl Into<String>, attribute: impl Into<String>) -> Self {
-        self.names.push((placeholder.into(), attribute.into()));
+        self.parts.name(placeholder, attribute);
         self
     }
     /// `:placeholder` for a value.
     pub fn value(mut self, placeholder: impl Into<String>, v: AttributeValue) -> Self {
-        self.values.push((placeholder.into(), v));
+        self.parts.value(placeholder, v);
         self
     }
     /// Answer the item as it was before the write, as it is after, or the updated attributes.
@@ -139,9 +163,8 @@ impl Write<'_> {
     }
 
     async fn send(self) -> Result<Item, Failed> {
-        let (db, names, values) = (self.db, self.names, self.values);
-        let names = (!names.is_empty()).then(|| names.into_iter().collect::<HashMap<_, _>>());
-        let values = (!values.is_empty()).then(|| values.into_iter().collect::<HashMap<_, _>>());
+        let db = self.db;
+        let (condition, names, values) = self.parts.into_sdk();
         let key = |pk: String, sk: String| HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))]);
         match self.op {
             WriteOp::Put(item) => db
@@ -149,7 +172,7 @@ impl Write<'_> {
                 .put_item()
                 .table_name(&db.table)
                 .set_item(Some(item))
-                .set_condition_expression(self.condition)
+                .set_condition_expression(condition)
                 .set_expression_attribute_names(names)
                 .set_expression_attribute_values(values)
                 .set_return_values(self.returns)
@@ -163,7 +186,7 @@ impl Write<'_> {
                 .table_name(&db.table)
                 .set_key(Some(key(pk, sk)))
                 .update_expression(expression)
-                .set_condition_expression(self.condition)
+                .set_condition_expression(condition)
                 .set_expression_attribute_names(names)
                 .set_expression_attribute_values(values)
                 .set_return_values(self.returns)
@@ -176,7 +199,7 @@ impl Write<'_> {
                 .delete_item()
                 .table_name(&db.table)
                 .set_key(Some(key(pk, sk)))
-                .set_condition_expression(self.condition)
+                .set_condition_expression(condition)
                 .set_expression_attribute_names(names)
                 .set_expression_attribute_values(values)
                 .set_return_values(self.returns)
@@ -515,7 +538,7 @@ impl Db {
     }
 
     fn write(&self, op: WriteOp) -> Write<'_> {
-        Write { db: self, op, condition: None, names: vec![], values: vec![], returns: None }
+        Write { db: self, op, parts: Conditions::default(), returns: None }
     }
 
     /// The items of partition `pk` with sort keys between `lo` and `hi` (inclusive), in key
