@@ -56,6 +56,9 @@ pub struct PlatformSecret {
     /// Keys the one-click unsubscribe links in sent mail. From the oldest root, as the
     /// tombstones are: a link in a message sent years ago still works after a rotation.
     pub unsubscribe_key: Vec<u8>,
+    /// Keys the links that carry a customer's authority (`crate::links`): the current root's
+    /// first, then the retired and pending roots', which open links and never make them.
+    link_keys: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for PlatformSecret {
@@ -95,7 +98,18 @@ impl PlatformSecret {
             reply_token_key: derive(root.as_bytes(), "helpdesk-reply/v1"),
             csrf_key: derive(root.as_bytes(), "portal-csrf/v1"),
             unsubscribe_key: derive(oldest.as_bytes(), "unsubscribe/v1"),
+            link_keys: std::iter::once(&root).chain(&retired).chain(&pending).map(|r| derive(r.as_bytes(), "link/v1")).collect(),
         })
+    }
+
+    /// The key new links are made under (`crate::links`).
+    pub fn link_key(&self) -> &[u8] {
+        &self.link_keys[0]
+    }
+
+    /// The keys a link is accepted under, current first.
+    pub fn link_keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.link_keys.iter().map(Vec::as_slice)
     }
 
     /// Seal `plaintext` under the current root, bound to `aad` (what it belongs to).

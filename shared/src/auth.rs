@@ -67,6 +67,13 @@ pub enum Credential {
         session_id: String,
         contact_id: String,
     },
+    /// A link that carries a customer's authority over one object (`crate::links`: an emailed
+    /// booking's manage link): reaches that object of this contact only, on the pages that take
+    /// such a link.
+    Link {
+        object: String,
+        contact_id: String,
+    },
     /// No credential (the portal's token exchange), from this source address.
     Public {
         source: String,
@@ -204,6 +211,7 @@ impl Principal {
             // Per session (docs/api.md): one customer cannot spend the workspace's buckets.
             (Credential::Portal { session_id, .. }, _) => format!("PORTAL#{session_id}"),
             (Credential::Public { source }, _) => format!("IP#{source}"),
+            (Credential::Link { object, .. }, _) => format!("LINK#{object}"),
             (_, Some(ws)) => ws.to_string(),
             (_, None) => format!("SUB#{}", self.subject),
         }
@@ -214,6 +222,17 @@ impl Principal {
         match &self.credential {
             Credential::Portal { contact_id, .. } => Some(contact_id),
             _ => None,
+        }
+    }
+
+    /// The holder of a link that opened (`crate::links`) for `object` of `contact_id`.
+    pub fn link(ws: &WorkspaceId, object: &str, contact_id: &str) -> Self {
+        Principal {
+            workspace_id: Some(ws.clone()),
+            subject: format!("link:{object}"),
+            scopes: vec![],
+            credential: Credential::Link { object: object.into(), contact_id: contact_id.into() },
+            requires_confirmation: RequiresConfirmation::default(),
         }
     }
 

@@ -163,10 +163,10 @@ impl Grant {
             return Err(ApiError::internal(format!("this route does not declare the effect {}", info.capability)));
         }
         let customer = match &self.principal.credential {
-            Credential::Portal { contact_id, .. } if info.self_service => Some(contact_id.clone()),
+            Credential::Portal { contact_id, .. } | Credential::Link { contact_id, .. } if info.self_service => Some(contact_id.clone()),
             // No scope to check: the effect is everyone's, and its function picks the target.
             Credential::Public { .. } if info.public => return Ok(self.authority(None, None)),
-            Credential::Portal { .. } | Credential::Public { .. } => {
+            Credential::Portal { .. } | Credential::Link { .. } | Credential::Public { .. } => {
                 return Err(ApiError::forbidden(format!("a portal session cannot {}", info.summary.to_lowercase())));
             }
             Credential::ApiKey { .. } | Credential::OAuth => None,
@@ -212,6 +212,7 @@ impl Grant {
     fn by(&self) -> String {
         match &self.principal.credential {
             Credential::Portal { contact_id, .. } => format!("portal:{contact_id}"),
+            Credential::Link { object, contact_id } => format!("link:{object}:{contact_id}"),
             _ => self.principal.subject.clone(),
         }
     }
@@ -311,5 +312,16 @@ mod tests {
         let g = Grant::new(p, &BOTH, None, "POST", "/portal/me/erasure", bytes::Bytes::new());
         assert_eq!(g.authorize::<Send>().unwrap_err().status().as_u16(), 403);
         assert_eq!(g.authorize::<Erase>().unwrap().customer(), Some("ct_1"));
+    }
+
+    #[test]
+    fn a_link_reaches_only_self_service_effects_for_its_contact() {
+        static BOTH: [EffectInfo; 2] = [Send::INFO, Erase::INFO];
+        let p = Principal::link(&crate::auth::WorkspaceId::trusted("ws_1"), "bk_1", "ct_1");
+        assert_eq!((p.tenant_scope(), p.portal_contact()), ("LINK#bk_1".to_string(), None), "not a portal session");
+        let g = Grant::new(p, &BOTH, None, "POST", "/booking/cancel", bytes::Bytes::new());
+        assert_eq!(g.authorize::<Send>().unwrap_err().status().as_u16(), 403);
+        let a = g.authorize::<Erase>().unwrap();
+        assert_eq!((a.customer(), a.by()), (Some("ct_1"), "link:bk_1:ct_1"));
     }
 }

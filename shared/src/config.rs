@@ -123,6 +123,10 @@ pub struct EmailSettings {
     /// The largest message, attachments encoded, an email may make (`EMAIL_MAX_MESSAGE_BYTES`,
     /// default 40 MB: SES's limit). Lower it for recipients' limits (Gmail takes 25 MB).
     pub max_message_bytes: usize,
+    /// The domains whose mail SES receives for this deployment (`INBOUND_MAIL_DOMAINS`,
+    /// comma-separated, the template's `InboundMailDomains`): marketing mail from them offers a
+    /// mailto unsubscribe address.
+    pub inbound_domains: Vec<String>,
 }
 
 /// SES's limit on a whole message (v2 API), attachments and encoding included.
@@ -137,18 +141,21 @@ impl Default for EmailSettings {
             claim_secs: 90,
             identity_tag: None,
             max_message_bytes: SES_MAX_MESSAGE_BYTES,
+            inbound_domains: vec![],
         }
     }
 }
 
 impl EmailSettings {
     fn from_vars(var: Vars) -> Self {
-        let allowed_domains = var("ALLOWED_SENDING_DOMAINS")
-            .unwrap_or_default()
-            .split(',')
-            .map(|s| s.trim().trim_end_matches('.').to_ascii_lowercase())
-            .filter(|s| !s.is_empty())
-            .collect();
+        let domains = |list: Option<String>| -> Vec<String> {
+            list.unwrap_or_default()
+                .split(',')
+                .map(|s| s.trim().trim_end_matches('.').to_ascii_lowercase())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let allowed_domains = domains(var("ALLOWED_SENDING_DOMAINS"));
         let configuration_set = var("SES_CONFIGURATION_SET");
         let requeue_after_secs = var("EMAIL_REQUEUE_AFTER_SECS").and_then(|v| v.parse().ok()).unwrap_or(120);
         // Past the 15 s the sender keeps for recording an answer (production: above its 60 s
@@ -165,7 +172,14 @@ impl EmailSettings {
             claim_secs,
             identity_tag: var("SES_IDENTITY_TAG"),
             max_message_bytes,
+            inbound_domains: domains(var("INBOUND_MAIL_DOMAINS")),
         }
+    }
+
+    /// Does this deployment receive mail for `domain` (one of `inbound_domains` exactly: an
+    /// MX record names one domain, not its subdomains)?
+    pub fn receives(&self, domain: &str) -> bool {
+        self.inbound_domains.iter().any(|d| d.eq_ignore_ascii_case(domain))
     }
 
     /// May a workspace add `domain` (lower-cased) as a sending domain?

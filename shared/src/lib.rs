@@ -9,7 +9,8 @@
 //! 3. `events` (what an event is; its outbox item)
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
 //!    `config`, `auth`, `idempotency`, `ratelimit`, `oauth` and `oidc` (a person's tokens)
-//! 5. `app`: the per-container state holding the clients and the above
+//! 5. `app`: the per-container state holding the clients and the above; `links` (links that
+//!    carry a customer's authority over one object, made under the platform's key)
 //! 6. built on `App`: `approvals` (requests a person approves), `authority` (the proof an
 //!    effect demands), `outbox` (transactions with events, publishing, sweep), `worker`,
 //!    `request` (what handlers receive and return), `confirmation` (capability tokens
@@ -45,6 +46,7 @@ pub mod oidc;
 pub mod ratelimit;
 // 5. container state
 pub mod app;
+pub mod links;
 // 6. built on App
 pub mod approvals;
 pub mod authority;

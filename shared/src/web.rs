@@ -66,6 +66,12 @@ pub struct Page {
     /// form token and may come from anywhere (a mail provider's server, RFC 8058), in any
     /// content type; the page sets no cookie.
     pub bearer: bool,
+    /// Its address carries a link's `token` for this purpose (`crate::links`: an emailed
+    /// booking's manage link): the visitor acts as the link's contact on its one object, with
+    /// no session and no cookie. The token is checked before anything else (an invalid one is
+    /// 404 and costs no read); a POST must come from the page itself (not another site), as a
+    /// form.
+    pub link: Option<&'static str>,
     pub handler: PageHandler,
 }
 
@@ -73,12 +79,13 @@ pub struct Page {
 /// bookings::cancel, signed_in = true, effects = &[...], class = Class::...)`.
 #[macro_export]
 macro_rules! page {
-    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)? $(, class = $class:expr)? $(, bearer = $bearer:expr)?) => {
+    ($method:ident $path:literal => $handler:path $(, signed_in = $signed:expr)? $(, effects = $effects:expr)? $(, class = $class:expr)? $(, bearer = $bearer:expr)? $(, link = $link:expr)?) => {
         $crate::web::Page {
             method: $crate::reexports::http::Method::$method,
             path: $path,
             signed_in: false $(|| $signed)?,
             bearer: false $(|| $bearer)?,
+            link: { #[allow(unused_mut, unused_assignments)] let mut l: Option<&'static str> = None; $( l = Some($link); )? l },
             class: { #[allow(unused_mut, unused_assignments)] let mut c: Option<$crate::ratelimit::Class> = None; $( c = Some($class); )? c },
             effects: { #[allow(unused_mut, unused_assignments)] let mut e: &'static [$crate::authority::EffectInfo] = &[]; $( e = $effects; )? e },
             handler: {
@@ -143,6 +150,8 @@ pub struct Visit {
     /// A person's site: who is signed in, as the API would authenticate their token for this
     /// workspace (scopes capped by their role).
     pub person: Option<Principal>,
+    /// A link page: what its token grants (checked, unexpired) and the token itself.
+    pub link: Option<(crate::links::Claims, String)>,
     /// Where this visit's cookies are sent.
     pub cookie_path: String,
     pub params: Vec<(&'static str, String)>,
@@ -379,6 +388,7 @@ async fn root(app: &App, site: &Site, page: &Page, parts: http::request::Parts, 
         base,
         session: None,
         person: None,
+        link: None,
         params: vec![],
         query,
         body: Bytes::new(),
@@ -421,6 +431,19 @@ async fn stages(
     rest: &str,
 ) -> ApiResult<View> {
     let (page, params) = find(site.pages, &parts.method, rest)?;
+    let query: Vec<(String, String)> = url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
+    let link = match page.link {
+        Some(purpose) => {
+            let token = query.iter().find(|(k, _)| k == "token").map(|(_, v)| v.as_str()).unwrap_or_default();
+            let now = chrono::Utc::now().timestamp();
+            let claims = crate::links::open(app.platform_secret().await?, purpose, &ws, token, now)
+                .ok_or_else(|| ApiError::new(crate::error::ErrorCode::NotFound, "this link has expired or is not valid"))?;
+            Some((claims, token.to_string()))
+        }
+        None => None,
+    };
+    // Neither kind of page sets a cookie: their address is the credential.
+    let cookieless = page.bearer || link.is_some();
     let base = format!("{}{slug}", site.prefix);
     let cookie_path = site.cookie_path.map_or_else(|| base.clone(), String::from);
     let source = crate::request::source_ip(&parts);
@@ -432,6 +455,8 @@ async fn stages(
         Sessions::Person => PERSON_COOKIE,
     };
     let session = match cookie(&parts.headers, cookie_name) {
+        // A link page acts for the link's contact, whoever else the browser is signed in as.
+        _ if link.is_some() => None,
         // Expired, or not a member here: signed out of this workspace's pages. The cookie stays
         // (it may serve another workspace) until the person signs out.
         Some(sealed) if !sealed.is_empty() && site.sessions == Sessions::Person => {
@@ -456,8 +481,14 @@ async fn stages(
         v.cookies = cookies_out;
         return Ok(v);
     }
-    let principal = session.as_ref().map(|(_, p)| p.clone()).unwrap_or_else(|| Principal::public(&source));
+    let principal = match (&link, &session) {
+        (Some((c, _)), _) => Principal::link(&ws, &c.object, &c.contact),
+        (None, Some((_, p))) => p.clone(),
+        (None, None) => Principal::public(&source),
+    };
     let class = page.class.unwrap_or(match (&session, parts.method == Method::GET) {
+        // A link spends its own bucket (`LINK#<object>`), as a portal session does.
+        _ if link.is_some() => Class::Portal,
         // A person spends their workspace's buckets, as their API calls do.
         (Some(_), get) if site.sessions == Sessions::Person => {
             if get {
@@ -480,7 +511,7 @@ async fn stages(
     // none, and it sets no cookie).
     let nonce = match cookie(&parts.headers, CSRF_COOKIE).filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_alphanumeric())) {
         Some(n) => n.to_string(),
-        None if page.bearer => String::new(),
+        None if cookieless => String::new(),
         None => {
             let n = crate::auth::random_base62(32);
             cookies_out.push(set_cookie(&cookie_path, CSRF_COOKIE, &n, 400 * 86_400));
@@ -513,11 +544,13 @@ async fn stages(
         let cross_site = parts.headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site");
         let sent = form.iter().find(|(k, _)| k == CSRF_FIELD).map(|(_, v)| v.as_str()).unwrap_or_default();
         use subtle::ConstantTimeEq;
-        if !page.bearer && (cross_site || !bool::from(sent.as_bytes().ct_eq(csrf.as_bytes()))) {
+        if link.is_some() && cross_site {
+            return Err(ApiError::forbidden("this link's forms are sent from its own page"));
+        }
+        if !cookieless && (cross_site || !bool::from(sent.as_bytes().ct_eq(csrf.as_bytes()))) {
             return Err(ApiError::forbidden("this form has expired or came from another site; reload the page and send it again"));
         }
     }
-    let query = url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     let grant = Grant::new(principal, page.effects, None, parts.method.as_str(), rest, body.clone());
     let person = session.as_ref().filter(|_| site.sessions == Sessions::Person).map(|(_, p)| p.clone());
     let v = Visit {
@@ -526,6 +559,7 @@ async fn stages(
         base,
         cookie_path,
         person,
+        link,
         session: session.map(|(t, p)| {
             let who = match site.sessions {
                 Sessions::Portal => p.portal_contact().unwrap_or_default().to_string(),
@@ -545,7 +579,7 @@ async fn stages(
     };
     let mut view = (page.handler)(app, v).await?;
     cookies_out.append(&mut view.cookies);
-    view.cookies = if page.bearer { vec![] } else { cookies_out };
+    view.cookies = if cookieless { vec![] } else { cookies_out };
     Ok(view)
 }
 
@@ -600,8 +634,17 @@ mod tests {
     #[test]
     fn pages_match_by_segment_and_method() {
         static PAGES: &[Page] = &[
-            Page { method: Method::GET, path: "/", signed_in: false, effects: &[], class: None, bearer: false, handler: noop },
-            Page { method: Method::GET, path: "/bookings", signed_in: true, effects: &[], class: None, bearer: false, handler: noop },
+            Page { method: Method::GET, path: "/", signed_in: false, effects: &[], class: None, bearer: false, link: None, handler: noop },
+            Page {
+                method: Method::GET,
+                path: "/bookings",
+                signed_in: true,
+                effects: &[],
+                class: None,
+                bearer: false,
+                link: None,
+                handler: noop,
+            },
             Page {
                 method: Method::POST,
                 path: "/bookings/{id}/cancel",
@@ -609,6 +652,7 @@ mod tests {
                 effects: &[],
                 class: None,
                 bearer: false,
+                link: None,
                 handler: noop,
             },
         ];

@@ -566,3 +566,150 @@ async fn booking_emails_carry_one_calendar_event_across_a_move_over_dst_and_its_
     let moved_booking = c.get(&format!("/bookings/{moved_id}")).await.json["data"].clone();
     assert_eq!((moved_booking["invite_uid"].as_str(), moved_booking["invite_sequence"].as_i64()), (b["id"].as_str(), Some(2)));
 }
+
+/// The text of the booking email with `subject`, as SES received it (its manage link is sealed
+/// in the stored copy: checked here too).
+async fn delivered_booking_email(c: &Client, booking_id: &str, subject_start: &str) -> String {
+    for _ in 0..150 {
+        let emails = c.get("/emails?limit=100").await.json["data"].as_array().unwrap().clone();
+        if let Some(e) = emails
+            .iter()
+            .find(|e| e["metadata"]["booking_id"] == booking_id && e["subject"].as_str().unwrap_or_default().starts_with(subject_start))
+        {
+            let id = e["id"].as_str().unwrap();
+            let stored = c.get(&format!("/emails/{id}")).await.json["data"].clone();
+            assert!(stored["text"].as_str().unwrap().contains("[[secret:manage_url]]"), "{stored}");
+            return harness().delivered_text(c, id).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("no email \"{subject_start}...\" for {booking_id}")
+}
+
+fn manage_link(text: &str) -> String {
+    let at = text.find("http").unwrap_or_else(|| panic!("no link in {text}"));
+    text[at..].split_whitespace().next().unwrap().to_string()
+}
+
+/// A browser that does not follow redirects, so each answer is seen.
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+/// A GET as a browser makes it: (status, body, `Location`, whether a cookie was set).
+async fn page(link: &str) -> (u16, String, Option<String>, bool) {
+    let r = browser().get(link).send().await.unwrap();
+    let location = r.headers().get("location").map(|l| l.to_str().unwrap().to_string());
+    let cookie = r.headers().contains_key("set-cookie");
+    (r.status().as_u16(), r.text().await.unwrap(), location, cookie)
+}
+
+async fn post_form(link: &str, form: &str, site: &str) -> (u16, Option<String>) {
+    let r = browser()
+        .post(link)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("sec-fetch-site", site)
+        .body(form.to_string())
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.headers().get("location").map(|l| l.to_str().unwrap().to_string()))
+}
+
+#[tokio::test]
+async fn a_manage_link_opens_its_booking_only_and_reaches_the_customer_and_the_endpoints_alone() {
+    let h = harness();
+    let (ws, key) = h.workspace("bookings manage links").await;
+    let c = Client::new(&h.base_bulk, &key);
+    let domain = e2e::verified_domain(&c, &ws).await;
+    let rx = e2e::receiver::Receiver::start().await;
+    let r = c.post("/webhooks", &json!({"url": rx.url, "event_types": ["booking.*"]})).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let (_, svc) = setup(&c, 2, json!({"name": "Trim", "notifications": {"from": format!("Salon <hello@{domain}>")}})).await;
+    let a = created(&c, "/bookings", booking(&svc, &at("09:00"), "mia@example.org")).await;
+    let b = created(&c, "/bookings", json!({"service_id": svc, "start": at("10:00"), "contact_id": a["contact_id"]})).await;
+    let other = created(&c, "/bookings", booking(&svc, &at("09:00"), "noor@example.org")).await;
+    let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    assert!(a.get("manage_url").is_none(), "never in an answer: {a}");
+
+    // The confirmation carries the link; the stored copy a placeholder (checked by the helper).
+    let link = manage_link(&delivered_booking_email(&c, a_id, "Booked").await);
+    assert!(link.contains("/p/") && link.contains("/booking?token=") && !link.contains("mia"), "{link}");
+    let b_link = manage_link(&delivered_booking_email(&c, b_id, "Booked").await);
+    let other_link = manage_link(&delivered_booking_email(&c, other["id"].as_str().unwrap(), "Booked").await);
+
+    // The page: this booking, no sign-in, no cookie, actions within the window.
+    let (status, body, _, cookie) = page(&link).await;
+    assert_eq!((status, cookie), (200, false), "{body}");
+    assert!(body.contains("Trim") && body.contains("/booking/cancel?token=") && body.contains("/booking/move?token="), "{body}");
+    assert!(!body.contains("/bookings\""), "no way to the customer's other pages: {body}");
+
+    // Altered, turned to the customer's other booking, or another workspace's slug: 404, before
+    // any read. A cross-site form is refused.
+    let (base, tag) = link.rsplit_once('.').unwrap();
+    let flipped = format!("{base}.{}{}", if tag.starts_with('A') { "B" } else { "A" }, &tag[1..]);
+    for bad in [flipped, link.replace(a_id, b_id), format!("{base}."), link.replace("token=", "token=x")] {
+        assert_eq!(page(&bad).await.0, 404, "{bad}");
+        assert_eq!(post_form(&bad.replace("/booking?", "/booking/cancel?"), "", "same-origin").await.0, 404, "{bad}");
+    }
+    let cancel = link.replace("/booking?", "/booking/cancel?");
+    assert_eq!(post_form(&cancel, "", "cross-site").await.0, 403);
+    assert_eq!(c.get(&format!("/bookings/{a_id}")).await.json["data"]["status"], "confirmed");
+
+    // Move by the link: the slots page, then a new time; the old link follows the move.
+    let (status, body, _, _) = page(&link.replace("/booking?", "/booking/move?")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("name=\"start\""), "{body}");
+    let (status, to) = post_form(&link.replace("/booking?", "/booking/move?"), &format!("start={}", at("12:00")), "same-origin").await;
+    assert_eq!(status, 303);
+    let to = to.unwrap();
+    assert!(to.contains("/booking?token=") && to.ends_with("&m=moved") && !to.contains(a_id), "{to}");
+    let moved = c.get(&format!("/bookings/{a_id}")).await.json["data"].clone();
+    let new_id = moved["rescheduled_to"].as_str().unwrap().to_string();
+    let moved_link = manage_link(&delivered_booking_email(&c, &new_id, "Moved").await);
+    let token = |l: &str| l.split("token=").nth(1).unwrap().split('&').next().unwrap().to_string();
+    assert_eq!(token(&to), token(&moved_link), "the page and the moved email give the same link");
+    let (status, _, location, _) = page(&link).await;
+    assert_eq!(status, 303);
+    assert_eq!(token(&location.unwrap()), token(&moved_link), "the old link follows the move");
+    assert_eq!(page(&moved_link).await.0, 200);
+
+    // Cancel by the moved booking's link: that booking only; the customer's other one stands.
+    let (status, _) = post_form(&moved_link.replace("/booking?", "/booking/cancel?"), "", "same-origin").await;
+    assert_eq!(status, 303);
+    assert_eq!(c.get(&format!("/bookings/{new_id}")).await.json["data"]["status"], "cancelled");
+    assert_eq!(c.get(&format!("/bookings/{b_id}")).await.json["data"]["status"], "confirmed");
+    let (_, body, _, _) = page(&moved_link).await;
+    assert!(body.contains("Cancelled") && !body.contains("/booking/cancel?token="), "{body}");
+    assert_eq!(page(&b_link).await.0, 200);
+
+    // The endpoint got each booking event with the link of its booking, signed as sent.
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..100 {
+        for d in rx.take() {
+            let v = d.json();
+            let booking = if v["type"] == "booking.rescheduled" { v["data"]["to"].clone() } else { v["data"].clone() };
+            seen.insert(
+                (v["type"].as_str().unwrap().to_string(), booking["id"].as_str().unwrap().to_string()),
+                booking["manage_url"].clone(),
+            );
+        }
+        if seen.contains_key(&("booking.cancelled".into(), new_id.clone())) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(seen.get(&("booking.created".into(), a_id.to_string())), Some(&json!(link)), "{seen:?}");
+    assert_eq!(seen.get(&("booking.rescheduled".into(), new_id.clone())), Some(&json!(moved_link)), "{seen:?}");
+    assert!(seen.get(&("booking.cancelled".into(), new_id.clone())).is_some_and(|u| u.is_string()), "{seen:?}");
+
+    // Nothing stored holds a link: not the events, the deliveries nor the emails.
+    let app = h.app().await;
+    let held: Vec<String> = app.db.scan_all().await.unwrap().iter().map(e2e::item_text).filter(|t| t.contains("/booking?token=")).collect();
+    assert!(held.is_empty(), "{held:?}");
+
+    // Once its customer is erased, a link opens nothing.
+    assert_eq!(page(&other_link).await.0, 200);
+    e2e::erase(&c, "noor@example.org").await;
+    assert_eq!(page(&other_link).await.0, 404);
+}

@@ -1360,3 +1360,62 @@ async fn a_file_too_large_for_a_request_body_goes_through_a_presigned_upload_nam
     let r = c.post("/emails", &named(&sender, &up["id"])).await;
     assert!(r.json["error"]["details"][0]["message"].as_str().unwrap_or_default().contains("SHA-256"), "{}", r.json);
 }
+
+/// Mail to an address, as SES's receipt rule hands it to the inbound worker (invoked now, as
+/// Lambda would).
+async fn mail_to(to: &str, from: &str, subject: &str) {
+    let h = harness();
+    let app = h.app().await;
+    let id = ulid::Ulid::generate().to_string().to_lowercase();
+    let raw = format!(
+        "From: {from}\r\nTo: {to}\r\nSubject: {subject}\r\nMessage-ID: <{id}@mail.example.org>\r\nDate: Sun, 29 Nov 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{subject}\r\n"
+    );
+    let body =
+        tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[to.to_string()], "PASS", "PASS").await.unwrap();
+    let receipt = domain::helpdesk::mail::receipt(&body).expect("an SES receipt notification");
+    domain::helpdesk::mail::handle(&app, &receipt).await.unwrap();
+}
+
+#[tokio::test]
+async fn marketing_mail_from_a_domain_that_receives_mail_offers_a_mailto_unsubscribe() {
+    let h = harness();
+    let (ws, key) = h.workspace("mailto unsubscribe").await;
+    let domain = e2e::verified_domain(&Client::new(&h.base, &key), &ws).await;
+    let mut cfg = h.generous_config();
+    cfg.email.inbound_domains = vec![domain.clone()];
+    let c = Client::new(&h.gateway_with(cfg).await, &key);
+    let who = format!("mo-{}@example.org", ulid::Ulid::generate().to_string().to_lowercase());
+    let ct = c.post("/contacts", &json!({"email": who})).await;
+    assert_eq!(ct.status, 201, "{}", ct.json);
+    let ct = ct.json["data"]["id"].as_str().unwrap().to_string();
+
+    let e = send(&c, json!({"from": format!("News <support@{domain}>"), "to": [who], "subject": unique("News"), "text": "n"})).await;
+    assert_eq!(e["headers"]["List-Unsubscribe"], "<[[secret:list_unsubscribe]]>, <[[secret:list_unsubscribe_mailto]]>", "{e}");
+    let sent = wait_status(&c, e["id"].as_str().unwrap(), &["sent"], 30).await;
+    let m = h.ses_sent().await.into_iter().find(|m| m["id"] == sent["provider_message_id"]).expect("in moto's record");
+    let header = m["headers"]["List-Unsubscribe"].as_str().unwrap().to_string();
+    let mailto = header.split(", ").nth(1).unwrap().trim_start_matches("<mailto:").trim_end_matches('>').to_string();
+    let address = mailto.strip_suffix("?subject=unsubscribe").unwrap_or_else(|| panic!("{header}"));
+    assert!(address.starts_with("support+u") && address.ends_with(&format!("@{domain}")) && !address.contains("mo-"), "{header}");
+    assert!(address.split('@').next().unwrap().len() <= 64);
+
+    // An altered token changes nothing and starts no conversation.
+    let (local, at) = address.split_once('@').unwrap();
+    let last = local.chars().last().unwrap();
+    let altered = format!("{}{}@{at}", &local[..local.len() - 1], if last == '0' { '1' } else { '0' });
+    mail_to(&altered, &who, "unsubscribe").await;
+    assert_eq!(c.get(&format!("/contacts/{ct}")).await.json["data"]["email_status"], "subscribed");
+
+    // The real one, in another case (mail systems may change it): unsubscribed, with the
+    // ledger's entry, once even when the mail comes twice; no conversation either way.
+    for _ in 0..2 {
+        mail_to(&format!("{}@{at}", local.to_ascii_uppercase()), &who, "unsubscribe").await;
+    }
+    assert_eq!(c.get(&format!("/contacts/{ct}")).await.json["data"]["email_status"], "unsubscribed");
+    let l = ledger(&c, &who).await;
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!((l[0]["granted"].as_bool(), l[0]["email_id"].as_str()), (Some(false), e["id"].as_str()));
+    assert!(l[0]["text_shown"].as_str().unwrap().contains("mailto"), "{l:?}");
+    let convs = c.get("/helpdesk/conversations").await;
+    assert_eq!(convs.json["data"].as_array().map(Vec::len), Some(0), "{}", convs.json);
+}

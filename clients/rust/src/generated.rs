@@ -1164,6 +1164,12 @@ pub struct Booking {
     /// (absent: this booking itself). Its invites share one `UID`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invite_uid: Option<BookingId>,
+    /// The customer's manage link (`/p/<slug>/booking?token=...`: this booking's page, where it
+    /// can be cancelled or moved without a sign-in, until its end). Only in `booking.*` webhook
+    /// deliveries, added as they are signed when the pages have an address; never in an API
+    /// answer or a stored event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manage_url: Option<String>,
     /// Empty once an erasure has removed the person (it may name them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,

@@ -4098,6 +4098,14 @@ export interface components {
              *     (absent: this booking itself). Its invites share one `UID`.
              */
             invite_uid?: string | null;
+            /**
+             * Format: uri
+             * @description The customer's manage link (`/p/<slug>/booking?token=...`: this booking's page, where it
+             *     can be cancelled or moved without a sign-in, until its end). Only in `booking.*` webhook
+             *     deliveries, added as they are signed when the pages have an address; never in an API
+             *     answer or a stored event.
+             */
+            manage_url?: string | null;
             /** @description Empty once an erasure has removed the person (it may name them). */
             metadata?: {
                 [key: string]: string;
@@ -23870,6 +23878,7 @@ export interface operations {
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "invite_sequence": 0,
                  *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "manage_url": "https://example.com/",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -23931,6 +23940,7 @@ export interface operations {
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "invite_sequence": 0,
                  *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "manage_url": "https://example.com/",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -23992,6 +24002,7 @@ export interface operations {
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "invite_sequence": 0,
                  *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "manage_url": "https://example.com/",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -24053,6 +24064,7 @@ export interface operations {
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "invite_sequence": 0,
                  *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "manage_url": "https://example.com/",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -24114,6 +24126,7 @@ export interface operations {
                  *         "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "invite_sequence": 0,
                  *         "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "manage_url": "https://example.com/",
                  *         "metadata": {},
                  *         "notes": "x",
                  *         "object": "booking",
@@ -24176,6 +24189,7 @@ export interface operations {
                  *           "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *           "invite_sequence": 0,
                  *           "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "manage_url": "https://example.com/",
                  *           "metadata": {},
                  *           "notes": "x",
                  *           "object": "booking",
@@ -24198,6 +24212,7 @@ export interface operations {
                  *           "id": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *           "invite_sequence": 0,
                  *           "invite_uid": "bk_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *           "manage_url": "https://example.com/",
                  *           "metadata": {},
                  *           "notes": "x",
                  *           "object": "booking",

@@ -2,13 +2,13 @@
 //! validates its input, checks the slot, and changes the booking through `ops` (cells, the
 //! booking, its event in one transaction); notifications go out through `notify`.
 
+use super::notify::Notify;
 use super::ops::{self, StoredBooking};
 use super::{
     Availability, Booking, BookingId, BookingStatus, CancelledBy, CreateBooking, CreateHold, DEFAULT_HOLD_SECS, Hold, HoldId, Resource,
     Service, ServiceId, notify, schedule,
 };
 use crate::contacts::ContactId;
-use crate::effects::{Authority, SendEmail};
 use crate::ids::ResourceId;
 use shared::auth::WorkspaceId;
 use shared::ids::{PrefixedId, Timestamp};
@@ -125,7 +125,7 @@ pub async fn create_hold(app: &App, ws: &WorkspaceId, input: CreateHold) -> ApiR
 /// service; a confirmed booking's confirmation goes out (the effect `SendEmail`). Three
 /// rounds of reads and writes: the service, hold and contact together; the resources and the
 /// first one's cells together; one transaction (with the contact, when it is new).
-pub async fn create(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, input: CreateBooking) -> ApiResult<Booking> {
+pub async fn create(send: &Notify<'_>, app: &App, ws: &WorkspaceId, input: CreateBooking) -> ApiResult<Booking> {
     let mut errs = Errors::new();
     if let Some(n) = &input.notes {
         errs.text("notes", n, 0, 2000);
@@ -184,7 +184,7 @@ fn illegal(b: &Booking, action: &str) -> ApiError {
 }
 
 /// pending -> confirmed: the confirmation goes out and the reminder is scheduled.
-pub async fn confirm(send: &Authority<SendEmail>, app: &App, ws: &WorkspaceId, id: &BookingId) -> ApiResult<Booking> {
+pub async fn confirm(send: &Notify<'_>, app: &App, ws: &WorkspaceId, id: &BookingId) -> ApiResult<Booking> {
     let sb = load(app, ws, id).await?;
     if sb.booking.status != BookingStatus::Pending {
         return Err(illegal(&sb.booking, "confirmed"));
@@ -236,7 +236,7 @@ pub enum Canceller<'a> {
 /// not exist. With `send` (the caller may send email), the customer gets the cancellation
 /// notice with its invite's cancellation.
 pub async fn cancel(
-    send: Option<&Authority<SendEmail>>,
+    send: Option<&Notify<'_>>,
     app: &App,
     ws: &WorkspaceId,
     id: &BookingId,
@@ -278,7 +278,7 @@ pub async fn cancel(
 /// withdrawn and the new one scheduled (the effect `SendEmail`). A customer moves only their own
 /// bookings (others are 404), and not later than the service's cancellation window before it.
 pub async fn reschedule(
-    send: &Authority<SendEmail>,
+    send: &Notify<'_>,
     app: &App,
     ws: &WorkspaceId,
     id: &BookingId,
@@ -308,4 +308,20 @@ pub async fn reschedule(
     notify::scheduled(send, app, ws, &svc, &resources[0], &new).await;
     notify::moved(send, app, ws, &svc, &resources[0], &new).await;
     Ok(new)
+}
+
+/// The booking a manage link's claims open (`manage`; the pages checked the token): the one it
+/// names, or the one it was moved to, while it is still the link's customer's. 404 otherwise.
+pub async fn by_link(app: &App, ws: &WorkspaceId, link: &shared::links::Claims) -> ApiResult<StoredBooking> {
+    let gone = || ApiError::not_found("booking");
+    let mut id = BookingId::parse(&link.object).ok_or_else(gone)?;
+    // A chain of moves is followed this far.
+    for _ in 0..10 {
+        let sb = ops::load_booking(app, ws, &id).await?.filter(|b| b.booking.contact_id == link.contact.as_str()).ok_or_else(gone)?;
+        match &sb.booking.rescheduled_to {
+            Some(next) => id = next.clone(),
+            None => return Ok(sb),
+        }
+    }
+    Err(gone())
 }

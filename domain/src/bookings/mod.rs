@@ -11,6 +11,7 @@
 pub mod booking;
 pub mod invite;
 pub mod list;
+pub mod manage;
 pub mod notify;
 pub mod ops;
 pub mod schedule;
@@ -276,6 +277,13 @@ pub struct Booking {
     /// The invite's `SEQUENCE`: 0 when booked, one more with each move and the cancellation.
     #[serde(default)]
     pub invite_sequence: u32,
+    /// The customer's manage link (`/p/<slug>/booking?token=...`: this booking's page, where it
+    /// can be cancelled or moved without a sign-in, until its end). Only in `booking.*` webhook
+    /// deliveries, added as they are signed when the pages have an address; never in an API
+    /// answer or a stored event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uri")]
+    pub manage_url: Option<String>,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     #[schema(value_type = String, format = DateTime)]
@@ -296,6 +304,7 @@ impl Booking {
             start: Timestamp::from(start),
             end: Timestamp::from(start + chrono::Duration::minutes(svc.duration_minutes)),
             notes: None,
+            manage_url: None,
             metadata: BTreeMap::new(),
             cancelled_by: None,
             cancel_reason: None,

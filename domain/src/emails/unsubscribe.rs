@@ -40,6 +40,8 @@ pub struct Links {
     origin: String,
     slug: String,
     secret: shared::app::PlatformSecret,
+    /// The domains whose mail this deployment receives (`INBOUND_MAIL_DOMAINS`), for mailto.
+    inbound: shared::config::EmailSettings,
 }
 
 /// The links for emails accepted now, given the workspace's record (read by the caller with
@@ -49,7 +51,12 @@ pub struct Links {
 pub async fn links(app: &App, workspace: &store::Item, origin: Option<&str>) -> ApiResult<Option<Links>> {
     let Some(origin) = origin.or(app.cfg.portal_pages_url.as_deref()) else { return Ok(None) };
     let Some(slug) = store::get_str(workspace, "slug").map(String::from) else { return Ok(None) };
-    Ok(Some(Links { origin: origin.trim_end_matches('/').to_string(), slug, secret: app.platform_secret().await?.clone() }))
+    Ok(Some(Links {
+        origin: origin.trim_end_matches('/').to_string(),
+        slug,
+        secret: app.platform_secret().await?.clone(),
+        inbound: app.cfg.email.clone(),
+    }))
 }
 
 /// What a token's tag is the MAC of: each part and a line break.
@@ -81,19 +88,58 @@ fn sole_recipient(e: &Email) -> Option<&str> {
 /// webhook receiver, an export) can use it to change the recipient's consent.
 pub const SEALED_AS: &str = "list_unsubscribe";
 
+/// The mailto address's placeholder, sealed as the link is.
+pub const SEALED_MAILTO_AS: &str = "list_unsubscribe_mailto";
+
+/// What marks a mailto token in an address's `+tag`.
+const MAIL_TOKEN_MARK: char = 'u';
+/// A mailto token: the mark, the email's ULID and the tag, both in Crockford base32.
+const MAIL_TOKEN_LEN: usize = 1 + 26 + 26;
+
+/// The 128-bit tag in Crockford's base32 (26 characters, the alphabet of ids): mail systems may
+/// change the case of an address's local part, and base32 reads the same either way.
+fn base32(tag: &[u8]) -> Option<String> {
+    let bytes: [u8; 16] = tag.try_into().ok()?;
+    Some(ulid::Ulid(u128::from_be_bytes(bytes)).to_string())
+}
+
+/// `mailto:<sender>+u<email><tag>@<sender's domain>?subject=unsubscribe` (RFC 2369), for a
+/// sender at a domain whose mail this deployment receives (`INBOUND_MAIL_DOMAINS`): mail to it
+/// comes back through the inbound worker, [`by_mail`]. None when the address would not fit
+/// (a local part is at most 64 characters) or the sender's own address has a `+tag`.
+fn mailto(links: &Links, e: &Email, tag: &[u8]) -> Option<String> {
+    let (_, from) = shared::validate::parse_mailbox(&e.from)?;
+    let (local, domain) = from.rsplit_once('@')?;
+    if !links.inbound.receives(domain) || local.contains('+') {
+        return None;
+    }
+    let ulid = e.id.as_str().strip_prefix("em_")?;
+    let local = format!("{local}+{MAIL_TOKEN_MARK}{ulid}{}", base32(tag)?).to_ascii_lowercase();
+    (local.len() <= 64).then(|| format!("mailto:{local}@{domain}?subject=unsubscribe"))
+}
+
 /// Add the two headers to a marketing email with one recipient, unless the caller set its own
-/// `List-Unsubscribe` (theirs is kept, and its POST is theirs to answer).
+/// `List-Unsubscribe` (theirs is kept, and its POST is theirs to answer). The header names the
+/// link and, where the sender's domain receives mail here, a mailto address.
 pub fn add_headers(e: &mut Email, links: &Links, ws: &WorkspaceId) -> ApiResult<()> {
     if e.transactional || e.headers.keys().any(|k| k.eq_ignore_ascii_case(LIST_UNSUBSCRIBE)) {
         return Ok(());
     }
     let Some(addr) = sole_recipient(e) else { return Ok(()) };
-    let token = format!("{ws}.{}.{}", e.id, b64(&tag(&links.secret.unsubscribe_key, ws, &e.id, addr)));
+    let tag = tag(&links.secret.unsubscribe_key, ws, &e.id, addr);
+    let token = format!("{ws}.{}.{}", e.id, b64(&tag));
     // In the query, not the path: access logs record paths.
     let url = format!("{}/p/{}/unsubscribe?token={token}", links.origin, links.slug);
-    e.carry_secrets(&links.secret, &[(SEALED_AS, &url)])?;
+    let mut header = format!("<{}>", super::secret_placeholder(SEALED_AS));
+    match mailto(links, e, &tag) {
+        Some(mailto) => {
+            e.carry_secrets(&links.secret, &[(SEALED_AS, &url), (SEALED_MAILTO_AS, &mailto)])?;
+            header.push_str(&format!(", <{}>", super::secret_placeholder(SEALED_MAILTO_AS)));
+        }
+        None => e.carry_secrets(&links.secret, &[(SEALED_AS, &url)])?,
+    }
     e.headers.retain(|k, _| !k.eq_ignore_ascii_case(LIST_UNSUBSCRIBE_POST));
-    e.headers.insert(LIST_UNSUBSCRIBE.into(), format!("<{}>", super::secret_placeholder(SEALED_AS)));
+    e.headers.insert(LIST_UNSUBSCRIBE.into(), header);
     e.headers.insert(LIST_UNSUBSCRIBE_POST.into(), ONE_CLICK.into());
     Ok(())
 }
@@ -116,6 +162,37 @@ pub async fn open(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Target>
     if w != &**ws || sent.len() != 16 {
         return Err(unknown());
     }
+    opened(app, ws, id, &sent).await
+}
+
+/// Whether an address's `+tag` is shaped as a mailto token (it may still be forged).
+pub fn is_mail_token(tag: &str) -> bool {
+    tag.len() == MAIL_TOKEN_LEN && tag.starts_with(MAIL_TOKEN_MARK) && tag.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// Mail to a mailto address of [`add_headers`] arrived (its `+tag`, any case): unsubscribe its
+/// email's recipient, as the link's one-click POST does. The token is the proof, as the link's
+/// is: the tag over the workspace, the email and its one recipient. Answers false for a token
+/// that does not open (altered, another workspace's, an email erased or never sent).
+pub async fn by_mail(app: &App, ws: &WorkspaceId, tag: &str) -> ApiResult<bool> {
+    if !is_mail_token(tag) {
+        return Ok(false);
+    }
+    let upper = tag[1..].to_ascii_uppercase();
+    let (ulid, sent) = upper.split_at(26);
+    let (Some(id), Ok(sent)) = (EmailId::parse(&format!("em_{ulid}")), ulid::Ulid::from_string(sent)) else { return Ok(false) };
+    let target = match opened(app, ws, id, &sent.0.to_be_bytes()).await {
+        Ok(t) => t,
+        Err(e) if e.status().as_u16() == 404 => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    set(app, ws, &target, false, &Request { via: Via::Mail, ip_address: None, user_agent: None }).await?;
+    Ok(true)
+}
+
+/// The target of email `id`'s link whose tag is `sent`, or 404.
+async fn opened(app: &App, ws: &WorkspaceId, id: EmailId, sent: &[u8]) -> ApiResult<Target> {
+    let unknown = || ApiError::not_found("unsubscribe link");
     let stored = super::load(app, ws, &id).await?.ok_or_else(unknown)?;
     // Only a message that reached SES (or may have: a send whose outcome is unknown) put the
     // link in anyone's hands.
@@ -124,7 +201,7 @@ pub async fn open(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Target>
         return Err(unknown());
     }
     let addr = sole_recipient(&stored.email).ok_or_else(unknown)?;
-    if !shared::crypto::hmac_sha256_verify_prefix(&app.platform_secret().await?.unsubscribe_key, &tagged(ws, &id, addr), &sent) {
+    if !shared::crypto::hmac_sha256_verify_prefix(&app.platform_secret().await?.unsubscribe_key, &tagged(ws, &id, addr), sent) {
         return Err(unknown());
     }
     Ok(Target { address: addr.to_string(), email_id: id })
@@ -146,6 +223,8 @@ pub enum Via {
     OneClick,
     /// The page's button.
     Page,
+    /// Mail to the header's mailto address.
+    Mail,
 }
 
 impl Via {
@@ -153,6 +232,7 @@ impl Via {
         match self {
             Via::OneClick => "one_click",
             Via::Page => "page",
+            Via::Mail => "mail",
         }
     }
 }
@@ -166,7 +246,8 @@ pub struct Unsubscribed {
     pub contact_id: Option<String>,
     /// The email whose link was used.
     pub email_id: EmailId,
-    /// `one_click` (the mail client's POST) or `page` (the unsubscribe page's button).
+    /// `one_click` (the mail client's POST), `page` (the unsubscribe page's button) or `mail`
+    /// (mail to the header's mailto address).
     pub via: String,
     /// The consent event recorded.
     pub consent_id: ConsentId,
@@ -265,6 +346,7 @@ pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: 
                 (Via::OneClick, _) => "List-Unsubscribe=One-Click (RFC 8058), sent by the mail client".into(),
                 (Via::Page, false) => "Unsubscribe (the unsubscribe page's button)".into(),
                 (Via::Page, true) => "Subscribe again (the unsubscribe page's button)".into(),
+                (Via::Mail, _) => "Mail to the List-Unsubscribe mailto address (RFC 2369)".into(),
             },
             text_version: "unsubscribe/v1".into(),
             ip_address: req.ip_address.filter(|ip| ip.parse::<std::net::IpAddr>().is_ok()).map(String::from),

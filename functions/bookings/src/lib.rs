@@ -1,6 +1,7 @@
 //! Bookings: resources, services, availability, holds and bookings. The rules, the cells that
 //! make overlaps impossible and the slot arithmetic are `domain::bookings`.
 
+use domain::bookings::notify::Notify;
 use domain::bookings::{
     Availability, Booking, BookingStatus, CancelBooking, CancelledBy, ContactInput, CreateBooking, CreateHold, CreateResource, Hold,
     Notifications, Price, RescheduleBooking, Resource, ResourceId, Service, ServiceId, ServiceInput, Slot, UpdateResource, schedule,
@@ -164,6 +165,7 @@ pub async fn create_hold(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn create_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: CreateBooking = req.json()?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::created(&booking::create(&send, app, req.ws()?, input).await?))
 }
 
@@ -198,6 +200,7 @@ pub async fn get_booking(app: &App, req: Req) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn confirm_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::ok(&booking::confirm(&send, app, req.ws()?, &req.path_id("id")?).await?))
 }
 
@@ -226,6 +229,7 @@ pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let by = booking::Canceller::Staff { recorded_as: input.cancelled_by.unwrap_or(CancelledBy::Staff) };
     // The notice is an email: a key that must ask before it sends asks before it cancels.
     let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::ok(&booking::cancel(Some(&send), app, req.ws()?, &req.path_id("id")?, by, input.reason).await?))
 }
 
@@ -237,6 +241,7 @@ pub async fn cancel_booking(app: &App, req: Req) -> ApiResult<Reply> {
 pub async fn reschedule_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let input: RescheduleBooking = req.json()?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::ok(
         &booking::reschedule(
             &send,

@@ -7,6 +7,7 @@
 //! their own rate class, `portal`, per session.
 
 use domain::bookings::booking::Canceller;
+use domain::bookings::notify::Notify;
 use domain::bookings::ops;
 use domain::bookings::{Booking, BookingId};
 use domain::contacts::{self, Contact, ContactId};
@@ -229,6 +230,7 @@ pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     let b = domain::bookings::booking::cancel(Some(&send), app, req.ws()?, &id, Canceller::Customer(&ct), input.reason).await?;
     Ok(Reply::ok(&b))
 }
@@ -285,6 +287,7 @@ pub async fn reschedule_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::ok(&domain::bookings::booking::reschedule(&send, app, req.ws()?, &id, Canceller::Customer(&ct), &input.start).await?))
 }
 

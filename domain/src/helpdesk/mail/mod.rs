@@ -141,6 +141,16 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
     let last = targets.len() - 1;
     for (i, (ws, mailbox, token)) in targets.into_iter().enumerate() {
         let ws = WorkspaceId::trusted(ws);
+        // Mail to a marketing email's mailto unsubscribe address: an unsubscribe, not a
+        // conversation (a forged token changes nothing and is dropped).
+        if let Some(tag) = token.as_deref().filter(|t| crate::emails::unsubscribe::is_mail_token(t)) {
+            let done = crate::emails::unsubscribe::by_mail(app, &ws, tag).await.map_err(|e| e.to_string())?;
+            tracing::info!(workspace_id = %ws, done, "inbound unsubscribe");
+            if !done {
+                dropped("unknown_unsubscribe");
+            }
+            continue;
+        }
         // The files move into the last workspace's message instead of being copied.
         let attachments = if i == last { std::mem::take(&mut parsed.attachments) } else { parsed.attachments.clone() };
         let inc = Incoming {

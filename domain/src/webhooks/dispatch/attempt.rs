@@ -95,7 +95,8 @@ pub async fn attempt_and_record(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEnd
         ("x-service-event-type", x.delivery.event_type.as_str()),
         ("x-service-delivery-id", x.delivery.id.as_str()),
     ];
-    let sent = d.http.send(&ep.endpoint.url, &keys, &x.delivery.event_id, &x.body, &headers, number).await;
+    let body = super::links::add(d, ws, &x.delivery.event_type, &x.body).await?;
+    let sent = d.http.send(&ep.endpoint.url, &keys, &x.delivery.event_id, &body, &headers, number).await;
     let (success, gone) = (sent.success, sent.gone);
     tracing::info!(delivery_id = %x.delivery.id, endpoint_id = %ep.endpoint.id, attempt = number,
         status = ?sent.attempt.status_code, error = ?sent.attempt.error, duration_ms = sent.attempt.duration_ms, "webhook attempt");

@@ -12,6 +12,7 @@
 pub mod attempt;
 pub mod client;
 pub mod fanout;
+pub mod links;
 pub mod replay;
 
 use crate::webhooks::DeliveryJob;

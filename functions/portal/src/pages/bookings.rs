@@ -4,6 +4,7 @@
 use super::layout::{Notice, csrf};
 use super::{Ctx, customer};
 use domain::bookings::booking::{self, Canceller};
+use domain::bookings::notify::Notify;
 use domain::bookings::{Booking, BookingId, BookingStatus, ops};
 use domain::effects as fx;
 use maud::{Markup, html};
@@ -15,7 +16,7 @@ use std::collections::HashMap;
 /// Bookings shown per list: a customer's own, so a page holds them all in practice.
 const SHOWN: usize = 50;
 
-fn status(ctx: &Ctx, s: BookingStatus) -> &'static str {
+pub fn status(ctx: &Ctx, s: BookingStatus) -> &'static str {
     match s {
         BookingStatus::Pending => ctx.w.status_pending,
         BookingStatus::Confirmed => ctx.w.status_confirmed,
@@ -108,6 +109,7 @@ pub async fn cancel(app: &App, v: Visit) -> ApiResult<View> {
     let ct = customer(app, &v).await?.0.id;
     let Some(id) = BookingId::parse(v.param("id")) else { return refused(app, &v, ApiError::not_found("booking")).await };
     let send = v.grant.authorize::<fx::SendEmail>()?;
+    let send = Notify { send: &send, pages: v.origin.as_deref() };
     match booking::cancel(Some(&send), app, &v.ws, &id, Canceller::Customer(&ct), None).await {
         Ok(_) => Ok(View::redirect(format!("{}/bookings?m=cancelled", v.base))),
         Err(e) => refused(app, &v, e).await,
@@ -117,7 +119,6 @@ pub async fn cancel(app: &App, v: Visit) -> ApiResult<View> {
 /// Seven days of open times from `date` (default today, in the customer's zone).
 pub async fn move_form(app: &App, v: Visit) -> ApiResult<View> {
     let ctx = Ctx::of(app, &v).await?;
-    let w = ctx.w;
     let ct = customer(app, &v).await?.0.id;
     let b = BookingId::parse(v.param("id")).ok_or_else(|| ApiError::not_found("booking"))?;
     let sb = booking::load(app, &v.ws, &b)
@@ -125,6 +126,15 @@ pub async fn move_form(app: &App, v: Visit) -> ApiResult<View> {
         .ok()
         .filter(|s| s.booking.contact_id == ct.as_str())
         .ok_or_else(|| ApiError::not_found("booking"))?;
+    let action = format!("{}/bookings/{}/move", ctx.base, b);
+    let back = (format!("{}/bookings", ctx.base), ctx.w.back_to_bookings);
+    slots(app, &v, &ctx, &sb.booking, &action, "?", back).await
+}
+
+/// The open times of `b`'s resource for seven days from the `date` in the query, as buttons
+/// that post `start` to `action` (`sep`: what joins `action` and the pager's `date`).
+pub async fn slots(app: &App, v: &Visit, ctx: &Ctx, b: &Booking, action: &str, sep: &str, back: (String, &str)) -> ApiResult<View> {
+    let w = ctx.w;
     let today = chrono::Utc::now().with_timezone(&ctx.zone).date_naive();
     // Within a year from today: any other date is today's week (no date arithmetic overflows).
     let last = today + chrono::Days::new(365);
@@ -133,7 +143,7 @@ pub async fn move_form(app: &App, v: Visit) -> ApiResult<View> {
     let free = booking::availability(
         app,
         &v.ws,
-        Some(&sb.booking.service_id),
+        Some(&b.service_id),
         &from.to_string(),
         &(to - chrono::Days::new(1)).to_string(),
         Some(&ctx.zone_name),
@@ -142,34 +152,31 @@ pub async fn move_form(app: &App, v: Visit) -> ApiResult<View> {
     let days: Vec<(String, Vec<String>)> = free
         .0
         .into_iter()
-        .map(|(day, slots)| {
-            (day, slots.into_iter().filter(|s| s.resource_ids.contains(&sb.booking.resource_id)).map(|s| s.start).collect())
-        })
+        .map(|(day, slots)| (day, slots.into_iter().filter(|s| s.resource_ids.contains(&b.resource_id)).map(|s| s.start).collect()))
         .filter(|(_, s): &(String, Vec<String>)| !s.is_empty())
         .collect();
-    let base = format!("{}/bookings/{}/move", ctx.base, b);
     let earlier = (from > today).then(|| (from - chrono::Days::new(7)).max(today));
     Ok(ctx.page(
         w.move_title,
         None,
         html! {
-            p { (ctx.when(&sb.booking.start)) }
+            p { (ctx.when(&b.start)) }
             p { (w.move_intro) }
             @if days.is_empty() { p { (w.no_slots) } }
             @for (day, starts) in &days {
                 h2 data-day=(day) { (ctx.day(&day_start(&starts[0]))) }
-                form.slots method="post" action=(base) {
-                    (csrf(&ctx))
+                form.slots method="post" action=(action) {
+                    (csrf(ctx))
                     @for s in starts {
                         button type="submit" name="start" value=(s) { (hour(s)) }
                     }
                 }
             }
             p.pager {
-                @if let Some(e) = earlier { a href={ (base) "?date=" (e) } { (w.earlier) } " " }
-                a href={ (base) "?date=" (to) } { (w.later) }
+                @if let Some(e) = earlier { a href={ (action) (sep) "date=" (e) } { (w.earlier) } " " }
+                a href={ (action) (sep) "date=" (to) } { (w.later) }
             }
-            p { a href={ (ctx.base) "/bookings" } { (w.back_to_bookings) } }
+            p { a href=(back.0) { (back.1) } }
         },
     ))
 }
@@ -190,6 +197,7 @@ pub async fn move_to(app: &App, v: Visit) -> ApiResult<View> {
     let ct = customer(app, &v).await?.0.id;
     let Some(id) = BookingId::parse(v.param("id")) else { return refused(app, &v, ApiError::not_found("booking")).await };
     let send = v.grant.authorize::<fx::SendEmail>()?;
+    let send = Notify { send: &send, pages: v.origin.as_deref() };
     let start = v.field("start").unwrap_or_default();
     match booking::reschedule(&send, app, &v.ws, &id, Canceller::Customer(&ct), start).await {
         Ok(_) => Ok(View::redirect(format!("{}/bookings?m=moved", v.base))),

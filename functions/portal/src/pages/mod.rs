@@ -13,6 +13,7 @@ mod assets;
 mod bookings;
 mod data;
 mod layout;
+mod manage;
 mod sign_in;
 mod unsubscribe;
 pub mod words;
@@ -51,6 +52,10 @@ pub static PAGES: &[Page] = &[
     page!(POST "/data/erasure/code" => data::erasure_code, signed_in = true, effects = &[fx::SendEmail::INFO]),
     page!(GET "/data/erasure" => data::erasure_form, signed_in = true),
     page!(POST "/data/erasure" => data::erase, signed_in = true, effects = &[fx::EraseSubject::INFO]),
+    page!(GET "/booking" => manage::show, link = domain::bookings::manage::PURPOSE),
+    page!(POST "/booking/cancel" => manage::cancel, effects = &[fx::SendEmail::INFO], link = domain::bookings::manage::PURPOSE),
+    page!(GET "/booking/move" => manage::move_form, link = domain::bookings::manage::PURPOSE),
+    page!(POST "/booking/move" => manage::move_to, effects = &[fx::SendEmail::INFO], link = domain::bookings::manage::PURPOSE),
     page!(GET "/unsubscribe" => unsubscribe::show, class = Class::Unsubscribe, bearer = true),
     page!(POST "/unsubscribe" => unsubscribe::post, class = Class::Unsubscribe, bearer = true),
     page!(GET "/style.css" => assets::style),
