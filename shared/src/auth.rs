@@ -211,7 +211,9 @@ impl Principal {
             // Per session (docs/api.md): one customer cannot spend the workspace's buckets.
             (Credential::Portal { session_id, .. }, _) => format!("PORTAL#{session_id}"),
             (Credential::Public { source }, _) => format!("IP#{source}"),
-            (Credential::Link { object, .. }, _) => format!("LINK#{object}"),
+            // Per contact, not per object: a move makes a new booking and a new token, and must
+            // not make a new bucket.
+            (Credential::Link { contact_id, .. }, _) => format!("LINK#{contact_id}"),
             (_, Some(ws)) => ws.to_string(),
             (_, None) => format!("SUB#{}", self.subject),
         }

@@ -318,7 +318,7 @@ mod tests {
     fn a_link_reaches_only_self_service_effects_for_its_contact() {
         static BOTH: [EffectInfo; 2] = [Send::INFO, Erase::INFO];
         let p = Principal::link(&crate::auth::WorkspaceId::trusted("ws_1"), "bk_1", "ct_1");
-        assert_eq!((p.tenant_scope(), p.portal_contact()), ("LINK#bk_1".to_string(), None), "not a portal session");
+        assert_eq!((p.tenant_scope(), p.portal_contact()), ("LINK#ct_1".to_string(), None), "not a portal session");
         let g = Grant::new(p, &BOTH, None, "POST", "/booking/cancel", bytes::Bytes::new());
         assert_eq!(g.authorize::<Send>().unwrap_err().status().as_u16(), 403);
         let a = g.authorize::<Erase>().unwrap();

@@ -63,7 +63,7 @@ pub mod web;
 
 pub use app::App;
 pub use error::{ApiError, ApiResult};
-pub use request::{Reply, Req};
+pub use request::{Reply, Req, WsReq};
 
 /// Used by the `area!` macro so area crates need no extra dependencies.
 pub mod reexports {

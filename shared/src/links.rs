@@ -31,6 +31,36 @@ impl Kind {
     }
 }
 
+/// Every link kind, for [`redact`].
+const KINDS: &[&Kind] = &[&BOOKING];
+
+/// `text` with the token of every link in it replaced by `[redacted]`: for text that came back
+/// from outside and will be stored where readers of the workspace see it (a customer's reply
+/// quoting their booking email, a webhook receiver's answer echoing a delivery).
+pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for kind in KINDS {
+        let at = format!("{}?token=", kind.page);
+        if !out.contains(&at) {
+            continue;
+        }
+        let mut s = String::with_capacity(out.len());
+        let mut rest: &str = &out;
+        while let Some(i) = rest.find(&at) {
+            s.push_str(&rest[..i + at.len()]);
+            rest = &rest[i + at.len()..];
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))).unwrap_or(rest.len());
+            if end > 0 {
+                s.push_str("[redacted]");
+            }
+            rest = &rest[end..];
+        }
+        s.push_str(rest);
+        out = std::borrow::Cow::Owned(s);
+    }
+    out
+}
+
 /// What a valid token says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claims {
@@ -100,6 +130,13 @@ mod tests {
         assert_eq!(open(&secret(&"b".repeat(32), &[]), "booking", "ws_1", &t, 0), None, "another root");
         assert_eq!(sign(&k, "booking", "ws_1", &Claims { contact: String::new(), ..c.clone() }), None, "an erased contact");
         assert_eq!(sign(&k, "booking", "ws_1", &Claims { object: "a.b".into(), ..c }), None);
+    }
+
+    #[test]
+    fn redacting_removes_every_token_and_keeps_the_rest() {
+        let t = "See https://x.example/p/acme/booking?token=bk_1.ct_1.99.AbC-_x, and /p/a/booking?token=bk_2.ct_2.1.Q&m=moved.";
+        assert_eq!(redact(t), "See https://x.example/p/acme/booking?token=[redacted], and /p/a/booking?token=[redacted]&m=moved.");
+        assert!(matches!(redact("no links here"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

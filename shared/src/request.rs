@@ -37,13 +37,57 @@ pub struct Req {
     pub pages_origin: Option<String>,
 }
 
-impl Req {
-    /// The caller's workspace. The pipeline answers 403 before the handler on every route that
-    /// needs one and has none; a route declared without (`needs_workspace = false`) gets the
-    /// same answer here.
-    pub fn ws(&self) -> ApiResult<&crate::auth::WorkspaceId> {
-        self.principal.workspace_id.as_ref().ok_or_else(|| ApiError::forbidden("this route needs a credential that reaches a workspace"))
+/// What the handler of a workspace's route receives: the request and the workspace its
+/// credential reaches, established before the handler runs, so a handler cannot forget to ask
+/// or ask for another. The pipeline answers 403 before the handler on every route that needs a
+/// workspace and has none; a route declared without one (`needs_workspace = false`) whose
+/// handler takes a `WsReq` gets the same answer.
+pub struct WsReq {
+    pub ws: crate::auth::WorkspaceId,
+    pub req: Req,
+}
+
+impl std::ops::Deref for WsReq {
+    type Target = Req;
+    fn deref(&self) -> &Req {
+        &self.req
     }
+}
+
+/// The request types a handler may take: [`Req`], or [`WsReq`] on a workspace's route.
+pub trait FromReq: Sized + Send + 'static {
+    fn from_req(req: Req) -> ApiResult<Self>;
+}
+
+impl FromReq for Req {
+    fn from_req(req: Req) -> ApiResult<Self> {
+        Ok(req)
+    }
+}
+
+impl FromReq for WsReq {
+    fn from_req(req: Req) -> ApiResult<Self> {
+        let ws = req.principal.workspace_id.clone();
+        let ws = ws.ok_or_else(|| ApiError::forbidden("this route needs a credential that reaches a workspace"))?;
+        Ok(WsReq { ws, req })
+    }
+}
+
+/// Call handler `f` with the request type it takes (`shared::area!` routes every operation
+/// through here).
+pub fn call<'a, R, F, Fut>(app: &'a App, req: Req, f: F) -> futures_util::future::BoxFuture<'a, ApiResult<Reply>>
+where
+    R: FromReq,
+    F: FnOnce(&'a App, R) -> Fut,
+    Fut: std::future::Future<Output = ApiResult<Reply>> + Send + 'a,
+{
+    match R::from_req(req) {
+        Ok(r) => Box::pin(f(app, r)),
+        Err(e) => Box::pin(async move { Err(e) }),
+    }
+}
+
+impl Req {
     pub fn param(&self, name: &str) -> &str {
         self.params.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str()).unwrap_or_default()
     }

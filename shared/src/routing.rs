@@ -165,7 +165,7 @@ macro_rules! area {
                             app: &'a $crate::App,
                             req: $crate::request::Req,
                         ) -> $crate::reexports::BoxFuture<'a, $crate::error::ApiResult<$crate::request::Reply>> {
-                            Box::pin($handler(app, req))
+                            $crate::request::call(app, req, $handler)
                         }
                         #[allow(unused_mut)]
                         let mut route = $crate::routing::Route::of::<[<__path_ $handler>]>(handle);

@@ -487,7 +487,7 @@ async fn stages(
         (None, None) => Principal::public(&source),
     };
     let class = page.class.unwrap_or(match (&session, parts.method == Method::GET) {
-        // A link spends its own bucket (`LINK#<object>`), as a portal session does.
+        // A link spends its contact's bucket (`LINK#<contact>`), as a portal session does.
         _ if link.is_some() => Class::Portal,
         // A person spends their workspace's buckets, as their API calls do.
         (Some(_), get) if site.sessions == Sessions::Person => {
@@ -633,29 +633,10 @@ mod tests {
 
     #[test]
     fn pages_match_by_segment_and_method() {
-        static PAGES: &[Page] = &[
-            Page { method: Method::GET, path: "/", signed_in: false, effects: &[], class: None, bearer: false, link: None, handler: noop },
-            Page {
-                method: Method::GET,
-                path: "/bookings",
-                signed_in: true,
-                effects: &[],
-                class: None,
-                bearer: false,
-                link: None,
-                handler: noop,
-            },
-            Page {
-                method: Method::POST,
-                path: "/bookings/{id}/cancel",
-                signed_in: true,
-                effects: &[],
-                class: None,
-                bearer: false,
-                link: None,
-                handler: noop,
-            },
-        ];
+        const fn page(method: Method, path: &'static str) -> Page {
+            Page { method, path, signed_in: false, effects: &[], class: None, bearer: false, link: None, handler: noop }
+        }
+        static PAGES: &[Page] = &[page(Method::GET, "/"), page(Method::GET, "/bookings"), page(Method::POST, "/bookings/{id}/cancel")];
         assert_eq!(find(PAGES, &Method::GET, "/").unwrap().0.path, "/");
         let (p, params) = find(PAGES, &Method::POST, "/bookings/bk_1/cancel").unwrap();
         assert_eq!((p.path, params), ("/bookings/{id}/cancel", vec![("id", "bk_1".to_string())]));

@@ -625,6 +625,7 @@ async fn a_manage_link_opens_its_booking_only_and_reaches_the_customer_and_the_e
     let rx = e2e::receiver::Receiver::start().await;
     let r = c.post("/webhooks", &json!({"url": rx.url, "event_types": ["booking.*"]})).await;
     assert_eq!(r.status, 201, "{}", r.json);
+    let secret = r.json["data"]["secret"].as_str().unwrap().to_string();
     let (_, svc) = setup(&c, 2, json!({"name": "Trim", "notifications": {"from": format!("Salon <hello@{domain}>")}})).await;
     let a = created(&c, "/bookings", booking(&svc, &at("09:00"), "mia@example.org")).await;
     let b = created(&c, "/bookings", json!({"service_id": svc, "start": at("10:00"), "contact_id": a["contact_id"]})).await;
@@ -648,7 +649,11 @@ async fn a_manage_link_opens_its_booking_only_and_reaches_the_customer_and_the_e
     // any read. A cross-site form is refused.
     let (base, tag) = link.rsplit_once('.').unwrap();
     let flipped = format!("{base}.{}{}", if tag.starts_with('A') { "B" } else { "A" }, &tag[1..]);
-    for bad in [flipped, link.replace(a_id, b_id), format!("{base}."), link.replace("token=", "token=x")] {
+    let (_, other_key) = h.workspace("bookings manage links, another").await;
+    let other_slug = Client::new(&h.base, &other_key).get("/workspaces/current").await.json["data"]["slug"].as_str().unwrap().to_string();
+    let slug = link.split("/p/").nth(1).unwrap().split('/').next().unwrap().to_string();
+    let elsewhere = link.replace(&format!("/p/{slug}/"), &format!("/p/{other_slug}/"));
+    for bad in [flipped, link.replace(a_id, b_id), format!("{base}."), link.replace("token=", "token=x"), elsewhere] {
         assert_eq!(page(&bad).await.0, 404, "{bad}");
         assert_eq!(post_form(&bad.replace("/booking?", "/booking/cancel?"), "", "same-origin").await.0, 404, "{bad}");
     }
@@ -687,6 +692,7 @@ async fn a_manage_link_opens_its_booking_only_and_reaches_the_customer_and_the_e
     let mut seen = std::collections::BTreeMap::new();
     for _ in 0..100 {
         for d in rx.take() {
+            assert!(d.verifies(&secret), "signed as sent");
             let v = d.json();
             let booking = if v["type"] == "booking.rescheduled" { v["data"]["to"].clone() } else { v["data"].clone() };
             seen.insert(
@@ -707,6 +713,19 @@ async fn a_manage_link_opens_its_booking_only_and_reaches_the_customer_and_the_e
     let app = h.app().await;
     let held: Vec<String> = app.db.scan_all().await.unwrap().iter().map(e2e::item_text).filter(|t| t.contains("/booking?token=")).collect();
     assert!(held.is_empty(), "{held:?}");
+
+    // A customer's mail that carries the link (a forward, a paste) reaches the helpdesk without
+    // its token.
+    let to = format!("hello@{domain}");
+    let raw = format!(
+        "From: mia@example.org\r\nTo: {to}\r\nSubject: Re: Booked\r\nMessage-ID: <{}@mail.example.org>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nThanks! Forwarding it as it was: To cancel or move it: {b_link}\r\n",
+        ulid::Ulid::generate()
+    );
+    let body = tools::admin::store_inbound(app.s3(), &h.resources.mail_bucket, raw.as_bytes(), &[to], "PASS", "PASS").await.unwrap();
+    domain::helpdesk::mail::handle(&app, &domain::helpdesk::mail::receipt(&body).unwrap()).await.unwrap();
+    let convs = c.get("/helpdesk/conversations").await.json["data"].as_array().unwrap().clone();
+    let msgs = c.get(&format!("/helpdesk/conversations/{}/messages", convs[0]["id"].as_str().unwrap())).await.json.to_string();
+    assert!(msgs.contains("booking?token=[redacted]") && !msgs.contains(&token(&b_link)), "{msgs}");
 
     // Once its customer is erased, a link opens nothing.
     assert_eq!(page(&other_link).await.0, 200);

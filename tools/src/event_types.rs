@@ -70,11 +70,11 @@ fn payload_schemas() -> Vec<(&'static str, Value)> {
         (
             "ContactUnsubscribedData",
             object(
-                "An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link.",
+                "An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link or mailto address.",
                 json!({
                     "object": {"type": "string", "enum": ["unsubscribe"]}, "email": text,
                     "contact_id": {"type": ["string", "null"], "pattern": "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"},
-                    "email_id": id("em"), "via": {"type": "string", "enum": ["one_click", "page"]}, "consent_id": id("cons"),
+                    "email_id": id("em"), "via": {"type": "string", "enum": ["one_click", "page", "mail"]}, "consent_id": id("cons"),
                 }),
             ),
         ),

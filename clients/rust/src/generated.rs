@@ -1591,7 +1591,7 @@ pub enum ContactStatus {
     Other,
 }
 
-/// An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link.
+/// An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link or mailto address.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContactUnsubscribedData {
     pub consent_id: ConsentId,
@@ -4280,6 +4280,8 @@ pub enum ContactUnsubscribedDataVia {
     OneClick,
     #[serde(rename = "page")]
     Page,
+    #[serde(rename = "mail")]
+    Mail,
     /// A value this version of the client does not know.
     #[serde(other)]
     Other,

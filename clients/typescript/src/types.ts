@@ -4429,7 +4429,7 @@ export interface components {
          * @enum {string}
          */
         ContactStatus: "lead" | "prospect" | "customer" | "churned" | "archived" | (string & {});
-        /** @description An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link. */
+        /** @description An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link or mailto address. */
         ContactUnsubscribedData: {
             consent_id: string;
             contact_id: string | null;
@@ -4438,7 +4438,7 @@ export interface components {
             /** @enum {string} */
             object: "unsubscribe";
             /** @enum {string} */
-            via: "one_click" | "page";
+            via: "one_click" | "page" | "mail";
         };
         Content: {
             html?: string | null;

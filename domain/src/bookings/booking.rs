@@ -314,6 +314,14 @@ pub async fn reschedule(
 /// names, or the one it was moved to, while it is still the link's customer's. 404 otherwise.
 pub async fn by_link(app: &App, ws: &WorkspaceId, link: &shared::links::Claims) -> ApiResult<StoredBooking> {
     let gone = || ApiError::not_found("booking");
+    let contact = ContactId::parse(&link.contact).ok_or_else(gone)?;
+    // The customer still exists and is not being erased: a deleted contact's link ends as its
+    // portal sessions do, and an erasure that began wins over a move made meanwhile.
+    let (c, _) = crate::contacts::load(app, ws, &contact).await.map_err(|e| if e.status().as_u16() == 404 { gone() } else { e })?;
+    let tomb = crate::privacy::tombstone_sk(app, ws, &c.email).await?;
+    if app.db.get(&shared::store::ws_pk(ws), &tomb).await?.is_some() {
+        return Err(gone());
+    }
     let mut id = BookingId::parse(&link.object).ok_or_else(gone)?;
     // A chain of moves is followed this far.
     for _ in 0..10 {

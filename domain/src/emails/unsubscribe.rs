@@ -59,14 +59,26 @@ pub async fn links(app: &App, workspace: &store::Item, origin: Option<&str>) -> 
     }))
 }
 
+/// Which address a tag is for: the link's or the mailto's. Their tags differ, so whoever sees
+/// the mail sent to the mailto address (a relay, a shared mailbox) cannot make the link from it.
+#[derive(Clone, Copy)]
+enum Channel {
+    Link,
+    Mail,
+}
+
 /// What a token's tag is the MAC of: each part and a line break.
-fn tagged(ws: &str, email_id: &str, address: &str) -> Vec<u8> {
-    format!("unsubscribe/v1\n{ws}\n{email_id}\n{address}\n").into_bytes()
+fn tagged(channel: Channel, ws: &str, email_id: &str, address: &str) -> Vec<u8> {
+    let v = match channel {
+        Channel::Link => "unsubscribe/v1",
+        Channel::Mail => "unsubscribe-mail/v1",
+    };
+    format!("{v}\n{ws}\n{email_id}\n{address}\n").into_bytes()
 }
 
 /// The token's tag: the MAC's first 128 bits.
-fn tag(key: &[u8], ws: &str, email_id: &str, address: &str) -> Vec<u8> {
-    shared::crypto::hmac_sha256(key, &tagged(ws, email_id, address))[..16].to_vec()
+fn tag(channel: Channel, key: &[u8], ws: &str, email_id: &str, address: &str) -> Vec<u8> {
+    shared::crypto::hmac_sha256(key, &tagged(channel, ws, email_id, address))[..16].to_vec()
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -126,12 +138,12 @@ pub fn add_headers(e: &mut Email, links: &Links, ws: &WorkspaceId) -> ApiResult<
         return Ok(());
     }
     let Some(addr) = sole_recipient(e) else { return Ok(()) };
-    let tag = tag(&links.secret.unsubscribe_key, ws, &e.id, addr);
-    let token = format!("{ws}.{}.{}", e.id, b64(&tag));
+    let key = &links.secret.unsubscribe_key;
+    let token = format!("{ws}.{}.{}", e.id, b64(&tag(Channel::Link, key, ws, &e.id, addr)));
     // In the query, not the path: access logs record paths.
     let url = format!("{}/p/{}/unsubscribe?token={token}", links.origin, links.slug);
     let mut header = format!("<{}>", super::secret_placeholder(SEALED_AS));
-    match mailto(links, e, &tag) {
+    match mailto(links, e, &tag(Channel::Mail, key, ws, &e.id, addr)) {
         Some(mailto) => {
             e.carry_secrets(&links.secret, &[(SEALED_AS, &url), (SEALED_MAILTO_AS, &mailto)])?;
             header.push_str(&format!(", <{}>", super::secret_placeholder(SEALED_MAILTO_AS)));
@@ -162,7 +174,7 @@ pub async fn open(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<Target>
     if w != &**ws || sent.len() != 16 {
         return Err(unknown());
     }
-    opened(app, ws, id, &sent).await
+    opened(app, ws, Channel::Link, id, &sent).await
 }
 
 /// Whether an address's `+tag` is shaped as a mailto token (it may still be forged).
@@ -181,7 +193,7 @@ pub async fn by_mail(app: &App, ws: &WorkspaceId, tag: &str) -> ApiResult<bool> 
     let upper = tag[1..].to_ascii_uppercase();
     let (ulid, sent) = upper.split_at(26);
     let (Some(id), Ok(sent)) = (EmailId::parse(&format!("em_{ulid}")), ulid::Ulid::from_string(sent)) else { return Ok(false) };
-    let target = match opened(app, ws, id, &sent.0.to_be_bytes()).await {
+    let target = match opened(app, ws, Channel::Mail, id, &sent.0.to_be_bytes()).await {
         Ok(t) => t,
         Err(e) if e.status().as_u16() == 404 => return Ok(false),
         Err(e) => return Err(e),
@@ -191,7 +203,7 @@ pub async fn by_mail(app: &App, ws: &WorkspaceId, tag: &str) -> ApiResult<bool> 
 }
 
 /// The target of email `id`'s link whose tag is `sent`, or 404.
-async fn opened(app: &App, ws: &WorkspaceId, id: EmailId, sent: &[u8]) -> ApiResult<Target> {
+async fn opened(app: &App, ws: &WorkspaceId, channel: Channel, id: EmailId, sent: &[u8]) -> ApiResult<Target> {
     let unknown = || ApiError::not_found("unsubscribe link");
     let stored = super::load(app, ws, &id).await?.ok_or_else(unknown)?;
     // Only a message that reached SES (or may have: a send whose outcome is unknown) put the
@@ -201,7 +213,7 @@ async fn opened(app: &App, ws: &WorkspaceId, id: EmailId, sent: &[u8]) -> ApiRes
         return Err(unknown());
     }
     let addr = sole_recipient(&stored.email).ok_or_else(unknown)?;
-    if !shared::crypto::hmac_sha256_verify_prefix(&app.platform_secret().await?.unsubscribe_key, &tagged(ws, &id, addr), sent) {
+    if !shared::crypto::hmac_sha256_verify_prefix(&app.platform_secret().await?.unsubscribe_key, &tagged(channel, ws, &id, addr), sent) {
         return Err(unknown());
     }
     Ok(Target { address: addr.to_string(), email_id: id })

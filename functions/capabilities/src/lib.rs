@@ -16,7 +16,7 @@ pub mod pages;
 use domain::approvals::{ApprovalRequest, ApprovalRequestId, ApprovalState, DenyApproval};
 use domain::capabilities::{Capability, Confirmation, ConfirmationId, ConfirmationStatus, CreateConfirmation};
 use serde::Deserialize;
-use shared::{ApiResult, App, Reply, Req};
+use shared::{ApiResult, App, Reply, Req, WsReq};
 
 shared::area! {
     tag = "capabilities", description = "Capability confirmations: a person approves the exact write before an agent's key may perform it",
@@ -45,8 +45,8 @@ pub async fn list_capabilities(_app: &App, _req: Req) -> ApiResult<Reply> {
 /// `capability.confirmed`.
 #[utoipa::path(post, path = "/capability-confirmations", tag = "capabilities", request_body = CreateConfirmation,
     responses((status = 201, body = shared::openapi::Data<Confirmation>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
-    let (shown, stored) = domain::capabilities::create(app, req.ws()?, &req.principal, req.json()?).await?;
+pub async fn create_confirmation(app: &App, req: WsReq) -> ApiResult<Reply> {
+    let (shown, stored) = domain::capabilities::create(app, &req.ws, &req.principal, req.json()?).await?;
     Ok(Reply::created(&shown).replay_as(&stored))
 }
 
@@ -61,22 +61,21 @@ struct ListConfirmations {
 #[utoipa::path(get, path = "/capability-confirmations", tag = "capabilities",
     params(shared::openapi::PageParams, ("capability" = Option<String>, Query), ("api_key_id" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Confirmation>), shared::openapi::CommonErrors))]
-pub async fn list_confirmations(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_confirmations(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: ListConfirmations = req.query_as()?;
     let page = req
         .page(app, "capability_confirmations", &[("capability", q.capability.as_deref()), ("api_key_id", q.api_key_id.as_deref())])
         .await?;
-    let found =
-        domain::capabilities::list(app, req.ws()?, q.capability.as_deref(), q.api_key_id.as_deref(), page.after.clone(), page.limit);
+    let found = domain::capabilities::list(app, &req.ws, q.capability.as_deref(), q.api_key_id.as_deref(), page.after.clone(), page.limit);
     Ok(Reply::page(&page, found.await?))
 }
 
 /// One capability confirmation and its audit trail (never the token).
 #[utoipa::path(get, path = "/capability-confirmations/{id}", tag = "capabilities", params(("id" = String, Path, description = "cc_...")),
     responses((status = 200, body = shared::openapi::Data<Confirmation>), shared::openapi::CommonErrors))]
-pub async fn get_confirmation(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_confirmation(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: ConfirmationId = req.path_id("id")?;
-    Ok(Reply::ok(&domain::capabilities::load(app, req.ws()?, &id).await?))
+    Ok(Reply::ok(&domain::capabilities::load(app, &req.ws, &id).await?))
 }
 
 /// The filter of `GET /approval-requests`.
@@ -89,20 +88,20 @@ struct ListApprovals {
 #[utoipa::path(get, path = "/approval-requests", tag = "capabilities",
     params(shared::openapi::PageParams, ("state" = Option<ApprovalState>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<ApprovalRequest>), shared::openapi::CommonErrors))]
-pub async fn list_approval_requests(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_approval_requests(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: ListApprovals = req.query_as()?;
     let state = q.state.map(|s| s.as_str());
     let page = req.page(app, "approval_requests", &[("state", state)]).await?;
-    Ok(Reply::page(&page, domain::approvals::list(app, req.ws()?, q.state, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, domain::approvals::list(app, &req.ws, q.state, page.after.clone(), page.limit).await?))
 }
 
 /// One approval request: what the agent asked, the preview of everything it will do, the
 /// objects it depends on, and the decision.
 #[utoipa::path(get, path = "/approval-requests/{id}", tag = "capabilities", params(("id" = String, Path, description = "apr_...")),
     responses((status = 200, body = shared::openapi::Data<ApprovalRequest>), shared::openapi::CommonErrors))]
-pub async fn get_approval_request(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_approval_request(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: ApprovalRequestId = req.path_id("id")?;
-    Ok(Reply::ok(&domain::approvals::load(app, req.ws()?, &id).await?))
+    Ok(Reply::ok(&domain::approvals::load(app, &req.ws, &id).await?))
 }
 
 /// Approve: a person who may cause the effect themselves (its least scope through their role;
@@ -112,9 +111,9 @@ pub async fn get_approval_request(app: &App, req: Req) -> ApiResult<Reply> {
 /// on changed since. Events `approval.approved`, `capability.confirmed`.
 #[utoipa::path(post, path = "/approval-requests/{id}/approve", tag = "capabilities", params(("id" = String, Path, description = "apr_...")),
     responses((status = 200, body = shared::openapi::Data<ApprovalRequest>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn approve_request(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn approve_request(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: ApprovalRequestId = req.path_id("id")?;
-    Ok(Reply::ok(&domain::approvals::approve(app, req.ws()?, &req.principal, &id).await?))
+    Ok(Reply::ok(&domain::approvals::approve(app, &req.ws, &req.principal, &id).await?))
 }
 
 /// Deny, with a reason: the request never runs (the approver rule of approving applies). Event
@@ -122,7 +121,7 @@ pub async fn approve_request(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/approval-requests/{id}/deny", tag = "capabilities", params(("id" = String, Path, description = "apr_...")),
     request_body = DenyApproval,
     responses((status = 200, body = shared::openapi::Data<ApprovalRequest>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn deny_request(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn deny_request(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: ApprovalRequestId = req.path_id("id")?;
-    Ok(Reply::ok(&domain::approvals::deny(app, req.ws()?, &req.principal, &id, req.json()?).await?))
+    Ok(Reply::ok(&domain::approvals::deny(app, &req.ws, &req.principal, &id, req.json()?).await?))
 }

@@ -7,7 +7,7 @@
 //! contacts area unlink a deleted contact's deals.
 
 use domain::deals::{CreateDeal, Deal, DealId, DealStatus, UpdateDeal};
-use shared::{ApiResult, App, Reply, Req};
+use shared::{ApiResult, App, Reply, WsReq};
 
 shared::area! {
     tag = "deals", description = "Deals and their open -> won | lost lifecycle",
@@ -15,21 +15,21 @@ shared::area! {
     schemas = [Deal, DealStatus, CreateDeal, UpdateDeal],
 }
 
-async fn load(app: &App, req: &Req) -> ApiResult<(Deal, i64)> {
-    domain::deals::load(app, req.ws()?, &req.path_id::<DealId>("id")?).await
+async fn load(app: &App, req: &WsReq) -> ApiResult<(Deal, i64)> {
+    domain::deals::load(app, &req.ws, &req.path_id::<DealId>("id")?).await
 }
 
 /// Create an open deal.
 #[utoipa::path(post, path = "/deals", tag = "deals", request_body = CreateDeal,
     responses((status = 201, body = shared::openapi::Data<Deal>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_deal(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::created(&domain::deals::create(app, req.ws()?, req.json()?).await?))
+pub async fn create_deal(app: &App, req: WsReq) -> ApiResult<Reply> {
+    Ok(Reply::created(&domain::deals::create(app, &req.ws, req.json()?).await?))
 }
 
 /// One deal.
 #[utoipa::path(get, path = "/deals/{id}", tag = "deals", params(("id" = String, Path, description = "deal_...")),
     responses((status = 200, body = shared::openapi::Data<Deal>), shared::openapi::CommonErrors))]
-pub async fn get_deal(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_deal(app: &App, req: WsReq) -> ApiResult<Reply> {
     Ok(Reply::ok(&load(app, &req).await?.0))
 }
 
@@ -38,27 +38,27 @@ pub async fn get_deal(app: &App, req: Req) -> ApiResult<Reply> {
     params(shared::openapi::PageParams,
         ("status" = Option<DealStatus>, Query), ("stage" = Option<String>, Query), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
     responses((status = 200, body = shared::openapi::ListOf<Deal>), shared::openapi::CommonErrors))]
-pub async fn list_deals(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_deals(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: domain::deals::ListDeals = req.query_as()?;
     let page = req.page(app, "deals", &q.bound()).await?;
-    Ok(Reply::page(&page, domain::deals::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, domain::deals::list(app, &req.ws, &q, page.after.clone(), page.limit).await?))
 }
 
 /// Change a deal; moving `status` wins, loses or reopens it (events `deal.won`, `deal.lost`,
 /// `deal.reopened`, otherwise `deal.updated`).
 #[utoipa::path(patch, path = "/deals/{id}", tag = "deals", request_body = UpdateDeal, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Deal>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn update_deal(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn update_deal(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: UpdateDeal = req.json()?;
     let (old, version) = load(app, &req).await?;
-    Ok(Reply::ok(&domain::deals::update(app, req.ws()?, old, version, input).await?))
+    Ok(Reply::ok(&domain::deals::update(app, &req.ws, old, version, input).await?))
 }
 
 /// Delete a deal.
 #[utoipa::path(delete, path = "/deals/{id}", tag = "deals", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn delete_deal(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn delete_deal(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (d, version) = load(app, &req).await?;
-    domain::deals::delete(app, req.ws()?, &d, version).await?;
+    domain::deals::delete(app, &req.ws, &d, version).await?;
     Ok(Reply::deleted(&d.id, "deal"))
 }

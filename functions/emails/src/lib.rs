@@ -21,7 +21,7 @@ use model::batch::{self, BatchEntry, BatchError, EmailBatch, SendBatch, Validati
 use model::suppressions::{self, RemoveSuppression};
 use model::{Email, EmailStatus};
 use shared::validate::validation_error as validation;
-use shared::{ApiResult, App, Reply, Req};
+use shared::{ApiResult, App, Reply, WsReq};
 
 shared::area! {
     tag = "emails", description = "Templates, sends and batches through Amazon SES, with delivery status",
@@ -51,12 +51,12 @@ pub const MAX_BATCH_BODY: usize = shared::request::MAX_LARGE_BODY_BYTES;
 /// unsubscribed (unless `transactional`), bounced or complained.
 #[utoipa::path(post, path = "/emails", tag = "emails", request_body = SendEmail,
     responses((status = 202, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn send_email(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: SendEmail = req.json()?;
     let now = chrono::Utc::now();
     let now_secs = now.timestamp();
     let draft = compose::check(input, now).map_err(validation)?;
-    let ws = req.ws()?;
+    let ws = &req.ws;
     let ctx = compose::load_context(app, ws, &[&draft], req.pages_origin.as_deref()).await?;
     let email = compose::finish(ws, draft, &ctx, None, None, now).map_err(validation)?;
     compose::send(&req.grant.authorize::<fx::SendEmail>()?, app, ws, &email, now_secs).await?;
@@ -70,9 +70,9 @@ pub async fn send_email(app: &App, req: Req) -> ApiResult<Reply> {
 /// entry that is not a send (an unknown field, a wrong type) refuses the request in either mode.
 #[utoipa::path(post, path = "/emails/batch", tag = "emails", request_body = SendBatch,
     responses((status = 202, body = shared::openapi::Data<EmailBatch>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn send_batch(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: SendBatch = req.json()?;
-    let batch = batch::accept(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws()?, input, req.pages_origin.as_deref()).await?;
+    let batch = batch::accept(&req.grant.authorize::<fx::SendEmail>()?, app, &req.ws, input, req.pages_origin.as_deref()).await?;
     Ok(Reply::accepted(&batch))
 }
 
@@ -81,16 +81,16 @@ pub async fn send_batch(app: &App, req: Req) -> ApiResult<Reply> {
 /// `email_batch` class (each upload may be a message's worth of storage).
 #[utoipa::path(post, path = "/emails/attachments", tag = "emails", request_body = model::attachments::CreateUpload,
     responses((status = 201, body = shared::openapi::Data<model::attachments::EmailUpload>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_upload(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn create_upload(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: model::attachments::CreateUpload = req.json()?;
-    Ok(Reply::created(&model::attachments::create_upload(app, req.ws()?, &input).await?))
+    Ok(Reply::created(&model::attachments::create_upload(app, &req.ws, &input).await?))
 }
 
 /// One email with its bodies (one BatchGetItem).
 #[utoipa::path(get, path = "/emails/{id}", tag = "emails", params(("id" = String, Path, description = "em_...")),
     responses((status = 200, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors))]
-pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&model::load_with_body(app, req.ws()?, &req.path_id("id")?).await?))
+pub async fn get_email(app: &App, req: WsReq) -> ApiResult<Reply> {
+    Ok(Reply::ok(&model::load_with_body(app, &req.ws, &req.path_id("id")?).await?))
 }
 
 /// Emails, newest first; filters combine. Bodies are left out (see `GET /emails/{id}`).
@@ -99,10 +99,10 @@ pub async fn get_email(app: &App, req: Req) -> ApiResult<Reply> {
         ("status" = Option<EmailStatus>, Query), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"), ("tag" = Option<String>, Query),
         ("batch_id" = Option<String>, Query, pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "eb_...: the batch's emails in request order")),
     responses((status = 200, body = shared::openapi::ListOf<Email>), shared::openapi::CommonErrors))]
-pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_emails(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: model::list::ListEmails = req.query_as()?;
     let page = req.page(app, "emails", &q.bound()).await?;
-    Ok(Reply::page(&page, model::list::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, model::list::list(app, &req.ws, &q, page.after.clone(), page.limit).await?))
 }
 
 /// The workspace's suppression list: addresses that bounced permanently or complained,
@@ -110,26 +110,26 @@ pub async fn list_emails(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/emails/suppressions", tag = "emails",
     params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<model::suppressions::Suppression>), shared::openapi::CommonErrors))]
-pub async fn list_suppressions(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_suppressions(app: &App, req: WsReq) -> ApiResult<Reply> {
     let page = req.page(app, "emails/suppressions", &[]).await?;
-    Ok(Reply::page(&page, model::suppressions::list(app, req.ws()?, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, model::suppressions::list(app, &req.ws, page.after.clone(), page.limit).await?))
 }
 
 /// Take an address off the suppression list (owners and admins), with a recorded reason.
 #[utoipa::path(delete, path = "/emails/suppressions/{address}", tag = "emails", request_body = RemoveSuppression,
     params(("address" = String, Path, description = "the suppressed address")),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn remove_suppression(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn remove_suppression(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: RemoveSuppression = req.json()?;
-    let removed = suppressions::remove(app, req.ws()?, req.param("address"), &input.reason, &req.principal.subject).await?;
+    let removed = suppressions::remove(app, &req.ws, req.param("address"), &input.reason, &req.principal.subject).await?;
     Ok(Reply::deleted(&removed.address, "email_suppression"))
 }
 
 /// Cancel an email that has not left: scheduled, or queued and not being sent this moment.
 #[utoipa::path(post, path = "/emails/{id}/cancel", tag = "emails", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Email>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn cancel_email(app: &App, req: Req) -> ApiResult<Reply> {
-    let ws = req.ws()?;
+pub async fn cancel_email(app: &App, req: WsReq) -> ApiResult<Reply> {
+    let ws = &req.ws;
     let id: model::EmailId = req.path_id("id")?;
     let e = compose::cancel(app, ws, &id).await?;
     Ok(Reply::ok(&e))

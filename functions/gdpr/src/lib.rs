@@ -11,7 +11,7 @@ use domain::gdpr::export::{self, ExportJob, ExportScope};
 use domain::gdpr::jobs::{JobError, JobStatus};
 use domain::gdpr::{ErasureId, ExportId, SubjectRef};
 use serde::Deserialize;
-use shared::{ApiError, ApiResult, App, Reply, Req};
+use shared::{ApiError, ApiResult, App, Reply, WsReq};
 use utoipa::ToSchema;
 
 shared::area! {
@@ -32,12 +32,12 @@ shared::area! {
 /// `gdpr.consent.granted` / `gdpr.consent.withdrawn`.
 #[utoipa::path(post, path = "/gdpr/consents", tag = "gdpr", request_body = RecordConsent,
     responses((status = 201, body = shared::openapi::Data<Consent>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn record_consent(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn record_consent(app: &App, req: WsReq) -> ApiResult<Reply> {
     let mut input: RecordConsent = req.json()?;
     let r = SubjectRef { email: input.email.take(), contact_id: input.contact_id.take() };
-    let subject = domain::gdpr::resolve(app, req.ws()?, &r, "subject").await.map_err(unprefix)?;
+    let subject = domain::gdpr::resolve(app, &req.ws, &r, "subject").await.map_err(unprefix)?;
     let consent = consents::build(input, &subject)?;
-    consents::record(app, req.ws()?, &consent).await?;
+    consents::record(app, &req.ws, &consent).await?;
     Ok(Reply::created(&consent))
 }
 
@@ -63,12 +63,11 @@ struct ConsentQuery {
 #[utoipa::path(get, path = "/gdpr/consents", tag = "gdpr",
     params(("email" = Option<String>, Query, format = Email), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
     responses((status = 200, body = shared::openapi::Data<ConsentState>), shared::openapi::CommonErrors))]
-pub async fn get_consents(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_consents(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: ConsentQuery = req.query_as()?;
-    let subject = domain::gdpr::resolve(app, req.ws()?, &SubjectRef { email: q.email, contact_id: q.contact_id }, "subject")
-        .await
-        .map_err(unprefix)?;
-    Ok(Reply::ok(&consents::state(app, req.ws()?, &subject).await?))
+    let subject =
+        domain::gdpr::resolve(app, &req.ws, &SubjectRef { email: q.email, contact_id: q.contact_id }, "subject").await.map_err(unprefix)?;
+    Ok(Reply::ok(&consents::state(app, &req.ws, &subject).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -86,9 +85,9 @@ pub struct CreateExport {
 /// `gdpr.export.completed` / `gdpr.export.failed`.
 #[utoipa::path(post, path = "/gdpr/exports", tag = "gdpr", request_body = CreateExport,
     responses((status = 202, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_export(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn create_export(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CreateExport = req.json()?;
-    let ws = req.ws()?;
+    let ws = &req.ws;
     let job = match (input.subject, input.scope) {
         (Some(r), None | Some(ExportScope::Subject)) => {
             let subject = domain::gdpr::resolve(app, ws, &r, "subject").await?;
@@ -103,17 +102,17 @@ pub async fn create_export(app: &App, req: Req) -> ApiResult<Reply> {
 /// Export jobs, newest first (without download links; read one job for its link).
 #[utoipa::path(get, path = "/gdpr/exports", tag = "gdpr", params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<ExportJob>), shared::openapi::CommonErrors))]
-pub async fn list_exports(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_exports(app: &App, req: WsReq) -> ApiResult<Reply> {
     let page = req.page(app, "gdpr_exports", &[]).await?;
-    Ok(Reply::page(&page, export::list(app, req.ws()?, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, export::list(app, &req.ws, page.after.clone(), page.limit).await?))
 }
 
 /// One export job; when completed, a presigned download link.
 #[utoipa::path(get, path = "/gdpr/exports/{id}", tag = "gdpr", params(("id" = String, Path, description = "gx_...")),
     responses((status = 200, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors))]
-pub async fn get_export(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_export(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: ExportId = req.path_id("id")?;
-    let mut job = export::load(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("export"))?;
+    let mut job = export::load(app, &req.ws, &id).await?.ok_or_else(|| ApiError::not_found("export"))?;
     // The link only to whoever could have made the export on their own: the scope, and no
     // person's confirmation needed for it (a restricted key sees the job, never the link).
     let may_create = match job.scope {
@@ -133,23 +132,23 @@ pub async fn get_export(app: &App, req: Req) -> ApiResult<Reply> {
 /// consent); the audit record names no one. Answers 202; event `gdpr.erasure.completed`.
 #[utoipa::path(post, path = "/gdpr/erasures", tag = "gdpr", request_body = erasure::CreateErasure,
     responses((status = 202, body = shared::openapi::Data<Erasure>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_erasure(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn create_erasure(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: erasure::CreateErasure = req.json()?;
-    Ok(Reply::accepted(&erasure::request(&req.grant, app, req.ws()?, input).await?))
+    Ok(Reply::accepted(&erasure::request(&req.grant, app, &req.ws, input).await?))
 }
 
 /// Erasure audit records, newest first.
 #[utoipa::path(get, path = "/gdpr/erasures", tag = "gdpr", params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Erasure>), shared::openapi::CommonErrors))]
-pub async fn list_erasures(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_erasures(app: &App, req: WsReq) -> ApiResult<Reply> {
     let page = req.page(app, "gdpr_erasures", &[]).await?;
-    Ok(Reply::page(&page, erasure::list(app, req.ws()?, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, erasure::list(app, &req.ws, page.after.clone(), page.limit).await?))
 }
 
 /// One erasure and its audit record.
 #[utoipa::path(get, path = "/gdpr/erasures/{id}", tag = "gdpr", params(("id" = String, Path, description = "ge_...")),
     responses((status = 200, body = shared::openapi::Data<Erasure>), shared::openapi::CommonErrors))]
-pub async fn get_erasure(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_erasure(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: ErasureId = req.path_id("id")?;
-    Ok(Reply::ok(&erasure::load(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("erasure"))?))
+    Ok(Reply::ok(&erasure::load(app, &req.ws, &id).await?.ok_or_else(|| ApiError::not_found("erasure"))?))
 }

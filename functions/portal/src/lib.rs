@@ -17,7 +17,7 @@ use domain::gdpr::export::{self, ExportJob};
 use domain::portal::{self, Me, PortalLink, PortalSession, UpdateMe};
 use serde::Deserialize;
 use shared::ids::PrefixedId;
-use shared::{ApiError, ApiResult, App, Reply, Req};
+use shared::{ApiError, ApiResult, App, Reply, Req, WsReq};
 use utoipa::ToSchema;
 
 pub mod pages;
@@ -66,15 +66,15 @@ pub struct CreateSession {
 /// contact (default), or handed to an admin caller (`delivery: return`, the token shown once).
 #[utoipa::path(post, path = "/portal/sessions", tag = "portal", request_body = CreateSession,
     responses((status = 201, body = shared::openapi::Data<PortalLink>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_session(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn create_session(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CreateSession = req.json()?;
     let id = ContactId::parse(&input.contact_id).ok_or_else(|| ApiError::validation("contact_id", "not a contact id (ct_...)"))?;
     let link = match input.delivery {
         portal::Delivery::Email => {
-            portal::email_link(&req.grant.authorize::<fx::SendEmail>()?, app, req.ws()?, &id, input.return_url).await?
+            portal::email_link(&req.grant.authorize::<fx::SendEmail>()?, app, &req.ws, &id, input.return_url).await?
         }
         portal::Delivery::Return => {
-            portal::return_link(&req.grant.authorize::<fx::OpenPortalSession>()?, app, req.ws()?, &id, input.return_url).await?
+            portal::return_link(&req.grant.authorize::<fx::OpenPortalSession>()?, app, &req.ws, &id, input.return_url).await?
         }
     };
     // The token is a credential: a replay shows the link without it.
@@ -153,7 +153,7 @@ pub async fn verify_sign_in(app: &App, req: Req) -> ApiResult<Reply> {
 
 /// The session's contact id, once its contact is known to exist: a session ends on every
 /// route as soon as its contact is deleted or erased.
-async fn me(app: &App, req: &Req) -> ApiResult<ContactId> {
+async fn me(app: &App, req: &WsReq) -> ApiResult<ContactId> {
     contact(app, req).await?;
     session_contact(req)
 }
@@ -163,8 +163,8 @@ fn session_contact(req: &Req) -> ApiResult<ContactId> {
 }
 
 /// The session's contact, or 401 once it is gone (erased or deleted).
-async fn contact(app: &App, req: &Req) -> ApiResult<(Contact, i64)> {
-    contacts::load(app, req.ws()?, &session_contact(req)?)
+async fn contact(app: &App, req: &WsReq) -> ApiResult<(Contact, i64)> {
+    contacts::load(app, &req.ws, &session_contact(req)?)
         .await
         .map_err(|_| ApiError::unauthorized("this session's contact no longer exists"))
 }
@@ -172,19 +172,19 @@ async fn contact(app: &App, req: &Req) -> ApiResult<(Contact, i64)> {
 /// The signed-in customer's own contact record.
 #[utoipa::path(get, path = "/portal/me", tag = "portal", security(("portal_session" = [])),
     responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors))]
-pub async fn get_me(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_me(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
-    Ok(Reply::ok(&portal::me(app, req.ws()?, c).await?))
+    Ok(Reply::ok(&portal::me(app, &req.ws, c).await?))
 }
 
 /// Change the customer's name or phone, and record their marketing choice.
 #[utoipa::path(patch, path = "/portal/me", tag = "portal", request_body = UpdateMe, security(("portal_session" = [])),
     responses((status = 200, body = shared::openapi::Data<Me>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn update_me(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn update_me(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: UpdateMe = req.json()?;
     let current = contact(app, &req).await?;
     let user_agent = req.headers.get("user-agent").and_then(|v| v.to_str().ok());
-    Ok(Reply::ok(&portal::update_me(app, req.ws()?, current, session_token(&req), user_agent, input).await?))
+    Ok(Reply::ok(&portal::update_me(app, &req.ws, current, session_token(&req), user_agent, input).await?))
 }
 
 /// `limit` and `cursor` are the page's.
@@ -204,14 +204,14 @@ enum When {
 #[utoipa::path(get, path = "/portal/me/bookings", tag = "portal", security(("portal_session" = [])),
     params(shared::openapi::PageParams, ("when" = Option<String>, Query, pattern = "^(upcoming|past)$", description = "upcoming (default) or past")),
     responses((status = 200, body = shared::openapi::ListOf<Booking>), shared::openapi::CommonErrors))]
-pub async fn my_bookings(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn my_bookings(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: BookingsQuery = req.query_as()?;
     let when = q.when.unwrap_or(When::Upcoming);
     let name = if when == When::Upcoming { "upcoming" } else { "past" };
     let page = req.page(app, "portal_bookings", &[("when", Some(name))]).await?;
     let ct = me(app, &req).await?;
     let now = shared::ids::Timestamp::now().to_string();
-    Ok(Reply::page(&page, ops::of_contact(app, req.ws()?, &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, ops::of_contact(app, &req.ws, &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?))
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -225,13 +225,13 @@ pub struct CancelMine {
 #[utoipa::path(post, path = "/portal/me/bookings/{id}/cancel", tag = "portal", security(("portal_session" = [])),
     request_body(content = CancelMine, description = "optional"), params(("id" = String, Path, description = "bk_...")),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn cancel_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn cancel_my_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CancelMine = if req.body.is_empty() { CancelMine::default() } else { req.json()? };
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
-    let b = domain::bookings::booking::cancel(Some(&send), app, req.ws()?, &id, Canceller::Customer(&ct), input.reason).await?;
+    let b = domain::bookings::booking::cancel(Some(&send), app, &req.ws, &id, Canceller::Customer(&ct), input.reason).await?;
     Ok(Reply::ok(&b))
 }
 
@@ -250,17 +250,17 @@ struct SlotsQuery {
         ("to" = String, Query, description = "a date (YYYY-MM-DD) or an RFC 3339 instant"),
         ("timezone" = Option<String>, Query, description = "IANA time zone of the dates and answers")),
     responses((status = 200, body = shared::openapi::Data<domain::bookings::Availability>), shared::openapi::CommonErrors))]
-pub async fn my_booking_slots(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn my_booking_slots(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: SlotsQuery = req.query_as()?;
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
-    let b = domain::bookings::booking::load(app, req.ws()?, &id)
+    let b = domain::bookings::booking::load(app, &req.ws, &id)
         .await
         .ok()
         .filter(|b| b.booking.contact_id == ct.as_str())
         .ok_or_else(|| ApiError::not_found("booking"))?;
     let mut free =
-        domain::bookings::booking::availability(app, req.ws()?, Some(&b.booking.service_id), &q.from, &q.to, q.timezone.as_deref()).await?;
+        domain::bookings::booking::availability(app, &req.ws, Some(&b.booking.service_id), &q.from, &q.to, q.timezone.as_deref()).await?;
     // Its own resource only: a move keeps the resource.
     for slots in free.0.values_mut() {
         slots.retain(|s| s.resource_ids.contains(&b.booking.resource_id));
@@ -282,32 +282,32 @@ pub struct RescheduleMine {
 #[utoipa::path(post, path = "/portal/me/bookings/{id}/reschedule", tag = "portal", security(("portal_session" = [])),
     request_body = RescheduleMine, params(("id" = String, Path, description = "bk_...")),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn reschedule_my_booking(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn reschedule_my_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: RescheduleMine = req.json()?;
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
-    Ok(Reply::ok(&domain::bookings::booking::reschedule(&send, app, req.ws()?, &id, Canceller::Customer(&ct), &input.start).await?))
+    Ok(Reply::ok(&domain::bookings::booking::reschedule(&send, app, &req.ws, &id, Canceller::Customer(&ct), &input.start).await?))
 }
 
 /// The emails sent to the customer, newest first.
 #[utoipa::path(get, path = "/portal/me/emails", tag = "portal", security(("portal_session" = [])), params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<portal::PortalEmail>), shared::openapi::CommonErrors))]
-pub async fn my_emails(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn my_emails(app: &App, req: WsReq) -> ApiResult<Reply> {
     let page = req.page(app, "portal_emails", &[]).await?;
     let (c, _) = contact(app, &req).await?;
-    Ok(Reply::page(&page, portal::emails_of(app, req.ws()?, &c, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, portal::emails_of(app, &req.ws, &c, page.after.clone(), page.limit).await?))
 }
 
 /// An export of everything the workspace holds about the customer (rate class `gdpr_export`);
 /// follow it at `GET /portal/me/exports/{id}`.
 #[utoipa::path(post, path = "/portal/me/export", tag = "portal", security(("portal_session" = [])),
     responses((status = 202, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn export_me(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
-    let subject = domain::gdpr::subject_of(app, req.ws()?, &c).await?;
-    Ok(Reply::accepted(&export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, req.ws()?, &subject).await?))
+    let subject = domain::gdpr::subject_of(app, &req.ws, &c).await?;
+    Ok(Reply::accepted(&export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, &req.ws, &subject).await?))
 }
 
 /// One of the customer's exports, with its download link once completed, for a session the
@@ -317,14 +317,14 @@ pub async fn export_me(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/portal/me/exports/{id}", tag = "portal", security(("portal_session" = [])),
     params(("id" = String, Path, description = "gx_...")),
     responses((status = 200, body = shared::openapi::Data<ExportJob>), shared::openapi::CommonErrors))]
-pub async fn my_export(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn my_export(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: ExportId = req.path_id("id")?;
     let (c, _) = contact(app, &req).await?;
-    let mut job = export::load(app, req.ws()?, &id)
+    let mut job = export::load(app, &req.ws, &id)
         .await?
         .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(c.id.as_str()))
         .ok_or_else(|| ApiError::not_found("export"))?;
-    if job.download_url.is_some() && portal::proof(app, req.ws()?, session_token(&req), &c).await?.delivery == "return" {
+    if job.download_url.is_some() && portal::proof(app, &req.ws, session_token(&req), &c).await?.delivery == "return" {
         job.download_url = None;
     }
     Ok(Reply::ok(&job))
@@ -334,10 +334,10 @@ pub async fn my_export(app: &App, req: Req) -> ApiResult<Reply> {
 /// new code replaces the last. Needs a verified sending domain.
 #[utoipa::path(post, path = "/portal/me/erasure/code", tag = "portal", security(("portal_session" = [])),
     responses((status = 202, body = shared::openapi::Data<portal::ErasureCode>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn erasure_code(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn erasure_code(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
     let auth = req.grant.authorize::<fx::SendEmail>()?;
-    Ok(Reply::accepted(&portal::send_erasure_code(&auth, app, req.ws()?, session_token(&req), &c).await?))
+    Ok(Reply::accepted(&portal::send_erasure_code(&auth, app, &req.ws, session_token(&req), &c).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -352,16 +352,16 @@ pub struct EraseMe {
 /// address, and end the session. Answers 202 with the erasure's audit record.
 #[utoipa::path(post, path = "/portal/me/erasure", tag = "portal", security(("portal_session" = [])), request_body = EraseMe,
     responses((status = 202, body = shared::openapi::Data<domain::gdpr::erasure::Erasure>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn erase_me(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn erase_me(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: EraseMe = req.json()?;
     if input.code.len() != 6 || !input.code.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::validation("code", "the 6 digits of the emailed code"));
     }
     let (c, _) = contact(app, &req).await?;
     let auth = req.grant.authorize::<fx::EraseSubject>()?;
-    let e = domain::gdpr::erasure::erase_self(&auth, app, req.ws()?, session_token(&req), &c, &input.code).await?;
+    let e = domain::gdpr::erasure::erase_self(&auth, app, &req.ws, session_token(&req), &c, &input.code).await?;
     portal::revoke(app, session_token(&req)).await?;
-    portal::end_sessions(app, req.ws()?, &c.id).await?;
+    portal::end_sessions(app, &req.ws, &c.id).await?;
     Ok(Reply::accepted(&e))
 }
 

@@ -12,7 +12,7 @@ use domain::posts::{
     VariantStatus,
 };
 use shared::auth::WorkspaceId;
-use shared::{ApiResult, App, Reply, Req};
+use shared::{ApiResult, App, Reply, WsReq};
 
 shared::area! {
     tag = "posts", description = "Posts for channels: drafts and schedules",
@@ -24,8 +24,8 @@ shared::area! {
     schemas = [Post, PostStatus, Variant, VariantStatus, VariantError, VariantInput, Media, CreatePost, UpdatePost, SchedulePost],
 }
 
-async fn load(app: &App, req: &Req) -> ApiResult<(Post, i64)> {
-    domain::posts::load(app, req.ws()?, &req.path_id::<PostId>("id")?).await
+async fn load(app: &App, req: &WsReq) -> ApiResult<(Post, i64)> {
+    domain::posts::load(app, &req.ws, &req.path_id::<PostId>("id")?).await
 }
 
 /// A post's channels must be active channels of the workspace and its texts within their
@@ -40,11 +40,11 @@ async fn check_channels(app: &App, ws: &WorkspaceId, post: &Post) -> ApiResult<(
 
 /// Write a change and its event.
 /// A change that leaves the post scheduled is the effect `PublishPost`; any other is not.
-async fn save(app: &App, req: &Req, change: &Change, version: i64) -> ApiResult<()> {
+async fn save(app: &App, req: &WsReq, change: &Change, version: i64) -> ApiResult<()> {
     if change.post.status == PostStatus::Scheduled {
-        domain::publishing::schedule(&req.grant.authorize::<fx::PublishPost>()?, app, req.ws()?, change, version).await
+        domain::publishing::schedule(&req.grant.authorize::<fx::PublishPost>()?, app, &req.ws, change, version).await
     } else {
-        domain::publishing::save_unpublished(app, req.ws()?, change, version).await
+        domain::publishing::save_unpublished(app, &req.ws, change, version).await
     }
 }
 
@@ -53,17 +53,17 @@ async fn save(app: &App, req: &Req, change: &Change, version: i64) -> ApiResult<
 /// Create a draft post.
 #[utoipa::path(post, path = "/posts", tag = "posts", request_body = CreatePost,
     responses((status = 201, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_post(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn create_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let post = Post::draft(req.json()?, chrono::Utc::now())?;
-    check_channels(app, req.ws()?, &post).await?;
-    domain::posts::create(app, req.ws()?, &post).await?;
+    check_channels(app, &req.ws, &post).await?;
+    domain::posts::create(app, &req.ws, &post).await?;
     Ok(Reply::created(&post))
 }
 
 /// One post with its channel variants.
 #[utoipa::path(get, path = "/posts/{id}", tag = "posts", params(("id" = String, Path, description = "post_...")),
     responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors))]
-pub async fn get_post(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     Ok(Reply::ok(&load(app, &req).await?.0))
 }
 
@@ -72,20 +72,20 @@ pub async fn get_post(app: &App, req: Req) -> ApiResult<Reply> {
     params(shared::openapi::PageParams,
         ("status" = Option<PostStatus>, Query), ("channel_id" = Option<String>, Query, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
     responses((status = 200, body = shared::openapi::ListOf<Post>), shared::openapi::CommonErrors))]
-pub async fn list_posts(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_posts(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: domain::posts::ListPosts = req.query_as()?;
     let page = req.page(app, "posts", &q.bound()).await?;
-    Ok(Reply::page(&page, domain::posts::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, domain::posts::list(app, &req.ws, &q, page.after.clone(), page.limit).await?))
 }
 
 /// Change a draft or scheduled post.
 #[utoipa::path(patch, path = "/posts/{id}", tag = "posts", request_body = UpdatePost, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn update_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let patch: UpdatePost = req.json()?;
     let (post, version) = load(app, &req).await?;
     let change = post.apply(patch, chrono::Utc::now())?;
-    check_channels(app, req.ws()?, &change.post).await?;
+    check_channels(app, &req.ws, &change.post).await?;
     save(app, &req, &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
@@ -93,9 +93,9 @@ pub async fn update_post(app: &App, req: Req) -> ApiResult<Reply> {
 /// Delete a post that is not publishing.
 #[utoipa::path(delete, path = "/posts/{id}", tag = "posts", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn delete_post(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn delete_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
-    domain::posts::delete(app, req.ws()?, &post, version).await?;
+    domain::posts::delete(app, &req.ws, &post, version).await?;
     Ok(Reply::deleted(&post.id, "post"))
 }
 
@@ -103,11 +103,11 @@ pub async fn delete_post(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/posts/{id}/schedule", tag = "posts", request_body(content = SchedulePost, description = "optional"),
     params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn schedule_post(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn schedule_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: SchedulePost = if req.body.is_empty() { SchedulePost::default() } else { req.json()? };
     let (post, version) = load(app, &req).await?;
     let change = post.schedule(input.scheduled_at, chrono::Utc::now())?;
-    check_channels(app, req.ws()?, &change.post).await?;
+    check_channels(app, &req.ws, &change.post).await?;
     save(app, &req, &change, version).await?;
     Ok(Reply::ok(&change.post))
 }
@@ -115,7 +115,7 @@ pub async fn schedule_post(app: &App, req: Req) -> ApiResult<Reply> {
 /// Take a scheduled post back to `draft` (its `scheduled_at` is kept).
 #[utoipa::path(post, path = "/posts/{id}/cancel", tag = "posts", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn cancel_post(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn cancel_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.unschedule(chrono::Utc::now())?;
     save(app, &req, &change, version).await?;
@@ -126,10 +126,10 @@ pub async fn cancel_post(app: &App, req: Req) -> ApiResult<Reply> {
 /// channel's variant (see the post's `status` and `variants` for the outcome).
 #[utoipa::path(post, path = "/posts/{id}/publish", tag = "posts", params(("id" = String, Path)),
     responses((status = 202, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn publish_post(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn publish_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.publish_now(chrono::Utc::now())?;
-    check_channels(app, req.ws()?, &change.post).await?;
+    check_channels(app, &req.ws, &change.post).await?;
     save(app, &req, &change, version).await?;
     Ok(Reply::accepted(&change.post))
 }
@@ -138,10 +138,10 @@ pub async fn publish_post(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/posts/{id}/variants/{channel_id}/retry", tag = "posts",
     params(("id" = String, Path), ("channel_id" = String, Path, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
     responses((status = 202, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn retry_variant(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn retry_variant(app: &App, req: WsReq) -> ApiResult<Reply> {
     let channel: ChannelId = req.path_id("channel_id")?;
     let (post, version) = load(app, &req).await?;
     let auth = req.grant.authorize::<fx::PublishPost>()?;
-    let post = domain::publishing::retry_variant(&auth, app, req.ws()?, &post, version, &channel).await?;
+    let post = domain::publishing::retry_variant(&auth, app, &req.ws, &post, version, &channel).await?;
     Ok(Reply::accepted(&post))
 }

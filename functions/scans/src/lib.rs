@@ -6,7 +6,7 @@
 use domain::scans::rules::{Category, Finding, Severity};
 use domain::scans::{Categories, Requested, Scan, ScanFailure, ScanId, ScanStatus};
 use serde::Deserialize;
-use shared::{ApiError, ApiResult, App, Reply, Req};
+use shared::{ApiError, ApiResult, App, Reply, WsReq};
 use utoipa::ToSchema;
 
 shared::area! {
@@ -32,10 +32,10 @@ pub struct CreateScan {
 #[utoipa::path(post, path = "/scans", tag = "scans", request_body = CreateScan,
     responses((status = 202, body = shared::openapi::Data<Scan>), (status = 200, body = shared::openapi::Data<Scan>),
         shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_scan(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn create_scan(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CreateScan = req.json()?;
     let url = domain::scans::normalise_url(&input.url, app.cfg.webhooks.url_policy).map_err(|m| ApiError::validation("url", m))?;
-    match domain::scans::request(app, req.ws()?, &url, input.force).await? {
+    match domain::scans::request(app, &req.ws, &url, input.force).await? {
         Requested::Created(scan) => Ok(Reply::accepted(&scan)),
         Requested::Existing(scan) => Ok(Reply::ok(&scan)),
     }
@@ -46,17 +46,17 @@ pub async fn create_scan(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/scans", tag = "scans",
     params(shared::openapi::PageParams, ("status" = Option<ScanStatus>, Query), ("host" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Scan>), shared::openapi::CommonErrors))]
-pub async fn list_scans(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_scans(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q = req.query_as::<domain::scans::ListScans>()?.normalized();
     let page = req.page(app, "scans", &q.bound()).await?;
-    Ok(Reply::page(&page, domain::scans::list(app, req.ws()?, &q, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, domain::scans::list(app, &req.ws, &q, page.after.clone(), page.limit).await?))
 }
 
 /// One scan; when completed, its score, grade, categories and findings.
 #[utoipa::path(get, path = "/scans/{id}", tag = "scans", params(("id" = String, Path, description = "scan_...")),
     responses((status = 200, body = shared::openapi::Data<Scan>), shared::openapi::CommonErrors))]
-pub async fn get_scan(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_scan(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: ScanId = req.path_id("id")?;
-    let (scan, _) = domain::scans::load(app, req.ws()?, &id).await?.ok_or_else(|| ApiError::not_found("scan"))?;
+    let (scan, _) = domain::scans::load(app, &req.ws, &id).await?.ok_or_else(|| ApiError::not_found("scan"))?;
     Ok(Reply::ok(&scan))
 }

@@ -9,7 +9,7 @@ use domain::webhooks::ops::{self, CreateEndpoint, EndpointWithSecret, RotateSecr
 use domain::webhooks::replay::{self, CreateReplay, ReplayId};
 use domain::webhooks::{self as model, Delivery, DeliveryId, DeliveryStatus, Endpoint, EndpointId};
 use serde::Deserialize;
-use shared::{ApiError, ApiResult, App, Reply, Req};
+use shared::{ApiError, ApiResult, App, Reply, Req, WsReq};
 
 shared::area! {
     tag = "webhooks", description = "Endpoints that receive signed events, and their delivery history",
@@ -32,9 +32,9 @@ shared::area! {
 /// Register an endpoint. The response carries its signing secret, shown this once.
 #[utoipa::path(post, path = "/webhooks", tag = "webhooks", request_body = CreateEndpoint,
     responses((status = 201, body = shared::openapi::Data<EndpointWithSecret>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn create_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::CreateWebhook>()?;
-    let shown = ops::create(&authority, app, req.ws()?, req.json()?).await?;
+    let shown = ops::create(&authority, app, &req.ws, req.json()?).await?;
     Ok(Reply::created(&shown).replay_as(&shown.endpoint))
 }
 
@@ -42,33 +42,33 @@ pub async fn create_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/webhooks", tag = "webhooks",
     params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Endpoint>), shared::openapi::CommonErrors))]
-pub async fn list_endpoints(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_endpoints(app: &App, req: WsReq) -> ApiResult<Reply> {
     let page = req.page(app, "webhooks", &[]).await?;
-    Ok(Reply::page(&page, ops::list(app, req.ws()?, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, ops::list(app, &req.ws, page.after.clone(), page.limit).await?))
 }
 
 /// One webhook endpoint (its secret is never shown again).
 #[utoipa::path(get, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "wh_...")),
     responses((status = 200, body = shared::openapi::Data<Endpoint>), shared::openapi::CommonErrors))]
-pub async fn get_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&ops::load(app, req.ws()?, &req.path_id("id")?).await?.endpoint))
+pub async fn get_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
+    Ok(Reply::ok(&ops::load(app, &req.ws, &req.path_id("id")?).await?.endpoint))
 }
 
 /// Change an endpoint (URL, event types, description, status, metadata).
 #[utoipa::path(patch, path = "/webhooks/{id}", tag = "webhooks", request_body = UpdateEndpoint, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Endpoint>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn update_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn update_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::UpdateWebhook>()?;
     let input: UpdateEndpoint = req.json()?;
-    Ok(Reply::ok(&ops::update(&authority, app, req.ws()?, &req.path_id("id")?, input).await?))
+    Ok(Reply::ok(&ops::update(&authority, app, &req.ws, &req.path_id("id")?, input).await?))
 }
 
 /// Delete an endpoint. Its pending deliveries end as `dead`.
 #[utoipa::path(delete, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn delete_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn delete_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::DeleteWebhook>()?;
-    let gone = ops::delete(&authority, app, req.ws()?, &req.path_id("id")?).await?;
+    let gone = ops::delete(&authority, app, &req.ws, &req.path_id("id")?).await?;
     Ok(Reply::deleted(&gone.id, "webhook_endpoint"))
 }
 
@@ -77,10 +77,10 @@ pub async fn delete_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/webhooks/{id}/rotate-secret", tag = "webhooks", request_body(content = RotateSecret, description = "optional"),
     params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<EndpointWithSecret>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn rotate_secret(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn rotate_secret(app: &App, req: WsReq) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::RotateWebhookSecret>()?;
     let input: RotateSecret = if req.body.is_empty() { RotateSecret::default() } else { req.json()? };
-    let shown = ops::rotate_secret(&authority, app, req.ws()?, &req.path_id("id")?, input).await?;
+    let shown = ops::rotate_secret(&authority, app, &req.ws, &req.path_id("id")?, input).await?;
     Ok(Reply::ok(&shown).replay_as(&shown.endpoint))
 }
 
@@ -88,8 +88,8 @@ pub async fn rotate_secret(app: &App, req: Req) -> ApiResult<Reply> {
 /// delivery, to follow with `GET /webhooks/{id}/deliveries`.
 #[utoipa::path(post, path = "/webhooks/{id}/test", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 202, body = shared::openapi::Data<Delivery>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::accepted(&ops::send_test(app, req.ws()?, &req.path_id("id")?).await?))
+pub async fn test_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
+    Ok(Reply::accepted(&ops::send_test(app, &req.ws, &req.path_id("id")?).await?))
 }
 
 /// Deliveries to this endpoint, newest first, optionally by status.
@@ -97,7 +97,7 @@ pub async fn test_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
     params(("id" = String, Path), shared::openapi::PageParams,
         ("status" = Option<DeliveryStatus>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Delivery>), shared::openapi::CommonErrors))]
-pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_deliveries(app: &App, req: WsReq) -> ApiResult<Reply> {
     #[derive(Deserialize)]
     struct Filters {
         status: Option<DeliveryStatus>,
@@ -105,7 +105,7 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
     let status = req.query_as::<Filters>()?.status;
     let id: EndpointId = req.path_id("id")?;
     let page = req.page(app, &format!("webhooks/{id}/deliveries"), &[("status", status.map(DeliveryStatus::as_str))]).await?;
-    Ok(Reply::page(&page, ops::deliveries(app, req.ws()?, &id, status, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, ops::deliveries(app, &req.ws, &id, status, page.after.clone(), page.limit).await?))
 }
 
 /// Attempt a delivery again now (a failed, dead or succeeded one). The retry schedule starts
@@ -113,13 +113,13 @@ pub async fn list_deliveries(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/webhooks/{id}/deliveries/{delivery_id}/retry", tag = "webhooks",
     params(("id" = String, Path), ("delivery_id" = String, Path, description = "whd_...")),
     responses((status = 202, body = shared::openapi::Data<Delivery>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn retry_delivery(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn retry_delivery(app: &App, req: WsReq) -> ApiResult<Reply> {
     // Either id malformed: no such delivery.
     let (id, delivery_id): (EndpointId, DeliveryId) = match (req.path_id("id"), req.path_id("delivery_id")) {
         (Ok(e), Ok(d)) => (e, d),
         _ => return Err(ApiError::not_found("webhook delivery")),
     };
-    Ok(Reply::accepted(&ops::retry(app, req.ws()?, &id, &delivery_id).await?))
+    Ok(Reply::accepted(&ops::retry(app, &req.ws, &id, &delivery_id).await?))
 }
 
 /// Resend what this endpoint was due between `since` and `until` (default now; at most 30
@@ -130,21 +130,21 @@ pub async fn retry_delivery(app: &App, req: Req) -> ApiResult<Reply> {
 /// Event `webhook.replay.completed` when it ends.
 #[utoipa::path(post, path = "/webhooks/{id}/replay", tag = "webhooks", request_body = CreateReplay, params(("id" = String, Path)),
     responses((status = 202, body = shared::openapi::Data<replay::Replay>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn replay_endpoint(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn replay_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CreateReplay = req.json()?;
-    Ok(Reply::accepted(&replay::start(app, req.ws()?, &req.path_id("id")?, input).await?))
+    Ok(Reply::accepted(&replay::start(app, &req.ws, &req.path_id("id")?, input).await?))
 }
 
 /// One replay: its window, status and how many events it has resent.
 #[utoipa::path(get, path = "/webhooks/{id}/replays/{replay_id}", tag = "webhooks",
     params(("id" = String, Path), ("replay_id" = String, Path, description = "whr_...")),
     responses((status = 200, body = shared::openapi::Data<replay::Replay>), shared::openapi::CommonErrors))]
-pub async fn get_replay(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn get_replay(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (id, replay_id): (EndpointId, ReplayId) = match (req.path_id("id"), req.path_id("replay_id")) {
         (Ok(e), Ok(r)) => (e, r),
         _ => return Err(ApiError::not_found("webhook replay")),
     };
-    Ok(Reply::ok(&replay::get(app, req.ws()?, &id, &replay_id).await?))
+    Ok(Reply::ok(&replay::get(app, &req.ws, &id, &replay_id).await?))
 }
 
 /// The catalog `make openapi` writes from the contract's `webhooks` section.

@@ -9,7 +9,7 @@
 use domain::effects::{self as fx, Effect as _};
 use domain::workspaces::{ApiKey, CreateApiKey, Member, SetMember, UpdateWorkspace, Workspace};
 use shared::auth::{Credential, RequiresConfirmation, Scope};
-use shared::{ApiResult, App, Reply, Req};
+use shared::{ApiResult, App, Reply, Req, WsReq};
 
 shared::area! {
     tag = "workspaces", description = "The workspace, its API keys and members",
@@ -30,18 +30,18 @@ shared::area! {
 /// The workspace of the calling credential.
 #[utoipa::path(get, path = "/workspaces/current", tag = "workspaces",
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors))]
-pub async fn get_current(app: &App, req: Req) -> ApiResult<Reply> {
-    Ok(Reply::ok(&domain::workspaces::load(app, req.ws()?).await?.0))
+pub async fn get_current(app: &App, req: WsReq) -> ApiResult<Reply> {
+    Ok(Reply::ok(&domain::workspaces::load(app, &req.ws).await?.0))
 }
 
 /// Change name, slug, time zone, locale, default currency, portal origins or metadata. (Sending domains are
 /// their own resource: `/emails/domains`.)
 #[utoipa::path(patch, path = "/workspaces/current", tag = "workspaces", request_body = UpdateWorkspace,
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn update_current(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn update_current(app: &App, req: WsReq) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::UpdateWorkspace>()?;
     let input: UpdateWorkspace = req.json()?;
-    Ok(Reply::ok(&domain::workspaces::update(&authority, app, req.ws()?, input).await?))
+    Ok(Reply::ok(&domain::workspaces::update(&authority, app, &req.ws, input).await?))
 }
 
 /// The workspaces the caller can use: with an OAuth token, every workspace its subject is a
@@ -53,7 +53,10 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "workspaces", &[]).await?;
     if req.principal.credential != Credential::OAuth {
         // Cursors are honoured (and validated) even though a key has exactly one workspace.
-        let items = if page.after.is_some() { vec![] } else { vec![domain::workspaces::load(app, req.ws()?).await?.0] };
+        let items = match (&req.principal.workspace_id, &page.after) {
+            (Some(ws), None) => vec![domain::workspaces::load(app, ws).await?.0],
+            _ => vec![],
+        };
         return Ok(Reply::list(&items, None));
     }
     Ok(Reply::page(&page, domain::workspaces::of_subject(app, &req.principal.subject, page.after.clone(), page.limit).await?))
@@ -63,18 +66,18 @@ pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(get, path = "/workspaces/current/api-keys", tag = "workspaces",
     params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<ApiKey>), shared::openapi::CommonErrors))]
-pub async fn list_api_keys(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_api_keys(app: &App, req: WsReq) -> ApiResult<Reply> {
     let page = req.page(app, "api_keys", &[]).await?;
-    Ok(Reply::page(&page, domain::workspaces::api_keys(app, req.ws()?, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, domain::workspaces::api_keys(app, &req.ws, page.after.clone(), page.limit).await?))
 }
 
 /// Members (OAuth subjects) of this workspace.
 #[utoipa::path(get, path = "/workspaces/current/members", tag = "workspaces",
     params(shared::openapi::PageParams),
     responses((status = 200, body = shared::openapi::ListOf<Member>), shared::openapi::CommonErrors))]
-pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn list_members(app: &App, req: WsReq) -> ApiResult<Reply> {
     let page = req.page(app, "members", &[]).await?;
-    Ok(Reply::page(&page, domain::workspaces::members(app, req.ws()?, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, domain::workspaces::members(app, &req.ws, page.after.clone(), page.limit).await?))
 }
 
 /// Add a member or change a member's role (owners and admins). Only an owner grants `owner` or
@@ -84,17 +87,17 @@ pub async fn list_members(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(put, path = "/workspaces/current/members/{subject}", tag = "workspaces", request_body = SetMember,
     params(("subject" = String, Path, description = "the identity provider's subject (`sub`), percent-encoded")),
     responses((status = 200, body = shared::openapi::Data<Member>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn set_member(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn set_member(app: &App, req: WsReq) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::ChangeMember>()?;
     let input: SetMember = req.json()?;
-    Ok(Reply::ok(&domain::workspaces::change_member(&authority, app, req.ws()?, &req.principal, req.param("subject"), input).await?))
+    Ok(Reply::ok(&domain::workspaces::change_member(&authority, app, &req.ws, &req.principal, req.param("subject"), input).await?))
 }
 
 /// Create an API key. The response's `secret` is the only time the key is shown.
 #[utoipa::path(post, path = "/workspaces/current/api-keys", tag = "workspaces", request_body = CreateApiKey,
     responses((status = 201, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
-    let (shown, key) = domain::workspaces::issue_api_key(app, req.ws()?, &req.grant, &req.principal, req.json()?).await?;
+pub async fn create_api_key(app: &App, req: WsReq) -> ApiResult<Reply> {
+    let (shown, key) = domain::workspaces::issue_api_key(app, &req.ws, &req.grant, &req.principal, req.json()?).await?;
     Ok(Reply::with_status(http::StatusCode::CREATED, &shown).replay_as(&key))
 }
 
@@ -103,9 +106,9 @@ pub async fn create_api_key(app: &App, req: Req) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/workspaces/current/api-keys/{id}", tag = "workspaces",
     params(("id" = String, Path, description = "key_...")),
     responses((status = 200, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
-pub async fn revoke_api_key(app: &App, req: Req) -> ApiResult<Reply> {
+pub async fn revoke_api_key(app: &App, req: WsReq) -> ApiResult<Reply> {
     let authority = req.grant.authorize::<fx::RevokeApiKey>()?;
     let id: domain::workspaces::ApiKeyId = req.path_id("id")?;
-    let key = domain::workspaces::revoke_api_key(&authority, app, req.ws()?, &id).await?;
+    let key = domain::workspaces::revoke_api_key(&authority, app, &req.ws, &id).await?;
     Ok(Reply::ok(&key))
 }

@@ -138,6 +138,10 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
     } else {
         drop(raw);
     }
+    // A customer's reply or forward may quote a booking email: its manage link is a credential
+    // and the message is read by the workspace (and its events go out), so its token goes.
+    parsed.text = shared::links::redact(&parsed.text).into_owned();
+    parsed.html = parsed.html.map(|h| shared::links::redact(&h).into_owned());
     let last = targets.len() - 1;
     for (i, (ws, mailbox, token)) in targets.into_iter().enumerate() {
         let ws = WorkspaceId::trusted(ws);

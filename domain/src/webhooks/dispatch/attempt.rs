@@ -95,8 +95,20 @@ pub async fn attempt_and_record(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEnd
         ("x-service-event-type", x.delivery.event_type.as_str()),
         ("x-service-delivery-id", x.delivery.id.as_str()),
     ];
-    let body = super::links::add(d, ws, &x.delivery.event_type, &x.body).await?;
-    let sent = d.http.send(&ep.endpoint.url, &keys, &x.delivery.event_id, &body, &headers, number).await;
+    let body = match super::links::add(d, ws, &x.delivery.event_type, &x.body).await {
+        Ok(b) => b,
+        // Without its link rather than not at all: the event is the receiver's either way.
+        Err(e) => {
+            tracing::warn!(delivery_id = %x.delivery.id, error = %e, "delivery sent without its links");
+            std::borrow::Cow::Borrowed(x.body.as_str())
+        }
+    };
+    let mut sent = d.http.send(&ep.endpoint.url, &keys, &x.delivery.event_id, &body, &headers, number).await;
+    // A receiver that echoes what it got must not put a customer's link into the delivery's
+    // record, which readers of the workspace see.
+    if let Some(excerpt) = &mut sent.attempt.response_excerpt {
+        *excerpt = shared::links::redact(excerpt).into_owned();
+    }
     let (success, gone) = (sent.success, sent.gone);
     tracing::info!(delivery_id = %x.delivery.id, endpoint_id = %ep.endpoint.id, attempt = number,
         status = ?sent.attempt.status_code, error = ?sent.attempt.error, duration_ms = sent.attempt.duration_ms, "webhook attempt");

@@ -24,7 +24,8 @@ async fn opened(app: &App, v: &Visit) -> ApiResult<Result<(Booking, ContactId), 
     let (claims, _) = v.link.as_ref().ok_or_else(|| ApiError::internal("a link page without its link"))?;
     let sb = booking::by_link(app, &v.ws, claims).await?;
     if sb.booking.id.as_str() != claims.object {
-        let query = v.query("m").map(|m| format!("&m={m}")).unwrap_or_default();
+        // Only the page's own notices pass along: nothing a visitor typed reaches the header.
+        let query = v.query("m").filter(|m| matches!(*m, "cancelled" | "moved")).map(|m| format!("&m={m}")).unwrap_or_default();
         return Ok(Err(View::redirect(format!("{}?token={}{query}", here(v), token(app, v, &sb.booking).await?))));
     }
     let contact = ContactId::parse(&claims.contact).ok_or_else(|| ApiError::not_found("booking"))?;
@@ -103,11 +104,14 @@ async fn refused(app: &App, v: &Visit, b: &Booking, e: ApiError) -> ApiResult<Vi
     Ok(render(app, v, b, Some(Notice::Problem(e.message))).await?.status(status))
 }
 
+/// The booking a form acts on: the link's own, never the one it was moved to (the customer
+/// saw and chose this one).
+async fn acted_on(app: &App, v: &Visit) -> ApiResult<(Booking, ContactId)> {
+    opened(app, v).await?.map_err(|_| ApiError::conflict("this booking was moved; open its link again"))
+}
+
 pub async fn cancel(app: &App, v: Visit) -> ApiResult<View> {
-    let (b, contact) = match opened(app, &v).await? {
-        Ok(found) => found,
-        Err(_) => return Err(ApiError::conflict("this booking was moved; open its link again")),
-    };
+    let (b, contact) = acted_on(app, &v).await?;
     let send = v.grant.authorize::<fx::SendEmail>()?;
     let notify = Notify { send: &send, pages: v.origin.as_deref() };
     match booking::cancel(Some(&notify), app, &v.ws, &b.id, Canceller::Customer(&contact), None).await {
@@ -129,10 +133,7 @@ pub async fn move_form(app: &App, v: Visit) -> ApiResult<View> {
 }
 
 pub async fn move_to(app: &App, v: Visit) -> ApiResult<View> {
-    let (b, contact) = match opened(app, &v).await? {
-        Ok(found) => found,
-        Err(_) => return Err(ApiError::conflict("this booking was moved; open its link again")),
-    };
+    let (b, contact) = acted_on(app, &v).await?;
     let send = v.grant.authorize::<fx::SendEmail>()?;
     let notify = Notify { send: &send, pages: v.origin.as_deref() };
     let start = v.field("start").unwrap_or_default();
