@@ -17,11 +17,13 @@ use base64::Engine;
 pub struct Kind {
     pub purpose: &'static str,
     pub page: &'static str,
+    /// How its objects' ids start: what [`redact`] looks for.
+    pub object_prefix: &'static str,
 }
 
 /// A booking's manage link (`domain::bookings::manage`; `domain::webhooks::dispatch` adds it to
 /// `booking.*` deliveries).
-pub const BOOKING: Kind = Kind { purpose: "booking", page: "/booking" };
+pub const BOOKING: Kind = Kind { purpose: "booking", page: "/booking", object_prefix: "bk_" };
 
 impl Kind {
     /// The link for `claims` at the pages `origin` of the workspace with `slug`.
@@ -34,26 +36,59 @@ impl Kind {
 /// Every link kind, for [`redact`].
 const KINDS: &[&Kind] = &[&BOOKING];
 
-/// `text` with the token of every link in it replaced by `[redacted]`: for text that came back
-/// from outside and will be stored where readers of the workspace see it (a customer's reply
-/// quoting their booking email, a webhook receiver's answer echoing a delivery).
+/// A character of an id's Crockford base32 part.
+fn crockford(b: u8) -> bool {
+    b.is_ascii_digit() || (b.is_ascii_uppercase() && !matches!(b, b'I' | b'L' | b'O' | b'U'))
+}
+
+/// The length of the token `s` starts with, when it starts with one of a kind whose objects'
+/// ids start `object_prefix`: by its shape (the two ids, the expiry, 22 characters of tag), which
+/// percent-encoding, JSON and HTML escaping leave as it is, wherever the token stands.
+fn token_at(s: &[u8], object_prefix: &[u8]) -> Option<usize> {
+    let id = |at: usize, prefix: &[u8]| -> Option<usize> {
+        let rest = s.get(at..)?.strip_prefix(prefix)?;
+        (rest.len() >= 26 && rest[..26].iter().all(|b| crockford(*b))).then_some(at + prefix.len() + 26)
+    };
+    let dot = |at: usize| (s.get(at) == Some(&b'.')).then_some(at + 1);
+    let mut n = dot(id(0, object_prefix)?)?;
+    n = dot(id(n, b"ct_")?)?;
+    n += usize::from(s.get(n) == Some(&b'-'));
+    let digits = s[n..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 20 {
+        return None;
+    }
+    n = dot(n + digits)?;
+    let tag = s[n..].iter().take(22).take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')).count();
+    (tag == 22).then_some(n + 22)
+}
+
+/// `text` with every link's token in it replaced by `[redacted]`: for text that came back from
+/// outside and will be stored where readers of the workspace see it (a customer's mail carrying
+/// their booking email's link, a webhook receiver's answer echoing a delivery). Found by the
+/// token's shape, not the page's address, so every page of a link (`/booking/move?token=...`)
+/// and every encoding of it is caught.
 pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out = std::borrow::Cow::Borrowed(text);
     for kind in KINDS {
-        let at = format!("{}?token=", kind.page);
-        if !out.contains(&at) {
+        let prefix = kind.object_prefix;
+        if !out.contains(prefix) {
             continue;
         }
         let mut s = String::with_capacity(out.len());
         let mut rest: &str = &out;
-        while let Some(i) = rest.find(&at) {
-            s.push_str(&rest[..i + at.len()]);
-            rest = &rest[i + at.len()..];
-            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))).unwrap_or(rest.len());
-            if end > 0 {
-                s.push_str("[redacted]");
+        while let Some(i) = rest.find(prefix) {
+            s.push_str(&rest[..i]);
+            rest = &rest[i..];
+            match token_at(rest.as_bytes(), prefix.as_bytes()) {
+                Some(n) => {
+                    s.push_str("[redacted]");
+                    rest = &rest[n..];
+                }
+                None => {
+                    s.push_str(prefix);
+                    rest = &rest[prefix.len()..];
+                }
             }
-            rest = &rest[end..];
         }
         s.push_str(rest);
         out = std::borrow::Cow::Owned(s);
@@ -133,9 +168,27 @@ mod tests {
     }
 
     #[test]
-    fn redacting_removes_every_token_and_keeps_the_rest() {
-        let t = "See https://x.example/p/acme/booking?token=bk_1.ct_1.99.AbC-_x, and /p/a/booking?token=bk_2.ct_2.1.Q&m=moved.";
-        assert_eq!(redact(t), "See https://x.example/p/acme/booking?token=[redacted], and /p/a/booking?token=[redacted]&m=moved.");
+    fn redacting_removes_every_token_however_it_is_written_and_keeps_the_rest() {
+        let k = secret(&"a".repeat(32), &[]);
+        let c = Claims {
+            object: "bk_01M8JWKQ350F0QFSFQQ8Y3X6KK".into(),
+            contact: "ct_01M8JWKQ350F0QFSFQQ8Y3X6KM".into(),
+            expires: 1_800_000_000,
+        };
+        let t = sign(&k, "booking", "ws_1", &c).unwrap();
+        for (written, redacted) in [
+            (format!("See https://x/p/a/booking?token={t}. Thanks"), "See https://x/p/a/booking?token=[redacted]. Thanks".to_string()),
+            (format!("/booking/move?token={t}&date=2026-12-01"), "/booking/move?token=[redacted]&date=2026-12-01".into()),
+            (format!("%2Fbooking%3Ftoken%3D{t}"), "%2Fbooking%3Ftoken%3D[redacted]".into()),
+            (format!("\"url\":\"/booking?token\\u003d{t}\""), "\"url\":\"/booking?token\\u003d[redacted]\"".into()),
+            (format!("{t}--{t}"), "[redacted]--[redacted]".into()),
+        ] {
+            assert_eq!(redact(&written), redacted);
+        }
+        // Text that only looks like part of one stays.
+        for kept in ["bk_1.ct_2.3.x", "a bk_ b", "bk_01M8JWKQ350F0QFSFQQ8Y3X6KK is my booking"] {
+            assert_eq!(redact(kept), kept);
+        }
         assert!(matches!(redact("no links here"), std::borrow::Cow::Borrowed(_)));
     }
 

@@ -315,20 +315,22 @@ pub async fn reschedule(
 pub async fn by_link(app: &App, ws: &WorkspaceId, link: &shared::links::Claims) -> ApiResult<StoredBooking> {
     let gone = || ApiError::not_found("booking");
     let contact = ContactId::parse(&link.contact).ok_or_else(gone)?;
+    let first = BookingId::parse(&link.object).ok_or_else(gone)?;
     // The customer still exists and is not being erased: a deleted contact's link ends as its
-    // portal sessions do, and an erasure that began wins over a move made meanwhile.
-    let (c, _) = crate::contacts::load(app, ws, &contact).await.map_err(|e| if e.status().as_u16() == 404 { gone() } else { e })?;
+    // portal sessions do, and an erasure that began stops the link's moves and cancellations.
+    let customer =
+        async { crate::contacts::load(app, ws, &contact).await.map_err(|e| if e.status().as_u16() == 404 { gone() } else { e }) };
+    let ((c, _), mut sb) = tokio::try_join!(customer, ops::load_booking(app, ws, &first))?;
     let tomb = crate::privacy::tombstone_sk(app, ws, &c.email).await?;
     if app.db.get(&shared::store::ws_pk(ws), &tomb).await?.is_some() {
         return Err(gone());
     }
-    let mut id = BookingId::parse(&link.object).ok_or_else(gone)?;
     // A chain of moves is followed this far.
     for _ in 0..10 {
-        let sb = ops::load_booking(app, ws, &id).await?.filter(|b| b.booking.contact_id == link.contact.as_str()).ok_or_else(gone)?;
-        match &sb.booking.rescheduled_to {
-            Some(next) => id = next.clone(),
-            None => return Ok(sb),
+        let found = sb.filter(|b| b.booking.contact_id == link.contact.as_str()).ok_or_else(gone)?;
+        match &found.booking.rescheduled_to {
+            Some(next) => sb = ops::load_booking(app, ws, next).await?,
+            None => return Ok(found),
         }
     }
     Err(gone())

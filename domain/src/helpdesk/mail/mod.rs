@@ -140,8 +140,21 @@ pub async fn handle(app: &App, r: &Receipt) -> Result<(), String> {
     }
     // A customer's reply or forward may quote a booking email: its manage link is a credential
     // and the message is read by the workspace (and its events go out), so its token goes.
+    parsed.subject = shared::links::redact(&parsed.subject).into_owned();
     parsed.text = shared::links::redact(&parsed.text).into_owned();
     parsed.html = parsed.html.map(|h| shared::links::redact(&h).into_owned());
+    // A forwarded message (`message/rfc822`) or a text file too; a link that its encoding
+    // breaks across lines (quoted-printable) is not found.
+    for (a, bytes) in parsed.attachments.iter_mut() {
+        let texty = a.content_type.starts_with("text/") || a.content_type.starts_with("message/rfc822");
+        if let (true, Some(b)) = (texty, bytes.as_mut())
+            && let Ok(s) = std::str::from_utf8(b)
+            && let std::borrow::Cow::Owned(r) = shared::links::redact(s)
+        {
+            a.size = r.len() as u64;
+            *b = r.into_bytes();
+        }
+    }
     let last = targets.len() - 1;
     for (i, (ws, mailbox, token)) in targets.into_iter().enumerate() {
         let ws = WorkspaceId::trusted(ws);

@@ -95,14 +95,9 @@ pub async fn attempt_and_record(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEnd
         ("x-service-event-type", x.delivery.event_type.as_str()),
         ("x-service-delivery-id", x.delivery.id.as_str()),
     ];
-    let body = match super::links::add(d, ws, &x.delivery.event_type, &x.body).await {
-        Ok(b) => b,
-        // Without its link rather than not at all: the event is the receiver's either way.
-        Err(e) => {
-            tracing::warn!(delivery_id = %x.delivery.id, error = %e, "delivery sent without its links");
-            std::borrow::Cow::Borrowed(x.body.as_str())
-        }
-    };
+    // A store that cannot answer now is retried as the attempt's job (the link is the same
+    // every time); a body without a booking goes as it is.
+    let body = super::links::add(d, ws, &x.delivery.event_type, &x.body).await?;
     let mut sent = d.http.send(&ep.endpoint.url, &keys, &x.delivery.event_id, &body, &headers, number).await;
     // A receiver that echoes what it got must not put a customer's link into the delivery's
     // record, which readers of the workspace see.

@@ -1,18 +1,19 @@
 //! Links a delivery gains as it is signed: a `booking.*` event's booking (its data, or the
 //! rescheduled event's `to`) gets `manage_url`, the customer's manage link
 //! (`shared::links::BOOKING`). Added here and not to the stored event, so only the endpoints an
-//! admin chose receive a customer's authority, never a reader of `GET /events` or of a
-//! delivery's record. Made from the body alone (the booking's id, customer and end), so every
+//! admin chose receive a customer's authority, never a reader of the stored event or of
+//! a delivery's record. Made from the body alone (the booking's id, customer and end), so every
 //! attempt and replay of one event carries the same link. Left out when the pages have no
 //! address (`PORTAL_PAGES_URL`: the dispatcher serves no request to take one from) or the
-//! booking's customer was erased.
+//! booking's customer was erased. A store or secret that cannot answer fails the attempt, which
+//! is retried: the link is never dropped for a passing fault.
 
 use super::Dispatcher;
+use shared::ApiResult;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::links::{BOOKING, Claims};
 use shared::store::{self, ws_pk};
-use shared::{ApiError, ApiResult};
 use std::borrow::Cow;
 
 /// How long a container trusts a workspace's slug it read (a renamed workspace's former slug
@@ -47,7 +48,10 @@ pub async fn add<'b>(d: &Dispatcher, ws: &WorkspaceId, event_type: &str, body: &
     let Some(origin) = d.app.cfg.portal_pages_url.as_deref().filter(|_| event_type.starts_with("booking.")) else {
         return Ok(Cow::Borrowed(body));
     };
-    let mut ev: Event = serde_json::from_str(body).map_err(|e| ApiError::internal(format!("event body: {e}")))?;
+    let Ok(mut ev) = serde_json::from_str::<Event>(body) else {
+        tracing::warn!(event_type, "a delivery's body is not an event; sent without links");
+        return Ok(Cow::Borrowed(body));
+    };
     let target = if event_type == "booking.rescheduled" { ev.data.get_mut("to") } else { Some(&mut ev.data) };
     let Some(booking) = target.filter(|b| b.get("object").and_then(|o| o.as_str()) == Some("booking")) else {
         return Ok(Cow::Borrowed(body));
