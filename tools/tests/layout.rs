@@ -411,7 +411,7 @@ fn domain_modules_use_only_their_layer_or_lower_without_cycles() {
 
 /// Function crates parse a request, call `domain` and answer: they build no transaction and
 /// do not reach the table themselves (lists answer through `shared::request::list_page` and
-/// `keyed_page` from a key-registry query). Their workspace is the principal's (`Req::ws`):
+/// `keyed_page` from a key-registry query). Their workspace is the principal's (`WsReq::ws`):
 /// they never vouch for one themselves (`WorkspaceId::trusted`, `from_record`). Checking
 /// input field by field (`Errors`) is the operation's too, lists' filters included.
 #[test]
