@@ -3,7 +3,7 @@
 //! Modules form layers; each uses only modules of its own or a lower layer (checked by
 //! `tools/tests/layout.rs`), so the crate reads bottom-up:
 //!
-//! 1. foundations: `error`, `ids`, `keys`, `crypto`, `validate`, `cursor`, `signing`,
+//! 1. foundations: `error`, `ids`, `keys`, `crypto`, `validate`, `cursor`, `signing`, `cache`,
 //!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `aws`, `sqs`, `zone`, `html`
 //! 2. data: `store` (the table: [`store::Db`], records, queries, transactions)
 //! 3. `events` (what an event is; its outbox item)
@@ -19,6 +19,7 @@
 
 // 1. foundations
 pub mod aws;
+pub mod cache;
 pub mod crypto;
 pub mod cursor;
 pub mod error;

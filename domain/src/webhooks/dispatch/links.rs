@@ -18,22 +18,15 @@ use std::borrow::Cow;
 
 /// How long a container trusts a workspace's slug it read (a renamed workspace's former slug
 /// keeps working on the pages anyway).
-const SLUG_TTL: std::time::Duration = std::time::Duration::from_secs(60);
-static SLUGS: std::sync::Mutex<Vec<(String, std::time::Instant, Option<String>)>> = std::sync::Mutex::new(Vec::new());
+static SLUGS: shared::cache::Ttl<Option<String>> = shared::cache::Ttl::new(std::time::Duration::from_secs(60), 256);
 
 async fn slug(d: &Dispatcher, ws: &WorkspaceId) -> ApiResult<Option<String>> {
-    {
-        let cache = SLUGS.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, _, s)) = cache.iter().find(|(w, at, _)| *w == **ws && at.elapsed() < SLUG_TTL) {
-            return Ok(s.clone());
-        }
+    if let Some(s) = SLUGS.get(ws) {
+        return Ok(s);
     }
     let item = d.app.db.get(&ws_pk(ws), &crate::keys::WORKSPACE.sk(&[])).await?;
     let found = item.as_ref().and_then(|i| store::get_str(i, "slug")).map(String::from);
-    let mut cache = SLUGS.lock().unwrap_or_else(|p| p.into_inner());
-    cache.retain(|(w, at, _)| *w != **ws && at.elapsed() < SLUG_TTL);
-    cache.truncate(255);
-    cache.push((ws.to_string(), std::time::Instant::now(), found.clone()));
+    SLUGS.put(ws, found.clone());
     Ok(found)
 }
 

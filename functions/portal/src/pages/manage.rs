@@ -14,7 +14,6 @@ use domain::bookings::{Booking, BookingStatus, manage, ops};
 use domain::contacts::ContactId;
 use domain::effects as fx;
 use maud::html;
-use shared::ids::PrefixedId;
 use shared::web::{View, Visit};
 use shared::{ApiError, ApiResult, App};
 
@@ -28,7 +27,8 @@ async fn opened(app: &App, v: &Visit) -> ApiResult<Result<(Booking, ContactId), 
         let query = v.query("m").filter(|m| matches!(*m, "cancelled" | "moved")).map(|m| format!("&m={m}")).unwrap_or_default();
         return Ok(Err(View::redirect(format!("{}?token={}{query}", here(v), token(app, v, &sb.booking).await?))));
     }
-    let contact = ContactId::parse(&claims.contact).ok_or_else(|| ApiError::not_found("booking"))?;
+    // `by_link` answers only the link's customer's booking.
+    let contact = sb.booking.contact_id.clone();
     Ok(Ok((sb.booking, contact)))
 }
 

@@ -21,6 +21,7 @@ pub mod words;
 use domain::effects::{self as fx, Effect as _};
 use domain::portal::Lang;
 use domain::workspaces::Workspace;
+use shared::cache::Ttl;
 use shared::ratelimit::Class;
 use shared::reexports::BoxFuture;
 use shared::web::{Page, Site, View, Visit};
@@ -67,44 +68,29 @@ pub static PAGES: &[Page] = &[
 /// page then costs its route's reads and no more. A changed slug or look shows within this.
 const WORKSPACE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
-type Cached<T> = std::sync::Mutex<Vec<(String, std::time::Instant, T)>>;
-static SLUGS: Cached<Option<shared::web::Resolved>> = std::sync::Mutex::new(Vec::new());
-static WORKSPACES: Cached<Workspace> = std::sync::Mutex::new(Vec::new());
 /// Entries a container keeps of each (a function serves few workspaces at a time).
 const KEPT: usize = 256;
-
-fn cached<T: Clone>(cache: &Cached<T>, key: &str) -> Option<T> {
-    let c = cache.lock().unwrap_or_else(|p| p.into_inner());
-    c.iter().find(|(k, at, _)| k == key && at.elapsed() < WORKSPACE_TTL).map(|(_, _, v)| v.clone())
-}
-
-fn keep<T>(cache: &Cached<T>, key: &str, value: T) {
-    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
-    c.retain(|(k, at, _)| k != key && at.elapsed() < WORKSPACE_TTL);
-    if c.len() >= KEPT {
-        c.remove(0);
-    }
-    c.push((key.to_string(), std::time::Instant::now(), value));
-}
+static SLUGS: Ttl<Option<shared::web::Resolved>> = Ttl::new(WORKSPACE_TTL, KEPT);
+static WORKSPACES: Ttl<Workspace> = Ttl::new(WORKSPACE_TTL, KEPT);
 
 fn resolve<'a>(app: &'a App, slug: &'a str) -> BoxFuture<'a, ApiResult<Option<shared::web::Resolved>>> {
     Box::pin(async move {
-        if let Some(ws) = cached(&SLUGS, slug) {
+        if let Some(ws) = SLUGS.get(slug) {
             return Ok(ws);
         }
         let ws = domain::workspaces::by_slug(app, slug).await?;
-        keep(&SLUGS, slug, ws.clone());
+        SLUGS.put(slug, ws.clone());
         Ok(ws)
     })
 }
 
 /// The workspace's settings as the pages show them (cached as [`WORKSPACE_TTL`] says).
 pub async fn workspace(app: &App, ws: &shared::auth::WorkspaceId) -> ApiResult<Workspace> {
-    if let Some(w) = cached(&WORKSPACES, ws) {
+    if let Some(w) = WORKSPACES.get(ws) {
         return Ok(w);
     }
     let (w, _) = domain::workspaces::load(app, ws).await?;
-    keep(&WORKSPACES, ws, w.clone());
+    WORKSPACES.put(ws, w.clone());
     Ok(w)
 }
 
