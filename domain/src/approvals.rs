@@ -118,7 +118,6 @@ pub struct Changed {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ApprovalRequest {
     /// `apr_...`
-    #[schema(value_type = String, pattern = "^apr_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ApprovalRequestId,
     /// Always `approval_request`.
     pub object: String,
@@ -136,7 +135,6 @@ pub struct ApprovalRequest {
     /// Hex SHA-256 of the exact body.
     pub body_sha256: String,
     /// The key that asked.
-    #[schema(value_type = String, pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub api_key_id: ApiKeyId,
     pub preview: Preview,
     /// Every object the effect depends on, at its version when the request was asked: what
@@ -145,11 +143,8 @@ pub struct ApprovalRequest {
     /// Set when `state` is `stale`.
     #[serde(default)]
     pub changed: Vec<Changed>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub decided_at: Option<Timestamp>,
     /// The person (their token's subject) who approved or denied it.
     pub decided_by: Option<String>,
@@ -157,7 +152,6 @@ pub struct ApprovalRequest {
     pub reason: Option<String>,
     /// The confirmation an approval minted (`GET /capability-confirmations/{id}`: whether and
     /// by which request it was used).
-    #[schema(value_type = Option<String>, pattern = "^cc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub confirmation_id: Option<ConfirmationId>,
 }
 

@@ -118,7 +118,6 @@ pub enum ConfirmationStatus {
 #[schema(as = CapabilityConfirmation)]
 pub struct Confirmation {
     /// `cc_...`
-    #[schema(value_type = String, pattern = "^cc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ConfirmationId,
     /// Always `capability_confirmation`.
     pub object: String,
@@ -136,15 +135,11 @@ pub struct Confirmation {
     /// The subject of the credential that minted the confirmation.
     pub confirmed_by: String,
     /// The API key that may use it.
-    #[schema(value_type = String, pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub api_key_id: ApiKeyId,
     pub status: ConfirmationStatus,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// The token's end of life.
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub used_at: Option<Timestamp>,
     /// The `Request-Id` of the request that used it.
     pub used_by_request_id: Option<String>,

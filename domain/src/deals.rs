@@ -51,7 +51,6 @@ impl DealStatus {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Deal {
     /// `deal_...`
-    #[schema(value_type = String, pattern = "^deal_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: DealId,
     /// Always `deal`.
     pub object: String,
@@ -63,7 +62,6 @@ pub struct Deal {
     pub stage: String,
     pub status: DealStatus,
     /// `ct_...`; null when unlinked (also when the contact was deleted).
-    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<ContactId>,
     /// `YYYY-MM-DD`.
     #[schema(format = Date)]
@@ -71,15 +69,11 @@ pub struct Deal {
     /// Required when lost.
     pub lost_reason: Option<String>,
     /// Set when the deal is won or lost, cleared when reopened.
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub closed_at: Option<Timestamp>,
     /// The last time a closed deal was reopened.
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub reopened_at: Option<Timestamp>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 

@@ -83,12 +83,9 @@ pub struct PortalLink {
     pub token: Option<String>,
     /// `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
     pub url: Option<String>,
-    #[schema(value_type = String, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: ContactId,
     /// `email`: the email that carries the link.
-    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<EmailId>,
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
 }
 
@@ -98,7 +95,6 @@ pub struct PortalSession {
     pub object: String,
     /// Send as `X-Portal-Session`; valid 1 hour from its last use, 8 hours at most.
     pub session_token: String,
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
     pub contact: Contact,
 }
@@ -273,9 +269,7 @@ pub struct ErasureCode {
     /// Always `portal_erasure_code`.
     pub object: String,
     /// The email that carries the code.
-    #[schema(value_type = String, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: EmailId,
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
 }
 
@@ -487,7 +481,6 @@ pub struct SignIn {
     /// Send it back with the emailed code to `POST /portal/sign-in/verify`; it is not a
     /// session and opens nothing by itself.
     pub attempt: String,
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
 }
 
@@ -826,9 +819,7 @@ pub struct PortalEmail {
     pub from: String,
     pub subject: String,
     pub status: crate::emails::EmailStatus,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 

@@ -96,7 +96,6 @@ pub struct VariantError {
 /// The post as one channel gets it, and how publishing it went.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Variant {
-    #[schema(value_type = String, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_id: ChannelId,
     /// This channel's text instead of the post's `content`.
     #[serde(default)]
@@ -116,7 +115,6 @@ pub struct Variant {
     pub remote_id: Option<String>,
     pub permalink: Option<String>,
     #[serde(default)]
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub published_at: Option<Timestamp>,
     pub error: Option<VariantError>,
 }
@@ -160,14 +158,12 @@ pub struct VariantInput {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Post {
     /// `post_...`
-    #[schema(value_type = String, pattern = "^post_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: PostId,
     /// Always `post`.
     pub object: String,
     pub status: PostStatus,
     pub content: String,
     /// `ch_...` ids of the channels to publish to.
-    #[schema(value_type = Vec<String>, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub channel_ids: Vec<ChannelId>,
     /// Images to attach (each channel fetches and uploads them when it publishes).
     #[serde(default)]
@@ -176,16 +172,12 @@ pub struct Post {
     #[serde(default)]
     pub language: Option<String>,
     /// When the post is (to be) published, RFC 3339 UTC.
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub scheduled_at: Option<Timestamp>,
     /// One per channel, with that channel's publishing state.
     pub variants: Vec<Variant>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub published_at: Option<Timestamp>,
 }
 

@@ -17,7 +17,6 @@ pub const WORKSPACE_SK: &str = keys::WORKSPACE.table.sk;
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Workspace {
     /// `ws_...`
-    #[schema(value_type = String, pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub id: WorkspaceId,
     /// Always `workspace`.
@@ -45,16 +44,13 @@ pub struct Workspace {
     #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
     pub accent_color: Option<String>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ApiKey {
     /// `key_...`
-    #[schema(value_type = String, pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ApiKeyId,
     /// Always `api_key`.
     pub object: String,
@@ -71,11 +67,8 @@ pub struct ApiKey {
     /// created with.
     #[serde(default)]
     pub created_by: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub last_used_at: Option<Timestamp>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub revoked_at: Option<Timestamp>,
     /// The full key: present only in the response that created it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -90,10 +83,8 @@ pub struct Member {
     pub subject: String,
     /// owner, admin, member or viewer.
     pub role: String,
-    #[schema(value_type = String, pattern = "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     pub workspace_id: WorkspaceId,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }
 

@@ -147,6 +147,8 @@ impl WorkspaceId {
     }
 }
 
+crate::scalar_schema!(WorkspaceId, crate::ids::id_schema("ws"));
+
 impl std::ops::Deref for WorkspaceId {
     type Target = str;
     fn deref(&self) -> &str {

@@ -35,8 +35,8 @@ pub trait PrefixedId: Sized {
 #[macro_export]
 macro_rules! prefixed_id {
     ($name:ident, $prefix:literal, $object:literal) => {
-        /// Serialized as its string (`#[serde(transparent)]`); a model field of this type says
-        /// `#[schema(value_type = String, pattern = ...)]` for the contract.
+        /// Serialized as its string (`#[serde(transparent)]`). Its schema is a string with
+        /// the pattern its prefix gives; the contract writes it inline at each use.
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize, ::serde::Deserialize)]
         #[serde(transparent)]
         pub struct $name(String);
@@ -118,7 +118,46 @@ macro_rules! prefixed_id {
                 f.write_str(&self.0)
             }
         }
+        $crate::scalar_schema!($name, $crate::ids::id_schema($prefix));
     };
+}
+
+/// `scalar_schema!(Type, schema)`: utoipa's schema traits for a type whose schema is a scalar
+/// the contract writes inline at each use (an id, a time), registered under the type's name.
+#[macro_export]
+macro_rules! scalar_schema {
+    ($name:ident, $schema:expr) => {
+        impl $crate::reexports::utoipa::PartialSchema for $name {
+            fn schema() -> $crate::reexports::utoipa::openapi::RefOr<$crate::reexports::utoipa::openapi::schema::Schema> {
+                $schema
+            }
+        }
+        impl $crate::reexports::utoipa::ToSchema for $name {
+            fn schemas(
+                schemas: &mut Vec<(String, $crate::reexports::utoipa::openapi::RefOr<$crate::reexports::utoipa::openapi::schema::Schema>)>,
+            ) {
+                schemas.push((stringify!($name).to_string(), <Self as $crate::reexports::utoipa::PartialSchema>::schema()));
+            }
+        }
+    };
+}
+
+/// The pattern of an id of kind `prefix`, as the contract states it.
+pub fn id_pattern(prefix: &str) -> String {
+    format!("^{prefix}_[0-7][0-9A-HJKMNP-TV-Z]{{25}}$")
+}
+
+/// An id's schema: a string with its kind's pattern. utoipa refers to it by name; the
+/// contract's generator writes such scalar schemas inline where they are used
+/// (`x-inline`), so a field reads as a string with a pattern, as before.
+pub fn id_schema(prefix: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new().schema_type(Type::String).pattern(Some(id_pattern(prefix))).extensions(Some(inline_mark())).into()
+}
+
+/// Marks a component the contract's generator inlines at each use and then drops.
+pub fn inline_mark() -> utoipa::openapi::extensions::Extensions {
+    utoipa::openapi::extensions::ExtensionsBuilder::new().add("x-inline", true).build()
 }
 
 /// A moment, as the models hold it: UTC, to the second. It serializes as RFC 3339 with a `Z`
@@ -191,6 +230,15 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
         Timestamp::parse(&s).ok_or_else(|| serde::de::Error::custom("must be an RFC 3339 timestamp such as 2026-03-15T10:00:00Z"))
     }
 }
+
+crate::scalar_schema!(Timestamp, {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+        .extensions(Some(inline_mark()))
+        .into()
+});
 
 /// Current time as RFC 3339 UTC with second precision, the contract's time format.
 pub fn now_rfc3339() -> String {

@@ -71,4 +71,5 @@ pub mod reexports {
     pub use futures_util::future::BoxFuture;
     pub use http;
     pub use paste;
+    pub use utoipa;
 }

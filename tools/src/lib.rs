@@ -374,6 +374,7 @@ fn request_examples() -> serde_json::Map<String, serde_json::Value> {
 /// - every JSON request body carries its example.
 fn finish(doc: utoipa::openapi::OpenApi) -> serde_json::Value {
     let mut v = serde_json::to_value(&doc).expect("the document serializes");
+    inline_scalars(&mut v);
     let schemas = v["components"]["schemas"].as_object().cloned().expect("components.schemas");
     for (name, schema) in v["components"]["schemas"].as_object_mut().expect("components.schemas") {
         let (inner, at) = match (name.strip_prefix("Data_"), name.strip_prefix("ListOf_")) {
@@ -437,6 +438,55 @@ fn finish(doc: utoipa::openapi::OpenApi) -> serde_json::Value {
     // `oneOf` beside an object's properties).
     let _: utoipa::openapi::OpenApi = serde_json::from_value(v.clone()).expect("the finished document is still an OpenAPI document");
     v
+}
+
+/// Ids and times are types with their own schemas (`shared::ids`), which utoipa refers to by
+/// name. Those marked `x-inline` are written where they are used instead, as a string with a
+/// pattern or format (nullable where the field is optional), and their components dropped:
+/// a generated client reads a field's rule beside it, and the contract keeps its shape.
+fn inline_scalars(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    let schemas = v["components"]["schemas"].as_object_mut().expect("components.schemas");
+    let scalars: std::collections::BTreeMap<String, Value> = schemas
+        .iter()
+        .filter(|(_, s)| s.get("x-inline") == Some(&Value::Bool(true)))
+        .map(|(name, s)| {
+            let mut s = s.clone();
+            s.as_object_mut().expect("a schema").remove("x-inline");
+            (format!("#/components/schemas/{name}"), s)
+        })
+        .collect();
+    schemas.retain(|_, s| s.get("x-inline").is_none());
+    fn walk(node: &mut Value, scalars: &std::collections::BTreeMap<String, Value>) {
+        match node {
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, scalars)),
+            Value::Object(map) => {
+                map.values_mut().for_each(|i| walk(i, scalars));
+                map.remove("x-inline");
+                // `{"$ref": id, ...}`: the id's schema with the use's own keys (a description).
+                if let Some(scalar) = map.get("$ref").and_then(|r| r.as_str()).and_then(|r| scalars.get(r)) {
+                    let mut merged = scalar.as_object().expect("a schema").clone();
+                    map.remove("$ref");
+                    merged.extend(std::mem::take(map));
+                    *map = merged;
+                }
+                // `{"oneOf": [scalar, {"type": "null"}], ...}` (an optional field): the scalar, nullable.
+                let nullable_scalar = map.get("oneOf").and_then(|o| o.as_array()).filter(|o| o.len() == 2).and_then(|o| {
+                    let null = o.iter().position(|i| i == &serde_json::json!({"type": "null"}))?;
+                    let other = o[1 - null].as_object()?;
+                    (other.get("type") == Some(&Value::String("string".into()))).then(|| other.clone())
+                });
+                if let Some(mut scalar) = nullable_scalar {
+                    map.remove("oneOf");
+                    scalar.insert("type".into(), serde_json::json!(["string", "null"]));
+                    scalar.extend(std::mem::take(map));
+                    *map = scalar;
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(v, &scalars);
 }
 
 /// The finished document with its top-level keys in the order readers expect (`openapi`,

@@ -56,7 +56,6 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Resource {
     /// `res_...`
-    #[schema(value_type = String, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ResourceId,
     /// Always `booking_resource`.
     pub object: String,
@@ -69,9 +68,7 @@ pub struct Resource {
     /// Bookings it can hold at once.
     pub capacity: u32,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 
@@ -123,7 +120,6 @@ pub struct Price {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Service {
     /// `svc_...`
-    #[schema(value_type = String, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ServiceId,
     /// Always `booking_service`.
     pub object: String,
@@ -132,7 +128,6 @@ pub struct Service {
     pub buffer_before_minutes: i64,
     pub buffer_after_minutes: i64,
     /// Any one of them can serve it.
-    #[schema(value_type = Vec<String>, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_ids: Vec<ResourceId>,
     pub price: Option<Price>,
     pub min_notice_minutes: i64,
@@ -146,9 +141,7 @@ pub struct Service {
     #[serde(default)]
     pub notifications: Option<Notifications>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 
@@ -235,23 +228,18 @@ pub enum CancelledBy {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Booking {
     /// `bk_...`
-    #[schema(value_type = String, pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: BookingId,
     /// Always `booking`.
     pub object: String,
     pub status: BookingStatus,
-    #[schema(value_type = String, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub service_id: ServiceId,
-    #[schema(value_type = String, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_id: ResourceId,
     /// Empty once an erasure has removed the person.
     #[serde(default = "ContactId::erased")]
     #[schema(value_type = String, pattern = "^(ct_[0-7][0-9A-HJKMNP-TV-Z]{25})?$")]
     pub contact_id: ContactId,
     /// RFC 3339 UTC.
-    #[schema(value_type = String, format = DateTime)]
     pub start: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub end: Timestamp,
     pub notes: Option<String>,
     /// Empty once an erasure has removed the person (it may name them).
@@ -259,20 +247,15 @@ pub struct Booking {
     pub metadata: BTreeMap<String, String>,
     pub cancelled_by: Option<CancelledBy>,
     pub cancel_reason: Option<String>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub cancelled_at: Option<Timestamp>,
-    #[schema(value_type = Option<String>, pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub rescheduled_from: Option<BookingId>,
-    #[schema(value_type = Option<String>, pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub rescheduled_to: Option<BookingId>,
     /// The scheduled reminder (`em_...`), cancelled with the booking.
     #[serde(default)]
-    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub reminder_email_id: Option<EmailId>,
     /// The calendar invite's event: the first booking of the chain this one was moved along
     /// (absent: this booking itself). Its invites share one `UID`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, pattern = "^bk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub invite_uid: Option<BookingId>,
     /// The invite's `SEQUENCE`: 0 when booked, one more with each move and the cancellation.
     #[serde(default)]
@@ -284,9 +267,7 @@ pub struct Booking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(format = "uri")]
     pub manage_url: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 
@@ -359,21 +340,14 @@ pub struct CreateBooking {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Hold {
     /// `hold_...`
-    #[schema(value_type = String, pattern = "^hold_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: HoldId,
     /// Always `booking_hold`.
     pub object: String,
-    #[schema(value_type = String, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub service_id: ServiceId,
-    #[schema(value_type = String, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_id: ResourceId,
-    #[schema(value_type = String, format = DateTime)]
     pub start: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub end: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }
 
@@ -413,7 +387,6 @@ pub struct Slot {
     /// RFC 3339 in the requested time zone.
     #[schema(format = DateTime)]
     pub start: String,
-    #[schema(value_type = Vec<String>, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub resource_ids: Vec<ResourceId>,
 }
 

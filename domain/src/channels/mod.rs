@@ -55,7 +55,6 @@ pub struct Limits {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Channel {
     /// `ch_...`
-    #[schema(value_type = String, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ChannelId,
     /// Always `channel`.
     pub object: String,
@@ -66,13 +65,10 @@ pub struct Channel {
     pub masked_identity: String,
     pub state: ChannelState,
     pub last_error: Option<String>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub last_verified_at: Option<Timestamp>,
     pub limits: Limits,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
     /// Webhook channels: the `whsec_` signing secret, in the create response only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

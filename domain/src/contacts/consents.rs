@@ -64,12 +64,10 @@ pub enum ConsentSource {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Consent {
     /// `cons_...`
-    #[schema(value_type = String, pattern = "^cons_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ConsentId,
     /// Always `consent`.
     pub object: String,
     pub email: String,
-    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<ContactId>,
     /// `marketing_email`, `analytics`, `third_party_sharing` or a custom slug.
     pub purpose: String,
@@ -80,7 +78,6 @@ pub struct Consent {
     pub text_version: String,
     pub ip_address: Option<String>,
     pub user_agent: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// How the person was known when the platform recorded it (source `portal`): which portal
     /// session, how it was opened (`email`: a link sent to the contact's address; `return`: a
@@ -92,7 +89,6 @@ pub struct Consent {
     /// session): the link was made for that email's one recipient, so using it proves the
     /// mailbox. Only the platform sets it.
     #[serde(default)]
-    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<crate::ids::EmailId>,
     /// True for an event of an address that was erased since: the ledger keeps it hashed,
     /// without the contact, IP or user agent, and shows it to whoever asks by the address.
@@ -139,11 +135,9 @@ pub struct RecordConsent {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct PurposeState {
     pub granted: bool,
-    #[schema(value_type = String, pattern = "^cons_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub consent_id: ConsentId,
     pub source: ConsentSource,
     pub text_version: String,
-    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
 }
 
@@ -152,7 +146,6 @@ pub struct ConsentState {
     /// Always `consent_state`.
     pub object: String,
     pub email: String,
-    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<ContactId>,
     pub purposes: BTreeMap<String, PurposeState>,
     /// Every event, oldest first.

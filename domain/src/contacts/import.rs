@@ -79,7 +79,6 @@ pub struct CreateImport {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ImportJob {
     /// `imp_...`
-    #[schema(value_type = String, pattern = "^imp_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ImportId,
     /// Always `contact_import`.
     pub object: String,
@@ -95,11 +94,8 @@ pub struct ImportJob {
     /// Rows with invalid fields; see `/errors`.
     pub failed: u64,
     pub error: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub completed_at: Option<Timestamp>,
 }
 

@@ -135,7 +135,6 @@ fn enum_str<T: Serialize>(v: T) -> String {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Contact {
     /// `ct_...`
-    #[schema(value_type = String, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ContactId,
     /// Always `contact`.
     pub object: String,
@@ -154,9 +153,7 @@ pub struct Contact {
     #[schema(value_type = Object)]
     pub custom_fields: BTreeMap<String, serde_json::Value>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
     /// The last change of `email` after the contact was created; null when it never changed.
     /// The portal's self-service erasure needs an address nobody without the right to erase
@@ -169,7 +166,6 @@ pub struct Contact {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[schema(as = ContactEmailChange)]
 pub struct EmailChange {
-    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
     /// The credential's subject (`key:<id>`, a person's `sub`, `portal:<contact>`).
     pub by: String,
@@ -320,11 +316,9 @@ fn search_item(ws: &WorkspaceId, term: &str, id: &str) -> Item {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Activity {
     /// `act_...`
-    #[schema(value_type = String, pattern = "^act_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ActivityId,
     /// Always `activity`.
     pub object: String,
-    #[schema(value_type = String, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: ContactId,
     /// What happened: an event type (`contact.created`, `deal.won`, ...) or `note`.
     #[serde(rename = "type")]
@@ -332,7 +326,6 @@ pub struct Activity {
     pub summary: String,
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }
 

@@ -366,7 +366,6 @@ pub struct CreateUpload {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct EmailUpload {
     /// `eup_...`: name it as an attachment's `upload_id`, in any number of sends within a day.
-    #[schema(value_type = String, pattern = "^eup_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: EmailUploadId,
     /// Always `email_upload`.
     pub object: String,
@@ -374,7 +373,6 @@ pub struct EmailUpload {
     pub upload_url: String,
     pub headers: BTreeMap<String, String>,
     pub size: u64,
-    #[schema(value_type = String, format = DateTime)]
     pub expires_at: shared::ids::Timestamp,
 }
 

@@ -40,7 +40,6 @@ pub struct SendBatch {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct BatchEntry {
     pub index: usize,
-    #[schema(value_type = String, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: EmailId,
     pub status: EmailStatus,
 }
@@ -54,7 +53,6 @@ pub struct BatchError {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct EmailBatch {
     /// `eb_...`
-    #[schema(value_type = String, pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: EmailBatchId,
     /// Always `email_batch`.
     pub object: String,
@@ -63,7 +61,6 @@ pub struct EmailBatch {
     pub emails: Vec<BatchEntry>,
     /// The rejected ones (permissive only).
     pub errors: Vec<BatchError>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }
 

@@ -59,7 +59,6 @@ pub struct DnsRecord {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct SendingDomain {
     /// `dom_...`
-    #[schema(value_type = String, pattern = "^dom_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: DomainId,
     /// Always `email_domain`.
     pub object: String,
@@ -68,11 +67,8 @@ pub struct SendingDomain {
     pub status: DomainStatus,
     /// The records to publish in the domain's DNS for SES to verify it.
     pub dns_records: Vec<DnsRecord>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub verified_at: Option<Timestamp>,
 }
 

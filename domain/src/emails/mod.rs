@@ -197,7 +197,6 @@ pub struct SuppressedRecipient {
     pub reason: String,
     /// The contact of the address, when it has one (the suppression list also holds
     /// addresses of no contact).
-    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<ContactId>,
 }
 
@@ -212,7 +211,6 @@ pub struct Feedback {
     pub recipients: Vec<String>,
     /// The receiving server's diagnostic, when SES passes it on.
     pub diagnostic: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
 }
 
@@ -226,7 +224,6 @@ pub struct SendError {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Email {
     /// `em_...`
-    #[schema(value_type = String, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: EmailId,
     /// Always `email`.
     pub object: String,
@@ -257,11 +254,8 @@ pub struct Email {
     pub locale: Option<String>,
     pub headers: BTreeMap<String, String>,
     pub tags: Vec<String>,
-    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<ContactId>,
-    #[schema(value_type = Option<String>, pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub batch_id: Option<EmailBatchId>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub scheduled_at: Option<Timestamp>,
     /// Transactional emails still go to unsubscribed contacts (never to bounced or complained).
     pub transactional: bool,
@@ -275,9 +269,7 @@ pub struct Email {
     /// When each status was reached, by status name.
     pub timestamps: BTreeMap<String, String>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
     /// One-time credentials the bodies carry (a sign-in link, a code), sealed: the stored and
     /// readable bodies hold `[[secret:<name>]]` in their place, and only the sender, on its way

@@ -25,9 +25,7 @@ pub struct Suppression {
     /// that used a marketing email's unsubscribe link: marketing mail only).
     pub reason: String,
     /// The email whose feedback put it here.
-    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<EmailId>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }
 

@@ -49,9 +49,7 @@ pub struct Template {
     /// Sends without one of these variables are rejected, naming it.
     pub required_variables: Vec<String>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 

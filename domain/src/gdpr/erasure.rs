@@ -25,7 +25,6 @@ use utoipa::ToSchema;
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Erasure {
     /// `ge_...`
-    #[schema(value_type = String, pattern = "^ge_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ErasureId,
     /// Always `gdpr_erasure`.
     pub object: String,
@@ -37,11 +36,8 @@ pub struct Erasure {
     pub requested_by: String,
     /// Items erased or anonymised, per area.
     pub counts: BTreeMap<String, u64>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub started_at: Option<Timestamp>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub completed_at: Option<Timestamp>,
     pub error: Option<JobError>,
 }

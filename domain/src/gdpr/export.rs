@@ -60,7 +60,6 @@ pub enum ExportScope {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct ExportJob {
     /// `gx_...`
-    #[schema(value_type = String, pattern = "^gx_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ExportId,
     /// Always `gdpr_export`.
     pub object: String,
@@ -73,16 +72,11 @@ pub struct ExportJob {
     /// Who asked: `key:<id>`, a member's subject, or `portal:<contact id>`.
     pub requested_by: String,
     /// The legal deadline: received + 30 days.
-    #[schema(value_type = String, format = DateTime)]
     pub due_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub started_at: Option<Timestamp>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub completed_at: Option<Timestamp>,
     /// Until when the document can be downloaded (completed + 7 days); S3 deletes it then.
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Timestamp>,
     /// Compressed size of the document.
     pub size_bytes: Option<u64>,

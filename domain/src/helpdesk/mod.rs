@@ -110,7 +110,6 @@ pub enum Priority {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Conversation {
     /// `conv_...`
-    #[schema(value_type = String, pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ConversationId,
     /// Always `helpdesk_conversation`.
     pub object: String,
@@ -122,7 +121,6 @@ pub struct Conversation {
     pub tags: Vec<String>,
     /// Null when the conversation was started by a message whose sender failed
     /// authentication (`unverified`): its From address is not attributed to anyone.
-    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub contact_id: Option<ContactId>,
     /// Started by a message that failed DMARC (or SPF and DKIM both): the From address may be
     /// forged, so the conversation is linked to no contact and cannot be replied to until a
@@ -133,14 +131,10 @@ pub struct Conversation {
     pub channel: String,
     /// The address the customer writes to, at a verified sending domain of the workspace.
     pub mailbox: String,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub snoozed_until: Option<Timestamp>,
-    #[schema(value_type = String, format = DateTime)]
     pub last_message_at: Timestamp,
     pub message_count: u32,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 
@@ -184,11 +178,9 @@ impl DeliveryStatus {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Message {
     /// `hm_...`
-    #[schema(value_type = String, pattern = "^hm_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: HelpdeskMessageId,
     /// Always `helpdesk_message`.
     pub object: String,
-    #[schema(value_type = String, pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub conversation_id: ConversationId,
     pub r#type: MessageType,
     /// The sender's address (inbound, reply) or the member who wrote a note.
@@ -200,7 +192,6 @@ pub struct Message {
     /// Replies only: where the email stands.
     pub delivery_status: Option<DeliveryStatus>,
     /// Replies only: the email that carries it (`GET /emails/{id}`).
-    #[schema(value_type = Option<String>, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: Option<EmailId>,
     /// Who wrote it (staff) for replies and notes.
     pub author: Option<String>,
@@ -219,7 +210,6 @@ pub struct Message {
     /// Inbound only: what was cut to keep the message within the limits (null: nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<inbound::Truncation>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }
 
@@ -457,11 +447,8 @@ async fn delete_message(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()
 pub struct DeliveryUpdate {
     /// Always `helpdesk_delivery`.
     pub object: String,
-    #[schema(value_type = String, pattern = "^conv_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub conversation_id: ConversationId,
-    #[schema(value_type = String, pattern = "^hm_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub message_id: HelpdeskMessageId,
-    #[schema(value_type = String, pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub email_id: EmailId,
     pub delivery_status: DeliveryStatus,
 }

@@ -91,7 +91,6 @@ impl Categories {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Scan {
     /// `scan_...`
-    #[schema(value_type = String, pattern = "^scan_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ScanId,
     /// Always `scan`.
     pub object: String,
@@ -112,13 +111,9 @@ pub struct Scan {
     pub scoring_version: Option<String>,
     #[serde(default)]
     pub attempts: u32,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub started_at: Option<Timestamp>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub completed_at: Option<Timestamp>,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 

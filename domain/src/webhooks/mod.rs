@@ -63,7 +63,6 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Endpoint {
     /// `wh_...`
-    #[schema(value_type = String, pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: EndpointId,
     /// Always `webhook_endpoint`.
     pub object: String,
@@ -76,12 +75,9 @@ pub struct Endpoint {
     /// continuously for 5 days). Cleared when it is enabled again.
     pub disabled_reason: Option<String>,
     /// Start of the current run of failed attempts.
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub failing_since: Option<Timestamp>,
     pub metadata: BTreeMap<String, String>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 
@@ -193,7 +189,6 @@ pub struct Attempt {
     /// 1 for the first attempt of the delivery.
     pub number: u32,
     /// When the request was sent.
-    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
     pub duration_ms: u64,
     /// The receiver's HTTP status, when it answered.
@@ -208,24 +203,18 @@ pub struct Attempt {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Delivery {
     /// `whd_...`
-    #[schema(value_type = String, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: DeliveryId,
     /// Always `webhook_delivery`.
     pub object: String,
-    #[schema(value_type = String, pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub endpoint_id: EndpointId,
-    #[schema(value_type = String, pattern = "^evt_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub event_id: EventId,
     pub event_type: String,
     pub status: DeliveryStatus,
     /// Attempts so far (the most recent 20 are listed in `attempts`).
     pub attempt_count: u32,
     pub attempts: Vec<Attempt>,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub next_attempt_at: Option<Timestamp>,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 

@@ -24,7 +24,6 @@ pub struct EndpointWithSecret {
     /// `whsec_...`: shown once; store it to verify signatures.
     pub secret: String,
     /// Until when the previous secret keeps signing alongside (rotate-secret only).
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub previous_secret_expires_at: Option<shared::ids::Timestamp>,
 }
 

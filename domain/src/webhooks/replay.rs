@@ -42,26 +42,19 @@ pub enum ReplayStatus {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Replay {
     /// `whr_...`
-    #[schema(value_type = String, pattern = "^whr_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub id: ReplayId,
     /// Always `webhook_replay`.
     pub object: String,
-    #[schema(value_type = String, pattern = "^wh_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub endpoint_id: EndpointId,
-    #[schema(value_type = String, format = DateTime)]
     pub since: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub until: Timestamp,
     /// Only these types (within the endpoint's own); empty: every type the endpoint takes.
     pub event_types: Vec<String>,
     pub status: ReplayStatus,
     /// Events resent so far (a new delivery each, listed with the endpoint's deliveries).
     pub resent: u64,
-    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
-    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub completed_at: Option<Timestamp>,
 }
 
@@ -70,11 +63,9 @@ pub struct Replay {
 #[serde(deny_unknown_fields)]
 pub struct CreateReplay {
     /// The window's start: at most 30 days ago (events are kept as long as their deliveries).
-    #[schema(value_type = String, format = DateTime)]
     pub since: Timestamp,
     /// The window's end, not before `since`; default (and at most) now.
     #[serde(default)]
-    #[schema(value_type = Option<String>, format = DateTime)]
     pub until: Option<Timestamp>,
     /// Only these types or `<noun>.*` patterns; empty or absent: every type the endpoint takes.
     #[serde(default)]
