@@ -426,7 +426,7 @@ fn to_object(id: &ApprovalRequestId, d: &Doc, item: &Item) -> ApprovalRequest {
         path: d.path.clone(),
         idempotency_key: d.idempotency_key.clone(),
         body_sha256: d.body_sha256.clone(),
-        api_key_id: d.api_key_id.clone().into(),
+        api_key_id: ApiKeyId::trusted(d.api_key_id.clone()),
         preview: d.preview.clone(),
         bound: d.bound.clone(),
         changed: get_str(item, "changed").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
@@ -435,7 +435,7 @@ fn to_object(id: &ApprovalRequestId, d: &Doc, item: &Item) -> ApprovalRequest {
         decided_at: get_str(item, "decided_at").and_then(Timestamp::parse),
         decided_by: get_str(item, "decided_by").map(String::from),
         reason: get_str(item, "reason").map(String::from),
-        confirmation_id: get_str(item, "confirmation_id").map(|c| c.to_string().into()),
+        confirmation_id: get_str(item, "confirmation_id").map(ConfirmationId::trusted),
     }
 }
 
@@ -446,7 +446,7 @@ pub fn from_item(item: &Item) -> ApiResult<ApprovalRequest> {
         Some(j) => serde_json::from_str(j).map_err(|e| ApiError::internal(format!("approval request doc: {e}")))?,
         None => return Err(ApiError::not_found("approval request")),
     };
-    Ok(to_object(&id.to_string().into(), &doc, item))
+    Ok(to_object(&ApprovalRequestId::trusted(id), &doc, item))
 }
 
 async fn load_item(app: &App, ws: &WorkspaceId, id: &ApprovalRequestId) -> ApiResult<Item> {

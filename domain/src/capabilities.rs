@@ -376,7 +376,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
         _ => ConfirmationStatus::Issued,
     };
     Ok(Confirmation {
-        id: id.to_string().into(),
+        id: ConfirmationId::trusted(id),
         object: "capability_confirmation".into(),
         capability: text("capability"),
         method: text("method"),
@@ -386,7 +386,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
         preview_summary: text("preview_summary"),
         approved_by: text("approved_by"),
         confirmed_by: text("confirmed_by"),
-        api_key_id: text("api_key_id").into(),
+        api_key_id: ApiKeyId::trusted(text("api_key_id")),
         status,
         created_at: at("created_at")?,
         expires_at: at("token_expires_at")?,
@@ -433,7 +433,7 @@ pub struct CreateConfirmation {
     #[schema(min_length = 1, max_length = 200)]
     pub approved_by: String,
     /// The API key (`key_...`) that will send the request.
-    #[schema(pattern = "^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = crate::ids::ApiKeyId)]
     pub api_key_id: String,
     /// Seconds the token lives, 60 to 900 (default 300).
     #[schema(minimum = 60, maximum = 900)]
@@ -521,7 +521,7 @@ pub async fn create(
     let (token, token_hash) = shared::confirmation::new_token(&id);
     let expires = now + chrono::Duration::seconds(lifetime);
     let c = Confirmation {
-        id: id.into(),
+        id: ConfirmationId::trusted(id),
         object: "capability_confirmation".into(),
         capability: capability.capability.clone(),
         method: capability.method.clone(),
@@ -531,7 +531,7 @@ pub async fn create(
         preview_summary: input.preview_summary,
         approved_by: input.approved_by.trim().to_string(),
         confirmed_by: confirmed_by.to_string(),
-        api_key_id: key_id.into(),
+        api_key_id: ApiKeyId::trusted(key_id),
         status: ConfirmationStatus::Issued,
         created_at: shared::ids::Timestamp::from(now),
         expires_at: shared::ids::Timestamp::from(expires),
@@ -616,7 +616,7 @@ mod tests {
     #[test]
     fn status_follows_state_and_expiry() {
         let c = Confirmation {
-            id: "cc_1".into(),
+            id: ConfirmationId::trusted("cc_1"),
             object: String::new(),
             capability: "emails.send".into(),
             method: "POST".into(),
@@ -626,7 +626,7 @@ mod tests {
             preview_summary: "p".into(),
             approved_by: "a".into(),
             confirmed_by: "sub".into(),
-            api_key_id: "key_1".into(),
+            api_key_id: ApiKeyId::trusted("key_1"),
             status: ConfirmationStatus::Issued,
             created_at: shared::ids::Timestamp::now(),
             expires_at: shared::ids::Timestamp::now(),

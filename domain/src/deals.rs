@@ -95,11 +95,6 @@ pub fn check_common(errs: &mut Errors, d: &Deal) {
     if !shared::validate::is_currency(&d.currency) {
         errs.add("currency", "must be an ISO 4217 code like EUR");
     }
-    if let Some(c) = &d.contact_id
-        && <crate::contacts::ContactId as shared::ids::PrefixedId>::parse(c).is_none()
-    {
-        errs.add("contact_id", "must be a contact id (ct_...)");
-    }
     if let Some(date) = &d.expected_close_date
         && chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_err()
     {
@@ -136,8 +131,8 @@ pub struct UpdateDeal {
     pub status: Patch<DealStatus>,
     /// `null` unlinks.
     #[serde(default)]
-    #[schema(value_type = Option<String>, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Patch<String>,
+    #[schema(value_type = Option<ContactId>)]
+    pub contact_id: Patch<ContactId>,
     #[serde(default)]
     #[schema(value_type = Option<String>, format = Date)]
     pub expected_close_date: Patch<String>,
@@ -220,7 +215,7 @@ impl Deal {
             }
             Some(st) => d.stage = st.trim().to_string(),
         }
-        input.contact_id.map(ContactId::from).apply_to(&mut d.contact_id);
+        input.contact_id.apply_to(&mut d.contact_id);
         input.expected_close_date.apply_to(&mut d.expected_close_date);
         input.lost_reason.apply_to(&mut d.lost_reason);
         errs.patch_metadata("metadata", input.metadata, &mut d.metadata);
@@ -272,8 +267,7 @@ pub struct CreateDeal {
     #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
     pub stage: Option<String>,
     #[serde(default)]
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     #[serde(default)]
     #[schema(format = Date)]
     pub expected_close_date: Option<String>,
@@ -317,7 +311,7 @@ pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult
         currency: input.currency.trim().to_ascii_uppercase(),
         stage: input.stage.map(|s| s.trim().to_string()).unwrap_or_else(|| "new".into()),
         status: DealStatus::Open,
-        contact_id: input.contact_id.map(ContactId::from),
+        contact_id: input.contact_id,
         expected_close_date: input.expected_close_date,
         lost_reason: None,
         closed_at: None,
@@ -410,7 +404,7 @@ mod tests {
 
     fn deal() -> Deal {
         Deal {
-            id: <DealId as shared::ids::PrefixedId>::new_unchecked("deal_1".into()),
+            id: DealId::trusted("deal_1"),
             object: "deal".into(),
             title: "Plan".into(),
             value: 100,
@@ -461,7 +455,7 @@ mod tests {
 pub struct ListDeals {
     pub status: Option<DealStatus>,
     pub stage: Option<String>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    #[serde(default)]
     pub contact_id: Option<ContactId>,
 }
 

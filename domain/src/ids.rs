@@ -34,9 +34,18 @@ impl ContactId {
     /// booking keeps its slot): the empty id, which no contact has. Never a key: check
     /// [`ContactId::is_erased`] before loading or linking by it.
     pub fn erased() -> Self {
-        Self::from(String::new())
+        Self::trusted(String::new())
     }
     pub fn is_erased(&self) -> bool {
         self.as_str().is_empty()
+    }
+    /// `#[serde(deserialize_with)]` for a field that may hold the erased id: the empty string,
+    /// or a well-formed contact id.
+    pub fn or_erased<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ContactId, D::Error> {
+        let id = <String as serde::Deserialize>::deserialize(d)?;
+        match id.is_empty() {
+            true => Ok(Self::erased()),
+            false => <Self as shared::ids::PrefixedId>::parse(&id).ok_or_else(|| serde::de::Error::custom("must be a contact id (ct_...)")),
+        }
     }
 }

@@ -812,7 +812,7 @@ pub async fn update_me(
 /// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct PortalEmail {
-    #[schema(pattern = "^em_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = crate::ids::EmailId)]
     pub id: String,
     /// Always `email`.
     pub object: String,

@@ -133,7 +133,7 @@ pub enum Visibility {
 #[derive(Deserialize, ToSchema, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct VariantInput {
-    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = crate::ids::ChannelId)]
     pub channel_id: String,
     /// The text for this channel (1 to 10,000 characters, within the channel's limit).
     #[serde(default)]
@@ -348,17 +348,21 @@ pub async fn delete(app: &shared::App, ws: &WorkspaceId, post: &Post, version: i
         .map_err(shared::store::TxError::stale)
 }
 
-pub fn check_channels(errs: &mut Errors, ids: &[String]) {
+/// The channels a body names, every problem at once (so they are text until checked here):
+/// the well-formed ones, which are all of them when `errs` stays empty.
+pub fn check_channels(errs: &mut Errors, ids: &[String]) -> Vec<ChannelId> {
     if ids.len() > MAX_CHANNELS {
         errs.add("channel_ids", format!("at most {MAX_CHANNELS} channels"));
     }
+    let mut parsed = Vec::with_capacity(ids.len());
     for (i, id) in ids.iter().enumerate() {
-        if <ChannelId as shared::ids::PrefixedId>::parse(id).is_none() {
-            errs.add(format!("channel_ids[{i}]"), "must be a channel id (ch_...)");
-        } else if ids[..i].contains(id) {
-            errs.add(format!("channel_ids[{i}]"), "is listed twice");
+        match <ChannelId as shared::ids::PrefixedId>::parse(id) {
+            None => errs.add(format!("channel_ids[{i}]"), "must be a channel id (ch_...)"),
+            Some(_) if ids[..i].contains(id) => errs.add(format!("channel_ids[{i}]"), "is listed twice"),
+            Some(c) => parsed.push(c),
         }
     }
+    parsed
 }
 
 fn check_language(errs: &mut Errors, l: Option<&str>) {
@@ -424,7 +428,7 @@ pub struct CreatePost {
     #[schema(min_length = 1, max_length = 10000, pattern = "\\S")]
     pub content: String,
     #[serde(default)]
-    #[schema(pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = Vec<ChannelId>)]
     pub channel_ids: Vec<String>,
     #[serde(default)]
     #[schema(max_items = 10)]
@@ -451,7 +455,7 @@ pub struct UpdatePost {
     #[schema(value_type = String)]
     pub content: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = Option<Vec<ChannelId>>)]
     pub channel_ids: Patch<Vec<String>>,
     #[serde(default)]
     #[schema(value_type = Option<Vec<Media>>, max_items = 10)]
@@ -502,13 +506,12 @@ impl Post {
     pub fn draft(input: CreatePost, now: Now) -> ApiResult<Post> {
         let mut errs = Errors::new();
         check_content(&mut errs, &input.content);
-        check_channels(&mut errs, &input.channel_ids);
+        let channel_ids = check_channels(&mut errs, &input.channel_ids);
         check_media(&mut errs, "media", &input.media);
         check_language(&mut errs, input.language.as_deref());
         errs.metadata("metadata", &input.metadata);
         let scheduled_at = input.scheduled_at.as_deref().and_then(|v| check_schedule(&mut errs, v, now));
-        let ids: Vec<ChannelId> = input.channel_ids.iter().map(|c| ChannelId::from(c.as_str())).collect();
-        let mut variants = variants_for(&ids, &[]);
+        let mut variants = variants_for(&channel_ids, &[]);
         apply_overrides(&mut errs, &mut variants, &input.variants);
         errs.finish()?;
         let at = shared::ids::Timestamp::from(now);
@@ -518,7 +521,7 @@ impl Post {
             status: PostStatus::Draft,
             variants,
             content: input.content,
-            channel_ids: input.channel_ids.into_iter().map(ChannelId::from).collect(),
+            channel_ids,
             media: input.media,
             language: input.language,
             scheduled_at,
@@ -542,8 +545,7 @@ impl Post {
             post.content = c;
         }
         if let Some(ids) = patch.channel_ids.or_empty() {
-            check_channels(&mut errs, &ids);
-            post.channel_ids = ids.into_iter().map(ChannelId::from).collect();
+            post.channel_ids = check_channels(&mut errs, &ids);
         }
         post.variants = variants_for(&post.channel_ids, &post.variants);
         if let Some(o) = &patch.variants {
@@ -702,8 +704,8 @@ mod tests {
 
     #[test]
     fn variants_follow_channels_and_keep_state() {
-        let a = ChannelId::from("ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D");
-        let b = ChannelId::from("ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E");
+        let a = ChannelId::trusted("ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D");
+        let b = ChannelId::trusted("ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E");
         let mut v = variants_for(std::slice::from_ref(&a), &[]);
         v[0].status = VariantStatus::Published;
         let v2 = variants_for(&[a, b], &v);
@@ -717,7 +719,7 @@ mod tests {
 #[derive(Deserialize)]
 pub struct ListPosts {
     pub status: Option<PostStatus>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    #[serde(default)]
     pub channel_id: Option<ChannelId>,
 }
 

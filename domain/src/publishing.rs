@@ -39,7 +39,8 @@ pub struct PublishJob {
 /// Queue a post for the publisher (after `delay` seconds, at most SQS's 15 minutes). A lost
 /// message costs a delay only: the tick finds due posts again.
 pub async fn enqueue(app: &App, ws: &WorkspaceId, post_id: &str, delay: i64) -> bool {
-    let body = serde_json::to_string(&PublishJob { workspace_id: ws.clone(), post_id: post_id.into() }).expect("serializes");
+    let body =
+        serde_json::to_string(&PublishJob { workspace_id: ws.clone(), post_id: crate::ids::PostId::trusted(post_id) }).expect("serializes");
     let res = app.hand_off(&app.cfg.publish_queue_url, &body, delay).await;
     if let Err(e) = &res {
         tracing::warn!(error = %e, post_id, "publish job not queued; the tick will find the post");

@@ -35,9 +35,10 @@ pub trait PrefixedId: Sized {
 #[macro_export]
 macro_rules! prefixed_id {
     ($name:ident, $prefix:literal, $object:literal) => {
-        /// Serialized as its string (`#[serde(transparent)]`). Its schema is a string with
-        /// the pattern its prefix gives; the contract writes it inline at each use.
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize, ::serde::Deserialize)]
+        /// Serialized as its string (`#[serde(transparent)]`); deserializing checks the prefix
+        /// and the ULID, so a request naming a malformed one is refused where it is read.
+        /// Its schema is a string with the pattern its prefix gives.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize)]
         #[serde(transparent)]
         pub struct $name(String);
         impl $name {
@@ -47,6 +48,18 @@ macro_rules! prefixed_id {
             }
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+            /// An id the platform made or stored itself (a key it wrote, a record's field), taken
+            /// as it is. Never for an id a request names: parse those.
+            pub fn trusted(id: impl Into<String>) -> Self {
+                Self(id.into())
+            }
+        }
+        impl<'de> ::serde::Deserialize<'de> for $name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let id = <String as ::serde::Deserialize>::deserialize(d)?;
+                <Self as $crate::ids::PrefixedId>::parse(&id)
+                    .ok_or_else(|| <D::Error as ::serde::de::Error>::custom(concat!("must be a ", $object, " id (", $prefix, "_...)")))
             }
         }
         impl ::std::cmp::PartialEq<str> for $name {
@@ -82,17 +95,6 @@ macro_rules! prefixed_id {
         impl ::std::convert::From<&$name> for String {
             fn from(id: &$name) -> String {
                 id.0.clone()
-            }
-        }
-        /// For ids the platform's own records hold (as deserializing one does): unchecked.
-        impl ::std::convert::From<String> for $name {
-            fn from(id: String) -> Self {
-                Self(id)
-            }
-        }
-        impl ::std::convert::From<&str> for $name {
-            fn from(id: &str) -> Self {
-                Self(id.to_string())
             }
         }
         impl $crate::ids::PrefixedId for $name {
@@ -278,6 +280,22 @@ mod tests {
         assert!(!is_valid("ct", &a));
         assert!(!is_valid("post", "post_123"));
         assert!(!is_valid("post", "post_../../etc"));
+    }
+
+    crate::prefixed_id!(TestId, "tst", "test thing");
+
+    #[test]
+    fn ids_deserialize_only_when_well_formed_and_carry_their_pattern() {
+        let id = TestId::generate();
+        assert_eq!(serde_json::from_value::<TestId>(serde_json::json!(id.as_str())).unwrap(), id);
+        for bad in ["", "tst_123", "ct_01HF6Z3Q8M4W2T9K7R5N1B0C6D", "tst_../../etc", "tst_01HF6Z3Q8M4W2T9K7R5N1B0C6DX"] {
+            let e = serde_json::from_value::<TestId>(serde_json::json!(bad)).unwrap_err();
+            assert_eq!(e.to_string(), "must be a test thing id (tst_...)", "{bad}");
+        }
+        let schema = serde_json::to_value(<TestId as utoipa::PartialSchema>::schema()).unwrap();
+        assert_eq!(schema["pattern"], "^tst_[0-7][0-9A-HJKMNP-TV-Z]{25}$");
+        let time = serde_json::to_value(<Timestamp as utoipa::PartialSchema>::schema()).unwrap();
+        assert_eq!((time["type"].as_str(), time["format"].as_str()), (Some("string"), Some("date-time")));
     }
 
     #[test]

@@ -5,12 +5,6 @@ use crate::error::{ApiError, ErrorCode, ErrorDetail};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-/// Deserialize an optional prefixed id (`?channel_id=ch_...`), refusing a malformed one with
-/// "must be a <object> id (<prefix>_...)".
-pub fn prefixed_id<'de, D: Deserializer<'de>, T: crate::ids::PrefixedId>(d: D) -> Result<Option<T>, D::Error> {
-    let raw: Option<String> = Deserialize::deserialize(d)?;
-    raw.map(|v| T::parse(&v).ok_or_else(|| serde::de::Error::custom(format!("must be a {} id ({}_...)", T::OBJECT, T::PREFIX)))).transpose()
-}
 use std::collections::BTreeMap;
 
 /// Parse a JSON body into `T`. Malformed JSON and type errors become VALIDATION_ERROR naming the field.

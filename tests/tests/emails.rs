@@ -389,7 +389,7 @@ async fn duplicate_queue_messages_send_an_email_once() {
     let sender = h.sender().await;
     let job = serde_json::to_string(&domain::emails::SendJob {
         workspace_id: shared::auth::WorkspaceId::trusted(ws.clone()),
-        email_ids: vec![id.as_str().into()],
+        email_ids: vec![domain::ids::EmailId::trusted(id.as_str())],
     })
     .unwrap();
     let records: Vec<shared::sqs::SqsMessage> =

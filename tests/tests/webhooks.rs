@@ -464,7 +464,7 @@ async fn the_sweep_reads_past_events_it_recently_re_sent() {
     let mut items = vec![];
     for id in ids.iter() {
         let ev = Event {
-            id: id.as_str().into(),
+            id: shared::events::EventId::trusted(id.as_str()),
             kind: "post.created".into(),
             created_at: shared::ids::Timestamp::now(),
             workspace_id: "ws_01HF6Z3Q8M4W2T9K7R5N1B0C6D".into(),

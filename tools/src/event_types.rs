@@ -12,10 +12,10 @@ fn envelope(kind: &str, data: &Value) -> Value {
         "type": "object",
         "required": ["id", "type", "created_at", "workspace_id", "data"],
         "properties": {
-            "id": {"type": "string", "pattern": "^evt_[0-7][0-9A-HJKMNP-TV-Z]{25}$", "description": "The event's id: the same on every delivery of it (and its `webhook-id`)."},
+            "id": {"type": "string", "pattern": shared::ids::id_pattern("evt"), "description": "The event's id: the same on every delivery of it (and its `webhook-id`)."},
             "type": {"type": "string", "enum": [kind]},
             "created_at": {"type": "string", "format": "date-time"},
-            "workspace_id": {"type": "string", "pattern": "^ws_[0-7][0-9A-HJKMNP-TV-Z]{25}$"},
+            "workspace_id": id("ws"),
             "data": data,
         },
         "additionalProperties": false,
@@ -23,7 +23,7 @@ fn envelope(kind: &str, data: &Value) -> Value {
 }
 
 fn id(prefix: &str) -> Value {
-    json!({"type": "string", "pattern": format!("^{prefix}_[0-7][0-9A-HJKMNP-TV-Z]{{25}}$")})
+    json!({"type": "string", "pattern": shared::ids::id_pattern(prefix)})
 }
 
 fn object(about: &str, props: Value) -> Value {
@@ -73,7 +73,7 @@ fn payload_schemas() -> Vec<(&'static str, Value)> {
                 "An address unsubscribed from the workspace's marketing mail through an email's unsubscribe link or mailto address.",
                 json!({
                     "object": {"type": "string", "enum": ["unsubscribe"]}, "email": text,
-                    "contact_id": {"type": ["string", "null"], "pattern": "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"},
+                    "contact_id": {"type": ["string", "null"], "pattern": shared::ids::id_pattern("ct")},
                     "email_id": id("em"), "via": {"type": "string", "enum": ["one_click", "page", "mail"]}, "consent_id": id("cons"),
                 }),
             ),
@@ -103,7 +103,7 @@ fn payload_schemas() -> Vec<(&'static str, Value)> {
                 "A GDPR erasure's outcome: the erased contact (when there was one) and the items erased per area.",
                 json!({
                     "id": id("ge"), "object": {"type": "string", "enum": ["gdpr_erasure"]}, "status": r("JobStatus"),
-                    "contact_id": {"type": ["string", "null"], "pattern": "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"},
+                    "contact_id": {"type": ["string", "null"], "pattern": shared::ids::id_pattern("ct")},
                     "counts": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
                     "completed_at": time_or_null, "error": r_or_null("JobError"),
                 }),

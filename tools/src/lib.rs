@@ -586,13 +586,17 @@ fn declare_headers(v: &mut serde_json::Value) {
 fn exactly_one(v: &mut serde_json::Value) {
     use serde_json::json;
     const MARK: &str = "x-exactly-one";
+    const TYPED: [(&str, &[&str]); 1] = [("CreateBooking", &["contact_id", "contact"])];
     for (name, schema) in v["components"]["schemas"].as_object_mut().expect("schemas") {
         let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) else { continue };
-        let groups: Vec<Vec<String>> = props
+        let mut groups: Vec<Vec<String>> = props
             .values_mut()
             .filter_map(|p| p.as_object_mut().and_then(|o| o.remove(MARK)))
             .map(|g| serde_json::from_value(g).unwrap_or_else(|e| panic!("{name}: {MARK} lists field names: {e}")))
             .collect();
+        // Where every field of the group is typed (an id, an object), utoipa writes references,
+        // which carry no extension: the group is named here.
+        groups.extend(TYPED.iter().filter(|(s, _)| s == name).map(|(_, fields)| fields.iter().map(|f| f.to_string()).collect()));
         for f in groups.iter().flatten() {
             assert!(props.contains_key(f), "{name}: {MARK} names {f}, which it does not have");
         }
@@ -743,7 +747,7 @@ fn constants_and_path_ids(v: &mut serde_json::Value) {
                 }
                 let Some(stem) = stem(path, p["name"].as_str().unwrap_or_default()) else { continue };
                 if let Some(prefix) = kinds.get(&stem) {
-                    p["schema"]["pattern"] = format!("^{prefix}_[0-7][0-9A-HJKMNP-TV-Z]{{25}}$").into();
+                    p["schema"]["pattern"] = shared::ids::id_pattern(prefix).into();
                     if p.get("description").is_none() {
                         p["description"] = format!("{prefix}_...").into();
                     }

@@ -412,7 +412,8 @@ fn domain_modules_use_only_their_layer_or_lower_without_cycles() {
 /// Function crates parse a request, call `domain` and answer: they build no transaction and
 /// do not reach the table themselves (lists answer through `shared::request::list_page` and
 /// `keyed_page` from a key-registry query). Their workspace is the principal's (`WsReq::ws`):
-/// they never vouch for one themselves (`WorkspaceId::trusted`, `from_record`). Checking
+/// they never vouch for one themselves (`WorkspaceId::trusted`, `from_record`), nor for any
+/// other id (`ContactId::trusted`: the ids a request names are parsed). Checking
 /// input field by field (`Errors`) is the operation's too, lists' filters included.
 #[test]
 fn function_crates_reach_the_store_only_through_domain() {
@@ -425,7 +426,7 @@ fn function_crates_reach_the_store_only_through_domain() {
             ".commit(",
             "Record::new(",
             "aws_sdk_dynamodb",
-            "WorkspaceId::trusted",
+            "::trusted(",
             "from_record",
             "Errors::",
             "validate::Errors",

@@ -5,8 +5,8 @@
 use super::notify::Notify;
 use super::ops::{self, StoredBooking};
 use super::{
-    Availability, Booking, BookingId, BookingStatus, CancelledBy, CreateBooking, CreateHold, DEFAULT_HOLD_SECS, Hold, HoldId, Resource,
-    Service, ServiceId, notify, schedule,
+    Availability, Booking, BookingId, BookingStatus, CancelledBy, CreateBooking, CreateHold, DEFAULT_HOLD_SECS, Hold, Resource, Service,
+    ServiceId, notify, schedule,
 };
 use crate::contacts::ContactId;
 use crate::ids::ResourceId;
@@ -47,11 +47,6 @@ pub async fn availability(
 }
 
 /// A slot request's service id and start, checked before anything is read.
-fn parse_slot(service_id: &str, start: &str) -> ApiResult<(ServiceId, chrono::DateTime<chrono::Utc>)> {
-    let sid = ServiceId::parse(service_id).ok_or_else(|| ApiError::validation("service_id", "must be a service id (svc_...)"))?;
-    Ok((sid, ops::parse_time("start", start)?))
-}
-
 async fn service(app: &App, ws: &WorkspaceId, sid: &ServiceId) -> ApiResult<Service> {
     Ok(ops::load_service(app, ws, sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?.0)
 }
@@ -63,10 +58,10 @@ async fn candidates(
     ws: &WorkspaceId,
     svc: &Service,
     start: chrono::DateTime<chrono::Utc>,
-    resource_id: Option<&str>,
+    resource_id: Option<&ResourceId>,
 ) -> ApiResult<(Vec<Resource>, Option<ops::Prefetched>)> {
     let first = match resource_id {
-        Some(r) => svc.resource_ids.iter().find(|x| x.as_str() == r),
+        Some(r) => svc.resource_ids.iter().find(|x| *x == r),
         None => svc.resource_ids.first(),
     };
     let cells = async {
@@ -101,12 +96,12 @@ async fn candidates(
 async fn slot_for(
     app: &App,
     ws: &WorkspaceId,
-    service_id: &str,
-    start: &str,
-    resource_id: Option<&str>,
+    service_id: &ServiceId,
+    start: Timestamp,
+    resource_id: Option<&ResourceId>,
 ) -> ApiResult<(Service, chrono::DateTime<chrono::Utc>, Vec<Resource>, Option<ops::Prefetched>)> {
-    let (sid, start) = parse_slot(service_id, start)?;
-    let svc = service(app, ws, &sid).await?;
+    let start = start.time();
+    let svc = service(app, ws, service_id).await?;
     let (resources, prefetched) = candidates(app, ws, &svc, start, resource_id).await?;
     Ok((svc, start, resources, prefetched))
 }
@@ -117,7 +112,7 @@ pub async fn create_hold(app: &App, ws: &WorkspaceId, input: CreateHold) -> ApiR
     if !(5..=1800).contains(&secs) {
         return Err(ApiError::validation("hold_seconds", "must be 5 to 1800"));
     }
-    let (svc, start, resources, prefetched) = slot_for(app, ws, &input.service_id, &input.start, input.resource_id.as_deref()).await?;
+    let (svc, start, resources, prefetched) = slot_for(app, ws, &input.service_id, input.start, input.resource_id.as_ref()).await?;
     ops::hold(app, ws, ops::Request { svc: &svc, candidates: &resources, start, hold: None, prefetched }, secs).await
 }
 
@@ -132,18 +127,10 @@ pub async fn create(send: &Notify<'_>, app: &App, ws: &WorkspaceId, input: Creat
     }
     errs.metadata("metadata", &input.metadata);
     errs.finish()?;
-    let hid = input
-        .hold_id
-        .as_deref()
-        .map(|h| HoldId::parse(h).ok_or_else(|| ApiError::validation("hold_id", "must be a hold id (hold_...)")))
-        .transpose()?;
-    let (sid, start) = parse_slot(&input.service_id, &input.start)?;
-    if input.resource_id.as_deref().is_some_and(|r| ResourceId::parse(r).is_none()) {
-        return Err(ApiError::validation("resource_id", "must be a resource id (res_...)"));
-    }
-    let party = ops::PartyInput::parse(input.contact_id.as_deref(), input.contact.as_ref())?;
+    let (sid, start) = (&input.service_id, input.start.time());
+    let party = ops::PartyInput::parse(input.contact_id.clone(), input.contact.as_ref())?;
     let hold = async {
-        match &hid {
+        match &input.hold_id {
             Some(h) => ops::load_hold(app, ws, h)
                 .await?
                 .ok_or_else(|| ApiError::validation("hold_id", "no such hold, or it has expired"))
@@ -152,15 +139,15 @@ pub async fn create(send: &Notify<'_>, app: &App, ws: &WorkspaceId, input: Creat
         }
     };
     // Errors in a fixed order, whichever read ends first.
-    let (svc, hold, party) = tokio::join!(service(app, ws, &sid), hold, party.resolve(app, ws));
+    let (svc, hold, party) = tokio::join!(service(app, ws, sid), hold, party.resolve(app, ws));
     let (svc, hold, party) = (svc?, hold?, party?);
     if let Some(h) = &hold
-        && (h.service_id != sid || h.start.time() != start)
+        && (h.service_id != *sid || h.start.time() != start)
     {
         return Err(ApiError::validation("hold_id", "holds another service or start"));
     }
-    let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone().map(ResourceId::from));
-    let (resources, prefetched) = candidates(app, ws, &svc, start, resource.as_deref()).await?;
+    let resource = hold.as_ref().map(|h| h.resource_id.clone()).or(input.resource_id.clone());
+    let (resources, prefetched) = candidates(app, ws, &svc, start, resource.as_ref()).await?;
     let mut b = Booking::new(&svc, party.id().clone(), start, Timestamp::now());
     (b.notes, b.metadata) = (input.notes, input.metadata);
     let b = Booking { reminder_email_id: notify::reminder_id(&svc, &b), ..b };
@@ -277,13 +264,18 @@ pub async fn cancel(
 /// Move a pending or confirmed booking to another slot of its resource; the old reminder is
 /// withdrawn and the new one scheduled (the effect `SendEmail`). A customer moves only their own
 /// bookings (others are 404), and not later than the service's cancellation window before it.
+/// A start a form names (the portal's pages): an RFC 3339 time, or the field's error.
+pub fn form_start(v: Option<&str>) -> ApiResult<Timestamp> {
+    ops::parse_time("start", v.unwrap_or_default()).map(Timestamp::from)
+}
+
 pub async fn reschedule(
     send: &Notify<'_>,
     app: &App,
     ws: &WorkspaceId,
     id: &BookingId,
     by: Canceller<'_>,
-    start: &str,
+    start: Timestamp,
 ) -> ApiResult<Booking> {
     let sb = load(app, ws, id).await?;
     if let Canceller::Customer(c) = by

@@ -15,9 +15,9 @@ use shared::{ApiResult, App};
 #[derive(Deserialize)]
 pub struct ListBookings {
     pub status: Option<BookingStatus>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    #[serde(default)]
     pub contact_id: Option<ContactId>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    #[serde(default)]
     pub resource_id: Option<ResourceId>,
     pub from: Option<String>,
     pub to: Option<String>,

@@ -178,8 +178,8 @@ pub struct ServiceInput {
     pub buffer_before_minutes: Option<i64>,
     #[schema(minimum = 0, maximum = 120)]
     pub buffer_after_minutes: Option<i64>,
-    #[schema(min_items = 1, max_items = 20, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub resource_ids: Option<Vec<String>>,
+    #[schema(min_items = 1, max_items = 20)]
+    pub resource_ids: Option<Vec<ResourceId>>,
     pub price: Option<Price>,
     #[schema(minimum = 0, maximum = 525600)]
     pub min_notice_minutes: Option<i64>,
@@ -235,7 +235,7 @@ pub struct Booking {
     pub service_id: ServiceId,
     pub resource_id: ResourceId,
     /// Empty once an erasure has removed the person.
-    #[serde(default = "ContactId::erased")]
+    #[serde(default = "ContactId::erased", deserialize_with = "ContactId::or_erased")]
     #[schema(value_type = String, pattern = "^(ct_[0-7][0-9A-HJKMNP-TV-Z]{25})?$")]
     pub contact_id: ContactId,
     /// RFC 3339 UTC.
@@ -280,7 +280,7 @@ impl Booking {
             object: "booking".into(),
             status: if svc.requires_confirmation { BookingStatus::Pending } else { BookingStatus::Confirmed },
             service_id: svc.id.clone(),
-            resource_id: ResourceId::from(String::new()),
+            resource_id: ResourceId::trusted(String::new()),
             contact_id,
             start: Timestamp::from(start),
             end: Timestamp::from(start + chrono::Duration::minutes(svc.duration_minutes)),
@@ -316,21 +316,18 @@ pub struct ContactInput {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBooking {
-    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub service_id: String,
+    pub service_id: ServiceId,
     /// A slot start from `GET /bookings/availability` (RFC 3339).
-    #[schema(format = DateTime)]
-    pub start: String,
+    pub start: Timestamp,
+    // Exactly one of the two: `tools` says so in the contract (a typed field's reference
+    // carries no extension).
     /// An existing contact, or `contact` to find or create one by email.
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$", extensions(("x-exactly-one" = json!(["contact_id", "contact"]))))]
-    pub contact_id: Option<String>,
+    pub contact_id: Option<ContactId>,
     pub contact: Option<ContactInput>,
     /// Default: the first free resource of the service.
-    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub resource_id: Option<String>,
+    pub resource_id: Option<ResourceId>,
     /// Converts this hold (same service and start) into the booking.
-    #[schema(pattern = "^hold_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub hold_id: Option<String>,
+    pub hold_id: Option<HoldId>,
     #[schema(max_length = 2000)]
     pub notes: Option<String>,
     #[serde(default)]
@@ -354,12 +351,9 @@ pub struct Hold {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateHold {
-    #[schema(pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub service_id: String,
-    #[schema(format = DateTime)]
-    pub start: String,
-    #[schema(pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub resource_id: Option<String>,
+    pub service_id: ServiceId,
+    pub start: Timestamp,
+    pub resource_id: Option<ResourceId>,
     /// How long the hold lasts: 5 to 1800 seconds, default 300.
     #[schema(minimum = 5, maximum = 1800)]
     pub hold_seconds: Option<i64>,
@@ -377,8 +371,7 @@ pub struct CancelBooking {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RescheduleBooking {
-    #[schema(format = DateTime)]
-    pub start: String,
+    pub start: Timestamp,
 }
 
 /// `GET /bookings/availability`: free starts per local date of `timezone`.

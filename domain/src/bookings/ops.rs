@@ -156,16 +156,14 @@ impl Service {
         }
         if let Some(v) = input.resource_ids {
             for (i, id) in v.iter().enumerate() {
-                if <ResourceId as shared::ids::PrefixedId>::parse(id).is_none() {
-                    errs.add(format!("resource_ids[{i}]"), "must be a resource id (res_...)");
-                } else if v[..i].contains(id) {
+                if v[..i].contains(id) {
                     errs.add(format!("resource_ids[{i}]"), "is listed twice");
                 }
             }
             if v.is_empty() || v.len() > 20 {
                 errs.add("resource_ids", "1 to 20 resources");
             }
-            svc.resource_ids = v.into_iter().map(ResourceId::from).collect();
+            svc.resource_ids = v;
         }
         if let Some(p) = input.price {
             if p.amount < 0 || p.amount > 100_000_000_000 {
@@ -746,7 +744,7 @@ pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Bo
 pub async fn hold(app: &App, ws: &WorkspaceId, req: Request<'_>, secs: i64) -> ApiResult<Hold> {
     let Request { svc, candidates, start, mut prefetched, .. } = req;
     let (needed, first, last) = slot_cells(svc, start);
-    let id = shared::ids::new_id("hold");
+    let id = super::HoldId::generate();
     for res in candidates {
         for _ in 0..4 {
             let now = Utc::now();
@@ -754,7 +752,7 @@ pub async fn hold(app: &App, ws: &WorkspaceId, req: Request<'_>, secs: i64) -> A
             let held = cells_now(app, ws, &res.id, (&first, &last), &mut prefetched).await?;
             let Some(plan) = choose(&needed, &held, res.capacity, None, now.timestamp()) else { break };
             let h = Hold {
-                id: id.clone().into(),
+                id: id.clone(),
                 object: "booking_hold".into(),
                 service_id: svc.id.clone(),
                 resource_id: res.id.clone(),
@@ -872,12 +870,10 @@ pub enum PartyInput {
 
 impl PartyInput {
     /// Errors name the field.
-    pub fn parse(contact_id: Option<&str>, contact: Option<&ContactInput>) -> ApiResult<PartyInput> {
+    pub fn parse(contact_id: Option<ContactId>, contact: Option<&ContactInput>) -> ApiResult<PartyInput> {
         use crate::contacts as ct;
         match (contact_id, contact) {
-            (Some(id), None) => <ContactId as shared::ids::PrefixedId>::parse(id)
-                .map(PartyInput::Id)
-                .ok_or_else(|| ApiError::validation("contact_id", "must be a contact id (ct_...)")),
+            (Some(id), None) => Ok(PartyInput::Id(id)),
             (None, Some(c)) => {
                 let (first, last) = match c.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
                     Some(n) => match n.rsplit_once(' ') {
@@ -943,7 +939,7 @@ impl Party {
         let (owner, tombstone) =
             tokio::try_join!(crate::contacts::email_owner(app, ws, &c.email), crate::privacy::tombstone_sk(app, ws, &c.email))?;
         Ok(match owner {
-            Some(id) => Party::Existing { id: id.into(), by_address: Some((c, tombstone)) },
+            Some(id) => Party::Existing { id: ContactId::trusted(id), by_address: Some((c, tombstone)) },
             None => Party::New { contact: c, tombstone },
         })
     }

@@ -115,7 +115,7 @@ pub struct PortalProof {
 pub struct RecordConsent {
     #[schema(format = Email, max_length = 254, extensions(("x-exactly-one" = json!(["email", "contact_id"]))))]
     pub email: Option<String>,
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = Option<crate::ids::ContactId>)]
     pub contact_id: Option<String>,
     /// `marketing_email`, `analytics`, `third_party_sharing`, or a custom slug (`[a-z][a-z0-9_]{0,49}`).
     #[schema(pattern = "^[a-z][a-z0-9_]{0,49}$")]

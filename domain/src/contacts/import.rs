@@ -110,7 +110,7 @@ pub struct RowError {
 impl ImportJob {
     fn new(id: String, on_conflict: OnConflict, total: u64, now: shared::ids::Timestamp) -> Self {
         Self {
-            id: id.into(),
+            id: ImportId::trusted(id),
             object: "contact_import".into(),
             status: ImportStatus::Queued,
             on_conflict,
@@ -443,7 +443,7 @@ async fn process_chunk(app: &App, ws: &WorkspaceId, job: &ImportJob, rows: &[Row
             counts.failed += 1;
             continue;
         }
-        c.id = row_contact_id(job, r.row).into();
+        c.id = model::ContactId::trusted(row_contact_id(job, r.row));
         built.push((r.row, c, data));
     }
     // An erased address is not re-created by an import (one batch read of tombstones).
@@ -591,7 +591,7 @@ async fn update_existing(app: &App, ws: &WorkspaceId, email: &str, mut data: ser
     }
     for _ in 0..3 {
         let Some(id) = model::email_owner(app, ws, email).await? else { return Ok(()) };
-        let (old, version) = model::load(app, ws, &<model::ContactId as shared::ids::PrefixedId>::new_unchecked(id)).await?;
+        let (old, version) = model::load(app, ws, &model::ContactId::trusted(id)).await?;
         let patch: UpdateContact = serde_json::from_value(data.clone()).unwrap_or_default();
         let mut c = old.clone();
         let mut errs = Errors::new();

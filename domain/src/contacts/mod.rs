@@ -339,7 +339,7 @@ pub fn activity(ws: &WorkspaceId, contact_id: &str, kind: &str, summary: impl In
     let a = Activity {
         id: ActivityId::generate(),
         object: "activity".into(),
-        contact_id: contact_id.into(),
+        contact_id: ContactId::trusted(contact_id),
         kind: kind.into(),
         summary: summary.into(),
         data,
@@ -606,7 +606,7 @@ mod tests {
 
     fn c(email: &str, first: Option<&str>, last: Option<&str>) -> Contact {
         Contact {
-            id: "ct_1".into(),
+            id: ContactId::trusted("ct_1"),
             object: "contact".into(),
             email: email.into(),
             first_name: first.map(String::from),

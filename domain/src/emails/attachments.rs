@@ -45,7 +45,7 @@ pub struct NewAttachment {
     /// A file uploaded through `POST /emails/attachments` (`eup_...`), instead of `content`:
     /// for files too large for a request body.
     #[serde(default)]
-    #[schema(pattern = "^eup_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = Option<crate::ids::EmailUploadId>)]
     pub upload_id: Option<String>,
     /// Sends the file inline, for the HTML to show as `<img src="cid:...">`: 1 to 100 of
     /// `A-Z a-z 0-9 . _ @ -`, unique within the email.

@@ -117,7 +117,7 @@ pub async fn accept(
     let ctx = compose::load_context(app, ws, &refs, origin).await?;
     let mut accepted: Vec<(usize, Email)> = vec![];
     for (index, d) in drafts {
-        let id = shared::idempotency::derived_id("em", &format!("email:{index}")).map(crate::ids::EmailId::from);
+        let id = shared::idempotency::derived_id("em", &format!("email:{index}")).map(crate::ids::EmailId::trusted);
         match compose::finish(ws, d, &ctx, Some(&batch_id), id, now) {
             Ok(e) => accepted.push((index, e)),
             Err(errs) => errors.push(BatchError { index, errors: errs }),
@@ -128,7 +128,7 @@ pub async fn accept(
         return Err(batch_validation(errors));
     }
     let batch = EmailBatch {
-        id: batch_id.into(),
+        id: crate::ids::EmailBatchId::trusted(batch_id),
         object: "email_batch".into(),
         validation: input.validation,
         emails: accepted.iter().map(|(index, e)| BatchEntry { index: *index, id: e.id.clone(), status: e.status }).collect(),

@@ -232,7 +232,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
     }
     let now = shared::ids::Timestamp::now();
     let mut d = SendingDomain {
-        id: shared::ids::new_id(<DomainId as shared::ids::PrefixedId>::PREFIX).into(),
+        id: DomainId::generate(),
         object: "email_domain".into(),
         name,
         status: DomainStatus::Pending,

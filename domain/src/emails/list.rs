@@ -14,10 +14,10 @@ use shared::{ApiResult, App};
 #[derive(Deserialize)]
 pub struct ListEmails {
     pub status: Option<EmailStatus>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    #[serde(default)]
     pub contact_id: Option<ContactId>,
     pub tag: Option<String>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    #[serde(default)]
     pub batch_id: Option<EmailBatchId>,
 }
 

@@ -65,7 +65,7 @@ pub async fn add(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str
             address: address.clone(),
             object: "email_suppression".into(),
             reason: reason.into(),
-            email_id: email_id.map(EmailId::from),
+            email_id: email_id.map(EmailId::trusted),
             created_at: now,
         };
         let tx = put_keeping_complaint(Tx::new(), item(ws, &s)?, reason).check(ws_pk(ws), tomb_sk, "attribute_not_exists(sk)");

@@ -30,7 +30,7 @@ pub struct SubjectRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
     // A string, as a request gives it: `resolve` checks it.
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = Option<crate::ids::ContactId>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<String>,
 }

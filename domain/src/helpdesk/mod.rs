@@ -347,7 +347,7 @@ pub async fn compose_reply(
         headers,
         tags: vec!["helpdesk".into()],
         scheduled_at: None,
-        contact_id: Some(contact.id.to_string()),
+        contact_id: Some(contact.id.clone()),
         transactional: true,
         attachments: vec![],
         metadata: BTreeMap::from([("conversation_id".to_string(), c.id.to_string()), ("message_id".to_string(), m.id.to_string())]),

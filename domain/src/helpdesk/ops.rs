@@ -192,7 +192,7 @@ pub async fn create_conversation(
 pub struct ListConversations {
     pub status: Option<ConversationStatus>,
     pub assignee: Option<String>,
-    #[serde(default, deserialize_with = "shared::validate::prefixed_id")]
+    #[serde(default)]
     pub contact_id: Option<ContactId>,
     pub tag: Option<String>,
     pub mailbox: Option<String>,

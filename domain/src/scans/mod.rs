@@ -270,7 +270,7 @@ pub struct Job {
 }
 
 fn message(ws: &WorkspaceId, scan_id: &str) -> ApiResult<String> {
-    serde_json::to_string(&Job { workspace_id: ws.clone(), scan_id: scan_id.into() }).map_err(|e| ApiError::internal(e))
+    serde_json::to_string(&Job { workspace_id: ws.clone(), scan_id: ScanId::trusted(scan_id) }).map_err(|e| ApiError::internal(e))
 }
 
 /// Queue the job again in `delay_secs` (its host was busy). If the queue refuses, the job is

@@ -263,8 +263,7 @@ async fn mark_contacts(sd: &Sender, ws: &WorkspaceId, addrs: &[String], status: 
     for addr in addrs {
         let Some(id) = crate::contacts::email_owner(app, ws, addr).await? else { continue };
         // Read with its version, so a concurrent edit is not overwritten.
-        let (old, version): (Contact, i64) =
-            crate::contacts::load(app, ws, &<crate::contacts::ContactId as shared::ids::PrefixedId>::new_unchecked(id)).await?;
+        let (old, version): (Contact, i64) = crate::contacts::load(app, ws, &crate::contacts::ContactId::trusted(id)).await?;
         if contact_rank(old.email_status) >= contact_rank(status) {
             continue;
         }

@@ -36,7 +36,9 @@ pub async fn tick(sd: &Sender) -> ApiResult<usize> {
     // One message per workspace and delay.
     let mut jobs: BTreeMap<(WorkspaceId, i64), Vec<EmailId>> = BTreeMap::new();
     for d in &due {
-        jobs.entry((WorkspaceId::trusted(d.ws.clone()), (d.due_secs - now).max(0))).or_default().push(d.email_id.as_str().into());
+        jobs.entry((WorkspaceId::trusted(d.ws.clone()), (d.due_secs - now).max(0)))
+            .or_default()
+            .push(EmailId::trusted(d.email_id.as_str()));
     }
     for ((ws, delay), ids) in &jobs {
         if !model::enqueue(app, ws, ids, *delay).await {

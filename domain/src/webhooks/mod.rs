@@ -249,7 +249,7 @@ impl StoredDelivery {
             delivery: Delivery {
                 id: crate::ids::DeliveryId::generate(),
                 object: "webhook_delivery".into(),
-                endpoint_id: endpoint_id.into(),
+                endpoint_id: crate::ids::EndpointId::trusted(endpoint_id),
                 event_id: event.id.clone(),
                 event_type: event.kind.clone(),
                 status: DeliveryStatus::Pending,

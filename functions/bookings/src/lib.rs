@@ -124,8 +124,7 @@ pub async fn delete_service(app: &App, req: WsReq) -> ApiResult<Reply> {
 
 #[derive(Deserialize)]
 struct AvailabilityQuery {
-    #[serde(deserialize_with = "shared::validate::prefixed_id")]
-    service_id: Option<ServiceId>,
+    service_id: ServiceId,
     from: String,
     to: String,
     timezone: Option<String>,
@@ -136,14 +135,14 @@ struct AvailabilityQuery {
 /// `from` and `to` are instants or dates: a date is the whole day in `timezone` (or, without
 /// one, in the zone of the service's first resource), so `from=2027-03-29&to=2027-03-29` is that day.
 #[utoipa::path(get, path = "/bookings/availability", tag = "bookings",
-    params(("service_id" = String, Query, pattern = "^svc_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
+    params(("service_id" = domain::ids::ServiceId, Query),
         ("from" = String, Query, description = "An RFC 3339 instant, or a date (YYYY-MM-DD): from the start of that day", example = "2027-03-29"),
         ("to" = String, Query, description = "An RFC 3339 instant, or a date (YYYY-MM-DD): to the end of that day", example = "2027-03-29"),
         ("timezone" = Option<String>, Query, example = "Europe/Oslo")),
     responses((status = 200, body = shared::openapi::Data<Availability>), shared::openapi::CommonErrors))]
 pub async fn availability(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: AvailabilityQuery = req.query_as()?;
-    Ok(Reply::ok(&booking::availability(app, &req.ws, q.service_id.as_ref(), &q.from, &q.to, q.timezone.as_deref()).await?))
+    Ok(Reply::ok(&booking::availability(app, &req.ws, Some(&q.service_id), &q.from, &q.to, q.timezone.as_deref()).await?))
 }
 
 /// Reserve a slot (5 minutes unless `hold_seconds` says otherwise); `POST /bookings` with
@@ -175,8 +174,8 @@ pub async fn create_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
 /// filters apply within each page (a page can be short; follow `next_cursor`).
 #[utoipa::path(get, path = "/bookings", tag = "bookings",
     params(shared::openapi::PageParams, ("status" = Option<BookingStatus>, Query),
-        ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
-        ("resource_id" = Option<String>, Query, pattern = "^res_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
+        ("contact_id" = Option<domain::ids::ContactId>, Query),
+        ("resource_id" = Option<domain::ids::ResourceId>, Query),
         ("from" = Option<String>, Query, format = DateTime), ("to" = Option<String>, Query, format = DateTime),
         ("order" = Option<String>, Query, pattern = "^(newest|oldest|soonest)$")),
     responses((status = 200, body = shared::openapi::ListOf<Booking>), shared::openapi::CommonErrors))]
@@ -249,7 +248,7 @@ pub async fn reschedule_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
             &req.ws,
             &req.path_id("id")?,
             booking::Canceller::Staff { recorded_as: domain::bookings::CancelledBy::Staff },
-            &input.start,
+            input.start,
         )
         .await?,
     ))

@@ -36,7 +36,7 @@ pub async fn get_deal(app: &App, req: WsReq) -> ApiResult<Reply> {
 /// Deals in creation order; filters combine.
 #[utoipa::path(get, path = "/deals", tag = "deals",
     params(shared::openapi::PageParams,
-        ("status" = Option<DealStatus>, Query), ("stage" = Option<String>, Query), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
+        ("status" = Option<DealStatus>, Query), ("stage" = Option<String>, Query), ("contact_id" = Option<domain::ids::ContactId>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Deal>), shared::openapi::CommonErrors))]
 pub async fn list_deals(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: domain::deals::ListDeals = req.query_as()?;

@@ -96,8 +96,8 @@ pub async fn get_email(app: &App, req: WsReq) -> ApiResult<Reply> {
 /// Emails, newest first; filters combine. Bodies are left out (see `GET /emails/{id}`).
 #[utoipa::path(get, path = "/emails", tag = "emails",
     params(shared::openapi::PageParams,
-        ("status" = Option<EmailStatus>, Query), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"), ("tag" = Option<String>, Query),
-        ("batch_id" = Option<String>, Query, pattern = "^eb_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "eb_...: the batch's emails in request order")),
+        ("status" = Option<EmailStatus>, Query), ("contact_id" = Option<domain::ids::ContactId>, Query), ("tag" = Option<String>, Query),
+        ("batch_id" = Option<domain::ids::EmailBatchId>, Query, description = "eb_...: the batch's emails in request order")),
     responses((status = 200, body = shared::openapi::ListOf<Email>), shared::openapi::CommonErrors))]
 pub async fn list_emails(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: model::list::ListEmails = req.query_as()?;

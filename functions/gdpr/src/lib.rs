@@ -61,7 +61,7 @@ struct ConsentQuery {
 /// The current state per purpose and the full history (oldest first, up to 1,000 events) of
 /// one subject, by `email` or `contact_id`.
 #[utoipa::path(get, path = "/gdpr/consents", tag = "gdpr",
-    params(("email" = Option<String>, Query, format = Email), ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
+    params(("email" = Option<String>, Query, format = Email), ("contact_id" = Option<domain::ids::ContactId>, Query)),
     responses((status = 200, body = shared::openapi::Data<ConsentState>), shared::openapi::CommonErrors))]
 pub async fn get_consents(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: ConsentQuery = req.query_as()?;

@@ -32,7 +32,7 @@ pub async fn create_conversation(app: &App, req: WsReq) -> ApiResult<Reply> {
 /// Conversations by their last message, newest first; filters combine.
 #[utoipa::path(get, path = "/helpdesk/conversations", tag = "helpdesk",
     params(shared::openapi::PageParams, ("status" = Option<ConversationStatus>, Query), ("assignee" = Option<String>, Query),
-        ("contact_id" = Option<String>, Query, pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$"), ("tag" = Option<String>, Query),
+        ("contact_id" = Option<domain::ids::ContactId>, Query), ("tag" = Option<String>, Query),
         ("mailbox" = Option<String>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Conversation>), shared::openapi::CommonErrors))]
 pub async fn list_conversations(app: &App, req: WsReq) -> ApiResult<Reply> {

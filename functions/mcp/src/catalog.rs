@@ -93,7 +93,7 @@ fn await_approval() -> Value {
         "inputSchema": {
             "type": "object",
             "properties": {
-                "approval_request_id": {"type": "string", "pattern": "^apr_[0-7][0-9A-HJKMNP-TV-Z]{25}$"},
+                "approval_request_id": {"type": "string", "pattern": shared::ids::id_pattern("apr")},
                 "wait_seconds": {"type": "integer", "minimum": 0, "maximum": 20, "default": 20}
             },
             "required": ["approval_request_id"],

@@ -49,7 +49,7 @@ shared::area! {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
-    #[schema(pattern = "^ct_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    #[schema(value_type = domain::ids::ContactId)]
     pub contact_id: String,
     /// https, on one of the workspace's `portal_origins`; the answer's `url` is it with the
     /// token in the fragment.
@@ -273,8 +273,7 @@ pub async fn my_booking_slots(app: &App, req: WsReq) -> ApiResult<Reply> {
 #[serde(deny_unknown_fields)]
 pub struct RescheduleMine {
     /// The new start (RFC 3339), one of `GET /portal/me/bookings/{id}/slots`.
-    #[schema(format = DateTime)]
-    pub start: String,
+    pub start: shared::ids::Timestamp,
 }
 
 /// Move one of the customer's bookings to an open slot of its resource; inside the service's
@@ -288,7 +287,7 @@ pub async fn reschedule_my_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     let ct = me(app, &req).await?;
     let send = req.grant.authorize::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
-    Ok(Reply::ok(&domain::bookings::booking::reschedule(&send, app, &req.ws, &id, Canceller::Customer(&ct), &input.start).await?))
+    Ok(Reply::ok(&domain::bookings::booking::reschedule(&send, app, &req.ws, &id, Canceller::Customer(&ct), input.start).await?))
 }
 
 /// The emails sent to the customer, newest first.

@@ -70,7 +70,7 @@ pub async fn get_post(app: &App, req: WsReq) -> ApiResult<Reply> {
 /// Posts in creation order, optionally filtered by status and/or channel.
 #[utoipa::path(get, path = "/posts", tag = "posts",
     params(shared::openapi::PageParams,
-        ("status" = Option<PostStatus>, Query), ("channel_id" = Option<String>, Query, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
+        ("status" = Option<PostStatus>, Query), ("channel_id" = Option<domain::ids::ChannelId>, Query)),
     responses((status = 200, body = shared::openapi::ListOf<Post>), shared::openapi::CommonErrors))]
 pub async fn list_posts(app: &App, req: WsReq) -> ApiResult<Reply> {
     let q: domain::posts::ListPosts = req.query_as()?;
@@ -136,7 +136,7 @@ pub async fn publish_post(app: &App, req: WsReq) -> ApiResult<Reply> {
 
 /// Try a failed variant again (the post goes back to `publishing`).
 #[utoipa::path(post, path = "/posts/{id}/variants/{channel_id}/retry", tag = "posts",
-    params(("id" = String, Path), ("channel_id" = String, Path, pattern = "^ch_[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
+    params(("id" = String, Path), ("channel_id" = domain::ids::ChannelId, Path)),
     responses((status = 202, body = shared::openapi::Data<Post>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn retry_variant(app: &App, req: WsReq) -> ApiResult<Reply> {
     let channel: ChannelId = req.path_id("channel_id")?;

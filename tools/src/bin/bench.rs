@@ -94,7 +94,7 @@ async fn workspace(stack: &DevStack, endpoints: usize, url: &str) -> String {
     for _ in 0..endpoints {
         let now = shared::ids::Timestamp::now();
         let ep = domain::webhooks::Endpoint {
-            id: shared::ids::new_id("wh").into(),
+            id: domain::ids::EndpointId::generate(),
             object: "webhook_endpoint".into(),
             url: url.into(),
             description: None,

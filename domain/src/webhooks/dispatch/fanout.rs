@@ -102,8 +102,8 @@ async fn resume(d: &Dispatcher, ws: &WorkspaceId, ev: &Event, budget: Budget) ->
     let work = keys.iter().filter_map(|k| k.split_once('/')).map(|(endpoint_id, delivery_id)| async move {
         let job = DeliveryJob {
             workspace_id: ws.clone(),
-            endpoint_id: endpoint_id.into(),
-            delivery_id: delivery_id.into(),
+            endpoint_id: crate::ids::EndpointId::trusted(endpoint_id),
+            delivery_id: crate::ids::DeliveryId::trusted(delivery_id),
             job: String::new(),
             event_id: Some(ev.id.clone()),
         };

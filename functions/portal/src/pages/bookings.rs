@@ -198,7 +198,10 @@ pub async fn move_to(app: &App, v: Visit) -> ApiResult<View> {
     let Some(id) = BookingId::parse(v.param("id")) else { return refused(app, &v, ApiError::not_found("booking")).await };
     let send = v.grant.authorize::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: v.origin.as_deref() };
-    let start = v.field("start").unwrap_or_default();
+    let start = match booking::form_start(v.field("start")) {
+        Ok(start) => start,
+        Err(e) => return refused(app, &v, e).await,
+    };
     match booking::reschedule(&send, app, &v.ws, &id, Canceller::Customer(&ct), start).await {
         Ok(_) => Ok(View::redirect(format!("{}/bookings?m=moved", v.base))),
         Err(e) => refused(app, &v, e).await,

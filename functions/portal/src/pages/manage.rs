@@ -136,7 +136,10 @@ pub async fn move_to(app: &App, v: Visit) -> ApiResult<View> {
     let (b, contact) = acted_on(app, &v).await?;
     let send = v.grant.authorize::<fx::SendEmail>()?;
     let notify = Notify { send: &send, pages: v.origin.as_deref() };
-    let start = v.field("start").unwrap_or_default();
+    let start = match booking::form_start(v.field("start")) {
+        Ok(start) => start,
+        Err(e) => return refused(app, &v, &b, e).await,
+    };
     match booking::reschedule(&notify, app, &v.ws, &b.id, Canceller::Customer(&contact), start).await {
         Ok(new) => Ok(View::redirect(format!("{}?token={}&m=moved", here(&v), token(app, &v, &new).await?))),
         Err(e) => refused(app, &v, &b, e).await,
