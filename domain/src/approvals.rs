@@ -20,6 +20,7 @@ use shared::approvals::{Asked, Requested};
 use shared::auth::{Credential, Principal, WorkspaceId};
 use shared::confirmation::{BOUND_ATTR, BoundKey};
 use shared::error::{ErrorCode, ErrorDetail};
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::store::{Item, TxError, get_i64, get_str, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -271,7 +272,7 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
         .put_if(lookup_item, cond, vals)
         // Announced as `approval.expired` if nobody decides in time (`shared::approvals::expire_due`).
         .put(shared::approvals::due_item(ws, id.as_str(), expires.timestamp_millis()))
-        .event(shared::events::Event::new(ws, "approval.requested", &announced))
+        .event(shared::events::Event::new(ws, EventType::ApprovalRequested, &announced))
         .commit(app)
         .await;
     match committed {
@@ -578,8 +579,8 @@ pub async fn approve(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalRe
     let (due_pk, due_sk) = shared::approvals::due_key(ws, id.as_str(), get_i64(&item, "expires_ms").unwrap_or(0));
     let committed = tx
         .delete_if(due_pk, due_sk, "", vec![])
-        .event(shared::events::Event::new(ws, "approval.approved", &event_body(&approved)))
-        .event(shared::events::Event::new(ws, "capability.confirmed", &c))
+        .event(shared::events::Event::new(ws, EventType::ApprovalApproved, &event_body(&approved)))
+        .event(shared::events::Event::new(ws, EventType::CapabilityConfirmed, &c))
         .commit(app)
         .await;
     match committed {
@@ -670,7 +671,7 @@ pub async fn deny(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalReque
     shared::outbox::Tx::new()
         .update(decide)
         .delete_if(due_pk, due_sk, "", vec![])
-        .event(shared::events::Event::new(ws, "approval.denied", &event_body(&denied)))
+        .event(shared::events::Event::new(ws, EventType::ApprovalDenied, &event_body(&denied)))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::conflict("the approval request was decided or expired meanwhile")))?;

@@ -8,6 +8,7 @@ use crate::ids::ApiKeyId;
 use serde::{Deserialize, Serialize};
 use shared::auth::{Credential, Principal, Scope, WorkspaceId};
 use shared::confirmation::{BOUND_ATTR, BoundKey};
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::keys::CAPABILITY_CONFIRMATION;
 use shared::store::{Item, get_i64, get_str, n, s, ws_pk};
@@ -549,7 +550,7 @@ pub async fn create(
     let c = Confirmation { bound: bound.iter().map(|(b, _)| b.clone()).collect(), ..c };
     shared::outbox::Tx::new()
         .create(shared::store::Record { item: item(ws, &c, &bound, &token_hash, expires.timestamp_millis()) })
-        .event(shared::events::Event::new(ws, "capability.confirmed", &c))
+        .event(shared::events::Event::new(ws, EventType::CapabilityConfirmed, &c))
         .commit(app)
         .await
         .map_err(shared::store::TxError::stale)?;

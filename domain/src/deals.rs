@@ -8,6 +8,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Record, TxError, n, s, ws_pk};
@@ -162,12 +163,12 @@ impl Transition {
             _ => Self::Updated,
         }
     }
-    pub fn event_type(self) -> &'static str {
+    pub fn event_type(self) -> EventType {
         match self {
-            Self::Won => "deal.won",
-            Self::Lost => "deal.lost",
-            Self::Reopened => "deal.reopened",
-            Self::Updated => "deal.updated",
+            Self::Won => EventType::DealWon,
+            Self::Lost => EventType::DealLost,
+            Self::Reopened => EventType::DealReopened,
+            Self::Updated => EventType::DealUpdated,
         }
     }
     pub fn summary(self, d: &Deal) -> String {
@@ -325,7 +326,7 @@ pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult
     errs.finish()?;
     let tx = with_contact(ws, &d, "deal.created", format!("Deal created: {}", d.title), Tx::new())?;
     let has_contact = d.contact_id.is_some();
-    tx.create(record(ws, &d)?.version(1)).event(Event::new(ws, "deal.created", &d)).commit(app).await.map_err(|e| {
+    tx.create(record(ws, &d)?.version(1)).event(Event::new(ws, EventType::DealCreated, &d)).commit(app).await.map_err(|e| {
         e.on_condition(|i| if has_contact && i == 0 { no_contact() } else { shared::ApiError::conflict("the deal exists") })
     })?;
     Ok(d)
@@ -336,7 +337,7 @@ pub async fn create(app: &App, ws: &WorkspaceId, input: CreateDeal) -> ApiResult
 pub async fn update(app: &App, ws: &WorkspaceId, old: Deal, version: i64, input: UpdateDeal) -> ApiResult<Deal> {
     let Some(Change { deal: d, transition }) = old.apply(input, shared::ids::Timestamp::now())? else { return Ok(old) };
     let has_contact = d.contact_id.is_some();
-    let tx = with_contact(ws, &d, transition.event_type(), transition.summary(&d), Tx::new())?;
+    let tx = with_contact(ws, &d, transition.event_type().as_str(), transition.summary(&d), Tx::new())?;
     tx.replace(record(ws, &d)?, version).event(Event::new(ws, transition.event_type(), &d)).commit(app).await.map_err(|e| match e {
         TxError::Condition(0) if has_contact => no_contact(),
         other => other.stale(),
@@ -348,7 +349,7 @@ pub async fn update(app: &App, ws: &WorkspaceId, old: Deal, version: i64, input:
 pub async fn delete(app: &App, ws: &WorkspaceId, d: &Deal, version: i64) -> ApiResult<()> {
     Tx::new()
         .delete_versioned(ws_pk(ws), keys::DEAL.sk(&[&d.id]), version)
-        .event(Event::new(ws, "deal.deleted", d))
+        .event(Event::new(ws, EventType::DealDeleted, d))
         .commit(app)
         .await
         .map_err(TxError::stale)
@@ -380,7 +381,7 @@ pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> Ap
             if let Some(o) = deal.as_object_mut() {
                 o.retain(|k, _| !matches!(k.as_str(), "pk" | "sk" | "version" | "gsi1pk" | "gsi1sk" | "gsi2pk" | "gsi2sk"));
             }
-            match Tx::new().update(u).event(Event::new(ws, "deal.updated", &deal)).commit(app).await {
+            match Tx::new().update(u).event(Event::new(ws, EventType::DealUpdated, &deal)).commit(app).await {
                 Ok(()) | Err(TxError::Condition(_)) => Ok(()),
                 Err(TxError::Api(e)) => Err(e),
             }
@@ -429,7 +430,7 @@ mod tests {
     #[test]
     fn lifecycle_transitions_and_their_events() {
         let lost = deal().apply(patch(serde_json::json!({"status": "lost", "lost_reason": "budget"})), at("t1")).unwrap().unwrap();
-        assert_eq!((lost.transition.event_type(), lost.deal.closed_at), ("deal.lost", Some(at("t1"))));
+        assert_eq!((lost.transition.event_type(), lost.deal.closed_at), (EventType::DealLost, Some(at("t1"))));
         let won = lost.deal.apply(patch(serde_json::json!({"status": "won"})), at("t2")).unwrap().unwrap();
         assert_eq!((won.transition, won.deal.lost_reason.clone(), won.deal.closed_at), (Transition::Won, None, Some(at("t2"))));
         let reopened = won.deal.apply(patch(serde_json::json!({"status": "open"})), at("t3")).unwrap().unwrap();

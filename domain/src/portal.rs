@@ -15,6 +15,7 @@ use shared::auth::WorkspaceId;
 use shared::auth::{PORTAL_SESSION_IDLE_SECS, PORTAL_SESSION_MAX_SECS, PORTAL_SESSION_PREFIX, hash_api_key, random_base62};
 use shared::error::ErrorCode;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
@@ -427,7 +428,7 @@ async fn exchange_hash(app: &App, link_hash: &str, within: Option<&WorkspaceId>)
     ]);
     let ev = Event::new(
         ws,
-        "portal.session.created",
+        EventType::PortalSessionCreated,
         &serde_json::json!({"id": session_id, "object": "portal_session", "contact_id": ct.to_string(), "expires_at": time(expires)}),
     );
     Tx::new().put_if(item, "attribute_not_exists(pk)", vec![]).event(ev).commit(app).await.map_err(store::TxError::stale)?;

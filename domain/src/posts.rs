@@ -5,6 +5,7 @@
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::store::{Record, ws_pk};
 use shared::validate::{Errors, Patch};
@@ -301,7 +302,7 @@ pub async fn detach_channel(app: &shared::App, ws: &WorkspaceId, channel_id: &st
                     p.updated_at = shared::ids::Timestamp::now();
                     let res = shared::outbox::Tx::new()
                         .replace(record(ws, &p)?, version)
-                        .event(shared::events::Event::new(ws, "post.updated", &p))
+                        .event(shared::events::Event::new(ws, EventType::PostUpdated, &p))
                         .commit(app)
                         .await;
                     match res {
@@ -329,7 +330,7 @@ pub async fn load(app: &shared::App, ws: &WorkspaceId, id: &PostId) -> ApiResult
 pub async fn create(app: &shared::App, ws: &WorkspaceId, post: &Post) -> ApiResult<()> {
     shared::outbox::Tx::new()
         .create(record(ws, post)?.version(1))
-        .event(shared::events::Event::new(ws, "post.created", post))
+        .event(shared::events::Event::new(ws, EventType::PostCreated, post))
         .commit(app)
         .await
         .map_err(shared::store::TxError::stale)
@@ -342,7 +343,7 @@ pub async fn delete(app: &shared::App, ws: &WorkspaceId, post: &Post, version: i
     }
     shared::outbox::Tx::new()
         .delete_versioned(ws_pk(ws), keys::POST.sk(&[&post.id]), version)
-        .event(shared::events::Event::new(ws, "post.deleted", post))
+        .event(shared::events::Event::new(ws, EventType::PostDeleted, post))
         .commit(app)
         .await
         .map_err(shared::store::TxError::stale)
@@ -489,7 +490,7 @@ pub struct SchedulePost {
 #[derive(Debug)]
 pub struct Change {
     pub post: Post,
-    pub event: &'static str,
+    pub event: shared::events::EventType,
 }
 
 fn check_content(errs: &mut Errors, content: &str) {
@@ -579,7 +580,7 @@ impl Post {
         }
         errs.finish()?;
         post.updated_at = shared::ids::Timestamp::from(now);
-        Ok(Change { post, event: "post.updated" })
+        Ok(Change { post, event: EventType::PostUpdated })
     }
 
     /// Draft -> scheduled (`post.scheduled`): at `at`, or the post's own `scheduled_at`.
@@ -599,7 +600,7 @@ impl Post {
         errs.finish()?;
         post.status = PostStatus::Scheduled;
         post.updated_at = shared::ids::Timestamp::from(now);
-        Ok(Change { post, event: "post.scheduled" })
+        Ok(Change { post, event: EventType::PostScheduled })
     }
 
     /// Draft or scheduled -> scheduled for now (`post.scheduled`): the publisher takes it at once.
@@ -617,7 +618,7 @@ impl Post {
         post.status = PostStatus::Scheduled;
         post.scheduled_at = Some(shared::ids::Timestamp::from(now));
         post.updated_at = shared::ids::Timestamp::from(now);
-        Ok(Change { post, event: "post.scheduled" })
+        Ok(Change { post, event: EventType::PostScheduled })
     }
 
     /// Scheduled -> draft (`post.unscheduled`); `scheduled_at` is kept.
@@ -628,7 +629,7 @@ impl Post {
         let mut post = self.clone();
         post.status = PostStatus::Draft;
         post.updated_at = shared::ids::Timestamp::from(now);
-        Ok(Change { post, event: "post.unscheduled" })
+        Ok(Change { post, event: EventType::PostUnscheduled })
     }
 }
 
@@ -673,7 +674,7 @@ mod tests {
         let s = p.schedule(Some(at.clone()), later).unwrap();
         assert_eq!(
             (s.post.status, s.event, s.post.updated_at),
-            (PostStatus::Scheduled, "post.scheduled", shared::ids::Timestamp::from(later))
+            (PostStatus::Scheduled, EventType::PostScheduled, shared::ids::Timestamp::from(later))
         );
         assert_eq!(s.post.schedule(None, now).unwrap_err().code, shared::error::ErrorCode::Conflict, "only drafts");
 
@@ -683,14 +684,14 @@ mod tests {
         let e = s.post.apply(patch(serde_json::json!({"channel_ids": []})), now).unwrap_err();
         assert_eq!(e.details[0].field.as_deref(), Some("channel_ids"));
         let u = s.post.apply(patch(serde_json::json!({"content": "changed"})), now).unwrap();
-        assert_eq!((u.post.content.as_str(), u.event), ("changed", "post.updated"));
+        assert_eq!((u.post.content.as_str(), u.event), ("changed", EventType::PostUpdated));
         assert_eq!(s.post.content, "hello", "the input is not changed");
 
         // Cancel takes it back to a draft, keeping the time; twice is a conflict.
         let c = s.post.unschedule(now).unwrap();
         assert_eq!(
             (c.post.status, c.event, c.post.scheduled_at.map(|t| t.to_string())),
-            (PostStatus::Draft, "post.unscheduled", Some(at.clone()))
+            (PostStatus::Draft, EventType::PostUnscheduled, Some(at.clone()))
         );
         assert!(c.post.unschedule(now).is_err());
 

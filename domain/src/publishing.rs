@@ -19,6 +19,7 @@ use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus}
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::outbox::Tx;
 use shared::sqs::{BatchResponse, SqsEvent};
 use shared::store::{self, Item, TxError, n, s, ws_pk};
@@ -143,8 +144,11 @@ impl Publisher {
                 }
                 post.status = PostStatus::Publishing;
                 post.updated_at = shared::ids::Timestamp::from(now);
-                let res =
-                    Tx::new().replace(posts::record(ws, &post)?, version).event(Event::new(ws, "post.publishing", &post)).commit(app).await;
+                let res = Tx::new()
+                    .replace(posts::record(ws, &post)?, version)
+                    .event(Event::new(ws, EventType::PostPublishing, &post))
+                    .commit(app)
+                    .await;
                 match res {
                     Ok(()) => {}
                     // Changed meanwhile (cancelled, edited, or another run): look again.
@@ -327,7 +331,7 @@ impl Publisher {
             let Ok(rec) = stored.record(ws) else { return };
             let res = Tx::new()
                 .replace(rec, stored.version)
-                .event(Event::new(ws, "channel.disconnected", &stored.channel))
+                .event(Event::new(ws, EventType::ChannelDisconnected, &stored.channel))
                 .commit(&self.app)
                 .await;
             if !matches!(res, Err(TxError::Condition(_))) {
@@ -351,7 +355,8 @@ impl Publisher {
                     && v.status != d.status
                 {
                     *v = d.clone();
-                    let kind = if d.status == VariantStatus::Published { "post.variant.published" } else { "post.variant.failed" };
+                    let kind =
+                        if d.status == VariantStatus::Published { EventType::PostVariantPublished } else { EventType::PostVariantFailed };
                     events.push(Event::new(ws, kind, &serde_json::json!({"post_id": post.id, "variant": d})));
                 }
             }
@@ -377,9 +382,9 @@ impl Publisher {
             }
             if post.status != PostStatus::Publishing {
                 let kind = match post.status {
-                    PostStatus::Published => "post.published",
-                    PostStatus::PartiallyFailed => "post.partially_failed",
-                    _ => "post.failed",
+                    PostStatus::Published => EventType::PostPublished,
+                    PostStatus::PartiallyFailed => EventType::PostPartiallyFailed,
+                    _ => EventType::PostFailed,
                 };
                 tx = tx.event(Event::new(ws, kind, &post));
             }
@@ -462,7 +467,7 @@ pub async fn retry_variant(
     auth.tx(&[(&sk, version)])?
         .replace(posts::record(ws, &p)?, version)
         .delete_if(ws_pk(ws), variant_sk(&p.id, channel_id), "", vec![])
-        .event(Event::new(ws, "post.publishing", &p))
+        .event(Event::new(ws, EventType::PostPublishing, &p))
         .commit(app)
         .await
         .map_err(TxError::stale)?;

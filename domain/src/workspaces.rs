@@ -5,6 +5,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::Scope;
 use shared::auth::WorkspaceId;
+use shared::events::EventType;
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 
@@ -143,7 +144,7 @@ pub async fn save_settings(
             .put_if(slug_item(&ws.slug, &ws.id), "attribute_not_exists(pk) OR workspace_id = :ws", vec![(":ws", s(&ws.id))])
             .update(moved);
     }
-    tx.event(Event::new(&ws.id, "workspace.updated", ws)).commit(app).await.map_err(|e| {
+    tx.event(Event::new(&ws.id, EventType::WorkspaceUpdated, ws)).commit(app).await.map_err(|e| {
         e.on_condition(|i| match i {
             1 => ApiError::conflict("this slug is taken").with_details(vec![shared::error::ErrorDetail::field("slug", "is taken")]),
             _ => ApiError::conflict("the workspace was changed concurrently; read it again and retry"),
@@ -178,7 +179,7 @@ pub async fn set_member(
                 .value(":now", s(shared::ids::Timestamp::now().to_string())),
         );
     }
-    let kind = if old_role.is_some() { "workspace.member.updated" } else { "workspace.member.added" };
+    let kind = if old_role.is_some() { EventType::WorkspaceMemberUpdated } else { EventType::WorkspaceMemberAdded };
     tx.event(Event::new(ws, kind, member))
         .commit(app)
         .await
@@ -197,7 +198,7 @@ pub async fn create_api_key(
     for item in items {
         tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);
     }
-    tx.event(Event::new(ws, "api_key.created", key)).commit(app).await.map_err(store::TxError::stale)
+    tx.event(Event::new(ws, EventType::ApiKeyCreated, key)).commit(app).await.map_err(store::TxError::stale)
 }
 
 /// The effect `RevokeApiKey`: requests with the key get 403 from then on (other containers may
@@ -220,7 +221,7 @@ pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &Work
     auth.tx(&[])?
         .replace(listing, version)
         .update(revoke_lookup)
-        .event(Event::new(ws, "api_key.revoked", &key))
+        .event(Event::new(ws, EventType::ApiKeyRevoked, &key))
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;
@@ -295,8 +296,8 @@ pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, St
         let mut tx = Tx::new()
             .put_if(slug_item(&slug, &ws.id), "attribute_not_exists(pk)", vec![])
             .create(Record::new(ws_pk(&ws.id), WORKSPACE_SK.into(), &ws)?.version(1))
-            .event(Event::new(&ws.id, "workspace.created", &ws))
-            .event(Event::new(&ws.id, "api_key.created", &key));
+            .event(Event::new(&ws.id, EventType::WorkspaceCreated, &ws))
+            .event(Event::new(&ws.id, EventType::ApiKeyCreated, &key));
         for item in key_items {
             tx = tx.put_if(item, "attribute_not_exists(pk)", vec![]);
         }
@@ -329,7 +330,12 @@ pub async fn add_member(app: &App, ws: &WorkspaceId, subject: &str, role: &str) 
     };
     let rec =
         Record::new(ws_pk(ws), auth::member_sk(subject), &member)?.gsi1(keys::MEMBER.gsi1_pk(&[subject]), keys::MEMBER.gsi1_sk(&[ws]));
-    Tx::new().put(rec.item).event(Event::new(ws, "workspace.member.added", &member)).commit(app).await.map_err(store::TxError::stale)?;
+    Tx::new()
+        .put(rec.item)
+        .event(Event::new(ws, EventType::WorkspaceMemberAdded, &member))
+        .commit(app)
+        .await
+        .map_err(store::TxError::stale)?;
     Ok(member)
 }
 

@@ -166,7 +166,7 @@ pub async fn expire_due(app: &App, now_ms: i64, per_shard: usize) -> Result<usiz
             let tx = crate::outbox::Tx::new()
                 .update(expire)
                 .delete_if(pk.clone(), sk.to_string(), "", vec![])
-                .event(crate::events::Event::new(ws, "approval.expired", &body));
+                .event(crate::events::Event::new(ws, crate::events::EventType::ApprovalExpired, &body));
             match tx.commit(app).await {
                 Ok(()) => expired += 1,
                 // Decided first: the entry is stale.

@@ -280,7 +280,7 @@ pub async fn begin(
     }
     let event = Event::new(
         ws,
-        "capability.used",
+        crate::events::EventType::CapabilityUsed,
         &serde_json::json!({
             "id": id, "object": "capability_confirmation", "capability": capability, "method": req.method,
             "path": req.path, "idempotency_key": key, "api_key_id": credential, "used_at": used_at, "used_by_request_id": request_id,

@@ -16,100 +16,129 @@ pub(crate) fn outbox_shard_pk(shard: u32) -> String {
     crate::keys::OUTBOX_EVENT.pk(&[&shard.to_string()])
 }
 
-/// Every event type the platform emits. A new area adds its types here; webhook subscriptions
-/// are validated against this list (exact types, or `<noun>.*` wildcards).
-pub const EVENT_TYPES: &[&str] = &[
-    "api_key.created",
-    "api_key.revoked",
-    "approval.approved",
-    "approval.denied",
-    "approval.expired",
-    "approval.requested",
-    "booking.cancelled",
-    "booking.completed",
-    "booking.confirmed",
-    "booking.created",
-    "booking.no_show",
-    "booking.rescheduled",
-    "booking.resource.created",
-    "booking.resource.deleted",
-    "booking.resource.updated",
-    "booking.service.created",
-    "booking.service.deleted",
-    "booking.service.updated",
-    "capability.confirmed",
-    "capability.used",
-    "channel.connected",
-    "channel.deleted",
-    "channel.disconnected",
-    "channel.updated",
-    "contact.created",
-    "contact.deleted",
-    "contact.import.completed",
-    "contact.note.added",
-    "contact.unsubscribed",
-    "contact.updated",
-    "deal.created",
-    "deal.deleted",
-    "deal.lost",
-    "deal.reopened",
-    "deal.updated",
-    "deal.won",
-    "email.bounced",
-    "email.cancelled",
-    "email.complained",
-    "email.delivered",
-    "email.domain.created",
-    "email.domain.deleted",
-    "email.domain.failed",
-    "email.domain.verified",
-    "email.failed",
-    "email.queued",
-    "email.scheduled",
-    "email.sent",
-    "email.suppressed",
-    "email.suppression.removed",
-    "gdpr.consent.granted",
-    "gdpr.consent.withdrawn",
-    "gdpr.erasure.completed",
-    "gdpr.erasure.failed",
-    "gdpr.export.completed",
-    "gdpr.export.failed",
-    "helpdesk.conversation.assigned",
-    "helpdesk.conversation.closed",
-    "helpdesk.conversation.created",
-    "helpdesk.conversation.reopened",
-    "helpdesk.conversation.updated",
-    "helpdesk.message.delivery_updated",
-    "helpdesk.message.received",
-    "helpdesk.message.sent",
-    "helpdesk.note.added",
-    "portal.session.created",
-    "post.created",
-    "post.deleted",
-    "post.failed",
-    "post.partially_failed",
-    "post.published",
-    "post.publishing",
-    "post.scheduled",
-    "post.unscheduled",
-    "post.updated",
-    "post.variant.failed",
-    "post.variant.published",
-    "scan.completed",
-    "scan.failed",
-    "webhook.endpoint.created",
-    "webhook.endpoint.deleted",
-    "webhook.endpoint.disabled",
-    "webhook.endpoint.secret_rotated",
-    "webhook.endpoint.updated",
-    "webhook.replay.completed",
-    "webhook.test",
-    "workspace.created",
-    "workspace.member.added",
-    "workspace.member.updated",
-    "workspace.updated",
-];
+/// Declares [`EventType`] and [`EVENT_TYPES`] from one list.
+macro_rules! event_types {
+    ($($variant:ident = $name:literal,)*) => {
+        /// Every event type the platform emits: an operation names one as a variant, so a
+        /// typo does not compile. A new area adds its types here; webhook subscriptions are
+        /// validated against this list (exact types, or `<noun>.*` wildcards), and the
+        /// contract's event catalog is generated from it.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum EventType {
+            $($variant,)*
+        }
+
+        impl EventType {
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(EventType::$variant => $name,)*
+                }
+            }
+        }
+
+        /// The types' names, in order.
+        pub const EVENT_TYPES: &[&str] = &[$($name,)*];
+    };
+}
+
+event_types! {
+    ApiKeyCreated = "api_key.created",
+    ApiKeyRevoked = "api_key.revoked",
+    ApprovalApproved = "approval.approved",
+    ApprovalDenied = "approval.denied",
+    ApprovalExpired = "approval.expired",
+    ApprovalRequested = "approval.requested",
+    BookingCancelled = "booking.cancelled",
+    BookingCompleted = "booking.completed",
+    BookingConfirmed = "booking.confirmed",
+    BookingCreated = "booking.created",
+    BookingNoShow = "booking.no_show",
+    BookingRescheduled = "booking.rescheduled",
+    BookingResourceCreated = "booking.resource.created",
+    BookingResourceDeleted = "booking.resource.deleted",
+    BookingResourceUpdated = "booking.resource.updated",
+    BookingServiceCreated = "booking.service.created",
+    BookingServiceDeleted = "booking.service.deleted",
+    BookingServiceUpdated = "booking.service.updated",
+    CapabilityConfirmed = "capability.confirmed",
+    CapabilityUsed = "capability.used",
+    ChannelConnected = "channel.connected",
+    ChannelDeleted = "channel.deleted",
+    ChannelDisconnected = "channel.disconnected",
+    ChannelUpdated = "channel.updated",
+    ContactCreated = "contact.created",
+    ContactDeleted = "contact.deleted",
+    ContactImportCompleted = "contact.import.completed",
+    ContactNoteAdded = "contact.note.added",
+    ContactUnsubscribed = "contact.unsubscribed",
+    ContactUpdated = "contact.updated",
+    DealCreated = "deal.created",
+    DealDeleted = "deal.deleted",
+    DealLost = "deal.lost",
+    DealReopened = "deal.reopened",
+    DealUpdated = "deal.updated",
+    DealWon = "deal.won",
+    EmailBounced = "email.bounced",
+    EmailCancelled = "email.cancelled",
+    EmailComplained = "email.complained",
+    EmailDelivered = "email.delivered",
+    EmailDomainCreated = "email.domain.created",
+    EmailDomainDeleted = "email.domain.deleted",
+    EmailDomainFailed = "email.domain.failed",
+    EmailDomainVerified = "email.domain.verified",
+    EmailFailed = "email.failed",
+    EmailQueued = "email.queued",
+    EmailScheduled = "email.scheduled",
+    EmailSent = "email.sent",
+    EmailSuppressed = "email.suppressed",
+    EmailSuppressionRemoved = "email.suppression.removed",
+    GdprConsentGranted = "gdpr.consent.granted",
+    GdprConsentWithdrawn = "gdpr.consent.withdrawn",
+    GdprErasureCompleted = "gdpr.erasure.completed",
+    GdprErasureFailed = "gdpr.erasure.failed",
+    GdprExportCompleted = "gdpr.export.completed",
+    GdprExportFailed = "gdpr.export.failed",
+    HelpdeskConversationAssigned = "helpdesk.conversation.assigned",
+    HelpdeskConversationClosed = "helpdesk.conversation.closed",
+    HelpdeskConversationCreated = "helpdesk.conversation.created",
+    HelpdeskConversationReopened = "helpdesk.conversation.reopened",
+    HelpdeskConversationUpdated = "helpdesk.conversation.updated",
+    HelpdeskMessageDeliveryUpdated = "helpdesk.message.delivery_updated",
+    HelpdeskMessageReceived = "helpdesk.message.received",
+    HelpdeskMessageSent = "helpdesk.message.sent",
+    HelpdeskNoteAdded = "helpdesk.note.added",
+    PortalSessionCreated = "portal.session.created",
+    PostCreated = "post.created",
+    PostDeleted = "post.deleted",
+    PostFailed = "post.failed",
+    PostPartiallyFailed = "post.partially_failed",
+    PostPublished = "post.published",
+    PostPublishing = "post.publishing",
+    PostScheduled = "post.scheduled",
+    PostUnscheduled = "post.unscheduled",
+    PostUpdated = "post.updated",
+    PostVariantFailed = "post.variant.failed",
+    PostVariantPublished = "post.variant.published",
+    ScanCompleted = "scan.completed",
+    ScanFailed = "scan.failed",
+    WebhookEndpointCreated = "webhook.endpoint.created",
+    WebhookEndpointDeleted = "webhook.endpoint.deleted",
+    WebhookEndpointDisabled = "webhook.endpoint.disabled",
+    WebhookEndpointSecretRotated = "webhook.endpoint.secret_rotated",
+    WebhookEndpointUpdated = "webhook.endpoint.updated",
+    WebhookReplayCompleted = "webhook.replay.completed",
+    WebhookTest = "webhook.test",
+    WorkspaceCreated = "workspace.created",
+    WorkspaceMemberAdded = "workspace.member.added",
+    WorkspaceMemberUpdated = "workspace.member.updated",
+    WorkspaceUpdated = "workspace.updated",
+}
+
+impl std::fmt::Display for EventType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A subscription pattern: a known type, or `prefix.*` covering at least one known type.
 pub fn is_known_pattern(p: &str) -> bool {
@@ -143,11 +172,10 @@ pub struct Event {
 }
 
 impl Event {
-    pub fn new(workspace_id: &str, kind: &str, data: &impl Serialize) -> Self {
-        debug_assert!(EVENT_TYPES.contains(&kind), "event type {kind} is not registered in shared::events::EVENT_TYPES");
+    pub fn new(workspace_id: &str, kind: EventType, data: &impl Serialize) -> Self {
         Self {
             id: EventId::generate(),
-            kind: kind.into(),
+            kind: kind.as_str().into(),
             created_at: crate::ids::Timestamp::now(),
             workspace_id: workspace_id.into(),
             data: serde_json::to_value(data).unwrap_or(serde_json::Value::Null),
@@ -188,8 +216,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn event_types_are_named_once_in_order_as_noun_dot_verb() {
+        assert!(EVENT_TYPES.windows(2).all(|w| w[0] < w[1]), "sorted, each once");
+        for t in EVENT_TYPES {
+            let (noun, rest) = t.split_once('.').unwrap_or_else(|| panic!("{t}: <noun>.<what happened>"));
+            assert!(!noun.is_empty() && !rest.is_empty() && t.chars().all(|c| c.is_ascii_lowercase() || c == '.' || c == '_'), "{t}");
+        }
+        assert_eq!(EventType::BookingNoShow.as_str(), "booking.no_show");
+        assert_eq!(EventType::HelpdeskMessageDeliveryUpdated.to_string(), "helpdesk.message.delivery_updated");
+    }
+
+    #[test]
     fn event_body_has_the_contract_fields() {
-        let ev = Event::new("ws_1", "post.created", &serde_json::json!({"id": "post_1"}));
+        let ev = Event::new("ws_1", crate::events::EventType::PostCreated, &serde_json::json!({"id": "post_1"}));
         let v: serde_json::Value = serde_json::from_str(&ev.body()).unwrap();
         assert_eq!(v["type"], "post.created");
         assert_eq!(v["workspace_id"], "ws_1");

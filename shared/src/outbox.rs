@@ -530,7 +530,7 @@ mod tests {
 
     #[test]
     fn a_transaction_is_a_value_until_commit() {
-        let ev = Event::new("ws_1", "post.created", &serde_json::json!({"id": "post_1"}));
+        let ev = Event::new("ws_1", crate::events::EventType::PostCreated, &serde_json::json!({"id": "post_1"}));
         let tx = Tx::new()
             .create(Record::new("WS#ws_1".into(), "POST#post_1".into(), &serde_json::json!({"id": "post_1"})).unwrap())
             .delete_if("WS#ws_1".into(), "X#1".into(), "", vec![])

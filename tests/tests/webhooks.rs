@@ -319,7 +319,7 @@ async fn unsafe_urls_are_refused_at_creation_and_at_delivery() {
     cfg.webhooks.url_policy.allow_loopback = false;
     let d = h.dispatcher(cfg).await;
     let ws_id = dev.get("/workspaces/current").await.json["data"]["id"].as_str().unwrap().to_string();
-    let ev = shared::events::Event::new(&ws_id, "post.created", &json!({"id": "post_x"}));
+    let ev = shared::events::Event::new(&ws_id, shared::events::EventType::PostCreated, &json!({"id": "post_x"}));
     let batch = shared::sqs::event(vec![shared::sqs::message("m1", "r1", &ev.body())]);
     assert!(d.handle_sqs(batch).await.batch_item_failures.is_empty());
     let r = dev.get(&format!("/webhooks/{ep}/deliveries")).await;
@@ -425,7 +425,7 @@ async fn an_endpoint_failing_for_the_configured_period_is_disabled() {
     cfg.webhooks.disable_after_secs = 1;
     let d = h.dispatcher(cfg).await;
     let invoke = |n: usize| {
-        let ev = shared::events::Event::new(&ws, "post.deleted", &json!({"id": format!("post_{n}")}));
+        let ev = shared::events::Event::new(&ws, shared::events::EventType::PostDeleted, &json!({"id": format!("post_{n}")}));
         shared::sqs::event(vec![shared::sqs::message(&format!("m{n}"), "r", &ev.body())])
     };
     assert!(d.handle_sqs(invoke(1)).await.batch_item_failures.is_empty());
@@ -505,7 +505,7 @@ async fn a_large_event_reaches_twenty_endpoints() {
     }
     // No route writes an event this large today; an area that does (a long post body, a
     // helpdesk message) goes the same way: outbox, queue, fan-out.
-    let ev = shared::events::Event::new(&ws, "post.updated", &json!({"content": "x".repeat(300_000)}));
+    let ev = shared::events::Event::new(&ws, shared::events::EventType::PostUpdated, &json!({"content": "x".repeat(300_000)}));
     shared::outbox::Tx::new().event(ev).commit(&h.app().await).await.map_err(|_| "commit").unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let got = loop {
@@ -539,7 +539,8 @@ async fn a_slow_receiver_cannot_run_an_invocation_past_its_budget() {
     assert_eq!(d.attempt_time(), std::time::Duration::from_secs(4));
 
     // 80 events in one message: five groups of 16, 1.5 s each if all were attempted inline.
-    let events: Vec<shared::events::Event> = (0..80).map(|i| shared::events::Event::new(&ws, "post.updated", &json!({"n": i}))).collect();
+    let events: Vec<shared::events::Event> =
+        (0..80).map(|i| shared::events::Event::new(&ws, shared::events::EventType::PostUpdated, &json!({"n": i}))).collect();
     let body = serde_json::to_string(&json!({ "events": events })).unwrap();
     let batch = shared::sqs::event(vec![shared::sqs::message("m1", "r1", &body)]);
     let budget = std::time::Duration::from_secs(5);

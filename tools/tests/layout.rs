@@ -559,35 +559,3 @@ fn function_crates_declare_only_what_they_use() {
     }
     assert!(unused.is_empty(), "function crates declaring crates their code never names (remove them): {unused:?}");
 }
-
-/// Every event a source names by a literal (`Event::new(ws, "booking.cancelled", ...)`) is a
-/// registered type (`shared::events::EVENT_TYPES`, which the contract's catalog is held to):
-/// a typo would otherwise be found only by a test that happens to reach that line, in a debug
-/// build.
-#[test]
-fn every_event_named_in_the_code_is_registered() {
-    let root = tools::localstack::repo_root();
-    let mut named = 0;
-    let mut unknown = vec![];
-    for dir in ["shared/src", "domain/src", "functions"] {
-        for p in rust_files(&root.join(dir)) {
-            let code = code_of(&std::fs::read_to_string(&p).expect("source"));
-            for (at, _) in code.match_indices("Event::new(") {
-                let args = &code[at + "Event::new(".len()..];
-                // The first argument, then the second (another crate's `Event::new()` has none).
-                let Some((first, rest)) = args.split_once(',') else { continue };
-                if first.contains(')') {
-                    continue;
-                }
-                let Some(literal) = rest.trim_start().strip_prefix('"') else { continue };
-                let kind = literal.split('"').next().unwrap_or_default();
-                named += 1;
-                if !shared::events::EVENT_TYPES.contains(&kind) {
-                    unknown.push(format!("{}: {kind}", p.display()));
-                }
-            }
-        }
-    }
-    assert!(named >= 40, "read the sources: {named} events named");
-    assert!(unknown.is_empty(), "events named but not registered in shared::events::EVENT_TYPES: {unknown:?}");
-}

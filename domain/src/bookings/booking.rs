@@ -11,6 +11,7 @@ use super::{
 use crate::contacts::ContactId;
 use crate::ids::ResourceId;
 use shared::auth::WorkspaceId;
+use shared::events::EventType;
 use shared::ids::{PrefixedId, Timestamp};
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
@@ -181,7 +182,7 @@ pub async fn confirm(send: &Notify<'_>, app: &App, ws: &WorkspaceId, id: &Bookin
     next.status = BookingStatus::Confirmed;
     next.updated_at = Timestamp::now();
     next.reminder_email_id = svc.as_ref().and_then(|s| notify::reminder_id(s, &next));
-    let next = ops::transition(app, ws, &sb, next, "booking.confirmed", false).await?;
+    let next = ops::transition(app, ws, &sb, next, EventType::BookingConfirmed, false).await?;
     if let (Some(svc), Some((res, _))) = (svc, ops::load_resource(app, ws, &next.resource_id).await?) {
         notify::confirmed(send, app, ws, &svc, &res, &next).await;
     }
@@ -198,8 +199,8 @@ pub enum Outcome {
 /// confirmed -> completed or no_show.
 pub async fn close(app: &App, ws: &WorkspaceId, id: &BookingId, outcome: Outcome) -> ApiResult<Booking> {
     let (to, action, event) = match outcome {
-        Outcome::Completed => (BookingStatus::Completed, "completed", "booking.completed"),
-        Outcome::NoShow => (BookingStatus::NoShow, "marked no-show", "booking.no_show"),
+        Outcome::Completed => (BookingStatus::Completed, "completed", EventType::BookingCompleted),
+        Outcome::NoShow => (BookingStatus::NoShow, "marked no-show", EventType::BookingNoShow),
     };
     let sb = load(app, ws, id).await?;
     if sb.booking.status != BookingStatus::Confirmed {

@@ -13,6 +13,7 @@ use chrono::{DateTime, Duration, Utc};
 use shared::auth::WorkspaceId;
 use shared::error::ErrorCode;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self as st, Item, Record, TxError, n, s, ws_pk};
@@ -254,7 +255,14 @@ struct Held {
 }
 
 /// Write a resource or service (created at version 1, or replacing `version`) with its event.
-async fn save<T: serde::Serialize>(app: &App, ws: &WorkspaceId, sk: String, obj: &T, version: Option<i64>, event: &str) -> ApiResult<()> {
+async fn save<T: serde::Serialize>(
+    app: &App,
+    ws: &WorkspaceId,
+    sk: String,
+    obj: &T,
+    version: Option<i64>,
+    event: EventType,
+) -> ApiResult<()> {
     let rec = Record::new(ws_pk(ws), sk, obj)?;
     let tx = match version {
         Some(v) => Tx::new().replace(rec, v),
@@ -264,27 +272,27 @@ async fn save<T: serde::Serialize>(app: &App, ws: &WorkspaceId, sk: String, obj:
 }
 
 /// Delete a resource or service read at `version`, with its event.
-async fn remove<T: serde::Serialize>(app: &App, ws: &WorkspaceId, sk: String, obj: &T, version: i64, event: &str) -> ApiResult<()> {
+async fn remove<T: serde::Serialize>(app: &App, ws: &WorkspaceId, sk: String, obj: &T, version: i64, event: EventType) -> ApiResult<()> {
     Tx::new().delete_versioned(ws_pk(ws), sk, version).event(Event::new(ws, event, obj)).commit(app).await.map_err(TxError::stale)
 }
 
 /// A new bookable resource (`booking.resource.created`).
 pub async fn create_resource(app: &App, ws: &WorkspaceId, input: CreateResource) -> ApiResult<Resource> {
     let r = Resource::create(input, shared::ids::Timestamp::now())?;
-    save(app, ws, resource_sk(&r.id), &r, None, "booking.resource.created").await?;
+    save(app, ws, resource_sk(&r.id), &r, None, EventType::BookingResourceCreated).await?;
     Ok(r)
 }
 
 /// Change a loaded resource (`booking.resource.updated`).
 pub async fn update_resource(app: &App, ws: &WorkspaceId, r: Resource, version: i64, patch: UpdateResource) -> ApiResult<Resource> {
     let r = r.apply(patch, shared::ids::Timestamp::now())?;
-    save(app, ws, resource_sk(&r.id), &r, Some(version), "booking.resource.updated").await?;
+    save(app, ws, resource_sk(&r.id), &r, Some(version), EventType::BookingResourceUpdated).await?;
     Ok(r)
 }
 
 /// Delete a resource: services stop offering it, its bookings stay as they are.
 pub async fn delete_resource(app: &App, ws: &WorkspaceId, r: &Resource, version: i64) -> ApiResult<()> {
-    remove(app, ws, resource_sk(&r.id), r, version, "booking.resource.deleted").await
+    remove(app, ws, resource_sk(&r.id), r, version, EventType::BookingResourceDeleted).await
 }
 
 /// Every resource a service names must be one of the workspace's.
@@ -303,7 +311,7 @@ async fn check_resources(app: &App, ws: &WorkspaceId, svc: &Service) -> ApiResul
 pub async fn create_service(app: &App, ws: &WorkspaceId, input: ServiceInput) -> ApiResult<Service> {
     let svc = Service::build(None, input, shared::ids::Timestamp::now())?;
     check_resources(app, ws, &svc).await?;
-    save(app, ws, service_sk(&svc.id), &svc, None, "booking.service.created").await?;
+    save(app, ws, service_sk(&svc.id), &svc, None, EventType::BookingServiceCreated).await?;
     Ok(svc)
 }
 
@@ -314,13 +322,13 @@ pub async fn update_service(app: &App, ws: &WorkspaceId, old: Service, version: 
     if changed_resources {
         check_resources(app, ws, &svc).await?;
     }
-    save(app, ws, service_sk(&svc.id), &svc, Some(version), "booking.service.updated").await?;
+    save(app, ws, service_sk(&svc.id), &svc, Some(version), EventType::BookingServiceUpdated).await?;
     Ok(svc)
 }
 
 /// Delete a service; bookings keep their copy of it.
 pub async fn delete_service(app: &App, ws: &WorkspaceId, svc: &Service, version: i64) -> ApiResult<()> {
-    remove(app, ws, service_sk(&svc.id), svc, version, "booking.service.deleted").await
+    remove(app, ws, service_sk(&svc.id), svc, version, EventType::BookingServiceDeleted).await
 }
 
 fn cell_sk(res: &str, cell: &str, unit: u32) -> String {
@@ -626,7 +634,7 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, sb: &StoredBooking, by: Cancell
     next.cancelled_at = Some(now);
     next.updated_at = now;
     next.invite_sequence += 1;
-    let next = transition(app, ws, sb, next, "booking.cancelled", true).await?;
+    let next = transition(app, ws, sb, next, EventType::BookingCancelled, true).await?;
     super::notify::cancel_reminder(app, ws, &next).await;
     Ok(next)
 }
@@ -718,7 +726,7 @@ pub async fn book(app: &App, ws: &WorkspaceId, req: Request<'_>, mut booking: Bo
                 .create(booking_record(ws, &booking, &plan_keys(&res.id, &plan))?.version(1))
                 .put_all(contact_link(ws, &booking))
                 .put_all(timeline(ws, &booking, "booking.created", format!("Booked for {}", booking.start))?)
-                .event(Event::new(ws, "booking.created", &booking));
+                .event(Event::new(ws, EventType::BookingCreated, &booking));
             match tx.commit(app).await {
                 Ok(()) => return Ok(booking),
                 Err(TxError::Condition(i)) if guard.names(i) => {
@@ -776,7 +784,14 @@ pub async fn hold(app: &App, ws: &WorkspaceId, req: Request<'_>, secs: i64) -> A
 
 /// A state change without time changes (`confirm`, `complete`, `no_show`, `cancel`): the
 /// booking, its timeline entry and event; `release` deletes its cells in the same transaction.
-pub async fn transition(app: &App, ws: &WorkspaceId, sb: &StoredBooking, next: Booking, event: &str, release: bool) -> ApiResult<Booking> {
+pub async fn transition(
+    app: &App,
+    ws: &WorkspaceId,
+    sb: &StoredBooking,
+    next: Booking,
+    event: EventType,
+    release: bool,
+) -> ApiResult<Booking> {
     let mut tx = Tx::new();
     if release {
         for c in &sb.cells {
@@ -785,7 +800,7 @@ pub async fn transition(app: &App, ws: &WorkspaceId, sb: &StoredBooking, next: B
     }
     let cells: &[String] = if release { &[] } else { &sb.cells };
     tx.replace(booking_record(ws, &next, cells)?, sb.version)
-        .put_all(timeline(ws, &next, event, format!("{} ({})", event.trim_start_matches("booking."), next.start))?)
+        .put_all(timeline(ws, &next, event.as_str(), format!("{} ({})", event.as_str().trim_start_matches("booking."), next.start))?)
         .event(Event::new(ws, event, &next))
         .commit(app)
         .await
@@ -842,7 +857,7 @@ pub async fn reschedule(
             .create(booking_record(ws, &new, &new_keys)?.version(1))
             .put_all(contact_link(ws, &new))
             .put_all(timeline(ws, &new, "booking.rescheduled", format!("Moved from {} to {}", old.start, new.start))?)
-            .event(Event::new(ws, "booking.rescheduled", &serde_json::json!({"from": moved, "to": new})))
+            .event(Event::new(ws, EventType::BookingRescheduled, &serde_json::json!({"from": moved, "to": new})))
             .commit(app)
             .await;
         match res {

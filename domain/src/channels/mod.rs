@@ -16,6 +16,7 @@ use crate::keys;
 use network::{Connected, NetError, Network, Outgoing, Published};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::events::EventType;
 use shared::store::{self, Item, Record, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -354,7 +355,7 @@ pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &Works
     auth.tx(&[])?
         .update(count(ws, 1))
         .create(stored.record(ws)?.version(1))
-        .event(Event::new(ws, "channel.connected", &stored.channel))
+        .event(Event::new(ws, EventType::ChannelConnected, &stored.channel))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::conflict(format!("a workspace has at most {MAX_CHANNELS} channels"))))
@@ -362,14 +363,20 @@ pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &Works
 
 /// The effect `UpdateChannel`: the channel as changed (new credentials, name, metadata), read
 /// at `stored.version`, with `event`.
-pub async fn update(auth: &Authority<UpdateChannelEffect>, app: &App, ws: &WorkspaceId, stored: &Stored, event: &str) -> ApiResult<()> {
+pub async fn update(
+    auth: &Authority<UpdateChannelEffect>,
+    app: &App,
+    ws: &WorkspaceId,
+    stored: &Stored,
+    event: EventType,
+) -> ApiResult<()> {
     let key = keys::CHANNEL.sk(&[&stored.channel.id]);
     save(app, ws, stored, event, auth.tx(&[(&key, stored.version)])?).await
 }
 
 /// Record what a check with the network found (state, identity, limits, a refreshed session)
 /// on the credentials the channel already has: no destination changes, so no authority.
-pub async fn record_check(app: &App, ws: &WorkspaceId, before: &Stored, checked: &Stored, event: &str) -> ApiResult<()> {
+pub async fn record_check(app: &App, ws: &WorkspaceId, before: &Stored, checked: &Stored, event: EventType) -> ApiResult<()> {
     let same = before.channel.id == checked.channel.id
         && before.channel.kind == checked.channel.kind
         && serde_json::to_value(before.open_creds(app, ws).await?).ok() == serde_json::to_value(checked.open_creds(app, ws).await?).ok();
@@ -379,7 +386,7 @@ pub async fn record_check(app: &App, ws: &WorkspaceId, before: &Stored, checked:
     save(app, ws, checked, event, Tx::new()).await
 }
 
-async fn save(app: &App, ws: &WorkspaceId, stored: &Stored, event: &str, tx: Tx) -> ApiResult<()> {
+async fn save(app: &App, ws: &WorkspaceId, stored: &Stored, event: EventType, tx: Tx) -> ApiResult<()> {
     tx.replace(stored.record(ws)?, stored.version)
         .event(Event::new(ws, event, &stored.channel))
         .commit(app)
@@ -393,7 +400,7 @@ pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &WorkspaceId
     auth.tx(&[(&key, stored.version)])?
         .delete_versioned(ws_pk(ws), key.clone(), stored.version)
         .update(count(ws, -1))
-        .event(Event::new(ws, "channel.deleted", &stored.channel))
+        .event(Event::new(ws, EventType::ChannelDeleted, &stored.channel))
         .commit(app)
         .await
         .map_err(store::TxError::stale)?;

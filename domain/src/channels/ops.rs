@@ -5,6 +5,7 @@
 use super::{Channel, ChannelId, ChannelState, CreateChannel, Creds, Stored, UpdateChannel};
 use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
 use shared::auth::WorkspaceId;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
@@ -65,7 +66,7 @@ pub async fn connect(auth: &Authority<ConnectChannel>, app: &App, ws: &Workspace
 
 /// Check a channel against the network now, and record what it says: `active`,
 /// `disconnected` (the credentials were refused) or `error`. Answers the event to emit.
-async fn check(app: &App, ws: &WorkspaceId, stored: &mut Stored, creds: &Creds) -> ApiResult<&'static str> {
+async fn check(app: &App, ws: &WorkspaceId, stored: &mut Stored, creds: &Creds) -> ApiResult<shared::events::EventType> {
     let now = Timestamp::now();
     let before = stored.channel.state;
     match super::connect(http(app)?, creds).await {
@@ -89,10 +90,10 @@ async fn check(app: &App, ws: &WorkspaceId, stored: &mut Stored, creds: &Creds) 
     }
     stored.channel.updated_at = now;
     Ok(match (before, stored.channel.state) {
-        (_, ChannelState::Disconnected) if before != ChannelState::Disconnected => "channel.disconnected",
-        (ChannelState::Active, ChannelState::Active) => "channel.updated",
-        (_, ChannelState::Active) => "channel.connected",
-        _ => "channel.updated",
+        (_, ChannelState::Disconnected) if before != ChannelState::Disconnected => EventType::ChannelDisconnected,
+        (ChannelState::Active, ChannelState::Active) => EventType::ChannelUpdated,
+        (_, ChannelState::Active) => EventType::ChannelConnected,
+        _ => EventType::ChannelUpdated,
     })
 }
 
@@ -114,7 +115,7 @@ pub async fn update(
     }
     errs.finish()?;
     let mut stored = load(app, ws, id).await?;
-    let mut event = "channel.updated";
+    let mut event = EventType::ChannelUpdated;
     if let Some(v) = input.credentials {
         let old = stored.open_creds(app, ws).await?;
         let keep = match &old {

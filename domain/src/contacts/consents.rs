@@ -10,6 +10,7 @@ use crate::privacy::{Erase, Find, Rule, Subject};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
@@ -246,7 +247,7 @@ impl ConsentEvidence {
 /// The ledger item and event of a consent, for a caller's transaction.
 pub fn writes(ws: &WorkspaceId, consent: &Consent) -> ApiResult<(store::Item, Event)> {
     let item = Record::new(ws_pk(ws), keys::CONSENT.sk(&[&consent.email, &consent.id]), consent)?.item;
-    let kind = if consent.granted { "gdpr.consent.granted" } else { "gdpr.consent.withdrawn" };
+    let kind = if consent.granted { EventType::GdprConsentGranted } else { EventType::GdprConsentWithdrawn };
     Ok((item, Event::new(ws, kind, consent)))
 }
 

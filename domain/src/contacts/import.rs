@@ -16,6 +16,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::outbox::{Tx, WorkQueue};
 use shared::sqs::{BatchResponse, SqsEvent};
 use shared::store::{self, Item, TxError, n, s, ws_pk};
@@ -389,7 +390,7 @@ async fn finish(app: &App, ws: &WorkspaceId, job: &ImportJob, status: ImportStat
         job.status = status;
         job.completed_at = Some(now);
         job.updated_at = now;
-        tx = tx.event(Event::new(ws, "contact.import.completed", &job));
+        tx = tx.event(Event::new(ws, EventType::ContactImportCompleted, &job));
     }
     match tx.commit(app).await {
         Ok(()) | Err(TxError::Condition(_)) => Ok(()),

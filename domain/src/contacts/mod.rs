@@ -25,6 +25,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, s, ws_pk};
@@ -370,7 +371,7 @@ pub fn create_tx(ws: &WorkspaceId, c: &Contact, tx: Tx) -> ApiResult<Tx> {
     for item in side_items(ws, c)? {
         tx = tx.put(item);
     }
-    Ok(tx.event(Event::new(ws, "contact.created", c)))
+    Ok(tx.event(Event::new(ws, EventType::ContactCreated, c)))
 }
 
 /// Bulk create (imports), added to a transaction shared with other rows: the claim may
@@ -382,7 +383,7 @@ pub fn bulk_create_tx(ws: &WorkspaceId, c: &Contact, tx: Tx) -> ApiResult<Tx> {
     for item in side_items(ws, c)? {
         tx = tx.put(item);
     }
-    Ok(tx.event(Event::new(ws, "contact.created", c)))
+    Ok(tx.event(Event::new(ws, EventType::ContactCreated, c)))
 }
 
 /// The owners of these addresses' claims, in one consistent batch read.
@@ -425,7 +426,7 @@ pub fn update_tx(ws: &WorkspaceId, old: &Contact, new: &Contact, version: i64, t
     let summary = format!("Updated {}", changed.join(", "));
     Ok(tx.put(activity(ws, &new.id, "contact.updated", summary, serde_json::json!({ "changed": changed }))?).event(Event::new(
         ws,
-        "contact.updated",
+        EventType::ContactUpdated,
         new,
     )))
 }
@@ -517,7 +518,7 @@ pub fn delete_tx(ws: &WorkspaceId, c: &Contact, version: i64) -> Tx {
     for t in search_terms(c) {
         tx = tx.delete_if(ws_pk(ws), search_sk(&t, &c.id), "", vec![]);
     }
-    tx.event(Event::new(ws, "contact.deleted", c))
+    tx.event(Event::new(ws, EventType::ContactDeleted, c))
 }
 
 /// Remove a deleted contact's timeline and former identities (idempotent: each run deletes

@@ -5,6 +5,7 @@ use super::{self as model, Activity, Contact, ContactId, CreateContact, UpdateCo
 use serde::Deserialize;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, ws_pk};
 use shared::validate::Errors;
@@ -86,7 +87,7 @@ pub async fn add_note(app: &App, ws: &WorkspaceId, id: &ContactId, input: Create
     Tx::new()
         .check(ws_pk(ws), contact_sk(id), "attribute_exists(pk)")
         .put(item)
-        .event(Event::new(ws, "contact.note.added", &activity))
+        .event(Event::new(ws, EventType::ContactNoteAdded, &activity))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| ApiError::not_found("contact")))?;

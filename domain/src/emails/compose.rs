@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use shared::auth::WorkspaceId;
 use shared::error::ErrorDetail;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::outbox::Tx;
 use shared::store::{self, Item, ws_pk};
 use shared::validate::{Errors, normalise_email, parse_mailbox};
@@ -448,13 +449,13 @@ pub fn plan(app: &App, e: &Email, now_secs: i64) -> (Option<i64>, i64) {
 pub fn activity(ws: &WorkspaceId, e: &Email) -> ApiResult<Option<Item>> {
     let Some(c) = &e.contact_id else { return Ok(None) };
     let summary = format!("Email {}: {}", e.status.as_str(), e.subject);
-    crate::contacts::activity(ws, c, &e.status.event(), summary, e.summary()).map(Some)
+    crate::contacts::activity(ws, c, e.status.event().as_str(), summary, e.summary()).map(Some)
 }
 
 /// Everything an accepted email writes besides its event: the email (first), its bodies, its
 /// due entry and the timeline entry.
 fn items(app: &App, ws: &WorkspaceId, e: &Email, now_secs: i64) -> ApiResult<(Vec<Item>, Event)> {
-    let ev = Event::new(ws, &e.status.event(), &e.without_bodies());
+    let ev = Event::new(ws, e.status.event(), &e.without_bodies());
     let mut items = vec![model::record(ws, e)?.version(1).item, model::body_item(ws, e)];
     if e.status.pending() {
         items.push(model::due_item(ws, e, plan(app, e, now_secs).1));
@@ -690,7 +691,7 @@ pub async fn cancel(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Email> {
     let (due_pk, due_sk) = super::due_key(ws, &stored.email);
     let mut tx = Tx::new().replace(super::record(ws, &e)?, stored.version).delete_if(due_pk, due_sk, "", vec![]).event(Event::new(
         ws,
-        "email.cancelled",
+        EventType::EmailCancelled,
         &e,
     ));
     if let Some(a) = activity(ws, &e)? {

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::aws::AwsError;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, s, ws_pk};
@@ -317,7 +318,7 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
     };
     d.dns_records = dkim_records(&d.name, &out.dkim_tokens);
     d.status = if is_verified(&out) { DomainStatus::Verified } else { DomainStatus::Pending };
-    let mut tx = Tx::new().replace(record(ws, &d)?, 1).event(Event::new(ws, "email.domain.created", &d));
+    let mut tx = Tx::new().replace(record(ws, &d)?, 1).event(Event::new(ws, EventType::EmailDomainCreated, &d));
     if d.status == DomainStatus::Verified {
         d.verified_at = Some(d.updated_at);
         tx = tx.update(verify_claim(&d.name, ws, &d.id));
@@ -440,8 +441,8 @@ pub async fn refresh(app: &App, ws: &WorkspaceId, d: SendingDomain, version: i64
     let mut tx = Tx::new().replace(record(ws, &next)?, version);
     if status != d.status {
         let kind = match status {
-            DomainStatus::Verified => Some("email.domain.verified"),
-            DomainStatus::Failed => Some("email.domain.failed"),
+            DomainStatus::Verified => Some(EventType::EmailDomainVerified),
+            DomainStatus::Failed => Some(EventType::EmailDomainFailed),
             DomainStatus::Pending => None,
         };
         if let Some(kind) = kind {
@@ -471,7 +472,7 @@ pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &Works
             vec![(":ws", s(ws)), (":id", s(&d.id))],
         );
     }
-    tx.update(count(ws, -1)).event(Event::new(ws, "email.domain.deleted", &d)).commit(app).await.map_err(store::TxError::stale)?;
+    tx.update(count(ws, -1)).event(Event::new(ws, EventType::EmailDomainDeleted, &d)).commit(app).await.map_err(store::TxError::stale)?;
     // The identity goes after the claim, and only while nobody has claimed the name since: a
     // workspace that claims it in between gets (and may rebuild) the identity instead. One left
     // behind when SES is unreachable is tagged, so the name's next claimant replaces it.

@@ -108,7 +108,7 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
     e.updated_at = now;
     tx = tx.replace(record(ws, &e)?, version);
     if cancelled {
-        tx = tx.event(shared::events::Event::new(ws, &e.status.event(), &e));
+        tx = tx.event(shared::events::Event::new(ws, e.status.event(), &e));
     }
     tx.commit(app).await.map_err(store::TxError::stale)
 }
@@ -184,8 +184,20 @@ impl EmailStatus {
     pub fn pending(self) -> bool {
         matches!(self, Self::Scheduled | Self::Queued)
     }
-    pub fn event(self) -> String {
-        format!("email.{}", self.as_str())
+    /// The event a change to this status emits (`email.<status>`).
+    pub fn event(self) -> shared::events::EventType {
+        use shared::events::EventType as E;
+        match self {
+            Self::Scheduled => E::EmailScheduled,
+            Self::Queued => E::EmailQueued,
+            Self::Sent => E::EmailSent,
+            Self::Delivered => E::EmailDelivered,
+            Self::Bounced => E::EmailBounced,
+            Self::Complained => E::EmailComplained,
+            Self::Failed => E::EmailFailed,
+            Self::Cancelled => E::EmailCancelled,
+            Self::Suppressed => E::EmailSuppressed,
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use crate::ids::EmailId;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, ws_pk};
@@ -174,7 +175,7 @@ pub async fn remove(app: &App, ws: &WorkspaceId, address: &str, reason: &str, re
     let data = serde_json::json!({"address": s.address, "previous_reason": s.reason, "reason": reason, "removed_by": removed_by});
     Tx::new()
         .delete_if(ws_pk(ws), sk, "attribute_exists(pk)", vec![])
-        .event(shared::events::Event::new(ws, "email.suppression.removed", &data))
+        .event(shared::events::Event::new(ws, EventType::EmailSuppressionRemoved, &data))
         .commit(app)
         .await
         .map_err(|e| e.on_condition(|_| shared::ApiError::not_found("suppression")))?;

@@ -24,6 +24,7 @@ use crate::keys;
 use serde::Serialize;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::{PrefixedId, Timestamp};
 use shared::outbox::Tx;
 use shared::store::{self, ws_pk};
@@ -411,7 +412,7 @@ pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: 
                 via: req.via.as_str().into(),
                 consent_id: consent.id.clone(),
             };
-            tx = tx.event(Event::new(ws, "contact.unsubscribed", &data));
+            tx = tx.event(Event::new(ws, EventType::ContactUnsubscribed, &data));
         }
         match tx.commit(app).await {
             Ok(()) => return Ok(if subscribe { Subscription::Subscribed } else { Subscription::Unsubscribed }),

@@ -15,6 +15,7 @@ use crate::privacy::Subject;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::{Tx, WorkQueue};
 use shared::store::{self, Record, n, s, ws_pk};
@@ -136,7 +137,7 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
         e.status = JobStatus::Failed;
         e.error = Some(JobError { code: "attempts_exhausted".into(), message: "the erasure failed repeatedly; start it again".into() });
         e.completed_at = Some(shared::ids::Timestamp::now());
-        return finish(app, ws, &e, "gdpr.erasure.failed", None).await;
+        return finish(app, ws, &e, EventType::GdprErasureFailed, None).await;
     }
     // The contact as it is now: an address it moved to since the request is the subject's
     // too, and the one it left a former one (dropped below if another contact holds it).
@@ -222,7 +223,7 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     e.status = JobStatus::Completed;
     e.started_at = e.started_at.or_else(|| Some(shared::ids::Timestamp::now()));
     e.completed_at = Some(shared::ids::Timestamp::now());
-    finish(app, ws, &e, "gdpr.erasure.completed", subject.contact_id.as_deref()).await
+    finish(app, ws, &e, EventType::GdprErasureCompleted, subject.contact_id.as_deref()).await
 }
 
 async fn save(app: &App, ws: &WorkspaceId, id: &str, next: usize, counts: &BTreeMap<String, u64>) -> ApiResult<()> {
@@ -239,7 +240,7 @@ async fn save(app: &App, ws: &WorkspaceId, id: &str, next: usize, counts: &BTree
 
 /// The final state, without the sealed subject, and its event (no personal data: the job, its
 /// counts, and the erased contact's id so that integrations can erase their copies).
-async fn finish(app: &App, ws: &WorkspaceId, e: &Erasure, event: &str, contact_id: Option<&str>) -> ApiResult<()> {
+async fn finish(app: &App, ws: &WorkspaceId, e: &Erasure, event: EventType, contact_id: Option<&str>) -> ApiResult<()> {
     let update = super::set_all(ws_pk(ws), keys::ERASURE.sk(&[&e.id]), store::to_item(e)?, &["subject_sealed"])
         .when("#status = :running")
         .name("#status", "status")

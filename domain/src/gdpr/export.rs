@@ -20,6 +20,7 @@ use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::{Tx, WorkQueue};
 use shared::store::{self, Item, Record, n, s, ws_pk};
@@ -472,7 +473,7 @@ async fn complete(app: &App, ws: &WorkspaceId, mut job: ExportJob, r: &Resume) -
     job.completed_at = Some(shared::ids::Timestamp::from(now));
     job.expires_at = Some(shared::ids::Timestamp::from(now + chrono::Duration::days(KEEP_DAYS)));
     job.size_bytes = Some(r.bytes);
-    finish(app, ws, &job, "gdpr.export.completed").await
+    finish(app, ws, &job, EventType::GdprExportCompleted).await
 }
 
 async fn fail(app: &App, ws: &WorkspaceId, job: &ExportJob, item: &Item, code: &str, message: &str) -> ApiResult<()> {
@@ -491,12 +492,12 @@ async fn fail(app: &App, ws: &WorkspaceId, job: &ExportJob, item: &Item, code: &
     job.status = JobStatus::Failed;
     job.completed_at = Some(shared::ids::Timestamp::now());
     job.error = Some(JobError { code: code.into(), message: message.into() });
-    finish(app, ws, &job, "gdpr.export.failed").await
+    finish(app, ws, &job, EventType::GdprExportFailed).await
 }
 
 /// The final state, without the resume record, and its event, in one transaction; only a
 /// running job finishes (a second worker on the same job finds it finished).
-async fn finish(app: &App, ws: &WorkspaceId, job: &ExportJob, event: &str) -> ApiResult<()> {
+async fn finish(app: &App, ws: &WorkspaceId, job: &ExportJob, event: EventType) -> ApiResult<()> {
     let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), store::to_item(job)?, &["resume", "subject_full"])
         .when("#status = :running")
         .name("#status", "status")

@@ -24,6 +24,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::PrefixedId;
 use shared::outbox::Tx;
 use shared::store::{self, Item, TxError, s, ws_pk};
@@ -494,11 +495,11 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
                 tx = tx.put(timeline(ws, ct, &c, &m)?);
             }
             if !quiet {
-                tx = tx.event(Event::new(ws, "helpdesk.message.received", &m));
+                tx = tx.event(Event::new(ws, EventType::HelpdeskMessageReceived, &m));
                 if c.status != old.status {
-                    tx = tx.event(conversation_event(ws, "helpdesk.conversation.updated", &c));
+                    tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationUpdated, &c));
                     if matches!(old.status, ConversationStatus::Closed | ConversationStatus::Snoozed) {
-                        tx = tx.event(conversation_event(ws, "helpdesk.conversation.reopened", &c));
+                        tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationReopened, &c));
                     }
                 }
             }
@@ -537,9 +538,9 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
                 tx = tx.put(timeline(ws, ct, &c, &m)?);
             }
             if !quiet {
-                tx = tx.event(conversation_event(ws, "helpdesk.conversation.created", &c)).event(Event::new(
+                tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationCreated, &c)).event(Event::new(
                     ws,
-                    "helpdesk.message.received",
+                    EventType::HelpdeskMessageReceived,
                     &m,
                 ));
             }

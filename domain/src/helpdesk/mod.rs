@@ -27,6 +27,7 @@ use crate::privacy::{Erase, Find, Rule};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
@@ -467,11 +468,11 @@ pub fn delivery_event(ws: &WorkspaceId, e: &crate::emails::Email) -> Option<Even
         email_id: e.id.clone(),
         delivery_status: DeliveryStatus::of(e.status),
     };
-    Some(Event::new(ws, "helpdesk.message.delivery_updated", &update))
+    Some(Event::new(ws, EventType::HelpdeskMessageDeliveryUpdated, &update))
 }
 
 /// The event of a change to a conversation.
-pub fn conversation_event(ws: &WorkspaceId, kind: &str, c: &Conversation) -> Event {
+pub fn conversation_event(ws: &WorkspaceId, kind: EventType, c: &Conversation) -> Event {
     Event::new(ws, kind, c)
 }
 

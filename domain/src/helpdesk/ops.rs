@@ -13,6 +13,7 @@ use crate::keys;
 use serde::Deserialize;
 use shared::auth::WorkspaceId;
 use shared::authority::Grant;
+use shared::events::EventType;
 use shared::ids::PrefixedId;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, s, ws_pk};
@@ -176,12 +177,12 @@ pub async fn create_conversation(
         None
     };
     c.updated_at = m.created_at;
-    let msg_event = if inbound { "helpdesk.message.received" } else { "helpdesk.message.sent" };
+    let msg_event = if inbound { EventType::HelpdeskMessageReceived } else { EventType::HelpdeskMessageSent };
     let tx = Tx::new()
         .create(record(ws, &c)?.version(1))
         .put(message_record(ws, &m)?.item)
         .put(timeline(ws, &contact.id, &c, &m)?)
-        .event(conversation_event(ws, "helpdesk.conversation.created", &c))
+        .event(conversation_event(ws, EventType::HelpdeskConversationCreated, &c))
         .event(shared::events::Event::new(ws, msg_event, &m));
     commit_with_reply(app, ws, tx, (&c.id, 1), reply).await?;
     Ok(c)
@@ -351,17 +352,17 @@ pub async fn update_conversation(app: &App, ws: &WorkspaceId, id: &ConversationI
     c.updated_at = shared::ids::Timestamp::now();
     let mut tx = super::snooze::changes(Tx::new(), ws, &old, &c).replace(record(ws, &c)?, version).event(conversation_event(
         ws,
-        "helpdesk.conversation.updated",
+        EventType::HelpdeskConversationUpdated,
         &c,
     ));
     if c.assignee != old.assignee && c.assignee.is_some() {
-        tx = tx.event(conversation_event(ws, "helpdesk.conversation.assigned", &c));
+        tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationAssigned, &c));
     }
     if c.status == ConversationStatus::Closed && old.status != ConversationStatus::Closed {
-        tx = tx.event(conversation_event(ws, "helpdesk.conversation.closed", &c));
+        tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationClosed, &c));
     }
     if old.status == ConversationStatus::Closed && c.status != ConversationStatus::Closed {
-        tx = tx.event(conversation_event(ws, "helpdesk.conversation.reopened", &c));
+        tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationReopened, &c));
     }
     tx.commit(app).await.map_err(TxError::stale)?;
     Ok(c)
@@ -516,7 +517,7 @@ pub async fn add_message(
     } else {
         c.message_count += 1;
     }
-    let kind = if reply { "helpdesk.message.sent" } else { "helpdesk.note.added" };
+    let kind = if reply { EventType::HelpdeskMessageSent } else { EventType::HelpdeskNoteAdded };
     let mut tx = super::snooze::changes(Tx::new(), ws, &old, &c)
         .replace(record(ws, &c)?, version)
         .put(message_record(ws, &m)?.item)
@@ -525,7 +526,7 @@ pub async fn add_message(
         tx = tx.put(timeline(ws, &ct.id, &c, &m)?);
     }
     if c.status != old.status {
-        tx = tx.event(conversation_event(ws, "helpdesk.conversation.updated", &c));
+        tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationUpdated, &c));
     }
     commit_with_reply(app, ws, tx, (&c.id, version), outgoing).await?;
     Ok(m)

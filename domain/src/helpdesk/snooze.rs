@@ -5,6 +5,7 @@
 use super::{Conversation, ConversationStatus, conversation_event, conversation_sk, record};
 use crate::keys;
 use shared::auth::WorkspaceId;
+use shared::events::EventType;
 use shared::outbox::Tx;
 use shared::store::TxError;
 use shared::store::{self, Item, s};
@@ -79,8 +80,8 @@ async fn wake(app: &App, ws: &WorkspaceId, conv: &str) -> ApiResult<bool> {
     c.updated_at = shared::ids::Timestamp::now();
     let tx = changes(Tx::new(), ws, &old, &c)
         .replace(record(ws, &c)?, version)
-        .event(conversation_event(ws, "helpdesk.conversation.updated", &c))
-        .event(conversation_event(ws, "helpdesk.conversation.reopened", &c));
+        .event(conversation_event(ws, EventType::HelpdeskConversationUpdated, &c))
+        .event(conversation_event(ws, EventType::HelpdeskConversationReopened, &c));
     match tx.commit(app).await {
         Ok(()) => Ok(true),
         // Changed meanwhile (a message, a PATCH): that change handled the snooze.

@@ -16,6 +16,7 @@ use rules::{Category, Finding};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::{Tx, WorkQueue};
 use shared::store::{Item, Record, n, s, ws_pk};
@@ -289,8 +290,8 @@ pub async fn enqueue_after(app: &App, ws: &WorkspaceId, scan_id: &str, delay_sec
 pub async fn save(app: &App, ws: &WorkspaceId, scan: &Scan, version: i64) -> ApiResult<()> {
     let mut tx = Tx::new().replace(record(ws, scan)?, version);
     match scan.status {
-        ScanStatus::Completed => tx = tx.event(Event::new(ws, "scan.completed", &summary(scan))),
-        ScanStatus::Failed => tx = tx.event(Event::new(ws, "scan.failed", &summary(scan))),
+        ScanStatus::Completed => tx = tx.event(Event::new(ws, EventType::ScanCompleted, &summary(scan))),
+        ScanStatus::Failed => tx = tx.event(Event::new(ws, EventType::ScanFailed, &summary(scan))),
         _ => {}
     }
     tx.commit(app).await.map_err(shared::store::TxError::stale)

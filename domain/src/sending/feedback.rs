@@ -129,10 +129,10 @@ pub async fn apply(sd: &Sender, n: &Notification) -> Result<(), String> {
         if e != stored.email {
             let mut tx = Tx::new().replace(model::record(&ws, &e).map_err(|e| e.to_string())?, stored.version);
             if recovered {
-                tx = tx.put(model::provider_lookup(&ws, &n.message_id, &e.id)).event(Event::new(&ws, &EmailStatus::Sent.event(), &base));
+                tx = tx.put(model::provider_lookup(&ws, &n.message_id, &e.id)).event(Event::new(&ws, EmailStatus::Sent.event(), &base));
             }
             if moved {
-                tx = tx.event(Event::new(&ws, &e.status.event(), &e));
+                tx = tx.event(Event::new(&ws, e.status.event(), &e));
                 if let Some(ev) = crate::helpdesk::delivery_event(&ws, &e) {
                     tx = tx.event(ev);
                 }

@@ -23,6 +23,7 @@ use aws_sdk_sesv2::types::{Destination, EmailContent, MessageTag, RawMessage};
 use shared::ApiResult;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, n, s, ws_pk};
 
@@ -220,7 +221,7 @@ async fn claim(sd: &Sender, ws: &WorkspaceId, stored: &Stored, now_s: shared::id
     let rec = model::record(ws, &claimed)?.attr("claim_token", s(&token)).attr("claim_until", n(now_secs + claim_secs));
     let mut tx = Tx::new().replace(rec, stored.version);
     if was_scheduled {
-        tx = with_activity(ws, &claimed, tx.event(Event::new(ws, "email.queued", &claimed)))?;
+        tx = with_activity(ws, &claimed, tx.event(Event::new(ws, EventType::EmailQueued, &claimed)))?;
     }
     if let Err(e) = tx.commit(&sd.app).await {
         // The claim may have been written and its answer lost (the SDK's retry then fails the
@@ -340,7 +341,7 @@ async fn finish(sd: &Sender, ws: &WorkspaceId, held: &Stored, email: Email, mess
     if let Some(mid) = message_id {
         tx = tx.put(model::provider_lookup(ws, &mid, &email.id));
     }
-    tx = with_activity(ws, &email, tx.event(Event::new(ws, &email.status.event(), &email)))?;
+    tx = with_activity(ws, &email, tx.event(Event::new(ws, email.status.event(), &email)))?;
     if let Some(ev) = crate::helpdesk::delivery_event(ws, &email) {
         tx = tx.event(ev);
     }

@@ -17,6 +17,7 @@ pub mod replay;
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::events::EventType;
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
@@ -453,7 +454,8 @@ pub async fn load_delivery_for(app: &App, job: &DeliveryJob) -> ApiResult<Option
 /// A `webhook.test` event for one endpoint only (whatever its event types), written as a
 /// fan-out writes one (the event's body in its record, the delivery beside it) and queued.
 pub async fn queue_test(app: &App, ws: &WorkspaceId, endpoint_id: &str) -> ApiResult<StoredDelivery> {
-    let event = Event::new(ws, "webhook.test", &serde_json::json!({"endpoint_id": endpoint_id, "message": "This is a test event."}));
+    let event =
+        Event::new(ws, EventType::WebhookTest, &serde_json::json!({"endpoint_id": endpoint_id, "message": "This is a test event."}));
     let d = StoredDelivery::new(endpoint_id, &event);
     let record = event_record(ws, &event, vec![format!("{endpoint_id}/{}", d.delivery.id)]);
     Tx::new()
@@ -492,7 +494,7 @@ pub async fn create_endpoint(auth: &Authority<CreateWebhook>, app: &App, ws: &Wo
     auth.tx(&[])?
         .update(count_update(ws, 1))
         .create(rec.record(ws)?.version(1))
-        .event(Event::new(ws, "webhook.endpoint.created", &rec.endpoint))
+        .event(Event::new(ws, EventType::WebhookEndpointCreated, &rec.endpoint))
         .commit(app)
         .await
         .map_err(|e| {
@@ -506,7 +508,7 @@ pub async fn create_endpoint(auth: &Authority<CreateWebhook>, app: &App, ws: &Wo
 /// The effect `UpdateWebhook`: a changed destination (URL, events, state), as read at `rec.version`.
 pub async fn update_endpoint(auth: &Authority<UpdateWebhook>, app: &App, ws: &WorkspaceId, rec: &StoredEndpoint) -> ApiResult<()> {
     let sk = endpoint_sk(&rec.endpoint.id);
-    save_endpoint(app, ws, rec, "webhook.endpoint.updated", auth.tx(&[(&sk, rec.version)])?).await
+    save_endpoint(app, ws, rec, EventType::WebhookEndpointUpdated, auth.tx(&[(&sk, rec.version)])?).await
 }
 
 /// The effect `RotateWebhookSecret`: the endpoint with its new secret list.
@@ -517,10 +519,10 @@ pub async fn rotate_endpoint_secret(
     rec: &StoredEndpoint,
 ) -> ApiResult<()> {
     let sk = endpoint_sk(&rec.endpoint.id);
-    save_endpoint(app, ws, rec, "webhook.endpoint.secret_rotated", auth.tx(&[(&sk, rec.version)])?).await
+    save_endpoint(app, ws, rec, EventType::WebhookEndpointSecretRotated, auth.tx(&[(&sk, rec.version)])?).await
 }
 
-async fn save_endpoint(app: &App, ws: &WorkspaceId, rec: &StoredEndpoint, event: &str, tx: Tx) -> ApiResult<()> {
+async fn save_endpoint(app: &App, ws: &WorkspaceId, rec: &StoredEndpoint, event: EventType, tx: Tx) -> ApiResult<()> {
     tx.replace(rec.record(ws)?, rec.version).event(Event::new(ws, event, &rec.endpoint)).commit(app).await.map_err(store::TxError::stale)
 }
 
@@ -530,7 +532,7 @@ pub async fn delete_endpoint(auth: &Authority<DeleteWebhook>, app: &App, ws: &Wo
     auth.tx(&[(&sk, rec.version)])?
         .delete_versioned(ws_pk(ws), sk.clone(), rec.version)
         .update(count_update(ws, -1))
-        .event(Event::new(ws, "webhook.endpoint.deleted", &rec.endpoint))
+        .event(Event::new(ws, EventType::WebhookEndpointDeleted, &rec.endpoint))
         .commit(app)
         .await
         .map_err(store::TxError::stale)

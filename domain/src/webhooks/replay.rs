@@ -15,6 +15,7 @@ use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, TxError, n, s, ws_pk};
@@ -223,7 +224,7 @@ pub(crate) async fn finish(app: &App, ws: &WorkspaceId, mut st: Stored, status: 
     st.replay.completed_at = Some(now);
     let version = st.version;
     st.version += 1;
-    let event = || Event::new(ws, "webhook.replay.completed", &st.replay);
+    let event = || Event::new(ws, EventType::WebhookReplayCompleted, &st.replay);
     let released = Tx::new()
         .replace(st.record(ws)?, version)
         .delete_if(ws_pk(ws), hold_sk(&st.replay.endpoint_id), "replay_id = :r", vec![(":r", s(&st.replay.id))])

@@ -57,7 +57,11 @@ fn batch(ws: &str, n: usize) -> SqsEvent {
     shared::sqs::event(
         (0..n)
             .map(|i| {
-                let ev = Event::new(ws, "post.created", &serde_json::json!({"id": format!("post_{i}"), "content": "x".repeat(500)}));
+                let ev = Event::new(
+                    ws,
+                    shared::events::EventType::PostCreated,
+                    &serde_json::json!({"id": format!("post_{i}"), "content": "x".repeat(500)}),
+                );
                 shared::sqs::message(&format!("m{i}"), &format!("r{i}"), &ev.body())
             })
             .collect(),

@@ -6,6 +6,7 @@ use crate::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, Store
 use shared::ApiResult;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
+use shared::events::EventType;
 use shared::outbox::Tx;
 use shared::store::Value as AttributeValue;
 use shared::store::{self, n, s, ws_pk};
@@ -214,7 +215,7 @@ async fn disable(d: &Dispatcher, ws: &WorkspaceId, ep: &StoredEndpoint, reason: 
     .value(":reason", s(reason))
     .value(":now", s(endpoint.updated_at.to_string()))
     .value(":one", n(1));
-    match Tx::new().update(update).event(Event::new(ws, "webhook.endpoint.disabled", &endpoint)).commit(app).await {
+    match Tx::new().update(update).event(Event::new(ws, EventType::WebhookEndpointDisabled, &endpoint)).commit(app).await {
         Ok(()) => {
             tracing::warn!(endpoint_id = %endpoint.id, reason, "webhook endpoint disabled");
             Ok(())
