@@ -47,7 +47,7 @@ pub async fn availability(
     Ok(Availability(ops::availability(app, ws, &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?))
 }
 
-/// A slot request's service id and start, checked before anything is read.
+/// The service a slot request names: a 400 on `service_id` when the workspace has none.
 async fn service(app: &App, ws: &WorkspaceId, sid: &ServiceId) -> ApiResult<Service> {
     Ok(ops::load_service(app, ws, sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?.0)
 }
@@ -284,17 +284,12 @@ pub async fn reschedule(
     {
         return Err(ApiError::not_found("booking"));
     }
-    if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
+    if !sb.booking.open() {
         return Err(illegal(&sb.booking, "rescheduled"));
     }
     let (svc, start, resources, prefetched) = slot_for(app, ws, &sb.booking.service_id, start, Some(&sb.booking.resource_id)).await?;
-    if matches!(by, Canceller::Customer(_))
-        && chrono::Utc::now() > sb.booking.start.time() - chrono::Duration::minutes(svc.cancellation_window_minutes)
-    {
-        return Err(ApiError::conflict(format!(
-            "customers cannot move a booking later than {} minutes before its start",
-            svc.cancellation_window_minutes
-        )));
+    if matches!(by, Canceller::Customer(_)) {
+        sb.booking.customer_may("move", &svc, Timestamp::now())?;
     }
     let new = ops::reschedule(app, ws, &svc, &resources[0], &sb, start, prefetched).await?;
     notify::cancel_reminder(app, ws, &sb.booking).await;

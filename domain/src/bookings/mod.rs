@@ -272,6 +272,39 @@ pub struct Booking {
 }
 
 impl Booking {
+    /// Still ahead and undecided: the states a cancel or a move acts on.
+    pub fn open(&self) -> bool {
+        matches!(self.status, BookingStatus::Pending | BookingStatus::Confirmed)
+    }
+
+    /// A customer changes (`cancel`, `move`) a booking only before `svc`'s cancellation window;
+    /// staff always may.
+    pub fn customer_may(&self, action: &str, svc: &Service, now: Timestamp) -> shared::ApiResult<()> {
+        if now.time() > self.start.time() - chrono::Duration::minutes(svc.cancellation_window_minutes) {
+            return Err(shared::ApiError::conflict(format!(
+                "customers cannot {action} a booking later than {} minutes before its start",
+                svc.cancellation_window_minutes
+            )));
+        }
+        Ok(())
+    }
+
+    /// This booking cancelled at `now` (its invite's next sequence); 409 unless it is open.
+    pub fn cancelled(&self, by: CancelledBy, reason: Option<String>, now: Timestamp) -> shared::ApiResult<Booking> {
+        if !self.open() {
+            return Err(shared::ApiError::conflict(format!("a {} booking cannot be cancelled", self.status.as_str())));
+        }
+        Ok(Booking {
+            status: BookingStatus::Cancelled,
+            cancelled_by: Some(by),
+            cancel_reason: reason,
+            cancelled_at: Some(now),
+            updated_at: now,
+            invite_sequence: self.invite_sequence + 1,
+            ..self.clone()
+        })
+    }
+
     /// A new booking of `svc` at `start` (its resource is set when it is booked): `confirmed`,
     /// or `pending` when the service requires confirmation.
     pub fn new(svc: &Service, contact_id: ContactId, start: chrono::DateTime<chrono::Utc>, now: Timestamp) -> Booking {
@@ -403,4 +436,53 @@ pub fn hold_sk(id: &str) -> String {
 /// A resource's or a customer's IANA time zone, by name.
 pub fn tz(name: &str) -> Option<shared::zone::Zone> {
     shared::zone::Zone::named(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Timestamp {
+        Timestamp::parse(s).unwrap()
+    }
+
+    /// An hour's service that customers may change until two hours before the start.
+    fn service() -> Service {
+        serde_json::from_value(serde_json::json!({
+            "id": ServiceId::generate(), "object": "booking_service", "name": "Cut", "duration_minutes": 60,
+            "buffer_before_minutes": 0, "buffer_after_minutes": 0, "resource_ids": [ResourceId::generate()], "price": null,
+            "min_notice_minutes": 0, "max_advance_days": 365, "slot_interval_minutes": 60, "cancellation_window_minutes": 120,
+            "requires_confirmation": false, "metadata": {}, "created_at": "2027-01-01T00:00:00Z", "updated_at": "2027-01-01T00:00:00Z"
+        }))
+        .expect("a service")
+    }
+
+    fn booking(status: BookingStatus) -> Booking {
+        Booking { status, ..Booking::new(&service(), ContactId::generate(), t("2027-03-01T10:00:00Z").time(), t("2027-01-01T00:00:00Z")) }
+    }
+
+    #[test]
+    fn only_an_open_booking_is_cancelled_once() {
+        let now = t("2027-03-01T08:00:00Z");
+        let b = booking(BookingStatus::Confirmed);
+        let c = b.cancelled(CancelledBy::Customer, Some("ill".into()), now).unwrap();
+        assert_eq!(
+            (c.status, c.cancelled_by, c.cancelled_at, c.updated_at, c.invite_sequence),
+            (BookingStatus::Cancelled, Some(CancelledBy::Customer), Some(now), now, b.invite_sequence + 1)
+        );
+        assert_eq!(c.cancelled(CancelledBy::Staff, None, now).unwrap_err().status().as_u16(), 409, "not twice");
+        for s in [BookingStatus::Completed, BookingStatus::NoShow] {
+            assert!(booking(s).cancelled(CancelledBy::Staff, None, now).is_err(), "{s:?}");
+        }
+        assert!(booking(BookingStatus::Pending).cancelled(CancelledBy::Staff, None, now).is_ok());
+    }
+
+    #[test]
+    fn a_customer_changes_a_booking_only_before_the_cancellation_window() {
+        let (b, svc) = (booking(BookingStatus::Confirmed), service());
+        assert!(b.customer_may("cancel", &svc, t("2027-03-01T08:00:00Z")).is_ok(), "exactly two hours before");
+        let late = b.customer_may("move", &svc, t("2027-03-01T08:00:01Z")).unwrap_err();
+        assert_eq!(late.status().as_u16(), 409);
+        assert!(late.message.contains("cannot move a booking later than 120 minutes"), "{}", late.message);
+    }
 }

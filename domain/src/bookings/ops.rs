@@ -475,7 +475,7 @@ pub struct Window {
     pub now: Now,
 }
 
-/// Free starts in a window: one cell Query per resource.
+/// Free starts in a window: one cell Query per resource, then [`free_slots`].
 pub async fn availability(
     app: &App,
     ws: &WorkspaceId,
@@ -483,18 +483,35 @@ pub async fn availability(
     resources: &[Resource],
     w: Window,
 ) -> ApiResult<BTreeMap<String, Vec<Slot>>> {
-    let Window { from, to, out, now } = w;
-    let (dur, before, after) = svc.span();
-    let lo = from.max(now + Duration::minutes(svc.min_notice_minutes));
-    let hi = to.min(now + Duration::days(svc.max_advance_days));
-    let mut free: BTreeMap<DateTime<Utc>, Vec<ResourceId>> = BTreeMap::new();
-    if lo < hi {
+    let mut held = Vec::with_capacity(resources.len());
+    if let Some((lo, hi)) = bounds(svc, &w) {
+        let (dur, before, after) = svc.span();
         let first = schedule::cells(lo, 0, before, 0).first().cloned().unwrap_or_default();
         let last = schedule::cells(hi, dur, 0, after).last().cloned().unwrap_or_default();
-        let now_s = now.timestamp();
         let reads = resources.iter().map(|r| held_cells(app, ws, &r.id, &first, &last));
-        let helds = futures_util::future::try_join_all(reads).await?;
-        for (r, held) in resources.iter().zip(helds) {
+        held = futures_util::future::try_join_all(reads).await?;
+    }
+    Ok(free_slots(svc, &resources.iter().zip(held).collect::<Vec<_>>(), &w))
+}
+
+/// The part of a window a service takes bookings in (its notice and advance limits), or
+/// `None` when nothing of it is.
+fn bounds(svc: &Service, w: &Window) -> Option<(Now, Now)> {
+    let lo = w.from.max(w.now + Duration::minutes(svc.min_notice_minutes));
+    let hi = w.to.min(w.now + Duration::days(svc.max_advance_days));
+    (lo < hi).then_some((lo, hi))
+}
+
+/// The decision, without I/O: the starts in the window where some resource is open (its hours
+/// and exceptions, on the service's interval) and has a free unit in every cell the booking
+/// and its buffers cover (live holds and bookings count; expired holds do not), grouped by
+/// local date of `w.out`.
+fn free_slots(svc: &Service, held: &[(&Resource, HashMap<String, Vec<Held>>)], w: &Window) -> BTreeMap<String, Vec<Slot>> {
+    let (dur, before, after) = svc.span();
+    let mut free: BTreeMap<DateTime<Utc>, Vec<ResourceId>> = BTreeMap::new();
+    if let Some((lo, hi)) = bounds(svc, w) {
+        let now_s = w.now.timestamp();
+        for (r, held) in held {
             let busy: HashMap<&String, usize> = held.iter().map(|(c, l)| (c, l.iter().filter(|h| live(h, now_s)).count())).collect();
             let zone = r.zone();
             for date in schedule::dates_between(lo, hi, &zone) {
@@ -513,10 +530,10 @@ pub async fn availability(
     }
     let mut days: BTreeMap<String, Vec<Slot>> = BTreeMap::new();
     for (start, ids) in free {
-        let local = start.with_timezone(&out);
+        let local = start.with_timezone(&w.out);
         days.entry(local.format("%Y-%m-%d").to_string()).or_default().push(Slot { start: local.to_rfc3339(), resource_ids: ids });
     }
-    Ok(days)
+    days
 }
 
 /// A hold, if it exists and has not expired. Its item carries `expires_at` as the table's TTL
@@ -612,28 +629,13 @@ pub async fn of_contact(
 /// Cancel a pending or confirmed booking; a customer cannot cancel inside the service's
 /// cancellation window (409). The slot is free again at once.
 pub async fn cancel(app: &App, ws: &WorkspaceId, sb: &StoredBooking, by: CancelledBy, reason: Option<String>) -> ApiResult<Booking> {
-    if !matches!(sb.booking.status, BookingStatus::Pending | BookingStatus::Confirmed) {
-        return Err(ApiError::conflict(format!("a {} booking cannot be cancelled", sb.booking.status.as_str())));
-    }
+    let now = Timestamp::now();
+    let next = sb.booking.cancelled(by, reason, now)?;
     if by == CancelledBy::Customer
         && let Some((svc, _)) = load_service(app, ws, &sb.booking.service_id).await?
     {
-        let start = sb.booking.start.time();
-        if Utc::now() > start - Duration::minutes(svc.cancellation_window_minutes) {
-            return Err(ApiError::conflict(format!(
-                "customers cannot cancel later than {} minutes before the start",
-                svc.cancellation_window_minutes
-            )));
-        }
+        sb.booking.customer_may("cancel", &svc, now)?;
     }
-    let now = shared::ids::Timestamp::now();
-    let mut next = sb.booking.clone();
-    next.status = BookingStatus::Cancelled;
-    next.cancelled_by = Some(by);
-    next.cancel_reason = reason;
-    next.cancelled_at = Some(now);
-    next.updated_at = now;
-    next.invite_sequence += 1;
     let next = transition(app, ws, sb, next, EventType::BookingCancelled, true).await?;
     super::notify::cancel_reminder(app, ws, &next).await;
     Ok(next)
@@ -1033,5 +1035,77 @@ mod tests {
         assert_eq!(choose(&needed, &m, 2, None, 5), None, "the hold still holds b at t=5");
         let own = choose(&needed, &m, 1, Some("bk_1"), 100).unwrap();
         assert_eq!(own, vec![("a".into(), 0, true), ("b".into(), 0, false)], "its own cell is kept, the expired hold's taken");
+    }
+
+    fn at(t: &str) -> Now {
+        parse_time("t", t).unwrap()
+    }
+
+    /// A chair open 09:00 to 13:00 UTC every day, and an hour's service on it.
+    fn chair_and_service(capacity: u32, svc: serde_json::Value) -> (Resource, Service) {
+        let day = serde_json::json!([{"start": "09:00", "end": "13:00"}]);
+        let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
+        let input = serde_json::json!({"name": "Chair", "timezone": "UTC", "opening_hours": hours, "capacity": capacity});
+        let r = Resource::create(serde_json::from_value(input).unwrap(), Timestamp::now()).unwrap();
+        let mut base = serde_json::json!({"name": "Cut", "duration_minutes": 60, "slot_interval_minutes": 60, "resource_ids": [r.id]});
+        base.as_object_mut().unwrap().extend(svc.as_object().unwrap().clone());
+        let svc = Service::build(None, serde_json::from_value(base).unwrap(), Timestamp::now()).unwrap();
+        (r, svc)
+    }
+
+    fn starts(days: &BTreeMap<String, Vec<Slot>>) -> Vec<String> {
+        days.values().flatten().map(|s| s.start.clone()).collect()
+    }
+
+    /// Every cell of the hour from `start`, held by `holder` (until `expires`, for a hold).
+    fn held_hour(start: &str, holder: &str, expires: Option<i64>) -> HashMap<String, Vec<Held>> {
+        schedule::cells(at(start), 60, 0, 0).into_iter().map(|c| (c, vec![held(0, holder, expires)])).collect()
+    }
+
+    #[test]
+    fn availability_keeps_to_hours_notice_advance_capacity_and_live_holds() {
+        let now = at("2027-03-01T08:30:00Z");
+        let w = |out: Zone| Window { from: at("2027-03-01T00:00:00Z"), to: at("2027-03-04T00:00:00Z"), out, now };
+        let (r, svc) = chair_and_service(1, serde_json::json!({"min_notice_minutes": 120, "max_advance_days": 1}));
+        let free = free_slots(&svc, &[(&r, HashMap::new())], &w(Zone::utc()));
+        // Notice: nothing before 10:30; advance: nothing after 08:30 tomorrow; hours: none ending after 13:00.
+        assert_eq!(starts(&free), ["2027-03-01T11:00:00+00:00", "2027-03-01T12:00:00+00:00"]);
+        let booked = held_hour("2027-03-01T11:00:00Z", "bk_1", None);
+        assert_eq!(starts(&free_slots(&svc, &[(&r, booked.clone())], &w(Zone::utc()))), ["2027-03-01T12:00:00+00:00"]);
+        let expired = held_hour("2027-03-01T11:00:00Z", "hold_1", Some(now.timestamp() - 1));
+        assert_eq!(free_slots(&svc, &[(&r, expired)], &w(Zone::utc())).values().flatten().count(), 2, "an expired hold holds nothing");
+        let live = held_hour("2027-03-01T11:00:00Z", "hold_1", Some(now.timestamp() + 60));
+        assert_eq!(free_slots(&svc, &[(&r, live)], &w(Zone::utc())).values().flatten().count(), 1, "a live hold does");
+        let (r2, svc2) = chair_and_service(2, serde_json::json!({"min_notice_minutes": 120, "max_advance_days": 1}));
+        assert_eq!(free_slots(&svc2, &[(&r2, booked)], &w(Zone::utc())).values().flatten().count(), 2, "a second unit is free");
+        // Grouped by the asked zone's date: 11:00 UTC is midnight in Auckland (UTC+13 in March).
+        let auckland = free_slots(&svc, &[(&r, HashMap::new())], &w(Zone::named("Pacific/Auckland").unwrap()));
+        assert_eq!(auckland.keys().collect::<Vec<_>>(), ["2027-03-02"]);
+        assert_eq!(starts(&auckland)[0], "2027-03-02T00:00:00+13:00");
+        let empty = Window { from: at("2027-03-05T00:00:00Z"), to: at("2027-03-06T00:00:00Z"), out: Zone::utc(), now };
+        assert!(free_slots(&svc, &[(&r, HashMap::new())], &empty).is_empty(), "beyond the advance limit");
+    }
+
+    #[test]
+    fn buffers_keep_the_neighbouring_slots_free_of_a_booking() {
+        let now = at("2027-03-01T00:00:00Z");
+        let w = Window { from: at("2027-03-01T00:00:00Z"), to: at("2027-03-02T00:00:00Z"), out: Zone::utc(), now };
+        let (r, svc) = chair_and_service(1, serde_json::json!({"buffer_after_minutes": 15}));
+        let booked = held_hour("2027-03-01T10:00:00Z", "bk_1", None);
+        // 09:00 needs 10:00-10:15 for its buffer, which the booking holds.
+        assert_eq!(starts(&free_slots(&svc, &[(&r, booked.clone())], &w)), ["2027-03-01T11:00:00+00:00", "2027-03-01T12:00:00+00:00"]);
+        let (r, svc) = chair_and_service(1, serde_json::json!({}));
+        assert_eq!(free_slots(&svc, &[(&r, booked)], &w).values().flatten().count(), 3, "without the buffer 09:00 is free");
+    }
+
+    #[test]
+    fn a_slot_is_checked_against_notice_advance_and_hours() {
+        let now = at("2027-03-01T08:30:00Z");
+        let (r, svc) = chair_and_service(1, serde_json::json!({"min_notice_minutes": 120, "max_advance_days": 1}));
+        let field = |e: ApiError| e.details.first().map(|d| d.message.clone()).unwrap_or_default();
+        assert!(check_slot(&svc, &r, at("2027-03-01T11:00:00Z"), now).is_ok());
+        assert!(field(check_slot(&svc, &r, at("2027-03-01T10:00:00Z"), now).unwrap_err()).contains("120 minutes from now"));
+        assert!(field(check_slot(&svc, &r, at("2027-03-02T11:00:00Z"), now).unwrap_err()).contains("within 1 days"));
+        assert!(field(check_slot(&svc, &r, at("2027-03-01T11:30:00Z"), now).unwrap_err()).contains("not a slot"));
     }
 }
