@@ -559,3 +559,27 @@ fn function_crates_declare_only_what_they_use() {
     }
     assert!(unused.is_empty(), "function crates declaring crates their code never names (remove them): {unused:?}");
 }
+
+/// The area shape (docs/architecture.md): in an area folder with a `store.rs`, `mod.rs` is the
+/// model and does no I/O, so its decisions are tested without DynamoDB.
+#[test]
+fn an_area_with_a_store_keeps_its_model_free_of_io() {
+    let root = tools::localstack::repo_root().join("domain/src");
+    let mut shaped = 0;
+    let mut offenders = vec![];
+    for entry in std::fs::read_dir(&root).expect("domain/src") {
+        let dir = entry.expect("entry").path();
+        if !dir.join("store.rs").is_file() {
+            continue;
+        }
+        shaped += 1;
+        let model = code_of(&std::fs::read_to_string(dir.join("mod.rs")).expect("mod.rs"));
+        for io in ["async fn", ".db.", "Tx::", "App"] {
+            if model.contains(io) {
+                offenders.push(format!("{}/mod.rs: {io}", dir.display()));
+            }
+        }
+    }
+    assert!(shaped >= 2, "read the areas: {shaped} with a store.rs");
+    assert!(offenders.is_empty(), "a model that does I/O (move it to store.rs): {offenders:?}");
+}

@@ -1,13 +1,14 @@
 //! Posts: content for one or more channels, drafted, then scheduled (and, with the channels
-//! area, published per channel). Keys: `keys::POST` (GSI1 serves the status filter, GSI2 the
-//! publisher's due query).
+//! area, published per channel). This file is the model: the types, their rules and their
+//! state changes, without I/O; `store` writes and reads them (`keys::POST`: GSI1 serves the
+//! status filter, GSI2 the publisher's due query).
 
-use crate::keys;
+mod store;
+pub use store::{ListPosts, create, delete, detach_channel, list, load, record};
+
 use serde::{Deserialize, Serialize};
-use shared::auth::WorkspaceId;
 use shared::events::EventType;
 use shared::ids::Timestamp;
-use shared::store::{Record, ws_pk};
 use shared::validate::{Errors, Patch};
 use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
@@ -182,19 +183,6 @@ pub struct Post {
     pub published_at: Option<Timestamp>,
 }
 
-pub fn record(ws: &WorkspaceId, post: &Post) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), keys::POST.sk(&[&post.id]), post)?
-        .gsi1(keys::POST.gsi1_pk(&[ws, post.status.as_str()]), keys::POST.gsi1_sk(&[&post.id]));
-    // Due while scheduled, and while publishing, so the tick hands a post whose publisher died
-    // to another one.
-    if matches!(post.status, PostStatus::Scheduled | PostStatus::Publishing)
-        && let Some(at) = &post.scheduled_at
-    {
-        rec = rec.gsi2(keys::POST.gsi2_pk(&[]), keys::POST.gsi2_sk(&[&at.to_string(), ws, &post.id]));
-    }
-    Ok(rec)
-}
-
 pub fn variants_for(channel_ids: &[ChannelId], old: &[Variant]) -> Vec<Variant> {
     channel_ids
         .iter()
@@ -278,77 +266,6 @@ impl Post {
     }
 }
 
-/// A deleted channel leaves the draft and scheduled posts that named it (`post.updated`; a
-/// scheduled post left without channels goes back to draft). Published variants stay.
-pub async fn detach_channel(app: &shared::App, ws: &WorkspaceId, channel_id: &str) -> ApiResult<()> {
-    for status in [PostStatus::Draft, PostStatus::Scheduled] {
-        let mut after = None;
-        loop {
-            let spec = keys::POSTS_BY_STATUS
-                .query(&[ws, status.as_str()], &[], after.clone(), 100)
-                .filter("contains(channel_ids, :channel)", vec![(":channel", shared::store::s(channel_id))]);
-            let page = app.db.query_page(spec).await?;
-            for item in page.items {
-                let key = shared::store::get_str(&item, "id").map(String::from);
-                let Some(id) = key else { continue };
-                for _ in 0..3 {
-                    let Some((post, version)) = app.db.get_object::<Post>(ws, &keys::POST.sk(&[&id])).await? else { break };
-                    let mut p = post.clone();
-                    p.channel_ids.retain(|c| c != channel_id);
-                    p.variants.retain(|v| v.channel_id != channel_id);
-                    if p.status == PostStatus::Scheduled && p.channel_ids.is_empty() {
-                        p.status = PostStatus::Draft;
-                    }
-                    p.updated_at = shared::ids::Timestamp::now();
-                    let res = shared::outbox::Tx::new()
-                        .replace(record(ws, &p)?, version)
-                        .event(shared::events::Event::new(ws, EventType::PostUpdated, &p))
-                        .commit(app)
-                        .await;
-                    match res {
-                        Ok(()) => break,
-                        Err(shared::store::TxError::Condition(_)) => continue,
-                        Err(shared::store::TxError::Api(e)) => return Err(e),
-                    }
-                }
-            }
-            match page.next_after {
-                Some(a) => after = Some(a),
-                None => break,
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A post of the workspace with its version; 404 when there is none.
-pub async fn load(app: &shared::App, ws: &WorkspaceId, id: &PostId) -> ApiResult<(Post, i64)> {
-    app.db.get_object(ws, &keys::POST.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("post"))
-}
-
-/// Write a new draft and its `post.created`.
-pub async fn create(app: &shared::App, ws: &WorkspaceId, post: &Post) -> ApiResult<()> {
-    shared::outbox::Tx::new()
-        .create(record(ws, post)?.version(1))
-        .event(shared::events::Event::new(ws, EventType::PostCreated, post))
-        .commit(app)
-        .await
-        .map_err(shared::store::TxError::stale)
-}
-
-/// Delete a post that is not publishing (a publisher holds it), with `post.deleted`.
-pub async fn delete(app: &shared::App, ws: &WorkspaceId, post: &Post, version: i64) -> ApiResult<()> {
-    if post.status == PostStatus::Publishing {
-        return Err(ApiError::conflict("a post cannot be deleted while it is publishing"));
-    }
-    shared::outbox::Tx::new()
-        .delete_versioned(ws_pk(ws), keys::POST.sk(&[&post.id]), version)
-        .event(shared::events::Event::new(ws, EventType::PostDeleted, post))
-        .commit(app)
-        .await
-        .map_err(shared::store::TxError::stale)
-}
-
 /// The channels a body names, every problem at once (so they are text until checked here):
 /// the well-formed ones, which are all of them when `errs` stays empty.
 pub fn check_channels(errs: &mut Errors, ids: &[String]) -> Vec<ChannelId> {
@@ -413,6 +330,21 @@ pub fn check_schedule(errs: &mut Errors, value: &str, now: Now) -> Option<shared
         None
     } else {
         Some(shared::ids::Timestamp::from(t))
+    }
+}
+
+impl Post {
+    /// This post once a deleted channel has left it: without the channel and its variant, and
+    /// a draft again when it was scheduled for no other channel. Published variants stay.
+    pub fn without_channel(&self, channel_id: &str, now: Timestamp) -> Post {
+        let mut p = self.clone();
+        p.channel_ids.retain(|c| c != channel_id);
+        p.variants.retain(|v| v.channel_id != channel_id);
+        if p.status == PostStatus::Scheduled && p.channel_ids.is_empty() {
+            p.status = PostStatus::Draft;
+        }
+        p.updated_at = now;
+        p
     }
 }
 
@@ -704,6 +636,19 @@ mod tests {
     }
 
     #[test]
+    fn a_deleted_channel_leaves_posts_and_a_scheduled_post_without_channels_is_a_draft_again() {
+        let now = chrono::Utc::now();
+        let mut p = draft(now);
+        p.status = PostStatus::Scheduled;
+        let other = "ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E";
+        let later = Timestamp::from(now + chrono::Duration::minutes(1));
+        let kept = p.without_channel(other, later);
+        assert_eq!((kept.status, kept.channel_ids.len(), kept.variants.len()), (PostStatus::Scheduled, 1, 1), "another channel");
+        let left = p.without_channel(CH, later);
+        assert_eq!((left.status, left.channel_ids.len(), left.variants.len(), left.updated_at), (PostStatus::Draft, 0, 0, later));
+    }
+
+    #[test]
     fn variants_follow_channels_and_keep_state() {
         let a = ChannelId::trusted("ch_01HF6Z3Q8M4W2T9K7R5N1B0C6D");
         let b = ChannelId::trusted("ch_01HF6Z3Q8M4W2T9K7R5N1B0C6E");
@@ -714,38 +659,4 @@ mod tests {
         assert_eq!(v2[1].status, VariantStatus::Pending);
         assert!(PostStatus::parse("partially_failed").is_some() && PostStatus::parse("nope").is_none());
     }
-}
-
-/// The filters of `GET /posts` (`limit` and `cursor` are the page's); they combine.
-#[derive(Deserialize)]
-pub struct ListPosts {
-    pub status: Option<PostStatus>,
-    #[serde(default)]
-    pub channel_id: Option<ChannelId>,
-}
-
-impl ListPosts {
-    /// The filters as a page's cursor binds them.
-    pub fn bound(&self) -> [(&'static str, Option<&str>); 2] {
-        [("status", self.status.map(PostStatus::as_str)), ("channel_id", self.channel_id.as_deref())]
-    }
-}
-
-/// One page of posts in creation order after `after` (by status when asked; a channel as the
-/// query's filter), and the key to go on from.
-pub async fn list(
-    app: &shared::App,
-    ws: &WorkspaceId,
-    q: &ListPosts,
-    after: Option<String>,
-    limit: usize,
-) -> ApiResult<(Vec<Post>, Option<String>)> {
-    let mut spec = match q.status {
-        Some(st) => keys::POSTS_BY_STATUS.query(&[ws, st.as_str()], &[], after, limit),
-        None => keys::POSTS.query(&[ws], &[], after, limit),
-    };
-    if let Some(c) = &q.channel_id {
-        spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", shared::store::s(c.as_str()))]);
-    }
-    shared::request::page::<Post>(app, spec).await
 }
