@@ -226,8 +226,20 @@ pub async fn bind(
     let mut out = Bindings { app, ws, bound: vec![] };
     let id = path.split('/').nth(pattern.split('/').position(|p| p == "{id}").unwrap_or(usize::MAX)).unwrap_or_default();
     let contact = |item: &Item| text(item, "contact_id");
-    match pattern.split('/').nth(1).unwrap_or_default() {
-        _ if id.is_empty() => {}
+    let area = pattern.split('/').nth(1).unwrap_or_default();
+    // The path's id, when it is one of the kind the route names: a malformed one reaches no
+    // object (the route answers 404), so nothing is read or bound for it.
+    let kind = match area {
+        "posts" => "post",
+        "webhooks" => "wh",
+        "channels" => "ch",
+        "emails" => "dom",
+        "bookings" => "bk",
+        "helpdesk" => "conv",
+        _ => "",
+    };
+    match area {
+        _ if !shared::ids::is_valid(kind, id) => {}
         "posts" => {
             out.add("post", id, crate::keys::POST.sk(&[id]), |i| text(i, "content")).await?;
         }
@@ -509,15 +521,16 @@ pub async fn create(
             format!("required for {} {}: the confirmation binds the contacts, templates and services the body names", c.method, c.path),
         );
     }
-    let key_id = shared::ids::is_valid("key", &input.api_key_id).then_some(input.api_key_id.as_str());
+    let key_id = ApiKeyId::parse(&input.api_key_id);
     if key_id.is_none() {
         errs.add("api_key_id", "not an API key id (key_...)");
     }
     errs.finish()?;
     // Who approves, after what they sent is known good: a member cannot approve an admin's effect.
     may_approve(by, &input.capability)?;
-    let key_id = key_id.unwrap_or_default();
-    let (Some(capability), now) = (capability, chrono::Utc::now()) else { return Err(ApiError::internal("validated above")) };
+    let (Some(capability), Some(key_id), now) = (capability, key_id, chrono::Utc::now()) else {
+        return Err(ApiError::internal("validated above"));
+    };
     let id = shared::ids::new_id("cc");
     let (token, token_hash) = shared::confirmation::new_token(&id);
     let expires = now + chrono::Duration::seconds(lifetime);
@@ -532,7 +545,7 @@ pub async fn create(
         preview_summary: input.preview_summary,
         approved_by: input.approved_by.trim().to_string(),
         confirmed_by: confirmed_by.to_string(),
-        api_key_id: ApiKeyId::trusted(key_id),
+        api_key_id: key_id.clone(),
         status: ConfirmationStatus::Issued,
         created_at: shared::ids::Timestamp::from(now),
         expires_at: shared::ids::Timestamp::from(expires),
@@ -541,7 +554,7 @@ pub async fn create(
         confirmation_token: None,
         bound: vec![],
     };
-    let key = app.db.get(&ws_pk(ws), &crate::keys::API_KEY.sk(&[key_id])).await?;
+    let key = app.db.get(&ws_pk(ws), &crate::keys::API_KEY.sk(&[&key_id])).await?;
     let live = key.as_ref().is_some_and(|k| get_str(k, "revoked_at").is_none());
     if !live {
         return Err(ApiError::validation("api_key_id", "no live API key of this workspace has this id"));

@@ -16,7 +16,6 @@ use shared::auth::{PORTAL_SESSION_IDLE_SECS, PORTAL_SESSION_MAX_SECS, PORTAL_SES
 use shared::error::ErrorCode;
 use shared::events::Event;
 use shared::events::EventType;
-use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, n, s};

@@ -49,6 +49,10 @@ macro_rules! prefixed_id {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
+            /// Some when `id` is a well-formed id of this kind (as deserializing one checks).
+            pub fn parse(id: &str) -> Option<Self> {
+                <Self as $crate::ids::PrefixedId>::parse(id)
+            }
             /// An id the platform made or stored itself (a key it wrote, a record's field), taken
             /// as it is. Never for an id a request names: parse those.
             pub fn trusted(id: impl Into<String>) -> Self {
@@ -229,7 +233,7 @@ impl serde::Serialize for Timestamp {
 impl<'de> serde::Deserialize<'de> for Timestamp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Timestamp::parse(&s).ok_or_else(|| serde::de::Error::custom("must be an RFC 3339 timestamp such as 2026-03-15T10:00:00Z"))
+        Timestamp::parse(&s).ok_or_else(|| serde::de::Error::custom("must be an RFC 3339 time such as 2026-03-15T10:00:00Z"))
     }
 }
 

@@ -147,10 +147,29 @@ fn fill_first<'p>(pattern: &'p str, parts: &[&str], n: usize) -> (String, &'p st
     for i in 0..n {
         let Some(at) = rest.find('<') else { break };
         out.push_str(&rest[..at]);
-        out.push_str(parts.get(i).copied().unwrap_or_default());
-        rest = rest[at..].split_once('>').map_or("", |(_, r)| r);
+        let part = parts.get(i).copied().unwrap_or_default();
+        let (placeholder, after) = rest[at + 1..].split_once('>').unwrap_or((&rest[at + 1..], ""));
+        debug_assert!(
+            id_kind(placeholder).is_none_or(|kind| part.is_empty() || part.strip_prefix(kind).is_some_and(|r| r.starts_with('_'))),
+            "{pattern}: <{placeholder}> given {part:?}, an id of another kind"
+        );
+        out.push_str(part);
+        rest = after;
     }
     (out, rest)
+}
+
+/// The id prefix a placeholder names (`<ct id>`: `ct`): a key filled with an id of another
+/// kind (`keys::CONTACT.sk(&[booking_id])`) fails every debug build that reaches it. Ids
+/// without a prefix of their own (sessions, links, jobs, attempts) are not checked.
+fn id_kind(placeholder: &str) -> Option<&str> {
+    let word = placeholder.strip_suffix(" id")?;
+    match word {
+        "event" => Some("evt"),
+        "session" | "link" | "job" | "attempt" => None,
+        w if !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase()) => Some(w),
+        _ => None,
+    }
 }
 
 // ---------- the kinds the shared mechanisms store ----------
@@ -258,5 +277,22 @@ mod tests {
         assert_eq!(fill("APIKEY", &[]), "APIKEY");
         assert_eq!(literal_prefix("<event id>"), "");
         assert_eq!(placeholders(RATE_BUCKET.table.pk), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "<ct id> given \"bk_1\", an id of another kind")]
+    fn a_key_of_one_kind_refuses_an_id_of_another() {
+        Kind::on("x", WORKSPACE_PK, "CONTACT#<ct id>", "").sk(&["bk_1"]);
+    }
+
+    #[test]
+    fn id_placeholders_name_their_prefix() {
+        assert_eq!(
+            (id_kind("ct id"), id_kind("event id"), id_kind("session id"), id_kind("status")),
+            (Some("ct"), Some("evt"), None, None)
+        );
+        let k = Kind::on("x", WORKSPACE_PK, "ACT#<ct id>#<act id>", "");
+        assert_eq!(k.sk(&["", "act_2"]), "ACT##act_2", "an erased id is empty");
+        assert_eq!(k.sk_prefix(&[""]), "ACT##", "and so may a prefix's");
     }
 }

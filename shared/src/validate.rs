@@ -218,7 +218,7 @@ impl Errors {
         match chrono::DateTime::parse_from_rfc3339(value) {
             Ok(t) => Some(t.with_timezone(&chrono::Utc)),
             Err(_) => {
-                self.add(field, "must be an RFC 3339 timestamp such as 2026-03-15T10:00:00Z");
+                self.add(field, "must be an RFC 3339 time such as 2026-03-15T10:00:00Z");
                 None
             }
         }

@@ -282,7 +282,9 @@ async fn batches_are_strict_by_default_and_permissive_on_request() {
     let strange = json!([good(0), {"from": from, "to": ["x@example.org"], "subject": "s", "text": "t", "colour": "red"}]);
     let r = c.post("/emails/batch", &json!({"emails": strange, "validation": "permissive"})).await;
     assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("emails[1].colour")), "{}", r.json);
-    let emails = json!([good(0), {"from": from, "to": ["broken"], "subject": "s", "text": "t"}, good(2), {"from": from, "to": ["bad@"], "subject": "s", "text": "t"}]);
+    // A malformed contact id is one of its entry's problems, not the batch's.
+    let emails = json!([good(0), {"from": from, "to": ["broken"], "subject": "s", "text": "t"}, good(2),
+        {"from": from, "to": ["bad@"], "subject": "s", "text": "t", "contact_id": "ct_nope"}]);
     let r = c.post("/emails/batch", &json!({"emails": emails, "validation": "permissive"})).await;
     assert_eq!(r.status, 202, "{}", r.json);
     let b = &r.json["data"];
@@ -291,6 +293,8 @@ async fn batches_are_strict_by_default_and_permissive_on_request() {
     let rejected: Vec<u64> = b["errors"].as_array().unwrap().iter().map(|e| e["index"].as_u64().unwrap()).collect();
     assert_eq!((accepted, rejected), (vec![0, 2], vec![1, 3]));
     assert_eq!(b["errors"][0]["errors"][0]["field"], "to[0]");
+    let third: Vec<&str> = b["errors"][1]["errors"].as_array().unwrap().iter().filter_map(|e| e["field"].as_str()).collect();
+    assert_eq!(third, ["to[0]", "contact_id"], "{}", b["errors"]);
 
     let listed = c.get(&format!("/emails?batch_id={}", b["id"].as_str().unwrap())).await;
     let ids: Vec<&str> = listed.json["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();

@@ -427,6 +427,7 @@ fn function_crates_reach_the_store_only_through_domain() {
             "Record::new(",
             "aws_sdk_dynamodb",
             "::trusted(",
+            "new_unchecked(",
             "from_record",
             "Errors::",
             "validate::Errors",

@@ -12,7 +12,7 @@ use crate::contacts::ContactId;
 use crate::ids::ResourceId;
 use shared::auth::WorkspaceId;
 use shared::events::EventType;
-use shared::ids::{PrefixedId, Timestamp};
+use shared::ids::Timestamp;
 use shared::validate::Errors;
 use shared::{ApiError, ApiResult, App};
 
@@ -262,14 +262,14 @@ pub async fn cancel(
     Ok(done)
 }
 
-/// Move a pending or confirmed booking to another slot of its resource; the old reminder is
-/// withdrawn and the new one scheduled (the effect `SendEmail`). A customer moves only their own
-/// bookings (others are 404), and not later than the service's cancellation window before it.
 /// A start a form names (the portal's pages): an RFC 3339 time, or the field's error.
 pub fn form_start(v: Option<&str>) -> ApiResult<Timestamp> {
     ops::parse_time("start", v.unwrap_or_default()).map(Timestamp::from)
 }
 
+/// Move a pending or confirmed booking to another slot of its resource; the old reminder is
+/// withdrawn and the new one scheduled (the effect `SendEmail`). A customer moves only their own
+/// bookings (others are 404), and not later than the service's cancellation window before it.
 pub async fn reschedule(
     send: &Notify<'_>,
     app: &App,
@@ -289,7 +289,7 @@ pub async fn reschedule(
     }
     let (svc, start, resources, prefetched) = slot_for(app, ws, &sb.booking.service_id, start, Some(&sb.booking.resource_id)).await?;
     if matches!(by, Canceller::Customer(_)) {
-        sb.booking.customer_may("move", &svc, Timestamp::now())?;
+        sb.booking.customer_may("move", &svc, chrono::Utc::now())?;
     }
     let new = ops::reschedule(app, ws, &svc, &resources[0], &sb, start, prefetched).await?;
     notify::cancel_reminder(app, ws, &sb.booking).await;

@@ -277,10 +277,16 @@ impl Booking {
         matches!(self.status, BookingStatus::Pending | BookingStatus::Confirmed)
     }
 
-    /// A customer changes (`cancel`, `move`) a booking only before `svc`'s cancellation window;
-    /// staff always may.
-    pub fn customer_may(&self, action: &str, svc: &Service, now: Timestamp) -> shared::ApiResult<()> {
-        if now.time() > self.start.time() - chrono::Duration::minutes(svc.cancellation_window_minutes) {
+    /// Until when a customer may change (`cancel`, `move`) this booking: the start less the
+    /// service's cancellation window (`window_minutes`). Staff always may.
+    pub fn customer_change_until(&self, window_minutes: i64) -> chrono::DateTime<chrono::Utc> {
+        self.start.time() - chrono::Duration::minutes(window_minutes)
+    }
+
+    /// 409 once the customer may no longer change this booking (the clock is not cut to the
+    /// second, so the pages that offer the change and this agree).
+    pub fn customer_may(&self, action: &str, svc: &Service, now: chrono::DateTime<chrono::Utc>) -> shared::ApiResult<()> {
+        if now > self.customer_change_until(svc.cancellation_window_minutes) {
             return Err(shared::ApiError::conflict(format!(
                 "customers cannot {action} a booking later than {} minutes before its start",
                 svc.cancellation_window_minutes
@@ -480,8 +486,9 @@ mod tests {
     #[test]
     fn a_customer_changes_a_booking_only_before_the_cancellation_window() {
         let (b, svc) = (booking(BookingStatus::Confirmed), service());
-        assert!(b.customer_may("cancel", &svc, t("2027-03-01T08:00:00Z")).is_ok(), "exactly two hours before");
-        let late = b.customer_may("move", &svc, t("2027-03-01T08:00:01Z")).unwrap_err();
+        let edge = t("2027-03-01T08:00:00Z").time();
+        assert!(b.customer_may("cancel", &svc, edge).is_ok(), "exactly two hours before");
+        let late = b.customer_may("move", &svc, edge + chrono::Duration::milliseconds(1)).unwrap_err();
         assert_eq!(late.status().as_u16(), 409);
         assert!(late.message.contains("cannot move a booking later than 120 minutes"), "{}", late.message);
     }

@@ -629,8 +629,8 @@ pub async fn of_contact(
 /// Cancel a pending or confirmed booking; a customer cannot cancel inside the service's
 /// cancellation window (409). The slot is free again at once.
 pub async fn cancel(app: &App, ws: &WorkspaceId, sb: &StoredBooking, by: CancelledBy, reason: Option<String>) -> ApiResult<Booking> {
-    let now = Timestamp::now();
-    let next = sb.booking.cancelled(by, reason, now)?;
+    let now = Utc::now();
+    let next = sb.booking.cancelled(by, reason, Timestamp::from(now))?;
     if by == CancelledBy::Customer
         && let Some((svc, _)) = load_service(app, ws, &sb.booking.service_id).await?
     {

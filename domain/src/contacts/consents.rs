@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::events::EventType;
-use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Record, ws_pk};

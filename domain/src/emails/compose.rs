@@ -74,8 +74,11 @@ pub struct SendEmail {
     #[schema(format = DateTime)]
     pub scheduled_at: Option<String>,
     /// Links the email to a contact's timeline (the contact must exist).
+    // Text until `check` reads it, so a batch's permissive mode reports a malformed one with
+    // the entry's other problems instead of refusing the batch.
     #[serde(default)]
-    pub contact_id: Option<ContactId>,
+    #[schema(value_type = Option<ContactId>)]
+    pub contact_id: Option<String>,
     /// Transactional mail (receipts, password resets) also goes to unsubscribed addresses and
     /// carries no unsubscribe link; marketing mail (the default) does not, and does. Bounced,
     /// complained and erased addresses are suppressed regardless.
@@ -227,6 +230,9 @@ pub fn check(input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> Result<Dra
         }
         Some(t)
     });
+    if input.contact_id.as_deref().is_some_and(|c| ContactId::parse(c).is_none()) {
+        errs.add("contact_id", "must be a contact id (ct_...)");
+    }
     errs.metadata("metadata", &input.metadata);
     let files = super::attachments::check(&mut errs, &input.attachments);
     match errs.finish() {
@@ -252,7 +258,7 @@ pub struct Context {
 /// `origin`: the request's pages origin ([`shared::Req::pages_origin`]), for unsubscribe links.
 pub async fn load_context(app: &App, ws: &WorkspaceId, drafts: &[&Draft], origin: Option<&str>) -> ApiResult<Context> {
     let slugs: Vec<&str> = drafts.iter().filter_map(|d| d.input.template_slug.as_deref()).collect();
-    let ids: Vec<String> = drafts.iter().filter_map(|d| d.input.contact_id.clone().map(String::from)).collect();
+    let ids: Vec<String> = drafts.iter().filter_map(|d| d.input.contact_id.clone()).collect();
     // Reply-to addresses too: their tombstones are read with the recipients'.
     let mut addrs: Vec<String> = drafts.iter().flat_map(|d| d.recipients().chain(&d.reply_to).cloned()).collect();
     addrs.sort();
@@ -290,7 +296,7 @@ fn check_references(d: &Draft, ctx: &Context, errs: &mut Errors) {
         errs.add("from", format!("{} is not at a verified sending domain of this workspace (see /emails/domains)", d.from_addr));
     }
     if let Some(c) = &d.input.contact_id
-        && !ctx.recipients.contacts.contains_key(c.as_str())
+        && !ctx.recipients.contacts.contains_key(c)
     {
         errs.add("contact_id", "no such contact in this workspace");
     }
@@ -402,7 +408,7 @@ pub fn finish(
         locale,
         headers: input.headers,
         tags,
-        contact_id: input.contact_id,
+        contact_id: input.contact_id.as_deref().and_then(ContactId::parse),
         batch_id: batch_id.map(EmailBatchId::trusted),
         scheduled_at: d.scheduled_at.map(shared::ids::Timestamp::from),
         transactional: input.transactional,

@@ -25,7 +25,7 @@ use serde::Serialize;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::events::EventType;
-use shared::ids::{PrefixedId, Timestamp};
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, ws_pk};
 use shared::{ApiError, ApiResult, App};

@@ -15,7 +15,6 @@ use crate::keys::{self, Kind};
 use crate::privacy::{Erase, Find, Rule, Subject, mentions};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
-use shared::ids::PrefixedId;
 use shared::store::{self, Item, ws_pk};
 use shared::{ApiError, ApiResult, App};
 use utoipa::ToSchema;

@@ -3,7 +3,6 @@
 
 use super::jobs::{JobKind, JobMessage};
 use shared::App;
-use shared::ids::PrefixedId;
 use shared::sqs::{BatchResponse, SqsEvent};
 
 /// The worker's Lambda handler: a job that stops on an error keeps its message, and the next

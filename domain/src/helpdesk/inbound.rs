@@ -25,7 +25,6 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::events::EventType;
-use shared::ids::PrefixedId;
 use shared::outbox::Tx;
 use shared::store::{self, Item, TxError, s, ws_pk};
 use shared::{ApiError, ApiResult, App};

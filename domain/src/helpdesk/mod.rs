@@ -28,7 +28,6 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::events::EventType;
-use shared::ids::PrefixedId;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, TxError, s, ws_pk};
@@ -348,7 +347,7 @@ pub async fn compose_reply(
         headers,
         tags: vec!["helpdesk".into()],
         scheduled_at: None,
-        contact_id: Some(contact.id.clone()),
+        contact_id: Some(contact.id.to_string()),
         transactional: true,
         attachments: vec![],
         metadata: BTreeMap::from([("conversation_id".to_string(), c.id.to_string()), ("message_id".to_string(), m.id.to_string())]),

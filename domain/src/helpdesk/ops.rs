@@ -14,7 +14,6 @@ use serde::Deserialize;
 use shared::auth::WorkspaceId;
 use shared::authority::Grant;
 use shared::events::EventType;
-use shared::ids::PrefixedId;
 use shared::outbox::Tx;
 use shared::store::{self, TxError, s, ws_pk};
 use shared::validate::{Errors, Patch};

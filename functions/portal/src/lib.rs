@@ -16,7 +16,6 @@ use domain::gdpr::ExportId;
 use domain::gdpr::export::{self, ExportJob};
 use domain::portal::{self, Me, PortalLink, PortalSession, UpdateMe};
 use serde::Deserialize;
-use shared::ids::PrefixedId;
 use shared::{ApiError, ApiResult, App, Reply, Req, WsReq};
 use utoipa::ToSchema;
 

@@ -6,7 +6,6 @@ use super::layout::{Notice, csrf};
 use domain::approvals::{ApprovalRequest, ApprovalRequestId, ApprovalState, DenyApproval, EmailPreview};
 use maud::{Markup, PreEscaped, html};
 use shared::error::ErrorCode;
-use shared::ids::PrefixedId;
 use shared::web::{View, Visit};
 use shared::{ApiError, ApiResult, App};
 

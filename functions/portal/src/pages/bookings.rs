@@ -8,7 +8,6 @@ use domain::bookings::notify::Notify;
 use domain::bookings::{Booking, BookingId, BookingStatus, ops};
 use domain::effects as fx;
 use maud::{Markup, html};
-use shared::ids::PrefixedId;
 use shared::web::{View, Visit};
 use shared::{ApiError, ApiResult, App};
 use std::collections::HashMap;
@@ -49,8 +48,8 @@ async fn render(app: &App, v: &Visit, notice: Option<Notice>) -> ApiResult<View>
     let names = services(app, v, &upcoming.iter().chain(&past).collect::<Vec<_>>()).await?;
     let row = |b: &Booking, open: bool| -> Markup {
         let (name, window) = names.get(b.service_id.as_str()).cloned().unwrap_or_default();
-        let active = matches!(b.status, BookingStatus::Pending | BookingStatus::Confirmed);
-        let until = shared::ids::Timestamp::from(b.start.time() - chrono::Duration::minutes(window));
+        let active = b.open();
+        let until = shared::ids::Timestamp::from(b.customer_change_until(window));
         html! {
             li.booking {
                 h3 { (name) }

@@ -10,7 +10,7 @@ use super::bookings::{slots, status};
 use super::layout::Notice;
 use domain::bookings::booking::{self, Canceller};
 use domain::bookings::notify::Notify;
-use domain::bookings::{Booking, BookingStatus, manage, ops};
+use domain::bookings::{Booking, manage, ops};
 use domain::contacts::ContactId;
 use domain::effects as fx;
 use maud::html;
@@ -56,9 +56,8 @@ async fn render(app: &App, v: &Visit, b: &Booking, notice: Option<Notice>) -> Ap
         None => (String::new(), 0),
     };
     let token = token(app, v, b).await?;
-    let active = matches!(b.status, BookingStatus::Pending | BookingStatus::Confirmed);
-    let until = shared::ids::Timestamp::from(b.start.time() - chrono::Duration::minutes(window));
-    let open = active && chrono::Utc::now() < until.time();
+    let until = shared::ids::Timestamp::from(b.customer_change_until(window));
+    let open = b.open() && chrono::Utc::now() <= b.customer_change_until(window);
     Ok(ctx.page(
         w.manage_title,
         notice,

@@ -189,7 +189,6 @@ pub async fn customer(app: &App, v: &Visit) -> ApiResult<(domain::contacts::Cont
 
 /// The session's contact id without loading it: only for ending the session's sessions.
 fn session_contact_id(v: &Visit) -> ApiResult<domain::contacts::ContactId> {
-    use shared::ids::PrefixedId;
     domain::contacts::ContactId::parse(v.contact()?).ok_or_else(|| shared::ApiError::unauthorized("sign in first"))
 }
 
