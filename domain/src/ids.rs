@@ -45,7 +45,7 @@ impl ContactId {
         let id = <String as serde::Deserialize>::deserialize(d)?;
         match id.is_empty() {
             true => Ok(Self::erased()),
-            false => <Self as shared::ids::PrefixedId>::parse(&id).ok_or_else(|| serde::de::Error::custom("must be a contact id (ct_...)")),
+            false => Self::parse(&id).ok_or_else(|| serde::de::Error::custom(Self::malformed())),
         }
     }
 }

@@ -49,6 +49,10 @@ macro_rules! prefixed_id {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
+            /// What a request naming a malformed id of this kind is told (deserializing says it).
+            pub const fn malformed() -> &'static str {
+                concat!("must be a ", $object, " id (", $prefix, "_...)")
+            }
             /// Some when `id` is a well-formed id of this kind (as deserializing one checks).
             pub fn parse(id: &str) -> Option<Self> {
                 <Self as $crate::ids::PrefixedId>::parse(id)
@@ -62,8 +66,7 @@ macro_rules! prefixed_id {
         impl<'de> ::serde::Deserialize<'de> for $name {
             fn deserialize<D: ::serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let id = <String as ::serde::Deserialize>::deserialize(d)?;
-                <Self as $crate::ids::PrefixedId>::parse(&id)
-                    .ok_or_else(|| <D::Error as ::serde::de::Error>::custom(concat!("must be a ", $object, " id (", $prefix, "_...)")))
+                <Self as $crate::ids::PrefixedId>::parse(&id).ok_or_else(|| <D::Error as ::serde::de::Error>::custom(Self::malformed()))
             }
         }
         impl ::std::cmp::PartialEq<str> for $name {

@@ -231,7 +231,7 @@ pub fn check(input: SendEmail, now: chrono::DateTime<chrono::Utc>) -> Result<Dra
         Some(t)
     });
     if input.contact_id.as_deref().is_some_and(|c| ContactId::parse(c).is_none()) {
-        errs.add("contact_id", "must be a contact id (ct_...)");
+        errs.add("contact_id", ContactId::malformed());
     }
     errs.metadata("metadata", &input.metadata);
     let files = super::attachments::check(&mut errs, &input.attachments);

@@ -275,7 +275,7 @@ pub fn check_channels(errs: &mut Errors, ids: &[String]) -> Vec<ChannelId> {
     let mut parsed = Vec::with_capacity(ids.len());
     for (i, id) in ids.iter().enumerate() {
         match <ChannelId as shared::ids::PrefixedId>::parse(id) {
-            None => errs.add(format!("channel_ids[{i}]"), "must be a channel id (ch_...)"),
+            None => errs.add(format!("channel_ids[{i}]"), ChannelId::malformed()),
             Some(_) if ids[..i].contains(id) => errs.add(format!("channel_ids[{i}]"), "is listed twice"),
             Some(c) => parsed.push(c),
         }

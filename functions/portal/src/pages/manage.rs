@@ -56,8 +56,9 @@ async fn render(app: &App, v: &Visit, b: &Booking, notice: Option<Notice>) -> Ap
         None => (String::new(), 0),
     };
     let token = token(app, v, b).await?;
-    let until = shared::ids::Timestamp::from(b.customer_change_until(window));
-    let open = b.open() && chrono::Utc::now() <= b.customer_change_until(window);
+    let until = b.customer_change_until(window);
+    let open = b.open() && chrono::Utc::now() <= until;
+    let until = shared::ids::Timestamp::from(until);
     Ok(ctx.page(
         w.manage_title,
         notice,
