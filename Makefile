@@ -10,7 +10,7 @@ PORT ?= 3000
 # lints denied (what `cargo clippy` sets); the same settings throughout, so no step rebuilds.
 CLIPPY_BUILD := RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-.PHONY: deps java nginx chromium wrk dev test build-tests openapi watch package bench chaos soak portal-screenshots clean
+.PHONY: deps java nginx chromium wrk dev test build-tests generate openapi watch package bench chaos soak portal-screenshots clean
 
 PDS := .local/pds/.installed
 REDOCLY := $(NPM_PREFIX)/node_modules/@redocly/cli/package.json
@@ -149,10 +149,16 @@ build-tests:
 	cargo fmt --all -- --check
 	$(CLIPPY_BUILD) cargo test --workspace --no-run
 
-# The generated files: the contract, the Rust client's types, the TypeScript client's types.
-openapi: $(TS_CLIENT)
+# The generated files: what every function repeats (template.yaml, the manifests, the list of
+# areas, first, so a new area is in the build that writes the rest), the contract, the Rust
+# client's types, the TypeScript client's types.
+generate: $(TS_CLIENT)
+	cargo run -q -p tools --bin openapi -- --stack
 	cargo run -q -p tools --bin openapi
 	npm run --silent --prefix clients/typescript generate
+
+# Its old name.
+openapi: generate
 
 # One function under `cargo lambda watch`, against the stack `make dev` started.
 FUNCTION ?= posts

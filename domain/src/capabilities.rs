@@ -1,6 +1,6 @@
 //! Capability confirmations: the published list of confirmable writes and the confirmation
 //! object (the audit of who approved what). The list is made of the effects each route
-//! declares (`shared::routing::Route::effects`, from `crate::effects`): `make openapi` writes it to `capabilities.json` next
+//! declares (`shared::routing::Route::effects`, from `crate::effects`): `make generate` writes it to `capabilities.json` next
 //! to this file and into the contract (`x-capabilities`), and its drift check keeps the copy
 //! current. The pipeline's side (consuming a token) is `shared::confirmation`.
 

@@ -13,6 +13,7 @@ pub mod pds;
 pub mod runtime_api;
 pub mod rust_client;
 pub mod sites;
+pub mod stack;
 pub mod worker;
 
 use admin::{Names, Resources};
@@ -266,15 +267,7 @@ pub fn as_a_user_shell(cmd: &mut std::process::Command) {
 /// are the workspace's function members and the Makefile's `FUNCTIONS` (`make package`, `make
 /// bench`); `tools/tests/template.rs` checks them against the binaries and template.yaml.
 pub fn functions() -> Vec<String> {
-    let dir = localstack::repo_root().join("functions");
-    let mut out: Vec<String> = std::fs::read_dir(&dir)
-        .expect("functions/")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.join("Cargo.toml").is_file())
-        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
-        .collect();
-    out.sort();
-    out
+    stack::functions(&localstack::repo_root()).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|f| f.folder).collect()
 }
 
 /// The OAuth subject `make dev` makes owner of its demo workspace, for
@@ -339,7 +332,9 @@ macro_rules! api_areas {
         }
     };
 }
-api_areas!(workspaces, posts, channels, bookings, webhooks, contacts, deals, emails, gdpr, portal, helpdesk, capabilities, scans);
+// BEGIN generated from the crates of functions/ declaring `shared::area!` (`make generate`).
+api_areas!(bookings, capabilities, channels, contacts, deals, emails, gdpr, helpdesk, portal, posts, scans, webhooks, workspaces);
+// END generated
 
 /// Every area's part of the contract, by area.
 pub fn area_docs() -> Vec<(&'static str, utoipa::openapi::OpenApi)> {
@@ -352,6 +347,26 @@ pub fn openapi_doc() -> serde_json::Value {
     let mut doc = shared::openapi::BaseDoc::openapi();
     for (_, area) in area_docs() {
         doc.merge(area);
+    }
+    // The contract's reading order (a documentation's sections); an area it does not name follows
+    // in the order of the areas.
+    const READING_ORDER: [&str; 13] = [
+        "workspaces",
+        "posts",
+        "channels",
+        "bookings",
+        "webhooks",
+        "contacts",
+        "deals",
+        "emails",
+        "gdpr",
+        "portal",
+        "helpdesk",
+        "capabilities",
+        "scans",
+    ];
+    if let Some(tags) = doc.tags.as_mut() {
+        tags.sort_by_key(|t| READING_ORDER.iter().position(|n| *n == t.name).unwrap_or(READING_ORDER.len()));
     }
     annotate_access(&mut doc);
     finish(doc)

@@ -1,5 +1,5 @@
 //! `functions/mcp/src/tools.json`: one MCP tool per operation of the contract, written by
-//! `make openapi` beside the contract so a new route is a new tool with no hand edit (the
+//! `make generate` beside the contract so a new route is a new tool with no hand edit (the
 //! contract test fails when the committed file drifts).
 //!
 //! A tool's input is one object: the operation's path and query parameters by name, its JSON

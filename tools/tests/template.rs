@@ -261,3 +261,87 @@ fn logs_expire_and_the_data_outlives_the_stack() {
     assert_eq!(table["Properties"]["DeletionProtectionEnabled"], Value::Bool(true));
     assert_eq!(table["Properties"]["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"], Value::Bool(true));
 }
+
+// ---------- one list of functions: the folders of functions/ (tools/src/stack.rs) ----------
+
+#[test]
+fn what_every_function_repeats_is_generated_and_current() {
+    let stale: Vec<String> = tools::stack::generated(&tools::localstack::repo_root())
+        .unwrap()
+        .into_iter()
+        .filter(|(_, current, new)| current != new)
+        .map(|(p, ..)| p.display().to_string())
+        .collect();
+    assert!(stale.is_empty(), "stale: {stale:?}: run `make generate`");
+}
+
+/// Adding an area is its crate with its `stack.yaml`, its domain module and `make generate`:
+/// in a copy of the repository a throwaway area gets its function, log group and routes in
+/// the template, its place in the workspace, the tools' dependencies and `api_areas!`, and
+/// nothing else needs a hand edit. (The copy is not compiled: the generated line is the same
+/// `api_areas!` every area's `shared::area!` satisfies, and the real areas build in this run.)
+#[test]
+fn a_new_area_needs_its_crate_and_make_generate_only() {
+    let root = tools::localstack::repo_root();
+    let copy = std::env::temp_dir().join(format!("new-area-{}-{}", std::process::id(), shared::ids::new_id("d")));
+    let files = std::process::Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(files.status.success(), "git ls-files");
+    for f in files.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let f = std::str::from_utf8(f).unwrap();
+        // The working tree as it is (uncommitted files too), without what git ignores.
+        if root.join(f).is_file() {
+            std::fs::create_dir_all(copy.join(f).parent().unwrap()).unwrap();
+            std::fs::copy(root.join(f), copy.join(f)).unwrap();
+        }
+    }
+    for (path, _, new) in tools::stack::generated(&root).unwrap() {
+        std::fs::write(copy.join(path.strip_prefix(&root).unwrap()), new).unwrap();
+    }
+    let area = copy.join("functions/widgets");
+    std::fs::create_dir_all(area.join("src")).unwrap();
+    let manifest = std::fs::read_to_string(root.join("functions/deals/Cargo.toml")).unwrap().replace("\"deals\"", "\"widgets\"");
+    std::fs::write(area.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(area.join("src/lib.rs"), "shared::area!(tag = \"widgets\", description = \"Widgets\", operations = []);\n").unwrap();
+    std::fs::write(area.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(area.join("stack.yaml"), "Api: [widgets, widget-kinds]\nDescription: Widgets area of the API\nPolicies:\n  - Statement:\n      - Sid: TableItems\n        Effect: Allow\n        Action: [dynamodb:GetItem]\n        Resource: !GetAtt Table.Arn\n").unwrap();
+
+    let mut changed: Vec<String> =
+        tools::stack::write(&copy).unwrap().iter().map(|p| p.strip_prefix(&copy).unwrap().display().to_string()).collect();
+    changed.sort();
+    assert_eq!(changed, ["Cargo.toml", "template.yaml", "tools/Cargo.toml", "tools/src/lib.rs"], "what `make generate` wrote");
+    assert!(tools::stack::generated(&copy).unwrap().iter().all(|(_, c, n)| c == n), "generating again changes nothing");
+
+    let t: Value = serde_norway::from_str(&std::fs::read_to_string(copy.join("template.yaml")).unwrap()).unwrap();
+    let f = &t["Resources"]["WidgetsFunction"];
+    assert_eq!(f["Type"].as_str(), Some("AWS::Serverless::Function"));
+    assert_eq!(f["Properties"]["CodeUri"].as_str(), Some("target/lambda/widgets/bootstrap.zip"));
+    assert_eq!(intrinsic(&f["Properties"]["LoggingConfig"]["LogGroup"]), Some(("Ref".into(), "WidgetsLogs".into())));
+    assert_eq!(t["Resources"]["WidgetsLogs"]["Type"].as_str(), Some("AWS::Logs::LogGroup"));
+    assert_eq!(f["Properties"]["Policies"][0]["Statement"][0]["Sid"].as_str(), Some("TableItems"), "its own properties");
+    let paths: BTreeSet<&str> =
+        f["Properties"]["Events"].as_mapping().unwrap().values().filter_map(|e| e["Properties"]["Path"].as_str()).collect();
+    assert_eq!(
+        paths,
+        BTreeSet::from(["/api/v1/widgets", "/api/v1/widgets/{proxy+}", "/api/v1/widget-kinds", "/api/v1/widget-kinds/{proxy+}"])
+    );
+    let areas = std::fs::read_to_string(copy.join("tools/src/lib.rs")).unwrap();
+    assert!(areas.lines().any(|l| l.starts_with("api_areas!(") && l.contains(", widgets, ")), "api_areas! names it");
+
+    // Cargo sees the crate as a member and the tools depending on it.
+    let meta = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline", "--manifest-path"])
+        .arg(copy.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(meta.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&meta.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    assert!(packages.iter().any(|p| p["name"] == "widgets"), "a workspace member");
+    let tools_pkg = packages.iter().find(|p| p["name"] == "tools").unwrap();
+    assert!(tools_pkg["dependencies"].as_array().unwrap().iter().any(|d| d["name"] == "widgets"), "the tools depend on it");
+    std::fs::remove_dir_all(&copy).unwrap();
+}

@@ -22,7 +22,7 @@ const text = COMMENT_HEADER + astToString(ast);
 // `--check` (npm run check): fail when the committed file is not what the contract generates.
 if (process.argv.includes("--check")) {
   if (readFileSync(out, "utf8") !== text) {
-    console.error("src/types.ts is stale: run `make openapi`");
+    console.error("src/types.ts is stale: run `make generate`");
     process.exit(1);
   }
 } else {

@@ -927,13 +927,13 @@ pub fn grade(score: u8) -> &'static str {
     }
 }
 
-/// docs/scan-scoring.md, generated from the rules (`make openapi` writes it; a test keeps it
+/// docs/scan-scoring.md, generated from the rules (`make generate` writes it; a test keeps it
 /// current).
 pub fn scoring_doc() -> String {
     let name = |v: serde_json::Value| v.as_str().map(String::from).unwrap_or_default();
     let mut out = format!(
         "# Scan scoring, version `{SCORING_VERSION}`\n\n\
-         Generated from `domain/src/scans/rules.rs` by `make openapi`; a scan's `scoring_version` names the version\n\
+         Generated from `domain/src/scans/rules.rs` by `make generate`; a scan's `scoring_version` names the version\n\
          that scored it.\n\n\
          - Each rule answers passed, failed, or `null` when it cannot be measured (no https to judge HSTS on, no DNS answer for SPF): a `null` is left out, never guessed.\n\
          - A failed rule's `score_impact` is minus its weight. A category scores the share of its measured weight that passed, 0-100, or `null` when none of its rules could be measured.\n\

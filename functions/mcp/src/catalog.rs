@@ -1,4 +1,4 @@
-//! The tools: `tools.json` (one per operation, written by `make openapi` from the contract)
+//! The tools: `tools.json` (one per operation, written by `make generate` from the contract)
 //! and `await_approval`, read on first use and paged by size.
 
 use serde::Deserialize;

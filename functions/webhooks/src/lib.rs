@@ -147,7 +147,7 @@ pub async fn get_replay(app: &App, req: WsReq) -> ApiResult<Reply> {
     Ok(Reply::ok(&replay::get(app, &req.ws, &id, &replay_id).await?))
 }
 
-/// The catalog `make openapi` writes from the contract's `webhooks` section.
+/// The catalog `make generate` writes from the contract's `webhooks` section.
 fn catalog() -> &'static [EventTypeInfo] {
     static CATALOG: std::sync::OnceLock<Vec<EventTypeInfo>> = std::sync::OnceLock::new();
     CATALOG.get_or_init(|| serde_json::from_str(include_str!("event_types.json")).expect("event_types.json is the catalog"))

@@ -3,11 +3,30 @@
 //! serves (domain/src/capabilities.json, from the effects the routes declare), the Rust client's
 //! types and operations (clients/rust/src/generated.rs) and the MCP server's tools
 //! (functions/mcp/src/tools.json), and the webhook event-type catalog
-//! (functions/webhooks/src/event_types.json); `--check` fails
-//! when the committed files differ.
+//! (functions/webhooks/src/event_types.json); and first the parts of template.yaml, the
+//! manifests and `api_areas!` generated from functions/ (tools/src/stack.rs). `--check` fails
+//! when the committed files differ; `--stack` writes only those parts (`make generate` runs it
+//! first, so a new area's crate is in the build that writes the contract).
 
 fn main() {
     let root = tools::localstack::repo_root();
+    let check = std::env::args().any(|a| a == "--check");
+    let stack = tools::stack::generated(&root).unwrap_or_else(|e| panic!("{e}"));
+    if check {
+        for (path, current, new) in &stack {
+            if current != new {
+                eprintln!("{} is out of date: run `make generate`", path.display());
+            }
+        }
+    } else {
+        for path in tools::stack::write(&root).unwrap_or_else(|e| panic!("{e}")) {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    if std::env::args().any(|a| a == "--stack") {
+        return;
+    }
+    let stack_drift = stack.iter().any(|(_, current, new)| current != new);
     let model = root.join("docs/data-model.md");
     let model_doc = tools::data_model_doc(&std::fs::read_to_string(&model).expect("docs/data-model.md"));
     let files = [
@@ -20,12 +39,11 @@ fn main() {
         (root.join("clients/rust/src/generated.rs"), tools::rust_client_source()),
         (root.join("functions/mcp/src/tools.json"), tools::mcp_tools_json()),
     ];
-    let check = std::env::args().any(|a| a == "--check");
-    let mut drift = false;
+    let mut drift = check && stack_drift;
     for (path, content) in files {
         if check {
             if std::fs::read_to_string(&path).ok().as_deref() != Some(content.as_str()) {
-                eprintln!("{} is out of date: run `make openapi`", path.display());
+                eprintln!("{} is out of date: run `make generate`", path.display());
                 drift = true;
             }
         } else {
