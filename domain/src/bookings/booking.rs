@@ -3,7 +3,8 @@
 //! booking, its event in one transaction); notifications go out through `notify`.
 
 use super::notify::Notify;
-use super::ops::{self, StoredBooking};
+use super::slots;
+use super::store::{self, StoredBooking};
 use super::{
     Availability, Booking, BookingId, BookingStatus, CancelledBy, CreateBooking, CreateHold, DEFAULT_HOLD_SECS, Hold, Resource, Service,
     ServiceId, notify, schedule,
@@ -32,11 +33,11 @@ pub async fn availability(
         .map(|t| super::tz(t).ok_or_else(|| ApiError::validation("timezone", "must be an IANA time zone such as Europe/Oslo")))
         .transpose()?;
     let (svc, _) =
-        ops::load_service(app, ws, sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
-    let resources = ops::resources_of(app, ws, &svc).await?;
+        store::load_service(app, ws, sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?;
+    let resources = store::resources_of(app, ws, &svc).await?;
     // Dates are days of the asked zone, or of where the service happens.
     let days_in = asked.clone().or_else(|| resources.first().and_then(|r| super::tz(&r.timezone))).unwrap_or_else(shared::zone::Zone::utc);
-    let (from, to) = (ops::parse_bound("from", from, &days_in, false)?, ops::parse_bound("to", to, &days_in, true)?);
+    let (from, to) = (slots::parse_bound("from", from, &days_in, false)?, slots::parse_bound("to", to, &days_in, true)?);
     if to <= from {
         return Err(ApiError::validation("to", "must be after from"));
     }
@@ -44,12 +45,12 @@ pub async fn availability(
         return Err(ApiError::validation("to", format!("at most {} days after from", schedule::MAX_RANGE_DAYS)));
     }
     let out = asked.unwrap_or_else(shared::zone::Zone::utc);
-    Ok(Availability(ops::availability(app, ws, &svc, &resources, ops::Window { from, to, out, now: chrono::Utc::now() }).await?))
+    Ok(Availability(store::availability(app, ws, &svc, &resources, slots::Window { from, to, out, now: chrono::Utc::now() }).await?))
 }
 
 /// The service a slot request names: a 400 on `service_id` when the workspace has none.
 async fn service(app: &App, ws: &WorkspaceId, sid: &ServiceId) -> ApiResult<Service> {
-    Ok(ops::load_service(app, ws, sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?.0)
+    Ok(store::load_service(app, ws, sid).await?.ok_or_else(|| ApiError::validation("service_id", "no such service in this workspace"))?.0)
 }
 
 /// The resources of `svc` that may take the slot (`resource_id`'s, or any), and the cells of
@@ -60,18 +61,18 @@ async fn candidates(
     svc: &Service,
     start: chrono::DateTime<chrono::Utc>,
     resource_id: Option<&ResourceId>,
-) -> ApiResult<(Vec<Resource>, Option<ops::Prefetched>)> {
+) -> ApiResult<(Vec<Resource>, Option<store::Prefetched>)> {
     let first = match resource_id {
         Some(r) => svc.resource_ids.iter().find(|x| *x == r),
         None => svc.resource_ids.first(),
     };
     let cells = async {
         match first {
-            Some(r) => ops::prefetch(app, ws, svc, r.as_str(), start).await.map(Some),
+            Some(r) => store::prefetch(app, ws, svc, r.as_str(), start).await.map(Some),
             None => Ok(None),
         }
     };
-    let (mut resources, prefetched) = tokio::try_join!(ops::resources_of(app, ws, svc), cells)?;
+    let (mut resources, prefetched) = tokio::try_join!(store::resources_of(app, ws, svc), cells)?;
     if let Some(r) = resource_id {
         resources.retain(|x| x.id == *r);
         if resources.is_empty() {
@@ -80,7 +81,7 @@ async fn candidates(
     }
     let now = chrono::Utc::now();
     let mut first_err = None;
-    resources.retain(|r| match ops::check_slot(svc, r, start, now) {
+    resources.retain(|r| match slots::check_slot(svc, r, start, now) {
         Ok(()) => true,
         Err(e) => {
             first_err.get_or_insert(e);
@@ -100,7 +101,7 @@ async fn slot_for(
     service_id: &ServiceId,
     start: Timestamp,
     resource_id: Option<&ResourceId>,
-) -> ApiResult<(Service, chrono::DateTime<chrono::Utc>, Vec<Resource>, Option<ops::Prefetched>)> {
+) -> ApiResult<(Service, chrono::DateTime<chrono::Utc>, Vec<Resource>, Option<store::Prefetched>)> {
     let start = start.time();
     let svc = service(app, ws, service_id).await?;
     let (resources, prefetched) = candidates(app, ws, &svc, start, resource_id).await?;
@@ -114,7 +115,7 @@ pub async fn create_hold(app: &App, ws: &WorkspaceId, input: CreateHold) -> ApiR
         return Err(ApiError::validation("hold_seconds", "must be 5 to 1800"));
     }
     let (svc, start, resources, prefetched) = slot_for(app, ws, &input.service_id, input.start, input.resource_id.as_ref()).await?;
-    ops::hold(app, ws, ops::Request { svc: &svc, candidates: &resources, start, hold: None, prefetched }, secs).await
+    store::hold(app, ws, store::Request { svc: &svc, candidates: &resources, start, hold: None, prefetched }, secs).await
 }
 
 /// Book a slot: on `resource_id`, the hold's resource, or the first free resource of the
@@ -129,10 +130,10 @@ pub async fn create(send: &Notify<'_>, app: &App, ws: &WorkspaceId, input: Creat
     errs.metadata("metadata", &input.metadata);
     errs.finish()?;
     let (sid, start) = (&input.service_id, input.start.time());
-    let party = ops::PartyInput::parse(input.contact_id.clone(), input.contact.as_ref())?;
+    let party = store::PartyInput::parse(input.contact_id.clone(), input.contact.as_ref())?;
     let hold = async {
         match &input.hold_id {
-            Some(h) => ops::load_hold(app, ws, h)
+            Some(h) => store::load_hold(app, ws, h)
                 .await?
                 .ok_or_else(|| ApiError::validation("hold_id", "no such hold, or it has expired"))
                 .map(Some),
@@ -152,8 +153,8 @@ pub async fn create(send: &Notify<'_>, app: &App, ws: &WorkspaceId, input: Creat
     let mut b = Booking::new(&svc, party.id().clone(), start, Timestamp::now());
     (b.notes, b.metadata) = (input.notes, input.metadata);
     let b = Booking { reminder_email_id: notify::reminder_id(&svc, &b), ..b };
-    let req = ops::Request { svc: &svc, candidates: &resources, start, hold: hold.as_ref(), prefetched };
-    let b = ops::book(app, ws, req, b, party).await?;
+    let req = store::Request { svc: &svc, candidates: &resources, start, hold: hold.as_ref(), prefetched };
+    let b = store::book(app, ws, req, b, party).await?;
     if b.status == BookingStatus::Confirmed
         && let Some(res) = resources.iter().find(|r| r.id == b.resource_id)
     {
@@ -164,7 +165,7 @@ pub async fn create(send: &Notify<'_>, app: &App, ws: &WorkspaceId, input: Creat
 
 /// The booking, or 404.
 pub async fn load(app: &App, ws: &WorkspaceId, id: &BookingId) -> ApiResult<StoredBooking> {
-    ops::load_booking(app, ws, id).await?.ok_or_else(|| ApiError::not_found("booking"))
+    store::load_booking(app, ws, id).await?.ok_or_else(|| ApiError::not_found("booking"))
 }
 
 fn illegal(b: &Booking, action: &str) -> ApiError {
@@ -177,13 +178,13 @@ pub async fn confirm(send: &Notify<'_>, app: &App, ws: &WorkspaceId, id: &Bookin
     if sb.booking.status != BookingStatus::Pending {
         return Err(illegal(&sb.booking, "confirmed"));
     }
-    let svc = ops::load_service(app, ws, &sb.booking.service_id).await?.map(|s| s.0);
+    let svc = store::load_service(app, ws, &sb.booking.service_id).await?.map(|s| s.0);
     let mut next = sb.booking.clone();
     next.status = BookingStatus::Confirmed;
     next.updated_at = Timestamp::now();
     next.reminder_email_id = svc.as_ref().and_then(|s| notify::reminder_id(s, &next));
-    let next = ops::transition(app, ws, &sb, next, EventType::BookingConfirmed, false).await?;
-    if let (Some(svc), Some((res, _))) = (svc, ops::load_resource(app, ws, &next.resource_id).await?) {
+    let next = store::transition(app, ws, &sb, next, EventType::BookingConfirmed, false).await?;
+    if let (Some(svc), Some((res, _))) = (svc, store::load_resource(app, ws, &next.resource_id).await?) {
         notify::confirmed(send, app, ws, &svc, &res, &next).await;
     }
     Ok(next)
@@ -209,7 +210,7 @@ pub async fn close(app: &App, ws: &WorkspaceId, id: &BookingId, outcome: Outcome
     let mut next = sb.booking.clone();
     next.status = to;
     next.updated_at = Timestamp::now();
-    ops::transition(app, ws, &sb, next, event, false).await
+    store::transition(app, ws, &sb, next, event, false).await
 }
 
 /// Who cancels: staff (recording it as theirs or, acting for the customer, as the customer's,
@@ -236,7 +237,7 @@ pub async fn cancel(
         errs.text("reason", r, 0, 500);
         errs.finish()?;
     }
-    let sb = ops::load_booking(app, ws, id)
+    let sb = store::load_booking(app, ws, id)
         .await?
         .filter(|b| match by {
             Canceller::Staff { .. } => true,
@@ -248,11 +249,13 @@ pub async fn cancel(
         Canceller::Customer(_) => CancelledBy::Customer,
     };
     let was_confirmed = sb.booking.status == BookingStatus::Confirmed;
-    let done = ops::cancel(app, ws, &sb, recorded_as, reason).await?;
+    let done = store::cancel(app, ws, &sb, recorded_as, reason).await?;
     if let Some(send) = send {
         // The service and resource it was of, for the notice (gone: nothing to say).
-        let found =
-            futures_util::future::try_join(ops::load_service(app, ws, &done.service_id), ops::load_resource(app, ws, &done.resource_id));
+        let found = futures_util::future::try_join(
+            store::load_service(app, ws, &done.service_id),
+            store::load_resource(app, ws, &done.resource_id),
+        );
         match found.await {
             Ok((Some((svc, _)), Some((res, _)))) => notify::cancelled(send, app, ws, &svc, &res, &done, was_confirmed).await,
             Ok(_) => {}
@@ -264,7 +267,7 @@ pub async fn cancel(
 
 /// A start a form names (the portal's pages): an RFC 3339 time, or the field's error.
 pub fn form_start(v: Option<&str>) -> ApiResult<Timestamp> {
-    ops::parse_time("start", v.unwrap_or_default()).map(Timestamp::from)
+    slots::parse_time("start", v.unwrap_or_default()).map(Timestamp::from)
 }
 
 /// Move a pending or confirmed booking to another slot of its resource; the old reminder is
@@ -291,7 +294,7 @@ pub async fn reschedule(
     if matches!(by, Canceller::Customer(_)) {
         sb.booking.customer_may("move", &svc, chrono::Utc::now())?;
     }
-    let new = ops::reschedule(app, ws, &svc, &resources[0], &sb, start, prefetched).await?;
+    let new = store::reschedule(app, ws, &svc, &resources[0], &sb, start, prefetched).await?;
     notify::cancel_reminder(app, ws, &sb.booking).await;
     notify::scheduled(send, app, ws, &svc, &resources[0], &new).await;
     notify::moved(send, app, ws, &svc, &resources[0], &new).await;
@@ -308,7 +311,7 @@ pub async fn by_link(app: &App, ws: &WorkspaceId, link: &shared::links::Claims) 
     // portal sessions do, and an erasure that began stops the link's moves and cancellations.
     let customer =
         async { crate::contacts::load(app, ws, &contact).await.map_err(|e| if e.status().as_u16() == 404 { gone() } else { e }) };
-    let ((c, _), mut sb) = tokio::try_join!(customer, ops::load_booking(app, ws, &first))?;
+    let ((c, _), mut sb) = tokio::try_join!(customer, store::load_booking(app, ws, &first))?;
     let tomb = crate::privacy::tombstone_sk(app, ws, &c.email).await?;
     if app.db.get(&shared::store::ws_pk(ws), &tomb).await?.is_some() {
         return Err(gone());
@@ -317,7 +320,7 @@ pub async fn by_link(app: &App, ws: &WorkspaceId, link: &shared::links::Claims) 
     for _ in 0..10 {
         let found = sb.filter(|b| b.booking.contact_id == link.contact.as_str()).ok_or_else(gone)?;
         match &found.booking.rescheduled_to {
-            Some(next) => sb = ops::load_booking(app, ws, next).await?,
+            Some(next) => sb = store::load_booking(app, ws, next).await?,
             None => return Ok(found),
         }
     }

@@ -2,7 +2,7 @@
 //! that answer them (by creation through the status or workspace index, by start through the
 //! start index).
 
-use super::ops::parse_time;
+use super::slots::parse_time;
 use super::{Booking, BookingStatus, ResourceId};
 use crate::ids::ContactId;
 use crate::keys;

@@ -13,45 +13,29 @@ pub mod invite;
 pub mod list;
 pub mod manage;
 pub mod notify;
-pub mod ops;
 pub mod schedule;
-
-use crate::ids::{ContactId, EmailId};
-use crate::keys;
-use schedule::{Exception, Week};
-use serde::{Deserialize, Serialize};
-use shared::ids::Timestamp;
-use std::collections::BTreeMap;
-use utoipa::ToSchema;
+pub mod slots;
+mod store;
 
 pub use crate::ids::{BookingId, HoldId, ResourceId, ServiceId};
+use crate::ids::{ContactId, EmailId};
+use schedule::{Exception, GRANULE_MINUTES, MAX_SPAN_MINUTES, Week};
+use serde::{Deserialize, Serialize};
+use shared::ApiResult;
+use shared::ids::Timestamp;
+use shared::validate::Errors;
+use shared::zone::Zone;
+use std::collections::BTreeMap;
+pub use store::{
+    Guard, PRIVACY, Party, PartyInput, Prefetched, Request, StoredBooking, availability, book, booking_sk, cancel, create_resource,
+    create_service, delete_resource, delete_service, hold, hold_sk, load_booking, load_hold, load_resource, load_service, of_contact,
+    prefetch, reschedule, resource_sk, resources_of, service_sk, transition, update_resource, update_service,
+};
+use utoipa::ToSchema;
 
 pub const MAX_CAPACITY: u32 = 20;
-pub const DEFAULT_HOLD_SECS: i64 = 300;
 
-/// What this area holds about a person: their bookings (contact, notes, cancellation reason,
-/// metadata). An erasure keeps the booking (the slot stays taken or history stays true) and
-/// removes the person and every free text from it.
-pub const PRIVACY: &[crate::privacy::Rule] = {
-    use crate::privacy::{Erase, Find, Rule};
-    &[
-        Rule {
-            kind: crate::keys::BOOKING,
-            area: "bookings",
-            find: Find::Mentions,
-            export: true,
-            // The person and what they or staff wrote about them go; the slot and its times stay.
-            erase: Erase::Remove(&["contact_id", "notes", "cancel_reason", "metadata"]),
-        },
-        Rule {
-            kind: crate::keys::CONTACT_BOOKING,
-            area: "bookings",
-            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| crate::keys::CONTACT_BOOKING.sk_prefix(&[c])).collect()),
-            export: false,
-            erase: Erase::Delete,
-        },
-    ]
-};
+pub const DEFAULT_HOLD_SECS: i64 = 300;
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Resource {
@@ -426,22 +410,217 @@ pub struct Slot {
 #[derive(Serialize, ToSchema)]
 pub struct Availability(pub BTreeMap<String, Vec<Slot>>);
 
-pub fn resource_sk(id: &str) -> String {
-    keys::BOOKING_RESOURCE.sk(&[id])
-}
-pub fn service_sk(id: &str) -> String {
-    keys::BOOKING_SERVICE.sk(&[id])
-}
-pub fn booking_sk(id: &str) -> String {
-    keys::BOOKING.sk(&[id])
-}
-pub fn hold_sk(id: &str) -> String {
-    keys::BOOKING_HOLD.sk(&[id])
-}
-
 /// A resource's or a customer's IANA time zone, by name.
 pub fn tz(name: &str) -> Option<shared::zone::Zone> {
     shared::zone::Zone::named(name)
+}
+
+fn check_capacity(errs: &mut Errors, c: u32) {
+    if !(1..=MAX_CAPACITY).contains(&c) {
+        errs.add("capacity", format!("must be 1 to {MAX_CAPACITY}"));
+    }
+}
+
+impl Resource {
+    pub fn create(input: CreateResource, now: Timestamp) -> ApiResult<Resource> {
+        let mut errs = Errors::new();
+        errs.text("name", &input.name, 1, 200);
+        if tz(&input.timezone).is_none() {
+            errs.add("timezone", "must be an IANA time zone such as Europe/Oslo");
+        }
+        schedule::check_hours(&mut errs, &input.opening_hours, &input.exceptions);
+        let capacity = input.capacity.unwrap_or(1);
+        check_capacity(&mut errs, capacity);
+        errs.metadata("metadata", &input.metadata);
+        errs.finish()?;
+        Ok(Resource {
+            id: crate::ids::ResourceId::generate(),
+            object: "booking_resource".into(),
+            name: input.name,
+            timezone: input.timezone,
+            opening_hours: input.opening_hours,
+            exceptions: input.exceptions,
+            capacity,
+            metadata: input.metadata,
+            created_at: now,
+            updated_at: now,
+        })
+    }
+
+    pub fn apply(&self, p: UpdateResource, now: Timestamp) -> ApiResult<Resource> {
+        let mut r = self.clone();
+        let mut errs = Errors::new();
+        if let Some(v) = p.name {
+            errs.text("name", &v, 1, 200);
+            r.name = v;
+        }
+        if let Some(v) = p.timezone {
+            if tz(&v).is_none() {
+                errs.add("timezone", "must be an IANA time zone such as Europe/Oslo");
+            }
+            r.timezone = v;
+        }
+        if let Some(v) = p.opening_hours {
+            r.opening_hours = v;
+        }
+        if let Some(v) = p.exceptions {
+            r.exceptions = v;
+        }
+        schedule::check_hours(&mut errs, &r.opening_hours, &r.exceptions);
+        if let Some(v) = p.capacity {
+            check_capacity(&mut errs, v);
+            r.capacity = v;
+        }
+        if let Some(v) = p.metadata {
+            errs.metadata("metadata", &v);
+            r.metadata = v;
+        }
+        errs.finish()?;
+        r.updated_at = now;
+        Ok(r)
+    }
+
+    fn zone(&self) -> Zone {
+        tz(&self.timezone).unwrap_or_else(Zone::utc)
+    }
+}
+
+fn range(errs: &mut Errors, field: &str, v: i64, lo: i64, hi: i64) {
+    if !(lo..=hi).contains(&v) {
+        errs.add(field, format!("must be {lo} to {hi}"));
+    }
+}
+
+impl Service {
+    /// A new service (`base` None) or a change of one; the rules hold either way.
+    pub fn build(base: Option<&Service>, input: ServiceInput, now: Timestamp) -> ApiResult<Service> {
+        let mut errs = Errors::new();
+        let mut svc = base.cloned().unwrap_or(Service {
+            id: crate::ids::ServiceId::generate(),
+            object: "booking_service".into(),
+            name: String::new(),
+            duration_minutes: 0,
+            buffer_before_minutes: 0,
+            buffer_after_minutes: 0,
+            resource_ids: vec![],
+            price: None,
+            min_notice_minutes: 0,
+            max_advance_days: 90,
+            slot_interval_minutes: 0,
+            cancellation_window_minutes: 0,
+            requires_confirmation: false,
+            notifications: None,
+            metadata: BTreeMap::new(),
+            created_at: now,
+            updated_at: now,
+        });
+        // A missing duration is "is required", not also out of range.
+        let has_duration = base.is_some() || input.duration_minutes.is_some();
+        if base.is_none() {
+            for (f, missing) in [
+                ("name", input.name.is_none()),
+                ("duration_minutes", input.duration_minutes.is_none()),
+                ("resource_ids", input.resource_ids.is_none()),
+            ] {
+                if missing {
+                    errs.add(f, "is required");
+                }
+            }
+        }
+        if let Some(v) = input.name {
+            errs.text("name", &v, 1, 200);
+            svc.name = v;
+        }
+        let interval_was_duration = svc.slot_interval_minutes == svc.duration_minutes;
+        if let Some(v) = input.duration_minutes {
+            svc.duration_minutes = v;
+        }
+        if let Some(v) = input.buffer_before_minutes {
+            svc.buffer_before_minutes = v;
+        }
+        if let Some(v) = input.buffer_after_minutes {
+            svc.buffer_after_minutes = v;
+        }
+        match input.slot_interval_minutes {
+            Some(v) => svc.slot_interval_minutes = v,
+            None if interval_was_duration => svc.slot_interval_minutes = svc.duration_minutes,
+            None => {}
+        }
+        if let Some(v) = input.resource_ids {
+            for (i, id) in v.iter().enumerate() {
+                if v[..i].contains(id) {
+                    errs.add(format!("resource_ids[{i}]"), "is listed twice");
+                }
+            }
+            if v.is_empty() || v.len() > 20 {
+                errs.add("resource_ids", "1 to 20 resources");
+            }
+            svc.resource_ids = v;
+        }
+        if let Some(p) = input.price {
+            if p.amount < 0 || p.amount > 100_000_000_000 {
+                errs.add("price.amount", "must be 0 to 10^11 (minor units)");
+            }
+            if p.currency.len() != 3 || !p.currency.chars().all(|c| c.is_ascii_uppercase()) {
+                errs.add("price.currency", "must be an ISO 4217 code such as EUR");
+            }
+            svc.price = Some(p);
+        }
+        if let Some(v) = input.min_notice_minutes {
+            svc.min_notice_minutes = v;
+        }
+        if let Some(v) = input.max_advance_days {
+            svc.max_advance_days = v;
+        }
+        if let Some(v) = input.cancellation_window_minutes {
+            svc.cancellation_window_minutes = v;
+        }
+        if let Some(v) = input.requires_confirmation {
+            svc.requires_confirmation = v;
+        }
+        if let Some(n) = input.notifications {
+            if shared::validate::parse_mailbox(&n.from).is_none() {
+                errs.add("notifications.from", "must be an address such as hello@acme.com or Acme <hello@acme.com>");
+            }
+            if let Some(m) = n.reminder_minutes_before {
+                range(&mut errs, "notifications.reminder_minutes_before", m, 30, 10_080);
+            }
+            svc.notifications = Some(n);
+        }
+        if let Some(v) = input.metadata {
+            errs.metadata("metadata", &v);
+            svc.metadata = v;
+        }
+        if !svc.name.is_empty() || base.is_some() {
+            if has_duration {
+                range(&mut errs, "duration_minutes", svc.duration_minutes, 5, MAX_SPAN_MINUTES);
+                if svc.duration_minutes % GRANULE_MINUTES != 0 {
+                    errs.add("duration_minutes", "must be a multiple of 5");
+                }
+            }
+            range(&mut errs, "buffer_before_minutes", svc.buffer_before_minutes, 0, 120);
+            range(&mut errs, "buffer_after_minutes", svc.buffer_after_minutes, 0, 120);
+            if svc.buffer_before_minutes + svc.duration_minutes + svc.buffer_after_minutes > MAX_SPAN_MINUTES {
+                errs.add("duration_minutes", format!("with its buffers at most {MAX_SPAN_MINUTES} minutes"));
+            }
+            if has_duration {
+                range(&mut errs, "slot_interval_minutes", svc.slot_interval_minutes, 5, 240);
+            }
+            if svc.slot_interval_minutes % GRANULE_MINUTES != 0 {
+                errs.add("slot_interval_minutes", "must be a multiple of 5");
+            }
+            range(&mut errs, "min_notice_minutes", svc.min_notice_minutes, 0, 525_600);
+            range(&mut errs, "max_advance_days", svc.max_advance_days, 1, 730);
+            range(&mut errs, "cancellation_window_minutes", svc.cancellation_window_minutes, 0, 525_600);
+        }
+        errs.finish()?;
+        svc.updated_at = now;
+        Ok(svc)
+    }
+
+    pub(super) fn span(&self) -> (i64, i64, i64) {
+        (self.duration_minutes, self.buffer_before_minutes, self.buffer_after_minutes)
+    }
 }
 
 #[cfg(test)]

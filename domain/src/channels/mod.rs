@@ -10,15 +10,16 @@ pub mod mastodon;
 pub mod media;
 pub mod network;
 pub mod ops;
+mod store;
 pub mod webhook;
 
-use crate::keys;
-use network::{Connected, NetError, Network, Outgoing, Published};
+pub use network::{connect, http_client, publish};
+pub use store::{Stored, connect_new, delete, load, of_post, record_check, update};
+
+use network::NetError;
 use serde::{Deserialize, Serialize};
-use shared::auth::WorkspaceId;
-use shared::events::EventType;
-use shared::store::{self, Item, Record, ws_pk};
-use shared::{ApiError, ApiResult, App};
+use shared::ids::Timestamp;
+use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
@@ -131,66 +132,6 @@ pub struct UpdateChannel {
     pub metadata: Option<BTreeMap<String, String>>,
 }
 
-/// A channel as stored, with its sealed credentials and session.
-#[derive(Clone)]
-pub struct Stored {
-    pub channel: Channel,
-    pub creds: String,
-    pub session: Option<String>,
-    pub version: i64,
-}
-
-fn aad(ws: &WorkspaceId, id: &str, what: &str) -> String {
-    format!("{ws}/{id}/{what}")
-}
-
-impl Stored {
-    pub fn from_item(item: Item) -> ApiResult<Self> {
-        let version = store::get_i64(&item, "version").unwrap_or(0);
-        let creds = store::get_str(&item, "credentials").unwrap_or_default().to_string();
-        let session = store::get_str(&item, "session").map(String::from);
-        Ok(Self { channel: store::from_item(item)?, creds, session, version })
-    }
-
-    pub fn record(&self, ws: &WorkspaceId) -> ApiResult<Record> {
-        let mut c = self.channel.clone();
-        c.secret = None;
-        let mut rec = Record::new(ws_pk(ws), keys::CHANNEL.sk(&[&c.id]), &c)?.attr("credentials", store::s(&self.creds));
-        if let Some(s) = &self.session {
-            rec = rec.attr("session", store::s(s));
-        }
-        Ok(rec)
-    }
-
-    pub async fn open_creds(&self, app: &App, ws: &WorkspaceId) -> ApiResult<Creds> {
-        let raw = app.platform_secret().await?.open(&aad(ws, &self.channel.id, "credentials"), &self.creds)?;
-        serde_json::from_slice(&raw).map_err(|e| ApiError::internal(e))
-    }
-
-    pub async fn open_session(&self, app: &App, ws: &WorkspaceId) -> ApiResult<Option<serde_json::Value>> {
-        let Some(sealed) = &self.session else { return Ok(None) };
-        let raw = app.platform_secret().await?.open(&aad(ws, &self.channel.id, "session"), sealed)?;
-        Ok(serde_json::from_slice(&raw).ok())
-    }
-
-    pub async fn seal(
-        app: &App,
-        ws: &WorkspaceId,
-        id: &str,
-        creds: &Creds,
-        session: Option<&serde_json::Value>,
-    ) -> ApiResult<(String, Option<String>)> {
-        let secret = app.platform_secret().await?;
-        let c = secret.seal(&aad(ws, id, "credentials"), &serde_json::to_vec(creds).map_err(|e| ApiError::internal(e))?);
-        let s = session.map(|s| secret.seal(&aad(ws, id, "session"), s.to_string().as_bytes()));
-        Ok((c, s))
-    }
-}
-
-pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Stored>> {
-    app.db.get(&ws_pk(ws), &keys::CHANNEL.sk(&[id])).await?.map(Stored::from_item).transpose()
-}
-
 /// Parse a client's credentials for `kind`; errors name `credentials.<field>`. A webhook
 /// channel gets a new signing secret here (`keep_secret` keeps the old one on reconnect).
 pub fn parse_credentials(
@@ -234,39 +175,6 @@ pub fn parse_credentials(
 pub fn check_url(errs: &mut shared::validate::Errors, field: &str, url: &str, policy: shared::outbound::UrlPolicy) {
     if let Err(e) = shared::outbound::check_url(url, policy) {
         errs.add(field, e.to_string());
-    }
-}
-
-/// The one outbound client of the channel adapters (SSRF-safe; loopback only where the
-/// deployment allows it, as for webhooks).
-pub fn http_client(app: &App) -> Result<shared::outbound::Client, String> {
-    shared::outbound::Client::new(
-        app.cfg.webhooks.url_policy,
-        std::time::Duration::from_secs(app.cfg.webhooks.timeout_secs.max(5)),
-        "workspace-platform-channels/1",
-    )
-}
-
-/// Check credentials with the network now.
-pub async fn connect(http: &shared::outbound::Client, creds: &Creds) -> Result<Connected, NetError> {
-    match creds {
-        Creds::Bluesky(c) => bluesky::Bluesky.connect(http, c).await,
-        Creds::Mastodon(c) => mastodon::Mastodon.connect(http, c).await,
-        Creds::Webhook(c) => webhook::Webhook.connect(http, c).await,
-    }
-}
-
-/// Publish one variant (exactly once per `out.idempotency_key`, see [`Network`]).
-pub async fn publish(
-    http: &shared::outbound::Client,
-    creds: &Creds,
-    session: Option<serde_json::Value>,
-    out: &Outgoing,
-) -> Result<Published, NetError> {
-    match creds {
-        Creds::Bluesky(c) => bluesky::Bluesky.publish(http, c, session, out).await,
-        Creds::Mastodon(c) => mastodon::Mastodon.publish(http, c, session, out).await,
-        Creds::Webhook(c) => webhook::Webhook.publish(http, c, session, out).await,
     }
 }
 
@@ -327,82 +235,4 @@ pub fn check_post(post: &crate::posts::Post, channels: &[Channel]) -> ApiResult<
         }
     }
     errs.finish()
-}
-
-/// The channels a post names, read in one batch.
-pub async fn of_post(app: &App, ws: &WorkspaceId, post: &crate::posts::Post) -> ApiResult<Vec<Channel>> {
-    let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), keys::CHANNEL.sk(&[c]))).collect();
-    if keys.is_empty() {
-        return Ok(vec![]);
-    }
-    app.db.batch_get(&keys).await?.into_iter().map(shared::store::from_item).collect()
-}
-
-// ---------- the effects: where the workspace's posts go ----------
-
-use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
-use shared::events::Event;
-use shared::ids::Timestamp;
-use shared::outbox::Tx;
-
-fn count(ws: &WorkspaceId, delta: i64) -> shared::store::Update {
-    store::capped_count(ws_pk(ws), keys::CHANNEL_COUNT.table.sk, "channels", delta, MAX_CHANNELS)
-}
-
-/// The effect `ConnectChannel`: a new destination (within the workspace's cap), its sealed
-/// credentials checked with the network by the caller, and its event.
-pub async fn connect_new(auth: &Authority<ConnectChannel>, app: &App, ws: &WorkspaceId, stored: &Stored) -> ApiResult<()> {
-    auth.tx(&[])?
-        .update(count(ws, 1))
-        .create(stored.record(ws)?.version(1))
-        .event(Event::new(ws, EventType::ChannelConnected, &stored.channel))
-        .commit(app)
-        .await
-        .map_err(|e| e.on_condition(|_| ApiError::conflict(format!("a workspace has at most {MAX_CHANNELS} channels"))))
-}
-
-/// The effect `UpdateChannel`: the channel as changed (new credentials, name, metadata), read
-/// at `stored.version`, with `event`.
-pub async fn update(
-    auth: &Authority<UpdateChannelEffect>,
-    app: &App,
-    ws: &WorkspaceId,
-    stored: &Stored,
-    event: EventType,
-) -> ApiResult<()> {
-    let key = keys::CHANNEL.sk(&[&stored.channel.id]);
-    save(app, ws, stored, event, auth.tx(&[(&key, stored.version)])?).await
-}
-
-/// Record what a check with the network found (state, identity, limits, a refreshed session)
-/// on the credentials the channel already has: no destination changes, so no authority.
-pub async fn record_check(app: &App, ws: &WorkspaceId, before: &Stored, checked: &Stored, event: EventType) -> ApiResult<()> {
-    let same = before.channel.id == checked.channel.id
-        && before.channel.kind == checked.channel.kind
-        && serde_json::to_value(before.open_creds(app, ws).await?).ok() == serde_json::to_value(checked.open_creds(app, ws).await?).ok();
-    if !same {
-        return Err(ApiError::internal("a verification may not change where a channel posts"));
-    }
-    save(app, ws, checked, event, Tx::new()).await
-}
-
-async fn save(app: &App, ws: &WorkspaceId, stored: &Stored, event: EventType, tx: Tx) -> ApiResult<()> {
-    tx.replace(stored.record(ws)?, stored.version)
-        .event(Event::new(ws, event, &stored.channel))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)
-}
-
-/// The effect `DeleteChannel`: draft and scheduled posts lose their variant for it.
-pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &WorkspaceId, stored: &Stored) -> ApiResult<()> {
-    let key = keys::CHANNEL.sk(&[&stored.channel.id]);
-    auth.tx(&[(&key, stored.version)])?
-        .delete_versioned(ws_pk(ws), key.clone(), stored.version)
-        .update(count(ws, -1))
-        .event(Event::new(ws, EventType::ChannelDeleted, &stored.channel))
-        .commit(app)
-        .await
-        .map_err(store::TxError::stale)?;
-    crate::posts::detach_channel(app, ws, &stored.channel.id).await
 }

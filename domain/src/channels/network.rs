@@ -106,3 +106,35 @@ pub trait Network {
         out: &Outgoing,
     ) -> Result<Published, NetError>;
 }
+
+// ---------- each network behind one call ----------
+
+use super::{Creds, bluesky, mastodon, webhook};
+
+/// The one outbound client of the channel adapters (SSRF-safe; loopback only where the
+/// deployment allows it, as for webhooks).
+pub fn http_client(app: &shared::App) -> Result<Client, String> {
+    Client::new(
+        app.cfg.webhooks.url_policy,
+        std::time::Duration::from_secs(app.cfg.webhooks.timeout_secs.max(5)),
+        "workspace-platform-channels/1",
+    )
+}
+
+/// Check credentials with the network now.
+pub async fn connect(http: &Client, creds: &Creds) -> Result<Connected, NetError> {
+    match creds {
+        Creds::Bluesky(c) => bluesky::Bluesky.connect(http, c).await,
+        Creds::Mastodon(c) => mastodon::Mastodon.connect(http, c).await,
+        Creds::Webhook(c) => webhook::Webhook.connect(http, c).await,
+    }
+}
+
+/// Publish one variant (exactly once per `out.idempotency_key`, see [`Network`]).
+pub async fn publish(http: &Client, creds: &Creds, session: Option<serde_json::Value>, out: &Outgoing) -> Result<Published, NetError> {
+    match creds {
+        Creds::Bluesky(c) => bluesky::Bluesky.publish(http, c, session, out).await,
+        Creds::Mastodon(c) => mastodon::Mastodon.publish(http, c, session, out).await,
+        Creds::Webhook(c) => webhook::Webhook.publish(http, c, session, out).await,
+    }
+}

@@ -2,11 +2,11 @@
 //! make overlaps impossible and the slot arithmetic are `domain::bookings`.
 
 use domain::bookings::notify::Notify;
+use domain::bookings::{self, booking, list};
 use domain::bookings::{
     Availability, Booking, BookingStatus, CancelBooking, CancelledBy, ContactInput, CreateBooking, CreateHold, CreateResource, Hold,
     Notifications, Price, RescheduleBooking, Resource, ResourceId, Service, ServiceId, ServiceInput, Slot, UpdateResource, schedule,
 };
-use domain::bookings::{booking, list, ops};
 use domain::effects::{self as fx, Effect as _};
 use serde::Deserialize;
 use shared::{ApiError, ApiResult, App, Reply, WsReq};
@@ -28,12 +28,12 @@ shared::area! {
 
 async fn resource(app: &App, req: &WsReq) -> ApiResult<(Resource, i64)> {
     let id: ResourceId = req.path_id("id")?;
-    ops::load_resource(app, &req.ws, &id).await?.ok_or_else(|| ApiError::not_found("resource"))
+    bookings::load_resource(app, &req.ws, &id).await?.ok_or_else(|| ApiError::not_found("resource"))
 }
 
 async fn service(app: &App, req: &WsReq) -> ApiResult<(Service, i64)> {
     let id: ServiceId = req.path_id("id")?;
-    ops::load_service(app, &req.ws, &id).await?.ok_or_else(|| ApiError::not_found("service"))
+    bookings::load_service(app, &req.ws, &id).await?.ok_or_else(|| ApiError::not_found("service"))
 }
 
 // ---------- resources ----------
@@ -42,7 +42,7 @@ async fn service(app: &App, req: &WsReq) -> ApiResult<(Service, i64)> {
 #[utoipa::path(post, path = "/bookings/resources", tag = "bookings", request_body = CreateResource,
     responses((status = 201, body = shared::openapi::Data<Resource>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_resource(app: &App, req: WsReq) -> ApiResult<Reply> {
-    Ok(Reply::created(&ops::create_resource(app, &req.ws, req.json()?).await?))
+    Ok(Reply::created(&bookings::create_resource(app, &req.ws, req.json()?).await?))
 }
 
 /// Bookable resources (people, rooms, equipment) in creation order.
@@ -66,7 +66,7 @@ pub async fn get_resource(app: &App, req: WsReq) -> ApiResult<Reply> {
 pub async fn update_resource(app: &App, req: WsReq) -> ApiResult<Reply> {
     let patch: UpdateResource = req.json()?;
     let (r, version) = resource(app, &req).await?;
-    Ok(Reply::ok(&ops::update_resource(app, &req.ws, r, version, patch).await?))
+    Ok(Reply::ok(&bookings::update_resource(app, &req.ws, r, version, patch).await?))
 }
 
 /// Delete a resource; services stop offering it, and its bookings stay as they are.
@@ -74,7 +74,7 @@ pub async fn update_resource(app: &App, req: WsReq) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_resource(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (r, version) = resource(app, &req).await?;
-    ops::delete_resource(app, &req.ws, &r, version).await?;
+    bookings::delete_resource(app, &req.ws, &r, version).await?;
     Ok(Reply::deleted(&r.id, "booking_resource"))
 }
 
@@ -84,7 +84,7 @@ pub async fn delete_resource(app: &App, req: WsReq) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/bookings/services", tag = "bookings", request_body = ServiceInput,
     responses((status = 201, body = shared::openapi::Data<Service>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_service(app: &App, req: WsReq) -> ApiResult<Reply> {
-    Ok(Reply::created(&ops::create_service(app, &req.ws, req.json()?).await?))
+    Ok(Reply::created(&bookings::create_service(app, &req.ws, req.json()?).await?))
 }
 
 /// Bookable services in creation order.
@@ -108,7 +108,7 @@ pub async fn get_service(app: &App, req: WsReq) -> ApiResult<Reply> {
 pub async fn update_service(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: ServiceInput = req.json()?;
     let (svc, version) = service(app, &req).await?;
-    Ok(Reply::ok(&ops::update_service(app, &req.ws, svc, version, input).await?))
+    Ok(Reply::ok(&bookings::update_service(app, &req.ws, svc, version, input).await?))
 }
 
 /// Delete a service; existing bookings keep their copy of it.
@@ -116,7 +116,7 @@ pub async fn update_service(app: &App, req: WsReq) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_service(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (svc, version) = service(app, &req).await?;
-    ops::delete_service(app, &req.ws, &svc, version).await?;
+    bookings::delete_service(app, &req.ws, &svc, version).await?;
     Ok(Reply::deleted(&svc.id, "booking_service"))
 }
 

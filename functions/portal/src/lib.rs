@@ -6,9 +6,9 @@
 //! erasure. A session reaches its own contact only; every other id is 404. Its routes have
 //! their own rate class, `portal`, per session.
 
+use domain::bookings;
 use domain::bookings::booking::Canceller;
 use domain::bookings::notify::Notify;
-use domain::bookings::ops;
 use domain::bookings::{Booking, BookingId};
 use domain::contacts::{self, Contact, ContactId};
 use domain::effects::{self as fx, Effect as _};
@@ -210,7 +210,7 @@ pub async fn my_bookings(app: &App, req: WsReq) -> ApiResult<Reply> {
     let page = req.page(app, "portal_bookings", &[("when", Some(name))]).await?;
     let ct = me(app, &req).await?;
     let now = shared::ids::Timestamp::now().to_string();
-    Ok(Reply::page(&page, ops::of_contact(app, &req.ws, &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?))
+    Ok(Reply::page(&page, bookings::of_contact(app, &req.ws, &ct, &now, when == When::Upcoming, page.after.clone(), page.limit).await?))
 }
 
 #[derive(Deserialize, ToSchema, Default)]

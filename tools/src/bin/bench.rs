@@ -535,7 +535,7 @@ const KEPT: &str = "## Kept between runs";
 /// Bookings: availability over 31 days with 1,000 bookings on the resource, and booking
 /// throughput when 16 clients race for 40 slots.
 async fn bench_bookings(stack: &DevStack, out: &mut String) {
-    use domain::bookings::{ops, *};
+    use domain::bookings::{self, *};
     let app = &stack.app;
     let (ws, _) = domain::workspaces::create_workspace(app, "bench bookings").await.unwrap();
     let ws = ws.id;
@@ -556,14 +556,15 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let svc = Service::build(None, input, now).unwrap();
     let rec = shared::store::Record::new(shared::store::ws_pk(&ws), service_sk(&svc.id), &svc).unwrap().version(1);
     app.db.batch_put(vec![rec.item]).await.unwrap();
-    let ops::PartyInput::Address(person) =
-        ops::PartyInput::parse(None, Some(&serde_json::from_value(serde_json::json!({"email": "bench@bookings.test"})).unwrap())).unwrap()
+    let bookings::PartyInput::Address(person) =
+        bookings::PartyInput::parse(None, Some(&serde_json::from_value(serde_json::json!({"email": "bench@bookings.test"})).unwrap()))
+            .unwrap()
     else {
         unreachable!("an address")
     };
     domain::contacts::commit_create(app, &ws, &person, None).await.unwrap();
     let contact = person.id.clone();
-    let party = || ops::Party::Existing { id: contact.clone(), by_address: None };
+    let party = || bookings::Party::Existing { id: contact.clone(), by_address: None };
     let base = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc() + chrono::Duration::days(1);
     let template = |start: chrono::DateTime<chrono::Utc>| Booking::new(&svc, contact.clone(), start, now);
     let resources = vec![res.clone()];
@@ -572,15 +573,15 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let t = Instant::now();
     let made = futures_util::stream::iter(starts.iter().map(|s| {
         let (svc, resources, b, ws) = (&svc, &resources, template(*s), &ws);
-        let req = ops::Request { svc, candidates: resources, start: *s, hold: None, prefetched: None };
-        async move { ops::book(app, ws, req, b, party()).await.is_ok() }
+        let req = bookings::Request { svc, candidates: resources, start: *s, hold: None, prefetched: None };
+        async move { bookings::book(app, ws, req, b, party()).await.is_ok() }
     }))
     .buffer_unordered(8)
     .collect::<Vec<bool>>()
     .await;
     let fill_secs = t.elapsed().as_secs_f64();
     assert_eq!(made.iter().filter(|b| **b).count(), 1000);
-    let window = || ops::Window {
+    let window = || bookings::slots::Window {
         from: base,
         to: base + chrono::Duration::days(31),
         out: domain::bookings::tz("Europe/Oslo").unwrap(),
@@ -591,7 +592,7 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let mut slots = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        let (days, c) = shared::metrics::count_ddb_calls(ops::availability(app, &ws, &svc, &resources, window())).await;
+        let (days, c) = shared::metrics::count_ddb_calls(bookings::availability(app, &ws, &svc, &resources, window())).await;
         times.push(t.elapsed().as_secs_f64() * 1e3);
         calls = c;
         slots = days.unwrap().values().map(Vec::len).sum::<usize>();
@@ -604,8 +605,8 @@ async fn bench_bookings(stack: &DevStack, out: &mut String) {
     let t = Instant::now();
     let results = futures_util::stream::iter(attempts.iter().map(|s| {
         let (svc, resources, b, ws) = (&svc, &resources, template(*s), &ws);
-        let req = ops::Request { svc, candidates: resources, start: *s, hold: None, prefetched: None };
-        async move { ops::book(app, ws, req, b, party()).await.is_ok() }
+        let req = bookings::Request { svc, candidates: resources, start: *s, hold: None, prefetched: None };
+        async move { bookings::book(app, ws, req, b, party()).await.is_ok() }
     }))
     .buffer_unordered(16)
     .collect::<Vec<bool>>()

@@ -5,7 +5,7 @@ use super::layout::{Notice, csrf};
 use super::{Ctx, customer};
 use domain::bookings::booking::{self, Canceller};
 use domain::bookings::notify::Notify;
-use domain::bookings::{Booking, BookingId, BookingStatus, ops};
+use domain::bookings::{self, Booking, BookingId, BookingStatus};
 use domain::effects as fx;
 use maud::{Markup, html};
 use shared::web::{View, Visit};
@@ -30,7 +30,7 @@ async fn services(app: &App, v: &Visit, list: &[&Booking]) -> ApiResult<HashMap<
     for b in list {
         let id = b.service_id.to_string();
         if !out.contains_key(&id)
-            && let Some((svc, _)) = ops::load_service(app, &v.ws, &id).await?
+            && let Some((svc, _)) = bookings::load_service(app, &v.ws, &id).await?
         {
             out.insert(id, (svc.name, svc.cancellation_window_minutes));
         }
@@ -43,8 +43,8 @@ async fn render(app: &App, v: &Visit, notice: Option<Notice>) -> ApiResult<View>
     let w = ctx.w;
     let ct = customer(app, v).await?.0.id;
     let now = shared::ids::Timestamp::now();
-    let (upcoming, _) = ops::of_contact(app, &v.ws, &ct, &now.to_string(), true, None, SHOWN).await?;
-    let (past, _) = ops::of_contact(app, &v.ws, &ct, &now.to_string(), false, None, SHOWN).await?;
+    let (upcoming, _) = bookings::of_contact(app, &v.ws, &ct, &now.to_string(), true, None, SHOWN).await?;
+    let (past, _) = bookings::of_contact(app, &v.ws, &ct, &now.to_string(), false, None, SHOWN).await?;
     let names = services(app, v, &upcoming.iter().chain(&past).collect::<Vec<_>>()).await?;
     let row = |b: &Booking, open: bool| -> Markup {
         let (name, window) = names.get(b.service_id.as_str()).cloned().unwrap_or_default();

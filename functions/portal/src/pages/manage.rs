@@ -10,7 +10,7 @@ use super::bookings::{slots, status};
 use super::layout::Notice;
 use domain::bookings::booking::{self, Canceller};
 use domain::bookings::notify::Notify;
-use domain::bookings::{Booking, manage, ops};
+use domain::bookings::{self, Booking, manage};
 use domain::contacts::ContactId;
 use domain::effects as fx;
 use maud::html;
@@ -51,7 +51,7 @@ async fn ctx(app: &App, v: &Visit) -> ApiResult<Ctx> {
 async fn render(app: &App, v: &Visit, b: &Booking, notice: Option<Notice>) -> ApiResult<View> {
     let ctx = ctx(app, v).await?;
     let w = ctx.w;
-    let (name, window) = match ops::load_service(app, &v.ws, &b.service_id).await? {
+    let (name, window) = match bookings::load_service(app, &v.ws, &b.service_id).await? {
         Some((svc, _)) => (svc.name, svc.cancellation_window_minutes),
         None => (String::new(), 0),
     };

@@ -1,15 +1,16 @@
-//! Bookings on DynamoDB: validation, cells taken and released in the booking's own
-//! transaction, availability from one query per resource.
+//! Bookings in the table: records and keys, the cells a booking or hold takes and releases
+//! in its own transaction, availability from one query per resource, the look-ups, the
+//! contact a booking names, and the privacy rule.
 
-use super::schedule::{self, GRANULE_MINUTES, MAX_SPAN_MINUTES};
+use super::schedule;
+use super::slots::{Held, Now, Window, bounds, choose, free_slots, slot_cells, taken};
 use super::{
-    Booking, BookingStatus, CancelledBy, ContactInput, CreateResource, Hold, MAX_CAPACITY, Resource, ResourceId, Service, ServiceInput,
-    Slot, UpdateResource, booking_sk, hold_sk, resource_sk, service_sk, tz,
+    Booking, BookingStatus, CancelledBy, ContactInput, CreateResource, Hold, Resource, Service, ServiceInput, Slot, UpdateResource,
 };
 use crate::contacts::Contact;
 use crate::ids::ContactId;
 use crate::keys;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{Duration, Utc};
 use shared::auth::WorkspaceId;
 use shared::error::ErrorCode;
 use shared::events::Event;
@@ -18,223 +19,53 @@ use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self as st, Item, Record, TxError, n, s, ws_pk};
 use shared::validate::Errors;
-use shared::zone::Zone;
 use shared::{ApiError, ApiResult, App};
 use std::collections::{BTreeMap, HashMap};
 
-type Now = DateTime<Utc>;
+/// What this area holds about a person: their bookings (contact, notes, cancellation reason,
+/// metadata). An erasure keeps the booking (the slot stays taken or history stays true) and
+/// removes the person and every free text from it.
+pub const PRIVACY: &[crate::privacy::Rule] = {
+    use crate::privacy::{Erase, Find, Rule};
+    &[
+        Rule {
+            kind: crate::keys::BOOKING,
+            area: "bookings",
+            find: Find::Mentions,
+            export: true,
+            // The person and what they or staff wrote about them go; the slot and its times stay.
+            erase: Erase::Remove(&["contact_id", "notes", "cancel_reason", "metadata"]),
+        },
+        Rule {
+            kind: crate::keys::CONTACT_BOOKING,
+            area: "bookings",
+            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| crate::keys::CONTACT_BOOKING.sk_prefix(&[c])).collect()),
+            export: false,
+            erase: Erase::Delete,
+        },
+    ]
+};
 
-fn check_capacity(errs: &mut Errors, c: u32) {
-    if !(1..=MAX_CAPACITY).contains(&c) {
-        errs.add("capacity", format!("must be 1 to {MAX_CAPACITY}"));
-    }
+pub fn resource_sk(id: &str) -> String {
+    keys::BOOKING_RESOURCE.sk(&[id])
 }
 
-impl Resource {
-    pub fn create(input: CreateResource, now: Timestamp) -> ApiResult<Resource> {
-        let mut errs = Errors::new();
-        errs.text("name", &input.name, 1, 200);
-        if tz(&input.timezone).is_none() {
-            errs.add("timezone", "must be an IANA time zone such as Europe/Oslo");
-        }
-        schedule::check_hours(&mut errs, &input.opening_hours, &input.exceptions);
-        let capacity = input.capacity.unwrap_or(1);
-        check_capacity(&mut errs, capacity);
-        errs.metadata("metadata", &input.metadata);
-        errs.finish()?;
-        Ok(Resource {
-            id: crate::ids::ResourceId::generate(),
-            object: "booking_resource".into(),
-            name: input.name,
-            timezone: input.timezone,
-            opening_hours: input.opening_hours,
-            exceptions: input.exceptions,
-            capacity,
-            metadata: input.metadata,
-            created_at: now,
-            updated_at: now,
-        })
-    }
-
-    pub fn apply(&self, p: UpdateResource, now: Timestamp) -> ApiResult<Resource> {
-        let mut r = self.clone();
-        let mut errs = Errors::new();
-        if let Some(v) = p.name {
-            errs.text("name", &v, 1, 200);
-            r.name = v;
-        }
-        if let Some(v) = p.timezone {
-            if tz(&v).is_none() {
-                errs.add("timezone", "must be an IANA time zone such as Europe/Oslo");
-            }
-            r.timezone = v;
-        }
-        if let Some(v) = p.opening_hours {
-            r.opening_hours = v;
-        }
-        if let Some(v) = p.exceptions {
-            r.exceptions = v;
-        }
-        schedule::check_hours(&mut errs, &r.opening_hours, &r.exceptions);
-        if let Some(v) = p.capacity {
-            check_capacity(&mut errs, v);
-            r.capacity = v;
-        }
-        if let Some(v) = p.metadata {
-            errs.metadata("metadata", &v);
-            r.metadata = v;
-        }
-        errs.finish()?;
-        r.updated_at = now;
-        Ok(r)
-    }
-
-    fn zone(&self) -> Zone {
-        tz(&self.timezone).unwrap_or_else(Zone::utc)
-    }
+pub fn service_sk(id: &str) -> String {
+    keys::BOOKING_SERVICE.sk(&[id])
 }
 
-fn range(errs: &mut Errors, field: &str, v: i64, lo: i64, hi: i64) {
-    if !(lo..=hi).contains(&v) {
-        errs.add(field, format!("must be {lo} to {hi}"));
-    }
+pub fn booking_sk(id: &str) -> String {
+    keys::BOOKING.sk(&[id])
 }
 
-impl Service {
-    /// A new service (`base` None) or a change of one; the rules hold either way.
-    pub fn build(base: Option<&Service>, input: ServiceInput, now: Timestamp) -> ApiResult<Service> {
-        let mut errs = Errors::new();
-        let mut svc = base.cloned().unwrap_or(Service {
-            id: crate::ids::ServiceId::generate(),
-            object: "booking_service".into(),
-            name: String::new(),
-            duration_minutes: 0,
-            buffer_before_minutes: 0,
-            buffer_after_minutes: 0,
-            resource_ids: vec![],
-            price: None,
-            min_notice_minutes: 0,
-            max_advance_days: 90,
-            slot_interval_minutes: 0,
-            cancellation_window_minutes: 0,
-            requires_confirmation: false,
-            notifications: None,
-            metadata: BTreeMap::new(),
-            created_at: now,
-            updated_at: now,
-        });
-        // A missing duration is "is required", not also out of range.
-        let has_duration = base.is_some() || input.duration_minutes.is_some();
-        if base.is_none() {
-            for (f, missing) in [
-                ("name", input.name.is_none()),
-                ("duration_minutes", input.duration_minutes.is_none()),
-                ("resource_ids", input.resource_ids.is_none()),
-            ] {
-                if missing {
-                    errs.add(f, "is required");
-                }
-            }
-        }
-        if let Some(v) = input.name {
-            errs.text("name", &v, 1, 200);
-            svc.name = v;
-        }
-        let interval_was_duration = svc.slot_interval_minutes == svc.duration_minutes;
-        if let Some(v) = input.duration_minutes {
-            svc.duration_minutes = v;
-        }
-        if let Some(v) = input.buffer_before_minutes {
-            svc.buffer_before_minutes = v;
-        }
-        if let Some(v) = input.buffer_after_minutes {
-            svc.buffer_after_minutes = v;
-        }
-        match input.slot_interval_minutes {
-            Some(v) => svc.slot_interval_minutes = v,
-            None if interval_was_duration => svc.slot_interval_minutes = svc.duration_minutes,
-            None => {}
-        }
-        if let Some(v) = input.resource_ids {
-            for (i, id) in v.iter().enumerate() {
-                if v[..i].contains(id) {
-                    errs.add(format!("resource_ids[{i}]"), "is listed twice");
-                }
-            }
-            if v.is_empty() || v.len() > 20 {
-                errs.add("resource_ids", "1 to 20 resources");
-            }
-            svc.resource_ids = v;
-        }
-        if let Some(p) = input.price {
-            if p.amount < 0 || p.amount > 100_000_000_000 {
-                errs.add("price.amount", "must be 0 to 10^11 (minor units)");
-            }
-            if p.currency.len() != 3 || !p.currency.chars().all(|c| c.is_ascii_uppercase()) {
-                errs.add("price.currency", "must be an ISO 4217 code such as EUR");
-            }
-            svc.price = Some(p);
-        }
-        if let Some(v) = input.min_notice_minutes {
-            svc.min_notice_minutes = v;
-        }
-        if let Some(v) = input.max_advance_days {
-            svc.max_advance_days = v;
-        }
-        if let Some(v) = input.cancellation_window_minutes {
-            svc.cancellation_window_minutes = v;
-        }
-        if let Some(v) = input.requires_confirmation {
-            svc.requires_confirmation = v;
-        }
-        if let Some(n) = input.notifications {
-            if shared::validate::parse_mailbox(&n.from).is_none() {
-                errs.add("notifications.from", "must be an address such as hello@acme.com or Acme <hello@acme.com>");
-            }
-            if let Some(m) = n.reminder_minutes_before {
-                range(&mut errs, "notifications.reminder_minutes_before", m, 30, 10_080);
-            }
-            svc.notifications = Some(n);
-        }
-        if let Some(v) = input.metadata {
-            errs.metadata("metadata", &v);
-            svc.metadata = v;
-        }
-        if !svc.name.is_empty() || base.is_some() {
-            if has_duration {
-                range(&mut errs, "duration_minutes", svc.duration_minutes, 5, MAX_SPAN_MINUTES);
-                if svc.duration_minutes % GRANULE_MINUTES != 0 {
-                    errs.add("duration_minutes", "must be a multiple of 5");
-                }
-            }
-            range(&mut errs, "buffer_before_minutes", svc.buffer_before_minutes, 0, 120);
-            range(&mut errs, "buffer_after_minutes", svc.buffer_after_minutes, 0, 120);
-            if svc.buffer_before_minutes + svc.duration_minutes + svc.buffer_after_minutes > MAX_SPAN_MINUTES {
-                errs.add("duration_minutes", format!("with its buffers at most {MAX_SPAN_MINUTES} minutes"));
-            }
-            if has_duration {
-                range(&mut errs, "slot_interval_minutes", svc.slot_interval_minutes, 5, 240);
-            }
-            if svc.slot_interval_minutes % GRANULE_MINUTES != 0 {
-                errs.add("slot_interval_minutes", "must be a multiple of 5");
-            }
-            range(&mut errs, "min_notice_minutes", svc.min_notice_minutes, 0, 525_600);
-            range(&mut errs, "max_advance_days", svc.max_advance_days, 1, 730);
-            range(&mut errs, "cancellation_window_minutes", svc.cancellation_window_minutes, 0, 525_600);
-        }
-        errs.finish()?;
-        svc.updated_at = now;
-        Ok(svc)
-    }
-
-    fn span(&self) -> (i64, i64, i64) {
-        (self.duration_minutes, self.buffer_before_minutes, self.buffer_after_minutes)
-    }
+pub fn hold_sk(id: &str) -> String {
+    keys::BOOKING_HOLD.sk(&[id])
 }
 
 pub async fn load_resource(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(Resource, i64)>> {
     app.db.get_object(ws, &resource_sk(id)).await
 }
+
 pub async fn load_service(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(Service, i64)>> {
     app.db.get_object(ws, &service_sk(id)).await
 }
@@ -243,15 +74,6 @@ pub async fn load_service(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Op
 pub async fn resources_of(app: &App, ws: &WorkspaceId, svc: &Service) -> ApiResult<Vec<Resource>> {
     let keys: Vec<(String, String)> = svc.resource_ids.iter().map(|r| (ws_pk(ws), resource_sk(r))).collect();
     app.db.batch_get(&keys).await?.into_iter().map(st::from_item).collect()
-}
-
-// ---------- cells ----------
-
-#[derive(Clone, Debug)]
-struct Held {
-    unit: u32,
-    holder: String,
-    expires_at: Option<i64>,
 }
 
 /// Write a resource or service (created at version 1, or replacing `version`) with its event.
@@ -353,33 +175,6 @@ async fn held_cells(app: &App, ws: &WorkspaceId, res: &str, first: &str, last: &
     Ok(out)
 }
 
-fn live(h: &Held, now: i64) -> bool {
-    h.expires_at.is_none_or(|t| t >= now)
-}
-
-/// A unit per cell: one held by `own` (kept), else a free or expired one. None when a cell
-/// is full.
-fn choose(
-    needed: &[String],
-    held: &HashMap<String, Vec<Held>>,
-    capacity: u32,
-    own: Option<&str>,
-    now: i64,
-) -> Option<Vec<(String, u32, bool)>> {
-    needed
-        .iter()
-        .map(|cell| {
-            let list = held.get(cell).map(Vec::as_slice).unwrap_or(&[]);
-            if let Some(o) = own
-                && let Some(h) = list.iter().find(|h| h.holder == o)
-            {
-                return Some((cell.clone(), h.unit, true));
-            }
-            (0..capacity).find(|u| !list.iter().any(|h| h.unit == *u && live(h, now))).map(|u| (cell.clone(), u, false))
-        })
-        .collect()
-}
-
 /// Who takes cells: the new holder, the holder whose cells it may take over (a hold being
 /// converted, a booking being moved), the expiry of a hold's cells, and the time.
 #[derive(Clone, Copy)]
@@ -417,64 +212,6 @@ fn plan_keys(res: &str, plan: &[(String, u32, bool)]) -> Vec<String> {
     plan.iter().map(|(c, u, _)| cell_sk(res, c, *u)).collect()
 }
 
-fn taken(start: &Timestamp) -> ApiError {
-    ApiError::conflict(format!("the slot at {start} is taken"))
-        .with_details(vec![shared::error::ErrorDetail::field("start", "no free resource at this time")])
-}
-
-// ---------- slots ----------
-
-/// Is `start` a slot of this service on this resource (opening hours, interval, notice and
-/// advance limits)? Errors name `start`.
-pub fn check_slot(svc: &Service, res: &Resource, start: DateTime<Utc>, now: Now) -> ApiResult<()> {
-    if start < now + Duration::minutes(svc.min_notice_minutes) {
-        return Err(ApiError::validation("start", format!("must be at least {} minutes from now", svc.min_notice_minutes)));
-    }
-    if start > now + Duration::days(svc.max_advance_days) {
-        return Err(ApiError::validation("start", format!("must be within {} days", svc.max_advance_days)));
-    }
-    let zone = res.zone();
-    let date = start.with_timezone(&zone).date_naive();
-    let starts = schedule::slot_starts(&zone, &res.opening_hours, &res.exceptions, date, svc.slot_interval_minutes, svc.duration_minutes);
-    if !starts.contains(&start) {
-        return Err(ApiError::validation("start", "is not a slot of this service: outside opening hours, or not on its interval"));
-    }
-    Ok(())
-}
-
-/// A bound of a range asked for: an instant, or a date meaning the whole day in `zone` (its
-/// start, or for the end of a range the start of the next day).
-pub fn parse_bound(field: &str, v: &str, zone: &shared::zone::Zone, end: bool) -> ApiResult<DateTime<Utc>> {
-    use chrono::TimeZone;
-    let Ok(date) = chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d") else {
-        return parse_time(field, v).map_err(|_| {
-            ApiError::validation(field, "must be an RFC 3339 time such as 2026-03-15T10:00:00Z or a date such as 2026-03-15")
-        });
-    };
-    let day = if end { date.succ_opt().unwrap_or(date) } else { date };
-    // A day that starts in a DST gap starts at the gap's end.
-    let midnight = day.and_hms_opt(0, 0, 0).expect("midnight exists");
-    zone.from_local_datetime(&midnight)
-        .earliest()
-        .or_else(|| zone.from_local_datetime(&(midnight + chrono::Duration::hours(1))).earliest())
-        .map(|t| t.with_timezone(&Utc))
-        .ok_or_else(|| ApiError::validation(field, "is not a day of this time zone"))
-}
-
-pub fn parse_time(field: &str, v: &str) -> ApiResult<DateTime<Utc>> {
-    chrono::DateTime::parse_from_rfc3339(v)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| ApiError::validation(field, "must be an RFC 3339 time such as 2026-03-15T10:00:00Z"))
-}
-
-/// What availability is asked for: starts from `from` to `to`, grouped by local date of `out`.
-pub struct Window {
-    pub from: Now,
-    pub to: Now,
-    pub out: Zone,
-    pub now: Now,
-}
-
 /// Free starts in a window: one cell Query per resource, then [`free_slots`].
 pub async fn availability(
     app: &App,
@@ -494,48 +231,6 @@ pub async fn availability(
     Ok(free_slots(svc, &resources.iter().zip(held).collect::<Vec<_>>(), &w))
 }
 
-/// The part of a window a service takes bookings in (its notice and advance limits), or
-/// `None` when nothing of it is.
-fn bounds(svc: &Service, w: &Window) -> Option<(Now, Now)> {
-    let lo = w.from.max(w.now + Duration::minutes(svc.min_notice_minutes));
-    let hi = w.to.min(w.now + Duration::days(svc.max_advance_days));
-    (lo < hi).then_some((lo, hi))
-}
-
-/// The decision, without I/O: the starts in the window where some resource is open (its hours
-/// and exceptions, on the service's interval) and has a free unit in every cell the booking
-/// and its buffers cover (live holds and bookings count; expired holds do not), grouped by
-/// local date of `w.out`.
-fn free_slots(svc: &Service, held: &[(&Resource, HashMap<String, Vec<Held>>)], w: &Window) -> BTreeMap<String, Vec<Slot>> {
-    let (dur, before, after) = svc.span();
-    let mut free: BTreeMap<DateTime<Utc>, Vec<ResourceId>> = BTreeMap::new();
-    if let Some((lo, hi)) = bounds(svc, w) {
-        let now_s = w.now.timestamp();
-        for (r, held) in held {
-            let busy: HashMap<&String, usize> = held.iter().map(|(c, l)| (c, l.iter().filter(|h| live(h, now_s)).count())).collect();
-            let zone = r.zone();
-            for date in schedule::dates_between(lo, hi, &zone) {
-                for start in schedule::slot_starts(&zone, &r.opening_hours, &r.exceptions, date, svc.slot_interval_minutes, dur) {
-                    if start < lo || start >= hi {
-                        continue;
-                    }
-                    let fits =
-                        schedule::cells(start, dur, before, after).iter().all(|c| busy.get(c).copied().unwrap_or(0) < r.capacity as usize);
-                    if fits {
-                        free.entry(start).or_default().push(r.id.clone());
-                    }
-                }
-            }
-        }
-    }
-    let mut days: BTreeMap<String, Vec<Slot>> = BTreeMap::new();
-    for (start, ids) in free {
-        let local = start.with_timezone(&w.out);
-        days.entry(local.format("%Y-%m-%d").to_string()).or_default().push(Slot { start: local.to_rfc3339(), resource_ids: ids });
-    }
-    days
-}
-
 /// A hold, if it exists and has not expired. Its item carries `expires_at` as the table's TTL
 /// (epoch seconds) in place of the API's RFC 3339 field.
 pub async fn load_hold(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Hold>> {
@@ -547,8 +242,6 @@ pub async fn load_hold(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Optio
     item.insert("expires_at".into(), s(shared::ids::format_time(chrono::DateTime::from_timestamp(exp, 0).unwrap_or_default())));
     st::from_item(item).map(Some)
 }
-
-// ---------- bookings ----------
 
 pub struct StoredBooking {
     pub booking: Booking,
@@ -667,24 +360,16 @@ pub struct Prefetched {
     held: HashMap<String, Vec<Held>>,
 }
 
-/// The cells `svc`'s slot at `start` takes (buffers included), and the first and the last.
-fn slot_cells(svc: &Service, start: Now) -> (Vec<String>, String, String) {
-    let (dur, before, after) = svc.span();
-    let needed = schedule::cells(start, dur, before, after);
-    let (first, last) = (needed[0].clone(), needed[needed.len() - 1].clone());
-    (needed, first, last)
-}
-
 /// Read the cells `svc`'s slot at `start` would take on `res`.
 pub async fn prefetch(app: &App, ws: &WorkspaceId, svc: &Service, res: &str, start: Now) -> ApiResult<Prefetched> {
     let (_, first, last) = slot_cells(svc, start);
     Ok(Prefetched { res: res.to_string(), held: held_cells(app, ws, res, &first, &last).await? })
 }
 
+/// The cells held on `res` from `first` to `last`: the prefetched ones (once), or a Query.
 /// How many times one booking tries again after a concurrent transaction cancelled it.
 const CONTENTION_RETRIES: u32 = 5;
 
-/// The cells held on `res` from `first` to `last`: the prefetched ones (once), or a Query.
 async fn cells_now(
     app: &App,
     ws: &WorkspaceId,
@@ -1012,100 +697,5 @@ impl Party {
             return Err(ApiError::conflict("the address's contact was changed concurrently; retry"));
         }
         Ok(again)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn held(unit: u32, holder: &str, exp: Option<i64>) -> Held {
-        Held { unit, holder: holder.into(), expires_at: exp }
-    }
-
-    #[test]
-    fn units_are_chosen_per_cell_and_expired_holds_are_free() {
-        let needed = vec!["a".to_string(), "b".to_string()];
-        let mut m = HashMap::new();
-        m.insert("a".to_string(), vec![held(0, "bk_1", None)]);
-        m.insert("b".to_string(), vec![held(0, "hold_1", Some(10)), held(1, "bk_2", None)]);
-        assert_eq!(choose(&needed, &m, 1, None, 100), None, "a is full at capacity 1");
-        let plan = choose(&needed, &m, 2, None, 100).unwrap();
-        assert_eq!(plan, vec![("a".into(), 1, false), ("b".into(), 0, false)], "the expired hold's unit is free");
-        assert_eq!(choose(&needed, &m, 2, None, 5), None, "the hold still holds b at t=5");
-        let own = choose(&needed, &m, 1, Some("bk_1"), 100).unwrap();
-        assert_eq!(own, vec![("a".into(), 0, true), ("b".into(), 0, false)], "its own cell is kept, the expired hold's taken");
-    }
-
-    fn at(t: &str) -> Now {
-        parse_time("t", t).unwrap()
-    }
-
-    /// A chair open 09:00 to 13:00 UTC every day, and an hour's service on it.
-    fn chair_and_service(capacity: u32, svc: serde_json::Value) -> (Resource, Service) {
-        let day = serde_json::json!([{"start": "09:00", "end": "13:00"}]);
-        let hours = serde_json::json!({"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day});
-        let input = serde_json::json!({"name": "Chair", "timezone": "UTC", "opening_hours": hours, "capacity": capacity});
-        let r = Resource::create(serde_json::from_value(input).unwrap(), Timestamp::now()).unwrap();
-        let mut base = serde_json::json!({"name": "Cut", "duration_minutes": 60, "slot_interval_minutes": 60, "resource_ids": [r.id]});
-        base.as_object_mut().unwrap().extend(svc.as_object().unwrap().clone());
-        let svc = Service::build(None, serde_json::from_value(base).unwrap(), Timestamp::now()).unwrap();
-        (r, svc)
-    }
-
-    fn starts(days: &BTreeMap<String, Vec<Slot>>) -> Vec<String> {
-        days.values().flatten().map(|s| s.start.clone()).collect()
-    }
-
-    /// Every cell of the hour from `start`, held by `holder` (until `expires`, for a hold).
-    fn held_hour(start: &str, holder: &str, expires: Option<i64>) -> HashMap<String, Vec<Held>> {
-        schedule::cells(at(start), 60, 0, 0).into_iter().map(|c| (c, vec![held(0, holder, expires)])).collect()
-    }
-
-    #[test]
-    fn availability_keeps_to_hours_notice_advance_capacity_and_live_holds() {
-        let now = at("2027-03-01T08:30:00Z");
-        let w = |out: Zone| Window { from: at("2027-03-01T00:00:00Z"), to: at("2027-03-04T00:00:00Z"), out, now };
-        let (r, svc) = chair_and_service(1, serde_json::json!({"min_notice_minutes": 120, "max_advance_days": 1}));
-        let free = free_slots(&svc, &[(&r, HashMap::new())], &w(Zone::utc()));
-        // Notice: nothing before 10:30; advance: nothing after 08:30 tomorrow; hours: none ending after 13:00.
-        assert_eq!(starts(&free), ["2027-03-01T11:00:00+00:00", "2027-03-01T12:00:00+00:00"]);
-        let booked = held_hour("2027-03-01T11:00:00Z", "bk_1", None);
-        assert_eq!(starts(&free_slots(&svc, &[(&r, booked.clone())], &w(Zone::utc()))), ["2027-03-01T12:00:00+00:00"]);
-        let expired = held_hour("2027-03-01T11:00:00Z", "hold_1", Some(now.timestamp() - 1));
-        assert_eq!(free_slots(&svc, &[(&r, expired)], &w(Zone::utc())).values().flatten().count(), 2, "an expired hold holds nothing");
-        let live = held_hour("2027-03-01T11:00:00Z", "hold_1", Some(now.timestamp() + 60));
-        assert_eq!(free_slots(&svc, &[(&r, live)], &w(Zone::utc())).values().flatten().count(), 1, "a live hold does");
-        let (r2, svc2) = chair_and_service(2, serde_json::json!({"min_notice_minutes": 120, "max_advance_days": 1}));
-        assert_eq!(free_slots(&svc2, &[(&r2, booked)], &w(Zone::utc())).values().flatten().count(), 2, "a second unit is free");
-        // Grouped by the asked zone's date: 11:00 UTC is midnight in Auckland (UTC+13 in March).
-        let auckland = free_slots(&svc, &[(&r, HashMap::new())], &w(Zone::named("Pacific/Auckland").unwrap()));
-        assert_eq!(auckland.keys().collect::<Vec<_>>(), ["2027-03-02"]);
-        assert_eq!(starts(&auckland)[0], "2027-03-02T00:00:00+13:00");
-        let empty = Window { from: at("2027-03-05T00:00:00Z"), to: at("2027-03-06T00:00:00Z"), out: Zone::utc(), now };
-        assert!(free_slots(&svc, &[(&r, HashMap::new())], &empty).is_empty(), "beyond the advance limit");
-    }
-
-    #[test]
-    fn buffers_keep_the_neighbouring_slots_free_of_a_booking() {
-        let now = at("2027-03-01T00:00:00Z");
-        let w = Window { from: at("2027-03-01T00:00:00Z"), to: at("2027-03-02T00:00:00Z"), out: Zone::utc(), now };
-        let (r, svc) = chair_and_service(1, serde_json::json!({"buffer_after_minutes": 15}));
-        let booked = held_hour("2027-03-01T10:00:00Z", "bk_1", None);
-        // 09:00 needs 10:00-10:15 for its buffer, which the booking holds.
-        assert_eq!(starts(&free_slots(&svc, &[(&r, booked.clone())], &w)), ["2027-03-01T11:00:00+00:00", "2027-03-01T12:00:00+00:00"]);
-        let (r, svc) = chair_and_service(1, serde_json::json!({}));
-        assert_eq!(free_slots(&svc, &[(&r, booked)], &w).values().flatten().count(), 3, "without the buffer 09:00 is free");
-    }
-
-    #[test]
-    fn a_slot_is_checked_against_notice_advance_and_hours() {
-        let now = at("2027-03-01T08:30:00Z");
-        let (r, svc) = chair_and_service(1, serde_json::json!({"min_notice_minutes": 120, "max_advance_days": 1}));
-        let field = |e: ApiError| e.details.first().map(|d| d.message.clone()).unwrap_or_default();
-        assert!(check_slot(&svc, &r, at("2027-03-01T11:00:00Z"), now).is_ok());
-        assert!(field(check_slot(&svc, &r, at("2027-03-01T10:00:00Z"), now).unwrap_err()).contains("120 minutes from now"));
-        assert!(field(check_slot(&svc, &r, at("2027-03-02T11:00:00Z"), now).unwrap_err()).contains("within 1 days"));
-        assert!(field(check_slot(&svc, &r, at("2027-03-01T11:30:00Z"), now).unwrap_err()).contains("not a slot"));
     }
 }
