@@ -989,7 +989,7 @@ pub fn capability_list() -> Vec<domain::capabilities::Capability> {
     out
 }
 
-/// `domain/src/capabilities.json`: what the capabilities function serves and validates against.
+/// `domain/src/capabilities/capabilities.json`: what the capabilities function serves and validates against.
 pub fn capabilities_json() -> String {
     let mut s = serde_json::to_string_pretty(&capability_list()).expect("capabilities serialize");
     s.push('\n');

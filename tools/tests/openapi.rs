@@ -10,8 +10,8 @@ fn committed_openapi_matches_the_code() {
     let yaml = std::fs::read_to_string(root.join("openapi/openapi.yaml")).unwrap_or_default();
     assert!(json == tools::openapi_json(), "openapi/openapi.json is stale: run `make generate`");
     assert!(yaml == tools::openapi_yaml(), "openapi/openapi.yaml is stale: run `make generate`");
-    let capabilities = std::fs::read_to_string(root.join("domain/src/capabilities.json")).unwrap_or_default();
-    assert!(capabilities == tools::capabilities_json(), "domain/src/capabilities.json is stale: run `make generate`");
+    let capabilities = std::fs::read_to_string(root.join("domain/src/capabilities/capabilities.json")).unwrap_or_default();
+    assert!(capabilities == tools::capabilities_json(), "domain/src/capabilities/capabilities.json is stale: run `make generate`");
     let catalog = std::fs::read_to_string(root.join("functions/webhooks/src/event_types.json")).unwrap_or_default();
     assert!(catalog == tools::event_types_json(), "functions/webhooks/src/event_types.json is stale: run `make generate`");
     let tools = std::fs::read_to_string(root.join("functions/mcp/src/tools.json")).unwrap_or_default();

@@ -1,6 +1,6 @@
 //! Writes the files generated from the code: openapi/openapi.{json,yaml}, the key table of
 //! docs/data-model.md (from `domain::keys`) and the capability list the capabilities function
-//! serves (domain/src/capabilities.json, from the effects the routes declare), the Rust client's
+//! serves (domain/src/capabilities/capabilities.json, from the effects the routes declare), the Rust client's
 //! types and operations (clients/rust/src/generated.rs) and the MCP server's tools
 //! (functions/mcp/src/tools.json), and the webhook event-type catalog
 //! (functions/webhooks/src/event_types.json); and first the parts of template.yaml, the
@@ -34,7 +34,7 @@ fn main() {
         (root.join("openapi/openapi.yaml"), tools::openapi_yaml()),
         (root.join("functions/webhooks/src/event_types.json"), tools::event_types_json()),
         (model, model_doc),
-        (root.join("domain/src/capabilities.json"), tools::capabilities_json()),
+        (root.join("domain/src/capabilities/capabilities.json"), tools::capabilities_json()),
         (root.join("docs/scan-scoring.md"), domain::scans::rules::scoring_doc()),
         (root.join("clients/rust/src/generated.rs"), tools::rust_client_source()),
         (root.join("functions/mcp/src/tools.json"), tools::mcp_tools_json()),

@@ -1,104 +1,30 @@
-//! Workspaces: the tenant itself, its API keys and its members (keys: `keys::WORKSPACE`,
-//! `keys::SLUG_CLAIM`, `keys::API_KEY`, `keys::API_KEY_LOOKUP`, `keys::MEMBER`).
+//! Workspaces in the table: the workspace with its slug claim, its API keys and their
+//! look-ups, its members, the effects that change them (settings, membership, keys) and the
+//! lists.
 
+use super::{ApiKey, CreateApiKey, Member, SetMember, UpdateWorkspace, Workspace, accent_contrast, slugify, valid_slug};
+use crate::effects::{self as fx, Authority, ChangeMember, RevokeApiKey};
+use crate::ids::ApiKeyId;
 use crate::keys;
-use serde::{Deserialize, Serialize};
 use shared::auth::Scope;
 use shared::auth::WorkspaceId;
+use shared::auth::{self, Credential, Principal, RequiresConfirmation};
+use shared::authority::Grant;
+use shared::events::Event;
 use shared::events::EventType;
+use shared::outbox::Tx;
+use shared::store::{self, Record, s, ws_pk};
+use shared::validate::{self, Errors, Patch};
 use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 
-pub use crate::ids::ApiKeyId;
-use utoipa::ToSchema;
-
 /// The workspace item's sort key (`keys::WORKSPACE` has no placeholder).
 pub const WORKSPACE_SK: &str = keys::WORKSPACE.table.sk;
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
-pub struct Workspace {
-    /// `ws_...`
-    #[serde(deserialize_with = "WorkspaceId::from_record")]
-    pub id: WorkspaceId,
-    /// Always `workspace`.
-    pub object: String,
-    pub name: String,
-    /// Unique across the platform: lowercase letters, digits and hyphens.
-    pub slug: String,
-    /// IANA time zone, e.g. `Europe/Berlin`.
-    pub timezone: String,
-    /// BCP 47 tag, e.g. `en` or `de-AT`.
-    pub locale: String,
-    /// ISO 4217 code.
-    pub default_currency: String,
-    /// Origins (`https://host[:port]`) a portal login link may return to; at most 10.
-    #[serde(default)]
-    pub portal_origins: Vec<String>,
-    /// The portal pages' logo: an https URL of a PNG, JPEG, WebP or GIF (at most 256 KiB),
-    /// fetched by the platform and served from the pages' own origin.
-    #[serde(default)]
-    #[schema(max_length = 2048)]
-    pub logo_url: Option<String>,
-    /// The portal pages' accent colour, `#rrggbb`: buttons and links carry it, so it must have
-    /// a contrast of at least 4.5:1 against white (the page and the buttons' text).
-    #[serde(default)]
-    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
-    pub accent_color: Option<String>,
-    pub metadata: BTreeMap<String, String>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
-pub struct ApiKey {
-    /// `key_...`
-    pub id: ApiKeyId,
-    /// Always `api_key`.
-    pub object: String,
-    pub name: String,
-    /// The first characters of the key, to recognise it.
-    pub prefix: String,
-    pub scopes: Vec<Scope>,
-    /// Which of its confirmable writes need a person's capability confirmation
-    /// (`X-Capability-Confirmation`): `true` all of them, `false` none, or a list of
-    /// capabilities (`GET /capabilities`).
-    #[serde(default)]
-    pub requires_confirmation: shared::auth::RequiresConfirmation,
-    /// Who made it: `key:<key id>` or an OAuth subject; absent for the key a workspace is
-    /// created with.
-    #[serde(default)]
-    pub created_by: Option<String>,
-    pub created_at: Timestamp,
-    pub last_used_at: Option<Timestamp>,
-    pub revoked_at: Option<Timestamp>,
-    /// The full key: present only in the response that created it.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub secret: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
-pub struct Member {
-    /// Always `member`.
-    pub object: String,
-    /// The identity provider's subject (`sub` claim).
-    pub subject: String,
-    /// owner, admin, member or viewer.
-    pub role: String,
-    #[serde(deserialize_with = "WorkspaceId::from_record")]
-    pub workspace_id: WorkspaceId,
-    pub created_at: Timestamp,
-}
 
 /// The workspace item, with its version.
 pub async fn load(app: &App, ws: &WorkspaceId) -> ApiResult<(Workspace, i64)> {
     app.db.get_object(ws, WORKSPACE_SK).await?.ok_or_else(|| ApiError::not_found("workspace"))
 }
-
-// ---------- the effects: the workspace's settings, members and keys ----------
-
-use crate::effects::{self as fx, Authority, ChangeMember, RevokeApiKey};
-use shared::events::Event;
-use shared::store::{self, Record, s, ws_pk};
 
 pub fn slug_pk(slug: &str) -> String {
     keys::SLUG_CLAIM.pk(&[slug])
@@ -230,38 +156,6 @@ pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &Work
     Ok(key)
 }
 
-// ---------- operations ----------
-
-use shared::auth::{self, Credential, Principal, RequiresConfirmation};
-use shared::authority::Grant;
-use shared::ids::Timestamp;
-use shared::outbox::Tx;
-use shared::validate::{self, Errors, Patch};
-
-fn valid_slug(slug: &str) -> bool {
-    (3..=48).contains(&slug.len())
-        && slug.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !slug.starts_with('-')
-        && !slug.ends_with('-')
-        && !slug.contains("--")
-}
-
-/// A slug from a name: `Acme GmbH & Co` -> `acme-gmbh-co`.
-pub fn slugify(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.to_lowercase().chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c);
-        } else if !out.ends_with('-') && !out.is_empty() {
-            out.push('-');
-        }
-    }
-    let out = out.trim_end_matches('-').chars().take(40).collect::<String>();
-    if out.len() < 3 { format!("ws-{out}").trim_end_matches('-').to_string() } else { out }
-}
-
-// ---------- operations used by the admin CLI (no HTTP route creates workspaces) ----------
-
 /// Create a workspace with a first API key. Returns the workspace and the key's secret.
 pub async fn create_workspace(app: &App, name: &str) -> ApiResult<(Workspace, String)> {
     let mut errs = Errors::new();
@@ -375,46 +269,6 @@ fn new_api_key(
     Ok((key, secret, vec![listing, lookup]))
 }
 
-/// A change to the workspace's settings.
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateWorkspace {
-    #[serde(default)]
-    #[schema(value_type = String, min_length = 1, max_length = 100, pattern = "\\S")]
-    pub name: Patch<String>,
-    /// 3 to 48 lowercase letters, digits and single hyphens, neither first nor last.
-    #[serde(default)]
-    #[schema(value_type = String, min_length = 3, max_length = 48, pattern = "^[a-z0-9]+(-[a-z0-9]+)*$")]
-    pub slug: Patch<String>,
-    #[serde(default)]
-    // The shapes `validate::is_timezone`, `is_locale` and `is_currency` accept; which names,
-    // tags and codes exist is theirs (docs/api.md).
-    #[schema(value_type = String, pattern = "^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$")]
-    pub timezone: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = String, pattern = "^[a-z]{2,3}(-([A-Z]{2}|[0-9]{3}|[A-Z][a-z]{3}))*$")]
-    pub locale: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = String, pattern = "^[A-Z]{3}$")]
-    pub default_currency: Patch<String>,
-    /// Origins a portal login link may return to (`https://shop.example.com`); replaces the list.
-    #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>, max_items = 10)]
-    pub portal_origins: Patch<Vec<String>>,
-    /// https URL of the portal pages' logo; null removes it.
-    #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 2048)]
-    pub logo_url: Patch<String>,
-    /// `#rrggbb` with a contrast of at least 4.5:1 against white; null for the default.
-    #[serde(default)]
-    #[schema(value_type = Option<String>, pattern = "^#[0-9a-fA-F]{6}$")]
-    pub accent_color: Patch<String>,
-    /// Replaces the whole map.
-    #[serde(default)]
-    #[schema(value_type = Option<BTreeMap<String, String>>)]
-    pub metadata: Patch<BTreeMap<String, String>>,
-}
-
 /// Change the settings (the effect `UpdateWorkspace`); the workspace as it now is.
 pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &WorkspaceId, input: UpdateWorkspace) -> ApiResult<Workspace> {
     let (mut ws, version) = load(app, ws_id).await?;
@@ -490,17 +344,6 @@ pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &Wo
     Ok(ws)
 }
 
-/// A `#rrggbb` colour's contrast ratios (WCAG 2) against white and against black.
-pub fn accent_contrast(c: &str) -> Option<(f64, f64)> {
-    let hex = c.strip_prefix('#').filter(|h| h.len() == 6 && h.bytes().all(|b| b.is_ascii_hexdigit()))?;
-    let channel = |i: usize| {
-        let v = f64::from(u8::from_str_radix(&hex[i..i + 2], 16).ok()?) / 255.0;
-        Some(if v <= 0.04045 { v / 12.92 } else { ((v + 0.055) / 1.055).powf(2.4) })
-    };
-    let l = 0.2126 * channel(0)? + 0.7152 * channel(2)? + 0.0722 * channel(4)?;
-    Some((1.05 / (l + 0.05), (l + 0.05) / 0.05))
-}
-
 /// The workspaces an OAuth subject is a member of, after `after`; the page and the key to go
 /// on from.
 pub async fn of_subject(app: &App, subject: &str, after: Option<String>, limit: usize) -> ApiResult<(Vec<Workspace>, Option<String>)> {
@@ -511,14 +354,6 @@ pub async fn of_subject(app: &App, subject: &str, after: Option<String>, limit: 
     let keys: Vec<(String, String)> = ids.iter().map(|id| (ws_pk(id), WORKSPACE_SK.to_string())).collect();
     let workspaces: Vec<Workspace> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
     Ok((workspaces, out.next_after))
-}
-
-/// A member's role.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SetMember {
-    /// owner, admin, member or viewer.
-    pub role: String,
 }
 
 /// Add a member or change a member's role (the effect `ChangeMember`). Only an owner grants
@@ -577,22 +412,6 @@ pub async fn change_member(
     let acting_owner = touches_owner.then_some(caller.as_str());
     set_member(auth, app, &member, old_role.as_deref(), acting_owner).await?;
     Ok(member)
-}
-
-/// A new API key.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateApiKey {
-    /// 1 to 100 characters.
-    #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
-    pub name: String,
-    /// Defaults to `["read", "write"]`; never `confirm` (a key is not a person).
-    #[serde(default)]
-    pub scopes: Option<Vec<Scope>>,
-    /// `true`: every confirmable write of this key needs a person's capability confirmation;
-    /// a list: these capabilities only (`GET /capabilities`). Defaults to `false`.
-    #[serde(default)]
-    pub requires_confirmation: Option<RequiresConfirmation>,
 }
 
 /// Validate and create an API key no stronger than the credential `by` that asks for it (the
@@ -655,31 +474,4 @@ pub async fn api_keys(app: &App, ws: &WorkspaceId, after: Option<String>, limit:
 /// One page of the workspace's members.
 pub async fn members(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Member>, Option<String>)> {
     shared::request::page(app, keys::MEMBERS.query(&[ws], &[], after, limit)).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slugs() {
-        assert_eq!(slugify("Acme GmbH & Co"), "acme-gmbh-co");
-        assert_eq!(slugify("A"), "ws-a");
-        assert!(valid_slug(&slugify("Zoë's Café!!")), "{}", slugify("Zoë's Café!!"));
-        assert!(valid_slug("acme-2"));
-        assert!(!valid_slug("-acme") && !valid_slug("ac") && !valid_slug("Acme") && !valid_slug("a--b"));
-    }
-}
-
-#[cfg(test)]
-mod accent_tests {
-    #[test]
-    fn an_accent_needs_4_5_to_1_against_white() {
-        let (white, black) = super::accent_contrast("#000000").unwrap();
-        assert!((white - 21.0).abs() < 0.01 && (black - 1.0).abs() < 0.01);
-        assert!(super::accent_contrast("#1d4ed8").unwrap().0 >= 4.5, "a usual brand blue passes");
-        assert!(super::accent_contrast("#ffd400").unwrap().0 < 4.5, "yellow on white does not");
-        assert!(super::accent_contrast("#777777").unwrap().0 < 4.5, "#777 is 4.48:1");
-        assert!(super::accent_contrast("1d4ed8").is_none() && super::accent_contrast("#1d4ed").is_none());
-    }
 }

@@ -1,16 +1,17 @@
-//! The customer portal's credentials: a one-time login link (`psl_` + 43 base62 characters,
-//! 256 bits, valid 15 minutes) exchanged once for a session (`pss_...`, `X-Portal-Session`,
-//! sliding 1 hour up to 8 hours, revocable). Both are stored only as SHA-256 hashes in look-up
-//! items (`PORTALLINK#<hash>`, `PORTALSESSION#<hash>`); GSI1 lists a contact's links and
-//! sessions so that an erasure finds them.
+//! The portal's credentials in the table: login links, sessions, erasure codes and sign-in
+//! codes stored as hashes, their exchange and revocation, the customer's own record (`me`)
+//! and emails, and the privacy rule.
 
+use super::{
+    Delivery, ERASURE_CODE_SECS, ERASURE_CODE_TRIES, ERASURE_CODES_PER_SESSION, ErasureCode, LINK_PREFIX, LINK_SECS, Lang, Me, PortalEmail,
+    PortalLink, PortalSession, SIGN_IN_CODE_TRIES, SIGN_IN_FLOOR, SIGN_IN_PREFIX, SignIn, UpdateMe, allowed_return, code_hash,
+    link_refused, sign_in_mail, time,
+};
 use crate::contacts::{self, Contact, ContactId};
 use crate::effects::{Authority, EmailSignInLink, EraseSubject, OpenPortalSession, SendEmail};
 use crate::emails::secret_placeholder;
-use crate::ids::EmailId;
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule};
-use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::auth::{PORTAL_SESSION_IDLE_SECS, PORTAL_SESSION_MAX_SECS, PORTAL_SESSION_PREFIX, hash_api_key, random_base62};
 use shared::error::ErrorCode;
@@ -19,12 +20,7 @@ use shared::events::EventType;
 use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, n, s};
-use shared::validate::Patch;
 use shared::{ApiError, ApiResult, App};
-use utoipa::ToSchema;
-
-pub const LINK_PREFIX: &str = "psl_";
-pub const LINK_SECS: i64 = 15 * 60;
 
 pub const PRIVACY: &[Rule] = &[
     Rule {
@@ -49,65 +45,6 @@ pub const PRIVACY: &[Rule] = &[
         erase: Erase::Delete,
     },
 ];
-
-/// How a login link reaches the customer, and so what a session proves.
-#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = PortalLinkDelivery)]
-pub enum Delivery {
-    /// Emailed to the contact's address from the workspace's verified sending domain: the
-    /// session proves the customer reads that inbox. No token in the answer.
-    #[default]
-    Email,
-    /// Handed to the caller (admin scope) to embed in its own signed-in pages: the session
-    /// proves only that the workspace vouched for the customer.
-    Return,
-}
-
-impl Delivery {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Email => "email",
-            Self::Return => "return",
-        }
-    }
-}
-
-#[derive(Serialize, ToSchema, Clone)]
-pub struct PortalLink {
-    /// Always `portal_link`.
-    pub object: String,
-    pub delivery: Delivery,
-    /// `return`: the one-time login token, shown once, valid 15 minutes, exchanged once.
-    /// `email`: null (it went to the customer's inbox).
-    pub token: Option<String>,
-    /// `return`: `return_url` with `#portal_token=<token>` (in the fragment, so no server logs it).
-    pub url: Option<String>,
-    pub contact_id: ContactId,
-    /// `email`: the email that carries the link.
-    pub email_id: Option<EmailId>,
-    pub expires_at: Timestamp,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct PortalSession {
-    /// Always `portal_session`.
-    pub object: String,
-    /// Send as `X-Portal-Session`; valid 1 hour from its last use, 8 hours at most.
-    pub session_token: String,
-    pub expires_at: Timestamp,
-    pub contact: Contact,
-}
-
-fn time(secs: i64) -> shared::ids::Timestamp {
-    shared::ids::Timestamp::from(chrono::DateTime::from_timestamp(secs, 0).unwrap_or_default())
-}
-
-/// Is `url` https on one of the workspace's portal origins (`scheme://host[:port]`)?
-pub fn allowed_return(url: &str, origins: &[String]) -> bool {
-    let Ok(u) = url::Url::parse(url) else { return false };
-    u.scheme() == "https" && u.username().is_empty() && origins.iter().any(|o| u.origin().ascii_serialization() == o.trim_end_matches('/'))
-}
 
 /// The effect `OpenPortalSession`: a login link whose token goes to the caller.
 pub async fn return_link(
@@ -257,22 +194,6 @@ pub async fn proof(
     })
 }
 
-/// How long an erasure code lives; how many codes one session may ask for, and how many
-/// guesses it has in all (a new code does not give new guesses).
-pub const ERASURE_CODE_SECS: i64 = 15 * 60;
-pub const ERASURE_CODES_PER_SESSION: i64 = 3;
-pub const ERASURE_CODE_TRIES: i64 = 5;
-
-/// What `POST /portal/me/erasure/code` answers.
-#[derive(Serialize, ToSchema)]
-pub struct ErasureCode {
-    /// Always `portal_erasure_code`.
-    pub object: String,
-    /// The email that carries the code.
-    pub email_id: EmailId,
-    pub expires_at: Timestamp,
-}
-
 /// One conditional update of a portal session's item: false when its condition failed.
 async fn update_session(app: &App, pk: &str, update: &str, condition: &str, values: Vec<(&str, shared::store::Value)>) -> ApiResult<bool> {
     let mut write = app.db.update(pk, keys::PORTAL_SESSION.table.sk, update).when(condition);
@@ -280,10 +201,6 @@ async fn update_session(app: &App, pk: &str, update: &str, condition: &str, valu
         write = write.value(k, v);
     }
     Ok(write.apply().await?.is_some())
-}
-
-fn code_hash(session_pk: &str, code: &str) -> String {
-    hash_api_key(&format!("{session_pk}/{code}"))
 }
 
 /// Irreversible self-service asks for proof from the customer's inbox, however the session
@@ -382,10 +299,6 @@ pub async fn exchange(app: &App, token: &str) -> ApiResult<PortalSession> {
     exchange_token(app, token, None).await
 }
 
-fn link_refused() -> ApiError {
-    ApiError::unauthorized("the login link is invalid, expired or already used")
-}
-
 /// [`exchange`] by the link's hash (a sign-in code stands for the link it was sent with);
 /// `within`: the link must be this workspace's (the pages of one workspace sign in to it only).
 async fn exchange_hash(app: &App, link_hash: &str, within: Option<&WorkspaceId>) -> ApiResult<PortalSession> {
@@ -461,68 +374,6 @@ async fn exchange_token(app: &App, token: &str, within: Option<&WorkspaceId>) ->
         return Err(link_refused());
     }
     exchange_hash(app, &hash_api_key(token), within).await
-}
-
-// ---------- signing in from the customer's own address ----------
-
-/// The browser's (or app's) handle on one sign-in: `psi_` + 43 base62 characters.
-pub const SIGN_IN_PREFIX: &str = "psi_";
-/// Guesses one sign-in's code gets.
-pub const SIGN_IN_CODE_TRIES: i64 = 5;
-/// The least time a sign-in request takes, whether the address is a contact's or not: the
-/// answer and its timing say nothing about who is a customer.
-pub const SIGN_IN_FLOOR: std::time::Duration = std::time::Duration::from_millis(900);
-
-/// What `POST /portal/sign-in` answers, the same for every address.
-#[derive(Serialize, ToSchema)]
-pub struct SignIn {
-    /// Always `portal_sign_in`.
-    pub object: String,
-    /// Send it back with the emailed code to `POST /portal/sign-in/verify`; it is not a
-    /// session and opens nothing by itself.
-    pub attempt: String,
-    pub expires_at: Timestamp,
-}
-
-/// The language of the customer's mail and pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Lang {
-    #[default]
-    En,
-    Nb,
-}
-
-impl Lang {
-    /// The first of `Accept-Language`'s languages we speak (Norwegian of any kind is Bokmål).
-    pub fn from_accept_language(header: Option<&str>) -> Self {
-        let mut tags: Vec<(f32, &str)> = header
-            .unwrap_or_default()
-            .split(',')
-            .filter_map(|part| {
-                let mut it = part.split(';');
-                let tag = it.next()?.trim();
-                let q = it.find_map(|p| p.trim().strip_prefix("q=")).and_then(|q| q.parse().ok()).unwrap_or(1.0);
-                Some((q, tag))
-            })
-            .collect();
-        tags.sort_by(|a, b| b.0.total_cmp(&a.0));
-        for (_, tag) in tags {
-            let primary = tag.split('-').next().unwrap_or_default().to_ascii_lowercase();
-            match primary.as_str() {
-                "nb" | "no" | "nn" => return Lang::Nb,
-                "en" => return Lang::En,
-                _ => {}
-            }
-        }
-        Lang::En
-    }
-    pub fn tag(self) -> &'static str {
-        match self {
-            Lang::En => "en",
-            Lang::Nb => "nb",
-        }
-    }
 }
 
 fn sign_in_pk(attempt: &str) -> String {
@@ -633,23 +484,6 @@ async fn sign_in_unpadded(
     Ok(SignIn { object: "portal_sign_in".into(), attempt, expires_at: time(expires) })
 }
 
-fn sign_in_mail(lang: Lang, workspace: &str, url: &str, code: &str) -> (String, String) {
-    match lang {
-        Lang::En => (
-            format!("Your sign-in link for {workspace}"),
-            format!(
-                "Sign in to {workspace} with this link (valid 15 minutes, once):\n\n{url}\n\nOr type this code where you asked to sign in: {code}\n\nIf you did not ask for it, ignore this email."
-            ),
-        ),
-        Lang::Nb => (
-            format!("Innloggingslenken din for {workspace}"),
-            format!(
-                "Logg inn hos {workspace} med denne lenken (gyldig i 15 minutter, én gang):\n\n{url}\n\nEller skriv inn denne koden der du ba om å logge inn: {code}\n\nHvis du ikke ba om dette, kan du se bort fra e-posten."
-            ),
-        ),
-    }
-}
-
 /// The code from the customer's inbox opens the sign-in it was sent for, once: a guess counts
 /// before it is compared, the right one deletes the attempt (a conditional delete only one
 /// request makes) and spends its link. Wrong, used up, expired and unknown all answer alike.
@@ -715,45 +549,11 @@ pub async fn revoke(app: &App, session_token: &str) -> ApiResult<()> {
     app.db.delete(&shared::auth::portal_session_pk(session_token), keys::PORTAL_SESSION.table.sk).await
 }
 
-// ---------- the customer's own record ----------
-
-/// The signed-in customer: their contact and their marketing choice.
-#[derive(Serialize, ToSchema)]
-pub struct Me {
-    /// Always `portal_me`.
-    pub object: String,
-    pub contact: Contact,
-    /// The newest `marketing_email` consent event's answer; null when there is none.
-    pub marketing_consent: Option<bool>,
-}
-
 /// The customer's view of their contact.
 pub async fn me(app: &App, ws: &WorkspaceId, c: Contact) -> ApiResult<Me> {
     let subject = crate::privacy::Subject::of(&c);
     let state = contacts::consents::state(app, ws, &subject).await?;
     Ok(Me { object: "portal_me".into(), marketing_consent: state.purposes.get("marketing_email").map(|p| p.granted), contact: c })
-}
-
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateMe {
-    #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 200)]
-    pub first_name: Patch<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 200)]
-    pub last_name: Patch<String>,
-    /// E.164.
-    #[serde(default)]
-    #[schema(value_type = Option<String>, pattern = "^(\\+[1-9][0-9]{1,14})?$")]
-    pub phone: Patch<String>,
-    /// Records a `marketing_email` consent event with source `portal`.
-    pub marketing_consent: Option<bool>,
-    /// The wording the customer saw next to the choice (default: a generic portal text).
-    #[schema(max_length = 10000)]
-    pub consent_text: Option<String>,
-    #[schema(max_length = 100)]
-    pub consent_text_version: Option<String>,
 }
 
 /// The customer changes their name or phone (never their address: that is the vouched email
@@ -809,20 +609,6 @@ pub async fn update_me(
     me(app, ws, c).await
 }
 
-/// An email as the customer sees it: what, from whom, when, and where it stands; no bodies.
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct PortalEmail {
-    #[schema(value_type = crate::ids::EmailId)]
-    pub id: String,
-    /// Always `email`.
-    pub object: String,
-    pub from: String,
-    pub subject: String,
-    pub status: crate::emails::EmailStatus,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
 /// One page of the emails sent to a contact, newest first (the API's list and the pages'):
 /// only mail addressed to the customer (To, Cc or Bcc holds their address, current or former).
 /// Mail merely linked to the contact (staff writing about them) is the workspace's, not
@@ -864,21 +650,4 @@ pub async fn emails_of(
     let mut list: Vec<PortalEmail> = rows.into_iter().filter(|r| to_them(r, &own)).map(|r| r.email).collect();
     list.sort_by(|a, b| b.id.cmp(&a.id));
     Ok((list, next))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn return_urls_must_be_https_on_an_allowed_origin() {
-        let o = vec!["https://shop.example.com".to_string(), "https://app.example.org:8443/".to_string()];
-        assert!(allowed_return("https://shop.example.com/account?x=1", &o));
-        assert!(allowed_return("https://app.example.org:8443/p", &o));
-        assert!(!allowed_return("http://shop.example.com/", &o));
-        assert!(!allowed_return("https://shop.example.com.evil.org/", &o));
-        assert!(!allowed_return("https://user@shop.example.com/", &o));
-        assert!(!allowed_return("https://app.example.org/p", &o), "another port is another origin");
-        assert!(!allowed_return("javascript:alert(1)", &o));
-    }
 }
