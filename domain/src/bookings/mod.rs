@@ -27,9 +27,9 @@ use shared::validate::Errors;
 use shared::zone::Zone;
 use std::collections::BTreeMap;
 pub use store::{
-    Guard, PRIVACY, Party, PartyInput, Prefetched, Request, StoredBooking, availability, book, booking_sk, cancel, create_resource,
-    create_service, delete_resource, delete_service, hold, hold_sk, load_booking, load_hold, load_resource, load_service, of_contact,
-    prefetch, reschedule, resource_sk, resources_of, service_sk, transition, update_resource, update_service,
+    Guard, PRIVACY, Party, PartyInput, Prefetched, Request, StoredBooking, availability, book, booking_sk, create_resource, create_service,
+    delete_resource, delete_service, hold, hold_sk, load_booking, load_hold, load_resource, load_service, of_contact, prefetch,
+    resource_sk, resources_of, service_sk, update_resource, update_service,
 };
 use utoipa::ToSchema;
 

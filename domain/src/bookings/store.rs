@@ -366,10 +366,10 @@ pub async fn prefetch(app: &App, ws: &WorkspaceId, svc: &Service, res: &str, sta
     Ok(Prefetched { res: res.to_string(), held: held_cells(app, ws, res, &first, &last).await? })
 }
 
-/// The cells held on `res` from `first` to `last`: the prefetched ones (once), or a Query.
 /// How many times one booking tries again after a concurrent transaction cancelled it.
 const CONTENTION_RETRIES: u32 = 5;
 
+/// The cells held on `res` from `first` to `last`: the prefetched ones (once), or a Query.
 async fn cells_now(
     app: &App,
     ws: &WorkspaceId,

@@ -1,18 +1,6 @@
 //! Workspaces: the tenant itself, its API keys and its members (keys: `keys::WORKSPACE`,
 //! `keys::SLUG_CLAIM`, `keys::API_KEY`, `keys::API_KEY_LOOKUP`, `keys::MEMBER`).
 
-#[cfg(test)]
-mod accent_tests {
-    #[test]
-    fn an_accent_needs_4_5_to_1_against_white() {
-        let (white, black) = super::accent_contrast("#000000").unwrap();
-        assert!((white - 21.0).abs() < 0.01 && (black - 1.0).abs() < 0.01);
-        assert!(super::accent_contrast("#1d4ed8").unwrap().0 >= 4.5, "a usual brand blue passes");
-        assert!(super::accent_contrast("#ffd400").unwrap().0 < 4.5, "yellow on white does not");
-        assert!(super::accent_contrast("#777777").unwrap().0 < 4.5, "#777 is 4.48:1");
-        assert!(super::accent_contrast("1d4ed8").is_none() && super::accent_contrast("#1d4ed").is_none());
-    }
-}
 mod store;
 
 pub use crate::ids::ApiKeyId;
@@ -211,5 +199,18 @@ mod tests {
         assert!(valid_slug(&slugify("Zoë's Café!!")), "{}", slugify("Zoë's Café!!"));
         assert!(valid_slug("acme-2"));
         assert!(!valid_slug("-acme") && !valid_slug("ac") && !valid_slug("Acme") && !valid_slug("a--b"));
+    }
+}
+
+#[cfg(test)]
+mod accent_tests {
+    #[test]
+    fn an_accent_needs_4_5_to_1_against_white() {
+        let (white, black) = super::accent_contrast("#000000").unwrap();
+        assert!((white - 21.0).abs() < 0.01 && (black - 1.0).abs() < 0.01);
+        assert!(super::accent_contrast("#1d4ed8").unwrap().0 >= 4.5, "a usual brand blue passes");
+        assert!(super::accent_contrast("#ffd400").unwrap().0 < 4.5, "yellow on white does not");
+        assert!(super::accent_contrast("#777777").unwrap().0 < 4.5, "#777 is 4.48:1");
+        assert!(super::accent_contrast("1d4ed8").is_none() && super::accent_contrast("#1d4ed").is_none());
     }
 }
