@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::events::EventType;
+use shared::ids::Timestamp;
 use shared::outbox::Tx;
 use shared::store::{self, Item, TxError, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -345,20 +346,158 @@ fn ses_id(message_id: &str) -> Option<&str> {
     (domain == "amazonses.com" || domain.ends_with(".amazonses.com")).then_some(local)
 }
 
+impl Incoming {
+    /// Keeps at most [`MAX_LISTED_FILES`] files, their names and types printable and short, each
+    /// with the hash of its bytes; what it dropped is the truncation's start.
+    fn limit_files(&mut self) -> Truncation {
+        let mut truncated = Truncation { message_bytes: self.oversized, ..Truncation::default() };
+        if self.attachments.len() > MAX_LISTED_FILES {
+            truncated.files_omitted = (self.attachments.len() - MAX_LISTED_FILES) as u32;
+            self.attachments.truncate(MAX_LISTED_FILES);
+        }
+        for (a, bytes) in &mut self.attachments {
+            let field = |v: &str| cut(&printable(v), MAX_FILE_FIELD_BYTES).to_string();
+            a.filename = field(&a.filename);
+            a.content_type = field(&a.content_type);
+            a.content_id = a.content_id.as_deref().map(field);
+            a.sha256 = bytes.as_deref().map(shared::crypto::sha256_hex);
+        }
+        truncated
+    }
+
+    /// Spam and machines are recorded without reopening anything or telling anyone.
+    fn quiet(&self) -> bool {
+        self.spam || self.automatic.is_some()
+    }
+
+    /// The message as recorded in `conversation_id`: printable text and sanitised HTML within
+    /// their limits, at most [`MAX_RECIPIENTS`] recipients, and what was cut.
+    fn message(&self, conversation_id: ConversationId, mut truncated: Truncation, now: Timestamp) -> Message {
+        let clean_text = printable(&self.text);
+        let text = cut(&clean_text, MAX_TEXT_BYTES);
+        if text.len() < clean_text.len() {
+            truncated.text_bytes = Some(self.text.len() as u64);
+        }
+        // Cut, then sanitised (which closes what the cut leaves open and may grow the text by
+        // escaping it): cut shorter until it fits.
+        let body_html = self.html.as_deref().map(|h| {
+            let mut limit = MAX_HTML_BYTES;
+            let mut clean = sanitise_html(cut(h, limit));
+            while clean.len() > MAX_HTML_BYTES && limit > 1024 {
+                limit /= 2;
+                clean = sanitise_html(cut(h, limit));
+            }
+            if h.len() > MAX_HTML_BYTES {
+                truncated.html_bytes = Some(h.len() as u64);
+            }
+            clean
+        });
+        let mut to = self.to.clone();
+        if to.len() > MAX_RECIPIENTS {
+            truncated.recipients_omitted = (to.len() - MAX_RECIPIENTS) as u32;
+            to.truncate(MAX_RECIPIENTS);
+        }
+        Message {
+            id: crate::ids::HelpdeskMessageId::generate(),
+            object: "helpdesk_message".into(),
+            conversation_id,
+            r#type: MessageType::Inbound,
+            from: self.from.clone(),
+            to,
+            body_text: text.to_string(),
+            body_html: body_html.filter(|h| !h.trim().is_empty()),
+            delivery_status: None,
+            email_id: None,
+            author: None,
+            message_id: Some(self.message_id.clone()),
+            attachments: self.attachments.iter().map(|(a, _)| a.clone()).collect(),
+            automatic: self.automatic,
+            authentication: Some(self.authentication.clone()),
+            truncated: (truncated != Truncation::default()).then_some(truncated),
+            created_at: now,
+        }
+    }
+
+    /// The conversation this message starts: spam closed and tagged `spam`, a sender who failed
+    /// authentication tagged `unverified`.
+    fn conversation(&self, id: ConversationId, contact_id: Option<ContactId>, now: Timestamp) -> Conversation {
+        let verified = self.authentication.verified;
+        let subject =
+            if self.subject.trim().is_empty() { "(no subject)".to_string() } else { self.subject.trim().chars().take(300).collect() };
+        let mut tags: Vec<String> = vec![];
+        if self.spam {
+            tags.push("spam".into());
+        }
+        if !verified {
+            tags.push("unverified".into());
+        }
+        Conversation {
+            id,
+            object: "helpdesk_conversation".into(),
+            subject,
+            status: if self.spam { ConversationStatus::Closed } else { ConversationStatus::Open },
+            priority: Priority::Normal,
+            assignee: None,
+            tags,
+            contact_id,
+            unverified: !verified,
+            channel: "email".into(),
+            mailbox: self.mailbox.clone(),
+            snoozed_until: None,
+            last_message_at: now,
+            message_count: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// `old` with one more message: a person's message reopens it (closed or snoozed) and moves its
+/// last-message time; a quiet one only counts.
+fn received(old: &Conversation, quiet: bool, now: Timestamp) -> Conversation {
+    let mut c = old.clone();
+    c.message_count += 1;
+    c.updated_at = now;
+    if !quiet {
+        c.last_message_at = now;
+        c.status = ConversationStatus::Open;
+        c.snoozed_until = None;
+    }
+    c
+}
+
+/// The events a received message announces, in order: on a new conversation its creation and
+/// the message; on an existing one the message, and when its status changed the update and,
+/// from closed or snoozed, the reopening. A quiet message announces nothing.
+fn announced(old: Option<&Conversation>, c: &Conversation, quiet: bool) -> Vec<EventType> {
+    use EventType as E;
+    match (quiet, old) {
+        (true, _) => vec![],
+        (false, None) => vec![E::HelpdeskConversationCreated, E::HelpdeskMessageReceived],
+        (false, Some(old)) => {
+            let mut out = vec![E::HelpdeskMessageReceived];
+            if c.status != old.status {
+                out.push(E::HelpdeskConversationUpdated);
+                if matches!(old.status, ConversationStatus::Closed | ConversationStatus::Snoozed) {
+                    out.push(E::HelpdeskConversationReopened);
+                }
+            }
+            out
+        }
+    }
+}
+
+/// An announced event with its payload: the message, or the conversation.
+fn announce(ws: &WorkspaceId, e: EventType, c: &Conversation, m: &Message) -> Event {
+    match e {
+        EventType::HelpdeskMessageReceived => Event::new(ws, e, m),
+        _ => conversation_event(ws, e, c),
+    }
+}
+
 pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResult<Outcome> {
     // Files first: a duplicate delivery below links the same ones (names and hashes).
-    let mut truncated = Truncation { message_bytes: inc.oversized, ..Truncation::default() };
-    if inc.attachments.len() > MAX_LISTED_FILES {
-        truncated.files_omitted = (inc.attachments.len() - MAX_LISTED_FILES) as u32;
-        inc.attachments.truncate(MAX_LISTED_FILES);
-    }
-    for (a, bytes) in &mut inc.attachments {
-        let field = |v: &str| cut(&printable(v), MAX_FILE_FIELD_BYTES).to_string();
-        a.filename = field(&a.filename);
-        a.content_type = field(&a.content_type);
-        a.content_id = a.content_id.as_deref().map(field);
-        a.sha256 = bytes.as_deref().map(shared::crypto::sha256_hex);
-    }
+    let truncated = inc.limit_files();
     let verified = inc.authentication.verified;
     let own = ref_sk(&inc.message_id);
     let mut keys_: Vec<(String, String)> = vec![(ws_pk(ws), own.clone())];
@@ -419,50 +558,8 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
     };
     // Only a sender who passed authentication writes on a contact's timeline.
     let timeline_contact = contact_id.clone().filter(|_| verified);
-    let now = shared::ids::Timestamp::now();
-    let clean_text = printable(&inc.text);
-    let text = cut(&clean_text, MAX_TEXT_BYTES);
-    if text.len() < clean_text.len() {
-        truncated.text_bytes = Some(inc.text.len() as u64);
-    }
-    // Cut, then sanitised (which closes what the cut leaves open and may grow the text by
-    // escaping it): cut shorter until it fits.
-    let body_html = inc.html.as_deref().map(|h| {
-        let mut limit = MAX_HTML_BYTES;
-        let mut clean = sanitise_html(cut(h, limit));
-        while clean.len() > MAX_HTML_BYTES && limit > 1024 {
-            limit /= 2;
-            clean = sanitise_html(cut(h, limit));
-        }
-        if h.len() > MAX_HTML_BYTES {
-            truncated.html_bytes = Some(h.len() as u64);
-        }
-        clean
-    });
-    let mut to = inc.to.clone();
-    if to.len() > MAX_RECIPIENTS {
-        truncated.recipients_omitted = (to.len() - MAX_RECIPIENTS) as u32;
-        to.truncate(MAX_RECIPIENTS);
-    }
-    let m = Message {
-        id: crate::ids::HelpdeskMessageId::generate(),
-        object: "helpdesk_message".into(),
-        conversation_id: existing.as_ref().map_or_else(ConversationId::generate, |(c, _)| c.id.clone()),
-        r#type: MessageType::Inbound,
-        from: inc.from.clone(),
-        to,
-        body_text: text.to_string(),
-        body_html: body_html.filter(|h| !h.trim().is_empty()),
-        delivery_status: None,
-        email_id: None,
-        author: None,
-        message_id: Some(inc.message_id.clone()),
-        attachments: inc.attachments.iter().map(|(a, _)| a.clone()).collect(),
-        automatic: inc.automatic,
-        authentication: Some(inc.authentication.clone()),
-        truncated: (truncated != Truncation::default()).then_some(truncated),
-        created_at: now,
-    };
+    let now = Timestamp::now();
+    let m = inc.message(existing.as_ref().map_or_else(ConversationId::generate, |(c, _)| c.id.clone()), truncated, now);
     for (a, bytes) in &inc.attachments {
         if let (Some(b), Some(sum)) = (bytes, &a.sha256) {
             let key = attachment_key(ws, &inc.message_id, sum);
@@ -471,7 +568,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
                 .map_err(|e| ApiError::unavailable(format!("s3 put attachment: {e}")))?;
         }
     }
-    let quiet = inc.spam || inc.automatic.is_some();
+    let quiet = inc.quiet();
     let own_ref = Item::from([
         ("pk".into(), s(ws_pk(ws))),
         ("sk".into(), s(&own)),
@@ -481,67 +578,24 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
     let mut tx = Tx::new().put_if(own_ref, "attribute_not_exists(pk)", vec![]);
     let outcome = match existing {
         Some((old, version)) => {
-            let mut c = old.clone();
-            c.message_count += 1;
-            c.updated_at = now;
-            if !quiet {
-                c.last_message_at = now;
-                c.status = ConversationStatus::Open;
-                c.snoozed_until = None;
-            }
+            let c = received(&old, quiet, now);
             tx = snooze::changes(tx, ws, &old, &c).replace(record(ws, &c)?, version).put(message_record(ws, &m)?.item);
             if let Some(ct) = &timeline_contact {
                 tx = tx.put(timeline(ws, ct, &c, &m)?);
             }
-            if !quiet {
-                tx = tx.event(Event::new(ws, EventType::HelpdeskMessageReceived, &m));
-                if c.status != old.status {
-                    tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationUpdated, &c));
-                    if matches!(old.status, ConversationStatus::Closed | ConversationStatus::Snoozed) {
-                        tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationReopened, &c));
-                    }
-                }
+            for e in announced(Some(&old), &c, quiet) {
+                tx = tx.event(announce(ws, e, &c, &m));
             }
             Outcome::Appended { conversation_id: String::from(c.id), message_id: m.id.to_string() }
         }
         None => {
-            let subject =
-                if inc.subject.trim().is_empty() { "(no subject)".to_string() } else { inc.subject.trim().chars().take(300).collect() };
-            let mut tags: Vec<String> = vec![];
-            if inc.spam {
-                tags.push("spam".into());
-            }
-            if !verified {
-                tags.push("unverified".into());
-            }
-            let c = Conversation {
-                id: m.conversation_id.clone(),
-                object: "helpdesk_conversation".into(),
-                subject,
-                status: if inc.spam { ConversationStatus::Closed } else { ConversationStatus::Open },
-                priority: Priority::Normal,
-                assignee: None,
-                tags,
-                contact_id: contact_id.clone(),
-                unverified: !verified,
-                channel: "email".into(),
-                mailbox: inc.mailbox.clone(),
-                snoozed_until: None,
-                last_message_at: now,
-                message_count: 1,
-                created_at: now,
-                updated_at: now,
-            };
+            let c = inc.conversation(m.conversation_id.clone(), contact_id.clone(), now);
             tx = tx.create(record(ws, &c)?.version(1)).put(message_record(ws, &m)?.item);
             if let Some(ct) = &timeline_contact {
                 tx = tx.put(timeline(ws, ct, &c, &m)?);
             }
-            if !quiet {
-                tx = tx.event(conversation_event(ws, EventType::HelpdeskConversationCreated, &c)).event(Event::new(
-                    ws,
-                    EventType::HelpdeskMessageReceived,
-                    &m,
-                ));
+            for e in announced(None, &c, quiet) {
+                tx = tx.event(announce(ws, e, &c, &m));
             }
             Outcome::Created { conversation_id: String::from(c.id), message_id: m.id.to_string() }
         }
@@ -668,5 +722,115 @@ mod tests {
         assert_eq!(ses_id("0100018c@eu-west-1.amazonses.com"), Some("0100018c"));
         assert_eq!(ses_id("x@notamazonses.com"), None);
         assert_eq!(ref_hash("<A@b>".trim_matches(['<', '>'])), ref_hash("a@B"));
+    }
+
+    /// A message from `from`, verified or not, with `files` files of `name`.
+    fn incoming(verified: bool) -> Incoming {
+        let authentication = Authentication { verified, ..Authentication::default() };
+        Incoming {
+            mailbox: "support@smallco.example".into(),
+            token: None,
+            from: "ada@customer.example".into(),
+            from_name: None,
+            to: vec!["support@smallco.example".into()],
+            subject: "  Where is my order?  ".into(),
+            message_id: "m1@customer.example".into(),
+            references: vec![],
+            text: "hello".into(),
+            html: None,
+            attachments: vec![],
+            automatic: None,
+            spam: false,
+            authentication,
+            oversized: None,
+        }
+    }
+
+    fn at(s: &str) -> Timestamp {
+        Timestamp::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_new_conversation_is_open_closed_for_spam_and_tagged_when_unverified() {
+        let now = at("2027-03-01T10:00:00Z");
+        let c = incoming(true).conversation(ConversationId::generate(), None, now);
+        assert_eq!((c.status, c.subject.as_str(), c.tags.len(), c.unverified), (ConversationStatus::Open, "Where is my order?", 0, false));
+        assert_eq!((c.message_count, c.last_message_at, c.created_at), (1, now, now));
+        let spam = Incoming { spam: true, ..incoming(false) }.conversation(ConversationId::generate(), None, now);
+        assert_eq!(spam.status, ConversationStatus::Closed);
+        assert_eq!(spam.tags, ["spam", "unverified"]);
+        assert!(spam.unverified);
+        let untitled = Incoming { subject: " \t".into(), ..incoming(true) }.conversation(ConversationId::generate(), None, now);
+        assert_eq!(untitled.subject, "(no subject)");
+        let long = Incoming { subject: "é".repeat(400), ..incoming(true) }.conversation(ConversationId::generate(), None, now);
+        assert_eq!(long.subject.chars().count(), 300);
+    }
+
+    #[test]
+    fn a_persons_message_reopens_and_a_quiet_one_only_counts() {
+        let (then, now) = (at("2027-03-01T10:00:00Z"), at("2027-03-02T10:00:00Z"));
+        let mut old = incoming(true).conversation(ConversationId::generate(), None, then);
+        old.status = ConversationStatus::Snoozed;
+        old.snoozed_until = Some(at("2027-03-05T10:00:00Z"));
+        let c = received(&old, false, now);
+        assert_eq!(
+            (c.status, c.snoozed_until, c.last_message_at, c.updated_at, c.message_count),
+            (ConversationStatus::Open, None, now, now, 2)
+        );
+        assert_eq!(
+            announced(Some(&old), &c, false),
+            [EventType::HelpdeskMessageReceived, EventType::HelpdeskConversationUpdated, EventType::HelpdeskConversationReopened]
+        );
+        let quiet = received(&old, true, now);
+        assert_eq!((quiet.status, quiet.snoozed_until, quiet.last_message_at), (ConversationStatus::Snoozed, old.snoozed_until, then));
+        assert_eq!((quiet.updated_at, quiet.message_count), (now, 2));
+        assert!(announced(Some(&old), &quiet, true).is_empty(), "a machine's or spam's message tells no one");
+        // An open conversation stays open: the message only.
+        let open = incoming(true).conversation(ConversationId::generate(), None, then);
+        assert_eq!(announced(Some(&open), &received(&open, false, now), false), [EventType::HelpdeskMessageReceived]);
+        assert_eq!(announced(None, &open, false), [EventType::HelpdeskConversationCreated, EventType::HelpdeskMessageReceived]);
+        assert!(announced(None, &open, true).is_empty());
+        let machine = Incoming { automatic: Some(Automatic::Bounce), ..incoming(true) };
+        assert!(machine.quiet() && Incoming { spam: true, ..incoming(true) }.quiet() && !incoming(false).quiet());
+    }
+
+    #[test]
+    fn a_message_keeps_what_fits_and_says_what_it_cut() {
+        let file = |name: &str| {
+            let a = Attachment {
+                filename: name.into(),
+                content_type: "text/plain".into(),
+                size: 1,
+                content_id: None,
+                inline: false,
+                stored: true,
+                download_url: None,
+                sha256: None,
+            };
+            (a, Some(b"x".to_vec()))
+        };
+        let mut inc = Incoming {
+            attachments: (0..MAX_LISTED_FILES + 3).map(|_| file(&format!("a\u{7}{}", "n".repeat(300)))).collect(),
+            text: "t".repeat(MAX_TEXT_BYTES + 10),
+            html: Some(format!("<p>{}</p>", "h".repeat(MAX_HTML_BYTES))),
+            to: (0..MAX_RECIPIENTS + 2).map(|i| format!("r{i}@smallco.example")).collect(),
+            oversized: Some(9),
+            ..incoming(true)
+        };
+        let truncated = inc.limit_files();
+        assert_eq!((inc.attachments.len(), truncated.files_omitted, truncated.message_bytes), (MAX_LISTED_FILES, 3, Some(9)));
+        let (a, _) = &inc.attachments[0];
+        assert!(a.filename.len() <= MAX_FILE_FIELD_BYTES && !a.filename.contains('\u{7}'), "{}", a.filename);
+        assert_eq!(a.sha256.as_deref(), Some(shared::crypto::sha256_hex(b"x").as_str()));
+        let m = inc.message(ConversationId::generate(), truncated, at("2027-03-01T10:00:00Z"));
+        let t = m.truncated.expect("what was cut");
+        assert_eq!((m.body_text.len(), t.text_bytes), (MAX_TEXT_BYTES, Some(MAX_TEXT_BYTES as u64 + 10)));
+        assert!(m.body_html.as_ref().is_some_and(|h| h.len() <= MAX_HTML_BYTES) && t.html_bytes.is_some());
+        assert_eq!((m.to.len(), t.recipients_omitted), (MAX_RECIPIENTS, 2));
+        assert_eq!((m.r#type, m.message_id.as_deref()), (MessageType::Inbound, Some("m1@customer.example")));
+        // Nothing cut, nothing said; an HTML body that sanitises to nothing is none.
+        let small = Incoming { html: Some("<script>x</script>".into()), ..incoming(true) };
+        let m = small.message(ConversationId::generate(), Truncation::default(), at("2027-03-01T10:00:00Z"));
+        assert_eq!((m.truncated, m.body_html), (None, None));
     }
 }
