@@ -724,7 +724,7 @@ mod tests {
         assert_eq!(ref_hash("<A@b>".trim_matches(['<', '>'])), ref_hash("a@B"));
     }
 
-    /// A message from `from`, verified or not, with `files` files of `name`.
+    /// A customer's message to the support mailbox, its sender verified or not.
     fn incoming(verified: bool) -> Incoming {
         let authentication = Authentication { verified, ..Authentication::default() };
         Incoming {
@@ -753,7 +753,9 @@ mod tests {
     #[test]
     fn a_new_conversation_is_open_closed_for_spam_and_tagged_when_unverified() {
         let now = at("2027-03-01T10:00:00Z");
-        let c = incoming(true).conversation(ConversationId::generate(), None, now);
+        let ct = ContactId::generate();
+        let c = incoming(true).conversation(ConversationId::generate(), Some(ct.clone()), now);
+        assert_eq!(c.contact_id, Some(ct));
         assert_eq!((c.status, c.subject.as_str(), c.tags.len(), c.unverified), (ConversationStatus::Open, "Where is my order?", 0, false));
         assert_eq!((c.message_count, c.last_message_at, c.created_at), (1, now, now));
         let spam = Incoming { spam: true, ..incoming(false) }.conversation(ConversationId::generate(), None, now);
@@ -790,6 +792,21 @@ mod tests {
         assert_eq!(announced(Some(&open), &received(&open, false, now), false), [EventType::HelpdeskMessageReceived]);
         assert_eq!(announced(None, &open, false), [EventType::HelpdeskConversationCreated, EventType::HelpdeskMessageReceived]);
         assert!(announced(None, &open, true).is_empty());
+        // From closed: reopened too; from pending: updated, not reopened.
+        for (from, reopened) in [(ConversationStatus::Closed, true), (ConversationStatus::Pending, false)] {
+            let old = Conversation { status: from, ..open.clone() };
+            let c = received(&old, false, now);
+            assert_eq!(c.status, ConversationStatus::Open);
+            assert_eq!(announced(Some(&old), &c, false).contains(&EventType::HelpdeskConversationReopened), reopened, "{from:?}");
+            assert!(announced(Some(&old), &c, false).contains(&EventType::HelpdeskConversationUpdated), "{from:?}");
+        }
+        // The message announces the message, the others the conversation.
+        let ws = WorkspaceId::trusted("ws_1");
+        let m = incoming(true).message(open.id.clone(), Truncation::default(), now);
+        assert_eq!(announce(&ws, EventType::HelpdeskMessageReceived, &open, &m).data["id"], m.id.to_string());
+        for e in [EventType::HelpdeskConversationCreated, EventType::HelpdeskConversationUpdated, EventType::HelpdeskConversationReopened] {
+            assert_eq!(announce(&ws, e, &open, &m).data["id"], open.id.to_string(), "{e:?}");
+        }
         let machine = Incoming { automatic: Some(Automatic::Bounce), ..incoming(true) };
         assert!(machine.quiet() && Incoming { spam: true, ..incoming(true) }.quiet() && !incoming(false).quiet());
     }
@@ -828,6 +845,9 @@ mod tests {
         assert!(m.body_html.as_ref().is_some_and(|h| h.len() <= MAX_HTML_BYTES) && t.html_bytes.is_some());
         assert_eq!((m.to.len(), t.recipients_omitted), (MAX_RECIPIENTS, 2));
         assert_eq!((m.r#type, m.message_id.as_deref()), (MessageType::Inbound, Some("m1@customer.example")));
+        let machine = Incoming { automatic: Some(Automatic::AutoReply), ..incoming(false) };
+        let m = machine.message(ConversationId::generate(), Truncation::default(), at("2027-03-01T10:00:00Z"));
+        assert_eq!((m.automatic, m.authentication.map(|a| a.verified)), (Some(Automatic::AutoReply), Some(false)));
         // Nothing cut, nothing said; an HTML body that sanitises to nothing is none.
         let small = Incoming { html: Some("<script>x</script>".into()), ..incoming(true) };
         let m = small.message(ConversationId::generate(), Truncation::default(), at("2027-03-01T10:00:00Z"));
