@@ -45,15 +45,7 @@ fn sha(body: &[u8]) -> String {
 /// A concrete path of a pattern: each parameter becomes a well-formed id nobody has, of the
 /// route's kind where the route names objects (so the confirmation binds their absence).
 fn concrete(pattern: &str) -> String {
-    let kind = match pattern.split('/').nth(1).unwrap_or_default() {
-        "posts" => "post",
-        "webhooks" => "wh",
-        "channels" => "ch",
-        "emails" if pattern.starts_with("/emails/domains/") => "dom",
-        "bookings" => "bk",
-        "helpdesk" => "conv",
-        _ => "x",
-    };
+    let kind = domain::capabilities::path_id_kind(pattern).unwrap_or("x");
     let id = format!("{kind}_01HF6Z3Q8M4W2T9K7R5N1B0C6D");
     pattern.split('/').map(|s| if s.starts_with('{') { id.as_str() } else { s }).collect::<Vec<_>>().join("/")
 }

@@ -43,6 +43,21 @@ pub fn exists(capability: &str) -> bool {
     all().iter().any(|c| c.capability == name)
 }
 
+/// The kind of id (its prefix) a route's `{id}` names, where a confirmation binds that object:
+/// `post` for `/posts/{id}`, `dom` for `/emails/domains/{id}`; `None` where the path's id binds
+/// nothing.
+pub fn path_id_kind(pattern: &str) -> Option<&'static str> {
+    match pattern.split('/').nth(1).unwrap_or_default() {
+        "posts" => Some("post"),
+        "webhooks" => Some("wh"),
+        "channels" => Some("ch"),
+        "emails" if pattern.starts_with("/emails/domains/") => Some("dom"),
+        "bookings" => Some("bk"),
+        "helpdesk" => Some("conv"),
+        _ => None,
+    }
+}
+
 /// Does a concrete path (`/webhooks/wh_1`, normalised) fit a pattern (`/webhooks/{id}`)?
 pub fn path_fits(pattern: &str, path: &str) -> bool {
     let (p, c): (Vec<&str>, Vec<&str>) =

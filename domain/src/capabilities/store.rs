@@ -75,17 +75,8 @@ pub async fn bind(
     let area = pattern.split('/').nth(1).unwrap_or_default();
     // The path's id, when it is one of the kind the route names: a malformed one reaches no
     // object (the route answers 404), so nothing is read or bound for it.
-    let kind = match area {
-        "posts" => "post",
-        "webhooks" => "wh",
-        "channels" => "ch",
-        "emails" => "dom",
-        "bookings" => "bk",
-        "helpdesk" => "conv",
-        _ => "",
-    };
     match area {
-        _ if !shared::ids::is_valid(kind, id) => {}
+        _ if !super::path_id_kind(pattern).is_some_and(|kind| shared::ids::is_valid(kind, id)) => {}
         "posts" => {
             out.add("post", id, crate::keys::POST.sk(&[id]), |i| text(i, "content")).await?;
         }
