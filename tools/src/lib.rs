@@ -270,6 +270,18 @@ pub fn functions() -> Vec<String> {
     stack::functions(&localstack::repo_root()).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|f| f.folder).collect()
 }
 
+/// `capability-confirmations`, `send_email` -> `CapabilityConfirmations`, `SendEmail`: a name's
+/// words joined, each capitalised (generated Rust types, the template's resource names).
+pub(crate) fn camel(s: &str) -> String {
+    s.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+        })
+        .collect()
+}
+
 /// The OAuth subject `make dev` makes owner of its demo workspace, for
 /// `admin mint-token --subject dev-user`.
 pub const DEV_USER: &str = "dev-user";
@@ -350,7 +362,7 @@ pub fn openapi_doc() -> serde_json::Value {
     }
     // The contract's reading order (a documentation's sections); an area it does not name follows
     // in the order of the areas.
-    const READING_ORDER: [&str; 13] = [
+    const READING_ORDER: &[&str] = &[
         "workspaces",
         "posts",
         "channels",

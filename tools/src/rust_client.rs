@@ -11,6 +11,7 @@
 //! (`format: date-time`) are `chrono::DateTime<Utc>`, and ids (a pattern `^<prefix>_<ULID>$`)
 //! newtypes by kind (`PostId`) that read as `&str`.
 
+use crate::camel;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -111,16 +112,6 @@ struct Gen {
     extra: Vec<(String, Value)>,
     /// GET operations callable without a query: (operationId, path parameters, has a query).
     gets: Vec<(String, usize, bool)>,
-}
-
-fn camel(s: &str) -> String {
-    s.split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| {
-            let mut c = w.chars();
-            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
-        })
-        .collect()
 }
 
 fn field_ident(name: &str) -> String {

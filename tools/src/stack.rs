@@ -14,6 +14,7 @@
 //! new area needs no other edit. Text in, text out: the generator reads no crate, so it also
 //! runs on a copy whose new crate was never built.
 
+use crate::camel;
 use std::path::{Path, PathBuf};
 
 /// One folder of `functions/`.
@@ -37,16 +38,6 @@ impl Function {
     pub fn krate(&self) -> String {
         self.folder.replace('-', "_")
     }
-}
-
-/// `contact-import` → `ContactImport`.
-fn camel(s: &str) -> String {
-    s.split('-')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
-        })
-        .collect()
 }
 
 /// Every folder of `functions/` holding a crate, sorted.
@@ -190,7 +181,8 @@ const FUNCTION_METADATA: &str = r#"    Metadata:
             comment: "the environment holds resource names and URLs only (secrets come from Secrets Manager at run time); Lambda encrypts it at rest with the AWS-managed key"
 "#;
 
-/// A generated part: the file, the comment that starts its marker lines, and the part's text.
+/// A generated part, one per file: the file, the comment that starts its marker lines, and the
+/// part's text.
 struct Part {
     file: &'static str,
     comment: &'static str,
@@ -223,19 +215,15 @@ fn splice(text: &str, part: &Part) -> Result<String, String> {
 
 /// Every generated file as it should be: (path, current text, generated text).
 pub fn generated(root: &Path) -> Result<Vec<(PathBuf, String, String)>, String> {
-    let fs = functions(root)?;
-    let mut out: Vec<(PathBuf, String, String)> = vec![];
-    for part in parts(&fs) {
-        let path = root.join(part.file);
-        let current = match out.iter().find(|(p, ..)| *p == path) {
-            Some((_, _, g)) => g.clone(),
-            None => std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?,
-        };
-        let new = splice(&current, &part)?;
-        out.retain(|(p, ..)| *p != path);
-        out.push((path, current, new));
-    }
-    Ok(out)
+    parts(&functions(root)?)
+        .into_iter()
+        .map(|part| {
+            let path = root.join(part.file);
+            let current = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let new = splice(&current, &part)?;
+            Ok((path, current, new))
+        })
+        .collect()
 }
 
 /// Writes the generated parts; returns the files it changed.

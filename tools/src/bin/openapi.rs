@@ -11,44 +11,36 @@
 fn main() {
     let root = tools::localstack::repo_root();
     let check = std::env::args().any(|a| a == "--check");
-    let stack = tools::stack::generated(&root).unwrap_or_else(|e| panic!("{e}"));
-    if check {
-        for (path, current, new) in &stack {
-            if current != new {
-                eprintln!("{} is out of date: run `make generate`", path.display());
-            }
-        }
+    let stack = tools::stack::generated(&root).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|(path, _, new)| (path, new));
+    let files: Vec<(std::path::PathBuf, String)> = if std::env::args().any(|a| a == "--stack") {
+        stack.collect()
     } else {
-        for path in tools::stack::write(&root).unwrap_or_else(|e| panic!("{e}")) {
-            eprintln!("wrote {}", path.display());
-        }
-    }
-    if std::env::args().any(|a| a == "--stack") {
-        return;
-    }
-    let stack_drift = stack.iter().any(|(_, current, new)| current != new);
-    let model = root.join("docs/data-model.md");
-    let model_doc = tools::data_model_doc(&std::fs::read_to_string(&model).expect("docs/data-model.md"));
-    let files = [
-        (root.join("openapi/openapi.json"), tools::openapi_json()),
-        (root.join("openapi/openapi.yaml"), tools::openapi_yaml()),
-        (root.join("functions/webhooks/src/event_types.json"), tools::event_types_json()),
-        (model, model_doc),
-        (root.join("domain/src/capabilities/capabilities.json"), tools::capabilities_json()),
-        (root.join("docs/scan-scoring.md"), domain::scans::rules::scoring_doc()),
-        (root.join("clients/rust/src/generated.rs"), tools::rust_client_source()),
-        (root.join("functions/mcp/src/tools.json"), tools::mcp_tools_json()),
-    ];
-    let mut drift = check && stack_drift;
+        let model = root.join("docs/data-model.md");
+        let model_doc = tools::data_model_doc(&std::fs::read_to_string(&model).expect("docs/data-model.md"));
+        stack
+            .chain([
+                (root.join("openapi/openapi.json"), tools::openapi_json()),
+                (root.join("openapi/openapi.yaml"), tools::openapi_yaml()),
+                (root.join("functions/webhooks/src/event_types.json"), tools::event_types_json()),
+                (model, model_doc),
+                (root.join("domain/src/capabilities/capabilities.json"), tools::capabilities_json()),
+                (root.join("docs/scan-scoring.md"), domain::scans::rules::scoring_doc()),
+                (root.join("clients/rust/src/generated.rs"), tools::rust_client_source()),
+                (root.join("functions/mcp/src/tools.json"), tools::mcp_tools_json()),
+            ])
+            .collect()
+    };
+    let mut drift = false;
     for (path, content) in files {
+        let current = std::fs::read_to_string(&path).ok();
         if check {
-            if std::fs::read_to_string(&path).ok().as_deref() != Some(content.as_str()) {
+            if current.as_deref() != Some(content.as_str()) {
                 eprintln!("{} is out of date: run `make generate`", path.display());
                 drift = true;
             }
-        } else {
-            std::fs::create_dir_all(path.parent().expect("has parent")).expect("create openapi/");
-            std::fs::write(&path, content).expect("write openapi file");
+        } else if current.as_deref() != Some(content.as_str()) {
+            std::fs::create_dir_all(path.parent().expect("has parent")).expect("create the folder");
+            std::fs::write(&path, content).expect("write a generated file");
             eprintln!("wrote {}", path.display());
         }
     }
