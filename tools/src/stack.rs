@@ -22,8 +22,6 @@ use std::path::{Path, PathBuf};
 pub struct Function {
     /// The folder, which is the package and binary name (`contact-import`).
     pub folder: String,
-    /// Its resources' prefix in `template.yaml` (`ContactImport`: `ContactImportFunction`).
-    pub resource: String,
     /// Whether its library declares an API area (`shared::area!`).
     pub area: bool,
     /// Whether it has a library a dependency can name (`src/lib.rs`).
@@ -37,6 +35,11 @@ impl Function {
     /// The crate's Rust name (`contact_import`).
     pub fn krate(&self) -> String {
         self.folder.replace('-', "_")
+    }
+
+    /// Its resources' prefix in `template.yaml` (`ContactImport`: `ContactImportFunction`).
+    pub fn resource(&self) -> String {
+        camel(&self.folder)
     }
 }
 
@@ -55,7 +58,6 @@ pub fn functions(root: &Path) -> Result<Vec<Function>, String> {
             .map_err(|e| format!("{}: {e} (every function says there what only it needs)", stack_path.display()))?;
         let lib = std::fs::read_to_string(p.join("src/lib.rs")).ok();
         let mut f = Function {
-            resource: camel(&folder),
             area: lib.as_deref().is_some_and(|l| l.contains("shared::area!")),
             lib: lib.is_some(),
             folder,
@@ -118,7 +120,7 @@ impl Function {
 
     /// Its log group and function resource, as `template.yaml` holds them.
     fn resources(&self) -> String {
-        let (r, folder) = (&self.resource, &self.folder);
+        let (r, folder) = (self.resource(), &self.folder);
         let (lead, blocks) = self.blocks();
         let indent = |lines: &[String], by: &str| -> String {
             lines.iter().map(|l| if l.is_empty() { "\n".to_string() } else { format!("{by}{l}\n") }).collect()
@@ -243,14 +245,8 @@ mod tests {
     use super::*;
 
     fn function(folder: &str, stack: &str) -> Function {
-        let mut f = Function {
-            folder: folder.into(),
-            resource: camel(folder),
-            area: true,
-            lib: true,
-            api: vec![],
-            stack: stack.lines().map(str::to_string).collect(),
-        };
+        let mut f =
+            Function { folder: folder.into(), area: true, lib: true, api: vec![], stack: stack.lines().map(str::to_string).collect() };
         f.api = f.api_nouns().unwrap();
         f
     }
@@ -294,8 +290,7 @@ mod tests {
 
     #[test]
     fn a_malformed_api_list_is_named() {
-        let f =
-            Function { folder: "x".into(), resource: "X".into(), area: true, lib: true, api: vec![], stack: vec!["Api: widgets".into()] };
+        let f = Function { folder: "x".into(), area: true, lib: true, api: vec![], stack: vec!["Api: widgets".into()] };
         assert!(f.api_nouns().unwrap_err().contains("one-line list"));
         let f = Function { stack: vec!["Api: [Widgets]".into()], ..f };
         assert!(f.api_nouns().unwrap_err().contains("`Widgets`"));

@@ -56,15 +56,9 @@ fn every_area_function_gets_exactly_its_root_nouns() {
 /// (so the dev gateway serves it and the contract has it).
 #[test]
 fn every_area_crate_is_in_the_list_of_areas() {
-    let root = tools::localstack::repo_root();
     let listed: BTreeSet<&str> = tools::api_areas().iter().map(|a| a.name).collect();
-    let mut declaring = BTreeSet::new();
-    for f in tools::functions() {
-        let lib = std::fs::read_to_string(root.join("functions").join(&f).join("src/lib.rs")).unwrap_or_default();
-        if lib.contains("shared::area!") {
-            declaring.insert(f);
-        }
-    }
+    let declaring: BTreeSet<String> =
+        tools::stack::functions(&tools::localstack::repo_root()).unwrap().into_iter().filter(|f| f.area).map(|f| f.krate()).collect();
     assert!(declaring.len() >= 13, "found the area crates: {declaring:?}");
     assert_eq!(
         declaring.iter().map(String::as_str).collect::<BTreeSet<_>>(),
