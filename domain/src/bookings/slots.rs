@@ -19,7 +19,7 @@ pub(super) struct Held {
     pub(super) expires_at: Option<i64>,
 }
 
-pub(super) fn live(h: &Held, now: i64) -> bool {
+fn live(h: &Held, now: i64) -> bool {
     h.expires_at.is_none_or(|t| t >= now)
 }
 
