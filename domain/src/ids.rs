@@ -2,14 +2,14 @@
 //! area's object (a booking's contact, a post's channels) holds its typed id without
 //! depending on that area. Each is a `#[serde(transparent)]` newtype over `<prefix>_<ULID>`.
 
+/// Declared in `shared`: the mechanisms there key by them (API keys, confirmations, approval
+/// requests, a contact's portal sessions).
+pub use shared::ids::{ApiKeyId, ApprovalRequestId, ConfirmationId, ContactId};
+
 shared::prefixed_id!(ActivityId, "act", "activity");
-shared::prefixed_id!(ApiKeyId, "key", "api key");
-shared::prefixed_id!(ApprovalRequestId, "apr", "approval request");
 shared::prefixed_id!(BookingId, "bk", "booking");
 shared::prefixed_id!(ChannelId, "ch", "channel");
-shared::prefixed_id!(ConfirmationId, "cc", "capability confirmation");
 shared::prefixed_id!(ConsentId, "cons", "consent");
-shared::prefixed_id!(ContactId, "ct", "contact");
 shared::prefixed_id!(ConversationId, "conv", "conversation");
 shared::prefixed_id!(DealId, "deal", "deal");
 shared::prefixed_id!(DeliveryId, "whd", "webhook delivery");
@@ -28,24 +28,3 @@ shared::prefixed_id!(ReplayId, "whr", "webhook replay");
 shared::prefixed_id!(ResourceId, "res", "resource");
 shared::prefixed_id!(ScanId, "scan", "scan");
 shared::prefixed_id!(ServiceId, "svc", "service");
-
-impl ContactId {
-    /// What a record that outlives its contact holds once an erasure removed the person (a
-    /// booking keeps its slot): the empty id, which no contact has. Never a key: check
-    /// [`ContactId::is_erased`] before loading or linking by it.
-    pub fn erased() -> Self {
-        Self::trusted(String::new())
-    }
-    pub fn is_erased(&self) -> bool {
-        self.as_str().is_empty()
-    }
-    /// `#[serde(deserialize_with)]` for a field that may hold the erased id: the empty string,
-    /// or a well-formed contact id.
-    pub fn or_erased<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ContactId, D::Error> {
-        let id = <String as serde::Deserialize>::deserialize(d)?;
-        match id.is_empty() {
-            true => Ok(Self::erased()),
-            false => Self::parse(&id).ok_or_else(|| serde::de::Error::custom(Self::malformed())),
-        }
-    }
-}

@@ -8,7 +8,7 @@
 //! they can name a subject and declare their rules without depending on the jobs.
 
 use crate::ids::ContactId;
-use crate::keys::{self, Kind, List};
+use crate::keys::{self, Absent, Kind, List};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
@@ -82,7 +82,7 @@ pub enum Find {
     /// part: their contact id, each of their addresses).
     Prefixes(fn(&Subject) -> Vec<String>),
     /// A list on an index partitioned by the subject's contact (`pk` parts: workspace, contact).
-    ContactIndex(List),
+    ContactIndex(List<(WorkspaceId, ContactId), Absent>),
     /// Every item of the kind that names the address or the contact id anywhere in it: copies
     /// of data (stored responses, event bodies, deliveries) and items without an index by
     /// person. Reads the whole kind, so only background jobs use it.
@@ -248,7 +248,7 @@ fn ends_with_escape(s: &str) -> bool {
 /// one and the same address in two workspaces gives two unrelated values.
 pub async fn tombstone_sk(app: &App, ws: &WorkspaceId, email: &str) -> ApiResult<String> {
     let key = &app.platform_secret().await?.tombstone_key;
-    Ok(keys::TOMBSTONE.sk(&[&tombstone_hash(key, ws, email)]))
+    Ok(keys::TOMBSTONE.sk(&tombstone_hash(key, ws, email)))
 }
 
 /// Which of these addresses were erased here (one BatchGetItem of their tombstones).
@@ -273,7 +273,7 @@ pub async fn address_hashes(app: &App, ws: &WorkspaceId, emails: &[String]) -> A
 /// The tombstone keys of these addresses, for a caller's own batch read, by sort key.
 pub async fn tombstone_keys(app: &App, ws: &WorkspaceId, emails: &[String]) -> ApiResult<std::collections::HashMap<String, String>> {
     let key = &app.platform_secret().await?.tombstone_key;
-    Ok(emails.iter().map(|e| (keys::TOMBSTONE.sk(&[&tombstone_hash(key, ws, e)]), e.clone())).collect())
+    Ok(emails.iter().map(|e| (keys::TOMBSTONE.sk(&tombstone_hash(key, ws, e)), e.clone())).collect())
 }
 
 pub const ERASED_MESSAGE: &str = "this address was erased (GDPR); it can only come back with new consent (resubscribe)";

@@ -13,6 +13,7 @@
 use crate::channels::network::{ErrorCategory, NetError, Outgoing};
 use crate::channels::{self, ChannelState, Stored as StoredChannel};
 use crate::effects::{Authority, PublishPost};
+use crate::ids::ChannelId;
 use crate::ids::PostId;
 use crate::keys;
 use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus};
@@ -54,8 +55,8 @@ fn variant_update<'a>(app: &'a App, key: &(String, String), expression: &str) ->
     app.db.update(&key.0, &key.1, expression).name("#st", "state")
 }
 
-pub fn variant_sk(post_id: &str, channel_id: &str) -> String {
-    keys::POST_VARIANT.sk(&[post_id, channel_id])
+pub fn variant_sk(post_id: &PostId, channel_id: &ChannelId) -> String {
+    keys::POST_VARIANT.sk((post_id, channel_id))
 }
 
 pub struct Publisher {
@@ -111,7 +112,7 @@ impl Publisher {
     pub async fn tick(&self) -> ApiResult<usize> {
         let now = chrono::Utc::now();
         let upper = format!("{}#~", shared::ids::format_time(now + chrono::Duration::seconds(TICK_AHEAD_SECS)));
-        let pk = keys::DUE_POSTS.pk(&[]);
+        let pk = keys::DUE_POSTS.pk(());
         let items = self.app.db.scan_range_on(Some(store::GSI2), &pk, &upper, None, 500, 10, 5000).await?;
         let mut n = 0;
         for item in &items {
@@ -130,9 +131,9 @@ impl Publisher {
     }
 
     /// Publish what is due of one post. `Some(delay)`: come back then (a variant waits).
-    pub async fn run(&self, ws: &WorkspaceId, post_id: &str) -> ApiResult<Option<i64>> {
+    pub async fn run(&self, ws: &WorkspaceId, post_id: &PostId) -> ApiResult<Option<i64>> {
         let app = &self.app;
-        let Some((mut post, version)) = app.db.get_object::<Post>(ws, &crate::keys::POST.sk(&[post_id])).await? else { return Ok(None) };
+        let Some((mut post, version)) = app.db.get_object::<Post>(ws, &crate::keys::POST.sk(post_id)).await? else { return Ok(None) };
         let now = chrono::Utc::now();
         match post.status {
             PostStatus::Scheduled => {
@@ -160,7 +161,7 @@ impl Publisher {
             _ => return Ok(None),
         }
         // The channels with their sealed credentials, in one read for every variant.
-        let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), crate::keys::CHANNEL.sk(&[c]))).collect();
+        let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), crate::keys::CHANNEL.sk(c))).collect();
         let channels: Vec<StoredChannel> =
             app.db.batch_get(&keys).await?.into_iter().map(StoredChannel::from_item).collect::<ApiResult<_>>()?;
         let steps = futures_util::future::join_all(
@@ -308,7 +309,7 @@ impl Publisher {
     }
 
     /// Keep a renewed network session (best effort: the next run can log in again).
-    async fn save_session(&self, ws: &WorkspaceId, channel_id: &str, creds: &channels::Creds, session: Option<&serde_json::Value>) {
+    async fn save_session(&self, ws: &WorkspaceId, channel_id: &ChannelId, creds: &channels::Creds, session: Option<&serde_json::Value>) {
         let Ok(Some(mut stored)) = channels::load(&self.app, ws, channel_id).await else { return };
         if let Ok((c, s)) = StoredChannel::seal(&self.app, ws, &stored.channel.id, creds, session).await {
             (stored.creds, stored.session) = (c, s);
@@ -319,7 +320,7 @@ impl Publisher {
     }
 
     /// The network refused the channel's credentials: it needs reconnecting.
-    async fn disconnect(&self, ws: &WorkspaceId, channel_id: &str, why: &str) {
+    async fn disconnect(&self, ws: &WorkspaceId, channel_id: &ChannelId, why: &str) {
         for _ in 0..3 {
             let Ok(Some(mut stored)) = channels::load(&self.app, ws, channel_id).await else { return };
             if stored.channel.state == ChannelState::Disconnected {
@@ -342,10 +343,10 @@ impl Publisher {
 
     /// Write finished variants onto the post, with their events; when every variant has
     /// ended (`finished`), the post's own outcome too.
-    async fn record(&self, ws: &WorkspaceId, post_id: &str, done: Vec<Variant>, finished: bool) -> ApiResult<()> {
+    async fn record(&self, ws: &WorkspaceId, post_id: &PostId, done: Vec<Variant>, finished: bool) -> ApiResult<()> {
         let app = &self.app;
         for _ in 0..5 {
-            let Some((mut post, version)) = app.db.get_object::<Post>(ws, &crate::keys::POST.sk(&[post_id])).await? else { return Ok(()) };
+            let Some((mut post, version)) = app.db.get_object::<Post>(ws, &crate::keys::POST.sk(post_id)).await? else { return Ok(()) };
             if post.status != PostStatus::Publishing {
                 return Ok(());
             }
@@ -428,7 +429,7 @@ pub async fn save_unpublished(app: &App, ws: &WorkspaceId, change: &posts::Chang
 /// publishing it now, or editing what a scheduled post will publish); the tick or the queue
 /// message sent here (when it is due now) publishes it.
 pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &WorkspaceId, change: &posts::Change, version: i64) -> ApiResult<()> {
-    let sk = crate::keys::POST.sk(&[&change.post.id]);
+    let sk = crate::keys::POST.sk(&change.post.id);
     write(app, ws, change, version, auth.tx(&[(&sk, version)])?).await?;
     let due = change.post.scheduled_at.map(|t| t.time());
     if due.is_some_and(|t| t.timestamp() <= chrono::Utc::now().timestamp()) {
@@ -450,9 +451,9 @@ pub async fn retry_variant(
     ws: &WorkspaceId,
     post: &Post,
     version: i64,
-    channel_id: &str,
+    channel_id: &ChannelId,
 ) -> ApiResult<Post> {
-    let Some(i) = post.variants.iter().position(|v| v.channel_id == channel_id) else {
+    let Some(i) = post.variants.iter().position(|v| v.channel_id == *channel_id) else {
         return Err(ApiError::not_found("variant for this channel on the post"));
     };
     if post.variants[i].status != VariantStatus::Failed {
@@ -463,7 +464,7 @@ pub async fn retry_variant(
     p.variants[i].error = None;
     p.status = PostStatus::Publishing;
     p.updated_at = shared::ids::Timestamp::now();
-    let sk = crate::keys::POST.sk(&[&p.id]);
+    let sk = crate::keys::POST.sk(&p.id);
     auth.tx(&[(&sk, version)])?
         .replace(posts::record(ws, &p)?, version)
         .delete_if(ws_pk(ws), variant_sk(&p.id, channel_id), "", vec![])

@@ -11,6 +11,7 @@
 use crate::app::App;
 use crate::auth::{Credential, Principal};
 use crate::error::ApiError;
+use crate::ids::{ApprovalRequestId, WorkspaceId};
 use crate::keys::{APPROVAL_DUE, APPROVAL_LOOKUP, APPROVAL_REQUEST};
 use crate::store::{Item, TxError, get_str, n, s, ws_pk};
 use futures_util::future::BoxFuture;
@@ -60,7 +61,7 @@ pub(crate) fn desk() -> Option<&'static dyn Desk> {
 /// is in the hash, so a request that differs in any of it finds nothing.
 pub fn lookup_sk(key_id: &str, method: &str, path: &str, idempotency_key: &str, body_sha256: &str) -> String {
     let joined = [key_id, method, path, idempotency_key, body_sha256].join("\n");
-    APPROVAL_LOOKUP.sk(&[&crate::crypto::sha256_hex(joined.as_bytes())])
+    APPROVAL_LOOKUP.sk(&crate::crypto::sha256_hex(joined.as_bytes()))
 }
 
 /// What a look-up item says once a person approved: the confirmation to consume and the
@@ -120,13 +121,13 @@ pub(crate) async fn annotate(app: &App, principal: &Principal, asked: Asked<'_>,
 pub const DUE_SHARDS: u32 = 8;
 
 /// The due entry of an approval request that expires at `expires_ms`.
-pub fn due_key(ws: &str, id: &str, expires_ms: i64) -> (String, String) {
+pub fn due_key(ws: &WorkspaceId, id: &ApprovalRequestId, expires_ms: i64) -> (String, String) {
     let shard = crate::events::outbox_shard(id) % DUE_SHARDS;
-    (APPROVAL_DUE.pk(&[&shard.to_string()]), APPROVAL_DUE.sk(&[&format!("{expires_ms:013}"), ws, id]))
+    (APPROVAL_DUE.pk(&shard.to_string()), APPROVAL_DUE.sk((&format!("{expires_ms:013}"), ws, id)))
 }
 
 /// The due entry as written with its request (removed when the request is decided).
-pub fn due_item(ws: &str, id: &str, expires_ms: i64) -> Item {
+pub fn due_item(ws: &WorkspaceId, id: &ApprovalRequestId, expires_ms: i64) -> Item {
     let (pk, sk) = due_key(ws, id, expires_ms);
     Item::from([("pk".into(), s(pk)), ("sk".into(), s(sk)), ("workspace_id".into(), s(ws)), ("approval_request_id".into(), s(id))])
 }
@@ -142,14 +143,15 @@ pub async fn expire_due(app: &App, now_ms: i64, per_shard: usize) -> Result<usiz
     let upper = format!("{now_ms:013}#~");
     let mut expired = 0;
     for shard in 0..DUE_SHARDS {
-        let pk = APPROVAL_DUE.pk(&[&shard.to_string()]);
+        let pk = APPROVAL_DUE.pk(&shard.to_string());
         for due in app.db.query_between(&pk, "0", &upper, true, Some(per_shard)).await? {
             let (Some(sk), Some(ws), Some(id)) = (get_str(&due, "sk"), get_str(&due, "workspace_id"), get_str(&due, "approval_request_id"))
             else {
                 continue;
             };
-            let request_sk = APPROVAL_REQUEST.sk(&[id]);
-            let request = app.db.get(&ws_pk(ws), &request_sk).await?;
+            let (ws, id) = (WorkspaceId::trusted(ws), ApprovalRequestId::trusted(id));
+            let request_sk = APPROVAL_REQUEST.sk(&id);
+            let request = app.db.get(&ws_pk(&ws), &request_sk).await?;
             let body =
                 request.as_ref().and_then(|r| get_str(r, EVENT_ATTR)).and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok());
             let Some(mut body) = body else {
@@ -158,7 +160,7 @@ pub async fn expire_due(app: &App, now_ms: i64, per_shard: usize) -> Result<usiz
                 continue;
             };
             body["state"] = "expired".into();
-            let expire = crate::store::Update::new(ws_pk(ws), &request_sk, "SET approval_state = :expired")
+            let expire = crate::store::Update::new(ws_pk(&ws), &request_sk, "SET approval_state = :expired")
                 .when("approval_state = :pending AND expires_ms <= :now")
                 .value(":expired", s("expired"))
                 .value(":pending", s("pending"))
@@ -166,7 +168,7 @@ pub async fn expire_due(app: &App, now_ms: i64, per_shard: usize) -> Result<usiz
             let tx = crate::outbox::Tx::new()
                 .update(expire)
                 .delete_if(pk.clone(), sk.to_string(), "", vec![])
-                .event(crate::events::Event::new(ws, crate::events::EventType::ApprovalExpired, &body));
+                .event(crate::events::Event::new(&ws, crate::events::EventType::ApprovalExpired, &body));
             match tx.commit(app).await {
                 Ok(()) => expired += 1,
                 // Decided first: the entry is stale.

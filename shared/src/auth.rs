@@ -124,73 +124,7 @@ impl RequiresConfirmation {
     }
 }
 
-/// A workspace's id as the platform vouches for it: the workspace a credential reaches, or one
-/// read back from the platform's own records. Never made from what a request says (its path,
-/// query or body), so an operation that takes one acts in a workspace the caller may reach.
-/// Reads as `&str`. Not `Deserialize`: a record that carries one reads it with
-/// [`WorkspaceId::from_record`], by name, so no request body or query can yield one.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(transparent)]
-pub struct WorkspaceId(String);
-
-impl WorkspaceId {
-    /// An id from the platform's own records: an item, a queue message the platform wrote, the
-    /// workspace the admin CLI just created. Not for ids a request names.
-    pub fn trusted(id: impl Into<String>) -> Self {
-        Self(id.into())
-    }
-
-    /// `#[serde(deserialize_with = "WorkspaceId::from_record")]` on a field of a record the
-    /// platform wrote (an item, a queue message), as [`WorkspaceId::trusted`] is for one value.
-    pub fn from_record<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        <String as serde::Deserialize>::deserialize(d).map(Self)
-    }
-}
-
-crate::scalar_schema!(WorkspaceId, crate::ids::id_schema("ws"));
-
-impl std::ops::Deref for WorkspaceId {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<str> for WorkspaceId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for WorkspaceId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<&WorkspaceId> for String {
-    fn from(ws: &WorkspaceId) -> String {
-        ws.0.clone()
-    }
-}
-
-impl PartialEq<String> for WorkspaceId {
-    fn eq(&self, other: &String) -> bool {
-        &self.0 == other
-    }
-}
-
-impl PartialEq<WorkspaceId> for String {
-    fn eq(&self, other: &WorkspaceId) -> bool {
-        self == &other.0
-    }
-}
-
-impl PartialEq<str> for WorkspaceId {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
+pub use crate::ids::WorkspaceId;
 
 #[derive(Clone, Debug)]
 pub struct Principal {
@@ -206,6 +140,12 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The workspace the credential reaches, or on a route without one the empty id, which no
+    /// item has: a key built from it reads nothing.
+    pub fn workspace_or_none(&self) -> WorkspaceId {
+        self.workspace_id.clone().unwrap_or_else(|| WorkspaceId::trusted(""))
+    }
+
     /// What the caller's rate buckets and list cursors are bound to: the workspace, or the
     /// subject on routes without one.
     pub fn tenant_scope(&self) -> String {
@@ -276,12 +216,12 @@ fn looks_like_api_key(token: &str) -> bool {
 }
 
 pub fn api_key_lookup_pk(hash: &str) -> String {
-    keys::API_KEY_LOOKUP.pk(&[hash])
+    keys::API_KEY_LOOKUP.pk(hash)
 }
-pub const API_KEY_LOOKUP_SK: &str = keys::API_KEY_LOOKUP.table.sk;
+pub const API_KEY_LOOKUP_SK: &str = keys::API_KEY_LOOKUP.kind.table.sk;
 
 pub fn member_sk(subject: &str) -> String {
-    keys::MEMBER.sk(&[subject])
+    keys::MEMBER.sk(subject)
 }
 
 /// Roles grant scopes; a token's scopes are intersected with its subject's role.
@@ -397,7 +337,7 @@ async fn authenticate_key(db: &Db, hash: &str) -> Result<Principal, ApiError> {
         .unwrap_or_default();
     let requires_confirmation = item.get("requires_confirmation").and_then(|v| crate::store::from_attribute(v).ok()).unwrap_or_default();
     Ok(Principal {
-        workspace_id: Some(WorkspaceId(ws.to_string())),
+        workspace_id: Some(WorkspaceId::trusted(ws.to_string())),
         subject: format!("key:{key_id}"),
         scopes,
         credential: Credential::ApiKey { key_id: key_id.to_string() },
@@ -437,11 +377,12 @@ async fn authenticate_token(
     if !crate::ids::is_valid("ws", ws) {
         return Err(not_member());
     }
-    let member = db.get(&store::ws_pk(ws), &member_sk(&claims.sub)).await?.ok_or_else(not_member)?;
+    // Well-formed; the membership read decides whether the subject reaches it.
+    let member = db.get(&store::ws_pk(&WorkspaceId::trusted(ws)), &member_sk(&claims.sub)).await?.ok_or_else(not_member)?;
     let allowed = role_scopes(get_str(&member, "role").unwrap_or(""));
     let scopes = token_scopes.into_iter().filter(|s| allowed.contains(s)).collect();
     Ok(Principal {
-        workspace_id: Some(WorkspaceId(ws.to_string())),
+        workspace_id: Some(WorkspaceId::trusted(ws.to_string())),
         subject: claims.sub,
         scopes,
         credential: Credential::OAuth,
@@ -458,7 +399,7 @@ pub const PORTAL_SESSION_IDLE_SECS: i64 = 3600;
 pub const PORTAL_SESSION_MAX_SECS: i64 = 8 * 3600;
 
 pub fn portal_session_pk(token: &str) -> String {
-    keys::PORTAL_SESSION.pk(&[&hash_api_key(token)])
+    keys::PORTAL_SESSION.pk(&hash_api_key(token))
 }
 
 /// Resolve `X-Portal-Session`: one consistent GetItem of the hashed token (an expired or
@@ -508,7 +449,7 @@ pub async fn authenticate_portal(db: &Db, headers: &http::HeaderMap) -> Result<P
         }
     }
     Ok(Principal {
-        workspace_id: Some(WorkspaceId(ws.to_string())),
+        workspace_id: Some(WorkspaceId::trusted(ws.to_string())),
         subject: format!("portal:{contact_id}"),
         scopes: vec![Scope::Read, Scope::Write],
         credential: Credential::Portal { session_id: session_id.to_string(), contact_id: contact_id.to_string() },
@@ -537,7 +478,7 @@ pub async fn touch_last_used(db: &Db, principal: &Principal) {
         .update_item()
         .table_name(&db.table)
         .key("pk", store::s(store::ws_pk(ws)))
-        .key("sk", store::s(keys::API_KEY.sk(&[key_id])))
+        .key("sk", store::s(keys::API_KEY.sk(&crate::ids::ApiKeyId::trusted(key_id.as_str()))))
         .update_expression("SET last_used_at = :at, last_used_ms = :now")
         .condition_expression("attribute_exists(pk) AND (attribute_not_exists(last_used_ms) OR last_used_ms < :hour_ago)")
         .expression_attribute_values(":at", store::s(crate::ids::now_rfc3339()))

@@ -228,7 +228,7 @@ pub async fn begin(
     fingerprint: String,
     request_id: &str,
 ) -> Result<(Begin, Consumed), ApiError> {
-    let ws = principal.workspace_id.as_deref().unwrap_or_default();
+    let ws = &principal.workspace_or_none();
     let id = proof.confirmation_id().ok_or_else(|| required(req, Refusal::Unknown))?;
     let key = idempotency_key.ok_or_else(|| required(req, Refusal::Mismatch("idempotency_key")))?;
     let credential = match &principal.credential {
@@ -239,7 +239,7 @@ pub async fn begin(
     let (reservation, item, cond, values) = idempotency::reservation(ws, key, fingerprint, idempotency::lease_ms(&app.cfg.timeouts));
     let now_ms = crate::ids::now_ms();
     let pk = store::ws_pk(ws);
-    let sk = CAPABILITY_CONFIRMATION.sk(&[&id]);
+    let sk = CAPABILITY_CONFIRMATION.sk(&crate::ids::ConfirmationId::trusted(id.as_str()));
     // One read first: which effect it confirms and which objects it binds decide the
     // transaction. A used token may still name a completed request to replay.
     let stored = app.db.get(&pk, &sk).await?.unwrap_or_default();

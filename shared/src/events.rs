@@ -13,7 +13,7 @@ pub(crate) fn outbox_shard(id: &str) -> u32 {
 }
 
 pub(crate) fn outbox_shard_pk(shard: u32) -> String {
-    crate::keys::OUTBOX_EVENT.pk(&[&shard.to_string()])
+    crate::keys::OUTBOX_EVENT.pk(&shard.to_string())
 }
 
 /// Declares [`EventType`] and [`EVENT_TYPES`] from one list.
@@ -159,7 +159,7 @@ pub fn subscribed(patterns: &[String], kind: &str) -> bool {
 /// Outbox items expire after 7 days even if never acknowledged (they are also in the DLQ then).
 pub(crate) const OUTBOX_TTL_SECS: i64 = 7 * 86_400;
 
-crate::prefixed_id!(EventId, "evt", "event");
+pub use crate::ids::EventId;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {

@@ -232,13 +232,13 @@ pub fn fingerprint(caller: &str, method: &str, path_and_query: &str, body: &[u8]
 /// The reservation's item and condition: free, expired, or in flight past its lease for this
 /// same request (a crashed container).
 pub(crate) fn reservation(
-    ws: &str,
+    ws: &crate::ids::WorkspaceId,
     key: &str,
     fingerprint: String,
     lease_ms: i64,
 ) -> (Reservation, Item, &'static str, Vec<(&'static str, AttributeValue)>) {
     let pk = store::ws_pk(ws);
-    let sk = crate::keys::IDEMPOTENCY.sk(&[&crate::crypto::sha256_hex(key.as_bytes())]);
+    let sk = crate::keys::IDEMPOTENCY.sk(&crate::crypto::sha256_hex(key.as_bytes()));
     let now_ms = crate::ids::now_ms();
     let owner = crate::ids::new_id("req");
     let item = Item::from([
@@ -260,7 +260,7 @@ pub(crate) fn reservation(
     (Reservation { pk, sk, fingerprint, owner, started_ms: now_ms, commits: Arc::default() }, item, cond, values)
 }
 
-pub async fn begin(db: &Db, ws: &str, key: &str, fingerprint: String, lease_ms: i64) -> Result<Begin, ApiError> {
+pub async fn begin(db: &Db, ws: &crate::ids::WorkspaceId, key: &str, fingerprint: String, lease_ms: i64) -> Result<Begin, ApiError> {
     let (reservation, item, cond, values) = reservation(ws, key, fingerprint, lease_ms);
     let res = db
         .client

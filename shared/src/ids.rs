@@ -17,6 +17,17 @@ pub fn is_valid(prefix: &str, id: &str) -> bool {
     id.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('_')).is_some_and(|u| u.len() == 26 && Ulid::from_string(u).is_ok())
 }
 
+/// What fills one placeholder. An id type (`ContactId`) fills `<ct id>` and nothing else;
+/// `keys::Text` fills any placeholder that is not an id (`<status>`, `<sha256 of the URL>`). So
+/// `keys::CONTACT.sk(&booking_id)` does not compile, and a kind whose declared parts do not
+/// match its pattern fails to compile where it is declared (`keys::Keys::on`).
+pub trait Part {
+    /// The placeholder it fills (`ct id`), or `""` for `keys::Text`.
+    const PLACEHOLDER: &'static str;
+    type Arg<'a>: Copy;
+    fn text<'a>(arg: Self::Arg<'a>) -> &'a str;
+}
+
 /// An id type of one kind (`PostId`): parsing checks the prefix and the ULID, so a handler
 /// holding one never sends garbage to DynamoDB. Declare with [`crate::prefixed_id!`].
 pub trait PrefixedId: Sized {
@@ -127,8 +138,91 @@ macro_rules! prefixed_id {
                 f.write_str(&self.0)
             }
         }
+        impl $crate::ids::Part for $name {
+            const PLACEHOLDER: &'static str = concat!($prefix, " id");
+            type Arg<'a> = &'a $name;
+            fn text<'a>(id: Self::Arg<'a>) -> &'a str {
+                &id.0
+            }
+        }
         $crate::scalar_schema!($name, $crate::ids::id_schema($prefix));
     };
+}
+
+/// A workspace's id as the platform vouches for it: the workspace a credential reaches, or one
+/// read back from the platform's own records. Never made from what a request says (its path,
+/// query or body), so an operation that takes one acts in a workspace the caller may reach.
+/// Reads as `&str`. Not `Deserialize`: a record that carries one reads it with
+/// [`WorkspaceId::from_record`], by name, so no request body or query can yield one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct WorkspaceId(String);
+
+impl WorkspaceId {
+    /// An id from the platform's own records: an item, a queue message the platform wrote, the
+    /// workspace the admin CLI just created. Not for ids a request names.
+    pub fn trusted(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// `#[serde(deserialize_with = "WorkspaceId::from_record")]` on a field of a record the
+    /// platform wrote (an item, a queue message), as [`WorkspaceId::trusted`] is for one value.
+    pub fn from_record<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <String as serde::Deserialize>::deserialize(d).map(Self)
+    }
+}
+
+crate::scalar_schema!(WorkspaceId, crate::ids::id_schema("ws"));
+
+impl std::ops::Deref for WorkspaceId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for WorkspaceId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for WorkspaceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&WorkspaceId> for String {
+    fn from(ws: &WorkspaceId) -> String {
+        ws.0.clone()
+    }
+}
+
+impl PartialEq<String> for WorkspaceId {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<WorkspaceId> for String {
+    fn eq(&self, other: &WorkspaceId) -> bool {
+        self == &other.0
+    }
+}
+
+impl Part for WorkspaceId {
+    const PLACEHOLDER: &'static str = "ws";
+    type Arg<'a> = &'a WorkspaceId;
+    fn text<'a>(ws: Self::Arg<'a>) -> &'a str {
+        &ws.0
+    }
+}
+
+impl PartialEq<str> for WorkspaceId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
 }
 
 /// `scalar_schema!(Type, schema)`: utoipa's schema traits for a type whose schema is a scalar
@@ -260,6 +354,34 @@ pub fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
 
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+// The ids of the objects the shared mechanisms key by; `domain::ids` declares the rest.
+crate::prefixed_id!(ApiKeyId, "key", "api key");
+crate::prefixed_id!(EventId, "evt", "event");
+crate::prefixed_id!(ApprovalRequestId, "apr", "approval request");
+crate::prefixed_id!(ConfirmationId, "cc", "capability confirmation");
+crate::prefixed_id!(ContactId, "ct", "contact");
+
+impl ContactId {
+    /// What a record that outlives its contact holds once an erasure removed the person (a
+    /// booking keeps its slot): the empty id, which no contact has. Never a key: check
+    /// [`ContactId::is_erased`] before loading or linking by it.
+    pub fn erased() -> Self {
+        Self::trusted(String::new())
+    }
+    pub fn is_erased(&self) -> bool {
+        self.as_str().is_empty()
+    }
+    /// `#[serde(deserialize_with)]` for a field that may hold the erased id: the empty string,
+    /// or a well-formed contact id.
+    pub fn or_erased<'de, D: ::serde::Deserializer<'de>>(d: D) -> Result<ContactId, D::Error> {
+        let id = <String as ::serde::Deserialize>::deserialize(d)?;
+        match id.is_empty() {
+            true => Ok(Self::erased()),
+            false => Self::parse(&id).ok_or_else(|| ::serde::de::Error::custom(Self::malformed())),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
 //! Item kinds and their keys. Every item of the table is of one [`Kind`], whose key patterns
 //! (`"CONTACT#<ct id>"`) are the only place its keys are spelled: the builders fill the
-//! placeholders, so the documented pattern and the stored key cannot drift apart.
+//! placeholders, so the documented pattern and the stored key cannot drift apart, and each
+//! placeholder takes one type ([`Part`]), so a key filled with the wrong kind of id does not compile.
 //!
 //! This module holds the kinds the shared mechanisms store (authentication look-ups, rate
 //! buckets, idempotency records, the outbox); the areas' kinds and the registry of all of
 //! them, with the tests that keep sort-key prefixes unambiguous, are in `domain::keys`.
+
+use std::marker::PhantomData;
 
 /// One access path of a kind: a partition key and a sort key pattern. Text in `<...>` is a
 /// placeholder; everything else is literal.
@@ -46,47 +49,7 @@ pub struct Kind {
     pub data: Data,
 }
 
-impl KeyPattern {
-    pub fn pk(&self, parts: &[&str]) -> String {
-        fill(self.pk, parts)
-    }
-    pub fn sk(&self, parts: &[&str]) -> String {
-        fill(self.sk, parts)
-    }
-    /// The sort-key prefix of a list query: the pattern up to the placeholder after `parts`
-    /// (`ACT#<ct id>#<act id>` with `["ct_1"]` is `ACT#ct_1#`).
-    pub fn sk_prefix(&self, parts: &[&str]) -> String {
-        debug_assert!(parts.len() < placeholders(self.sk).max(1), "a prefix leaves a placeholder open: {}", self.sk);
-        let (mut out, rest) = fill_first(self.sk, parts, parts.len());
-        out.push_str(literal_prefix(rest));
-        out
-    }
-}
-
 impl Kind {
-    pub const fn on(name: &'static str, pk: &'static str, sk: &'static str, notes: &'static str) -> Self {
-        Self { name, table: KeyPattern { pk, sk }, gsi1: None, gsi2: None, notes, data: Data::Unclassified }
-    }
-    pub const fn personal(mut self) -> Self {
-        self.data = Data::Personal;
-        self
-    }
-    pub const fn business(mut self) -> Self {
-        self.data = Data::Business;
-        self
-    }
-    pub const fn internal(mut self) -> Self {
-        self.data = Data::Internal;
-        self
-    }
-    pub const fn gsi1(mut self, pk: &'static str, sk: &'static str) -> Self {
-        self.gsi1 = Some(KeyPattern { pk, sk });
-        self
-    }
-    pub const fn gsi2(mut self, pk: &'static str, sk: &'static str) -> Self {
-        self.gsi2 = Some(KeyPattern { pk, sk });
-        self
-    }
     pub fn pattern(&self, index: Index) -> Option<KeyPattern> {
         match index {
             Index::Table => Some(self.table),
@@ -94,35 +57,267 @@ impl Kind {
             Index::Gsi2 => self.gsi2,
         }
     }
-    fn on_index(&self, index: Index) -> KeyPattern {
-        self.pattern(index).unwrap_or_else(|| panic!("{} has no {index:?} key", self.name))
+}
+
+// ---------- typed parts: a key takes the kinds of id its pattern names ----------
+
+pub use crate::ids::Part;
+
+/// A placeholder that is not an id: a status, a slug, a hash, a padded number.
+pub enum Text {}
+
+impl Part for Text {
+    const PLACEHOLDER: &'static str = "";
+    type Arg<'a> = &'a str;
+    fn text<'a>(arg: Self::Arg<'a>) -> &'a str {
+        arg
     }
-    pub fn pk(&self, parts: &[&str]) -> String {
-        self.table.pk(parts)
+}
+
+/// No key on this index.
+pub enum Absent {}
+
+/// The parts of one pattern, in order: `()`, one [`Part`], or a tuple of two or three.
+pub trait Parts {
+    const PLACEHOLDERS: &'static [&'static str];
+    type Args<'a>;
+    fn texts<'a>(args: Self::Args<'a>) -> [&'a str; 3];
+}
+
+impl Parts for () {
+    const PLACEHOLDERS: &'static [&'static str] = &[];
+    type Args<'a> = ();
+    fn texts<'a>(_: ()) -> [&'a str; 3] {
+        ["", "", ""]
     }
-    pub fn sk(&self, parts: &[&str]) -> String {
-        self.table.sk(parts)
+}
+
+impl<P: Part> Parts for P {
+    const PLACEHOLDERS: &'static [&'static str] = &[P::PLACEHOLDER];
+    type Args<'a> = P::Arg<'a>;
+    fn texts<'a>(a: P::Arg<'a>) -> [&'a str; 3] {
+        [P::text(a), "", ""]
     }
-    pub fn sk_prefix(&self, parts: &[&str]) -> String {
-        self.table.sk_prefix(parts)
+}
+
+impl<A: Part, B: Part> Parts for (A, B) {
+    const PLACEHOLDERS: &'static [&'static str] = &[A::PLACEHOLDER, B::PLACEHOLDER];
+    type Args<'a> = (A::Arg<'a>, B::Arg<'a>);
+    fn texts<'a>((a, b): Self::Args<'a>) -> [&'a str; 3] {
+        [A::text(a), B::text(b), ""]
     }
-    pub fn gsi1_pk(&self, parts: &[&str]) -> String {
-        self.on_index(Index::Gsi1).pk(parts)
+}
+
+impl<A: Part, B: Part, C: Part> Parts for (A, B, C) {
+    const PLACEHOLDERS: &'static [&'static str] = &[A::PLACEHOLDER, B::PLACEHOLDER, C::PLACEHOLDER];
+    type Args<'a> = (A::Arg<'a>, B::Arg<'a>, C::Arg<'a>);
+    fn texts<'a>((a, b, c): Self::Args<'a>) -> [&'a str; 3] {
+        [A::text(a), B::text(b), C::text(c)]
     }
-    pub fn gsi1_sk(&self, parts: &[&str]) -> String {
-        self.on_index(Index::Gsi1).sk(parts)
+}
+
+/// Parts of which the first can begin a prefix (`ACT#<ct id>#` of `ACT#<ct id>#<act id>`).
+pub trait First {
+    type Part: Part;
+}
+impl<A: Part, B: Part> First for (A, B) {
+    type Part = A;
+}
+impl<A: Part, B: Part, C: Part> First for (A, B, C) {
+    type Part = A;
+}
+
+/// The parts' types, carried without a value (and without owning one: `fn() -> _` keeps the
+/// kinds `Send`, `Sync` and `Copy` whatever the parts are).
+type Signature<Pk, Sk, G1pk, G1sk, G2pk, G2sk> = fn() -> (Pk, Sk, G1pk, G1sk, G2pk, G2sk);
+
+/// An item kind with the types of its keys' parts: the table's partition and sort key, and
+/// each index's (`Absent` where the kind has none).
+pub struct Keys<Pk, Sk, G1pk = Absent, G1sk = Absent, G2pk = Absent, G2sk = Absent> {
+    pub kind: Kind,
+    parts: PhantomData<Signature<Pk, Sk, G1pk, G1sk, G2pk, G2sk>>,
+}
+
+impl<Pk, Sk, G1pk, G1sk, G2pk, G2sk> Clone for Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
+    fn clone(&self) -> Self {
+        *self
     }
-    pub fn gsi2_pk(&self, parts: &[&str]) -> String {
-        self.on_index(Index::Gsi2).pk(parts)
+}
+impl<Pk, Sk, G1pk, G1sk, G2pk, G2sk> Copy for Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {}
+
+impl<Pk, Sk, G1pk, G1sk, G2pk, G2sk> std::ops::Deref for Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
+    type Target = Kind;
+    fn deref(&self) -> &Kind {
+        &self.kind
     }
-    pub fn gsi2_sk(&self, parts: &[&str]) -> String {
-        self.on_index(Index::Gsi2).sk(parts)
+}
+
+impl<Pk: Parts, Sk: Parts> Keys<Pk, Sk> {
+    /// A kind on the table. Fails to compile when `Pk` or `Sk` do not match the patterns.
+    pub const fn on(name: &'static str, pk: &'static str, sk: &'static str, notes: &'static str) -> Self {
+        fits::<Pk>(pk);
+        fits::<Sk>(sk);
+        Keys {
+            kind: Kind { name, table: KeyPattern { pk, sk }, gsi1: None, gsi2: None, notes, data: Data::Unclassified },
+            parts: PhantomData,
+        }
+    }
+}
+
+impl<Pk, Sk, G2pk, G2sk> Keys<Pk, Sk, Absent, Absent, G2pk, G2sk> {
+    pub const fn gsi1<P: Parts, S: Parts>(self, pk: &'static str, sk: &'static str) -> Keys<Pk, Sk, P, S, G2pk, G2sk> {
+        fits::<P>(pk);
+        fits::<S>(sk);
+        let mut kind = self.kind;
+        kind.gsi1 = Some(KeyPattern { pk, sk });
+        Keys { kind, parts: PhantomData }
+    }
+}
+
+impl<Pk, Sk, G1pk, G1sk> Keys<Pk, Sk, G1pk, G1sk, Absent, Absent> {
+    pub const fn gsi2<P: Parts, S: Parts>(self, pk: &'static str, sk: &'static str) -> Keys<Pk, Sk, G1pk, G1sk, P, S> {
+        fits::<P>(pk);
+        fits::<S>(sk);
+        let mut kind = self.kind;
+        kind.gsi2 = Some(KeyPattern { pk, sk });
+        Keys { kind, parts: PhantomData }
+    }
+}
+
+impl<Pk, Sk, G1pk, G1sk, G2pk, G2sk> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
+    pub const fn personal(mut self) -> Self {
+        self.kind.data = Data::Personal;
+        self
+    }
+    pub const fn business(mut self) -> Self {
+        self.kind.data = Data::Business;
+        self
+    }
+    pub const fn internal(mut self) -> Self {
+        self.kind.data = Data::Internal;
+        self
+    }
+}
+
+impl<Pk: Parts, Sk: Parts, G1pk, G1sk, G2pk, G2sk> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
+    pub fn pk(&self, parts: Pk::Args<'_>) -> String {
+        fill::<Pk>(self.kind.table.pk, parts)
+    }
+    pub fn sk(&self, parts: Sk::Args<'_>) -> String {
+        fill::<Sk>(self.kind.table.sk, parts)
+    }
+    /// The literal start of every sort key of this kind (`CONTACT#`).
+    pub fn sk_prefix(&self) -> &'static str {
+        literal_prefix(self.kind.table.sk)
+    }
+    /// The sort-key prefix of the keys whose first part is `first` (`ACT#<ct id>#<act id>`
+    /// with a contact's id is `ACT#ct_1#`).
+    pub fn sk_prefix_of(&self, first: <Sk::Part as Part>::Arg<'_>) -> String
+    where
+        Sk: First,
+    {
+        prefix::<Sk::Part>(self.kind.table.sk, first)
+    }
+}
+
+impl<Pk, Sk, G1pk: Parts, G1sk: Parts, G2pk, G2sk> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
+    pub fn gsi1_pk(&self, parts: G1pk::Args<'_>) -> String {
+        fill::<G1pk>(self.index(Index::Gsi1).pk, parts)
+    }
+    pub fn gsi1_sk(&self, parts: G1sk::Args<'_>) -> String {
+        fill::<G1sk>(self.index(Index::Gsi1).sk, parts)
+    }
+}
+
+impl<Pk, Sk, G1pk, G1sk, G2pk: Parts, G2sk: Parts> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
+    pub fn gsi2_pk(&self, parts: G2pk::Args<'_>) -> String {
+        fill::<G2pk>(self.index(Index::Gsi2).pk, parts)
+    }
+    pub fn gsi2_sk(&self, parts: G2sk::Args<'_>) -> String {
+        fill::<G2sk>(self.index(Index::Gsi2).sk, parts)
+    }
+}
+
+impl<Pk, Sk, G1pk, G1sk, G2pk, G2sk> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
+    fn index(&self, index: Index) -> KeyPattern {
+        // The types say the index exists: its parts are not `Absent`, which only `gsi1`/`gsi2` change.
+        self.kind.pattern(index).unwrap_or(self.kind.table)
+    }
+}
+
+/// A list query: the sort keys that begin with a prefix, within one partition of one index.
+/// Every Query the areas run is one of these, so a test in `domain::keys` can prove each reads
+/// one kind only. Its queries (`query`, `query_within`, `query_partial`) are in `store`.
+pub struct List<Pk, Sk> {
+    pub kind: Kind,
+    pub index: Index,
+    parts: PhantomData<fn() -> (Pk, Sk)>,
+}
+
+impl<Pk, Sk> Clone for List<Pk, Sk> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<Pk, Sk> Copy for List<Pk, Sk> {}
+
+impl<Pk, Sk> List<Pk, Sk> {
+    pub const fn table<A, B, C, D>(k: Keys<Pk, Sk, A, B, C, D>) -> Self {
+        List { kind: k.kind, index: Index::Table, parts: PhantomData }
+    }
+    pub const fn gsi1<A, B, C, D>(k: Keys<A, B, Pk, Sk, C, D>) -> Self
+    where
+        Pk: Parts,
+    {
+        List { kind: k.kind, index: Index::Gsi1, parts: PhantomData }
+    }
+    pub const fn gsi2<A, B, C, D>(k: Keys<A, B, C, D, Pk, Sk>) -> Self
+    where
+        Pk: Parts,
+    {
+        List { kind: k.kind, index: Index::Gsi2, parts: PhantomData }
+    }
+    /// The same list for queries of whole partitions, whatever its sort keys' parts (a rule
+    /// that reads every item of a contact's partition).
+    pub const fn whole(self) -> List<Pk, Absent> {
+        List { kind: self.kind, index: self.index, parts: PhantomData }
+    }
+    /// The list without its types, for the registry's tests.
+    pub const fn erased(&self) -> (Kind, Index) {
+        (self.kind, self.index)
+    }
+    fn pattern(&self) -> KeyPattern {
+        // The constructors set an index the kind's type says it has.
+        self.kind.pattern(self.index).unwrap_or(self.kind.table)
+    }
+}
+
+impl<Pk: Parts, Sk> List<Pk, Sk> {
+    /// The partition to query.
+    pub fn pk(&self, parts: Pk::Args<'_>) -> String {
+        fill::<Pk>(self.pattern().pk, parts)
+    }
+    /// The literal start of the list's sort keys.
+    pub fn prefix(&self) -> &'static str {
+        literal_prefix(self.pattern().sk)
+    }
+    /// The sort-key prefix of the items whose first part is `first`.
+    pub fn prefix_of(&self, first: <Sk::Part as Part>::Arg<'_>) -> String
+    where
+        Sk: First,
+    {
+        prefix::<Sk::Part>(self.pattern().sk, first)
     }
 }
 
 /// The literal text before a pattern's first placeholder.
-pub fn literal_prefix(pattern: &str) -> &str {
-    pattern.split('<').next().unwrap_or_default()
+pub const fn literal_prefix(pattern: &str) -> &str {
+    let b = pattern.as_bytes();
+    let mut i = 0;
+    while i < b.len() && b[i] != b'<' {
+        i += 1;
+    }
+    pattern.split_at(i).0
 }
 
 /// How many placeholders a pattern has.
@@ -130,77 +325,139 @@ pub fn placeholders(pattern: &str) -> usize {
     pattern.matches('<').count()
 }
 
-/// Replace the placeholders in order. A missing part is a bug in the caller (panics in debug
-/// builds, leaves the placeholder empty in release).
-pub fn fill(pattern: &str, parts: &[&str]) -> String {
-    debug_assert_eq!(placeholders(pattern), parts.len(), "parts for {pattern}");
-    let (mut out, rest) = fill_first(pattern, parts, placeholders(pattern));
+fn fill<P: Parts>(pattern: &str, parts: P::Args<'_>) -> String {
+    let texts = P::texts(parts);
+    let (mut out, rest) = fill_first(pattern, &texts, P::PLACEHOLDERS.len());
     out.push_str(rest);
     out
 }
 
-/// The pattern up to and including its `n`-th placeholder, filled from `parts` (missing ones
-/// empty), and the rest of the pattern.
+fn prefix<P: Parts>(pattern: &str, parts: P::Args<'_>) -> String {
+    let texts = P::texts(parts);
+    let (mut out, rest) = fill_first(pattern, &texts, P::PLACEHOLDERS.len());
+    out.push_str(literal_prefix(rest));
+    out
+}
+
+/// The pattern up to and including its first `n` placeholders, filled from `parts`, and the
+/// rest of the pattern.
 fn fill_first<'p>(pattern: &'p str, parts: &[&str], n: usize) -> (String, &'p str) {
     let mut out = String::with_capacity(pattern.len() + parts.iter().map(|p| p.len()).sum::<usize>());
     let mut rest = pattern;
-    for i in 0..n {
+    for part in parts.iter().take(n) {
         let Some(at) = rest.find('<') else { break };
         out.push_str(&rest[..at]);
-        let part = parts.get(i).copied().unwrap_or_default();
-        let (placeholder, after) = rest[at + 1..].split_once('>').unwrap_or((&rest[at + 1..], ""));
-        debug_assert!(
-            id_kind(placeholder).is_none_or(|kind| part.is_empty() || part.strip_prefix(kind).is_some_and(|r| r.starts_with('_'))),
-            "{pattern}: <{placeholder}> given {part:?}, an id of another kind"
-        );
         out.push_str(part);
-        rest = after;
+        rest = rest[at + 1..].split_once('>').map_or("", |(_, after)| after);
     }
     (out, rest)
 }
 
-/// The id prefix a placeholder names (`<ct id>`: `ct`): a key filled with an id of another
-/// kind (`keys::CONTACT.sk(&[booking_id])`) fails every debug build that reaches it. Ids
-/// without a prefix of their own (sessions, links, jobs, attempts) are not checked.
-fn id_kind(placeholder: &str) -> Option<&str> {
-    let word = placeholder.strip_suffix(" id")?;
-    match word {
-        "event" => Some("evt"),
-        "session" | "link" | "job" | "attempt" => None,
-        w if !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase()) => Some(w),
-        _ => None,
+// ---------- the compile-time check that a kind's parts fit its patterns ----------
+
+/// Panics (at compile time, where a kind is declared) unless `pattern` has exactly `P`'s
+/// placeholders: an id type's own (`<ct id>` for `ContactId`), or any non-id text for [`Text`].
+const fn fits<P: Parts>(pattern: &str) {
+    let want = P::PLACEHOLDERS;
+    let b = pattern.as_bytes();
+    let (mut i, mut n) = (0, 0);
+    while i < b.len() {
+        if b[i] == b'<' {
+            let start = i + 1;
+            while i < b.len() && b[i] != b'>' {
+                i += 1;
+            }
+            assert!(n < want.len(), "a key pattern has more placeholders than its kind's parts");
+            let placeholder = pattern.split_at(i).0.split_at(start).1;
+            assert!(fills(want[n], placeholder), "a kind's part does not fill its key pattern's placeholder");
+            n += 1;
+        }
+        i += 1;
     }
+    assert!(n == want.len(), "a key pattern has fewer placeholders than its kind's parts");
+}
+
+/// Whether a part declared as `want` (an id type's placeholder, or `""` for text) fills `placeholder`.
+const fn fills(want: &str, placeholder: &str) -> bool {
+    if want.is_empty() { !is_id(placeholder) } else { eq(want.as_bytes(), placeholder.as_bytes()) }
+}
+
+/// `<ct id>`, `<ws>`: a placeholder only an id type fills. Ids without a type of their own
+/// (sessions, links, jobs, attempts: random, never named by a request) are text.
+const fn is_id(placeholder: &str) -> bool {
+    let p = placeholder.as_bytes();
+    if eq(p, b"ws") {
+        return true;
+    }
+    let untyped: [&[u8]; 4] = [b"session id", b"link id", b"job id", b"attempt id"];
+    let mut u = 0;
+    while u < untyped.len() {
+        if eq(p, untyped[u]) {
+            return false;
+        }
+        u += 1;
+    }
+    // one lower-case word and " id"
+    if p.len() < 4 || !eq(p.split_at(p.len() - 3).1, b" id") {
+        return false;
+    }
+    let mut i = 0;
+    while i < p.len() - 3 {
+        if !p[i].is_ascii_lowercase() {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 // ---------- the kinds the shared mechanisms store ----------
 
+use crate::ids::{ApiKeyId, ApprovalRequestId, ConfirmationId, ContactId, EventId, WorkspaceId};
+
 /// The workspace partition every area object lives in.
 pub const WORKSPACE_PK: &str = "WS#<ws>";
 
-pub fn ws_pk(workspace_id: &str) -> String {
-    fill(WORKSPACE_PK, &[workspace_id])
+pub fn ws_pk(workspace_id: &WorkspaceId) -> String {
+    fill::<WorkspaceId>(WORKSPACE_PK, workspace_id)
 }
 
-pub const API_KEY: Kind = Kind::on(
+pub const API_KEY: Keys<WorkspaceId, ApiKeyId> = Keys::on(
     "API key (listing)",
     WORKSPACE_PK,
     "APIKEY#<key id>",
     "name, prefix, scopes, `hash`, `last_used_at` (lazy, ≤ 1 write/key/hour/container)",
 )
 .business();
-pub const API_KEY_LOOKUP: Kind =
-    Kind::on("API key (look-up)", "APIKEY#<sha256>", "APIKEY", "workspace, key id, scopes, `revoked`; authentication is one GetItem")
+pub const API_KEY_LOOKUP: Keys<Text, ()> =
+    Keys::on("API key (look-up)", "APIKEY#<sha256>", "APIKEY", "workspace, key id, scopes, `revoked`; authentication is one GetItem")
         .internal();
-pub const MEMBER: Kind = Kind::on("member", WORKSPACE_PK, "MEMBER#<subject>", "role; GSI1 lists a subject's workspaces")
-    .gsi1("MEMBERSHIP#<subject>", "<ws>")
-    .business();
-pub const RATE_BUCKET: Kind = Kind::on("rate-limit bucket", "RL#<ws or SUB#subject>#<class>", "RL", "GCRA `tat` (epoch ms)").internal();
-pub const IDEMPOTENCY: Kind =
-    Kind::on("idempotency record", WORKSPACE_PK, "IDEM#<sha256(key)>", "state, fingerprint, lease, stored response; 24 h TTL").personal();
-pub const OUTBOX_EVENT: Kind =
-    Kind::on("outbox event", "OUTBOX#<0..7>", "<event id>", "the event body; deleted by the consumer, re-sent by the sweep; 7 d TTL")
+pub const MEMBER: Keys<WorkspaceId, Text, Text, WorkspaceId> =
+    Keys::on("member", WORKSPACE_PK, "MEMBER#<subject>", "role; GSI1 lists a subject's workspaces")
+        .gsi1("MEMBERSHIP#<subject>", "<ws>")
+        .business();
+pub const RATE_BUCKET: Keys<(Text, Text), ()> =
+    Keys::on("rate-limit bucket", "RL#<ws or SUB#subject>#<class>", "RL", "GCRA `tat` (epoch ms)").internal();
+pub const IDEMPOTENCY: Keys<WorkspaceId, Text> =
+    Keys::on("idempotency record", WORKSPACE_PK, "IDEM#<sha256(key)>", "state, fingerprint, lease, stored response; 24 h TTL").personal();
+pub const OUTBOX_EVENT: Keys<Text, EventId> =
+    Keys::on("outbox event", "OUTBOX#<0..7>", "<evt id>", "the event body; deleted by the consumer, re-sent by the sweep; 7 d TTL")
         .personal();
-pub const OUTBOX_JOB: Kind = Kind::on(
+pub const OUTBOX_JOB: Keys<Text, (Text, Text)> = Keys::on(
     "outbox job",
     "OUTBOXJOB#<0..7>",
     "<queue>#<job id>",
@@ -208,7 +465,7 @@ pub const OUTBOX_JOB: Kind = Kind::on(
 )
 .internal();
 
-pub const PORTAL_SESSION: Kind = Kind::on(
+pub const PORTAL_SESSION: Keys<Text, (), (WorkspaceId, ContactId), Text> = Keys::on(
     "portal session",
     "PORTALSESSION#<sha256 of the session token>",
     "PORTALSESSION",
@@ -216,7 +473,7 @@ pub const PORTAL_SESSION: Kind = Kind::on(
 )
 .gsi1("WS#<ws>#PSESSIONS#<ct id>", "PSESSION#<session id>")
 .personal();
-pub const CAPABILITY_CONFIRMATION: Kind = Kind::on(
+pub const CAPABILITY_CONFIRMATION: Keys<WorkspaceId, ConfirmationId> = Keys::on(
     "capability confirmation",
     WORKSPACE_PK,
     "CAPCONF#<cc id>",
@@ -224,7 +481,7 @@ pub const CAPABILITY_CONFIRMATION: Kind = Kind::on(
 )
 .personal();
 
-pub const APPROVAL_LOOKUP: Kind = Kind::on(
+pub const APPROVAL_LOOKUP: Keys<WorkspaceId, Text> = Keys::on(
     "approval look-up",
     WORKSPACE_PK,
     "APRKEY#<sha256 of key, method, path, Idempotency-Key and body hash>",
@@ -232,14 +489,14 @@ pub const APPROVAL_LOOKUP: Kind = Kind::on(
 )
 .internal();
 
-pub const APPROVAL_REQUEST: Kind = Kind::on(
+pub const APPROVAL_REQUEST: Keys<WorkspaceId, ApprovalRequestId> = Keys::on(
     "approval request",
     WORKSPACE_PK,
     "APPROVAL#<apr id>",
     "a restricted key's request (method, path, body hash, Idempotency-Key), the preview rendered when it was asked, the objects it depends on at their versions, state and who decided, the `approval.requested` event's body; 90 d TTL",
 )
 .personal();
-pub const APPROVAL_DUE: Kind = Kind::on(
+pub const APPROVAL_DUE: Keys<Text, (Text, WorkspaceId, ApprovalRequestId)> = Keys::on(
     "approval due entry",
     "DUE#APPROVAL#<0..7>",
     "<expiry epoch ms, 13 digits>#<ws>#<apr id>",
@@ -249,50 +506,59 @@ pub const APPROVAL_DUE: Kind = Kind::on(
 
 /// The kinds of this crate, for the registry in `domain::keys`.
 pub const SHARED_KINDS: &[Kind] = &[
-    API_KEY,
-    API_KEY_LOOKUP,
-    MEMBER,
-    RATE_BUCKET,
-    IDEMPOTENCY,
-    OUTBOX_EVENT,
-    OUTBOX_JOB,
-    PORTAL_SESSION,
-    CAPABILITY_CONFIRMATION,
-    APPROVAL_LOOKUP,
-    APPROVAL_REQUEST,
-    APPROVAL_DUE,
+    API_KEY.kind,
+    API_KEY_LOOKUP.kind,
+    MEMBER.kind,
+    RATE_BUCKET.kind,
+    IDEMPOTENCY.kind,
+    OUTBOX_EVENT.kind,
+    OUTBOX_JOB.kind,
+    PORTAL_SESSION.kind,
+    CAPABILITY_CONFIRMATION.kind,
+    APPROVAL_LOOKUP.kind,
+    APPROVAL_REQUEST.kind,
+    APPROVAL_DUE.kind,
 ];
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const ACT: Keys<WorkspaceId, (ContactId, Text)> = Keys::on("x", WORKSPACE_PK, "ACT#<ct id>#<n>", "");
+
     #[test]
     fn fill_and_prefix() {
-        let k = Kind::on("x", WORKSPACE_PK, "ACT#<ct id>#<act id>", "");
-        assert_eq!(k.pk(&["ws_1"]), "WS#ws_1");
-        assert_eq!(k.sk(&["ct_1", "act_2"]), "ACT#ct_1#act_2");
-        assert_eq!(k.sk_prefix(&[]), "ACT#");
-        assert_eq!(k.sk_prefix(&["ct_1"]), "ACT#ct_1#");
-        assert_eq!(fill("APIKEY", &[]), "APIKEY");
-        assert_eq!(literal_prefix("<event id>"), "");
+        let (ws, ct) = (WorkspaceId::trusted("ws_1"), ContactId::trusted("ct_1"));
+        assert_eq!(ACT.pk(&ws), "WS#ws_1");
+        assert_eq!(ACT.sk((&ct, "2")), "ACT#ct_1#2");
+        assert_eq!(ACT.sk_prefix(), "ACT#");
+        assert_eq!(ACT.sk_prefix_of(&ct), "ACT#ct_1#");
+        assert_eq!(API_KEY_LOOKUP.sk(()), "APIKEY");
+        assert_eq!(literal_prefix(OUTBOX_EVENT.table.sk), "");
         assert_eq!(placeholders(RATE_BUCKET.table.pk), 2);
+        assert_eq!(ACT.sk((&ContactId::erased(), "2")), "ACT##2", "an erased id is empty");
     }
 
     #[test]
-    #[should_panic(expected = "<ct id> given \"bk_1\", an id of another kind")]
-    fn a_key_of_one_kind_refuses_an_id_of_another() {
-        Kind::on("x", WORKSPACE_PK, "CONTACT#<ct id>", "").sk(&["bk_1"]);
+    fn parts_fit_only_their_placeholders() {
+        assert!(fills(ContactId::PLACEHOLDER, "ct id") && fills(WorkspaceId::PLACEHOLDER, "ws"));
+        assert!(!fills(ContactId::PLACEHOLDER, "bk id"), "an id of another kind");
+        assert!(!fills(Text::PLACEHOLDER, "ct id") && !fills(Text::PLACEHOLDER, "ws"), "text where an id belongs");
+        for text in ["status", "session id", "link id", "provider message id", "ws or SUB#subject", "sha256 of the URL"] {
+            assert!(fills(Text::PLACEHOLDER, text), "{text}");
+        }
+    }
+
+    /// What a kind declared with the wrong parts hits at compile time.
+    #[test]
+    #[should_panic(expected = "does not fill")]
+    fn a_kind_with_the_wrong_parts_is_refused() {
+        fits::<ContactId>(std::hint::black_box("CONTACT#<bk id>"));
     }
 
     #[test]
-    fn id_placeholders_name_their_prefix() {
-        assert_eq!(
-            (id_kind("ct id"), id_kind("event id"), id_kind("session id"), id_kind("status")),
-            (Some("ct"), Some("evt"), None, None)
-        );
-        let k = Kind::on("x", WORKSPACE_PK, "ACT#<ct id>#<act id>", "");
-        assert_eq!(k.sk(&["", "act_2"]), "ACT##act_2", "an erased id is empty");
-        assert_eq!(k.sk_prefix(&[""]), "ACT##", "and so may a prefix's");
+    #[should_panic(expected = "fewer placeholders")]
+    fn a_kind_with_too_many_parts_is_refused() {
+        fits::<(ContactId, Text)>(std::hint::black_box("CONTACT#<ct id>"));
     }
 }

@@ -63,7 +63,7 @@ impl WorkQueue {
 
     fn item_key(self, job_id: &str) -> (String, String) {
         use crate::keys::OUTBOX_JOB;
-        (OUTBOX_JOB.pk(&[&crate::events::outbox_shard(job_id).to_string()]), OUTBOX_JOB.sk(&[self.name(), job_id]))
+        (OUTBOX_JOB.pk(&crate::events::outbox_shard(job_id).to_string()), OUTBOX_JOB.sk((self.name(), job_id)))
     }
 }
 
@@ -424,8 +424,8 @@ pub async fn sweep_jobs(app: &App, min_age_secs: i64, per_shard: i32) -> Result<
     use crate::keys::OUTBOX_JOB;
     let now = chrono::Utc::now().timestamp();
     let reads = WorkQueue::ALL.into_iter().flat_map(|q| (0..OUTBOX_SHARDS).map(move |shard| (q, shard))).map(|(queue, shard)| async move {
-        let pk = OUTBOX_JOB.pk(&[&shard.to_string()]);
-        let prefix = OUTBOX_JOB.sk_prefix(&[queue.name()]);
+        let pk = OUTBOX_JOB.pk(&shard.to_string());
+        let prefix = OUTBOX_JOB.sk_prefix_of(queue.name());
         (queue, app.db.query_between(&pk, &prefix, &format!("{prefix}~"), true, Some(per_shard.max(1) as usize)).await)
     });
     let mut failed = None;

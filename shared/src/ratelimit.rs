@@ -192,7 +192,7 @@ impl RateLimiter {
         let (t, cap) = (limit.interval_ms(), limit.capacity_ms());
         let max_tat = now + cap - t;
         let busy_from = now - t;
-        let pk = crate::keys::RATE_BUCKET.pk(&[scope, class.name()]);
+        let pk = crate::keys::RATE_BUCKET.pk((scope, class.name()));
         let refuse = |tat: i64| Decision { class, limit, allowed: false, remaining: 0, wait_ms: tat - max_tat };
         let admit = |tat: i64| Decision { class, limit, allowed: true, remaining: (now + cap - tat) / t, wait_ms: tat - now };
 

@@ -607,7 +607,7 @@ impl Db {
     }
 
     /// Read an object of a workspace, with its version.
-    pub async fn get_object<T: DeserializeOwned>(&self, ws: &str, sk: &str) -> Result<Option<(T, i64)>, ApiError> {
+    pub async fn get_object<T: DeserializeOwned>(&self, ws: &crate::ids::WorkspaceId, sk: &str) -> Result<Option<(T, i64)>, ApiError> {
         match self.get(&ws_pk(ws), sk).await? {
             None => Ok(None),
             Some(item) => {
@@ -925,6 +925,41 @@ impl TxError {
     }
 }
 
+/// The queries of a list ([`crate::keys::List`]): on its index, in the partition its parts
+/// name, over the sort keys that begin with its prefix.
+impl<Pk: crate::keys::Parts, Sk> crate::keys::List<Pk, Sk> {
+    /// Every item of the list in one partition.
+    pub fn query(&self, pk: Pk::Args<'_>, after: Option<String>, limit: usize) -> QuerySpec<'static> {
+        self.spec(self.pk(pk), self.prefix().to_string(), after, limit)
+    }
+    /// The items whose sort keys begin with `first` (a contact's activities).
+    pub fn query_within(
+        &self,
+        pk: Pk::Args<'_>,
+        first: <Sk::Part as crate::keys::Part>::Arg<'_>,
+        after: Option<String>,
+        limit: usize,
+    ) -> QuerySpec<'static>
+    where
+        Sk: crate::keys::First,
+    {
+        self.spec(self.pk(pk), self.prefix_of(first), after, limit)
+    }
+    /// The items whose first placeholder's value begins with `partial` (a search term's
+    /// prefix: `CSEARCH#` + `lov` finds `CSEARCH#lovelace#ct_1`).
+    pub fn query_partial(&self, pk: Pk::Args<'_>, partial: &str, after: Option<String>, limit: usize) -> QuerySpec<'static> {
+        self.spec(self.pk(pk), format!("{}{partial}", self.prefix()), after, limit)
+    }
+    fn spec(&self, pk: String, prefix: String, after: Option<String>, limit: usize) -> QuerySpec<'static> {
+        let spec = QuerySpec::new(pk, prefix, after, limit);
+        match self.index {
+            crate::keys::Index::Table => spec,
+            crate::keys::Index::Gsi1 => spec.on_gsi1(),
+            crate::keys::Index::Gsi2 => spec.on_gsi2(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -959,7 +994,10 @@ mod tests {
     #[test]
     fn records_round_trip_and_carry_keys() {
         let t = Thing { id: "x_1".into(), n: 3, tags: vec![], note: None };
-        let rec = Record::new(ws_pk("ws_a"), "THING#x_1".into(), &t).unwrap().version(1).gsi1("G".into(), "g".into());
+        let rec = Record::new(ws_pk(&crate::ids::WorkspaceId::trusted("ws_a")), "THING#x_1".into(), &t)
+            .unwrap()
+            .version(1)
+            .gsi1("G".into(), "g".into());
         assert_eq!(get_str(&rec.item, "pk"), Some("WS#ws_a"));
         assert_eq!(get_i64(&rec.item, "version"), Some(1));
         let back: Thing = from_item(rec.item).unwrap();

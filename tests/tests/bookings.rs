@@ -403,7 +403,8 @@ async fn a_booking_whose_person_was_erased_changes_without_writing_for_nobody() 
     assert_eq!(r.status, 200, "{}", r.json);
 
     let app = harness().app().await;
-    let nobody = [domain::keys::CONTACT_BOOKING.sk_prefix(&[""]), domain::keys::ACTIVITY.sk_prefix(&[""])];
+    let erased = domain::ids::ContactId::erased();
+    let nobody = [domain::keys::CONTACT_BOOKING.sk_prefix_of(&erased), domain::keys::ACTIVITY.sk_prefix_of(&erased)];
     let items = app.db.scan_all().await.unwrap();
     let orphans: Vec<&str> = items
         .iter()

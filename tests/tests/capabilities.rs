@@ -238,7 +238,11 @@ async fn expired_foreign_and_other_key_tokens_are_refused() {
     let (id, token) = mint_with(&s, "webhooks.create", "POST", "/webhooks", "exp-1", body, json!({"expires_in": 60})).await;
     let app = h.app().await;
     app.db
-        .update(shared::store::ws_pk(&s.ws), domain::keys::CAPABILITY_CONFIRMATION.sk(&[&id]), "SET token_expires_ms = :past")
+        .update(
+            shared::store::ws_pk(&shared::ids::WorkspaceId::trusted(&s.ws)),
+            domain::keys::CAPABILITY_CONFIRMATION.sk(&domain::ids::ConfirmationId::trusted(&id)),
+            "SET token_expires_ms = :past",
+        )
         .value(":past", shared::store::n(shared::ids::now_ms() - 1_000))
         .required()
         .await
@@ -906,15 +910,16 @@ async fn two_approvers_at_once_mint_one_confirmation_and_an_expired_request_mint
     // table (no test waits a day): the request's and its due entry's.
     let apr = ask(&s, "POST", "/webhooks", body, "late-1", "webhooks.create").await;
     let app = h.app().await;
-    let pk = shared::store::ws_pk(&s.ws);
-    let item = app.db.get(&pk, &domain::keys::APPROVAL_REQUEST.sk(&[&apr])).await.unwrap().unwrap();
-    let (due_pk, due_sk) = shared::approvals::due_key(&s.ws, &apr, shared::store::get_i64(&item, "expires_ms").unwrap());
+    let (ws, apr_id) = (shared::ids::WorkspaceId::trusted(&s.ws), domain::ids::ApprovalRequestId::trusted(&apr));
+    let pk = shared::store::ws_pk(&ws);
+    let item = app.db.get(&pk, &domain::keys::APPROVAL_REQUEST.sk(&apr_id)).await.unwrap().unwrap();
+    let (due_pk, due_sk) = shared::approvals::due_key(&ws, &apr_id, shared::store::get_i64(&item, "expires_ms").unwrap());
     assert!(app.db.get(&due_pk, &due_sk).await.unwrap().is_some(), "a pending request has its due entry");
     let past = shared::ids::now_ms() - 1;
     app.db.delete(&due_pk, &due_sk).await.unwrap();
-    app.db.put(shared::approvals::due_item(&s.ws, &apr, past)).apply().await.unwrap();
+    app.db.put(shared::approvals::due_item(&ws, &apr_id, past)).apply().await.unwrap();
     app.db
-        .update(pk.clone(), domain::keys::APPROVAL_REQUEST.sk(&[&apr]), "SET expires_ms = :past")
+        .update(pk.clone(), domain::keys::APPROVAL_REQUEST.sk(&apr_id), "SET expires_ms = :past")
         .value(":past", shared::store::n(past))
         .required()
         .await
@@ -923,9 +928,9 @@ async fn two_approvers_at_once_mint_one_confirmation_and_an_expired_request_mint
     assert_eq!(r.status, 409, "{}", r.json);
     // The stack's own minute sweep may get there first; either way it expires once.
     shared::approvals::expire_due(&app, shared::ids::now_ms(), 100).await.unwrap();
-    let stored = app.db.get(&pk, &domain::keys::APPROVAL_REQUEST.sk(&[&apr])).await.unwrap().unwrap();
+    let stored = app.db.get(&pk, &domain::keys::APPROVAL_REQUEST.sk(&apr_id)).await.unwrap().unwrap();
     assert_eq!(shared::store::get_str(&stored, "approval_state"), Some("expired"));
-    assert!(app.db.get(&due_pk, &shared::approvals::due_key(&s.ws, &apr, past).1).await.unwrap().is_none(), "swept once");
+    assert!(app.db.get(&due_pk, &shared::approvals::due_key(&ws, &apr_id, past).1).await.unwrap().is_none(), "swept once");
     let mut announced = false;
     for _ in 0..100 {
         let d = s.owner.get(&format!("/webhooks/{}/deliveries", hook_id)).await.json["data"].clone();

@@ -2,6 +2,7 @@
 //! API documentation (`tests/mastodon/server.py`) and webhook receivers on 127.0.0.1, with the
 //! publisher running in the local stack's worker (queue + tick every second).
 
+use domain::ids::PostId;
 use e2e::receiver::Receiver;
 use e2e::{Client, harness};
 use serde_json::{Value, json};
@@ -235,7 +236,8 @@ async fn a_post_to_three_channels_publishes_once_to_each_even_when_runs_repeat()
         domain::publishing::enqueue(&publisher.app, &shared::auth::WorkspaceId::trusted(ws.clone()), &id, 0).await;
     }
     let wid = shared::auth::WorkspaceId::trusted(ws.clone());
-    let (r1, r2) = tokio::join!(publisher.run(&wid, &id), publisher.run(&wid, &id));
+    let post = PostId::trusted(id.as_str());
+    let (r1, r2) = tokio::join!(publisher.run(&wid, &post), publisher.run(&wid, &post));
     assert!(r1.is_ok() && r2.is_ok());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let statuses = m.statuses().await;
@@ -268,7 +270,13 @@ async fn a_publisher_that_died_after_the_remote_call_does_not_post_twice() {
     let app = h.app().await;
     let claim = shared::store::Item::from([
         ("pk".to_string(), aws_sdk_dynamodb::types::AttributeValue::S(format!("WS#{ws}"))),
-        ("sk".to_string(), aws_sdk_dynamodb::types::AttributeValue::S(domain::publishing::variant_sk(&id, &a))),
+        (
+            "sk".to_string(),
+            aws_sdk_dynamodb::types::AttributeValue::S(domain::publishing::variant_sk(
+                &PostId::trusted(id.as_str()),
+                &domain::ids::ChannelId::trusted(a.as_str()),
+            )),
+        ),
         ("state".to_string(), aws_sdk_dynamodb::types::AttributeValue::S("publishing".into())),
         ("claim_until".to_string(), aws_sdk_dynamodb::types::AttributeValue::N((chrono::Utc::now().timestamp() - 1).to_string())),
         ("attempts".to_string(), aws_sdk_dynamodb::types::AttributeValue::N("1".into())),
@@ -398,7 +406,7 @@ async fn bluesky_posts_reach_a_real_pds_once_with_facets_and_images() {
 
     // Runs repeated after the fact find the record instead of creating another.
     let publisher = domain::publishing::Publisher::new(harness().app().await).unwrap();
-    let _ = publisher.run(&shared::auth::WorkspaceId::trusted(ws.clone()), &id).await;
+    let _ = publisher.run(&shared::auth::WorkspaceId::trusted(ws.clone()), &PostId::trusted(id.as_str())).await;
     assert_eq!(pds.posts(&ada.did).await.unwrap().len(), 1);
 
     // A run that died after createRecord: the record with the variant's key exists, nothing

@@ -243,7 +243,9 @@ async fn an_interrupted_import_resumes_without_duplicating_contacts() {
         .required()
         .await
         .unwrap();
-    domain::contacts::import::run(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &id).await.unwrap();
+    domain::contacts::import::run(&app, &shared::auth::WorkspaceId::trusted(ws.clone()), &domain::ids::ImportId::trusted(id.as_str()))
+        .await
+        .unwrap();
     let again = wait_import(&c, &id, 60).await;
     assert_eq!(counts(&again), counts(&job), "same counts after the resumed run");
     assert_eq!(all_pages(&c, "/contacts").await.len(), 1190, "no contact created twice");

@@ -643,7 +643,7 @@ async fn the_suppression_list_holds_until_an_admin_removes_an_address() {
 async fn expire_claim(name: &str) {
     let app = harness().app().await;
     app.db
-        .update(domain::keys::SENDING_DOMAIN_CLAIM.pk(&[name]), domain::keys::SENDING_DOMAIN_CLAIM.table.sk, "SET pending_until = :past")
+        .update(domain::keys::SENDING_DOMAIN_CLAIM.pk(name), domain::keys::SENDING_DOMAIN_CLAIM.table.sk, "SET pending_until = :past")
         .value(":past", shared::store::n(chrono::Utc::now().timestamp() - 1))
         .required()
         .await
@@ -750,7 +750,8 @@ async fn feedback_for_an_email_whose_send_went_unrecorded_still_reaches_it() {
     let sdk = tools::admin::local_sdk_config(&proxy.url).await;
     let app = shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&h.dynamodb_endpoint)).unwrap();
     let sender = domain::sending::Sender::new(app);
-    let _ = domain::sending::send::send_one(&sender, &shared::auth::WorkspaceId::trusted(ws.clone()), id).await;
+    let _ =
+        domain::sending::send::send_one(&sender, &shared::auth::WorkspaceId::trusted(ws.clone()), &domain::ids::EmailId::trusted(id)).await;
     assert!(proxy.clear() > 0, "SES was called");
     let failed = c.get(&format!("/emails/{id}")).await.json["data"].clone();
     assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("outcome_unknown")), "{failed}");
@@ -800,7 +801,7 @@ async fn a_verified_domain_owns_its_subdomains_for_routing_and_claiming() {
     let name = format!("acme-{u}.example.test");
     let sub = format!("help.{name}");
     let claim = async |n: &str| {
-        app.db.get(&domain::keys::SENDING_DOMAIN_CLAIM.pk(&[n]), domain::keys::SENDING_DOMAIN_CLAIM.table.sk).await.unwrap().unwrap()
+        app.db.get(&domain::keys::SENDING_DOMAIN_CLAIM.pk(n), domain::keys::SENDING_DOMAIN_CLAIM.table.sk).await.unwrap().unwrap()
     };
 
     // B claims the subdomain first and cannot prove it (SES holds it pending).

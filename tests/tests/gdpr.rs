@@ -127,7 +127,11 @@ async fn a_subject_export_holds_every_area_about_them_and_nothing_of_anyone_else
     // After its 7 days the job mints no link (S3's lifecycle rule deletes the object then).
     let app = h.app().await;
     app.db
-        .update(shared::store::ws_pk(&ws), domain::keys::EXPORT_JOB.sk(&[job["id"].as_str().unwrap()]), "SET expires_at = :past")
+        .update(
+            shared::store::ws_pk(&shared::ids::WorkspaceId::trusted(&ws)),
+            domain::keys::EXPORT_JOB.sk(&domain::ids::ExportId::trusted(job["id"].as_str().unwrap())),
+            "SET expires_at = :past",
+        )
         .value(":past", shared::store::s("2020-01-01T00:00:00Z"))
         .required()
         .await
@@ -455,7 +459,7 @@ async fn an_erasure_finds_the_person_by_every_address_phone_and_name_they_ever_h
 }
 
 fn keys_query(ws: &str, prefix: &str) -> shared::store::QuerySpec<'static> {
-    shared::store::QuerySpec::new(shared::store::ws_pk(ws), prefix, None, 10)
+    shared::store::QuerySpec::new(shared::store::ws_pk(&shared::ids::WorkspaceId::trusted(ws)), prefix, None, 10)
 }
 
 #[tokio::test]
@@ -582,7 +586,12 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     // it awaits, as a killed process stops) once it has saved a part more than the last one,
     // so every death lands between uploads however fast the machine is; then a run to the end.
     let parts = || async {
-        let item = app.db.get(&shared::store::ws_pk(&ws), &domain::keys::EXPORT_JOB.sk(&[&job.id])).await.unwrap().unwrap_or_default();
+        let item = app
+            .db
+            .get(&shared::store::ws_pk(&shared::ids::WorkspaceId::trusted(&ws)), &domain::keys::EXPORT_JOB.sk(&job.id))
+            .await
+            .unwrap()
+            .unwrap_or_default();
         let resume: Value = shared::store::get_str(&item, "resume").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
         resume["parts"].as_array().map_or(0, Vec::len)
     };
@@ -671,9 +680,11 @@ async fn an_erasure_does_not_call_an_email_a_stopped_sender_left_claimed_cancell
     // What a sender killed after claiming the first email leaves: its claim, expired.
     let app = h.app().await;
     let past = chrono::Utc::now().timestamp() - 60;
-    let sk = domain::keys::EMAIL.sk(&[&ids[0]]);
-    app.db.mark(shared::store::ws_pk(&ws), sk.clone(), "claim_token", shared::store::s("killed-sender")).await;
-    app.db.mark(shared::store::ws_pk(&ws), sk, "claim_until", shared::store::n(past)).await;
+    let sk = domain::keys::EMAIL.sk(&domain::ids::EmailId::trusted(&ids[0]));
+    app.db
+        .mark(shared::store::ws_pk(&shared::ids::WorkspaceId::trusted(&ws)), sk.clone(), "claim_token", shared::store::s("killed-sender"))
+        .await;
+    app.db.mark(shared::store::ws_pk(&shared::ids::WorkspaceId::trusted(&ws)), sk, "claim_until", shared::store::n(past)).await;
 
     let e = created(&c, "/gdpr/erasures", json!({"subject": {"email": addr}, "reason": "Art. 17"}), 202).await;
     assert_eq!(e2e::finished(&c, &format!("/gdpr/erasures/{}", e["id"].as_str().unwrap())).await["status"], "completed");
@@ -763,7 +774,7 @@ async fn feedback_during_an_erasure_names_no_one() {
     let list = c.get("/emails/suppressions?limit=100").await.json["data"].clone();
     let listed = |a: &str| list.as_array().unwrap().iter().find(|s| s["address"] == a).map(|s| s["reason"].clone());
     assert_eq!((listed(&late), listed(&alive)), (None, Some(json!("bounced"))), "{list}");
-    let hashed = app.db.query_page(keys_query(&ws, &domain::keys::ERASED_SUPPRESSION.sk_prefix(&[]))).await.unwrap();
+    let hashed = app.db.query_page(keys_query(&ws, domain::keys::ERASED_SUPPRESSION.sk_prefix())).await.unwrap();
     assert_eq!(hashed.items.len(), 2, "the two erased addresses, by their hashes");
 }
 
@@ -846,10 +857,18 @@ async fn nothing_outlives_an_erasure_consents_exports_or_a_deleted_contacts_hist
         let ws = ws.clone();
         async move {
             let mut n = 0;
-            for prefix in [domain::keys::ACTIVITY.sk_prefix(&[&id]), domain::keys::CONTACT_FORMER.sk_prefix(&[&id])] {
+            for prefix in [
+                domain::keys::ACTIVITY.sk_prefix_of(&domain::ids::ContactId::trusted(&id)),
+                domain::keys::CONTACT_FORMER.sk_prefix_of(&domain::ids::ContactId::trusted(&id)),
+            ] {
                 n += app
                     .db
-                    .query_page(shared::store::QuerySpec::new(shared::store::ws_pk(&ws), &prefix, None, 100))
+                    .query_page(shared::store::QuerySpec::new(
+                        shared::store::ws_pk(&shared::ids::WorkspaceId::trusted(&ws)),
+                        &prefix,
+                        None,
+                        100,
+                    ))
                     .await
                     .unwrap()
                     .items

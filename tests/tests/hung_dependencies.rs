@@ -84,7 +84,11 @@ async fn frozen_emulators_answer_503_in_time_and_recover() {
         let started = Instant::now();
         let outcome = tokio::time::timeout(
             Duration::from_secs(30),
-            domain::sending::send::send_one(&sender, &shared::auth::WorkspaceId::trusted(ws.clone()), &id),
+            domain::sending::send::send_one(
+                &sender,
+                &shared::auth::WorkspaceId::trusted(ws.clone()),
+                &domain::ids::EmailId::trusted(id.as_str()),
+            ),
         )
         .await;
         assert!(matches!(outcome, Ok(Ok(domain::sending::send::Outcome::Done))), "{outcome:?}");

@@ -562,7 +562,8 @@ fn function_crates_declare_only_what_they_use() {
 }
 
 /// The area shape (docs/architecture.md): in an area folder with a `store.rs`, `mod.rs` is the
-/// model and does no I/O, so its decisions are tested without DynamoDB.
+/// model and does no I/O, and outside its tests does not read the clock (its decisions take
+/// `now`), so they are tested without DynamoDB and at any time.
 #[test]
 fn an_area_with_a_store_keeps_its_model_free_of_io() {
     let root = tools::localstack::repo_root().join("domain/src");
@@ -591,7 +592,13 @@ fn an_area_with_a_store_keeps_its_model_free_of_io() {
                 offenders.push(format!("{}/mod.rs: {io}", dir.display()));
             }
         }
+        let decisions = model.split("#[cfg(test)]").next().unwrap_or_default();
+        for clock in ["::now()", "now_ms()", "now_rfc3339()"] {
+            if decisions.contains(clock) {
+                offenders.push(format!("{}/mod.rs: {clock} (take `now` as a parameter)", dir.display()));
+            }
+        }
     }
     assert!(shaped >= 2, "read the areas: {shaped} with a store.rs");
-    assert!(offenders.is_empty(), "a model that does I/O (move it to store.rs): {offenders:?}");
+    assert!(offenders.is_empty(), "a model that does I/O (move it to store.rs) or reads the clock: {offenders:?}");
 }

@@ -32,7 +32,8 @@ async fn a_rotated_platform_secret_still_opens_what_the_old_root_sealed() {
 
     // A container started after it.
     let fresh = stack.new_app(stack.config()).unwrap();
-    let stored = domain::webhooks::load_endpoint(&fresh, &ws, &endpoint).await.unwrap().expect("the endpoint");
+    let stored =
+        domain::webhooks::load_endpoint(&fresh, &ws, &domain::ids::EndpointId::trusted(&endpoint)).await.unwrap().expect("the endpoint");
     let keys = stored.signing_keys(&fresh, &ws).await.expect("the old seal opens");
     assert_eq!(keys, vec![shared::signing::secret_key(&secret).unwrap()]);
     assert_eq!(domain::privacy::tombstone_sk(&fresh, &ws, "gone@example.org").await.unwrap(), erased_before, "tombstones keep their keys");

@@ -50,7 +50,7 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
     let mut replaces = None;
     if let Some(l) = app.db.get(&pk, &lookup).await? {
         let id = get_str(&l, "approval_request_id").unwrap_or_default().to_string();
-        match app.db.get(&pk, &APPROVAL_REQUEST.sk(&[&id])).await? {
+        match app.db.get(&pk, &APPROVAL_REQUEST.sk(&ApprovalRequestId::trusted(&id))).await? {
             Some(item) if state_of(&item) != ApprovalState::Expired => {
                 return Ok(Requested { id, state: state_of(&item).as_str().into(), url: None });
             }
@@ -93,7 +93,7 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
         bound.iter().map(|(b, sk)| BoundKey { object: b.object.clone(), id: b.id.clone(), sk: sk.clone(), version: b.version }).collect();
     let item = Item::from([
         ("pk".into(), s(&pk)),
-        ("sk".into(), s(APPROVAL_REQUEST.sk(&[id.as_str()]))),
+        ("sk".into(), s(APPROVAL_REQUEST.sk(&id))),
         ("id".into(), s(id.as_str())),
         ("doc".into(), s(doc_json)),
         ("approval_state".into(), s("pending")),
@@ -119,7 +119,7 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
         .put_if(item, "attribute_not_exists(pk)", vec![])
         .put_if(lookup_item, cond, vals)
         // Announced as `approval.expired` if nobody decides in time (`shared::approvals::expire_due`).
-        .put(shared::approvals::due_item(ws, id.as_str(), expires.timestamp_millis()))
+        .put(shared::approvals::due_item(ws, &id, expires.timestamp_millis()))
         .event(shared::events::Event::new(ws, EventType::ApprovalRequested, &announced))
         .commit(app)
         .await;
@@ -259,7 +259,7 @@ pub fn from_item(item: &Item) -> ApiResult<ApprovalRequest> {
 }
 
 async fn load_item(app: &App, ws: &WorkspaceId, id: &ApprovalRequestId) -> ApiResult<Item> {
-    app.db.get(&ws_pk(ws), &APPROVAL_REQUEST.sk(&[id.as_str()])).await?.ok_or_else(|| ApiError::not_found("approval request"))
+    app.db.get(&ws_pk(ws), &APPROVAL_REQUEST.sk(id)).await?.ok_or_else(|| ApiError::not_found("approval request"))
 }
 
 /// An erasure of someone an approval request names: the request and its look-up go, so its
@@ -289,7 +289,7 @@ pub async fn list(
     limit: usize,
 ) -> ApiResult<(Vec<ApprovalRequest>, Option<String>)> {
     let now = shared::ids::now_ms();
-    let spec = crate::keys::APPROVAL_REQUESTS.query(&[ws], &[], after, limit).descending();
+    let spec = crate::keys::APPROVAL_REQUESTS.query(ws, after, limit).descending();
     let spec = match state {
         None => spec,
         Some(ApprovalState::Pending) => {
@@ -356,7 +356,7 @@ pub async fn approve(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalRe
     let at = Timestamp::from(now).to_string();
     let decide = shared::store::Update::new(
         &pk,
-        APPROVAL_REQUEST.sk(&[id.as_str()]),
+        APPROVAL_REQUEST.sk(id),
         "SET approval_state = :approved, decided_at = :at, decided_by = :by, confirmation_id = :cc",
     )
     .when("approval_state = :pending AND expires_ms > :now")
@@ -382,7 +382,7 @@ pub async fn approve(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalRe
         confirmation_id: Some(cc_id.clone()),
         ..r.clone()
     };
-    let (due_pk, due_sk) = shared::approvals::due_key(ws, id.as_str(), get_i64(&item, "expires_ms").unwrap_or(0));
+    let (due_pk, due_sk) = shared::approvals::due_key(ws, id, get_i64(&item, "expires_ms").unwrap_or(0));
     let committed = tx
         .delete_if(due_pk, due_sk, "", vec![])
         .event(shared::events::Event::new(ws, EventType::ApprovalApproved, &event_body(&approved)))
@@ -414,7 +414,7 @@ async fn mark_stale(app: &App, ws: &WorkspaceId, id: &ApprovalRequestId, keys: &
         keys.iter().filter(|k| version_of(&k.sk) != k.version).map(|k| Changed { object: k.object.clone(), id: k.id.clone() }).collect();
     let marked = app
         .db
-        .update(pk, APPROVAL_REQUEST.sk(&[id.as_str()]), "SET approval_state = :stale, changed = :changed")
+        .update(pk, APPROVAL_REQUEST.sk(id), "SET approval_state = :stale, changed = :changed")
         .when("approval_state = :pending")
         .value(":stale", s("stale"))
         .value(":pending", s("pending"))
@@ -444,7 +444,7 @@ pub async fn deny(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalReque
     if r.state != ApprovalState::Pending {
         return Err(ApiError::conflict(format!("the approval request is {}", r.state.as_str())));
     }
-    let (due_pk, due_sk) = shared::approvals::due_key(ws, id.as_str(), get_i64(&item, "expires_ms").unwrap_or(0));
+    let (due_pk, due_sk) = shared::approvals::due_key(ws, id, get_i64(&item, "expires_ms").unwrap_or(0));
     let now = chrono::Utc::now();
     let denied = ApprovalRequest {
         state: ApprovalState::Denied,
@@ -455,7 +455,7 @@ pub async fn deny(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalReque
     };
     let decide = shared::store::Update::new(
         ws_pk(ws),
-        APPROVAL_REQUEST.sk(&[id.as_str()]),
+        APPROVAL_REQUEST.sk(id),
         "SET approval_state = :denied, decided_at = :at, decided_by = :by, reason = :why",
     )
     .when("approval_state = :pending AND expires_ms > :now")

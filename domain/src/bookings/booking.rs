@@ -68,7 +68,7 @@ async fn candidates(
     };
     let cells = async {
         match first {
-            Some(r) => store::prefetch(app, ws, svc, r.as_str(), start).await.map(Some),
+            Some(r) => store::prefetch(app, ws, svc, r, start).await.map(Some),
             None => Ok(None),
         }
     };

@@ -101,9 +101,8 @@ pub async fn list(
     limit: usize,
 ) -> ApiResult<(Vec<Booking>, Option<String>)> {
     if f.order == Order::Soonest {
-        let after = after.or_else(|| f.from.as_ref().map(|from| format!("{}{from}", keys::BOOKINGS_BY_START.prefix(&[]))));
-        let (bookings, mut next) =
-            shared::request::keyed_page::<Booking>(app, keys::BOOKINGS_BY_START.query(&[ws], &[], after, limit)).await?;
+        let after = after.or_else(|| f.from.as_ref().map(|from| format!("{}{from}", keys::BOOKINGS_BY_START.prefix())));
+        let (bookings, mut next) = shared::request::keyed_page::<Booking>(app, keys::BOOKINGS_BY_START.query(ws, after, limit)).await?;
         let mut list = vec![];
         for b in bookings {
             if f.to.as_ref().is_some_and(|t| b.start.to_string() >= *t) {
@@ -117,8 +116,8 @@ pub async fn list(
         return Ok((list, next));
     }
     let mut spec = match f.status {
-        Some(st) => keys::BOOKINGS_BY_STATUS.query(&[ws, st.as_str()], &[], after, limit),
-        None => keys::BOOKINGS.query(&[ws], &[], after, limit),
+        Some(st) => keys::BOOKINGS_BY_STATUS.query((ws, st.as_str()), after, limit),
+        None => keys::BOOKINGS.query(ws, after, limit),
     };
     if f.order == Order::Newest {
         spec = spec.descending();
@@ -155,7 +154,7 @@ pub async fn resources(
     after: Option<String>,
     limit: usize,
 ) -> ApiResult<(Vec<super::Resource>, Option<String>)> {
-    shared::request::page(app, keys::BOOKING_RESOURCES.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, keys::BOOKING_RESOURCES.query(ws, after, limit)).await
 }
 
 /// One page of the bookable services, in creation order.
@@ -165,5 +164,5 @@ pub async fn services(
     after: Option<String>,
     limit: usize,
 ) -> ApiResult<(Vec<super::Service>, Option<String>)> {
-    shared::request::page(app, keys::BOOKING_SERVICES.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, keys::BOOKING_SERVICES.query(ws, after, limit)).await
 }

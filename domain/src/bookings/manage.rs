@@ -36,7 +36,7 @@ impl Pages {
     pub async fn of(app: &App, ws: &WorkspaceId, origin: Option<&str>) -> ApiResult<Option<Self>> {
         let Some(origin) = origin.or(app.cfg.portal_pages_url.as_deref()) else { return Ok(None) };
         // The workspaces area is above this one: its slug is read as stored.
-        let item = app.db.get(&ws_pk(ws), &crate::keys::WORKSPACE.sk(&[])).await?;
+        let item = app.db.get(&ws_pk(ws), &crate::keys::WORKSPACE.sk(())).await?;
         let Some(slug) = item.as_ref().and_then(|i| store::get_str(i, "slug")) else { return Ok(None) };
         Ok(Some(Self { origin: origin.trim_end_matches('/').to_string(), slug: slug.to_string() }))
     }

@@ -111,7 +111,7 @@ async fn send(
     let notifications = svc.notifications.as_ref().ok_or_else(|| ApiError::internal("no notifications"))?;
     let cid =
         Some(b.contact_id.clone()).filter(|c| !c.is_erased()).ok_or_else(|| ApiError::internal("an erased booking has no contact"))?;
-    let has_template = async { Ok(app.db.get(&ws_pk(ws), &crate::keys::EMAIL_TEMPLATE.sk(&[slug])).await?.is_some()) };
+    let has_template = async { Ok(app.db.get(&ws_pk(ws), &crate::keys::EMAIL_TEMPLATE.sk(slug)).await?.is_some()) };
     let ((contact, _), has_template, pages) =
         tokio::try_join!(crate::contacts::load(app, ws, &cid), has_template, super::manage::Pages::of(app, ws, n.pages))?;
     let secret = app.platform_secret().await?;

@@ -9,6 +9,7 @@ use super::{
 };
 use crate::contacts::Contact;
 use crate::ids::ContactId;
+use crate::ids::{BookingId, HoldId, ResourceId, ServiceId};
 use crate::keys;
 use chrono::{Duration, Utc};
 use shared::auth::WorkspaceId;
@@ -29,7 +30,7 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
     use crate::privacy::{Erase, Find, Rule};
     &[
         Rule {
-            kind: crate::keys::BOOKING,
+            kind: crate::keys::BOOKING.kind,
             area: "bookings",
             find: Find::Mentions,
             export: true,
@@ -37,36 +38,36 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
             erase: Erase::Remove(&["contact_id", "notes", "cancel_reason", "metadata"]),
         },
         Rule {
-            kind: crate::keys::CONTACT_BOOKING,
+            kind: crate::keys::CONTACT_BOOKING.kind,
             area: "bookings",
-            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| crate::keys::CONTACT_BOOKING.sk_prefix(&[c])).collect()),
+            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| crate::keys::CONTACT_BOOKING.sk_prefix_of(c)).collect()),
             export: false,
             erase: Erase::Delete,
         },
     ]
 };
 
-pub fn resource_sk(id: &str) -> String {
-    keys::BOOKING_RESOURCE.sk(&[id])
+pub fn resource_sk(id: &ResourceId) -> String {
+    keys::BOOKING_RESOURCE.sk(id)
 }
 
-pub fn service_sk(id: &str) -> String {
-    keys::BOOKING_SERVICE.sk(&[id])
+pub fn service_sk(id: &ServiceId) -> String {
+    keys::BOOKING_SERVICE.sk(id)
 }
 
-pub fn booking_sk(id: &str) -> String {
-    keys::BOOKING.sk(&[id])
+pub fn booking_sk(id: &BookingId) -> String {
+    keys::BOOKING.sk(id)
 }
 
-pub fn hold_sk(id: &str) -> String {
-    keys::BOOKING_HOLD.sk(&[id])
+pub fn hold_sk(id: &HoldId) -> String {
+    keys::BOOKING_HOLD.sk(id)
 }
 
-pub async fn load_resource(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(Resource, i64)>> {
+pub async fn load_resource(app: &App, ws: &WorkspaceId, id: &ResourceId) -> ApiResult<Option<(Resource, i64)>> {
     app.db.get_object(ws, &resource_sk(id)).await
 }
 
-pub async fn load_service(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(Service, i64)>> {
+pub async fn load_service(app: &App, ws: &WorkspaceId, id: &ServiceId) -> ApiResult<Option<(Service, i64)>> {
     app.db.get_object(ws, &service_sk(id)).await
 }
 
@@ -153,13 +154,13 @@ pub async fn delete_service(app: &App, ws: &WorkspaceId, svc: &Service, version:
     remove(app, ws, service_sk(&svc.id), svc, version, EventType::BookingServiceDeleted).await
 }
 
-fn cell_sk(res: &str, cell: &str, unit: u32) -> String {
-    keys::BOOKING_CELL.sk(&[res, cell, &format!("{unit:02}")])
+fn cell_sk(res: &ResourceId, cell: &str, unit: u32) -> String {
+    keys::BOOKING_CELL.sk((res, cell, &format!("{unit:02}")))
 }
 
 /// What holds the cells of a resource from `first` to `last` (inclusive): one Query.
-async fn held_cells(app: &App, ws: &WorkspaceId, res: &str, first: &str, last: &str) -> ApiResult<HashMap<String, Vec<Held>>> {
-    let prefix = keys::BOOKING_CELL.sk_prefix(&[res]);
+async fn held_cells(app: &App, ws: &WorkspaceId, res: &ResourceId, first: &str, last: &str) -> ApiResult<HashMap<String, Vec<Held>>> {
+    let prefix = keys::BOOKING_CELL.sk_prefix_of(res);
     let (lo, hi) = (format!("{prefix}{first}"), format!("{prefix}{last}#~"));
     let mut out: HashMap<String, Vec<Held>> = HashMap::new();
     for item in app.db.query_between(&ws_pk(ws), &lo, &hi, true, None).await? {
@@ -179,8 +180,8 @@ async fn held_cells(app: &App, ws: &WorkspaceId, res: &str, first: &str, last: &
 /// converted, a booking being moved), the expiry of a hold's cells, and the time.
 #[derive(Clone, Copy)]
 struct Taker<'a> {
-    ws: &'a str,
-    res: &'a str,
+    ws: &'a WorkspaceId,
+    res: &'a ResourceId,
     holder: &'a str,
     own: Option<&'a str>,
     expires: Option<i64>,
@@ -208,7 +209,7 @@ fn take(mut tx: Tx, k: &Taker, plan: &[(String, u32, bool)]) -> Tx {
     tx
 }
 
-fn plan_keys(res: &str, plan: &[(String, u32, bool)]) -> Vec<String> {
+fn plan_keys(res: &ResourceId, plan: &[(String, u32, bool)]) -> Vec<String> {
     plan.iter().map(|(c, u, _)| cell_sk(res, c, *u)).collect()
 }
 
@@ -233,7 +234,7 @@ pub async fn availability(
 
 /// A hold, if it exists and has not expired. Its item carries `expires_at` as the table's TTL
 /// (epoch seconds) in place of the API's RFC 3339 field.
-pub async fn load_hold(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Hold>> {
+pub async fn load_hold(app: &App, ws: &WorkspaceId, id: &HoldId) -> ApiResult<Option<Hold>> {
     let Some(mut item) = app.db.get(&ws_pk(ws), &hold_sk(id)).await? else { return Ok(None) };
     let exp = st::get_i64(&item, "expires_at").unwrap_or(0);
     if exp < Utc::now().timestamp() {
@@ -249,7 +250,7 @@ pub struct StoredBooking {
     pub version: i64,
 }
 
-pub async fn load_booking(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<StoredBooking>> {
+pub async fn load_booking(app: &App, ws: &WorkspaceId, id: &BookingId) -> ApiResult<Option<StoredBooking>> {
     let Some(item) = app.db.get(&ws_pk(ws), &booking_sk(id)).await? else { return Ok(None) };
     let version = st::get_i64(&item, "version").unwrap_or(0);
     let cells = match item.get("cells") {
@@ -262,8 +263,8 @@ pub async fn load_booking(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Op
 fn booking_record(ws: &WorkspaceId, b: &Booking, cells: &[String]) -> ApiResult<Record> {
     let list = shared::store::Value::L(cells.iter().map(s).collect());
     Ok(Record::new(ws_pk(ws), booking_sk(&b.id), b)?
-        .gsi1(keys::BOOKING.gsi1_pk(&[ws, b.status.as_str()]), keys::BOOKING.gsi1_sk(&[&b.id]))
-        .gsi2(keys::BOOKING.gsi2_pk(&[ws]), keys::BOOKING.gsi2_sk(&[&b.start.to_string(), &b.id]))
+        .gsi1(keys::BOOKING.gsi1_pk((ws, b.status.as_str())), keys::BOOKING.gsi1_sk(&b.id))
+        .gsi2(keys::BOOKING.gsi2_pk(ws), keys::BOOKING.gsi2_sk((&b.start.to_string(), &b.id)))
         .attr("cells", list)
         // `start` is a reserved word in expressions: the list's time filter reads this copy.
         .attr("starts_at", s(b.start.to_string())))
@@ -276,7 +277,7 @@ fn contact_link(ws: &WorkspaceId, b: &Booking) -> Option<Item> {
     (!b.contact_id.is_erased()).then(|| {
         Item::from([
             ("pk".into(), s(ws_pk(ws))),
-            ("sk".into(), s(keys::CONTACT_BOOKING.sk(&[&b.contact_id, &b.start.to_string(), &b.id]))),
+            ("sk".into(), s(keys::CONTACT_BOOKING.sk((&b.contact_id, &b.start.to_string(), &b.id)))),
             ("booking_id".into(), s(&b.id)),
         ])
     })
@@ -287,13 +288,13 @@ fn contact_link(ws: &WorkspaceId, b: &Booking) -> Option<Item> {
 pub async fn of_contact(
     app: &App,
     ws: &WorkspaceId,
-    contact_id: &str,
+    contact_id: &ContactId,
     from: &str,
     upcoming: bool,
     after: Option<String>,
     limit: usize,
 ) -> ApiResult<(Vec<Booking>, Option<String>)> {
-    let prefix = keys::CONTACT_BOOKING.sk_prefix(&[contact_id]);
+    let prefix = keys::CONTACT_BOOKING.sk_prefix_of(contact_id);
     let bound = format!("{prefix}{from}");
     let (lo, hi) = if upcoming {
         (after.clone().unwrap_or(bound.clone()), format!("{prefix}\u{10ffff}"))
@@ -306,7 +307,8 @@ pub async fn of_contact(
     let more = links.len() > limit;
     links.truncate(limit);
     let next = if more { links.last().and_then(|l| st::get_str(l, "sk")).map(String::from) } else { None };
-    let keys: Vec<(String, String)> = links.iter().filter_map(|l| Some((ws_pk(ws), booking_sk(st::get_str(l, "booking_id")?)))).collect();
+    let keys: Vec<(String, String)> =
+        links.iter().filter_map(|l| Some((ws_pk(ws), booking_sk(&BookingId::trusted(st::get_str(l, "booking_id")?))))).collect();
     let mut by_id: HashMap<String, Booking> = app
         .db
         .batch_get(&keys)
@@ -361,7 +363,7 @@ pub struct Prefetched {
 }
 
 /// Read the cells `svc`'s slot at `start` would take on `res`.
-pub async fn prefetch(app: &App, ws: &WorkspaceId, svc: &Service, res: &str, start: Now) -> ApiResult<Prefetched> {
+pub async fn prefetch(app: &App, ws: &WorkspaceId, svc: &Service, res: &ResourceId, start: Now) -> ApiResult<Prefetched> {
     let (_, first, last) = slot_cells(svc, start);
     Ok(Prefetched { res: res.to_string(), held: held_cells(app, ws, res, &first, &last).await? })
 }
@@ -373,12 +375,12 @@ const CONTENTION_RETRIES: u32 = 5;
 async fn cells_now(
     app: &App,
     ws: &WorkspaceId,
-    res: &str,
+    res: &ResourceId,
     (first, last): (&str, &str),
     prefetched: &mut Option<Prefetched>,
 ) -> ApiResult<HashMap<String, Vec<Held>>> {
     match prefetched.take() {
-        Some(p) if p.res == res => Ok(p.held),
+        Some(p) if *res == p.res => Ok(p.held),
         _ => held_cells(app, ws, res, first, last).await,
     }
 }

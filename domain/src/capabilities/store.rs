@@ -5,8 +5,9 @@ use super::{
     AUDIT_RETENTION_SECS, BODY_BOUND, Bound, Capability, Confirmation, ConfirmationStatus, CreateConfirmation, DEFAULT_LIFETIME_SECS,
     MAX_BOUND, MAX_LIFETIME_SECS, MIN_LIFETIME_SECS, all, may_approve, path_fits,
 };
-use crate::ids::ApiKeyId;
-use crate::ids::ConfirmationId;
+use crate::ids::{
+    ApiKeyId, BookingId, ChannelId, ConfirmationId, ContactId, ConversationId, DomainId, EndpointId, PostId, ResourceId, ServiceId,
+};
 use shared::auth::{Principal, WorkspaceId};
 use shared::confirmation::{BOUND_ATTR, BoundKey};
 use shared::events::EventType;
@@ -25,7 +26,7 @@ pub fn routes_of(capability: &str) -> impl Iterator<Item = &'static Capability> 
 pub fn item(ws: &WorkspaceId, c: &Confirmation, bound: &[(Bound, String)], token_hash: &str, token_expires_ms: i64) -> Item {
     let mut item = Item::from([
         ("pk".into(), s(ws_pk(ws))),
-        ("sk".into(), s(CAPABILITY_CONFIRMATION.sk(&[&c.id]))),
+        ("sk".into(), s(CAPABILITY_CONFIRMATION.sk(&c.id))),
         ("id".into(), s(&c.id)),
         ("capability".into(), s(&c.capability)),
         ("method".into(), s(&c.method)),
@@ -76,34 +77,37 @@ pub async fn bind(
     // The path's id, when it is one of the kind the route names: a malformed one reaches no
     // object (the route answers 404), so nothing is read or bound for it.
     match area {
+        // Past this guard the id is well-formed and of the kind the route names: the arms take it as that kind.
         _ if !super::path_id_kind(pattern).is_some_and(|kind| shared::ids::is_valid(kind, id)) => {}
         "posts" => {
-            out.add("post", id, crate::keys::POST.sk(&[id]), |i| text(i, "content")).await?;
+            out.add("post", id, crate::keys::POST.sk(&PostId::trusted(id)), |i| text(i, "content")).await?;
         }
         "webhooks" => {
-            out.add("webhook_endpoint", id, webhooks::endpoint_sk(id), |i| text(i, "url")).await?;
+            out.add("webhook_endpoint", id, webhooks::endpoint_sk(&EndpointId::trusted(id)), |i| text(i, "url")).await?;
         }
         "channels" => {
-            out.add("channel", id, crate::keys::CHANNEL.sk(&[id]), |i| text(i, "name")).await?;
+            out.add("channel", id, crate::keys::CHANNEL.sk(&ChannelId::trusted(id)), |i| text(i, "name")).await?;
         }
         "emails" if pattern.starts_with("/emails/domains/") => {
-            out.add("sending_domain", id, crate::keys::SENDING_DOMAIN.sk(&[id]), |i| text(i, "name")).await?;
+            out.add("sending_domain", id, crate::keys::SENDING_DOMAIN.sk(&DomainId::trusted(id)), |i| text(i, "name")).await?;
         }
         "bookings" => {
             // The notice goes to the booking's contact, from the service's sender, in its
             // template. The booking itself is not bound: confirming it is the write that
             // changes it (and its times change only by a reschedule, itself an effect).
-            if let Some(b) = app.db.get(&ws_pk(ws), &bookings::booking_sk(id)).await? {
+            if let Some(b) = app.db.get(&ws_pk(ws), &bookings::booking_sk(&BookingId::trusted(id))).await? {
                 let (c, s, r) = (contact(&b), text(&b, "service_id"), text(&b, "resource_id"));
-                out.add("contact", &c, contacts::contact_sk(&c), |i| text(i, "email")).await?;
-                out.booking_service(&s).await?;
+                out.add("contact", &c, contacts::contact_sk(&ContactId::trusted(&c)), |i| text(i, "email")).await?;
+                out.booking_service(&ServiceId::trusted(s)).await?;
                 // The notice names the resource and shows times in its zone.
-                out.add("resource", &r, bookings::resource_sk(&r), |i| text(i, "name")).await?;
+                out.add("resource", &r, bookings::resource_sk(&ResourceId::trusted(&r)), |i| text(i, "name")).await?;
             }
         }
         "helpdesk" => {
-            if let Some(c) = out.add("conversation", id, helpdesk::conversation_sk(id), |i| text(i, "subject")).await? {
-                let c = contact(&c);
+            if let Some(c) =
+                out.add("conversation", id, helpdesk::conversation_sk(&ConversationId::trusted(id)), |i| text(i, "subject")).await?
+            {
+                let c = ContactId::trusted(contact(&c));
                 out.add("contact", &c, contacts::contact_sk(&c), |i| text(i, "email")).await?;
             }
         }
@@ -120,8 +124,8 @@ pub async fn bind(
         // timeline. Elsewhere the contact is whom the effect reaches (a portal link, an erasure).
         let named = [e.get("contact_id"), e.get("subject").and_then(|s| s.get("contact_id"))];
         for c in named.into_iter().flatten().filter_map(|c| c.as_str()).filter(|_| e.get("to").is_none()) {
-            if shared::ids::is_valid("ct", c) {
-                out.add("contact", c, contacts::contact_sk(c), |i| text(i, "email")).await?;
+            if let Some(c) = ContactId::parse(c) {
+                out.add("contact", &c, contacts::contact_sk(&c), |i| text(i, "email")).await?;
             }
         }
         // A subject named by address is whoever owns the address when the effect runs: bind the
@@ -131,16 +135,16 @@ pub async fn bind(
         {
             out.address(&addr).await?;
         }
-        if let Some(svc) = e.get("service_id").and_then(|c| c.as_str()).filter(|s| shared::ids::is_valid("svc", s)) {
-            out.booking_service(svc).await?;
+        if let Some(svc) = e.get("service_id").and_then(|c| c.as_str()).and_then(ServiceId::parse) {
+            out.booking_service(&svc).await?;
         }
-        if let Some(r) = e.get("resource_id").and_then(|c| c.as_str()).filter(|s| shared::ids::is_valid("res", s)) {
-            out.add("resource", r, crate::bookings::resource_sk(r), |i| text(i, "name")).await?;
+        if let Some(r) = e.get("resource_id").and_then(|c| c.as_str()).and_then(ResourceId::parse) {
+            out.add("resource", &r, crate::bookings::resource_sk(&r), |i| text(i, "name")).await?;
         }
         if let Some(slug) = e.get("template_slug").and_then(|c| c.as_str()).filter(|s| emails::templates::valid_slug(s)) {
             let vars = e.get("variables").and_then(|v| v.as_object()).cloned().unwrap_or_default();
             let locale = e.get("locale").and_then(|v| v.as_str()).map(String::from);
-            out.add("email_template", slug, crate::keys::EMAIL_TEMPLATE.sk(&[slug]), move |i| {
+            out.add("email_template", slug, crate::keys::EMAIL_TEMPLATE.sk(slug), move |i| {
                 shared::store::from_item::<emails::templates::Template>(i.clone())
                     .map(|t| emails::templates::render(&emails::templates::pick(&t, locale.as_deref()).1.subject, &vars, false))
                     .unwrap_or_default()
@@ -157,16 +161,16 @@ fn text(item: &Item, name: &str) -> String {
 
 struct Bindings<'a> {
     app: &'a shared::App,
-    ws: &'a str,
+    ws: &'a WorkspaceId,
     bound: Vec<(Bound, String)>,
 }
 
 impl Bindings<'_> {
     /// A booking's notices: the service (its sender) and the templates they are written in.
-    async fn booking_service(&mut self, service: &str) -> ApiResult<()> {
+    async fn booking_service(&mut self, service: &ServiceId) -> ApiResult<()> {
         self.add("service", service, crate::bookings::service_sk(service), |i| text(i, "name")).await?;
         for slug in ["booking_confirmation", "booking_reminder", "booking_rescheduled", "booking_cancelled"] {
-            self.add("email_template", slug, crate::keys::EMAIL_TEMPLATE.sk(&[slug]), |i| text(i, "subject")).await?;
+            self.add("email_template", slug, crate::keys::EMAIL_TEMPLATE.sk(slug), |i| text(i, "subject")).await?;
         }
         Ok(())
     }
@@ -177,7 +181,7 @@ impl Bindings<'_> {
         let claim = crate::contacts::email_sk(addr);
         match self.app.db.get(&ws_pk(self.ws), &claim).await?.and_then(|i| get_str(&i, "contact_id").map(String::from)) {
             Some(owner) => {
-                self.add("contact", &owner, crate::contacts::contact_sk(&owner), |i| text(i, "email")).await?;
+                self.add("contact", &owner, crate::contacts::contact_sk(&ContactId::trusted(&owner)), |i| text(i, "email")).await?;
             }
             None if !self.bound.iter().any(|(_, k)| *k == claim) => {
                 if self.bound.len() == MAX_BOUND {
@@ -250,7 +254,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
 /// Load one confirmation of the workspace.
 pub async fn load(app: &shared::App, ws: &WorkspaceId, id: &ConfirmationId) -> ApiResult<Confirmation> {
     let item =
-        app.db.get(&ws_pk(ws), &CAPABILITY_CONFIRMATION.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("capability confirmation"))?;
+        app.db.get(&ws_pk(ws), &CAPABILITY_CONFIRMATION.sk(id)).await?.ok_or_else(|| ApiError::not_found("capability confirmation"))?;
     from_item(&item)
 }
 
@@ -348,7 +352,7 @@ pub async fn create(
         confirmation_token: None,
         bound: vec![],
     };
-    let key = app.db.get(&ws_pk(ws), &crate::keys::API_KEY.sk(&[&key_id])).await?;
+    let key = app.db.get(&ws_pk(ws), &crate::keys::API_KEY.sk(&key_id)).await?;
     let live = key.as_ref().is_some_and(|k| get_str(k, "revoked_at").is_none());
     if !live {
         return Err(ApiError::validation("api_key_id", "no live API key of this workspace has this id"));
@@ -374,7 +378,7 @@ pub async fn list(
     after: Option<String>,
     limit: usize,
 ) -> ApiResult<(Vec<Confirmation>, Option<String>)> {
-    let mut spec = crate::keys::CAPABILITY_CONFIRMATIONS.query(&[ws], &[], after, limit);
+    let mut spec = crate::keys::CAPABILITY_CONFIRMATIONS.query(ws, after, limit);
     spec = match (capability, api_key_id) {
         (Some(c), Some(k)) => spec.filter("capability = :c AND api_key_id = :k", vec![(":c", s(c)), (":k", s(k))]),
         (Some(c), None) => spec.filter("capability = :c", vec![(":c", s(c))]),

@@ -157,5 +157,5 @@ pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &WorkspaceId
 
 /// One page of the connected channels, in creation order (credentials are stored apart).
 pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Channel>, Option<String>)> {
-    shared::request::page(app, crate::keys::CHANNELS.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, crate::keys::CHANNELS.query(ws, after, limit)).await
 }

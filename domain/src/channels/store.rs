@@ -3,6 +3,7 @@
 
 use super::{Channel, Creds, MAX_CHANNELS};
 use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
+use crate::ids::ChannelId;
 use crate::keys;
 use shared::auth::WorkspaceId;
 use shared::events::{Event, EventType};
@@ -34,7 +35,7 @@ impl Stored {
     pub fn record(&self, ws: &WorkspaceId) -> ApiResult<Record> {
         let mut c = self.channel.clone();
         c.secret = None;
-        let mut rec = Record::new(ws_pk(ws), keys::CHANNEL.sk(&[&c.id]), &c)?.attr("credentials", store::s(&self.creds));
+        let mut rec = Record::new(ws_pk(ws), keys::CHANNEL.sk(&c.id), &c)?.attr("credentials", store::s(&self.creds));
         if let Some(s) = &self.session {
             rec = rec.attr("session", store::s(s));
         }
@@ -66,13 +67,13 @@ impl Stored {
     }
 }
 
-pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Stored>> {
-    app.db.get(&ws_pk(ws), &keys::CHANNEL.sk(&[id])).await?.map(Stored::from_item).transpose()
+pub async fn load(app: &App, ws: &WorkspaceId, id: &ChannelId) -> ApiResult<Option<Stored>> {
+    app.db.get(&ws_pk(ws), &keys::CHANNEL.sk(id)).await?.map(Stored::from_item).transpose()
 }
 
 /// The channels a post names, read in one batch.
 pub async fn of_post(app: &App, ws: &WorkspaceId, post: &crate::posts::Post) -> ApiResult<Vec<Channel>> {
-    let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), keys::CHANNEL.sk(&[c]))).collect();
+    let keys: Vec<(String, String)> = post.channel_ids.iter().map(|c| (ws_pk(ws), keys::CHANNEL.sk(c))).collect();
     if keys.is_empty() {
         return Ok(vec![]);
     }
@@ -106,7 +107,7 @@ pub async fn update(
     stored: &Stored,
     event: EventType,
 ) -> ApiResult<()> {
-    let key = keys::CHANNEL.sk(&[&stored.channel.id]);
+    let key = keys::CHANNEL.sk(&stored.channel.id);
     save(app, ws, stored, event, auth.tx(&[(&key, stored.version)])?).await
 }
 
@@ -132,7 +133,7 @@ async fn save(app: &App, ws: &WorkspaceId, stored: &Stored, event: EventType, tx
 
 /// The effect `DeleteChannel`: draft and scheduled posts lose their variant for it.
 pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &WorkspaceId, stored: &Stored) -> ApiResult<()> {
-    let key = keys::CHANNEL.sk(&[&stored.channel.id]);
+    let key = keys::CHANNEL.sk(&stored.channel.id);
     auth.tx(&[(&key, stored.version)])?
         .delete_versioned(ws_pk(ws), key.clone(), stored.version)
         .update(count(ws, -1))

@@ -23,9 +23,9 @@ use utoipa::ToSchema;
 /// (`ERASED_CONSENT`): what was granted or withdrawn, when, with what text, stays provable for
 /// whoever knows the address, and the table names no one.
 pub const PRIVACY: &[Rule] = &[Rule {
-    kind: keys::CONSENT,
+    kind: keys::CONSENT.kind,
     area: "consents",
-    find: Find::Prefixes(|s| s.emails().map(|e| keys::CONSENT.sk_prefix(&[e])).collect()),
+    find: Find::Prefixes(|s| s.emails().map(|e| keys::CONSENT.sk_prefix_of(e)).collect()),
     export: true,
     erase: Erase::Custom(|a, w, i, _| Box::pin(hash_entry(a, w, i))),
 }];
@@ -43,7 +43,7 @@ async fn hash_entry(app: &App, ws: &WorkspaceId, item: store::Item) -> ApiResult
     c.proof = None;
     c.email_id = None;
     c.erased = true;
-    let hashed = Record::new(ws_pk(ws), keys::ERASED_CONSENT.sk(&[&hash, &c.id]), &c)?.item;
+    let hashed = Record::new(ws_pk(ws), keys::ERASED_CONSENT.sk((&hash, &c.id)), &c)?.item;
     // One transaction: a rerun after a crash finds the original still there and writes the
     // same hashed item again.
     Tx::new().put(hashed).delete_if(ws_pk(ws), sk, "", vec![]).commit(app).await.map_err(store::TxError::stale)
@@ -245,7 +245,7 @@ impl ConsentEvidence {
 
 /// The ledger item and event of a consent, for a caller's transaction.
 pub fn writes(ws: &WorkspaceId, consent: &Consent) -> ApiResult<(store::Item, Event)> {
-    let item = Record::new(ws_pk(ws), keys::CONSENT.sk(&[&consent.email, &consent.id]), consent)?.item;
+    let item = Record::new(ws_pk(ws), keys::CONSENT.sk((&consent.email, &consent.id)), consent)?.item;
     let kind = if consent.granted { EventType::GdprConsentGranted } else { EventType::GdprConsentWithdrawn };
     Ok((item, Event::new(ws, kind, consent)))
 }
@@ -297,7 +297,7 @@ pub async fn state(app: &App, ws: &WorkspaceId, subject: &Subject) -> ApiResult<
     for (list, part) in [(keys::CONSENTS, subject.email.as_str()), (keys::ERASED_CONSENTS, hash.as_str())] {
         let mut after = None;
         loop {
-            let out = app.db.query_page(list.query(&[ws], &[part], after, 100)).await?;
+            let out = app.db.query_page(list.query_within(ws, part, after, 100)).await?;
             for item in out.items {
                 let mut c: Consent = store::from_item(item)?;
                 if c.erased {

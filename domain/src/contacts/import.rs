@@ -129,11 +129,11 @@ impl ImportJob {
     }
 }
 
-fn job_sk(id: &str) -> String {
-    keys::IMPORT_JOB.sk(&[id])
+fn job_sk(id: &ImportId) -> String {
+    keys::IMPORT_JOB.sk(id)
 }
-fn rows_sk(id: &str, chunk: usize) -> String {
-    keys::IMPORT_ROWS.sk(&[id, &format!("{chunk:05}")])
+fn rows_sk(id: &ImportId, chunk: usize) -> String {
+    keys::IMPORT_ROWS.sk((id, &format!("{chunk:05}")))
 }
 
 /// One row as stored: its number and the object to build a contact from.
@@ -229,8 +229,8 @@ pub async fn start(app: &App, ws: &WorkspaceId, input: CreateImport) -> ApiResul
     app.db.batch_put(items).await?;
     let rec =
         store::Record::new(ws_pk(ws), job_sk(&job.id), &job)?.attr("chunks", n(chunks.len() as i64)).attr("next_chunk", n(0)).version(1);
-    let msg = serde_json::to_string(&ImportMessage { workspace_id: ws.clone(), import_id: job.id.to_string() })
-        .map_err(|e| ApiError::internal(e))?;
+    let msg =
+        serde_json::to_string(&ImportMessage { workspace_id: ws.clone(), import_id: job.id.clone() }).map_err(|e| ApiError::internal(e))?;
     Tx::new().create(rec).job(WorkQueue::ContactImports, &job.id, msg).commit(app).await.map_err(TxError::stale)?;
     Ok(job)
 }
@@ -257,7 +257,7 @@ pub async fn erase_rows(app: &App, _ws: &str, item: Item, subject: &crate::priva
 
 /// An import job with its chunk count and the next chunk to process. `id` comes from a path
 /// ([`ImportId`]) or from the job's own queue message.
-pub async fn load_job(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(ImportJob, usize, usize)>> {
+pub async fn load_job(app: &App, ws: &WorkspaceId, id: &ImportId) -> ApiResult<Option<(ImportJob, usize, usize)>> {
     let Some(item) = app.db.get(&ws_pk(ws), &job_sk(id)).await? else { return Ok(None) };
     let chunks = store::get_i64(&item, "chunks").unwrap_or(0) as usize;
     let next = store::get_i64(&item, "next_chunk").unwrap_or(0) as usize;
@@ -271,7 +271,7 @@ pub async fn load_job(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option
 struct ImportMessage {
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     workspace_id: WorkspaceId,
-    import_id: String,
+    import_id: ImportId,
 }
 
 /// The worker's Lambda handler: one import per message; a failed run keeps its message (the
@@ -313,7 +313,7 @@ pub struct Counts {
 }
 
 /// Process an import from its saved position to the end.
-pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
+pub async fn run(app: &App, ws: &WorkspaceId, id: &ImportId) -> ApiResult<()> {
     loop {
         let Some((job, chunks, next)) = load_job(app, ws, id).await? else { return Ok(()) };
         if matches!(job.status, ImportStatus::Completed | ImportStatus::Failed) {
@@ -332,14 +332,14 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
         let mut err_items: Vec<Item> = Vec::with_capacity(errors.len());
         for (i, e) in errors.iter().enumerate() {
             n = if i > 0 && errors[i - 1].row == e.row { n + 1 } else { 0 };
-            err_items.push(store::Record::new(ws_pk(ws), keys::IMPORT_ERROR.sk(&[id, &format!("{:06}", e.row), &n.to_string()]), e)?.item);
+            err_items.push(store::Record::new(ws_pk(ws), keys::IMPORT_ERROR.sk((id, &format!("{:06}", e.row), &n.to_string())), e)?.item);
         }
         app.db.batch_put(err_items).await?;
         save_progress(app, ws, id, next, rows.len() as u64, counts).await?;
     }
 }
 
-async fn save_progress(app: &App, ws: &WorkspaceId, id: &str, chunk: usize, rows: u64, c: Counts) -> ApiResult<()> {
+async fn save_progress(app: &App, ws: &WorkspaceId, id: &ImportId, chunk: usize, rows: u64, c: Counts) -> ApiResult<()> {
     app.db
         .update(
             ws_pk(ws),
@@ -371,7 +371,7 @@ async fn save_progress(app: &App, ws: &WorkspaceId, id: &str, chunk: usize, rows
 }
 
 async fn finish(app: &App, ws: &WorkspaceId, job: &ImportJob, status: ImportStatus, error: Option<&str>) -> ApiResult<()> {
-    let id = job.id.as_str();
+    let id = &job.id;
     let now = shared::ids::Timestamp::now();
     let u =
         shared::store::Update::new(ws_pk(ws), job_sk(id), "SET #status = :status, updated_at = :now, completed_at = :now, #error = :error")
@@ -619,7 +619,7 @@ pub async fn errors(
     after: Option<String>,
     limit: usize,
 ) -> ApiResult<(Vec<RowError>, Option<String>)> {
-    shared::request::page(app, keys::IMPORT_ERRORS.query(&[ws], &[id], after, limit)).await
+    shared::request::page(app, keys::IMPORT_ERRORS.query_within(ws, id, after, limit)).await
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! status index) in id order, which is creation order.
 
 use super::{self as model, Contact, ContactStatus, EmailStatus, contact_sk};
+use crate::ids::ContactId;
 use crate::keys;
 use serde::Deserialize;
 use shared::auth::WorkspaceId;
@@ -77,15 +78,15 @@ pub async fn list(
     // created_after: ids are time-ordered, so it is a seek to the first id of that millisecond.
     let mut after = after;
     if let Some(t) = f.created_after {
-        let bound = contact_sk(&format!("ct_{}", ulid::Ulid::from_parts(t.timestamp_millis().max(0) as u64, 0)));
+        let bound = contact_sk(&ContactId::trusted(format!("ct_{}", ulid::Ulid::from_parts(t.timestamp_millis().max(0) as u64, 0))));
         if after.as_ref().is_none_or(|a| *a < bound) {
             after = Some(bound);
         }
     }
     let status = f.query.status.map(model::status_str);
     let mut spec = match &status {
-        Some(st) => keys::CONTACTS_BY_STATUS.query(&[ws, st], &[], after, limit),
-        None => keys::CONTACTS.query(&[ws], &[], after, limit),
+        Some(st) => keys::CONTACTS_BY_STATUS.query((ws, st), after, limit),
+        None => keys::CONTACTS.query(ws, after, limit),
     };
     let mut vals = vec![];
     let mut conds = vec![];
@@ -116,13 +117,13 @@ async fn search(
     limit: usize,
 ) -> ApiResult<(Vec<Contact>, Option<String>)> {
     let term = q.replace('#', "");
-    let out = app.db.query_page(keys::CONTACT_SEARCHES.query_partial(&[ws], &[], &term, after, limit)).await?;
+    let out = app.db.query_page(keys::CONTACT_SEARCHES.query_partial(ws, &term, after, limit)).await?;
     let entries: Vec<(String, String)> = out
         .items
         .iter()
         .filter_map(|i| Some((store::get_str(i, "sk")?.to_string(), store::get_str(i, "contact_id")?.to_string())))
         .collect();
-    let keys: Vec<(String, String)> = entries.iter().map(|(_, id)| (ws_pk(ws), contact_sk(id))).collect();
+    let keys: Vec<(String, String)> = entries.iter().map(|(_, id)| (ws_pk(ws), contact_sk(&ContactId::trusted(id)))).collect();
     let found: Vec<Contact> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
     let mut contacts: Vec<Contact> = vec![];
     for (sk, id) in &entries {
@@ -144,5 +145,5 @@ pub async fn activities(
     after: Option<String>,
     limit: usize,
 ) -> ApiResult<(Vec<model::Activity>, Option<String>)> {
-    shared::request::page(app, keys::ACTIVITIES.query(&[ws], &[id], after, limit).descending()).await
+    shared::request::page(app, keys::ACTIVITIES.query_within(ws, id, after, limit).descending()).await
 }

@@ -114,9 +114,9 @@ pub struct EmailChange {
 }
 
 impl EmailChange {
-    pub fn by(principal: &shared::auth::Principal) -> Self {
+    pub fn by(principal: &shared::auth::Principal, at: shared::ids::Timestamp) -> Self {
         Self {
-            at: shared::ids::Timestamp::now(),
+            at,
             by: principal.subject.clone(),
             // A restricted admin key cannot erase or export on its own either.
             by_admin: principal.scopes.contains(&shared::auth::Scope::Admin)

@@ -49,7 +49,7 @@ pub async fn update(
         return Ok(old);
     }
     if c.email != old.email {
-        c.email_changed = Some(model::EmailChange::by(by));
+        c.email_changed = Some(model::EmailChange::by(by, shared::ids::Timestamp::now()));
     }
     c.updated_at = shared::ids::Timestamp::now();
     commit_update(app, ws, &old, &c, version).await?;

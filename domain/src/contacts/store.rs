@@ -20,14 +20,14 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
     use crate::privacy::{Erase, Find, Rule};
     &[
         Rule {
-            kind: keys::CONTACT,
+            kind: keys::CONTACT.kind,
             area: "contacts",
-            find: Find::Key(|s| s.contact_id.as_deref().map(contact_sk)),
+            find: Find::Key(|s| s.contact_id.as_ref().map(contact_sk)),
             export: true,
             erase: Erase::Delete,
         },
         Rule {
-            kind: keys::CONTACT_EMAIL_CLAIM,
+            kind: keys::CONTACT_EMAIL_CLAIM.kind,
             area: "contacts",
             find: Find::Keys(|s| s.emails().map(email_sk).collect()),
             export: false,
@@ -44,7 +44,7 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
             }),
         },
         Rule {
-            kind: keys::CONTACT_SEARCH,
+            kind: keys::CONTACT_SEARCH.kind,
             area: "contacts",
             find: Find::Keys(|s| match &s.contact_id {
                 Some(id) => s.terms.iter().map(|t| search_sk(t, id)).collect(),
@@ -54,72 +54,77 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
             erase: Erase::Delete,
         },
         Rule {
-            kind: keys::CONTACT_FORMER,
+            kind: keys::CONTACT_FORMER.kind,
             area: "contacts",
-            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| keys::CONTACT_FORMER.sk_prefix(&[c])).collect()),
+            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| keys::CONTACT_FORMER.sk_prefix_of(c)).collect()),
             export: true,
             erase: Erase::Delete,
         },
         Rule {
-            kind: keys::ACTIVITY,
+            kind: keys::ACTIVITY.kind,
             area: "contacts",
-            find: Find::Prefixes(|s| s.contact_id.iter().map(|c| activity_prefix(c)).collect()),
+            find: Find::Prefixes(|s| s.contact_id.iter().map(activity_prefix).collect()),
             export: true,
             erase: Erase::Delete,
         },
         Rule {
-            kind: keys::IMPORT_ROWS,
+            kind: keys::IMPORT_ROWS.kind,
             area: "contacts",
             find: Find::Mentions,
             export: false,
             erase: Erase::Custom(|a, w, i, s| Box::pin(import::erase_rows(a, w, i, s))),
         },
-        Rule { kind: keys::IMPORT_ERROR, area: "contacts", find: Find::Mentions, export: false, erase: Erase::Delete },
+        Rule { kind: keys::IMPORT_ERROR.kind, area: "contacts", find: Find::Mentions, export: false, erase: Erase::Delete },
     ]
 };
 
-pub fn contact_sk(id: &str) -> String {
-    keys::CONTACT.sk(&[id])
+pub fn contact_sk(id: &ContactId) -> String {
+    keys::CONTACT.sk(id)
 }
 
 /// The sort key of the claim that makes `email` this workspace's one contact with it.
 pub fn email_sk(email: &str) -> String {
-    keys::CONTACT_EMAIL_CLAIM.sk(&[email])
+    keys::CONTACT_EMAIL_CLAIM.sk(email)
 }
 
 /// The address a claim's sort key names.
 pub fn email_of_claim(sk: &str) -> Option<&str> {
-    sk.strip_prefix(keys::CONTACT_EMAIL_CLAIM.sk_prefix(&[]).as_str())
+    sk.strip_prefix(keys::CONTACT_EMAIL_CLAIM.sk_prefix())
 }
 
-fn search_sk(term: &str, id: &str) -> String {
-    keys::CONTACT_SEARCH.sk(&[term, id])
+fn search_sk(term: &str, id: &ContactId) -> String {
+    keys::CONTACT_SEARCH.sk((term, id))
 }
 
 pub fn search_term_of(sk: &str) -> Option<&str> {
-    sk.strip_prefix(keys::CONTACT_SEARCH.sk_prefix(&[]).as_str())?.rsplit_once('#').map(|(t, _)| t)
+    sk.strip_prefix(keys::CONTACT_SEARCH.sk_prefix())?.rsplit_once('#').map(|(t, _)| t)
 }
 
 pub fn record(ws: &WorkspaceId, c: &Contact) -> ApiResult<Record> {
-    Ok(Record::new(ws_pk(ws), contact_sk(&c.id), c)?
-        .gsi1(keys::CONTACT.gsi1_pk(&[ws, &enum_str(c.status)]), keys::CONTACT.gsi1_sk(&[&c.id])))
+    Ok(Record::new(ws_pk(ws), contact_sk(&c.id), c)?.gsi1(keys::CONTACT.gsi1_pk((ws, &enum_str(c.status))), keys::CONTACT.gsi1_sk(&c.id)))
 }
 
 fn claim_item(ws: &WorkspaceId, email: &str, id: &str) -> Item {
     Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(email_sk(email))), ("contact_id".into(), s(id))])
 }
 
-fn search_item(ws: &WorkspaceId, term: &str, id: &str) -> Item {
+fn search_item(ws: &WorkspaceId, term: &str, id: &ContactId) -> Item {
     Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(search_sk(term, id))), ("contact_id".into(), s(id))])
 }
 
-pub fn activity_prefix(contact_id: &str) -> String {
-    keys::ACTIVITY.sk_prefix(&[contact_id])
+pub fn activity_prefix(contact_id: &ContactId) -> String {
+    keys::ACTIVITY.sk_prefix_of(contact_id)
 }
 
 /// A timeline entry for a contact, to add to the transaction of the change it records. Other
 /// areas (deals, later emails and bookings) call this too.
-pub fn activity(ws: &WorkspaceId, contact_id: &str, kind: &str, summary: impl Into<String>, data: serde_json::Value) -> ApiResult<Item> {
+pub fn activity(
+    ws: &WorkspaceId,
+    contact_id: &ContactId,
+    kind: &str,
+    summary: impl Into<String>,
+    data: serde_json::Value,
+) -> ApiResult<Item> {
     let a = Activity {
         id: ActivityId::generate(),
         object: "activity".into(),
@@ -129,7 +134,7 @@ pub fn activity(ws: &WorkspaceId, contact_id: &str, kind: &str, summary: impl In
         data,
         created_at: shared::ids::Timestamp::now(),
     };
-    let sk = keys::ACTIVITY.sk(&[contact_id, &a.id]);
+    let sk = keys::ACTIVITY.sk((contact_id, &a.id));
     Ok(Record::new(ws_pk(ws), sk, &a)?.item)
 }
 
@@ -225,10 +230,10 @@ fn former_items(ws: &WorkspaceId, old: &Contact, new: &Contact) -> Vec<Item> {
             (Some(&was) != is.as_ref()).then(|| {
                 let key = shared::crypto::sha256_hex(was.to_lowercase().as_bytes());
                 let f = Former { contact_id: old.id.clone(), field: field.into(), value: was, changed_at: now.to_string() };
-                let r = Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk(&[&old.id, field, &key]), &f)?;
+                let r = Record::new(ws_pk(ws), keys::CONTACT_FORMER.sk((&old.id, field, &key)), &f)?;
                 // A former address is found by its value too (an erasure by that address).
                 Ok::<_, ApiError>(if field == "email" {
-                    r.gsi1(keys::CONTACT_FORMER.gsi1_pk(&[ws, &key]), keys::CONTACT_FORMER.gsi1_sk(&[&f.changed_at, &old.id])).item
+                    r.gsi1(keys::CONTACT_FORMER.gsi1_pk((ws, &key)), keys::CONTACT_FORMER.gsi1_sk((&f.changed_at, &old.id))).item
                 } else {
                     r.item
                 })
@@ -242,16 +247,16 @@ fn former_items(ws: &WorkspaceId, old: &Contact, new: &Contact) -> Vec<Item> {
 /// still exists under that id.
 pub async fn former_holder(app: &App, ws: &WorkspaceId, email: &str) -> ApiResult<Option<ContactId>> {
     let key = shared::crypto::sha256_hex(email.to_lowercase().as_bytes());
-    let out = app.db.query_page(keys::CONTACTS_BY_FORMER_ADDRESS.query(&[ws, &key], &[], None, 10).descending()).await?;
+    let out = app.db.query_page(keys::CONTACTS_BY_FORMER_ADDRESS.query((ws, &key), None, 10).descending()).await?;
     Ok(out.items.into_iter().filter_map(|i| store::from_item::<Former>(i).ok()).map(|f| f.contact_id).next())
 }
 
 /// Every former identity of a contact (one Query; a contact has few).
-pub async fn formers(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Vec<Former>> {
+pub async fn formers(app: &App, ws: &WorkspaceId, id: &ContactId) -> ApiResult<Vec<Former>> {
     let mut out = vec![];
     let mut after = None;
     loop {
-        let page = app.db.query_page(keys::CONTACT_FORMERS.query(&[ws], &[id], after, 100)).await?;
+        let page = app.db.query_page(keys::CONTACT_FORMERS.query_within(ws, id, after, 100)).await?;
         for i in page.items {
             out.push(store::from_item(i)?);
         }
@@ -283,9 +288,11 @@ pub async fn purge_history(app: &App, ws: &WorkspaceId, id: &ContactId) -> ApiRe
     if app.db.get(&ws_pk(ws), &contact_sk(id)).await?.is_some() {
         return Ok(());
     }
-    for list in [keys::ACTIVITIES, keys::CONTACT_FORMERS] {
+    let lists: [&(dyn Fn() -> shared::store::QuerySpec<'static> + Sync); 2] =
+        [&|| keys::ACTIVITIES.query_within(ws, id, None, 100), &|| keys::CONTACT_FORMERS.query_within(ws, id, None, 100)];
+    for list in lists {
         loop {
-            let out = app.db.query_page(list.query(&[ws], &[id], None, 100)).await?;
+            let out = app.db.query_page(list()).await?;
             let keys_: Vec<(String, String)> = out
                 .items
                 .iter()

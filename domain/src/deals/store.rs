@@ -15,18 +15,18 @@ use shared::{ApiResult, App};
 /// What this area holds about a person: deals linked to their contact. An erasure keeps the
 /// deal (its value is the business's) and removes the link.
 pub const PRIVACY: &[crate::privacy::Rule] = &[crate::privacy::Rule {
-    kind: keys::DEAL,
+    kind: keys::DEAL.kind,
     area: "deals",
-    find: crate::privacy::Find::ContactIndex(keys::DEALS_OF_CONTACT),
+    find: crate::privacy::Find::ContactIndex(keys::DEALS_OF_CONTACT.whole()),
     export: true,
     erase: crate::privacy::Erase::Remove(&["contact_id", "gsi2pk", "gsi2sk"]),
 }];
 
 pub fn record(ws: &WorkspaceId, d: &Deal) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), keys::DEAL.sk(&[&d.id]), d)?
-        .gsi1(keys::DEAL.gsi1_pk(&[ws, d.status.as_str()]), keys::DEAL.gsi1_sk(&[&d.id]));
+    let mut rec =
+        Record::new(ws_pk(ws), keys::DEAL.sk(&d.id), d)?.gsi1(keys::DEAL.gsi1_pk((ws, d.status.as_str())), keys::DEAL.gsi1_sk(&d.id));
     if let Some(c) = &d.contact_id {
-        rec = rec.gsi2(keys::DEAL.gsi2_pk(&[ws, c]), keys::DEAL.gsi2_sk(&[&d.id]));
+        rec = rec.gsi2(keys::DEAL.gsi2_pk((ws, c)), keys::DEAL.gsi2_sk(&d.id));
     }
     Ok(rec)
 }
@@ -53,7 +53,7 @@ fn no_contact() -> shared::ApiError {
 
 /// A deal of the workspace with its version; 404 when there is none.
 pub async fn load(app: &App, ws: &WorkspaceId, id: &DealId) -> ApiResult<(Deal, i64)> {
-    app.db.get_object(ws, &keys::DEAL.sk(&[id])).await?.ok_or_else(|| shared::ApiError::not_found("deal"))
+    app.db.get_object(ws, &keys::DEAL.sk(id)).await?.ok_or_else(|| shared::ApiError::not_found("deal"))
 }
 
 /// Validate and write a new open deal with `deal.created`.
@@ -83,7 +83,7 @@ pub async fn update(app: &App, ws: &WorkspaceId, old: Deal, version: i64, input:
 /// Delete a deal with `deal.deleted`.
 pub async fn delete(app: &App, ws: &WorkspaceId, d: &Deal, version: i64) -> ApiResult<()> {
     Tx::new()
-        .delete_versioned(ws_pk(ws), keys::DEAL.sk(&[&d.id]), version)
+        .delete_versioned(ws_pk(ws), keys::DEAL.sk(&d.id), version)
         .event(Event::new(ws, EventType::DealDeleted, d))
         .commit(app)
         .await
@@ -92,10 +92,10 @@ pub async fn delete(app: &App, ws: &WorkspaceId, d: &Deal, version: i64) -> ApiR
 
 /// A deleted contact's deals stay, unlinked (`contact_id` null, out of GSI2), each in its own
 /// transaction with its `deal.updated` event.
-pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> ApiResult<()> {
+pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &ContactId) -> ApiResult<()> {
     let mut after = None;
     loop {
-        let spec = keys::DEALS_OF_CONTACT.query(&[ws, contact_id], &[], after, 100);
+        let spec = keys::DEALS_OF_CONTACT.query((ws, contact_id), after, 100);
         let out = app.db.query_keys_then_get(spec).await?;
         let work = out.items.into_iter().map(|item| async move {
             let mut deal = store::item_json(item.clone());
@@ -156,14 +156,14 @@ pub async fn list(
     limit: usize,
 ) -> ApiResult<(Vec<Deal>, Option<String>)> {
     if let Some(c) = &q.contact_id {
-        let spec = keys::DEALS_OF_CONTACT.query(&[ws, c.as_str()], &[], after, limit);
+        let spec = keys::DEALS_OF_CONTACT.query((ws, c), after, limit);
         let (deals, next) = shared::request::keyed_page::<Deal>(app, spec).await?;
         let keep = |d: &Deal| q.status.is_none_or(|p| d.status == p) && q.stage.as_deref().is_none_or(|st| d.stage == st);
         return Ok((deals.into_iter().filter(keep).collect(), next));
     }
     let mut spec = match q.status {
-        Some(st) => keys::DEALS_BY_STATUS.query(&[ws, st.as_str()], &[], after, limit),
-        None => keys::DEALS.query(&[ws], &[], after, limit),
+        Some(st) => keys::DEALS_BY_STATUS.query((ws, st.as_str()), after, limit),
+        None => keys::DEALS.query(ws, after, limit),
     };
     if let Some(st) = &q.stage {
         spec = spec.filter("stage = :stage", vec![(":stage", s(st))]);

@@ -174,7 +174,7 @@ fn batch_validation(errors: Vec<BatchError>) -> ApiError {
 pub async fn page(
     app: &App,
     ws: &WorkspaceId,
-    batch_id: &str,
+    batch_id: &EmailBatchId,
     after: Option<&str>,
     limit: usize,
 ) -> ApiResult<(Vec<Email>, Option<String>)> {
@@ -183,7 +183,7 @@ pub async fn page(
     let ids: Vec<&str> = batch.emails.iter().map(|e| e.id.as_str()).collect();
     let start = after.and_then(|a| ids.iter().position(|id| *id == a).map(|p| p + 1)).unwrap_or(0);
     let slice: Vec<&str> = ids.iter().skip(start).take(limit).copied().collect();
-    let keys: Vec<(String, String)> = slice.iter().map(|id| (ws_pk(ws), keys::EMAIL.sk(&[id]))).collect();
+    let keys: Vec<(String, String)> = slice.iter().map(|id| (ws_pk(ws), keys::EMAIL.sk(&crate::ids::EmailId::trusted(*id)))).collect();
     let emails: Vec<Email> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
     let next = (start + slice.len() < ids.len()).then(|| slice.last().map(|id| id.to_string())).flatten();
     Ok((emails, next))

@@ -266,7 +266,7 @@ pub async fn load_context(app: &App, ws: &WorkspaceId, drafts: &[&Draft], origin
     // Only marketing mail to one recipient carries a link (see `unsubscribe`).
     let linked = drafts.iter().any(|d| !d.input.transactional && d.recipients().count() == 1);
     // The workspace (for its slug) is read in the recipients' batch: no round trip of its own.
-    let workspace = linked.then(|| (ws_pk(ws), crate::keys::WORKSPACE.sk(&[])));
+    let workspace = linked.then(|| (ws_pk(ws), crate::keys::WORKSPACE.sk(())));
     let (domains, templates, (recipients, workspace)) = futures_util::future::try_join3(
         super::domains::verified_names(app, ws),
         async { if slugs.is_empty() { Ok(BTreeMap::new()) } else { templates::load_many(app, ws, &slugs).await } },
@@ -568,7 +568,7 @@ pub async fn send_many(
             e.on_condition(|i| auth.stale_at(i).unwrap_or_else(|| ApiError::conflict("what was approved changed; confirm again")))
         })?;
     }
-    let record_key = |e: &Email| (ws_pk(ws), crate::keys::EMAIL.sk(&[&e.id]));
+    let record_key = |e: &Email| (ws_pk(ws), crate::keys::EMAIL.sk(&e.id));
     let mut pending: Vec<&Email> = emails.iter().collect();
     for _attempt in 0..3 {
         if resumable {
@@ -681,7 +681,7 @@ impl Queued {
 
 /// Cancel a scheduled or queued email that is not being sent right now (`email.cancelled`):
 /// the email, its due entry and its timeline entry in one transaction.
-pub async fn cancel(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Email> {
+pub async fn cancel(app: &App, ws: &WorkspaceId, id: &EmailId) -> ApiResult<Email> {
     use shared::outbox::Tx;
     let stored = super::load(app, ws, id).await?.ok_or_else(super::not_found)?;
     let now = chrono::Utc::now();

@@ -74,17 +74,17 @@ pub struct SendingDomain {
 }
 
 fn record(ws: &WorkspaceId, d: &SendingDomain) -> ApiResult<Record> {
-    Record::new(ws_pk(ws), keys::SENDING_DOMAIN.sk(&[&d.id]), d)
+    Record::new(ws_pk(ws), keys::SENDING_DOMAIN.sk(&d.id), d)
 }
 
 fn claim_pk(name: &str) -> String {
-    keys::SENDING_DOMAIN_CLAIM.pk(&[name])
+    keys::SENDING_DOMAIN_CLAIM.pk(name)
 }
 
 fn claim_item(ws: &WorkspaceId, d: &SendingDomain) -> Item {
     Item::from([
         ("pk".into(), s(claim_pk(&d.name))),
-        ("sk".into(), s(keys::SENDING_DOMAIN_CLAIM.sk(&[]))),
+        ("sk".into(), s(keys::SENDING_DOMAIN_CLAIM.sk(()))),
         ("workspace_id".into(), s(ws)),
         ("domain_id".into(), s(&d.id)),
         ("verified".into(), shared::store::Value::Bool(false)),
@@ -220,100 +220,20 @@ fn ses_error(e: AwsError) -> ApiError {
 }
 
 pub async fn load(app: &App, ws: &WorkspaceId, id: &DomainId) -> ApiResult<(SendingDomain, i64)> {
-    app.db.get_object(ws, &keys::SENDING_DOMAIN.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("sending domain"))
+    app.db.get_object(ws, &keys::SENDING_DOMAIN.sk(id)).await?.ok_or_else(|| ApiError::not_found("sending domain"))
 }
 
 /// Add a domain: validate, claim, create the SES identity, store its DNS records.
 pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &WorkspaceId, raw_name: &str) -> ApiResult<SendingDomain> {
-    let Some(name) = shared::validate::domain_name(raw_name) else {
-        return Err(ApiError::validation("name", "must be a domain name such as mail.example.com"));
-    };
-    if !app.cfg.email.allows_domain(&name) {
-        return Err(ApiError::validation("name", "is not under a domain this deployment allows (ALLOWED_SENDING_DOMAINS)"));
-    }
-    let now = shared::ids::Timestamp::now();
-    let mut d = SendingDomain {
-        id: DomainId::generate(),
-        object: "email_domain".into(),
-        name,
-        status: DomainStatus::Pending,
-        dns_records: vec![],
-        created_at: now,
-        updated_at: now,
-        verified_at: None,
-    };
-    // A subdomain of another workspace's verified domain is theirs (it would take their
-    // inbound mail, and SES may count it verified through the parent).
-    if let Some(parent) = foreign_verified_parent(app, ws, &d.name).await? {
-        return Err(ApiError::conflict(format!("{} is under {parent}, a domain another workspace has verified", d.name))
-            .with_details(vec![shared::error::ErrorDetail::field("name", "is a subdomain of another workspace's domain")]));
-    }
-    // An expired claim of another workspace is taken only if SES has not verified its domain
-    // meanwhile (its flag is set when the domain is next read; SES is the truth).
-    if let Some(c) = claim_of(app, &d.name).await?
-        && *c.workspace_id != **ws
-        && !c.verified
-        && c.pending_until.is_some_and(|t| t < chrono::Utc::now().timestamp())
-        && get_identity(app, &d.name).await.is_ok_and(|i| is_verified(&i))
-    {
-        if let Err(e) =
-            Tx::new().update(verify_claim(&d.name, &WorkspaceId::trusted(c.workspace_id.clone()), &c.domain_id)).commit(app).await
-        {
-            tracing::info!(domain = %d.name, error = ?e, "claim not marked verified");
-        }
-        return Err(ApiError::conflict(format!("{} is already a sending domain of a workspace", d.name))
-            .with_details(vec![shared::error::ErrorDetail::field("name", "is taken")]));
-    }
-    Tx::new()
-        .create(record(ws, &d)?.version(1))
-        .put_if(
-            claim_item(ws, &d),
-            "attribute_not_exists(pk) OR (verified = :unverified AND pending_until < :now)",
-            vec![(":unverified", shared::store::Value::Bool(false)), (":now", store::n(chrono::Utc::now().timestamp()))],
-        )
-        .update(count(ws, 1))
-        .commit(app)
-        .await
-        .map_err(|e| {
-            e.on_condition(|i| match i {
-                1 => ApiError::conflict(format!("{} is already a sending domain of a workspace", d.name))
-                    .with_details(vec![shared::error::ErrorDetail::field("name", "is taken")]),
-                2 => ApiError::conflict(format!("a workspace can have at most {MAX_DOMAINS} sending domains")),
-                _ => ApiError::conflict("the domain was created concurrently"),
-            })
-        })?;
-    let mut tags = vec![(shared::aws::WORKSPACE_TAG_KEY, &**ws)];
-    if let Some(stack) = app.cfg.email.identity_tag.as_deref() {
-        tags.push((shared::aws::IDENTITY_TAG_KEY, stack));
-    }
-    let created = match create_identity(app, &d.name, &tags).await {
-        Err(e) if e.code == "AlreadyExistsException" => match get_identity(app, &d.name).await {
-            // This workspace's own, whose creation answer was lost: take it over.
-            Ok(existing) if made_for(app, &existing) == Some(ws) => Ok(existing),
-            // Another workspace's, whose claim expired unverified (the claim is this one's
-            // now): a new identity, so DKIM records the former claimant published or will
-            // publish verify nothing for anyone.
-            Ok(existing) if made_for(app, &existing).is_some() && !is_verified(&existing) => match delete_identity(app, &d.name).await {
-                Ok(()) => create_identity(app, &d.name, &tags).await,
-                Err(e) => Err(e),
-            },
-            _ => Err(e),
-        },
-        other => other,
-    };
-    let out = match created {
+    let name = allowed_name(app, raw_name)?;
+    let mut d = SendingDomain::pending(name, shared::ids::Timestamp::now());
+    refuse_foreign(app, ws, &d.name).await?;
+    claim(app, ws, &d).await?;
+    let out = match provide_identity(app, ws, &d.name).await {
         Ok(out) => out,
         Err(e) => {
             release(app, ws, &d, 1).await;
-            return Err(match e.code.as_str() {
-                "AlreadyExistsException" => ApiError::conflict(format!(
-                    "{} exists as an SES identity of this AWS account outside the API; an operator must delete it first",
-                    d.name
-                ))
-                .with_details(vec![shared::error::ErrorDetail::field("name", "is an identity the API does not manage")]),
-                "LimitExceededException" => ApiError::conflict("the AWS account's SES identity limit is reached"),
-                _ => ses_error(e),
-            });
+            return Err(identity_refused(&d.name, e));
         }
     };
     d.dns_records = dkim_records(&d.name, &out.dkim_tokens);
@@ -325,6 +245,120 @@ pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &Work
     }
     tx.commit(app).await.map_err(store::TxError::stale)?;
     Ok(d)
+}
+
+/// The name, normalised, when it is a domain name this deployment may send from.
+fn allowed_name(app: &App, raw_name: &str) -> ApiResult<String> {
+    let Some(name) = shared::validate::domain_name(raw_name) else {
+        return Err(ApiError::validation("name", "must be a domain name such as mail.example.com"));
+    };
+    if !app.cfg.email.allows_domain(&name) {
+        return Err(ApiError::validation("name", "is not under a domain this deployment allows (ALLOWED_SENDING_DOMAINS)"));
+    }
+    Ok(name)
+}
+
+impl SendingDomain {
+    /// A new domain, before SES has answered: pending, without DNS records.
+    fn pending(name: String, now: shared::ids::Timestamp) -> Self {
+        SendingDomain {
+            id: DomainId::generate(),
+            object: "email_domain".into(),
+            name,
+            status: DomainStatus::Pending,
+            dns_records: vec![],
+            created_at: now,
+            updated_at: now,
+            verified_at: None,
+        }
+    }
+}
+
+fn taken(name: &str) -> ApiError {
+    ApiError::conflict(format!("{name} is already a sending domain of a workspace"))
+        .with_details(vec![shared::error::ErrorDetail::field("name", "is taken")])
+}
+
+/// Refuse a name another workspace holds by verification: under a domain it verified, or its
+/// own domain whose claim lapsed while SES verified it.
+async fn refuse_foreign(app: &App, ws: &WorkspaceId, name: &str) -> ApiResult<()> {
+    // A subdomain of another workspace's verified domain is theirs (it would take their
+    // inbound mail, and SES may count it verified through the parent).
+    if let Some(parent) = foreign_verified_parent(app, ws, name).await? {
+        return Err(ApiError::conflict(format!("{name} is under {parent}, a domain another workspace has verified"))
+            .with_details(vec![shared::error::ErrorDetail::field("name", "is a subdomain of another workspace's domain")]));
+    }
+    // An expired claim of another workspace is taken only if SES has not verified its domain
+    // meanwhile (its flag is set when the domain is next read; SES is the truth).
+    if let Some(c) = claim_of(app, name).await?
+        && *c.workspace_id != **ws
+        && !c.verified
+        && c.pending_until.is_some_and(|t| t < chrono::Utc::now().timestamp())
+        && get_identity(app, name).await.is_ok_and(|i| is_verified(&i))
+    {
+        if let Err(e) = Tx::new().update(verify_claim(name, &WorkspaceId::trusted(c.workspace_id.clone()), &c.domain_id)).commit(app).await
+        {
+            tracing::info!(domain = %name, error = ?e, "claim not marked verified");
+        }
+        return Err(taken(name));
+    }
+    Ok(())
+}
+
+/// The domain, its claim (free, or another workspace's lapsed unverified one) and the count,
+/// in one transaction: the name's uniqueness and the cap hold under races.
+async fn claim(app: &App, ws: &WorkspaceId, d: &SendingDomain) -> ApiResult<()> {
+    Tx::new()
+        .create(record(ws, d)?.version(1))
+        .put_if(
+            claim_item(ws, d),
+            "attribute_not_exists(pk) OR (verified = :unverified AND pending_until < :now)",
+            vec![(":unverified", shared::store::Value::Bool(false)), (":now", store::n(chrono::Utc::now().timestamp()))],
+        )
+        .update(count(ws, 1))
+        .commit(app)
+        .await
+        .map_err(|e| {
+            e.on_condition(|i| match i {
+                1 => taken(&d.name),
+                2 => ApiError::conflict(format!("a workspace can have at most {MAX_DOMAINS} sending domains")),
+                _ => ApiError::conflict("the domain was created concurrently"),
+            })
+        })
+}
+
+/// The SES identity for a claimed name, tagged with its workspace: a new one; this
+/// workspace's own, whose creation answer was lost; or, in place of another workspace's that
+/// lapsed unverified, a new one (so DKIM records the former claimant published or will
+/// publish verify nothing for anyone).
+async fn provide_identity(app: &App, ws: &WorkspaceId, name: &str) -> Result<Identity, AwsError> {
+    let mut tags = vec![(shared::aws::WORKSPACE_TAG_KEY, &**ws)];
+    if let Some(stack) = app.cfg.email.identity_tag.as_deref() {
+        tags.push((shared::aws::IDENTITY_TAG_KEY, stack));
+    }
+    match create_identity(app, name, &tags).await {
+        Err(e) if e.code == "AlreadyExistsException" => match get_identity(app, name).await {
+            Ok(existing) if made_for(app, &existing) == Some(ws) => Ok(existing),
+            Ok(existing) if made_for(app, &existing).is_some() && !is_verified(&existing) => {
+                delete_identity(app, name).await?;
+                create_identity(app, name, &tags).await
+            }
+            _ => Err(e),
+        },
+        other => other,
+    }
+}
+
+/// What a request is told when SES refused the identity.
+fn identity_refused(name: &str, e: AwsError) -> ApiError {
+    match e.code.as_str() {
+        "AlreadyExistsException" => ApiError::conflict(format!(
+            "{name} exists as an SES identity of this AWS account outside the API; an operator must delete it first"
+        ))
+        .with_details(vec![shared::error::ErrorDetail::field("name", "is an identity the API does not manage")]),
+        "LimitExceededException" => ApiError::conflict("the AWS account's SES identity limit is reached"),
+        _ => ses_error(e),
+    }
 }
 
 /// The closest parent of `name` that another workspace has verified: by its claim's flag, or
@@ -375,8 +409,8 @@ fn made_for<'a>(app: &App, i: &'a Identity) -> Option<&'a str> {
 /// released by deleting the domain).
 async fn release(app: &App, ws: &WorkspaceId, d: &SendingDomain, version: i64) {
     let undone = Tx::new()
-        .delete_versioned(ws_pk(ws), keys::SENDING_DOMAIN.sk(&[&d.id]), version)
-        .delete_if(claim_pk(&d.name), keys::SENDING_DOMAIN_CLAIM.sk(&[]), "workspace_id = :ws", vec![(":ws", s(ws))])
+        .delete_versioned(ws_pk(ws), keys::SENDING_DOMAIN.sk(&d.id), version)
+        .delete_if(claim_pk(&d.name), keys::SENDING_DOMAIN_CLAIM.sk(()), "workspace_id = :ws", vec![(":ws", s(ws))])
         .update(count(ws, -1))
         .commit(app)
         .await;
@@ -460,14 +494,14 @@ pub async fn refresh(app: &App, ws: &WorkspaceId, d: SendingDomain, version: i64
 pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &WorkspaceId, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
     // Checked before the identity goes: it is the domain the person approved removing.
-    auth.approved(&keys::SENDING_DOMAIN.sk(&[&d.id]), version)?;
+    auth.approved(&keys::SENDING_DOMAIN.sk(&d.id), version)?;
     // A domain whose expired claim another workspace took leaves that workspace's identity.
     let holds = claim_of(app, &d.name).await?.is_some_and(|c| c.holds(ws, &d));
-    let mut tx = Tx::new().delete_versioned(ws_pk(ws), keys::SENDING_DOMAIN.sk(&[&d.id]), version);
+    let mut tx = Tx::new().delete_versioned(ws_pk(ws), keys::SENDING_DOMAIN.sk(&d.id), version);
     if holds {
         tx = tx.delete_if(
             claim_pk(&d.name),
-            keys::SENDING_DOMAIN_CLAIM.sk(&[]),
+            keys::SENDING_DOMAIN_CLAIM.sk(()),
             "workspace_id = :ws AND domain_id = :id",
             vec![(":ws", s(ws)), (":id", s(&d.id))],
         );
@@ -488,7 +522,7 @@ pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &Works
 
 /// The names of the workspace's verified domains (one Query: at most `MAX_DOMAINS` items).
 pub async fn verified_names(app: &App, ws: &WorkspaceId) -> ApiResult<Vec<String>> {
-    let out = app.db.query_page(keys::SENDING_DOMAINS.query(&[ws], &[], None, MAX_DOMAINS as usize)).await?;
+    let out = app.db.query_page(keys::SENDING_DOMAINS.query(ws, None, MAX_DOMAINS as usize)).await?;
     let all = out.items.into_iter().map(store::from_item::<SendingDomain>).collect::<ApiResult<Vec<_>>>()?;
     Ok(all.into_iter().filter(|d| d.status == DomainStatus::Verified).map(|d| d.name).collect())
 }
@@ -503,7 +537,7 @@ pub async fn mailbox_owner(app: &App, address: &str) -> ApiResult<Option<(String
     let (local, domain) = addr.rsplit_once('@').expect("a normalised address has an @");
     let labels: Vec<&str> = domain.split('.').collect();
     let names: Vec<String> = (0..labels.len().saturating_sub(1)).map(|i| labels[i..].join(".")).collect();
-    let keys_: Vec<(String, String)> = names.iter().map(|n| (claim_pk(n), keys::SENDING_DOMAIN_CLAIM.sk(&[]))).collect();
+    let keys_: Vec<(String, String)> = names.iter().map(|n| (claim_pk(n), keys::SENDING_DOMAIN_CLAIM.sk(()))).collect();
     let found = app.db.batch_get(&keys_).await?;
     let now = chrono::Utc::now().timestamp();
     // Outermost first (names run from the full domain to its parents).
@@ -516,12 +550,14 @@ pub async fn mailbox_owner(app: &App, address: &str) -> ApiResult<Option<(String
     if claims.is_empty() {
         return Ok(None);
     }
-    let domain_keys: Vec<(String, String)> =
-        claims.iter().map(|c| (ws_pk(&WorkspaceId::trusted(c.workspace_id.clone())), keys::SENDING_DOMAIN.sk(&[&c.domain_id]))).collect();
+    let domain_keys: Vec<(String, String)> = claims
+        .iter()
+        .map(|c| (ws_pk(&WorkspaceId::trusted(c.workspace_id.clone())), keys::SENDING_DOMAIN.sk(&DomainId::trusted(&c.domain_id))))
+        .collect();
     let domains = app.db.batch_get(&domain_keys).await?;
     let verified = |c: &Claim| {
         domains.iter().any(|i| {
-            store::get_str(i, "sk") == Some(keys::SENDING_DOMAIN.sk(&[&c.domain_id]).as_str())
+            store::get_str(i, "sk") == Some(keys::SENDING_DOMAIN.sk(&DomainId::trusted(&c.domain_id)).as_str())
                 && store::from_item::<SendingDomain>(i.clone()).is_ok_and(|d| d.status == DomainStatus::Verified)
         })
     };
@@ -541,7 +577,7 @@ pub fn covers(verified: &[String], from: &str) -> bool {
 
 /// One page of the sending domains.
 pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<SendingDomain>, Option<String>)> {
-    shared::request::page(app, keys::SENDING_DOMAINS.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, keys::SENDING_DOMAINS.query(ws, after, limit)).await
 }
 
 #[cfg(test)]

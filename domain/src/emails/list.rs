@@ -52,13 +52,13 @@ pub async fn list(
         return Ok((emails.into_iter().filter(|e| q.keeps(e)).collect(), next));
     }
     if let Some(c) = &q.contact_id {
-        let spec = keys::EMAILS_OF_CONTACT.query(&[ws, c.as_str()], &[], after, limit).descending();
+        let spec = keys::EMAILS_OF_CONTACT.query((ws, c), after, limit).descending();
         let (emails, next) = shared::request::keyed_page::<Email>(app, spec).await?;
         return Ok((emails.into_iter().filter(|e| q.keeps(e)).collect(), next));
     }
     let mut spec = match q.status {
-        Some(st) => keys::EMAILS_BY_STATUS.query(&[ws, st.as_str()], &[], after, limit),
-        None => keys::EMAILS.query(&[ws], &[], after, limit),
+        Some(st) => keys::EMAILS_BY_STATUS.query((ws, st.as_str()), after, limit),
+        None => keys::EMAILS.query(ws, after, limit),
     }
     .descending();
     if let Some(t) = &q.tag {

@@ -4,6 +4,7 @@
 
 use super::SuppressedRecipient;
 use crate::contacts::{Contact, EmailStatus as ContactEmailStatus, contact_sk, email_of_claim, email_sk};
+use crate::ids::ContactId;
 use shared::auth::WorkspaceId;
 use shared::store::{self, ws_pk};
 use shared::{ApiResult, App};
@@ -44,7 +45,7 @@ pub(super) async fn recipients_and(
     let hashes = if addrs.is_empty() || !erased { Default::default() } else { crate::privacy::address_hashes(app, ws, &addrs).await? };
     let mut hashed: HashMap<String, (&String, &str)> = HashMap::new();
     for (h, addr) in &hashes {
-        hashed.insert(crate::keys::TOMBSTONE.sk(&[h]), (addr, "erased"));
+        hashed.insert(crate::keys::TOMBSTONE.sk(h), (addr, "erased"));
         hashed.insert(super::suppressions::erased_sk(h), (addr, ""));
     }
     claim_keys.extend(hashed.keys().map(|sk| (ws_pk(ws), sk.clone())));
@@ -74,7 +75,8 @@ pub(super) async fn recipients_and(
             owners.insert(email_of_claim(sk).unwrap_or_default().to_string(), id.to_string());
         }
     }
-    let mut keys: Vec<(String, String)> = ids.iter().chain(owners.values()).map(|id| (ws_pk(ws), contact_sk(id))).collect();
+    let mut keys: Vec<(String, String)> =
+        ids.iter().chain(owners.values()).map(|id| (ws_pk(ws), contact_sk(&ContactId::trusted(id)))).collect();
     keys.sort();
     keys.dedup();
     let contacts = app

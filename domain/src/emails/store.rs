@@ -3,6 +3,7 @@
 
 use super::{Email, EmailStatus, SendError, SendJob, attachments, not_found, redact, shard, suppressions};
 use crate::ids::EmailId;
+use crate::ids::{ContactId, EmailBatchId};
 use crate::keys;
 use shared::auth::WorkspaceId;
 use shared::store::{self, Item, Record, n, s, ws_pk};
@@ -14,24 +15,26 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
     use crate::privacy::{Erase, Find, Rule};
     &[
         Rule {
-            kind: keys::EMAIL,
+            kind: keys::EMAIL.kind,
             area: "emails",
             find: Find::Mentions,
             export: true,
             erase: Erase::Custom(|a, w, i, s| Box::pin(erase_email(a, w, i, s))),
         },
         Rule {
-            kind: keys::EMAIL_BODY,
+            kind: keys::EMAIL_BODY.kind,
             area: "emails",
-            find: Find::WithParent(keys::EMAIL.name, |parent| store::get_str(parent, "id").map(body_sk).into_iter().collect()),
+            find: Find::WithParent(keys::EMAIL.kind.name, |parent| {
+                store::get_str(parent, "id").map(|id| body_sk(&EmailId::trusted(id))).into_iter().collect()
+            }),
             export: true,
             erase: Erase::Delete,
         },
-        Rule { kind: keys::EMAIL_BATCH, area: "emails", find: Find::Mentions, export: false, erase: Erase::Delete },
+        Rule { kind: keys::EMAIL_BATCH.kind, area: "emails", find: Find::Mentions, export: false, erase: Erase::Delete },
         Rule {
-            kind: keys::EMAIL_SUPPRESSION,
+            kind: keys::EMAIL_SUPPRESSION.kind,
             area: "emails",
-            find: Find::Keys(|s| s.emails().map(|e| keys::EMAIL_SUPPRESSION.sk(&[e])).collect()),
+            find: Find::Keys(|s| s.emails().map(|e| keys::EMAIL_SUPPRESSION.sk(e)).collect()),
             export: true,
             erase: Erase::Custom(|a, w, i, _| Box::pin(suppressions::hash_entry(a, w, i))),
         },
@@ -81,19 +84,19 @@ async fn erase_email(app: &App, ws: &WorkspaceId, item: Item, subject: &crate::p
     tx.commit(app).await.map_err(store::TxError::stale)
 }
 
-pub fn body_sk(id: &str) -> String {
-    keys::EMAIL_BODY.sk(&[id])
+pub fn body_sk(id: &EmailId) -> String {
+    keys::EMAIL_BODY.sk(id)
 }
 
-pub fn batch_sk(id: &str) -> String {
-    keys::EMAIL_BATCH.sk(&[id])
+pub fn batch_sk(id: &EmailBatchId) -> String {
+    keys::EMAIL_BATCH.sk(id)
 }
 
 pub fn provider_pk(message_id: &str) -> String {
-    keys::SES_MESSAGE.pk(&[message_id])
+    keys::SES_MESSAGE.pk(message_id)
 }
 
-pub const PROVIDER_SK: &str = keys::SES_MESSAGE.table.sk;
+pub const PROVIDER_SK: &str = keys::SES_MESSAGE.kind.table.sk;
 
 /// The look-up from SES's message id to the email, written when a send is known.
 pub fn provider_lookup(ws: &WorkspaceId, message_id: &str, email_id: &str) -> store::Item {
@@ -107,10 +110,10 @@ pub fn provider_lookup(ws: &WorkspaceId, message_id: &str, email_id: &str) -> st
 
 /// The email item (without bodies) and its index keys.
 pub fn record(ws: &WorkspaceId, e: &Email) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), keys::EMAIL.sk(&[&e.id]), &e.without_bodies())?
-        .gsi1(keys::EMAIL.gsi1_pk(&[ws, e.status.as_str()]), keys::EMAIL.gsi1_sk(&[&e.id]));
+    let mut rec = Record::new(ws_pk(ws), keys::EMAIL.sk(&e.id), &e.without_bodies())?
+        .gsi1(keys::EMAIL.gsi1_pk((ws, e.status.as_str())), keys::EMAIL.gsi1_sk(&e.id));
     if let Some(c) = &e.contact_id {
-        rec = rec.gsi2(keys::EMAIL.gsi2_pk(&[ws, c]), keys::EMAIL.gsi2_sk(&[&e.id]));
+        rec = rec.gsi2(keys::EMAIL.gsi2_pk((ws, c)), keys::EMAIL.gsi2_sk(&e.id));
     }
     Ok(rec)
 }
@@ -118,9 +121,9 @@ pub fn record(ws: &WorkspaceId, e: &Email) -> ApiResult<Record> {
 /// A deleted contact's emails lose their link to it (its id and the GSI2 entry), so that
 /// nothing writes on the deleted contact's timeline again when their status changes (an SES
 /// notice days later) and the portal lists none. Idempotent; a page of keys at a time.
-pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &str) -> ApiResult<()> {
+pub async fn unlink_contact(app: &App, ws: &WorkspaceId, contact_id: &ContactId) -> ApiResult<()> {
     loop {
-        let out = app.db.query_page(keys::EMAILS_OF_CONTACT.query(&[ws, contact_id], &[], None, 100)).await?;
+        let out = app.db.query_page(keys::EMAILS_OF_CONTACT.query((ws, contact_id), None, 100)).await?;
         if out.items.is_empty() {
             return Ok(());
         }
@@ -166,12 +169,12 @@ pub fn attach_body(e: &mut Email, body: &Item) {
 }
 
 pub fn due_shard_pk(shard: u32) -> String {
-    keys::EMAIL_DUE.pk(&[&shard.to_string()])
+    keys::EMAIL_DUE.pk(&shard.to_string())
 }
 
 /// The due entry's key: derived from the email alone, so any writer can delete it.
 pub fn due_key(ws: &WorkspaceId, e: &Email) -> (String, String) {
-    (due_shard_pk(shard(&e.id)), keys::EMAIL_DUE.sk(&[&format!("{:013}", e.due_ms().max(0)), ws, &e.id]))
+    (due_shard_pk(shard(&e.id)), keys::EMAIL_DUE.sk((&format!("{:013}", e.due_ms().max(0)), ws, &e.id)))
 }
 
 /// `next_check` (epoch s): when the tick should look at this email again.
@@ -228,13 +231,13 @@ impl Stored {
 }
 
 /// `id` comes from a path ([`EmailId`]) or from the email's own queue message.
-pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Stored>> {
-    app.db.get(&ws_pk(ws), &keys::EMAIL.sk(&[id])).await?.map(Stored::from_item).transpose()
+pub async fn load(app: &App, ws: &WorkspaceId, id: &EmailId) -> ApiResult<Option<Stored>> {
+    app.db.get(&ws_pk(ws), &keys::EMAIL.sk(id)).await?.map(Stored::from_item).transpose()
 }
 
 /// One email with its bodies (one BatchGetItem).
 pub async fn load_with_body(app: &App, ws: &WorkspaceId, id: &EmailId) -> ApiResult<Email> {
-    let items = app.db.batch_get(&[(ws_pk(ws), keys::EMAIL.sk(&[id])), (ws_pk(ws), body_sk(id))]).await?;
+    let items = app.db.batch_get(&[(ws_pk(ws), keys::EMAIL.sk(id)), (ws_pk(ws), body_sk(id))]).await?;
     let mut email: Option<Email> = None;
     let mut body = None;
     for item in items {

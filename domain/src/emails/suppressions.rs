@@ -32,11 +32,11 @@ pub struct Suppression {
 
 /// The address a suppression's sort key names.
 pub fn address_of(sk: &str) -> Option<&str> {
-    sk.strip_prefix(keys::EMAIL_SUPPRESSION.sk_prefix(&[]).as_str())
+    sk.strip_prefix(keys::EMAIL_SUPPRESSION.sk_prefix())
 }
 
 pub fn item(ws: &WorkspaceId, s: &Suppression) -> ApiResult<Item> {
-    Ok(Record::new(ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(&[&s.address]), s)?.item)
+    Ok(Record::new(ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(&s.address), s)?.item)
 }
 
 /// A suppression's write may not replace a complaint with a bounce (a complaint always wins).
@@ -82,7 +82,7 @@ pub async fn add(app: &App, ws: &WorkspaceId, addresses: &[String], reason: &str
 
 /// The suppression keys of these addresses, to read with other look-ups in one BatchGetItem.
 pub fn keys_of<'a>(ws: &WorkspaceId, addresses: impl IntoIterator<Item = &'a String>) -> Vec<(String, String)> {
-    addresses.into_iter().map(|a| (ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(&[a]))).collect()
+    addresses.into_iter().map(|a| (ws_pk(ws), keys::EMAIL_SUPPRESSION.sk(a))).collect()
 }
 
 /// Address -> reason, from items a BatchGetItem returned (other kinds are ignored).
@@ -122,7 +122,7 @@ pub async fn hash_entry(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()
 
 fn erased_item(ws: &WorkspaceId, hash: &str, reason: &str, created_at: Option<&str>) -> ApiResult<Item> {
     let entry = serde_json::json!({"object": "erased_suppression", "reason": reason, "created_at": created_at});
-    Ok(Record::new(ws_pk(ws), keys::ERASED_SUPPRESSION.sk(&[hash]), &entry)?.item)
+    Ok(Record::new(ws_pk(ws), keys::ERASED_SUPPRESSION.sk(hash), &entry)?.item)
 }
 
 /// Suppress erased addresses by their hash only (feedback that came after the erasure),
@@ -148,7 +148,7 @@ pub async fn add_erased(app: &App, ws: &WorkspaceId, addresses: &[String], reaso
 
 /// The hashed suppression's key of an address whose tombstone hash is `hash`.
 pub fn erased_sk(hash: &str) -> String {
-    keys::ERASED_SUPPRESSION.sk(&[hash])
+    keys::ERASED_SUPPRESSION.sk(hash)
 }
 
 /// Why an address comes off the list.
@@ -170,7 +170,7 @@ pub async fn remove(app: &App, ws: &WorkspaceId, address: &str, reason: &str, re
     // Feedback stores what `normalise_email` makes of SES's address, or (one it refuses) the
     // address lower-cased.
     let address = shared::validate::normalise_email(address).unwrap_or_else(|| address.trim().to_lowercase());
-    let sk = keys::EMAIL_SUPPRESSION.sk(&[&address]);
+    let sk = keys::EMAIL_SUPPRESSION.sk(&address);
     let (s, _): (Suppression, i64) = app.db.get_object(ws, &sk).await?.ok_or_else(|| shared::ApiError::not_found("suppression"))?;
     let data = serde_json::json!({"address": s.address, "previous_reason": s.reason, "reason": reason, "removed_by": removed_by});
     Tx::new()
@@ -184,5 +184,5 @@ pub async fn remove(app: &App, ws: &WorkspaceId, address: &str, reason: &str, re
 
 /// One page of the suppressed addresses.
 pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Suppression>, Option<String>)> {
-    shared::request::page(app, keys::EMAIL_SUPPRESSIONS.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, keys::EMAIL_SUPPRESSIONS.query(ws, after, limit)).await
 }

@@ -295,13 +295,13 @@ pub async fn load(app: &App, ws: &WorkspaceId, slug: &str) -> ApiResult<(Templat
     if !valid_slug(slug) {
         return Err(ApiError::not_found("email template"));
     }
-    app.db.get_object(ws, &crate::keys::EMAIL_TEMPLATE.sk(&[slug])).await?.ok_or_else(|| ApiError::not_found("email template"))
+    app.db.get_object(ws, &crate::keys::EMAIL_TEMPLATE.sk(slug)).await?.ok_or_else(|| ApiError::not_found("email template"))
 }
 
 /// Templates by slug (for a batch of sends); missing ones are absent from the map.
 pub async fn load_many(app: &App, ws: &WorkspaceId, slugs: &[&str]) -> ApiResult<BTreeMap<String, Template>> {
     let mut keys: Vec<(String, String)> =
-        slugs.iter().filter(|s| valid_slug(s)).map(|s| (ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[s]))).collect();
+        slugs.iter().filter(|s| valid_slug(s)).map(|s| (ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(s))).collect();
     keys.sort();
     keys.dedup();
     let items = app.db.batch_get(&keys).await?;
@@ -309,7 +309,7 @@ pub async fn load_many(app: &App, ws: &WorkspaceId, slugs: &[&str]) -> ApiResult
 }
 
 pub fn record(ws: &WorkspaceId, t: &Template) -> ApiResult<Record> {
-    Record::new(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[&t.slug]), t)
+    Record::new(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&t.slug), t)
 }
 
 // ---------- operations ----------
@@ -435,7 +435,7 @@ pub async fn update(app: &App, ws: &WorkspaceId, old: Template, version: i64, in
 /// Delete a template (emails already accepted are not affected).
 pub async fn delete(app: &App, ws: &WorkspaceId, t: &Template, version: i64) -> ApiResult<()> {
     shared::outbox::Tx::new()
-        .delete_versioned(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&[&t.slug]), version)
+        .delete_versioned(ws_pk(ws), crate::keys::EMAIL_TEMPLATE.sk(&t.slug), version)
         .commit(app)
         .await
         .map_err(store::TxError::stale)
@@ -443,7 +443,7 @@ pub async fn delete(app: &App, ws: &WorkspaceId, t: &Template, version: i64) -> 
 
 /// One page of the templates, in creation order.
 pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Template>, Option<String>)> {
-    shared::request::page(app, crate::keys::EMAIL_TEMPLATES.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, crate::keys::EMAIL_TEMPLATES.query(ws, after, limit)).await
 }
 
 #[cfg(test)]

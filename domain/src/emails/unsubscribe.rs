@@ -317,8 +317,7 @@ async fn may_undo(app: &App, ws: &WorkspaceId, t: &Target, contact: Option<&cont
         return Ok(false);
     }
     if listed {
-        let entry: Option<(super::suppressions::Suppression, i64)> =
-            app.db.get_object(ws, &keys::EMAIL_SUPPRESSION.sk(&[&t.address])).await?;
+        let entry: Option<(super::suppressions::Suppression, i64)> = app.db.get_object(ws, &keys::EMAIL_SUPPRESSION.sk(&t.address)).await?;
         if entry.is_none_or(|(s, _)| s.email_id.as_ref() != Some(&t.email_id)) {
             return Ok(false);
         }
@@ -331,7 +330,7 @@ async fn may_undo(app: &App, ws: &WorkspaceId, t: &Target, contact: Option<&cont
 /// that finds the state already there (a replay, a race's loser) changes nothing.
 pub async fn set(app: &App, ws: &WorkspaceId, t: &Target, subscribe: bool, req: &Request<'_>) -> ApiResult<Subscription> {
     let tomb = crate::privacy::tombstone_sk(app, ws, &t.address).await?;
-    let suppression_sk = keys::EMAIL_SUPPRESSION.sk(&[&t.address]);
+    let suppression_sk = keys::EMAIL_SUPPRESSION.sk(&t.address);
     for _ in 0..3 {
         let r = super::recipients::recipients_of(app, ws, vec![], vec![t.address.clone()], true).await?;
         let now = state_of(&r, &t.address);

@@ -110,7 +110,7 @@ async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, req
         error: None,
     };
     let sealed = secret.seal(&aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
-    tx.create(Record::new(ws_pk(ws), keys::ERASURE.sk(&[&e.id]), &e)?.attr("subject_sealed", s(sealed)))
+    tx.create(Record::new(ws_pk(ws), keys::ERASURE.sk(&e.id), &e)?.attr("subject_sealed", s(sealed)))
         .job(WorkQueue::Gdpr, &e.id, super::jobs::message(JobKind::Erasure, ws, &e.id))
         .commit(app)
         .await
@@ -118,18 +118,18 @@ async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, req
     Ok(e)
 }
 
-pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<Erasure>> {
-    app.db.get(&ws_pk(ws), &keys::ERASURE.sk(&[id])).await?.map(store::from_item).transpose()
+pub async fn load(app: &App, ws: &WorkspaceId, id: &ErasureId) -> ApiResult<Option<Erasure>> {
+    app.db.get(&ws_pk(ws), &keys::ERASURE.sk(id)).await?.map(store::from_item).transpose()
 }
 
 /// Run (or resume) an erasure to the end.
-pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
-    let Some(item) = app.db.get(&ws_pk(ws), &keys::ERASURE.sk(&[id])).await? else { return Ok(()) };
+pub async fn run(app: &App, ws: &WorkspaceId, id: &ErasureId) -> ApiResult<()> {
+    let Some(item) = app.db.get(&ws_pk(ws), &keys::ERASURE.sk(id)).await? else { return Ok(()) };
     let mut e: Erasure = store::from_item(item.clone())?;
     if e.status.finished() {
         return Ok(());
     }
-    let (_, stalled) = super::jobs::begin_run(app, ws, &keys::ERASURE.sk(&[id])).await?;
+    let (_, stalled) = super::jobs::begin_run(app, ws, &keys::ERASURE.sk(id)).await?;
     let secret = app.platform_secret().await?;
     let sealed = store::get_str(&item, "subject_sealed").ok_or_else(|| ApiError::internal("a running erasure lacks its subject"))?;
     let mut subject: Subject = serde_json::from_slice(&secret.open(&aad(ws, id), sealed)?).map_err(|e| ApiError::internal(e))?;
@@ -226,9 +226,9 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     finish(app, ws, &e, EventType::GdprErasureCompleted, subject.contact_id.as_deref()).await
 }
 
-async fn save(app: &App, ws: &WorkspaceId, id: &str, next: usize, counts: &BTreeMap<String, u64>) -> ApiResult<()> {
+async fn save(app: &App, ws: &WorkspaceId, id: &ErasureId, next: usize, counts: &BTreeMap<String, u64>) -> ApiResult<()> {
     app.db
-        .update(ws_pk(ws), keys::ERASURE.sk(&[id]), "SET next_rule = :next, counts = :c, stalled = :zero")
+        .update(ws_pk(ws), keys::ERASURE.sk(id), "SET next_rule = :next, counts = :c, stalled = :zero")
         .when("attribute_exists(pk)")
         .value(":next", n(next as i64))
         .value(":zero", n(0))
@@ -241,7 +241,7 @@ async fn save(app: &App, ws: &WorkspaceId, id: &str, next: usize, counts: &BTree
 /// The final state, without the sealed subject, and its event (no personal data: the job, its
 /// counts, and the erased contact's id so that integrations can erase their copies).
 async fn finish(app: &App, ws: &WorkspaceId, e: &Erasure, event: EventType, contact_id: Option<&str>) -> ApiResult<()> {
-    let update = super::set_all(ws_pk(ws), keys::ERASURE.sk(&[&e.id]), store::to_item(e)?, &["subject_sealed"])
+    let update = super::set_all(ws_pk(ws), keys::ERASURE.sk(&e.id), store::to_item(e)?, &["subject_sealed"])
         .when("#status = :running")
         .name("#status", "status")
         .value(":running", s("running"));
@@ -259,5 +259,5 @@ async fn finish(app: &App, ws: &WorkspaceId, e: &Erasure, event: EventType, cont
 
 /// One page of the erasure audit records, newest first.
 pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Erasure>, Option<String>)> {
-    shared::request::page(app, keys::ERASURES.query(&[ws], &[], after, limit).descending()).await
+    shared::request::page(app, keys::ERASURES.query(ws, after, limit).descending()).await
 }

@@ -44,7 +44,7 @@ fn s3_error(what: &str, e: impl Into<shared::aws::AwsError>) -> ApiError {
 pub const KEEP_DAYS: i64 = 7;
 
 pub const PRIVACY: &[Rule] = &[Rule {
-    kind: keys::EXPORT_JOB,
+    kind: keys::EXPORT_JOB.kind,
     area: "gdpr",
     find: Find::Mentions,
     export: false,
@@ -139,7 +139,7 @@ async fn start(
         error: None,
         download_url: None,
     };
-    let mut rec = Record::new(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), &job)?;
+    let mut rec = Record::new(ws_pk(ws), keys::EXPORT_JOB.sk(&job.id), &job)?;
     if let Some(s) = subject {
         rec = rec.attr("subject_full", s_json(s));
     }
@@ -156,8 +156,8 @@ fn s_json(s: &Subject) -> shared::store::Value {
 }
 
 /// The job as the API shows it: with a fresh download link while the document exists.
-pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<ExportJob>> {
-    let Some(item) = app.db.get(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await? else { return Ok(None) };
+pub async fn load(app: &App, ws: &WorkspaceId, id: &ExportId) -> ApiResult<Option<ExportJob>> {
+    let Some(item) = app.db.get(&ws_pk(ws), &keys::EXPORT_JOB.sk(id)).await? else { return Ok(None) };
     let mut job: ExportJob = store::from_item(item)?;
     with_link(app, ws, &mut job).await?;
     Ok(Some(job))
@@ -300,10 +300,10 @@ fn flat_progress(p: &BTreeMap<String, BTreeMap<String, u64>>) -> BTreeMap<String
 /// Save the position. Only the newest run may (`runs` fences off a run that a redelivered
 /// message overtook: its next save fails and it stops, and a part it still uploaded makes the
 /// completion fail on its ETag, so the newest run redoes that part).
-async fn save(app: &App, ws: &WorkspaceId, id: &str, run: i64, r: &Resume) -> ApiResult<()> {
+async fn save(app: &App, ws: &WorkspaceId, id: &ExportId, run: i64, r: &Resume) -> ApiResult<()> {
     let progress = store::to_item(&flat_progress(&r.progress))?;
     app.db
-        .update(ws_pk(ws), keys::EXPORT_JOB.sk(&[id]), "SET #resume = :r, progress = :p, stalled = :zero")
+        .update(ws_pk(ws), keys::EXPORT_JOB.sk(id), "SET #resume = :r, progress = :p, stalled = :zero")
         .when("#status = :running AND runs = :run")
         .name("#resume", "resume")
         .name("#status", "status")
@@ -318,13 +318,13 @@ async fn save(app: &App, ws: &WorkspaceId, id: &str, run: i64, r: &Resume) -> Ap
 }
 
 /// Run (or resume) an export to the end.
-pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
-    let Some(item) = app.db.get(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await? else { return Ok(()) };
+pub async fn run(app: &App, ws: &WorkspaceId, id: &ExportId) -> ApiResult<()> {
+    let Some(item) = app.db.get(&ws_pk(ws), &keys::EXPORT_JOB.sk(id)).await? else { return Ok(()) };
     let job: ExportJob = store::from_item(item.clone())?;
     if job.status.finished() {
         return Ok(());
     }
-    let (runs, stalled) = super::jobs::begin_run(app, ws, &keys::EXPORT_JOB.sk(&[id])).await?;
+    let (runs, stalled) = super::jobs::begin_run(app, ws, &keys::EXPORT_JOB.sk(id)).await?;
     if stalled > super::jobs::MAX_RUNS {
         return fail(app, ws, &job, &item, "attempts_exhausted", "the export failed repeatedly; start a new one").await;
     }
@@ -337,11 +337,7 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     let mut w = Writer::new(app.cfg.export_part_bytes);
     let generated_at = shared::ids::Timestamp::now();
     if !r.header {
-        let head = serde_json::json!({"object": "gdpr_export_document", "schema_version": SCHEMA_VERSION, "export_id": id,
-            "generated_at": generated_at, "scope": job.scope, "subject": job.subject});
-        let head = head.to_string();
-        // The header object, left open for "sections".
-        w.write(&format!("{},\"sections\":{{", &head[..head.len() - 1]))?;
+        w.write(&header(id, job.scope, &job.subject, generated_at))?;
         r.header = true;
     }
     let none = Subject::default();
@@ -349,27 +345,10 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
     while r.source < srcs.len() {
         let src = &srcs[r.source];
         if !r.opened {
-            let prev_area = r.source.checked_sub(1).map(|i| srcs[i].area);
-            let open = match prev_area {
-                None => format!("\"{}\":{{\"{}\":[", src.area, kind_key(&src.kind)),
-                Some(a) if a != src.area => format!("]}},\"{}\":{{\"{}\":[", src.area, kind_key(&src.kind)),
-                Some(_) => format!("],\"{}\":[", kind_key(&src.kind)),
-            };
-            w.write(&open)?;
+            w.write(&opening(r.source.checked_sub(1).map(|i| srcs[i].area), src))?;
             r.opened = true;
         }
-        let (items, next) = match &src.rule {
-            Some(rule) => super::page(app, ws, rule, subj, &r.cursor).await?,
-            None => {
-                let prefix = keys::literal_prefix(src.kind.table.sk);
-                let out = app.db.query_page(store::QuerySpec::new(ws_pk(ws), prefix, r.cursor.after.clone(), super::PAGE)).await?;
-                (out.items, out.next_after.map(|a| Cursor { partition: 0, after: Some(a) }))
-            }
-        };
-        let items = match &src.rule {
-            Some(rule) => with_companions(app, rule, items).await?,
-            None => items.into_iter().map(crate::privacy::exported).collect(),
-        };
+        let (items, next) = read(app, ws, src, subj, &r.cursor).await?;
         for v in &items {
             if r.in_source > 0 {
                 w.write(",")?;
@@ -377,16 +356,7 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
             w.write(&v.to_string())?;
             r.in_source += 1;
         }
-        *r.progress.entry(src.area.to_string()).or_default().entry(kind_key(&src.kind)).or_default() += items.len() as u64;
-        match next {
-            Some(c) => r.cursor = c,
-            None => {
-                r.source += 1;
-                r.opened = false;
-                r.in_source = 0;
-                r.cursor = Cursor::default();
-            }
-        }
+        r.advance(src, items.len() as u64, next);
         if w.full()? {
             let bytes = std::mem::replace(&mut w, Writer::new(app.cfg.export_part_bytes)).finish()?;
             if r.upload_id.is_empty() {
@@ -396,18 +366,87 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
             save(app, ws, id, runs, &r).await?;
         }
     }
+    w.write(&closing(&job.subject, &r, generated_at, srcs.is_empty()))?;
+    store_document(app, &key, &mut r, w.finish()?).await?;
+    complete(app, ws, job, &r).await
+}
+
+/// The document's header object, left open for "sections".
+fn header(id: &ExportId, scope: ExportScope, subject: &Option<SubjectRef>, generated_at: shared::ids::Timestamp) -> String {
+    let head = serde_json::json!({"object": "gdpr_export_document", "schema_version": SCHEMA_VERSION, "export_id": id,
+        "generated_at": generated_at, "scope": scope, "subject": subject})
+    .to_string();
+    format!("{},\"sections\":{{", &head[..head.len() - 1])
+}
+
+/// What opens a source's list: its area's object when the area changes (closing the previous
+/// area's last list), else only its own list.
+fn opening(prev_area: Option<&str>, src: &Source) -> String {
+    match prev_area {
+        None => format!("\"{}\":{{\"{}\":[", src.area, kind_key(&src.kind)),
+        Some(a) if a != src.area => format!("]}},\"{}\":{{\"{}\":[", src.area, kind_key(&src.kind)),
+        Some(_) => format!("],\"{}\":[", kind_key(&src.kind)),
+    }
+}
+
+/// What closes the document: the last list and area (if any), the sections, and the manifest.
+fn closing(subject: &Option<SubjectRef>, r: &Resume, generated_at: shared::ids::Timestamp, no_sources: bool) -> String {
     let total: u64 = r.progress.values().flat_map(|k| k.values()).sum();
-    let manifest = serde_json::json!({"schema_version": SCHEMA_VERSION, "generated_at": generated_at, "subject": job.subject,
+    let manifest = serde_json::json!({"schema_version": SCHEMA_VERSION, "generated_at": generated_at, "subject": subject,
         "areas": r.progress, "total_items": total});
-    w.write(&format!("{}}},\"manifest\":{manifest}}}", if srcs.is_empty() { "" } else { "]}" }))?;
-    let bytes = w.finish()?;
-    let finished = async {
+    format!("{}}},\"manifest\":{manifest}}}", if no_sources { "" } else { "]}" })
+}
+
+/// One page of a source: a rule's items with their companions (subject scope), or a kind's
+/// items as exported (workspace scope).
+async fn read(
+    app: &App,
+    ws: &WorkspaceId,
+    src: &Source,
+    subj: &Subject,
+    at: &Cursor,
+) -> ApiResult<(Vec<serde_json::Value>, Option<Cursor>)> {
+    match &src.rule {
+        Some(rule) => {
+            let (items, next) = super::page(app, ws, rule, subj, at).await?;
+            Ok((with_companions(app, rule, items).await?, next))
+        }
+        None => {
+            let prefix = keys::literal_prefix(src.kind.table.sk);
+            let out = app.db.query_page(store::QuerySpec::new(ws_pk(ws), prefix, at.after.clone(), super::PAGE)).await?;
+            let next = out.next_after.map(|a| Cursor { partition: 0, after: Some(a) });
+            Ok((out.items.into_iter().map(crate::privacy::exported).collect(), next))
+        }
+    }
+}
+
+impl Resume {
+    /// Count a page of `src` written, and move to its next page, or to the next source.
+    fn advance(&mut self, src: &Source, written: u64, next: Option<Cursor>) {
+        *self.progress.entry(src.area.to_string()).or_default().entry(kind_key(&src.kind)).or_default() += written;
+        match next {
+            Some(c) => self.cursor = c,
+            None => {
+                self.source += 1;
+                self.opened = false;
+                self.in_source = 0;
+                self.cursor = Cursor::default();
+            }
+        }
+    }
+}
+
+/// Put the finished document: one PutObject when it never filled a part, else its last part
+/// and the completion of the multipart upload. A run that died after completing the upload
+/// left the document whole (the upload is gone, the object is there), which counts as stored.
+async fn store_document(app: &App, key: &str, r: &mut Resume, bytes: Vec<u8>) -> ApiResult<()> {
+    let stored = async {
         if r.upload_id.is_empty() {
             r.bytes = bytes.len() as u64;
             app.s3()
                 .put_object()
                 .bucket(&app.cfg.exports_bucket)
-                .key(&key)
+                .key(key)
                 .content_type(CONTENT_TYPE)
                 .content_encoding(CONTENT_ENCODING)
                 .body(bytes.into())
@@ -416,11 +455,11 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
                 .map_err(|e| s3_error("put", e))?;
             return Ok(());
         }
-        upload_part(app, &key, &mut r, bytes).await?;
+        upload_part(app, key, r, bytes).await?;
         app.s3()
             .complete_multipart_upload()
             .bucket(&app.cfg.exports_bucket)
-            .key(&key)
+            .key(key)
             .upload_id(&r.upload_id)
             .multipart_upload(
                 aws_sdk_s3::types::CompletedMultipartUpload::builder()
@@ -438,15 +477,10 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<()> {
         Ok::<_, ApiError>(())
     }
     .await;
-    if let Err(e) = finished {
-        // A run that died after completing the upload left the document whole: the upload is
-        // gone and the object is there.
-        let exists = app.s3().head_object().bucket(&app.cfg.exports_bucket).key(&key).send().await.is_ok();
-        if !exists {
-            return Err(e);
-        }
+    match stored {
+        Err(e) if app.s3().head_object().bucket(&app.cfg.exports_bucket).key(key).send().await.is_err() => Err(e),
+        _ => Ok(()),
     }
-    complete(app, ws, job, &r).await
 }
 
 /// Attach each item's companions (an email's bodies) and shape it for the document.
@@ -498,7 +532,7 @@ async fn fail(app: &App, ws: &WorkspaceId, job: &ExportJob, item: &Item, code: &
 /// The final state, without the resume record, and its event, in one transaction; only a
 /// running job finishes (a second worker on the same job finds it finished).
 async fn finish(app: &App, ws: &WorkspaceId, job: &ExportJob, event: EventType) -> ApiResult<()> {
-    let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), store::to_item(job)?, &["resume", "subject_full"])
+    let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&job.id), store::to_item(job)?, &["resume", "subject_full"])
         .when("#status = :running")
         .name("#status", "status")
         .value(":running", s("running"));
@@ -524,7 +558,7 @@ pub async fn withdraw_workspace_exports(app: &App, ws: &WorkspaceId) -> ApiResul
     let mut after = None;
     let mut withdrawn = 0;
     loop {
-        let out = app.db.query_page(keys::EXPORT_JOBS.query(&[ws], &[], after, 100)).await?;
+        let out = app.db.query_page(keys::EXPORT_JOBS.query(ws, after, 100)).await?;
         for item in out.items {
             let mut job: ExportJob = store::from_item(item)?;
             let live = match job.status {
@@ -553,7 +587,7 @@ pub async fn withdraw_workspace_exports(app: &App, ws: &WorkspaceId) -> ApiResul
                 code: "withdrawn".into(),
                 message: "a personal-data erasure since this export began withdrew it; export again".into(),
             });
-            let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&[&job.id]), store::to_item(&job)?, &["resume", "subject_full"])
+            let update = super::set_all(ws_pk(ws), keys::EXPORT_JOB.sk(&job.id), store::to_item(&job)?, &["resume", "subject_full"])
                 .when("#status = :was")
                 .name("#status", "status")
                 .value(":was", s(was.as_str()));
@@ -577,7 +611,7 @@ pub async fn withdraw_workspace_exports(app: &App, ws: &WorkspaceId) -> ApiResul
 async fn erase_job(app: &App, ws: &WorkspaceId, item: Item, _subject: &Subject) -> ApiResult<()> {
     let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
     app.s3().delete_object().bucket(&app.cfg.exports_bucket).key(object_key(ws, id)).send().await.map_err(|e| s3_error("delete", e))?;
-    app.db.delete(&ws_pk(ws), &keys::EXPORT_JOB.sk(&[id])).await
+    app.db.delete(&ws_pk(ws), &keys::EXPORT_JOB.sk(&ExportId::trusted(id))).await
 }
 
 /// The download link of one of the customer's completed exports, emailed to their own address
@@ -587,7 +621,7 @@ pub async fn email_link(
     app: &App,
     ws: &WorkspaceId,
     contact: &crate::contacts::Contact,
-    export_id: &str,
+    export_id: &ExportId,
     lang: crate::portal::Lang,
 ) -> ApiResult<crate::emails::Email> {
     let job = load(app, ws, export_id)
@@ -618,5 +652,64 @@ pub async fn email_link(
 
 /// One page of the export jobs, newest first.
 pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<ExportJob>, Option<String>)> {
-    shared::request::page(app, keys::EXPORT_JOBS.query(&[ws], &[], after, limit).descending()).await
+    shared::request::page(app, keys::EXPORT_JOBS.query(ws, after, limit).descending()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn source(area: &'static str, kind: Kind) -> Source {
+        Source { area, kind, rule: None }
+    }
+
+    /// The pieces a run writes frame one JSON document: a section per area, a list per kind
+    /// (empty ones too), and the manifest with the counts `advance` kept.
+    #[test]
+    fn the_pieces_make_one_document() {
+        let srcs = [source("contacts", keys::CONTACT.kind), source("contacts", keys::ACTIVITY.kind), source("emails", keys::EMAIL.kind)];
+        let pages: [&[&str]; 3] = [&[r#"{"a":1}"#, r#"{"a":2}"#], &[], &[r#"{"e":1}"#]];
+        let (id, at) = (ExportId::generate(), shared::ids::Timestamp::now());
+        let mut r = Resume::default();
+        let mut doc = header(&id, ExportScope::Workspace, &None, at);
+        while r.source < srcs.len() {
+            let src = &srcs[r.source];
+            if !r.opened {
+                doc += &opening(r.source.checked_sub(1).map(|i| srcs[i].area), src);
+                r.opened = true;
+            }
+            for v in pages[r.source] {
+                if r.in_source > 0 {
+                    doc += ",";
+                }
+                doc += v;
+                r.in_source += 1;
+            }
+            r.advance(src, pages[r.source].len() as u64, None);
+        }
+        doc += &closing(&None, &r, at, false);
+        let v: Value = serde_json::from_str(&doc).unwrap_or_else(|e| panic!("{e}: {doc}"));
+        assert_eq!(v["export_id"], id.as_str());
+        assert_eq!(v["sections"]["contacts"], json!({"contact": [{"a": 1}, {"a": 2}], "activity": []}));
+        assert_eq!(v["sections"]["emails"], json!({"email": [{"e": 1}]}));
+        assert_eq!(v["manifest"]["total_items"], 3);
+        assert_eq!(v["manifest"]["areas"]["contacts"], json!({"activity": 0, "contact": 2}));
+        let empty = header(&id, ExportScope::Workspace, &None, at) + &closing(&None, &Resume::default(), at, true);
+        assert_eq!(serde_json::from_str::<Value>(&empty).expect("an empty document")["sections"], json!({}));
+    }
+
+    /// A page with more to come keeps the run in its source at the new cursor; the last page
+    /// moves it to the next source, whose list is not open yet.
+    #[test]
+    fn a_source_ends_with_its_last_page() {
+        let src = source("contacts", keys::CONTACT.kind);
+        let mut r = Resume { opened: true, in_source: 100, ..Resume::default() };
+        let more = Cursor { partition: 0, after: Some("CONTACT#ct_1".into()) };
+        r.advance(&src, 100, Some(more.clone()));
+        assert_eq!((r.source, r.opened, r.in_source, &r.cursor), (0, true, 100, &more));
+        r.advance(&src, 5, None);
+        assert_eq!((r.source, r.opened, r.in_source, &r.cursor), (1, false, 0, &Cursor::default()));
+        assert_eq!(r.progress["contacts"]["contact"], 105);
+    }
 }

@@ -87,10 +87,10 @@ pub fn rules() -> Vec<Rule> {
 /// The shared mechanisms' copies of data: idempotent replays, outbox events, approval
 /// requests, and the previews people approved (the audit of a confirmation stays, what it showed goes).
 const PLATFORM: &[Rule] = &[
-    Rule { kind: keys::IDEMPOTENCY, area: "platform", find: Find::Mentions, export: false, erase: Erase::Delete },
+    Rule { kind: keys::IDEMPOTENCY.kind, area: "platform", find: Find::Mentions, export: false, erase: Erase::Delete },
     // Not exported, as approval requests below: a preview names other people too.
     Rule {
-        kind: keys::CAPABILITY_CONFIRMATION,
+        kind: keys::CAPABILITY_CONFIRMATION.kind,
         area: "capability_confirmations",
         find: Find::Mentions,
         export: false,
@@ -101,14 +101,14 @@ const PLATFORM: &[Rule] = &[
     // anew. Not exported: a preview names other people too (a batch's recipients), and what it
     // would do to the subject is in their export where it happened (emails, erasures).
     Rule {
-        kind: keys::APPROVAL_REQUEST,
+        kind: keys::APPROVAL_REQUEST.kind,
         area: "approval_requests",
         find: Find::Mentions,
         export: false,
         erase: Erase::Custom(|a, w, i, _| Box::pin(crate::approvals::erase(a, w, i))),
     },
     Rule {
-        kind: keys::OUTBOX_EVENT,
+        kind: keys::OUTBOX_EVENT.kind,
         area: "platform",
         find: Find::Mentions,
         export: false,
@@ -122,7 +122,7 @@ fn partitions(kind: &Kind, ws: &WorkspaceId) -> Vec<String> {
     if kind.table.pk == keys::WORKSPACE_PK {
         vec![ws_pk(ws)]
     } else if kind.name == keys::OUTBOX_EVENT.name {
-        (0..shared::events::OUTBOX_SHARDS).map(|i| keys::OUTBOX_EVENT.pk(&[&i.to_string()])).collect()
+        (0..shared::events::OUTBOX_SHARDS).map(|i| keys::OUTBOX_EVENT.pk(&i.to_string())).collect()
     } else {
         panic!("{}: a kind outside the workspace partition needs its own find", kind.name)
     }
@@ -151,7 +151,7 @@ pub async fn page(app: &App, ws: &WorkspaceId, rule: &Rule, subject: &Subject, a
         }
         Find::ContactIndex(list) => {
             let Some(ct) = &subject.contact_id else { return Ok((vec![], None)) };
-            let spec = list.query(&[ws, ct], &[], at.after.clone(), PAGE);
+            let spec = list.query((ws, ct), at.after.clone(), PAGE);
             let out =
                 if list.index == keys::Index::Gsi2 { app.db.query_keys_then_get(spec).await? } else { app.db.query_page(spec).await? };
             Ok((out.items, out.next_after.map(|a| Cursor { partition: 0, after: Some(a) })))

@@ -15,8 +15,8 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             continue;
         };
         let res = match msg.kind {
-            JobKind::Export => super::export::run(app, &msg.workspace_id, &msg.id).await,
-            JobKind::Erasure => super::erasure::run(app, &msg.workspace_id, &msg.id).await,
+            JobKind::Export => super::export::run(app, &msg.workspace_id, &crate::ids::ExportId::trusted(&msg.id)).await,
+            JobKind::Erasure => super::erasure::run(app, &msg.workspace_id, &crate::ids::ErasureId::trusted(&msg.id)).await,
             JobKind::PurgeContact => match crate::contacts::ContactId::parse(&msg.id) {
                 // Its emails first (they would write on its timeline again), then the history.
                 Some(id) => match crate::emails::unlink_contact(app, &msg.workspace_id, &id).await {

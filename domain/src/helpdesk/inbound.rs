@@ -337,7 +337,7 @@ pub fn ref_hash(message_id: &str) -> String {
 }
 
 pub fn ref_sk(message_id: &str) -> String {
-    keys::MESSAGE_REF.sk(&[&ref_hash(message_id)])
+    keys::MESSAGE_REF.sk(&ref_hash(message_id))
 }
 
 /// The SES message id in a Message-ID SES gave our email (`<id>@<region>.amazonses.com`).
@@ -502,7 +502,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
     let own = ref_sk(&inc.message_id);
     let mut keys_: Vec<(String, String)> = vec![(ws_pk(ws), own.clone())];
     if let Some(t) = &inc.token {
-        keys_.push((ws_pk(ws), keys::CONVERSATION_TOKEN.sk(&[t])));
+        keys_.push((ws_pk(ws), keys::CONVERSATION_TOKEN.sk(t)));
     }
     // A sender that failed authentication threads only by the reply address (a secret of the
     // conversation), never by Message-IDs, which others may know.
@@ -525,7 +525,7 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
     let mut conv_id = inc
         .token
         .as_ref()
-        .and_then(|t| by_key(&ws_pk(ws), &keys::CONVERSATION_TOKEN.sk(&[t])))
+        .and_then(|t| by_key(&ws_pk(ws), &keys::CONVERSATION_TOKEN.sk(t)))
         .and_then(|i| store::get_str(i, "conversation_id"))
         .map(String::from);
     for r in &references {
@@ -538,13 +538,14 @@ pub async fn receive(app: &App, ws: &WorkspaceId, mut inc: Incoming) -> ApiResul
             && let Some(i) = by_key(&crate::emails::provider_pk(id), crate::emails::PROVIDER_SK)
             && store::get_str(i, "workspace_id") == Some(ws)
             && let Some(email_id) = store::get_str(i, "email_id")
-            && let Some(email) = app.db.get_object::<crate::emails::Email>(ws, &crate::keys::EMAIL.sk(&[email_id])).await?
+            && let Some(email) =
+                app.db.get_object::<crate::emails::Email>(ws, &crate::keys::EMAIL.sk(&crate::ids::EmailId::trusted(email_id))).await?
         {
             conv_id = email.0.metadata.get("conversation_id").cloned();
         }
     }
     let existing = match &conv_id {
-        Some(id) => app.db.get_object::<Conversation>(ws, &conversation_sk(id)).await?,
+        Some(id) => app.db.get_object::<Conversation>(ws, &conversation_sk(&ConversationId::trusted(id))).await?,
         None => None,
     };
     if existing.is_none() && inc.automatic.is_some() {

@@ -244,7 +244,7 @@ pub async fn list_conversations(
     let out = match status {
         // Keys only on GSI2, then the conversations; the other filters apply to the page.
         Some(st) => {
-            let spec = keys::CONVERSATIONS_BY_STATUS.query(&[ws, st], &[], after, limit).descending();
+            let spec = keys::CONVERSATIONS_BY_STATUS.query((ws, st), after, limit).descending();
             let (mut list, next) = shared::request::keyed_page::<Conversation>(app, spec).await?;
             list.sort_by(|a, b| (&b.last_message_at, &b.id).cmp(&(&a.last_message_at, &a.id)));
             list.retain(|c| {
@@ -256,7 +256,7 @@ pub async fn list_conversations(
             return Ok((list, next));
         }
         None => {
-            let mut spec = keys::CONVERSATIONS.query(&[ws], &[], after, limit).descending();
+            let mut spec = keys::CONVERSATIONS.query(ws, after, limit).descending();
             if !conds.is_empty() {
                 spec = spec.filter(&expr, vals);
             }
@@ -377,14 +377,14 @@ pub async fn list_messages(
 ) -> ApiResult<(Vec<Message>, Option<String>)> {
     // The conversation (404 if it is not this workspace's) and the page, side by side.
     let (_, out) =
-        futures_util::future::try_join(load(app, ws, id), app.db.query_page(keys::HELPDESK_MESSAGES.query(&[ws], &[id], after, limit)))
+        futures_util::future::try_join(load(app, ws, id), app.db.query_page(keys::HELPDESK_MESSAGES.query_within(ws, id, after, limit)))
             .await?;
     let mut list: Vec<Message> = out.items.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
     for m in &mut list {
         super::inbound::with_links(app, ws, m).await?;
     }
     // The replies' emails, in one read.
-    let keys: Vec<(String, String)> = list.iter().filter_map(|m| m.email_id.as_ref()).map(|e| (ws_pk(ws), keys::EMAIL.sk(&[e]))).collect();
+    let keys: Vec<(String, String)> = list.iter().filter_map(|m| m.email_id.as_ref()).map(|e| (ws_pk(ws), keys::EMAIL.sk(e))).collect();
     if !keys.is_empty() {
         let emails: Vec<crate::emails::Email> =
             app.db.batch_get(&keys).await?.into_iter().filter_map(|i| store::from_item(i).ok()).collect();
@@ -532,7 +532,7 @@ pub async fn add_message(
 }
 
 /// The Message-ID of the customer's latest message, for In-Reply-To.
-async fn last_inbound_message_id(app: &App, ws: &WorkspaceId, conv: &str) -> ApiResult<Option<String>> {
-    let out = app.db.query_page(keys::HELPDESK_MESSAGES.query(&[ws], &[conv], None, 20).descending()).await?;
+async fn last_inbound_message_id(app: &App, ws: &WorkspaceId, conv: &ConversationId) -> ApiResult<Option<String>> {
+    let out = app.db.query_page(keys::HELPDESK_MESSAGES.query_within(ws, conv, None, 20).descending()).await?;
     Ok(out.items.iter().find_map(|i| store::get_str(i, "message_id").map(String::from)))
 }

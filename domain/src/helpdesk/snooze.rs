@@ -3,6 +3,7 @@
 //! minute tick reads the entries that are due and reopens their conversations.
 
 use super::{Conversation, ConversationStatus, conversation_event, conversation_sk, record};
+use crate::ids::ConversationId;
 use crate::keys;
 use shared::auth::WorkspaceId;
 use shared::events::EventType;
@@ -17,9 +18,9 @@ fn shard(conv: &str) -> u32 {
     conv.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % SHARDS
 }
 
-fn due_key(ws: &WorkspaceId, conv: &str, until: shared::ids::Timestamp) -> Option<(String, String)> {
+fn due_key(ws: &WorkspaceId, conv: &ConversationId, until: shared::ids::Timestamp) -> Option<(String, String)> {
     let ms = until.timestamp_millis().max(0);
-    Some((keys::SNOOZE_DUE.pk(&[&shard(conv).to_string()]), keys::SNOOZE_DUE.sk(&[&format!("{ms:013}"), ws, conv])))
+    Some((keys::SNOOZE_DUE.pk(&shard(conv).to_string()), keys::SNOOZE_DUE.sk((&format!("{ms:013}"), ws, conv))))
 }
 
 /// The due entries to add to `tx` when a conversation goes from `old` to `new`.
@@ -46,7 +47,7 @@ pub async fn tick(app: &App) -> ApiResult<usize> {
     let upper = format!("{:013}#~", chrono::Utc::now().timestamp_millis());
     let mut woke = 0;
     for shard in 0..SHARDS {
-        let pk = keys::SNOOZE_DUE.pk(&[&shard.to_string()]);
+        let pk = keys::SNOOZE_DUE.pk(&shard.to_string());
         let items = app.db.scan_range_on(None, &pk, &upper, None, 100, 10, usize::MAX).await?;
         for item in items {
             let (Some(sk), Some(ws), Some(conv)) =
@@ -54,7 +55,7 @@ pub async fn tick(app: &App) -> ApiResult<usize> {
             else {
                 continue;
             };
-            if wake(app, &WorkspaceId::trusted(ws), conv).await? {
+            if wake(app, &WorkspaceId::trusted(ws), &ConversationId::trusted(conv)).await? {
                 woke += 1;
             } else {
                 // The conversation is gone or no longer snoozed until then: the entry is stale.
@@ -68,7 +69,7 @@ pub async fn tick(app: &App) -> ApiResult<usize> {
     Ok(woke)
 }
 
-async fn wake(app: &App, ws: &WorkspaceId, conv: &str) -> ApiResult<bool> {
+async fn wake(app: &App, ws: &WorkspaceId, conv: &ConversationId) -> ApiResult<bool> {
     let Some((old, version)) = app.db.get_object::<Conversation>(ws, &conversation_sk(conv)).await? else { return Ok(false) };
     let due = old.snoozed_until.is_some_and(|u| *u <= chrono::Utc::now());
     if old.status != ConversationStatus::Snoozed || !due {

@@ -6,6 +6,7 @@ use super::{Conversation, Message, MessageType, inbound, new_contact};
 use crate::contacts::{self, Contact, ContactId};
 use crate::effects::{self, Authority};
 use crate::emails::compose::{self, SendEmail};
+use crate::ids::{ConversationId, HelpdeskMessageId};
 use crate::keys;
 use crate::privacy::{Erase, Find, Rule};
 use shared::auth::WorkspaceId;
@@ -18,56 +19,58 @@ use std::collections::BTreeMap;
 /// in them. An erasure deletes the subject's conversations with their messages and look-ups.
 pub const PRIVACY: &[Rule] = &[
     Rule {
-        kind: keys::CONVERSATION,
+        kind: keys::CONVERSATION.kind,
         area: "helpdesk",
         find: Find::Mentions,
         export: true,
         erase: Erase::Custom(|a, w, i, s| Box::pin(erase_conversation(a, w, i, s))),
     },
     Rule {
-        kind: keys::HELPDESK_MESSAGE,
+        kind: keys::HELPDESK_MESSAGE.kind,
         area: "helpdesk",
         find: Find::Mentions,
         export: true,
         erase: Erase::Custom(|a, w, i, _| Box::pin(delete_message(a, w, i))),
     },
     Rule {
-        kind: keys::CONVERSATION_TOKEN,
+        kind: keys::CONVERSATION_TOKEN.kind,
         area: "helpdesk",
-        find: Find::ErasedByParent(keys::CONVERSATION.name),
+        find: Find::ErasedByParent(keys::CONVERSATION.kind.name),
         export: false,
         erase: Erase::Delete,
     },
     Rule {
-        kind: keys::MESSAGE_REF,
+        kind: keys::MESSAGE_REF.kind,
         area: "helpdesk",
-        find: Find::WithParent(keys::HELPDESK_MESSAGE.name, |m| store::get_str(m, "message_id").map(inbound::ref_sk).into_iter().collect()),
+        find: Find::WithParent(keys::HELPDESK_MESSAGE.kind.name, |m| {
+            store::get_str(m, "message_id").map(inbound::ref_sk).into_iter().collect()
+        }),
         export: false,
         erase: Erase::Delete,
     },
 ];
 
-pub fn conversation_sk(id: &str) -> String {
-    keys::CONVERSATION.sk(&[id])
+pub fn conversation_sk(id: &ConversationId) -> String {
+    keys::CONVERSATION.sk(id)
 }
 
-pub fn message_sk(conv: &str, id: &str) -> String {
-    keys::HELPDESK_MESSAGE.sk(&[conv, id])
+pub fn message_sk(conv: &ConversationId, id: &HelpdeskMessageId) -> String {
+    keys::HELPDESK_MESSAGE.sk((conv, id))
 }
 
 /// The conversation item with its index keys.
 pub fn record(ws: &WorkspaceId, c: &Conversation) -> ApiResult<Record> {
-    let last = keys::CONVERSATION.gsi1_sk(&[&c.last_message_at.to_string(), &c.id]);
+    let last = keys::CONVERSATION.gsi1_sk((&c.last_message_at.to_string(), &c.id));
     Ok(Record::new(ws_pk(ws), conversation_sk(&c.id), c)?
-        .gsi1(keys::CONVERSATION.gsi1_pk(&[ws]), last.clone())
-        .gsi2(keys::CONVERSATION.gsi2_pk(&[ws, c.status.as_str()]), last))
+        .gsi1(keys::CONVERSATION.gsi1_pk(ws), last.clone())
+        .gsi2(keys::CONVERSATION.gsi2_pk((ws, c.status.as_str())), last))
 }
 
 pub fn message_record(ws: &WorkspaceId, m: &Message) -> ApiResult<Record> {
     Record::new(ws_pk(ws), message_sk(&m.conversation_id, &m.id), m)
 }
 
-pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<(Conversation, i64)> {
+pub async fn load(app: &App, ws: &WorkspaceId, id: &ConversationId) -> ApiResult<(Conversation, i64)> {
     app.db.get_object(ws, &conversation_sk(id)).await?.ok_or_else(|| ApiError::not_found("conversation"))
 }
 
@@ -94,7 +97,7 @@ pub async fn reply_address(app: &App, ws: &WorkspaceId, c: &Conversation) -> Api
 }
 
 pub fn token_item(ws: &WorkspaceId, token: &str, conv: &str) -> Item {
-    Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(keys::CONVERSATION_TOKEN.sk(&[token]))), ("conversation_id".into(), s(conv))])
+    Item::from([("pk".into(), s(ws_pk(ws))), ("sk".into(), s(keys::CONVERSATION_TOKEN.sk(token))), ("conversation_id".into(), s(conv))])
 }
 
 /// The contact a conversation is with: by id, or found or created by email.
@@ -183,7 +186,7 @@ pub async fn commit_with_reply(
     app: &App,
     ws: &WorkspaceId,
     tx: Tx,
-    conversation: (&str, i64),
+    conversation: (&ConversationId, i64),
     reply: Option<(Authority<effects::SendEmail>, OutgoingReply)>,
 ) -> ApiResult<()> {
     let Some((auth, r)) = reply else {
@@ -200,15 +203,15 @@ pub async fn commit_with_reply(
 /// An erased subject's conversation goes with its messages (they are found by their own rule
 /// when they name the subject; this removes the rest of the thread, which is about them).
 async fn erase_conversation(app: &App, ws: &WorkspaceId, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
-    let Some(id) = store::get_str(&item, "id") else { return Ok(()) };
+    let Some(id) = store::get_str(&item, "id").map(ConversationId::trusted) else { return Ok(()) };
     // The reply-address look-up leads here: it goes first (its key is derived, never stored).
     if let Ok(c) = store::from_item::<Conversation>(item.clone()) {
         let (_, token) = reply_address(app, ws, &c).await?;
-        app.db.delete(&ws_pk(ws), &keys::CONVERSATION_TOKEN.sk(&[&token])).await?;
+        app.db.delete(&ws_pk(ws), &keys::CONVERSATION_TOKEN.sk(&token)).await?;
     }
     let mut after = None;
     loop {
-        let out = app.db.query_page(keys::HELPDESK_MESSAGES.query(&[ws], &[id], after, 100)).await?;
+        let out = app.db.query_page(keys::HELPDESK_MESSAGES.query_within(ws, &id, after, 100)).await?;
         for m in out.items {
             delete_message(app, ws, m).await?;
         }
@@ -217,7 +220,7 @@ async fn erase_conversation(app: &App, ws: &WorkspaceId, item: Item, _subject: &
             break;
         }
     }
-    app.db.delete(&ws_pk(ws), &conversation_sk(id)).await
+    app.db.delete(&ws_pk(ws), &conversation_sk(&id)).await
 }
 
 /// A message goes with every file it came with (stored or not: a file listed as not stored
@@ -240,7 +243,7 @@ async fn delete_message(app: &App, ws: &WorkspaceId, item: Item) -> ApiResult<()
 }
 
 /// The contact's timeline entry for a message.
-pub fn timeline(ws: &WorkspaceId, contact_id: &str, c: &Conversation, m: &Message) -> ApiResult<Item> {
+pub fn timeline(ws: &WorkspaceId, contact_id: &ContactId, c: &Conversation, m: &Message) -> ApiResult<Item> {
     // (A conversation without a contact has no timeline: callers skip it.)
     let what = match m.r#type {
         MessageType::Inbound => "Message received",

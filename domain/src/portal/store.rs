@@ -24,23 +24,23 @@ use shared::{ApiError, ApiResult, App};
 
 pub const PRIVACY: &[Rule] = &[
     Rule {
-        kind: keys::PORTAL_LINK,
+        kind: keys::PORTAL_LINK.kind,
         area: "portal",
-        find: Find::ContactIndex(keys::PORTAL_LINKS_OF_CONTACT),
+        find: Find::ContactIndex(keys::PORTAL_LINKS_OF_CONTACT.whole()),
         export: false,
         erase: Erase::Delete,
     },
     Rule {
-        kind: keys::PORTAL_SIGN_IN,
+        kind: keys::PORTAL_SIGN_IN.kind,
         area: "portal",
-        find: Find::ContactIndex(keys::PORTAL_SIGN_INS_OF_CONTACT),
+        find: Find::ContactIndex(keys::PORTAL_SIGN_INS_OF_CONTACT.whole()),
         export: false,
         erase: Erase::Delete,
     },
     Rule {
-        kind: keys::PORTAL_SESSION,
+        kind: keys::PORTAL_SESSION.kind,
         area: "portal",
-        find: Find::ContactIndex(keys::PORTAL_SESSIONS_OF_CONTACT),
+        find: Find::ContactIndex(keys::PORTAL_SESSIONS_OF_CONTACT.whole()),
         export: true,
         erase: Erase::Delete,
     },
@@ -155,10 +155,10 @@ async fn create_link(
     let now = chrono::Utc::now().timestamp();
     let link_id = shared::ids::new_id("plink");
     let item = Item::from([
-        ("pk".into(), s(keys::PORTAL_LINK.pk(&[&hash_api_key(&token)]))),
+        ("pk".into(), s(keys::PORTAL_LINK.pk(&hash_api_key(&token)))),
         ("sk".into(), s(keys::PORTAL_LINK.table.sk)),
-        ("gsi1pk".into(), s(keys::PORTAL_LINK.gsi1_pk(&[ws, contact_id]))),
-        ("gsi1sk".into(), s(keys::PORTAL_LINK.gsi1_sk(&[&link_id]))),
+        ("gsi1pk".into(), s(keys::PORTAL_LINK.gsi1_pk((ws, contact_id)))),
+        ("gsi1sk".into(), s(keys::PORTAL_LINK.gsi1_sk(&link_id))),
         ("workspace_id".into(), s(ws)),
         ("contact_id".into(), s(contact_id.to_string())),
         ("delivery".into(), s(delivery.as_str())),
@@ -308,7 +308,7 @@ async fn exchange_hash(app: &App, link_hash: &str, within: Option<&WorkspaceId>)
         Some(_) => "attribute_exists(pk) AND expires_at > :now AND workspace_id = :ws",
         None => "attribute_exists(pk) AND expires_at > :now",
     };
-    let mut delete = app.db.delete_when(keys::PORTAL_LINK.pk(&[link_hash]), keys::PORTAL_LINK.table.sk, cond).value(":now", n(now));
+    let mut delete = app.db.delete_when(keys::PORTAL_LINK.pk(link_hash), keys::PORTAL_LINK.table.sk, cond).value(":now", n(now));
     if let Some(ws) = within {
         delete = delete.value(":ws", s(ws));
     }
@@ -327,8 +327,8 @@ async fn exchange_hash(app: &App, link_hash: &str, within: Option<&WorkspaceId>)
     let item = Item::from([
         ("pk".into(), s(shared::auth::portal_session_pk(&session))),
         ("sk".into(), s(keys::PORTAL_SESSION.table.sk)),
-        ("gsi1pk".into(), s(keys::PORTAL_SESSION.gsi1_pk(&[ws, &ct]))),
-        ("gsi1sk".into(), s(keys::PORTAL_SESSION.gsi1_sk(&[&session_id]))),
+        ("gsi1pk".into(), s(keys::PORTAL_SESSION.gsi1_pk((&wid, &ct)))),
+        ("gsi1sk".into(), s(keys::PORTAL_SESSION.gsi1_sk(&session_id))),
         ("workspace_id".into(), s(ws)),
         ("contact_id".into(), s(ct.to_string())),
         ("session_id".into(), s(&session_id)),
@@ -354,7 +354,7 @@ pub async fn link_owner(app: &App, ws: &WorkspaceId, token: &str) -> ApiResult<O
     if !shared::auth::is_token(token, LINK_PREFIX) {
         return Ok(None);
     }
-    let Some(item) = app.db.get(&keys::PORTAL_LINK.pk(&[&hash_api_key(token)]), keys::PORTAL_LINK.table.sk).await? else { return Ok(None) };
+    let Some(item) = app.db.get(&keys::PORTAL_LINK.pk(&hash_api_key(token)), keys::PORTAL_LINK.table.sk).await? else { return Ok(None) };
     let live = store::get_str(&item, "workspace_id") == Some(&**ws)
         && store::get_i64(&item, "expires_at").is_some_and(|e| e > chrono::Utc::now().timestamp());
     let Some(ct) = store::get_str(&item, "contact_id").and_then(ContactId::parse).filter(|_| live) else { return Ok(None) };
@@ -377,7 +377,7 @@ async fn exchange_token(app: &App, token: &str, within: Option<&WorkspaceId>) ->
 }
 
 fn sign_in_pk(attempt: &str) -> String {
-    keys::PORTAL_SIGN_IN.pk(&[&hash_api_key(attempt)])
+    keys::PORTAL_SIGN_IN.pk(&hash_api_key(attempt))
 }
 
 /// The effect `EmailSignInLink`: a visitor to the workspace's portal types an address; when it
@@ -472,8 +472,8 @@ async fn sign_in_unpadded(
         let (subject, text) = sign_in_mail(lang, &w.name, &secret_placeholder("link"), &secret_placeholder("code"));
         let email = mail_to(app, ws, &contact, &from, &subject, text, &[("link", &url), ("code", &code)]).await?;
         item.insert("contact_id".into(), s(ct.to_string()));
-        item.insert("gsi1pk".into(), s(keys::PORTAL_SIGN_IN.gsi1_pk(&[ws, &ct])));
-        item.insert("gsi1sk".into(), s(keys::PORTAL_SIGN_IN.gsi1_sk(&[&shared::ids::new_id("psign")])));
+        item.insert("gsi1pk".into(), s(keys::PORTAL_SIGN_IN.gsi1_pk((ws, &ct))));
+        item.insert("gsi1sk".into(), s(keys::PORTAL_SIGN_IN.gsi1_sk(&shared::ids::new_id("psign"))));
         item.insert("code_hash".into(), s(code_hash(&pk, &code)));
         item.insert("link_hash".into(), s(hash_api_key(&token)));
         app.db.put(item).apply().await?;
@@ -529,7 +529,7 @@ pub async fn end_sessions(app: &App, ws: &WorkspaceId, contact_id: &ContactId) -
     for list in [keys::PORTAL_SESSIONS_OF_CONTACT, keys::PORTAL_LINKS_OF_CONTACT, keys::PORTAL_SIGN_INS_OF_CONTACT] {
         let mut after = None;
         loop {
-            let out = app.db.query_page(list.query(&[ws, contact_id], &[], after, 100)).await?;
+            let out = app.db.query_page(list.query((ws, contact_id), after, 100)).await?;
             for item in &out.items {
                 if let (Some(pk), Some(sk)) = (store::get_str(item, "pk"), store::get_str(item, "sk")) {
                     app.db.delete(pk, sk).await?;
@@ -631,7 +631,7 @@ pub async fn emails_of(
         #[serde(default)]
         bcc: Vec<String>,
     }
-    let spec = keys::EMAILS_OF_CONTACT.query(&[ws, &c.id], &[], after, limit).descending();
+    let spec = keys::EMAILS_OF_CONTACT.query((ws, &c.id), after, limit).descending();
     let (rows, next) = shared::request::keyed_page::<Row>(app, spec).await?;
     let mut own: Vec<String> = shared::validate::normalise_email(&c.email).into_iter().collect();
     let to_them = |r: &Row, own: &[String]| {

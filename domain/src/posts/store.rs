@@ -11,14 +11,14 @@ use shared::store::{Record, ws_pk};
 use shared::{ApiError, ApiResult};
 
 pub fn record(ws: &WorkspaceId, post: &Post) -> ApiResult<Record> {
-    let mut rec = Record::new(ws_pk(ws), keys::POST.sk(&[&post.id]), post)?
-        .gsi1(keys::POST.gsi1_pk(&[ws, post.status.as_str()]), keys::POST.gsi1_sk(&[&post.id]));
+    let mut rec = Record::new(ws_pk(ws), keys::POST.sk(&post.id), post)?
+        .gsi1(keys::POST.gsi1_pk((ws, post.status.as_str())), keys::POST.gsi1_sk(&post.id));
     // Due while scheduled, and while publishing, so the tick hands a post whose publisher died
     // to another one.
     if matches!(post.status, PostStatus::Scheduled | PostStatus::Publishing)
         && let Some(at) = &post.scheduled_at
     {
-        rec = rec.gsi2(keys::POST.gsi2_pk(&[]), keys::POST.gsi2_sk(&[&at.to_string(), ws, &post.id]));
+        rec = rec.gsi2(keys::POST.gsi2_pk(()), keys::POST.gsi2_sk((&at.to_string(), ws, &post.id)));
     }
     Ok(rec)
 }
@@ -30,14 +30,14 @@ pub async fn detach_channel(app: &shared::App, ws: &WorkspaceId, channel_id: &st
         let mut after = None;
         loop {
             let spec = keys::POSTS_BY_STATUS
-                .query(&[ws, status.as_str()], &[], after.clone(), 100)
+                .query((ws, status.as_str()), after.clone(), 100)
                 .filter("contains(channel_ids, :channel)", vec![(":channel", shared::store::s(channel_id))]);
             let page = app.db.query_page(spec).await?;
             for item in page.items {
-                let key = shared::store::get_str(&item, "id").map(String::from);
+                let key = shared::store::get_str(&item, "id").map(PostId::trusted);
                 let Some(id) = key else { continue };
                 for _ in 0..3 {
-                    let Some((post, version)) = app.db.get_object::<Post>(ws, &keys::POST.sk(&[&id])).await? else { break };
+                    let Some((post, version)) = app.db.get_object::<Post>(ws, &keys::POST.sk(&id)).await? else { break };
                     let p = post.without_channel(channel_id, Timestamp::now());
                     let res = shared::outbox::Tx::new()
                         .replace(record(ws, &p)?, version)
@@ -62,7 +62,7 @@ pub async fn detach_channel(app: &shared::App, ws: &WorkspaceId, channel_id: &st
 
 /// A post of the workspace with its version; 404 when there is none.
 pub async fn load(app: &shared::App, ws: &WorkspaceId, id: &PostId) -> ApiResult<(Post, i64)> {
-    app.db.get_object(ws, &keys::POST.sk(&[id])).await?.ok_or_else(|| ApiError::not_found("post"))
+    app.db.get_object(ws, &keys::POST.sk(id)).await?.ok_or_else(|| ApiError::not_found("post"))
 }
 
 /// Write a new draft and its `post.created`.
@@ -81,7 +81,7 @@ pub async fn delete(app: &shared::App, ws: &WorkspaceId, post: &Post, version: i
         return Err(ApiError::conflict("a post cannot be deleted while it is publishing"));
     }
     shared::outbox::Tx::new()
-        .delete_versioned(ws_pk(ws), keys::POST.sk(&[&post.id]), version)
+        .delete_versioned(ws_pk(ws), keys::POST.sk(&post.id), version)
         .event(shared::events::Event::new(ws, EventType::PostDeleted, post))
         .commit(app)
         .await
@@ -113,8 +113,8 @@ pub async fn list(
     limit: usize,
 ) -> ApiResult<(Vec<Post>, Option<String>)> {
     let mut spec = match q.status {
-        Some(st) => keys::POSTS_BY_STATUS.query(&[ws, st.as_str()], &[], after, limit),
-        None => keys::POSTS.query(&[ws], &[], after, limit),
+        Some(st) => keys::POSTS_BY_STATUS.query((ws, st.as_str()), after, limit),
+        None => keys::POSTS.query(ws, after, limit),
     };
     if let Some(c) = &q.channel_id {
         spec = spec.filter("contains(channel_ids, :channel)", vec![(":channel", shared::store::s(c.as_str()))]);

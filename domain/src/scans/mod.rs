@@ -177,10 +177,9 @@ fn summary(scan: &Scan) -> serde_json::Value {
 }
 
 /// Score a completed scan from the scanner's findings.
-pub fn complete(scan: &mut Scan, final_url: String, findings: Vec<Finding>) {
+pub fn complete(scan: &mut Scan, final_url: String, findings: Vec<Finding>, now: shared::ids::Timestamp) {
     let cats = rules::category_scores(&findings);
     let score = rules::overall(&cats);
-    let now = shared::ids::Timestamp::now();
     scan.final_url = Some(final_url);
     scan.status = ScanStatus::Completed;
     scan.score = Some(score);
@@ -193,8 +192,7 @@ pub fn complete(scan: &mut Scan, final_url: String, findings: Vec<Finding>) {
     scan.updated_at = now;
 }
 
-pub fn fail(scan: &mut Scan, code: &str, message: String) {
-    let now = shared::ids::Timestamp::now();
+pub fn fail(scan: &mut Scan, code: &str, message: String, now: shared::ids::Timestamp) {
     scan.status = ScanStatus::Failed;
     scan.error = Some(ScanFailure { code: code.into(), message });
     scan.completed_at = Some(now);

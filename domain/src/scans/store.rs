@@ -2,6 +2,7 @@
 //! a URL for the dedup window, the per-host slots the scanner leases, the queue, the list.
 
 use super::{DEDUP_SECS, ListScans, Requested, SLOT_LEASE_MS, SLOTS_PER_HOST, Scan, ScanStatus, message, summary};
+use crate::ids::ScanId;
 use crate::keys;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
@@ -11,13 +12,13 @@ use shared::store::{Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
 
 pub fn record(ws: &WorkspaceId, scan: &Scan) -> ApiResult<Record> {
-    Ok(Record::new(ws_pk(ws), keys::SCAN.sk(&[&scan.id]), scan)?
-        .gsi1(keys::SCAN.gsi1_pk(&[ws, &scan.host]), keys::SCAN.gsi1_sk(&[&scan.id]))
-        .gsi2(keys::SCAN.gsi2_pk(&[ws, scan.status.as_str()]), keys::SCAN.gsi2_sk(&[&scan.id])))
+    Ok(Record::new(ws_pk(ws), keys::SCAN.sk(&scan.id), scan)?
+        .gsi1(keys::SCAN.gsi1_pk((ws, &scan.host)), keys::SCAN.gsi1_sk(&scan.id))
+        .gsi2(keys::SCAN.gsi2_pk((ws, scan.status.as_str())), keys::SCAN.gsi2_sk(&scan.id)))
 }
 
 fn url_claim_sk(url: &str) -> String {
-    keys::SCAN_URL_CLAIM.sk(&[&shared::crypto::sha256_hex(url.as_bytes())])
+    keys::SCAN_URL_CLAIM.sk(&shared::crypto::sha256_hex(url.as_bytes()))
 }
 
 /// Create a scan (and claim its URL for the dedup window), or answer the URL's recent one.
@@ -62,8 +63,8 @@ pub async fn request(app: &App, ws: &WorkspaceId, url: &url::Url, force: bool) -
         Ok(()) => Ok(Requested::Created(scan)),
         Err(shared::store::TxError::Condition(1)) => {
             let held = app.db.get(&ws_pk(ws), &claim_sk).await?;
-            let id = held.as_ref().and_then(|i| shared::store::get_str(i, "scan_id")).unwrap_or_default().to_string();
-            match load(app, ws, &id).await? {
+            let id = held.as_ref().and_then(|i| shared::store::get_str(i, "scan_id")).unwrap_or_default();
+            match load(app, ws, &ScanId::trusted(id)).await? {
                 Some((existing, _)) => Ok(Requested::Existing(existing)),
                 None => Err(ApiError::conflict("a scan of this URL is being created; retry")),
             }
@@ -72,8 +73,8 @@ pub async fn request(app: &App, ws: &WorkspaceId, url: &url::Url, force: bool) -
     }
 }
 
-pub async fn load(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<(Scan, i64)>> {
-    app.db.get_object::<Scan>(ws, &keys::SCAN.sk(&[id])).await
+pub async fn load(app: &App, ws: &WorkspaceId, id: &ScanId) -> ApiResult<Option<(Scan, i64)>> {
+    app.db.get_object::<Scan>(ws, &keys::SCAN.sk(id)).await
 }
 
 /// Take one of the host's slots for this scan (a conditional put per slot: free, expired, or
@@ -82,8 +83,8 @@ pub async fn take_host_slot(app: &App, host: &str, scan_id: &str) -> ApiResult<O
     let now = shared::ids::now_ms();
     for slot in 0..SLOTS_PER_HOST {
         let item = Item::from([
-            ("pk".to_string(), s(keys::SCAN_HOST_SLOT.pk(&[host]))),
-            ("sk".to_string(), s(keys::SCAN_HOST_SLOT.sk(&[&slot.to_string()]))),
+            ("pk".to_string(), s(keys::SCAN_HOST_SLOT.pk(host))),
+            ("sk".to_string(), s(keys::SCAN_HOST_SLOT.sk(&slot.to_string()))),
             ("scan_id".to_string(), s(scan_id)),
             ("lease_until".to_string(), n(now + SLOT_LEASE_MS)),
             ("expires_at".to_string(), n((now + SLOT_LEASE_MS) / 1000 + 60)),
@@ -107,7 +108,7 @@ pub async fn take_host_slot(app: &App, host: &str, scan_id: &str) -> ApiResult<O
 pub async fn release_host_slot(app: &App, host: &str, slot: usize, scan_id: &str) {
     let res = app
         .db
-        .delete_when(keys::SCAN_HOST_SLOT.pk(&[host]), keys::SCAN_HOST_SLOT.sk(&[&slot.to_string()]), "scan_id = :me")
+        .delete_when(keys::SCAN_HOST_SLOT.pk(host), keys::SCAN_HOST_SLOT.sk(&slot.to_string()), "scan_id = :me")
         .value(":me", s(scan_id))
         .apply()
         .await;
@@ -151,13 +152,13 @@ pub async fn list(
 ) -> ApiResult<(Vec<Scan>, Option<String>)> {
     let status = q.status.map(ScanStatus::as_str);
     let mut spec = match (&q.host, status) {
-        (Some(h), _) => keys::SCANS_BY_HOST.query(&[ws, h], &[], after, limit),
-        (None, Some(st)) => keys::SCANS_BY_STATUS.query(&[ws, st], &[], after, limit),
-        (None, None) => keys::SCANS.query(&[ws], &[], after, limit),
+        (Some(h), _) => keys::SCANS_BY_HOST.query((ws, h), after, limit),
+        (None, Some(st)) => keys::SCANS_BY_STATUS.query((ws, st), after, limit),
+        (None, None) => keys::SCANS.query(ws, after, limit),
     };
     if let (Some(_), Some(st)) = (&q.host, status) {
         // Both filters: the host's index, and the status read from the item's status index key.
-        spec = spec.filter("gsi2pk = :st", vec![(":st", s(keys::SCAN.gsi2_pk(&[ws, st])))]);
+        spec = spec.filter("gsi2pk = :st", vec![(":st", s(keys::SCAN.gsi2_pk((ws, st))))]);
     }
     if q.host.is_none() && status.is_some() {
         return shared::request::keyed_page::<Scan>(app, spec).await;

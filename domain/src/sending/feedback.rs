@@ -11,6 +11,7 @@ use super::Sender;
 use crate::contacts::{Contact, EmailStatus as ContactEmailStatus};
 use crate::emails::compose;
 use crate::emails::{self as model, EmailStatus, Feedback};
+use crate::ids::EmailId;
 use serde_json::Value;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
@@ -222,7 +223,7 @@ async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<Found>, Stri
             return Ok(None);
         }
         let ws = WorkspaceId::trusted(ws.clone());
-        let Some(stored) = model::load(app, &ws, id).await.map_err(|e| e.to_string())? else {
+        let Some(stored) = model::load(app, &ws, &EmailId::trusted(id)).await.map_err(|e| e.to_string())? else {
             tracing::warn!(email_id = %id, "a notification for an email that is gone");
             return Ok(None);
         };
@@ -236,7 +237,7 @@ async fn find_email(sd: &Sender, n: &Notification) -> Result<Option<Found>, Stri
         return Ok(Some(Found { ws, stored: None }));
     };
     let ws = WorkspaceId::trusted(store::get_str(&lookup, "workspace_id").unwrap_or_default());
-    let id = store::get_str(&lookup, "email_id").unwrap_or_default().to_string();
+    let id = EmailId::trusted(store::get_str(&lookup, "email_id").unwrap_or_default());
     let stored = model::load(app, &ws, &id).await.map_err(|e| e.to_string())?.ok_or("the email of a notification is gone")?;
     Ok(Some(Found { ws, stored: Some(stored) }))
 }

@@ -94,7 +94,7 @@ enum SesFailure {
 
 /// Send one email if it is due and nobody else holds it: check, claim, look at the
 /// recipients again, call SES once, record the result under the claim.
-pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &str) -> Result<Outcome, WorkError> {
+pub async fn send_one(sd: &Sender, ws: &WorkspaceId, id: &EmailId) -> Result<Outcome, WorkError> {
     let app = &sd.app;
     let Some(stored) = model::load(app, ws, id).await? else { return Ok(Outcome::Done) };
     let (now_s, now_secs) = now();

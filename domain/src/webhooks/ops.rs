@@ -271,13 +271,13 @@ pub async fn deliveries(
 ) -> ApiResult<(Vec<Delivery>, Option<String>)> {
     load(app, ws, id).await?;
     let spec = match status {
-        Some(st) => crate::keys::WEBHOOK_DELIVERIES_BY_STATUS.query(&[ws, id.as_str(), st.as_str()], &[id.as_str()], after, limit),
-        None => crate::keys::WEBHOOK_DELIVERIES.query(&[ws], &[id.as_str()], after, limit),
+        Some(st) => crate::keys::WEBHOOK_DELIVERIES_BY_STATUS.query_within((ws, id, st.as_str()), id, after, limit),
+        None => crate::keys::WEBHOOK_DELIVERIES.query_within(ws, id, after, limit),
     };
     shared::request::page(app, spec.descending()).await
 }
 
 /// One page of the workspace's endpoints, oldest first.
 pub async fn list(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Endpoint>, Option<String>)> {
-    shared::request::page(app, crate::keys::WEBHOOK_ENDPOINTS.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, crate::keys::WEBHOOK_ENDPOINTS.query(ws, after, limit)).await
 }

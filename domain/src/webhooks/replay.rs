@@ -96,12 +96,12 @@ pub(crate) struct Stored {
     pub(crate) version: i64,
 }
 
-fn sk(endpoint_id: &str, replay_id: &str) -> String {
-    keys::WEBHOOK_REPLAY.sk(&[endpoint_id, replay_id])
+fn sk(endpoint_id: &EndpointId, replay_id: &ReplayId) -> String {
+    keys::WEBHOOK_REPLAY.sk((endpoint_id, replay_id))
 }
 
-fn hold_sk(endpoint_id: &str) -> String {
-    keys::WEBHOOK_REPLAY_HOLD.sk(&[endpoint_id])
+fn hold_sk(endpoint_id: &EndpointId) -> String {
+    keys::WEBHOOK_REPLAY_HOLD.sk(endpoint_id)
 }
 
 impl Stored {
@@ -122,7 +122,7 @@ impl Stored {
     }
 }
 
-pub(crate) async fn load(app: &App, ws: &WorkspaceId, endpoint_id: &str, replay_id: &str) -> ApiResult<Option<Stored>> {
+pub(crate) async fn load(app: &App, ws: &WorkspaceId, endpoint_id: &EndpointId, replay_id: &ReplayId) -> ApiResult<Option<Stored>> {
     app.db.get(&ws_pk(ws), &sk(endpoint_id, replay_id)).await?.map(Stored::from_item).transpose()
 }
 

@@ -6,11 +6,13 @@ use super::{
     Attempt, DELIVERY_TTL_SECS, Delivery, DeliveryJob, DeliveryStatus, Endpoint, MAX_ATTEMPTS_KEPT, MAX_ENDPOINTS, new_job, secret_aad,
 };
 use crate::effects::{Authority, CreateWebhook, DeleteWebhook, RotateWebhookSecret, UpdateWebhook};
+use crate::ids::{DeliveryId, EndpointId};
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::events::Event;
 use shared::events::EventType;
+use shared::ids::EventId;
 use shared::outbox::Tx;
 use shared::store::{self, Item, Record, n, s, ws_pk};
 use shared::{ApiError, ApiResult, App};
@@ -24,18 +26,21 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
     use crate::privacy::{Erase, Find, Rule};
     &[
         Rule {
-            kind: crate::keys::FANOUT_MARKER,
+            kind: crate::keys::FANOUT_MARKER.kind,
             area: "webhooks",
             find: Find::Mentions,
             export: true,
             erase: Erase::Custom(|a, w, i, _| Box::pin(empty_event_record(a, w, i))),
         },
         Rule {
-            kind: crate::keys::WEBHOOK_DELIVERY,
+            kind: crate::keys::WEBHOOK_DELIVERY.kind,
             area: "webhooks",
-            find: Find::WithParent(crate::keys::FANOUT_MARKER.name, |event| {
+            find: Find::WithParent(crate::keys::FANOUT_MARKER.kind.name, |event| {
                 let Some(shared::store::Value::Ss(list)) = event.get("deliveries") else { return vec![] };
-                list.iter().filter_map(|k| k.split_once('/')).map(|(ep, d)| delivery_sk(ep, d)).collect()
+                list.iter()
+                    .filter_map(|k| k.split_once('/'))
+                    .map(|(ep, d)| delivery_sk(&EndpointId::trusted(ep), &DeliveryId::trusted(d)))
+                    .collect()
             }),
             export: true,
             erase: Erase::Delete,
@@ -57,11 +62,11 @@ pub struct StoredEndpoint {
     pub version: i64,
 }
 
-pub fn endpoint_sk(id: &str) -> String {
-    keys::WEBHOOK_ENDPOINT.sk(&[id])
+pub fn endpoint_sk(id: &EndpointId) -> String {
+    keys::WEBHOOK_ENDPOINT.sk(id)
 }
 
-pub const COUNT_SK: &str = keys::WEBHOOK_COUNT.table.sk;
+pub const COUNT_SK: &str = keys::WEBHOOK_COUNT.kind.table.sk;
 
 impl StoredEndpoint {
     pub fn from_item(item: Item) -> ApiResult<Self> {
@@ -102,7 +107,7 @@ pub async fn new_secret(app: &App, ws: &WorkspaceId, endpoint_id: &str) -> ApiRe
     Ok((secret, StoredSecret { sealed, expires_at: None }))
 }
 
-pub async fn load_endpoint(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<Option<StoredEndpoint>> {
+pub async fn load_endpoint(app: &App, ws: &WorkspaceId, id: &EndpointId) -> ApiResult<Option<StoredEndpoint>> {
     match app.db.get(&ws_pk(ws), &endpoint_sk(id)).await? {
         Some(item) => Ok(Some(StoredEndpoint::from_item(item)?)),
         None => Ok(None),
@@ -111,7 +116,7 @@ pub async fn load_endpoint(app: &App, ws: &WorkspaceId, id: &str) -> ApiResult<O
 
 /// Every endpoint of a workspace (at most `MAX_ENDPOINTS`, so one Query page).
 pub async fn workspace_endpoints(app: &App, ws: &WorkspaceId) -> ApiResult<Vec<StoredEndpoint>> {
-    let out = app.db.query_page(keys::WEBHOOK_ENDPOINTS.query(&[ws], &[], None, 100)).await?;
+    let out = app.db.query_page(keys::WEBHOOK_ENDPOINTS.query(ws, None, 100)).await?;
     out.items.into_iter().map(StoredEndpoint::from_item).collect()
 }
 
@@ -131,12 +136,12 @@ pub struct StoredDelivery {
     pub version: i64,
 }
 
-pub fn delivery_sk(endpoint_id: &str, delivery_id: &str) -> String {
-    keys::WEBHOOK_DELIVERY.sk(&[endpoint_id, delivery_id])
+pub fn delivery_sk(endpoint_id: &EndpointId, delivery_id: &DeliveryId) -> String {
+    keys::WEBHOOK_DELIVERY.sk((endpoint_id, delivery_id))
 }
 
-pub fn deliveries_gsi1(ws: &WorkspaceId, endpoint_id: &str, status: DeliveryStatus) -> String {
-    keys::WEBHOOK_DELIVERY.gsi1_pk(&[ws, endpoint_id, status.as_str()])
+pub fn deliveries_gsi1(ws: &WorkspaceId, endpoint_id: &EndpointId, status: DeliveryStatus) -> String {
+    keys::WEBHOOK_DELIVERY.gsi1_pk((ws, endpoint_id, status.as_str()))
 }
 
 impl StoredDelivery {
@@ -221,20 +226,25 @@ impl StoredDelivery {
     }
 }
 
-pub async fn load_delivery(app: &App, ws: &WorkspaceId, endpoint_id: &str, delivery_id: &str) -> ApiResult<Option<StoredDelivery>> {
+pub async fn load_delivery(
+    app: &App,
+    ws: &WorkspaceId,
+    endpoint_id: &EndpointId,
+    delivery_id: &DeliveryId,
+) -> ApiResult<Option<StoredDelivery>> {
     match app.db.get(&ws_pk(ws), &delivery_sk(endpoint_id, delivery_id)).await? {
         Some(item) => Ok(Some(StoredDelivery::from_item(item)?)),
         None => Ok(None),
     }
 }
 
-pub fn event_record_sk(event_id: &str) -> String {
-    keys::FANOUT_MARKER.sk(&[event_id])
+pub fn event_record_sk(event_id: &EventId) -> String {
+    keys::FANOUT_MARKER.sk(event_id)
 }
 
 /// A fan-out record with neither body nor deliveries: the event counts as fanned out, so any
 /// copy of it still queued sends nothing.
-fn withdrawn_record(ws: &WorkspaceId, event_id: &str) -> Item {
+fn withdrawn_record(ws: &WorkspaceId, event_id: &EventId) -> Item {
     Item::from([
         ("pk".into(), s(ws_pk(ws))),
         ("sk".into(), s(event_record_sk(event_id))),
@@ -249,7 +259,7 @@ fn withdrawn_record(ws: &WorkspaceId, event_id: &str) -> Item {
 pub async fn withdraw_event(app: &App, ws: &WorkspaceId, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
     let (Some(pk), Some(id)) = (store::get_str(&item, "pk"), store::get_str(&item, "sk")) else { return Ok(()) };
     // An existing record (the event fanned out meanwhile) stays as it is.
-    app.db.put(withdrawn_record(ws, id)).when("attribute_not_exists(pk)").apply().await?;
+    app.db.put(withdrawn_record(ws, &EventId::trusted(id))).when("attribute_not_exists(pk)").apply().await?;
     app.db.delete(pk, id).await
 }
 
@@ -272,7 +282,7 @@ async fn empty_event_record(app: &App, ws: &WorkspaceId, item: Item) -> ApiResul
         .unwrap_or_default();
     if let Some(shared::store::Value::Ss(list)) = old.get("deliveries") {
         for (endpoint_id, delivery_id) in list.iter().filter_map(|k| k.split_once('/')) {
-            app.db.delete(&pk, &delivery_sk(endpoint_id, delivery_id)).await?;
+            app.db.delete(&pk, &delivery_sk(&EndpointId::trusted(endpoint_id), &DeliveryId::trusted(delivery_id))).await?;
         }
     }
     Ok(())

@@ -19,7 +19,7 @@ use shared::{ApiError, ApiResult, App};
 use std::collections::BTreeMap;
 
 /// The workspace item's sort key (`keys::WORKSPACE` has no placeholder).
-pub const WORKSPACE_SK: &str = keys::WORKSPACE.table.sk;
+pub const WORKSPACE_SK: &str = keys::WORKSPACE.kind.table.sk;
 
 /// The workspace item, with its version.
 pub async fn load(app: &App, ws: &WorkspaceId) -> ApiResult<(Workspace, i64)> {
@@ -27,7 +27,7 @@ pub async fn load(app: &App, ws: &WorkspaceId) -> ApiResult<(Workspace, i64)> {
 }
 
 pub fn slug_pk(slug: &str) -> String {
-    keys::SLUG_CLAIM.pk(&[slug])
+    keys::SLUG_CLAIM.pk(slug)
 }
 
 /// The workspace that holds `slug` (the portal's pages are addressed by it), and the slug it
@@ -37,7 +37,7 @@ pub async fn by_slug(app: &App, slug: &str) -> ApiResult<Option<(WorkspaceId, Op
     if !valid_slug(slug) {
         return Ok(None);
     }
-    let item = app.db.get(&slug_pk(slug), &keys::SLUG_CLAIM.sk(&[])).await?;
+    let item = app.db.get(&slug_pk(slug), &keys::SLUG_CLAIM.sk(())).await?;
     Ok(item.and_then(|i| {
         let ws = store::get_str(&i, "workspace_id").map(WorkspaceId::trusted)?;
         Some((ws, store::get_str(&i, "moved_to").map(String::from)))
@@ -46,7 +46,7 @@ pub async fn by_slug(app: &App, slug: &str) -> ApiResult<Option<(WorkspaceId, Op
 
 /// The claim that makes a slug one workspace's across the platform.
 pub fn slug_item(slug: &str, ws: &str) -> store::Item {
-    store::Item::from([("pk".into(), s(slug_pk(slug))), ("sk".into(), s(keys::SLUG_CLAIM.sk(&[]))), ("workspace_id".into(), s(ws))])
+    store::Item::from([("pk".into(), s(slug_pk(slug))), ("sk".into(), s(keys::SLUG_CLAIM.sk(()))), ("workspace_id".into(), s(ws))])
 }
 
 /// The effect `UpdateWorkspace`: the settings as changed (read at `version`), the slug's claim
@@ -62,7 +62,7 @@ pub async fn save_settings(
     if ws.slug != old_slug {
         // The new slug is free, or one this workspace used before; the old one stays reserved
         // for it, pointing at the new one.
-        let moved = shared::store::Update::new(slug_pk(old_slug), keys::SLUG_CLAIM.sk(&[]), "SET moved_to = :to")
+        let moved = shared::store::Update::new(slug_pk(old_slug), keys::SLUG_CLAIM.sk(()), "SET moved_to = :to")
             .when("workspace_id = :ws")
             .value(":to", s(&ws.slug))
             .value(":ws", s(&ws.id));
@@ -89,7 +89,7 @@ pub async fn set_member(
 ) -> ApiResult<()> {
     let ws = &member.workspace_id;
     let rec = Record::new(ws_pk(ws), shared::auth::member_sk(&member.subject), member)?
-        .gsi1(keys::MEMBER.gsi1_pk(&[&member.subject]), keys::MEMBER.gsi1_sk(&[ws]));
+        .gsi1(keys::MEMBER.gsi1_pk(&member.subject), keys::MEMBER.gsi1_sk(ws));
     // The member is as read (no concurrent change is lost).
     let tx = auth.tx(&[])?;
     let mut tx = match old_role {
@@ -130,7 +130,7 @@ pub async fn create_api_key(
 /// The effect `RevokeApiKey`: requests with the key get 403 from then on (other containers may
 /// accept it for up to `auth::KEY_CACHE_TTL` more). Revoking a revoked key changes nothing.
 pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &WorkspaceId, id: &ApiKeyId) -> ApiResult<ApiKey> {
-    let sk = keys::API_KEY.sk(&[id]);
+    let sk = keys::API_KEY.sk(id);
     let item = app.db.get(&ws_pk(ws), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
     let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
     let version = store::get_i64(&item, "version").unwrap_or(0);
@@ -222,8 +222,7 @@ pub async fn add_member(app: &App, ws: &WorkspaceId, subject: &str, role: &str) 
         workspace_id: ws.clone(),
         created_at: shared::ids::Timestamp::now(),
     };
-    let rec =
-        Record::new(ws_pk(ws), auth::member_sk(subject), &member)?.gsi1(keys::MEMBER.gsi1_pk(&[subject]), keys::MEMBER.gsi1_sk(&[ws]));
+    let rec = Record::new(ws_pk(ws), auth::member_sk(subject), &member)?.gsi1(keys::MEMBER.gsi1_pk(subject), keys::MEMBER.gsi1_sk(ws));
     Tx::new()
         .put(rec.item)
         .event(Event::new(ws, EventType::WorkspaceMemberAdded, &member))
@@ -256,7 +255,7 @@ fn new_api_key(
         revoked_at: None,
         secret: None,
     };
-    let listing = Record::new(ws_pk(ws), keys::API_KEY.sk(&[&key.id]), &key)?.attr("hash", s(&hash)).version(1).item;
+    let listing = Record::new(ws_pk(ws), keys::API_KEY.sk(&key.id), &key)?.attr("hash", s(&hash)).version(1).item;
     let lookup = store::Item::from([
         ("pk".into(), s(auth::api_key_lookup_pk(&hash))),
         ("sk".into(), s(auth::API_KEY_LOOKUP_SK)),
@@ -347,9 +346,9 @@ pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &Wo
 /// The workspaces an OAuth subject is a member of, after `after`; the page and the key to go
 /// on from.
 pub async fn of_subject(app: &App, subject: &str, after: Option<String>, limit: usize) -> ApiResult<(Vec<Workspace>, Option<String>)> {
-    let spec = keys::MEMBERSHIPS.query(&[subject], &[], after, limit);
+    let spec = keys::MEMBERSHIPS.query(subject, after, limit);
     let out = app.db.query_page(spec).await?;
-    let ids: Vec<String> = out.items.iter().filter_map(|i| store::get_str(i, "workspace_id").map(String::from)).collect();
+    let ids: Vec<WorkspaceId> = out.items.iter().filter_map(|i| store::get_str(i, "workspace_id").map(WorkspaceId::trusted)).collect();
     // batch_get keeps the order and retries keys DynamoDB leaves unprocessed.
     let keys: Vec<(String, String)> = ids.iter().map(|id| (ws_pk(id), WORKSPACE_SK.to_string())).collect();
     let workspaces: Vec<Workspace> = app.db.batch_get(&keys).await?.into_iter().map(store::from_item).collect::<ApiResult<_>>()?;
@@ -468,10 +467,10 @@ pub async fn issue_api_key(app: &App, ws: &WorkspaceId, grant: &Grant, by: &Prin
 
 /// One page of the workspace's API keys (secrets are stored apart, as hashes).
 pub async fn api_keys(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<ApiKey>, Option<String>)> {
-    shared::request::page(app, keys::API_KEYS.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, keys::API_KEYS.query(ws, after, limit)).await
 }
 
 /// One page of the workspace's members.
 pub async fn members(app: &App, ws: &WorkspaceId, after: Option<String>, limit: usize) -> ApiResult<(Vec<Member>, Option<String>)> {
-    shared::request::page(app, keys::MEMBERS.query(&[ws], &[], after, limit)).await
+    shared::request::page(app, keys::MEMBERS.query(ws, after, limit)).await
 }

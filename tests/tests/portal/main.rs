@@ -52,7 +52,7 @@ async fn a_login_link_is_exchanged_once_and_expires() {
     let app = h.app().await;
     app.db
         .update(
-            domain::keys::PORTAL_LINK.pk(&[&shared::auth::hash_api_key(stale_token)]),
+            domain::keys::PORTAL_LINK.pk(&shared::auth::hash_api_key(stale_token)),
             domain::keys::PORTAL_LINK.table.sk,
             "SET expires_at = :past",
         )

@@ -231,7 +231,7 @@ async fn sessions_stay_in_their_workspace_and_sign_in_reveals_no_one() {
     assert_eq!(post_link(token).await.0, 401, "a used link");
     let token = link(&c).await;
     let app = harness().app().await;
-    let pk = domain::keys::PORTAL_LINK.pk(&[&shared::auth::hash_api_key(&token)]);
+    let pk = domain::keys::PORTAL_LINK.pk(&shared::auth::hash_api_key(&token));
     app.db.update(&pk, domain::keys::PORTAL_LINK.table.sk, "SET expires_at = :e").value(":e", shared::store::n(1)).apply().await.unwrap();
     assert_eq!(post_link(token).await.0, 401, "an expired link");
     // Another workspace's link does not sign in here, even posted without its page.
@@ -322,7 +322,12 @@ async fn the_sign_in_api_sends_a_code_only_to_a_contact_and_limits_attempts() {
     let app = h.app().await;
     let wid = shared::auth::WorkspaceId::trusted(ws.as_str());
     let sent = listed.json["data"].as_array().unwrap().iter().find(|e| e["status"] == "sent").expect("a sent portal email");
-    let body = app.db.get(&shared::store::ws_pk(&wid), &domain::emails::body_sk(sent["id"].as_str().unwrap())).await.unwrap().unwrap();
+    let body = app
+        .db
+        .get(&shared::store::ws_pk(&wid), &domain::emails::body_sk(&domain::ids::EmailId::trusted(sent["id"].as_str().unwrap())))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(!body.contains_key("sealed_secrets") && body.contains_key("text"));
 
     // Per address asked for: 5 at once, then 429 with Retry-After (the default class, on a

@@ -248,8 +248,9 @@ async fn workers_killed_mid_work_finish_it_exactly_once() {
     let app = h.app().await;
     let export_id = r.json["data"]["id"].as_str().unwrap().to_string();
     let progress = || async {
-        let sk = domain::keys::EXPORT_JOB.sk(&[&export_id]);
-        let item = app.db.get(&shared::store::ws_pk(&ws), &sk).await.unwrap().unwrap_or_default();
+        let sk = domain::keys::EXPORT_JOB.sk(&domain::ids::ExportId::trusted(export_id.as_str()));
+        let item =
+            app.db.get(&shared::store::ws_pk(&shared::auth::WorkspaceId::trusted(ws.as_str())), &sk).await.unwrap().unwrap_or_default();
         let resume: Value = shared::store::get_str(&item, "resume").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
         resume["parts"].as_array().map_or(0.0, |p| p.len() as f64)
     };

@@ -669,7 +669,12 @@ async fn jobs_accepted_while_their_queue_is_down_run_once_it_is_back() {
     let wid = shared::auth::WorkspaceId::trusted(ws.clone());
     let id = |i: usize| paths[i].rsplit('/').next().unwrap().to_string();
     let export_ws = shared::auth::WorkspaceId::trusted(ws_export.clone());
-    let export = store.db.get(&shared::store::ws_pk(&export_ws), &domain::keys::EXPORT_JOB.sk(&[&id(0)])).await.unwrap().unwrap();
+    let export = store
+        .db
+        .get(&shared::store::ws_pk(&export_ws), &domain::keys::EXPORT_JOB.sk(&domain::ids::ExportId::trusted(id(0))))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(shared::store::get_i64(&export, "runs"), Some(1), "the export ran once");
     assert_eq!(c.get(&paths[2]).await.json["data"]["attempts"], 1, "the scan ran once");
     let queues = [WorkQueue::Gdpr, WorkQueue::Gdpr, WorkQueue::Scans, WorkQueue::ContactImports];
@@ -700,7 +705,7 @@ async fn jobs_accepted_while_their_queue_is_down_run_once_it_is_back() {
 async fn outbox_job(store: &shared::App, queue: WorkQueue, id: &str) -> Option<shared::store::Item> {
     let sk = format!("{}#{id}", queue.name());
     for shard in 0..shared::events::OUTBOX_SHARDS {
-        if let Some(item) = store.db.get(&shared::keys::OUTBOX_JOB.pk(&[&shard.to_string()]), &sk).await.unwrap() {
+        if let Some(item) = store.db.get(&shared::keys::OUTBOX_JOB.pk(&shard.to_string()), &sk).await.unwrap() {
             return Some(item);
         }
     }

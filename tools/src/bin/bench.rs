@@ -778,7 +778,13 @@ async fn in_process(app: Arc<shared::App>, how: InProcess, key: &str, ws: &str, 
                     let (found, calls) = shared::metrics::count_ddb_calls(async {
                         let d = app.limiter.acquire(&app.db, "bench-direct", shared::ratelimit::Class::Read).await.unwrap();
                         assert!(d.allowed, "the raised limit admits the load");
-                        app.db.get_object::<domain::posts::Post>(&ws, &domain::keys::POST.sk(&[&post])).await.unwrap()
+                        app.db
+                            .get_object::<domain::posts::Post>(
+                                &shared::ids::WorkspaceId::trusted(&ws),
+                                &domain::keys::POST.sk(&domain::ids::PostId::trusted(&post)),
+                            )
+                            .await
+                            .unwrap()
                     })
                     .await;
                     assert!(found.is_some());
@@ -1020,7 +1026,7 @@ async fn bench_list_cost(stack: &DevStack, out: &mut String) {
             .get_item()
             .table_name(&table)
             .key("pk", A::S(shared::store::ws_pk(&ws.id)))
-            .key("sk", A::S(domain::keys::POST.sk(&[sample.as_str()])))
+            .key("sk", A::S(domain::keys::POST.sk(&domain::ids::PostId::trusted(sample.as_str()))))
             .send()
             .await
             .unwrap()
@@ -1033,7 +1039,7 @@ async fn bench_list_cost(stack: &DevStack, out: &mut String) {
                     .iter()
                     .map(|id| {
                         let mut item = template.clone();
-                        item.insert("sk".into(), A::S(domain::keys::POST.sk(&[id])));
+                        item.insert("sk".into(), A::S(domain::keys::POST.sk(&domain::ids::PostId::trusted(id))));
                         item.insert("id".into(), A::S(id.clone()));
                         WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().unwrap()).build()
                     })

@@ -62,7 +62,7 @@ pub async fn run(app: &App, job: &Job) -> Result<(), String> {
     }
     if scan.attempts >= crate::scans::MAX_ATTEMPTS {
         let message = format!("the scanner stopped {} times on this site", scan.attempts);
-        crate::scans::fail(&mut scan, "internal", message);
+        crate::scans::fail(&mut scan, "internal", message, shared::ids::Timestamp::now());
         return crate::scans::save(app, ws, &scan, version).await.map_err(|e| e.to_string());
     }
     // At most SLOTS_PER_HOST scans hit one host at once; the others wait in the queue.
@@ -94,10 +94,15 @@ async fn scan_with_slot(app: &App, ws: &WorkspaceId, mut scan: crate::scans::Sca
     match tokio::time::timeout(SCAN_BUDGET, fetch::site(http(app)?, &url)).await {
         Ok(Ok(site)) => {
             let findings = crate::scans::rules::evaluate(&site);
-            crate::scans::complete(&mut scan, site.final_url, findings);
+            crate::scans::complete(&mut scan, site.final_url, findings, shared::ids::Timestamp::now());
         }
-        Ok(Err(f)) => crate::scans::fail(&mut scan, f.code, f.message),
-        Err(_) => crate::scans::fail(&mut scan, "timeout", format!("the scan ran past {} s", SCAN_BUDGET.as_secs())),
+        Ok(Err(f)) => crate::scans::fail(&mut scan, f.code, f.message, shared::ids::Timestamp::now()),
+        Err(_) => crate::scans::fail(
+            &mut scan,
+            "timeout",
+            format!("the scan ran past {} s", SCAN_BUDGET.as_secs()),
+            shared::ids::Timestamp::now(),
+        ),
     }
     shared::metrics::count("ScansFinished", "Status", scan.status.as_str());
     crate::scans::save(app, ws, &scan, version + 1).await.map_err(|e| e.to_string())

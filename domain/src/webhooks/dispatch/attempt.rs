@@ -2,6 +2,7 @@
 //! after a delay, dead), keeping the endpoint's health (failing since, disabled) up to date.
 
 use super::{Budget, Dispatcher, Outcome};
+use crate::ids::EndpointId;
 use crate::webhooks::{self as model, Attempt, DeliveryJob, DeliveryStatus, StoredDelivery, StoredEndpoint};
 use shared::ApiResult;
 use shared::auth::WorkspaceId;
@@ -154,7 +155,7 @@ async fn give_up(d: &Dispatcher, ws: &WorkspaceId, x: &mut StoredDelivery, why: 
 async fn endpoint_update(
     d: &Dispatcher,
     ws: &WorkspaceId,
-    endpoint_id: &str,
+    endpoint_id: &EndpointId,
     expression: &str,
     values: Vec<(&str, AttributeValue)>,
 ) -> ApiResult<()> {

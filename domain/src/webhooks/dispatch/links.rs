@@ -24,7 +24,7 @@ async fn slug(d: &Dispatcher, ws: &WorkspaceId) -> ApiResult<Option<String>> {
     if let Some(s) = SLUGS.get(ws) {
         return Ok(s);
     }
-    let item = d.app.db.get(&ws_pk(ws), &crate::keys::WORKSPACE.sk(&[])).await?;
+    let item = d.app.db.get(&ws_pk(ws), &crate::keys::WORKSPACE.sk(())).await?;
     let found = item.as_ref().and_then(|i| store::get_str(i, "slug")).map(String::from);
     SLUGS.put(ws, found.clone());
     Ok(found)

@@ -20,7 +20,9 @@ const PAGE: usize = 25;
 /// ids are ULIDs, whose first ten characters are the creation time in milliseconds.
 fn window(since: Timestamp, until: Timestamp) -> (String, String) {
     // The least id of that millisecond: its time, then no randomness at all.
-    let at = |t: Timestamp| format!("evt_{}", ulid::Ulid::from_parts(u64::try_from(t.timestamp_millis()).unwrap_or(0), 0));
+    let at = |t: Timestamp| {
+        shared::ids::EventId::trusted(format!("evt_{}", ulid::Ulid::from_parts(u64::try_from(t.timestamp_millis()).unwrap_or(0), 0)))
+    };
     (event_record_sk(&at(since)), event_record_sk(&at(Timestamp::from(until.time() + chrono::Duration::seconds(1)))))
 }
 
@@ -141,7 +143,7 @@ mod tests {
         let (lo, hi) = window(t("2026-11-01T10:00:00Z"), t("2026-11-01T11:00:00Z"));
         let at = |s: &str, random: u128| {
             let ms = t(s).timestamp_millis() as u64;
-            event_record_sk(&format!("evt_{}", ulid::Ulid::from_parts(ms, random)))
+            event_record_sk(&shared::ids::EventId::trusted(format!("evt_{}", ulid::Ulid::from_parts(ms, random))))
         };
         for inside in ["2026-11-01T10:00:00Z", "2026-11-01T10:30:00Z", "2026-11-01T11:00:00Z"] {
             for random in [0, u128::MAX] {

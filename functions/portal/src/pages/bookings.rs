@@ -30,7 +30,7 @@ async fn services(app: &App, v: &Visit, list: &[&Booking]) -> ApiResult<HashMap<
     for b in list {
         let id = b.service_id.to_string();
         if !out.contains_key(&id)
-            && let Some((svc, _)) = bookings::load_service(app, &v.ws, &id).await?
+            && let Some((svc, _)) = bookings::load_service(app, &v.ws, &b.service_id).await?
         {
             out.insert(id, (svc.name, svc.cancellation_window_minutes));
         }

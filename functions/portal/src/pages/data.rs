@@ -7,6 +7,7 @@ use domain::contacts::Contact;
 use domain::effects as fx;
 use domain::gdpr::export;
 use domain::gdpr::jobs::JobStatus;
+use domain::ids::ExportId;
 use maud::html;
 use shared::web::{SESSION_COOKIE, View, Visit};
 use shared::{ApiError, ApiResult, App};
@@ -70,7 +71,9 @@ pub async fn export(app: &App, v: Visit) -> ApiResult<View> {
 }
 
 async fn own_export(app: &App, v: &Visit, c: &Contact) -> ApiResult<export::ExportJob> {
-    export::load(app, &v.ws, v.param("id"))
+    // A malformed id names no export.
+    let Some(id) = ExportId::parse(v.param("id")) else { return Err(ApiError::not_found("export")) };
+    export::load(app, &v.ws, &id)
         .await?
         .filter(|j| j.subject.as_ref().and_then(|s| s.contact_id.as_deref()) == Some(c.id.as_str()))
         .ok_or_else(|| ApiError::not_found("export"))
@@ -104,7 +107,8 @@ pub async fn export_send(app: &App, v: Visit) -> ApiResult<View> {
     let c = contact(app, &v).await?;
     let lang = domain::portal::Lang::from_accept_language(v.header("accept-language"));
     let auth = v.grant.authorize::<fx::SendEmail>()?;
-    export::email_link(&auth, app, &v.ws, &c, v.param("id"), lang).await?;
+    let id = ExportId::parse(v.param("id")).ok_or_else(|| ApiError::not_found("export"))?;
+    export::email_link(&auth, app, &v.ws, &c, &id, lang).await?;
     Ok(View::redirect(format!("{}/data?m=sent", v.base)))
 }
 
