@@ -55,6 +55,19 @@ pub enum ApprovalState {
 }
 
 impl ApprovalState {
+    /// The state of a stored request at `now_ms`: a decision (or the sweep's `expired`) stays;
+    /// a request still pending in the table is expired once its time ran out, before the sweep
+    /// gets to it.
+    pub fn at(stored: Option<&str>, expires_ms: i64, now_ms: i64) -> Self {
+        match stored {
+            Some("approved") => Self::Approved,
+            Some("denied") => Self::Denied,
+            Some("stale") => Self::Stale,
+            Some("expired") => Self::Expired,
+            _ if expires_ms <= now_ms => Self::Expired,
+            _ => Self::Pending,
+        }
+    }
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -217,6 +230,18 @@ pub struct DenyApproval {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pending_request_expires_with_its_time_and_a_decision_stays() {
+        let (expires, now) = (1_000, 999);
+        assert_eq!(ApprovalState::at(Some("pending"), expires, now), ApprovalState::Pending);
+        assert_eq!(ApprovalState::at(Some("pending"), expires, expires), ApprovalState::Expired, "expiry is inclusive");
+        assert_eq!(ApprovalState::at(None, 0, now), ApprovalState::Expired, "an item without a time is not pending");
+        for (stored, state) in [("approved", ApprovalState::Approved), ("denied", ApprovalState::Denied), ("stale", ApprovalState::Stale)] {
+            assert_eq!(ApprovalState::at(Some(stored), expires, expires + 1), state, "{stored} after the expiry");
+        }
+        assert_eq!(ApprovalState::at(Some("expired"), expires, now), ApprovalState::Expired, "the sweep's word stands");
+    }
 
     #[test]
     fn previews_hide_credentials_and_secrets() {

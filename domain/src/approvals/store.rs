@@ -212,14 +212,7 @@ async fn preview(
 }
 
 fn state_of(item: &Item) -> ApprovalState {
-    match get_str(item, "approval_state") {
-        Some("approved") => ApprovalState::Approved,
-        Some("denied") => ApprovalState::Denied,
-        Some("stale") => ApprovalState::Stale,
-        Some("expired") => ApprovalState::Expired,
-        _ if get_i64(item, "expires_ms").unwrap_or(0) <= shared::ids::now_ms() => ApprovalState::Expired,
-        _ => ApprovalState::Pending,
-    }
+    ApprovalState::at(get_str(item, "approval_state"), get_i64(item, "expires_ms").unwrap_or(0), shared::ids::now_ms())
 }
 
 fn to_object(id: &ApprovalRequestId, d: &Doc, item: &Item) -> ApprovalRequest {

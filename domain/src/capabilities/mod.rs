@@ -124,6 +124,18 @@ pub enum ConfirmationStatus {
     Expired,
 }
 
+impl ConfirmationStatus {
+    /// The status of a stored confirmation at `now_ms`: used stays used; an unused one expires
+    /// with its token.
+    pub fn at(stored: Option<&str>, token_expires_ms: i64, now_ms: i64) -> Self {
+        match stored {
+            Some("used") => Self::Used,
+            _ if token_expires_ms <= now_ms => Self::Expired,
+            _ => Self::Issued,
+        }
+    }
+}
+
 /// A person's approval of one exact write. The token itself is shown once, at creation.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 #[schema(as = CapabilityConfirmation)]
@@ -230,6 +242,14 @@ mod tests {
     use super::store::{from_item, item};
     use super::*;
     use shared::auth::WorkspaceId;
+
+    #[test]
+    fn an_unused_confirmation_expires_with_its_token_and_a_used_one_stays_used() {
+        assert_eq!(ConfirmationStatus::at(Some("issued"), 1_000, 999), ConfirmationStatus::Issued);
+        assert_eq!(ConfirmationStatus::at(Some("issued"), 1_000, 1_000), ConfirmationStatus::Expired);
+        assert_eq!(ConfirmationStatus::at(None, 0, 1), ConfirmationStatus::Expired);
+        assert_eq!(ConfirmationStatus::at(Some("used"), 1_000, 5_000), ConfirmationStatus::Used);
+    }
     use shared::store::s;
 
     #[test]

@@ -224,11 +224,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
     let time = |k: &str| get_str(item, k).and_then(shared::ids::Timestamp::parse);
     let at = |k: &str| time(k).ok_or_else(|| ApiError::internal(format!("capability confirmation item without {k}")));
     let id = get_str(item, "id").ok_or_else(|| ApiError::internal("capability confirmation item without id"))?;
-    let status = match get_str(item, "state") {
-        Some("used") => ConfirmationStatus::Used,
-        _ if get_i64(item, "token_expires_ms").unwrap_or(0) <= shared::ids::now_ms() => ConfirmationStatus::Expired,
-        _ => ConfirmationStatus::Issued,
-    };
+    let status = ConfirmationStatus::at(get_str(item, "state"), get_i64(item, "token_expires_ms").unwrap_or(0), shared::ids::now_ms());
     Ok(Confirmation {
         id: ConfirmationId::trusted(id),
         object: "capability_confirmation".into(),
