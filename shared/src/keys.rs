@@ -240,8 +240,8 @@ impl<Pk, Sk, G1pk, G1sk, G2pk: Parts, G2sk: Parts> Keys<Pk, Sk, G1pk, G1sk, G2pk
 
 impl<Pk, Sk, G1pk, G1sk, G2pk, G2sk> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
     fn index(&self, index: Index) -> KeyPattern {
-        // The types say the index exists: its parts are not `Absent`, which only `gsi1`/`gsi2` change.
-        self.kind.pattern(index).unwrap_or(self.kind.table)
+        // Unreachable by the types: an index's parts are not `Absent` only once `gsi1`/`gsi2` set it.
+        self.kind.pattern(index).unwrap_or_else(|| panic!("{} has no {index:?} key", self.kind.name))
     }
 }
 
@@ -287,8 +287,8 @@ impl<Pk, Sk> List<Pk, Sk> {
         (self.kind, self.index)
     }
     fn pattern(&self) -> KeyPattern {
-        // The constructors set an index the kind's type says it has.
-        self.kind.pattern(self.index).unwrap_or(self.kind.table)
+        // Unreachable by the types: the constructors take an index the kind's type says it has.
+        self.kind.pattern(self.index).unwrap_or_else(|| panic!("{} has no {:?} key", self.kind.name, self.index))
     }
 }
 

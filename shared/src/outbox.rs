@@ -1,7 +1,7 @@
 //! The transactional outbox: how state changes and their events leave together.
 //!
 //! A state change and its event are written in one DynamoDB transaction ([`Tx`]): the event
-//! lands as an outbox item (`pk = OUTBOX#<shard>`, `sk = <event id>`). After the commit the
+//! lands as an outbox item (`pk = OUTBOX#<shard>`, `sk = <evt id>`). After the commit the
 //! event is sent to the events queue. The consumer (the webhook dispatcher) deletes the outbox
 //! item once it has the event ([`ack`]), and a scheduled [`sweep`] re-sends outbox items older
 //! than a few minutes, so an event survives SQS being unreachable during the write. Keeping

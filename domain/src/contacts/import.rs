@@ -229,8 +229,8 @@ pub async fn start(app: &App, ws: &WorkspaceId, input: CreateImport) -> ApiResul
     app.db.batch_put(items).await?;
     let rec =
         store::Record::new(ws_pk(ws), job_sk(&job.id), &job)?.attr("chunks", n(chunks.len() as i64)).attr("next_chunk", n(0)).version(1);
-    let msg =
-        serde_json::to_string(&ImportMessage { workspace_id: ws.clone(), import_id: job.id.clone() }).map_err(|e| ApiError::internal(e))?;
+    let msg = serde_json::to_string(&ImportMessage { workspace_id: ws.clone(), import_id: job.id.to_string() })
+        .map_err(|e| ApiError::internal(e))?;
     Tx::new().create(rec).job(WorkQueue::ContactImports, &job.id, msg).commit(app).await.map_err(TxError::stale)?;
     Ok(job)
 }
@@ -271,7 +271,7 @@ pub async fn load_job(app: &App, ws: &WorkspaceId, id: &ImportId) -> ApiResult<O
 struct ImportMessage {
     #[serde(deserialize_with = "WorkspaceId::from_record")]
     workspace_id: WorkspaceId,
-    import_id: ImportId,
+    import_id: String,
 }
 
 /// The worker's Lambda handler: one import per message; a failed run keeps its message (the
@@ -284,14 +284,16 @@ pub async fn handle_sqs(app: &App, ev: SqsEvent) -> BatchResponse {
             kept.push(shared::sqs::id(m));
             continue;
         };
-        let mut res = run(app, &msg.workspace_id, &msg.import_id).await;
+        // Written by `start` from the job's own id.
+        let id = ImportId::trusted(msg.import_id.as_str());
+        let mut res = run(app, &msg.workspace_id, &id).await;
         // A transient failure resumes from the saved position after a pause here rather than
         // after the queue's 10-minute visibility timeout.
         for pause in [1, 3] {
             match &res {
                 Err(e) if transient(e) => {
                     tokio::time::sleep(std::time::Duration::from_secs(pause)).await;
-                    res = run(app, &msg.workspace_id, &msg.import_id).await;
+                    res = run(app, &msg.workspace_id, &id).await;
                 }
                 _ => break,
             }

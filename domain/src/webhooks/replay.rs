@@ -3,7 +3,7 @@
 //! the dispatcher works through the window a page of events at a time, oldest first, and the
 //! replay's record shows the progress.
 //!
-//! The worker's step is `dispatch::replay`. What is resent is read from the events' fan-out records (`WHEVENT#<event id>`, kept as long
+//! The worker's step is `dispatch::replay`. What is resent is read from the events' fan-out records (`WHEVENT#<evt id>`, kept as long
 //! as deliveries): ids are time-ordered, so a window is one key range. An erased subject's
 //! events have no body left there, so they are never resent. Each resent event is a new
 //! delivery whose id is derived from the replay and the event, created only if absent and
