@@ -36,11 +36,14 @@ fn full() -> bool {
 
 /// A gateway whose DynamoDB and other AWS calls go through the proxies, with the production
 /// budgets and generous rate limits; started now (cold: it reads the platform secret on its first request).
-async fn gateway(ddb: &FaultProxy, moto: &FaultProxy) -> String {
+async fn gateway(ddb: &FaultProxy, moto: &FaultProxy, emails_queue: Option<&str>) -> String {
     let h = harness();
     // The load is the dependency's to refuse, not the workspace's rate limits.
     let mut cfg = h.generous_config();
     cfg.timeouts = shared::config::Timeouts::default();
+    if let Some(q) = emails_queue {
+        cfg.emails_queue_url = q.to_string();
+    }
     let sdk = tools::admin::local_sdk_config(&moto.url).await;
     let app = shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&ddb.url)).expect("app");
     let (addr, _task) = tools::gateway::start(Arc::new(app), 0).await.expect("gateway");
@@ -48,18 +51,21 @@ async fn gateway(ddb: &FaultProxy, moto: &FaultProxy) -> String {
 }
 
 /// The sender worker, its DynamoDB and SES calls through the proxies (the queue is polled
-/// directly, as Lambda's event source mapping does).
-async fn sender(ddb: &FaultProxy, moto: &FaultProxy) -> tokio::task::JoinHandle<()> {
+/// directly, as Lambda's event source mapping does). The queue is the row's own: on the
+/// harness's, the stack's sender (not behind the proxies) took some rows' every email, and the
+/// fault met no request.
+async fn sender(ddb: &FaultProxy, moto: &FaultProxy, emails_queue: &str) -> tokio::task::JoinHandle<()> {
     let h = harness();
     let mut cfg = h.config.clone();
     cfg.timeouts = shared::config::Timeouts::default();
+    cfg.emails_queue_url = emails_queue.to_string();
     let sdk = tools::admin::local_sdk_config(&moto.url).await;
     let sender = Arc::new(domain::sending::Sender::new(shared::App::with_dynamodb_endpoint(cfg, &sdk, Some(&ddb.url)).expect("app")));
     let handler: tools::worker::Handler = Arc::new(move |ev| {
         let sender = sender.clone();
         Box::pin(async move { sender.handle_sqs(ev).await })
     });
-    tools::worker::poll(h.sqs().await, h.resources.emails_queue_url.clone(), handler)
+    tools::worker::poll(h.sqs().await, emails_queue.to_string(), handler)
 }
 
 /// The inbound-mail worker on a queue of its own, its S3 and DynamoDB calls through the
@@ -193,7 +199,8 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     let tag = service.chars().take(3).collect::<String>();
     // Warm a gateway first (the platform secret cached), unless the row is about that secret.
     let warm = service != "secretsmanager";
-    let mut base = if warm { Some(gateway(ddb, moto).await) } else { None };
+    let emails_queue = h.own_queue("chaos-emails").await;
+    let mut base = if warm { Some(gateway(ddb, moto, Some(&emails_queue)).await) } else { None };
     if let Some(b) = &base {
         let http = reqwest::Client::new();
         let a = call(&http, b, &key, Op::ListPosts, None, &setup).await;
@@ -201,10 +208,10 @@ async fn run_row(ddb: &FaultProxy, moto: &FaultProxy, dependency: &'static str, 
     }
     proxy.set(fault, Some(service));
     if base.is_none() {
-        base = Some(gateway(ddb, moto).await);
+        base = Some(gateway(ddb, moto, Some(&emails_queue)).await);
     }
     let base = base.expect("a gateway");
-    let worker = sender(ddb, moto).await;
+    let worker = sender(ddb, moto, &emails_queue).await;
     let until = Instant::now() + Duration::from_secs(fault_secs());
     let (mail_worker, mail_queue) = inbound_worker(ddb, moto).await;
     let mailbox = format!("support@{}", setup.from.split_once('@').expect("an address").1);
@@ -530,7 +537,7 @@ async fn a_write_whose_commit_answer_was_lost_happens_once() {
     let h = harness();
     let ddb = FaultProxy::start(&h.dynamodb_endpoint).await;
     let moto = FaultProxy::start(&h.moto_endpoint).await;
-    let base = gateway(&ddb, &moto).await;
+    let base = gateway(&ddb, &moto, None).await;
     let (ws, key) = h.workspace("lost commit answers").await;
     let admin = Client::new(&h.generous_gateway().await, &key);
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
