@@ -13,8 +13,7 @@
 use crate::channels::network::{ErrorCategory, NetError, Outgoing};
 use crate::channels::{self, ChannelState, Stored as StoredChannel};
 use crate::effects::{Authority, PublishPost};
-use crate::ids::ChannelId;
-use crate::ids::PostId;
+use crate::ids::{ChannelId, PostId};
 use crate::keys;
 use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus};
 use serde::{Deserialize, Serialize};

@@ -142,8 +142,8 @@ pub struct Principal {
 impl Principal {
     /// The workspace the credential reaches, or on a route without one the empty id, which no
     /// item has: a key built from it reads nothing.
-    pub fn workspace_or_none(&self) -> WorkspaceId {
-        self.workspace_id.clone().unwrap_or_else(|| WorkspaceId::trusted(""))
+    pub fn workspace_or_none(&self) -> &WorkspaceId {
+        self.workspace_id.as_ref().unwrap_or(&crate::ids::NO_WORKSPACE)
     }
 
     /// What the caller's rate buckets and list cursors are bound to: the workspace, or the

@@ -202,7 +202,7 @@ impl Grant {
             by: self.by(),
             customer,
             confirmation: confirmation.map(|c| c.id.clone()),
-            pk: crate::store::ws_pk(&self.principal.workspace_or_none()),
+            pk: crate::store::ws_pk(self.principal.workspace_or_none()),
             // Only a token that approved this very effect binds it.
             bound: confirmation.filter(|c| c.capability == E::INFO.capability).map(|c| c.bound.clone()).unwrap_or_default(),
             _effect: PhantomData,

@@ -228,7 +228,7 @@ pub async fn begin(
     fingerprint: String,
     request_id: &str,
 ) -> Result<(Begin, Consumed), ApiError> {
-    let ws = &principal.workspace_or_none();
+    let ws = principal.workspace_or_none();
     let id = proof.confirmation_id().ok_or_else(|| required(req, Refusal::Unknown))?;
     let key = idempotency_key.ok_or_else(|| required(req, Refusal::Mismatch("idempotency_key")))?;
     let credential = match &principal.credential {

@@ -330,7 +330,7 @@ impl Idempotency {
                 crate::auth::Credential::Portal { session_id, .. } => format!("portal:{session_id}:{key}"),
                 _ => key.to_string(),
             };
-            idempotency::begin(&app.db, &principal.workspace_or_none(), &key, fingerprint(), idempotency::lease_ms(&app.cfg.timeouts))
+            idempotency::begin(&app.db, principal.workspace_or_none(), &key, fingerprint(), idempotency::lease_ms(&app.cfg.timeouts))
                 .await?
         } else {
             return Ok(Begin::Proceed(Self { reservation: None, confirmation: None }));

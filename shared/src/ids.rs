@@ -211,6 +211,10 @@ impl PartialEq<WorkspaceId> for String {
     }
 }
 
+/// The empty id, which no workspace has: what a route without a workspace keys by (a key built
+/// from it reads nothing).
+pub(crate) static NO_WORKSPACE: WorkspaceId = WorkspaceId(String::new());
+
 impl Part for WorkspaceId {
     const PLACEHOLDER: &'static str = "ws";
     type Arg<'a> = &'a WorkspaceId;

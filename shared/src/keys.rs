@@ -57,6 +57,11 @@ impl Kind {
             Index::Gsi2 => self.gsi2,
         }
     }
+    /// The key on an index the caller's types say the kind has ([`Keys`], [`List`]): a kind
+    /// without it is a bug, so it panics.
+    fn key(&self, index: Index) -> KeyPattern {
+        self.pattern(index).unwrap_or_else(|| panic!("{} has no {index:?} key", self.name))
+    }
 }
 
 // ---------- typed parts: a key takes the kinds of id its pattern names ----------
@@ -222,26 +227,19 @@ impl<Pk: Parts, Sk: Parts, G1pk, G1sk, G2pk, G2sk> Keys<Pk, Sk, G1pk, G1sk, G2pk
 
 impl<Pk, Sk, G1pk: Parts, G1sk: Parts, G2pk, G2sk> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
     pub fn gsi1_pk(&self, parts: G1pk::Args<'_>) -> String {
-        fill::<G1pk>(self.index(Index::Gsi1).pk, parts)
+        fill::<G1pk>(self.kind.key(Index::Gsi1).pk, parts)
     }
     pub fn gsi1_sk(&self, parts: G1sk::Args<'_>) -> String {
-        fill::<G1sk>(self.index(Index::Gsi1).sk, parts)
+        fill::<G1sk>(self.kind.key(Index::Gsi1).sk, parts)
     }
 }
 
 impl<Pk, Sk, G1pk, G1sk, G2pk: Parts, G2sk: Parts> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
     pub fn gsi2_pk(&self, parts: G2pk::Args<'_>) -> String {
-        fill::<G2pk>(self.index(Index::Gsi2).pk, parts)
+        fill::<G2pk>(self.kind.key(Index::Gsi2).pk, parts)
     }
     pub fn gsi2_sk(&self, parts: G2sk::Args<'_>) -> String {
-        fill::<G2sk>(self.index(Index::Gsi2).sk, parts)
-    }
-}
-
-impl<Pk, Sk, G1pk, G1sk, G2pk, G2sk> Keys<Pk, Sk, G1pk, G1sk, G2pk, G2sk> {
-    fn index(&self, index: Index) -> KeyPattern {
-        // Unreachable by the types: an index's parts are not `Absent` only once `gsi1`/`gsi2` set it.
-        self.kind.pattern(index).unwrap_or_else(|| panic!("{} has no {index:?} key", self.kind.name))
+        fill::<G2sk>(self.kind.key(Index::Gsi2).sk, parts)
     }
 }
 
@@ -287,8 +285,7 @@ impl<Pk, Sk> List<Pk, Sk> {
         (self.kind, self.index)
     }
     fn pattern(&self) -> KeyPattern {
-        // Unreachable by the types: the constructors take an index the kind's type says it has.
-        self.kind.pattern(self.index).unwrap_or_else(|| panic!("{} has no {:?} key", self.kind.name, self.index))
+        self.kind.key(self.index)
     }
 }
 
@@ -311,13 +308,8 @@ impl<Pk: Parts, Sk> List<Pk, Sk> {
 }
 
 /// The literal text before a pattern's first placeholder.
-pub const fn literal_prefix(pattern: &str) -> &str {
-    let b = pattern.as_bytes();
-    let mut i = 0;
-    while i < b.len() && b[i] != b'<' {
-        i += 1;
-    }
-    pattern.split_at(i).0
+pub fn literal_prefix(pattern: &str) -> &str {
+    pattern.split('<').next().unwrap_or_default()
 }
 
 /// How many placeholders a pattern has.

@@ -414,6 +414,7 @@ impl Record {
 }
 
 /// One page of a Query on `pk_attr = pk`, sort keys starting with `prefix`, strictly after `after`.
+#[derive(Clone)]
 pub struct QuerySpec<'a> {
     pub index: Option<&'static str>,
     pub pk_attr: &'static str,

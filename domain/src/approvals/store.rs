@@ -8,8 +8,7 @@ use super::{
 };
 use crate::capabilities::{self, Bound};
 use crate::effects;
-use crate::ids::ApprovalRequestId;
-use crate::ids::{ApiKeyId, ConfirmationId};
+use crate::ids::{ApiKeyId, ApprovalRequestId, ConfirmationId};
 use crate::keys::APPROVAL_REQUEST;
 use capabilities::may_approve;
 use futures_util::future::BoxFuture;

@@ -8,8 +8,7 @@ use super::{
     Booking, BookingStatus, CancelledBy, ContactInput, CreateResource, Hold, Resource, Service, ServiceInput, Slot, UpdateResource,
 };
 use crate::contacts::Contact;
-use crate::ids::ContactId;
-use crate::ids::{BookingId, HoldId, ResourceId, ServiceId};
+use crate::ids::{BookingId, ContactId, HoldId, ResourceId, ServiceId};
 use crate::keys;
 use chrono::{Duration, Utc};
 use shared::auth::WorkspaceId;

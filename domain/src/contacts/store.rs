@@ -3,8 +3,7 @@
 //! former holders of an address, the look-ups and the privacy rule.
 
 use super::{Activity, Contact, Former, changed_fields, enum_str, full_name, import, search_terms, summary_of};
-use crate::ids::ActivityId;
-use crate::ids::ContactId;
+use crate::ids::{ActivityId, ContactId};
 use crate::keys;
 use shared::auth::WorkspaceId;
 use shared::events::Event;
@@ -288,11 +287,10 @@ pub async fn purge_history(app: &App, ws: &WorkspaceId, id: &ContactId) -> ApiRe
     if app.db.get(&ws_pk(ws), &contact_sk(id)).await?.is_some() {
         return Ok(());
     }
-    let lists: [&(dyn Fn() -> shared::store::QuerySpec<'static> + Sync); 2] =
-        [&|| keys::ACTIVITIES.query_within(ws, id, None, 100), &|| keys::CONTACT_FORMERS.query_within(ws, id, None, 100)];
-    for list in lists {
+    // Each page deletes what it read, so every page is the first.
+    for first_page in [keys::ACTIVITIES.query_within(ws, id, None, 100), keys::CONTACT_FORMERS.query_within(ws, id, None, 100)] {
         loop {
-            let out = app.db.query_page(list()).await?;
+            let out = app.db.query_page(first_page.clone()).await?;
             let keys_: Vec<(String, String)> = out
                 .items
                 .iter()

@@ -5,8 +5,7 @@
 use super::templates::{self, Template};
 use super::{self as model, Email, EmailStatus, SuppressedRecipient};
 use crate::effects::{self, Authority};
-use crate::ids::EmailId;
-use crate::ids::{ContactId, EmailBatchId};
+use crate::ids::{ContactId, EmailBatchId, EmailId};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use shared::auth::WorkspaceId;

@@ -96,8 +96,8 @@ fn claim_item(ws: &WorkspaceId, d: &SendingDomain) -> Item {
 
 /// The claim of a name, as stored.
 struct Claim {
-    workspace_id: String,
-    domain_id: String,
+    workspace_id: WorkspaceId,
+    domain_id: DomainId,
     /// Claims from before claims expired carry no state and count as verified.
     verified: bool,
     pending_until: Option<i64>,
@@ -106,14 +106,14 @@ struct Claim {
 impl Claim {
     fn of(i: &Item) -> Option<Self> {
         Some(Self {
-            workspace_id: store::get_str(i, "workspace_id")?.to_string(),
-            domain_id: store::get_str(i, "domain_id")?.to_string(),
+            workspace_id: WorkspaceId::trusted(store::get_str(i, "workspace_id")?),
+            domain_id: DomainId::trusted(store::get_str(i, "domain_id")?),
             verified: !matches!(i.get("verified"), Some(shared::store::Value::Bool(false))),
             pending_until: store::get_i64(i, "pending_until"),
         })
     }
     fn holds(&self, ws: &WorkspaceId, d: &SendingDomain) -> bool {
-        *self.workspace_id == **ws && self.domain_id == d.id
+        self.workspace_id == *ws && self.domain_id == d.id
     }
     /// Verified, or pending within its time.
     fn live(&self, now: i64) -> bool {
@@ -291,13 +291,12 @@ async fn refuse_foreign(app: &App, ws: &WorkspaceId, name: &str) -> ApiResult<()
     // An expired claim of another workspace is taken only if SES has not verified its domain
     // meanwhile (its flag is set when the domain is next read; SES is the truth).
     if let Some(c) = claim_of(app, name).await?
-        && *c.workspace_id != **ws
+        && c.workspace_id != *ws
         && !c.verified
         && c.pending_until.is_some_and(|t| t < chrono::Utc::now().timestamp())
         && get_identity(app, name).await.is_ok_and(|i| is_verified(&i))
     {
-        if let Err(e) = Tx::new().update(verify_claim(name, &WorkspaceId::trusted(c.workspace_id.clone()), &c.domain_id)).commit(app).await
-        {
+        if let Err(e) = Tx::new().update(verify_claim(name, &c.workspace_id, &c.domain_id)).commit(app).await {
             tracing::info!(domain = %name, error = ?e, "claim not marked verified");
         }
         return Err(taken(name));
@@ -376,7 +375,7 @@ async fn foreign_verified_parent(app: &App, ws: &WorkspaceId, name: &str) -> Api
     for p in &names {
         let claim = found.iter().find(|i| store::get_str(i, "pk") == Some(claim_pk(p).as_str())).and_then(Claim::of);
         match &claim {
-            Some(c) if *c.workspace_id == **ws => continue,
+            Some(c) if c.workspace_id == *ws => continue,
             Some(c) if c.verified => return Ok(Some(p.clone())),
             _ => {}
         }
@@ -386,7 +385,7 @@ async fn foreign_verified_parent(app: &App, ws: &WorkspaceId, name: &str) -> Api
             continue;
         }
         if let Some(c) = claim.filter(|c| c.workspace_id == owner)
-            && let Err(e) = Tx::new().update(verify_claim(p, &WorkspaceId::trusted(owner.clone()), &c.domain_id)).commit(app).await
+            && let Err(e) = Tx::new().update(verify_claim(p, &c.workspace_id, &c.domain_id)).commit(app).await
         {
             tracing::info!(domain = %p, error = ?e, "claim not marked verified");
         }
@@ -550,14 +549,12 @@ pub async fn mailbox_owner(app: &App, address: &str) -> ApiResult<Option<(String
     if claims.is_empty() {
         return Ok(None);
     }
-    let domain_keys: Vec<(String, String)> = claims
-        .iter()
-        .map(|c| (ws_pk(&WorkspaceId::trusted(c.workspace_id.clone())), keys::SENDING_DOMAIN.sk(&DomainId::trusted(&c.domain_id))))
-        .collect();
+    let domain_keys: Vec<(String, String)> =
+        claims.iter().map(|c| (ws_pk(&c.workspace_id), keys::SENDING_DOMAIN.sk(&c.domain_id))).collect();
     let domains = app.db.batch_get(&domain_keys).await?;
     let verified = |c: &Claim| {
         domains.iter().any(|i| {
-            store::get_str(i, "sk") == Some(keys::SENDING_DOMAIN.sk(&DomainId::trusted(&c.domain_id)).as_str())
+            store::get_str(i, "sk") == Some(keys::SENDING_DOMAIN.sk(&c.domain_id).as_str())
                 && store::from_item::<SendingDomain>(i.clone()).is_ok_and(|d| d.status == DomainStatus::Verified)
         })
     };
@@ -566,7 +563,7 @@ pub async fn mailbox_owner(app: &App, address: &str) -> ApiResult<Option<(String
         Some((l, t)) if !l.is_empty() && !t.is_empty() => (l, Some(t.to_string())),
         _ => (local, None),
     };
-    Ok(Some((owner.workspace_id.clone(), format!("{mailbox_local}@{domain}"), tag)))
+    Ok(Some((owner.workspace_id.to_string(), format!("{mailbox_local}@{domain}"), tag)))
 }
 
 /// May `from` (an address) be sent from one of these verified domains?

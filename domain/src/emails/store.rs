@@ -2,8 +2,7 @@
 //! the due-time shards the sender sweeps, the queue, the look-ups and the privacy rule.
 
 use super::{Email, EmailStatus, SendError, SendJob, attachments, not_found, redact, shard, suppressions};
-use crate::ids::EmailId;
-use crate::ids::{ContactId, EmailBatchId};
+use crate::ids::{ContactId, EmailBatchId, EmailId};
 use crate::keys;
 use shared::auth::WorkspaceId;
 use shared::store::{self, Item, Record, n, s, ws_pk};

@@ -21,6 +21,7 @@ use shared::auth::WorkspaceId;
 use shared::events::EventId;
 use shared::ids::Timestamp;
 use std::collections::BTreeMap;
+pub(crate) use store::listed_deliveries;
 pub use store::{
     COUNT_SK, PRIVACY, StoredDelivery, StoredEndpoint, StoredSecret, create_endpoint, delete_endpoint, deliveries_gsi1, delivery_sk,
     endpoint_sk, enqueue, event_record, event_record_sk, load_delivery, load_delivery_for, load_endpoint, load_event_body, new_secret,

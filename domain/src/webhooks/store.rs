@@ -36,11 +36,7 @@ pub const PRIVACY: &[crate::privacy::Rule] = {
             kind: crate::keys::WEBHOOK_DELIVERY.kind,
             area: "webhooks",
             find: Find::WithParent(crate::keys::FANOUT_MARKER.kind.name, |event| {
-                let Some(shared::store::Value::Ss(list)) = event.get("deliveries") else { return vec![] };
-                list.iter()
-                    .filter_map(|k| k.split_once('/'))
-                    .map(|(ep, d)| delivery_sk(&EndpointId::trusted(ep), &DeliveryId::trusted(d)))
-                    .collect()
+                listed_deliveries(event).iter().map(|(ep, d)| delivery_sk(ep, d)).collect()
             }),
             export: true,
             erase: Erase::Delete,
@@ -256,6 +252,13 @@ fn withdrawn_record(ws: &WorkspaceId, event_id: &EventId) -> Item {
 /// Erasure of an outbox event that names the subject: its fan-out record is written first
 /// without body or deliveries (if the event was not fanned out yet), so a copy still in the
 /// events queue finds the event done and sends nothing; then the outbox record goes.
+/// The deliveries an event's fan-out record lists (`deliveries`: `<endpoint id>/<delivery id>`,
+/// written by the fan-out).
+pub(crate) fn listed_deliveries(record: &Item) -> Vec<(EndpointId, DeliveryId)> {
+    let Some(shared::store::Value::Ss(list)) = record.get("deliveries") else { return vec![] };
+    list.iter().filter_map(|k| k.split_once('/')).map(|(ep, d)| (EndpointId::trusted(ep), DeliveryId::trusted(d))).collect()
+}
+
 pub async fn withdraw_event(app: &App, ws: &WorkspaceId, item: Item, _subject: &crate::privacy::Subject) -> ApiResult<()> {
     let (Some(pk), Some(id)) = (store::get_str(&item, "pk"), store::get_str(&item, "sk")) else { return Ok(()) };
     // An existing record (the event fanned out meanwhile) stays as it is.
@@ -280,10 +283,8 @@ async fn empty_event_record(app: &App, ws: &WorkspaceId, item: Item) -> ApiResul
         .apply()
         .await?
         .unwrap_or_default();
-    if let Some(shared::store::Value::Ss(list)) = old.get("deliveries") {
-        for (endpoint_id, delivery_id) in list.iter().filter_map(|k| k.split_once('/')) {
-            app.db.delete(&pk, &delivery_sk(&EndpointId::trusted(endpoint_id), &DeliveryId::trusted(delivery_id))).await?;
-        }
+    for (endpoint_id, delivery_id) in listed_deliveries(&old) {
+        app.db.delete(&pk, &delivery_sk(&endpoint_id, &delivery_id)).await?;
     }
     Ok(())
 }

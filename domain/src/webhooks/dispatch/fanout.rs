@@ -98,17 +98,11 @@ async fn fan_out_to(d: &Dispatcher, ws: &WorkspaceId, ev: &Event, endpoints: &[S
 /// for its first attempt, in case the earlier run stopped between commit and attempt.
 async fn resume(d: &Dispatcher, ws: &WorkspaceId, ev: &Event, budget: Budget) -> ApiResult<Outcome> {
     let marker = d.app.db.get(&ws_pk(ws), &model::event_record_sk(&ev.id)).await?;
-    let keys = marker.as_ref().and_then(|m| m.get("deliveries")).and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default();
-    let work = keys.iter().filter_map(|k| k.split_once('/')).map(|(endpoint_id, delivery_id)| async move {
-        let job = DeliveryJob {
-            workspace_id: ws.clone(),
-            endpoint_id: crate::ids::EndpointId::trusted(endpoint_id),
-            delivery_id: crate::ids::DeliveryId::trusted(delivery_id),
-            job: String::new(),
-            event_id: Some(ev.id.clone()),
-        };
+    let listed = marker.as_ref().map(model::listed_deliveries).unwrap_or_default();
+    let work = listed.into_iter().map(|(endpoint_id, delivery_id)| async move {
+        let job = DeliveryJob { workspace_id: ws.clone(), endpoint_id, delivery_id, job: String::new(), event_id: Some(ev.id.clone()) };
         if let Err(e) = attempt::process(d, &job, attempt::Mode::FirstAttemptOnly, budget).await {
-            tracing::warn!(delivery_id, error = %e, "resumed delivery failed");
+            tracing::warn!(delivery_id = %job.delivery_id, error = %e, "resumed delivery failed");
         }
     });
     futures_util::future::join_all(work).await;
