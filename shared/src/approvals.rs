@@ -10,6 +10,7 @@
 
 use crate::app::App;
 use crate::auth::{Credential, Principal};
+use crate::authority::Shown;
 use crate::error::ApiError;
 use crate::ids::{ApprovalRequestId, WorkspaceId};
 use crate::keys::{APPROVAL_DUE, APPROVAL_LOOKUP, APPROVAL_REQUEST};
@@ -29,6 +30,9 @@ pub struct Asked<'a> {
     /// Where the hosted pages are served (`crate::request::pages_origin`), for the page that
     /// shows the request to a person.
     pub origin: Option<&'a str>,
+    /// The effect's value, when the effect is valued (`crate::authority::Valued`): what the
+    /// person is shown whole and what the approval binds by digest.
+    pub effect: Option<&'a Shown>,
 }
 
 /// The stored approval request the 428 names.
@@ -43,6 +47,16 @@ pub struct Requested {
 /// Records approval requests (the domain's `approvals::DESK`).
 pub trait Desk: Send + Sync {
     fn request<'a>(&'a self, app: &'a App, principal: &'a Principal, asked: Asked<'a>) -> BoxFuture<'a, Result<Requested, ApiError>>;
+    /// An approved run whose value, built again, is not the one approved: the request turns
+    /// `stale`, naming the fields that differ (JSON pointers into the value), and its look-up
+    /// no longer leads to the spent confirmation. Answers the fields.
+    fn changed<'a>(
+        &'a self,
+        app: &'a App,
+        ws: &'a WorkspaceId,
+        id: &'a ApprovalRequestId,
+        now: &'a Shown,
+    ) -> BoxFuture<'a, Result<Vec<String>, ApiError>>;
 }
 
 static DESK: OnceLock<&'static dyn Desk> = OnceLock::new();
@@ -115,6 +129,34 @@ pub(crate) async fn annotate(app: &App, principal: &Principal, asked: Asked<'_>,
             e
         }
     }
+}
+
+/// A `428` with reason `stale` because the effect's value changed since a person approved it:
+/// the approval request says so and the answer names the fields (`meta.fields`). A failure to
+/// record leaves the 428 as it was.
+pub(crate) async fn changed(app: &App, principal: &Principal, mut e: ApiError) -> ApiError {
+    let (Some(desk), Some(ws), Some(now)) = (desk(), &principal.workspace_id, e.effect.take()) else { return e };
+    let meta = e.details.first().and_then(|d| d.meta.as_ref());
+    let Some(id) = meta.and_then(|m| m["approval_request_id"].as_str()).and_then(<ApprovalRequestId as crate::ids::PrefixedId>::parse)
+    else {
+        return e;
+    };
+    match desk.changed(app, ws, &id, &now).await {
+        Ok(fields) => {
+            if let Some(meta) = e.details.first_mut().and_then(|d| d.meta.as_mut()) {
+                meta["fields"] = fields.clone().into();
+                meta["effect_digest"] = now.digest.clone().into();
+            }
+            e.message = format!(
+                "what this write would do changed after the person approved it ({}); nothing ran: approval request {} is stale, \
+                 and a new Idempotency-Key asks again",
+                fields.join(", "),
+                id
+            );
+        }
+        Err(err) => tracing::warn!(error = %err, "could not mark an approval request stale"),
+    }
+    e
 }
 
 /// Due entries are spread over this many partitions.

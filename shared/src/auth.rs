@@ -56,12 +56,21 @@ impl Scope {
     }
 }
 
+/// How a person's access token was obtained: the OAuth client it was issued to (`client_id`,
+/// RFC 9068, or `azp`) and when they last signed in (`auth_time`), as the token says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SignIn {
+    pub client_id: Option<String>,
+    pub auth_time: Option<i64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Credential {
     ApiKey {
         key_id: String,
     },
-    OAuth,
+    /// A person's access token, with how and when they signed in.
+    OAuth(SignIn),
     /// A customer's portal session: reaches this one contact only.
     Portal {
         session_id: String,
@@ -359,6 +368,7 @@ async fn authenticate_token(
     })?;
     // A token without a `scope` claim, or with only unknown scopes, grants nothing.
     let token_scopes: Vec<Scope> = claims.scope.as_deref().unwrap_or("").split_whitespace().filter_map(Scope::parse).collect();
+    let sign_in = SignIn { client_id: claims.client_id.clone().or_else(|| claims.azp.clone()), auth_time: claims.auth_time };
     let ws = headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
     let Some(ws) = ws else {
         if needs_workspace {
@@ -369,7 +379,7 @@ async fn authenticate_token(
             workspace_id: None,
             subject: claims.sub,
             scopes: token_scopes,
-            credential: Credential::OAuth,
+            credential: Credential::OAuth(sign_in),
             requires_confirmation: RequiresConfirmation::default(),
         });
     };
@@ -385,7 +395,7 @@ async fn authenticate_token(
         workspace_id: Some(WorkspaceId::trusted(ws.to_string())),
         subject: claims.sub,
         scopes,
-        credential: Credential::OAuth,
+        credential: Credential::OAuth(sign_in),
         requires_confirmation: RequiresConfirmation::default(),
     })
 }

@@ -41,7 +41,7 @@ impl EffectInfo {
     /// to approve it for someone else, and what a reader must hold to see what it made (an
     /// export's link).
     pub fn held_by(&self, p: &Principal) -> bool {
-        matches!(p.credential, Credential::ApiKey { .. } | Credential::OAuth)
+        matches!(p.credential, Credential::ApiKey { .. } | Credential::OAuth(_))
             && p.workspace_id.is_some()
             && p.scopes.contains(&self.needs)
             && !p.requires_confirmation.covers(self.capability)
@@ -51,6 +51,116 @@ impl EffectInfo {
 /// One effect, as a type: `Authority<SendEmail>` cannot stand in for `Authority<EraseSubject>`.
 pub trait Effect: 'static {
     const INFO: EffectInfo;
+}
+
+/// An effect whose function builds its complete value (what it will do, resolved against the
+/// state: every recipient, file and header of an email; the contact an erasure reaches) before
+/// it asks for authority, and performs exactly that value. A person is shown the value whole,
+/// approves its digest, and the run is refused as stale when the value built again differs.
+pub trait Valued: Effect {
+    type Value: serde::Serialize;
+}
+
+/// An effect not yet described by a value: its approval binds the request and the objects it
+/// names at their versions (`crate::confirmation`), and its preview is the request's body.
+pub trait Unvalued: Effect {}
+
+/// A valued effect that some routes still cause as a notice beside their own write (a booking's
+/// confirmation, a helpdesk reply, a portal link), authorised before the message exists
+/// ([`Grant::authorize_notice`]). docs/authority.md lists them.
+pub trait Notice: Valued {}
+
+/// An effect's value as a person is shown it and as its approval binds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shown {
+    pub capability: &'static str,
+    /// The value as JSON, whole.
+    pub value: serde_json::Value,
+    /// Hex SHA-256 of [`canonical`] `value`.
+    pub digest: String,
+}
+
+impl Shown {
+    pub fn of(capability: &'static str, value: &impl serde::Serialize) -> Result<Self, ApiError> {
+        let value = serde_json::to_value(value).map_err(|e| ApiError::internal(format!("an effect's value: {e}")))?;
+        let digest = digest(&value);
+        Ok(Self { capability, value, digest })
+    }
+}
+
+/// The canonical form a value's digest is taken over: JSON with every object's keys in byte
+/// order and no whitespace (serde_json's own number and string forms).
+pub fn canonical(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    fn write(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::from(k.as_str()).to_string());
+                    out.push(':');
+                    write(&m[k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(l) => {
+                out.push('[');
+                for (i, x) in l.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(x, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(v, &mut out);
+    out
+}
+
+/// Hex SHA-256 of a value's canonical form.
+pub fn digest(v: &serde_json::Value) -> String {
+    crate::crypto::sha256_hex(canonical(v).as_bytes())
+}
+
+/// The JSON pointers (`/messages/0/to`) at which two values differ, shallowest first: what a
+/// stale approval names.
+pub fn differences(approved: &serde_json::Value, now: &serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    fn walk(a: &Value, b: &Value, at: String, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for k in keys {
+                    let path = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    match (x.get(k), y.get(k)) {
+                        (Some(p), Some(q)) => walk(p, q, path, out),
+                        _ => out.push(path),
+                    }
+                }
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                    walk(p, q, format!("{at}/{i}"), out);
+                }
+            }
+            _ if a == b => {}
+            _ => out.push(if at.is_empty() { "/".into() } else { at }),
+        }
+    }
+    let mut out = vec![];
+    walk(approved, now, String::new(), &mut out);
+    out
 }
 
 /// Who may act, as the pipeline established it for one request.
@@ -140,6 +250,21 @@ impl<E: Effect> Authority<E> {
 }
 
 impl Grant {
+    /// The platform's operator (the admin CLI, the local stack's setup, `make bench`): every
+    /// effect the route list holds, no confirmation. Kept out of `functions/` and `domain/` as
+    /// [`Authority::operator`] is.
+    #[doc(hidden)]
+    pub fn operator(what: &str, declared: &'static [EffectInfo]) -> Self {
+        let principal = Principal {
+            workspace_id: None,
+            subject: format!("operator:{what}"),
+            scopes: vec![Scope::Read, Scope::Write, Scope::Admin],
+            credential: Credential::OAuth(Default::default()),
+            requires_confirmation: RequiresConfirmation::All(false),
+        };
+        Self::new(principal, declared, None, "", "", bytes::Bytes::new())
+    }
+
     /// Only the pipeline makes grants: `confirmation` is the token it consumed with the
     /// request's reservation (when the request brought one).
     pub(crate) fn new(
@@ -156,7 +281,28 @@ impl Grant {
     /// The proof for effect `E`, or why not: 403 without the scope, 428 when the credential
     /// needs a person's confirmation and this request brought none, 500 when the route does not
     /// declare the effect (a defect the route's tests find).
-    pub fn authorize<E: Effect>(&self) -> Result<Authority<E>, ApiError> {
+    pub fn authorize<E: Unvalued>(&self) -> Result<Authority<E>, ApiError> {
+        self.check::<E>(None)
+    }
+
+    /// The proof for the valued effect `E` about to do exactly `value`: as [`Grant::authorize`],
+    /// and the 428 of a restricted credential carries the value (the approval request shows it
+    /// whole and binds its digest). With a person's approval of a value, `value` must be the one
+    /// approved: another digest is refused as stale (nothing runs; the pipeline names the fields
+    /// that differ).
+    pub fn authorize_value<E: Valued>(&self, value: &E::Value) -> Result<Authority<E>, ApiError> {
+        let shown = Shown::of(E::INFO.capability, value)?;
+        self.check::<E>(Some(shown))
+    }
+
+    /// The proof for a notice (`E` is valued) sent beside a route's own write, authorised
+    /// before its message exists: its approval binds the request and its objects, as an
+    /// unvalued effect's does. Only the routes docs/authority.md lists call it.
+    pub fn authorize_notice<E: Notice>(&self) -> Result<Authority<E>, ApiError> {
+        self.check::<E>(None)
+    }
+
+    fn check<E: Effect>(&self, shown: Option<Shown>) -> Result<Authority<E>, ApiError> {
         let info = E::INFO;
         if !self.declared.iter().any(|d| d.capability == info.capability) {
             tracing::error!(capability = info.capability, "a route reached an effect it does not declare");
@@ -169,7 +315,7 @@ impl Grant {
             Credential::Portal { .. } | Credential::Link { .. } | Credential::Public { .. } => {
                 return Err(ApiError::forbidden(format!("a portal session cannot {}", info.summary.to_lowercase())));
             }
-            Credential::ApiKey { .. } | Credential::OAuth => None,
+            Credential::ApiKey { .. } | Credential::OAuth(_) => None,
         };
         if customer.is_none() && !self.principal.scopes.contains(&info.needs) {
             return Err(ApiError::forbidden(format!(
@@ -186,11 +332,30 @@ impl Grant {
             let refusal = match &self.confirmation {
                 None => Refusal::Missing,
                 Some(c) if c.capability != info.capability => Refusal::Mismatch("capability"),
-                Some(c) => return Ok(self.authority(customer, Some(c))),
+                // A person approved a value: this run must do exactly that.
+                Some(c) => match (&c.effect_digest, shown) {
+                    (Some(approved), Some(now)) if *approved != now.digest => {
+                        let req = crate::confirmation::Request {
+                            capability: info.capability,
+                            method: &self.method,
+                            path: &self.path,
+                            body: &self.body,
+                        };
+                        let mut e = crate::confirmation::required(&req, Refusal::Changed);
+                        if let (Some(meta), Some(apr)) = (e.details.first_mut().and_then(|d| d.meta.as_mut()), &c.approval_request_id) {
+                            meta["approval_request_id"] = apr.clone().into();
+                        }
+                        e.effect = Some(Box::new(now));
+                        return Err(e);
+                    }
+                    _ => return Ok(self.authority(customer, Some(c))),
+                },
             };
             let req =
                 crate::confirmation::Request { capability: info.capability, method: &self.method, path: &self.path, body: &self.body };
-            return Err(crate::confirmation::required(&req, refusal));
+            let mut e = crate::confirmation::required(&req, refusal);
+            e.effect = shown.map(Box::new);
+            return Err(e);
         } else {
             self.confirmation.as_ref()
         };
@@ -243,6 +408,68 @@ mod tests {
         const INFO: EffectInfo =
             EffectInfo { capability: "gdpr.erasure", needs: Scope::Admin, summary: "Erase", self_service: true, public: false };
     }
+    impl Unvalued for Send {}
+    impl Unvalued for Erase {}
+
+    /// An effect with a value: what it erases.
+    struct Wipe;
+    impl Effect for Wipe {
+        const INFO: EffectInfo =
+            EffectInfo { capability: "gdpr.erasure", needs: Scope::Admin, summary: "Erase", self_service: true, public: false };
+    }
+    impl Valued for Wipe {
+        type Value = serde_json::Value;
+    }
+
+    #[test]
+    fn a_valued_effect_runs_only_on_the_value_approved() {
+        static WIPE: [EffectInfo; 1] = [Wipe::INFO];
+        let p = principal(vec![Scope::Write, Scope::Admin], RequiresConfirmation::All(true));
+        let asked = serde_json::json!({"subject": {"contact_id": null, "email": "ghost@example.com"}});
+        let approved = Shown::of("gdpr.erasure", &asked).unwrap();
+        // Without an approval the 428 carries the value, for the person to see whole.
+        let g = Grant::new(p.clone(), &WIPE, None, "POST", "/gdpr/erasures", bytes::Bytes::new());
+        let refused = g.authorize_value::<Wipe>(&asked).unwrap_err();
+        assert_eq!(refused.status().as_u16(), 428);
+        assert_eq!(refused.effect.as_deref(), Some(&approved));
+        let consumed = |digest: Option<&str>| Consumed {
+            id: "cc_1".into(),
+            capability: "gdpr.erasure".into(),
+            bound: vec![],
+            effect_digest: digest.map(String::from),
+            approval_request_id: Some("apr_1".into()),
+        };
+        let g = Grant::new(p.clone(), &WIPE, Some(consumed(Some(&approved.digest))), "POST", "/gdpr/erasures", bytes::Bytes::new());
+        assert!(g.authorize_value::<Wipe>(&asked).is_ok(), "the same value runs");
+        // The address moved to someone since: another value, refused, nothing runs.
+        let now = serde_json::json!({"subject": {"contact_id": "ct_D", "email": "ghost@example.com"}});
+        let stale = g.authorize_value::<Wipe>(&now).unwrap_err();
+        let meta = stale.details[0].meta.clone().unwrap();
+        assert_eq!(
+            (stale.status().as_u16(), meta["reason"].as_str(), meta["approval_request_id"].as_str()),
+            (428, Some("stale"), Some("apr_1"))
+        );
+        assert_eq!(stale.effect.map(|s| s.digest), Some(Shown::of("gdpr.erasure", &now).unwrap().digest));
+        assert_eq!(differences(&asked, &now), vec!["/subject/contact_id".to_string()]);
+        // A confirmation minted directly binds no value: its versions decide, as before.
+        let g = Grant::new(p, &WIPE, Some(consumed(None)), "POST", "/gdpr/erasures", bytes::Bytes::new());
+        assert!(g.authorize_value::<Wipe>(&now).is_ok());
+    }
+
+    #[test]
+    fn a_value_digest_is_over_sorted_keys_and_names_every_difference() {
+        let a = serde_json::json!({"b": [1, {"y": "x", "x": null}], "a": "\u{e9}"});
+        assert_eq!(canonical(&a), r#"{"a":"é","b":[1,{"x":null,"y":"x"}]}"#);
+        let mut reordered = serde_json::Map::new();
+        reordered.insert("a".into(), "\u{e9}".into());
+        reordered.insert("b".into(), serde_json::json!([1, {"x": null, "y": "x"}]));
+        assert_eq!(digest(&a), digest(&serde_json::Value::Object(reordered)));
+        let b = serde_json::json!({"b": [1, {"y": "z"}, 3], "a": "\u{e9}", "c/d": 1});
+        assert_eq!(differences(&a, &b), vec!["/b".to_string(), "/c~1d".to_string()]);
+        let c = serde_json::json!({"b": [1, {"y": "z", "x": null}], "a": "\u{e9}"});
+        assert_eq!(differences(&a, &c), vec!["/b/1/y".to_string()]);
+        assert_eq!(differences(&a, &a), Vec::<String>::new());
+    }
 
     fn principal(scopes: Vec<Scope>, restricted: RequiresConfirmation) -> Principal {
         Principal {
@@ -260,7 +487,13 @@ mod tests {
         static SEND: [EffectInfo; 1] = [Send::INFO];
         let write = principal(vec![Scope::Read, Scope::Write], RequiresConfirmation::All(false));
         let grant = |p: &Principal, d: &'static [EffectInfo], c: Option<&str>| {
-            let c = c.map(|id| Consumed { id: id.into(), capability: "emails.send".into(), bound: vec![] });
+            let c = c.map(|id| Consumed {
+                id: id.into(),
+                capability: "emails.send".into(),
+                bound: vec![],
+                effect_digest: None,
+                approval_request_id: None,
+            });
             Grant::new(p.clone(), d, c, "POST", "/emails", bytes::Bytes::from_static(b"{}"))
         };
         assert!(grant(&write, &SEND, None).authorize::<Send>().is_ok());
@@ -283,7 +516,13 @@ mod tests {
     fn the_effect_checks_again_what_the_person_approved() {
         static SEND: [EffectInfo; 1] = [Send::INFO];
         let bound = |sk: &str, version| crate::confirmation::BoundKey { object: "contact".into(), id: sk.into(), sk: sk.into(), version };
-        let c = Consumed { id: "cc_1".into(), capability: "emails.send".into(), bound: vec![bound("CT#1", 3), bound("TPL#a", 0)] };
+        let c = Consumed {
+            id: "cc_1".into(),
+            capability: "emails.send".into(),
+            bound: vec![bound("CT#1", 3), bound("TPL#a", 0)],
+            effect_digest: None,
+            approval_request_id: None,
+        };
         let p = principal(vec![Scope::Write], RequiresConfirmation::All(true));
         let a = Grant::new(p, &SEND, Some(c), "POST", "/emails", bytes::Bytes::new()).authorize::<Send>().unwrap();
         assert!(a.approved("CT#1", 3).is_ok() && a.approved("OTHER", 9).is_ok());

@@ -261,6 +261,12 @@ pub struct OAuthConfig {
     /// using PKCE, whose one redirect URI is `<pages origin>/approvals/callback`. Without it the
     /// pages say sign-in is not set up; the API is unaffected.
     pub pages_client_id: Option<String>,
+    /// The clients whose tokens may approve (`OAUTH_APPROVER_CLIENT_IDS`, comma-separated;
+    /// default: the pages' client): an agent's own OAuth client never approves its requests.
+    pub approver_clients: Vec<String>,
+    /// An approver's sign-in is fresh for this long (`OAUTH_APPROVER_MAX_AUTH_AGE_SECS`,
+    /// default 600): their token's `auth_time` must be this recent.
+    pub approver_max_auth_age_secs: i64,
 }
 
 /// Where the identity provider's signing keys come from.
@@ -303,7 +309,24 @@ impl Config {
                     Some(v) => v.parse().map_err(|_| "OAUTH_JWKS_MIN_REFRESH_SECS: seconds".to_string())?,
                     None => 60,
                 };
-                Some(OAuthConfig { issuer, audience, jwks, min_refresh_secs, pages_client_id: vars("OAUTH_PAGES_CLIENT_ID") })
+                let pages_client_id = vars("OAUTH_PAGES_CLIENT_ID");
+                let approver_clients = match vars("OAUTH_APPROVER_CLIENT_IDS") {
+                    Some(list) => list.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect(),
+                    None => pages_client_id.iter().cloned().collect(),
+                };
+                let approver_max_auth_age_secs = match vars("OAUTH_APPROVER_MAX_AUTH_AGE_SECS") {
+                    Some(v) => v.parse().ok().filter(|s: &i64| *s >= 60).ok_or("OAUTH_APPROVER_MAX_AUTH_AGE_SECS: seconds, at least 60")?,
+                    None => 600,
+                };
+                Some(OAuthConfig {
+                    issuer,
+                    audience,
+                    jwks,
+                    min_refresh_secs,
+                    pages_client_id,
+                    approver_clients,
+                    approver_max_auth_age_secs,
+                })
             }
             _ => None,
         };

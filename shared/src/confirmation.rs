@@ -21,6 +21,8 @@ use crate::outbox::Tx;
 use crate::store::{self, Item, TxError, get_i64, get_str, n, s};
 
 pub const HEADER: &str = "x-capability-confirmation";
+/// The attribute of a confirmation holding the digest of the effect's value it approves.
+pub const EFFECT_DIGEST_ATTR: &str = "effect_digest";
 pub const TOKEN_PREFIX: &str = "cct_";
 const SECRET_LEN: usize = 43;
 
@@ -77,6 +79,9 @@ pub enum Refusal {
         object: String,
         id: String,
     },
+    /// The effect's value, built again at the run, is not the value the person approved (the
+    /// pipeline names the fields that differ).
+    Changed,
 }
 
 impl Refusal {
@@ -88,7 +93,7 @@ impl Refusal {
             Refusal::Used => "used",
             Refusal::Credential => "credential",
             Refusal::Mismatch(_) => "mismatch",
-            Refusal::Stale { .. } => "stale",
+            Refusal::Stale { .. } | Refusal::Changed => "stale",
         }
     }
 
@@ -103,6 +108,9 @@ impl Refusal {
             Refusal::Stale { object, id } => {
                 format!("the {object} {id} changed after the person approved this write; ask them to approve it as it is now")
             }
+            Refusal::Changed => "what this write would do changed after the person approved it (meta.fields names what); nothing ran: \
+                                 ask them to approve it as it is now, with a new Idempotency-Key"
+                .into(),
         }
     }
 }
@@ -129,6 +137,7 @@ pub fn required(req: &Request<'_>, refusal: Refusal) -> ApiError {
     match &refusal {
         Refusal::Mismatch(field) => meta["mismatch"] = serde_json::Value::from(*field),
         Refusal::Stale { object, id } => meta["stale"] = serde_json::json!({"object": object, "id": id}),
+        Refusal::Changed => meta["stale"] = serde_json::json!({"object": "effect"}),
         _ => {}
     }
     ApiError::new(ErrorCode::ConfirmationRequired, refusal.message()).with_details(vec![ErrorDetail {
@@ -148,6 +157,12 @@ pub struct Consumed {
     /// (`crate::authority::Authority::guard`), so a change between consuming the token and
     /// the effect is refused too.
     pub bound: Vec<BoundKey>,
+    /// The digest of the effect's value a person approved (`crate::authority::Shown`), when
+    /// the confirmation came from an approval request that showed one: the run must build the
+    /// same value.
+    pub effect_digest: Option<String>,
+    /// The approval request that minted it, if any.
+    pub approval_request_id: Option<String>,
 }
 
 /// `428` with reason `stale`: an object the person approved changed.
@@ -253,6 +268,8 @@ pub async fn begin(
         return Err(required(req, Refusal::Mismatch("capability")));
     }
     let bound: Vec<BoundKey> = get_str(&stored, BOUND_ATTR).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
+    let effect_digest = get_str(&stored, EFFECT_DIGEST_ATTR).map(String::from);
+    let approval_request_id = get_str(&stored, "approval_request_id").map(String::from);
     let used_at = crate::ids::now_rfc3339();
     let consume = crate::store::Update::new(&pk, &sk, "SET #state = :used, used_at = :at, used_by_request_id = :rid")
         .when(
@@ -284,11 +301,16 @@ pub async fn begin(
         &serde_json::json!({
             "id": id, "object": "capability_confirmation", "capability": capability, "method": req.method,
             "path": req.path, "idempotency_key": key, "api_key_id": credential, "used_at": used_at, "used_by_request_id": request_id,
+            // The receipt: what the person approved, by digest (the effect runs only on it).
+            "effect_digest": effect_digest, "approval_request_id": approval_request_id,
+            "approved_by": get_str(&stored, "approved_by"),
         }),
     );
     match tx.event(event).commit(app).await {
-        Ok(()) => Ok((Begin::Proceed(reservation), Consumed { id, capability, bound })),
-        Err(TxError::Condition(0)) => Ok((refused_reservation(app, &reservation).await?, Consumed { id, capability, bound })),
+        Ok(()) => Ok((Begin::Proceed(reservation), Consumed { id, capability, bound, effect_digest, approval_request_id })),
+        Err(TxError::Condition(0)) => {
+            Ok((refused_reservation(app, &reservation).await?, Consumed { id, capability, bound, effect_digest, approval_request_id }))
+        }
         Err(TxError::Condition(1)) => {
             let item = app.db.get(&pk, &sk).await?.unwrap_or_default();
             Err(required(req, check.diagnose(&item).unwrap_or(Refusal::Used)))

@@ -113,13 +113,16 @@ pub struct ApiError {
     /// Where it was made (`#[track_caller]`: the line that called [`ApiError::internal`] or
     /// [`ApiError::unavailable`]; call them in a closure, not as a path, to keep it).
     pub at: Option<&'static std::panic::Location<'static>>,
+    /// The value of the effect a 428 refused (`crate::authority::Grant::authorize_value`), for
+    /// the approval request the pipeline records: never answered.
+    pub effect: Option<Box<crate::authority::Shown>>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), details: Vec::new(), headers: Vec::new(), cause: None, at: None }
+        Self { code, message: message.into(), details: Vec::new(), headers: Vec::new(), cause: None, at: None, effect: None }
     }
     pub fn with_details(mut self, details: Vec<ErrorDetail>) -> Self {
         self.details = details;

@@ -48,6 +48,7 @@ event_types! {
     ApprovalDenied = "approval.denied",
     ApprovalExpired = "approval.expired",
     ApprovalRequested = "approval.requested",
+    ApprovalStale = "approval.stale",
     BookingCancelled = "booking.cancelled",
     BookingCompleted = "booking.completed",
     BookingConfirmed = "booking.confirmed",

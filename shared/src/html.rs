@@ -29,7 +29,22 @@ const SCHEMES: &[&str] = &["http", "https", "mailto", "cid"];
 
 fn builder() -> &'static ammonia::Builder<'static> {
     static B: OnceLock<ammonia::Builder<'static>> = OnceLock::new();
+    B.get_or_init(configured)
+}
+
+/// [`builder`] without images at all: a preview shows none (an inline image's part is not
+/// served beside it, and an image with its source removed is an image without a text).
+fn without_images() -> &'static ammonia::Builder<'static> {
+    static B: OnceLock<ammonia::Builder<'static>> = OnceLock::new();
     B.get_or_init(|| {
+        let mut b = configured();
+        b.rm_tags(["img"]);
+        b
+    })
+}
+
+fn configured() -> ammonia::Builder<'static> {
+    {
         let mut b = ammonia::Builder::default();
         b.url_schemes(SCHEMES.iter().copied().collect::<HashSet<_>>())
             .link_rel(Some(LINK_REL))
@@ -44,7 +59,7 @@ fn builder() -> &'static ammonia::Builder<'static> {
                 Some(value.into())
             });
         b
-    })
+    }
 }
 
 /// Open elements a body may nest, and formatting elements (`<b>`, `<font>`, ...) it may
@@ -58,6 +73,16 @@ pub const MAX_UNCLOSED_FORMATTING: usize = 64;
 
 /// The HTML a message is stored and shown with (see the module's comment).
 pub fn sanitise(html: &str) -> String {
+    clean(html, builder())
+}
+
+/// [`sanitise`] for a person's preview of mail not sent yet: no images either ([`inventory`]
+/// lists them).
+pub fn sanitise_preview(html: &str) -> String {
+    clean(html, without_images())
+}
+
+fn clean(html: &str, b: &ammonia::Builder<'static>) -> String {
     if too_complex(html) {
         let mut out = String::from("<p>");
         for (i, line) in text(html).lines().enumerate() {
@@ -69,7 +94,7 @@ pub fn sanitise(html: &str) -> String {
         out.push_str("</p>");
         return out;
     }
-    builder().clean(html).to_string()
+    b.clean(html).to_string()
 }
 
 fn escape(s: &str) -> String {
@@ -295,9 +320,139 @@ impl html5ever::tokenizer::TokenSink for TextSink {
     }
 }
 
+/// What a person approving an email must see beside its cleaned rendering: what cleaning
+/// removed (remote images by host, scripts, forms, frames, embedded objects) and every link's
+/// target beside its text, so a message carried in an image or a link cannot look harmless.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Inventory {
+    /// Hosts of images that load from outside the message (each once, in order).
+    pub remote_image_hosts: Vec<String>,
+    /// Images from outside the message, counted.
+    pub remote_images: usize,
+    /// Images from the message's own parts (`cid:`).
+    pub inline_images: usize,
+    pub scripts: usize,
+    pub forms: usize,
+    /// Frames, objects and embeds.
+    pub embedded: usize,
+    /// `(text, target)` of every link, as written (at most 200).
+    pub links: Vec<(String, String)>,
+}
+
+/// The [`Inventory`] of an HTML body, by html5ever's tokenizer (the parser `sanitise` uses).
+pub fn inventory(html: &str) -> Inventory {
+    tokenize(html, InventorySink::default()).out.into_inner()
+}
+
+#[derive(Default)]
+struct InventorySink {
+    out: std::cell::RefCell<Inventory>,
+    /// The open link's target and the text so far.
+    link: std::cell::RefCell<Option<(String, String)>>,
+    skipping: std::cell::RefCell<Option<String>>,
+}
+
+impl html5ever::tokenizer::TokenSink for InventorySink {
+    type Handle = ();
+
+    fn process_token(&self, token: html5ever::tokenizer::Token, _line: u64) -> html5ever::tokenizer::TokenSinkResult<()> {
+        use html5ever::tokenizer::{TagKind, Token, TokenSinkResult};
+        const MAX_LINKS: usize = 200;
+        let mut out = self.out.borrow_mut();
+        let mut link = self.link.borrow_mut();
+        let mut skipping = self.skipping.borrow_mut();
+        match token {
+            Token::TagToken(tag) => {
+                let name: &str = &tag.name;
+                if let Some(open) = skipping.as_deref() {
+                    if tag.kind == TagKind::EndTag && open == name {
+                        *skipping = None;
+                    }
+                    return TokenSinkResult::Continue;
+                }
+                let attr = |n: &str| tag.attrs.iter().find(|a| &*a.name.local == n).map(|a| a.value.trim().to_string());
+                if tag.kind == TagKind::StartTag {
+                    match name {
+                        "script" => out.scripts += 1,
+                        "form" => out.forms += 1,
+                        "iframe" | "frame" | "object" | "embed" => out.embedded += 1,
+                        "img" => {
+                            let src = attr("src").unwrap_or_default();
+                            if url::Url::parse(&src).is_ok_and(|u| u.scheme() == "cid") {
+                                out.inline_images += 1;
+                            } else if !src.is_empty() {
+                                out.remote_images += 1;
+                                let host = url::Url::parse(&src).ok().and_then(|u| u.host_str().map(String::from)).unwrap_or(src);
+                                if !out.remote_image_hosts.contains(&host) {
+                                    out.remote_image_hosts.push(host);
+                                }
+                            }
+                        }
+                        "a" => {
+                            if let Some((text, href)) = link.take()
+                                && out.links.len() < MAX_LINKS
+                            {
+                                out.links.push((text.split_whitespace().collect::<Vec<_>>().join(" "), href));
+                            }
+                            *link = attr("href").map(|h| (String::new(), h));
+                        }
+                        _ => {}
+                    }
+                    if DROPPED_WITH_CONTENT.contains(&name) {
+                        if !tag.self_closing {
+                            *skipping = Some(name.to_string());
+                        }
+                        return raw_text(name);
+                    }
+                } else if name == "a"
+                    && let Some((text, href)) = link.take()
+                    && out.links.len() < MAX_LINKS
+                {
+                    out.links.push((text.split_whitespace().collect::<Vec<_>>().join(" "), href));
+                }
+            }
+            Token::CharacterTokens(t) if skipping.is_none() => {
+                if let Some((text, _)) = link.as_mut() {
+                    text.push_str(&t);
+                }
+            }
+            Token::EOFToken => {
+                if let Some((text, href)) = link.take()
+                    && out.links.len() < MAX_LINKS
+                {
+                    out.links.push((text.split_whitespace().collect::<Vec<_>>().join(" "), href));
+                }
+            }
+            _ => {}
+        }
+        TokenSinkResult::Continue
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_inventory_lists_what_cleaning_removes_and_where_links_go() {
+        let html = r#"<p>Pay <a href="https://evil.example/pay">your invoice at bank.example</a></p>
+            <img src="https://t.example/pixel.gif"><img src="https://t.example/b.png"><img src="cid:logo">
+            <script>var a = "<a href='x'>";</script><form action="https://evil.example"><input></form><iframe src="https://x"></iframe>
+            <a href="mailto:a@b.example">write</a>"#;
+        let inv = inventory(html);
+        assert_eq!(inv.remote_image_hosts, vec!["t.example".to_string()]);
+        assert_eq!((inv.remote_images, inv.inline_images, inv.scripts, inv.forms, inv.embedded), (2, 1, 1, 1, 1));
+        let shown = sanitise_preview(html);
+        assert!(!shown.contains("<img") && shown.contains("your invoice at bank.example"), "{shown}");
+        assert_eq!(
+            inv.links,
+            vec![
+                ("your invoice at bank.example".to_string(), "https://evil.example/pay".to_string()),
+                ("write".to_string(), "mailto:a@b.example".to_string())
+            ],
+            "a link inside a script is no link"
+        );
+    }
 
     /// No element, attribute or URL outside the allowlist survives, whatever the spelling.
     fn assert_inert(out: &str) {

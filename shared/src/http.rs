@@ -183,7 +183,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
     match idempotency.finish(app, result, request_id).await {
         // A restricted key's request that reached its effect without a person's approval: a
         // person is asked (an approval request, the same one for the same request again).
-        Err(e) if e.code == ErrorCode::ConfirmationRequired && reason(&e) == Some("missing") && idempotency_key.is_some() => {
+        Err(mut e) if e.code == ErrorCode::ConfirmationRequired && reason(&e) == Some("missing") && idempotency_key.is_some() => {
             let capability = e.details.first().and_then(|d| d.meta.as_ref()).and_then(|m| m["capability"].as_str()).unwrap_or_default();
             let Some(capability) = crate::authority::restricted_capabilities(m.route.effects, &asker.requires_confirmation)
                 .into_iter()
@@ -191,6 +191,7 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
             else {
                 return Err(e);
             };
+            let shown = e.effect.take();
             let asked = crate::approvals::Asked {
                 capability,
                 method: method.as_str(),
@@ -198,8 +199,13 @@ async fn run(app: &App, m: Matched<'_>, principal: Principal, parts: Parts, body
                 idempotency_key: idempotency_key.as_deref().unwrap_or_default(),
                 body: &body,
                 origin: origin.as_deref(),
+                effect: shown.as_deref(),
             };
             Err(crate::approvals::annotate(app, &asker, asked, e).await)
+        }
+        // An approved value that is not what the run would do now.
+        Err(e) if e.code == ErrorCode::ConfirmationRequired && reason(&e) == Some("stale") && e.effect.is_some() => {
+            Err(crate::approvals::changed(app, &asker, e).await)
         }
         other => other,
     }
@@ -299,6 +305,7 @@ impl Idempotency {
                     idempotency_key: key,
                     body,
                     origin: None,
+                    effect: None,
                 };
                 crate::approvals::approved(app, principal, &asked).await?.map(|a| {
                     let proof = crate::confirmation::Proof::Approval {

@@ -21,6 +21,14 @@ pub struct Claims {
     pub sub: String,
     #[serde(default)]
     pub scope: Option<String>,
+    /// The client the token was issued to (RFC 9068); some providers say `azp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azp: Option<String>,
+    /// When the person last signed in (epoch seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_time: Option<i64>,
 }
 
 /// Why a token was not accepted.

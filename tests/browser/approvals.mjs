@@ -13,6 +13,11 @@ const home = env("HOME_PAGE");
 const member = { login: env("MEMBER_LOGIN"), password: env("MEMBER_PASSWORD") };
 const admin = { login: env("ADMIN_LOGIN"), password: env("ADMIN_PASSWORD") };
 const subject = env("EMAIL_SUBJECT");
+const value = JSON.parse(env("EMAIL_VALUE"));
+
+// Every field name of a value, at any depth.
+const fieldsOf = (v) =>
+  Array.isArray(v) ? v.flatMap(fieldsOf) : v && typeof v === "object" ? Object.entries(v).flatMap(([k, x]) => [k, ...fieldsOf(x)]) : [];
 
 // From a request's page, signed out: the pages send the browser to the provider's login, and
 // back to the page once the person signed in there.
@@ -42,6 +47,13 @@ try {
   assert.match(text, /ann@example\.org/, "its recipient is shown");
   assert.equal(await page.locator(".email-html h2").count(), 1, "the email's HTML is shown, cleaned");
   assert.equal(await page.locator(".email-html script").count(), 0, "no script survives");
+  // The effect's value, whole: every field it has is on the page, by name, with its digest.
+  const named = new Set(await page.locator(".effect-value dt code").allInnerTexts());
+  for (const f of new Set(fieldsOf(value.value))) assert.ok(named.has(f), `the value's field ${f} is shown`);
+  assert.equal(await page.locator("code.digest").innerText(), value.digest, "the digest the approval binds is shown");
+  // What cleaning removed, and where the link really goes.
+  assert.match(await page.locator(".removed").innerText(), /t\.example/, "the remote image's host is listed");
+  assert.match(await page.locator(".links").innerText(), /Pay at bank\.example.*https:\/\/evil\.example\/pay/s, "the link's target is beside its text");
   await check(page, "approval-email", "en");
   await Promise.all([page.waitForURL(/done=approved/), page.click("form[action$='/approve'] button")]);
   assert.match(await page.locator("[role=status]").innerText(), /Approved/);

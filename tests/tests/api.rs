@@ -201,6 +201,8 @@ async fn oauth_keys_come_from_the_issuer_and_refresh_once_when_a_kid_is_unknown(
         jwks: JwksSource::Discover,
         min_refresh_secs: 2,
         pages_client_id: None,
+        approver_clients: vec![],
+        approver_max_auth_age_secs: 600,
     });
     let base = h.gateway_with(cfg.clone()).await;
     let (ws, _) = h.workspace("oauth keys").await;

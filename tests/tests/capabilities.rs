@@ -1015,7 +1015,8 @@ async fn the_approval_pages_work_in_a_real_browser() {
 
     let subject = format!("Invoice {unique}");
     let mail = serde_json::to_vec(&json!({"from": format!("bill@{domain}"), "to": ["ann@example.org"], "subject": subject,
-        "html": "<h2>Your invoice</h2><p>12 &euro; due.</p><script>alert(1)</script>", "text": "Your invoice: 12 EUR due."}))
+        "html": "<h2>Your invoice</h2><p>12 &euro; due. <a href=\"https://evil.example/pay\">Pay at bank.example</a></p><img src=\"https://t.example/pixel.gif\"><script>alert(1)</script>",
+        "text": "Your invoice: 12 EUR due."}))
     .unwrap();
     let hook = serde_json::to_vec(&json!({"url": "http://127.0.0.1:9/approved"})).unwrap();
     let other = serde_json::to_vec(&json!({"url": "http://127.0.0.1:9/denied"})).unwrap();
@@ -1027,6 +1028,10 @@ async fn the_approval_pages_work_in_a_real_browser() {
     let hook_page = page_of(&send(&agent, "POST", "/webhooks", &hook, Some("hook-1"), None).await);
     let deny_page = page_of(&send(&agent, "POST", "/webhooks", &other, Some("hook-2"), None).await);
     assert!(email_page.starts_with(&format!("{origin}/approvals/{slug}/requests/apr_")), "{email_page}");
+    // The email's value as the API shows it: the page must name every one of its fields.
+    let apr = email_page.rsplit('/').next().unwrap();
+    let shown = Client::new(&api, &key).get(&format!("/approval-requests/{apr}")).await.json["data"]["effect_value"].clone();
+    assert!(shown["digest"].is_string(), "{shown}");
 
     let shots = match std::env::var("APPROVAL_SCREENSHOTS") {
         Ok(dir) if !dir.is_empty() => dir,
@@ -1043,6 +1048,7 @@ async fn the_approval_pages_work_in_a_real_browser() {
         .env("ADMIN_LOGIN", &accounts[1].login)
         .env("ADMIN_PASSWORD", &accounts[1].password)
         .env("EMAIL_SUBJECT", &subject)
+        .env("EMAIL_VALUE", shown.to_string())
         .env("SHOTS_DIR", &shots)
         .kill_on_drop(true)
         .output()
@@ -1069,4 +1075,219 @@ async fn the_approval_pages_work_in_a_real_browser() {
     let decided = owner.get("/approval-requests?limit=10").await.json["data"].as_array().unwrap().clone();
     let by: Vec<&str> = decided.iter().filter_map(|a| a["decided_by"].as_str()).collect();
     assert!(by.contains(&member_sub.as_str()) && by.contains(&admin_sub.as_str()), "{by:?}");
+}
+
+// ---------- effects as values: what a person approves is exactly what runs ----------
+
+/// The approval request as the person reads it over the API.
+async fn approval(s: &Setup, apr: &str) -> Value {
+    let r = s.person.get(&format!("/approval-requests/{apr}")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    r.json["data"].clone()
+}
+
+/// An approved run refused because what it would do changed: 428 `stale`, naming the fields.
+fn refused_as_changed(r: &Resp, capability: &str, what: &str) -> Vec<String> {
+    refused(r, capability, "stale", what);
+    let meta = &r.json["error"]["details"][0]["meta"];
+    assert_eq!(meta["stale"]["object"], "effect", "{what}: {}", r.json);
+    meta["fields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: the fields that differ: {}", r.json))
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_approved_erasure_of_an_address_nobody_holds_erases_nobody_else() {
+    let h = harness();
+    let s = setup(&h.base, "value: erasure", json!(true)).await;
+    let rx = e2e::receiver::Receiver::start().await;
+    let hook =
+        s.owner.post("/webhooks", &json!({"url": rx.url, "event_types": ["capability.used", "approval.approved", "approval.stale"]})).await;
+    assert_eq!(hook.status, 201, "{}", hook.json);
+    let d = e2e::created(&s.owner, "/contacts", json!({"email": "dora@example.org", "first_name": "Dora"}), 201).await;
+    let d_id = d["id"].as_str().unwrap().to_string();
+    let body = serde_json::to_vec(&json!({"subject": {"email": "ghost@example.org"}, "reason": "Art. 17"})).unwrap();
+
+    // Asked: the value says whom it erases, nobody; the person approves that.
+    let apr = ask(&s, "POST", "/gdpr/erasures", &body, "ghost-1", "gdpr.erasure").await;
+    let a = approval(&s, &apr).await;
+    let v = &a["effect_value"];
+    assert_eq!(
+        v["value"]["subject"],
+        json!({"contact_id": null, "email": "ghost@example.org", "former_emails": [], "phones": [], "names": []}),
+        "{a}"
+    );
+    assert_eq!(v["value"]["reason"], "Art. 17");
+    let digest = v["digest"].as_str().unwrap().to_string();
+    let r = s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+
+    // The agent moves Dora onto the address and back (plain writes, no approval): she is now the
+    // address's last former holder, whom the erasure would resolve to.
+    for email in ["ghost@example.org", "dora@example.org"] {
+        let r = s.agent.patch(&format!("/contacts/{d_id}"), &json!({"email": email})).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+    }
+    let r = send(&s.agent, "POST", "/gdpr/erasures", &body, Some("ghost-1"), None).await;
+    let fields = refused_as_changed(&r, "gdpr.erasure", "the redirected erasure");
+    assert!(fields.contains(&"/subject/contact_id".to_string()), "{fields:?}");
+    assert_eq!(s.owner.get(&format!("/contacts/{d_id}")).await.status, 200, "Dora is not erased");
+    assert_eq!(s.owner.get("/gdpr/erasures").await.json["data"].as_array().map(|l| l.len()), Some(0), "no erasure began");
+    let a = approval(&s, &apr).await;
+    assert_eq!(a["state"], "stale", "{a}");
+    assert!(a["changed_fields"].as_array().unwrap().contains(&json!("/subject/contact_id")), "{a}");
+    // The same request again reads the request's state, not a spent confirmation.
+    let again = send(&s.agent, "POST", "/gdpr/erasures", &body, Some("ghost-1"), None).await;
+    refused(&again, "gdpr.erasure", "missing", "after stale");
+    assert_eq!(again.json["error"]["details"][0]["meta"]["approval_state"], "stale", "{}", again.json);
+
+    // Receipts: the confirmation's use and the approval carry the digest the person was shown.
+    let got = rx
+        .wait_until(30, |g| g.iter().any(|r| r.event_type() == "capability.used") && g.iter().any(|r| r.event_type() == "approval.stale"))
+        .await;
+    let used = got.iter().find(|r| r.event_type() == "capability.used").expect("capability.used delivered").json();
+    assert_eq!(
+        (used["data"]["effect_digest"].as_str(), used["data"]["approval_request_id"].as_str()),
+        (Some(digest.as_str()), Some(apr.as_str())),
+        "{used}"
+    );
+    let approved = got.iter().find(|r| r.event_type() == "approval.approved").expect("approval.approved delivered").json();
+    assert_eq!(approved["data"]["effect_digest"].as_str(), Some(digest.as_str()), "{approved}");
+    assert!(approved["data"]["decided_by"].is_string() && approved["data"]["decided_at"].is_string(), "{approved}");
+
+    // Asked anew, the value names Dora; approved unchanged, it runs once.
+    let apr = ask(&s, "POST", "/gdpr/erasures", &body, "ghost-2", "gdpr.erasure").await;
+    let a = approval(&s, &apr).await;
+    assert_eq!(a["effect_value"]["value"]["subject"]["contact_id"].as_str(), Some(d_id.as_str()), "{a}");
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 200);
+    let r = send(&s.agent, "POST", "/gdpr/erasures", &body, Some("ghost-2"), None).await;
+    assert_eq!(r.status, 202, "what was approved runs: {}", r.json);
+}
+
+#[tokio::test]
+async fn an_email_is_approved_with_its_files_and_time_and_refused_when_its_recipients_change() {
+    use base64::Engine;
+    let h = harness();
+    let s = setup(&h.base, "value: email", json!(["emails.send"])).await;
+    let domain = e2e::verified_domain(&s.owner, &s.ws).await;
+    let ct = e2e::created(&s.owner, "/contacts", json!({"email": "fay@example.org"}), 201).await;
+    let csv = b"name,email\nAda,ada@example.org\n";
+    let at = (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let body = serde_json::to_vec(&json!({"from": format!("news@{domain}"), "to": ["fay@example.org"], "subject": "Customers",
+        "html": "<p>See <a href=\"https://evil.example/login\">your account at bank.example</a></p><img src=\"https://t.example/p.gif\">",
+        "scheduled_at": at,
+        "attachments": [{"filename": "customers.csv", "content_type": "text/csv", "content": base64::engine::general_purpose::STANDARD.encode(csv)}]}))
+    .unwrap();
+    let apr = ask(&s, "POST", "/emails", &body, "files-1", "emails.send").await;
+    let a = approval(&s, &apr).await;
+    let m = &a["effect_value"]["value"]["messages"][0];
+    assert_eq!(m["attachments"][0]["filename"], "customers.csv", "{a}");
+    assert_eq!(m["attachments"][0]["size"], csv.len());
+    assert_eq!(m["attachments"][0]["sha256"].as_str(), Some(sha(csv).as_str()));
+    assert_eq!(m["send_at"].as_str().map(|t| t.trim_end_matches('Z').trim_end_matches(".000")), Some(at.trim_end_matches('Z')), "{m}");
+    assert_eq!((m["status"].as_str(), m["to"][0].as_str()), (Some("scheduled"), Some("fay@example.org")));
+    assert_eq!(a["preview"]["emails"][0]["subject"], "Customers", "the summary's view stays");
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 200);
+
+    // Between the approval and the run the recipient unsubscribes: the email would now be
+    // suppressed, which is not what the person approved. Nothing is bound by version here; the
+    // value's digest decides.
+    let r = s.owner.patch(&format!("/contacts/{}", ct["id"].as_str().unwrap()), &json!({"email_status": "unsubscribed"})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let before = s.owner.get("/emails").await.json["data"].as_array().unwrap().len();
+    let r = send(&s.agent, "POST", "/emails", &body, Some("files-1"), None).await;
+    let fields = refused_as_changed(&r, "emails.send", "the email to a recipient who left");
+    assert!(fields.iter().any(|f| f.starts_with("/messages/0/status") || f.starts_with("/messages/0/suppressed_recipients")), "{fields:?}");
+    assert_eq!(s.owner.get("/emails").await.json["data"].as_array().unwrap().len(), before, "nothing was written");
+}
+
+#[tokio::test]
+async fn an_invalid_request_is_refused_before_anyone_is_asked() {
+    let h = harness();
+    let s = setup(&h.base, "value: validate first", json!(true)).await;
+    let domain = e2e::verified_domain(&s.owner, &s.ws).await;
+    let entries: Vec<Value> = (0..400)
+        .map(|i| json!({"from": format!("n@{domain}"), "to": [format!("r{i}@example.org")], "subject": "s", "text": "t"}))
+        .collect();
+    let batch = serde_json::to_vec(&json!({"emails": entries})).unwrap();
+    for (c, key) in [(&s.owner, "big-owner"), (&s.agent, "big-agent")] {
+        let r = send(c, "POST", "/emails/batch", &batch, Some(key), None).await;
+        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.json);
+    }
+    let erase = serde_json::to_vec(&json!({"subject": {"email": "not an address"}, "reason": "r"})).unwrap();
+    let r = send(&s.agent, "POST", "/gdpr/erasures", &erase, Some("bad-1"), None).await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert_eq!(s.person.get("/approval-requests").await.json["data"].as_array().map(|l| l.len()), Some(0), "nobody was asked");
+}
+
+#[tokio::test]
+async fn a_channel_change_shows_where_posts_will_go_and_never_a_secret() {
+    let h = harness();
+    let s = setup(&h.base, "value: channel", json!(true)).await;
+    let (now, next) = tokio::join!(e2e::receiver::Receiver::start(), e2e::receiver::Receiver::start());
+    let ch = e2e::created(&s.owner, "/channels", json!({"type": "webhook", "name": "site", "credentials": {"url": now.url}}), 201).await;
+    let secret = ch["secret"].as_str().unwrap().to_string();
+    let path = format!("/channels/{}", ch["id"].as_str().unwrap());
+    let body = serde_json::to_vec(&json!({"credentials": {"url": next.url}})).unwrap();
+    let apr = ask(&s, "PATCH", &path, &body, "move-1", "channels.update").await;
+    let a = approval(&s, &apr).await;
+    let v = &a["effect_value"]["value"];
+    assert_eq!(
+        (v["destination"]["url"].as_str(), v["new_destination"]["url"].as_str()),
+        (Some(now.url.as_str()), Some(next.url.as_str())),
+        "{a}"
+    );
+    assert_eq!((v["destination"]["network"].as_str(), v["new_destination"]["secret"].as_str()), (Some("webhook"), Some("kept")), "{a}");
+    assert!(!a.to_string().contains(&secret), "the signing secret is never shown: {a}");
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 200);
+    let r = send(&s.agent, "PATCH", &path, &body, Some("move-1"), None).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+
+    // A new endpoint's value is what it will receive, where; one the agent asks for is refused
+    // until approved, and runs as approved.
+    let hook = serde_json::to_vec(&json!({"url": next.url, "event_types": ["contact.created"]})).unwrap();
+    let apr = ask(&s, "POST", "/webhooks", &hook, "hook-1", "webhooks.create").await;
+    let v = approval(&s, &apr).await["effect_value"]["value"].clone();
+    assert_eq!(v, json!({"url": next.url, "event_types": ["contact.created"], "enabled": true, "description": null, "metadata": {}}));
+}
+
+#[tokio::test]
+async fn only_a_fresh_sign_in_at_an_approver_client_approves() {
+    let h = harness();
+    let s = setup(&h.base, "approver client", json!(true)).await;
+    let body = br#"{"url":"http://127.0.0.1:9/hook"}"#;
+    let apr = ask(&s, "POST", "/webhooks", body, "client-1", "webhooks.create").await;
+    let subject = {
+        // The setup's approver: an admin of the workspace.
+        let members = s.owner.get("/workspaces/current/members?limit=100").await.json["data"].as_array().unwrap().clone();
+        members.iter().find(|m| m["role"] == "admin").unwrap()["subject"].as_str().unwrap().to_string()
+    };
+    let as_token = |client: Option<&str>, ago: i64| {
+        let t =
+            tools::admin::mint_token_signed_in(tools::admin::DEV_ISSUER, &subject, "read write admin confirm", 600, client, ago).unwrap();
+        let mut c = Client::new(&s.base, &t);
+        c.workspace = Some(s.ws.clone());
+        c
+    };
+    for (client, ago, rule) in
+        [(Some("agent-app"), 0, "approver client"), (None, 0, "approver client"), (Some(tools::oidc::CLIENT_ID), 3600, "fresh sign-in")]
+    {
+        for (url, body) in
+            [(format!("/approval-requests/{apr}/approve"), json!({})), (format!("/approval-requests/{apr}/deny"), json!({"reason": "x"}))]
+        {
+            let r = as_token(client, ago).post(&url, &body).await;
+            assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{client:?} {ago}s ago: {}", r.json);
+            assert!(r.json["error"]["message"].as_str().unwrap().contains(rule), "{}", r.json);
+        }
+        // Minting directly follows the same rule.
+        let mint = json!({"capability": "webhooks.create", "method": "POST", "path": "/webhooks", "idempotency_key": "m",
+            "body_sha256": sha(body), "preview_summary": "x", "approved_by": "x", "api_key_id": s.agent_key_id});
+        assert_eq!(as_token(client, ago).post("/capability-confirmations", &mint).await.status, 403);
+    }
+    assert_eq!(approval(&s, &apr).await["state"], "pending", "nothing decided");
+    let r = as_token(Some(tools::oidc::CLIENT_ID), 5).post(&format!("/approval-requests/{apr}/approve"), &json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.json);
 }

@@ -66,6 +66,12 @@ const provider = new Provider(issuer, {
       },
     },
   },
+  // When the person signed in, on their access token: the API lets only a fresh sign-in at
+  // the approval pages' client approve (docs/authority.md).
+  extraTokenClaims: async (ctx) => {
+    const authTime = ctx.oidc.entities.AuthorizationCode?.authTime;
+    return authTime ? { auth_time: authTime } : undefined;
+  },
   findAccount: (_ctx, id) => (users.some((u) => u.sub === id) ? { accountId: id, claims: () => ({ sub: id }) } : undefined),
   // The pages are this provider's only client, a first party: no consent screen.
   loadExistingGrant: async (ctx) => {

@@ -172,6 +172,8 @@ pub fn dev_oauth() -> OAuthConfig {
         jwks: shared::config::JwksSource::Document(DEV_JWKS.into()),
         min_refresh_secs: 60,
         pages_client_id: None,
+        approver_clients: vec![crate::oidc::CLIENT_ID.into()],
+        approver_max_auth_age_secs: 600,
     }
 }
 
@@ -204,6 +206,8 @@ pub fn local_config(res: &Resources) -> Result<Config, String> {
             "OAUTH_ISSUER" => DEV_ISSUER.into(),
             "OAUTH_AUDIENCE" => DEV_AUDIENCE.into(),
             "OAUTH_JWKS" => DEV_JWKS.into(),
+            // The approval pages' client, whose tokens `mint-token` mints as a person's.
+            "OAUTH_APPROVER_CLIENT_IDS" => crate::oidc::CLIENT_ID.into(),
             _ => return None,
         })
     };
@@ -428,11 +432,26 @@ pub fn mint_token(subject: &str, scope: &str, ttl_secs: i64) -> Result<String, S
 /// [`mint_token`] as `issuer`: `make dev`'s issuer is its OpenID provider (`OAUTH_ISSUER` in
 /// .local/dev.env), which signs with this same key.
 pub fn mint_token_from(issuer: &str, subject: &str, scope: &str, ttl_secs: i64) -> Result<String, String> {
+    mint_token_signed_in(issuer, subject, scope, ttl_secs, Some(crate::oidc::CLIENT_ID), 0)
+}
+
+/// [`mint_token_from`] issued to `client` (None: no `client_id` claim), for a person who signed
+/// in `signed_in_secs_ago`: a token of another client, or of an old sign-in, cannot approve.
+pub fn mint_token_signed_in(
+    issuer: &str,
+    subject: &str,
+    scope: &str,
+    ttl_secs: i64,
+    client: Option<&str>,
+    signed_in_secs_ago: i64,
+) -> Result<String, String> {
     let now = chrono::Utc::now().timestamp();
-    mint_token_with(
-        DEV_KID,
-        serde_json::json!({"iss": issuer, "aud": DEV_AUDIENCE, "sub": subject, "exp": now + ttl_secs, "iat": now, "scope": scope}),
-    )
+    let mut claims = serde_json::json!({"iss": issuer, "aud": DEV_AUDIENCE, "sub": subject, "exp": now + ttl_secs, "iat": now,
+        "scope": scope, "auth_time": now - signed_in_secs_ago});
+    if let Some(c) = client {
+        claims["client_id"] = c.into();
+    }
+    mint_token_with(DEV_KID, claims)
 }
 
 /// Any claims, under any key id, signed by the local development key (tests of key rotation

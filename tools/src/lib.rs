@@ -215,6 +215,8 @@ impl DevStack {
         if let Some(client) = &o.pages_client_id {
             env.push(("OAUTH_PAGES_CLIENT_ID", client.clone()));
         }
+        env.push(("OAUTH_APPROVER_CLIENT_IDS", o.approver_clients.join(",")));
+        env.push(("OAUTH_APPROVER_MAX_AUTH_AGE_SECS", o.approver_max_auth_age_secs.to_string()));
         env
     }
 

@@ -85,6 +85,8 @@ impl DevIssuer {
             jwks: shared::config::JwksSource::Discover,
             min_refresh_secs: 60,
             pages_client_id: Some(CLIENT_ID.into()),
+            approver_clients: vec![CLIENT_ID.into()],
+            approver_max_auth_age_secs: 600,
         }
     }
 }

@@ -270,7 +270,7 @@ fn only_the_operator_tools_make_an_operator_authority() {
                 }
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let src = std::fs::read_to_string(&path).expect("source");
-                if src.contains("Authority::operator") || src.contains("authority::Authority::operator") {
+                if src.contains("Authority::operator") || src.contains("Grant::operator") {
                     offenders.push(path.display().to_string());
                 }
             }

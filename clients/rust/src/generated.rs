@@ -965,6 +965,18 @@ pub struct ApprovalChange {
     pub object: String,
 }
 
+/// The effect's complete value, as its function built it when the request was asked: what the
+/// person is shown whole, and what approving binds by its digest. The run builds it again and
+/// is refused as stale when the digest differs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ApprovalEffect {
+    /// Hex SHA-256 of the value's canonical JSON (keys sorted, no whitespace).
+    pub digest: String,
+    /// The value, whole (its shape is the effect's: `messages` of an email, `subject` of an
+    /// erasure).
+    pub value: serde_json::Map<String, serde_json::Value>,
+}
+
 /// An email as SES will receive it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ApprovalEmailPreview {
@@ -986,12 +998,17 @@ pub struct ApprovalEventData {
     pub api_key_id: ApiKeyId,
     pub approver_needs: String,
     pub capability: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation_id: Option<ConfirmationId>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<chrono::DateTime<chrono::Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
     pub effect: String,
+    /// The digest of the effect's value the request showed (null for an effect approved by its request): what an approval binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_digest: Option<String>,
     pub expires_at: chrono::DateTime<chrono::Utc>,
     pub id: ApprovalRequestId,
     pub method: String,
@@ -1036,6 +1053,10 @@ pub struct ApprovalRequest {
     /// Set when `state` is `stale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed: Option<Vec<ApprovalChange>>,
+    /// When an approved run was refused because its value changed: the fields that differ
+    /// (JSON pointers into `effect_value.value`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_fields: Option<Vec<String>>,
     /// The confirmation an approval minted (`GET /capability-confirmations/{id}`: whether and
     /// by which request it was used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1048,6 +1069,8 @@ pub struct ApprovalRequest {
     pub decided_by: Option<String>,
     /// What the effect is, in words.
     pub effect: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_value: Option<ApprovalEffect>,
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// `apr_...`
     pub id: ApprovalRequestId,
@@ -1277,6 +1300,10 @@ pub struct CapabilityConfirmation {
     /// The subject of the credential that minted the confirmation.
     pub confirmed_by: String,
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// The digest of the effect's value a person approved (an approval request that showed
+    /// one): the run is refused as stale unless it builds the same value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_digest: Option<String>,
     /// The token's end of life.
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// `cc_...`
@@ -1316,7 +1343,14 @@ pub struct CapabilityConfirmationBound {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapabilityUsedData {
     pub api_key_id: ApiKeyId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_request_id: Option<ApprovalRequestId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
     pub capability: String,
+    /// The digest of the effect's value the person approved: the run is refused unless it builds the same value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_digest: Option<String>,
     pub id: ConfirmationId,
     pub idempotency_key: String,
     pub method: String,
@@ -2455,6 +2489,8 @@ pub enum EventTypePattern {
     ApprovalExpired,
     #[serde(rename = "approval.requested")]
     ApprovalRequested,
+    #[serde(rename = "approval.stale")]
+    ApprovalStale,
     #[serde(rename = "booking.*")]
     Booking,
     #[serde(rename = "booking.cancelled")]

@@ -2175,6 +2175,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "approval.stale": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * approval.stale
+         * @description An approved request's run was refused, nothing ran: what it would do changed since the approval. Signed and retried as docs/api.md (Webhooks) says; `data` is a ApprovalEventData.
+         */
+        post: operations["event_approval_stale"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "booking.cancelled": {
         parameters: {
             query?: never;
@@ -3918,6 +3938,20 @@ export interface components {
             id: string;
             object: string;
         };
+        /**
+         * @description The effect's complete value, as its function built it when the request was asked: what the
+         *     person is shown whole, and what approving binds by its digest. The run builds it again and
+         *     is refused as stale when the digest differs.
+         */
+        ApprovalEffect: {
+            /** @description Hex SHA-256 of the value's canonical JSON (keys sorted, no whitespace). */
+            digest: string;
+            /**
+             * @description The value, whole (its shape is the effect's: `messages` of an email, `subject` of an
+             *     erasure).
+             */
+            value: Record<string, never>;
+        };
         /** @description An email as SES will receive it. */
         ApprovalEmailPreview: {
             bcc: string[];
@@ -3934,12 +3968,15 @@ export interface components {
             api_key_id: string;
             approver_needs: string;
             capability: string;
+            confirmation_id: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
             decided_at: string | null;
             decided_by: string | null;
             effect: string;
+            /** @description The digest of the effect's value the request showed (null for an effect approved by its request): what an approval binds. */
+            effect_digest: string | null;
             /** Format: date-time */
             expires_at: string;
             id: string;
@@ -3983,6 +4020,11 @@ export interface components {
             /** @description Set when `state` is `stale`. */
             changed?: components["schemas"]["ApprovalChange"][];
             /**
+             * @description When an approved run was refused because its value changed: the fields that differ
+             *     (JSON pointers into `effect_value.value`).
+             */
+            changed_fields?: string[];
+            /**
              * @description The confirmation an approval minted (`GET /capability-confirmations/{id}`: whether and
              *     by which request it was used).
              */
@@ -3995,6 +4037,7 @@ export interface components {
             decided_by?: string | null;
             /** @description What the effect is, in words. */
             effect: string;
+            effect_value?: components["schemas"]["ApprovalEffect"] | null;
             /** Format: date-time */
             expires_at: string;
             /** @description `apr_...` */
@@ -4188,6 +4231,11 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             /**
+             * @description The digest of the effect's value a person approved (an approval request that showed
+             *     one): the run is refused as stale unless it builds the same value.
+             */
+            effect_digest?: string | null;
+            /**
              * Format: date-time
              * @description The token's end of life.
              */
@@ -4234,7 +4282,11 @@ export interface components {
         /** @description A capability confirmation as the request it confirmed used it. */
         CapabilityUsedData: {
             api_key_id: string;
+            approval_request_id: string | null;
+            approved_by: string | null;
             capability: string;
+            /** @description The digest of the effect's value the person approved: the run is refused unless it builds the same value. */
+            effect_digest: string | null;
             id: string;
             idempotency_key: string;
             method: string;
@@ -5323,7 +5375,7 @@ export interface components {
          *     Open: later versions may add values; treat one you do not know as its own case.
          * @enum {string}
          */
-        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.unsubscribed" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.replay.*" | "webhook.replay.completed" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated" | (string & {});
+        EventTypePattern: "api_key.*" | "api_key.created" | "api_key.revoked" | "approval.*" | "approval.approved" | "approval.denied" | "approval.expired" | "approval.requested" | "approval.stale" | "booking.*" | "booking.cancelled" | "booking.completed" | "booking.confirmed" | "booking.created" | "booking.no_show" | "booking.rescheduled" | "booking.resource.*" | "booking.resource.created" | "booking.resource.deleted" | "booking.resource.updated" | "booking.service.*" | "booking.service.created" | "booking.service.deleted" | "booking.service.updated" | "capability.*" | "capability.confirmed" | "capability.used" | "channel.*" | "channel.connected" | "channel.deleted" | "channel.disconnected" | "channel.updated" | "contact.*" | "contact.created" | "contact.deleted" | "contact.import.*" | "contact.import.completed" | "contact.note.*" | "contact.note.added" | "contact.unsubscribed" | "contact.updated" | "deal.*" | "deal.created" | "deal.deleted" | "deal.lost" | "deal.reopened" | "deal.updated" | "deal.won" | "email.*" | "email.bounced" | "email.cancelled" | "email.complained" | "email.delivered" | "email.domain.*" | "email.domain.created" | "email.domain.deleted" | "email.domain.failed" | "email.domain.verified" | "email.failed" | "email.queued" | "email.scheduled" | "email.sent" | "email.suppressed" | "email.suppression.*" | "email.suppression.removed" | "gdpr.*" | "gdpr.consent.*" | "gdpr.consent.granted" | "gdpr.consent.withdrawn" | "gdpr.erasure.*" | "gdpr.erasure.completed" | "gdpr.erasure.failed" | "gdpr.export.*" | "gdpr.export.completed" | "gdpr.export.failed" | "helpdesk.*" | "helpdesk.conversation.*" | "helpdesk.conversation.assigned" | "helpdesk.conversation.closed" | "helpdesk.conversation.created" | "helpdesk.conversation.reopened" | "helpdesk.conversation.updated" | "helpdesk.message.*" | "helpdesk.message.delivery_updated" | "helpdesk.message.received" | "helpdesk.message.sent" | "helpdesk.note.*" | "helpdesk.note.added" | "portal.*" | "portal.session.*" | "portal.session.created" | "post.*" | "post.created" | "post.deleted" | "post.failed" | "post.partially_failed" | "post.published" | "post.publishing" | "post.scheduled" | "post.unscheduled" | "post.updated" | "post.variant.*" | "post.variant.failed" | "post.variant.published" | "scan.*" | "scan.completed" | "scan.failed" | "webhook.*" | "webhook.endpoint.*" | "webhook.endpoint.created" | "webhook.endpoint.deleted" | "webhook.endpoint.disabled" | "webhook.endpoint.secret_rotated" | "webhook.endpoint.updated" | "webhook.replay.*" | "webhook.replay.completed" | "webhook.test" | "workspace.*" | "workspace.created" | "workspace.member.*" | "workspace.member.added" | "workspace.member.updated" | "workspace.updated" | (string & {});
         /** @description A date with other hours than the week says; no intervals = closed. */
         Exception: {
             /**
@@ -23648,10 +23700,12 @@ export interface operations {
                  *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "approver_needs": "x",
                  *         "capability": "x",
+                 *         "confirmation_id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "decided_at": "2026-11-28T09:30:00Z",
                  *         "decided_by": "x",
                  *         "effect": "x",
+                 *         "effect_digest": "x",
                  *         "expires_at": "2026-11-28T09:30:00Z",
                  *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "method": "x",
@@ -23704,10 +23758,12 @@ export interface operations {
                  *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "approver_needs": "x",
                  *         "capability": "x",
+                 *         "confirmation_id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "decided_at": "2026-11-28T09:30:00Z",
                  *         "decided_by": "x",
                  *         "effect": "x",
+                 *         "effect_digest": "x",
                  *         "expires_at": "2026-11-28T09:30:00Z",
                  *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "method": "x",
@@ -23760,10 +23816,12 @@ export interface operations {
                  *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "approver_needs": "x",
                  *         "capability": "x",
+                 *         "confirmation_id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "decided_at": "2026-11-28T09:30:00Z",
                  *         "decided_by": "x",
                  *         "effect": "x",
+                 *         "effect_digest": "x",
                  *         "expires_at": "2026-11-28T09:30:00Z",
                  *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "method": "x",
@@ -23816,10 +23874,12 @@ export interface operations {
                  *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "approver_needs": "x",
                  *         "capability": "x",
+                 *         "confirmation_id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "created_at": "2026-11-28T09:30:00Z",
                  *         "decided_at": "2026-11-28T09:30:00Z",
                  *         "decided_by": "x",
                  *         "effect": "x",
+                 *         "effect_digest": "x",
                  *         "expires_at": "2026-11-28T09:30:00Z",
                  *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "method": "x",
@@ -23842,6 +23902,64 @@ export interface operations {
                     id: string;
                     /** @enum {string} */
                     type: "approval.requested";
+                    workspace_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx ends the delivery's retries. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_approval_stale: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "created_at": "2026-11-28T09:30:00Z",
+                 *       "data": {
+                 *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "approver_needs": "x",
+                 *         "capability": "x",
+                 *         "confirmation_id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "decided_at": "2026-11-28T09:30:00Z",
+                 *         "decided_by": "x",
+                 *         "effect": "x",
+                 *         "effect_digest": "x",
+                 *         "expires_at": "2026-11-28T09:30:00Z",
+                 *         "id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "method": "x",
+                 *         "object": "approval_request",
+                 *         "path": "x",
+                 *         "reason": "x",
+                 *         "state": "pending",
+                 *         "summary": "x"
+                 *       },
+                 *       "id": "evt_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *       "type": "approval.stale",
+                 *       "workspace_id": "ws_01JCZ4S8QAF3M9W7N2K5T6V8XB"
+                 *     }
+                 */
+                "application/json": {
+                    /** Format: date-time */
+                    created_at: string;
+                    data: components["schemas"]["ApprovalEventData"];
+                    /** @description The event's id: the same on every delivery of it (and its `webhook-id`). */
+                    id: string;
+                    /** @enum {string} */
+                    type: "approval.stale";
                     workspace_id: string;
                 };
             };
@@ -24794,6 +24912,7 @@ export interface operations {
                  *         "confirmation_token": "x",
                  *         "confirmed_by": "x",
                  *         "created_at": "2026-11-28T09:30:00Z",
+                 *         "effect_digest": "x",
                  *         "expires_at": "2026-11-28T09:30:00Z",
                  *         "id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "idempotency_key": "x",
@@ -24846,7 +24965,10 @@ export interface operations {
                  *       "created_at": "2026-11-28T09:30:00Z",
                  *       "data": {
                  *         "api_key_id": "key_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "approval_request_id": "apr_01JCZ4S8QAF3M9W7N2K5T6V8XB",
+                 *         "approved_by": "x",
                  *         "capability": "x",
+                 *         "effect_digest": "x",
                  *         "id": "cc_01JCZ4S8QAF3M9W7N2K5T6V8XB",
                  *         "idempotency_key": "x",
                  *         "method": "x",

@@ -111,6 +111,20 @@ pub struct Preview {
     pub problems: Vec<String>,
 }
 
+/// The effect's complete value, as its function built it when the request was asked: what the
+/// person is shown whole, and what approving binds by its digest. The run builds it again and
+/// is refused as stale when the digest differs.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[schema(as = ApprovalEffect)]
+pub struct EffectValue {
+    /// Hex SHA-256 of the value's canonical JSON (keys sorted, no whitespace).
+    pub digest: String,
+    /// The value, whole (its shape is the effect's: `messages` of an email, `subject` of an
+    /// erasure).
+    #[schema(value_type = Object)]
+    pub value: serde_json::Value,
+}
+
 /// An object that changed after the request was asked.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Eq)]
 #[schema(as = ApprovalChange)]
@@ -142,12 +156,20 @@ pub struct ApprovalRequest {
     /// The key that asked.
     pub api_key_id: ApiKeyId,
     pub preview: Preview,
+    /// The effect's value (valued effects: emails sent by `POST /emails` and a batch, erasures,
+    /// exports), whose digest an approval binds; null for an effect whose approval binds the
+    /// request and `bound`.
+    pub effect_value: Option<EffectValue>,
     /// Every object the effect depends on, at its version when the request was asked: what
     /// an approval binds.
     pub bound: Vec<Bound>,
     /// Set when `state` is `stale`.
     #[serde(default)]
     pub changed: Vec<Changed>,
+    /// When an approved run was refused because its value changed: the fields that differ
+    /// (JSON pointers into `effect_value.value`).
+    #[serde(default)]
+    pub changed_fields: Vec<String>,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
     pub decided_at: Option<Timestamp>,
@@ -170,6 +192,8 @@ struct Doc {
     body_sha256: String,
     api_key_id: String,
     preview: Preview,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    effect: Option<EffectValue>,
     bound: Vec<Bound>,
     created_at: Timestamp,
     expires_at: Timestamp,
@@ -187,6 +211,8 @@ fn event_body(r: &ApprovalRequest) -> serde_json::Value {
         "approver_needs": r.approver_needs, "method": r.method, "path": r.path, "api_key_id": r.api_key_id,
         "summary": r.preview.summary, "created_at": r.created_at, "expires_at": r.expires_at,
         "decided_at": r.decided_at, "decided_by": r.decided_by, "reason": r.reason,
+        // The receipt: what was approved, by digest, so a consumer can check what ran.
+        "effect_digest": r.effect_value.as_ref().map(|e| &e.digest), "confirmation_id": r.confirmation_id,
     })
 }
 

@@ -3,8 +3,8 @@
 //! the erasure of a person's requests.
 
 use super::{
-    APPROVED_FOR_SECS, ApprovalRequest, ApprovalState, Changed, DenyApproval, Desk, Doc, EmailPreview, LIFETIME_SECS, MAX_DOC_BYTES,
-    MAX_SHOWN_DEPTH, Preview, RETENTION_SECS, depth, event_body, page_url, redact,
+    APPROVED_FOR_SECS, ApprovalRequest, ApprovalState, Changed, DenyApproval, Desk, Doc, EffectValue, EmailPreview, LIFETIME_SECS,
+    MAX_DOC_BYTES, MAX_SHOWN_DEPTH, Preview, RETENTION_SECS, depth, event_body, page_url, redact,
 };
 use crate::capabilities::{self, Bound};
 use crate::effects;
@@ -14,6 +14,7 @@ use capabilities::may_approve;
 use futures_util::future::BoxFuture;
 use shared::approvals::{Asked, Requested};
 use shared::auth::{Credential, Principal, WorkspaceId};
+use shared::authority::Shown;
 use shared::confirmation::{BOUND_ATTR, BoundKey};
 use shared::error::{ErrorCode, ErrorDetail};
 use shared::events::EventType;
@@ -24,6 +25,50 @@ use shared::{ApiError, ApiResult, App};
 impl shared::approvals::Desk for Desk {
     fn request<'a>(&'a self, app: &'a App, principal: &'a Principal, asked: Asked<'a>) -> BoxFuture<'a, ApiResult<Requested>> {
         Box::pin(request(app, principal, asked))
+    }
+    fn changed<'a>(
+        &'a self,
+        app: &'a App,
+        ws: &'a WorkspaceId,
+        id: &'a ApprovalRequestId,
+        now: &'a Shown,
+    ) -> BoxFuture<'a, ApiResult<Vec<String>>> {
+        Box::pin(changed(app, ws, id, now))
+    }
+}
+
+/// An approved run built another value than the one approved: name the fields that differ,
+/// turn the request `stale` (its confirmation is spent; nothing ran) and point its look-up at
+/// no confirmation, so the same request again reads the state instead of `used`.
+async fn changed(app: &App, ws: &WorkspaceId, id: &ApprovalRequestId, now: &Shown) -> ApiResult<Vec<String>> {
+    let item = load_item(app, ws, id).await?;
+    let r = from_item(&item)?;
+    let fields = match &r.effect_value {
+        Some(approved) => shared::authority::differences(&approved.value, &now.value),
+        None => vec!["/".into()],
+    };
+    let pk = ws_pk(ws);
+    let lookup = shared::approvals::lookup_sk(&r.api_key_id, &r.method, &r.path, &r.idempotency_key, &r.body_sha256);
+    let mark = shared::store::Update::new(&pk, APPROVAL_REQUEST.sk(id), "SET approval_state = :stale, changed_fields = :f")
+        .when("approval_state = :approved")
+        .value(":stale", s("stale"))
+        .value(":approved", s("approved"))
+        .value(":f", s(serde_json::to_string(&fields).map_err(|e| ApiError::internal(e.to_string()))?));
+    let detach =
+        shared::store::Update::new(&pk, &lookup, "REMOVE confirmation_id").when("approval_request_id = :apr").value(":apr", s(id.as_str()));
+    let mut shown = r.clone();
+    shown.state = ApprovalState::Stale;
+    shown.changed_fields = fields.clone();
+    let committed = shared::outbox::Tx::new()
+        .update(mark)
+        .update(detach)
+        .event(shared::events::Event::new(ws, EventType::ApprovalStale, &event_body(&shown)))
+        .commit(app)
+        .await;
+    match committed {
+        // Marked by a run racing this one, or the look-up erased: the fields are still these.
+        Ok(()) | Err(TxError::Condition(_)) => Ok(fields),
+        Err(TxError::Api(e)) => Err(e),
     }
 }
 
@@ -68,7 +113,13 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
     let body: Option<serde_json::Value> = if asked.body.is_empty() { None } else { serde_json::from_slice(asked.body).ok() };
     let bound = capabilities::bind(app, ws, &capability.path, asked.path, body.as_ref()).await?;
     let info = capabilities::effect(&capability.capability)?;
-    let preview = Box::pin(preview(app, ws, info, &capability.path, asked.path, body.as_ref(), &bound)).await;
+    // A valued effect's preview is its value; the others' a rendering of the request.
+    let (preview, effect) = match asked.effect {
+        Some(shown) => {
+            (of_value(info, asked.path, shown, &bound), Some(EffectValue { digest: shown.digest.clone(), value: shown.value.clone() }))
+        }
+        None => (Box::pin(preview(app, ws, info, &capability.path, asked.path, body.as_ref(), &bound)).await, None),
+    };
     let now = chrono::Utc::now();
     let expires = now + chrono::Duration::seconds(LIFETIME_SECS);
     let id = ApprovalRequestId::generate();
@@ -80,6 +131,7 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
         body_sha256,
         api_key_id: key_id.clone(),
         preview,
+        effect,
         bound: bound.iter().map(|(b, _)| b.clone()).collect(),
         created_at: now.into(),
         expires_at: expires.into(),
@@ -133,7 +185,19 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
     }
 }
 
-/// The emails a request sends, as SES will get them, and the line a notification shows.
+/// The preview of a valued effect: its value (the messages of an email, as SES will get them),
+/// and the line a notification shows.
+fn of_value(info: &effects::EffectInfo, path: &str, shown: &Shown, bound: &[(Bound, String)]) -> Preview {
+    let mut out = Preview::default();
+    if let Some(messages) = shown.value.get("messages").and_then(|m| m.as_array()) {
+        out.emails = messages.iter().filter_map(|m| serde_json::from_value::<EmailPreview>(m.clone()).ok()).collect();
+    }
+    summarise(&mut out, info, path, bound);
+    out
+}
+
+/// The preview of an unvalued effect (or a notice, docs/authority.md): the request's body
+/// (secrets hidden), a staff reply's email as the reply would send it, and the summary line.
 async fn preview(
     app: &App,
     ws: &WorkspaceId,
@@ -143,17 +207,10 @@ async fn preview(
     body: Option<&serde_json::Value>,
     bound: &[(Bound, String)],
 ) -> Preview {
-    let entries: Vec<serde_json::Value> = match (pattern, body) {
-        ("/emails", Some(b)) => vec![b.clone()],
-        ("/emails/batch", Some(b)) => b.get("emails").and_then(|e| e.as_array()).cloned().unwrap_or_default(),
-        _ => vec![],
-    };
-    // An email's preview is the email as rendered (an erased recipient already replaced); its
-    // raw body would keep what the rendering left out. A body deeper than a person reads is
-    // shown as its text, so reading the request back never meets serde's depth limit.
+    // A body deeper than a person reads is shown as its text, so reading the request back
+    // never meets serde's depth limit.
     let mut out = Preview::default();
     match body {
-        _ if !entries.is_empty() => {}
         Some(b) if depth(b) > MAX_SHOWN_DEPTH => out.problems.push("the request's body is nested too deeply to show".into()),
         Some(b) if b.is_object() => out.request = Some(redact(b)),
         _ => {}
@@ -170,15 +227,7 @@ async fn preview(
         }
         _ => None,
     };
-    let mut built = vec![];
-    for e in entries {
-        built.push(match serde_json::from_value::<crate::emails::compose::SendEmail>(e) {
-            Ok(input) => Box::pin(crate::emails::compose::build_one(app, ws, input, chrono::Utc::now())).await,
-            Err(err) => Err(ApiError::validation("body", err.to_string())),
-        });
-    }
-    built.extend(reply);
-    for (i, built) in built.into_iter().enumerate() {
+    for (i, built) in reply.into_iter().enumerate() {
         match built {
             Ok(e) => out.emails.push(EmailPreview {
                 from: e.from,
@@ -197,6 +246,12 @@ async fn preview(
             }
         }
     }
+    summarise(&mut out, info, path, bound);
+    out
+}
+
+/// The one line a notification shows: what happens, to whom.
+fn summarise(out: &mut Preview, info: &effects::EffectInfo, path: &str, bound: &[(Bound, String)]) {
     let whom: Vec<String> = out.emails.iter().flat_map(|e| e.to.iter().chain(&e.cc).chain(&e.bcc).cloned()).collect();
     let objects: Vec<String> =
         bound.iter().filter(|(b, _)| b.version > 0).map(|(b, _)| format!("{} {} ({})", b.object, b.id, b.preview)).collect();
@@ -207,7 +262,6 @@ async fn preview(
         many => format!("{}: {} emails to {} recipients", info.summary, many.len(), whom.len()),
     };
     out.summary = out.summary.chars().take(500).collect();
-    out
 }
 
 fn state_of(item: &Item) -> ApprovalState {
@@ -229,8 +283,10 @@ fn to_object(id: &ApprovalRequestId, d: &Doc, item: &Item) -> ApprovalRequest {
         body_sha256: d.body_sha256.clone(),
         api_key_id: ApiKeyId::trusted(d.api_key_id.clone()),
         preview: d.preview.clone(),
+        effect_value: d.effect.clone(),
         bound: d.bound.clone(),
         changed: get_str(item, "changed").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
+        changed_fields: get_str(item, "changed_fields").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
         created_at: d.created_at,
         expires_at: d.expires_at,
         decided_at: get_str(item, "decided_at").and_then(Timestamp::parse),
@@ -311,7 +367,7 @@ pub async fn list(
 pub async fn approve(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalRequestId) -> ApiResult<ApprovalRequest> {
     let item = load_item(app, ws, id).await?;
     let r = from_item(&item)?;
-    may_approve(p, &r.capability)?;
+    may_approve(p, &r.capability, app.cfg.oauth.as_ref(), chrono::Utc::now().timestamp())?;
     if r.state != ApprovalState::Pending {
         return Err(ApiError::conflict(format!("the approval request is {}", r.state.as_str())));
     }
@@ -341,6 +397,7 @@ pub async fn approve(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalRe
         used_by_request_id: None,
         confirmation_token: None,
         bound: r.bound.clone(),
+        effect_digest: r.effect_value.as_ref().map(|e| e.digest.clone()),
     };
     let bound: Vec<(Bound, String)> = r.bound.iter().cloned().zip(keys.iter().map(|k| k.sk.clone())).collect();
     let mut confirmation = capabilities::item(ws, &c, &bound, &token_hash, token_expires.timestamp_millis());
@@ -432,7 +489,7 @@ pub async fn deny(app: &App, ws: &WorkspaceId, p: &Principal, id: &ApprovalReque
     errs.finish()?;
     let item = load_item(app, ws, id).await?;
     let r = from_item(&item)?;
-    may_approve(p, &r.capability)?;
+    may_approve(p, &r.capability, app.cfg.oauth.as_ref(), chrono::Utc::now().timestamp())?;
     if r.state != ApprovalState::Pending {
         return Err(ApiError::conflict(format!("the approval request is {}", r.state.as_str())));
     }

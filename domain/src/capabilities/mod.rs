@@ -80,10 +80,25 @@ pub fn effect(capability: &str) -> ApiResult<&'static crate::effects::EffectInfo
 /// effect themselves, without anyone's confirmation: its least scope through their role and
 /// token (an admin effect needs an owner or admin). For minting here and for approving an
 /// approval request (`crate::approvals`).
-pub fn may_approve(p: &Principal, capability: &str) -> ApiResult<()> {
+pub fn may_approve(p: &Principal, capability: &str, oauth: Option<&shared::config::OAuthConfig>, now_secs: i64) -> ApiResult<()> {
     let info = effect(capability)?;
-    if !matches!(p.credential, Credential::OAuth) {
+    let Credential::OAuth(signed) = &p.credential else {
         return Err(ApiError::forbidden("only a person approves (an OAuth access token); an API key never does"));
+    };
+    let rule = oauth.ok_or_else(|| ApiError::forbidden("this deployment accepts no access tokens"))?;
+    // A person at the approval pages, not an agent's own client holding `confirm`.
+    if !signed.client_id.as_ref().is_some_and(|c| rule.approver_clients.contains(c)) {
+        return Err(ApiError::forbidden(format!(
+            "approving needs a token issued to an approver client ({}; OAUTH_APPROVER_CLIENT_IDS): this token's client is {}",
+            if rule.approver_clients.is_empty() { "none is configured".to_string() } else { rule.approver_clients.join(", ") },
+            signed.client_id.as_deref().unwrap_or("not named")
+        )));
+    }
+    let max = rule.approver_max_auth_age_secs;
+    if !signed.auth_time.is_some_and(|t| t <= now_secs + 30 && now_secs - t <= max) {
+        return Err(ApiError::forbidden(format!(
+            "approving needs a fresh sign-in: the token's auth_time must be within the last {max} seconds; sign in again"
+        )));
     }
     if !p.scopes.contains(&Scope::Confirm) {
         return Err(ApiError::forbidden("approving needs the confirm scope"));
@@ -174,6 +189,10 @@ pub struct Confirmation {
     /// changes before the token is used, the write is refused with 428 and reason `stale`.
     #[serde(default)]
     pub bound: Vec<Bound>,
+    /// The digest of the effect's value a person approved (an approval request that showed
+    /// one): the run is refused as stale unless it builds the same value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_digest: Option<String>,
 }
 
 /// One object a confirmation binds, as it was when the person approved.
@@ -304,6 +323,7 @@ mod tests {
             used_by_request_id: None,
             confirmation_token: None,
             bound: vec![],
+            effect_digest: None,
         };
         let future = shared::ids::now_ms() + 60_000;
         assert_eq!(from_item(&item(&WorkspaceId::trusted("ws_1"), &c, &[], "h", future)).unwrap().status, ConfirmationStatus::Issued);
@@ -315,20 +335,46 @@ mod tests {
 
     #[test]
     fn only_a_person_who_holds_the_effect_approves_it() {
+        let now = 1_000_000;
+        let signed = |client: Option<&str>, auth_time: Option<i64>| shared::auth::SignIn { client_id: client.map(String::from), auth_time };
         let person = |scopes: Vec<Scope>| Principal {
             workspace_id: Some(WorkspaceId::trusted("ws_1")),
             subject: "sub".into(),
             scopes,
-            credential: Credential::OAuth,
+            credential: Credential::OAuth(signed(Some("pages"), Some(now - 60))),
             requires_confirmation: Default::default(),
         };
+        let rule = shared::config::OAuthConfig {
+            issuer: "i".into(),
+            audience: "a".into(),
+            jwks: shared::config::JwksSource::Discover,
+            min_refresh_secs: 60,
+            pages_client_id: Some("pages".into()),
+            approver_clients: vec!["pages".into()],
+            approver_max_auth_age_secs: 600,
+        };
+        let may = |p: &Principal, cap: &str| may_approve(p, cap, Some(&rule), now);
         let member = person(vec![Scope::Read, Scope::Write, Scope::Confirm]);
         let admin = person(vec![Scope::Read, Scope::Write, Scope::Admin, Scope::Confirm]);
-        assert!(may_approve(&member, "emails.send").is_ok());
-        assert_eq!(may_approve(&member, "members.change").unwrap_err().status().as_u16(), 403);
-        assert!(may_approve(&admin, "members.change").is_ok());
-        assert_eq!(may_approve(&person(vec![Scope::Write]), "emails.send").unwrap_err().status().as_u16(), 403);
+        assert!(may(&member, "emails.send").is_ok());
+        assert_eq!(may(&member, "members.change").unwrap_err().status().as_u16(), 403);
+        assert!(may(&admin, "members.change").is_ok());
+        assert_eq!(may(&person(vec![Scope::Write]), "emails.send").unwrap_err().status().as_u16(), 403);
         let key = Principal { credential: Credential::ApiKey { key_id: "key_1".into() }, ..admin.clone() };
-        assert_eq!(may_approve(&key, "emails.send").unwrap_err().status().as_u16(), 403);
+        assert_eq!(may(&key, "emails.send").unwrap_err().status().as_u16(), 403);
+        // A person's token, but from another client, from no named client, signed in too long
+        // ago, or without a sign-in time: none approves.
+        for (client, at, why) in [
+            (Some("agent-app"), Some(now - 60), "approver client"),
+            (None, Some(now - 60), "approver client"),
+            (Some("pages"), Some(now - 601), "fresh sign-in"),
+            (Some("pages"), None, "fresh sign-in"),
+            (Some("pages"), Some(now + 3600), "fresh sign-in"),
+        ] {
+            let p = Principal { credential: Credential::OAuth(signed(client, at)), ..admin.clone() };
+            let e = may(&p, "emails.send").unwrap_err();
+            assert!(e.status().as_u16() == 403 && e.message.contains(why), "{client:?} {at:?}: {}", e.message);
+        }
+        assert!(may_approve(&admin, "emails.send", None, now).is_err(), "no issuer, no approver");
     }
 }

@@ -44,6 +44,9 @@ pub fn item(ws: &WorkspaceId, c: &Confirmation, bound: &[(Bound, String)], token
         ("created_at".into(), s(c.created_at.to_string())),
     ]);
     item.insert("expires_at".into(), n(token_expires_ms / 1000 + AUDIT_RETENTION_SECS));
+    if let Some(d) = &c.effect_digest {
+        item.insert(shared::confirmation::EFFECT_DIGEST_ATTR.into(), s(d));
+    }
     if !bound.is_empty() {
         // The pipeline checks the keys (shared::confirmation); the object shows the previews.
         let previews = bound.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>();
@@ -244,6 +247,7 @@ pub fn from_item(item: &Item) -> ApiResult<Confirmation> {
         used_by_request_id: get_str(item, "used_by_request_id").map(String::from),
         confirmation_token: None,
         bound: get_str(item, "bound").and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
+        effect_digest: get_str(item, shared::confirmation::EFFECT_DIGEST_ATTR).map(String::from),
     })
 }
 
@@ -321,7 +325,7 @@ pub async fn create(
     }
     errs.finish()?;
     // Who approves, after what they sent is known good: a member cannot approve an admin's effect.
-    may_approve(by, &input.capability)?;
+    may_approve(by, &input.capability, app.cfg.oauth.as_ref(), chrono::Utc::now().timestamp())?;
     let (Some(capability), Some(key_id), now) = (capability, key_id, chrono::Utc::now()) else {
         return Err(ApiError::internal("validated above"));
     };
@@ -347,6 +351,7 @@ pub async fn create(
         used_by_request_id: None,
         confirmation_token: None,
         bound: vec![],
+        effect_digest: None,
     };
     let key = app.db.get(&ws_pk(ws), &crate::keys::API_KEY.sk(&key_id)).await?;
     let live = key.as_ref().is_some_and(|k| get_str(k, "revoked_at").is_none());

@@ -121,6 +121,64 @@ pub struct CreateChannel {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// Where a channel posts and as whom: the part of `ConnectChannel`'s and `UpdateChannel`'s
+/// values a person must see. Secrets appear only as a keyed fingerprint (equal secrets, equal
+/// fingerprints; the secret cannot be read back from it), a webhook channel's signing secret as
+/// whether it is new or kept.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Destination {
+    pub network: ChannelType,
+    /// Bluesky: the account.
+    pub handle: Option<String>,
+    /// Bluesky: the PDS it signs in to.
+    pub service_url: Option<String>,
+    /// Mastodon: the instance.
+    pub instance_url: Option<String>,
+    /// Webhook channel: where each post is sent.
+    pub url: Option<String>,
+    /// The app password's or access token's fingerprint; `new` or `kept` for a webhook
+    /// channel's signing secret (the platform makes it).
+    pub secret: String,
+}
+
+impl Destination {
+    /// `key`: the workspace's fingerprint key (`fingerprint_key`).
+    pub fn of(c: &Creds, key: &[u8], kept_secret: bool) -> Self {
+        let print = |s: &str| shared::crypto::hex(&shared::crypto::hmac_sha256(key, s.as_bytes()))[..16].to_string();
+        let blank = Self { network: c.kind(), handle: None, service_url: None, instance_url: None, url: None, secret: String::new() };
+        match c {
+            Creds::Bluesky(b) => {
+                Self { handle: Some(b.handle.clone()), service_url: b.service_url.clone(), secret: print(&b.app_password), ..blank }
+            }
+            Creds::Mastodon(m) => Self { instance_url: Some(m.instance_url.clone()), secret: print(&m.access_token), ..blank },
+            Creds::Webhook(w) => Self { url: Some(w.url.clone()), secret: if kept_secret { "kept" } else { "new" }.into(), ..blank },
+        }
+    }
+}
+
+/// The value of `ConnectChannel`: the new channel, where it posts.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Connecting {
+    pub name: Option<String>,
+    pub destination: Destination,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The value of `UpdateChannel`: the channel, where it posted until now, and each change.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Changing {
+    pub channel_id: ChannelId,
+    pub name: Option<String>,
+    /// Where it posts now.
+    pub destination: Destination,
+    /// Where it will post (null: unchanged).
+    pub new_destination: Option<Destination>,
+    /// The new name (null: unchanged).
+    pub new_name: Option<String>,
+    /// The new metadata (null: unchanged).
+    pub new_metadata: Option<BTreeMap<String, String>>,
+}
+
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateChannel {
@@ -235,4 +293,36 @@ pub fn check_post(post: &crate::posts::Post, channels: &[Channel]) -> ApiResult<
         }
     }
     errs.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_destination_shows_where_and_as_whom_and_only_a_fingerprint_of_a_secret() {
+        let key = b"k";
+        let bsky = Creds::Bluesky(bluesky::Credentials {
+            handle: "ada.example".into(),
+            app_password: "aaaa-bbbb-cccc-dddd".into(),
+            service_url: Some("https://pds.example".into()),
+        });
+        let d = Destination::of(&bsky, key, true);
+        assert_eq!((d.handle.as_deref(), d.service_url.as_deref()), (Some("ada.example"), Some("https://pds.example")));
+        let shown = serde_json::to_string(&d).unwrap();
+        assert!(!shown.contains("aaaa-bbbb"), "{shown}");
+        assert_eq!(d.secret.len(), 16);
+        let other = Creds::Bluesky(bluesky::Credentials {
+            handle: "ada.example".into(),
+            app_password: "eeee-bbbb-cccc-dddd".into(),
+            service_url: Some("https://pds.example".into()),
+        });
+        assert_ne!(Destination::of(&other, key, true).secret, d.secret, "another password, another fingerprint");
+        assert_eq!(Destination::of(&bsky, key, true), d, "the same credentials, the same value");
+        let m = Creds::Mastodon(mastodon::Credentials { instance_url: "https://m.example".into(), access_token: "tok".into() });
+        assert!(!serde_json::to_string(&Destination::of(&m, key, true)).unwrap().contains("tok\""));
+        let w = Creds::Webhook(webhook::Credentials { url: "https://site.example/hook".into(), secret: "whsec_x".into() });
+        let d = Destination::of(&w, key, false);
+        assert_eq!((d.url.as_deref(), d.secret.as_str()), (Some("https://site.example/hook"), "new"));
+    }
 }

@@ -26,9 +26,17 @@ pub async fn load(app: &App, ws: &WorkspaceId, id: &ChannelId) -> ApiResult<Stor
     super::load(app, ws, id).await?.ok_or_else(|| ApiError::not_found("channel"))
 }
 
+/// The workspace's key for secrets' fingerprints in a channel's value: the platform's keyed
+/// hash, labelled apart from the tombstones it also keys.
+async fn fingerprint_key(app: &App, ws: &WorkspaceId) -> ApiResult<Vec<u8>> {
+    let secret = app.platform_secret().await?;
+    Ok(shared::crypto::hmac_sha256(&secret.tombstone_key, format!("channel secret fingerprint\n{ws}").as_bytes()).to_vec())
+}
+
 /// Connect a channel: the channel as stored, and as shown this once (a webhook channel with
-/// its signing secret).
-pub async fn connect(auth: &Authority<ConnectChannel>, app: &App, ws: &WorkspaceId, input: CreateChannel) -> ApiResult<(Channel, Channel)> {
+/// its signing secret). Authority is asked for the channel's value, built from the checked
+/// request before the network is asked anything.
+pub async fn connect(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId, input: CreateChannel) -> ApiResult<(Channel, Channel)> {
     let mut errs = Errors::new();
     if let Some(n) = &input.name {
         errs.text("name", n, 1, 100);
@@ -36,6 +44,13 @@ pub async fn connect(auth: &Authority<ConnectChannel>, app: &App, ws: &Workspace
     errs.metadata("metadata", &input.metadata);
     errs.finish()?;
     let creds = super::parse_credentials(input.kind, input.credentials, None, app.cfg.webhooks.url_policy)?;
+    let key = fingerprint_key(app, ws).await?;
+    let value = super::Connecting {
+        name: input.name.clone(),
+        destination: super::Destination::of(&creds, &key, false),
+        metadata: input.metadata.clone(),
+    };
+    let auth = grant.authorize_value::<ConnectChannel>(&value)?;
     let connected = super::connect(http(app)?, &creds).await.map_err(super::connect_error)?;
     let now = Timestamp::now();
     let id = ChannelId::generate();
@@ -56,7 +71,7 @@ pub async fn connect(auth: &Authority<ConnectChannel>, app: &App, ws: &Workspace
         secret: None,
     };
     let stored = Stored { channel, creds: sealed, session, version: 1 };
-    super::connect_new(auth, app, ws, &stored).await?;
+    super::connect_new(&auth, app, ws, &stored).await?;
     let mut shown = stored.channel.clone();
     if let Creds::Webhook(w) = &creds {
         shown.secret = Some(w.secret.clone());
@@ -100,7 +115,7 @@ async fn check(app: &App, ws: &WorkspaceId, stored: &mut Stored, creds: &Creds) 
 /// Rename, change metadata, or reconnect with new credentials (checked with the network
 /// first; a refusal is a 400 and nothing changes).
 pub async fn update(
-    auth: &Authority<UpdateChannelEffect>,
+    grant: &shared::authority::Grant,
     app: &App,
     ws: &WorkspaceId,
     id: &ChannelId,
@@ -115,14 +130,28 @@ pub async fn update(
     }
     errs.finish()?;
     let mut stored = load(app, ws, id).await?;
+    let old = stored.open_creds(app, ws).await?;
+    let keep = match &old {
+        Creds::Webhook(w) => Some(w.secret.clone()),
+        _ => None,
+    };
+    let creds = input
+        .credentials
+        .map(|v| super::parse_credentials(stored.channel.kind, v, keep.as_deref(), app.cfg.webhooks.url_policy))
+        .transpose()?;
+    // The value: where it posts now and where it will, before the network is asked anything.
+    let key = fingerprint_key(app, ws).await?;
+    let value = super::Changing {
+        channel_id: stored.channel.id.clone(),
+        name: stored.channel.name.clone(),
+        destination: super::Destination::of(&old, &key, true),
+        new_destination: creds.as_ref().map(|c| super::Destination::of(c, &key, true)),
+        new_name: input.name.clone(),
+        new_metadata: input.metadata.clone(),
+    };
+    let auth = grant.authorize_value::<UpdateChannelEffect>(&value)?;
     let mut event = EventType::ChannelUpdated;
-    if let Some(v) = input.credentials {
-        let old = stored.open_creds(app, ws).await?;
-        let keep = match &old {
-            Creds::Webhook(w) => Some(w.secret.as_str()),
-            _ => None,
-        };
-        let creds = super::parse_credentials(stored.channel.kind, v, keep, app.cfg.webhooks.url_policy)?;
+    if let Some(creds) = creds {
         // A refusal leaves the channel as it was.
         super::connect(http(app)?, &creds).await.map_err(super::connect_error)?;
         event = check(app, ws, &mut stored, &creds).await?;
@@ -134,7 +163,7 @@ pub async fn update(
         stored.channel.metadata = m;
     }
     stored.channel.updated_at = Timestamp::now();
-    super::update(auth, app, ws, &stored, event).await?;
+    super::update(&auth, app, ws, &stored, event).await?;
     Ok(stored.channel)
 }
 

@@ -67,7 +67,7 @@ pub struct EmailBatch {
 /// Check, render and store a batch, then enqueue it (also used by `make bench`).
 /// `origin`: the request's pages origin, for the unsubscribe links of its marketing mail.
 pub async fn accept(
-    auth: &fx::Authority<fx::SendEmail>,
+    grant: &shared::authority::Grant,
     app: &App,
     ws: &WorkspaceId,
     input: SendBatch,
@@ -150,7 +150,10 @@ pub async fn accept(
         ));
     }
     let record = store::Record::new(ws_pk(ws), batch_sk(&batch.id), &batch)?.item;
-    compose::send_many(auth, app, ws, &emails, vec![record], now_secs).await?;
+    // Checked and built in full first: a batch a key without restrictions could not send is
+    // refused the same way for a restricted one, before anyone is asked.
+    let auth = grant.authorize_value::<fx::SendEmail>(&super::Outgoing::of(&emails))?;
+    compose::send_many(&auth, app, ws, &emails, vec![record], now_secs).await?;
     Ok(batch)
 }
 

@@ -143,6 +143,78 @@ pub struct SuppressedRecipient {
     pub contact_id: Option<ContactId>,
 }
 
+/// The value of `SendEmail` on `POST /emails` and `POST /emails/batch`: every message as SES
+/// will get it, built by the code that then sends it (`compose::finish`). What a person approves
+/// and what the run must build again, field for field.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Outgoing {
+    pub messages: Vec<Message>,
+}
+
+/// One message of an [`Outgoing`].
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Message {
+    pub from: String,
+    pub to: Vec<String>,
+    pub cc: Vec<String>,
+    pub bcc: Vec<String>,
+    pub reply_to: Vec<String>,
+    pub subject: String,
+    pub html: Option<String>,
+    pub text: Option<String>,
+    /// A calendar invite sent as a `text/calendar` alternative.
+    pub calendar: Option<String>,
+    /// Every header the caller or the platform sets (an unsubscribe link stands as its
+    /// placeholder: it is sealed, and made for the one recipient).
+    pub headers: BTreeMap<String, String>,
+    /// Each file: name, type, size and SHA-256.
+    pub attachments: Vec<attachments::Attachment>,
+    /// When it goes: null for now.
+    pub send_at: Option<Timestamp>,
+    /// `queued`, `scheduled`, or `suppressed` when no recipient may receive it.
+    pub status: EmailStatus,
+    /// Recipients left out, and why.
+    pub suppressed_recipients: Vec<SuppressedRecipient>,
+    /// The contact it is recorded under.
+    pub contact_id: Option<ContactId>,
+    pub template_slug: Option<String>,
+    pub locale: Option<String>,
+    pub transactional: bool,
+    pub tags: Vec<String>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Outgoing {
+    pub fn of<'a>(emails: impl IntoIterator<Item = &'a Email>) -> Self {
+        let messages = emails
+            .into_iter()
+            .map(|e| Message {
+                from: e.from.clone(),
+                to: e.to.clone(),
+                cc: e.cc.clone(),
+                bcc: e.bcc.clone(),
+                reply_to: e.reply_to.clone(),
+                subject: e.subject.clone(),
+                html: e.html.clone(),
+                text: e.text.clone(),
+                calendar: e.calendar.clone(),
+                headers: e.headers.clone(),
+                attachments: e.attachments.clone(),
+                send_at: e.scheduled_at,
+                status: e.status,
+                suppressed_recipients: e.suppressed_recipients.clone(),
+                contact_id: e.contact_id.clone(),
+                template_slug: e.template_slug.clone(),
+                locale: e.locale.clone(),
+                transactional: e.transactional,
+                tags: e.tags.clone(),
+                metadata: e.metadata.clone(),
+            })
+            .collect();
+        Self { messages }
+    }
+}
+
 /// What SES reported after sending (bounce or complaint details).
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Feedback {

@@ -9,7 +9,7 @@
 
 use super::jobs::{JobError, JobKind, JobStatus};
 use super::{Cursor, ErasureId};
-use crate::effects::{Authority, EraseSubject};
+use crate::effects::EraseSubject;
 use crate::keys;
 use crate::privacy::Subject;
 use serde::{Deserialize, Serialize};
@@ -56,41 +56,37 @@ pub struct CreateErasure {
     pub reason: String,
 }
 
-/// Validate an erasure request, then ask `grant` for the effect (so a request that cannot
-/// succeed never asks a person to confirm it), find its subject and start erasing (`start`).
+/// Validate an erasure request, find its subject, then ask `grant` for the effect on exactly
+/// that subject (so a request that cannot succeed never asks a person to confirm it, and an
+/// approval binds whom it erases), and start erasing (`begin`).
 pub async fn request(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId, input: CreateErasure) -> ApiResult<Erasure> {
     let mut errs = shared::validate::Errors::new();
     errs.text("reason", &input.reason, 1, 1000);
     errs.finish()?;
-    let auth = grant.authorize::<EraseSubject>()?;
     let subject = super::resolve(app, ws, &input.subject, "subject").await?;
-    start(&auth, app, ws, &subject, input.reason.trim()).await
-}
-
-/// The effect `EraseSubject` by a workspace credential: the audit record (with the sealed
-/// subject) and the queued job. A customer erases themselves through [`erase_self`], which
-/// asks for the code sent to their address first.
-pub async fn start(auth: &Authority<EraseSubject>, app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str) -> ApiResult<Erasure> {
+    let reason = input.reason.trim();
+    let auth = grant.authorize_value::<EraseSubject>(&super::Erasing { subject: super::Reach::of(&subject), reason: reason.into() })?;
     if auth.customer().is_some() {
         return Err(ApiError::internal("a customer's erasure goes through gdpr::erasure::erase_self"));
     }
-    begin(app, ws, subject, reason, auth.by(), auth.tx(&[])?).await
+    begin(app, ws, &subject, reason, auth.by(), auth.tx(&[])?).await
 }
 
 /// The effect `EraseSubject` by the customer: the code from their inbox, spent once
 /// (`portal::spend_erasure_code`), then the erasure as `POST /gdpr/erasures` starts it.
 pub async fn erase_self(
-    auth: &Authority<EraseSubject>,
+    grant: &shared::authority::Grant,
     app: &App,
     ws: &WorkspaceId,
     session_token: &str,
     contact: &crate::contacts::Contact,
     code: &str,
 ) -> ApiResult<Erasure> {
-    crate::portal::spend_erasure_code(auth, app, session_token, contact, code).await?;
+    const REASON: &str = "requested by the customer in the portal, confirmed by a code sent to their address";
     let subject = super::subject_of(app, ws, contact).await?;
-    begin(app, ws, &subject, "requested by the customer in the portal, confirmed by a code sent to their address", auth.by(), auth.tx(&[])?)
-        .await
+    let auth = grant.authorize_value::<EraseSubject>(&super::Erasing { subject: super::Reach::of(&subject), reason: REASON.into() })?;
+    crate::portal::spend_erasure_code(&auth, app, session_token, contact, code).await?;
+    begin(app, ws, &subject, REASON, auth.by(), auth.tx(&[])?).await
 }
 
 /// `tx`: the authority's guard on the objects the person approved (`Authority::guard`).

@@ -93,7 +93,8 @@ fn object_key(ws: &WorkspaceId, id: &str) -> String {
 
 /// The effect `ExportSubject`: one person's data. A portal customer's authority exports only
 /// the customer.
-pub async fn start_subject(auth: &Authority<ExportSubject>, app: &App, ws: &WorkspaceId, subject: &Subject) -> ApiResult<ExportJob> {
+pub async fn start_subject(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId, subject: &Subject) -> ApiResult<ExportJob> {
+    let auth = grant.authorize_value::<ExportSubject>(&super::Exporting { subject: super::Reach::of(subject) })?;
     if let Some(c) = auth.customer()
         && subject.contact_id.as_deref() != Some(c)
     {

@@ -31,6 +31,44 @@ pub struct SubjectRef {
     pub contact_id: Option<String>,
 }
 
+/// Whom an erasure or an export reaches, resolved: the contact (or nobody, for an address no
+/// contact holds or held) and every address, phone and name it will find the person by.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Reach {
+    /// The contact it resolves to; null when nobody holds or held the address.
+    pub contact_id: Option<crate::ids::ContactId>,
+    pub email: String,
+    pub former_emails: Vec<String>,
+    pub phones: Vec<String>,
+    pub names: Vec<String>,
+}
+
+impl Reach {
+    pub fn of(s: &Subject) -> Self {
+        Self {
+            contact_id: s.contact_id.clone(),
+            email: s.email.clone(),
+            former_emails: s.former_emails.clone(),
+            phones: s.phones.clone(),
+            names: s.names.clone(),
+        }
+    }
+}
+
+/// The value of `EraseSubject`: whom it erases and the reason the audit record keeps.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Erasing {
+    pub subject: Reach,
+    pub reason: String,
+}
+
+/// The value of `ExportSubject`: whose data it gathers (the link goes to the caller, or for a
+/// customer to their own address).
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Exporting {
+    pub subject: Reach,
+}
+
 /// Where a rule's scan has got to: the partition index and the last sort key read.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Cursor {

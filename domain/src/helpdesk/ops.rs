@@ -115,7 +115,7 @@ pub async fn create_conversation(
     }
     errs.finish()?;
     // A reply is the effect: asked for before anything is written (a new contact included).
-    let auth = (input.message.r#type == MessageType::Reply).then(|| grant.authorize::<SendEmail>()).transpose()?;
+    let auth = (input.message.r#type == MessageType::Reply).then(|| grant.authorize_notice::<SendEmail>()).transpose()?;
     let mailbox = check_mailbox(app, ws, &input.mailbox).await?;
     let contact = contact_for(
         app,
@@ -502,7 +502,7 @@ pub async fn add_message(
     c.updated_at = now;
     let mut outgoing = None;
     if reply {
-        let auth = grant.authorize::<SendEmail>()?;
+        let auth = grant.authorize_notice::<SendEmail>()?;
         let last_inbound = last_inbound_message_id(app, ws, &old.id).await?;
         let contact = contact.as_ref().ok_or_else(|| ApiError::internal("a reply without a contact"))?;
         let out = compose_reply(app, ws, &old, contact, &m, last_inbound.as_deref()).await?;

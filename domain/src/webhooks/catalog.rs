@@ -43,6 +43,11 @@ pub const EVENT_CATALOG: &[EventType] = &[
     EventType { name: "approval.denied", data: "ApprovalEventData", about: "An approval request was denied." },
     EventType { name: "approval.expired", data: "ApprovalEventData", about: "An approval request expired unanswered." },
     EventType { name: "approval.requested", data: "ApprovalEventData", about: "An approval request was asked for." },
+    EventType {
+        name: "approval.stale",
+        data: "ApprovalEventData",
+        about: "An approved request's run was refused, nothing ran: what it would do changed since the approval.",
+    },
     EventType { name: "booking.cancelled", data: "Booking", about: "A booking was cancelled." },
     EventType { name: "booking.completed", data: "Booking", about: "A booking was completed." },
     EventType { name: "booking.confirmed", data: "Booking", about: "A booking was confirmed." },

@@ -41,6 +41,37 @@ pub const MAX_GRACE_SECS: i64 = 7 * 86_400;
 
 pub const DEFAULT_GRACE_SECS: i64 = 86_400;
 
+/// What an endpoint receives and where: the value of `CreateWebhook`, and both sides of
+/// `UpdateWebhook`'s.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Subscription {
+    pub url: String,
+    pub event_types: Vec<String>,
+    pub enabled: bool,
+    pub description: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Subscription {
+    pub fn of(e: &Endpoint) -> Self {
+        Self {
+            url: e.url.clone(),
+            event_types: e.event_types.clone(),
+            enabled: e.enabled,
+            description: e.description.clone(),
+            metadata: e.metadata.clone(),
+        }
+    }
+}
+
+/// The value of `UpdateWebhook`: the endpoint as it is and as it will be.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Resubscribing {
+    pub endpoint_id: EndpointId,
+    pub before: Subscription,
+    pub after: Subscription,
+}
+
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Endpoint {
     /// `wh_...`

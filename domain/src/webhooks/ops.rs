@@ -112,7 +112,7 @@ pub async fn load(app: &App, ws: &WorkspaceId, id: &EndpointId) -> ApiResult<Sto
 
 /// Register an endpoint: the endpoint with its new secret (shown once), and the endpoint alone
 /// (what an idempotent replay answers).
-pub async fn create(auth: &Authority<CreateWebhook>, app: &App, ws: &WorkspaceId, input: CreateEndpoint) -> ApiResult<EndpointWithSecret> {
+pub async fn create(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId, input: CreateEndpoint) -> ApiResult<EndpointWithSecret> {
     let mut errs = Errors::new();
     check_url(&mut errs, app, &input.url).await;
     if let Some(d) = &input.description {
@@ -135,21 +135,23 @@ pub async fn create(auth: &Authority<CreateWebhook>, app: &App, ws: &WorkspaceId
         created_at: now,
         updated_at: now,
     };
+    let auth = grant.authorize_value::<CreateWebhook>(&super::Subscription::of(&endpoint))?;
     let (secret, stored) = super::new_secret(app, ws, &endpoint.id).await?;
     let rec = StoredEndpoint { endpoint, secrets: vec![stored], version: 1 };
-    super::create_endpoint(auth, app, ws, &rec).await?;
+    super::create_endpoint(&auth, app, ws, &rec).await?;
     Ok(EndpointWithSecret { endpoint: rec.endpoint, secret, previous_secret_expires_at: None })
 }
 
 /// Change an endpoint (URL, event types, description, status, metadata).
 pub async fn update(
-    auth: &Authority<UpdateWebhook>,
+    grant: &shared::authority::Grant,
     app: &App,
     ws: &WorkspaceId,
     id: &EndpointId,
     input: UpdateEndpoint,
 ) -> ApiResult<Endpoint> {
     let mut rec = load(app, ws, id).await?;
+    let before = super::Subscription::of(&rec.endpoint);
     let ep = &mut rec.endpoint;
     let mut errs = Errors::new();
     if let Some(u) = input.url.required(&mut errs, "url") {
@@ -180,7 +182,9 @@ pub async fn update(
     errs.patch_metadata("metadata", input.metadata, &mut ep.metadata);
     errs.finish()?;
     ep.updated_at = shared::ids::Timestamp::now();
-    super::update_endpoint(auth, app, ws, &rec).await?;
+    let value = super::Resubscribing { endpoint_id: rec.endpoint.id.clone(), before, after: super::Subscription::of(&rec.endpoint) };
+    let auth = grant.authorize_value::<UpdateWebhook>(&value)?;
+    super::update_endpoint(&auth, app, ws, &rec).await?;
     Ok(rec.endpoint)
 }
 

@@ -373,7 +373,7 @@ pub async fn change_member(
     }
     errs.finish()?;
     let caller = &by.subject;
-    let (current, caller_role) = if matches!(by.credential, Credential::OAuth) && caller != &subject {
+    let (current, caller_role) = if matches!(by.credential, Credential::OAuth(_)) && caller != &subject {
         let keys_ = [(ws_pk(ws), auth::member_sk(&subject)), (ws_pk(ws), auth::member_sk(caller))];
         let found = app.db.batch_get(&keys_).await?;
         let role_of = |s: &str| {

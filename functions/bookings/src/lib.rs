@@ -163,7 +163,7 @@ pub async fn create_hold(app: &App, req: WsReq) -> ApiResult<Reply> {
     responses((status = 201, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CreateBooking = req.json()?;
-    let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = req.grant.authorize_notice::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::created(&booking::create(&send, app, &req.ws, input).await?))
 }
@@ -198,7 +198,7 @@ pub async fn get_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
 #[utoipa::path(post, path = "/bookings/{id}/confirm", tag = "bookings", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn confirm_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = req.grant.authorize_notice::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::ok(&booking::confirm(&send, app, &req.ws, &req.path_id("id")?).await?))
 }
@@ -227,7 +227,7 @@ pub async fn cancel_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CancelBooking = if req.body.is_empty() { CancelBooking::default() } else { req.json()? };
     let by = booking::Canceller::Staff { recorded_as: input.cancelled_by.unwrap_or(CancelledBy::Staff) };
     // The notice is an email: a key that must ask before it sends asks before it cancels.
-    let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = req.grant.authorize_notice::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::ok(&booking::cancel(Some(&send), app, &req.ws, &req.path_id("id")?, by, input.reason).await?))
 }
@@ -239,7 +239,7 @@ pub async fn cancel_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<Booking>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn reschedule_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: RescheduleBooking = req.json()?;
-    let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = req.grant.authorize_notice::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::ok(
         &booking::reschedule(

@@ -24,8 +24,7 @@ shared::area! {
 #[utoipa::path(post, path = "/channels", tag = "channels", request_body = CreateChannel,
     responses((status = 201, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_channel(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::ConnectChannel>()?;
-    let (stored, shown) = ops::connect(&authority, app, &req.ws, req.json()?).await?;
+    let (stored, shown) = ops::connect(&req.grant, app, &req.ws, req.json()?).await?;
     Ok(Reply::created(&shown).replay_as(&stored))
 }
 
@@ -49,9 +48,8 @@ pub async fn get_channel(app: &App, req: WsReq) -> ApiResult<Reply> {
 #[utoipa::path(patch, path = "/channels/{id}", tag = "channels", request_body = UpdateChannel, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Channel>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_channel(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::UpdateChannel>()?;
     let input: UpdateChannel = req.json()?;
-    Ok(Reply::ok(&ops::update(&authority, app, &req.ws, &req.path_id("id")?, input).await?))
+    Ok(Reply::ok(&ops::update(&req.grant, app, &req.ws, &req.path_id("id")?, input).await?))
 }
 
 /// Check the stored credentials with the network now.

@@ -59,7 +59,9 @@ pub async fn send_email(app: &App, req: WsReq) -> ApiResult<Reply> {
     let ws = &req.ws;
     let ctx = compose::load_context(app, ws, &[&draft], req.pages_origin.as_deref()).await?;
     let email = compose::finish(ws, draft, &ctx, None, None, now).map_err(validation)?;
-    compose::send(&req.grant.authorize::<fx::SendEmail>()?, app, ws, &email, now_secs).await?;
+    // The value a person approves is this very email, as it will be sent.
+    let auth = req.grant.authorize_value::<fx::SendEmail>(&model::Outgoing::of([&email]))?;
+    compose::send(&auth, app, ws, &email, now_secs).await?;
     // Like lists, the answer leaves the bodies out (`GET /emails/{id}` has them): it stays
     // small enough to keep for idempotent replays.
     Ok(Reply::accepted(&email.without_bodies()))
@@ -72,7 +74,7 @@ pub async fn send_email(app: &App, req: WsReq) -> ApiResult<Reply> {
     responses((status = 202, body = shared::openapi::Data<EmailBatch>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn send_batch(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: SendBatch = req.json()?;
-    let batch = batch::accept(&req.grant.authorize::<fx::SendEmail>()?, app, &req.ws, input, req.pages_origin.as_deref()).await?;
+    let batch = batch::accept(&req.grant, app, &req.ws, input, req.pages_origin.as_deref()).await?;
     Ok(Reply::accepted(&batch))
 }
 

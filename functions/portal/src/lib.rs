@@ -70,7 +70,7 @@ pub async fn create_session(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id = ContactId::parse(&input.contact_id).ok_or_else(|| ApiError::validation("contact_id", "not a contact id (ct_...)"))?;
     let link = match input.delivery {
         portal::Delivery::Email => {
-            portal::email_link(&req.grant.authorize::<fx::SendEmail>()?, app, &req.ws, &id, input.return_url).await?
+            portal::email_link(&req.grant.authorize_notice::<fx::SendEmail>()?, app, &req.ws, &id, input.return_url).await?
         }
         portal::Delivery::Return => {
             portal::return_link(&req.grant.authorize::<fx::OpenPortalSession>()?, app, &req.ws, &id, input.return_url).await?
@@ -228,7 +228,7 @@ pub async fn cancel_my_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CancelMine = if req.body.is_empty() { CancelMine::default() } else { req.json()? };
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
-    let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = req.grant.authorize_notice::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     let b = domain::bookings::booking::cancel(Some(&send), app, &req.ws, &id, Canceller::Customer(&ct), input.reason).await?;
     Ok(Reply::ok(&b))
@@ -284,7 +284,7 @@ pub async fn reschedule_my_booking(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: RescheduleMine = req.json()?;
     let id: BookingId = req.path_id("id")?;
     let ct = me(app, &req).await?;
-    let send = req.grant.authorize::<fx::SendEmail>()?;
+    let send = req.grant.authorize_notice::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: req.pages_origin.as_deref() };
     Ok(Reply::ok(&domain::bookings::booking::reschedule(&send, app, &req.ws, &id, Canceller::Customer(&ct), input.start).await?))
 }
@@ -305,7 +305,7 @@ pub async fn my_emails(app: &App, req: WsReq) -> ApiResult<Reply> {
 pub async fn export_me(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
     let subject = domain::gdpr::subject_of(app, &req.ws, &c).await?;
-    Ok(Reply::accepted(&export::start_subject(&req.grant.authorize::<fx::ExportSubject>()?, app, &req.ws, &subject).await?))
+    Ok(Reply::accepted(&export::start_subject(&req.grant, app, &req.ws, &subject).await?))
 }
 
 /// One of the customer's exports, with its download link once completed, for a session the
@@ -334,7 +334,7 @@ pub async fn my_export(app: &App, req: WsReq) -> ApiResult<Reply> {
     responses((status = 202, body = shared::openapi::Data<portal::ErasureCode>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn erasure_code(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (c, _) = contact(app, &req).await?;
-    let auth = req.grant.authorize::<fx::SendEmail>()?;
+    let auth = req.grant.authorize_notice::<fx::SendEmail>()?;
     Ok(Reply::accepted(&portal::send_erasure_code(&auth, app, &req.ws, session_token(&req), &c).await?))
 }
 
@@ -356,8 +356,7 @@ pub async fn erase_me(app: &App, req: WsReq) -> ApiResult<Reply> {
         return Err(ApiError::validation("code", "the 6 digits of the emailed code"));
     }
     let (c, _) = contact(app, &req).await?;
-    let auth = req.grant.authorize::<fx::EraseSubject>()?;
-    let e = domain::gdpr::erasure::erase_self(&auth, app, &req.ws, session_token(&req), &c, &input.code).await?;
+    let e = domain::gdpr::erasure::erase_self(&req.grant, app, &req.ws, session_token(&req), &c, &input.code).await?;
     portal::revoke(app, session_token(&req)).await?;
     portal::end_sessions(app, &req.ws, &c.id).await?;
     Ok(Reply::accepted(&e))

@@ -33,8 +33,7 @@ shared::area! {
 #[utoipa::path(post, path = "/webhooks", tag = "webhooks", request_body = CreateEndpoint,
     responses((status = 201, body = shared::openapi::Data<EndpointWithSecret>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::CreateWebhook>()?;
-    let shown = ops::create(&authority, app, &req.ws, req.json()?).await?;
+    let shown = ops::create(&req.grant, app, &req.ws, req.json()?).await?;
     Ok(Reply::created(&shown).replay_as(&shown.endpoint))
 }
 
@@ -58,9 +57,8 @@ pub async fn get_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
 #[utoipa::path(patch, path = "/webhooks/{id}", tag = "webhooks", request_body = UpdateEndpoint, params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<Endpoint>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::UpdateWebhook>()?;
     let input: UpdateEndpoint = req.json()?;
-    Ok(Reply::ok(&ops::update(&authority, app, &req.ws, &req.path_id("id")?, input).await?))
+    Ok(Reply::ok(&ops::update(&req.grant, app, &req.ws, &req.path_id("id")?, input).await?))
 }
 
 /// Delete an endpoint. Its pending deliveries end as `dead`.

@@ -51,7 +51,7 @@ pub async fn update_current(app: &App, req: WsReq) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::ListOf<Workspace>), shared::openapi::CommonErrors))]
 pub async fn list_workspaces(app: &App, req: Req) -> ApiResult<Reply> {
     let page = req.page(app, "workspaces", &[]).await?;
-    if req.principal.credential != Credential::OAuth {
+    if !matches!(req.principal.credential, Credential::OAuth(_)) {
         // Cursors are honoured (and validated) even though a key has exactly one workspace.
         let items = match (&req.principal.workspace_id, &page.after) {
             (Some(ws), None) => vec![domain::workspaces::load(app, ws).await?.0],

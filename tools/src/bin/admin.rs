@@ -10,6 +10,9 @@
 //!   admin create-workspace --name NAME        -> {"workspace_id": ..., "api_key": ...}
 //!   admin add-member --workspace W --subject S --role owner|admin|member|viewer
 //!   admin mint-token --subject S [--scope "read write admin"] [--ttl SECONDS]   (local endpoints only)
+//!         [--client ID|none] [--signed-in-ago SECONDS]   a person's token, as the approval pages'
+//!         client (`approval-pages`) signed in just now unless these say otherwise: another
+//!         client, `none`, or an old sign-in mints a token that cannot approve
 //!   admin send-inbound FILE.eml [--to ADDRESS]   (local endpoints only: as SES would deliver it;
 //!                                                 recipients default to the To and Cc headers)
 
@@ -111,7 +114,13 @@ async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
             let scope = arg(&args, "--scope").unwrap_or_else(|| "read write admin".into());
             let ttl = arg(&args, "--ttl").map(|t| t.parse::<i64>().map_err(|_| "--ttl must be seconds")).transpose()?.unwrap_or(3600);
             let issuer = std::env::var("OAUTH_ISSUER").ok().filter(|i| !i.is_empty()).unwrap_or(admin::DEV_ISSUER.into());
-            Ok(serde_json::Value::String(admin::mint_token_from(&issuer, &sub, &scope, ttl)?))
+            let client = arg(&args, "--client").unwrap_or_else(|| tools::oidc::CLIENT_ID.into());
+            let ago = arg(&args, "--signed-in-ago")
+                .map(|t| t.parse::<i64>().map_err(|_| "--signed-in-ago must be seconds"))
+                .transpose()?
+                .unwrap_or(0);
+            let client = (client != "none").then_some(client.as_str());
+            Ok(serde_json::Value::String(admin::mint_token_signed_in(&issuer, &sub, &scope, ttl, client, ago)?))
         }
         "send-inbound" => {
             let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
@@ -131,7 +140,7 @@ async fn run(mut args: Vec<String>) -> Result<serde_json::Value, String> {
             Ok(serde_json::json!({"queued": true, "recipients": to}))
         }
         _ => Err(
-            "usage: admin [--outputs FILE] bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S | send-inbound FILE.eml [--to A]"
+            "usage: admin [--outputs FILE] bootstrap | create-workspace --name N | add-member --workspace W --subject S --role R | mint-token --subject S [--client ID|none] [--signed-in-ago S] | send-inbound FILE.eml [--to A]"
                 .into(),
         ),
     }

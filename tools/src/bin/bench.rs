@@ -338,7 +338,7 @@ async fn main() {
     let input: domain::emails::batch::SendBatch = serde_json::from_value(serde_json::json!({ "emails": list })).unwrap();
     let t = Instant::now();
     let (batch, accept_calls) = shared::metrics::count_ddb_calls(domain::emails::batch::accept(
-        &shared::authority::Authority::operator("bench"),
+        &shared::authority::Grant::operator("bench", &[<domain::effects::SendEmail as shared::authority::Effect>::INFO]),
         &stack.app,
         &ws.id,
         input,

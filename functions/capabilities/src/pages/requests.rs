@@ -37,15 +37,73 @@ fn email(w: &super::words::Words, e: &EmailPreview) -> Markup {
             }
             @if let Some(h) = &e.html {
                 h3 { (w.as_html) }
-                p.hint { (w.agent_wrote) }
-                // Cleaned by ammonia's allowlist (shared::html): no script, style, frame, form
-                // or remote image is left, links open without a referrer.
-                div.email-html { (PreEscaped(shared::html::sanitise(h))) }
+                (html_body(w, h))
             }
             @if let Some(t) = &e.text {
                 h3 { (w.as_text) }
                 pre { (t) }
             }
+        }
+    }
+}
+
+/// A cleaned HTML body, with what cleaning removed and where every link goes.
+fn html_body(w: &super::words::Words, h: &str) -> Markup {
+    let inv = shared::html::inventory(h);
+    html! {
+        p.hint { (w.agent_wrote) }
+        // Cleaned by ammonia's allowlist (shared::html), images left out: no script, style,
+        // frame, form or image is left, links open without a referrer.
+        div.email-html { (PreEscaped(shared::html::sanitise_preview(h))) }
+        @if inv.remote_images + inv.inline_images + inv.scripts + inv.forms + inv.embedded > 0 {
+            div.removed {
+                h3 { (w.removed_title) }
+                ul {
+                    @if inv.remote_images > 0 {
+                        li { (w.removed_images) ": " (inv.remote_images) " (" (inv.remote_image_hosts.join(", ")) ")" }
+                    }
+                    @if inv.inline_images > 0 { li { (w.removed_inline) ": " (inv.inline_images) } }
+                    @if inv.scripts > 0 { li { (w.removed_scripts) ": " (inv.scripts) } }
+                    @if inv.forms > 0 { li { (w.removed_forms) ": " (inv.forms) } }
+                    @if inv.embedded > 0 { li { (w.removed_embedded) ": " (inv.embedded) } }
+                }
+            }
+        }
+        @if !inv.links.is_empty() {
+            div.links {
+                h3 { (w.links_title) }
+                ul { @for (text, href) in &inv.links { li { (text) " \u{2192} " code { (href) } } } }
+            }
+        }
+        details { summary { (w.source) } pre { (h) } }
+    }
+}
+
+/// An effect's value, whole: every field of every object, by name, so nothing the effect will
+/// do can exist without being on the page. An `html` field is shown cleaned, with its
+/// inventory and source.
+fn value(w: &super::words::Words, v: &serde_json::Value) -> Markup {
+    use serde_json::Value;
+    html! {
+        @match v {
+            Value::Object(m) if m.is_empty() => em { (w.none) },
+            Value::Object(m) => dl.value {
+                @for (k, x) in m {
+                    dt { code { (k) } }
+                    dd {
+                        @match (k.as_str(), x) {
+                            ("html", Value::String(h)) => (html_body(w, h)),
+                            ("text" | "calendar", Value::String(t)) => pre { (t) },
+                            _ => (value(w, x)),
+                        }
+                    }
+                }
+            },
+            Value::Array(l) if l.is_empty() => em { (w.none) },
+            Value::Array(l) => ol.value { @for x in l { li { (value(w, x)) } } },
+            Value::Null => em { (w.none) },
+            Value::String(s) => span { (s) },
+            other => span { (other.to_string()) },
         }
     }
 }
@@ -68,7 +126,14 @@ fn body(ctx: &Ctx, r: &ApprovalRequest, may: Result<(), ApiError>) -> Markup {
         }
         h2 { (w.what_happens) }
         p { (r.effect) ": " code { (r.method) " " (r.path) } }
-        @if !r.preview.emails.is_empty() {
+        @if let Some(v) = &r.effect_value {
+            h2 { (w.value_title) }
+            p.hint { (w.value_intro) " " code.digest { (v.digest) } }
+            @if !r.changed_fields.is_empty() {
+                p.notice.problem { (w.changed) ": " @for f in &r.changed_fields { code { (f) } " " } }
+            }
+            div.effect-value { (value(w, &v.value)) }
+        } @else if !r.preview.emails.is_empty() {
             h2 { (w.emails_title) }
             @for e in &r.preview.emails { (email(w, e)) }
         }
@@ -131,7 +196,7 @@ pub async fn show(app: &App, v: Visit) -> ApiResult<View> {
         Some("decided") => Some(Notice::Problem(w.done_decided.into())),
         _ => None,
     };
-    let may = domain::capabilities::may_approve(person, &r.capability);
+    let may = domain::capabilities::may_approve(person, &r.capability, app.cfg.oauth.as_ref(), shared::ids::now_ms() / 1000);
     let title = format!("{}: {}", w.request_title, r.effect);
     Ok(ctx.page(&title, notice, body(&ctx, &r, may)))
 }

@@ -107,7 +107,7 @@ async fn refused(app: &App, v: &Visit, e: ApiError) -> ApiResult<View> {
 pub async fn cancel(app: &App, v: Visit) -> ApiResult<View> {
     let ct = customer(app, &v).await?.0.id;
     let Some(id) = BookingId::parse(v.param("id")) else { return refused(app, &v, ApiError::not_found("booking")).await };
-    let send = v.grant.authorize::<fx::SendEmail>()?;
+    let send = v.grant.authorize_notice::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: v.origin.as_deref() };
     match booking::cancel(Some(&send), app, &v.ws, &id, Canceller::Customer(&ct), None).await {
         Ok(_) => Ok(View::redirect(format!("{}/bookings?m=cancelled", v.base))),
@@ -195,7 +195,7 @@ fn hour(rfc3339: &str) -> &str {
 pub async fn move_to(app: &App, v: Visit) -> ApiResult<View> {
     let ct = customer(app, &v).await?.0.id;
     let Some(id) = BookingId::parse(v.param("id")) else { return refused(app, &v, ApiError::not_found("booking")).await };
-    let send = v.grant.authorize::<fx::SendEmail>()?;
+    let send = v.grant.authorize_notice::<fx::SendEmail>()?;
     let send = Notify { send: &send, pages: v.origin.as_deref() };
     let start = match booking::form_start(v.field("start")) {
         Ok(start) => start,

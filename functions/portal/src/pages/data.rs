@@ -66,7 +66,7 @@ pub async fn show(app: &App, v: Visit) -> ApiResult<View> {
 pub async fn export(app: &App, v: Visit) -> ApiResult<View> {
     let c = contact(app, &v).await?;
     let subject = domain::gdpr::subject_of(app, &v.ws, &c).await?;
-    let job = export::start_subject(&v.grant.authorize::<fx::ExportSubject>()?, app, &v.ws, &subject).await?;
+    let job = export::start_subject(&v.grant, app, &v.ws, &subject).await?;
     Ok(View::redirect(format!("{}/data/exports/{}", v.base, job.id)))
 }
 
@@ -106,7 +106,7 @@ pub async fn export_status(app: &App, v: Visit) -> ApiResult<View> {
 pub async fn export_send(app: &App, v: Visit) -> ApiResult<View> {
     let c = contact(app, &v).await?;
     let lang = domain::portal::Lang::from_accept_language(v.header("accept-language"));
-    let auth = v.grant.authorize::<fx::SendEmail>()?;
+    let auth = v.grant.authorize_notice::<fx::SendEmail>()?;
     let id = ExportId::parse(v.param("id")).ok_or_else(|| ApiError::not_found("export"))?;
     export::email_link(&auth, app, &v.ws, &c, &id, lang).await?;
     Ok(View::redirect(format!("{}/data?m=sent", v.base)))
@@ -114,7 +114,7 @@ pub async fn export_send(app: &App, v: Visit) -> ApiResult<View> {
 
 pub async fn erasure_code(app: &App, v: Visit) -> ApiResult<View> {
     let c = contact(app, &v).await?;
-    let auth = v.grant.authorize::<fx::SendEmail>()?;
+    let auth = v.grant.authorize_notice::<fx::SendEmail>()?;
     domain::portal::send_erasure_code(&auth, app, &v.ws, v.session_token(), &c).await?;
     Ok(View::redirect(format!("{}/data/erasure", v.base)))
 }
@@ -144,9 +144,8 @@ pub async fn erasure_form(app: &App, v: Visit) -> ApiResult<View> {
 pub async fn erase(app: &App, v: Visit) -> ApiResult<View> {
     let ctx = Ctx::of(app, &v).await?;
     let c = contact(app, &v).await?;
-    let auth = v.grant.authorize::<fx::EraseSubject>()?;
     let code = v.field("code").unwrap_or_default().trim().to_string();
-    match domain::gdpr::erasure::erase_self(&auth, app, &v.ws, v.session_token(), &c, &code).await {
+    match domain::gdpr::erasure::erase_self(&v.grant, app, &v.ws, v.session_token(), &c, &code).await {
         Ok(_) => {
             // Every session, link and sign-in of the customer ends with the request; the
             // erasure job removes the rest.

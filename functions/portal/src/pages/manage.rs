@@ -112,7 +112,7 @@ async fn acted_on(app: &App, v: &Visit) -> ApiResult<(Booking, ContactId)> {
 
 pub async fn cancel(app: &App, v: Visit) -> ApiResult<View> {
     let (b, contact) = acted_on(app, &v).await?;
-    let send = v.grant.authorize::<fx::SendEmail>()?;
+    let send = v.grant.authorize_notice::<fx::SendEmail>()?;
     let notify = Notify { send: &send, pages: v.origin.as_deref() };
     match booking::cancel(Some(&notify), app, &v.ws, &b.id, Canceller::Customer(&contact), None).await {
         Ok(done) => Ok(View::redirect(format!("{}?token={}&m=cancelled", here(&v), token(app, &v, &done).await?))),
@@ -134,7 +134,7 @@ pub async fn move_form(app: &App, v: Visit) -> ApiResult<View> {
 
 pub async fn move_to(app: &App, v: Visit) -> ApiResult<View> {
     let (b, contact) = acted_on(app, &v).await?;
-    let send = v.grant.authorize::<fx::SendEmail>()?;
+    let send = v.grant.authorize_notice::<fx::SendEmail>()?;
     let notify = Notify { send: &send, pages: v.origin.as_deref() };
     let start = match booking::form_start(v.field("start")) {
         Ok(start) => start,
