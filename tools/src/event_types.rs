@@ -50,7 +50,7 @@ fn payload_schemas() -> Vec<(&'static str, Value)> {
                     "id": id("apr"), "object": {"type": "string", "enum": ["approval_request"]}, "state": r("ApprovalState"),
                     "capability": text, "effect": text, "approver_needs": text, "method": text, "path": text, "api_key_id": id("key"),
                     "summary": text, "created_at": time, "expires_at": time, "decided_at": time_or_null, "decided_by": text_or_null, "reason": text_or_null,
-                    "effect_digest": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$", "description": "The digest of the effect's value the request showed (null for an effect approved by its request): what an approval binds."},
+                    "effect_digest": {"type": ["string", "null"], "description": "The digest of the effect's value the request showed (null for an effect approved by its request): what an approval binds."},
                     "confirmation_id": {"type": ["string", "null"], "pattern": shared::ids::id_pattern("cc")},
                 }),
             ),
@@ -66,7 +66,7 @@ fn payload_schemas() -> Vec<(&'static str, Value)> {
                 json!({
                     "id": id("cc"), "object": {"type": "string", "enum": ["capability_confirmation"]}, "capability": text, "method": text, "path": text,
                     "idempotency_key": text, "api_key_id": id("key"), "used_at": time, "used_by_request_id": text,
-                    "effect_digest": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$", "description": "The digest of the effect's value the person approved: the run is refused unless it builds the same value."},
+                    "effect_digest": {"type": ["string", "null"], "description": "The digest of the effect's value the person approved: the run is refused unless it builds the same value."},
                     "approval_request_id": {"type": ["string", "null"], "pattern": shared::ids::id_pattern("apr")},
                     "approved_by": text_or_null,
                 }),
