@@ -24,22 +24,19 @@
 use shared::auth::Scope;
 pub use shared::authority::{Authority, Effect, EffectInfo, Notice, Unvalued, Valued};
 
-/// An effect's kind of value: `value = T` makes it `Valued` (its function builds a `T`, the
-/// complete description of what it will do, and asks for authority over exactly that), and an
-/// effect without one is `Unvalued` (its approval binds the request and the objects it names).
+/// An effect's kind of value: `valued = true` marks one whose function builds a value, the complete
+/// description of what it will do, and asks for authority over exactly that; its `impl Valued`
+/// sits beside the value's type in the area that builds it (an area is above this module). An
+/// effect without the mark is `Unvalued`: its approval binds the request and the objects it names.
 macro_rules! valued {
     ($name:ident) => {
         impl Unvalued for $name {}
     };
-    ($name:ident $value:ty) => {
-        impl Valued for $name {
-            type Value = $value;
-        }
-    };
+    ($name:ident true) => {};
 }
 
 macro_rules! effects {
-    ($( $(#[$doc:meta])* $name:ident = ($cap:literal, $needs:ident, $summary:literal, $self_service:literal $(, public = $public:literal)? $(, value = $value:ty)?); )*) => {
+    ($( $(#[$doc:meta])* $name:ident = ($cap:literal, $needs:ident, $summary:literal, $self_service:literal $(, public = $public:literal)? $(, valued = $valued:tt)?); )*) => {
         $(
             $(#[$doc])*
             pub struct $name;
@@ -53,7 +50,7 @@ macro_rules! effects {
                     public: false $(|| $public)?,
                 };
             }
-            valued!($name $($value)?);
+            valued!($name $($valued)?);
         )*
         /// Every effect, for the capability list and the docs.
         pub const ALL: &[EffectInfo] = &[$(<$name as Effect>::INFO),*];
@@ -63,13 +60,13 @@ macro_rules! effects {
 effects! {
     /// An email leaves through SES: `POST /emails`, a batch, a helpdesk reply or a conversation
     /// started by staff, a booking's notifications, a portal sign-in link.
-    SendEmail = ("emails.send", Write, "Send an email", true, value = crate::emails::Outgoing);
+    SendEmail = ("emails.send", Write, "Send an email", true, valued = true);
     /// A post goes out to its channels, now or at its scheduled time, or again after a failure.
     PublishPost = ("posts.publish", Write, "Publish a post to its channels", false);
     /// A person's data is erased for good.
-    EraseSubject = ("gdpr.erasure", Admin, "Erase a person's data", true, value = crate::gdpr::Erasing);
+    EraseSubject = ("gdpr.erasure", Admin, "Erase a person's data", true, valued = true);
     /// A person's data is exported.
-    ExportSubject = ("gdpr.export.subject", Write, "Export a person's data", true, value = crate::gdpr::Exporting);
+    ExportSubject = ("gdpr.export.subject", Write, "Export a person's data", true, valued = true);
     /// The whole workspace's data is exported.
     ExportWorkspace = ("gdpr.export.workspace", Admin, "Export the whole workspace's data", false);
     /// A new API key.
@@ -82,13 +79,13 @@ effects! {
     EmailSignInLink = ("portal.sign_in", Write, "Email a customer a sign-in link to their own address", false, public = true);
     /// A portal session token handed to the caller instead of the customer's inbox.
     OpenPortalSession = ("portal.sessions.return", Admin, "Open a customer's portal session for the caller", false);
-    CreateWebhook = ("webhooks.create", Admin, "Create a webhook endpoint", false, value = crate::webhooks::Subscription);
-    UpdateWebhook = ("webhooks.update", Admin, "Change a webhook endpoint", false, value = crate::webhooks::Resubscribing);
+    CreateWebhook = ("webhooks.create", Admin, "Create a webhook endpoint", false, valued = true);
+    UpdateWebhook = ("webhooks.update", Admin, "Change a webhook endpoint", false, valued = true);
     DeleteWebhook = ("webhooks.delete", Admin, "Delete a webhook endpoint", false);
     RotateWebhookSecret = ("webhooks.rotate_secret", Admin, "Rotate a webhook endpoint's signing secret", false);
-    ConnectChannel = ("channels.connect", Admin, "Connect a publishing channel", false, value = crate::channels::Connecting);
+    ConnectChannel = ("channels.connect", Admin, "Connect a publishing channel", false, valued = true);
     /// A channel's destination or credentials change.
-    UpdateChannel = ("channels.update", Admin, "Change a publishing channel", false, value = crate::channels::Changing);
+    UpdateChannel = ("channels.update", Admin, "Change a publishing channel", false, valued = true);
     DeleteChannel = ("channels.delete", Admin, "Delete a publishing channel", false);
     CreateSendingDomain = ("emails.domains.create", Admin, "Add a sending domain", false);
     DeleteSendingDomain = ("emails.domains.delete", Admin, "Delete a sending domain", false);

@@ -119,9 +119,10 @@ impl PlatformSecret {
 
     /// Open a value sealed under the current root or any retired one.
     pub fn open(&self, aad: &str, sealed: &str) -> Result<Vec<u8>, ApiError> {
-        let mut keys = std::iter::once(&self.encryption_key).chain(&self.retired_encryption_keys);
-        let first = keys.next().expect("the current key");
-        crate::crypto::open(first, aad, sealed).or_else(|e| keys.find_map(|k| crate::crypto::open(k, aad, sealed).ok()).ok_or(e))
+        std::iter::once(&self.encryption_key)
+            .chain(&self.retired_encryption_keys)
+            .find_map(|k| crate::crypto::open(k, aad, sealed))
+            .ok_or_else(|| ApiError::internal("a sealed value does not open (wrong key or tampered)"))
     }
 
     /// A fresh secret value for bootstrap: 64 random alphanumerics, like SAM's generator.

@@ -8,7 +8,6 @@
 //! value, and the owning object's identity as associated data, so a sealed value copied onto
 //! another item does not open.
 
-use crate::error::ApiError;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
@@ -145,17 +144,18 @@ pub fn seal(k: &[u8], aad: &str, plaintext: &[u8]) -> String {
     format!("{VERSION}{}", B64.encode(out))
 }
 
-pub fn open(k: &[u8], aad: &str, sealed: &str) -> Result<Vec<u8>, ApiError> {
-    let bad = || ApiError::internal("a sealed value does not open (wrong key or tampered)");
-    let raw = B64.decode(sealed.strip_prefix(VERSION).ok_or_else(bad)?).map_err(|_| bad())?;
+/// The plaintext, or None when the value does not open (wrong key or tampered). Crypto is below
+/// `error`'s users, so the caller says what a failure means.
+pub fn open(k: &[u8], aad: &str, sealed: &str) -> Option<Vec<u8>> {
+    let raw = B64.decode(sealed.strip_prefix(VERSION)?).ok()?;
     if raw.len() < NONCE_LEN {
-        return Err(bad());
+        return None;
     }
     let (nonce, ct) = raw.split_at(NONCE_LEN);
     let mut buf = ct.to_vec();
-    let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| bad())?;
-    let plain = key(k).open_in_place(nonce, Aad::from(aad.as_bytes()), &mut buf).map_err(|_| bad())?;
-    Ok(plain.to_vec())
+    let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+    let plain = key(k).open_in_place(nonce, Aad::from(aad.as_bytes()), &mut buf).ok()?;
+    Some(plain.to_vec())
 }
 
 #[cfg(test)]
@@ -179,9 +179,9 @@ mod tests {
         assert_ne!(s, seal(&k, "ws_1/wh_1", b"whsec_abc"), "fresh nonce per value");
         assert!(!s.contains("whsec"));
         assert_eq!(open(&k, "ws_1/wh_1", &s).unwrap(), b"whsec_abc");
-        assert!(open(&k, "ws_2/wh_1", &s).is_err(), "bound to its owner");
-        assert!(open(&[8u8; 32], "ws_1/wh_1", &s).is_err(), "needs the key");
-        assert!(open(&k, "ws_1/wh_1", "v1:AAAA").is_err());
-        assert!(open(&k, "ws_1/wh_1", "garbage").is_err());
+        assert!(open(&k, "ws_2/wh_1", &s).is_none(), "bound to its owner");
+        assert!(open(&[8u8; 32], "ws_1/wh_1", &s).is_none(), "needs the key");
+        assert!(open(&k, "ws_1/wh_1", "v1:AAAA").is_none());
+        assert!(open(&k, "ws_1/wh_1", "garbage").is_none());
     }
 }

@@ -115,7 +115,7 @@ pub struct ApiError {
     pub at: Option<&'static std::panic::Location<'static>>,
     /// The value of the effect a 428 refused (`crate::authority::Grant::authorize_value`), for
     /// the approval request the pipeline records: never answered.
-    pub effect: Option<Box<crate::authority::Shown>>,
+    pub effect: Option<Box<crate::effect_value::Shown>>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;

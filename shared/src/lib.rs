@@ -3,8 +3,8 @@
 //! Modules form layers; each uses only modules of its own or a lower layer (checked by
 //! `tools/tests/layout.rs`), so the crate reads bottom-up:
 //!
-//! 1. foundations: `error`, `ids`, `keys`, `crypto`, `validate`, `cursor`, `signing`, `cache`,
-//!    `metrics`, `telemetry`, `outbound`, `sdk_http`, `aws`, `sqs`, `zone`, `html`
+//! 1. foundations: `error`, `effect_value`, `ids`, `keys`, `crypto`, `validate`, `cursor`,
+//!    `signing`, `cache`, `metrics`, `telemetry`, `outbound`, `sdk_http`, `aws`, `sqs`, `zone`, `html`
 //! 2. data: `store` (the table: [`store::Db`], records, queries, transactions)
 //! 3. `events` (what an event is; its outbox item)
 //! 4. request mechanisms, each taking the [`store::Db`] it needs, and their settings:
@@ -22,6 +22,7 @@ pub mod aws;
 pub mod cache;
 pub mod crypto;
 pub mod cursor;
+pub mod effect_value;
 pub mod error;
 pub mod html;
 pub mod ids;

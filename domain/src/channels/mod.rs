@@ -164,6 +164,10 @@ pub struct Connecting {
     pub metadata: BTreeMap<String, String>,
 }
 
+impl crate::effects::Valued for crate::effects::ConnectChannel {
+    type Value = Connecting;
+}
+
 /// The value of `UpdateChannel`: the channel, where it posted until now, and each change.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Changing {
@@ -177,6 +181,10 @@ pub struct Changing {
     pub new_name: Option<String>,
     /// The new metadata (null: unchanged).
     pub new_metadata: Option<BTreeMap<String, String>>,
+}
+
+impl crate::effects::Valued for crate::effects::UpdateChannel {
+    type Value = Changing;
 }
 
 #[derive(Deserialize, ToSchema, Default)]

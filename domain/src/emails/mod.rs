@@ -151,6 +151,10 @@ pub struct Outgoing {
     pub messages: Vec<Message>,
 }
 
+impl crate::effects::Valued for crate::effects::SendEmail {
+    type Value = Outgoing;
+}
+
 /// One message of an [`Outgoing`].
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Message {

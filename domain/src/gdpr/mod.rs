@@ -62,11 +62,19 @@ pub struct Erasing {
     pub reason: String,
 }
 
+impl crate::effects::Valued for crate::effects::EraseSubject {
+    type Value = Erasing;
+}
+
 /// The value of `ExportSubject`: whose data it gathers (the link goes to the caller, or for a
 /// customer to their own address).
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Exporting {
     pub subject: Reach,
+}
+
+impl crate::effects::Valued for crate::effects::ExportSubject {
+    type Value = Exporting;
 }
 
 /// Where a rule's scan has got to: the partition index and the last sort key read.

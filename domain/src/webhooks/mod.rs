@@ -52,6 +52,10 @@ pub struct Subscription {
     pub metadata: BTreeMap<String, String>,
 }
 
+impl crate::effects::Valued for crate::effects::CreateWebhook {
+    type Value = Subscription;
+}
+
 impl Subscription {
     pub fn of(e: &Endpoint) -> Self {
         Self {
@@ -70,6 +74,10 @@ pub struct Resubscribing {
     pub endpoint_id: EndpointId,
     pub before: Subscription,
     pub after: Subscription,
+}
+
+impl crate::effects::Valued for crate::effects::UpdateWebhook {
+    type Value = Resubscribing;
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
