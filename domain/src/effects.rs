@@ -48,6 +48,7 @@ macro_rules! effects {
                     summary: $summary,
                     self_service: $self_service,
                     public: false $(|| $public)?,
+                    valued: false $(|| $valued)?,
                 };
             }
             valued!($name $($valued)?);
@@ -68,29 +69,29 @@ effects! {
     /// A person's data is exported.
     ExportSubject = ("gdpr.export.subject", Write, "Export a person's data", true, valued = true);
     /// The whole workspace's data is exported.
-    ExportWorkspace = ("gdpr.export.workspace", Admin, "Export the whole workspace's data", false);
+    ExportWorkspace = ("gdpr.export.workspace", Admin, "Export the whole workspace's data", false, valued = true);
     /// A new API key.
-    CreateApiKey = ("api_keys.create", Admin, "Create an API key", false);
-    RevokeApiKey = ("api_keys.revoke", Admin, "Revoke an API key", false);
+    CreateApiKey = ("api_keys.create", Admin, "Create an API key", false, valued = true);
+    RevokeApiKey = ("api_keys.revoke", Admin, "Revoke an API key", false, valued = true);
     /// A person gains, changes or loses a role.
-    ChangeMember = ("members.change", Admin, "Change a member's role", false);
+    ChangeMember = ("members.change", Admin, "Change a member's role", false, valued = true);
     /// A sign-in link and code emailed to whoever owns the address a visitor typed (the portal's
     /// sign-in page, `POST /portal/sign-in`): anyone may ask, only the owner receives it.
     EmailSignInLink = ("portal.sign_in", Write, "Email a customer a sign-in link to their own address", false, public = true);
     /// A portal session token handed to the caller instead of the customer's inbox.
-    OpenPortalSession = ("portal.sessions.return", Admin, "Open a customer's portal session for the caller", false);
+    OpenPortalSession = ("portal.sessions.return", Admin, "Open a customer's portal session for the caller", false, valued = true);
     CreateWebhook = ("webhooks.create", Admin, "Create a webhook endpoint", false, valued = true);
     UpdateWebhook = ("webhooks.update", Admin, "Change a webhook endpoint", false, valued = true);
-    DeleteWebhook = ("webhooks.delete", Admin, "Delete a webhook endpoint", false);
-    RotateWebhookSecret = ("webhooks.rotate_secret", Admin, "Rotate a webhook endpoint's signing secret", false);
+    DeleteWebhook = ("webhooks.delete", Admin, "Delete a webhook endpoint", false, valued = true);
+    RotateWebhookSecret = ("webhooks.rotate_secret", Admin, "Rotate a webhook endpoint's signing secret", false, valued = true);
     ConnectChannel = ("channels.connect", Admin, "Connect a publishing channel", false, valued = true);
     /// A channel's destination or credentials change.
     UpdateChannel = ("channels.update", Admin, "Change a publishing channel", false, valued = true);
-    DeleteChannel = ("channels.delete", Admin, "Delete a publishing channel", false);
-    CreateSendingDomain = ("emails.domains.create", Admin, "Add a sending domain", false);
-    DeleteSendingDomain = ("emails.domains.delete", Admin, "Delete a sending domain", false);
+    DeleteChannel = ("channels.delete", Admin, "Delete a publishing channel", false, valued = true);
+    CreateSendingDomain = ("emails.domains.create", Admin, "Add a sending domain", false, valued = true);
+    DeleteSendingDomain = ("emails.domains.delete", Admin, "Delete a sending domain", false, valued = true);
     /// The workspace's settings (name, portal origins, look).
-    UpdateWorkspace = ("workspaces.update", Admin, "Change the workspace's settings", false);
+    UpdateWorkspace = ("workspaces.update", Admin, "Change the workspace's settings", false, valued = true);
 }
 
 /// The effects whose function sends an email through `emails::compose::send`: each decides to

@@ -368,7 +368,13 @@ async fn authenticate_token(
     })?;
     // A token without a `scope` claim, or with only unknown scopes, grants nothing.
     let token_scopes: Vec<Scope> = claims.scope.as_deref().unwrap_or("").split_whitespace().filter_map(Scope::parse).collect();
-    let sign_in = SignIn { client_id: claims.client_id.clone().or_else(|| claims.azp.clone()), auth_time: claims.auth_time };
+    // The client a token was issued to, which may approve (`may_approve`): `client_id`
+    // (RFC 9068) or `azp`; a token that names two clients names none.
+    let client_id = match (&claims.client_id, &claims.azp) {
+        (Some(c), Some(a)) if c != a => None,
+        (c, a) => c.clone().or_else(|| a.clone()),
+    };
+    let sign_in = SignIn { client_id, auth_time: claims.auth_time };
     let ws = headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
     let Some(ws) = ws else {
         if needs_workspace {

@@ -34,6 +34,9 @@ pub struct EffectInfo {
     /// Anyone may cause it, without a credential: the domain function alone decides whom it
     /// reaches (a sign-in link goes only to the owner of the address typed).
     pub public: bool,
+    /// Its function builds a value and asks authority over it ([`Valued`]): a confirmation runs
+    /// it only if it carries the digest of the value the run builds.
+    pub valued: bool,
 }
 
 impl EffectInfo {
@@ -241,7 +244,7 @@ impl Grant {
                 None => Refusal::Missing,
                 Some(c) if c.capability != info.capability => Refusal::Mismatch("capability"),
                 // A person approved a value: this run must do exactly that.
-                Some(c) => match (&c.effect_digest, shown) {
+                Some(c) => match (&c.effect_digest, &shown) {
                     (Some(approved), Some(now)) if *approved != now.digest => {
                         let req = crate::confirmation::Request {
                             capability: info.capability,
@@ -253,9 +256,12 @@ impl Grant {
                         if let (Some(meta), Some(apr)) = (e.details.first_mut().and_then(|d| d.meta.as_mut()), &c.approval_request_id) {
                             meta["approval_request_id"] = apr.clone().into();
                         }
-                        e.effect = Some(Box::new(now));
+                        e.effect = Some(Box::new(now.clone()));
                         return Err(e);
                     }
+                    // A confirmation that names no value (minted without `effect_digest`)
+                    // approves none: a valued effect runs only on the value a person saw.
+                    (None, Some(_)) => Refusal::Mismatch("effect_digest"),
                     _ => return Ok(self.authority(customer, Some(c))),
                 },
             };
@@ -308,13 +314,25 @@ mod tests {
 
     struct Send;
     impl Effect for Send {
-        const INFO: EffectInfo =
-            EffectInfo { capability: "emails.send", needs: Scope::Write, summary: "Send an email", self_service: false, public: false };
+        const INFO: EffectInfo = EffectInfo {
+            capability: "emails.send",
+            needs: Scope::Write,
+            summary: "Send an email",
+            self_service: false,
+            public: false,
+            valued: false,
+        };
     }
     struct Erase;
     impl Effect for Erase {
-        const INFO: EffectInfo =
-            EffectInfo { capability: "gdpr.erasure", needs: Scope::Admin, summary: "Erase", self_service: true, public: false };
+        const INFO: EffectInfo = EffectInfo {
+            capability: "gdpr.erasure",
+            needs: Scope::Admin,
+            summary: "Erase",
+            self_service: true,
+            public: false,
+            valued: false,
+        };
     }
     impl Unvalued for Send {}
     impl Unvalued for Erase {}
@@ -322,8 +340,14 @@ mod tests {
     /// An effect with a value: what it erases.
     struct Wipe;
     impl Effect for Wipe {
-        const INFO: EffectInfo =
-            EffectInfo { capability: "gdpr.erasure", needs: Scope::Admin, summary: "Erase", self_service: true, public: false };
+        const INFO: EffectInfo = EffectInfo {
+            capability: "gdpr.erasure",
+            needs: Scope::Admin,
+            summary: "Erase",
+            self_service: true,
+            public: false,
+            valued: true,
+        };
     }
     impl Valued for Wipe {
         type Value = serde_json::Value;
@@ -359,9 +383,11 @@ mod tests {
         );
         assert_eq!(stale.effect.map(|s| s.digest), Some(Shown::of("gdpr.erasure", &now).unwrap().digest));
         assert_eq!(differences(&asked, &now), vec!["/subject/contact_id".to_string()]);
-        // A confirmation minted directly binds no value: its versions decide, as before.
+        // A confirmation minted without a digest approves no value: refused, nothing runs.
         let g = Grant::new(p, &WIPE, Some(consumed(None)), "POST", "/gdpr/erasures", bytes::Bytes::new());
-        assert!(g.authorize_value::<Wipe>(&now).is_ok());
+        let unbound = g.authorize_value::<Wipe>(&asked).unwrap_err();
+        let meta = unbound.details[0].meta.clone().unwrap();
+        assert_eq!((meta["reason"].as_str(), meta["mismatch"].as_str()), (Some("mismatch"), Some("effect_digest")));
     }
 
     #[test]

@@ -104,6 +104,9 @@ impl Refusal {
             Refusal::Expired => "the confirmation has expired; ask for a new one".into(),
             Refusal::Used => "the confirmation was already used (a confirmation runs one execution); ask for a new one".into(),
             Refusal::Credential => "the confirmation was minted for another API key".into(),
+            Refusal::Mismatch("effect_digest") => "the confirmation names no effect value, and this effect runs only on the value a person \
+                                                   approved: retry without the header for an approval request, or mint with its effect_digest"
+                .into(),
             Refusal::Mismatch(field) => format!("the confirmation was minted for another request: its {field} differs"),
             Refusal::Stale { object, id } => {
                 format!("the {object} {id} changed after the person approved this write; ask them to approve it as it is now")

@@ -335,6 +335,10 @@ pub struct Inventory {
     pub forms: usize,
     /// Frames, objects and embeds.
     pub embedded: usize,
+    /// What styles or loads the page beside images: `<style>`, `style=`, `<link>`, `<base>`,
+    /// `background=`, `srcset=`, `poster=`. The cleaned preview drops them all, so the mail a
+    /// recipient's client shows can look otherwise (hidden text, text added by CSS, trackers).
+    pub styles: usize,
     /// `(text, target)` of every link, as written (at most 200).
     pub links: Vec<(String, String)>,
 }
@@ -372,7 +376,10 @@ impl html5ever::tokenizer::TokenSink for InventorySink {
                 }
                 let attr = |n: &str| tag.attrs.iter().find(|a| &*a.name.local == n).map(|a| a.value.trim().to_string());
                 if tag.kind == TagKind::StartTag {
+                    const STYLING: [&str; 4] = ["style", "background", "srcset", "poster"];
+                    out.styles += tag.attrs.iter().filter(|a| STYLING.contains(&&*a.name.local)).count();
                     match name {
+                        "style" | "link" | "base" => out.styles += 1,
                         "script" => out.scripts += 1,
                         "form" => out.forms += 1,
                         "iframe" | "frame" | "object" | "embed" => out.embedded += 1,
@@ -438,8 +445,10 @@ mod tests {
         let html = r#"<p>Pay <a href="https://evil.example/pay">your invoice at bank.example</a></p>
             <img src="https://t.example/pixel.gif"><img src="https://t.example/b.png"><img src="cid:logo">
             <script>var a = "<a href='x'>";</script><form action="https://evil.example"><input></form><iframe src="https://x"></iframe>
-            <a href="mailto:a@b.example">write</a>"#;
+            <a href="mailto:a@b.example">write</a><style>.x{display:none}</style><span style="display:none">hidden</span>
+            <base href="https://evil.example/"><td background="https://t.example/bg.png">"#;
         let inv = inventory(html);
+        assert_eq!(inv.styles, 4, "a style element, a style attribute, a base and a background");
         assert_eq!(inv.remote_image_hosts, vec!["t.example".to_string()]);
         assert_eq!((inv.remote_images, inv.inline_images, inv.scripts, inv.forms, inv.embedded), (2, 1, 1, 1, 1));
         let shown = sanitise_preview(html);

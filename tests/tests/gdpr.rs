@@ -576,7 +576,7 @@ async fn a_workspace_export_resumes_after_its_worker_dies_and_holds_everything_o
     cfg.export_part_bytes = 1024;
     let app = h.app_with(cfg).await;
     let job = domain::gdpr::export::start_workspace(
-        &shared::authority::Authority::operator("test"),
+        &shared::authority::Grant::operator("test", &[<domain::effects::ExportWorkspace as shared::authority::Effect>::INFO]),
         &app,
         &shared::auth::WorkspaceId::trusted(ws.clone()),
     )

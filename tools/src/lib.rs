@@ -300,9 +300,14 @@ pub async fn demo_workspace(app: &App) -> Result<(String, String), String> {
     // moto verifies an identity as soon as it exists: reading the domain once makes it
     // `verified`, so the demo can send from example.com at once.
     use domain::emails::domains;
-    let d = domains::create(&shared::authority::Authority::operator("dev"), app, &ws.id, DEMO_SENDING_DOMAIN)
-        .await
-        .map_err(|e| format!("sending domain {DEMO_SENDING_DOMAIN}: {e}"))?;
+    let d = domains::create(
+        &shared::authority::Grant::operator("dev", &[<domain::effects::CreateSendingDomain as shared::authority::Effect>::INFO]),
+        app,
+        &ws.id,
+        DEMO_SENDING_DOMAIN,
+    )
+    .await
+    .map_err(|e| format!("sending domain {DEMO_SENDING_DOMAIN}: {e}"))?;
     domains::refresh(app, &ws.id, d, 2).await.map_err(|e| e.to_string())?;
     Ok((ws.id.to_string(), key))
 }

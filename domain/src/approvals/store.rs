@@ -138,7 +138,11 @@ async fn record(app: &App, principal: &Principal, asked: Asked<'_>) -> ApiResult
     };
     let doc_json = serde_json::to_string(&doc).map_err(|e| ApiError::internal(e.to_string()))?;
     if doc_json.len() > MAX_DOC_BYTES {
-        return Err(ApiError::validation("body", "too large to preview for a person; mint a confirmation directly"));
+        // No approval request can hold it, so no person can approve it: the request is refused.
+        return Err(ApiError::validation(
+            "body",
+            format!("what this request would do is too large for a person to review (at most {} KB); send less", MAX_DOC_BYTES / 1000),
+        ));
     }
     let keys: Vec<BoundKey> =
         bound.iter().map(|(b, sk)| BoundKey { object: b.object.clone(), id: b.id.clone(), sk: sk.clone(), version: b.version }).collect();

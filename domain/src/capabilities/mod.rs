@@ -37,6 +37,12 @@ pub fn all() -> &'static [Capability] {
     &ALL
 }
 
+/// Is this capability's effect described by a value (`crate::effects`, `valued`)?
+pub fn valued(capability: &str) -> bool {
+    let name = shared::auth::capability_name(capability);
+    crate::effects::ALL.iter().any(|e| e.capability == name && e.valued)
+}
+
 /// Is this a capability (or an earlier release's name of one)?
 pub fn exists(capability: &str) -> bool {
     let name = shared::auth::capability_name(capability);
@@ -254,6 +260,14 @@ pub struct CreateConfirmation {
     /// resolve to (`bound`). Objects named by the path are bound in any case.
     #[schema(max_length = 1048576)]
     pub body: Option<String>,
+    /// The digest of the effect's value the person approves, as an approval request shows it
+    /// (`effect_value.digest`). An effect described by a value (every one but `posts.publish`)
+    /// builds its value again when the request runs and runs only on this digest: a confirmation
+    /// of one without it is refused then (428, `mismatch` `effect_digest`). Approving the
+    /// approval request sets it for you.
+    #[serde(default)]
+    #[schema(pattern = "^[0-9a-f]{64}$")]
+    pub effect_digest: Option<String>,
 }
 
 #[cfg(test)]

@@ -288,6 +288,13 @@ pub async fn create(
     if input.body_sha256.len() != 64 || !input.body_sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         errs.add("body_sha256", "must be the lower-case hex SHA-256 of the request body (64 characters)");
     }
+    match &input.effect_digest {
+        Some(d) if d.len() != 64 || !d.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) => {
+            errs.add("effect_digest", "must be the lower-case hex SHA-256 an approval request shows as effect_value.digest")
+        }
+        Some(_) if !super::valued(&input.capability) => errs.add("effect_digest", "this capability's effect is not described by a value"),
+        _ => {}
+    }
     errs.text("preview_summary", &input.preview_summary, 1, 4000);
     errs.text("approved_by", &input.approved_by, 1, 200);
     let lifetime = input.expires_in.unwrap_or(DEFAULT_LIFETIME_SECS);
@@ -351,7 +358,7 @@ pub async fn create(
         used_by_request_id: None,
         confirmation_token: None,
         bound: vec![],
-        effect_digest: None,
+        effect_digest: input.effect_digest,
     };
     let key = app.db.get(&ws_pk(ws), &crate::keys::API_KEY.sk(&key_id)).await?;
     let live = key.as_ref().is_some_and(|k| get_str(k, "revoked_at").is_none());

@@ -94,6 +94,15 @@ impl Creds {
             Self::Webhook(_) => ChannelType::Webhook,
         }
     }
+
+    /// The secret the channel signs in or signs with.
+    fn secret(&self) -> &str {
+        match self {
+            Self::Bluesky(b) => &b.app_password,
+            Self::Mastodon(m) => &m.access_token,
+            Self::Webhook(w) => &w.secret,
+        }
+    }
 }
 
 /// The credentials a client sends, by `type` (the webhook secret is generated).
@@ -121,10 +130,11 @@ pub struct CreateChannel {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// Where a channel posts and as whom: the part of `ConnectChannel`'s and `UpdateChannel`'s
-/// values a person must see. Secrets appear only as a keyed fingerprint (equal secrets, equal
-/// fingerprints; the secret cannot be read back from it), a webhook channel's signing secret as
-/// whether it is new or kept.
+/// Where a channel posts and as whom: the part of `ConnectChannel`'s, `UpdateChannel`'s and
+/// `DeleteChannel`'s values a person must see. A secret is never in it, not even as a hash
+/// (a short password could be guessed from one): only whether it is the channel's current one,
+/// a new one, or, on a change, kept or changed. The request binds the secret itself: its
+/// body's hash is part of the confirmation.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Destination {
     pub network: ChannelType,
@@ -136,23 +146,23 @@ pub struct Destination {
     pub instance_url: Option<String>,
     /// Webhook channel: where each post is sent.
     pub url: Option<String>,
-    /// The app password's or access token's fingerprint; `new` or `kept` for a webhook
-    /// channel's signing secret (the platform makes it).
-    pub secret: String,
+    /// The app password, access token or signing secret: `current`, `new`, `kept` or `changed`.
+    pub secret: &'static str,
 }
 
 impl Destination {
-    /// `key`: the workspace's fingerprint key (`fingerprint_key`).
-    pub fn of(c: &Creds, key: &[u8], kept_secret: bool) -> Self {
-        let print = |s: &str| shared::crypto::hex(&shared::crypto::hmac_sha256(key, s.as_bytes()))[..16].to_string();
-        let blank = Self { network: c.kind(), handle: None, service_url: None, instance_url: None, url: None, secret: String::new() };
+    pub fn of(c: &Creds, secret: &'static str) -> Self {
+        let blank = Self { network: c.kind(), handle: None, service_url: None, instance_url: None, url: None, secret };
         match c {
-            Creds::Bluesky(b) => {
-                Self { handle: Some(b.handle.clone()), service_url: b.service_url.clone(), secret: print(&b.app_password), ..blank }
-            }
-            Creds::Mastodon(m) => Self { instance_url: Some(m.instance_url.clone()), secret: print(&m.access_token), ..blank },
-            Creds::Webhook(w) => Self { url: Some(w.url.clone()), secret: if kept_secret { "kept" } else { "new" }.into(), ..blank },
+            Creds::Bluesky(b) => Self { handle: Some(b.handle.clone()), service_url: b.service_url.clone(), ..blank },
+            Creds::Mastodon(m) => Self { instance_url: Some(m.instance_url.clone()), ..blank },
+            Creds::Webhook(w) => Self { url: Some(w.url.clone()), ..blank },
         }
+    }
+
+    /// Where `new` will post, said against `old`: its secret kept or changed.
+    pub fn changed(old: &Creds, new: &Creds) -> Self {
+        Self::of(new, if old.secret() == new.secret() { "kept" } else { "changed" })
     }
 }
 
@@ -185,6 +195,19 @@ pub struct Changing {
 
 impl crate::effects::Valued for crate::effects::UpdateChannel {
     type Value = Changing;
+}
+
+/// The value of `DeleteChannel`: the channel and where it posted; draft and scheduled posts
+/// lose their variant for it.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Disconnecting {
+    pub channel_id: ChannelId,
+    pub name: Option<String>,
+    pub destination: Destination,
+}
+
+impl crate::effects::Valued for crate::effects::DeleteChannel {
+    type Value = Disconnecting;
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -308,29 +331,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_destination_shows_where_and_as_whom_and_only_a_fingerprint_of_a_secret() {
-        let key = b"k";
-        let bsky = Creds::Bluesky(bluesky::Credentials {
-            handle: "ada.example".into(),
-            app_password: "aaaa-bbbb-cccc-dddd".into(),
-            service_url: Some("https://pds.example".into()),
-        });
-        let d = Destination::of(&bsky, key, true);
+    fn a_destination_shows_where_and_as_whom_and_never_a_secret() {
+        let bsky = |password: &str| {
+            Creds::Bluesky(bluesky::Credentials {
+                handle: "ada.example".into(),
+                app_password: password.into(),
+                service_url: Some("https://pds.example".into()),
+            })
+        };
+        let d = Destination::of(&bsky("aaaa-bbbb-cccc-dddd"), "new");
         assert_eq!((d.handle.as_deref(), d.service_url.as_deref()), (Some("ada.example"), Some("https://pds.example")));
         let shown = serde_json::to_string(&d).unwrap();
         assert!(!shown.contains("aaaa-bbbb"), "{shown}");
-        assert_eq!(d.secret.len(), 16);
-        let other = Creds::Bluesky(bluesky::Credentials {
-            handle: "ada.example".into(),
-            app_password: "eeee-bbbb-cccc-dddd".into(),
-            service_url: Some("https://pds.example".into()),
-        });
-        assert_ne!(Destination::of(&other, key, true).secret, d.secret, "another password, another fingerprint");
-        assert_eq!(Destination::of(&bsky, key, true), d, "the same credentials, the same value");
+        assert_eq!(Destination::changed(&bsky("aaaa-bbbb-cccc-dddd"), &bsky("eeee-bbbb-cccc-dddd")).secret, "changed");
+        assert_eq!(Destination::changed(&bsky("aaaa-bbbb-cccc-dddd"), &bsky("aaaa-bbbb-cccc-dddd")).secret, "kept");
         let m = Creds::Mastodon(mastodon::Credentials { instance_url: "https://m.example".into(), access_token: "tok".into() });
-        assert!(!serde_json::to_string(&Destination::of(&m, key, true)).unwrap().contains("tok\""));
+        assert!(!serde_json::to_string(&Destination::of(&m, "current")).unwrap().contains("tok\""));
         let w = Creds::Webhook(webhook::Credentials { url: "https://site.example/hook".into(), secret: "whsec_x".into() });
-        let d = Destination::of(&w, key, false);
-        assert_eq!((d.url.as_deref(), d.secret.as_str()), (Some("https://site.example/hook"), "new"));
+        let d = Destination::of(&w, "new");
+        assert_eq!((d.url.as_deref(), d.secret), (Some("https://site.example/hook"), "new"));
     }
 }

@@ -3,7 +3,7 @@
 //! through the SSRF-safe client, then causes its effect (`super`).
 
 use super::{Channel, ChannelId, ChannelState, CreateChannel, Creds, Stored, UpdateChannel};
-use crate::effects::{Authority, ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
+use crate::effects::{ConnectChannel, DeleteChannel, UpdateChannel as UpdateChannelEffect};
 use shared::auth::WorkspaceId;
 use shared::events::EventType;
 use shared::ids::Timestamp;
@@ -26,13 +26,6 @@ pub async fn load(app: &App, ws: &WorkspaceId, id: &ChannelId) -> ApiResult<Stor
     super::load(app, ws, id).await?.ok_or_else(|| ApiError::not_found("channel"))
 }
 
-/// The workspace's key for secrets' fingerprints in a channel's value: the platform's keyed
-/// hash, labelled apart from the tombstones it also keys.
-async fn fingerprint_key(app: &App, ws: &WorkspaceId) -> ApiResult<Vec<u8>> {
-    let secret = app.platform_secret().await?;
-    Ok(shared::crypto::hmac_sha256(&secret.tombstone_key, format!("channel secret fingerprint\n{ws}").as_bytes()).to_vec())
-}
-
 /// Connect a channel: the channel as stored, and as shown this once (a webhook channel with
 /// its signing secret). Authority is asked for the channel's value, built from the checked
 /// request before the network is asked anything.
@@ -44,10 +37,9 @@ pub async fn connect(grant: &shared::authority::Grant, app: &App, ws: &Workspace
     errs.metadata("metadata", &input.metadata);
     errs.finish()?;
     let creds = super::parse_credentials(input.kind, input.credentials, None, app.cfg.webhooks.url_policy)?;
-    let key = fingerprint_key(app, ws).await?;
     let value = super::Connecting {
         name: input.name.clone(),
-        destination: super::Destination::of(&creds, &key, false),
+        destination: super::Destination::of(&creds, "new"),
         metadata: input.metadata.clone(),
     };
     let auth = grant.authorize_value::<ConnectChannel>(&value)?;
@@ -140,12 +132,11 @@ pub async fn update(
         .map(|v| super::parse_credentials(stored.channel.kind, v, keep.as_deref(), app.cfg.webhooks.url_policy))
         .transpose()?;
     // The value: where it posts now and where it will, before the network is asked anything.
-    let key = fingerprint_key(app, ws).await?;
     let value = super::Changing {
         channel_id: stored.channel.id.clone(),
         name: stored.channel.name.clone(),
-        destination: super::Destination::of(&old, &key, true),
-        new_destination: creds.as_ref().map(|c| super::Destination::of(c, &key, true)),
+        destination: super::Destination::of(&old, "current"),
+        new_destination: creds.as_ref().map(|c| super::Destination::changed(&old, c)),
         new_name: input.name.clone(),
         new_metadata: input.metadata.clone(),
     };
@@ -178,9 +169,15 @@ pub async fn verify(app: &App, ws: &WorkspaceId, id: &ChannelId) -> ApiResult<Ch
 }
 
 /// Delete a channel; draft and scheduled posts lose their variant for it.
-pub async fn delete(auth: &Authority<DeleteChannel>, app: &App, ws: &WorkspaceId, id: &ChannelId) -> ApiResult<Channel> {
+pub async fn delete(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId, id: &ChannelId) -> ApiResult<Channel> {
     let stored = load(app, ws, id).await?;
-    super::delete(auth, app, ws, &stored).await?;
+    let creds = stored.open_creds(app, ws).await?;
+    let value = super::Disconnecting {
+        channel_id: stored.channel.id.clone(),
+        name: stored.channel.name.clone(),
+        destination: super::Destination::of(&creds, "current"),
+    };
+    super::delete(&grant.authorize_value::<DeleteChannel>(&value)?, app, ws, &stored).await?;
     Ok(stored.channel)
 }
 

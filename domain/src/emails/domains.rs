@@ -17,10 +17,11 @@
 //! taken over; one without it was made outside the API and is not handed to a workspace.
 //! Status is refreshed from SES when one domain is read.
 
-use crate::effects::{Authority, CreateSendingDomain, DeleteSendingDomain};
+use crate::effects::{CreateSendingDomain, DeleteSendingDomain};
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::authority::Grant;
 use shared::aws::AwsError;
 use shared::events::Event;
 use shared::events::EventType;
@@ -55,6 +56,22 @@ pub struct DnsRecord {
     pub record_type: String,
     pub name: String,
     pub value: String,
+}
+
+/// The value of `CreateSendingDomain` and `DeleteSendingDomain`: the name mail may leave from
+/// (or may no longer), normalised; the domain's id once it exists.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Naming {
+    pub domain_id: Option<DomainId>,
+    pub name: String,
+}
+
+impl crate::effects::Valued for CreateSendingDomain {
+    type Value = Naming;
+}
+
+impl crate::effects::Valued for DeleteSendingDomain {
+    type Value = Naming;
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
@@ -224,10 +241,11 @@ pub async fn load(app: &App, ws: &WorkspaceId, id: &DomainId) -> ApiResult<(Send
 }
 
 /// Add a domain: validate, claim, create the SES identity, store its DNS records.
-pub async fn create(_auth: &Authority<CreateSendingDomain>, app: &App, ws: &WorkspaceId, raw_name: &str) -> ApiResult<SendingDomain> {
+pub async fn create(grant: &Grant, app: &App, ws: &WorkspaceId, raw_name: &str) -> ApiResult<SendingDomain> {
     let name = allowed_name(app, raw_name)?;
     let mut d = SendingDomain::pending(name, shared::ids::Timestamp::now());
     refuse_foreign(app, ws, &d.name).await?;
+    grant.authorize_value::<CreateSendingDomain>(&Naming { domain_id: None, name: d.name.clone() })?;
     claim(app, ws, &d).await?;
     let out = match provide_identity(app, ws, &d.name).await {
         Ok(out) => out,
@@ -490,8 +508,9 @@ pub async fn refresh(app: &App, ws: &WorkspaceId, d: SendingDomain, version: i64
 }
 
 /// Remove the domain, its claim and its count, then the SES identity.
-pub async fn delete(auth: &Authority<DeleteSendingDomain>, app: &App, ws: &WorkspaceId, id: &DomainId) -> ApiResult<SendingDomain> {
+pub async fn delete(grant: &Grant, app: &App, ws: &WorkspaceId, id: &DomainId) -> ApiResult<SendingDomain> {
     let (d, version) = load(app, ws, id).await?;
+    let auth = grant.authorize_value::<DeleteSendingDomain>(&Naming { domain_id: Some(d.id.clone()), name: d.name.clone() })?;
     // Checked before the identity goes: it is the domain the person approved removing.
     auth.approved(&keys::SENDING_DOMAIN.sk(&d.id), version)?;
     // A domain whose expired claim another workspace took leaves that workspace's identity.

@@ -69,7 +69,7 @@ pub async fn request(grant: &shared::authority::Grant, app: &App, ws: &Workspace
     if auth.customer().is_some() {
         return Err(ApiError::internal("a customer's erasure goes through gdpr::erasure::erase_self"));
     }
-    begin(app, ws, &subject, reason, auth.by(), auth.tx(&[])?).await
+    begin(app, ws, &subject, reason, auth.by(), auth.confirmation().is_some(), auth.tx(&[])?).await
 }
 
 /// The effect `EraseSubject` by the customer: the code from their inbox, spent once
@@ -86,11 +86,20 @@ pub async fn erase_self(
     let subject = super::subject_of(app, ws, contact).await?;
     let auth = grant.authorize_value::<EraseSubject>(&super::Erasing { subject: super::Reach::of(&subject), reason: REASON.into() })?;
     crate::portal::spend_erasure_code(&auth, app, session_token, contact, code).await?;
-    begin(app, ws, &subject, REASON, auth.by(), auth.tx(&[])?).await
+    begin(app, ws, &subject, REASON, auth.by(), false, auth.tx(&[])?).await
 }
 
 /// `tx`: the authority's guard on the objects the person approved (`Authority::guard`).
-async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, requested_by: &str, tx: Tx) -> ApiResult<Erasure> {
+/// `approved`: a person approved exactly `subject` (its value), so the run reaches nothing else.
+async fn begin(
+    app: &App,
+    ws: &WorkspaceId,
+    subject: &Subject,
+    reason: &str,
+    requested_by: &str,
+    approved: bool,
+    tx: Tx,
+) -> ApiResult<Erasure> {
     let secret = app.platform_secret().await?;
     let e = Erasure {
         id: ErasureId::generate(),
@@ -106,7 +115,8 @@ async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, req
         error: None,
     };
     let sealed = secret.seal(&aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
-    tx.create(Record::new(ws_pk(ws), keys::ERASURE.sk(&e.id), &e)?.attr("subject_sealed", s(sealed)))
+    let record = Record::new(ws_pk(ws), keys::ERASURE.sk(&e.id), &e)?.attr("subject_sealed", s(sealed));
+    tx.create(record.attr("approved_value", shared::store::Value::Bool(approved)))
         .job(WorkQueue::Gdpr, &e.id, super::jobs::message(JobKind::Erasure, ws, &e.id))
         .commit(app)
         .await
@@ -136,8 +146,12 @@ pub async fn run(app: &App, ws: &WorkspaceId, id: &ErasureId) -> ApiResult<()> {
         return finish(app, ws, &e, EventType::GdprErasureFailed, None).await;
     }
     // The contact as it is now: an address it moved to since the request is the subject's
-    // too, and the one it left a former one (dropped below if another contact holds it).
-    if let Some(id) = subject.contact_id.clone()
+    // too, and the one it left a former one (dropped below if another contact holds it). Not
+    // for a subject a person approved as a value: a contact moved onto another address after
+    // the approval would carry the erasure to someone nobody approved erasing.
+    let approved = matches!(item.get("approved_value"), Some(shared::store::Value::Bool(true)));
+    if !approved
+        && let Some(id) = subject.contact_id.clone()
         && let Ok((c, _)) = crate::contacts::load(app, ws, &id).await
     {
         let now = super::subject_of(app, ws, &c).await?;

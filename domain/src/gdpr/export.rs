@@ -108,7 +108,8 @@ pub async fn start_subject(grant: &shared::authority::Grant, app: &App, ws: &Wor
 }
 
 /// The effect `ExportWorkspace`: everything the workspace holds.
-pub async fn start_workspace(auth: &Authority<ExportWorkspace>, app: &App, ws: &WorkspaceId) -> ApiResult<ExportJob> {
+pub async fn start_workspace(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId) -> ApiResult<ExportJob> {
+    let auth = grant.authorize_value::<ExportWorkspace>(&super::Everything { workspace_id: ws.clone() })?;
     start(app, ws, ExportScope::Workspace, None, auth.by(), auth.tx(&[])?).await
 }
 

@@ -73,6 +73,16 @@ pub struct Exporting {
     pub subject: Reach,
 }
 
+/// The value of `ExportWorkspace`: everything the workspace holds, to the caller.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Everything {
+    pub workspace_id: shared::auth::WorkspaceId,
+}
+
+impl crate::effects::Valued for crate::effects::ExportWorkspace {
+    type Value = Everything;
+}
+
 impl crate::effects::Valued for crate::effects::ExportSubject {
     type Value = Exporting;
 }

@@ -17,6 +17,19 @@ pub use store::{
     PRIVACY, email_link, emails_of, end_sessions, exchange, exchange_within, link_owner, me, proof, return_link, revoke, send_erasure_code,
     sign_in, update_me, verify_sign_in,
 };
+
+/// The value of `OpenPortalSession`: whose session the caller gets (the contact at the address
+/// it has now) and where its link returns to.
+#[derive(serde::Serialize, Clone, Debug, PartialEq)]
+pub struct Opening {
+    pub contact_id: crate::ids::ContactId,
+    pub email: String,
+    pub return_url: Option<String>,
+}
+
+impl crate::effects::Valued for crate::effects::OpenPortalSession {
+    type Value = Opening;
+}
 pub(crate) use store::{mail_to, sender, spend_erasure_code};
 use utoipa::ToSchema;
 

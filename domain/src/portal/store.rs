@@ -46,15 +46,21 @@ pub const PRIVACY: &[Rule] = &[
     },
 ];
 
-/// The effect `OpenPortalSession`: a login link whose token goes to the caller.
+/// The effect `OpenPortalSession`, asked of `grant` for the contact as it is: a login link whose
+/// token goes to the caller.
 pub async fn return_link(
-    auth: &Authority<OpenPortalSession>,
+    grant: &shared::authority::Grant,
     app: &App,
     ws: &WorkspaceId,
     contact_id: &ContactId,
     return_url: Option<String>,
 ) -> ApiResult<PortalLink> {
-    let (_, token, url, expires) = create_link(app, ws, contact_id, return_url, Delivery::Return, auth.by(), auth.tx(&[])?).await?;
+    check_return(app, ws, return_url.as_deref()).await?;
+    let (contact, _) = contacts::load(app, ws, contact_id).await?;
+    // Whose session the caller gets, at the address the contact has now.
+    let value = super::Opening { contact_id: contact.id.clone(), email: contact.email.clone(), return_url: return_url.clone() };
+    let auth = grant.authorize_value::<OpenPortalSession>(&value)?;
+    let (_, token, url, expires) = create_link(app, ws, contact, return_url, Delivery::Return, auth.by(), auth.tx(&[])?).await?;
     Ok(PortalLink {
         object: "portal_link".into(),
         delivery: Delivery::Return,
@@ -79,9 +85,13 @@ pub async fn email_link(
     let Some(base) = return_url.clone().or_else(|| w.portal_origins.first().map(|o| format!("{}/", o.trim_end_matches('/')))) else {
         return Err(ApiError::validation("return_url", "is needed to email a link when the workspace has no portal_origins"));
     };
+    if !allowed_return(&base, &w.portal_origins) {
+        return Err(ApiError::validation("return_url", "must be an https URL on one of the workspace's portal_origins"));
+    }
     let from = sender(app, ws).await?;
     // The token travels only inside the emailed URL.
-    let (contact, _token, url, expires) = create_link(app, ws, contact_id, Some(base), Delivery::Email, auth.by(), auth.tx(&[])?).await?;
+    let (contact, _) = contacts::load(app, ws, contact_id).await?;
+    let (contact, _token, url, expires) = create_link(app, ws, contact, Some(base), Delivery::Email, auth.by(), auth.tx(&[])?).await?;
     let url = url.unwrap_or_default();
     let text = format!(
         "Sign in to {} with this link (valid 15 minutes, once):\n\n{}\n\nIf you did not ask for it, ignore this email.",
@@ -134,23 +144,27 @@ pub(crate) async fn mail_to(
     Ok(email)
 }
 
-/// A one-time login link for a contact of the workspace: (contact, token, url, expiry).
+/// A `return_url` a login link may carry: on one of the workspace's portal origins.
+async fn check_return(app: &App, ws: &WorkspaceId, return_url: Option<&str>) -> ApiResult<()> {
+    let Some(u) = return_url else { return Ok(()) };
+    let (w, _) = crate::workspaces::load(app, ws).await?;
+    if !allowed_return(u, &w.portal_origins) {
+        return Err(ApiError::validation("return_url", "must be an https URL on one of the workspace's portal_origins"));
+    }
+    Ok(())
+}
+
+/// A one-time login link for a contact of the workspace (as loaded): (contact, token, url, expiry).
 async fn create_link(
     app: &App,
     ws: &WorkspaceId,
-    contact_id: &ContactId,
+    contact: Contact,
     return_url: Option<String>,
     delivery: Delivery,
     opened_by: &str,
     guard: Tx,
 ) -> ApiResult<(Contact, String, Option<String>, i64)> {
-    if let Some(u) = &return_url {
-        let (w, _) = crate::workspaces::load(app, ws).await?;
-        if !allowed_return(u, &w.portal_origins) {
-            return Err(ApiError::validation("return_url", "must be an https URL on one of the workspace's portal_origins"));
-        }
-    }
-    let (contact, _) = contacts::load(app, ws, contact_id).await?;
+    let contact_id = &contact.id;
     let token = format!("{LINK_PREFIX}{}", random_base62(43));
     let now = chrono::Utc::now().timestamp();
     let link_id = shared::ids::new_id("plink");
@@ -462,7 +476,8 @@ async fn sign_in_unpadded(
         // The link opens the pages' sign-in (the token in the query: a page that asks before
         // it spends it, so a mail scanner's fetch spends nothing), or the workspace's own page
         // (in the fragment, which no server sees).
-        let (contact, token, _, _) = create_link(app, ws, &ct, None, Delivery::Email, "portal:sign-in", auth.tx(&[])?).await?;
+        let (contact, _) = contacts::load(app, ws, &ct).await?;
+        let (contact, token, _, _) = create_link(app, ws, contact, None, Delivery::Email, "portal:sign-in", auth.tx(&[])?).await?;
         use rand::RngExt;
         let code = format!("{:06}", rand::rng().random_range(0..1_000_000u32));
         let url = match &return_url {

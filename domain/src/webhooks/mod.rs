@@ -80,6 +80,30 @@ impl crate::effects::Valued for crate::effects::UpdateWebhook {
     type Value = Resubscribing;
 }
 
+/// The value of `DeleteWebhook`: the endpoint that stops receiving, as it is.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Unsubscribing {
+    pub endpoint_id: EndpointId,
+    pub subscription: Subscription,
+}
+
+impl crate::effects::Valued for crate::effects::DeleteWebhook {
+    type Value = Unsubscribing;
+}
+
+/// The value of `RotateWebhookSecret`: which endpoint gets a new secret (made after the approval
+/// and shown once, never part of what is approved) and how long its older secrets still sign.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Rotating {
+    pub endpoint_id: EndpointId,
+    pub url: String,
+    pub grace_period_seconds: i64,
+}
+
+impl crate::effects::Valued for crate::effects::RotateWebhookSecret {
+    type Value = Rotating;
+}
+
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug)]
 pub struct Endpoint {
     /// `wh_...`

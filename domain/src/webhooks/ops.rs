@@ -5,7 +5,7 @@ use super::{
     DEFAULT_GRACE_SECS, Delivery, DeliveryId, DeliveryStatus, Endpoint, EndpointId, MAX_GRACE_SECS, StoredEndpoint, load_delivery,
     load_endpoint,
 };
-use crate::effects::{Authority, CreateWebhook, DeleteWebhook, RotateWebhookSecret, UpdateWebhook};
+use crate::effects::{CreateWebhook, DeleteWebhook, RotateWebhookSecret, UpdateWebhook};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
 use shared::validate::{Errors, Patch};
@@ -189,16 +189,17 @@ pub async fn update(
 }
 
 /// Delete an endpoint; its pending deliveries end as `dead`.
-pub async fn delete(auth: &Authority<DeleteWebhook>, app: &App, ws: &WorkspaceId, id: &EndpointId) -> ApiResult<Endpoint> {
+pub async fn delete(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId, id: &EndpointId) -> ApiResult<Endpoint> {
     let rec = load(app, ws, id).await?;
-    super::delete_endpoint(auth, app, ws, &rec).await?;
+    let value = super::Unsubscribing { endpoint_id: rec.endpoint.id.clone(), subscription: super::Subscription::of(&rec.endpoint) };
+    super::delete_endpoint(&grant.authorize_value::<DeleteWebhook>(&value)?, app, ws, &rec).await?;
     Ok(rec.endpoint)
 }
 
 /// Issue a new secret (shown once). Older secrets keep signing until the grace period ends;
 /// at most three are kept.
 pub async fn rotate_secret(
-    auth: &Authority<RotateWebhookSecret>,
+    grant: &shared::authority::Grant,
     app: &App,
     ws: &WorkspaceId,
     id: &EndpointId,
@@ -209,6 +210,8 @@ pub async fn rotate_secret(
         return Err(ApiError::validation("grace_period_seconds", format!("must be between 0 and {MAX_GRACE_SECS}")));
     }
     let mut rec = load(app, ws, id).await?;
+    let value = super::Rotating { endpoint_id: rec.endpoint.id.clone(), url: rec.endpoint.url.clone(), grace_period_seconds: grace };
+    let auth = grant.authorize_value::<RotateWebhookSecret>(&value)?;
     let now = chrono::Utc::now().timestamp();
     let until = now + grace;
     // Old secrets stop at the end of this grace period at the latest; expired ones go.
@@ -225,7 +228,7 @@ pub async fn rotate_secret(
     secrets.truncate(3);
     rec.secrets = secrets;
     rec.endpoint.updated_at = shared::ids::Timestamp::now();
-    super::rotate_endpoint_secret(auth, app, ws, &rec).await?;
+    super::rotate_endpoint_secret(&auth, app, ws, &rec).await?;
     let previous = rec.secrets.get(1).and_then(|s| s.expires_at).and_then(shared::ids::Timestamp::from_unix);
     Ok(EndpointWithSecret { endpoint: rec.endpoint, secret, previous_secret_expires_at: previous })
 }

@@ -10,6 +10,7 @@ use shared::auth::Scope;
 use shared::auth::WorkspaceId;
 use shared::ids::Timestamp;
 use shared::validate::Patch;
+use shared::{ApiError, ApiResult};
 use std::collections::BTreeMap;
 pub use store::{
     WORKSPACE_SK, add_member, api_keys, by_slug, change_member, create_api_key, create_workspace, issue_api_key, load, members, of_subject,
@@ -97,6 +98,79 @@ fn valid_slug(slug: &str) -> bool {
         && !slug.starts_with('-')
         && !slug.ends_with('-')
         && !slug.contains("--")
+}
+
+/// The value of `UpdateWorkspace`: each setting that changes, as it is and as it will be.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Resetting {
+    pub workspace_id: WorkspaceId,
+    /// By field name; a field the change leaves as it is does not appear.
+    pub changes: BTreeMap<String, Change>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Change {
+    pub before: serde_json::Value,
+    pub after: serde_json::Value,
+}
+
+impl crate::effects::Valued for crate::effects::UpdateWorkspace {
+    type Value = Resetting;
+}
+
+impl Resetting {
+    /// The fields in which `after` differs from `before` (the time of the change is not one).
+    pub fn between(before: &Workspace, after: &Workspace) -> ApiResult<Self> {
+        let json = |w: &Workspace| serde_json::to_value(w).map_err(|e| ApiError::internal(format!("a workspace as JSON: {e}")));
+        let (old, new) = (json(before)?, json(after)?);
+        let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else { return Err(ApiError::internal("a workspace is an object")) };
+        let changes = new
+            .iter()
+            .filter(|(k, v)| k.as_str() != "updated_at" && old.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), Change { before: old.get(k).cloned().unwrap_or_default(), after: v.clone() }))
+            .collect();
+        Ok(Self { workspace_id: after.id.clone(), changes })
+    }
+}
+
+/// The value of `ChangeMember`: who, the role they have (none for a new member) and the one
+/// they will have.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Membership {
+    pub subject: String,
+    pub old_role: Option<String>,
+    pub new_role: String,
+}
+
+impl crate::effects::Valued for crate::effects::ChangeMember {
+    type Value = Membership;
+}
+
+/// The value of `CreateApiKey`: the credential that will exist (its secret is made after the
+/// approval and shown once, so it is never part of what anyone approves).
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct NewKey {
+    pub name: String,
+    pub scopes: Vec<Scope>,
+    pub requires_confirmation: shared::auth::RequiresConfirmation,
+}
+
+impl crate::effects::Valued for crate::effects::CreateApiKey {
+    type Value = NewKey;
+}
+
+/// The value of `RevokeApiKey`: the key that stops working, as its listing shows it.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Revoking {
+    pub key_id: ApiKeyId,
+    pub name: String,
+    pub prefix: String,
+    pub scopes: Vec<Scope>,
+    pub created_by: Option<String>,
+}
+
+impl crate::effects::Valued for crate::effects::RevokeApiKey {
+    type Value = Revoking;
 }
 
 /// A slug from a name: `Acme GmbH & Co` -> `acme-gmbh-co`.

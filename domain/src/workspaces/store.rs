@@ -127,9 +127,10 @@ pub async fn create_api_key(
     tx.event(Event::new(ws, EventType::ApiKeyCreated, key)).commit(app).await.map_err(store::TxError::stale)
 }
 
-/// The effect `RevokeApiKey`: requests with the key get 403 from then on (other containers may
-/// accept it for up to `auth::KEY_CACHE_TTL` more). Revoking a revoked key changes nothing.
-pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &WorkspaceId, id: &ApiKeyId) -> ApiResult<ApiKey> {
+/// The effect `RevokeApiKey`, asked of `grant` for the key as it is: requests with the key get
+/// 403 from then on (other containers may accept it for up to `auth::KEY_CACHE_TTL` more).
+/// Revoking a revoked key changes nothing and asks nothing.
+pub async fn revoke_api_key(grant: &Grant, app: &App, ws: &WorkspaceId, id: &ApiKeyId) -> ApiResult<ApiKey> {
     let sk = keys::API_KEY.sk(id);
     let item = app.db.get(&ws_pk(ws), &sk).await?.ok_or_else(|| ApiError::not_found("api key"))?;
     let hash = store::get_str(&item, "hash").unwrap_or_default().to_string();
@@ -138,6 +139,14 @@ pub async fn revoke_api_key(auth: &Authority<RevokeApiKey>, app: &App, ws: &Work
     if key.revoked_at.is_some() {
         return Ok(key);
     }
+    let value = super::Revoking {
+        key_id: key.id.clone(),
+        name: key.name.clone(),
+        prefix: key.prefix.clone(),
+        scopes: key.scopes.clone(),
+        created_by: key.created_by.clone(),
+    };
+    let auth = grant.authorize_value::<RevokeApiKey>(&value)?;
     key.revoked_at = Some(shared::ids::Timestamp::now());
     let revoke_lookup =
         shared::store::Update::new(shared::auth::api_key_lookup_pk(&hash), shared::auth::API_KEY_LOOKUP_SK, "SET revoked = :t")
@@ -268,9 +277,11 @@ fn new_api_key(
     Ok((key, secret, vec![listing, lookup]))
 }
 
-/// Change the settings (the effect `UpdateWorkspace`); the workspace as it now is.
-pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &WorkspaceId, input: UpdateWorkspace) -> ApiResult<Workspace> {
+/// Change the settings (the effect `UpdateWorkspace`, asked of `grant` for the fields that
+/// change); the workspace as it now is.
+pub async fn update(grant: &Grant, app: &App, ws_id: &WorkspaceId, input: UpdateWorkspace) -> ApiResult<Workspace> {
     let (mut ws, version) = load(app, ws_id).await?;
+    let before = ws.clone();
     let old_slug = ws.slug.clone();
     let mut errs = Errors::new();
     let mut required =
@@ -338,8 +349,9 @@ pub async fn update(auth: &Authority<fx::UpdateWorkspace>, app: &App, ws_id: &Wo
         },
     }
     errs.finish()?;
+    let auth = grant.authorize_value::<fx::UpdateWorkspace>(&super::Resetting::between(&before, &ws)?)?;
     ws.updated_at = shared::ids::Timestamp::now();
-    save_settings(auth, app, &ws, version, &old_slug).await?;
+    save_settings(&auth, app, &ws, version, &old_slug).await?;
     Ok(ws)
 }
 
@@ -355,10 +367,11 @@ pub async fn of_subject(app: &App, subject: &str, after: Option<String>, limit: 
     Ok((workspaces, out.next_after))
 }
 
-/// Add a member or change a member's role (the effect `ChangeMember`). Only an owner grants
+/// Add a member or change a member's role (the effect `ChangeMember`, asked of `grant` once the
+/// change is allowed). Only an owner grants
 /// `owner` or changes another owner's role, and never their own.
 pub async fn change_member(
-    auth: &Authority<ChangeMember>,
+    grant: &Grant,
     app: &App,
     ws: &WorkspaceId,
     by: &Principal,
@@ -409,7 +422,9 @@ pub async fn change_member(
     };
     // An owner acting on owners is still one when this commits.
     let acting_owner = touches_owner.then_some(caller.as_str());
-    set_member(auth, app, &member, old_role.as_deref(), acting_owner).await?;
+    let value = super::Membership { subject: subject.clone(), old_role: old_role.clone(), new_role: input.role.clone() };
+    let auth = grant.authorize_value::<ChangeMember>(&value)?;
+    set_member(&auth, app, &member, old_role.as_deref(), acting_owner).await?;
     Ok(member)
 }
 
@@ -458,7 +473,8 @@ pub async fn issue_api_key(app: &App, ws: &WorkspaceId, grant: &Grant, by: &Prin
         );
     }
     errs.finish()?;
-    let authority = grant.authorize::<fx::CreateApiKey>()?;
+    let value = super::NewKey { name: input.name.clone(), scopes: scopes.clone(), requires_confirmation: requires_confirmation.clone() };
+    let authority = grant.authorize_value::<fx::CreateApiKey>(&value)?;
     let (key, secret, items) = new_api_key(ws, &input.name, scopes, requires_confirmation, Some(&by.subject))?;
     create_api_key(&authority, app, ws, &key, items).await?;
     let shown = ApiKey { secret: Some(secret), ..key.clone() };

@@ -64,7 +64,6 @@ pub async fn verify_channel(app: &App, req: WsReq) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/channels/{id}", tag = "channels", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_channel(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::DeleteChannel>()?;
-    let gone = ops::delete(&authority, app, &req.ws, &req.path_id("id")?).await?;
+    let gone = ops::delete(&req.grant, app, &req.ws, &req.path_id("id")?).await?;
     Ok(Reply::deleted(&gone.id, "channel"))
 }

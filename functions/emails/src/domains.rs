@@ -25,7 +25,7 @@ pub struct CreateDomain {
     responses((status = 201, body = shared::openapi::Data<SendingDomain>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn create_domain(app: &App, req: WsReq) -> ApiResult<Reply> {
     let input: CreateDomain = req.json()?;
-    Ok(Reply::created(&model::create(&req.grant.authorize::<domain::effects::CreateSendingDomain>()?, app, &req.ws, &input.name).await?))
+    Ok(Reply::created(&model::create(&req.grant, app, &req.ws, &input.name).await?))
 }
 
 /// The workspace's sending domains with their last known status (read one to refresh it).
@@ -53,6 +53,6 @@ pub async fn get_domain(app: &App, req: WsReq) -> ApiResult<Reply> {
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_domain(app: &App, req: WsReq) -> ApiResult<Reply> {
     let id: DomainId = req.path_id("id")?;
-    let d = model::delete(&req.grant.authorize::<domain::effects::DeleteSendingDomain>()?, app, &req.ws, &id).await?;
+    let d = model::delete(&req.grant, app, &req.ws, &id).await?;
     Ok(Reply::deleted(&d.id, "email_domain"))
 }

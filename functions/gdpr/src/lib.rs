@@ -93,7 +93,7 @@ pub async fn create_export(app: &App, req: WsReq) -> ApiResult<Reply> {
             let subject = domain::gdpr::resolve(app, ws, &r, "subject").await?;
             export::start_subject(&req.grant, app, ws, &subject).await?
         }
-        (None, Some(ExportScope::Workspace)) => export::start_workspace(&req.grant.authorize::<fx::ExportWorkspace>()?, app, ws).await?,
+        (None, Some(ExportScope::Workspace)) => export::start_workspace(&req.grant, app, ws).await?,
         _ => return Err(ApiError::validation("subject", "give a subject, or scope: workspace (not both)")),
     };
     Ok(Reply::accepted(&job))

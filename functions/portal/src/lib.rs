@@ -72,9 +72,7 @@ pub async fn create_session(app: &App, req: WsReq) -> ApiResult<Reply> {
         portal::Delivery::Email => {
             portal::email_link(&req.grant.authorize_notice::<fx::SendEmail>()?, app, &req.ws, &id, input.return_url).await?
         }
-        portal::Delivery::Return => {
-            portal::return_link(&req.grant.authorize::<fx::OpenPortalSession>()?, app, &req.ws, &id, input.return_url).await?
-        }
+        portal::Delivery::Return => portal::return_link(&req.grant, app, &req.ws, &id, input.return_url).await?,
     };
     // The token is a credential: a replay shows the link without it.
     let redacted = PortalLink { token: None, url: None, ..link.clone() };

@@ -65,8 +65,7 @@ pub async fn update_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
 #[utoipa::path(delete, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<shared::openapi::Deleted>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn delete_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::DeleteWebhook>()?;
-    let gone = ops::delete(&authority, app, &req.ws, &req.path_id("id")?).await?;
+    let gone = ops::delete(&req.grant, app, &req.ws, &req.path_id("id")?).await?;
     Ok(Reply::deleted(&gone.id, "webhook_endpoint"))
 }
 
@@ -76,9 +75,8 @@ pub async fn delete_endpoint(app: &App, req: WsReq) -> ApiResult<Reply> {
     params(("id" = String, Path)),
     responses((status = 200, body = shared::openapi::Data<EndpointWithSecret>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn rotate_secret(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::RotateWebhookSecret>()?;
     let input: RotateSecret = if req.body.is_empty() { RotateSecret::default() } else { req.json()? };
-    let shown = ops::rotate_secret(&authority, app, &req.ws, &req.path_id("id")?, input).await?;
+    let shown = ops::rotate_secret(&req.grant, app, &req.ws, &req.path_id("id")?, input).await?;
     Ok(Reply::ok(&shown).replay_as(&shown.endpoint))
 }
 

@@ -39,9 +39,8 @@ pub async fn get_current(app: &App, req: WsReq) -> ApiResult<Reply> {
 #[utoipa::path(patch, path = "/workspaces/current", tag = "workspaces", request_body = UpdateWorkspace,
     responses((status = 200, body = shared::openapi::Data<Workspace>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn update_current(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::UpdateWorkspace>()?;
     let input: UpdateWorkspace = req.json()?;
-    Ok(Reply::ok(&domain::workspaces::update(&authority, app, &req.ws, input).await?))
+    Ok(Reply::ok(&domain::workspaces::update(&req.grant, app, &req.ws, input).await?))
 }
 
 /// The workspaces the caller can use: with an OAuth token, every workspace its subject is a
@@ -88,9 +87,8 @@ pub async fn list_members(app: &App, req: WsReq) -> ApiResult<Reply> {
     params(("subject" = String, Path, description = "the identity provider's subject (`sub`), percent-encoded")),
     responses((status = 200, body = shared::openapi::Data<Member>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn set_member(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::ChangeMember>()?;
     let input: SetMember = req.json()?;
-    Ok(Reply::ok(&domain::workspaces::change_member(&authority, app, &req.ws, &req.principal, req.param("subject"), input).await?))
+    Ok(Reply::ok(&domain::workspaces::change_member(&req.grant, app, &req.ws, &req.principal, req.param("subject"), input).await?))
 }
 
 /// Create an API key. The response's `secret` is the only time the key is shown.
@@ -107,8 +105,7 @@ pub async fn create_api_key(app: &App, req: WsReq) -> ApiResult<Reply> {
     params(("id" = String, Path, description = "key_...")),
     responses((status = 200, body = shared::openapi::Data<ApiKey>), shared::openapi::CommonErrors, shared::openapi::WriteErrors))]
 pub async fn revoke_api_key(app: &App, req: WsReq) -> ApiResult<Reply> {
-    let authority = req.grant.authorize::<fx::RevokeApiKey>()?;
     let id: domain::workspaces::ApiKeyId = req.path_id("id")?;
-    let key = domain::workspaces::revoke_api_key(&authority, app, &req.ws, &id).await?;
+    let key = domain::workspaces::revoke_api_key(&req.grant, app, &req.ws, &id).await?;
     Ok(Reply::ok(&key))
 }

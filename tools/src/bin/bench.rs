@@ -300,7 +300,13 @@ async fn main() {
     writeln!(out, "\nThe worker holds one chunk (at most 500 rows / 300 KiB) at a time; the process also holds the local stack's clients and the benchmark's own data.").unwrap();
 
     // GDPR: a workspace export of the import's 10,000 contacts (and their timelines).
-    let export = domain::gdpr::export::start_workspace(&shared::authority::Authority::operator("bench"), &stack.app, &ws.id).await.unwrap();
+    let export = domain::gdpr::export::start_workspace(
+        &shared::authority::Grant::operator("bench", &[<domain::effects::ExportWorkspace as shared::authority::Effect>::INFO]),
+        &stack.app,
+        &ws.id,
+    )
+    .await
+    .unwrap();
     let hwm_before = peak_rss_kib();
     let t = Instant::now();
     let (res, calls) = shared::metrics::count_ddb_calls(domain::gdpr::export::run(&stack.app, &ws.id, &export.id)).await;
@@ -325,9 +331,14 @@ async fn main() {
 
     // Emails: accept a batch of 100, then one sender invocation sends them through moto's SES.
     let (ws, _) = domain::workspaces::create_workspace(&stack.app, "bench emails").await.unwrap();
-    let d = domain::emails::domains::create(&shared::authority::Authority::operator("bench"), &stack.app, &ws.id, "bench.example.com")
-        .await
-        .unwrap();
+    let d = domain::emails::domains::create(
+        &shared::authority::Grant::operator("bench", &[<domain::effects::CreateSendingDomain as shared::authority::Effect>::INFO]),
+        &stack.app,
+        &ws.id,
+        "bench.example.com",
+    )
+    .await
+    .unwrap();
     domain::emails::domains::refresh(&stack.app, &ws.id, d, 2).await.unwrap();
     let list: Vec<serde_json::Value> = (0..100)
         .map(|i| {

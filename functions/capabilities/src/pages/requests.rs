@@ -55,7 +55,7 @@ fn html_body(w: &super::words::Words, h: &str) -> Markup {
         // Cleaned by ammonia's allowlist (shared::html), images left out: no script, style,
         // frame, form or image is left, links open without a referrer.
         div.email-html { (PreEscaped(shared::html::sanitise_preview(h))) }
-        @if inv.remote_images + inv.inline_images + inv.scripts + inv.forms + inv.embedded > 0 {
+        @if inv.remote_images + inv.inline_images + inv.scripts + inv.forms + inv.embedded + inv.styles > 0 {
             div.removed {
                 h3 { (w.removed_title) }
                 ul {
@@ -66,6 +66,7 @@ fn html_body(w: &super::words::Words, h: &str) -> Markup {
                     @if inv.scripts > 0 { li { (w.removed_scripts) ": " (inv.scripts) } }
                     @if inv.forms > 0 { li { (w.removed_forms) ": " (inv.forms) } }
                     @if inv.embedded > 0 { li { (w.removed_embedded) ": " (inv.embedded) } }
+                    @if inv.styles > 0 { li { (w.removed_styles) ": " (inv.styles) } }
                 }
             }
         }
