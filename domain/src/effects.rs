@@ -63,7 +63,7 @@ effects! {
     /// started by staff, a booking's notifications, a portal sign-in link.
     SendEmail = ("emails.send", Write, "Send an email", true, valued = true);
     /// A post goes out to its channels, now or at its scheduled time, or again after a failure.
-    PublishPost = ("posts.publish", Write, "Publish a post to its channels", false);
+    PublishPost = ("posts.publish", Write, "Publish a post to its channels", false, valued = true);
     /// A person's data is erased for good.
     EraseSubject = ("gdpr.erasure", Admin, "Erase a person's data", true, valued = true);
     /// A person's data is exported.

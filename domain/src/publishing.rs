@@ -12,12 +12,13 @@
 
 use crate::channels::network::{ErrorCategory, NetError, Outgoing};
 use crate::channels::{self, ChannelState, Stored as StoredChannel};
-use crate::effects::{Authority, PublishPost};
+use crate::effects::PublishPost;
 use crate::ids::{ChannelId, PostId};
 use crate::keys;
 use crate::posts::{self, Post, PostStatus, Variant, VariantError, VariantStatus};
 use serde::{Deserialize, Serialize};
 use shared::auth::WorkspaceId;
+use shared::authority::Grant;
 use shared::events::Event;
 use shared::events::EventType;
 use shared::outbox::Tx;
@@ -424,10 +425,56 @@ pub async fn save_unpublished(app: &App, ws: &WorkspaceId, change: &posts::Chang
     write(app, ws, change, version, Tx::new()).await
 }
 
-/// The effect `PublishPost`: a change that leaves a post `scheduled` (scheduling a draft,
-/// publishing it now, or editing what a scheduled post will publish); the tick or the queue
-/// message sent here (when it is due now) publishes it.
-pub async fn schedule(auth: &Authority<PublishPost>, app: &App, ws: &WorkspaceId, change: &posts::Change, version: i64) -> ApiResult<()> {
+/// The value of `PublishPost`: what each channel will get, and when.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Publishing {
+    pub post_id: PostId,
+    /// When it goes out; null for now.
+    pub at: Option<shared::ids::Timestamp>,
+    pub variants: Vec<Going>,
+}
+
+/// What one channel gets.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Going {
+    pub channel_id: ChannelId,
+    pub text: String,
+    /// Each image by its URL and alt text (fetched when it is published).
+    pub media: Vec<posts::Media>,
+    pub visibility: Option<posts::Visibility>,
+    pub spoiler_text: Option<String>,
+}
+
+impl crate::effects::Valued for PublishPost {
+    type Value = Publishing;
+}
+
+impl Publishing {
+    /// `post` as it will go out at `at` (None: now), to every channel or to `only` one.
+    pub fn of(post: &Post, at: Option<shared::ids::Timestamp>, only: Option<&ChannelId>) -> Self {
+        let variants = post
+            .variants
+            .iter()
+            .filter(|v| only.is_none_or(|c| *c == v.channel_id))
+            .map(|v| Going {
+                channel_id: v.channel_id.clone(),
+                text: post.text_for(v),
+                media: post.media_for(v),
+                visibility: v.visibility,
+                spoiler_text: v.spoiler_text.clone(),
+            })
+            .collect();
+        Self { post_id: post.id.clone(), at, variants }
+    }
+}
+
+/// The effect `PublishPost`, asked of `grant` for what the post will publish: a change that
+/// leaves a post `scheduled` (scheduling a draft, publishing it now (`now`), or editing what a
+/// scheduled post will publish); the tick or the queue message sent here (when it is due now)
+/// publishes it.
+pub async fn schedule(grant: &Grant, app: &App, ws: &WorkspaceId, change: &posts::Change, version: i64, now: bool) -> ApiResult<()> {
+    let at = if now { None } else { change.post.scheduled_at };
+    let auth = grant.authorize_value::<PublishPost>(&Publishing::of(&change.post, at, None))?;
     let sk = crate::keys::POST.sk(&change.post.id);
     write(app, ws, change, version, auth.tx(&[(&sk, version)])?).await?;
     let due = change.post.scheduled_at.map(|t| t.time());
@@ -445,7 +492,7 @@ async fn write(app: &App, ws: &WorkspaceId, change: &posts::Change, version: i64
 /// `POST /posts/{id}/variants/{channel_id}/retry`: a failed variant goes back to pending and
 /// the post to publishing; its old outcome record is removed in the same transaction.
 pub async fn retry_variant(
-    auth: &Authority<PublishPost>,
+    grant: &Grant,
     app: &App,
     ws: &WorkspaceId,
     post: &Post,
@@ -458,6 +505,7 @@ pub async fn retry_variant(
     if post.variants[i].status != VariantStatus::Failed {
         return Err(ApiError::conflict("only a failed variant can be retried"));
     }
+    let auth = grant.authorize_value::<PublishPost>(&Publishing::of(post, None, Some(channel_id)))?;
     let mut p = post.clone();
     p.variants[i].status = VariantStatus::Pending;
     p.variants[i].error = None;

@@ -149,8 +149,15 @@ async fn every_confirmable_route_needs_its_exact_confirmation_once() {
         if r.status == 428 {
             assert_eq!(r.json["error"]["details"][0]["meta"]["reason"], "missing", "{what}: {}", r.json);
         }
+        // A valued effect's confirmation carries the digest of the value the person saw (its
+        // approval request shows it); without one the run is refused (tested below).
+        let digest = match r.json["error"]["details"][0]["meta"]["approval_request_id"].as_str() {
+            Some(apr) => approval(&s, apr).await["effect_value"]["digest"].as_str().map(String::from),
+            None => None,
+        };
+        let extra = digest.map_or(json!({}), |d| json!({"effect_digest": d}));
         // With a token for another request.
-        let (id, token) = mint(&s, name, method, &path, &key, &body).await;
+        let (id, token) = mint_with(&s, name, method, &path, &key, &body, extra).await;
         let r = send(&s.agent, method, &path, &body, Some("another-key"), Some(&token)).await;
         refused(&r, name, "mismatch", &what);
         assert_eq!(r.json["error"]["details"][0]["meta"]["mismatch"], "idempotency_key");
@@ -1290,4 +1297,95 @@ async fn only_a_fresh_sign_in_at_an_approver_client_approves() {
     assert_eq!(approval(&s, &apr).await["state"], "pending", "nothing decided");
     let r = as_token(Some(tools::oidc::CLIENT_ID), 5).post(&format!("/approval-requests/{apr}/approve"), &json!({})).await;
     assert_eq!(r.status, 200, "{}", r.json);
+}
+
+#[tokio::test]
+async fn a_confirmation_without_the_values_digest_runs_no_valued_effect() {
+    let h = harness();
+    let s = setup(&h.base, "value: digestless", json!(true)).await;
+    let body = serde_json::to_vec(&json!({"name": "Renamed by the agent"})).unwrap();
+    let path = "/workspaces/current";
+    // Minted directly, naming no value: the settings' value is built at the run and nothing
+    // a person saw matches it.
+    let (_, token) = mint(&s, "workspaces.update", "PATCH", path, "rename-1", &body).await;
+    let r = send(&s.agent, "PATCH", path, &body, Some("rename-1"), Some(&token)).await;
+    refused(&r, "workspaces.update", "mismatch", "a digestless token");
+    assert_eq!(r.json["error"]["details"][0]["meta"]["mismatch"], "effect_digest", "{}", r.json);
+    assert_ne!(s.owner.get(path).await.json["data"]["name"], "Renamed by the agent", "nothing ran");
+    // The digest must be one.
+    let bad = json!({"capability": "workspaces.update", "method": "PATCH", "path": path, "idempotency_key": "rename-2",
+        "body_sha256": sha(&body), "preview_summary": "x", "approved_by": "Ada", "api_key_id": s.agent_key_id,
+        "effect_digest": "not-a-digest"});
+    let r = s.person.post("/capability-confirmations", &bad).await;
+    assert_eq!((r.status, r.json["error"]["details"][0]["field"].as_str()), (400, Some("effect_digest")), "{}", r.json);
+    // With the digest the approval request shows, a direct mint runs it once, as shown.
+    let apr = ask(&s, "PATCH", path, &body, "rename-3", "workspaces.update").await;
+    let a = approval(&s, &apr).await;
+    assert_eq!(a["effect_value"]["value"]["changes"]["name"]["after"], "Renamed by the agent", "{a}");
+    let digest = a["effect_value"]["digest"].as_str().unwrap();
+    let (_, token) = mint_with(&s, "workspaces.update", "PATCH", path, "rename-3", &body, json!({"effect_digest": digest})).await;
+    let r = send(&s.agent, "PATCH", path, &body, Some("rename-3"), Some(&token)).await;
+    assert_eq!((r.status, r.json["data"]["name"].as_str()), (200, Some("Renamed by the agent")), "{}", r.json);
+}
+
+#[tokio::test]
+async fn keys_members_and_settings_are_approved_as_what_they_will_become() {
+    let h = harness();
+    let s = setup(&h.base, "value: admin effects", json!(true)).await;
+    // A new key: its name, scopes and restrictions (never a secret: it is made after).
+    let body = serde_json::to_vec(&json!({"name": "ci", "scopes": ["read"]})).unwrap();
+    let apr = ask(&s, "POST", "/workspaces/current/api-keys", &body, "key-1", "api_keys.create").await;
+    let v = approval(&s, &apr).await["effect_value"]["value"].clone();
+    assert_eq!(v, json!({"name": "ci", "scopes": ["read"], "requires_confirmation": true}), "inherits the asker's restriction");
+    // A member: who, the role they have, the one they get.
+    let body = serde_json::to_vec(&json!({"role": "admin"})).unwrap();
+    let apr = ask(&s, "PUT", "/workspaces/current/members/newcomer", &body, "member-1", "members.change").await;
+    let v = approval(&s, &apr).await["effect_value"]["value"].clone();
+    assert_eq!(v, json!({"subject": "newcomer", "old_role": null, "new_role": "admin"}));
+    // Settings: only the fields that change, each before and after; one changed by someone
+    // else between approval and run makes the run stale, naming it.
+    let body = serde_json::to_vec(&json!({"timezone": "Europe/Oslo", "name": "Same"})).unwrap();
+    assert_eq!(s.owner.patch("/workspaces/current", &json!({"name": "Same", "timezone": "UTC"})).await.status, 200);
+    let apr = ask(&s, "PATCH", "/workspaces/current", &body, "tz-1", "workspaces.update").await;
+    let v = approval(&s, &apr).await["effect_value"]["value"].clone();
+    assert_eq!(v["changes"], json!({"timezone": {"before": "UTC", "after": "Europe/Oslo"}}), "{v}");
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 200);
+    assert_eq!(s.owner.patch("/workspaces/current", &json!({"timezone": "Europe/Berlin"})).await.status, 200);
+    let r = send(&s.agent, "PATCH", "/workspaces/current", &body, Some("tz-1"), None).await;
+    let fields = refused_as_changed(&r, "workspaces.update", "settings changed since");
+    assert_eq!(fields, vec!["/changes/timezone/before".to_string()], "{}", r.json);
+    assert_eq!(s.owner.get("/workspaces/current").await.json["data"]["timezone"], "Europe/Berlin", "nothing ran");
+}
+
+#[tokio::test]
+async fn deletions_rotations_and_handed_sessions_are_approved_as_values() {
+    let h = harness();
+    let s = setup(&h.base, "value: deletions", json!(true)).await;
+    let site = e2e::receiver::Receiver::start().await;
+    // A channel's deletion: where it posted, and no secret.
+    let ch = e2e::created(&s.owner, "/channels", json!({"type": "webhook", "name": "site", "credentials": {"url": site.url}}), 201).await;
+    let path = format!("/channels/{}", ch["id"].as_str().unwrap());
+    let apr = ask(&s, "DELETE", &path, b"", "drop-1", "channels.delete").await;
+    let v = approval(&s, &apr).await["effect_value"]["value"].clone();
+    assert_eq!((v["destination"]["url"].as_str(), v["destination"]["secret"].as_str()), (Some(site.url.as_str()), Some("current")), "{v}");
+    assert!(!v.to_string().contains(ch["secret"].as_str().unwrap()), "{v}");
+    // A rotation: the endpoint, its URL and the grace period (the new secret is made after).
+    let hook = e2e::created(&s.owner, "/webhooks", json!({"url": site.url, "event_types": ["contact.created"]}), 201).await;
+    let rotate = format!("/webhooks/{}/rotate-secret", hook["id"].as_str().unwrap());
+    let apr = ask(&s, "POST", &rotate, br#"{"grace_period_seconds": 60}"#, "rotate-1", "webhooks.rotate_secret").await;
+    let v = approval(&s, &apr).await["effect_value"]["value"].clone();
+    assert_eq!(v, json!({"endpoint_id": hook["id"], "url": site.url, "grace_period_seconds": 60}));
+    // A session handed to the caller: whose, at which address; the contact moving to another
+    // address after the approval makes the run stale, and no session is opened.
+    let ct = e2e::created(&s.owner, "/contacts", json!({"email": "hand@example.com"}), 201).await;
+    let id = ct["id"].as_str().unwrap();
+    let body = serde_json::to_vec(&json!({"contact_id": id, "delivery": "return"})).unwrap();
+    let apr = ask(&s, "POST", "/portal/sessions", &body, "hand-1", "portal.sessions.return").await;
+    let v = approval(&s, &apr).await["effect_value"]["value"].clone();
+    assert_eq!(v, json!({"contact_id": id, "email": "hand@example.com", "return_url": null}));
+    assert_eq!(s.person.post(&format!("/approval-requests/{apr}/approve"), &json!({})).await.status, 200);
+    assert_eq!(s.owner.patch(&format!("/contacts/{id}"), &json!({"email": "other@example.com"})).await.status, 200);
+    let r = send(&s.agent, "POST", "/portal/sessions", &body, Some("hand-1"), None).await;
+    assert!(r.json.get("data").is_none(), "no session: {}", r.json);
+    assert_eq!(r.status, 428, "{}", r.json);
 }

@@ -116,12 +116,15 @@ test("a confirmable write waits for a person's confirmation of exactly that requ
     accessToken: need("PLATFORM_APPROVER_TOKEN"),
     workspaceId: need("PLATFORM_WORKSPACE_ID"),
   });
+  // The value the person approves is the approval request's; the token names its digest.
+  const { data: asked } = await person.approvals.get(meta.approval_request_id);
   const { data: confirmation } = await person.confirmations.mint({
     capability: meta.capability,
     method: meta.method,
     path: meta.path,
     idempotency_key: idempotencyKey,
     body_sha256: meta.body_sha256,
+    effect_digest: asked.effect_value.digest,
     preview_summary: "Create the agent's hook",
     approved_by: "the test",
     api_key_id: key.id,

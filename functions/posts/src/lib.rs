@@ -40,9 +40,10 @@ async fn check_channels(app: &App, ws: &WorkspaceId, post: &Post) -> ApiResult<(
 
 /// Write a change and its event.
 /// A change that leaves the post scheduled is the effect `PublishPost`; any other is not.
-async fn save(app: &App, req: &WsReq, change: &Change, version: i64) -> ApiResult<()> {
+/// `now`: it is published now (its value says so, not the moment it was asked).
+async fn save(app: &App, req: &WsReq, change: &Change, version: i64, now: bool) -> ApiResult<()> {
     if change.post.status == PostStatus::Scheduled {
-        domain::publishing::schedule(&req.grant.authorize::<fx::PublishPost>()?, app, &req.ws, change, version).await
+        domain::publishing::schedule(&req.grant, app, &req.ws, change, version, now).await
     } else {
         domain::publishing::save_unpublished(app, &req.ws, change, version).await
     }
@@ -86,7 +87,7 @@ pub async fn update_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.apply(patch, chrono::Utc::now())?;
     check_channels(app, &req.ws, &change.post).await?;
-    save(app, &req, &change, version).await?;
+    save(app, &req, &change, version, false).await?;
     Ok(Reply::ok(&change.post))
 }
 
@@ -108,7 +109,7 @@ pub async fn schedule_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.schedule(input.scheduled_at, chrono::Utc::now())?;
     check_channels(app, &req.ws, &change.post).await?;
-    save(app, &req, &change, version).await?;
+    save(app, &req, &change, version, false).await?;
     Ok(Reply::ok(&change.post))
 }
 
@@ -118,7 +119,7 @@ pub async fn schedule_post(app: &App, req: WsReq) -> ApiResult<Reply> {
 pub async fn cancel_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.unschedule(chrono::Utc::now())?;
-    save(app, &req, &change, version).await?;
+    save(app, &req, &change, version, false).await?;
     Ok(Reply::ok(&change.post))
 }
 
@@ -130,7 +131,7 @@ pub async fn publish_post(app: &App, req: WsReq) -> ApiResult<Reply> {
     let (post, version) = load(app, &req).await?;
     let change = post.publish_now(chrono::Utc::now())?;
     check_channels(app, &req.ws, &change.post).await?;
-    save(app, &req, &change, version).await?;
+    save(app, &req, &change, version, true).await?;
     Ok(Reply::accepted(&change.post))
 }
 
@@ -141,7 +142,6 @@ pub async fn publish_post(app: &App, req: WsReq) -> ApiResult<Reply> {
 pub async fn retry_variant(app: &App, req: WsReq) -> ApiResult<Reply> {
     let channel: ChannelId = req.path_id("channel_id")?;
     let (post, version) = load(app, &req).await?;
-    let auth = req.grant.authorize::<fx::PublishPost>()?;
-    let post = domain::publishing::retry_variant(&auth, app, &req.ws, &post, version, &channel).await?;
+    let post = domain::publishing::retry_variant(&req.grant, app, &req.ws, &post, version, &channel).await?;
     Ok(Reply::accepted(&post))
 }
