@@ -1762,9 +1762,9 @@ pub struct CreateConfirmation {
     /// One of `GET /capabilities`.
     pub capability: String,
     /// The digest of the effect's value the person approves, as an approval request shows it
-    /// (`effect_value.digest`). An effect described by a value (every confirmable one) builds its value again when the request runs and runs only on this digest: a confirmation
-    /// of one without it is refused then (428, `mismatch` `effect_digest`). Approving the
-    /// approval request sets it for you.
+    /// (`effect_value.digest`). Every confirmable effect builds its value again when the
+    /// request runs and runs only on this digest: a confirmation without it is refused then
+    /// (428, `mismatch` `effect_digest`). Approving the approval request sets it for you.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect_digest: Option<String>,
     /// Seconds the token lives, 60 to 900 (default 300).

@@ -261,9 +261,9 @@ pub struct CreateConfirmation {
     #[schema(max_length = 1048576)]
     pub body: Option<String>,
     /// The digest of the effect's value the person approves, as an approval request shows it
-    /// (`effect_value.digest`). An effect described by a value (every confirmable one) builds its value again when the request runs and runs only on this digest: a confirmation
-    /// of one without it is refused then (428, `mismatch` `effect_digest`). Approving the
-    /// approval request sets it for you.
+    /// (`effect_value.digest`). Every confirmable effect builds its value again when the
+    /// request runs and runs only on this digest: a confirmation without it is refused then
+    /// (428, `mismatch` `effect_digest`). Approving the approval request sets it for you.
     #[serde(default)]
     #[schema(pattern = "^[0-9a-f]{64}$")]
     pub effect_digest: Option<String>,
