@@ -4605,6 +4605,13 @@ export interface components {
             /** @description One of `GET /capabilities`. */
             capability: string;
             /**
+             * @description The digest of the effect's value the person approves, as an approval request shows it
+             *     (`effect_value.digest`). Every confirmable effect builds its value again when the
+             *     request runs and runs only on this digest: a confirmation without it is refused then
+             *     (428, `mismatch` `effect_digest`). Approving the approval request sets it for you.
+             */
+            effect_digest?: string | null;
+            /**
              * Format: int64
              * @description Seconds the token lives, 60 to 900 (default 300).
              */
