@@ -59,7 +59,22 @@ async fn mint(s: &Setup, capability: &str, method: &str, path: &str, key: &str, 
     mint_with(s, capability, method, path, key, body, json!({})).await
 }
 
-async fn mint_with(s: &Setup, capability: &str, method: &str, path: &str, key: &str, body: &[u8], extra: Value) -> (String, String) {
+/// The digest of the value the agent's request would have, as the approval request its
+/// refusal records shows it (None where the request fails before its effect).
+async fn digest_of(s: &Setup, method: &str, path: &str, body: &[u8], key: &str) -> Option<String> {
+    let r = send(&s.agent, method, path, body, Some(&format!("{key}-asked")), None).await;
+    let apr = r.json["error"]["details"][0]["meta"]["approval_request_id"].as_str()?.to_string();
+    approval(s, &apr).await["effect_value"]["digest"].as_str().map(String::from)
+}
+
+/// Mint as an approving app does: with the digest of the value the person saw (unless `extra`
+/// names `effect_digest`).
+async fn mint_with(s: &Setup, capability: &str, method: &str, path: &str, key: &str, body: &[u8], mut extra: Value) -> (String, String) {
+    if extra.get("effect_digest").is_none()
+        && let Some(d) = digest_of(s, method, path, body, key).await
+    {
+        extra["effect_digest"] = d.into();
+    }
     let mut req = json!({"capability": capability, "method": method, "path": path, "idempotency_key": key,
         "body_sha256": sha(body), "preview_summary": format!("{method} {path}"), "approved_by": "Ada", "api_key_id": s.agent_key_id});
     // The body, so what it names is bound (required where bodies name contacts or templates).
@@ -79,7 +94,7 @@ async fn mint_with(s: &Setup, capability: &str, method: &str, path: &str, key: &
 async fn mint_with_body(s: &Setup, path: &str, key: &str, body: &[u8], capability: &str) -> (Value, String) {
     let req = json!({"capability": capability, "method": "POST", "path": path, "idempotency_key": key,
         "body_sha256": sha(body), "body": String::from_utf8(body.to_vec()).unwrap(), "preview_summary": "x", "approved_by": "Ada",
-        "api_key_id": s.agent_key_id});
+        "api_key_id": s.agent_key_id, "effect_digest": digest_of(s, "POST", path, body, key).await});
     let r = s.person.post("/capability-confirmations", &req).await;
     assert_eq!(r.status, 201, "{}", r.json);
     (r.json["data"]["bound"].clone(), r.json["data"]["confirmation_token"].as_str().unwrap().to_string())
@@ -719,7 +734,7 @@ async fn only_someone_who_may_cause_the_effect_approves_it() {
         (a["state"].as_str(), a["approver_needs"].as_str(), a["path"].as_str()),
         (Some("pending"), Some("admin"), Some(path.as_str()))
     );
-    assert_eq!(a["preview"]["request"]["role"], "admin", "{a}");
+    assert_eq!(a["effect_value"]["value"], json!({"subject": member_sub, "old_role": "member", "new_role": "admin"}), "{a}");
     for decide in ["approve", "deny"] {
         let r = m.post(&format!("/approval-requests/{apr}/{decide}"), &json!({"reason": "no"})).await;
         assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "a member {decide}s an admin effect: {}", r.json);
@@ -743,8 +758,10 @@ async fn only_someone_who_may_cause_the_effect_approves_it() {
     assert_eq!(first.status, 200, "{}", first.json);
     let replay = send(&s.agent, "PUT", &path, body, Some("promote"), None).await;
     assert_eq!((replay.status, replay.header("idempotent-replayed")), (200, Some("true")));
-    // Another Idempotency-Key is another request: it asks anew.
-    let other = ask(&s, "PUT", &path, body, "promote-again", "members.change").await;
+    // Another Idempotency-Key is another request: it asks anew (a change to the role the
+    // member has now changes nothing and asks nothing).
+    assert_eq!(send(&s.agent, "PUT", &path, body, Some("promote-same"), None).await.status, 200);
+    let other = ask(&s, "PUT", &path, br#"{"role":"viewer"}"#, "promote-again", "members.change").await;
     assert_ne!(other, apr);
     let cc = r.json["data"]["confirmation_id"].as_str().unwrap();
     let c = s.person.get(&format!("/capability-confirmations/{cc}")).await.json["data"].clone();
@@ -1307,7 +1324,7 @@ async fn a_confirmation_without_the_values_digest_runs_no_valued_effect() {
     let path = "/workspaces/current";
     // Minted directly, naming no value: the settings' value is built at the run and nothing
     // a person saw matches it.
-    let (_, token) = mint(&s, "workspaces.update", "PATCH", path, "rename-1", &body).await;
+    let (_, token) = mint_with(&s, "workspaces.update", "PATCH", path, "rename-1", &body, json!({"effect_digest": null})).await;
     let r = send(&s.agent, "PATCH", path, &body, Some("rename-1"), Some(&token)).await;
     refused(&r, "workspaces.update", "mismatch", "a digestless token");
     assert_eq!(r.json["error"]["details"][0]["meta"]["mismatch"], "effect_digest", "{}", r.json);
