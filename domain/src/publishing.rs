@@ -431,6 +431,8 @@ pub struct Publishing {
     pub post_id: PostId,
     /// When it goes out; null for now.
     pub at: Option<shared::ids::Timestamp>,
+    /// The language every channel is told (BCP 47), if any.
+    pub language: Option<String>,
     pub variants: Vec<Going>,
 }
 
@@ -443,6 +445,8 @@ pub struct Going {
     pub media: Vec<posts::Media>,
     pub visibility: Option<posts::Visibility>,
     pub spoiler_text: Option<String>,
+    /// Its images hidden behind a sensitive-media warning.
+    pub sensitive: Option<bool>,
 }
 
 impl crate::effects::Valued for PublishPost {
@@ -462,9 +466,10 @@ impl Publishing {
                 media: post.media_for(v),
                 visibility: v.visibility,
                 spoiler_text: v.spoiler_text.clone(),
+                sensitive: v.sensitive,
             })
             .collect();
-        Self { post_id: post.id.clone(), at, variants }
+        Self { post_id: post.id.clone(), at, language: post.language.clone(), variants }
     }
 }
 

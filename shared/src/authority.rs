@@ -94,6 +94,8 @@ pub struct Authority<E: Effect> {
     /// The workspace's partition and the objects the person approved (none without a token).
     pk: String,
     bound: Vec<crate::confirmation::BoundKey>,
+    /// A person approved this effect's value and the run built the same one.
+    value_approved: bool,
     _effect: PhantomData<E>,
 }
 
@@ -121,7 +123,21 @@ impl<E: Effect> Authority<E> {
     /// `functions/` and `domain/`: no handler or worker may name it.
     #[doc(hidden)]
     pub fn operator(what: &str) -> Self {
-        Self { by: format!("operator:{what}"), customer: None, confirmation: None, pk: String::new(), bound: vec![], _effect: PhantomData }
+        Self {
+            by: format!("operator:{what}"),
+            customer: None,
+            confirmation: None,
+            pk: String::new(),
+            bound: vec![],
+            value_approved: false,
+            _effect: PhantomData,
+        }
+    }
+
+    /// A person approved exactly this value (its digest matched at the run): the effect reaches
+    /// nothing beyond it.
+    pub fn value_approved(&self) -> bool {
+        self.value_approved
     }
 
     /// The effect changes the object at `sk`, read at `version`: it must still be the version
@@ -213,7 +229,11 @@ impl Grant {
         self.check::<E>(None)
     }
 
-    fn check<E: Effect>(&self, shown: Option<Shown>) -> Result<Authority<E>, ApiError> {
+    /// What `authorize_value` would refuse for the credential alone (a route it does not
+    /// declare, a portal session, a missing scope), asked before the reads its value needs, so
+    /// the refusal says nothing about the state (whether a contact exists). The customer acting
+    /// for themselves, when the effect lets them.
+    pub fn may<E: Effect>(&self) -> Result<Option<String>, ApiError> {
         let info = E::INFO;
         if !self.declared.iter().any(|d| d.capability == info.capability) {
             tracing::error!(capability = info.capability, "a route reached an effect it does not declare");
@@ -222,7 +242,7 @@ impl Grant {
         let customer = match &self.principal.credential {
             Credential::Portal { contact_id, .. } | Credential::Link { contact_id, .. } if info.self_service => Some(contact_id.clone()),
             // No scope to check: the effect is everyone's, and its function picks the target.
-            Credential::Public { .. } if info.public => return Ok(self.authority(None, None)),
+            Credential::Public { .. } if info.public => return Ok(None),
             Credential::Portal { .. } | Credential::Link { .. } | Credential::Public { .. } => {
                 return Err(ApiError::forbidden(format!("a portal session cannot {}", info.summary.to_lowercase())));
             }
@@ -234,6 +254,15 @@ impl Grant {
                 info.needs.name(),
                 info.summary.to_lowercase()
             )));
+        }
+        Ok(customer)
+    }
+
+    fn check<E: Effect>(&self, shown: Option<Shown>) -> Result<Authority<E>, ApiError> {
+        let info = E::INFO;
+        let customer = self.may::<E>()?;
+        if matches!(self.principal.credential, Credential::Public { .. }) {
+            return Ok(self.authority(None, None));
         }
         let confirmation = if self.principal.requires_confirmation.covers(info.capability) {
             // A request that brought no token runs until it reaches a restricted effect (a PATCH
@@ -262,6 +291,7 @@ impl Grant {
                     // A confirmation that names no value (minted without `effect_digest`)
                     // approves none: a valued effect runs only on the value a person saw.
                     (None, Some(_)) => Refusal::Mismatch("effect_digest"),
+                    (Some(_), Some(_)) => return Ok(Authority { value_approved: true, ..self.authority(customer, Some(c)) }),
                     _ => return Ok(self.authority(customer, Some(c))),
                 },
             };
@@ -284,6 +314,7 @@ impl Grant {
             pk: crate::store::ws_pk(self.principal.workspace_or_none()),
             // Only a token that approved this very effect binds it.
             bound: confirmation.filter(|c| c.capability == E::INFO.capability).map(|c| c.bound.clone()).unwrap_or_default(),
+            value_approved: false,
             _effect: PhantomData,
         }
     }

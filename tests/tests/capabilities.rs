@@ -1385,6 +1385,14 @@ async fn deletions_rotations_and_handed_sessions_are_approved_as_values() {
     let apr = ask(&s, "DELETE", &path, b"", "drop-1", "channels.delete").await;
     let v = approval(&s, &apr).await["effect_value"]["value"].clone();
     assert_eq!((v["destination"]["url"].as_str(), v["destination"]["secret"].as_str()), (Some(site.url.as_str()), Some("current")), "{v}");
+    assert_eq!(v["network"], "webhook", "{v}");
+    // A post published now: what each channel gets, and no time (it is now whenever it runs).
+    let post = e2e::created(&s.owner, "/posts", json!({"content": "Hello", "language": "en", "channel_ids": [ch["id"]]}), 201).await;
+    let publish = format!("/posts/{}/publish", post["id"].as_str().unwrap());
+    let apr = ask(&s, "POST", &publish, b"", "publish-1", "posts.publish").await;
+    let v = approval(&s, &apr).await["effect_value"]["value"].clone();
+    assert_eq!((v["at"].clone(), v["language"].clone()), (Value::Null, json!("en")), "{v}");
+    assert_eq!((v["variants"][0]["channel_id"].clone(), v["variants"][0]["text"].clone()), (ch["id"].clone(), json!("Hello")), "{v}");
     assert!(!v.to_string().contains(ch["secret"].as_str().unwrap()), "{v}");
     // A rotation: the endpoint, its URL and the grace period (the new secret is made after).
     let hook = e2e::created(&s.owner, "/webhooks", json!({"url": site.url, "event_types": ["contact.created"]}), 201).await;

@@ -203,7 +203,9 @@ impl crate::effects::Valued for crate::effects::UpdateChannel {
 pub struct Disconnecting {
     pub channel_id: ChannelId,
     pub name: Option<String>,
-    pub destination: Destination,
+    pub network: ChannelType,
+    /// Null when its credentials no longer open (a retired key): it can still be deleted.
+    pub destination: Option<Destination>,
 }
 
 impl crate::effects::Valued for crate::effects::DeleteChannel {

@@ -171,11 +171,12 @@ pub async fn verify(app: &App, ws: &WorkspaceId, id: &ChannelId) -> ApiResult<Ch
 /// Delete a channel; draft and scheduled posts lose their variant for it.
 pub async fn delete(grant: &shared::authority::Grant, app: &App, ws: &WorkspaceId, id: &ChannelId) -> ApiResult<Channel> {
     let stored = load(app, ws, id).await?;
-    let creds = stored.open_creds(app, ws).await?;
+    let creds = stored.open_creds(app, ws).await.ok();
     let value = super::Disconnecting {
         channel_id: stored.channel.id.clone(),
         name: stored.channel.name.clone(),
-        destination: super::Destination::of(&creds, "current"),
+        network: stored.channel.kind,
+        destination: creds.map(|c| super::Destination::of(&c, "current")),
     };
     super::delete(&grant.authorize_value::<DeleteChannel>(&value)?, app, ws, &stored).await?;
     Ok(stored.channel)

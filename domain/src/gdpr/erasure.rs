@@ -69,7 +69,7 @@ pub async fn request(grant: &shared::authority::Grant, app: &App, ws: &Workspace
     if auth.customer().is_some() {
         return Err(ApiError::internal("a customer's erasure goes through gdpr::erasure::erase_self"));
     }
-    begin(app, ws, &subject, reason, auth.by(), auth.confirmation().is_some(), auth.tx(&[])?).await
+    begin(app, ws, &subject, reason, auth.by(), auth.value_approved(), auth.tx(&[])?).await
 }
 
 /// The effect `EraseSubject` by the customer: the code from their inbox, spent once

@@ -55,12 +55,16 @@ pub async fn return_link(
     contact_id: &ContactId,
     return_url: Option<String>,
 ) -> ApiResult<PortalLink> {
+    grant.may::<OpenPortalSession>()?;
     check_return(app, ws, return_url.as_deref()).await?;
-    let (contact, _) = contacts::load(app, ws, contact_id).await?;
-    // Whose session the caller gets, at the address the contact has now.
+    let (contact, version) = contacts::load(app, ws, contact_id).await?;
+    // Whose session the caller gets, at the address the contact has now; the link is written
+    // only while the contact is still as shown.
     let value = super::Opening { contact_id: contact.id.clone(), email: contact.email.clone(), return_url: return_url.clone() };
     let auth = grant.authorize_value::<OpenPortalSession>(&value)?;
-    let (_, token, url, expires) = create_link(app, ws, contact, return_url, Delivery::Return, auth.by(), auth.tx(&[])?).await?;
+    let sk = contacts::contact_sk(&contact.id);
+    let guard = auth.tx(&[(&sk, version)])?.check_if(store::ws_pk(ws), sk.clone(), "version = :v", vec![(":v", n(version))]);
+    let (_, token, url, expires) = create_link(app, ws, contact, return_url, Delivery::Return, auth.by(), guard).await?;
     Ok(PortalLink {
         object: "portal_link".into(),
         delivery: Delivery::Return,
