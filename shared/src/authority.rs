@@ -343,27 +343,18 @@ pub fn restricted_capabilities(declared: &[EffectInfo], restricted: &RequiresCon
 mod tests {
     use super::*;
 
+    /// A test effect's declaration.
+    const fn info(capability: &'static str, needs: Scope, self_service: bool, valued: bool) -> EffectInfo {
+        EffectInfo { capability, needs, summary: "Do it", self_service, public: false, valued }
+    }
+
     struct Send;
     impl Effect for Send {
-        const INFO: EffectInfo = EffectInfo {
-            capability: "emails.send",
-            needs: Scope::Write,
-            summary: "Send an email",
-            self_service: false,
-            public: false,
-            valued: false,
-        };
+        const INFO: EffectInfo = info("emails.send", Scope::Write, false, false);
     }
     struct Erase;
     impl Effect for Erase {
-        const INFO: EffectInfo = EffectInfo {
-            capability: "gdpr.erasure",
-            needs: Scope::Admin,
-            summary: "Erase",
-            self_service: true,
-            public: false,
-            valued: false,
-        };
+        const INFO: EffectInfo = info("gdpr.erasure", Scope::Admin, true, false);
     }
     impl Unvalued for Send {}
     impl Unvalued for Erase {}
@@ -371,14 +362,7 @@ mod tests {
     /// An effect with a value: what it erases.
     struct Wipe;
     impl Effect for Wipe {
-        const INFO: EffectInfo = EffectInfo {
-            capability: "gdpr.erasure",
-            needs: Scope::Admin,
-            summary: "Erase",
-            self_service: true,
-            public: false,
-            valued: true,
-        };
+        const INFO: EffectInfo = info("gdpr.erasure", Scope::Admin, true, true);
     }
     impl Valued for Wipe {
         type Value = serde_json::Value;

@@ -296,6 +296,11 @@ pub fn parse_enum<T: serde::de::DeserializeOwned>(v: &str) -> Option<T> {
     serde_json::from_value(serde_json::Value::String(v.into())).ok()
 }
 
+/// Lower-case hex of a SHA-256 (64 digits), as the API names bodies, files and values.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 pub fn is_currency(code: &str) -> bool {
     CURRENCIES.binary_search(&code).is_ok()
 }

@@ -285,11 +285,11 @@ pub async fn create(
     if shared::idempotency::validate_key(&input.idempotency_key).is_err() {
         errs.add("idempotency_key", "must be 1 to 255 printable ASCII characters");
     }
-    if input.body_sha256.len() != 64 || !input.body_sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if !shared::validate::is_sha256_hex(&input.body_sha256) {
         errs.add("body_sha256", "must be the lower-case hex SHA-256 of the request body (64 characters)");
     }
     match &input.effect_digest {
-        Some(d) if d.len() != 64 || !d.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) => {
+        Some(d) if !shared::validate::is_sha256_hex(d) => {
             errs.add("effect_digest", "must be the lower-case hex SHA-256 an approval request shows as effect_value.digest")
         }
         Some(_) if !super::valued(&input.capability) => errs.add("effect_digest", "this capability's effect is not described by a value"),

@@ -380,7 +380,7 @@ pub struct EmailUpload {
 /// message once encoded); the upload is kept a day.
 pub async fn create_upload(app: &App, ws: &WorkspaceId, input: &CreateUpload) -> ApiResult<EmailUpload> {
     let max = max_file_bytes(app);
-    if input.sha256.len() != 64 || !input.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if !shared::validate::is_sha256_hex(&input.sha256) {
         return Err(ApiError::validation("sha256", "the file's SHA-256, 64 lower-case hex digits"));
     }
     if input.size == 0 || input.size > max {

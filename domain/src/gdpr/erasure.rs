@@ -9,7 +9,7 @@
 
 use super::jobs::{JobError, JobKind, JobStatus};
 use super::{Cursor, ErasureId};
-use crate::effects::EraseSubject;
+use crate::effects::{Authority, EraseSubject};
 use crate::keys;
 use crate::privacy::Subject;
 use serde::{Deserialize, Serialize};
@@ -69,7 +69,7 @@ pub async fn request(grant: &shared::authority::Grant, app: &App, ws: &Workspace
     if auth.customer().is_some() {
         return Err(ApiError::internal("a customer's erasure goes through gdpr::erasure::erase_self"));
     }
-    begin(app, ws, &subject, reason, auth.by(), auth.value_approved(), auth.tx(&[])?).await
+    begin(app, ws, &subject, reason, &auth).await
 }
 
 /// The effect `EraseSubject` by the customer: the code from their inbox, spent once
@@ -86,20 +86,12 @@ pub async fn erase_self(
     let subject = super::subject_of(app, ws, contact).await?;
     let auth = grant.authorize_value::<EraseSubject>(&super::Erasing { subject: super::Reach::of(&subject), reason: REASON.into() })?;
     crate::portal::spend_erasure_code(&auth, app, session_token, contact, code).await?;
-    begin(app, ws, &subject, REASON, auth.by(), false, auth.tx(&[])?).await
+    begin(app, ws, &subject, REASON, &auth).await
 }
 
-/// `tx`: the authority's guard on the objects the person approved (`Authority::guard`).
-/// `approved`: a person approved exactly `subject` (its value), so the run reaches nothing else.
-async fn begin(
-    app: &App,
-    ws: &WorkspaceId,
-    subject: &Subject,
-    reason: &str,
-    requested_by: &str,
-    approved: bool,
-    tx: Tx,
-) -> ApiResult<Erasure> {
+/// Under the authority's guard on the objects the person approved (`Authority::guard`); when a
+/// person approved exactly `subject` (`Authority::value_approved`), the run reaches nothing else.
+async fn begin(app: &App, ws: &WorkspaceId, subject: &Subject, reason: &str, auth: &Authority<EraseSubject>) -> ApiResult<Erasure> {
     let secret = app.platform_secret().await?;
     let e = Erasure {
         id: ErasureId::generate(),
@@ -107,7 +99,7 @@ async fn begin(
         status: JobStatus::Pending,
         subject_hash: crate::privacy::tombstone_hash(&secret.tombstone_key, ws, &subject.email),
         reason: reason.into(),
-        requested_by: requested_by.into(),
+        requested_by: auth.by().into(),
         counts: BTreeMap::new(),
         created_at: shared::ids::Timestamp::now(),
         started_at: None,
@@ -116,7 +108,8 @@ async fn begin(
     };
     let sealed = secret.seal(&aad(ws, &e.id), &serde_json::to_vec(subject).expect("serializes"));
     let record = Record::new(ws_pk(ws), keys::ERASURE.sk(&e.id), &e)?.attr("subject_sealed", s(sealed));
-    tx.create(record.attr("approved_value", shared::store::Value::Bool(approved)))
+    auth.tx(&[])?
+        .create(record.attr("approved_value", shared::store::Value::Bool(auth.value_approved())))
         .job(WorkQueue::Gdpr, &e.id, super::jobs::message(JobKind::Erasure, ws, &e.id))
         .commit(app)
         .await

@@ -89,9 +89,7 @@ pub async fn email_link(
     let Some(base) = return_url.clone().or_else(|| w.portal_origins.first().map(|o| format!("{}/", o.trim_end_matches('/')))) else {
         return Err(ApiError::validation("return_url", "is needed to email a link when the workspace has no portal_origins"));
     };
-    if !allowed_return(&base, &w.portal_origins) {
-        return Err(ApiError::validation("return_url", "must be an https URL on one of the workspace's portal_origins"));
-    }
+    returns_to(&base, &w.portal_origins)?;
     let from = sender(app, ws).await?;
     // The token travels only inside the emailed URL.
     let (contact, _) = contacts::load(app, ws, contact_id).await?;
@@ -151,8 +149,12 @@ pub(crate) async fn mail_to(
 /// A `return_url` a login link may carry: on one of the workspace's portal origins.
 async fn check_return(app: &App, ws: &WorkspaceId, return_url: Option<&str>) -> ApiResult<()> {
     let Some(u) = return_url else { return Ok(()) };
-    let (w, _) = crate::workspaces::load(app, ws).await?;
-    if !allowed_return(u, &w.portal_origins) {
+    returns_to(u, &crate::workspaces::load(app, ws).await?.0.portal_origins)
+}
+
+/// [`allowed_return`] as the 400 a refused `return_url` is.
+fn returns_to(url: &str, origins: &[String]) -> ApiResult<()> {
+    if !allowed_return(url, origins) {
         return Err(ApiError::validation("return_url", "must be an https URL on one of the workspace's portal_origins"));
     }
     Ok(())

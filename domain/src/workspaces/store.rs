@@ -282,7 +282,6 @@ fn new_api_key(
 pub async fn update(grant: &Grant, app: &App, ws_id: &WorkspaceId, input: UpdateWorkspace) -> ApiResult<Workspace> {
     let (mut ws, version) = load(app, ws_id).await?;
     let before = ws.clone();
-    let old_slug = ws.slug.clone();
     let mut errs = Errors::new();
     let mut required =
         |field: &str, p: Patch<String>, target: &mut String, ok: &dyn Fn(&str) -> bool, msg: &str| match p.required(&mut errs, field) {
@@ -351,7 +350,7 @@ pub async fn update(grant: &Grant, app: &App, ws_id: &WorkspaceId, input: Update
     errs.finish()?;
     let auth = grant.authorize_value::<fx::UpdateWorkspace>(&super::Resetting::between(&before, &ws)?)?;
     ws.updated_at = shared::ids::Timestamp::now();
-    save_settings(&auth, app, &ws, version, &old_slug).await?;
+    save_settings(&auth, app, &ws, version, &before.slug).await?;
     Ok(ws)
 }
 
@@ -368,8 +367,8 @@ pub async fn of_subject(app: &App, subject: &str, after: Option<String>, limit: 
 }
 
 /// Add a member or change a member's role (the effect `ChangeMember`, asked of `grant` once the
-/// change is allowed). Only an owner grants
-/// `owner` or changes another owner's role, and never their own.
+/// change is allowed). Only an owner grants `owner` or changes another owner's role, and never
+/// their own.
 pub async fn change_member(
     grant: &Grant,
     app: &App,
